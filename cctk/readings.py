@@ -1,0 +1,60 @@
+"""Every view of a model derived from its measurement table and one set of targets.
+
+A model is measured once (``cctk.measure``); each target (correct sum, fabricated answer,
+a rule's answer) is scored against that one table here.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pandas as pd
+
+from .errors import CctkError
+from .facts import IMPOSSIBLE_ABOVE
+
+READING_COLUMNS = ["target", "top_choice", "prob_target", "prob_top", "hit", "surprise", "mass_impossible"]
+
+
+def read(table: pd.DataFrame, targets: pd.Series) -> pd.DataFrame:
+    """One row per addition (index a, b): the target and what the model makes of it.
+
+    target, top_choice (argmax prob), prob_target, prob_top, hit (top_choice == target),
+    surprise (-logprob / n_tokens of the target), mass_impossible (prob on candidates > 18).
+    """
+    check_targets(table, targets)
+    by_pair = table.set_index(["a", "b"])
+    top = table.loc[table.groupby(["a", "b"])["prob"].idxmax()].set_index(["a", "b"])
+    keyed = table.set_index(["a", "b", "candidate_value"])
+    on_target = keyed.loc[[(a, b, int(t)) for (a, b), t in targets.items()]]
+    on_target.index = targets.index
+    impossible = by_pair["prob"].where(by_pair["candidate_value"] > IMPOSSIBLE_ABOVE, 0.0)
+    out = pd.DataFrame({
+        "target": targets.astype(int),
+        "top_choice": top["candidate_value"].reindex(targets.index),
+        "prob_target": on_target["prob"],
+        "prob_top": top["prob"].reindex(targets.index),
+        "surprise": -on_target["logprob"] / on_target["n_tokens"],
+        "mass_impossible": impossible.groupby(level=["a", "b"]).sum().reindex(targets.index),
+    }, index=targets.index)
+    out["hit"] = out["top_choice"] == out["target"]
+    return out[READING_COLUMNS]
+
+
+def check_targets(table: pd.DataFrame, targets: pd.Series) -> None:
+    """A candidate set that does not cover every target cannot score it: say which."""
+    missing = sorted(set(targets.astype(int)) - set(table["candidate_value"].unique()))
+    if missing:
+        raise CctkError(f"targets {missing} are not among the measured candidates; "
+                        "the candidate set must cover every target")
+
+
+def summarize(readings: pd.DataFrame, pairs: Iterable[tuple[int, int]] | None = None) -> dict:
+    """Hits (k of n), mean probability on the target, mean surprise and impossible mass of a group."""
+    group = readings if pairs is None else readings.loc[list(pairs)]
+    return {
+        "hits": int(group["hit"].sum()),
+        "n": int(len(group)),
+        "prob_target": float(group["prob_target"].mean()) if len(group) else float("nan"),
+        "surprise": float(group["surprise"].mean()) if len(group) else float("nan"),
+        "mass_impossible": float(group["mass_impossible"].mean()) if len(group) else float("nan"),
+    }
