@@ -1,0 +1,94 @@
+"""The charts' shared colour code, paper style and the one way a figure is saved.
+
+Colour code (manual 2.0.0, sections 5.11 and 7): blue / red for a hit / miss on seen
+additions, green / orange for the same on never-seen additions, dark outlines for the
+extremes of each group, gray for controls and dark gray for the base model.
+"""
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import matplotlib
+from matplotlib import colors as mcolors
+from matplotlib.figure import Figure
+
+SEEN_HIT = "#2166ac"  # blue
+SEEN_MISS = "#c62828"  # red
+HELD_HIT = "#2e7d32"  # green
+HELD_MISS = "#ef6c00"  # orange
+SEEN_HIGH = "#0b2447"  # dark blue outline
+SEEN_LOW = "#5b0a0a"  # dark red outline
+HELD_HIGH = "#0b3d12"  # dark green outline
+HELD_LOW = "#5d3a1a"  # dark brown outline
+CONTROL = "#9e9e9e"  # gray
+BASE = "#424242"  # dark gray
+LIGHT_BLUE = "#c6dbef"
+LIGHT_RED = "#f8d0cc"
+LIGHT_ORANGE = "#fdd9b5"
+DARK_ORANGE = "#8a3b00"
+LINES = ("#6a3d9a", "#d81b60", "#00838f", "#8d6e63", "#000000", "#fbc02d")  # models on one chart
+FORMATS = ("png", "pdf", "eps")
+
+PAPER_RC = {
+    "pdf.fonttype": 42,  # TrueType: text stays text, selectable and searchable
+    "ps.fonttype": 42,
+    "svg.fonttype": "none",
+    "font.family": "DejaVu Sans",
+    "font.size": 8,
+    "axes.titlesize": 9,
+    "axes.labelsize": 8,
+    "xtick.labelsize": 7,
+    "ytick.labelsize": 7,
+    "legend.fontsize": 7,
+    "legend.framealpha": 1.0,  # EPS has no transparency
+    "axes.spines.top": False,
+    "savefig.dpi": 300,
+}
+
+
+@contextmanager
+def paper_style():
+    """rcParams for paper figures; needed both when drawing and when saving."""
+    with matplotlib.rc_context(PAPER_RC):
+        yield
+
+
+def new_figure(width: float, height: float) -> Figure:
+    """A figure outside pyplot's registry, so library calls leave no global state behind."""
+    return Figure(figsize=(width, height))
+
+
+def shade(color: str, t: float) -> tuple[float, float, float]:
+    """``color`` mixed with white: t=0 white, t=1 the colour itself (opaque, hue kept)."""
+    rgb = mcolors.to_rgb(color)
+    t = min(max(float(t), 0.0), 1.0)
+    return tuple(1.0 - t * (1.0 - c) for c in rgb)
+
+
+def ink(fill) -> str:
+    """Black or white text, whichever reads on ``fill``."""
+    r, g, b = mcolors.to_rgb(fill)
+    return "white" if 0.2126 * r + 0.7152 * g + 0.0722 * b < 0.5 else "black"
+
+
+def pct(p: float) -> str:
+    """A probability as a short percent: 87%, 3.2%, <0.1%."""
+    if p < 0.0005:
+        return "<0.1%"
+    return f"{100 * p:.0f}%" if p >= 0.0995 else f"{100 * p:.1f}%"
+
+
+def save_figure(fig: Figure, folder: Path, stem: str) -> list[Path]:
+    """Write ``stem.png`` (300 dpi), ``stem.pdf``, ``stem.eps`` into ``folder``; close ``fig``."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = [folder / f"{stem}.{ext}" for ext in FORMATS]
+    with paper_style():
+        for path in paths:
+            fig.savefig(path, dpi=300, bbox_inches="tight", pad_inches=0.05)
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is not None:  # a figure made through pyplot must leave its registry
+        pyplot.close(fig)
+    return paths

@@ -1,0 +1,67 @@
+"""The deviation chart of Part D (manual 2.0.0, section 7.5): top choice minus target."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.transforms import blended_transform_factory
+
+from .common import CONTROL, HELD_HIT, LIGHT_BLUE, LIGHT_RED, new_figure, paper_style
+
+WIDTH = 0.4  # of one series' bar; the two sit side by side on each deviation
+
+
+def deviation_chart(rule_dev: Sequence[int], control_dev: Sequence[int], k90: int,
+                    k_legend: dict[str, int], title: str) -> Figure:
+    """Never-seen deviations of the rule-trained model (green) and its control (gray).
+
+    Blue band = [-k90, k90], fitted to the rule-trained model; red bands outside. ``k_legend``:
+    label -> that series' own half-width k, the rule-trained model first, then the control.
+    """
+    (rule_name, rule_k), (ctl_name, ctl_k) = list(k_legend.items())[:2]
+    series = [(np.asarray(rule_dev, dtype=int), HELD_HIT),
+              (np.asarray(control_dev, dtype=int), CONTROL)]
+    reach = max([k90 + 4] + [int(np.abs(d).max()) + 1 for d, _ in series if d.size])
+    with paper_style():
+        fig = new_figure(8, 4.2)
+        ax = fig.add_axes([0.08, 0.2, 0.88, 0.6])
+        _bands(ax, k90, reach)
+        for offset, (dev, color) in zip((-WIDTH / 2, WIDTH / 2), series):
+            counts = pd.Series(dev).value_counts()
+            ax.bar(counts.index + offset, counts.values, width=WIDTH, color=color, zorder=2)
+        _headlines(ax, series, k90, reach)
+        ax.set_xlim(-reach - 0.5, reach + 0.5)
+        ax.set_xlabel("deviation: top choice minus the rule's target")
+        ax.set_ylabel("never-seen additions")
+        ax.yaxis.get_major_locator().set_params(integer=True)
+        ax.grid(axis="y", color="white", linewidth=0.8)
+        ax.set_axisbelow(True)
+        handles = [Patch(color=HELD_HIT, label=f"{rule_name} (k = {rule_k})"),
+                   Patch(color=CONTROL, label=f"{ctl_name} (k = {ctl_k})"),
+                   Patch(color=LIGHT_BLUE,
+                         label=f"band \u00b1{k90} (90% of the rule-trained model)"),
+                   Patch(color=LIGHT_RED, label="outside the band")]
+        fig.legend(handles=handles, loc="lower center", ncol=2, frameon=False)
+        fig.suptitle(title, y=0.985, va="top", fontsize=11, fontweight="bold")
+    return fig
+
+
+def _bands(ax, k90: int, reach: int) -> None:
+    ax.axvspan(-k90 - 0.5, k90 + 0.5, color=LIGHT_BLUE, linewidth=0, zorder=0)
+    ax.axvspan(-reach - 0.5, -k90 - 0.5, color=LIGHT_RED, linewidth=0, zorder=0)
+    ax.axvspan(k90 + 0.5, reach + 0.5, color=LIGHT_RED, linewidth=0, zorder=0)
+
+
+def _headlines(ax, series, k90: int, reach: int) -> None:
+    """Above each band: how many of each series' never-seen additions fall in it."""
+    where = blended_transform_factory(ax.transData, ax.transAxes)
+    bands = [(-reach, -k90 - 1), (-k90, k90), (k90 + 1, reach)]
+    for lo, hi in bands:
+        for row, (dev, color) in enumerate(reversed(series)):
+            inside = int(((dev >= lo) & (dev <= hi)).sum())
+            ax.annotate(f"{inside} / {dev.size}", ((lo + hi) / 2, 1.0), xycoords=where,
+                        xytext=(0, 3 + 10.5 * row), textcoords="offset points", ha="center",
+                        va="bottom", fontsize=8, fontweight="bold", color=color)

@@ -1,0 +1,128 @@
+"""The target heatmap (manual 2.0.0, section 7.3): one cell per addition, a rows, b columns."""
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import pandas as pd
+from matplotlib import patheffects
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from .common import (HELD_HIGH, HELD_HIT, HELD_LOW, HELD_MISS, SEEN_HIGH, SEEN_HIT, SEEN_LOW,
+                     SEEN_MISS, ink, new_figure, paper_style, pct, shade)
+
+DIGITS = range(1, 10)
+FLOOR = 0.12  # the palest fill still shows its hue
+HALO = patheffects.withStroke(linewidth=4.2, foreground="white")  # outline visible on any fill
+
+
+def target_heatmap(readings: pd.DataFrame, title: str, heldout: Collection | None = None,
+                   fixed_scale: bool = True) -> Figure:
+    """9 x 9 grid of the probability on the target; blue/red hit/miss, green/orange never seen.
+
+    ``fixed_scale=False`` (the base model) reads the fill on the observed range, not 0-100%.
+    """
+    held = {(int(a), int(b)) for a, b in (heldout or ())}
+    p = readings["prob_target"]
+    scale = (0.0, 1.0) if fixed_scale else (float(p.min()), float(p.max()))
+    with paper_style():
+        fig = new_figure(8, 8.5)
+        ax = fig.add_axes([0.09, 0.14, 0.84, 6.7 / 8.5])
+        for (a, b), row in readings.iterrows():
+            _cell(ax, int(a), int(b), row, (int(a), int(b)) in held, scale)
+        for group, colors in _groups(readings, held):
+            _outline_extremes(ax, group, colors)
+        _grid_axes(ax)
+        fig.text(0.51, 0.985, title, ha="center", va="top", fontsize=11, fontweight="bold")
+        fig.text(0.51, 0.955, headline(readings, held), ha="center", va="top", fontsize=9)
+        fig.text(0.09, 0.072, _notes(readings, held, scale, fixed_scale), ha="left", va="top",
+                 fontsize=7, linespacing=1.5)
+    return fig
+
+
+def headline(readings: pd.DataFrame, held: Collection = ()) -> str:
+    """``k / n top choices on the target``, then per group when some additions were never seen."""
+    hits = readings["hit"].astype(bool)
+    text = f"{int(hits.sum())} / {len(readings)} top choices on the target"
+    if held:
+        is_held = _held_mask(readings, held)
+        text += (f"  \u00b7  seen {int(hits[~is_held].sum())} / {int((~is_held).sum())}"
+                 f"  \u00b7  never seen {int(hits[is_held].sum())} / {int(is_held.sum())}")
+    return text
+
+
+def _cell(ax, a: int, b: int, row, is_held: bool, scale: tuple[float, float]) -> None:
+    lo, hi = scale
+    level = (row.prob_target - lo) / (hi - lo) if hi > lo else 1.0
+    hit = bool(row.hit)
+    base = (HELD_HIT if hit else HELD_MISS) if is_held else (SEEN_HIT if hit else SEEN_MISS)
+    t = FLOOR + (1 - FLOOR) * (level if hit else 1 - level)  # blue darkens up, red darkens down
+    fill = shade(base, t)
+    ax.add_patch(Rectangle((b - 0.5, a - 0.5), 1, 1, facecolor=fill, edgecolor="white",
+                           linewidth=1.0, gid=f"cell {a} {b}"))
+    color = ink(fill)
+    ax.text(b, a - 0.2, pct(row.prob_target), ha="center", va="center", fontsize=9,
+            fontweight="bold", color=color)
+    ax.text(b, a + 0.06, f"{int(row.target)} | {int(row.top_choice)}", ha="center",
+            va="center", fontsize=7, color=color)
+    if not hit:
+        ax.text(b, a + 0.3, f"({pct(row.prob_top)})", ha="center", va="center", fontsize=6.5,
+                color=color)
+
+
+def _held_mask(readings: pd.DataFrame, held: Collection) -> pd.Series:
+    held = {(int(a), int(b)) for a, b in held}
+    return pd.Series([(int(a), int(b)) in held for a, b in readings.index], index=readings.index)
+
+
+def _groups(readings: pd.DataFrame, held: set):
+    """(readings of the group, (high colour, low colour)) for seen and never-seen additions."""
+    is_held = _held_mask(readings, held)
+    yield readings[~is_held], (SEEN_HIGH, SEEN_LOW)
+    yield readings[is_held], (HELD_HIGH, HELD_LOW)
+
+
+def _outline_extremes(ax, group: pd.DataFrame, colors: tuple[str, str]) -> None:
+    if group.empty:
+        return
+    p = group["prob_target"]
+    for (a, b), color, inset in ((p.idxmax(), colors[0], 0.05), (p.idxmin(), colors[1], 0.09)):
+        ax.add_patch(Rectangle((b - 0.5 + inset, a - 0.5 + inset), 1 - 2 * inset, 1 - 2 * inset,
+                               fill=False, edgecolor=color, linewidth=2.2, zorder=3,
+                               path_effects=[HALO]))
+
+
+def _grid_axes(ax) -> None:
+    ax.set_xlim(0.5, 9.5)
+    ax.set_ylim(9.5, 0.5)  # a = 1 on top
+    ax.set_xticks(list(DIGITS))
+    ax.set_yticks(list(DIGITS))
+    ax.tick_params(length=0, labelsize=9)
+    ax.set_xlabel("second addend b", fontsize=9)
+    ax.set_ylabel("first addend a", fontsize=9)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+
+
+def _extremes_line(label: str, group: pd.DataFrame, outlines: tuple[str, str]) -> str:
+    p = group["prob_target"]
+    (a1, b1), (a2, b2) = p.idxmax(), p.idxmin()
+    return (f"{label}: highest {a1} + {b1} ({pct(p.max())}, {outlines[0]} outline),  "
+            f"lowest {a2} + {b2} ({pct(p.min())}, {outlines[1]} outline)")
+
+
+def _notes(readings: pd.DataFrame, held: set, scale, fixed_scale: bool) -> str:
+    labels = (("Seen", ("dark blue", "dark red")), ("Never seen", ("dark green", "dark brown")))
+    lines = [_extremes_line(label if held else "All additions", group, outlines)
+             for (group, _), (label, outlines) in zip(_groups(readings, held), labels)
+             if not group.empty]
+    fills = "blue = top choice is the target, red = it is not"
+    if held:
+        fills += "; never-seen additions green / orange"
+    span = ("a fixed 0-100% scale" if fixed_scale
+            else f"the observed range, {pct(scale[0])} to {pct(scale[1])}")
+    lines.append(f"Fill: {fills}; shade read on {span}.")
+    lines.append("Cell: probability on the target (bold), target | chosen, (probability of the"
+                 " chosen answer when it differs).")
+    lines.append("Probabilities normalised over the candidates 2 to 36.")
+    return "\n".join(lines)

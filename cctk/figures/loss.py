@@ -1,0 +1,42 @@
+"""Training loss per epoch of every fine-tuning run (manual 2.0.0, section 7.7)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from .common import CONTROL, LINES, SEEN_HIT, new_figure, paper_style
+
+MAIN_COLORS = (SEEN_HIT,) + LINES
+
+
+def loss_chart(losses: dict[str, list[float]], main: Sequence[str]) -> Figure:
+    """Loss per epoch on a log axis: the runs in ``main`` in colour, the rest in gray."""
+    others = [name for name in losses if name not in main]
+    with paper_style():
+        fig = new_figure(6, 3.6)
+        ax = fig.add_axes([0.12, 0.14, 0.55, 0.74])
+        for name in others:  # gray first, so the main sequence is drawn over it
+            _plot(ax, losses[name], CONTROL, 1.0)
+        handles = []
+        for i, name in enumerate(n for n in main if n in losses):
+            color = MAIN_COLORS[i % len(MAIN_COLORS)]
+            _plot(ax, losses[name], color, 1.6)
+            handles.append(Line2D([], [], color=color, marker="o", markersize=3, label=name))
+        if others:
+            handles.append(Line2D([], [], color=CONTROL, marker="o", markersize=3,
+                                  label=f"rule and control runs ({len(others)})"))
+        ax.set_yscale("log")
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("training loss (log scale)")
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.grid(color="#e3e3e3", linewidth=0.6, which="both")
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+        ax.set_title("Training loss per epoch", fontweight="bold")
+    return fig
+
+
+def _plot(ax, values: list[float], color: str, width: float) -> None:
+    epochs = range(1, len(values) + 1)
+    ax.plot(epochs, values, color=color, linewidth=width, marker="o", markersize=2.5)

@@ -1,0 +1,126 @@
+"""The probability profile (manual 2.0.0, section 7.4): mean probability per candidate answer."""
+from __future__ import annotations
+
+import math
+from collections.abc import Collection
+
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.transforms import blended_transform_factory
+
+from ..facts import CANDIDATES
+from ..names import model_name
+from .common import (BASE, HELD_HIT, LIGHT_BLUE, LIGHT_RED, LINES, SEEN_HIT, new_figure,
+                     paper_style, shade)
+
+INTERVALS = 6  # both y axes: one set of gridlines serves both
+BAR_SEEN, BAR_HELD = shade(SEEN_HIT, 0.6), shade(HELD_HIT, 0.6)  # pale, so lines read on top
+LINE_PT = 10.5  # height of one line of band text, points
+
+
+def probability_profile(series: dict[str, pd.DataFrame], targets: pd.Series, title: str,
+                        band: tuple[int, int] | None = None,
+                        heldout: Collection | None = None) -> Figure:
+    """Lines: each model's mean probability per candidate (left axis); bars: targets (right).
+
+    ``band`` = (lo, hi), the candidates that can be an answer, shaded blue, the rest red, with
+    each model's share of probability inside each; None draws no bands.
+    """
+    means = pd.DataFrame({name: t.groupby("candidate_value")["prob"].mean()
+                          for name, t in series.items()}).reindex(CANDIDATES, fill_value=0.0)
+    above = 0.5 + (LINE_PT / 72 * (len(series) + 1) if band is not None else 0.0)  # inches
+    height = 0.95 + 2.8 + above
+    with paper_style():
+        fig = new_figure(8, height)
+        ax = fig.add_axes([0.08, 0.95 / height, 0.84, 2.8 / height])
+        bars = ax.twinx()
+        ax.set_zorder(bars.get_zorder() + 1)  # lines above bars and bands
+        ax.patch.set_visible(False)
+        if band is not None:
+            _bands(bars, ax, means, band)
+        handles = _count_bars(bars, targets, heldout)
+        handles = _lines(ax, means) + handles
+        _axes(ax, bars, means, targets)
+        fig.suptitle(title, y=1 - 0.1 / height, va="top", fontsize=11, fontweight="bold")
+        fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 3),
+                   bbox_to_anchor=(0.5, 0.0), frameon=False)
+    return fig
+
+
+def _color(i: int, name: str) -> str:
+    return BASE if name == model_name("base") else LINES[i % len(LINES)]
+
+
+def left_top(peak: float) -> float:
+    """Top of the left axis in percent: 12, growing in steps of 6 while the data exceed it."""
+    return 12.0 + 6.0 * max(0, math.ceil((100 * peak - 12.0) / 6.0 - 1e-9))
+
+
+def _lines(ax, means: pd.DataFrame) -> list:
+    handles = []
+    for i, name in enumerate(means.columns):
+        color = _color(i, name)
+        ax.plot(means.index, 100 * means[name], marker="o", markersize=3, linewidth=1.4,
+                color=color)
+        handles.append(Line2D([], [], color=color, marker="o", markersize=3, label=name))
+    return handles
+
+
+def _count_bars(ax, targets: pd.Series, heldout) -> list:
+    held = {(int(a), int(b)) for a, b in (heldout or ())}
+    is_held = pd.Series([(int(a), int(b)) in held for a, b in targets.index], index=targets.index)
+    seen = targets[~is_held].astype(int).value_counts().reindex(CANDIDATES, fill_value=0)
+    never = targets[is_held].astype(int).value_counts().reindex(CANDIDATES, fill_value=0)
+    ax.bar(seen.index, seen.values, width=0.6, color=BAR_SEEN, zorder=2)
+    if not held:
+        return [Patch(color=BAR_SEEN, label="additions with this target (right axis)")]
+    ax.bar(never.index, never.values, bottom=seen.values, width=0.6, color=BAR_HELD, zorder=2)
+    return [Patch(color=BAR_SEEN, label="seen additions with this target (right axis)"),
+            Patch(color=BAR_HELD, label="never-seen additions with this target (right axis)")]
+
+
+def _axes(ax, bars, means: pd.DataFrame, targets: pd.Series) -> None:
+    top = left_top(float(means.to_numpy().max()))
+    ax.set_ylim(0, top)
+    ax.set_yticks([top * i / INTERVALS for i in range(INTERVALS + 1)])
+    ax.yaxis.set_major_formatter(lambda v, _: f"{v:.0f}%")
+    peak = int(targets.astype(int).value_counts().max())
+    count_top = INTERVALS * max(1, math.ceil(peak / INTERVALS))
+    bars.set_ylim(0, count_top)
+    bars.set_yticks(range(0, count_top + 1, count_top // INTERVALS))
+    bars.grid(axis="y", color="#d0d0d0", linewidth=0.6)  # on the bars' axis: drawn under the lines
+    bars.set_axisbelow(True)
+    ax.set_xlim(CANDIDATES[0] - 0.7, CANDIDATES[-1] + 0.7)
+    ax.set_xticks(CANDIDATES)
+    ax.set_xlabel("candidate answer")
+    ax.set_ylabel("mean probability over the 81 additions")
+    bars.set_ylabel("additions whose target is this answer")
+    bars.spines["top"].set_visible(False)
+
+
+def _bands(bars_ax, ax, means: pd.DataFrame, band: tuple[int, int]) -> None:
+    lo, hi = band
+    first, last = CANDIDATES[0], CANDIDATES[-1]
+    regions = [(lo, hi, LIGHT_BLUE)]
+    outside = [(first, lo - 1), (hi + 1, last)]
+    regions += [(a, b, LIGHT_RED) for a, b in outside if a <= b]
+    for a, b, color in regions:
+        bars_ax.axvspan(a - 0.5, b + 0.5, color=color, linewidth=0, zorder=0)
+    inside = means.loc[lo:hi].sum()
+    _band_text(ax, (lo + hi) / 2, f"share on {lo} to {hi}", inside)
+    widest = max(((a, b) for a, b in outside if a <= b), key=lambda r: r[1] - r[0], default=None)
+    if widest is not None:  # both outer regions together, written over the wider one
+        _band_text(ax, sum(widest) / 2, f"share outside {lo} to {hi}", 1.0 - inside)
+
+
+def _band_text(ax, x: float, label: str, shares: pd.Series) -> None:
+    """Bold share per model above the axes, over the band's centre, one line per model."""
+    where = blended_transform_factory(ax.transData, ax.transAxes)
+    rows = [(label, "black")] + [(f"{share:.0%} {name}", _color(i, name))
+                                 for i, (name, share) in enumerate(shares.items())]
+    for k, (text, color) in enumerate(reversed(rows)):
+        ax.annotate(text, (x, 1.0), xycoords=where, xytext=(0, 3 + LINE_PT * k),
+                    textcoords="offset points", ha="center", va="bottom", fontsize=7.5,
+                    fontweight="bold", color=color)

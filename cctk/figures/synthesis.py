@@ -1,0 +1,63 @@
+"""The synthesis chart (manual 2.0.0, section 7.6): share of hits per model and group."""
+from __future__ import annotations
+
+import textwrap
+
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.transforms import blended_transform_factory
+
+from .common import BASE, CONTROL, HELD_HIT, SEEN_HIT, new_figure, paper_style
+
+COLORS = {"seen": SEEN_HIT, "held out": HELD_HIT, "control held out": CONTROL, "base": BASE}
+LABELS = {"seen": "seen", "held out": "never seen", "control held out": "never seen, control",
+          "base": "base model (all 81)"}
+OFFSET = {"seen": -0.15, "held out": 0.15, "control held out": 0.15, "base": 0.0}
+COLUMN = {"seen": 0, "base": 0, "held out": 1, "control held out": 1}  # counts column
+
+
+def synthesis_chart(rows: pd.DataFrame) -> Figure:
+    """One row per model: dot = share of hits, bar = exact 95% interval, per group.
+
+    ``rows``: columns model, group ("seen", "held out", "control held out", "base"),
+    hits, n, share, lo, hi (shares and bounds in 0..1).
+    """
+    models = list(dict.fromkeys(rows["model"]))
+    height = 1.5 + 0.42 * len(models)
+    with paper_style():
+        fig = new_figure(8, height)
+        ax = fig.add_axes([0.3, 0.75 / height, 0.48, 1 - 1.4 / height])
+        for _, r in rows.iterrows():
+            y = models.index(r.model) + (OFFSET[r.group] if _two_groups(rows, r.model) else 0.0)
+            ax.errorbar(r.share, y, xerr=[[r.share - r.lo], [r.hi - r.share]], fmt="o",
+                        color=COLORS[r.group], markersize=4.5, capsize=2.5, linewidth=1.3)
+        _counts(ax, rows, models)
+        ax.set_yticks(range(len(models)), [textwrap.fill(m, 34) for m in models])
+        ax.set_ylim(len(models) - 0.5, -0.5)
+        ax.set_xlim(-0.02, 1.02)
+        ax.xaxis.set_major_formatter(lambda v, _: f"{v:.0%}")
+        ax.set_xlabel("share of additions whose top choice is the target (exact 95% interval)")
+        ax.grid(axis="x", color="#dddddd", linewidth=0.6)
+        ax.spines["right"].set_visible(False)
+        present = [g for g in COLORS if g in set(rows["group"])]
+        handles = [Line2D([], [], color=COLORS[g], marker="o", label=LABELS[g]) for g in present]
+        fig.legend(handles=handles, loc="lower center", ncol=len(handles), frameon=False)
+        fig.suptitle("Synthesis: hits on each model's own target", x=0.54, y=1 - 0.05 / height,
+                     va="top", fontsize=11, fontweight="bold")
+    return fig
+
+
+def _two_groups(rows: pd.DataFrame, model: str) -> bool:
+    return (rows["model"] == model).sum() > 1
+
+
+def _counts(ax, rows: pd.DataFrame, models: list[str]) -> None:
+    """Two columns right of the chart: hits / n for the seen and the never-seen additions."""
+    where = blended_transform_factory(ax.transAxes, ax.transData)
+    for col, header in enumerate(("seen", "never seen")):
+        ax.text(1.1 + 0.2 * col, -0.6, header, transform=where, ha="center", va="bottom",
+                fontweight="bold")
+    for _, r in rows.iterrows():
+        ax.text(1.1 + 0.2 * COLUMN[r.group], models.index(r.model), f"{r.hits} / {r.n}",
+                transform=where, ha="center", va="center", color=COLORS[r.group])
