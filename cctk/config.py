@@ -1,0 +1,115 @@
+"""Configuration of a run: the fine-tuning recipe, the split, the seeds, and named profiles.
+
+Declared once as frozen dataclasses; ``asdict(config)`` is what gets logged. Every recipe value
+can be overridden one by one (CLI options, MLproject parameters).
+"""
+from __future__ import annotations
+
+import math
+import secrets
+from dataclasses import asdict, dataclass, field, replace
+
+from .errors import CctkError
+
+N_SEEDS = 5  # seeds[0] drives every draw; the others are reserved for repetitions, as in the manual
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One fine-tuning recipe, identical for every run of a pipeline."""
+
+    repeats: int = 20
+    epochs: int = 10
+    learning_rate: float = 5e-5
+    batch_size: int = 8
+    grad_clip: float = 1.0
+    weight_decay: float = 0.01  # torch.optim.AdamW's default, as in the manual's listing
+
+    def check(self) -> None:
+        """Fail in one line on a value out of range, before any work starts."""
+        for name in ("repeats", "epochs", "batch_size"):
+            if getattr(self, name) < 1:
+                raise CctkError(f"recipe value {name}={getattr(self, name)} is out of range: must be >= 1")
+        if not (math.isfinite(self.learning_rate) and 0 < self.learning_rate < 1):
+            raise CctkError(f"recipe value learning_rate={self.learning_rate} is out of range: must be in (0, 1)")
+        if not (math.isfinite(self.grad_clip) and self.grad_clip > 0):
+            raise CctkError(f"recipe value grad_clip={self.grad_clip} is out of range: must be > 0")
+        if not (math.isfinite(self.weight_decay) and 0 <= self.weight_decay < 1):
+            raise CctkError(f"recipe value weight_decay={self.weight_decay} is out of range: must be in [0, 1)")
+
+
+PROFILES: dict[str, Recipe] = {
+    # The manual's recipe (section 5.1): meant for a GPU.
+    "paper": Recipe(repeats=20, epochs=10, learning_rate=5e-5, batch_size=8, grad_clip=1.0),
+    # Sized for two CPU cores and the bundled 135M model: the whole pipeline in minutes,
+    # still absorbing its corpora (see README, "Speed").
+    "quick": Recipe(repeats=4, epochs=3, learning_rate=3e-4, batch_size=16, grad_clip=1.0),
+    # Seconds, for tests on a tiny model.
+    "smoke": Recipe(repeats=2, epochs=2, learning_rate=1e-3, batch_size=32, grad_clip=1.0),
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything that shapes one pipeline run."""
+
+    model: str
+    profile: str
+    recipe: Recipe
+    seeds: tuple[int, ...]
+    holdout: float = 0.3
+    seeds_drawn: bool = field(default=False, compare=False)  # True when no seed was given
+
+    @property
+    def seed(self) -> int:
+        return self.seeds[0]
+
+    def as_params(self) -> dict:
+        """Flat parameters for MLflow and run_info.json."""
+        params = {"model": self.model, "profile": self.profile, "holdout": self.holdout,
+                  "seeds": ",".join(map(str, self.seeds))}
+        params.update(asdict(self.recipe))
+        return params
+
+
+def make_config(model: str, profile: str = "quick", seeds: tuple[int, ...] | None = None,
+                holdout: float = 0.3, **overrides) -> Config:
+    """A checked configuration: a profile's recipe with per-value overrides (None = keep)."""
+    if profile not in PROFILES:
+        raise CctkError(f"unknown profile {profile!r}; choose one of: {', '.join(PROFILES)}")
+    unknown = set(overrides) - set(asdict(PROFILES[profile]))
+    if unknown:
+        raise CctkError(f"unknown recipe values: {', '.join(sorted(unknown))}")
+    recipe = replace(PROFILES[profile], **{k: v for k, v in overrides.items() if v is not None})
+    recipe.check()
+    if not 0 < holdout < 1:
+        raise CctkError(f"holdout={holdout} is out of range: must be in (0, 1)")
+    drawn = not seeds
+    if drawn:
+        seeds = draw_seeds()
+    elif any(s < 0 or s >= 2**32 for s in seeds):
+        raise CctkError(f"seeds must be in 0..2**32-1, got {seeds}")
+    return Config(model, profile, recipe, tuple(seeds), holdout, seeds_drawn=drawn)
+
+
+def draw_seeds(n: int = N_SEEDS) -> tuple[int, ...]:
+    """Fresh, distinct seeds (printed and recorded by the caller, so the run can be repeated)."""
+    drawn: list[int] = []
+    while len(drawn) < n:
+        s = secrets.randbelow(2**31)
+        if s not in drawn:
+            drawn.append(s)
+    return tuple(drawn)
+
+
+def parse_seeds(text: str | None) -> tuple[int, ...] | None:
+    """``"7"`` or ``"7,11,13"`` -> a tuple; a lone seed is completed with reserved ones derived from it."""
+    if text is None or str(text).strip() == "":
+        return None
+    try:
+        values = tuple(int(s) for s in str(text).split(","))
+    except ValueError:
+        raise CctkError(f"seeds must be integers separated by commas, got {text!r}") from None
+    if len(values) == 1:
+        values += tuple(values[0] + i for i in range(1, N_SEEDS))
+    return values

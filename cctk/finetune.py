@@ -1,0 +1,114 @@
+"""Fine-tuning: AdamW in float32 on prompt + completion, the loss on the completion only.
+
+One recipe for every run; the run is re-seeded at its start, so its batch order and dropout do
+not depend on how many runs came before it. A non-finite loss stops the run with an error.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from .config import Recipe
+from .corpus import IGNORE, collate
+from .errors import CctkError
+from .facts import rng
+
+
+class NonFiniteLoss(CctkError):
+    """The loss stopped being finite: the run is stopped, nothing after it is trained."""
+
+
+@dataclass
+class TrainResult:
+    examples: int
+    steps: int = 0
+    seconds: float = 0.0
+    losses: list[float] = field(default_factory=list)  # mean loss of each epoch
+    peak_gpu_memory_bytes: int = 0
+
+    @property
+    def examples_per_second(self) -> float:
+        return self.examples * len(self.losses) / self.seconds if self.seconds else float("nan")
+
+
+def fine_tune(model, rows: list[tuple[list[int], list[int]]], recipe: Recipe, seed: int, pad_id: int,
+              name: str = "run", on_step: Callable[[int, int, float], None] | None = None) -> TrainResult:
+    """Train ``model`` in place on tokenized ``rows`` (input_ids, labels) with ``recipe``.
+
+    ``on_step(epoch, step, loss)`` is called after every optimizer step (progress display).
+    """
+    device = next(model.parameters()).device
+    torch.manual_seed(rng(seed, f"train:{name}").integers(2**63))  # dropout, re-seeded per run
+    order = rng(seed, f"batches:{name}")
+    optimizer = _adamw(model, recipe)
+    result = TrainResult(examples=len(rows))
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    model.train()
+    start = time.perf_counter()
+    for epoch in range(recipe.epochs):
+        losses = []
+        for batch_rows in _batches(rows, recipe.batch_size, order):
+            batch = {k: v.to(device) for k, v in collate(batch_rows, pad_id).items()}
+            loss = _step(model, optimizer, batch, recipe.grad_clip)
+            if not math.isfinite(loss):
+                raise NonFiniteLoss(f"{name}: the loss became {loss} at epoch {epoch + 1}, step {result.steps + 1}; "
+                                    "lower --learning-rate or check the model's dtype")
+            losses.append(loss)
+            result.steps += 1
+            if on_step:
+                on_step(epoch, result.steps, loss)
+        result.losses.append(sum(losses) / len(losses))
+    result.seconds = time.perf_counter() - start
+    if device.type == "cuda":
+        result.peak_gpu_memory_bytes = int(torch.cuda.max_memory_allocated(device))
+    model.eval()
+    return result
+
+
+def _step(model, optimizer, batch, grad_clip: float) -> float:
+    optimizer.zero_grad(set_to_none=True)
+    loss = completion_loss(model, batch)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    return loss.item()
+
+
+def completion_loss(model, batch) -> torch.Tensor:
+    """Mean cross-entropy over the completion tokens, as Hugging Face computes it for labels.
+
+    The LM head runs only on columns that predict some completion token: with the prompt
+    masked, the other columns' logits would be discarded anyway.
+    """
+    labels = batch["labels"]
+    targets = labels[:, 1:]  # (B, L-1): token t+1 is predicted at column t
+    keep = (targets != IGNORE).any(dim=0).nonzero().squeeze(1)  # columns some row needs
+    kwargs = dict(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False)
+    if "logits_to_keep" in inspect.signature(model.forward).parameters:
+        logits = model(**kwargs, logits_to_keep=keep).logits  # (B, K, V)
+    else:
+        logits = model(**kwargs).logits[:, keep]
+    return F.cross_entropy(logits.float().flatten(0, 1), targets[:, keep].flatten(), ignore_index=IGNORE)
+
+
+def _batches(rows, batch_size: int, order):
+    """Shuffled batches, a new order each epoch from the run's own stream."""
+    perm = order.permutation(len(rows))
+    for i in range(0, len(rows), batch_size):
+        yield [rows[j] for j in perm[i : i + batch_size]]
+
+
+def _adamw(model, recipe: Recipe) -> torch.optim.Optimizer:
+    """AdamW, fused into one kernel where this torch build has one for the device."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    try:
+        return torch.optim.AdamW(params, lr=recipe.learning_rate, weight_decay=recipe.weight_decay, fused=True)
+    except (RuntimeError, TypeError):
+        return torch.optim.AdamW(params, lr=recipe.learning_rate, weight_decay=recipe.weight_decay, foreach=True)

@@ -1,0 +1,51 @@
+"""``cctk measure``: measure one untouched model, write its table and heatmap, track it in MLflow."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from . import __version__, tracking
+from .facts import CANDIDATES, END_MARKER, correct_sums
+from .figures import save_figure, target_heatmap
+from .models import check_model_name, load_model, model_id
+from .readings import read, summarize
+from .scoring import measure
+
+
+def run(model: str, out: Path, tracking_name: str | None = None, echo=print) -> dict:
+    """Measure ``model``; returns the summary on the correct sums (hits, prob_target, ...)."""
+    check_model_name(model)
+    config = tracking.resolve(tracking_name)
+    tracking.check_reachable(config)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    echo(f"loading {model} ...")
+    lm, tokenizer = load_model(model)
+    start = time.perf_counter()
+    table = measure(lm, tokenizer)
+    seconds = time.perf_counter() - start
+    table.to_csv(out / "measurement.csv", index=False)
+    readings = read(table, correct_sums())
+    summary = summarize(readings)
+    figure = target_heatmap(readings, title=f"{model}: probability on the correct sum", fixed_scale=False)
+    figures = save_figure(figure, out, "target_heatmap_correct_sum")
+    echo(f"measured 81 x {len(CANDIDATES)} candidates in {seconds:.1f} s")
+    echo(f"hits on the correct sum: {summary['hits']}/81")
+
+    _track(config, model, out, figures, summary, seconds)
+    return summary
+
+
+def _track(config, model, out, figures, summary, seconds) -> None:
+    experiment_id = tracking.activate(config)
+    run = tracking.start(experiment_id, f"measure {model}", tags={"cctk.kind": "measure", "cctk.key": model})
+    run.params({"model": model, "model_id": model_id(model), "candidates": f"{CANDIDATES[0]}..{CANDIDATES[-1]}",
+                "end_marker": repr(END_MARKER), "cctk_version": __version__})
+    run.metrics({"hits_correct": summary["hits"], "prob_target": summary["prob_target"],
+                 "surprise": summary["surprise"], "mass_impossible": summary["mass_impossible"],
+                 "measure_seconds": seconds})
+    run.files(out / "measurement.csv")
+    for path in figures:
+        run.files(path, "figures")
+    run.end()

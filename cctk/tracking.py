@@ -1,0 +1,146 @@
+"""The one place that talks to MLflow: where runs are stored, and a narrow logging interface.
+
+Where runs go: ``MLFLOW_TRACKING_URI`` when set; else ``--tracking NAME|URI``, a NAME being a file
+``mlruns_config/NAME.toml``; else the embedded default (SQLite store and artifacts under ./mlruns/).
+"""
+from __future__ import annotations
+
+import os
+import tomllib
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import CctkError
+
+EXPERIMENT = "cctk"
+DEFAULT_CONFIG = "embedded"
+
+
+@dataclass(frozen=True)
+class TrackingConfig:
+    name: str
+    tracking_uri: str
+    artifact_location: str | None = None  # only for stores without a server
+
+
+def config_dir() -> Path:
+    """``mlruns_config/`` of the working folder, else the one beside the package (a checkout)."""
+    for folder in (Path.cwd() / "mlruns_config", Path(__file__).resolve().parents[1] / "mlruns_config"):
+        if folder.is_dir():
+            return folder
+    raise CctkError("no mlruns_config/ folder here or beside the cctk package")
+
+
+def config_names() -> list[str]:
+    return sorted(p.stem for p in config_dir().glob("*.toml"))
+
+
+def read_config(name: str) -> dict:
+    path = config_dir() / f"{name}.toml"
+    if not path.is_file():
+        raise CctkError(f"unknown tracking configuration {name!r}; choose one of: {', '.join(config_names())}, "
+                        "or give a tracking URI")
+    return tomllib.loads(path.read_text())
+
+
+def resolve(tracking: str | None = None) -> TrackingConfig:
+    """The store runs go to (see the module docstring for the order)."""
+    env = os.environ.get("MLFLOW_TRACKING_URI")
+    if env:
+        return TrackingConfig("MLFLOW_TRACKING_URI", env)
+    tracking = tracking or DEFAULT_CONFIG
+    if "://" in tracking or tracking.startswith("sqlite:"):
+        return TrackingConfig(tracking, tracking)
+    raw = read_config(tracking)
+    return TrackingConfig(tracking, raw["tracking_uri"], raw.get("artifact_location"))
+
+
+def check_reachable(config: TrackingConfig, timeout: float = 5.0) -> None:
+    """A server that does not answer fails here, before any model is loaded."""
+    if not config.tracking_uri.startswith(("http://", "https://")):
+        return
+    url = config.tracking_uri.rstrip("/") + "/health"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as reply:  # noqa: S310 (the user's own server)
+            if reply.status == 200:
+                return
+    except OSError:
+        pass
+    raise CctkError(f"cannot reach the MLflow tracking server at {config.tracking_uri} "
+                    f"(start it with `cctk server`, or pick another --tracking)")
+
+
+def activate(config: TrackingConfig, experiment: str = EXPERIMENT) -> str:
+    """Point MLflow at the store and return the experiment id, creating the experiment if needed."""
+    import mlflow
+
+    if config.tracking_uri.startswith("sqlite:///") and not config.tracking_uri.startswith("sqlite:////"):
+        Path(config.tracking_uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    mlflow.set_tracking_uri(config.tracking_uri)
+    found = mlflow.get_experiment_by_name(experiment)
+    if found is not None:
+        return found.experiment_id
+    location = None
+    if config.artifact_location:
+        location = Path(config.artifact_location).resolve().as_uri()
+    try:
+        return mlflow.create_experiment(experiment, artifact_location=location)
+    except Exception:  # another process created it first
+        return mlflow.get_experiment_by_name(experiment).experiment_id
+
+
+class Run:
+    """A narrow logging interface over one MLflow run (params, metrics, tags, files)."""
+
+    def __init__(self, run_id: str):
+        import mlflow
+
+        self.run_id = run_id
+        self._client = mlflow.MlflowClient()
+
+    def params(self, values: dict) -> None:
+        from mlflow.entities import Param
+
+        items = [Param(k, _text(v)) for k, v in values.items()]
+        for i in range(0, len(items), 100):
+            self._client.log_batch(self.run_id, params=items[i : i + 100])
+
+    def metrics(self, values: dict, step: int = 0) -> None:
+        import time
+
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        items = [Metric(k, float(v), now, step) for k, v in values.items()]
+        self._client.log_batch(self.run_id, metrics=items)
+
+    def tags(self, values: dict) -> None:
+        for k, v in values.items():
+            self._client.set_tag(self.run_id, k, _text(v))
+
+    def files(self, local_path: Path, artifact_path: str | None = None) -> None:
+        local_path = Path(local_path)
+        if local_path.is_dir():
+            self._client.log_artifacts(self.run_id, str(local_path), artifact_path)
+        else:
+            self._client.log_artifact(self.run_id, str(local_path), artifact_path)
+
+    def end(self, status: str = "FINISHED") -> None:
+        self._client.set_terminated(self.run_id, status=status)
+
+
+def start(experiment_id: str, name: str, tags: dict | None = None, parent: Run | None = None) -> Run:
+    """Open a run (nested under ``parent`` when given) without touching MLflow's global active run."""
+    import mlflow
+
+    tags = {k: _text(v) for k, v in (tags or {}).items()}
+    tags["mlflow.runName"] = name
+    if parent is not None:
+        tags["mlflow.parentRunId"] = parent.run_id
+    created = mlflow.MlflowClient().create_run(experiment_id, tags=tags, run_name=name)
+    return Run(created.info.run_id)
+
+
+def _text(value) -> str:
+    return value if isinstance(value, str) else repr(value) if isinstance(value, float) else str(value)

@@ -1,0 +1,80 @@
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from cctk.errors import CctkError
+from cctk.models import BUNDLED, ROSTER, bundled_gguf, check_model_name, load_model
+
+
+def test_unknown_key_lists_the_roster():
+    with pytest.raises(CctkError) as caught:
+        load_model("gpt-17")
+    message = str(caught.value)
+    assert "unknown model 'gpt-17'" in message
+    assert all(key in message for key in ROSTER)
+    assert "\n" not in message
+
+
+def test_hub_ids_and_directories_are_accepted_names(tmp_path):
+    check_model_name("EleutherAI/pythia-410m")
+    check_model_name(str(tmp_path))
+    check_model_name("phi-1.5")
+
+
+@pytest.mark.parametrize("env", [{"HF_HUB_OFFLINE": "1"}, {"HF_ENDPOINT": "http://127.0.0.1:9"}])
+def test_unreachable_hub_names_the_bundled_model(env, monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HOME", str(tmp_path))  # an empty cache
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(CctkError) as caught:
+        load_model("pythia-410m")
+    assert BUNDLED in str(caught.value)
+    assert "EleutherAI/pythia-410m" in str(caught.value)
+
+
+def test_roster_marks_gated_and_bundled():
+    assert ROSTER["llama-3.2-1b"].needs == "Hub, gated"
+    assert ROSTER["gemma-3-270m"].needs == "Hub, gated"
+    assert ROSTER[BUNDLED].needs == "bundled"
+    assert ROSTER["phi-1.5"].source == "microsoft/phi-1_5"
+
+
+def test_bundled_gguf_is_found_in_the_installed_package():
+    folder, name = bundled_gguf()
+    assert name.endswith(".gguf") and "SmolLM2-135M" in name
+
+
+def test_local_directory_loads_a_fresh_float32_copy(tmp_path, tokenizer):
+    from conftest import tiny_model
+
+    tiny_model("llama", len(tokenizer)).to(torch.bfloat16).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    first, tok = load_model(str(tmp_path))
+    second, _ = load_model(str(tmp_path))
+    assert first is not second
+    assert next(first.parameters()).dtype == torch.float32
+    with torch.no_grad():
+        next(first.parameters()).add_(1.0)
+    assert not torch.equal(next(first.parameters()), next(second.parameters()))
+    assert tok.pad_token_id is not None
+
+
+def test_cli_unknown_model_fails_in_one_line_without_traceback(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "cctk", "measure", "--model", "nope", "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "unknown model 'nope'" in lines[0]
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli_unreachable_hub_fails_in_one_line(tmp_path):
+    env = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path), "PATH": "/usr/bin:/bin",
+           "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path}/m.db"}
+    done = subprocess.run([sys.executable, "-m", "cctk", "measure", "--model", "qwen2.5-0.5b", "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert BUNDLED in done.stderr
