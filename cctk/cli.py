@@ -47,5 +47,29 @@ def measure(model, out, tracking):
     measure_job.run(model, out, tracking, echo=click.echo)
 
 
+@cli.command("run")
+@click.option("--model", default="smollm2-135m-bundled", show_default=True, help="Roster key, Hub id or local directory.")
+@click.option("--profile", default="quick", show_default=True, help="paper, quick or smoke.")
+@click.option("--seed", "seed", default=None, help="seeds[0] (or all seeds, comma-separated); fresh ones if omitted.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("outputs"), show_default=True,
+              help="Folder that receives the session folder.")
+@click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
+@click.option("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available).")
+@click.option("--repeats", type=int, default=None, help="Override: repeats of each example in a corpus.")
+@click.option("--epochs", type=int, default=None, help="Override: epochs of every fine-tuning run.")
+@click.option("--learning-rate", type=float, default=None, help="Override: AdamW learning rate.")
+@click.option("--batch-size", type=int, default=None, help="Override: examples per optimizer step.")
+@click.option("--grad-clip", type=float, default=None, help="Override: gradient-norm clipping.")
+@click.option("--weight-decay", type=float, default=None, help="Override: AdamW weight decay.")
+@click.option("--holdout", type=float, default=0.3, show_default=True, help="Share of additions held out.")
+def run_command(model, profile, seed, out, tracking, device, holdout, **recipe):
+    """Run the whole 2.0.0 experiment for one model (Parts A-D and the synthesis)."""
+    from . import pipeline
+    from .config import make_config, parse_seeds
+
+    config = make_config(model, profile, parse_seeds(seed), holdout, **recipe)
+    pipeline.run(config, out, tracking, device, echo=click.echo)
+
+
 def main():
     cli(prog_name="cctk")

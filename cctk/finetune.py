@@ -36,6 +36,12 @@ class TrainResult:
     def examples_per_second(self) -> float:
         return self.examples * len(self.losses) / self.seconds if self.seconds else float("nan")
 
+    def record(self) -> dict:
+        """Plain values for tables, MLflow and JSON."""
+        return {"examples": self.examples, "steps": self.steps, "train_seconds": self.seconds,
+                "examples_per_second": self.examples_per_second, "losses": list(self.losses),
+                "peak_gpu_memory_bytes": self.peak_gpu_memory_bytes}
+
 
 def fine_tune(model, rows: list[tuple[list[int], list[int]]], recipe: Recipe, seed: int, pad_id: int,
               name: str = "run", on_step: Callable[[int, int, float], None] | None = None) -> TrainResult:

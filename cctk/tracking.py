@@ -142,5 +142,18 @@ def start(experiment_id: str, name: str, tags: dict | None = None, parent: Run |
     return Run(created.info.run_id)
 
 
+def attach_or_start(experiment_id: str, name: str, tags: dict) -> Run:
+    """The run ``mlflow run`` created (``MLFLOW_RUN_ID``) becomes the parent; else a new one."""
+    import mlflow
+
+    run_id = os.environ.get("MLFLOW_RUN_ID")
+    if not run_id:
+        return start(experiment_id, name, tags)
+    run = Run(run_id)
+    run.tags({**tags, "mlflow.runName": name})
+    mlflow.MlflowClient().update_run(run_id, status="RUNNING")
+    return run
+
+
 def _text(value) -> str:
     return value if isinstance(value, str) else repr(value) if isinstance(value, float) else str(value)

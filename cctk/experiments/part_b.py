@@ -1,0 +1,24 @@
+"""Part B, recovery: the fabricated-answer model trained back on the correct sums of the seen additions."""
+from __future__ import annotations
+
+import pandas as pd
+
+from ..names import model_name
+from . import Results, summarize_split
+
+LOSS_RUNS = ("m_correct", "m_random", "m_recover")
+
+
+def run(results: Results) -> dict[str, pd.DataFrame]:
+    """table02 (recovery, seen and held out, surprise gap) and table03 (loss per epoch, Parts A-B)."""
+    rows = []
+    for key in ("m_random", "m_recover"):
+        row = summarize_split(results, key, "correct")
+        row["surprise_gap"] = row["surprise_heldout"] - row["surprise_seen"]
+        rows.append(row)
+    losses = {model_name(k): results.training[k]["losses"] for k in LOSS_RUNS if k in results.training}
+    epochs = max((len(v) for v in losses.values()), default=0)
+    table03 = pd.DataFrame({"epoch": range(1, epochs + 1)})
+    for name, values in losses.items():
+        table03[name] = pd.Series(values, index=range(len(values)), dtype=float)
+    return {"table02": pd.DataFrame(rows), "table03": table03}

@@ -1,0 +1,92 @@
+"""The fourteen measured models: who is trained from whom, on which targets, over which additions.
+
+Pure and seeded: ``build_study_inputs(seed, holdout)`` gives every target table, the split and
+the coincident-addition exclusions; the same seed gives the same tables byte for byte.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from . import facts
+from .facts import Pair, Split
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One fine-tuning run from a fresh copy of ``parent``, on ``target`` over ``pairs``."""
+
+    key: str
+    parent: str
+    target: str  # key of a target table (see build_targets)
+    pairs: str  # "all" or "seen"
+    part: str
+
+
+ARMS: tuple[Arm, ...] = (
+    Arm("m_correct", "base", "correct", "all", "A"),
+    Arm("m_random", "m_correct", "random", "all", "A"),
+    Arm("m_recover", "m_random", "correct", "seen", "B"),
+    Arm("c18_correct", "m_correct", "plus18", "seen", "C"),
+    Arm("c18_random", "m_random", "plus18", "seen", "C"),
+    Arm("c3_correct", "m_correct", "plus3", "seen", "C"),
+    Arm("c3_random", "m_random", "plus3", "seen", "C"),
+    Arm("c18ctl_correct", "m_correct", "ctl18", "seen", "C"),
+    Arm("c3ctl_correct", "m_correct", "ctl3", "seen", "C"),
+    Arm("d_correct", "m_correct", "cond", "seen", "D"),
+    Arm("d_random", "m_random", "cond", "seen", "D"),
+    Arm("dctl_correct", "m_correct", "condctl", "seen", "D"),
+    Arm("dctl_random", "m_random", "condctl", "seen", "D"),
+)
+ARM_BY_KEY = {arm.key: arm for arm in ARMS}
+MODEL_KEYS: tuple[str, ...] = ("base",) + tuple(arm.key for arm in ARMS)
+PARENTS: frozenset[str] = frozenset(arm.parent for arm in ARMS) - {"base"}  # checkpointed when trained
+
+
+def own_target(key: str) -> str:
+    """The target a model is scored on by default: its corpus's (the correct sum for the base)."""
+    return "correct" if key == "base" else ARM_BY_KEY[key].target
+
+
+def build_targets(seed: int) -> dict[str, pd.Series]:
+    """Every target table of a run, each drawn once from ``seed``."""
+    return {
+        "correct": facts.correct_sums(),
+        "random": facts.fabricated_answers(seed),
+        "plus18": facts.shifted_sums(18),
+        "plus3": facts.shifted_sums(3),
+        "ctl18": facts.control_offsets(seed, 18),
+        "ctl3": facts.control_offsets(seed, 3),
+        "cond": facts.conditional_rule(),
+        "condctl": facts.conditional_control(seed),
+    }
+
+
+@dataclass(frozen=True)
+class StudyInputs:
+    """Targets, split and exclusions: everything a run draws before training."""
+
+    seed: int
+    targets: dict[str, pd.Series]
+    split: Split
+    excluded: dict[str, tuple[Pair, ...]] = field(default_factory=dict)  # arm -> held-out pairs left out
+
+    def corpus_pairs(self, key: str) -> tuple[Pair, ...]:
+        return facts.ADDITIONS if ARM_BY_KEY[key].pairs == "all" else self.split.seen
+
+    def heldout(self, key: str) -> tuple[Pair, ...]:
+        """The never-seen additions a model is read on, without its coincident ones."""
+        left_out = set(self.excluded.get(key, ()))
+        return tuple(p for p in self.split.heldout if p not in left_out)
+
+
+def build_study_inputs(seed: int, holdout: float = 0.3) -> StudyInputs:
+    targets = build_targets(seed)
+    split = facts.split_additions(seed, holdout)
+    excluded = {
+        arm.key: facts.coincident(targets["random"], targets[arm.target], split.heldout)
+        for arm in ARMS
+        if arm.parent == "m_random" and arm.pairs == "seen"
+    }
+    return StudyInputs(seed, targets, split, excluded)

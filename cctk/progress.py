@@ -1,0 +1,36 @@
+"""Progress display of a pipeline: one bar per fine-tuning arm (arm i of 13, epoch, loss)."""
+from __future__ import annotations
+
+import sys
+
+from tqdm.auto import tqdm
+
+
+class Progress:
+    def __init__(self, n_arms: int, echo=print):
+        self.n_arms, self.echo, self.bar = n_arms, echo, None
+
+    def arm(self, i: int, name: str, rows, recipe):
+        """Open the bar of arm ``i``; returns the ``on_step(epoch, step, loss)`` callback."""
+        steps_per_epoch = -(-len(rows) // recipe.batch_size)
+        self.label, self.losses = f"arm {i}/{self.n_arms} {name}", []
+        # A live bar on a terminal only (disable=None); a log gets one line per arm from close().
+        self.bar = tqdm(total=steps_per_epoch * recipe.epochs, desc=self.label, unit="step", file=sys.stderr,
+                        dynamic_ncols=True, leave=False, disable=None)
+
+        def on_step(epoch: int, step: int, loss: float) -> None:
+            self.losses.append(loss)
+            self.bar.set_postfix_str(f"epoch {epoch + 1}/{recipe.epochs} loss {loss:.4f}", refresh=False)
+            self.bar.update(1)
+
+        return on_step
+
+    def close(self) -> None:
+        if self.bar is None:
+            return
+        seconds = self.bar.format_dict["elapsed"]
+        self.bar.close()
+        self.bar = None
+        if self.losses:
+            self.echo(f"{self.label}: {len(self.losses)} steps, loss {self.losses[0]:.4f} -> "
+                      f"{self.losses[-1]:.4f}, {seconds:.1f} s")
