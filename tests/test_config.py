@@ -1,0 +1,56 @@
+from dataclasses import asdict
+
+import pytest
+
+from cctk.config import PROFILES, Recipe, draw_seeds, make_config, parse_seeds
+from cctk.errors import CctkError
+
+
+def test_paper_profile_is_the_manuals_recipe():
+    assert asdict(PROFILES["paper"]) == {"repeats": 20, "epochs": 10, "learning_rate": 5e-5, "batch_size": 8,
+                                         "grad_clip": 1.0, "weight_decay": 0.01}
+
+
+def test_overrides_replace_one_value_each():
+    config = make_config("smollm2-135m-bundled", "quick", (7,), epochs=9, learning_rate=None)
+    assert config.recipe.epochs == 9
+    assert config.recipe.learning_rate == PROFILES["quick"].learning_rate
+    assert config.seed == 7
+
+
+@pytest.mark.parametrize("override, word", [
+    ({"epochs": 0}, "epochs=0"), ({"repeats": -1}, "repeats=-1"), ({"batch_size": 0}, "batch_size=0"),
+    ({"learning_rate": 0.0}, "learning_rate=0.0"), ({"learning_rate": float("nan")}, "learning_rate=nan"),
+    ({"grad_clip": 0.0}, "grad_clip=0.0"), ({"weight_decay": 2.0}, "weight_decay=2.0"),
+])
+def test_recipe_values_out_of_range_fail_in_one_line(override, word):
+    with pytest.raises(CctkError) as caught:
+        make_config("m", "smoke", (1,), **override)
+    assert word in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_unknown_profile_and_bad_holdout():
+    with pytest.raises(CctkError, match="unknown profile 'fast'"):
+        make_config("m", "fast", (1,))
+    with pytest.raises(CctkError, match="holdout=1.2"):
+        make_config("m", "smoke", (1,), holdout=1.2)
+
+
+def test_no_seed_draws_fresh_distinct_seeds_and_says_so():
+    config = make_config("m", "smoke")
+    assert config.seeds_drawn and len(set(config.seeds)) == len(config.seeds) == 5
+    assert draw_seeds() != draw_seeds()
+
+
+def test_parse_seeds():
+    assert parse_seeds("7") == (7, 8, 9, 10, 11)
+    assert parse_seeds("3,1,4") == (3, 1, 4)
+    assert parse_seeds(None) is None and parse_seeds("") is None
+    with pytest.raises(CctkError, match="integers"):
+        parse_seeds("seven")
+
+
+def test_params_carry_every_recipe_value():
+    params = make_config("m", "paper", (1, 2)).as_params()
+    assert set(asdict(Recipe())) <= set(params)
+    assert params["seeds"] == "1,2" and params["holdout"] == 0.3
