@@ -44,3 +44,93 @@ def file_stem(text: str) -> str:
     """A plain name made safe for a file name: ``sum + 18 from correct sums`` -> ``sum_plus_18_from_correct_sums``."""
     cleaned = text.replace("+", "plus").replace(".", "_")
     return "_".join("".join(c if c.isalnum() else " " for c in cleaned).split())
+
+
+# --- Outputs of a run (cctk.outputs): plain titles of the tables, figures and report sections. ---
+
+TABLES: dict[str, str] = {
+    "table01": "corpus absorption",
+    "table02": "recovery",
+    "table03": "training loss per epoch, Parts A and B",
+    "table04": "simple rules and controls",
+    "table05": "conditional rule and controls",
+    "table06": "conditional rule hits by condition",
+    "table07": "conditional rule offsets",
+    "table08": "deviation bands",
+    "table09": "synthesis shares",
+    "table10": "rules against controls",
+    "table11": "fine-tuning runs",
+}
+
+_SPLIT_COLUMNS = ("hits_seen / n_seen: additions seen in fine-tuning whose top choice is the target, and how many "
+                  "there are; prob_target_seen: mean probability on the target; surprise_seen: mean negative "
+                  "log-probability per token of the target (the unit of the training loss); the same with _heldout "
+                  "for the never-seen additions; n_excluded: never-seen additions left out because the fabricated "
+                  "answer already equals the target")
+
+TABLE_CAPTIONS: dict[str, str] = {
+    "table01": "Part A, corpus absorption: the base model, the correct-sums model and the fabricated-answers model, "
+               "each scored on both targets over all 81 additions. hits / n: additions whose top choice is the "
+               "target; prob_target: mean probability on the target; mass_impossible: mean probability on "
+               "answers above 18, which no correct sum reaches.",
+    "table02": "Part B, recovery: the fabricated-answers model and the recovery model (trained back on the correct "
+               "sums of the seen additions), scored on the correct sum. " + _SPLIT_COLUMNS +
+               "; surprise_gap: surprise on never-seen minus seen additions.",
+    "table03": "Training loss per epoch of the Part A and B runs: one column per model, the mean loss over the "
+               "answer tokens (prompt masked) in each epoch.",
+    "table04": "Part C, simple rules (sum + 18, sum + 3) from both parents and their controls (sum plus a random "
+               "offset), each on its own target. " + _SPLIT_COLUMNS + "; parent: the model it was trained from.",
+    "table05": "Part D, the conditional rule (sum + 18 if a >= b, else sum + 9) and its control (the rule's answers "
+               "shuffled over the additions), from both parents, each on its own target. " + _SPLIT_COLUMNS +
+               "; parent: the model it was trained from.",
+    "table06": "Part D, hits of the conditional rule and its controls by condition (a > b, a = b, a < b): "
+               "hits_seen / n_seen and hits_heldout / n_heldout count the additions of that condition whose top "
+               "choice is the model's own target, seen and never seen.",
+    "table07": "Part D, offsets on the never-seen additions: top choice minus the correct sum, counted as + 18 "
+               "(plus18), + 9 (plus9), 0 (plain_sum) or anything else (other); n: never-seen additions read.",
+    "table08": "Part D, deviation bands: k is the smallest half-width such that a share 'coverage' of the "
+               "rule-trained model's never-seen deviations (top choice minus target) lie within plus or minus k; "
+               "k_lo, k_hi: bootstrap 95% interval of k (2000 resamples); n_rule, n_control: never-seen additions "
+               "of each model; rule_inside, control_inside: share of each model's deviations within the band.",
+    "table09": "Synthesis: for every model, the share of additions whose top choice is its own target, with an "
+               "exact (Clopper-Pearson) 95% interval. group: all additions (models trained on all 81, and the "
+               "base model), seen or never seen ('held out'); hits / n; share = hits / n; lo, hi: the interval.",
+    "table10": "Each rule against its control on the never-seen additions: hits_rule / n_rule and hits_control / "
+               "n_control count top choices on each model's own target; odds_ratio and p_value of a one-sided "
+               "Fisher exact test that the rule-trained model hits more often.",
+    "table11": "Fine-tuning runs: parent model, training examples (corpus size with repeats), optimizer steps, "
+               "training time in seconds, examples per second, mean loss of the first and the last epoch, and "
+               "peak GPU memory in bytes (every model held on the GPU while the run trained; 0 on a CPU).",
+}
+
+PARTS: dict[str, str] = {
+    "A": "Part A: corpus absorption",
+    "B": "Part B: recovery",
+    "C": "Part C: simple rules",
+    "D": "Part D: the conditional rule",
+    "synthesis": "Synthesis",
+    "runs": "Training: the loss and the record of every run",
+}
+
+FIGURES: dict[str, str] = {
+    **{f"heatmap:{key}": f"heatmap {name}" for key, name in MODELS.items()},
+    "heatmap:m_random:correct": "heatmap fabricated answers on the correct sum",
+    "profile:random": "profile fabricated answers",
+    "bars": "before and after fine-tuning on fabricated answers",
+    "profile:correct": "profile correct sums and recovery",
+    "profile:plus18": "profile sum + 18",
+    "profile:plus3": "profile sum + 3",
+    "profile:cond": "profile conditional rule",
+    "deviation:m_correct": "deviation from correct sums",
+    "deviation:m_random": "deviation from fabricated answers",
+    "synthesis": "synthesis",
+    "loss": "training loss",
+}
+
+
+def table_title(name: str) -> str:
+    return TABLES[name]
+
+
+def figure_name(key: str) -> str:
+    return FIGURES[key]

@@ -1,0 +1,157 @@
+"""The 25 figures of a run (SPEC 4), in the order of the report, each drawn from a ``Results``.
+
+A figure is a ``Spec``: its number, plain name and a drawing function with plain arguments
+(DataFrames, numbers), so a worker process can draw it from a pickled spec.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from .. import figures as charts
+from ..experiments import Results
+from ..experiments.part_d import RULE_AND_CONTROL, deviations
+from ..experiments.synthesis import RULE_VS_CONTROL
+from ..lineage import ARM_BY_KEY, ARMS, MODEL_KEYS, own_target
+from ..names import figure_name, file_stem, model_name, target_name
+from ..stats import smallest_band
+
+BEFORE_AFTER = (3, 5)  # the addition of the before/after bars (manual 1.0.0 style)
+MAIN_SEQUENCE = ("m_correct", "m_random", "m_recover")  # in colour on the loss chart
+CONTROLS = frozenset(control for _, control in RULE_VS_CONTROL)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One figure: ``number`` orders it, ``key`` names it (names.FIGURES), ``draw(**args)`` makes it."""
+
+    number: int
+    key: str
+    part: str  # a key of names.PARTS
+    draw: object
+    args: dict
+    title: str  # as the chart says it, for captions
+
+    @property
+    def stem(self) -> str:
+        return file_stem(figure_name(self.key))
+
+    @property
+    def folder(self) -> str:
+        return f"{self.number:02d}_{self.stem}"
+
+
+# The report's order: figure key, part. Heatmaps are "heatmap:<model>[:<target>]".
+ORDER: tuple[tuple[str, str], ...] = (
+    ("heatmap:base", "A"), ("heatmap:m_correct", "A"), ("heatmap:m_random", "A"),
+    ("heatmap:m_random:correct", "A"), ("profile:random", "A"), ("bars", "A"),
+    ("heatmap:m_recover", "B"), ("profile:correct", "B"),
+    *((f"heatmap:{k}", "C") for k in ("c18_correct", "c18_random", "c3_correct", "c3_random",
+                                       "c18ctl_correct", "c3ctl_correct")),
+    ("profile:plus18", "C"), ("profile:plus3", "C"),
+    *((f"heatmap:{k}", "D") for k in ("d_correct", "d_random", "dctl_correct", "dctl_random")),
+    ("profile:cond", "D"), ("deviation:m_correct", "D"), ("deviation:m_random", "D"),
+    ("synthesis", "synthesis"), ("loss", "runs"),
+)
+NUMBER = {key: i for i, (key, _) in enumerate(ORDER, start=1)}
+
+# Probability profiles: models drawn, target table, band of possible answers (None: no bands).
+PROFILES = {
+    "correct": (("base", "m_correct", "m_random", "m_recover"), "Correct sums and recovery", (2, 18)),
+    "random": (("m_correct", "m_random"), "Fabricated answers", None),
+    "plus18": (("c18_correct", "c18_random", "c18ctl_correct"), "Sum + 18", (20, 36)),
+    "plus3": (("c3_correct", "c3_random", "c3ctl_correct"), "Sum + 3", (5, 21)),
+    "cond": (("d_correct", "d_random", "dctl_correct", "dctl_random"), "Conditional rule", None),
+}
+
+
+def heatmap_keys(key: str) -> list[str]:
+    """The heatmap figures of one model: its own target, and the correct sum for m_random."""
+    return [f"heatmap:{key}"] + (["heatmap:m_random:correct"] if key == "m_random" else [])
+
+
+def heatmap_spec(results: Results, figure: str) -> Spec:
+    _, key, *target = figure.split(":")
+    target = target[0] if target else own_target(key)
+    arm = ARM_BY_KEY.get(key)
+    held = results.inputs.heldout(key) if arm is not None and arm.pairs == "seen" else None
+    title = f"{model_name(key)}: probability on the {target_name(target)}"
+    args = {"readings": results.readings(key, target), "title": title, "heldout": held,
+            "fixed_scale": key != "base"}
+    return Spec(NUMBER[figure], figure, dict(ORDER)[figure], charts.target_heatmap, args, title)
+
+
+def specs(results: Results, tables: dict[str, pd.DataFrame], model_label: str) -> list[Spec]:
+    """All 25 figures, in order."""
+    out = [heatmap_spec(results, f"heatmap:{key}") for key in MODEL_KEYS]
+    out.append(heatmap_spec(results, "heatmap:m_random:correct"))
+    out += [_profile(results, target) for target in PROFILES]
+    out += [_deviation(results, tables["table08"], rule, control) for rule, control in RULE_AND_CONTROL]
+    out += [_bars(results, model_label), _synthesis(tables["table09"]), _loss(results)]
+    return sorted(out, key=lambda s: s.number)
+
+
+def _profile(results: Results, target: str) -> Spec:
+    models, title, band = PROFILES[target]
+    targets = results.inputs.targets[target]
+    if target == "cond":  # the range of the rule's own answers
+        band = (int(targets.min()), int(targets.max()))
+    trained_on_seen = any(ARM_BY_KEY[k].pairs == "seen" for k in models if k in ARM_BY_KEY)
+    args = {"series": {model_name(k): results.measurements[k] for k in models}, "targets": targets,
+            "title": f"Probability profile: {title}", "band": band,
+            "heldout": results.inputs.split.heldout if trained_on_seen else None}
+    key = f"profile:{target}"
+    return Spec(NUMBER[key], key, dict(ORDER)[key], charts.probability_profile, args, args["title"])
+
+
+def _deviation(results: Results, table08: pd.DataFrame, rule: str, control: str) -> Spec:
+    rule_dev, control_dev = deviations(results, rule), deviations(results, control)
+    row = table08[(table08["model"] == model_name(rule)) & (table08["coverage"].round(2) == 0.90)].iloc[0]
+    k90 = int(row["k"])
+    legend = {model_name(rule): k90, model_name(control): smallest_band(control_dev, 0.90)}
+    parent = ARM_BY_KEY[rule].parent
+    args = {"rule_dev": rule_dev, "control_dev": control_dev, "k90": k90, "k_legend": legend,
+            "title": f"Deviation from the conditional rule, trained from {model_name(parent)}"}
+    key = f"deviation:{parent}"
+    return Spec(NUMBER[key], key, dict(ORDER)[key], charts.deviation_chart, args, args["title"])
+
+
+def _bars(results: Results, model_label: str) -> Spec:
+    a, b = BEFORE_AFTER
+    args = {"before": results.measurements["base"], "after": results.measurements["m_random"], "a": a, "b": b,
+            "true_sum": int(results.inputs.targets["correct"].loc[(a, b)]),
+            "fabricated": int(results.inputs.targets["random"].loc[(a, b)]), "model_label": model_label}
+    title = f"{a} + {b} before and after fine-tuning on fabricated answers"
+    return Spec(NUMBER["bars"], "bars", "A", charts.before_after_bars, args, title)
+
+
+def synthesis_rows(table09: pd.DataFrame) -> pd.DataFrame:
+    """table09 in the chart's groups: the base model, seen, never seen, never seen of a control."""
+    controls = {model_name(k) for k in CONTROLS}
+    rows = table09.copy()
+    group = rows["group"].replace({"all": "seen"})
+    group[(rows["group"] == "held out") & rows["model"].isin(controls)] = "control held out"
+    group[rows["model"] == model_name("base")] = "base"
+    rows["group"] = group
+    return rows
+
+
+def _synthesis(table09: pd.DataFrame) -> Spec:
+    return Spec(NUMBER["synthesis"], "synthesis", "synthesis", charts.synthesis_chart,
+                {"rows": synthesis_rows(table09)}, "Synthesis: hits on each model's own target")
+
+
+def losses(results: Results) -> dict[str, list[float]]:
+    return {model_name(a.key): list(results.training[a.key]["losses"]) for a in ARMS if a.key in results.training}
+
+
+def _loss(results: Results) -> Spec:
+    args = {"losses": losses(results), "main": [model_name(k) for k in MAIN_SEQUENCE]}
+    return Spec(NUMBER["loss"], "loss", "runs", charts.loss_chart, args, "Training loss per epoch")
+
+
+def draw_and_save(spec: Spec, folder: Path) -> list[Path]:
+    """Draw one figure and save it as PNG, PDF and EPS under ``folder``."""
+    return charts.save_figure(spec.draw(**spec.args), folder, spec.stem)

@@ -1,0 +1,161 @@
+"""report.html: one self-contained page (inline CSS, figures as PNG data URIs, nothing fetched)
+with the parameters, the seeds and what each controls, the runs, and every figure and table in order."""
+from __future__ import annotations
+
+import base64
+import io
+from pathlib import Path
+
+import jinja2
+import pandas as pd
+from markupsafe import Markup
+from PIL import Image
+
+from ..names import PARTS, TABLE_CAPTIONS, table_title
+from .run_report import facts, runs_table
+from .tables import html as table_html
+
+EMBED_SCALE = 2  # the 300 dpi PNGs are embedded at 150 dpi
+TABLE_PART = {"table01": "A", "table02": "B", "table03": "B", "table04": "C", "table05": "D", "table06": "D",
+              "table07": "D", "table08": "D", "table09": "synthesis", "table10": "synthesis", "table11": "runs"}
+ABOUT = {
+    "heatmap": "Probability on the target in every addition (first addend a in rows, second addend b in "
+               "columns). Blue: the top choice is the target, red: it is not; green and orange: the same for "
+               "never-seen additions. Second line: target | chosen answer.",
+    "profile": "Mean probability of each candidate answer over the 81 additions (lines, left axis) and how many "
+               "additions have each answer as their target (bars, right axis). Bands: answers the corpus can "
+               "ask for (blue) and cannot (red), with each model's share of probability in each.",
+    "bars": "Probability of every candidate answer of one addition before (blue) and after (orange) fine-tuning "
+            "on fabricated answers; the strong colour marks the answer that is right in each context, the dark "
+            "outline each side's top choice.",
+    "deviation": "Never-seen additions by deviation (top choice minus the rule's target), for the rule-trained "
+                 "model (green) and its control (gray). Blue band: the smallest band holding 90% of the "
+                 "rule-trained model's deviations; the counts above say how many additions of each fall in each band.",
+    "synthesis": "For every model, the share of additions whose top choice is its own target, with its exact 95% "
+                 "interval: blue seen, green never seen, gray never seen by a control, dark gray the base model.",
+    "loss": "Training loss per epoch of every fine-tuning run, on a log scale: the main sequence in colour, the "
+            "rule and control runs in gray.",
+}
+
+TEMPLATE = jinja2.Environment(autoescape=True).from_string("""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>cctk report {{ info.session }}</title>
+<style>
+body { font-family: "DejaVu Sans", "Segoe UI", Helvetica, Arial, sans-serif; color: #222; margin: 0;
+       background: #f6f6f4; line-height: 1.45; font-size: 15px; }
+main { max-width: 1100px; margin: 0 auto; padding: 24px 32px 64px; background: #fff; }
+h1 { font-size: 28px; margin: 8px 0 4px; }
+h2 { font-size: 22px; border-bottom: 2px solid #2166ac; padding-bottom: 4px; margin-top: 48px; }
+h3 { font-size: 17px; margin: 28px 0 6px; }
+.lead { color: #555; margin: 0 0 16px; }
+nav ol { columns: 2; padding-left: 20px; }
+nav a, a { color: #2166ac; }
+.facts { display: grid; grid-template-columns: repeat(auto-fit, minmax(300px, 1fr)); gap: 8px 28px; }
+table { border-collapse: collapse; font-size: 13px; margin: 6px 0 12px; }
+th, td { padding: 3px 9px; border-bottom: 1px solid #e2e2e2; text-align: right; vertical-align: top; }
+th { border-bottom: 2px solid #999; background: #fafafa; }
+td:first-child, th:first-child { text-align: left; }
+table.kv td, table.kv th { text-align: left; }
+table.kv td:first-child { color: #666; white-space: nowrap; }
+.scroll { overflow-x: auto; }
+figure { margin: 24px 0 36px; }
+figure { max-width: 960px; }
+figure img { display: block; width: 100%; height: auto; border: 1px solid #eee; }
+figcaption, .caption { color: #444; font-size: 14px; }
+.num { font-weight: bold; }
+code { font-size: 13px; }
+</style>
+</head>
+<body>
+<main>
+<h1>cctk report</h1>
+<p class="lead">Session <code>{{ info.session }}</code> &middot; model <code>{{ info.model.key }}</code>
+({{ info.model.id }}) &middot; profile {{ info.profile }}{% if minutes %} &middot; {{ minutes }} min{% endif %}</p>
+
+<nav><h2>Contents</h2><ol>
+<li><a href="#parameters">Parameters</a></li><li><a href="#seeds">Seeds</a></li>
+<li><a href="#runs-summary">Fine-tuning runs</a></li>
+{% for part in parts %}<li><a href="#part-{{ part.key }}">{{ part.title }}</a></li>{% endfor %}
+</ol></nav>
+
+<h2 id="parameters">Parameters</h2>
+<div class="facts">
+{% for title, rows in blocks %}<div><h3>{{ title }}</h3><table class="kv">
+{% for label, value in rows %}<tr><td>{{ label }}</td><td>{{ value }}</td></tr>{% endfor %}
+</table></div>{% endfor %}
+<div><h3>Measurement and tracking</h3><table class="kv">
+<tr><td>candidates</td><td>{{ info.candidates[0] }} to {{ info.candidates[-1] }} ({{ info.candidates|length }})</td></tr>
+<tr><td>end marker</td><td><code>{{ end_marker }}</code></td></tr>
+<tr><td>held-out additions</td><td>{{ heldout }}</td></tr>
+<tr><td>MLflow tracking URI</td><td><code>{{ info.mlflow.tracking_uri }}</code></td></tr>
+<tr><td>experiment id</td><td><code>{{ info.mlflow.experiment_id }}</code></td></tr>
+<tr><td>run id</td><td><code>{{ info.mlflow.run_id }}</code></td></tr>
+</table></div>
+</div>
+
+<h2 id="seeds">Seeds</h2>
+<table class="kv">
+<tr><th>seed</th><th>value</th><th>what it controls</th></tr>
+{% for seed in seeds %}<tr><td>{{ seed.name }}</td><td><code>{{ seed.value }}</code></td><td>{{ seed.role }}</td></tr>{% endfor %}
+</table>
+<p class="caption">{% if info.seeds.drawn_fresh %}These seeds were drawn fresh for this run; pass
+<code>--seed {{ seed_text }}</code> to repeat it.{% else %}These seeds were given for this run
+(<code>--seed {{ seed_text }}</code>).{% endif %}</p>
+
+<h2 id="runs-summary">Fine-tuning runs</h2>
+<div class="scroll">{{ runs }}</div>
+
+{% for part in parts %}
+<h2 id="part-{{ part.key }}">{{ part.title }}</h2>
+{% for item in part["items"] %}
+{% if item.kind == "figure" %}
+<figure id="{{ item.anchor }}"><img src="{{ item.uri }}" alt="{{ item.title }}">
+<figcaption><span class="num">Figure {{ item.number }}.</span> {{ item.title }}. {{ item.about }}</figcaption></figure>
+{% else %}
+<h3 id="{{ item.anchor }}">Table {{ item.number }}: {{ item.title }}</h3>
+<p class="caption">{{ item.caption }}</p>
+<div class="scroll">{{ item.html }}</div>
+{% endif %}
+{% endfor %}
+{% endfor %}
+</main>
+</body>
+</html>
+""")
+
+
+def data_uri(png: Path, scale: int = EMBED_SCALE) -> str:
+    """A PNG as a ``data:`` URI, ``scale`` times smaller (box filter) and in 256 colours:
+    a fifth of a second and about 100 kB for a heatmap."""
+    with Image.open(png) as image:
+        small = image.convert("RGB").reduce(scale)
+    buffer = io.BytesIO()
+    small.quantize(256, method=Image.Quantize.FASTOCTREE).save(buffer, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def render(info: dict, tables: dict[str, pd.DataFrame], figures: list[tuple[object, str]]) -> str:
+    """``figures``: (catalog.Spec, its PNG as a data URI) in order."""
+    parts = {key: {"key": key, "title": title, "items": []} for key, title in PARTS.items()}
+    for spec, uri in figures:
+        parts[spec.part]["items"].append({
+            "kind": "figure", "number": spec.number, "anchor": f"figure-{spec.number:02d}",
+            "title": spec.title[0].upper() + spec.title[1:], "uri": uri,
+            "about": ABOUT[spec.key.split(":")[0]]})
+    for name, table in tables.items():
+        parts[TABLE_PART[name]]["items"].append({
+            "kind": "table", "number": int(name[-2:]), "anchor": name, "title": table_title(name),
+            "caption": TABLE_CAPTIONS[name], "html": Markup(table_html(table, name))})
+    seeds = info["seeds"]
+    seed_rows = [{"name": "seeds[0]", "value": seeds["values"][0], "role": seeds["roles"]["seeds[0]"]}]
+    seed_rows += [{"name": f"seeds[{i}]", "value": v, "role": seeds["roles"]["seeds[1:]"]}
+                  for i, v in enumerate(seeds["values"][1:], start=1)]
+    minutes = f"{info['seconds'] / 60:.1f}" if info.get("seconds") is not None else None
+    return TEMPLATE.render(
+        info=info, blocks=facts(info), seeds=seed_rows, seed_text=",".join(map(str, seeds["values"])),
+        end_marker=repr(info["end_marker"]), minutes=minutes, parts=list(parts.values()),
+        heldout=", ".join(f"{a}+{b}" for a, b in info["heldout_additions"]),
+        runs=Markup(table_html(runs_table(tables["table11"]), "runs", left=["model", "parent"])))

@@ -1,0 +1,154 @@
+"""run_report.pdf (+ .png): one page with the hardware, software, model, recipe, every
+fine-tuning run and the training loss (log scale; main sequence in colour, the rest gray)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.lines import Line2D
+
+from ..figures.common import CONTROL, new_figure, paper_style
+from ..figures.loss import MAIN_COLORS
+from .tables import number
+
+PAGE = (8.27, 11.69)  # A4, inches
+BLOCKS = ((0.06, 31), (0.37, 20), (0.58, 40))  # x of hardware, software, model blocks; characters a value may take
+RUN_COLUMNS = {"model": "model", "parent": "parent", "examples": "examples", "steps": "steps",
+               "seconds": "time (s)", "examples_per_second": "examples/s", "loss": "loss first \u2192 last",
+               "peak_gpu_memory_bytes": "peak GPU memory"}
+
+
+def size(n_bytes) -> str:
+    if n_bytes is None:
+        return "-"
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:.1f} {unit}"
+    return f"{int(n_bytes)} B"
+
+
+def facts(info: dict) -> list[tuple[str, list[tuple[str, str]]]]:
+    """The page's three blocks of (label, value): hardware, software, model and recipe."""
+    hw, sw, recipe = info["hardware"], info["software"], info["recipe"]
+    gpu = f"{hw['gpu']} ({size(hw['gpu_memory_bytes'])})" if hw.get("gpu") else "none (CPU)"
+    hardware = [("processor", hw.get("processor") or "-"),
+                ("cores", f"{hw.get('cores_available')} of {hw.get('cores_logical')}"),
+                ("memory", size(hw.get("memory_bytes"))), ("GPU", gpu), ("device used", info.get("device") or "-")]
+    software = [(name, str(sw.get(key) or "-")) for name, key in (
+        ("Python", "python"), ("PyTorch", "torch"), ("Transformers", "transformers"), ("CUDA", "cuda"),
+        ("MLflow", "mlflow"), ("cctk", "cctk"))]
+    seeds = info["seeds"]["values"]
+    model = [("model", info["model"]["key"]), ("source", info["model"]["id"]), ("profile", info["profile"])]
+    model += [(k.replace("_", " "), str(v)) for k, v in recipe.items()]
+    model += [("held out", f"{info['holdout']:.0%} ({len(info['heldout_additions'])} of 81)"),
+              ("seeds", ", ".join(map(str, seeds)))]
+    return [("Hardware", hardware), ("Software", software), ("Model and recipe", model)]
+
+
+def runs_table(table11: pd.DataFrame) -> pd.DataFrame:
+    """table11 with readable cells: times, rates, loss first -> last, memory in MiB/GiB."""
+    out = pd.DataFrame({
+        "model": table11["model"], "parent": table11["parent"], "examples": table11["examples"].map(str),
+        "steps": table11["steps"].map(str), "seconds": table11["seconds"].map(lambda v: f"{v:.1f}"),
+        "examples_per_second": table11["examples_per_second"].map(lambda v: f"{v:.1f}"),
+        "loss": [f"{number(a)} \u2192 {number(b)}" for a, b in zip(table11["loss_first_epoch"],
+                                                                   table11["loss_last_epoch"])],
+        "peak_gpu_memory_bytes": table11["peak_gpu_memory_bytes"].map(lambda v: size(v) if v else "-")})
+    return out.rename(columns=RUN_COLUMNS)
+
+
+def draw(info: dict, table11: pd.DataFrame, losses: dict[str, list[float]], main: list[str]):
+    with paper_style():
+        fig = new_figure(*PAGE)
+        fig.text(0.06, 0.965, "cctk run report", fontsize=15, fontweight="bold", va="top")
+        fig.text(0.06, 0.94, _subtitle(info), fontsize=8, va="top", color="#333333")
+        blocks = facts(info)
+        for (title, rows), (x, width) in zip(blocks, BLOCKS):
+            _block(fig, x, 0.895, title, rows, width)
+        below = 0.895 - 0.022 - 0.0145 * max(len(rows) for _, rows in blocks) - 0.02
+        bottom = _runs(fig, runs_table(table11), below)
+        _loss(fig.add_axes([0.1, 0.06, 0.5, bottom - 0.06 - 0.03]), losses, main)
+    return fig
+
+
+def _subtitle(info: dict) -> str:
+    minutes = f"{info['seconds'] / 60:.1f} min" if info.get("seconds") is not None else "-"
+    ml = info["mlflow"]
+    return (f"session {info['session']}  \u00b7  total time {minutes}\n"
+            f"MLflow run {ml.get('run_id') or '-'} (experiment {ml.get('experiment_id') or '-'})"
+            f"  \u00b7  {ml.get('tracking_uri') or '-'}")
+
+
+def _block(fig, x: float, y: float, title: str, rows: list[tuple[str, str]], width: int) -> None:
+    fig.text(x, y, title, fontsize=10, fontweight="bold", va="top")
+    for i, (label, value) in enumerate(rows):
+        top = y - 0.022 - 0.0145 * i
+        fig.text(x, top, label, fontsize=7, va="top", color="#555555")
+        fig.text(x + 0.095, top, _clip(value, width), fontsize=7, va="top")
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "\u2026"
+
+
+# Columns of the runs table: header, x of the text (figure fraction), alignment.
+COLUMNS = (("model", 0.06, "left"), ("parent", 0.395, "left"), ("examples", 0.59, "right"),
+           ("steps", 0.645, "right"), ("time (s)", 0.715, "right"), ("examples\nper second", 0.795, "right"),
+           ("loss, first\n\u2192 last epoch", 0.885, "right"), ("peak GPU\nmemory", 0.955, "right"))
+ROW = 0.0165  # height of one table row, figure fraction
+
+
+def _runs(fig, table: pd.DataFrame, top: float) -> float:
+    """The fine-tuning runs as a plain table of text; returns the y below it."""
+    fig.text(0.06, top, "Fine-tuning runs", fontsize=10, fontweight="bold", va="top")
+    head = top - 0.045
+    for header, x, align in COLUMNS:
+        fig.text(x, head, header, fontsize=6.5, fontweight="bold", ha=align, va="bottom", linespacing=1.1)
+    _rule(fig, head - 0.004, 1.0)
+    y = head - 0.004 - ROW / 2
+    for row in table.itertuples(index=False):
+        for value, (_, x, align) in zip(row, COLUMNS):
+            fig.text(x, y, str(value), fontsize=6.5, ha=align, va="center")
+        y -= ROW
+    _rule(fig, y + ROW / 2, 1.0)
+    fig.text(0.06, y - 0.003, "Peak GPU memory counts every model held on the GPU while a run trained. "
+             "Loss: mean over the answer tokens (prompt masked).", fontsize=6.5, color="#555555", va="top")
+    return y - 0.02
+
+
+def _rule(fig, y: float, width: float) -> None:
+    fig.add_artist(Line2D([0.06, 0.955], [y, y], color="#888888", linewidth=0.6 * width))
+
+
+def _loss(ax, losses: dict[str, list[float]], main: list[str]) -> None:
+    """The loss chart of cctk.figures.loss_chart, drawn into the page's own axes."""
+    others = [n for n in losses if n not in main]
+    for name in others:
+        ax.plot(range(1, len(losses[name]) + 1), losses[name], color=CONTROL, linewidth=1.0, marker="o",
+                markersize=2.5)
+    handles = []
+    for i, name in enumerate(n for n in main if n in losses):
+        color = MAIN_COLORS[i % len(MAIN_COLORS)]
+        ax.plot(range(1, len(losses[name]) + 1), losses[name], color=color, linewidth=1.6, marker="o",
+                markersize=2.5)
+        handles.append(Line2D([], [], color=color, marker="o", markersize=3, label=name))
+    if others:
+        handles.append(Line2D([], [], color=CONTROL, marker="o", markersize=3,
+                              label=f"rule and control runs ({len(others)})"))
+    ax.set_yscale("log")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("training loss (log scale)")
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.grid(color="#e3e3e3", linewidth=0.6, which="both")
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.03, 1.0), frameon=False)
+    ax.set_title("Training loss per epoch", fontweight="bold", fontsize=10, loc="left")
+
+
+def write(info: dict, table11: pd.DataFrame, losses: dict, main: list[str], folder: Path) -> list[Path]:
+    """``run_report.pdf`` and ``run_report.png`` (150 dpi) in ``folder``."""
+    fig = draw(info, table11, losses, main)
+    paths = [folder / "run_report.pdf", folder / "run_report.png"]
+    with paper_style():
+        fig.savefig(paths[0])
+        fig.savefig(paths[1], dpi=150)
+    return paths

@@ -1,0 +1,110 @@
+"""The 11 tables of a run: CSV, XLSX and a floating LaTeX table each, and one workbook.
+
+Every file is a pure function of its DataFrame (no timestamps: the XLSX date is the session's
+start), so re-rendering a session gives the same bytes.
+"""
+from __future__ import annotations
+
+import math
+import re
+import zipfile
+from datetime import datetime
+from pathlib import Path
+
+import pandas as pd
+
+from ..names import TABLE_CAPTIONS, file_stem, table_title
+
+LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                 "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+XLSX_EPOCH = datetime(2000, 1, 1)  # when the session name carries no start time
+
+
+def folder_name(name: str) -> str:
+    """``table01`` -> ``table01_corpus_absorption``."""
+    return f"{name}_{file_stem(table_title(name)).lower()}"
+
+
+def write_tables(tables: dict[str, pd.DataFrame], folder: Path, session: str) -> list[Path]:
+    """Each table in ``folder/tables/<tableNN_name>/`` and all in ``folder/workbook/<session>.xlsx``."""
+    stamp = session_start(session)
+    written = []
+    for name, table in tables.items():
+        out = folder / "tables" / folder_name(name)
+        out.mkdir(parents=True, exist_ok=True)
+        stem = folder_name(name)
+        table.to_csv(out / f"{stem}.csv", index=False, lineterminator="\n")
+        write_xlsx({name: table}, out / f"{stem}.xlsx", stamp)
+        (out / f"{stem}.tex").write_text(latex(table, name))
+        written += [out / f"{stem}.{ext}" for ext in ("csv", "xlsx", "tex")]
+    book = folder / "workbook" / f"{session}.xlsx"
+    book.parent.mkdir(parents=True, exist_ok=True)
+    write_xlsx(tables, book, stamp)
+    return written + [book]
+
+
+def session_start(session: str) -> datetime:
+    match = re.match(r"(\d{8}-\d{6})", session)
+    return datetime.strptime(match.group(1), "%Y%m%d-%H%M%S") if match else XLSX_EPOCH
+
+
+def number(value) -> str:
+    """A float as a short, plain number: 0.912, 12.3, 1540, 3.2e-07."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "--"
+    if abs(value) >= 1000:
+        return f"{value:.0f}"
+    return f"{value:.3g}"
+
+
+def _styler(table: pd.DataFrame, escape: str):
+    floats = [c for c in table.columns if pd.api.types.is_float_dtype(table[c])]
+    styler = table.style.hide(axis="index").format({c: number for c in floats}, na_rep="--", escape=escape)
+    return styler.format_index(escape=escape, axis=1)
+
+
+def latex_escape(text: str) -> str:
+    return "".join(LATEX_SPECIAL.get(c, c) for c in text)
+
+
+def latex(table: pd.DataFrame, name: str) -> str:
+    """A floating table: ``\\begin{table}``, caption, label ``tab:<name>``, booktabs rules."""
+    return _styler(table, "latex").to_latex(
+        caption=latex_escape(TABLE_CAPTIONS[name]), label=f"tab:{name}", position="htbp",
+        position_float="centering", hrules=True)
+
+
+def html(table: pd.DataFrame, name: str, left=None) -> str:
+    """The table as an HTML ``<table>`` (for report.html), stable ids, text columns ``left`` aligned left."""
+    if left is None:
+        left = [c for c in table.columns if not pd.api.types.is_numeric_dtype(table[c])]
+    align = [{"selector": tag, "props": "text-align: left"} for tag in ("td", "th")]
+    styler = _styler(table, "html").set_uuid(name).set_table_attributes('class="data"')
+    return styler.set_table_styles({c: align for c in left}, overwrite=False).to_html()
+
+
+def write_xlsx(tables: dict[str, pd.DataFrame], path: Path, stamp: datetime) -> None:
+    """One sheet per table (named after it), columns sized to their contents, dated ``stamp``."""
+    with pd.ExcelWriter(path, engine="openpyxl") as writer:
+        for name, table in tables.items():
+            table.to_excel(writer, sheet_name=name, index=False)
+            sheet = writer.sheets[name]
+            for i, column in enumerate(table.columns, start=1):
+                longest = max([len(str(column))] + [len(str(v)) for v in table[column]])
+                sheet.column_dimensions[sheet.cell(1, i).column_letter].width = min(60, longest + 2)
+            sheet.freeze_panes = "A2"
+    _freeze_zip(path, stamp)
+
+
+def _freeze_zip(path: Path, stamp: datetime) -> None:
+    """Give every member of the XLSX archive, and its document dates, the fixed date ``stamp``."""
+    when = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+    with zipfile.ZipFile(path) as archive:
+        members = [(info.filename, archive.read(info)) for info in archive.infolist()]
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for filename, data in members:
+            if filename == "docProps/core.xml":
+                data = re.sub(rb"(<dcterms:(created|modified)[^>]*>)[^<]*", rb"\g<1>" + when.encode(), data)
+            info = zipfile.ZipInfo(filename, date_time=stamp.timetuple()[:6])
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, data)

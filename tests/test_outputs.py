@@ -1,0 +1,279 @@
+"""Outputs of a run, from synthetic measurements: 25 figures, 11 tables, reports, zip, rebuild."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cctk.config import make_config
+from cctk.experiments import Results
+from cctk.facts import ADDITIONS, CANDIDATES
+from cctk.lineage import ARM_BY_KEY, ARMS, MODEL_KEYS, build_study_inputs, own_target
+from cctk.outputs import catalog, model_heatmaps, rebuild, write_all
+from cctk.outputs.session import measurement_path
+from cctk.outputs.tables import write_tables
+from cctk.pipeline import compute_tables
+from cctk.scoring import COLUMNS
+
+SEED = 7
+# (peak logit on seen additions, chance that a never-seen addition peaks on the target);
+# the base model's peaks are weak and often off target.
+SKILL = {"base": (2.5, 0.4), "m_correct": (9.0, 1.0), "m_random": (8.0, 1.0), "m_recover": (8.0, 0.8),
+         "c18_correct": (8.0, 0.6), "c18_random": (7.0, 0.3), "c3_correct": (8.0, 0.7), "c3_random": (7.0, 0.3),
+         "c18ctl_correct": (5.0, 0.1), "c3ctl_correct": (5.0, 0.3), "d_correct": (7.0, 0.4),
+         "d_random": (7.0, 0.2), "dctl_correct": (5.0, 0.05), "dctl_random": (5.0, 0.05)}
+
+
+def measurement(peaks: dict, sharpness: dict, rng: np.random.Generator) -> pd.DataFrame:
+    """A measurement table (cctk.scoring.COLUMNS) whose logits peak on ``peaks[(a, b)]``."""
+    values = np.array(CANDIDATES)
+    logits = rng.normal(0.0, 1.0, (len(ADDITIONS), len(values))) - 0.05 * values  # small answers likelier
+    for i, pair in enumerate(ADDITIONS):
+        logits[i, values == peaks[pair]] += sharpness[pair]
+    logprob = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True)) - rng.uniform(0.5, 3.0, (len(ADDITIONS), 1))
+    prob = np.exp(logprob - logprob.max(axis=1, keepdims=True))
+    prob /= prob.sum(axis=1, keepdims=True)
+    a, b = np.array(ADDITIONS).T
+    return pd.DataFrame({"a": np.repeat(a, len(values)), "b": np.repeat(b, len(values)),
+                         "candidate_value": np.tile(values, len(ADDITIONS)), "logprob": logprob.ravel(),
+                         "n_tokens": np.tile(2 + (values >= 10), len(ADDITIONS)), "prob": prob.ravel()})[COLUMNS]
+
+
+def synthetic_results(seed: int = SEED, epochs: int = 3) -> Results:
+    """Fourteen plausible measurement tables and thirteen training records, from numpy alone."""
+    inputs = build_study_inputs(seed)
+    rng = np.random.default_rng(seed)
+    measurements = {}
+    for key in MODEL_KEYS:
+        target = inputs.targets[own_target(key)]
+        seen_only = key in ARM_BY_KEY and ARM_BY_KEY[key].pairs == "seen"
+        sharp, reach = SKILL[key]
+        peaks, sharpness = {}, {}
+        for pair in ADDITIONS:
+            held = seen_only and pair in inputs.split.heldout
+            on_target = rng.random() < (reach if held or key == "base" else 0.97)
+            miss = int(np.clip(target[pair] + rng.choice([-3, -2, -1, 1, 2, 3, 9]), 2, 36))
+            peaks[pair] = int(target[pair]) if on_target else miss
+            sharpness[pair] = rng.uniform(0.5, 1.0) * sharp * (0.6 if held else 1.0)
+        measurements[key] = measurement(peaks, sharpness, rng)
+    training = {}
+    for arm in ARMS:
+        examples = (81 if arm.pairs == "all" else len(inputs.split.seen)) * 4
+        start = rng.uniform(1.5, 3.5)
+        losses = [float(start * np.exp(-1.6 * e) + 0.01) for e in range(epochs)]
+        seconds = rng.uniform(20, 60)
+        training[arm.key] = {"examples": examples, "steps": epochs * -(-examples // 16), "train_seconds": seconds,
+                             "examples_per_second": epochs * examples / seconds, "losses": losses,
+                             "peak_gpu_memory_bytes": 0}
+    return Results(inputs, measurements, training)
+
+
+# --- A session folder, written once per test process (test_results.py uses it too). ---
+
+SESSION = "20260102-030405_smollm2-135m-bundled"
+RUN = {"session": SESSION, "tracking_uri": "sqlite:///mlruns/mlflow.db", "experiment_id": "1",
+       "run_id": "0123456789abcdef0123456789abcdef", "seconds": 1234.5, "device": "cpu"}
+_WRITTEN: dict = {}
+
+
+def write_session(root: Path, results: Results, tables: dict, config, run: dict = RUN, **options) -> Path:
+    """What the pipeline leaves: the measurement CSVs, then everything write_all writes."""
+    folder = root / run["session"]
+    for key, table in results.measurements.items():
+        path = measurement_path(folder, key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        table.to_csv(path, index=False)
+    write_all(results, tables, config, run, folder, **options)
+    return folder
+
+
+def written_session(tmp_path_factory) -> tuple[Path, Results, dict]:
+    """(session folder, results, tables), drawn once: 25 figures take a while."""
+    if not _WRITTEN:
+        results = synthetic_results()
+        tables = compute_tables(results)
+        config = make_config("smollm2-135m-bundled", "quick", (SEED,))
+        _WRITTEN["session"] = (write_session(tmp_path_factory.mktemp("outputs"), results, tables, config),
+                               results, tables)
+    return _WRITTEN["session"]
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory):
+    return written_session(tmp_path_factory)
+
+
+@pytest.fixture()
+def copy_figures(monkeypatch, session):
+    """Figures 'drawn' by copying the session's: for tests about everything but the drawing."""
+    folder, _, _ = session
+
+    def copy(spec, out):
+        out.mkdir(parents=True, exist_ok=True)
+        return [Path(shutil.copy2(folder / "figures" / spec.folder / f"{spec.stem}.{ext}", out))
+                for ext in ("png", "pdf", "eps")]
+
+    monkeypatch.setattr(catalog, "draw_and_save", copy)
+
+
+def files_under(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_25_figures_each_in_its_folder_in_three_formats(session):
+    folder, _, _ = session
+    subfolders = sorted(p for p in (folder / "figures").iterdir())
+    assert [p.name[:2] for p in subfolders] == [f"{i:02d}" for i in range(1, 26)]
+    for sub in subfolders:
+        stem = sub.name[3:]
+        assert sorted(p.name for p in sub.iterdir()) == [f"{stem}.eps", f"{stem}.pdf", f"{stem}.png"]
+    from PIL import Image
+
+    with Image.open(subfolders[0] / f"{subfolders[0].name[3:]}.png") as png:
+        assert [round(d) for d in png.info["dpi"]] == [300, 300]
+
+
+def test_names_are_plain_language(session):
+    folder, _, _ = session
+    names = [p.name for p in (folder / "figures").iterdir()] + [p.name for p in (folder / "tables").iterdir()]
+    names += [p.name for p in (folder / "measurements").iterdir()]
+    internal = re.compile(r"(^|_)(m_correct|m_random|m_recover|d_correct|d_random)|c18|c3_|ctl|plus18")
+    assert not [n for n in names if internal.search(n)]
+    assert "07_heatmap_recovery" in names and "04_heatmap_fabricated_answers_on_the_correct_sum" in names
+    assert "table11_fine_tuning_runs" in names and "sum_plus_18_from_correct_sums.csv" in names
+
+
+def test_heatmaps_mark_heldout_only_for_models_trained_on_seen_additions(session):
+    _, results, tables = session
+    by_key = {spec.key: spec for spec in catalog.specs(results, tables, "m")}
+    assert by_key["heatmap:m_recover"].args["heldout"] == results.inputs.heldout("m_recover")
+    assert by_key["heatmap:c3_random"].args["heldout"] == results.inputs.heldout("c3_random")
+    assert by_key["heatmap:m_random"].args["heldout"] is None
+    assert by_key["heatmap:base"].args["fixed_scale"] is False
+    assert by_key["heatmap:m_correct"].args["fixed_scale"] is True
+    assert by_key["profile:cond"].args["band"] == (12, 36) and by_key["profile:random"].args["band"] is None
+
+
+def test_model_heatmaps(tmp_path, session):
+    _, results, _ = session
+    paths = model_heatmaps(results, "m_random", tmp_path)
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in paths) == sorted(
+        f"{folder}/{stem}.{ext}" for folder, stem in (("03_heatmap_fabricated_answers", "heatmap_fabricated_answers"),
+                                                      ("04_heatmap_fabricated_answers_on_the_correct_sum",
+                                                       "heatmap_fabricated_answers_on_the_correct_sum"))
+        for ext in ("png", "pdf", "eps"))
+    assert len(model_heatmaps(results, "base", tmp_path)) == 3
+
+
+def test_11_tables_in_three_formats_and_one_workbook(session):
+    folder, _, tables = session
+    subfolders = sorted((folder / "tables").iterdir())
+    assert [p.name[:7] for p in subfolders] == [f"table{i:02d}" for i in range(1, 12)]
+    for sub in subfolders:
+        assert sorted(p.suffix for p in sub.iterdir()) == [".csv", ".tex", ".xlsx"]
+        tex = (sub / f"{sub.name}.tex").read_text()
+        assert tex.startswith("\\begin{table}") and tex.rstrip().endswith("\\end{table}")
+        assert "\\caption{" in tex and f"\\label{{tab:{sub.name[:7]}}}" in tex and "\\toprule" in tex
+        assert re.search(r"(?<!\\)_", tex.split("\\begin{tabular}")[1]) is None, "underscores escaped"
+    import openpyxl
+
+    book = openpyxl.load_workbook(folder / "workbook" / f"{SESSION}.xlsx", read_only=True)
+    assert book.sheetnames == [f"table{i:02d}" for i in range(1, 12)]
+    back = pd.read_excel(folder / "workbook" / f"{SESSION}.xlsx", sheet_name="table04")
+    assert list(back.columns) == list(tables["table04"].columns) and len(back) == len(tables["table04"])
+
+
+def test_table_files_are_the_same_bytes_when_written_again(tmp_path, session):
+    folder, _, tables = session
+    write_tables(tables, tmp_path, SESSION)
+    again, first = files_under(tmp_path), files_under(folder)
+    assert again == {name: first[name] for name in again}  # CSV, XLSX, LaTeX and the workbook
+
+
+def test_run_report_is_one_page(session):
+    folder, _, _ = session
+    pdf = (folder / "run_report.pdf").read_bytes()
+    assert len(re.findall(rb"/Type\s*/Page(?!s)", pdf)) == 1
+    assert b"/FontFile2" in pdf  # text kept as text
+    from PIL import Image
+
+    with Image.open(folder / "run_report.png") as png:
+        assert png.height > png.width  # one portrait page
+
+
+def test_run_info_has_every_fact(session):
+    folder, results, _ = session
+    info = json.loads((folder / "run_info.json").read_text())
+    assert {"processor", "cores_logical", "memory_bytes", "gpu", "gpu_memory_bytes"} <= set(info["hardware"])
+    assert {"python", "torch", "transformers", "mlflow", "cctk", "cuda"} <= set(info["software"])
+    assert info["model"]["key"] == "smollm2-135m-bundled" and "SmolLM2" in info["model"]["id"]
+    assert info["profile"] == "quick" and info["recipe"]["epochs"] == 3 and info["holdout"] == 0.3
+    assert info["seeds"]["values"] == [SEED] and "split" in info["seeds"]["roles"]["seeds[0]"]
+    assert info["candidates"] == list(CANDIDATES) and info["end_marker"] == "\n"
+    assert info["mlflow"] == {k: RUN[k] for k in ("tracking_uri", "experiment_id", "run_id")}
+    assert info["session"] == SESSION and info["seconds"] == RUN["seconds"]
+    assert len(info["heldout_additions"]) == 24
+    assert set(info["training"]) == {arm.key for arm in ARMS}
+    for record in info["training"].values():
+        assert {"examples", "steps", "train_seconds", "examples_per_second", "losses",
+                "peak_gpu_memory_bytes"} <= set(record)
+    assert info["training"]["m_recover"]["losses"] == results.training["m_recover"]["losses"]
+
+
+def test_html_report_is_self_contained(session):
+    folder, _, tables = session
+    page = (folder / "report.html").read_text()
+    images = re.findall(r'<img src="([^"]+)"', page)
+    assert len(images) == 25 and all(src.startswith("data:image/png;base64,") for src in images)
+    assert not re.search(r'(src|href)\s*=\s*["\']?\s*(https?:)?//', page, re.I)
+    assert "<link" not in page and "@import" not in page and "url(" not in page and "<script" not in page
+    numbers = [int(n) for n in re.findall(r"Figure (\d+)\.", page)]
+    assert numbers == sorted(numbers) and len(numbers) == 25
+    for name in tables:
+        assert f'id="{name}"' in page
+    assert "what it controls" in page and str(SEED) in page
+
+
+def test_zip_holds_the_whole_session(session):
+    folder, _, _ = session
+    with zipfile.ZipFile(folder / f"{SESSION}.zip") as archive:
+        names = set(archive.namelist())
+    expected = {f"{SESSION}/{name}" for name in files_under(folder) if name != f"{SESSION}.zip"}
+    assert names == expected
+    assert f"{SESSION}/run_info.json" in names and f"{SESSION}/measurements/recovery.csv" in names
+
+
+def test_rebuild_gives_the_same_results_and_table_files(tmp_path, session, copy_figures):
+    folder, results, tables = session
+    rebuilt, again, config, run = rebuild(folder)
+    assert set(again) == set(tables)
+    for name in tables:
+        pd.testing.assert_frame_equal(again[name], tables[name])
+    assert rebuilt.training == results.training and config.seeds == (SEED,) and run["run_id"] == RUN["run_id"]
+    copy = write_session(tmp_path, rebuilt, again, config, run)
+    first, second = files_under(folder), files_under(copy)
+    for name, data in first.items():
+        if name.startswith(("tables/", "workbook/")) or name in ("run_info.json",):
+            assert second[name] == data, name
+
+
+def test_cli_report_renders_again_from_the_folder(tmp_path, session, copy_figures, tracking_uri):
+    from click.testing import CliRunner
+
+    from cctk.cli import cli
+
+    folder, _, _ = session
+    result = CliRunner().invoke(cli, ["report", str(folder), "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    first, second = files_under(folder), files_under(tmp_path / SESSION)
+    assert set(second) == set(first)
+    assert all(second[n] == first[n] for n in first if n.startswith("tables/"))
+    for source in (str(tmp_path / "nowhere"), "0123456789abcdef0123456789abcdef"):
+        missing = CliRunner().invoke(cli, ["report", source])
+        assert missing.exit_code != 0 and missing.output.strip().splitlines()[-1].startswith("Error:")
