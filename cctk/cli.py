@@ -71,5 +71,36 @@ def run_command(model, profile, seed, out, tracking, device, holdout, **recipe):
     pipeline.run(config, out, tracking, device, echo=click.echo)
 
 
+@cli.command()
+@click.argument("source")
+@click.option("--tracking", default=None, help="Tracking configuration name or URI, for a run id (default: embedded).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Render into OUT/<session> (a copy) instead of the session folder itself.")
+def report(source, tracking, out):
+    """Re-render every figure, table and report of a run from its saved measurements (no model).
+
+    SOURCE is a session folder or the MLflow run id of a pipeline (its artifacts are downloaded).
+    """
+    import shutil
+    import time
+
+    from . import results
+    from .outputs import rebuild, write_all
+
+    folder = results.session_folder(source, tracking)
+    if out is not None:
+        target = Path(out) / folder.name
+        (target / "measurements").mkdir(parents=True, exist_ok=True)
+        shutil.copy2(folder / results.RUN_INFO, target / results.RUN_INFO)
+        for csv in (folder / "measurements").glob("*.csv"):
+            shutil.copy2(csv, target / "measurements" / csv.name)
+        folder = target
+    start = time.perf_counter()
+    outcome, tables, config, run = rebuild(folder)
+    write_all(outcome, tables, config, run, folder)
+    click.echo(f"re-rendered 25 figures, 11 tables and the reports of {run['session']} in "
+               f"{time.perf_counter() - start:.0f} s: {folder}")
+
+
 def main():
     cli(prog_name="cctk")

@@ -7,7 +7,6 @@ Parts A-D and the synthesis from the fourteen measurement tables.
 from __future__ import annotations
 
 import copy
-import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from .finetune import NonFiniteLoss, fine_tune
 from .lineage import ARMS, PARENTS, StudyInputs, build_study_inputs, own_target
 from .models import check_model_name, load_model, model_id
 from .names import file_stem, model_name
+from .outputs import model_heatmaps, write_all
 from .progress import Progress
 from .readings import summarize
 from .scoring import measure
@@ -57,8 +57,7 @@ def run(config: Config, out_root: Path = Path("outputs"), tracking_name: str | N
     try:
         results = _train_and_measure(session, inputs, echo)
         tables = compute_tables(results)
-        write_tables(tables, session.folder / "tables")
-        _finish(session, results, tables, echo)
+        _finish(session, results, tables, echo)  # writes every output (cctk.outputs.write_all)
     except KeyboardInterrupt:
         session.parent.end("KILLED")
         raise
@@ -147,6 +146,9 @@ def _measure_and_log(session: Session, results: Results, key: str, model, tokeni
     table.to_csv(path, index=False)
     nested.metrics(model_metrics(results, key))
     nested.files(path, "measurement")
+    # cctk.outputs: the model's heatmaps, in the session's figures/ (write_all reuses them)
+    for figure in model_heatmaps(results, key, session.folder / "figures"):
+        nested.files(figure, "figures")
     nested.end()
 
 
@@ -170,10 +172,10 @@ def headline(results: Results) -> dict:
 def _finish(session: Session, results: Results, tables: dict, echo) -> None:
     seconds = time.perf_counter() - session.started
     head = headline(results)
-    info = {"session": session.folder.name, "seconds": round(seconds, 1), **head,
-            "seeds": list(session.config.seeds), "tracking_uri": session.tracking_uri,
-            "experiment_id": session.experiment_id, "run_id": session.parent.run_id}
-    (session.folder / "summary.json").write_text(json.dumps(info, indent=2) + "\n")
+    # cctk.outputs: figures, tables, workbook, run_info.json, reports and zip (supersede summary.json)
+    run = {"session": session.folder.name, "tracking_uri": session.tracking_uri, "seconds": round(seconds, 1),
+           "experiment_id": session.experiment_id, "run_id": session.parent.run_id, "device": str(session.device)}
+    write_all(results, tables, session.config, run, session.folder, reuse_heatmaps=True)
     session.parent.metrics({**head, "pipeline_seconds": seconds})
     session.parent.files(session.folder)
     session.parent.end()

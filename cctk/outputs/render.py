@@ -42,6 +42,19 @@ def _cache_font_bounds() -> None:
 _cache_font_bounds()
 
 
+def _warm_font_bounds() -> None:
+    """Measure the paper style's fonts once here, so that no worker does it again."""
+    from fontTools.ttLib import TTFont
+    from matplotlib import font_manager
+
+    from ..figures.common import PAPER_RC
+
+    for weight in ("normal", "bold"):
+        found = font_manager.findfont(font_manager.FontProperties(family=PAPER_RC["font.family"], weight=weight))
+        with TTFont(found) as font:
+            backend_ps._bounds(font)
+
+
 def workers() -> int:
     """Worker processes for drawing: one per core, at most 4; 1 where fork is unavailable."""
     if sys.platform != "linux":
@@ -54,8 +67,9 @@ def run_all(job: Callable, items: Sequence, n_workers: int | None = None) -> lis
     n_workers = workers() if n_workers is None else n_workers
     if n_workers <= 1 or len(items) <= 1:
         return [job(item) for item in items]
-    # fork: workers inherit the imported modules and the loaded data, so they start at once;
-    # they only draw with matplotlib and write files.
+    # fork: workers inherit the imported modules, the loaded data and the font boxes, so they
+    # start at once; they only draw with matplotlib and write files.
+    _warm_font_bounds()
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(n_workers, mp_context=context) as pool:
         return list(pool.map(job, items, chunksize=1))
