@@ -18,8 +18,8 @@ import pandas as pd
 from . import tracking
 from .errors import CctkError
 from .lineage import MODEL_KEYS
-from .names import file_stem, model_name
-from .outputs.session import FORMATS, RUN_INFO
+from .names import model_name
+from .outputs.session import FORMATS, RUN_INFO, measurement_path
 
 
 @dataclass
@@ -90,7 +90,7 @@ def read_folder(folder: Path) -> RunResults:
               for path in sorted(folder.glob("tables/table[0-9][0-9]_*/*.csv"))}
     measurements = {}
     for key in MODEL_KEYS:
-        path = folder / "measurements" / f"{file_stem(model_name(key))}.csv"
+        path = measurement_path(folder, key)
         if path.is_file():
             measurements[model_name(key)] = pd.read_csv(path, float_precision="round_trip")
     files = {}

@@ -49,12 +49,12 @@ def write_all(results: Results, tables: dict[str, pd.DataFrame], config: Config,
     from ..pipeline import headline  # the pipeline imports this package
 
     folder = Path(folder)
+    write_tables(tables, folder, run["session"])  # first: the cheapest and most precious
+    facts = run_info.run_info(results, config, run, headline(results))
+    run_info.write(facts, folder / RUN_INFO)
     specs = catalog.specs(results, tables, config.model)
     job = partial(_figure, root=folder / "figures", reuse=reuse_heatmaps)
     uris = render.run_all(job, specs)
-    write_tables(tables, folder, run["session"])
-    facts = run_info.run_info(results, config, run, headline(results))
-    run_info.write(facts, folder / RUN_INFO)
     run_report.write(facts, tables["table11"], catalog.losses(results),
                      [model_name(k) for k in catalog.MAIN_SEQUENCE], folder)
     page = html_report.render(facts, tables, list(zip(specs, uris)))
