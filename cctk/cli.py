@@ -86,10 +86,11 @@ def report(source, tracking, out):
 
     from . import results
     from .outputs import rebuild, write_all
+    from .outputs.session import load_info
 
     folder = results.session_folder(source, tracking)
     if out is not None:
-        target = Path(out) / folder.name
+        target = Path(out) / load_info(folder)["session"]
         (target / "measurements").mkdir(parents=True, exist_ok=True)
         shutil.copy2(folder / results.RUN_INFO, target / results.RUN_INFO)
         for csv in (folder / "measurements").glob("*.csv"):

@@ -79,8 +79,10 @@ def html(table: pd.DataFrame, name: str, left=None) -> str:
     if left is None:
         left = [c for c in table.columns if not pd.api.types.is_numeric_dtype(table[c])]
     align = [{"selector": tag, "props": "text-align: left"} for tag in ("td", "th")]
+    nowrap = [{"selector": "td", "props": "white-space: nowrap"}]  # numbers stay on one line
+    styles = {c: align if c in left else nowrap for c in table.columns}
     styler = _styler(table, "html").set_uuid(name).set_table_attributes('class="data"')
-    return styler.set_table_styles({c: align for c in left}, overwrite=False).to_html()
+    return styler.set_table_styles(styles, overwrite=False).to_html()
 
 
 def write_xlsx(tables: dict[str, pd.DataFrame], path: Path, stamp: datetime) -> None:
