@@ -62,11 +62,16 @@ def measure(model, out, tracking):
 @click.option("--grad-clip", type=float, default=None, help="Override: gradient-norm clipping.")
 @click.option("--weight-decay", type=float, default=None, help="Override: AdamW weight decay.")
 @click.option("--holdout", type=float, default=0.3, show_default=True, help="Share of additions held out.")
-def run_command(model, profile, seed, out, tracking, device, holdout, **recipe):
+@click.option("--resume", "resume_id", default=None, metavar="RUN_ID",
+              help="Continue an interrupted pipeline run (its own settings are used).")
+def run_command(model, profile, seed, out, tracking, device, holdout, resume_id, **recipe):
     """Run the whole 2.0.0 experiment for one model (Parts A-D and the synthesis)."""
     from . import pipeline
     from .config import make_config, parse_seeds
 
+    if resume_id:
+        pipeline.resume(resume_id, out, tracking, device, echo=click.echo)
+        return
     config = make_config(model, profile, parse_seeds(seed), holdout, **recipe)
     pipeline.run(config, out, tracking, device, echo=click.echo)
 

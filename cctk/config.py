@@ -113,3 +113,11 @@ def parse_seeds(text: str | None) -> tuple[int, ...] | None:
     if len(values) == 1:
         values += tuple(values[0] + i for i in range(1, N_SEEDS))
     return values
+
+
+def config_from_params(params: dict) -> Config:
+    """The configuration of a pipeline, read back from its MLflow parameters (for a resume)."""
+    casts = {name: type(value) for name, value in asdict(Recipe()).items()}
+    recipe = {name: cast(params[name]) for name, cast in casts.items() if name in params}
+    seeds = parse_seeds(params["seeds"])
+    return make_config(params["model"], params["profile"], seeds, float(params["holdout"]), **recipe)

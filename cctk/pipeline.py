@@ -7,7 +7,9 @@ Parts A-D and the synthesis from the fourteen measurement tables.
 from __future__ import annotations
 
 import copy
+import json
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,10 +19,12 @@ import pandas as pd
 import torch
 
 from . import __version__, tracking
-from .config import Config
+from . import resume as resume_state
+from .config import Config, config_from_params
 from .corpus import build_corpus, tokenize
 from .experiments import Results, part_a, part_b, part_c, part_d, runs, synthesis
 from .facts import CANDIDATES, END_MARKER
+from .errors import CctkError
 from .finetune import NonFiniteLoss, fine_tune
 from .lineage import ARMS, PARENTS, StudyInputs, build_study_inputs, own_target
 from .models import check_model_name, load_model, model_id
@@ -28,6 +32,7 @@ from .names import file_stem, model_name
 from .outputs import model_heatmaps, write_all
 from .progress import Progress
 from .readings import summarize
+from .resume import Done
 from .scoring import measure
 
 PARTS = (part_a, part_b, part_c, part_d, synthesis, runs)
@@ -52,11 +57,34 @@ def run(config: Config, out_root: Path = Path("outputs"), tracking_name: str | N
     check_model_name(config.model)
     track = tracking.resolve(tracking_name)
     tracking.check_reachable(track)
-    inputs = build_study_inputs(config.seed, config.holdout)
-    session = _open_session(config, out_root, track, device, echo)
+    return _execute(_open_session(config, out_root, track, device, echo), Done(), echo)
+
+
+def resume(run_id: str, out_root: Path = Path("outputs"), tracking_name: str | None = None,
+           device: str | None = None, echo=print) -> Results:
+    """Continue an interrupted pipeline: finished models are taken from their runs, not trained again."""
+    track = tracking.resolve(tracking_name)
+    tracking.check_reachable(track)
+    tracking.activate(track)
+    parent_run = resume_state.pipeline_run(run_id)
+    config = config_from_params(parent_run.data.params)
+    folder = Path(out_root) / parent_run.data.tags.get("cctk.session", "")
+    if not (folder / "measurements").is_dir():
+        raise CctkError(f"the session folder {folder} of run {run_id} is not here; "
+                        "resume from the folder the run started in, or pass its --out")
+    session = Session(config, folder, parent_run.info.experiment_id, tracking.reopen(run_id),
+                      track.tracking_uri, _device(device))
+    done = resume_state.finished(run_id, session.experiment_id, folder)
+    echo(f"resuming {folder.name}: {len(done.run_ids)} of {len(ARMS) + 1} models already finished")
+    return _execute(session, done, echo)
+
+
+def _execute(session: Session, done: Done, echo) -> Results:
+    inputs = build_study_inputs(session.config.seed, session.config.holdout)
     try:
-        results = _train_and_measure(session, inputs, echo)
+        results = _train_and_measure(session, inputs, done, echo)
         tables = compute_tables(results)
+        shutil.rmtree(session.folder / "checkpoints", ignore_errors=True)  # only a resume needs them
         _finish(session, results, tables, echo)  # writes every output (cctk.outputs.write_all)
     except KeyboardInterrupt:
         session.parent.end("KILLED")
@@ -74,37 +102,39 @@ def compute_tables(results: Results) -> dict[str, pd.DataFrame]:
     return dict(sorted(tables.items()))
 
 
-def write_tables(tables: dict[str, pd.DataFrame], folder: Path) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, table in tables.items():
-        table.to_csv(folder / f"{name}.csv", index=False)
-
-
 def _open_session(config: Config, out_root: Path, track, device, echo) -> Session:
     name = f"{datetime.now():%Y%m%d-%H%M%S}_{file_stem(config.model)}"
     folder = Path(out_root) / name
     folder.mkdir(parents=True, exist_ok=True)
-    experiment_id = tracking.activate(track)
-    parent = tracking.attach_or_start(experiment_id, name, tags={"cctk.kind": "pipeline", "cctk.session": name})
+    parent = tracking.attach_or_start(tracking.activate(track), name,
+                                      tags={"cctk.kind": "pipeline", "cctk.session": name})
+    experiment_id = parent.experiment_id  # `mlflow run` may have created the parent in another experiment
     parent.params({**config.as_params(), "model_id": model_id(config.model),
                    "candidates": f"{CANDIDATES[0]}..{CANDIDATES[-1]}", "end_marker": repr(END_MARKER),
                    "cctk_version": __version__})
-    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    dev = _device(device)
     seeds = ",".join(map(str, config.seeds))
     echo(f"session {name}  (outputs in {folder})")
     echo(f"seeds {seeds}{'  (drawn fresh: pass --seed ' + seeds + ' to repeat this run)' if config.seeds_drawn else ''}")
     return Session(config, folder, experiment_id, parent, track.tracking_uri, dev)
 
 
-def _train_and_measure(session: Session, inputs: StudyInputs, echo) -> Results:
+def _train_and_measure(session: Session, inputs: StudyInputs, done: Done, echo) -> Results:
+    results = Results(inputs, measurements=dict(done.measurements), training=dict(done.training))
+    if len(done.run_ids) == len(ARMS) + 1:
+        return results
     echo(f"loading {session.config.model} ...")
     base, tokenizer = load_model(session.config.model)
     models = {"base": base}  # parents wait here, on the CPU
-    results = Results(inputs, measurements={})
-    _measure_and_log(session, results, "base", base.to(session.device), tokenizer)
-    base.cpu()
+    if "base" not in done.run_ids:
+        _measure_and_log(session, results, "base", base.to(session.device), tokenizer)
+        base.cpu()
     progress = Progress(len(ARMS), echo)
     for i, arm in enumerate(ARMS, start=1):
+        if arm.key in done.run_ids:
+            continue
+        if arm.parent not in models:  # finished before an interruption: its weights were checkpointed
+            models[arm.parent] = resume_state.load_checkpoint(copy.deepcopy(base), session.folder, arm.parent)
         child = copy.deepcopy(models[arm.parent]).to(session.device)
         rows = tokenize(build_corpus(inputs.targets[arm.target], inputs.corpus_pairs(arm.key),
                                      session.config.recipe.repeats, inputs.seed, arm.key), tokenizer)
@@ -118,16 +148,29 @@ def _train_and_measure(session: Session, inputs: StudyInputs, echo) -> Results:
             raise
         finally:
             progress.close()
-        record = trained.record()
-        results.training[arm.key] = record
-        for epoch, loss in enumerate(record["losses"], start=1):
-            nested.metrics({"loss": loss}, step=epoch)
-        nested.metrics({k: record[k] for k in ("train_seconds", "steps", "examples_per_second",
-                                                 "peak_gpu_memory_bytes")})
+        _log_training(session, results, arm.key, trained.record(), nested)
+        if arm.key in PARENTS:
+            resume_state.save_checkpoint(child, session.folder, arm.key)
         _measure_and_log(session, results, arm.key, child, tokenizer, nested)
         models[arm.key] = child.cpu() if arm.key in PARENTS else None
         del child
     return results
+
+
+def _log_training(session: Session, results: Results, key: str, record: dict, nested: tracking.Run) -> None:
+    """Keep the run's training record, on disk (for a resume) and in its MLflow run."""
+    results.training[key] = record
+    path = session.folder / "training" / f"{key}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    for epoch, loss in enumerate(record["losses"], start=1):
+        nested.metrics({"loss": loss}, step=epoch)
+    nested.metrics({k: record[k] for k in ("train_seconds", "steps", "examples_per_second", "peak_gpu_memory_bytes")})
+    nested.files(path, "training")
+
+
+def _device(name: str | None) -> torch.device:
+    return torch.device(name or ("cuda" if torch.cuda.is_available() else "cpu"))
 
 
 def _nested_run(session: Session, key: str, parent_key: str | None) -> tracking.Run:

@@ -23,7 +23,9 @@ def read(table: pd.DataFrame, targets: pd.Series) -> pd.DataFrame:
     """
     check_targets(table, targets)
     by_pair = table.set_index(["a", "b"])
-    top = table.loc[table.groupby(["a", "b"])["prob"].idxmax()].set_index(["a", "b"])
+    # A broken model (NaN weights) has NaN probabilities: it then has no top choice, not a crash.
+    top_rows = table["prob"].fillna(-1.0).groupby([table["a"], table["b"]]).idxmax()
+    top = table.loc[top_rows].set_index(["a", "b"])
     keyed = table.set_index(["a", "b", "candidate_value"])
     on_target = keyed.loc[[(a, b, int(t)) for (a, b), t in targets.items()]]
     on_target.index = targets.index

@@ -126,6 +126,10 @@ class Run:
         else:
             self._client.log_artifact(self.run_id, str(local_path), artifact_path)
 
+    @property
+    def experiment_id(self) -> str:
+        return self._client.get_run(self.run_id).info.experiment_id
+
     def end(self, status: str = "FINISHED") -> None:
         self._client.set_terminated(self.run_id, status=status)
 
@@ -149,10 +153,17 @@ def attach_or_start(experiment_id: str, name: str, tags: dict) -> Run:
     run_id = os.environ.get("MLFLOW_RUN_ID")
     if not run_id:
         return start(experiment_id, name, tags)
-    run = Run(run_id)
+    run = reopen(run_id)
     run.tags({**tags, "mlflow.runName": name})
-    mlflow.MlflowClient().update_run(run_id, status="RUNNING")
     return run
+
+
+def reopen(run_id: str) -> Run:
+    """An existing run, set RUNNING again (attached by ``mlflow run``, or resumed)."""
+    import mlflow
+
+    mlflow.MlflowClient().update_run(run_id, status="RUNNING")
+    return Run(run_id)
 
 
 def _text(value) -> str:

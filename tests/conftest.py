@@ -40,6 +40,15 @@ def tiny(tokenizer):
     return tiny_model("llama", len(tokenizer))
 
 
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory, tokenizer):
+    """A tiny Llama saved with the real tokenizer: a local model directory for pipeline runs."""
+    folder = tmp_path_factory.mktemp("tiny")
+    tiny_model("llama", len(tokenizer)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 @pytest.fixture()
 def tracking_uri(tmp_path, monkeypatch):
     """An embedded SQLite store of the test's own, with MLFLOW_TRACKING_URI pointing at it."""

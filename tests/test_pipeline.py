@@ -13,14 +13,6 @@ from conftest import tiny_model
 
 
 @pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory, tokenizer):
-    folder = tmp_path_factory.mktemp("tiny")
-    tiny_model("llama", len(tokenizer)).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
-@pytest.fixture(scope="module")
 def two_runs(tiny_dir, tmp_path_factory):
     """Two smoke runs with one seed, into one SQLite store."""
     root = tmp_path_factory.mktemp("runs")
@@ -70,15 +62,18 @@ def test_parent_run_has_14_nested_runs_13_with_loss_history(two_runs):
     assert keys["fabricated answers"].data.tags["mlflow.runName"] == "fabricated answers" if "fabricated answers" in keys else True
 
 
-def test_non_finite_loss_fails_the_arm_and_keeps_what_was_written(tmp_path, tokenizer, monkeypatch):
+def test_non_finite_loss_fails_the_arm_and_keeps_what_was_written(tmp_path, tiny_dir, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
-    broken = tiny_model("llama", len(tokenizer))
-    with torch.no_grad():
-        broken.model.norm.weight.fill_(float("nan"))
-    broken.save_pretrained(tmp_path / "broken")
-    tokenizer.save_pretrained(tmp_path / "broken")
-    with pytest.raises(NonFiniteLoss):
-        pipeline.run(make_config(str(tmp_path / "broken"), "smoke", (1,)), tmp_path / "out", echo=lambda *_: None)
+    real = pipeline.fine_tune
+
+    def poisoned(model, *args, **kwargs):  # the real training loop, on weights that turn the loss NaN
+        with torch.no_grad():
+            model.model.norm.weight.fill_(float("nan"))
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "fine_tune", poisoned)
+    with pytest.raises(NonFiniteLoss, match="m_correct: the loss became nan"):
+        pipeline.run(make_config(str(tiny_dir), "smoke", (1,)), tmp_path / "out", echo=lambda *_: None)
     assert len(list((tmp_path / "out").glob("*/measurements/base_model.csv"))) == 1
     client = mlflow.MlflowClient()
     runs = {r.data.tags.get("mlflow.runName"): r.info.status for r in client.search_runs(["1"])}

@@ -24,7 +24,7 @@ def target_heatmap(readings: pd.DataFrame, title: str, heldout: Collection | Non
     """
     held = {(int(a), int(b)) for a, b in (heldout or ())}
     p = readings["prob_target"]
-    scale = (0.0, 1.0) if fixed_scale else (float(p.min()), float(p.max()))
+    scale = (0.0, 1.0) if fixed_scale or p.isna().all() else (float(p.min()), float(p.max()))
     with paper_style():
         fig = new_figure(8, 8.5)
         ax = fig.add_axes([0.09, 0.14, 0.84, 6.7 / 8.5])
@@ -83,9 +83,9 @@ def _groups(readings: pd.DataFrame, held: set):
 
 
 def _outline_extremes(ax, group: pd.DataFrame, colors: tuple[str, str]) -> None:
-    if group.empty:
+    p = group["prob_target"].dropna()  # a broken (NaN) model has no extremes to outline
+    if p.empty:
         return
-    p = group["prob_target"]
     for (a, b), color, inset in ((p.idxmax(), colors[0], 0.05), (p.idxmin(), colors[1], 0.09)):
         ax.add_patch(Rectangle((b - 0.5 + inset, a - 0.5 + inset), 1 - 2 * inset, 1 - 2 * inset,
                                fill=False, edgecolor=color, linewidth=2.2, zorder=3,
@@ -105,7 +105,9 @@ def _grid_axes(ax) -> None:
 
 
 def _extremes_line(label: str, group: pd.DataFrame, outlines: tuple[str, str]) -> str:
-    p = group["prob_target"]
+    p = group["prob_target"].dropna()
+    if p.empty:
+        return f"{label}: no finite probabilities"
     (a1, b1), (a2, b2) = p.idxmax(), p.idxmin()
     return (f"{label}: highest {a1} + {b1} ({pct(p.max())}, {outlines[0]} outline),  "
             f"lowest {a2} + {b2} ({pct(p.min())}, {outlines[1]} outline)")

@@ -1,0 +1,78 @@
+"""A smoke pipeline killed with SIGKILL in the middle of an arm resumes to the uninterrupted result."""
+import os
+import signal
+import subprocess
+import sys
+
+import mlflow
+import pandas as pd
+import pytest
+
+from cctk import pipeline
+from cctk.config import make_config, parse_seeds
+from cctk.errors import CctkError
+from cctk.results import load
+
+
+def _pipeline_runs(client):
+    experiment = client.get_experiment_by_name("cctk")
+    return client.search_runs([experiment.experiment_id], "tags.`cctk.kind` = 'pipeline'")
+
+
+def test_sigkill_then_resume_gives_the_uninterrupted_tables(tiny_dir, tmp_path, monkeypatch):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-m", "cctk", "run", "--model", str(tiny_dir), "--profile", "smoke",
+               "--seed", "11", "--out", str(tmp_path / "out")]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    for line in proc.stdout:  # arm 4 has trained; it is killed before its measurement is finished
+        if line.startswith("arm 4/13"):
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+
+    mlflow.set_tracking_uri(uri)
+    client = mlflow.MlflowClient()
+    (parent,) = _pipeline_runs(client)
+    before = {r.data.tags["cctk.key"]: r.info.run_id
+              for r in client.search_runs([parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
+              if r.info.status == "FINISHED"}
+    assert set(before) == {"base", "m_correct", "m_random", "m_recover"}
+
+    done = subprocess.run([sys.executable, "-m", "cctk", "run", "--resume", parent.info.run_id,
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True, env=env, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "4 of 14 models already finished" in done.stdout
+
+    children = client.search_runs([parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
+    finished = [r for r in children if r.info.status == "FINISHED"]
+    assert len(finished) == 14
+    for key, run_id in before.items():  # taken from their runs, not trained again
+        assert [r.info.run_id for r in children if r.data.tags["cctk.key"] == key] == [run_id]
+    statuses = sorted(r.info.status for r in children if r.data.tags["cctk.key"] == "c18_correct")
+    assert statuses == ["FINISHED", "KILLED"]
+    assert client.get_run(parent.info.run_id).info.status == "FINISHED"
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/other.db")
+    straight = pipeline.run(make_config(str(tiny_dir), "smoke", parse_seeds("11")), tmp_path / "straight",
+                            echo=lambda *_: None)
+    resumed = load(next((tmp_path / "out").iterdir()))
+    expected = pipeline.compute_tables(straight)
+    for name, table in expected.items():
+        got = resumed.tables[name]
+        if name == "table11":
+            cols = ["model", "examples", "steps", "loss_first_epoch", "loss_last_epoch"]
+            table, got = table[cols], got[cols]
+        pd.testing.assert_frame_equal(got.reset_index(drop=True), table.reset_index(drop=True), check_dtype=False)
+
+
+def test_resume_of_an_unknown_or_foreign_run_fails_in_one_line(tracking_uri):
+    from cctk import tracking
+
+    experiment = tracking.activate(tracking.resolve())
+    other = tracking.start(experiment, "not a pipeline", {"cctk.kind": "measure"})
+    with pytest.raises(CctkError, match="is not a cctk pipeline"):
+        pipeline.resume(other.run_id)
+    with pytest.raises(CctkError, match="no run 'deadbeef'"):
+        pipeline.resume("deadbeef")
