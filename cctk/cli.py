@@ -108,5 +108,28 @@ def report(source, tracking, out):
                f"{time.perf_counter() - start:.0f} s: {folder}")
 
 
+@cli.command()
+@click.option("--config", "config_name", default="server", show_default=True,
+              help="A configuration of mlruns_config/ with a [server] table (server, postgres).")
+@click.option("--host", default=None, help="Address to bind (default: the configuration's, 127.0.0.1).")
+@click.option("--port", type=int, default=None, help="Port (default: the configuration's).")
+def server(config_name, host, port):
+    """Start an MLflow tracking server (loopback unless told otherwise) on a configured backend."""
+    from .server import launch, server_command
+
+    raise SystemExit(launch(server_command(config_name, host, port), echo=click.echo))
+
+
+@cli.command()
+@click.option("--config", "config_name", default="embedded", show_default=True, help="Tracking configuration.")
+@click.option("--port", type=int, default=5000, show_default=True)
+def ui(config_name, port):
+    """Open the MLflow UI on the configured store (the embedded SQLite store by default)."""
+    from .server import launch, ui_command
+
+    click.echo(f"MLflow UI at http://127.0.0.1:{port} (Ctrl-C to stop)")
+    raise SystemExit(launch(ui_command(config_name, port=port), echo=click.echo))
+
+
 def main():
     cli(prog_name="cctk")

@@ -1,0 +1,130 @@
+"""The MLflow service end to end: `mlflow run`, and a real tracking server on PostgreSQL with two
+pipelines logging at once. Slow (several smoke pipelines): marked integration, run in CI."""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import mlflow
+import pytest
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def _env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env.update(extra)
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _children(client, parent):
+    return client.search_runs([parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
+
+
+def test_mlflow_run_attaches_to_its_run_and_nests_14(tiny_dir, tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    done = subprocess.run(
+        [str(BIN / "mlflow"), "run", str(ROOT), "--env-manager", "local", "--experiment-name", "cctk",
+         "-P", f"model={tiny_dir}", "-P", "profile=smoke", "-P", "seed=3", "-P", f"out={tmp_path / 'out'}"],
+        cwd=tmp_path, env=_env(MLFLOW_TRACKING_URI=uri), capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    mlflow.set_tracking_uri(uri)
+    client = mlflow.MlflowClient()
+    experiment = client.get_experiment_by_name("cctk")
+    runs = client.search_runs([experiment.experiment_id], "tags.`cctk.kind` = 'pipeline'")
+    assert len(runs) == 1  # the run `mlflow run` created is the parent: no second pipeline run
+    parent = runs[0]
+    assert parent.data.tags.get("mlflow.project.entryPoint") == "main"
+    assert parent.info.status == "FINISHED"
+    assert len(_children(client, parent)) == 14
+
+
+def _initdb() -> str | None:
+    found = shutil.which("initdb") or next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))), None)
+    return str(found) if found else None
+
+
+@pytest.fixture()
+def postgres(tmp_path):
+    """A private PostgreSQL cluster on a loopback port, started and stopped by the test."""
+    initdb = _initdb()
+    if initdb is None:
+        if os.environ.get("CI"):
+            pytest.fail("PostgreSQL is missing: .ci/run installs it")
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql)")
+    bindir, data, port = Path(initdb).parent, tmp_path / "pg", _free_port()
+    data.mkdir()
+    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    if as_user:
+        shutil.chown(data, "postgres")
+        os.chmod(tmp_path, 0o755)
+    subprocess.run(as_user + [initdb, "-D", str(data), "-A", "trust", "-U", "postgres"], check=True, capture_output=True)
+    subprocess.run(as_user + [str(bindir / "pg_ctl"), "-D", str(data), "-l", str(data / "log"), "-w", "start",
+                              "-o", f"-p {port} -k {data} -c listen_addresses=127.0.0.1"], check=True, capture_output=True)
+    try:
+        subprocess.run([str(bindir / "createdb") if (bindir / "createdb").exists() else "createdb",
+                        "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "cctk"], check=True, capture_output=True)
+        yield f"postgresql://postgres@127.0.0.1:{port}/cctk"
+    finally:
+        subprocess.run(as_user + [str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"], capture_output=True)
+
+
+@pytest.fixture()
+def tracking_server(postgres, tmp_path):
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+         "--backend-store-uri", postgres, "--serve-artifacts", "--artifacts-destination",
+         (tmp_path / "artifacts").as_uri(), "--workers", "1"],
+        env=_env(), stdout=subprocess.DEVNULL, stderr=open(tmp_path / "server.log", "w"))
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(120):
+            try:
+                if urllib.request.urlopen(f"{url}/health", timeout=2).status == 200:
+                    break
+            except OSError:
+                time.sleep(1)
+        else:
+            pytest.fail("the tracking server did not start: " + (tmp_path / "server.log").read_text()[-2000:])
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_two_pipelines_at_once_on_a_postgres_backed_server(tiny_dir, tracking_server, tmp_path):
+    procs = [subprocess.Popen([sys.executable, "-m", "cctk", "run", "--model", str(tiny_dir), "--profile", "smoke",
+                               "--seed", str(seed), "--tracking", tracking_server, "--out", str(tmp_path / f"out{seed}")],
+                              env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for seed in (1, 2)]
+    for proc in procs:
+        out, _ = proc.communicate(timeout=1800)
+        assert proc.returncode == 0, out[-3000:]
+    mlflow.set_tracking_uri(tracking_server)
+    client = mlflow.MlflowClient()
+    experiment = client.get_experiment_by_name("cctk")
+    parents = client.search_runs([experiment.experiment_id], "tags.`cctk.kind` = 'pipeline'")
+    assert sorted(p.data.params["seeds"].split(",")[0] for p in parents) == ["1", "2"]
+    for parent in parents:
+        assert parent.info.status == "FINISHED"
+        children = _children(client, parent)
+        assert len(children) == 14 and all(c.info.status == "FINISHED" for c in children)
+        trained = [c for c in children if c.data.tags["cctk.key"] != "base"]
+        assert all(len(client.get_metric_history(c.info.run_id, "loss")) == 2 for c in trained)
+        names = {a.path for a in client.list_artifacts(parent.info.run_id)}
+        assert "run_info.json" in names and "report.html" in names
+        assert {a.path for a in client.list_artifacts(children[0].info.run_id)} >= {"measurement"}
