@@ -65,10 +65,14 @@ class Config:
         return self.seeds[0]
 
     def as_params(self) -> dict:
-        """Flat parameters for MLflow and run_info.json."""
-        params = {"model": self.model, "profile": self.profile, "holdout": self.holdout,
+        """Flat parameters for MLflow: the values in force, after the profile and the overrides.
+
+        Recipe values are ``recipe.<name>`` so they never clash with the overrides that
+        ``mlflow run`` logs under the MLproject's parameter names (empty when not given).
+        """
+        params = {"model": self.model, "profile": self.profile, "holdout_share": self.holdout,
                   "seeds": ",".join(map(str, self.seeds))}
-        params.update(asdict(self.recipe))
+        params.update({f"recipe.{k}": v for k, v in asdict(self.recipe).items()})
         return params
 
 
@@ -118,6 +122,6 @@ def parse_seeds(text: str | None) -> tuple[int, ...] | None:
 def config_from_params(params: dict) -> Config:
     """The configuration of a pipeline, read back from its MLflow parameters (for a resume)."""
     casts = {name: type(value) for name, value in asdict(Recipe()).items()}
-    recipe = {name: cast(params[name]) for name, cast in casts.items() if name in params}
+    recipe = {name: cast(params[f"recipe.{name}"]) for name, cast in casts.items() if f"recipe.{name}" in params}
     seeds = parse_seeds(params["seeds"])
-    return make_config(params["model"], params["profile"], seeds, float(params["holdout"]), **recipe)
+    return make_config(params["model"], params["profile"], seeds, float(params["holdout_share"]), **recipe)

@@ -52,5 +52,6 @@ def test_parse_seeds():
 
 def test_params_carry_every_recipe_value():
     params = make_config("m", "paper", (1, 2)).as_params()
-    assert set(asdict(Recipe())) <= set(params)
-    assert params["seeds"] == "1,2" and params["holdout"] == 0.3
+    assert {f"recipe.{k}" for k in asdict(Recipe())} <= set(params)
+    assert params["seeds"] == "1,2" and params["holdout_share"] == 0.3
+    assert params["recipe.repeats"] == 20
