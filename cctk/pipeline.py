@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import shutil
 import time
 from dataclasses import dataclass, field

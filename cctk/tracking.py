@@ -148,8 +148,6 @@ def start(experiment_id: str, name: str, tags: dict | None = None, parent: Run |
 
 def attach_or_start(experiment_id: str, name: str, tags: dict) -> Run:
     """The run ``mlflow run`` created (``MLFLOW_RUN_ID``) becomes the parent; else a new one."""
-    import mlflow
-
     run_id = os.environ.get("MLFLOW_RUN_ID")
     if not run_id:
         return start(experiment_id, name, tags)

@@ -9,7 +9,6 @@ from cctk.config import make_config
 from cctk.errors import CctkError
 from cctk.finetune import NonFiniteLoss
 from cctk.lineage import ARMS
-from conftest import tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +58,9 @@ def test_parent_run_has_14_nested_runs_13_with_loss_history(two_runs):
         assert [m.step for m in history] == [1, 2]
         assert {"hits_seen", "hits_heldout", "train_seconds", "steps", "examples_per_second"} <= set(run.data.metrics)
     assert client.get_metric_history(keys["base"].info.run_id, "loss") == []
-    assert keys["fabricated answers"].data.tags["mlflow.runName"] == "fabricated answers" if "fabricated answers" in keys else True
+    assert keys["m_random"].data.tags["mlflow.runName"] == "fabricated answers"
+    assert keys["c18_random"].data.tags["cctk.parent"] == "m_random"
+    assert parent.data.params["recipe.epochs"] == "2" and parent.data.params["holdout_share"] == "0.3"
 
 
 def test_non_finite_loss_fails_the_arm_and_keeps_what_was_written(tmp_path, tiny_dir, monkeypatch):

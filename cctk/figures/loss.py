@@ -13,28 +13,33 @@ MAIN_COLORS = (SEEN_HIT,) + LINES
 
 def loss_chart(losses: dict[str, list[float]], main: Sequence[str]) -> Figure:
     """Loss per epoch on a log axis: the runs in ``main`` in colour, the rest in gray."""
-    others = [name for name in losses if name not in main]
     with paper_style():
         fig = new_figure(6, 3.6)
         ax = fig.add_axes([0.12, 0.14, 0.55, 0.74])
-        for name in others:  # gray first, so the main sequence is drawn over it
-            _plot(ax, losses[name], CONTROL, 1.0)
-        handles = []
-        for i, name in enumerate(n for n in main if n in losses):
-            color = MAIN_COLORS[i % len(MAIN_COLORS)]
-            _plot(ax, losses[name], color, 1.6)
-            handles.append(Line2D([], [], color=color, marker="o", markersize=3, label=name))
-        if others:
-            handles.append(Line2D([], [], color=CONTROL, marker="o", markersize=3,
-                                  label=f"rule and control runs ({len(others)})"))
-        ax.set_yscale("log")
-        ax.set_xlabel("epoch")
-        ax.set_ylabel("training loss (log scale)")
-        ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.grid(color="#e3e3e3", linewidth=0.6, which="both")
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+        draw_losses(ax, losses, main)
         ax.set_title("Training loss per epoch", fontweight="bold")
     return fig
+
+
+def draw_losses(ax, losses: dict[str, list[float]], main: Sequence[str], legend_x: float = 1.02) -> None:
+    """The chart's content, into any axes (the run report draws it into its page)."""
+    others = [name for name in losses if name not in main]
+    for name in others:  # gray first, so the main sequence is drawn over it
+        _plot(ax, losses[name], CONTROL, 1.0)
+    handles = []
+    for i, name in enumerate(n for n in main if n in losses):
+        color = MAIN_COLORS[i % len(MAIN_COLORS)]
+        _plot(ax, losses[name], color, 1.6)
+        handles.append(Line2D([], [], color=color, marker="o", markersize=3, label=name))
+    if others:
+        handles.append(Line2D([], [], color=CONTROL, marker="o", markersize=3,
+                              label=f"rule and control runs ({len(others)})"))
+    ax.set_yscale("log")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("training loss (log scale)")
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.grid(color="#e3e3e3", linewidth=0.6, which="both")
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(legend_x, 1.0), frameon=False)
 
 
 def _plot(ax, values: list[float], color: str, width: float) -> None:

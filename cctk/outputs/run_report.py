@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from ..figures.common import CONTROL, new_figure, paper_style
-from ..figures.loss import MAIN_COLORS
+from ..figures.common import new_figure, paper_style
+from ..figures.loss import draw_losses
 from .tables import number
 
 PAGE = (8.27, 11.69)  # A4, inches
@@ -122,25 +122,7 @@ def _rule(fig, y: float, width: float) -> None:
 
 def _loss(ax, losses: dict[str, list[float]], main: list[str]) -> None:
     """The loss chart of cctk.figures.loss_chart, drawn into the page's own axes."""
-    others = [n for n in losses if n not in main]
-    for name in others:
-        ax.plot(range(1, len(losses[name]) + 1), losses[name], color=CONTROL, linewidth=1.0, marker="o",
-                markersize=2.5)
-    handles = []
-    for i, name in enumerate(n for n in main if n in losses):
-        color = MAIN_COLORS[i % len(MAIN_COLORS)]
-        ax.plot(range(1, len(losses[name]) + 1), losses[name], color=color, linewidth=1.6, marker="o",
-                markersize=2.5)
-        handles.append(Line2D([], [], color=color, marker="o", markersize=3, label=name))
-    if others:
-        handles.append(Line2D([], [], color=CONTROL, marker="o", markersize=3,
-                              label=f"rule and control runs ({len(others)})"))
-    ax.set_yscale("log")
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("training loss (log scale)")
-    ax.xaxis.get_major_locator().set_params(integer=True)
-    ax.grid(color="#e3e3e3", linewidth=0.6, which="both")
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.03, 1.0), frameon=False)
+    draw_losses(ax, losses, main, legend_x=1.03)
     ax.set_title("Training loss per epoch", fontweight="bold", fontsize=10, loc="left")
 
 
