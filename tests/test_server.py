@@ -20,7 +20,7 @@ def test_password_reaches_the_server_only(monkeypatch):
     monkeypatch.setenv("CCTK_PG_PASSWORD", "s3cr/et")
     command = server_command("postgres")
     backend = command[command.index("--backend-store-uri") + 1]
-    assert backend == "postgresql://cctk:s3cr%2Fet@127.0.0.1:5432/cctk"
+    assert backend == "postgresql+psycopg2://cctk:s3cr%2Fet@127.0.0.1:5432/cctk"
     assert "s3cr" not in " ".join(redact(command))
 
 

@@ -5,6 +5,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -65,21 +66,24 @@ def postgres(tmp_path):
         if os.environ.get("CI"):
             pytest.fail("PostgreSQL is missing: .ci/run installs it")
         pytest.skip("PostgreSQL is not installed (apt-get install postgresql)")
-    bindir, data, port = Path(initdb).parent, tmp_path / "pg", _free_port()
-    data.mkdir()
+    # PostgreSQL refuses to run as root: as root, the cluster belongs to the postgres user, in a
+    # folder of its own (pytest's tmp_path sits under a folder only root may enter).
+    bindir, port = Path(initdb).parent, _free_port()
+    home = Path(tempfile.mkdtemp(prefix="cctk-pg-"))
+    data = home / "data"
     as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
     if as_user:
-        shutil.chown(data, "postgres")
-        os.chmod(tmp_path, 0o755)
+        shutil.chown(home, "postgres")
     subprocess.run(as_user + [initdb, "-D", str(data), "-A", "trust", "-U", "postgres"], check=True, capture_output=True)
     subprocess.run(as_user + [str(bindir / "pg_ctl"), "-D", str(data), "-l", str(data / "log"), "-w", "start",
                               "-o", f"-p {port} -k {data} -c listen_addresses=127.0.0.1"], check=True, capture_output=True)
     try:
         subprocess.run([str(bindir / "createdb") if (bindir / "createdb").exists() else "createdb",
                         "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "cctk"], check=True, capture_output=True)
-        yield f"postgresql://postgres@127.0.0.1:{port}/cctk"
+        yield f"postgresql+psycopg2://postgres@127.0.0.1:{port}/cctk"  # the driver in [dev]
     finally:
         subprocess.run(as_user + [str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"], capture_output=True)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture()
