@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+import time
 
 from tqdm.auto import tqdm
 
@@ -13,7 +14,7 @@ class Progress:
     def arm(self, i: int, name: str, rows, recipe):
         """Open the bar of arm ``i``; returns the ``on_step(epoch, step, loss)`` callback."""
         steps_per_epoch = -(-len(rows) // recipe.batch_size)
-        self.label, self.losses = f"arm {i}/{self.n_arms} {name}", []
+        self.label, self.losses, self.started = f"arm {i}/{self.n_arms} {name}", [], time.perf_counter()
         # A live bar on a terminal only (disable=None); a log gets one line per arm from close().
         self.bar = tqdm(total=steps_per_epoch * recipe.epochs, desc=self.label, unit="step", file=sys.stderr,
                         dynamic_ncols=True, leave=False, disable=None)
@@ -28,7 +29,7 @@ class Progress:
     def close(self) -> None:
         if self.bar is None:
             return
-        seconds = self.bar.format_dict["elapsed"]
+        seconds = time.perf_counter() - self.started  # the bar's own clock stops when it is disabled
         self.bar.close()
         self.bar = None
         if self.losses:
