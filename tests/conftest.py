@@ -52,6 +52,9 @@ def tiny_dir(tmp_path_factory, tokenizer):
 @pytest.fixture()
 def tracking_uri(tmp_path, monkeypatch):
     """An embedded SQLite store of the test's own, with MLFLOW_TRACKING_URI pointing at it."""
+    import mlflow
+
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    mlflow.set_tracking_uri(uri)  # an earlier test's cctk.tracking.activate set MLflow's global URI
     return uri

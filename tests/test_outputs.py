@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cctk.config import make_config
+from cctk.config import PROFILES, make_config
 from cctk.experiments import Results
 from cctk.facts import ADDITIONS, CANDIDATES
 from cctk.lineage import ARM_BY_KEY, ARMS, MODEL_KEYS, build_study_inputs, own_target
@@ -213,7 +213,7 @@ def test_run_info_has_every_fact(session):
     assert {"processor", "cores_logical", "memory_bytes", "gpu", "gpu_memory_bytes"} <= set(info["hardware"])
     assert {"python", "torch", "transformers", "mlflow", "cctk", "cuda"} <= set(info["software"])
     assert info["model"]["key"] == "smollm2-135m-bundled" and "SmolLM2" in info["model"]["id"]
-    assert info["profile"] == "quick" and info["recipe"]["epochs"] == 3 and info["holdout"] == 0.3
+    assert info["profile"] == "quick" and info["recipe"]["epochs"] == PROFILES["quick"].epochs and info["holdout"] == 0.3
     assert info["seeds"]["values"] == [SEED] and "split" in info["seeds"]["roles"]["seeds[0]"]
     assert info["candidates"] == list(CANDIDATES) and info["end_marker"] == "\n"
     assert info["mlflow"] == {k: RUN[k] for k in ("tracking_uri", "experiment_id", "run_id")}
