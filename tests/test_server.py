@@ -29,7 +29,8 @@ def test_with_password_keeps_uri_without_env(monkeypatch):
     assert with_password("postgresql://u@h:1/d", "CCTK_PG_PASSWORD") == "postgresql://u@h:1/d"
 
 
-def test_ui_on_embedded_and_not_on_a_server(monkeypatch):
+def test_ui_on_embedded_and_not_on_a_server(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # the store's folder is made where the command runs
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     command = ui_command("embedded")
     assert "sqlite:///mlruns/mlflow.db" in command and command[command.index("--host") + 1] == "127.0.0.1"
