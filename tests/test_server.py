@@ -16,7 +16,8 @@ def test_server_binds_loopback_with_proxied_artifacts(tmp_path, monkeypatch):
     assert (tmp_path / "mlruns").is_dir()
 
 
-def test_password_reaches_the_server_only(monkeypatch):
+def test_password_reaches_the_server_only(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CCTK_PG_PASSWORD", "s3cr/et")
     command = server_command("postgres")
     backend = command[command.index("--backend-store-uri") + 1]
