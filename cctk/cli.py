@@ -61,6 +61,9 @@ def measure(model, out, tracking):
 @click.option("--batch-size", type=int, default=None, help="Override: examples per optimizer step.")
 @click.option("--grad-clip", type=float, default=None, help="Override: gradient-norm clipping.")
 @click.option("--weight-decay", type=float, default=None, help="Override: AdamW weight decay.")
+@click.option("--schedule", type=click.Choice(["constant", "linear"]), default=None,
+              help="Override: learning rate constant, or decaying linearly to 0.")
+@click.option("--warmup", type=float, default=None, help="Override: share of steps of linear warm-up (0 = none).")
 @click.option("--holdout", type=float, default=0.3, show_default=True, help="Share of additions held out.")
 @click.option("--resume", "resume_id", default=None, metavar="RUN_ID",
               help="Continue an interrupted pipeline run (its own settings are used).")

@@ -1,7 +1,9 @@
 """Fine-tuning: AdamW in float32 on prompt + completion, the loss on the completion only.
 
 One recipe for every run; the run is re-seeded at its start, so its batch order and dropout do
-not depend on how many runs came before it. A non-finite loss stops the run with an error.
+not depend on how many runs came before it. The learning rate follows the recipe's schedule
+(constant in the manual's listing; an optional linear warm-up and linear decay to 0). A non-finite
+loss stops the run with an error.
 """
 from __future__ import annotations
 
@@ -53,6 +55,8 @@ def fine_tune(model, rows: list[tuple[list[int], list[int]]], recipe: Recipe, se
     torch.manual_seed(rng(seed, f"train:{name}").integers(2**63))  # dropout, re-seeded per run
     order = rng(seed, f"batches:{name}")
     optimizer = _adamw(model, recipe)
+    total = recipe.epochs * math.ceil(len(rows) / recipe.batch_size)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: recipe.lr_factor(step, total))
     result = TrainResult(examples=len(rows))
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -66,6 +70,7 @@ def fine_tune(model, rows: list[tuple[list[int], list[int]]], recipe: Recipe, se
             if not math.isfinite(loss):
                 raise NonFiniteLoss(f"{name}: the loss became {loss} at epoch {epoch + 1}, step {result.steps + 1}; "
                                     "lower --learning-rate or check the model's dtype")
+            schedule.step()
             losses.append(loss)
             result.steps += 1
             if on_step:

@@ -8,7 +8,18 @@ from cctk.errors import CctkError
 
 def test_paper_profile_is_the_manuals_recipe():
     assert asdict(PROFILES["paper"]) == {"repeats": 20, "epochs": 10, "learning_rate": 5e-5, "batch_size": 8,
-                                         "grad_clip": 1.0, "weight_decay": 0.01}
+                                         "grad_clip": 1.0, "weight_decay": 0.01,
+                                         "schedule": "constant", "warmup": 0.0}
+
+
+def test_learning_rate_schedules():
+    total = 10
+    assert [Recipe().lr_factor(s, total) for s in range(total)] == [1.0] * total  # the manual's listing
+    linear = Recipe(schedule="linear", warmup=0.2)  # 2 warm-up steps, then 8 decaying steps
+    assert [linear.lr_factor(s, total) for s in range(total)] == [
+        0.5, 1.0, 1.0, 0.875, 0.75, 0.625, 0.5, 0.375, 0.25, 0.125]
+    assert [Recipe(schedule="linear").lr_factor(s, 4) for s in range(4)] == [1.0, 0.75, 0.5, 0.25]
+    assert [Recipe(warmup=0.5).lr_factor(s, 4) for s in range(4)] == [0.5, 1.0, 1.0, 1.0]
 
 
 def test_overrides_replace_one_value_each():
@@ -22,6 +33,7 @@ def test_overrides_replace_one_value_each():
     ({"epochs": 0}, "epochs=0"), ({"repeats": -1}, "repeats=-1"), ({"batch_size": 0}, "batch_size=0"),
     ({"learning_rate": 0.0}, "learning_rate=0.0"), ({"learning_rate": float("nan")}, "learning_rate=nan"),
     ({"grad_clip": 0.0}, "grad_clip=0.0"), ({"weight_decay": 2.0}, "weight_decay=2.0"),
+    ({"schedule": "cosine"}, "schedule='cosine'"), ({"warmup": 1.0}, "warmup=1.0"),
 ])
 def test_recipe_values_out_of_range_fail_in_one_line(override, word):
     with pytest.raises(CctkError) as caught:

@@ -46,3 +46,36 @@ def test_non_finite_loss_stops_the_run(tiny, rows, tokenizer):
         broken.model.norm.weight.fill_(float("nan"))
     with pytest.raises(NonFiniteLoss, match="arm: the loss became nan at epoch 1, step 1"):
         fine_tune(broken, rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm")
+
+
+def test_schedule_sets_the_learning_rate_of_every_step(tiny, rows, tokenizer):
+    """fine_tune with a warm-up and linear decay == the same loop with each step's rate set by hand."""
+    import math
+
+    from cctk.facts import rng
+    from cctk.finetune import _adamw, _batches
+
+    recipe = Recipe(repeats=1, epochs=2, learning_rate=1e-3, batch_size=16, schedule="linear", warmup=0.25)
+    scheduled = copy.deepcopy(tiny)
+    fine_tune(scheduled, rows, recipe, seed=5, pad_id=tokenizer.pad_token_id, name="arm")
+
+    by_hand = copy.deepcopy(tiny)
+    torch.manual_seed(rng(5, "train:arm").integers(2**63))
+    order, optimizer = rng(5, "batches:arm"), _adamw(by_hand, recipe)
+    total, step = 2 * math.ceil(len(rows) / 16), 0
+    by_hand.train()
+    for _ in range(2):
+        for batch_rows in _batches(rows, 16, order):
+            warm = round(0.25 * total)
+            factor = (step + 1) / warm if step < warm else (total - step) / (total - warm)
+            for group in optimizer.param_groups:
+                group["lr"] = 1e-3 * factor
+            optimizer.zero_grad(set_to_none=True)
+            completion_loss(by_hand, collate(batch_rows, tokenizer.pad_token_id)).backward()
+            torch.nn.utils.clip_grad_norm_(by_hand.parameters(), 1.0)
+            optimizer.step()
+            step += 1
+    assert all(torch.allclose(p, q, atol=1e-7, rtol=0) for p, q in zip(scheduled.parameters(), by_hand.parameters()))
+    constant = copy.deepcopy(tiny)
+    fine_tune(constant, rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm")
+    assert not all(torch.allclose(p, q, atol=1e-7) for p, q in zip(scheduled.parameters(), constant.parameters()))

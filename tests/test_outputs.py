@@ -181,6 +181,9 @@ def test_11_tables_in_three_formats_and_one_workbook(session):
         assert tex.startswith("\\begin{table}") and tex.rstrip().endswith("\\end{table}")
         assert "\\caption{" in tex and f"\\label{{tab:{sub.name[:7]}}}" in tex and "\\toprule" in tex
         assert re.search(r"(?<!\\)_", tex.split("\\begin{tabular}")[1]) is None, "underscores escaped"
+        wide = len(tables[sub.name[:7]].columns) > 8
+        assert ("\\resizebox{\\linewidth}{!}{%\n\\begin{tabular}" in tex) == wide, sub.name
+        assert tex.count("{") == tex.count("}")
     import openpyxl
 
     book = openpyxl.load_workbook(folder / "workbook" / f"{SESSION}.xlsx", read_only=True)

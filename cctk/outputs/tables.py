@@ -63,15 +63,26 @@ def _styler(table: pd.DataFrame, escape: str):
     return styler.format_index(escape=escape, axis=1)
 
 
+LATEX_MAX_COLUMNS = 8  # wider tables are scaled to the text width
+
+
 def latex_escape(text: str) -> str:
     return "".join(LATEX_SPECIAL.get(c, c) for c in text)
 
 
 def latex(table: pd.DataFrame, name: str) -> str:
-    """A floating table: ``\\begin{table}``, caption, label ``tab:<name>``, booktabs rules."""
-    return _styler(table, "latex").to_latex(
+    """A floating table: ``\\begin{table}``, caption, label ``tab:<name>``, booktabs rules.
+
+    A table of more than ``LATEX_MAX_COLUMNS`` columns is scaled to the text width
+    (``\\resizebox``, from the graphicx package), so it never runs off the page.
+    """
+    text = _styler(table, "latex").to_latex(
         caption=latex_escape(TABLE_CAPTIONS[name]), label=f"tab:{name}", position="htbp",
         position_float="centering", hrules=True)
+    if len(table.columns) > LATEX_MAX_COLUMNS:
+        start, end = text.index("\\begin{tabular}"), text.index("\\end{tabular}") + len("\\end{tabular}")
+        text = f"{text[:start]}\\resizebox{{\\linewidth}}{{!}}{{%\n{text[start:end]}%\n}}{text[end:]}"
+    return text
 
 
 def html(table: pd.DataFrame, name: str, left=None) -> str:
