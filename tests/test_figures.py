@@ -138,6 +138,28 @@ def test_profile_axes_share_intervals():
     assert any(s.endswith("correct sums") for s in shares) and len(shares) == 6
 
 
+def test_profile_band_texts_never_overlap():
+    """Four long model names over a narrow and a wide band: no two texts touch, none leaves the figure."""
+    from cctk.facts import conditional_rule
+
+    rule = conditional_rule()
+    names = ["conditional rule from correct sums", "conditional rule from fabricated answers",
+             "control for the conditional rule from correct sums",
+             "control for the conditional rule from fabricated answers"]
+    fig = figures.probability_profile({n: measurement(rule, i) for i, n in enumerate(names)}, rule,
+                                      "Probability profile: Conditional rule", band=(12, 36), heldout=HELD)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in fig.axes[0].texts]
+    assert len(boxes) == 10
+    page = fig.bbox
+    for i, box in enumerate(boxes):
+        assert page.x0 <= box.x0 and box.x1 <= page.x1, fig.axes[0].texts[i].get_text()
+        for other in boxes[i + 1:]:
+            assert not box.overlaps(other)
+
+
 def test_profile_without_bands():
     targets = pd.Series(np.random.default_rng(3).integers(2, 37, 81), index=addition_index())
     fig = figures.probability_profile({"fabricated answers": measurement(targets)}, targets, "fab")

@@ -18,6 +18,7 @@ from .common import (BASE, HELD_HIT, LIGHT_BLUE, LIGHT_RED, LINES, SEEN_HIT, new
 INTERVALS = 6  # both y axes: one set of gridlines serves both
 BAR_SEEN, BAR_HELD = shade(SEEN_HIT, 0.6), shade(HELD_HIT, 0.6)  # pale, so lines read on top
 LINE_PT = 10.5  # height of one line of band text, points
+EDGE = 0.015  # margin of the band texts from the figure's sides, a fraction of its width
 
 
 def probability_profile(series: dict[str, pd.DataFrame], targets: pd.Series, title: str,
@@ -109,18 +110,28 @@ def _bands(bars_ax, ax, means: pd.DataFrame, band: tuple[int, int]) -> None:
     for a, b, color in regions:
         bars_ax.axvspan(a - 0.5, b + 0.5, color=color, linewidth=0, zorder=0)
     inside = means.loc[lo:hi].sum()
-    _band_text(ax, (lo + hi) / 2, f"share on {lo} to {hi}", inside)
+    blocks = [((lo + hi) / 2, f"share on {lo} to {hi}", inside)]
     widest = max(((a, b) for a, b in outside if a <= b), key=lambda r: r[1] - r[0], default=None)
     if widest is not None:  # both outer regions together, written over the wider one
-        _band_text(ax, sum(widest) / 2, f"share outside {lo} to {hi}", 1.0 - inside)
+        blocks.append((sum(widest) / 2, f"share outside {lo} to {hi}", 1.0 - inside))
+    if len(blocks) == 1:
+        _band_text(ax, blocks[0][0], *blocks[0][1:], align="center")
+        return
+    # Two blocks: each flush with its own edge of the figure, so long model names never run into each other.
+    (_, left_label, left_shares), (_, right_label, right_shares) = sorted(blocks, key=lambda b: b[0])
+    _band_text(ax, EDGE, left_label, left_shares, align="left", x_in_figure=True)
+    _band_text(ax, 1 - EDGE, right_label, right_shares, align="right", x_in_figure=True)
 
 
-def _band_text(ax, x: float, label: str, shares: pd.Series) -> None:
-    """Bold share per model above the axes, over the band's centre, one line per model."""
-    where = blended_transform_factory(ax.transData, ax.transAxes)
+def _band_text(ax, x: float, label: str, shares: pd.Series, align: str, x_in_figure: bool = False) -> None:
+    """Bold share per model above the axes at ``x`` (aligned ``align``), one line per model.
+
+    ``x`` is a candidate value, or a fraction of the figure's width when ``x_in_figure``.
+    """
+    where = blended_transform_factory(ax.figure.transFigure if x_in_figure else ax.transData, ax.transAxes)
     rows = [(label, "black")] + [(f"{share:.0%} {name}", _color(i, name))
                                  for i, (name, share) in enumerate(shares.items())]
     for k, (text, color) in enumerate(reversed(rows)):
         ax.annotate(text, (x, 1.0), xycoords=where, xytext=(0, 3 + LINE_PT * k),
-                    textcoords="offset points", ha="center", va="bottom", fontsize=7.5,
+                    textcoords="offset points", ha=align, va="bottom", fontsize=7.5,
                     fontweight="bold", color=color)

@@ -12,7 +12,7 @@ from ..figures.loss import draw_losses
 from .tables import number
 
 PAGE = (8.27, 11.69)  # A4, inches
-BLOCKS = ((0.06, 31), (0.37, 20), (0.58, 40))  # x of hardware, software, model blocks; characters a value may take
+BLOCKS = ((0.06, 31), (0.36, 20), (0.55, 38))  # x of hardware, software, model blocks; characters a value may take
 RUN_COLUMNS = {"model": "model", "parent": "parent", "examples": "examples", "steps": "steps",
                "seconds": "time (s)", "examples_per_second": "examples/s", "loss": "loss first \u2192 last",
                "peak_gpu_memory_bytes": "peak GPU memory"}
@@ -92,9 +92,9 @@ def _clip(text: str, width: int) -> str:
 
 
 # Columns of the runs table: header, x of the text (figure fraction), alignment.
-COLUMNS = (("model", 0.06, "left"), ("parent", 0.395, "left"), ("examples", 0.59, "right"),
-           ("steps", 0.645, "right"), ("time (s)", 0.715, "right"), ("examples\nper second", 0.795, "right"),
-           ("loss, first\n\u2192 last epoch", 0.885, "right"), ("peak GPU\nmemory", 0.955, "right"))
+COLUMNS = (("model", 0.06, "left"), ("parent", 0.395, "left"), ("examples", 0.575, "right"),
+           ("steps", 0.625, "right"), ("time (s)", 0.685, "right"), ("examples\nper second", 0.765, "right"),
+           ("loss, first\n\u2192 last epoch", 0.875, "right"), ("peak GPU\nmemory", 0.955, "right"))
 ROW = 0.0165  # height of one table row, figure fraction
 
 
