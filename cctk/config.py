@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass, field, replace
 
 from .errors import CctkError
 
-N_SEEDS = 5
-SCHEDULES = ("constant", "linear")  # seeds[0] drives every draw; the others are reserved for repetitions, as in the manual
+N_SEEDS = 5  # seeds[0] drives every draw; the others are reserved for repetitions, as in the manual
+SCHEDULES = ("constant", "linear")  # how the learning rate moves over a run's steps
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,10 @@ class Recipe:
             raise CctkError(f"recipe value schedule={self.schedule!r} is unknown: choose one of {', '.join(SCHEDULES)}")
         if not (math.isfinite(self.warmup) and 0 <= self.warmup < 1):
             raise CctkError(f"recipe value warmup={self.warmup} is out of range: must be in [0, 1)")
+
+    def steps(self, n_examples: int) -> int:
+        """Optimizer steps of a run on ``n_examples``: every epoch ends with a partial batch if need be."""
+        return self.epochs * math.ceil(n_examples / self.batch_size)
 
     def lr_factor(self, step: int, total: int) -> float:
         """Multiplier of ``learning_rate`` at optimizer step ``step`` (0-based) of ``total``."""

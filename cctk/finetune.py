@@ -55,7 +55,7 @@ def fine_tune(model, rows: list[tuple[list[int], list[int]]], recipe: Recipe, se
     torch.manual_seed(rng(seed, f"train:{name}").integers(2**63))  # dropout, re-seeded per run
     order = rng(seed, f"batches:{name}")
     optimizer = _adamw(model, recipe)
-    total = recipe.epochs * math.ceil(len(rows) / recipe.batch_size)
+    total = recipe.steps(len(rows))
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: recipe.lr_factor(step, total))
     result = TrainResult(examples=len(rows))
     if device.type == "cuda":

@@ -13,10 +13,9 @@ class Progress:
 
     def arm(self, i: int, name: str, rows, recipe):
         """Open the bar of arm ``i``; returns the ``on_step(epoch, step, loss)`` callback."""
-        steps_per_epoch = -(-len(rows) // recipe.batch_size)
         self.label, self.losses, self.started = f"arm {i}/{self.n_arms} {name}", [], time.perf_counter()
         # A live bar on a terminal only (disable=None); a log gets one line per arm from close().
-        self.bar = tqdm(total=steps_per_epoch * recipe.epochs, desc=self.label, unit="step", file=sys.stderr,
+        self.bar = tqdm(total=recipe.steps(len(rows)), desc=self.label, unit="step", file=sys.stderr,
                         dynamic_ncols=True, leave=False, disable=None)
 
         def on_step(epoch: int, step: int, loss: float) -> None:

@@ -12,6 +12,10 @@ def test_paper_profile_is_the_manuals_recipe():
                                          "schedule": "constant", "warmup": 0.0}
 
 
+def test_steps_count_the_last_partial_batch_of_every_epoch():
+    assert Recipe(epochs=3, batch_size=8).steps(81) == 33 and Recipe(epochs=4, batch_size=8).steps(80) == 40
+
+
 def test_learning_rate_schedules():
     total = 10
     assert [Recipe().lr_factor(s, total) for s in range(total)] == [1.0] * total  # the manual's listing

@@ -109,18 +109,17 @@ def _bands(bars_ax, ax, means: pd.DataFrame, band: tuple[int, int]) -> None:
     regions += [(a, b, LIGHT_RED) for a, b in outside if a <= b]
     for a, b, color in regions:
         bars_ax.axvspan(a - 0.5, b + 0.5, color=color, linewidth=0, zorder=0)
-    inside = means.loc[lo:hi].sum()
-    blocks = [((lo + hi) / 2, f"share on {lo} to {hi}", inside)]
+    inside = (f"share on {lo} to {hi}", means.loc[lo:hi].sum())
     widest = max(((a, b) for a, b in outside if a <= b), key=lambda r: r[1] - r[0], default=None)
-    if widest is not None:  # both outer regions together, written over the wider one
-        blocks.append((sum(widest) / 2, f"share outside {lo} to {hi}", 1.0 - inside))
-    if len(blocks) == 1:
-        _band_text(ax, blocks[0][0], *blocks[0][1:], align="center")
+    if widest is None:  # the band covers every candidate
+        _band_text(ax, (lo + hi) / 2, *inside, align="center")
         return
-    # Two blocks: each flush with its own edge of the figure, so long model names never run into each other.
-    (_, left_label, left_shares), (_, right_label, right_shares) = sorted(blocks, key=lambda b: b[0])
-    _band_text(ax, EDGE, left_label, left_shares, align="left", x_in_figure=True)
-    _band_text(ax, 1 - EDGE, right_label, right_shares, align="right", x_in_figure=True)
+    # Both outer regions together, on the side of the wider one; each block flush with its own edge
+    # of the figure, so long model names never run into each other.
+    beyond = (f"share outside {lo} to {hi}", 1.0 - inside[1])
+    left, right = (beyond, inside) if widest[0] < lo else (inside, beyond)
+    _band_text(ax, EDGE, *left, align="left", x_in_figure=True)
+    _band_text(ax, 1 - EDGE, *right, align="right", x_in_figure=True)
 
 
 def _band_text(ax, x: float, label: str, shares: pd.Series, align: str, x_in_figure: bool = False) -> None:
