@@ -29,6 +29,7 @@ from .lineage import ARMS, PARENTS, StudyInputs, build_study_inputs, own_target
 from .models import check_model_name, load_model, model_id
 from .names import file_stem, model_name
 from .outputs import model_heatmaps, write_all
+from .outputs.session import measurement_path
 from .progress import Progress
 from .readings import summarize
 from .resume import Done
@@ -183,7 +184,7 @@ def _measure_and_log(session: Session, results: Results, key: str, model, tokeni
     nested = nested or _nested_run(session, key, None)
     table = measure(model, tokenizer)
     results.measurements[key] = table
-    path = session.folder / "measurements" / f"{file_stem(model_name(key))}.csv"
+    path = measurement_path(session.folder, key)
     path.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(path, index=False)
     nested.metrics(model_metrics(results, key))

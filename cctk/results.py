@@ -19,7 +19,7 @@ from . import tracking
 from .errors import CctkError
 from .lineage import MODEL_KEYS
 from .names import model_name
-from .outputs.session import FORMATS, RUN_INFO, measurement_path
+from .outputs.session import FORMATS, RUN_INFO, measurement_path, read_measurement
 
 
 @dataclass
@@ -67,9 +67,7 @@ def download(run_id: str, tracking_name: str | None = None, cache: Path | None =
     except MlflowException:
         raise CctkError(f"{run_id!r} is neither a session folder nor a run in the MLflow store "
                         f"{store.tracking_uri}") from None
-    if run.data.tags.get("cctk.kind") != "pipeline":
-        raise CctkError(f"MLflow run {run_id} is not a cctk pipeline run (tag cctk.kind is "
-                        f"{run.data.tags.get('cctk.kind')!r}); give the parent run of a `cctk run`")
+    tracking.require_pipeline(run)
     folder = Path(cache or default_cache()) / run_id
     if run.info.status == "FINISHED" and (folder / RUN_INFO).is_file():
         return folder  # a finished run's artifacts do not change
@@ -92,7 +90,7 @@ def read_folder(folder: Path) -> RunResults:
     for key in MODEL_KEYS:
         path = measurement_path(folder, key)
         if path.is_file():
-            measurements[model_name(key)] = pd.read_csv(path, float_precision="round_trip")
+            measurements[model_name(key)] = read_measurement(path)
     files = {}
     for sub in sorted(p for p in (folder / "figures").glob("[0-9][0-9]_*") if p.is_dir()):
         stem = sub.name[3:]

@@ -12,8 +12,9 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from . import tracking
 from .errors import CctkError
-from .names import file_stem, model_name
+from .outputs.session import measurement_path, read_measurement
 
 
 @dataclass
@@ -34,8 +35,7 @@ def pipeline_run(run_id: str):
         run = mlflow.MlflowClient().get_run(run_id)
     except MlflowException:
         raise CctkError(f"no run {run_id!r} in the tracking store {mlflow.get_tracking_uri()}") from None
-    if run.data.tags.get("cctk.kind") != "pipeline":
-        raise CctkError(f"run {run_id!r} is not a cctk pipeline (tag cctk.kind={run.data.tags.get('cctk.kind')!r})")
+    tracking.require_pipeline(run)
     return run
 
 
@@ -53,11 +53,11 @@ def finished(parent_run_id: str, experiment_id: str, folder: Path) -> Done:
         if child.info.status != "FINISHED" or key is None:
             continue
         record = folder / "training" / f"{key}.json"
-        measurement = folder / "measurements" / f"{file_stem(model_name(key))}.csv"
+        measurement = measurement_path(folder, key)
         if not measurement.is_file() or (key != "base" and not record.is_file()):
             continue  # finished in MLflow but its files are gone: measure it again
         done.run_ids[key] = child.info.run_id
-        done.measurements[key] = pd.read_csv(measurement)
+        done.measurements[key] = read_measurement(measurement)  # floats exactly as measured
         if key != "base":
             done.training[key] = json.loads(record.read_text())
     return done

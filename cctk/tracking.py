@@ -166,3 +166,11 @@ def reopen(run_id: str) -> Run:
 
 def _text(value) -> str:
     return value if isinstance(value, str) else repr(value) if isinstance(value, float) else str(value)
+
+
+def require_pipeline(run) -> None:
+    """A one-line error unless ``run`` (an MLflow run) is the parent run of a cctk pipeline."""
+    kind = run.data.tags.get("cctk.kind")
+    if kind != "pipeline":
+        raise CctkError(f"MLflow run {run.info.run_id} is not a cctk pipeline run (tag cctk.kind is {kind!r}); "
+                        "give the parent run of a `cctk run`")
