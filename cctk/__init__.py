@@ -1,6 +1,19 @@
-"""cctk: what a small causal language model takes from the text it is fine-tuned on."""
-from .models import load_model
-from .scoring import measure
+"""cctk: what a small causal language model takes from the text it is fine-tuned on.
 
+``load_model`` and ``measure`` are imported on first use, so that the torch-free layers
+(statistics, experiments, figures, outputs, results) never load torch.
+"""
 __version__ = "0.1.0"
 __all__ = ["load_model", "measure", "__version__"]
+
+
+def __getattr__(name: str):
+    if name == "load_model":
+        from .models import load_model
+
+        return load_model
+    if name == "measure":
+        from .scoring import measure
+
+        return measure
+    raise AttributeError(f"module 'cctk' has no attribute {name!r}")

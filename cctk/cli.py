@@ -5,6 +5,7 @@ from pathlib import Path
 
 import click
 
+from .config import AUTO, PROFILES, recipe_fields
 from .errors import CctkError
 
 
@@ -34,6 +35,16 @@ def models():
     click.echo("Any Hub id (owner/name) or local model directory works too.")
 
 
+def recipe_options(command):
+    """One ``--<name>`` override per field of ``cctk.config.Recipe``, typed and documented from it."""
+    for spec in reversed(recipe_fields()):
+        kind = click.Choice(spec.metadata["choices"]) if "choices" in spec.metadata else {
+            "int": int, "float": float, "str": str}[spec.type if isinstance(spec.type, str) else spec.type.__name__]
+        command = click.option(f"--{spec.name.replace('_', '-')}", spec.name, type=kind, default=None,
+                               help=f"Override: {spec.metadata['help']}.")(command)
+    return command
+
+
 @cli.command()
 @click.option("--model", "model", default="smollm2-135m-bundled", show_default=True,
               help="Roster key, Hub id or local directory.")
@@ -49,33 +60,30 @@ def measure(model, out, tracking):
 
 @cli.command("run")
 @click.option("--model", default="smollm2-135m-bundled", show_default=True, help="Roster key, Hub id or local directory.")
-@click.option("--profile", default="quick", show_default=True, help="paper, quick or smoke.")
+@click.option("--profile", default=AUTO, show_default=True,
+              help=f"{AUTO} (paper on a CUDA device, quick on a CPU), {', '.join(PROFILES)}.")
 @click.option("--seed", "seed", default=None, help="seeds[0] (or all seeds, comma-separated); fresh ones if omitted.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("outputs"), show_default=True,
               help="Folder that receives the session folder.")
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
 @click.option("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available).")
-@click.option("--repeats", type=int, default=None, help="Override: repeats of each example in a corpus.")
-@click.option("--epochs", type=int, default=None, help="Override: epochs of every fine-tuning run.")
-@click.option("--learning-rate", type=float, default=None, help="Override: AdamW learning rate.")
-@click.option("--batch-size", type=int, default=None, help="Override: examples per optimizer step.")
-@click.option("--grad-clip", type=float, default=None, help="Override: gradient-norm clipping.")
-@click.option("--weight-decay", type=float, default=None, help="Override: AdamW weight decay.")
-@click.option("--schedule", type=click.Choice(["constant", "linear"]), default=None,
-              help="Override: learning rate constant, or decaying linearly to 0.")
-@click.option("--warmup", type=float, default=None, help="Override: share of steps of linear warm-up (0 = none).")
+@recipe_options
 @click.option("--holdout", type=float, default=0.3, show_default=True, help="Share of additions held out.")
 @click.option("--resume", "resume_id", default=None, metavar="RUN_ID",
               help="Continue an interrupted pipeline run (its own settings are used).")
 def run_command(model, profile, seed, out, tracking, device, holdout, resume_id, **recipe):
     """Run the whole 2.0.0 experiment for one model (Parts A-D and the synthesis)."""
-    from . import pipeline
     from .config import make_config, parse_seeds
 
     if resume_id:
+        from . import pipeline
+
         pipeline.resume(resume_id, out, tracking, device, echo=click.echo)
         return
-    config = make_config(model, profile, parse_seeds(seed), holdout, **recipe)
+    from . import pipeline
+
+    device = str(pipeline.pick_device(device))
+    config = make_config(model, profile, parse_seeds(seed), holdout, device=device, **recipe)
     pipeline.run(config, out, tracking, device, echo=click.echo)
 
 
@@ -89,26 +97,20 @@ def report(source, tracking, out):
 
     SOURCE is a session folder or the MLflow run id of a pipeline (its artifacts are downloaded).
     """
-    import shutil
     import time
 
-    from . import results
-    from .outputs import rebuild, write_all
-    from .outputs.session import load_info
+    from . import results, session
+    from .outputs import write_all
 
     folder = results.session_folder(source, tracking)
+    layout = session.Layout(folder)
     if out is not None:
-        target = Path(out) / load_info(folder)["session"]
-        (target / "measurements").mkdir(parents=True, exist_ok=True)
-        shutil.copy2(folder / results.RUN_INFO, target / results.RUN_INFO)
-        for csv in (folder / "measurements").glob("*.csv"):
-            shutil.copy2(csv, target / "measurements" / csv.name)
-        folder = target
+        layout = session.copy_inputs(layout, out)
     start = time.perf_counter()
-    outcome, tables, config, run = rebuild(folder)
-    write_all(outcome, tables, config, run, folder)
-    click.echo(f"re-rendered 25 figures, 11 tables and the reports of {run['session']} in "
-               f"{time.perf_counter() - start:.0f} s: {folder}")
+    rebuilt = session.rebuild(layout.folder)
+    n_figures = write_all(rebuilt.results, rebuilt.tables, rebuilt.record, layout)
+    click.echo(f"re-rendered {n_figures} figures, {len(rebuilt.tables)} tables and the reports of "
+               f"{layout.session} in {time.perf_counter() - start:.0f} s: {layout.folder}")
 
 
 @cli.command()

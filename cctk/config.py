@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import secrets
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from .errors import CctkError
 
@@ -19,14 +19,18 @@ SCHEDULES = ("constant", "linear")  # how the learning rate moves over a run's s
 class Recipe:
     """One fine-tuning recipe, identical for every run of a pipeline."""
 
-    repeats: int = 20
-    epochs: int = 10
-    learning_rate: float = 5e-5
-    batch_size: int = 8
-    grad_clip: float = 1.0
-    weight_decay: float = 0.01  # torch.optim.AdamW's default, as in the manual's listing
-    schedule: str = "constant"  # learning rate over the steps: "constant" (the manual's listing) or "linear" decay to 0
-    warmup: float = 0.0  # share of the steps over which the learning rate rises linearly from 0
+    repeats: int = field(default=20, metadata={"help": "repeats of each example in a corpus"})
+    epochs: int = field(default=10, metadata={"help": "epochs of every fine-tuning run"})
+    learning_rate: float = field(default=5e-5, metadata={"help": "AdamW learning rate (the peak, with a schedule)"})
+    batch_size: int = field(default=8, metadata={"help": "examples per optimizer step"})
+    grad_clip: float = field(default=1.0, metadata={"help": "gradient-norm clipping"})
+    # torch.optim.AdamW's default, as in the manual's listing
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay"})
+    schedule: str = field(default="constant", metadata={
+        "help": "learning rate over the steps: constant (the manual's listing) or linear decay to 0",
+        "choices": SCHEDULES})
+    warmup: float = field(default=0.0, metadata={
+        "help": "share of the steps over which the learning rate rises linearly from 0 (0 = none)"})
 
     def check(self) -> None:
         """Fail in one line on a value out of range, before any work starts."""
@@ -71,20 +75,43 @@ PROFILES: dict[str, Recipe] = {
 }
 
 
+AUTO = "auto"  # the default profile: paper on a CUDA device, quick on a CPU
+
+
+def resolve_profile(profile: str, device: str) -> str:
+    """``auto`` -> ``paper`` where a CUDA device trains, ``quick`` on a CPU; any other name as it is."""
+    if profile != AUTO:
+        return profile
+    return "paper" if str(device).startswith("cuda") else "quick"
+
+
+def recipe_fields() -> list:
+    """The recipe's fields (name, type, default, metadata help): the CLI and MLproject derive from them."""
+    return list(fields(Recipe))
+
+
 @dataclass(frozen=True)
 class Config:
     """Everything that shapes one pipeline run."""
 
     model: str
-    profile: str
+    profile: str  # the profile in force (``auto`` already resolved)
     recipe: Recipe
     seeds: tuple[int, ...]
     holdout: float = 0.3
     seeds_drawn: bool = field(default=False, compare=False)  # True when no seed was given
+    profile_requested: str | None = field(default=None, compare=False)  # e.g. "auto"; None: as ``profile``
 
     @property
     def seed(self) -> int:
         return self.seeds[0]
+
+    @property
+    def profile_note(self) -> str:
+        """``quick`` or ``quick (auto: CPU)``: what the run report and the console say."""
+        if self.profile_requested != AUTO:
+            return self.profile
+        return f"{self.profile} (auto: {'CUDA device' if self.profile == 'paper' else 'CPU'})"
 
     def as_params(self) -> dict:
         """Flat parameters for MLflow: the values in force, after the profile and the overrides.
@@ -94,15 +121,22 @@ class Config:
         """
         params = {"model": self.model, "profile": self.profile, "holdout_share": self.holdout,
                   "seeds": ",".join(map(str, self.seeds))}
+        if self.profile_requested and self.profile_requested != self.profile:
+            params["profile_requested"] = self.profile_requested
         params.update({f"recipe.{k}": v for k, v in asdict(self.recipe).items()})
         return params
 
 
-def make_config(model: str, profile: str = "quick", seeds: tuple[int, ...] | None = None,
-                holdout: float = 0.3, **overrides) -> Config:
-    """A checked configuration: a profile's recipe with per-value overrides (None = keep)."""
+def make_config(model: str, profile: str = AUTO, seeds: tuple[int, ...] | None = None,
+                holdout: float = 0.3, device: str = "cpu", **overrides) -> Config:
+    """A checked configuration: a profile's recipe with per-value overrides (None = keep).
+
+    ``device`` only resolves ``profile="auto"``.
+    """
+    requested = profile
+    profile = resolve_profile(profile, device)
     if profile not in PROFILES:
-        raise CctkError(f"unknown profile {profile!r}; choose one of: {', '.join(PROFILES)}")
+        raise CctkError(f"unknown profile {requested!r}; choose one of: {AUTO}, {', '.join(PROFILES)}")
     unknown = set(overrides) - set(asdict(PROFILES[profile]))
     if unknown:
         raise CctkError(f"unknown recipe values: {', '.join(sorted(unknown))}")
@@ -115,7 +149,8 @@ def make_config(model: str, profile: str = "quick", seeds: tuple[int, ...] | Non
         seeds = draw_seeds()
     elif any(s < 0 or s >= 2**32 for s in seeds):
         raise CctkError(f"seeds must be in 0..2**32-1, got {seeds}")
-    return Config(model, profile, recipe, tuple(seeds), holdout, seeds_drawn=drawn)
+    return Config(model, profile, recipe, tuple(seeds), holdout, seeds_drawn=drawn,
+                  profile_requested=requested)
 
 
 def draw_seeds(n: int = N_SEEDS) -> tuple[int, ...]:
@@ -146,4 +181,5 @@ def config_from_params(params: dict) -> Config:
     casts = {name: type(value) for name, value in asdict(Recipe()).items()}
     recipe = {name: cast(params[f"recipe.{name}"]) for name, cast in casts.items() if f"recipe.{name}" in params}
     seeds = parse_seeds(params["seeds"])
-    return make_config(params["model"], params["profile"], seeds, float(params["holdout_share"]), **recipe)
+    config = make_config(params["model"], params["profile"], seeds, float(params["holdout_share"]), **recipe)
+    return replace(config, profile_requested=params.get("profile_requested", config.profile))

@@ -3,7 +3,8 @@
 One recipe for every run; the run is re-seeded at its start, so its batch order and dropout do
 not depend on how many runs came before it. The learning rate follows the recipe's schedule
 (constant in the manual's listing; an optional linear warm-up and linear decay to 0). A non-finite
-loss stops the run with an error.
+loss or gradient norm stops the run with an error *before* the optimizer step, so no broken update is
+ever applied.
 """
 from __future__ import annotations
 
@@ -11,8 +12,6 @@ import inspect
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-
 import torch
 import torch.nn.functional as F
 
@@ -20,33 +19,15 @@ from .config import Recipe
 from .corpus import IGNORE, collate
 from .errors import CctkError
 from .facts import rng
+from .records import TrainRecord
 
 
 class NonFiniteLoss(CctkError):
     """The loss stopped being finite: the run is stopped, nothing after it is trained."""
 
 
-@dataclass
-class TrainResult:
-    examples: int
-    steps: int = 0
-    seconds: float = 0.0
-    losses: list[float] = field(default_factory=list)  # mean loss of each epoch
-    peak_gpu_memory_bytes: int = 0
-
-    @property
-    def examples_per_second(self) -> float:
-        return self.examples * len(self.losses) / self.seconds if self.seconds else float("nan")
-
-    def record(self) -> dict:
-        """Plain values for tables, MLflow and JSON."""
-        return {"examples": self.examples, "steps": self.steps, "train_seconds": self.seconds,
-                "examples_per_second": self.examples_per_second, "losses": list(self.losses),
-                "peak_gpu_memory_bytes": self.peak_gpu_memory_bytes}
-
-
 def fine_tune(model, rows: list[tuple[list[int], list[int]]], recipe: Recipe, seed: int, pad_id: int,
-              name: str = "run", on_step: Callable[[int, int, float], None] | None = None) -> TrainResult:
+              name: str = "run", on_step: Callable[[int, int, float], None] | None = None) -> TrainRecord:
     """Train ``model`` in place on tokenized ``rows`` (input_ids, labels) with ``recipe``.
 
     ``on_step(epoch, step, loss)`` is called after every optimizer step (progress display).
@@ -57,39 +38,41 @@ def fine_tune(model, rows: list[tuple[list[int], list[int]]], recipe: Recipe, se
     optimizer = _adamw(model, recipe)
     total = recipe.steps(len(rows))
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: recipe.lr_factor(step, total))
-    result = TrainResult(examples=len(rows))
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     model.train()
-    start = time.perf_counter()
+    epoch_losses, steps, start = [], 0, time.perf_counter()
     for epoch in range(recipe.epochs):
         losses = []
         for batch_rows in _batches(rows, recipe.batch_size, order):
             batch = {k: v.to(device) for k, v in collate(batch_rows, pad_id).items()}
-            loss = _step(model, optimizer, batch, recipe.grad_clip)
-            if not math.isfinite(loss):
-                raise NonFiniteLoss(f"{name}: the loss became {loss} at epoch {epoch + 1}, step {result.steps + 1}; "
-                                    "lower --learning-rate or check the model's dtype")
+            where = f"at epoch {epoch + 1}, step {steps + 1}"
+            losses.append(_step(model, optimizer, batch, recipe.grad_clip, f"{name}: ", where))
             schedule.step()
-            losses.append(loss)
-            result.steps += 1
+            steps += 1
             if on_step:
-                on_step(epoch, result.steps, loss)
-        result.losses.append(sum(losses) / len(losses))
-    result.seconds = time.perf_counter() - start
-    if device.type == "cuda":
-        result.peak_gpu_memory_bytes = int(torch.cuda.max_memory_allocated(device))
+                on_step(epoch, steps, losses[-1])
+        epoch_losses.append(sum(losses) / len(losses))
+    seconds = time.perf_counter() - start
+    peak = int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else 0
     model.eval()
-    return result
+    return TrainRecord(len(rows), steps, seconds, tuple(epoch_losses), peak)
 
 
-def _step(model, optimizer, batch, grad_clip: float) -> float:
+def _step(model, optimizer, batch, grad_clip: float, who: str = "", where: str = "") -> float:
+    """One optimizer step; a non-finite loss or gradient norm raises before the weights change."""
     optimizer.zero_grad(set_to_none=True)
     loss = completion_loss(model, batch)
+    value = loss.item()
+    if not math.isfinite(value):
+        raise NonFiniteLoss(f"{who}the loss became {value} {where}; lower --learning-rate or check the model's dtype")
     loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip))
+    if not math.isfinite(norm):
+        optimizer.zero_grad(set_to_none=True)
+        raise NonFiniteLoss(f"{who}the gradient norm became {norm} {where}; lower --learning-rate")
     optimizer.step()
-    return loss.item()
+    return value
 
 
 def completion_loss(model, batch) -> torch.Tensor:

@@ -11,6 +11,7 @@ import pandas as pd
 
 from . import facts
 from .facts import Pair, Split
+from .names import model_name, target_name
 
 
 @dataclass(frozen=True)
@@ -90,3 +91,16 @@ def build_study_inputs(seed: int, holdout: float = 0.3) -> StudyInputs:
         if arm.parent == "m_random" and arm.pairs == "seen"
     }
     return StudyInputs(seed, targets, split, excluded)
+
+
+def targets_table(inputs: StudyInputs) -> pd.DataFrame:
+    """The draws of a run on one page: per addition, its split group, every target table (by plain
+    name) and the arms that leave it out of their never-seen results (``;``-separated)."""
+    held = set(inputs.split.heldout)
+    table = pd.DataFrame({"a": [a for a, _ in facts.ADDITIONS], "b": [b for _, b in facts.ADDITIONS],
+                          "split": ["held out" if p in held else "seen" for p in facts.ADDITIONS]})
+    for key, targets in inputs.targets.items():
+        table[target_name(key)] = targets.to_numpy()
+    table["excluded"] = [";".join(model_name(arm) for arm, pairs in inputs.excluded.items() if p in pairs)
+                         for p in facts.ADDITIONS]
+    return table

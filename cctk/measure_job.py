@@ -7,16 +7,15 @@ from pathlib import Path
 from . import __version__, tracking
 from .facts import CANDIDATES, END_MARKER, correct_sums
 from .figures import save_figure, target_heatmap
-from .models import check_model_name, load_model, model_id
+from .models import check_available, load_model, model_id
 from .readings import read, summarize
 from .scoring import measure
 
 
 def run(model: str, out: Path, tracking_name: str | None = None, echo=print) -> dict:
     """Measure ``model``; returns the summary on the correct sums (hits, prob_target, ...)."""
-    check_model_name(model)
-    config = tracking.resolve(tracking_name)
-    tracking.check_reachable(config)
+    check_available(model)
+    store = tracking.connect(tracking_name)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -30,16 +29,15 @@ def run(model: str, out: Path, tracking_name: str | None = None, echo=print) -> 
     summary = summarize(readings)
     figure = target_heatmap(readings, title=f"{model}: probability on the correct sum", fixed_scale=False)
     figures = save_figure(figure, out, "target_heatmap_correct_sum")
-    echo(f"measured 81 x {len(CANDIDATES)} candidates in {seconds:.1f} s")
-    echo(f"hits on the correct sum: {summary['hits']}/81")
+    echo(f"measured {summary['n']} x {len(CANDIDATES)} candidates in {seconds:.1f} s")
+    echo(f"hits on the correct sum: {summary['hits']}/{summary['n']}")
 
-    _track(config, model, out, figures, summary, seconds)
+    _track(store, model, out, figures, summary, seconds)
     return summary
 
 
-def _track(config, model, out, figures, summary, seconds) -> None:
-    experiment_id = tracking.activate(config)
-    run = tracking.start(experiment_id, f"measure {model}", tags={"cctk.kind": "measure", "cctk.key": model})
+def _track(store, model, out, figures, summary, seconds) -> None:
+    run = store.start(store.experiment(), f"measure {model}", tags={"cctk.kind": "measure", "cctk.key": model})
     run.params({"model": model, "model_id": model_id(model), "candidates": f"{CANDIDATES[0]}..{CANDIDATES[-1]}",
                 "end_marker": repr(END_MARKER), "cctk_version": __version__})
     run.metrics({"hits_correct": summary["hits"], "prob_target": summary["prob_target"],

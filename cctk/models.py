@@ -8,12 +8,11 @@ from __future__ import annotations
 import copy
 import importlib.util
 import os
+import re
 import socket
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
-
-import torch
 
 from .errors import CctkError
 
@@ -52,18 +51,50 @@ def model_id(key_or_path: str) -> str:
     return spec.source if spec else key_or_path
 
 
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name
+
+
 def check_model_name(key_or_path: str) -> None:
-    """Fail at once, with the roster listed, on a name that is no key, Hub id or directory."""
-    if key_or_path in ROSTER or Path(key_or_path).is_dir() or "/" in key_or_path:
+    """Fail at once on a name that is no roster key, model directory or Hub id (``owner/name``).
+
+    A local path counts only when it is a model directory that exists (with a ``config.json``);
+    anything else that looks like a path (absolute, ``./``, ``../``, more than one ``/``) fails here.
+    """
+    if key_or_path in ROSTER:
         return
+    path = Path(key_or_path)
+    if path.is_dir():
+        if (path / "config.json").is_file():
+            return
+        raise CctkError(f"{key_or_path} is a folder but not a model directory (no config.json in it)")
+    if HUB_ID.match(key_or_path):
+        return
+    if "/" in key_or_path or "\\" in key_or_path:
+        raise CctkError(f"no model directory at {key_or_path} (and it is not a Hub id of the form owner/name)")
     raise CctkError(
         f"unknown model {key_or_path!r}; choose a roster key ({', '.join(ROSTER)}), "
         "a Hub id such as EleutherAI/pythia-410m, or a local model directory"
     )
 
 
-def load_model(key_or_path: str, dtype: torch.dtype = torch.float32):
-    """Return ``(model, tokenizer)``: a fresh copy, in eval mode, on the CPU, in ``dtype``."""
+def check_available(key_or_path: str) -> None:
+    """Everything ``load_model`` needs is here or reachable, checked without loading anything.
+
+    The bundled GGUF must be installed; a Hub model must be cached or the Hub reachable (and the
+    model not gated for this login). Runs before a session folder or an MLflow run is created.
+    """
+    check_model_name(key_or_path)
+    if key_or_path == BUNDLED:
+        bundled_gguf()
+    elif not Path(key_or_path).is_dir():
+        _check_hub(model_id(key_or_path))
+
+
+def load_model(key_or_path: str, dtype=None):
+    """Return ``(model, tokenizer)``: a fresh copy, in eval mode, on the CPU, in ``dtype`` (float32)."""
+    import torch
+
+    dtype = dtype or torch.float32
     check_model_name(key_or_path)
     cache_key = f"{key_or_path}:{dtype}"
     if cache_key not in _last_loaded:
@@ -73,7 +104,7 @@ def load_model(key_or_path: str, dtype: torch.dtype = torch.float32):
     return copy.deepcopy(model), tokenizer
 
 
-def _load(key_or_path: str, dtype: torch.dtype):
+def _load(key_or_path: str, dtype):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if key_or_path == BUNDLED:
@@ -104,23 +135,32 @@ def bundled_gguf() -> tuple[str, str]:
     return str(folder), files[0].name
 
 
-def _hub_source(hub_id: str) -> str:
-    """Resolve a Hub id to a local snapshot folder, or fail with what to do."""
+def _cached(hub_id: str) -> str | None:
     from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 
-    patterns = ["*.json", "*.safetensors", "*.model", "*.txt", "*.tiktoken"]
     try:
-        return snapshot_download(hub_id, allow_patterns=patterns, local_files_only=True)
+        return snapshot_download(hub_id, allow_patterns=HUB_FILES, local_files_only=True)
     except Exception:
-        pass  # not cached: go to the Hub
+        return None  # not cached
+
+
+HUB_FILES = ["*.json", "*.safetensors", "*.model", "*.txt", "*.tiktoken"]
+
+
+def _check_hub(hub_id: str) -> None:
+    """A one-line error unless ``hub_id`` is cached, or reachable and open to this login."""
+    if _cached(hub_id):
+        return
     if not hub_reachable():
         raise CctkError(
             f"cannot reach the Hugging Face Hub to download {hub_id!r} and it is not cached; "
             f"for offline work use --model {BUNDLED}"
         )
+    from huggingface_hub import auth_check
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
     try:
-        return snapshot_download(hub_id, allow_patterns=patterns)
+        auth_check(hub_id)
     except GatedRepoError:
         raise CctkError(
             f"{hub_id!r} is gated: accept its licence at https://huggingface.co/{hub_id} and log in "
@@ -128,6 +168,17 @@ def _hub_source(hub_id: str) -> str:
         ) from None
     except RepositoryNotFoundError:
         raise CctkError(f"no model {hub_id!r} on the Hugging Face Hub (or it is private)") from None
+
+
+def _hub_source(hub_id: str) -> str:
+    """Resolve a Hub id to a local snapshot folder (downloading it), or fail with what to do."""
+    from huggingface_hub import snapshot_download
+
+    cached = _cached(hub_id)
+    if cached:
+        return cached
+    _check_hub(hub_id)
+    return snapshot_download(hub_id, allow_patterns=HUB_FILES)
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:

@@ -62,8 +62,10 @@ TABLES: dict[str, str] = {
     "table11": "fine-tuning runs",
 }
 
+_INTERVAL = "lo, hi: the exact (Clopper-Pearson) 95% interval of that share of hits"
 _SPLIT_COLUMNS = ("hits_seen / n_seen: additions seen in fine-tuning whose top choice is the target, and how many "
-                  "there are; prob_target_seen: mean probability on the target; surprise_seen: mean negative "
+                  "there are, with lo_seen, hi_seen, the exact (Clopper-Pearson) 95% interval of the share; "
+                  "prob_target_seen: mean probability on the target; surprise_seen: mean negative "
                   "log-probability per token of the target (the unit of the training loss); the same with _heldout "
                   "for the never-seen additions; n_excluded: never-seen additions left out because the fabricated "
                   "answer already equals the target")
@@ -71,11 +73,15 @@ _SPLIT_COLUMNS = ("hits_seen / n_seen: additions seen in fine-tuning whose top c
 TABLE_CAPTIONS: dict[str, str] = {
     "table01": "Part A, corpus absorption: the base model, the correct-sums model and the fabricated-answers model, "
                "each scored on both targets over all 81 additions. hits / n: additions whose top choice is the "
-               "target; prob_target: mean probability on the target; mass_impossible: mean probability on "
-               "answers above 18, which no correct sum reaches.",
+               f"target; {_INTERVAL}; prob_target: mean probability on the target; mass_impossible: mean "
+               "probability on answers above 18, which no correct sum reaches.",
     "table02": "Part B, recovery: the fabricated-answers model and the recovery model (trained back on the correct "
-               "sums of the seen additions), scored on the correct sum. " + _SPLIT_COLUMNS +
-               "; surprise_gap: surprise on never-seen minus seen additions.",
+               "sums of the seen additions), scored on the correct sum over the recovery run's two groups: "
+               "recovery_seen, the additions of the recovery corpus, and recovery_heldout, those held out of it "
+               "(the fabricated-answers model, trained on all 81 additions, saw both groups). hits / n with lo, hi, "
+               "the exact (Clopper-Pearson) 95% interval of the share; prob_target: mean probability on the "
+               "target; surprise: mean negative log-probability per token of the target; surprise_gap: surprise "
+               "on recovery_heldout minus recovery_seen.",
     "table03": "Training loss per epoch of the Part A and B runs: one column per model, the mean loss over the "
                "answer tokens (prompt masked) in each epoch.",
     "table04": "Part C, simple rules (sum + 18, sum + 3) from both parents and their controls (sum plus a random "
@@ -85,19 +91,25 @@ TABLE_CAPTIONS: dict[str, str] = {
                "; parent: the model it was trained from.",
     "table06": "Part D, hits of the conditional rule and its controls by condition (a > b, a = b, a < b): "
                "hits_seen / n_seen and hits_heldout / n_heldout count the additions of that condition whose top "
-               "choice is the model's own target, seen and never seen.",
-    "table07": "Part D, offsets on the never-seen additions: top choice minus the correct sum, counted as + 18 "
-               "(plus18), + 9 (plus9), 0 (plain_sum) or anything else (other); n: never-seen additions read.",
+               "choice is the model's own target, seen and never seen, each with lo, hi, the exact "
+               "(Clopper-Pearson) 95% interval of the share.",
+    "table07": "Part D, offsets on the never-seen additions, per condition: top choice minus the correct sum, counted "
+               "as + 18 (plus18), + 9 (plus9), 0 (plain_sum) or anything else (other); rule_offset: the offset the "
+               "rule asks in that condition (+ 18 for a >= b, + 9 for a < b), so that an offset of the other "
+               "condition (the model learned both shifts but not when to use each) is told from the right one; "
+               "n: never-seen additions of that condition read.",
     "table08": "Part D, deviation bands: k is the smallest half-width such that a share 'coverage' of the "
-               "rule-trained model's never-seen deviations (top choice minus target) lie within plus or minus k; "
-               "k_lo, k_hi: bootstrap 95% interval of k (2000 resamples); n_rule, n_control: never-seen additions "
-               "of each model; rule_inside, control_inside: share of each model's deviations within the band.",
+               "rule-trained model's never-seen deviations (top choice minus the rule's target) lie within plus or "
+               "minus k; k_lo, k_hi: bootstrap 95% interval of k (2000 resamples); n_rule, n_control: never-seen "
+               "additions of each model; rule_inside, control_inside: share of each model's deviations within the "
+               "band, the control's deviations also taken from the rule's target (not the control's own).",
     "table09": "Synthesis: for every model, the share of additions whose top choice is its own target, with an "
                "exact (Clopper-Pearson) 95% interval. group: all additions (models trained on all 81, and the "
                "base model), seen or never seen ('held out'); hits / n; share = hits / n; lo, hi: the interval.",
     "table10": "Each rule against its control on the never-seen additions: hits_rule / n_rule and hits_control / "
-               "n_control count top choices on each model's own target; odds_ratio and p_value of a one-sided "
-               "Fisher exact test that the rule-trained model hits more often.",
+               "n_control count top choices on each model's own target, each with lo, hi, the exact "
+               "(Clopper-Pearson) 95% interval of the share; odds_ratio and p_value of a one-sided Fisher exact "
+               "test that the rule-trained model hits more often.",
     "table11": "Fine-tuning runs: parent model, training examples (corpus size with repeats), optimizer steps, "
                "training time in seconds, examples per second, mean loss of the first and the last epoch, and "
                "peak GPU memory in bytes (every model held on the GPU while the run trained; 0 on a CPU).",

@@ -12,6 +12,7 @@ import pandas as pd
 from .errors import CctkError
 from .facts import IMPOSSIBLE_ABOVE
 
+COLUMNS = ["a", "b", "candidate_value", "logprob", "n_tokens", "prob"]  # a measurement table (cctk.measure)
 READING_COLUMNS = ["target", "top_choice", "prob_target", "prob_top", "hit", "surprise", "mass_impossible"]
 
 

@@ -1,25 +1,23 @@
-"""Results of a run for papers: ``load(run_id_or_session_dir)`` -> tables, measurements, figures.
+"""Results of a run for papers: ``load(run_id_or_session_dir)`` -> tables, measurements, figures, draws.
 
 Given a session folder, reads it; given an MLflow run id of a pipeline, downloads the parent
 run's artifacts (the session folder) into a cache first.
 
     r = cctk.results.load("outputs/20260101-120000_smollm2-135m-bundled")
-    r.tables["table09"]; r.measurements["correct sums"]; r.figures["synthesis"]
+    r.tables["table09"]; r.measurements["correct sums"]; r.figures["synthesis"]; r.targets
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from . import tracking
+from . import session, tracking
 from .errors import CctkError
-from .lineage import MODEL_KEYS
 from .names import model_name
-from .outputs.session import FORMATS, RUN_INFO, measurement_path, read_measurement
+from .session import RUN_INFO, Layout
 
 
 @dataclass
@@ -30,6 +28,7 @@ class RunResults:
     measurements: dict[str, pd.DataFrame]  # plain model name -> measurement table
     figures: dict[str, Path]  # figure name (file stem, e.g. "heatmap_recovery") -> PNG
     figure_files: dict[str, dict[str, Path]]  # figure name -> {"png": ..., "pdf": ..., "eps": ...}
+    targets: pd.DataFrame | None  # targets.csv: split, every target table, exclusions (None before it existed)
 
 
 def load(source: str | os.PathLike, tracking_name: str | None = None, cache: Path | None = None) -> RunResults:
@@ -56,46 +55,27 @@ def default_cache() -> Path:
 
 def download(run_id: str, tracking_name: str | None = None, cache: Path | None = None) -> Path:
     """The artifacts of pipeline run ``run_id`` (all but the zip) in ``cache/<run_id>/``."""
-    import mlflow
-    from mlflow.exceptions import MlflowException
-
-    store = tracking.resolve(tracking_name)
-    tracking.check_reachable(store)
-    client = mlflow.MlflowClient(tracking_uri=store.tracking_uri)
+    store = tracking.connect(tracking_name)
     try:
-        run = client.get_run(run_id)
-    except MlflowException:
-        raise CctkError(f"{run_id!r} is neither a session folder nor a run in the MLflow store "
-                        f"{store.tracking_uri}") from None
-    tracking.require_pipeline(run)
+        run = store.pipeline(run_id)
+    except CctkError as error:
+        if "no run" not in str(error):
+            raise
+        raise CctkError(f"{run_id!r} is neither a session folder nor a run in the MLflow store {store.uri}") from None
     folder = Path(cache or default_cache()) / run_id
-    if run.info.status == "FINISHED" and (folder / RUN_INFO).is_file():
+    if run.status == "FINISHED" and (folder / RUN_INFO).is_file():
         return folder  # a finished run's artifacts do not change
-    folder.mkdir(parents=True, exist_ok=True)
-    for item in client.list_artifacts(run_id):
-        if not item.path.endswith(".zip"):  # the zip repeats everything else
-            mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=item.path, dst_path=str(folder),
-                                                tracking_uri=store.tracking_uri)
+    store.download(run_id, folder)
     if not (folder / RUN_INFO).is_file():
         raise CctkError(f"MLflow run {run_id} has no {RUN_INFO} among its artifacts (unfinished or an older run)")
     return folder
 
 
 def read_folder(folder: Path) -> RunResults:
-    folder = Path(folder)
-    info = json.loads((folder / RUN_INFO).read_text())
-    tables = {path.parent.name[:7]: pd.read_csv(path, float_precision="round_trip")
-              for path in sorted(folder.glob("tables/table[0-9][0-9]_*/*.csv"))}
-    measurements = {}
-    for key in MODEL_KEYS:
-        path = measurement_path(folder, key)
-        if path.is_file():
-            measurements[model_name(key)] = read_measurement(path)
-    files = {}
-    for sub in sorted(p for p in (folder / "figures").glob("[0-9][0-9]_*") if p.is_dir()):
-        stem = sub.name[3:]
-        found = {ext: sub / f"{stem}.{ext}" for ext in FORMATS if (sub / f"{stem}.{ext}").is_file()}
-        if found:
-            files[stem] = found
+    layout = Layout(Path(folder))
+    info = session.load_info(layout.folder)
+    tables = {name: pd.read_csv(path, float_precision="round_trip") for name, path in session.find_tables(layout).items()}
+    measurements = {model_name(k): t for k, t in session.read_measurements(layout).items()}
+    files = session.find_figures(layout)
     figures = {name: paths["png"] for name, paths in files.items() if "png" in paths}
-    return RunResults(folder, info, tables, measurements, figures, files)
+    return RunResults(layout.folder, info, tables, measurements, figures, files, session.read_targets(layout))

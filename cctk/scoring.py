@@ -19,8 +19,7 @@ import pandas as pd
 import torch
 
 from .facts import ADDITIONS, CANDIDATES, answer_text, prompt
-
-COLUMNS = ["a", "b", "candidate_value", "logprob", "n_tokens", "prob"]
+from .readings import COLUMNS
 LOGIT_BUDGET = 2**26  # float32 logits held at once (256 MiB); sets the rows per forward pass
 
 

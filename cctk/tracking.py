@@ -6,6 +6,7 @@ Where runs go: ``MLFLOW_TRACKING_URI`` when set; else ``--tracking NAME|URI``, a
 from __future__ import annotations
 
 import os
+import time
 import tomllib
 import urllib.request
 from dataclasses import dataclass
@@ -71,33 +72,23 @@ def check_reachable(config: TrackingConfig, timeout: float = 5.0) -> None:
                     f"(start it with `cctk server`, or pick another --tracking)")
 
 
-def activate(config: TrackingConfig, experiment: str = EXPERIMENT) -> str:
-    """Point MLflow at the store and return the experiment id, creating the experiment if needed."""
-    import mlflow
+@dataclass(frozen=True)
+class TrackedRun:
+    """What cctk reads back of an MLflow run: plain values, no MLflow objects."""
 
-    if config.tracking_uri.startswith("sqlite:///") and not config.tracking_uri.startswith("sqlite:////"):
-        Path(config.tracking_uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    mlflow.set_tracking_uri(config.tracking_uri)
-    found = mlflow.get_experiment_by_name(experiment)
-    if found is not None:
-        return found.experiment_id
-    location = None
-    if config.artifact_location:
-        location = Path(config.artifact_location).resolve().as_uri()
-    try:
-        return mlflow.create_experiment(experiment, artifact_location=location)
-    except Exception:  # another process created it first
-        return mlflow.get_experiment_by_name(experiment).experiment_id
+    run_id: str
+    experiment_id: str
+    status: str
+    params: dict
+    tags: dict
 
 
 class Run:
     """A narrow logging interface over one MLflow run (params, metrics, tags, files)."""
 
-    def __init__(self, run_id: str):
-        import mlflow
-
+    def __init__(self, run_id: str, client):
         self.run_id = run_id
-        self._client = mlflow.MlflowClient()
+        self._client = client
 
     def params(self, values: dict) -> None:
         from mlflow.entities import Param
@@ -107,8 +98,6 @@ class Run:
             self._client.log_batch(self.run_id, params=items[i : i + 100])
 
     def metrics(self, values: dict, step: int = 0) -> None:
-        import time
-
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
@@ -134,43 +123,108 @@ class Run:
         self._client.set_terminated(self.run_id, status=status)
 
 
-def start(experiment_id: str, name: str, tags: dict | None = None, parent: Run | None = None) -> Run:
-    """Open a run (nested under ``parent`` when given) without touching MLflow's global active run."""
-    import mlflow
+class Store:
+    """One tracking store, through a client that carries its URI (MLflow's global URI is never set)."""
 
-    tags = {k: _text(v) for k, v in (tags or {}).items()}
-    tags["mlflow.runName"] = name
-    if parent is not None:
-        tags["mlflow.parentRunId"] = parent.run_id
-    created = mlflow.MlflowClient().create_run(experiment_id, tags=tags, run_name=name)
-    return Run(created.info.run_id)
+    def __init__(self, config: TrackingConfig):
+        from mlflow import MlflowClient
+
+        self.config = config
+        self.uri = config.tracking_uri
+        if self.uri.startswith("sqlite:///") and not self.uri.startswith("sqlite:////"):
+            Path(self.uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        self.client = MlflowClient(tracking_uri=self.uri)
+
+    def experiment(self, name: str = EXPERIMENT) -> str:
+        """The id of experiment ``name``, created (with the configured artifact folder) if needed."""
+        found = self.client.get_experiment_by_name(name)
+        if found is not None:
+            return found.experiment_id
+        location = None
+        if self.config.artifact_location:
+            location = Path(self.config.artifact_location).resolve().as_uri()
+        try:
+            return self.client.create_experiment(name, artifact_location=location)
+        except Exception:  # another process created it first
+            return self.client.get_experiment_by_name(name).experiment_id
+
+    def start(self, experiment_id: str, name: str, tags: dict | None = None, parent: Run | None = None) -> Run:
+        """Open a run (nested under ``parent`` when given) without touching MLflow's active run."""
+        tags = {k: _text(v) for k, v in (tags or {}).items()}
+        tags["mlflow.runName"] = name
+        if parent is not None:
+            tags["mlflow.parentRunId"] = parent.run_id
+        created = self.client.create_run(experiment_id, tags=tags, run_name=name)
+        return Run(created.info.run_id, self.client)
+
+    def attach_or_start(self, experiment_id: str, name: str, tags: dict) -> Run:
+        """The run ``mlflow run`` created (``MLFLOW_RUN_ID``) becomes the parent; else a new one."""
+        run_id = os.environ.get("MLFLOW_RUN_ID")
+        if not run_id:
+            return self.start(experiment_id, name, tags)
+        run = self.reopen(run_id)
+        run.tags({**tags, "mlflow.runName": name})
+        return run
+
+    def reopen(self, run_id: str) -> Run:
+        """An existing run, set RUNNING again (attached by ``mlflow run``, or resumed)."""
+        self.client.update_run(run_id, status="RUNNING")
+        return Run(run_id, self.client)
+
+    def get(self, run_id: str) -> TrackedRun:
+        """A run of this store, or a one-line error."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            run = self.client.get_run(run_id)
+        except MlflowException:
+            raise CctkError(f"no run {run_id!r} in the tracking store {self.uri}") from None
+        return TrackedRun(run.info.run_id, run.info.experiment_id, run.info.status,
+                          dict(run.data.params), dict(run.data.tags))
+
+    def pipeline(self, run_id: str) -> TrackedRun:
+        """The parent run of a cctk pipeline, or a one-line error."""
+        run = self.get(run_id)
+        require_pipeline(run)
+        return run
+
+    def children(self, parent: TrackedRun) -> list[TrackedRun]:
+        found = self.client.search_runs([parent.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.run_id}'")
+        return [TrackedRun(r.info.run_id, r.info.experiment_id, r.info.status, dict(r.data.params),
+                           dict(r.data.tags)) for r in found]
+
+    def finished_children(self, parent: TrackedRun) -> dict[str, str]:
+        """``cctk.key`` -> run id of every FINISHED child; RUNNING ones (a killed process) become KILLED."""
+        finished = {}
+        for child in self.children(parent):
+            if child.status == "RUNNING":
+                self.client.set_terminated(child.run_id, "KILLED")
+            elif child.status == "FINISHED" and "cctk.key" in child.tags:
+                finished[child.tags["cctk.key"]] = child.run_id
+        return finished
+
+    def download(self, run_id: str, folder: Path, skip_suffix: str = ".zip") -> None:
+        """Every top-level artifact of ``run_id`` (but those ending in ``skip_suffix``) into ``folder``."""
+        folder.mkdir(parents=True, exist_ok=True)
+        for item in self.client.list_artifacts(run_id):
+            if not item.path.endswith(skip_suffix):
+                self.client.download_artifacts(run_id, item.path, str(folder))
 
 
-def attach_or_start(experiment_id: str, name: str, tags: dict) -> Run:
-    """The run ``mlflow run`` created (``MLFLOW_RUN_ID``) becomes the parent; else a new one."""
-    run_id = os.environ.get("MLFLOW_RUN_ID")
-    if not run_id:
-        return start(experiment_id, name, tags)
-    run = reopen(run_id)
-    run.tags({**tags, "mlflow.runName": name})
-    return run
-
-
-def reopen(run_id: str) -> Run:
-    """An existing run, set RUNNING again (attached by ``mlflow run``, or resumed)."""
-    import mlflow
-
-    mlflow.MlflowClient().update_run(run_id, status="RUNNING")
-    return Run(run_id)
+def connect(tracking: str | None = None) -> Store:
+    """The store runs go to (checked reachable), through a client of its own."""
+    config = resolve(tracking)
+    check_reachable(config)
+    return Store(config)
 
 
 def _text(value) -> str:
     return value if isinstance(value, str) else repr(value) if isinstance(value, float) else str(value)
 
 
-def require_pipeline(run) -> None:
-    """A one-line error unless ``run`` (an MLflow run) is the parent run of a cctk pipeline."""
-    kind = run.data.tags.get("cctk.kind")
+def require_pipeline(run: TrackedRun) -> None:
+    """A one-line error unless ``run`` is the parent run of a cctk pipeline."""
+    kind = run.tags.get("cctk.kind")
     if kind != "pipeline":
-        raise CctkError(f"MLflow run {run.info.run_id} is not a cctk pipeline run (tag cctk.kind is {kind!r}); "
+        raise CctkError(f"MLflow run {run.run_id} is not a cctk pipeline run (tag cctk.kind is {kind!r}); "
                         "give the parent run of a `cctk run`")

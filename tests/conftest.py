@@ -1,8 +1,34 @@
-"""Shared fixtures: the bundled tokenizer and tiny, randomly initialised real-architecture models."""
+"""Shared fixtures: the bundled tokenizer, tiny random real-architecture models, a tracking store,
+and synthetic results and a written session folder (builders of the output tests)."""
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
 import pytest
-import torch
+
+SEED = 7
+SESSION = "20260102-030405_smollm2-135m-bundled"
+RUN = {"session": SESSION, "tracking_uri": "sqlite:///mlruns/mlflow.db", "experiment_id": "1",
+       "run_id": "0123456789abcdef0123456789abcdef", "seconds": 1234.5, "device": "cpu"}
+# (peak logit on seen additions, chance that a never-seen addition peaks on the target);
+# the base model's peaks are weak and often off target.
+SKILL = {"base": (2.5, 0.4), "m_correct": (9.0, 1.0), "m_random": (8.0, 1.0), "m_recover": (8.0, 0.8),
+         "c18_correct": (8.0, 0.6), "c18_random": (7.0, 0.3), "c3_correct": (8.0, 0.7), "c3_random": (7.0, 0.3),
+         "c18ctl_correct": (5.0, 0.1), "c3ctl_correct": (5.0, 0.3), "d_correct": (7.0, 0.4),
+         "d_random": (7.0, 0.2), "dctl_correct": (5.0, 0.05), "dctl_random": (5.0, 0.05)}
+
+
+INTEGRATION = Path(__file__).parent / "integration"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Everything under tests/integration/ is an end-to-end run (bundled model, servers, whole
+    pipelines): marked ``integration``, left out of ``make test-fast``."""
+    for item in items:
+        if INTEGRATION in Path(item.fspath).parents:
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(scope="session")
@@ -20,6 +46,7 @@ def tokenizer():
 
 def tiny_model(arch: str, vocab_size: int, seed: int = 0):
     """A 2-layer model of a real architecture with random weights, in float32 and eval mode."""
+    import torch
     import transformers as tf
 
     common = dict(vocab_size=vocab_size, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
@@ -33,6 +60,12 @@ def tiny_model(arch: str, vocab_size: int, seed: int = 0):
     torch.manual_seed(seed)
     model = tf.AutoModelForCausalLM.from_config(configs[arch](), dtype=torch.float32)
     return model.eval()
+
+
+@pytest.fixture(scope="session")
+def make_tiny():
+    """``make_tiny(arch, vocab_size, seed=0)``: a fresh tiny model (llama, qwen2, gpt_neox, phi)."""
+    return tiny_model
 
 
 @pytest.fixture(scope="session")
@@ -52,9 +85,101 @@ def tiny_dir(tmp_path_factory, tokenizer):
 @pytest.fixture()
 def tracking_uri(tmp_path, monkeypatch):
     """An embedded SQLite store of the test's own, with MLFLOW_TRACKING_URI pointing at it."""
-    import mlflow
-
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    mlflow.set_tracking_uri(uri)  # an earlier test's cctk.tracking.activate set MLflow's global URI
     return uri
+
+
+# --- Synthetic measurements and a written session (numpy alone, no model). ---
+
+def synthetic_measurement(peaks: dict, sharpness: dict, rng: np.random.Generator) -> pd.DataFrame:
+    """A measurement table whose logits peak on ``peaks[(a, b)]``."""
+    from cctk.facts import ADDITIONS, CANDIDATES
+    from cctk.readings import COLUMNS
+
+    values = np.array(CANDIDATES)
+    logits = rng.normal(0.0, 1.0, (len(ADDITIONS), len(values))) - 0.05 * values  # small answers likelier
+    for i, pair in enumerate(ADDITIONS):
+        logits[i, values == peaks[pair]] += sharpness[pair]
+    logprob = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True)) - rng.uniform(0.5, 3.0, (len(ADDITIONS), 1))
+    prob = np.exp(logprob - logprob.max(axis=1, keepdims=True))
+    prob /= prob.sum(axis=1, keepdims=True)
+    a, b = np.array(ADDITIONS).T
+    return pd.DataFrame({"a": np.repeat(a, len(values)), "b": np.repeat(b, len(values)),
+                         "candidate_value": np.tile(values, len(ADDITIONS)), "logprob": logprob.ravel(),
+                         "n_tokens": np.tile(2 + (values >= 10), len(ADDITIONS)), "prob": prob.ravel()})[COLUMNS]
+
+
+def synthetic_results(seed: int = SEED, epochs: int = 3):
+    """Fourteen plausible measurement tables and thirteen training records, from numpy alone."""
+    from cctk.experiments import Results
+    from cctk.facts import ADDITIONS
+    from cctk.lineage import ARM_BY_KEY, ARMS, MODEL_KEYS, build_study_inputs, own_target
+    from cctk.records import TrainRecord
+
+    inputs = build_study_inputs(seed)
+    rng = np.random.default_rng(seed)
+    measurements = {}
+    for key in MODEL_KEYS:
+        target = inputs.targets[own_target(key)]
+        seen_only = key in ARM_BY_KEY and ARM_BY_KEY[key].pairs == "seen"
+        sharp, reach = SKILL[key]
+        peaks, sharpness = {}, {}
+        for pair in ADDITIONS:
+            held = seen_only and pair in inputs.split.heldout
+            on_target = rng.random() < (reach if held or key == "base" else 0.97)
+            miss = int(np.clip(target[pair] + rng.choice([-3, -2, -1, 1, 2, 3, 9]), 2, 36))
+            peaks[pair] = int(target[pair]) if on_target else miss
+            sharpness[pair] = rng.uniform(0.5, 1.0) * sharp * (0.6 if held else 1.0)
+        measurements[key] = synthetic_measurement(peaks, sharpness, rng)
+    training = {}
+    for arm in ARMS:
+        examples = (81 if arm.pairs == "all" else len(inputs.split.seen)) * 4
+        start = rng.uniform(1.5, 3.5)
+        losses = tuple(float(start * np.exp(-1.6 * e) + 0.01) for e in range(epochs))
+        training[arm.key] = TrainRecord(examples, epochs * -(-examples // 16), rng.uniform(20, 60), losses, 0)
+    return Results(inputs, measurements, training)
+
+
+def run_record(config, run: dict = RUN, training: dict | None = None):
+    from cctk.records import RunFacts, RunRecord, hardware, software
+
+    facts = RunFacts(run["session"], run["tracking_uri"], run["experiment_id"], run["run_id"], run["device"],
+                     run["seconds"], hardware(), software())
+    return RunRecord(config, facts, dict(training or {}))
+
+
+def write_session(root, results, tables, config, run: dict = RUN, **options):
+    """What the pipeline leaves: the measurement CSVs and training records, then everything write_all writes."""
+    from cctk import session
+    from cctk.outputs import write_all
+
+    layout = session.Layout(root / run["session"])
+    for key, table in results.measurements.items():
+        session.write_measurement(layout, key, table)
+    for key, record in results.training.items():
+        session.write_training(layout, key, record)
+    write_all(results, tables, run_record(config, run, results.training), layout, **options)
+    return layout.folder
+
+
+@pytest.fixture(scope="session")
+def written_session(tmp_path_factory):
+    """(session folder, results, tables), drawn once per test process: 25 figures take a while."""
+    from cctk.config import make_config
+    from cctk.experiments import compute_tables
+
+    results = synthetic_results()
+    tables = compute_tables(results)
+    config = make_config("smollm2-135m-bundled", "quick", (SEED,))
+    return write_session(tmp_path_factory.mktemp("outputs"), results, tables, config), results, tables
+
+
+@pytest.fixture(scope="session")
+def builders():
+    """The builders above, for tests that make sessions of their own."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(SEED=SEED, SESSION=SESSION, RUN=RUN, synthetic_results=synthetic_results,
+                           synthetic_measurement=synthetic_measurement, run_record=run_record,
+                           write_session=write_session)

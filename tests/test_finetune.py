@@ -79,3 +79,33 @@ def test_schedule_sets_the_learning_rate_of_every_step(tiny, rows, tokenizer):
     constant = copy.deepcopy(tiny)
     fine_tune(constant, rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm")
     assert not all(torch.allclose(p, q, atol=1e-7) for p, q in zip(scheduled.parameters(), constant.parameters()))
+
+
+def test_a_nan_loss_stops_the_run_before_its_update(tiny, rows, tokenizer, monkeypatch):
+    """The loss of step 2 is NaN: the weights stay those after step 1, every one finite."""
+    from cctk import finetune
+
+    real, calls = finetune.completion_loss, []
+
+    def nan_at_step_two(model, batch):
+        calls.append(1)
+        loss = real(model, batch)
+        return loss * float("nan") if len(calls) == 2 else loss
+
+    model, after_step_one = copy.deepcopy(tiny), {}
+    monkeypatch.setattr(finetune, "completion_loss", nan_at_step_two)
+    keep = lambda epoch, step, loss: after_step_one.update(  # noqa: E731
+        {k: v.clone() for k, v in model.state_dict().items()} if step == 1 else {})
+    with pytest.raises(NonFiniteLoss, match="arm: the loss became nan at epoch 1, step 2"):
+        fine_tune(model, rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm", on_step=keep)
+    assert all(torch.isfinite(v).all() for v in model.state_dict().values())
+    assert all(torch.equal(v, after_step_one[k]) for k, v in model.state_dict().items())
+
+
+def test_a_nan_gradient_stops_the_run_before_its_update(tiny, rows, tokenizer):
+    model = copy.deepcopy(tiny)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    model.model.norm.weight.register_hook(lambda grad: grad * float("nan"))
+    with pytest.raises(NonFiniteLoss, match="arm: the gradient norm became nan at epoch 1, step 1"):
+        fine_tune(model, rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm")
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())

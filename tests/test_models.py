@@ -17,10 +17,32 @@ def test_unknown_key_lists_the_roster():
     assert "\n" not in message
 
 
-def test_hub_ids_and_directories_are_accepted_names(tmp_path):
+def test_hub_ids_and_model_directories_are_accepted_names(tiny_dir):
     check_model_name("EleutherAI/pythia-410m")
-    check_model_name(str(tmp_path))
+    check_model_name(str(tiny_dir))
     check_model_name("phi-1.5")
+
+
+@pytest.mark.parametrize("name", ["/no/such/model", "./tiny", "../models/tiny", "a/b/c", "owner/"])
+def test_a_mistyped_path_fails_in_one_line(name):
+    with pytest.raises(CctkError, match="no model directory at|unknown model") as caught:
+        check_model_name(name)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_folder_without_a_model_fails(tmp_path):
+    with pytest.raises(CctkError, match="not a model directory"):
+        check_model_name(str(tmp_path))
+
+
+def test_check_available_needs_no_model_load(monkeypatch, tmp_path):
+    from cctk import models
+
+    models.check_available(BUNDLED)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    with pytest.raises(CctkError, match="cannot reach the Hugging Face Hub"):
+        models.check_available("phi-1.5")
 
 
 @pytest.mark.parametrize("env", [{"HF_HUB_OFFLINE": "1"}, {"HF_ENDPOINT": "http://127.0.0.1:9"}])
@@ -46,10 +68,8 @@ def test_bundled_gguf_is_found_in_the_installed_package():
     assert name.endswith(".gguf") and "SmolLM2-135M" in name
 
 
-def test_local_directory_loads_a_fresh_float32_copy(tmp_path, tokenizer):
-    from conftest import tiny_model
-
-    tiny_model("llama", len(tokenizer)).to(torch.bfloat16).save_pretrained(tmp_path)
+def test_local_directory_loads_a_fresh_float32_copy(tmp_path, tokenizer, make_tiny):
+    make_tiny("llama", len(tokenizer)).to(torch.bfloat16).save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
     first, tok = load_model(str(tmp_path))
     second, _ = load_model(str(tmp_path))

@@ -1,89 +1,46 @@
-"""The smoke pipeline on a tiny model: 14 measured models, 13 arms, nested MLflow runs, determinism."""
-import mlflow
-import pandas as pd
+"""The pipeline's checks, before any work: nothing is written, no MLflow run is created."""
 import pytest
-import torch
 
-from cctk import pipeline
+from cctk import pipeline, tracking
 from cctk.config import make_config
 from cctk.errors import CctkError
-from cctk.finetune import NonFiniteLoss
-from cctk.lineage import ARMS
 
 
-@pytest.fixture(scope="module")
-def two_runs(tiny_dir, tmp_path_factory):
-    """Two smoke runs with one seed, into one SQLite store."""
-    root = tmp_path_factory.mktemp("runs")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{root}/mlflow.db")
-        config = make_config(str(tiny_dir), "smoke", (11, 12))
-        first = pipeline.run(config, root / "a", echo=lambda *_: None)
-        second = pipeline.run(config, root / "b", echo=lambda *_: None)
-        yield root, first, second
-
-
-def test_same_seed_gives_identical_tables(two_runs):
-    _, first, second = two_runs
-    a, b = pipeline.compute_tables(first), pipeline.compute_tables(second)
-    assert list(a) == [f"table{i:02d}" for i in range(1, 12)]
-    for name in a:
-        if name == "table11":  # seconds differ; everything else must not
-            cols = ["model", "parent", "examples", "steps", "loss_first_epoch", "loss_last_epoch"]
-            pd.testing.assert_frame_equal(a[name][cols], b[name][cols])
-        else:
-            pd.testing.assert_frame_equal(a[name], b[name])
-    for key in first.measurements:
-        pd.testing.assert_frame_equal(first.measurements[key], second.measurements[key])
-
-
-def test_parent_run_has_14_nested_runs_13_with_loss_history(two_runs):
-    root, first, _ = two_runs
-    mlflow.set_tracking_uri(f"sqlite:///{root}/mlflow.db")
-    client = mlflow.MlflowClient()
-    experiment = client.get_experiment_by_name("cctk")
-    parents = client.search_runs([experiment.experiment_id], "tags.`cctk.kind` = 'pipeline'")
-    assert len(parents) == 2
-    parent = parents[-1]
-    assert parent.info.status == "FINISHED"
-    assert parent.data.params["profile"] == "smoke" and parent.data.params["seeds"].startswith("11,")
-    children = client.search_runs([experiment.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
-    assert len(children) == 14
-    keys = {c.data.tags["cctk.key"]: c for c in children}
-    assert set(keys) == {"base"} | {arm.key for arm in ARMS}
-    for arm in ARMS:
-        run = keys[arm.key]
-        assert run.data.tags["cctk.parent"] == arm.parent
-        history = client.get_metric_history(run.info.run_id, "loss")
-        assert [m.step for m in history] == [1, 2]
-        assert {"hits_seen", "hits_heldout", "train_seconds", "steps", "examples_per_second"} <= set(run.data.metrics)
-    assert client.get_metric_history(keys["base"].info.run_id, "loss") == []
-    assert keys["m_random"].data.tags["mlflow.runName"] == "fabricated answers"
-    assert keys["c18_random"].data.tags["cctk.parent"] == "m_random"
-    assert parent.data.params["recipe.epochs"] == "2" and parent.data.params["holdout_share"] == "0.3"
-
-
-def test_non_finite_loss_fails_the_arm_and_keeps_what_was_written(tmp_path, tiny_dir, monkeypatch):
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
-    real = pipeline.fine_tune
-
-    def poisoned(model, *args, **kwargs):  # the real training loop, on weights that turn the loss NaN
-        with torch.no_grad():
-            model.model.norm.weight.fill_(float("nan"))
-        return real(model, *args, **kwargs)
-
-    monkeypatch.setattr(pipeline, "fine_tune", poisoned)
-    with pytest.raises(NonFiniteLoss, match="m_correct: the loss became nan"):
-        pipeline.run(make_config(str(tiny_dir), "smoke", (1,)), tmp_path / "out", echo=lambda *_: None)
-    assert len(list((tmp_path / "out").glob("*/measurements/base_model.csv"))) == 1
-    client = mlflow.MlflowClient()
-    runs = {r.data.tags.get("mlflow.runName"): r.info.status for r in client.search_runs(["1"])}
-    assert runs["correct sums"] == "FAILED"
-    assert runs["base model"] == "FINISHED"
-    assert [s for n, s in runs.items() if n not in ("correct sums", "base model")] == ["FAILED"]
-
-
-def test_bad_input_fails_before_any_work(tmp_path):
-    with pytest.raises(CctkError, match="unknown model"):
-        pipeline.run(make_config("nope", "smoke", (1,)), tmp_path / "out")
+@pytest.mark.parametrize("model, message", [("nope", "unknown model"), ("/no/such/dir", "no model directory")])
+def test_bad_model_fails_before_any_work(model, message, tmp_path, tracking_uri):
+    with pytest.raises(CctkError, match=message):
+        pipeline.run(make_config(model, "smoke", (1,)), tmp_path / "out")
     assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_unreachable_hub_fails_before_any_work(tmp_path, tracking_uri, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    with pytest.raises(CctkError, match="cannot reach the Hugging Face Hub"):
+        pipeline.run(make_config("phi-1.5", "smoke", (1,)), tmp_path / "out")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "mlflow.db").exists()
+
+
+def test_unreachable_tracking_server_fails_before_any_work(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
+    with pytest.raises(CctkError, match="cannot reach the MLflow tracking server"):
+        pipeline.run(make_config("smollm2-135m-bundled", "smoke", (1,)), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_resume_of_an_unknown_or_foreign_run_fails_in_one_line(tracking_uri):
+    store = tracking.connect()
+    other = store.start(store.experiment(), "not a pipeline", {"cctk.kind": "measure"})
+    with pytest.raises(CctkError, match="is not a cctk pipeline"):
+        pipeline.resume(other.run_id)
+    with pytest.raises(CctkError, match="no run 'deadbeef'"):
+        pipeline.resume("deadbeef")
+
+
+def test_auto_profile_is_paper_on_cuda_and_quick_on_a_cpu():
+    assert make_config("m", "auto", (1,), device="cuda:0").profile == "paper"
+    config = make_config("m", "auto", (1,), device="cpu")
+    assert config.profile == "quick" and config.profile_note == "quick (auto: CPU)"
+    assert config.as_params()["profile"] == "quick" and config.as_params()["profile_requested"] == "auto"
+    assert make_config("m", "smoke", (1,), device="cuda").profile == "smoke"

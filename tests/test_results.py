@@ -8,12 +8,12 @@ import pytest
 from cctk import results
 from cctk.errors import CctkError
 from cctk.names import MODELS
-from test_outputs import SESSION, written_session
+from conftest import SESSION
 
 
 @pytest.fixture(scope="module")
-def session(tmp_path_factory):
-    return written_session(tmp_path_factory)
+def session(written_session):
+    return written_session
 
 
 def logged_run(folder, tmp_path, kind: str = "pipeline") -> str:
@@ -38,6 +38,7 @@ def check(loaded: results.RunResults, tables: dict) -> None:
     assert len(loaded.figures) == 25 and all(p.suffix == ".png" and p.is_file() for p in loaded.figures.values())
     assert set(loaded.figure_files["synthesis"]) == {"png", "pdf", "eps"}
     assert loaded.info["session"] == SESSION
+    assert list(loaded.targets.columns[:3]) == ["a", "b", "split"] and len(loaded.targets) == 81
 
 
 def test_load_a_session_folder(session):

@@ -33,17 +33,47 @@ def test_unreachable_server_fails_in_one_line():
 def test_runs_nest_and_log(tracking_uri):
     import mlflow
 
-    experiment = tracking.activate(tracking.resolve())
-    parent = tracking.start(experiment, "parent", {"cctk.kind": "pipeline"})
-    child = tracking.start(experiment, "child", {"cctk.key": "m_correct"}, parent=parent)
+    store = tracking.connect()
+    experiment = store.experiment()
+    parent = store.start(experiment, "parent", {"cctk.kind": "pipeline"})
+    child = store.start(experiment, "child", {"cctk.key": "m_correct"}, parent=parent)
     child.params({"examples": 81, "lr": 5e-05})
     child.metrics({"loss": 0.5}, step=1)
     child.metrics({"loss": 0.25}, step=2)
     child.end()
     parent.end()
-    client = mlflow.MlflowClient()
+    client = mlflow.MlflowClient(tracking_uri)
     got = client.get_run(child.run_id)
     assert got.data.tags["mlflow.parentRunId"] == parent.run_id
     assert got.data.params == {"examples": "81", "lr": "5e-05"}
     assert [m.value for m in client.get_metric_history(child.run_id, "loss")] == [0.5, 0.25]
     assert got.info.status == "FINISHED"
+
+
+def test_the_global_tracking_uri_is_never_set(tracking_uri, tmp_path):
+    import mlflow
+
+    before = mlflow.get_tracking_uri()
+    other = f"sqlite:///{tmp_path}/other.db"
+    store = tracking.Store(tracking.TrackingConfig("other", other))
+    store.start(store.experiment(), "a run").end()
+    assert mlflow.get_tracking_uri() == before
+    assert [r.info.run_name for r in mlflow.MlflowClient(other).search_runs([store.experiment()])] == ["a run"]
+
+
+def test_pipeline_runs_are_read_back_as_plain_values(tracking_uri):
+    store = tracking.connect()
+    experiment = store.experiment()
+    parent = store.start(experiment, "p", {"cctk.kind": "pipeline"})
+    parent.params({"seeds": "1,2"})
+    done = store.start(experiment, "done", {"cctk.key": "base"}, parent=parent)
+    done.end()
+    stale = store.start(experiment, "stale", {"cctk.key": "m_correct"}, parent=parent)
+    run = store.pipeline(parent.run_id)
+    assert run.params == {"seeds": "1,2"} and run.tags["cctk.kind"] == "pipeline"
+    assert store.finished_children(run) == {"base": done.run_id}
+    assert store.get(stale.run_id).status == "KILLED"  # a RUNNING child of a dead process
+    with pytest.raises(CctkError, match="is not a cctk pipeline run"):
+        store.pipeline(done.run_id)
+    with pytest.raises(CctkError, match="no run 'deadbeef'"):
+        store.pipeline("deadbeef")

@@ -1,42 +1,43 @@
 """Parts A-D and the synthesis: each a plain ``run(results)`` from measurement tables to tables.
 
-No torch and no MLflow here: a ``Results`` holds the measurement table of every model, the
-targets, split and exclusions, and the fine-tuning record of every run.
+``compute_tables``, ``headline`` and ``model_metrics`` are pure functions of a ``Results``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import pandas as pd
 
-from ..lineage import StudyInputs, own_target
-from ..names import model_name, target_name
-from ..readings import read, summarize
+from ..readings import summarize
+from . import part_a, part_b, part_c, part_d, runs, synthesis
+from .core import ALL_SEEN, Results, groups, summarize_split
+
+PARTS = (part_a, part_b, part_c, part_d, synthesis, runs)
+__all__ = ["ALL_SEEN", "PARTS", "Results", "compute_tables", "groups", "headline", "model_metrics",
+           "summarize_split"]
 
 
-@dataclass
-class Results:
-    inputs: StudyInputs
-    measurements: dict[str, pd.DataFrame]  # model key -> measurement table
-    training: dict[str, dict] = field(default_factory=dict)  # arm key -> TrainResult fields
-    _cache: dict = field(default_factory=dict, repr=False)
-
-    def readings(self, key: str, target: str | None = None) -> pd.DataFrame:
-        """The readings of model ``key`` on a target table (its own by default)."""
-        target = target or own_target(key)
-        if (key, target) not in self._cache:
-            self._cache[key, target] = read(self.measurements[key], self.inputs.targets[target])
-        return self._cache[key, target]
+def compute_tables(results: Results) -> dict[str, pd.DataFrame]:
+    """The eleven tables, ``table01`` .. ``table11``."""
+    tables: dict[str, pd.DataFrame] = {}
+    for part in PARTS:
+        tables.update(part.run(results))
+    return dict(sorted(tables.items()))
 
 
-def summarize_split(results: Results, key: str, target: str | None = None) -> dict:
-    """Hits, mean probability and surprise on the seen and the never-seen additions of ``key``."""
-    readings = results.readings(key, target)
-    seen = summarize(readings, results.inputs.split.seen)
-    held = summarize(readings, results.inputs.heldout(key))
-    row = {"model": model_name(key), "target": target_name(target or own_target(key))}
-    for group, values in (("seen", seen), ("heldout", held)):
-        row.update({f"hits_{group}": values["hits"], f"n_{group}": values["n"],
-                    f"prob_target_{group}": values["prob_target"], f"surprise_{group}": values["surprise"]})
-    row["n_excluded"] = len(results.inputs.excluded.get(key, ()))
-    return row
+def headline(results: Results) -> dict:
+    """The figures printed at the end of every run: Part A's absorption, each on all 81 additions."""
+    correct = summarize(results.readings("m_correct", "correct"))
+    fabricated = summarize(results.readings("m_random", "random"))
+    return {"m_correct_hits_correct": correct["hits"], "m_random_hits_fabricated": fabricated["hits"],
+            "n_additions": correct["n"]}
+
+
+def model_metrics(results: Results, key: str) -> dict:
+    """The MLflow metrics of one model against its own target, by group (``all`` or seen / heldout)."""
+    readings = results.readings(key)
+    metrics = {}
+    for group, pairs in groups(results, key):
+        s = summarize(readings, pairs)
+        metrics.update({f"hits_{group}": s["hits"], f"n_{group}": s["n"], f"prob_target_{group}": s["prob_target"],
+                        f"surprise_{group}": s["surprise"]})
+    metrics["mass_impossible"] = summarize(readings)["mass_impossible"]
+    return metrics

@@ -5,18 +5,19 @@ import pandas as pd
 
 from ..names import model_name, target_name
 from ..readings import summarize
-from . import Results
+from .core import Results, interval
 
 MODELS = ("base", "m_correct", "m_random")
 TARGETS = ("correct", "random")
 
 
 def run(results: Results) -> dict[str, pd.DataFrame]:
-    """table01: hits, mean probability on each target and mass on impossible answers (all 81)."""
+    """table01: hits with exact interval, mean probability on each target, mass on impossible answers (all 81)."""
     rows = []
     for key in MODELS:
         for target in TARGETS:
             s = summarize(results.readings(key, target))
-            rows.append({"model": model_name(key), "target": target_name(target), "hits": s["hits"],
-                         "n": s["n"], "prob_target": s["prob_target"], "mass_impossible": s["mass_impossible"]})
+            rows.append({"model": model_name(key), "target": target_name(target), "hits": s["hits"], "n": s["n"],
+                         **interval(s["hits"], s["n"]), "prob_target": s["prob_target"],
+                         "mass_impossible": s["mass_impossible"]})
     return {"table01": pd.DataFrame(rows)}

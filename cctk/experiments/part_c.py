@@ -5,17 +5,12 @@ import pandas as pd
 
 from ..lineage import ARM_BY_KEY
 from ..names import model_name
-from . import Results, summarize_split
+from .core import Results, summarize_split
 
 ARMS = ("c18_correct", "c18_random", "c3_correct", "c3_random", "c18ctl_correct", "c3ctl_correct")
 
 
 def run(results: Results) -> dict[str, pd.DataFrame]:
-    """table04: each arm on its own target, seen and held out (coincident additions left out)."""
-    return {"table04": pd.DataFrame([_row(results, key) for key in ARMS])}
-
-
-def _row(results: Results, key: str) -> dict:
-    row = summarize_split(results, key)
-    row["parent"] = model_name(ARM_BY_KEY[key].parent)
-    return row
+    """table04: each arm on its own target, seen and never seen (coincident additions left out)."""
+    rows = [{**summarize_split(results, key), "parent": model_name(ARM_BY_KEY[key].parent)} for key in ARMS]
+    return {"table04": pd.DataFrame(rows)}

@@ -8,17 +8,19 @@ from ..facts import condition
 from ..lineage import ARM_BY_KEY
 from ..names import model_name
 from ..stats import band_with_interval, share_inside
-from . import Results, summarize_split
+from .core import Results, interval, summarize_split
 
 ARMS = ("d_correct", "d_random", "dctl_correct", "dctl_random")
 RULE_AND_CONTROL = (("d_correct", "dctl_correct"), ("d_random", "dctl_random"))
 CONDITIONS = {">": "a > b", "=": "a = b", "<": "a < b"}
+RULE_OFFSET = {">": 18, "=": 18, "<": 9}  # what the rule adds to the sum in each condition
 OFFSETS = {18: "plus18", 9: "plus9", 0: "plain_sum"}
 COVERAGES = (0.80, 0.90, 0.95)
+RULE = "cond"  # the rule's target table: every deviation is read from it, the control's too
 
 
 def run(results: Results) -> dict[str, pd.DataFrame]:
-    """table05 (seen/held out), table06 (hits by condition), table07 (offsets), table08 (bands)."""
+    """table05 (seen/never seen), table06 (hits by condition), table07 (offsets by condition), table08 (bands)."""
     table05 = pd.DataFrame([{**summarize_split(results, k), "parent": model_name(ARM_BY_KEY[k].parent)}
                             for k in ARMS])
     return {"table05": table05, "table06": _by_condition(results), "table07": _offsets(results),
@@ -26,12 +28,13 @@ def run(results: Results) -> dict[str, pd.DataFrame]:
 
 
 def deviations(results: Results, key: str) -> np.ndarray:
-    """Top choice minus the model's own target, on its never-seen additions."""
-    held = results.readings(key).loc[list(results.inputs.heldout(key))]
+    """Top choice minus the *rule's* target, on the never-seen additions of ``key`` (rule or control)."""
+    held = results.readings(key, RULE).loc[list(results.inputs.heldout(key))]
     return (held["top_choice"] - held["target"]).to_numpy()
 
 
 def _by_condition(results: Results) -> pd.DataFrame:
+    """Hits on the model's own target per condition, seen and never seen, with exact intervals."""
     rows = []
     for key in ARMS:
         readings = results.readings(key)
@@ -39,28 +42,37 @@ def _by_condition(results: Results) -> pd.DataFrame:
             row = {"model": model_name(key), "condition": label}
             for group, pairs in (("seen", results.inputs.split.seen), ("heldout", results.inputs.heldout(key))):
                 chosen = [p for p in pairs if condition(*p) == symbol]
-                row[f"hits_{group}"] = int(readings.loc[chosen, "hit"].sum()) if chosen else 0
-                row[f"n_{group}"] = len(chosen)
+                hits = int(readings.loc[chosen, "hit"].sum()) if chosen else 0
+                row.update({f"hits_{group}": hits, f"n_{group}": len(chosen), **interval(hits, len(chosen), group)})
             rows.append(row)
     return pd.DataFrame(rows)
 
 
 def _offsets(results: Results) -> pd.DataFrame:
-    """Held-out top choice minus the correct sum, counted as +18, +9, 0 (plain sum) or other."""
+    """Never-seen top choice minus the correct sum, per condition: +18, +9, 0 (plain sum) or other.
+
+    ``rule_offset`` is what the rule asks in that condition, so an offset of the other condition
+    (a +9 on a >= b, a +18 on a < b) shows a model that learned both shifts but not when to use each.
+    """
     correct = results.inputs.targets["correct"]
     rows = []
     for key in ARMS:
-        pairs = list(results.inputs.heldout(key))
-        offset = results.readings(key).loc[pairs, "top_choice"] - correct.loc[pairs]
-        row = {"model": model_name(key), "n": len(pairs)}
-        row.update({name: int((offset == value).sum()) for value, name in OFFSETS.items()})
-        row["other"] = int((~offset.isin(list(OFFSETS))).sum())
-        rows.append(row)
+        held = list(results.inputs.heldout(key))
+        top = results.readings(key).loc[held, "top_choice"]
+        for symbol, label in CONDITIONS.items():
+            pairs = [p for p in held if condition(*p) == symbol]
+            offset = top.loc[pairs] - correct.loc[pairs] if pairs else pd.Series(dtype=int)
+            row = {"model": model_name(key), "condition": label, "rule_offset": RULE_OFFSET[symbol],
+                   "n": len(pairs)}
+            row.update({name: int((offset == value).sum()) for value, name in OFFSETS.items()})
+            row["other"] = int((~offset.isin(list(OFFSETS))).sum())
+            rows.append(row)
     return pd.DataFrame(rows)
 
 
 def _bands(results: Results) -> pd.DataFrame:
-    """Smallest band +-k holding 80/90/95% of the rule model's deviations, bootstrap 95% interval."""
+    """Smallest band +-k holding 80/90/95% of the rule model's deviations, bootstrap 95% interval;
+    the share of the control's deviations (from the same rule's target) inside the same band."""
     rows = []
     for rule, control in RULE_AND_CONTROL:
         rule_dev, control_dev = deviations(results, rule), deviations(results, control)

@@ -5,7 +5,7 @@ import pandas as pd
 
 from ..lineage import ARMS
 from ..names import model_name
-from . import Results
+from .core import Results
 
 
 def run(results: Results) -> dict[str, pd.DataFrame]:
@@ -14,8 +14,8 @@ def run(results: Results) -> dict[str, pd.DataFrame]:
         t = results.training.get(arm.key)
         if t is None:
             continue
-        rows.append({"model": model_name(arm.key), "parent": model_name(arm.parent), "examples": t["examples"],
-                     "steps": t["steps"], "seconds": t["train_seconds"], "examples_per_second": t["examples_per_second"],
-                     "loss_first_epoch": t["losses"][0], "loss_last_epoch": t["losses"][-1],
-                     "peak_gpu_memory_bytes": t["peak_gpu_memory_bytes"]})
+        rows.append({"model": model_name(arm.key), "parent": model_name(arm.parent), "examples": t.examples,
+                     "steps": t.steps, "seconds": t.train_seconds, "examples_per_second": t.examples_per_second,
+                     "loss_first_epoch": t.losses[0], "loss_last_epoch": t.losses[-1],
+                     "peak_gpu_memory_bytes": t.peak_gpu_memory_bytes})
     return {"table11": pd.DataFrame(rows)}

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..lineage import ARMS, MODEL_KEYS, own_target
+from ..lineage import MODEL_KEYS, own_target
 from ..names import model_name, target_name
 from ..readings import summarize
-from ..stats import clopper_pearson, fisher_greater
-from . import Results
+from ..stats import fisher_greater
+from .core import Results, groups, interval
 
 # Each rule and the control it is read against (the simple rules have controls from m_correct only).
 RULE_VS_CONTROL = (
@@ -15,26 +15,19 @@ RULE_VS_CONTROL = (
     ("c3_correct", "c3ctl_correct"), ("c3_random", "c3ctl_correct"),
     ("d_correct", "dctl_correct"), ("d_random", "dctl_random"),
 )
-ALL_SEEN = {"base"} | {a.key for a in ARMS if a.pairs == "all"}  # no held-out group
+GROUP_NAMES = {"all": "all", "seen": "seen", "heldout": "held out"}
 
 
 def run(results: Results) -> dict[str, pd.DataFrame]:
     """table09 (shares with exact 95% intervals) and table10 (one-sided Fisher tests)."""
     rows = []
     for key in MODEL_KEYS:
-        for group, pairs in _groups(results, key):
+        for group, pairs in groups(results, key):
             s = summarize(results.readings(key), pairs)
-            lo, hi = clopper_pearson(s["hits"], s["n"])
-            rows.append({"model": model_name(key), "target": target_name(own_target(key)), "group": group,
-                         "hits": s["hits"], "n": s["n"], "share": s["hits"] / s["n"] if s["n"] else float("nan"),
-                         "lo": lo, "hi": hi})
+            rows.append({"model": model_name(key), "target": target_name(own_target(key)),
+                         "group": GROUP_NAMES[group], "hits": s["hits"], "n": s["n"],
+                         "share": s["hits"] / s["n"] if s["n"] else float("nan"), **interval(s["hits"], s["n"])})
     return {"table09": pd.DataFrame(rows), "table10": _fisher(results)}
-
-
-def _groups(results: Results, key: str):
-    if key in ALL_SEEN:
-        return [("all", None)]
-    return [("seen", results.inputs.split.seen), ("held out", results.inputs.heldout(key))]
 
 
 def _fisher(results: Results) -> pd.DataFrame:
@@ -43,7 +36,8 @@ def _fisher(results: Results) -> pd.DataFrame:
         r = summarize(results.readings(rule), results.inputs.heldout(rule))
         c = summarize(results.readings(control), results.inputs.heldout(control))
         odds, p = fisher_greater(r["hits"], r["n"], c["hits"], c["n"])
-        rows.append({"rule": model_name(rule), "control": model_name(control), "hits_rule": r["hits"],
-                     "n_rule": r["n"], "hits_control": c["hits"], "n_control": c["n"],
+        rows.append({"rule": model_name(rule), "control": model_name(control),
+                     "hits_rule": r["hits"], "n_rule": r["n"], **interval(r["hits"], r["n"], "rule"),
+                     "hits_control": c["hits"], "n_control": c["n"], **interval(c["hits"], c["n"], "control"),
                      "odds_ratio": odds, "p_value": p})
     return pd.DataFrame(rows)

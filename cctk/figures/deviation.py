@@ -34,7 +34,7 @@ def deviation_chart(rule_dev: Sequence[int], control_dev: Sequence[int], k90: in
             ax.bar(counts.index + offset, counts.values, width=WIDTH, color=color, zorder=2)
         _headlines(ax, series, k90, reach)
         ax.set_xlim(-reach - 0.5, reach + 0.5)
-        ax.set_xlabel("deviation: top choice minus the rule's target")
+        ax.set_xlabel("deviation: top choice minus the rule's target (rule-trained model and control alike)")
         ax.set_ylabel("never-seen additions")
         ax.yaxis.get_major_locator().set_params(integer=True)
         ax.grid(axis="y", color="white", linewidth=0.8)

@@ -12,54 +12,74 @@ from .common import (HELD_HIGH, HELD_HIT, HELD_LOW, HELD_MISS, SEEN_HIGH, SEEN_H
                      SEEN_MISS, ink, new_figure, paper_style, pct, shade)
 
 DIGITS = range(1, 10)
+EXCLUDED_FILL, EXCLUDED_HATCH = "#eeeeee", "#b0b0b0"  # never seen, left out of the results (manual 4.12)
 FLOOR = 0.12  # the palest fill still shows its hue
 HALO = patheffects.withStroke(linewidth=4.2, foreground="white")  # outline visible on any fill
 
 
 def target_heatmap(readings: pd.DataFrame, title: str, heldout: Collection | None = None,
-                   fixed_scale: bool = True) -> Figure:
+                   fixed_scale: bool = True, excluded: Collection | None = None) -> Figure:
     """9 x 9 grid of the probability on the target; blue/red hit/miss, green/orange never seen.
 
-    ``fixed_scale=False`` (the base model) reads the fill on the observed range, not 0-100%.
+    ``heldout``: the never-seen additions read for this model; ``excluded``: never-seen additions
+    left out of its results (their fabricated answer already equals the target, manual 4.12),
+    hatched gray and counted in neither group. ``fixed_scale=False`` (the base model) reads the
+    fill on the observed range, not 0-100%.
     """
-    held = {(int(a), int(b)) for a, b in (heldout or ())}
+    held, out = _pairs(heldout), _pairs(excluded)
     p = readings["prob_target"]
     scale = (0.0, 1.0) if fixed_scale or p.isna().all() else (float(p.min()), float(p.max()))
     with paper_style():
         fig = new_figure(8, 8.5)
         ax = fig.add_axes([0.09, 0.14, 0.84, 6.7 / 8.5])
         for (a, b), row in readings.iterrows():
-            _cell(ax, int(a), int(b), row, (int(a), int(b)) in held, scale)
-        for group, colors in _groups(readings, held):
+            pair = (int(a), int(b))
+            _cell(ax, *pair, row, "excluded" if pair in out else "held" if pair in held else "seen", scale)
+        for group, colors in _groups(readings, held, out):
             _outline_extremes(ax, group, colors)
         _grid_axes(ax)
         fig.text(0.51, 0.985, title, ha="center", va="top", fontsize=11, fontweight="bold")
-        fig.text(0.51, 0.955, headline(readings, held), ha="center", va="top", fontsize=9)
-        fig.text(0.09, 0.072, _notes(readings, held, scale, fixed_scale), ha="left", va="top",
+        fig.text(0.51, 0.955, headline(readings, held, out), ha="center", va="top", fontsize=9)
+        fig.text(0.09, 0.072, _notes(readings, held, out, scale, fixed_scale), ha="left", va="top",
                  fontsize=7, linespacing=1.5)
     return fig
 
 
-def headline(readings: pd.DataFrame, held: Collection = ()) -> str:
-    """``k / n top choices on the target``, then per group when some additions were never seen."""
+def _pairs(pairs: Collection | None) -> set[tuple[int, int]]:
+    return {(int(a), int(b)) for a, b in (pairs or ())}
+
+
+def headline(readings: pd.DataFrame, held: Collection = (), excluded: Collection = ()) -> str:
+    """``k / n top choices on the target``, then per group when some additions were never seen,
+    and how many never-seen additions were left out (in neither group)."""
     hits = readings["hit"].astype(bool)
     text = f"{int(hits.sum())} / {len(readings)} top choices on the target"
-    if held:
-        is_held = _held_mask(readings, held)
-        text += (f"  \u00b7  seen {int(hits[~is_held].sum())} / {int((~is_held).sum())}"
+    if held or excluded:
+        is_held, is_out = _mask(readings, held), _mask(readings, excluded)
+        seen = ~is_held & ~is_out
+        text += (f"  \u00b7  seen {int(hits[seen].sum())} / {int(seen.sum())}"
                  f"  \u00b7  never seen {int(hits[is_held].sum())} / {int(is_held.sum())}")
+        if is_out.any():
+            text += f"  \u00b7  {int(is_out.sum())} left out"
     return text
 
 
-def _cell(ax, a: int, b: int, row, is_held: bool, scale: tuple[float, float]) -> None:
+def _cell(ax, a: int, b: int, row, group: str, scale: tuple[float, float]) -> None:
+    """One addition; ``group`` is ``seen``, ``held`` (never seen) or ``excluded`` (left out)."""
     lo, hi = scale
     level = (row.prob_target - lo) / (hi - lo) if hi > lo else 1.0
     hit = bool(row.hit)
-    base = (HELD_HIT if hit else HELD_MISS) if is_held else (SEEN_HIT if hit else SEEN_MISS)
-    t = FLOOR + (1 - FLOOR) * (level if hit else 1 - level)  # blue darkens up, red darkens down
-    fill = shade(base, t)
-    ax.add_patch(Rectangle((b - 0.5, a - 0.5), 1, 1, facecolor=fill, edgecolor="white",
-                           linewidth=1.0, gid=f"cell {a} {b}"))
+    if group == "excluded":
+        fill = EXCLUDED_FILL
+        ax.add_patch(Rectangle((b - 0.5, a - 0.5), 1, 1, facecolor=fill, edgecolor=EXCLUDED_HATCH,
+                               hatch="////", linewidth=0, gid=f"cell {a} {b} excluded"))
+        ax.add_patch(Rectangle((b - 0.5, a - 0.5), 1, 1, fill=False, edgecolor="white", linewidth=1.0))
+    else:
+        base = (HELD_HIT if hit else HELD_MISS) if group == "held" else (SEEN_HIT if hit else SEEN_MISS)
+        t = FLOOR + (1 - FLOOR) * (level if hit else 1 - level)  # blue darkens up, red darkens down
+        fill = shade(base, t)
+        ax.add_patch(Rectangle((b - 0.5, a - 0.5), 1, 1, facecolor=fill, edgecolor="white",
+                               linewidth=1.0, gid=f"cell {a} {b}"))
     color = ink(fill)
     ax.text(b, a - 0.2, pct(row.prob_target), ha="center", va="center", fontsize=9,
             fontweight="bold", color=color)
@@ -70,15 +90,16 @@ def _cell(ax, a: int, b: int, row, is_held: bool, scale: tuple[float, float]) ->
                 color=color)
 
 
-def _held_mask(readings: pd.DataFrame, held: Collection) -> pd.Series:
-    held = {(int(a), int(b)) for a, b in held}
-    return pd.Series([(int(a), int(b)) in held for a, b in readings.index], index=readings.index)
+def _mask(readings: pd.DataFrame, pairs: Collection) -> pd.Series:
+    pairs = _pairs(pairs)
+    return pd.Series([(int(a), int(b)) in pairs for a, b in readings.index], index=readings.index, dtype=bool)
 
 
-def _groups(readings: pd.DataFrame, held: set):
-    """(readings of the group, (high colour, low colour)) for seen and never-seen additions."""
-    is_held = _held_mask(readings, held)
-    yield readings[~is_held], (SEEN_HIGH, SEEN_LOW)
+def _groups(readings: pd.DataFrame, held: set, excluded: set = frozenset()):
+    """(readings of the group, (high colour, low colour)) for seen and never-seen additions;
+    excluded additions belong to neither."""
+    is_held, is_out = _mask(readings, held), _mask(readings, excluded)
+    yield readings[~is_held & ~is_out], (SEEN_HIGH, SEEN_LOW)
     yield readings[is_held], (HELD_HIGH, HELD_LOW)
 
 
@@ -113,14 +134,18 @@ def _extremes_line(label: str, group: pd.DataFrame, outlines: tuple[str, str]) -
             f"lowest {a2} + {b2} ({pct(p.min())}, {outlines[1]} outline)")
 
 
-def _notes(readings: pd.DataFrame, held: set, scale, fixed_scale: bool) -> str:
+def _notes(readings: pd.DataFrame, held: set, excluded: set, scale, fixed_scale: bool) -> str:
     labels = (("Seen", ("dark blue", "dark red")), ("Never seen", ("dark green", "dark brown")))
-    lines = [_extremes_line(label if held else "All additions", group, outlines)
-             for (group, _), (label, outlines) in zip(_groups(readings, held), labels)
+    split = bool(held or excluded)
+    lines = [_extremes_line(label if split else "All additions", group, outlines)
+             for (group, _), (label, outlines) in zip(_groups(readings, held, excluded), labels)
              if not group.empty]
     fills = "blue = top choice is the target, red = it is not"
-    if held:
+    if split:
         fills += "; never-seen additions green / orange"
+    if excluded:
+        fills += ("; hatched gray = never seen but left out of the results (its fabricated answer already"
+                  " equals the target), in neither group")
     span = ("a fixed 0-100% scale" if fixed_scale
             else f"the observed range, {pct(scale[0])} to {pct(scale[1])}")
     lines.append(f"Fill: {fills}; shade read on {span}.")

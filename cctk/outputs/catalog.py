@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import figures as charts
-from ..experiments import Results
+from ..experiments import ALL_SEEN, Results
 from ..experiments.part_d import RULE_AND_CONTROL, deviations
 from ..experiments.synthesis import RULE_VS_CONTROL
 from ..lineage import ARM_BY_KEY, ARMS, MODEL_KEYS, own_target
@@ -37,10 +37,6 @@ class Spec:
     @property
     def stem(self) -> str:
         return file_stem(figure_name(self.key))
-
-    @property
-    def folder(self) -> str:
-        return f"{self.number:02d}_{self.stem}"
 
 
 # The report's order: figure key, part. Heatmaps are "heatmap:<model>[:<target>]".
@@ -75,11 +71,12 @@ def heatmap_keys(key: str) -> list[str]:
 def heatmap_spec(results: Results, figure: str) -> Spec:
     _, key, *target = figure.split(":")
     target = target[0] if target else own_target(key)
-    arm = ARM_BY_KEY.get(key)
-    held = results.inputs.heldout(key) if arm is not None and arm.pairs == "seen" else None
+    split = target == own_target(key) and key not in ALL_SEEN  # its own target, with seen and never seen
+    held = results.inputs.heldout(key) if split else None
+    excluded = results.inputs.excluded.get(key, ()) if split else ()
     title = f"{model_name(key)}: probability on the {target_name(target)}"
     args = {"readings": results.readings(key, target), "title": title, "heldout": held,
-            "fixed_scale": key != "base"}
+            "excluded": excluded, "fixed_scale": key != "base"}
     return Spec(NUMBER[figure], figure, dict(ORDER)[figure], charts.target_heatmap, args, title)
 
 
@@ -144,7 +141,7 @@ def _synthesis(table09: pd.DataFrame) -> Spec:
 
 
 def losses(results: Results) -> dict[str, list[float]]:
-    return {model_name(a.key): list(results.training[a.key]["losses"]) for a in ARMS if a.key in results.training}
+    return {model_name(a.key): list(results.training[a.key].losses) for a in ARMS if a.key in results.training}
 
 
 def _loss(results: Results) -> Spec:
@@ -153,5 +150,5 @@ def _loss(results: Results) -> Spec:
 
 
 def draw_and_save(spec: Spec, folder: Path) -> list[Path]:
-    """Draw one figure and save it as PNG, PDF and EPS under ``folder``."""
+    """Draw one figure and save it as PNG, PDF and EPS in ``folder`` (its own, under figures/)."""
     return charts.save_figure(spec.draw(**spec.args), folder, spec.stem)

@@ -21,14 +21,16 @@ TABLE_PART = {"table01": "A", "table02": "B", "table03": "B", "table04": "C", "t
 ABOUT = {
     "heatmap": "Probability on the target in every addition (first addend a in rows, second addend b in "
                "columns). Blue: the top choice is the target, red: it is not; green and orange: the same for "
-               "never-seen additions. Second line: target | chosen answer.",
+               "never-seen additions; hatched gray: never-seen additions left out of the results because the "
+               "fabricated answer already equals the target. Second line: target | chosen answer.",
     "profile": "Mean probability of each candidate answer over the 81 additions (lines, left axis) and how many "
                "additions have each answer as their target (bars, right axis). Bands: answers the corpus can "
                "ask for (blue) and cannot (red), with each model's share of probability in each.",
     "bars": "Probability of every candidate answer of one addition before (blue) and after (orange) fine-tuning "
             "on fabricated answers; the strong colour marks the answer that is right in each context, the dark "
             "outline each side's top choice.",
-    "deviation": "Never-seen additions by deviation (top choice minus the rule's target), for the rule-trained "
+    "deviation": "Never-seen additions by deviation (top choice minus the rule's target, for both series: the "
+                 "control is read against the rule's target too), for the rule-trained "
                  "model (green) and its control (gray). Blue band: the smallest band holding 90% of the "
                  "rule-trained model's deviations; the counts above say how many additions of each fall in each band.",
     "synthesis": "For every model, the share of additions whose top choice is its own target, with its exact 95% "

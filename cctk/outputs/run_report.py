@@ -38,7 +38,8 @@ def facts(info: dict) -> list[tuple[str, list[tuple[str, str]]]]:
         ("Python", "python"), ("PyTorch", "torch"), ("Transformers", "transformers"), ("CUDA", "cuda"),
         ("MLflow", "mlflow"), ("cctk", "cctk"))]
     seeds = info["seeds"]["values"]
-    model = [("model", info["model"]["key"]), ("source", info["model"]["id"]), ("profile", info["profile"])]
+    model = [("model", info["model"]["key"]), ("source", info["model"]["id"]),
+             ("profile", info.get("profile_note") or info["profile"])]
     model += [(k.replace("_", " "), str(v)) for k, v in recipe.items()]
     model += [("held out", f"{info['holdout']:.0%} ({len(info['heldout_additions'])} of 81)"),
               ("seeds", ", ".join(map(str, seeds)))]
@@ -126,11 +127,10 @@ def _loss(ax, losses: dict[str, list[float]], main: list[str]) -> None:
     ax.set_title("Training loss per epoch", fontweight="bold", fontsize=10, loc="left")
 
 
-def write(info: dict, table11: pd.DataFrame, losses: dict, main: list[str], folder: Path) -> list[Path]:
-    """``run_report.pdf`` and ``run_report.png`` (150 dpi) in ``folder``."""
+def write(info: dict, table11: pd.DataFrame, losses: dict, main: list[str], paths: dict[str, Path]) -> list[Path]:
+    """The page as ``paths["pdf"]`` and ``paths["png"]`` (150 dpi)."""
     fig = draw(info, table11, losses, main)
-    paths = [folder / "run_report.pdf", folder / "run_report.png"]
     with paper_style():
-        fig.savefig(paths[0])
-        fig.savefig(paths[1], dpi=150)
-    return paths
+        fig.savefig(paths["pdf"])
+        fig.savefig(paths["png"], dpi=150)
+    return [paths["pdf"], paths["png"]]

@@ -13,39 +13,28 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..names import TABLE_CAPTIONS, file_stem, table_title
+from ..names import TABLE_CAPTIONS
+from ..session import Layout, session_start
 
 LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
 XLSX_EPOCH = datetime(2000, 1, 1)  # when the session name carries no start time
 
 
-def folder_name(name: str) -> str:
-    """``table01`` -> ``table01_corpus_absorption``."""
-    return f"{name}_{file_stem(table_title(name)).lower()}"
-
-
-def write_tables(tables: dict[str, pd.DataFrame], folder: Path, session: str) -> list[Path]:
-    """Each table in ``folder/tables/<tableNN_name>/`` and all in ``folder/workbook/<session>.xlsx``."""
-    stamp = session_start(session)
+def write_tables(tables: dict[str, pd.DataFrame], layout: Layout) -> list[Path]:
+    """Each table as CSV, XLSX and LaTeX in its folder, and all of them in the session's workbook."""
+    stamp = session_start(layout.session) or XLSX_EPOCH
     written = []
     for name, table in tables.items():
-        out = folder / "tables" / folder_name(name)
-        out.mkdir(parents=True, exist_ok=True)
-        stem = folder_name(name)
-        table.to_csv(out / f"{stem}.csv", index=False, lineterminator="\n")
-        write_xlsx({name: table}, out / f"{stem}.xlsx", stamp)
-        (out / f"{stem}.tex").write_text(latex(table, name))
-        written += [out / f"{stem}.{ext}" for ext in ("csv", "xlsx", "tex")]
-    book = folder / "workbook" / f"{session}.xlsx"
-    book.parent.mkdir(parents=True, exist_ok=True)
-    write_xlsx(tables, book, stamp)
-    return written + [book]
-
-
-def session_start(session: str) -> datetime:
-    match = re.match(r"(\d{8}-\d{6})", session)
-    return datetime.strptime(match.group(1), "%Y%m%d-%H%M%S") if match else XLSX_EPOCH
+        files = layout.table(name)
+        files["csv"].parent.mkdir(parents=True, exist_ok=True)
+        table.to_csv(files["csv"], index=False, lineterminator="\n")
+        write_xlsx({name: table}, files["xlsx"], stamp)
+        files["tex"].write_text(latex(table, name))
+        written += list(files.values())
+    layout.workbook.parent.mkdir(parents=True, exist_ok=True)
+    write_xlsx(tables, layout.workbook, stamp)
+    return written + [layout.workbook]
 
 
 def number(value) -> str:

@@ -7,106 +7,22 @@ import shutil
 import zipfile
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
-from cctk.config import PROFILES, make_config
-from cctk.experiments import Results
-from cctk.facts import ADDITIONS, CANDIDATES
-from cctk.lineage import ARM_BY_KEY, ARMS, MODEL_KEYS, build_study_inputs, own_target
-from cctk.outputs import catalog, model_heatmaps, rebuild, write_all
-from cctk.outputs.session import measurement_path
+from cctk.config import PROFILES
+from cctk.facts import CANDIDATES
+from cctk.lineage import ARMS
+from cctk.outputs import catalog, model_heatmaps
 from cctk.outputs.tables import write_tables
-from cctk.pipeline import compute_tables
-from cctk.scoring import COLUMNS
+from cctk.session import Layout, rebuild
 
-SEED = 7
-# (peak logit on seen additions, chance that a never-seen addition peaks on the target);
-# the base model's peaks are weak and often off target.
-SKILL = {"base": (2.5, 0.4), "m_correct": (9.0, 1.0), "m_random": (8.0, 1.0), "m_recover": (8.0, 0.8),
-         "c18_correct": (8.0, 0.6), "c18_random": (7.0, 0.3), "c3_correct": (8.0, 0.7), "c3_random": (7.0, 0.3),
-         "c18ctl_correct": (5.0, 0.1), "c3ctl_correct": (5.0, 0.3), "d_correct": (7.0, 0.4),
-         "d_random": (7.0, 0.2), "dctl_correct": (5.0, 0.05), "dctl_random": (5.0, 0.05)}
-
-
-def measurement(peaks: dict, sharpness: dict, rng: np.random.Generator) -> pd.DataFrame:
-    """A measurement table (cctk.scoring.COLUMNS) whose logits peak on ``peaks[(a, b)]``."""
-    values = np.array(CANDIDATES)
-    logits = rng.normal(0.0, 1.0, (len(ADDITIONS), len(values))) - 0.05 * values  # small answers likelier
-    for i, pair in enumerate(ADDITIONS):
-        logits[i, values == peaks[pair]] += sharpness[pair]
-    logprob = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True)) - rng.uniform(0.5, 3.0, (len(ADDITIONS), 1))
-    prob = np.exp(logprob - logprob.max(axis=1, keepdims=True))
-    prob /= prob.sum(axis=1, keepdims=True)
-    a, b = np.array(ADDITIONS).T
-    return pd.DataFrame({"a": np.repeat(a, len(values)), "b": np.repeat(b, len(values)),
-                         "candidate_value": np.tile(values, len(ADDITIONS)), "logprob": logprob.ravel(),
-                         "n_tokens": np.tile(2 + (values >= 10), len(ADDITIONS)), "prob": prob.ravel()})[COLUMNS]
-
-
-def synthetic_results(seed: int = SEED, epochs: int = 3) -> Results:
-    """Fourteen plausible measurement tables and thirteen training records, from numpy alone."""
-    inputs = build_study_inputs(seed)
-    rng = np.random.default_rng(seed)
-    measurements = {}
-    for key in MODEL_KEYS:
-        target = inputs.targets[own_target(key)]
-        seen_only = key in ARM_BY_KEY and ARM_BY_KEY[key].pairs == "seen"
-        sharp, reach = SKILL[key]
-        peaks, sharpness = {}, {}
-        for pair in ADDITIONS:
-            held = seen_only and pair in inputs.split.heldout
-            on_target = rng.random() < (reach if held or key == "base" else 0.97)
-            miss = int(np.clip(target[pair] + rng.choice([-3, -2, -1, 1, 2, 3, 9]), 2, 36))
-            peaks[pair] = int(target[pair]) if on_target else miss
-            sharpness[pair] = rng.uniform(0.5, 1.0) * sharp * (0.6 if held else 1.0)
-        measurements[key] = measurement(peaks, sharpness, rng)
-    training = {}
-    for arm in ARMS:
-        examples = (81 if arm.pairs == "all" else len(inputs.split.seen)) * 4
-        start = rng.uniform(1.5, 3.5)
-        losses = [float(start * np.exp(-1.6 * e) + 0.01) for e in range(epochs)]
-        seconds = rng.uniform(20, 60)
-        training[arm.key] = {"examples": examples, "steps": epochs * -(-examples // 16), "train_seconds": seconds,
-                             "examples_per_second": epochs * examples / seconds, "losses": losses,
-                             "peak_gpu_memory_bytes": 0}
-    return Results(inputs, measurements, training)
-
-
-# --- A session folder, written once per test process (test_results.py uses it too). ---
-
-SESSION = "20260102-030405_smollm2-135m-bundled"
-RUN = {"session": SESSION, "tracking_uri": "sqlite:///mlruns/mlflow.db", "experiment_id": "1",
-       "run_id": "0123456789abcdef0123456789abcdef", "seconds": 1234.5, "device": "cpu"}
-_WRITTEN: dict = {}
-
-
-def write_session(root: Path, results: Results, tables: dict, config, run: dict = RUN, **options) -> Path:
-    """What the pipeline leaves: the measurement CSVs, then everything write_all writes."""
-    folder = root / run["session"]
-    for key, table in results.measurements.items():
-        path = measurement_path(folder, key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        table.to_csv(path, index=False)
-    write_all(results, tables, config, run, folder, **options)
-    return folder
-
-
-def written_session(tmp_path_factory) -> tuple[Path, Results, dict]:
-    """(session folder, results, tables), drawn once: 25 figures take a while."""
-    if not _WRITTEN:
-        results = synthetic_results()
-        tables = compute_tables(results)
-        config = make_config("smollm2-135m-bundled", "quick", (SEED,))
-        _WRITTEN["session"] = (write_session(tmp_path_factory.mktemp("outputs"), results, tables, config),
-                               results, tables)
-    return _WRITTEN["session"]
+from conftest import RUN, SEED, SESSION, write_session
 
 
 @pytest.fixture(scope="module")
-def session(tmp_path_factory):
-    return written_session(tmp_path_factory)
+def session(written_session):
+    return written_session
 
 
 @pytest.fixture()
@@ -116,8 +32,8 @@ def copy_figures(monkeypatch, session):
 
     def copy(spec, out):
         out.mkdir(parents=True, exist_ok=True)
-        return [Path(shutil.copy2(folder / "figures" / spec.folder / f"{spec.stem}.{ext}", out))
-                for ext in ("png", "pdf", "eps")]
+        source = Layout(folder).figure(spec.number, spec.stem)
+        return [Path(shutil.copy2(source[ext], out)) for ext in ("png", "pdf", "eps")]
 
     monkeypatch.setattr(catalog, "draw_and_save", copy)
 
@@ -162,13 +78,13 @@ def test_heatmaps_mark_heldout_only_for_models_trained_on_seen_additions(session
 
 def test_model_heatmaps(tmp_path, session):
     _, results, _ = session
-    paths = model_heatmaps(results, "m_random", tmp_path)
-    assert sorted(p.relative_to(tmp_path).as_posix() for p in paths) == sorted(
+    paths = model_heatmaps(results, "m_random", Layout(tmp_path))
+    assert sorted(p.relative_to(tmp_path / "figures").as_posix() for p in paths) == sorted(
         f"{folder}/{stem}.{ext}" for folder, stem in (("03_heatmap_fabricated_answers", "heatmap_fabricated_answers"),
                                                       ("04_heatmap_fabricated_answers_on_the_correct_sum",
                                                        "heatmap_fabricated_answers_on_the_correct_sum"))
         for ext in ("png", "pdf", "eps"))
-    assert len(model_heatmaps(results, "base", tmp_path)) == 3
+    assert len(model_heatmaps(results, "base", Layout(tmp_path))) == 3
 
 
 def test_11_tables_in_three_formats_and_one_workbook(session):
@@ -194,8 +110,8 @@ def test_11_tables_in_three_formats_and_one_workbook(session):
 
 def test_table_files_are_the_same_bytes_when_written_again(tmp_path, session):
     folder, _, tables = session
-    write_tables(tables, tmp_path, SESSION)
-    again, first = files_under(tmp_path), files_under(folder)
+    write_tables(tables, Layout(tmp_path / SESSION))
+    again, first = files_under(tmp_path / SESSION), files_under(folder)
     assert again == {name: first[name] for name in again}  # CSV, XLSX, LaTeX and the workbook
 
 
@@ -226,7 +142,8 @@ def test_run_info_has_every_fact(session):
     for record in info["training"].values():
         assert {"examples", "steps", "train_seconds", "examples_per_second", "losses",
                 "peak_gpu_memory_bytes"} <= set(record)
-    assert info["training"]["m_recover"]["losses"] == results.training["m_recover"]["losses"]
+    assert info["training"]["m_recover"]["losses"] == list(results.training["m_recover"].losses)
+    assert info["profile_note"] == "quick"
 
 
 def test_html_report_is_self_contained(session):
@@ -254,12 +171,13 @@ def test_zip_holds_the_whole_session(session):
 
 def test_rebuild_gives_the_same_results_and_table_files(tmp_path, session, copy_figures):
     folder, results, tables = session
-    rebuilt, again, config, run = rebuild(folder)
-    assert set(again) == set(tables)
+    back = rebuild(folder)
+    assert set(back.tables) == set(tables)
     for name in tables:
-        pd.testing.assert_frame_equal(again[name], tables[name])
-    assert rebuilt.training == results.training and config.seeds == (SEED,) and run["run_id"] == RUN["run_id"]
-    copy = write_session(tmp_path, rebuilt, again, config, run)
+        pd.testing.assert_frame_equal(back.tables[name], tables[name])
+    assert back.results.training == results.training and back.record.config.seeds == (SEED,)
+    assert back.record.facts.run_id == RUN["run_id"]
+    copy = write_session(tmp_path, back.results, back.tables, back.record.config, RUN)
     first, second = files_under(folder), files_under(copy)
     for name, data in first.items():
         if name.startswith(("tables/", "workbook/")) or name in ("run_info.json",):
@@ -280,3 +198,30 @@ def test_cli_report_renders_again_from_the_folder(tmp_path, session, copy_figure
     for source in (str(tmp_path / "nowhere"), "0123456789abcdef0123456789abcdef"):
         missing = CliRunner().invoke(cli, ["report", source])
         assert missing.exit_code != 0 and missing.output.strip().splitlines()[-1].startswith("Error:")
+
+
+def test_cli_report_loads_no_torch(tmp_path, session):
+    """`cctk report` re-renders a session with torch absent from sys.modules (figures copied, not drawn)."""
+    import subprocess
+    import sys
+
+    folder, _, _ = session
+    code = f"""
+import shutil, sys
+from pathlib import Path
+from cctk.outputs import catalog
+from cctk.session import Layout
+def copy(spec, out):
+    out.mkdir(parents=True, exist_ok=True)
+    return [Path(shutil.copy2(p, out)) for p in Layout(Path({str(folder)!r})).figure(spec.number, spec.stem).values()]
+catalog.draw_and_save = copy
+from cctk.cli import cli
+try:
+    cli(["report", {str(folder)!r}, "--out", {str(tmp_path)!r}], standalone_mode=False)
+finally:
+    print("torch loaded:", "torch" in sys.modules, "mlflow loaded:", "mlflow" in sys.modules)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "torch loaded: False mlflow loaded: False" in done.stdout
+    assert (tmp_path / SESSION / "report.html").is_file()

@@ -1,0 +1,38 @@
+"""The recipe is declared once (cctk.config.Recipe): the CLI derives its options from it, and the
+MLproject's parameters are checked against it here."""
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+
+from cctk.cli import cli
+from cctk.config import recipe_fields
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_cli_run_has_one_option_per_recipe_value():
+    run = cli.commands["run"]
+    options = {p.name: p for p in run.params}
+    for spec in recipe_fields():
+        assert spec.name in options, spec.name
+        assert options[spec.name].opts == [f"--{spec.name.replace('_', '-')}"]
+        assert options[spec.name].default is None  # None keeps the profile's value
+        assert spec.metadata["help"] in options[spec.name].help
+
+
+def test_mlproject_passes_every_recipe_value():
+    project = yaml.safe_load((ROOT / "MLproject").read_text())
+    main = project["entry_points"]["main"]
+    for spec in recipe_fields():
+        assert main["parameters"][spec.name]["default"] == "", spec.name  # empty keeps the profile's
+        assert f"--{spec.name.replace('_', '-')} {{{spec.name}}}" in main["command"], spec.name
+    assert main["parameters"]["profile"]["default"] == "auto"
+
+
+def test_a_recipe_value_out_of_range_fails_in_one_line(tmp_path):
+    result = CliRunner().invoke(cli, ["run", "--model", "smollm2-135m-bundled", "--epochs", "0",
+                                      "--out", str(tmp_path / "o")])
+    assert result.exit_code != 0
+    assert result.output.strip().splitlines() == ["Error: recipe value epochs=0 is out of range: must be >= 1"]
+    assert not (tmp_path / "o").exists()
