@@ -69,22 +69,73 @@ def measure(model, out, tracking):
 @click.option("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available).")
 @recipe_options
 @click.option("--holdout", type=float, default=0.3, show_default=True, help="Share of additions held out.")
+@click.option("--curves", is_flag=True, default=False,
+              help="Measure every arm after every epoch: learning curves (MLflow histories and one more figure).")
+@click.option("--system-metrics/--no-system-metrics", default=True, show_default=True,
+              help="Log CPU, memory (and GPU) use of the pipeline to its MLflow run.")
 @click.option("--resume", "resume_id", default=None, metavar="RUN_ID",
               help="Continue an interrupted pipeline run (its own settings are used).")
-def run_command(model, profile, seed, out, tracking, device, holdout, resume_id, **recipe):
+def run_command(model, profile, seed, out, tracking, device, holdout, curves, system_metrics, resume_id, **recipe):
     """Run the whole 2.0.0 experiment for one model (Parts A-D and the synthesis)."""
+    run_pipeline(model, profile, seed, out, tracking, device, holdout, curves, system_metrics, resume_id,
+                 echo=click.echo, **recipe)
+
+
+def run_pipeline(model, profile, seed, out, tracking, device, holdout=0.3, curves=False, system_metrics=True,
+                 resume_id=None, sweep=None, cell=None, echo=print, **recipe) -> str:
+    """``cctk run`` as a function (a sweep runs its cells through it); returns the pipeline's run id."""
+    from . import pipeline
     from .config import make_config, parse_seeds
 
     if resume_id:
-        from . import pipeline
+        return pipeline.resume(resume_id, out, tracking, device, echo=echo, system_metrics=system_metrics).run_id
+    config = make_config(model, profile, parse_seeds(seed), holdout, device=str(pipeline.pick_device(device)),
+                         curves=curves, **recipe)
+    return pipeline.run(config, out, tracking, device, echo=echo, sweep=sweep, cell=cell,
+                        system_metrics=system_metrics).run_id
 
-        pipeline.resume(resume_id, out, tracking, device, echo=click.echo)
-        return
-    from . import pipeline
 
-    device = str(pipeline.pick_device(device))
-    config = make_config(model, profile, parse_seeds(seed), holdout, device=device, **recipe)
-    pipeline.run(config, out, tracking, device, echo=click.echo)
+def sweep_cell(cell, profile: str, out: str, tracking_uri: str, sweep_id: str, resume_id: str | None = None) -> str:
+    """One cell of a sweep (locally or in a Ray worker): ``cctk run`` nested under the sweep, quietly."""
+    return run_pipeline(cell.model, profile, str(cell.seed), Path(out), tracking_uri, None, resume_id=resume_id,
+                        sweep=sweep_id, cell=cell.key, echo=lambda *_: None, **dict(cell.overrides))
+
+
+@cli.command("sweep")
+@click.option("--models", default=None, help="Models, comma-separated (roster keys, Hub ids, model directories).")
+@click.option("--seeds", default=None, help="N (draw N fresh seeds) or S1,S2,... (these seeds).")
+@click.option("--set", "sets", multiple=True, metavar="NAME=V1,V2",
+              help="A recipe value and the values it takes (repeatable): the grid is their product.")
+@click.option("--profile", default=AUTO, show_default=True, help="Profile of every cell.")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="local: cells one after another in this process; ray: Ray tasks.")
+@click.option("--address", default=None, help="Ray cluster address (default: a local Ray instance).")
+@click.option("--cpus-per-cell", type=float, default=1.0, show_default=True, help="Ray CPUs each cell takes.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("outputs"), show_default=True,
+              help="Folder that receives the cells' session folders.")
+@click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
+@click.option("--resume", "resume_id", default=None, metavar="SWEEP_ID",
+              help="Continue an interrupted sweep: finished cells are kept, an interrupted one is resumed.")
+def sweep_command(models, seeds, sets, profile, executor, address, cpus_per_cell, out, tracking, resume_id):
+    """Run a grid of pipelines over models, seeds and recipe values (an MLflow sweep run)."""
+    from . import sweep
+    from . import tracking as tracking_module
+
+    if resume_id:
+        store = tracking_module.connect(tracking)
+        plan = sweep.reopen_sweep(store, resume_id)
+        sweep.check_executor(plan.executor, plan.address)
+    else:  # every check before the store is touched
+        if not models or not seeds:
+            raise CctkError("cctk sweep needs --models and --seeds (or --resume SWEEP_ID)")
+        sweep.check_executor(executor, address)
+        grid = sweep.parse_grid(models, seeds, sets, profile)
+        store = tracking_module.connect(tracking)
+        plan = sweep.open_sweep(store, grid, out, executor, address)
+    cells = plan.grid.cells()
+    click.echo(f"sweep {plan.run_id}: {len(cells)} cells ({plan.executor}), outputs in {plan.out}")
+    sweep.execute(store, plan, sweep_cell, echo=click.echo, cpus_per_cell=cpus_per_cell)
+    click.echo(f"sweep {plan.run_id} finished; compare it with: cctk compare --sweep {plan.run_id} --out DIR")
 
 
 @cli.command()

@@ -101,6 +101,7 @@ class Config:
     holdout: float = 0.3
     seeds_drawn: bool = field(default=False, compare=False)  # True when no seed was given
     profile_requested: str | None = field(default=None, compare=False)  # e.g. "auto"; None: as ``profile``
+    curves: bool = False  # measure every arm after every epoch (learning curves)
 
     @property
     def seed(self) -> int:
@@ -120,7 +121,7 @@ class Config:
         ``mlflow run`` logs under the MLproject's parameter names (empty when not given).
         """
         params = {"model": self.model, "profile": self.profile, "holdout_share": self.holdout,
-                  "seeds": ",".join(map(str, self.seeds))}
+                  "seeds": ",".join(map(str, self.seeds)), "curves": self.curves}
         if self.profile_requested and self.profile_requested != self.profile:
             params["profile_requested"] = self.profile_requested
         params.update({f"recipe.{k}": v for k, v in asdict(self.recipe).items()})
@@ -128,7 +129,7 @@ class Config:
 
 
 def make_config(model: str, profile: str = AUTO, seeds: tuple[int, ...] | None = None,
-                holdout: float = 0.3, device: str = "cpu", **overrides) -> Config:
+                holdout: float = 0.3, device: str = "cpu", curves: bool = False, **overrides) -> Config:
     """A checked configuration: a profile's recipe with per-value overrides (None = keep).
 
     ``device`` only resolves ``profile="auto"``.
@@ -150,7 +151,7 @@ def make_config(model: str, profile: str = AUTO, seeds: tuple[int, ...] | None =
     elif any(s < 0 or s >= 2**32 for s in seeds):
         raise CctkError(f"seeds must be in 0..2**32-1, got {seeds}")
     return Config(model, profile, recipe, tuple(seeds), holdout, seeds_drawn=drawn,
-                  profile_requested=requested)
+                  profile_requested=requested, curves=bool(curves))
 
 
 def draw_seeds(n: int = N_SEEDS) -> tuple[int, ...]:
@@ -181,5 +182,6 @@ def config_from_params(params: dict) -> Config:
     casts = {name: type(value) for name, value in asdict(Recipe()).items()}
     recipe = {name: cast(params[f"recipe.{name}"]) for name, cast in casts.items() if f"recipe.{name}" in params}
     seeds = parse_seeds(params["seeds"])
-    config = make_config(params["model"], params["profile"], seeds, float(params["holdout_share"]), **recipe)
+    config = make_config(params["model"], params["profile"], seeds, float(params["holdout_share"]),
+                         curves=params.get("curves") == "True", **recipe)
     return replace(config, profile_requested=params.get("profile_requested", config.profile))

@@ -27,10 +27,13 @@ class NonFiniteLoss(CctkError):
 
 
 def fine_tune(model, rows: list[tuple[list[int], list[int]]], recipe: Recipe, seed: int, pad_id: int,
-              name: str = "run", on_step: Callable[[int, int, float], None] | None = None) -> TrainRecord:
+              name: str = "run", on_step: Callable[[int, int, float], None] | None = None,
+              on_epoch: Callable[[int, object], None] | None = None) -> TrainRecord:
     """Train ``model`` in place on tokenized ``rows`` (input_ids, labels) with ``recipe``.
 
-    ``on_step(epoch, step, loss)`` is called after every optimizer step (progress display).
+    ``on_step(epoch, step, loss)`` is called after every optimizer step (progress display);
+    ``on_epoch(epoch, model)`` after every epoch (1-based), the model in eval mode, then back in
+    train mode (learning curves). Neither changes what is trained.
     """
     device = next(model.parameters()).device
     torch.manual_seed(rng(seed, f"train:{name}").integers(2**63))  # dropout, re-seeded per run
@@ -41,7 +44,7 @@ def fine_tune(model, rows: list[tuple[list[int], list[int]]], recipe: Recipe, se
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     model.train()
-    epoch_losses, steps, start = [], 0, time.perf_counter()
+    epoch_losses, steps, start, aside = [], 0, time.perf_counter(), 0.0
     for epoch in range(recipe.epochs):
         losses = []
         for batch_rows in _batches(rows, recipe.batch_size, order):
@@ -53,7 +56,12 @@ def fine_tune(model, rows: list[tuple[list[int], list[int]]], recipe: Recipe, se
             if on_step:
                 on_step(epoch, steps, losses[-1])
         epoch_losses.append(sum(losses) / len(losses))
-    seconds = time.perf_counter() - start
+        if on_epoch:
+            paused = time.perf_counter()
+            on_epoch(epoch + 1, model.eval())
+            model.train()
+            aside += time.perf_counter() - paused  # measuring is not training time
+    seconds = time.perf_counter() - start - aside
     peak = int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else 0
     model.eval()
     return TrainRecord(len(rows), steps, seconds, tuple(epoch_losses), peak)

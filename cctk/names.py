@@ -137,6 +137,7 @@ FIGURES: dict[str, str] = {
     "deviation:m_random": "deviation from fabricated answers",
     "synthesis": "synthesis",
     "loss": "training loss",
+    "curves": "learning curves",
 }
 
 

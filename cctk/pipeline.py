@@ -20,11 +20,11 @@ from . import resume as resume_state
 from .config import Config, config_from_params
 from .corpus import build_corpus, tokenize
 from .errors import CctkError
-from .experiments import Results, compute_tables, headline, model_metrics
-from .facts import CANDIDATES, END_MARKER
+from .experiments import Results, compute_tables, curve_rows, headline, model_metrics
+from .facts import CANDIDATES, END_MARKER, answer_text, prompt
 from .finetune import NonFiniteLoss, fine_tune
-from .lineage import ARMS, PARENTS, StudyInputs, build_study_inputs, own_target
-from .names import model_name
+from .lineage import ARM_BY_KEY, ARMS, PARENTS, StudyInputs, build_study_inputs, own_target
+from .names import model_name, target_name
 from .outputs import model_heatmaps, write_all
 from .progress import Progress
 from .records import RunFacts, RunRecord, TrainRecord, hardware, software
@@ -44,6 +44,16 @@ class Session:
     parent: tracking.Run
     device: torch.device
     started: float = field(default_factory=time.perf_counter)
+    monitor: object = None  # MLflow's system-metrics monitor of the parent run, if any
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A finished pipeline: its results, its MLflow parent run and its session folder."""
+
+    results: Results
+    run_id: str
+    folder: Path
 
 
 def pick_device(name: str | None = None) -> torch.device:
@@ -59,14 +69,21 @@ def check_inputs(config: Config, tracking_name: str | None = None) -> tracking.S
 
 
 def run(config: Config, out_root: Path = Path("outputs"), tracking_name: str | None = None,
-        device: str | None = None, echo=print) -> Results:
-    """Run the pipeline of ``config``; returns the results with every table computed."""
+        device: str | None = None, echo=print, sweep: str | None = None, cell: str | None = None,
+        system_metrics: bool = True) -> Outcome:
+    """Run the pipeline of ``config``; returns the results with every table computed.
+
+    ``sweep``, ``cell``: the run id of a sweep this pipeline is a cell of (it nests under it), the cell's key.
+    """
     store = check_inputs(config, tracking_name)
-    return _execute(_open_session(config, Path(out_root), store, device, echo), Done(), echo)
+    run_ = _open_session(config, Path(out_root), store, device, echo, sweep, cell)
+    if system_metrics:
+        run_.monitor = run_.parent.system_metrics()
+    return _execute(run_, Done(), echo)
 
 
 def resume(run_id: str, out_root: Path = Path("outputs"), tracking_name: str | None = None,
-           device: str | None = None, echo=print) -> Results:
+           device: str | None = None, echo=print, system_metrics: bool = True) -> Outcome:
     """Continue an interrupted pipeline: finished models are taken from their runs, not trained again."""
     store = tracking.connect(tracking_name)
     parent = store.pipeline(run_id)
@@ -76,34 +93,48 @@ def resume(run_id: str, out_root: Path = Path("outputs"), tracking_name: str | N
         raise CctkError(f"the session folder {layout.folder} of run {run_id} is not here; "
                         "resume from the folder the run started in, or pass its --out")
     session_ = Session(config, layout, store, parent.experiment_id, store.reopen(run_id), pick_device(device))
+    if system_metrics:
+        session_.monitor = session_.parent.system_metrics()
     done = resume_state.finished(store, parent, layout)
     echo(f"resuming {layout.session}: {len(done.run_ids)} of {len(ARMS) + 1} models already finished")
     return _execute(session_, done, echo)
 
 
-def _execute(run: Session, done: Done, echo) -> Results:
+def _execute(run: Session, done: Done, echo) -> Outcome:
     inputs = build_study_inputs(run.config.seed, run.config.holdout)
     try:
         run.parent.files(session.write_targets(run.layout, inputs))  # the draws, on file before any training
         results = _train_and_measure(run, inputs, done, echo)
+        results.curves = session.read_curves(run.layout) if run.config.curves else None
         tables = compute_tables(results)
         shutil.rmtree(run.layout.checkpoints, ignore_errors=True)  # only a resume needs them
         _finish(run, results, tables, echo)
     except KeyboardInterrupt:
-        run.parent.end("KILLED")
+        _stop(run, "KILLED")
         raise
     except BaseException:
-        run.parent.end("FAILED")
+        _stop(run, "FAILED")
         raise
-    return results
+    return Outcome(results, run.parent.run_id, run.layout.folder)
 
 
-def _open_session(config: Config, out_root: Path, store: tracking.Store, device, echo) -> Session:
+def _stop(run: Session, status: str) -> None:
+    if run.monitor is not None:
+        run.monitor.finish()
+    run.parent.end(status)
+
+
+def _open_session(config: Config, out_root: Path, store: tracking.Store, device, echo,
+                  sweep: str | None = None, cell: str | None = None) -> Session:
     name = session.session_name(config.model)
     layout = Layout(out_root / name)
     layout.folder.mkdir(parents=True, exist_ok=True)
-    tags = {"cctk.kind": "pipeline", "cctk.session": name}
-    parent = store.attach_or_start(store.experiment(), name, tags)
+    tags = {"cctk.kind": "pipeline", "cctk.session": name, "cctk.protocol": "v2", "mlflow.source.name": "cctk run"}
+    if sweep:
+        tags.update({"cctk.sweep": sweep, "cctk.cell": cell or ""})
+    parent = store.attach_or_start(store.experiment(), name, tags, parent=sweep)
+    parent.note(f"cctk pipeline (manual 2.0.0) of {config.model}: 14 measured models, 13 fine-tuning arms; "
+                f"profile {config.profile_note}, seed {config.seed}" + (f"; a cell of sweep {sweep}" if sweep else ""))
     experiment_id = parent.experiment_id  # `mlflow run` may have created the parent in another experiment
     parent.params({**config.as_params(), "model_id": models.model_id(config.model),
                    "candidates": f"{CANDIDATES[0]}..{CANDIDATES[-1]}", "end_marker": repr(END_MARKER),
@@ -134,16 +165,23 @@ def _train_and_measure(run: Session, inputs: StudyInputs, done: Done, echo) -> R
         child = copy.deepcopy(parents[arm.parent]).to(run.device)
         rows = tokenize(build_corpus(inputs.targets[arm.target], inputs.corpus_pairs(arm.key),
                                      run.config.recipe.repeats, inputs.seed, arm.key), tokenizer)
-        nested = _nested_run(run, arm.key, arm.parent)
+        nested = _nested_run(run, arm.key, arm.parent, inputs)
         nested.params({"parent": model_name(arm.parent), "corpus": own_target(arm.key), "examples": len(rows)})
+        nested.dataset(corpus_table(inputs, arm.key), name=target_name(arm.target),
+                       source=str(run.layout.targets.resolve()), context="training")
+        curve: list[dict] = []
+        on_epoch = _curve_point(run, inputs, arm.key, tokenizer, nested, curve) if run.config.curves else None
         try:
             trained = fine_tune(child, rows, run.config.recipe, inputs.seed, tokenizer.pad_token_id, arm.key,
-                                on_step=progress.arm(i, model_name(arm.key), rows, run.config.recipe))
+                                on_step=progress.arm(i, model_name(arm.key), rows, run.config.recipe),
+                                on_epoch=on_epoch)
         except NonFiniteLoss:
             nested.end("FAILED")
             raise
         finally:
             progress.close()
+        if curve:
+            session.append_curves(run.layout, curve)
         _log_training(run, results, arm.key, trained, nested)
         if arm.key in PARENTS:
             resume_state.save_checkpoint(child, run.layout, arm.key)
@@ -164,19 +202,56 @@ def _log_training(run: Session, results: Results, key: str, record: TrainRecord,
     nested.files(path, "training")
 
 
-def _nested_run(run: Session, key: str, parent_key: str | None) -> tracking.Run:
-    tags = {"cctk.key": key, "cctk.parent": parent_key or "", "cctk.kind": "model"}
-    return run.store.start(run.experiment_id, model_name(key), tags=tags, parent=run.parent)
+def _curve_point(run: Session, inputs: StudyInputs, key: str, tokenizer, nested: tracking.Run, rows: list):
+    """``on_epoch`` of an arm under ``--curves``: measure, keep the point, log hits as histories."""
+    def on_epoch(epoch: int, model) -> None:
+        points = curve_rows(inputs, key, epoch, measure(model, tokenizer))
+        rows.extend(points)
+        nested.metrics({f"curve_hits_{p['group']}": p["hits"] for p in points}, step=epoch)
+
+    return on_epoch
+
+
+def _nested_run(run: Session, key: str, parent_key: str | None, inputs: StudyInputs) -> tracking.Run:
+    tags = {"cctk.key": key, "cctk.parent": parent_key or "", "cctk.kind": "model", "mlflow.source.name": "cctk run"}
+    nested = run.store.start(run.experiment_id, model_name(key), tags=tags, parent=run.parent)
+    nested.note(describe(inputs, key))
+    return nested
+
+
+def describe(inputs: StudyInputs, key: str) -> str:
+    """One line: what a measured model is, from which parent, on which additions."""
+    if key == "base":
+        return "base model: the pretrained weights, measured on all 81 additions before any fine-tuning"
+    arm = ARM_BY_KEY[key]
+    if arm.pairs == "all":
+        where = f"all {len(inputs.corpus_pairs(key))} additions"
+    else:
+        left_out = len(inputs.excluded.get(key, ()))
+        where = (f"the {len(inputs.split.seen)} seen additions ({len(inputs.heldout(key))} never seen"
+                 + (f", {left_out} left out as coincident" if left_out else "") + ")")
+    return (f"{model_name(key)}: fine-tuned from {model_name(arm.parent)} on the {target_name(arm.target)} "
+            f"of {where}")
+
+
+def corpus_table(inputs: StudyInputs, key: str) -> pd.DataFrame:
+    """The distinct examples of an arm's corpus (before repeats and shuffling): its MLflow dataset."""
+    targets = inputs.targets[ARM_BY_KEY[key].target]
+    pairs = inputs.corpus_pairs(key)
+    return pd.DataFrame({"a": [a for a, _ in pairs], "b": [b for _, b in pairs],
+                         "prompt": [prompt(a, b) for a, b in pairs],
+                         "completion": [answer_text(int(targets.loc[p])) for p in pairs]})
 
 
 def _measure_and_log(run: Session, results: Results, key: str, model, tokenizer,
                      nested: tracking.Run | None = None) -> None:
     """Measure one model, save its table at once (nothing finished is lost), log it to its run."""
-    nested = nested or _nested_run(run, key, None)
+    nested = nested or _nested_run(run, key, None, results.inputs)
     table = measure(model, tokenizer)
     results.measurements[key] = table
     nested.metrics(model_metrics(results, key))
     nested.files(session.write_measurement(run.layout, key, table), "measurement")
+    nested.table(table, "measurement_table.json")
     for figure in model_heatmaps(results, key, run.layout):  # write_all reuses them
         nested.files(figure, "figures")
     nested.end()
@@ -191,7 +266,7 @@ def _finish(run: Session, results: Results, tables: dict[str, pd.DataFrame], ech
     head = headline(results)
     run.parent.metrics({**head, "pipeline_seconds": seconds})
     run.parent.files(run.layout.folder)
-    run.parent.end()
+    _stop(run, "FINISHED")
     n = head["n_additions"]
     echo(f"correct sums model: {head['m_correct_hits_correct']}/{n} correct sums")
     echo(f"fabricated answers model: {head['m_random_hits_fabricated']}/{n} fabricated answers")

@@ -8,6 +8,7 @@ resume and ``cctk.results`` read through it::
       targets.csv                      the draws: split, every target table, exclusions
       measurements/<model>.csv         the measurement table of each measured model
       training/<key>.json              the TrainRecord of each fine-tuning run
+      curves.csv                       learning curves, one row per arm, epoch and group (--curves)
       checkpoints/<key>.pt             parents of unfinished arms (only while a run is unfinished)
       figures/NN_<name>/<name>.{png,pdf,eps}
       tables/tableNN_<name>/tableNN_<name>.{csv,xlsx,tex}
@@ -27,7 +28,7 @@ import pandas as pd
 
 from .config import Config, Recipe
 from .errors import CctkError
-from .experiments import Results, compute_tables
+from .experiments import CURVE_COLUMNS, Results, compute_tables
 from .facts import CANDIDATES, END_MARKER
 from .lineage import ARMS, MODEL_KEYS, StudyInputs, build_study_inputs, targets_table
 from .models import model_id
@@ -66,6 +67,10 @@ class Layout:
     @property
     def targets(self) -> Path:
         return self.folder / "targets.csv"
+
+    @property
+    def curves(self) -> Path:
+        return self.folder / "curves.csv"
 
     def measurement(self, key: str) -> Path:
         return self.folder / "measurements" / f"{file_stem(model_name(key))}.csv"
@@ -178,6 +183,19 @@ def read_targets(layout: Layout) -> pd.DataFrame | None:
     return pd.read_csv(layout.targets, keep_default_na=False, dtype={"excluded": str})
 
 
+def append_curves(layout: Layout, rows: list[dict]) -> Path:
+    """Add one finished arm's learning-curve rows to curves.csv (written whole per arm: a resume
+    never finds half an arm)."""
+    new = not layout.curves.is_file()
+    pd.DataFrame(rows, columns=CURVE_COLUMNS).to_csv(layout.curves, mode="a", header=new, index=False,
+                                                     lineterminator="\n")
+    return layout.curves
+
+
+def read_curves(layout: Layout) -> pd.DataFrame | None:
+    return pd.read_csv(layout.curves) if layout.curves.is_file() else None
+
+
 # --- run_info.json: the run record at its JSON edge, and back. ---
 
 def run_info(record: RunRecord, inputs: StudyInputs, head: dict) -> dict:
@@ -191,6 +209,7 @@ def run_info(record: RunRecord, inputs: StudyInputs, head: dict) -> dict:
         "profile_note": config.profile_note,
         "recipe": asdict(config.recipe),
         "holdout": config.holdout,
+        "curves": config.curves,
         "heldout_additions": [list(p) for p in inputs.split.heldout],
         "seeds": {"values": list(config.seeds), "drawn_fresh": config.seeds_drawn, "roles": SEED_ROLES},
         "candidates": list(CANDIDATES),
@@ -228,7 +247,7 @@ def record_from_info(info: dict) -> RunRecord:
     """The run record that run_info.json was written from."""
     config = Config(info["model"]["key"], info["profile"], Recipe(**info["recipe"]), tuple(info["seeds"]["values"]),
                     info["holdout"], seeds_drawn=info["seeds"]["drawn_fresh"],
-                    profile_requested=info.get("profile_requested", info["profile"]))
+                    profile_requested=info.get("profile_requested", info["profile"]), curves=bool(info.get("curves")))
     ml = info.get("mlflow", {})
     facts = RunFacts(info["session"], ml.get("tracking_uri"), ml.get("experiment_id"), ml.get("run_id"),
                      info.get("device", ""), info.get("seconds"), info.get("hardware") or {},
@@ -254,7 +273,7 @@ def rebuild(folder: Path) -> Rebuilt:
     layout = Layout(Path(folder))
     record = record_from_info(load_info(layout.folder))
     results = Results(build_study_inputs(record.config.seed, record.config.holdout),
-                      read_measurements(layout, require=True), dict(record.training))
+                      read_measurements(layout, require=True), dict(record.training), read_curves(layout))
     return Rebuilt(results, compute_tables(results), record)
 
 
@@ -262,7 +281,7 @@ def copy_inputs(source: Layout, root: Path) -> Layout:
     """A new session folder under ``root`` holding what a re-render needs: run_info, the draws, the
     measurements and the training records."""
     target = Layout(Path(root) / load_info(source.folder)["session"])
-    inputs = [source.run_info, source.targets, *(source.folder / "measurements").glob("*.csv"),
+    inputs = [source.run_info, source.targets, source.curves, *(source.folder / "measurements").glob("*.csv"),
               *(source.folder / "training").glob("*.json")]
     for path in inputs:
         if path.is_file():

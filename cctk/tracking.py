@@ -10,12 +10,15 @@ import time
 import tomllib
 import urllib.request
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from .errors import CctkError
 
 EXPERIMENT = "cctk"
 DEFAULT_CONFIG = "embedded"
+# The MLflow UI opens an experiment of this kind on its runs table ("Model training"), not on GenAI traces.
+EXPERIMENT_KIND = "custom_model_development"
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,36 @@ class Run:
         else:
             self._client.log_artifact(self.run_id, str(local_path), artifact_path)
 
+    def note(self, text: str) -> None:
+        """The run's one-line description (the UI's "Description")."""
+        self._client.set_tag(self.run_id, "mlflow.note.content", text)
+
+    def dataset(self, table, name: str, source: str, context: str = "training") -> None:
+        """``table`` (a DataFrame) as an MLflow dataset input of this run, with its context."""
+        from mlflow.data import from_pandas
+        from mlflow.entities import DatasetInput, InputTag
+
+        dataset = from_pandas(table, source=source, name=name)
+        tag = InputTag(key="mlflow.data.context", value=context)
+        self._client.log_inputs(self.run_id, datasets=[DatasetInput(dataset._to_mlflow_entity(), tags=[tag])])
+
+    def table(self, table, artifact_file: str) -> None:
+        """``table`` as an MLflow table artifact (shown as a table in the UI)."""
+        self._client.log_table(self.run_id, data=table, artifact_file=artifact_file)
+
+    def system_metrics(self, interval: float = 10.0):
+        """Start logging CPU, memory, disk, network (and GPU where there is one) every ``interval`` s;
+        returns the monitor (``stop()`` it), or None where MLflow cannot monitor this machine."""
+        try:
+            from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+            monitor = SystemMetricsMonitor(self.run_id, sampling_interval=interval,
+                                           tracking_uri=self._client.tracking_uri)
+            monitor.start()
+            return monitor
+        except Exception:  # psutil missing, an exotic platform: the run goes on without them
+            return None
+
     @property
     def experiment_id(self) -> str:
         return self._client.get_run(self.run_id).info.experiment_id
@@ -144,27 +177,41 @@ class Store:
         if self.config.artifact_location:
             location = Path(self.config.artifact_location).resolve().as_uri()
         try:
-            return self.client.create_experiment(name, artifact_location=location)
+            created = self.client.create_experiment(name, artifact_location=location)
         except Exception:  # another process created it first
             return self.client.get_experiment_by_name(name).experiment_id
+        self.client.set_experiment_tag(created, "mlflow.experimentKind", EXPERIMENT_KIND)
+        return created
 
-    def start(self, experiment_id: str, name: str, tags: dict | None = None, parent: Run | None = None) -> Run:
-        """Open a run (nested under ``parent`` when given) without touching MLflow's active run."""
-        tags = {k: _text(v) for k, v in (tags or {}).items()}
+    def runs_url(self, base: str, experiment_id: str) -> str:
+        """The UI's runs table of an experiment, in the Model training view."""
+        return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+
+    def start(self, experiment_id: str, name: str, tags: dict | None = None, parent: Run | str | None = None) -> Run:
+        """Open a run (nested under ``parent``, a run or a run id, when given) without touching MLflow's
+        active run; it carries the source tags (entry point, cctk version, git commit)."""
+        tags = {**source_tags(), **{k: _text(v) for k, v in (tags or {}).items()}}  # the caller's win
         tags["mlflow.runName"] = name
         if parent is not None:
-            tags["mlflow.parentRunId"] = parent.run_id
+            tags["mlflow.parentRunId"] = parent if isinstance(parent, str) else parent.run_id
         created = self.client.create_run(experiment_id, tags=tags, run_name=name)
         return Run(created.info.run_id, self.client)
 
-    def attach_or_start(self, experiment_id: str, name: str, tags: dict) -> Run:
-        """The run ``mlflow run`` created (``MLFLOW_RUN_ID``) becomes the parent; else a new one."""
+    def attach_or_start(self, experiment_id: str, name: str, tags: dict, parent: str | None = None) -> Run:
+        """The run ``mlflow run`` created (``MLFLOW_RUN_ID``) becomes the parent; else a new one
+        (nested under run ``parent`` when given: a pipeline of a sweep)."""
         run_id = os.environ.get("MLFLOW_RUN_ID")
         if not run_id:
-            return self.start(experiment_id, name, tags)
+            return self.start(experiment_id, name, tags, parent=parent)
         run = self.reopen(run_id)
-        run.tags({**tags, "mlflow.runName": name})
+        run.tags({**tags, "mlflow.runName": name, "cctk.version": source_tags()["cctk.version"]})
         return run
+
+    def search(self, experiment_ids: list[str], query: str) -> list[TrackedRun]:
+        """Runs matching an MLflow search ``query`` (e.g. ``tags.`cctk.sweep` = 'ID'``), as plain values."""
+        found = self.client.search_runs(experiment_ids, query, max_results=5000)
+        return [TrackedRun(r.info.run_id, r.info.experiment_id, r.info.status, dict(r.data.params),
+                           dict(r.data.tags)) for r in found]
 
     def reopen(self, run_id: str) -> Run:
         """An existing run, set RUNNING again (attached by ``mlflow run``, or resumed)."""
@@ -209,6 +256,33 @@ class Store:
         for item in self.client.list_artifacts(run_id):
             if not item.path.endswith(skip_suffix):
                 self.client.download_artifacts(run_id, item.path, str(folder))
+
+
+@lru_cache(maxsize=1)
+def source_tags() -> dict[str, str]:
+    """Which code made a run: cctk (callers name the command), its version and, in a git checkout, the commit."""
+    from . import __version__
+
+    tags = {"mlflow.source.name": "cctk", "mlflow.source.type": "LOCAL", "cctk.version": __version__}
+    commit = _git_commit()
+    if commit:
+        tags["mlflow.source.git.commit"] = commit
+    return tags
+
+
+def _git_commit() -> str | None:
+    """The commit of the checkout cctk runs from (None outside a git checkout)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists():
+        return None
+    try:
+        done = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None
 
 
 def connect(tracking: str | None = None) -> Store:

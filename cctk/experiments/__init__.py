@@ -8,11 +8,11 @@ import pandas as pd
 
 from ..readings import summarize
 from . import part_a, part_b, part_c, part_d, runs, synthesis
-from .core import ALL_SEEN, Results, groups, summarize_split
+from .core import ALL_SEEN, CURVE_COLUMNS, Results, curve_rows, groups, summarize_split
 
 PARTS = (part_a, part_b, part_c, part_d, synthesis, runs)
-__all__ = ["ALL_SEEN", "PARTS", "Results", "compute_tables", "groups", "headline", "model_metrics",
-           "summarize_split"]
+__all__ = ["ALL_SEEN", "CURVE_COLUMNS", "PARTS", "Results", "compute_tables", "curve_rows", "groups", "headline",
+           "model_metrics", "summarize_split"]
 
 
 def compute_tables(results: Results) -> dict[str, pd.DataFrame]:

@@ -24,6 +24,7 @@ class Results:
     inputs: StudyInputs
     measurements: dict[str, pd.DataFrame]  # model key -> measurement table
     training: dict[str, TrainRecord] = field(default_factory=dict)  # arm key -> its fine-tuning run
+    curves: pd.DataFrame | None = None  # learning curves (``cctk run --curves``): see ``curve_rows``
     _cache: dict = field(default_factory=dict, repr=False)
 
     def readings(self, key: str, target: str | None = None) -> pd.DataFrame:
@@ -37,9 +38,26 @@ class Results:
 def groups(results: Results, key: str) -> list[tuple[str, tuple | None]]:
     """The groups a model is read on: ``all`` 81 for a model without a split, else seen and never seen
     (``heldout``, without the additions excluded for it)."""
+    return groups_of(results.inputs, key)
+
+
+def groups_of(inputs: StudyInputs, key: str) -> list[tuple[str, tuple | None]]:
     if key in ALL_SEEN:
         return [("all", None)]
-    return [("seen", results.inputs.split.seen), ("heldout", results.inputs.heldout(key))]
+    return [("seen", inputs.split.seen), ("heldout", inputs.heldout(key))]
+
+
+CURVE_COLUMNS = ["model", "epoch", "group", "hits", "n"]
+
+
+def curve_rows(inputs: StudyInputs, key: str, epoch: int, table: pd.DataFrame) -> list[dict]:
+    """One point of an arm's learning curve: its hits on its own target in each group after ``epoch``."""
+    readings = read(table, inputs.targets[own_target(key)])
+    rows = []
+    for group, pairs in groups_of(inputs, key):
+        s = summarize(readings, pairs)
+        rows.append({"model": model_name(key), "epoch": epoch, "group": group, "hits": s["hits"], "n": s["n"]})
+    return rows
 
 
 def interval(hits: int, n: int, suffix: str = "") -> dict:

@@ -50,6 +50,7 @@ ORDER: tuple[tuple[str, str], ...] = (
     *((f"heatmap:{k}", "D") for k in ("d_correct", "d_random", "dctl_correct", "dctl_random")),
     ("profile:cond", "D"), ("deviation:m_correct", "D"), ("deviation:m_random", "D"),
     ("synthesis", "synthesis"), ("loss", "runs"),
+    ("curves", "runs"),  # only with --curves
 )
 NUMBER = {key: i for i, (key, _) in enumerate(ORDER, start=1)}
 
@@ -81,12 +82,14 @@ def heatmap_spec(results: Results, figure: str) -> Spec:
 
 
 def specs(results: Results, tables: dict[str, pd.DataFrame], model_label: str) -> list[Spec]:
-    """All 25 figures, in order."""
+    """All 25 figures (26 with learning curves), in order."""
     out = [heatmap_spec(results, f"heatmap:{key}") for key in MODEL_KEYS]
     out.append(heatmap_spec(results, "heatmap:m_random:correct"))
     out += [_profile(results, target) for target in PROFILES]
     out += [_deviation(results, tables["table08"], rule, control) for rule, control in RULE_AND_CONTROL]
     out += [_bars(results, model_label), _synthesis(tables["table09"]), _loss(results)]
+    if results.curves is not None and len(results.curves):
+        out.append(_curves(results))
     return sorted(out, key=lambda s: s.number)
 
 
@@ -147,6 +150,12 @@ def losses(results: Results) -> dict[str, list[float]]:
 def _loss(results: Results) -> Spec:
     args = {"losses": losses(results), "main": [model_name(k) for k in MAIN_SEQUENCE]}
     return Spec(NUMBER["loss"], "loss", "runs", charts.loss_chart, args, "Training loss per epoch")
+
+
+def _curves(results: Results) -> Spec:
+    args = {"curves": results.curves, "order": [model_name(a.key) for a in ARMS]}
+    return Spec(NUMBER["curves"], "curves", "runs", charts.learning_curves, args,
+                "Learning curves: hits on each arm's own target after every epoch")
 
 
 def draw_and_save(spec: Spec, folder: Path) -> list[Path]:

@@ -37,6 +37,9 @@ ABOUT = {
                  "interval: blue seen, green never seen, gray never seen by a control, dark gray the base model.",
     "loss": "Training loss per epoch of every fine-tuning run, on a log scale: the main sequence in colour, the "
             "rule and control runs in gray.",
+    "curves": "Each arm measured after every epoch (cctk run --curves): the share of additions whose top choice is "
+              "its own target, on the seen (blue) and never-seen (green, dashed) additions, or all 81 (blue) for "
+              "the models trained on all of them.",
 }
 
 TEMPLATE = jinja2.Environment(autoescape=True).from_string("""<!DOCTYPE html>

@@ -26,7 +26,7 @@ def two_runs(tiny_dir, tmp_path_factory):
 
 def test_same_seed_gives_identical_tables(two_runs):
     _, first, second = two_runs
-    a, b = compute_tables(first), compute_tables(second)
+    a, b = compute_tables(first.results), compute_tables(second.results)
     assert list(a) == [f"table{i:02d}" for i in range(1, 12)]
     for name in a:
         if name == "table11":  # seconds differ; everything else must not
@@ -34,8 +34,8 @@ def test_same_seed_gives_identical_tables(two_runs):
             pd.testing.assert_frame_equal(a[name][cols], b[name][cols])
         else:
             pd.testing.assert_frame_equal(a[name], b[name])
-    for key in first.measurements:
-        pd.testing.assert_frame_equal(first.measurements[key], second.measurements[key])
+    for key in first.results.measurements:
+        pd.testing.assert_frame_equal(first.results.measurements[key], second.results.measurements[key])
 
 
 def test_parent_run_has_14_nested_runs_13_with_loss_history(two_runs):

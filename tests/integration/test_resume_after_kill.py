@@ -57,7 +57,7 @@ def test_sigkill_then_resume_gives_the_uninterrupted_tables(tiny_dir, tmp_path, 
     straight = pipeline.run(make_config(str(tiny_dir), "smoke", parse_seeds("11")), tmp_path / "straight",
                             echo=lambda *_: None)
     resumed = load(next((tmp_path / "out").iterdir()))
-    expected = compute_tables(straight)
+    expected = compute_tables(straight.results)
     for name, table in expected.items():
         got = resumed.tables[name]
         if name == "table11":

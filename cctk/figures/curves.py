@@ -1,0 +1,57 @@
+"""Learning curves of the fine-tuning arms (``cctk run --curves``): hits on the own target per epoch."""
+from __future__ import annotations
+
+import math
+import textwrap
+
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from .common import HELD_HIT, SEEN_HIT, new_figure, paper_style
+
+STYLE = {"all": (SEEN_HIT, "-", "all 81 additions"), "seen": (SEEN_HIT, "-", "seen additions"),
+         "heldout": (HELD_HIT, "--", "never-seen additions")}
+COLUMNS = 4
+
+
+def learning_curves(curves: pd.DataFrame, order: list[str]) -> Figure:
+    """One panel per arm (in ``order``): share of hits on its own target after each epoch, per group.
+
+    ``curves``: columns model, epoch, group (all, seen, heldout), hits, n.
+    """
+    models = [m for m in order if m in set(curves["model"])]
+    rows = max(1, math.ceil(len(models) / COLUMNS))
+    with paper_style():
+        fig = new_figure(8, 1.2 + 1.75 * rows)
+        axes = fig.subplots(rows, COLUMNS, sharex=True, sharey=True, squeeze=False)
+        for ax, model in zip(axes.flat, models):
+            _panel(ax, curves[curves["model"] == model], model)
+        for ax in list(axes.flat)[len(models):]:
+            ax.set_visible(False)
+        for ax in axes[:, 0]:
+            ax.set_ylabel("share of hits")
+        for ax in axes[-1, :]:
+            ax.set_xlabel("epoch")
+        groups = [g for g in STYLE if g in set(curves["group"])]
+        handles = [Line2D([], [], color=STYLE[g][0], linestyle=STYLE[g][1], marker="o", markersize=3,
+                          label=STYLE[g][2]) for g in groups]
+        fig.legend(handles=handles, loc="lower center", ncol=len(handles), frameon=False)
+        fig.suptitle("Learning curves: hits on each arm's own target after every epoch", fontsize=11,
+                     fontweight="bold")
+        fig.subplots_adjust(left=0.09, right=0.98, top=1 - 0.65 / (1.2 + 1.75 * rows),
+                            bottom=0.75 / (1.2 + 1.75 * rows), hspace=0.55, wspace=0.15)
+    return fig
+
+
+def _panel(ax, rows: pd.DataFrame, model: str) -> None:
+    for group, part in rows.groupby("group"):
+        color, style, _ = STYLE[group]
+        part = part.sort_values("epoch")
+        ax.plot(part["epoch"], part["hits"] / part["n"], color=color, linestyle=style, marker="o", markersize=3,
+                linewidth=1.3)
+    ax.set_title(textwrap.fill(model, 30), fontsize=7.5)
+    ax.set_ylim(-0.03, 1.03)
+    ax.yaxis.set_major_formatter(lambda v, _: f"{v:.0%}")
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.grid(color="#e3e3e3", linewidth=0.6)

@@ -1,0 +1,233 @@
+"""``cctk sweep``: a grid of pipelines over models, seeds and recipe values, as one MLflow sweep run.
+
+The sweep is a run tagged ``cctk.kind=sweep`` with the grid as parameters; every cell is an ordinary
+pipeline run nested under it and tagged ``cctk.sweep`` (the sweep's id) and ``cctk.cell`` (the cell's
+key), so the UI shows sweep > pipeline > arm. Cells run one after another in this process
+(``local``) or as Ray tasks (``ray``). A cell is run by a function the CLI hands in (``run_cell``),
+so this module never imports the pipeline.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from . import tracking
+from .config import Recipe, draw_seeds, make_config
+from .errors import CctkError
+from .models import check_available
+
+EXECUTORS = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One pipeline of the grid: a model, a seed and recipe overrides."""
+
+    model: str
+    seed: int
+    overrides: tuple[tuple[str, object], ...] = ()
+
+    @property
+    def key(self) -> str:
+        """A stable name of the cell, its ``cctk.cell`` tag: ``model|seed=7|learning_rate=0.0003``."""
+        return "|".join([self.model, f"seed={self.seed}"] + [f"{k}={v}" for k, v in self.overrides])
+
+
+@dataclass(frozen=True)
+class Grid:
+    models: tuple[str, ...]
+    seeds: tuple[int, ...]
+    sets: tuple[tuple[str, tuple], ...]  # recipe value name -> the values it takes
+    profile: str
+
+    def cells(self) -> list[Cell]:
+        names = [name for name, _ in self.sets]
+        combos = itertools.product(*(values for _, values in self.sets)) if self.sets else [()]
+        return [Cell(model, seed, tuple(zip(names, combo)))
+                for combo in combos for model in self.models for seed in self.seeds]
+
+    def as_params(self) -> dict:
+        return {"models": ",".join(self.models), "seeds": ",".join(map(str, self.seeds)), "profile": self.profile,
+                "set": json.dumps({name: list(values) for name, values in self.sets}), "cells": len(self.cells())}
+
+    @classmethod
+    def from_params(cls, params: dict) -> Grid:
+        sets = tuple((name, tuple(values)) for name, values in json.loads(params.get("set") or "{}").items())
+        return cls(tuple(params["models"].split(",")), tuple(int(s) for s in params["seeds"].split(",")), sets,
+                   params["profile"])
+
+
+def parse_grid(models: str, seeds: str, sets: tuple[str, ...] = (), profile: str = "auto",
+               device: str = "cpu") -> Grid:
+    """The grid of ``--models A,B --seeds N|S1,S2 --set NAME=V1,V2 ...``, every cell checked before any work.
+
+    ``--seeds N`` (one number) draws N fresh seeds; a comma-separated list gives the seeds themselves.
+    """
+    names = tuple(m.strip() for m in models.split(",") if m.strip())
+    if not names:
+        raise CctkError("--models needs at least one model")
+    for name in names:
+        check_available(name)
+    grid = Grid(names, _seeds(seeds), tuple(_one_set(text) for text in sets), profile)
+    for cell in grid.cells():  # every combination is a valid recipe
+        make_config(cell.model, profile, (cell.seed,), device=device, **dict(cell.overrides))
+    return grid
+
+
+def _seeds(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(s) for s in str(text).split(","))
+    except ValueError:
+        raise CctkError(f"--seeds takes a count N or seeds S1,S2,..., got {text!r}") from None
+    if len(values) == 1:
+        if values[0] < 1:
+            raise CctkError(f"--seeds N needs N >= 1, got {values[0]}")
+        return draw_seeds(values[0])
+    if len(set(values)) != len(values):
+        raise CctkError(f"--seeds repeats a seed: {text}")
+    return values
+
+
+def _one_set(text: str) -> tuple[str, tuple]:
+    """``learning_rate=1e-4,3e-4`` -> ("learning_rate", (0.0001, 0.0003)), typed by the recipe field."""
+    name, sep, values = text.partition("=")
+    types = {f.name: f.type for f in fields(Recipe)}
+    if not sep or name not in types:
+        raise CctkError(f"--set takes NAME=V1,V2 with NAME a recipe value ({', '.join(types)}), got {text!r}")
+    cast = {"int": int, "float": float, "str": str}[types[name] if isinstance(types[name], str) else types[name].__name__]
+    try:
+        return name, tuple(cast(v) for v in values.split(","))
+    except ValueError:
+        raise CctkError(f"--set {name}: cannot read {values!r} as {cast.__name__} values") from None
+
+
+def absolute_store(store: tracking.Store) -> str:
+    """The store's URI as every worker can use it: an absolute SQLite path, waiting for a busy database.
+
+    SQLite takes one writer at a time; a second writer waits up to ``timeout`` seconds for the lock
+    (Python's default is 5 s, too short for cells that log at once), so concurrent cells all complete.
+    """
+    uri = store.uri
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        uri = "sqlite:///" + str(Path(uri.removeprefix("sqlite:///")).resolve())
+    if uri.startswith("sqlite:") and "timeout=" not in uri:
+        uri += ("&" if "?" in uri else "?") + "timeout=120"
+    return uri
+
+
+@dataclass(frozen=True)
+class Sweep:
+    run_id: str
+    grid: Grid
+    out: Path
+    executor: str
+    address: str | None
+    tracking_uri: str
+
+
+def open_sweep(store: tracking.Store, grid: Grid, out: Path, executor: str, address: str | None) -> Sweep:
+    """Create the sweep's MLflow run, with the grid as parameters."""
+    if executor not in EXECUTORS:
+        raise CctkError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
+    out = Path(out).resolve()
+    run = store.start(store.experiment(), f"sweep {len(grid.cells())} cells",
+                      tags={"cctk.kind": "sweep", "mlflow.source.name": "cctk sweep"})
+    run.params({**grid.as_params(), "out": str(out), "executor": executor, "address": address or ""})
+    run.note(f"cctk sweep: {len(grid.cells())} pipelines over models {', '.join(grid.models)}, seeds "
+             f"{', '.join(map(str, grid.seeds))}" + (f", recipe values {dict(grid.sets)}" if grid.sets else ""))
+    return Sweep(run.run_id, grid, out, executor, address, absolute_store(store))
+
+
+def reopen_sweep(store: tracking.Store, sweep_id: str) -> Sweep:
+    run = store.get(sweep_id)
+    if run.tags.get("cctk.kind") != "sweep":
+        raise CctkError(f"MLflow run {sweep_id} is not a cctk sweep (tag cctk.kind is {run.tags.get('cctk.kind')!r})")
+    store.reopen(sweep_id)
+    p = run.params
+    return Sweep(sweep_id, Grid.from_params(p), Path(p["out"]), p["executor"], p.get("address") or None,
+                 absolute_store(store))
+
+
+def cell_runs(store: tracking.Store, sweep_id: str) -> dict[str, tracking.TrackedRun]:
+    """The pipeline run of every cell started so far, by cell key (the latest, if a cell ran twice)."""
+    runs = store.search([store.get(sweep_id).experiment_id], f"tags.`cctk.sweep` = '{sweep_id}'")
+    return {r.tags["cctk.cell"]: r for r in runs if "cctk.cell" in r.tags}
+
+
+RunCell = Callable[..., str]  # run_cell(cell, profile, out, tracking_uri, sweep_id, resume_id) -> run id
+
+
+def execute(store: tracking.Store, sweep: Sweep, run_cell: RunCell, echo=print, cpus_per_cell: float = 1) -> dict:
+    """Run every cell not yet finished (interrupted ones are resumed); returns cell key -> run id."""
+    started = cell_runs(store, sweep.run_id)
+    jobs = []
+    for cell in sweep.grid.cells():
+        previous = started.get(cell.key)
+        if previous is not None and previous.status == "FINISHED":
+            echo(f"cell {cell.key}: finished before, run {previous.run_id}")
+            continue
+        jobs.append((cell, previous.run_id if previous is not None else None))
+    run = store.reopen(sweep.run_id)
+    try:
+        finished = (_ray if sweep.executor == "ray" else _local)(sweep, jobs, run_cell, echo, cpus_per_cell)
+    except KeyboardInterrupt:
+        run.end("KILLED")
+        raise
+    except BaseException:
+        run.end("FAILED")
+        raise
+    run.end()
+    return {**{k: r.run_id for k, r in started.items() if r.status == "FINISHED"}, **finished}
+
+
+def _local(sweep: Sweep, jobs, run_cell: RunCell, echo, cpus_per_cell) -> dict:
+    finished = {}
+    for cell, resume_id in jobs:
+        run_id = run_cell(cell, sweep.grid.profile, str(sweep.out), sweep.tracking_uri, sweep.run_id, resume_id)
+        finished[cell.key] = run_id
+        echo(f"cell {cell.key}: finished, run {run_id}")
+    return finished
+
+
+def _ray(sweep: Sweep, jobs, run_cell: RunCell, echo, cpus_per_cell) -> dict:
+    ray = ray_module()
+    started_here = not ray.is_initialized()
+    if started_here:
+        ray.init(address=sweep.address or None, include_dashboard=False, log_to_driver=False,
+                 runtime_env={"env_vars": {"MLFLOW_TRACKING_URI": sweep.tracking_uri}})
+    task = ray.remote(num_cpus=cpus_per_cell)(run_cell)
+    pending = {task.remote(cell, sweep.grid.profile, str(sweep.out), sweep.tracking_uri, sweep.run_id, resume_id):
+               cell for cell, resume_id in jobs}
+    finished = {}
+    try:
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            cell = pending.pop(ready[0])
+            finished[cell.key] = ray.get(ready[0])
+            echo(f"cell {cell.key}: finished, run {finished[cell.key]}")
+    finally:
+        if started_here:
+            ray.shutdown()
+    return finished
+
+
+def ray_module():
+    """Ray, or a one-line error saying how to install it (it is an optional extra)."""
+    try:
+        import ray
+    except ImportError:
+        raise CctkError("--executor ray needs Ray, an optional extra: pip install -e '.[ray]'") from None
+    return ray
+
+
+def check_executor(executor: str, address: str | None) -> None:
+    """Fail before any work on an unknown executor, or Ray missing."""
+    if executor not in EXECUTORS:
+        raise CctkError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
+    if executor == "ray":
+        ray_module()
+    elif address:
+        raise CctkError("--address is for --executor ray")
