@@ -177,3 +177,11 @@ def cp(k: int, n: int) -> tuple[float, float]:
 def exact():
     """``exact(k, n)``: SciPy's Clopper-Pearson 95% interval, the reference for every lo / hi."""
     return cp
+
+
+def assert_rows(actual: pd.DataFrame, expected: list[dict], atol: float = 1e-12) -> None:
+    """``actual`` has exactly these rows, in this order, and exactly these columns, in this order."""
+    wanted = pd.DataFrame(expected)
+    assert list(actual.columns) == list(wanted.columns)
+    pd.testing.assert_frame_equal(actual.reset_index(drop=True), wanted, check_dtype=False, check_exact=False,
+                                  rtol=0, atol=atol)
