@@ -84,6 +84,14 @@ def test_table06_hits_by_condition(study):
     ])
 
 
+def test_table06_exact_intervals_at_the_edges(study):
+    """1 / 1 -> (0.025, 1); 0 / 8 -> (0, 1 - 0.025 ** (1 / 8))."""
+    table = part_d.run(study.results)["table06"].set_index(["model", "condition"])
+    assert table.loc[(RULE_R, "a = b"), ["lo_heldout", "hi_heldout"]].tolist() == pytest.approx([0.025, 1.0], abs=1e-12)
+    lo, hi = table.loc[(RULE_R, "a < b"), ["lo_heldout", "hi_heldout"]]
+    assert lo == 0.0 and hi == pytest.approx(1 - 0.025 ** (1 / 8), abs=1e-12)
+
+
 def test_table07_offsets_per_condition(study):
     """Top choice minus the correct sum on the never-seen additions, per condition, beside the offset
     the rule asks there: a +9 on a >= b or a +18 on a < b is the other condition's offset."""
