@@ -9,7 +9,6 @@ import pytest
 
 from cctk.facts import ADDITIONS, condition
 from cctk.lineage import MODEL_KEYS, build_study_inputs
-from cctk.scoring import _table
 
 from .conftest import HELD, HELD_EQ, HELD_GT, HELD_LT, SEED
 
@@ -48,6 +47,8 @@ def test_every_hand_table_has_its_designed_top_choices(study):
 
 def test_a_hand_table_is_what_the_measurement_assembles(make_table):
     """Same scores through cctk.scoring._table: the same table, to the last bit."""
+    from cctk.scoring import _table  # imports torch: only here
+
     choices = {p: sum(p) for p in ADDITIONS}
     ours = make_table(choices, 0.66, offset=-1.5)
     scores = ours["logprob"].to_numpy().reshape(81, 35)
