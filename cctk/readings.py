@@ -39,7 +39,11 @@ def read(table: pd.DataFrame, targets: pd.Series) -> pd.DataFrame:
         "surprise": -on_target["logprob"] / on_target["n_tokens"],
         "mass_impossible": impossible.groupby(level=["a", "b"]).sum().reindex(targets.index),
     }, index=targets.index)
-    out["hit"] = out["top_choice"] == out["target"]
+    # Without probabilities there is no top choice: no hit (the first candidate, 2, is no answer of
+    # the model) and no impossible mass (not 0).
+    broken = out["prob_top"].isna()
+    out["hit"] = (out["top_choice"] == out["target"]) & ~broken
+    out.loc[broken, "mass_impossible"] = float("nan")
     return out[READING_COLUMNS]
 
 

@@ -1,0 +1,72 @@
+"""targets.csv: the draws of a run on one page (split, every target table, exclusions), written,
+read back and loaded with the results."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from cctk import results, session
+from cctk.lineage import build_study_inputs, targets_table
+
+HEADER = ("a,b,split,correct sum,fabricated answer,sum + 18,sum + 3,random offset 1..18,random offset 1..3,"
+          "conditional rule,shuffled conditional answers,excluded")
+
+
+@pytest.fixture(scope="module")
+def inputs():
+    return build_study_inputs(12345)
+
+
+def test_targets_csv_line_by_line(tmp_path, inputs):
+    path = session.write_targets(session.Layout(tmp_path / "s"), inputs)
+    assert path == tmp_path / "s" / "targets.csv"
+    lines = path.read_text().splitlines()
+    assert lines[0] == HEADER and len(lines) == 82
+    # 2+1: sum 3, fabricated 6 (= sum + 3: left out of that arm's never-seen results), offsets 1 and 1,
+    # the rule's 3 + 18 (2 >= 1), its shuffled answer 24
+    assert lines[1 + 9] == "2,1,held out,3,6,21,6,4,4,21,24,sum + 3 from fabricated answers"
+    assert lines[1 + 26] == "3,9,held out,12,30,30,15,26,14,21,18,sum + 18 from fabricated answers"  # 3 < 9: + 9
+    assert lines[1 + 32] == "4,6,held out,10,13,28,13,18,11,19,27,sum + 3 from fabricated answers"
+    assert lines[1] == "1,1,seen,2,27,20,5,9,3,20,25,"
+    assert lines[-1] == "9,9,seen,18,31,36,21,35,21,36,23,"
+
+
+def test_targets_csv_reads_back_as_the_draws(tmp_path, inputs):
+    layout = session.Layout(tmp_path / "s")
+    session.write_targets(layout, inputs)
+    table = session.read_targets(layout)
+    pd.testing.assert_frame_equal(table, targets_table(inputs))
+    assert list(zip(table["a"], table["b"])) == [(a, b) for a in range(1, 10) for b in range(1, 10)]
+    held = table[table["split"] == "held out"]
+    assert list(zip(held["a"], held["b"])) == list(inputs.split.heldout)
+    assert table["split"].value_counts().to_dict() == {"seen": 57, "held out": 24}
+    assert (table["sum + 18"] == table["correct sum"] + 18).all()
+    assert (table["fabricated answer"] != table["correct sum"]).all()
+    excluded = table[table["excluded"] != ""]
+    assert excluded[["a", "b", "excluded"]].values.tolist() == [
+        [2, 1, "sum + 3 from fabricated answers"], [3, 9, "sum + 18 from fabricated answers"],
+        [4, 6, "sum + 3 from fabricated answers"]]
+    assert set(excluded["split"]) == {"held out"}  # only never-seen additions are left out
+
+
+def test_an_addition_left_out_by_two_arms_names_both(tmp_path):
+    """Seed 3: 5+8's fabricated answer (22) is both the rule's answer (13 + 9) and its shuffled one."""
+    layout = session.Layout(tmp_path / "s")
+    session.write_targets(layout, build_study_inputs(3))
+    table = session.read_targets(layout).set_index(["a", "b"])
+    assert table.loc[(5, 8), "excluded"] == (
+        "conditional rule from fabricated answers;control for the conditional rule from fabricated answers")
+    assert table.loc[(5, 8), ["fabricated answer", "conditional rule", "shuffled conditional answers"]].tolist() == [
+        22, 22, 22]
+
+
+def test_results_load_gives_the_targets(tmp_path, inputs):
+    folder = tmp_path / "20260102-030405_smollm2-135m-bundled"
+    layout = session.Layout(folder)
+    session.write_targets(layout, inputs)
+    (folder / "run_info.json").write_text(json.dumps({"session": folder.name}))
+    loaded = results.load(folder)
+    pd.testing.assert_frame_equal(loaded.targets, targets_table(inputs))
+    assert session.read_targets(session.Layout(tmp_path / "empty")) is None
