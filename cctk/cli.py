@@ -73,32 +73,38 @@ def measure(model, out, tracking):
               help="Measure every arm after every epoch: learning curves (MLflow histories and one more figure).")
 @click.option("--system-metrics/--no-system-metrics", default=True, show_default=True,
               help="Log CPU, memory (and GPU) use of the pipeline to its MLflow run.")
+@click.option("--figures/--no-figures", default=True, show_default=True,
+              help="Draw the figures (--no-figures: tables and reports only; `cctk report` draws them later).")
 @click.option("--resume", "resume_id", default=None, metavar="RUN_ID",
               help="Continue an interrupted pipeline run (its own settings are used).")
-def run_command(model, profile, seed, out, tracking, device, holdout, curves, system_metrics, resume_id, **recipe):
+def run_command(model, profile, seed, out, tracking, device, holdout, curves, system_metrics, figures, resume_id,
+                **recipe):
     """Run the whole 2.0.0 experiment for one model (Parts A-D and the synthesis)."""
-    run_pipeline(model, profile, seed, out, tracking, device, holdout, curves, system_metrics, resume_id,
+    run_pipeline(model, profile, seed, out, tracking, device, holdout, curves, system_metrics, figures, resume_id,
                  echo=click.echo, **recipe)
 
 
 def run_pipeline(model, profile, seed, out, tracking, device, holdout=0.3, curves=False, system_metrics=True,
-                 resume_id=None, sweep=None, cell=None, echo=print, **recipe) -> str:
+                 figures=True, resume_id=None, sweep=None, cell=None, echo=print, **recipe) -> str:
     """``cctk run`` as a function (a sweep runs its cells through it); returns the pipeline's run id."""
     from . import pipeline
     from .config import make_config, parse_seeds
 
     if resume_id:
-        return pipeline.resume(resume_id, out, tracking, device, echo=echo, system_metrics=system_metrics).run_id
+        return pipeline.resume(resume_id, out, tracking, device, echo=echo, system_metrics=system_metrics,
+                               figures=figures).run_id
     config = make_config(model, profile, parse_seeds(seed), holdout, device=str(pipeline.pick_device(device)),
                          curves=curves, **recipe)
     return pipeline.run(config, out, tracking, device, echo=echo, sweep=sweep, cell=cell,
-                        system_metrics=system_metrics).run_id
+                        system_metrics=system_metrics, figures=figures).run_id
 
 
-def sweep_cell(cell, profile: str, out: str, tracking_uri: str, sweep_id: str, resume_id: str | None = None) -> str:
+def sweep_cell(cell, profile: str, out: str, tracking_uri: str, sweep_id: str, resume_id: str | None = None,
+               figures: bool = True) -> str:
     """One cell of a sweep (locally or in a Ray worker): ``cctk run`` nested under the sweep, quietly."""
-    return run_pipeline(cell.model, profile, str(cell.seed), Path(out), tracking_uri, None, resume_id=resume_id,
-                        sweep=sweep_id, cell=cell.key, echo=lambda *_: None, **dict(cell.overrides))
+    return run_pipeline(cell.model, profile, str(cell.seed), Path(out), tracking_uri, None, figures=figures,
+                        resume_id=resume_id, sweep=sweep_id, cell=cell.key, echo=lambda *_: None,
+                        **dict(cell.overrides))
 
 
 @cli.command("sweep")
@@ -114,9 +120,11 @@ def sweep_cell(cell, profile: str, out: str, tracking_uri: str, sweep_id: str, r
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("outputs"), show_default=True,
               help="Folder that receives the cells' session folders.")
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
+@click.option("--figures/--no-figures", default=True, show_default=True,
+              help="Draw each cell's figures (--no-figures: `cctk report` or `cctk compare` draw later).")
 @click.option("--resume", "resume_id", default=None, metavar="SWEEP_ID",
               help="Continue an interrupted sweep: finished cells are kept, an interrupted one is resumed.")
-def sweep_command(models, seeds, sets, profile, executor, address, cpus_per_cell, out, tracking, resume_id):
+def sweep_command(models, seeds, sets, profile, executor, address, cpus_per_cell, out, tracking, figures, resume_id):
     """Run a grid of pipelines over models, seeds and recipe values (an MLflow sweep run)."""
     from . import sweep
     from . import tracking as tracking_module
@@ -131,11 +139,38 @@ def sweep_command(models, seeds, sets, profile, executor, address, cpus_per_cell
         sweep.check_executor(executor, address)
         grid = sweep.parse_grid(models, seeds, sets, profile)
         store = tracking_module.connect(tracking)
-        plan = sweep.open_sweep(store, grid, out, executor, address)
+        plan = sweep.open_sweep(store, grid, out, executor, address, figures)
     cells = plan.grid.cells()
     click.echo(f"sweep {plan.run_id}: {len(cells)} cells ({plan.executor}), outputs in {plan.out}")
     sweep.execute(store, plan, sweep_cell, echo=click.echo, cpus_per_cell=cpus_per_cell)
     click.echo(f"sweep {plan.run_id} finished; compare it with: cctk compare --sweep {plan.run_id} --out DIR")
+
+
+@cli.command("compare")
+@click.option("--sweep", "sweep_id", default=None, metavar="SWEEP_ID", help="Compare the finished cells of a sweep.")
+@click.option("--runs", default=None, metavar="ID1,ID2,...", help="Compare these pipeline runs.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Folder for the tables, figures and compare.html.")
+@click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
+def compare_command(sweep_id, runs, out, tracking):
+    """Finished pipelines side by side: across seeds, across models, pooled tests, implausibility."""
+    from . import tracking as tracking_module
+    from .compare import gather, report
+
+    store = tracking_module.connect(tracking)
+    ids = gather.run_ids(store, sweep_id, runs)
+    click.echo(f"comparing {len(ids)} pipelines ...")
+    compared = report.write(gather.gather(ids, tracking), out, sweep_id)
+    run = store.start(store.experiment(), f"compare {len(ids)} runs",
+                      tags={"cctk.kind": "compare", "mlflow.source.name": "cctk compare",
+                            **({"cctk.sweep": sweep_id} if sweep_id else {})},
+                      parent=sweep_id)
+    run.params({"runs": ",".join(ids), "sweep": sweep_id or ""})
+    run.note(f"cctk compare of {len(ids)} pipelines" + (f" of sweep {sweep_id}" if sweep_id else ""))
+    run.files(compared.folder)
+    run.end()
+    click.echo(f"{len(compared.tables)} tables and {len(compared.figures)} figures in {compared.folder}; "
+               f"MLflow run {run.run_id}")
 
 
 @cli.command()
@@ -181,10 +216,15 @@ def server(config_name, host, port):
 @click.option("--port", type=int, default=5000, show_default=True)
 def ui(config_name, port):
     """Open the MLflow UI on the configured store (the embedded SQLite store by default)."""
+    from . import tracking as tracking_module
     from .server import launch, ui_command
 
-    click.echo(f"MLflow UI at http://127.0.0.1:{port} (Ctrl-C to stop)")
-    raise SystemExit(launch(ui_command(config_name, port=port), echo=click.echo))
+    command = ui_command(config_name, port=port)
+    store = tracking_module.Store(tracking_module.resolve(config_name))
+    base = f"http://127.0.0.1:{port}"
+    click.echo(f"MLflow UI at {base} (Ctrl-C to stop); cctk's runs, in the Model training view:")
+    click.echo(store.runs_url(base, store.experiment()))
+    raise SystemExit(launch(command, echo=click.echo))
 
 
 def main():

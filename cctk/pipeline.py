@@ -45,6 +45,7 @@ class Session:
     device: torch.device
     started: float = field(default_factory=time.perf_counter)
     monitor: object = None  # MLflow's system-metrics monitor of the parent run, if any
+    figures: bool = True  # False: no figure is drawn (``cctk report`` draws them later)
 
 
 @dataclass(frozen=True)
@@ -70,20 +71,21 @@ def check_inputs(config: Config, tracking_name: str | None = None) -> tracking.S
 
 def run(config: Config, out_root: Path = Path("outputs"), tracking_name: str | None = None,
         device: str | None = None, echo=print, sweep: str | None = None, cell: str | None = None,
-        system_metrics: bool = True) -> Outcome:
+        system_metrics: bool = True, figures: bool = True) -> Outcome:
     """Run the pipeline of ``config``; returns the results with every table computed.
 
     ``sweep``, ``cell``: the run id of a sweep this pipeline is a cell of (it nests under it), the cell's key.
     """
     store = check_inputs(config, tracking_name)
     run_ = _open_session(config, Path(out_root), store, device, echo, sweep, cell)
+    run_.figures = figures
     if system_metrics:
         run_.monitor = run_.parent.system_metrics()
     return _execute(run_, Done(), echo)
 
 
 def resume(run_id: str, out_root: Path = Path("outputs"), tracking_name: str | None = None,
-           device: str | None = None, echo=print, system_metrics: bool = True) -> Outcome:
+           device: str | None = None, echo=print, system_metrics: bool = True, figures: bool = True) -> Outcome:
     """Continue an interrupted pipeline: finished models are taken from their runs, not trained again."""
     store = tracking.connect(tracking_name)
     parent = store.pipeline(run_id)
@@ -92,7 +94,8 @@ def resume(run_id: str, out_root: Path = Path("outputs"), tracking_name: str | N
     if not (layout.folder / "measurements").is_dir():
         raise CctkError(f"the session folder {layout.folder} of run {run_id} is not here; "
                         "resume from the folder the run started in, or pass its --out")
-    session_ = Session(config, layout, store, parent.experiment_id, store.reopen(run_id), pick_device(device))
+    session_ = Session(config, layout, store, parent.experiment_id, store.reopen(run_id), pick_device(device),
+                       figures=figures)
     if system_metrics:
         session_.monitor = session_.parent.system_metrics()
     done = resume_state.finished(store, parent, layout)
@@ -252,7 +255,7 @@ def _measure_and_log(run: Session, results: Results, key: str, model, tokenizer,
     nested.metrics(model_metrics(results, key))
     nested.files(session.write_measurement(run.layout, key, table), "measurement")
     nested.table(table, "measurement_table.json")
-    for figure in model_heatmaps(results, key, run.layout):  # write_all reuses them
+    for figure in model_heatmaps(results, key, run.layout) if run.figures else []:  # write_all reuses them
         nested.files(figure, "figures")
     nested.end()
 
@@ -262,7 +265,7 @@ def _finish(run: Session, results: Results, tables: dict[str, pd.DataFrame], ech
     facts = RunFacts(run.layout.session, run.store.uri, run.experiment_id, run.parent.run_id, str(run.device),
                      round(seconds, 1), hardware(), software())
     n_figures = write_all(results, tables, RunRecord(run.config, facts, results.training), run.layout,
-                          reuse_heatmaps=True)
+                          reuse_heatmaps=True, figures=run.figures)
     head = headline(results)
     run.parent.metrics({**head, "pipeline_seconds": seconds})
     run.parent.files(run.layout.folder)

@@ -126,19 +126,22 @@ class Sweep:
     executor: str
     address: str | None
     tracking_uri: str
+    figures: bool = True
 
 
-def open_sweep(store: tracking.Store, grid: Grid, out: Path, executor: str, address: str | None) -> Sweep:
+def open_sweep(store: tracking.Store, grid: Grid, out: Path, executor: str, address: str | None,
+               figures: bool = True) -> Sweep:
     """Create the sweep's MLflow run, with the grid as parameters."""
     if executor not in EXECUTORS:
         raise CctkError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
     out = Path(out).resolve()
     run = store.start(store.experiment(), f"sweep {len(grid.cells())} cells",
                       tags={"cctk.kind": "sweep", "mlflow.source.name": "cctk sweep"})
-    run.params({**grid.as_params(), "out": str(out), "executor": executor, "address": address or ""})
+    run.params({**grid.as_params(), "out": str(out), "executor": executor, "address": address or "",
+                "figures": figures})
     run.note(f"cctk sweep: {len(grid.cells())} pipelines over models {', '.join(grid.models)}, seeds "
              f"{', '.join(map(str, grid.seeds))}" + (f", recipe values {dict(grid.sets)}" if grid.sets else ""))
-    return Sweep(run.run_id, grid, out, executor, address, absolute_store(store))
+    return Sweep(run.run_id, grid, out, executor, address, absolute_store(store), figures)
 
 
 def reopen_sweep(store: tracking.Store, sweep_id: str) -> Sweep:
@@ -148,7 +151,7 @@ def reopen_sweep(store: tracking.Store, sweep_id: str) -> Sweep:
     store.reopen(sweep_id)
     p = run.params
     return Sweep(sweep_id, Grid.from_params(p), Path(p["out"]), p["executor"], p.get("address") or None,
-                 absolute_store(store))
+                 absolute_store(store), p.get("figures", "True") == "True")
 
 
 def cell_runs(store: tracking.Store, sweep_id: str) -> dict[str, tracking.TrackedRun]:
@@ -157,7 +160,7 @@ def cell_runs(store: tracking.Store, sweep_id: str) -> dict[str, tracking.Tracke
     return {r.tags["cctk.cell"]: r for r in runs if "cctk.cell" in r.tags}
 
 
-RunCell = Callable[..., str]  # run_cell(cell, profile, out, tracking_uri, sweep_id, resume_id) -> run id
+RunCell = Callable[..., str]  # run_cell(cell, profile, out, tracking_uri, sweep_id, resume_id, figures) -> run id
 
 
 def execute(store: tracking.Store, sweep: Sweep, run_cell: RunCell, echo=print, cpus_per_cell: float = 1) -> dict:
@@ -186,7 +189,8 @@ def execute(store: tracking.Store, sweep: Sweep, run_cell: RunCell, echo=print, 
 def _local(sweep: Sweep, jobs, run_cell: RunCell, echo, cpus_per_cell) -> dict:
     finished = {}
     for cell, resume_id in jobs:
-        run_id = run_cell(cell, sweep.grid.profile, str(sweep.out), sweep.tracking_uri, sweep.run_id, resume_id)
+        run_id = run_cell(cell, sweep.grid.profile, str(sweep.out), sweep.tracking_uri, sweep.run_id, resume_id,
+                          sweep.figures)
         finished[cell.key] = run_id
         echo(f"cell {cell.key}: finished, run {run_id}")
     return finished
@@ -199,8 +203,8 @@ def _ray(sweep: Sweep, jobs, run_cell: RunCell, echo, cpus_per_cell) -> dict:
         ray.init(address=sweep.address or None, include_dashboard=False, log_to_driver=False,
                  runtime_env={"env_vars": {"MLFLOW_TRACKING_URI": sweep.tracking_uri}})
     task = ray.remote(num_cpus=cpus_per_cell)(run_cell)
-    pending = {task.remote(cell, sweep.grid.profile, str(sweep.out), sweep.tracking_uri, sweep.run_id, resume_id):
-               cell for cell, resume_id in jobs}
+    pending = {task.remote(cell, sweep.grid.profile, str(sweep.out), sweep.tracking_uri, sweep.run_id, resume_id,
+                           sweep.figures): cell for cell, resume_id in jobs}
     finished = {}
     try:
         while pending:

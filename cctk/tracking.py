@@ -167,11 +167,14 @@ class Store:
         if self.uri.startswith("sqlite:///") and not self.uri.startswith("sqlite:////"):
             Path(self.uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         self.client = MlflowClient(tracking_uri=self.uri)
+        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bar per downloaded file
 
     def experiment(self, name: str = EXPERIMENT) -> str:
         """The id of experiment ``name``, created (with the configured artifact folder) if needed."""
         found = self.client.get_experiment_by_name(name)
         if found is not None:
+            if found.tags.get("mlflow.experimentKind") is None:  # made before cctk tagged its kind
+                self.client.set_experiment_tag(found.experiment_id, "mlflow.experimentKind", EXPERIMENT_KIND)
             return found.experiment_id
         location = None
         if self.config.artifact_location:

@@ -110,6 +110,42 @@ def synthetic_measurement(peaks: dict, sharpness: dict, rng: np.random.Generator
                          "n_tokens": np.tile(2 + (values >= 10), len(ADDITIONS)), "prob": prob.ravel()})[COLUMNS]
 
 
+P_DEFAULT = 0.66
+
+
+def hand_table(choices: dict[tuple[int, int], int], p: float | dict = P_DEFAULT,
+               offset: float = 0.0) -> pd.DataFrame:
+    """A measurement table whose top choice in addition (a, b) is ``choices[(a, b)]``.
+
+    Scores (summed log-probabilities): ln p on the choice, ln((1 - p) / 34) on every other candidate,
+    plus ``offset``; ``prob`` is their softmax per addition and the table is assembled exactly as
+    ``cctk.scoring._table`` does. n_tokens: 2 for a one-digit candidate (" 7\\n"), 3 for a two-digit one.
+    ``p`` may be one number or a number per addition; it must exceed 1/35 so the choice is the argmax.
+    """
+    from cctk.facts import ADDITIONS, CANDIDATES
+    from cctk.readings import COLUMNS
+
+    additions = [pair for pair in ADDITIONS if pair in choices]
+    assert len(additions) == len(choices), "choices must be keyed by additions (a, b), 1 <= a, b <= 9"
+    values = np.array(CANDIDATES)
+    scores = np.empty((len(additions), len(values)))
+    for i, pair in enumerate(additions):
+        p_pair = p[pair] if isinstance(p, dict) else p
+        assert choices[pair] in CANDIDATES and 1 / len(values) < p_pair < 1
+        q = (1 - p_pair) / (len(values) - 1)
+        scores[i] = np.where(values == choices[pair], np.log(p_pair), np.log(q)) + offset
+    shifted = scores - scores.max(axis=1, keepdims=True)
+    prob = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+    a, b = np.array(additions).T
+    n_cand = len(values)
+    table = pd.DataFrame({
+        "a": np.repeat(a, n_cand), "b": np.repeat(b, n_cand),
+        "candidate_value": np.tile(values, len(additions)), "logprob": scores.ravel(),
+        "n_tokens": np.tile(np.where(values < 10, 2, 3), len(additions)), "prob": prob.ravel(),
+    })
+    return table.sort_values(["a", "b", "candidate_value"], ignore_index=True)[COLUMNS]
+
+
 def synthetic_results(seed: int = SEED, epochs: int = 3):
     """Fourteen plausible measurement tables and thirteen training records, from numpy alone."""
     from cctk.experiments import Results

@@ -110,6 +110,9 @@ code { font-size: 13px; }
 <code>--seed {{ seed_text }}</code> to repeat it.{% else %}These seeds were given for this run
 (<code>--seed {{ seed_text }}</code>).{% endif %}</p>
 
+{% if not figures_drawn %}<p class="caption"><b>Figures not drawn in this run</b> (it ran with
+<code>--no-figures</code>): <code>cctk report {{ info.session }}</code> draws them from the saved measurements.</p>{% endif %}
+
 <h2 id="runs-summary">Fine-tuning runs</h2>
 <div class="scroll">{{ runs }}</div>
 
@@ -161,6 +164,6 @@ def render(info: dict, tables: dict[str, pd.DataFrame], figures: list[tuple[obje
     minutes = f"{info['seconds'] / 60:.1f}" if info.get("seconds") is not None else None
     return TEMPLATE.render(
         info=info, blocks=facts(info), seeds=seed_rows, seed_text=",".join(map(str, seeds["values"])),
-        end_marker=repr(info["end_marker"]), minutes=minutes, parts=list(parts.values()),
+        end_marker=repr(info["end_marker"]), minutes=minutes, parts=list(parts.values()), figures_drawn=bool(figures),
         heldout=", ".join(f"{a}+{b}" for a, b in info["heldout_additions"]),
         runs=Markup(table_html(runs_table(tables["table11"]), "runs", left=["model", "parent"])))

@@ -59,14 +59,14 @@ def latex_escape(text: str) -> str:
     return "".join(LATEX_SPECIAL.get(c, c) for c in text)
 
 
-def latex(table: pd.DataFrame, name: str) -> str:
+def latex(table: pd.DataFrame, name: str, caption: str | None = None) -> str:
     """A floating table: ``\\begin{table}``, caption, label ``tab:<name>``, booktabs rules.
 
     A table of more than ``LATEX_MAX_COLUMNS`` columns is scaled to the text width
     (``\\resizebox``, from the graphicx package), so it never runs off the page.
     """
     text = _styler(table, "latex").to_latex(
-        caption=latex_escape(TABLE_CAPTIONS[name]), label=f"tab:{name}", position="htbp",
+        caption=latex_escape(caption or TABLE_CAPTIONS[name]), label=f"tab:{name}", position="htbp",
         position_float="centering", hrules=True)
     if len(table.columns) > LATEX_MAX_COLUMNS:
         start, end = text.index("\\begin{tabular}"), text.index("\\end{tabular}") + len("\\end{tabular}")
@@ -110,3 +110,13 @@ def _freeze_zip(path: Path, stamp: datetime) -> None:
             info = zipfile.ZipInfo(filename, date_time=stamp.timetuple()[:6])
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, data)
+
+
+def write_table(table: pd.DataFrame, folder: Path, name: str, caption: str, stamp: datetime = XLSX_EPOCH) -> list[Path]:
+    """One table outside a session (``cctk compare``): ``folder/<name>.{csv,xlsx,tex}``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = [folder / f"{name}.{ext}" for ext in ("csv", "xlsx", "tex")]
+    table.to_csv(paths[0], index=False, lineterminator="\n")
+    write_xlsx({name[:31]: table}, paths[1], stamp)
+    paths[2].write_text(latex(table, name, caption))
+    return paths

@@ -30,16 +30,17 @@ def model_heatmaps(results: Results, key: str, layout: Layout) -> list:
 
 
 def write_all(results: Results, tables: dict[str, pd.DataFrame], record: RunRecord, layout: Layout,
-              reuse_heatmaps: bool = False) -> int:
-    """Write every output of a run into ``layout``; returns the number of figures.
+              reuse_heatmaps: bool = False, figures: bool = True) -> int:
+    """Write every output of a run into ``layout``; returns the number of figures drawn.
 
-    ``reuse_heatmaps`` keeps heatmaps already drawn by ``model_heatmaps`` during the run.
+    ``reuse_heatmaps`` keeps heatmaps already drawn by ``model_heatmaps`` during the run;
+    ``figures=False`` draws none (``cctk report`` draws them later from the same folder).
     """
     write_tables(tables, layout)  # first: the cheapest and most precious
     session.write_targets(layout, results.inputs)
     info = session.run_info(record, results.inputs, headline(results))
     session.write_run_info(layout, info)
-    specs = catalog.specs(results, tables, record.config.model)
+    specs = catalog.specs(results, tables, record.config.model) if figures else []
     uris = render.run_all(partial(_figure, layout=layout, reuse=reuse_heatmaps), specs)
     run_report.write(info, tables["table11"], catalog.losses(results),
                      [model_name(k) for k in catalog.MAIN_SEQUENCE], layout.run_report)

@@ -20,18 +20,15 @@ model leave out the never-seen additions whose fabricated answer already is thei
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
 from types import SimpleNamespace
 
-import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
 
 from cctk.experiments import Results
-from cctk.facts import ADDITIONS, CANDIDATES
 from cctk.lineage import MODEL_KEYS, build_study_inputs, own_target
-from cctk.readings import COLUMNS
+from conftest import hand_table  # noqa: F401 (the root conftest's builder, shared)
 from cctk.records import TrainRecord
 
 SEED = 12345
@@ -44,36 +41,6 @@ HELD = sorted(HELD_GT + HELD_EQ + HELD_LT)  # in ADDITIONS order
 # Probability on the top choice, per model (every other candidate gets (1 - p) / 34).
 P = {"base": 0.32, "m_random": 0.83}
 P_DEFAULT = 0.66
-
-
-def hand_table(choices: Mapping[tuple[int, int], int], p: float | Mapping = P_DEFAULT,
-               offset: float = 0.0) -> pd.DataFrame:
-    """A measurement table whose top choice in addition (a, b) is ``choices[(a, b)]``.
-
-    Scores (summed log-probabilities): ln p on the choice, ln((1 - p) / 34) on every other candidate,
-    plus ``offset``; ``prob`` is their softmax per addition and the table is assembled exactly as
-    ``cctk.scoring._table`` does. n_tokens: 2 for a one-digit candidate (" 7\\n"), 3 for a two-digit one.
-    ``p`` may be one number or a number per addition; it must exceed 1/35 so the choice is the argmax.
-    """
-    additions = [pair for pair in ADDITIONS if pair in choices]
-    assert len(additions) == len(choices), "choices must be keyed by additions (a, b), 1 <= a, b <= 9"
-    values = np.array(CANDIDATES)
-    scores = np.empty((len(additions), len(values)))
-    for i, pair in enumerate(additions):
-        p_pair = p[pair] if isinstance(p, Mapping) else p
-        assert choices[pair] in CANDIDATES and 1 / len(values) < p_pair < 1
-        q = (1 - p_pair) / (len(values) - 1)
-        scores[i] = np.where(values == choices[pair], np.log(p_pair), np.log(q)) + offset
-    shifted = scores - scores.max(axis=1, keepdims=True)
-    prob = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
-    a, b = np.array(additions).T
-    n_cand = len(values)
-    table = pd.DataFrame({
-        "a": np.repeat(a, n_cand), "b": np.repeat(b, n_cand),
-        "candidate_value": np.tile(values, len(additions)), "logprob": scores.ravel(),
-        "n_tokens": np.tile(np.where(values < 10, 2, 3), len(additions)), "prob": prob.ravel(),
-    })
-    return table.sort_values(["a", "b", "candidate_value"], ignore_index=True)[COLUMNS]
 
 
 def design(inputs) -> dict[str, dict]:

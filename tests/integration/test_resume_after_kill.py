@@ -6,7 +6,6 @@ import sys
 
 import mlflow
 import pandas as pd
-import pytest
 
 from cctk import pipeline
 from cctk.config import make_config, parse_seeds

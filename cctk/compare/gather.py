@@ -1,0 +1,39 @@
+"""The finished pipelines to compare, pulled from MLflow: their session folders, rebuilt into results."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import results as run_results
+from .. import session, tracking
+from ..errors import CctkError
+from .tables import Run
+
+
+def run_ids(store: tracking.Store, sweep: str | None = None, runs: str | None = None) -> list[str]:
+    """The pipeline runs of ``--sweep ID`` (its finished cells) or of ``--runs ID1,ID2,...``."""
+    if bool(sweep) == bool(runs):
+        raise CctkError("cctk compare needs --sweep ID or --runs ID1,ID2,... (one of them)")
+    if runs:
+        ids = [r.strip() for r in runs.split(",") if r.strip()]
+        for run_id in ids:
+            if store.pipeline(run_id).status != "FINISHED":
+                raise CctkError(f"pipeline run {run_id} is not finished; resume it first (cctk run --resume)")
+        return ids
+    found = store.get(sweep)
+    if found.tags.get("cctk.kind") != "sweep":
+        raise CctkError(f"MLflow run {sweep} is not a cctk sweep (tag cctk.kind is {found.tags.get('cctk.kind')!r})")
+    cells = [r for r in store.search([found.experiment_id], f"tags.`cctk.sweep` = '{sweep}'")
+             if r.tags.get("cctk.kind") == "pipeline" and r.status == "FINISHED"]
+    if not cells:
+        raise CctkError(f"sweep {sweep} has no finished pipeline yet")
+    return [r.run_id for r in sorted(cells, key=lambda r: r.tags.get("cctk.cell", ""))]
+
+
+def gather(ids: list[str], tracking_name: str | None = None, cache: Path | None = None) -> list[Run]:
+    """Each run's session folder (downloaded once into the cache) rebuilt into results and tables."""
+    gathered = []
+    for run_id in ids:
+        back = session.rebuild(run_results.download(run_id, tracking_name, cache))
+        config = back.record.config
+        gathered.append(Run(run_id, config.model, config.seed, back.results, back.tables))
+    return gathered

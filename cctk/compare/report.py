@@ -1,0 +1,107 @@
+"""The outputs of ``cctk compare``: tables (CSV/XLSX/LaTeX), figures (PNG/PDF/EPS) and one HTML page.
+
+    <out>/
+      runs.csv                          the pipelines compared (run id, base model, seed)
+      tables/<name>/<name>.{csv,xlsx,tex}
+      figures/<name>/<name>.{png,pdf,eps}
+      compare.html                      self-contained: every table and figure
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+import pandas as pd
+from markupsafe import Markup
+
+from ..figures import save_figure
+from ..figures.across import cross_model_chart, implausibility_chart
+from ..outputs.html_report import data_uri
+from ..outputs.tables import html as table_html
+from ..outputs.tables import write_table
+from . import tables as across
+from .tables import Run
+
+CAPTIONS = {
+    "cross_seed": "Across seeds: for every base model and measured model, the number of runs and, per group (all "
+                  "81 additions for the models trained on all of them, seen and never seen for the others), the mean "
+                  "over runs of the share of additions whose top choice is the model's own target, with a Student's t "
+                  "95% interval of that mean (runs - 1 degrees of freedom, clipped to [0, 1]; none for one run).",
+    "rule_vs_control_pooled": "Each rule against its control on the never-seen additions, pooled over the runs of a "
+                              "base model: hits / n summed over runs, Cochran-Mantel-Haenszel chi-square with the "
+                              "runs as strata (no continuity correction), its two-sided p-value and the one-sided "
+                              "p-value that the rule hits more often, and the Mantel-Haenszel pooled odds ratio with "
+                              "its 95% interval.",
+    "heldout_pooled": "Held-out hits of every corpus trained on the seen additions, per base model: hits and "
+                      "never-seen additions summed over runs, the pooled share and its exact (Clopper-Pearson) 95% "
+                      "interval (the data of the cross-model chart).",
+    "implausibility_distance": "How implausibility matters: the fabricated-answers model on its fabricated answers, "
+                               "pooled over runs, by the distance of the fabricated answer from the true sum: "
+                               "additions, hits (top choice is the fabricated answer), share with its exact "
+                               "(Clopper-Pearson) 95% interval, and the mean probability on the fabricated answer.",
+    "implausibility_possible": "How implausibility matters: the same, by whether the fabricated answer could be a "
+                               "correct sum (<= 18) or never can (> 18).",
+}
+FIGURE_TITLES = {"cross_model": "Held-out hits of every corpus, by base model",
+                 "implausibility": "How implausibility matters"}
+
+PAGE = jinja2.Environment(autoescape=True).from_string("""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>cctk compare</title>
+<style>
+body { font-family: "DejaVu Sans", Helvetica, Arial, sans-serif; color: #222; margin: 0; background: #f6f6f4; }
+main { max-width: 1100px; margin: 0 auto; padding: 24px 32px 64px; background: #fff; }
+h2 { border-bottom: 2px solid #2166ac; padding-bottom: 4px; margin-top: 40px; }
+table { border-collapse: collapse; font-size: 13px; margin: 6px 0 12px; }
+th, td { padding: 3px 9px; border-bottom: 1px solid #e2e2e2; text-align: right; }
+th { border-bottom: 2px solid #999; background: #fafafa; }
+.scroll { overflow-x: auto; } figure img { width: 100%; max-width: 960px; border: 1px solid #eee; }
+.caption { color: #444; font-size: 14px; }
+</style></head><body><main>
+<h1>cctk compare</h1>
+<p class="caption">{{ runs|length }} pipelines{% if sweep %} of sweep <code>{{ sweep }}</code>{% endif %}.</p>
+<div class="scroll">{{ runs_html }}</div>
+{% for item in items %}
+<h2 id="{{ item.name }}">{{ item.title }}</h2>
+{% if item.kind == "figure" %}<figure><img src="{{ item.uri }}" alt="{{ item.title }}"></figure>
+{% else %}<p class="caption">{{ item.caption }}</p><div class="scroll">{{ item.html }}</div>{% endif %}
+{% endfor %}
+</main></body></html>
+""")
+
+
+@dataclass(frozen=True)
+class Compared:
+    tables: dict[str, pd.DataFrame]
+    figures: dict[str, list[Path]]
+    folder: Path
+
+
+def compute(runs: list[Run]) -> dict[str, pd.DataFrame]:
+    """Every table of a comparison, by name."""
+    by_distance, by_kind = across.implausibility(runs)
+    return {"cross_seed": across.cross_seed(runs), "rule_vs_control_pooled": across.pooled_tests(runs),
+            "heldout_pooled": across.heldout_pooled(runs), "implausibility_distance": by_distance,
+            "implausibility_possible": by_kind}
+
+
+def write(runs: list[Run], out: Path, sweep: str | None = None) -> Compared:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    listing = pd.DataFrame({"run_id": [r.run_id for r in runs], "base_model": [r.model for r in runs],
+                            "seed": [r.seed for r in runs]})
+    listing.to_csv(out / "runs.csv", index=False, lineterminator="\n")
+    tables = compute(runs)
+    for name, table in tables.items():
+        write_table(table, out / "tables" / name, name, CAPTIONS[name])
+    charts = {"cross_model": cross_model_chart(tables["heldout_pooled"]),
+              "implausibility": implausibility_chart(tables["implausibility_distance"],
+                                                     tables["implausibility_possible"])}
+    figures = {name: save_figure(fig, out / "figures" / name, name) for name, fig in charts.items()}
+    items = [{"kind": "figure", "name": n, "title": FIGURE_TITLES[n], "uri": data_uri(paths[0])}
+             for n, paths in figures.items()]
+    items += [{"kind": "table", "name": n, "title": n.replace("_", " "), "caption": CAPTIONS[n],
+               "html": Markup(table_html(t, n))} for n, t in tables.items()]
+    page = PAGE.render(runs=runs, sweep=sweep, items=items, runs_html=Markup(table_html(listing, "runs")))
+    (out / "compare.html").write_text(page, encoding="utf-8")
+    return Compared(tables, figures, out)

@@ -1,0 +1,103 @@
+"""Tables across runs, checked against values computed by hand: means over runs and their t interval,
+the Cochran-Mantel-Haenszel test, the implausibility tables, the pooled held-out shares."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cctk.compare import tables as across
+from cctk.compare.tables import Run
+from cctk.experiments import Results
+from cctk.lineage import MODEL_KEYS, build_study_inputs, own_target
+from conftest import hand_table, synthetic_results
+
+
+@pytest.fixture(scope="module")
+def two_runs():
+    return [Run.of("run-a", "tiny", 7, synthetic_results(7)), Run.of("run-b", "tiny", 8, synthetic_results(8))]
+
+
+def test_t_interval_by_hand():
+    mean, lo, hi = across.t_interval([0.2, 0.4, 0.6])  # sd 0.2, t(0.975, 2) = 4.302653
+    assert mean == pytest.approx(0.4)
+    assert (lo, hi) == (0.0, pytest.approx(0.4 + 4.302653 * 0.2 / math.sqrt(3), abs=1e-6))
+    assert math.isnan(across.t_interval([0.5])[1])
+
+
+def test_cross_seed_is_the_mean_of_each_runs_own_table(two_runs):
+    table = across.cross_seed(two_runs)
+    assert len(table) == len(MODEL_KEYS) and (table["runs"] == 2).all()
+    first, second = (r.tables["table09"].set_index(["model", "group"])["share"] for r in two_runs)
+    for _, row in table.iterrows():
+        for group, column in (("all", "all_mean"), ("seen", "seen_mean"), ("held out", "heldout_mean")):
+            if (row.model, group) in first.index:
+                expected = (first[row.model, group] + second[row.model, group]) / 2
+                assert row[column] == pytest.approx(expected, abs=1e-12), (row.model, group)
+            else:
+                assert math.isnan(row[column])
+    recovery = table.set_index("model").loc["recovery"]
+    shares = [first["recovery", "held out"], second["recovery", "held out"]]
+    half = 12.706205 * np.std(shares, ddof=1) / math.sqrt(2)  # t(0.975, 1)
+    assert recovery["heldout_lo"] == pytest.approx(max(0.0, np.mean(shares) - half), abs=1e-6)
+    assert recovery["heldout_hi"] == pytest.approx(min(1.0, np.mean(shares) + half), abs=1e-6)
+    assert math.isnan(table.set_index("model").loc["fabricated answers", "heldout_mean"])  # trained on all 81
+
+
+def test_cmh_by_hand():
+    """Two strata, [[5, 3], [2, 6]] and [[4, 4], [1, 7]]: sum(a - E) = 1.5 + 1.5, sum Var = 1.05 + 0.91667."""
+    got = across._cmh([np.array([[5, 3], [2, 6]]), np.array([[4, 4], [1, 7]])])
+    assert got["chi2"] == pytest.approx(9 / (1.05 + 0.9166667), rel=1e-6)
+    assert got["p_two_sided"] == pytest.approx(0.0324177, rel=1e-5)
+    assert got["p_one_sided"] == pytest.approx(0.0324177 / 2, rel=1e-5)
+    assert got["odds_ratio_mh"] == pytest.approx((30 + 28) / (6 + 4))  # sum(ad/N) / sum(bc/N)
+    assert (got["hits_rule"], got["n_rule"], got["hits_control"], got["n_control"]) == (9, 16, 3, 16)
+    reverse = across._cmh([np.array([[2, 6], [5, 3]]), np.array([[1, 7], [4, 4]])])
+    assert reverse["p_one_sided"] == pytest.approx(1 - 0.0324177 / 2, rel=1e-5)  # the control hits more
+    assert math.isnan(across._cmh([np.array([[0, 24], [0, 24]])])["chi2"])  # no hit anywhere: no test
+
+
+def test_pooled_tests_use_each_runs_table10(two_runs):
+    table = across.pooled_tests(two_runs)
+    assert len(table) == 6 and (table["runs"] == 2).all()
+    row = table.set_index("rule").loc["sum + 3 from correct sums"]
+    t10 = [r.tables["table10"].set_index("rule").loc["sum + 3 from correct sums"] for r in two_runs]
+    assert row["hits_rule"] == sum(t.hits_rule for t in t10) and row["n_control"] == sum(t.n_control for t in t10)
+
+
+def test_implausibility_by_hand():
+    """A fabricated-answers model that hits its fabricated answer exactly where it is impossible (> 18)."""
+    inputs = build_study_inputs(3)
+    fabricated = inputs.targets["random"]
+    choices = {p: int(v) if v > 18 else int(p[0] + p[1]) for p, v in fabricated.items()}
+    measurements = {key: hand_table({p: int(t) for p, t in inputs.targets[own_target(key)].items()})
+                    for key in MODEL_KEYS}
+    measurements["m_random"] = hand_table(choices, 0.66)
+    run = Run.of("r", "tiny", 3, Results(inputs, measurements))
+    by_distance, by_kind = across.implausibility([run, run])  # the same run twice: counts double
+    impossible = int((fabricated > 18).sum())
+    kinds = by_kind.set_index("answer")
+    assert kinds.loc["impossible (> 18)", ["additions", "hits"]].tolist() == [2 * impossible, 2 * impossible]
+    assert kinds.loc["possible (<= 18)", ["additions", "hits"]].tolist() == [2 * (81 - impossible), 0]
+    assert kinds.loc["impossible (> 18)", "mean_prob"] == pytest.approx(0.66)
+    assert kinds.loc["possible (<= 18)", "mean_prob"] == pytest.approx(0.01)  # (1 - 0.66) / 34
+    distance = (fabricated - pd.Series([a + b for a, b in fabricated.index], index=fabricated.index)).abs()
+    far = by_distance.set_index("distance").loc["18-34"]
+    assert far["additions"] == 2 * int((distance >= 18).sum())
+    assert far["hits"] == 2 * int(((distance >= 18) & (fabricated > 18)).sum())
+    assert by_distance["additions"].sum() == 2 * 81
+    lo, hi = far["lo"], far["hi"]
+    from scipy.stats import binomtest
+
+    ci = binomtest(int(far["hits"]), int(far["additions"])).proportion_ci(method="exact")
+    assert (lo, hi) == (pytest.approx(ci.low), pytest.approx(ci.high))
+
+
+def test_heldout_pooled_sums_hits_over_runs(two_runs):
+    table = across.heldout_pooled(two_runs).set_index("model")
+    held = [r.tables["table09"].set_index(["model", "group"]).loc[("control for + 3", "held out")] for r in two_runs]
+    assert table.loc["control for + 3", "hits"] == sum(h.hits for h in held)
+    assert table.loc["control for + 3", "n"] == sum(h.n for h in held)
+    assert "fabricated answers" not in table.index  # no held-out group

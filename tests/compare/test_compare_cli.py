@@ -1,0 +1,66 @@
+"""cctk compare on a fixture of logged runs: two sessions written from synthetic results, logged as
+the pipeline cells of a sweep; the comparison is read back from MLflow and checked by hand."""
+from __future__ import annotations
+
+import mlflow
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from cctk import tracking
+from cctk.cli import cli
+from cctk.config import make_config
+from cctk.experiments import compute_tables
+from conftest import RUN, synthetic_results, write_session
+
+
+@pytest.fixture()
+def logged_sweep(tmp_path, tracking_uri):
+    """A sweep run with two finished pipeline cells (seeds 7 and 8), their sessions as artifacts."""
+    store = tracking.connect()
+    experiment = store.experiment()
+    sweep = store.start(experiment, "sweep", {"cctk.kind": "sweep"})
+    tables = {}
+    for seed in (7, 8):
+        results = synthetic_results(seed)
+        tables[seed] = compute_tables(results)
+        run = {**RUN, "session": f"20260102-03040{seed}_tiny"}
+        folder = write_session(tmp_path / "sessions", results, tables[seed],
+                               make_config("smollm2-135m-bundled", "smoke", (seed,)), run, figures=False)
+        cell = store.start(experiment, folder.name, {"cctk.kind": "pipeline", "cctk.sweep": sweep.run_id,
+                                                      "cctk.cell": f"tiny|seed={seed}"}, parent=sweep)
+        cell.files(folder)
+        cell.end()
+    store.start(experiment, "unfinished", {"cctk.kind": "pipeline", "cctk.sweep": sweep.run_id,
+                                           "cctk.cell": "tiny|seed=9"}, parent=sweep)  # left RUNNING: not compared
+    sweep.end()
+    return sweep.run_id, tables
+
+
+def test_compare_a_sweep(tmp_path, logged_sweep, tracking_uri, monkeypatch):
+    monkeypatch.setenv("CCTK_CACHE", str(tmp_path / "cache"))
+    sweep_id, tables = logged_sweep
+    result = CliRunner().invoke(cli, ["compare", "--sweep", sweep_id, "--out", str(tmp_path / "cmp")])
+    assert result.exit_code == 0, result.output
+    cross = pd.read_csv(tmp_path / "cmp" / "tables" / "cross_seed" / "cross_seed.csv").set_index("model")
+    assert len(cross) == 14 and (cross["runs"] == 2).all()
+    for model in ("correct sums", "sum + 3 from fabricated answers"):
+        shares = [t["table09"].set_index(["model", "group"])["share"] for t in tables.values()]
+        group, column = ("all", "all_mean") if model == "correct sums" else ("held out", "heldout_mean")
+        assert cross.loc[model, column] == pytest.approx(sum(s[model, group] for s in shares) / 2, abs=1e-12)
+    for name in ("cross_seed", "rule_vs_control_pooled", "heldout_pooled", "implausibility_distance",
+                 "implausibility_possible"):
+        assert {p.suffix for p in (tmp_path / "cmp" / "tables" / name).iterdir()} == {".csv", ".xlsx", ".tex"}
+    for name in ("cross_model", "implausibility"):
+        assert {p.suffix for p in (tmp_path / "cmp" / "figures" / name).iterdir()} == {".png", ".pdf", ".eps"}
+    page = (tmp_path / "cmp" / "compare.html").read_text()
+    assert page.count("data:image/png;base64,") == 2 and "cross_seed" in page
+    client = mlflow.MlflowClient(tracking_uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("cctk").experiment_id], "tags.`cctk.kind` = 'compare'")
+    assert run.data.tags["mlflow.parentRunId"] == sweep_id and len(run.data.params["runs"].split(",")) == 2
+
+
+def test_compare_needs_one_source(tmp_path, tracking_uri):
+    for args in ([], ["--sweep", "a", "--runs", "b"]):
+        result = CliRunner().invoke(cli, ["compare", *args, "--out", str(tmp_path / "c")])
+        assert result.exit_code != 0 and "needs --sweep ID or --runs" in result.output

@@ -1,0 +1,123 @@
+"""Sweeps end to end on the tiny model: 2 seeds on a local Ray instance, their comparison from MLflow,
+and the same sweep run locally, killed with SIGKILL in its second cell and resumed to the same tables."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import mlflow
+import pandas as pd
+import pytest
+
+from cctk.session import rebuild
+
+SEEDS = (11, 12)
+
+
+def cctk(*args, env, **kwargs):
+    return subprocess.run([sys.executable, "-m", "cctk", *args], env=env, capture_output=True, text=True,
+                          timeout=1500, **kwargs)
+
+
+def cells(client, sweep_id):
+    experiment = client.get_experiment_by_name("cctk").experiment_id
+    return client.search_runs([experiment], f"tags.`cctk.sweep` = '{sweep_id}' and tags.`cctk.kind` = 'pipeline'")
+
+
+def tables_by_seed(client, sweep_id) -> dict[int, dict]:
+    out = {}
+    for run in cells(client, sweep_id):
+        if run.info.status == "FINISHED":
+            back = rebuild(os.path.join(client.get_run(sweep_id).data.params["out"], run.data.tags["cctk.session"]))
+            out[back.record.config.seed] = back.tables
+    return out
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sweeps")
+    return root, {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{root}/mlflow.db", "OMP_NUM_THREADS": "1",
+                  "CCTK_CACHE": str(root / "cache"), "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.fixture(scope="module")
+def ray_sweep(env, tiny_dir):
+    root, environ = env
+    done = cctk("sweep", "--models", str(tiny_dir), "--seeds", ",".join(map(str, SEEDS)), "--profile", "smoke",
+                "--no-figures", "--executor", "ray", "--out", str(root / "ray"), env=environ, cwd=root)
+    assert done.returncode == 0, done.stderr[-3000:]
+    first = done.stdout.splitlines()[0]
+    assert first.startswith("sweep ") and "2 cells (ray)" in first
+    assert sum(line.startswith("cell ") and "finished, run" in line for line in done.stdout.splitlines()) == 2
+    return first.split()[1].rstrip(":")
+
+
+def test_ray_sweep_nests_sweep_pipeline_arm(env, ray_sweep):
+    root, environ = env
+    client = mlflow.MlflowClient(environ["MLFLOW_TRACKING_URI"])
+    sweep = client.get_run(ray_sweep)
+    assert sweep.data.tags["cctk.kind"] == "sweep" and sweep.info.status == "FINISHED"
+    assert sweep.data.params["seeds"] == "11,12" and sweep.data.params["executor"] == "ray"
+    pipelines = cells(client, ray_sweep)
+    assert len(pipelines) == 2
+    for run in pipelines:
+        assert run.data.tags["mlflow.parentRunId"] == ray_sweep and run.info.status == "FINISHED"
+        arms = client.search_runs([run.info.experiment_id], f"tags.`mlflow.parentRunId` = '{run.info.run_id}'")
+        assert len(arms) == 14 and all(a.data.tags["cctk.kind"] == "model" for a in arms)
+        assert all(a.data.tags.get("mlflow.note.content") for a in arms)
+        trained = [a for a in arms if a.data.tags["cctk.key"] != "base"]
+        assert all(a.inputs.dataset_inputs for a in trained)  # each arm's corpus, as an MLflow dataset
+
+
+def test_compare_the_ray_sweep(env, ray_sweep):
+    root, environ = env
+    done = cctk("compare", "--sweep", ray_sweep, "--out", str(root / "compare"), env=environ, cwd=root)
+    assert done.returncode == 0, done.stderr[-3000:]
+    cross = pd.read_csv(root / "compare" / "tables" / "cross_seed" / "cross_seed.csv")
+    assert len(cross) == 14 and (cross["runs"] == 2).all()
+    client = mlflow.MlflowClient(environ["MLFLOW_TRACKING_URI"])
+    own = [t["table09"].set_index(["model", "group"])["share"] for t in tables_by_seed(client, ray_sweep).values()]
+    for _, row in cross.iterrows():
+        group = "all" if pd.notna(row["all_mean"]) else "held out"
+        column = "all_mean" if group == "all" else "heldout_mean"
+        assert row[column] == pytest.approx((own[0][row.model, group] + own[1][row.model, group]) / 2, abs=1e-12)
+    assert (root / "compare" / "tables" / "implausibility_possible" / "implausibility_possible.csv").is_file()
+
+
+def test_local_sweep_killed_and_resumed_gives_the_same_tables(env, ray_sweep, tiny_dir):
+    root, environ = env
+    client = mlflow.MlflowClient(environ["MLFLOW_TRACKING_URI"])
+    command = [sys.executable, "-m", "cctk", "sweep", "--models", str(tiny_dir), "--seeds", "11,12", "--profile",
+               "smoke", "--no-figures", "--out", str(root / "local")]
+    proc = subprocess.Popen(command, env=environ, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True)
+    sweep_id = proc.stdout.readline().split()[1].rstrip(":")
+    deadline = time.time() + 1200
+    while time.time() < deadline:  # kill in the middle of the second cell: some of its arms finished
+        second = [r for r in cells(client, sweep_id) if r.data.tags["cctk.cell"].endswith("seed=12")]
+        if second and len(client.search_runs([second[0].info.experiment_id],
+                                             f"tags.`mlflow.parentRunId` = '{second[0].info.run_id}' "
+                                             "and attributes.status = 'FINISHED'")) >= 3:
+            break
+        time.sleep(1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert client.get_run(sweep_id).info.status == "RUNNING"
+    done = cctk("sweep", "--resume", sweep_id, env=environ, cwd=root)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "seed=11: finished before" in done.stdout and "seed=12: finished, run" in done.stdout
+    assert client.get_run(sweep_id).info.status == "FINISHED"
+    assert len(cells(client, sweep_id)) == 2  # the killed cell was resumed, not started again
+    resumed, straight = tables_by_seed(client, sweep_id), tables_by_seed(client, ray_sweep)
+    assert set(resumed) == set(straight) == set(SEEDS)
+    for seed in SEEDS:
+        for name, table in straight[seed].items():
+            if name == "table11":  # times differ; the rest may not
+                columns = ["model", "examples", "steps", "loss_first_epoch", "loss_last_epoch"]
+                table, other = table[columns], resumed[seed][name][columns]
+            else:
+                other = resumed[seed][name]
+            pd.testing.assert_frame_equal(other, table)
