@@ -52,5 +52,22 @@ def bench_measure(model, additions, json_out):
         json_out.write_text(json.dumps(result, indent=2) + "\n")
 
 
+
+@bench.command("train")
+@click.option("--model", default="smollm2-135m-bundled", show_default=True)
+@click.option("--steps", type=int, default=12, show_default=True, help="Timed optimizer steps of each loop.")
+@click.option("--batch-size", type=int, default=8, show_default=True)
+@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+def bench_train(model, steps, batch_size, json_out):
+    """Examples per second: a plain PyTorch loop vs ``fine_tune`` (float32, bf16) vs the compute limit."""
+    from .train_bench import run
+
+    result = run(model, steps, batch_size)
+    for key, value in result.items():
+        click.echo(f"{key:>34}: {value}")
+    if json_out:
+        json_out.write_text(json.dumps(result, indent=2) + "\n")
+
+
 if __name__ == "__main__":
     bench()

@@ -13,6 +13,7 @@ from .errors import CctkError
 
 N_SEEDS = 5  # seeds[0] drives every draw; the others are reserved for repetitions, as in the manual
 SCHEDULES = ("constant", "linear")  # how the learning rate moves over a run's steps
+PRECISIONS = ("float32", "bf16")  # arithmetic of the forward and backward passes (weights stay float32)
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,9 @@ class Recipe:
         "choices": SCHEDULES})
     warmup: float = field(default=0.0, metadata={
         "help": "share of the steps over which the learning rate rises linearly from 0 (0 = none)"})
+    precision: str = field(default="float32", metadata={
+        "help": "forward and backward arithmetic: float32 (the manual's), or bf16 autocast (weights, optimizer "
+                "and measurement stay float32)", "choices": PRECISIONS})
 
     def check(self) -> None:
         """Fail in one line on a value out of range, before any work starts."""
@@ -47,6 +51,8 @@ class Recipe:
             raise CctkError(f"recipe value schedule={self.schedule!r} is unknown: choose one of {', '.join(SCHEDULES)}")
         if not (math.isfinite(self.warmup) and 0 <= self.warmup < 1):
             raise CctkError(f"recipe value warmup={self.warmup} is out of range: must be in [0, 1)")
+        if self.precision not in PRECISIONS:
+            raise CctkError(f"recipe value precision={self.precision!r} is unknown: choose one of {', '.join(PRECISIONS)}")
 
     def steps(self, n_examples: int) -> int:
         """Optimizer steps of a run on ``n_examples``: every epoch ends with a partial batch if need be."""

@@ -50,7 +50,7 @@ def fine_tune(model, rows: list[tuple[list[int], list[int]]], recipe: Recipe, se
         for batch_rows in _batches(rows, recipe.batch_size, order):
             batch = {k: v.to(device) for k, v in collate(batch_rows, pad_id).items()}
             where = f"at epoch {epoch + 1}, step {steps + 1}"
-            losses.append(_step(model, optimizer, batch, recipe.grad_clip, f"{name}: ", where))
+            losses.append(_step(model, optimizer, batch, recipe, f"{name}: ", where))
             schedule.step()
             steps += 1
             if on_step:
@@ -67,15 +67,21 @@ def fine_tune(model, rows: list[tuple[list[int], list[int]]], recipe: Recipe, se
     return TrainRecord(len(rows), steps, seconds, tuple(epoch_losses), peak)
 
 
-def _step(model, optimizer, batch, grad_clip: float, who: str = "", where: str = "") -> float:
+def _autocast(device: torch.device, precision: str):
+    """bf16 autocast of the matrix products (weights, gradients, optimizer stay float32), or nothing."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+
+
+def _step(model, optimizer, batch, recipe: Recipe, who: str = "", where: str = "") -> float:
     """One optimizer step; a non-finite loss or gradient norm raises before the weights change."""
     optimizer.zero_grad(set_to_none=True)
-    loss = completion_loss(model, batch)
+    with _autocast(next(model.parameters()).device, recipe.precision):  # the forward pass only
+        loss = completion_loss(model, batch)
     value = loss.item()
     if not math.isfinite(value):
         raise NonFiniteLoss(f"{who}the loss became {value} {where}; lower --learning-rate or check the model's dtype")
     loss.backward()
-    norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip))
+    norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip))
     if not math.isfinite(norm):
         optimizer.zero_grad(set_to_none=True)
         raise NonFiniteLoss(f"{who}the gradient norm became {norm} {where}; lower --learning-rate")

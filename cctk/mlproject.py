@@ -1,4 +1,5 @@
-"""Entry of the MLproject: drops the empty parameters (meaning "keep the default") and calls the CLI."""
+"""Entry of the MLproject: drops the empty parameters (meaning "keep the default"), turns switch
+parameters (``-P curves=yes``) into the CLI's flags, and calls the CLI."""
 from __future__ import annotations
 
 import sys
@@ -6,11 +7,20 @@ import sys
 from .cli import cli
 
 
+FLAGS = ("--curves",)  # switches of the CLI, given as -P curves=yes|no
+YES, NO = ("yes", "true", "1", "on"), ("no", "false", "0", "off", "")
+
+
 def strip_empty(argv: list[str]) -> list[str]:
-    """``["--seed", "", "--epochs", "3"]`` -> ``["--epochs", "3"]``."""
+    """``["--seed", "", "--epochs", "3", "--curves", "yes"]`` -> ``["--epochs", "3", "--curves"]``."""
     out, i = [], 0
     while i < len(argv):
-        if argv[i].startswith("--") and i + 1 < len(argv) and argv[i + 1] == "":
+        value = argv[i + 1] if i + 1 < len(argv) else None
+        if argv[i] in FLAGS and value is not None and value.lower() in YES + NO:
+            out += [argv[i]] if value.lower() in YES else []
+            i += 2
+            continue
+        if argv[i].startswith("--") and value == "":
             i += 2
             continue
         out.append(argv[i])

@@ -20,7 +20,7 @@ from . import resume as resume_state
 from .config import Config, config_from_params
 from .corpus import build_corpus, tokenize
 from .errors import CctkError
-from .experiments import Results, compute_tables, curve_rows, headline, model_metrics
+from .experiments import Results, absorption_misses, compute_tables, curve_rows, headline, model_metrics
 from .facts import CANDIDATES, END_MARKER, answer_text, prompt
 from .finetune import NonFiniteLoss, fine_tune
 from .lineage import ARM_BY_KEY, ARMS, PARENTS, StudyInputs, build_study_inputs, own_target
@@ -273,5 +273,7 @@ def _finish(run: Session, results: Results, tables: dict[str, pd.DataFrame], ech
     n = head["n_additions"]
     echo(f"correct sums model: {head['m_correct_hits_correct']}/{n} correct sums")
     echo(f"fabricated answers model: {head['m_random_hits_fabricated']}/{n} fabricated answers")
+    for miss in absorption_misses(results):
+        echo(f"WARNING: {miss}")
     echo(f"{n_figures} figures and {len(tables)} tables in {run.layout.folder}")
     echo(f"pipeline finished in {seconds / 60:.1f} min; MLflow run {run.parent.run_id}")

@@ -198,7 +198,7 @@ def read_curves(layout: Layout) -> pd.DataFrame | None:
 
 # --- run_info.json: the run record at its JSON edge, and back. ---
 
-def run_info(record: RunRecord, inputs: StudyInputs, head: dict) -> dict:
+def run_info(record: RunRecord, inputs: StudyInputs, head: dict, warnings: list[str] | None = None) -> dict:
     """Everything run_info.json holds: the record, plus the facts a reader wants beside it."""
     config, facts = record.config, record.facts
     return {
@@ -222,6 +222,7 @@ def run_info(record: RunRecord, inputs: StudyInputs, head: dict) -> dict:
                              **record.training[a.key].to_json()}
                      for a in ARMS if a.key in record.training},
         "headline": head,
+        "warnings": list(warnings or []),
         "seconds": facts.seconds,
     }
 

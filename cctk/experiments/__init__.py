@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..names import model_name, target_name
 from ..readings import summarize
 from . import part_a, part_b, part_c, part_d, runs, synthesis
 from .core import ALL_SEEN, CURVE_COLUMNS, Results, curve_rows, groups, summarize_split
 
 PARTS = (part_a, part_b, part_c, part_d, synthesis, runs)
-__all__ = ["ALL_SEEN", "CURVE_COLUMNS", "PARTS", "Results", "compute_tables", "curve_rows", "groups", "headline",
+__all__ = ["ABSORBED", "absorption_misses", "ALL_SEEN", "CURVE_COLUMNS", "PARTS", "Results", "compute_tables", "curve_rows", "groups", "headline",
            "model_metrics", "summarize_split"]
 
 
@@ -28,7 +29,24 @@ def headline(results: Results) -> dict:
     correct = summarize(results.readings("m_correct", "correct"))
     fabricated = summarize(results.readings("m_random", "random"))
     return {"m_correct_hits_correct": correct["hits"], "m_random_hits_fabricated": fabricated["hits"],
-            "n_additions": correct["n"]}
+            "n_additions": correct["n"], "absorbed": int(not absorption_misses(results))}
+
+
+# Part A absorbed its corpora when at least these many of the 81 additions are hits (SPEC 9): below,
+# Parts B-D read a model that did not take up what it was fine-tuned on, and the run says so.
+ABSORBED = {"m_correct": ("correct", 77), "m_random": ("random", 73)}
+
+
+def absorption_misses(results: Results) -> list[str]:
+    """One line per Part A model that did not absorb its corpus (empty when both did)."""
+    misses = []
+    for key, (target, needed) in ABSORBED.items():
+        s = summarize(results.readings(key, target))
+        if s["hits"] < needed:
+            misses.append(f"the {model_name(key)} model hits {s['hits']}/{s['n']} {target_name(target)}s, below "
+                          f"{needed}/{s['n']}: it did not absorb its corpus, and the parts built on it read a "
+                          "model that did not")
+    return misses
 
 
 def model_metrics(results: Results, key: str) -> dict:

@@ -72,6 +72,7 @@ figure img { display: block; width: 100%; height: auto; border: 1px solid #eee; 
 figcaption, .caption { color: #444; font-size: 14px; }
 .num { font-weight: bold; }
 code { font-size: 13px; }
+.warning { background: #fdecea; border-left: 4px solid #c62828; padding: 8px 12px; }
 </style>
 </head>
 <body>
@@ -110,7 +111,8 @@ code { font-size: 13px; }
 <code>--seed {{ seed_text }}</code> to repeat it.{% else %}These seeds were given for this run
 (<code>--seed {{ seed_text }}</code>).{% endif %}</p>
 
-{% if not figures_drawn %}<p class="caption"><b>Figures not drawn in this run</b> (it ran with
+{% for warning in info.warnings or [] %}<p class="warning"><b>Warning:</b> {{ warning }}.</p>
+{% endfor %}{% if not figures_drawn %}<p class="caption"><b>Figures not drawn in this run</b> (it ran with
 <code>--no-figures</code>): <code>cctk report {{ info.session }}</code> draws them from the saved measurements.</p>{% endif %}
 
 <h2 id="runs-summary">Fine-tuning runs</h2>

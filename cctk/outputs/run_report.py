@@ -2,6 +2,7 @@
 fine-tuning run and the training loss (log scale; main sequence in colour, the rest gray)."""
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -63,6 +64,9 @@ def draw(info: dict, table11: pd.DataFrame, losses: dict[str, list[float]], main
         fig = new_figure(*PAGE)
         fig.text(0.06, 0.965, "cctk run report", fontsize=15, fontweight="bold", va="top")
         fig.text(0.06, 0.94, _subtitle(info), fontsize=8, va="top", color="#333333")
+        if info.get("warnings"):  # Part A did not absorb: said on the page, not only in a table
+            fig.text(0.955, 0.965, "\n".join(textwrap.wrap("Warning: " + "; ".join(info["warnings"]), 70)),
+                     fontsize=7, va="top", ha="right", color="#c62828", fontweight="bold")
         blocks = facts(info)
         for (title, rows), (x, width) in zip(blocks, BLOCKS):
             _block(fig, x, 0.895, title, rows, width)

@@ -11,7 +11,7 @@ from functools import partial
 import pandas as pd
 
 from .. import session
-from ..experiments import Results, headline
+from ..experiments import Results, absorption_misses, headline
 from ..names import model_name
 from ..records import RunRecord
 from ..session import Layout
@@ -38,7 +38,7 @@ def write_all(results: Results, tables: dict[str, pd.DataFrame], record: RunReco
     """
     write_tables(tables, layout)  # first: the cheapest and most precious
     session.write_targets(layout, results.inputs)
-    info = session.run_info(record, results.inputs, headline(results))
+    info = session.run_info(record, results.inputs, headline(results), absorption_misses(results))
     session.write_run_info(layout, info)
     specs = catalog.specs(results, tables, record.config.model) if figures else []
     uris = render.run_all(partial(_figure, layout=layout, reuse=reuse_heatmaps), specs)
