@@ -109,3 +109,25 @@ def test_a_nan_gradient_stops_the_run_before_its_update(tiny, rows, tokenizer):
     with pytest.raises(NonFiniteLoss, match="arm: the gradient norm became nan at epoch 1, step 1"):
         fine_tune(model, rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm")
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+
+
+def test_on_epoch_sees_every_epoch_and_changes_nothing(tiny, rows, tokenizer):
+    seen = []
+    with_curves, without = copy.deepcopy(tiny), copy.deepcopy(tiny)
+    a = fine_tune(with_curves, rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm",
+                  on_epoch=lambda epoch, model: seen.append((epoch, model.training)))
+    b = fine_tune(without, rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm")
+    assert seen == [(1, False), (2, False)]  # measured in eval mode
+    assert a.losses == b.losses
+    assert all(torch.equal(p, q) for p, q in zip(with_curves.parameters(), without.parameters()))
+
+
+def test_bf16_precision_trains_float32_weights(tiny, rows, tokenizer):
+    from dataclasses import replace
+
+    model = copy.deepcopy(tiny)
+    record = fine_tune(model, rows, replace(RECIPE, precision="bf16"), seed=5, pad_id=tokenizer.pad_token_id, name="a")
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert record.losses[-1] < record.losses[0]
+    fp32 = fine_tune(copy.deepcopy(tiny), rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="a")
+    assert record.losses != fp32.losses  # bf16 arithmetic is not float32's

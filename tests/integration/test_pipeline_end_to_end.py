@@ -1,5 +1,5 @@
 """The smoke pipeline end to end on a tiny model: 14 measured models, 13 arms, nested MLflow runs,
-determinism, a non-finite loss. Slow: integration."""
+determinism, learning curves that change nothing, a non-finite loss. Slow: integration."""
 import mlflow
 import pandas as pd
 import pytest
@@ -14,14 +14,35 @@ from cctk.lineage import ARMS
 
 @pytest.fixture(scope="module")
 def two_runs(tiny_dir, tmp_path_factory):
-    """Two smoke runs with one seed, into one SQLite store."""
+    """Two smoke runs with one seed, into one SQLite store: the first with learning curves."""
     root = tmp_path_factory.mktemp("runs")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{root}/mlflow.db")
-        config = make_config(str(tiny_dir), "smoke", (11, 12))
-        first = pipeline.run(config, root / "a", echo=lambda *_: None)
-        second = pipeline.run(config, root / "b", echo=lambda *_: None)
+        first = pipeline.run(make_config(str(tiny_dir), "smoke", (11, 12), curves=True), root / "a",
+                             echo=lambda *_: None)
+        second = pipeline.run(make_config(str(tiny_dir), "smoke", (11, 12)), root / "b", echo=lambda *_: None)
         yield root, first, second
+
+
+def test_learning_curves_in_mlflow_on_disk_and_in_a_26th_figure(two_runs):
+    root, first, second = two_runs
+    client = mlflow.MlflowClient(f"sqlite:///{root}/mlflow.db")
+    arms = {r.data.tags["cctk.key"]: r for r in client.search_runs(
+        ["1"], f"tags.`mlflow.parentRunId` = '{first.run_id}'")}
+    seen = client.get_metric_history(arms["c3_random"].info.run_id, "curve_hits_seen")
+    held = client.get_metric_history(arms["c3_random"].info.run_id, "curve_hits_heldout")
+    assert [m.step for m in seen] == [1, 2] and [m.step for m in held] == [1, 2]
+    assert [m.step for m in client.get_metric_history(arms["m_random"].info.run_id, "curve_hits_all")] == [1, 2]
+    assert client.get_metric_history(arms["base"].info.run_id, "curve_hits_all") == []  # never trained
+    curves = first.results.curves
+    assert len(curves) == 2 * (2 * 1 + 11 * 2)  # epochs x (2 arms on all 81 + 11 arms with two groups)
+    last = curves[(curves["model"] == "sum + 3 from fabricated answers") & (curves["epoch"] == 2)]
+    table09 = compute_tables(first.results)["table09"].set_index(["model", "group"])
+    assert last.set_index("group").loc["heldout", "hits"] == table09.loc[("sum + 3 from fabricated answers",
+                                                                           "held out"), "hits"]
+    figures = sorted((first.folder / "figures").iterdir())
+    assert len(figures) == 26 and figures[-1].name == "26_learning_curves"
+    assert len(sorted((second.folder / "figures").iterdir())) == 25 and second.results.curves is None
 
 
 def test_same_seed_gives_identical_tables(two_runs):
