@@ -134,5 +134,9 @@ def ui(config_name, port):
     raise SystemExit(launch(ui_command(config_name, port=port), echo=click.echo))
 
 
+from .krtest.cli import krtest  # noqa: E402  (KR-Test, seed 003)
+cli.add_command(krtest)
+
+
 def main():
     cli(prog_name="cctk")
