@@ -12,14 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__, tracking
-from ..models import check_model_name, load_model, model_id
 from ..errors import CctkError
+from ..models import check_model_name, load_model, model_id
+from ..scoring import _pad_id
 from .generate import VALIDATION
 from .items import Item, open_book, read_corpus, read_items
 from .lora import plan_lora
 from .report import write_curve, write_evaluation
 from .scoring import Summary, score, summarize
-from .train import Evaluation, TrainConfig, Trained, corpus_rows, perplexity, train
+from .train import Evaluation, TrainConfig, Trained, perplexity, train
 
 SUMMARY_METRICS = ("n", "correct", "accuracy", "lo", "hi", "mean_margin", "ties", "identical")
 
@@ -86,7 +87,7 @@ def evaluate_arm(run: tracking.Run, lm, tokenizer, items: list[Item], out: Path,
         metrics = {k: getattr(summary, k) for k in SUMMARY_METRICS}
         metrics["eval_seconds"] = time.perf_counter() - start
         if validation_rows is not None:
-            metrics["val_perplexity"] = perplexity(lm, validation_rows, tokenizer.pad_token_id or 0)
+            metrics["val_perplexity"] = perplexity(lm, validation_rows, _pad_id(tokenizer))
         paths = write_evaluation(table, summary, out)
         echo(summary.line())
         run.metrics(metrics)
@@ -161,7 +162,3 @@ def _finish(run: tracking.Run, trained: Trained, out: Path, echo) -> None:
     for path in paths:
         run.files(path)
     echo(f"after {trained.result.steps} steps: {final.summary.line()}")
-
-
-def validation_rows(inputs: Inputs, tokenizer, max_tokens: int):
-    return corpus_rows(inputs.validation, tokenizer, max_tokens) if inputs.validation else None

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
-from ..figures.common import BASE, HELD_HIT, LINES, SEEN_HIT, new_figure, paper_style, save_figure
+from ..figures.common import BASE, HELD_HIT, LINES, SEEN_HIT, new_figure, paper_style, save_figure, shade
 from ..outputs.tables import XLSX_EPOCH, latex_escape, number, session_start, write_xlsx
 from .scoring import ITEM_COLUMNS, Summary
 
@@ -47,30 +48,42 @@ def curves_figure(curves: pd.DataFrame, baselines: pd.DataFrame, title: str) -> 
     """KR accuracy (left) and validation perplexity (right) against optimizer steps.
 
     ``curves``: arm, step, kr_accuracy, kr_lo, kr_hi, val_perplexity (one line per arm, its interval
-    shaded); ``baselines``: arm, accuracy, lo, hi (horizontal lines: no steps).
+    as bars); ``baselines``: arm, accuracy, lo, hi (horizontal lines, their interval a band: no steps).
+    Everything opaque, so the EPS looks like the PNG.
     """
     with paper_style():
         fig = new_figure(7.2, 3.0)
-        left, right = fig.add_axes([0.07, 0.30, 0.40, 0.58]), fig.add_axes([0.57, 0.30, 0.40, 0.58])
+        left, right = fig.add_axes([0.07, 0.30, 0.38, 0.58]), fig.add_axes([0.60, 0.30, 0.38, 0.58])
         arms = list(dict.fromkeys(curves["arm"]))
+        dodge = 0.01 * max(1, curves["step"].max())  # side by side, so the interval bars do not hide each other
         for i, arm in enumerate(arms):
             rows = curves[curves["arm"] == arm]
             color = ARM_COLORS[i % len(ARM_COLORS)]
-            left.fill_between(rows["step"], 100 * rows["kr_lo"], 100 * rows["kr_hi"], color=color, alpha=0.12, lw=0)
-            left.plot(rows["step"], 100 * rows["kr_accuracy"], color=color, lw=1.6, marker="o", ms=2.5, label=arm)
+            accuracy = 100 * rows["kr_accuracy"]
+            bars = [accuracy - 100 * rows["kr_lo"], 100 * rows["kr_hi"] - accuracy]
+            left.errorbar(rows["step"] + (i - (len(arms) - 1) / 2) * dodge, accuracy, yerr=bars, color=color, lw=1.6,
+                          marker="o", ms=2.5, elinewidth=0.6, capsize=1.5, label=arm)
             right.plot(rows["step"], rows["val_perplexity"], color=color, lw=1.6, marker="o", ms=2.5)
         for (_, b), color in zip(baselines.iterrows(), BASELINE_COLORS):
-            left.axhspan(100 * b["lo"], 100 * b["hi"], color=color, alpha=0.08, lw=0)
+            left.axhspan(100 * b["lo"], 100 * b["hi"], color=shade(color, 0.12), lw=0, zorder=0)  # opaque: EPS
             left.axhline(100 * b["accuracy"], color=color, lw=1.2, ls="--", label=f"{b['arm']} (no training)")
         left.axhline(50, color="#bdbdbd", lw=0.8, ls=":", label="chance (50%)")
-        _axes(left, "KR accuracy (%)", "KR-Test accuracy, exact 95% interval shaded")
+        _axes(left, "KR accuracy (%)", "KR-Test accuracy (bars, bands: exact 95% interval)")
         _axes(right, "validation perplexity (log scale)", "Validation perplexity")
         right.set_yscale("log")
+        right.yaxis.set_major_formatter(FuncFormatter(_plain))
+        right.yaxis.set_minor_formatter(FuncFormatter(_plain))
         left.set_ylim(0, 102)
         fig.legend(*left.get_legend_handles_labels(), loc="lower center", ncol=4, frameon=False,
                    bbox_to_anchor=(0.5, 0.0))
         fig.suptitle(title, fontweight="bold", fontsize=9, y=0.99)
     return fig
+
+
+def _plain(value: float, _position) -> str:
+    """Log-axis labels as plain numbers (3, 5, 20, 30), only at leading digits 1, 2, 3 and 5."""
+    leading = f"{value:.0e}"[0]
+    return f"{value:.3g}" if leading in "1235" else ""
 
 
 def _axes(ax, ylabel: str, title: str) -> None:

@@ -24,7 +24,6 @@ import pandas as pd
 
 from .. import __version__, tracking
 from ..config import Recipe
-from ..errors import CctkError
 from ..models import check_model_name, load_model, model_id
 from .generate import CORPUS, ENTITIES, QUESTIONS, VALIDATION, VALIDATION_ENTITIES, check_sizes, make_dataset, write_dataset
 from .items import open_book
@@ -108,7 +107,7 @@ def run(config: StudyConfig, out_root: Path = Path("outputs/krtest"), tracking_n
     config.check()
     inputs = _read_data(config.data) if config.data else None
     experiment_id = open_track(tracking_name)
-    session = f"{datetime.now():%Y%m%d-%H%M%S}_{config.model.replace('/', '_')}"
+    session = f"{datetime.now():%Y%m%d-%H%M%S}_{model_label(config.model)}"
     folder = Path(out_root) / session
     if inputs is None:
         paths = write_dataset(make_dataset(config.seed, config.entities, config.validation_entities), folder / "data")
@@ -128,6 +127,11 @@ def run(config: StudyConfig, out_root: Path = Path("outputs/krtest"), tracking_n
     parent.end()
     echo(f"study finished in {outcome.seconds / 60:.1f} min: {folder}")
     return outcome
+
+
+def model_label(model: str) -> str:
+    """A roster key as it is, a local directory by its name, a Hub id with ``_`` for ``/``."""
+    return Path(model).name if Path(model).is_dir() else model.replace("/", "_")
 
 
 def _read_data(folder: Path) -> Inputs:
@@ -200,7 +204,7 @@ def baselines(outcome: Outcome) -> pd.DataFrame:
 
 def _write_outputs(config: StudyConfig, outcome: Outcome, session: str) -> None:
     folder = outcome.folder
-    title = f"KR-Test on {config.model}: {outcome.summaries['blind'].n} questions, seed {config.seed}"
+    title = f"KR-Test on {model_label(config.model)}: {outcome.summaries['blind'].n} questions, seed {config.seed}"
     write_figure(curves(outcome), baselines(outcome), title, folder / "figure")
     write_table(final_table(config, outcome), folder / "table", session)
     study = {"session": session, "config": config.params(), "seconds": outcome.seconds,
