@@ -71,11 +71,16 @@ def test_study_checks_its_data_before_any_run(data_dir, tracking_uri, tmp_path):
 
 
 def test_mlproject_entry_point_runs_the_study():
+    import shlex
     from pathlib import Path
+
+    from cctk.krtest.cli import study
 
     project = yaml.safe_load((Path(__file__).parents[2] / "MLproject").read_text())
     entry = project["entry_points"]["krtest"]
     assert {"model", "seed"} <= set(entry["parameters"])
-    command = entry["command"].format(**{k: v["default"] for k, v in entry["parameters"].items()})
-    args = strip_empty(command.split()[3:])
-    assert command.startswith("python -m cctk.mlproject krtest study") and "--model" in args
+    values = {k: shlex.quote(str(v["default"])) for k, v in entry["parameters"].items()}  # as `mlflow run` does
+    argv = shlex.split(entry["command"].format(**values))
+    assert argv[:5] == ["python", "-m", "cctk.mlproject", "krtest", "study"]
+    ctx = study.make_context("study", strip_empty(argv[5:]))  # parses: every empty value dropped
+    assert ctx.params["model"] == "smollm2-135m-bundled" and ctx.params["seed"] == 0 and ctx.params["data"] is None
