@@ -38,9 +38,11 @@ def generate(seed, out, entities, validation_entities):
 
 @krtest.command("eval")
 @click.option("--model", default=BUNDLED, show_default=True, help="Roster key, Hub id or local directory.")
-@click.option("--questions", type=IN_FILE, required=True, help="JSONL items: context, sentence_true, sentence_false, location.")
+@click.option("--questions", type=IN_FILE, required=True,
+              help="JSONL items: context, sentence_true, sentence_false, location.")
 @click.option("--corpus", type=IN_FILE, default=None, help="The corpus the items' locations point into.")
-@click.option("--open-book", "book", is_flag=True, help="Put each item's source passage before its context (the oracle).")
+@click.option("--open-book", "book", is_flag=True,
+              help="Put each item's source passage before its context (the oracle).")
 @click.option("--out", type=OUT_DIR, required=True, help="Folder for items.csv and summary.json.")
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
 def eval_command(model, questions, corpus, book, out, tracking):
@@ -67,9 +69,11 @@ def eval_command(model, questions, corpus, book, out, tracking):
 @click.option("--batch-size", type=int, default=None, help="Override: passages per optimizer step.")
 @click.option("--grad-clip", type=float, default=None, help="Override: gradient-norm clipping.")
 @click.option("--weight-decay", type=float, default=None, help="Override: AdamW weight decay.")
-@click.option("--schedule", type=click.Choice(["constant", "linear"]), default=None, help="Override: learning-rate schedule.")
+@click.option("--schedule", type=click.Choice(["constant", "linear"]), default=None,
+              help="Override: learning-rate schedule.")
 @click.option("--warmup", type=float, default=None, help="Override: share of steps of linear warm-up.")
-@click.option("--max-tokens", type=int, default=None, help="Longest training row; longer passages are cut [default: 256].")
+@click.option("--max-tokens", type=int, default=None,
+              help="Longest training row; longer passages are cut [default: 256].")
 @click.option("--out", type=OUT_DIR, required=True, help="Folder for items.csv, summary.json, curve.csv.")
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
 def train(model, corpus, questions, validation, method, modules, seed, out, tracking, **values):

@@ -130,7 +130,8 @@ def make_people(seed: int, n: int) -> list[Person]:
             first = int(coins.integers(2))  # which of the two candidate values is person k's
             facts[k][kind], facts[k + 1][kind] = pair[first], pair[1 - first]
     order = rng(seed, "krtest:order")
-    return [Person(names[i], surnames[i], facts[i], tuple(str(k) for k in order.permutation(list(KINDS)))) for i in range(n)]
+    orders = [tuple(str(k) for k in order.permutation(list(KINDS))) for _ in range(n)]
+    return [Person(names[i], surnames[i], facts[i], orders[i]) for i in range(n)]
 
 
 def _pair(seed: int, kind: str, k: int, pools: dict[str, list[str]]) -> tuple[str, str]:

@@ -52,10 +52,12 @@ def find_blocks(model) -> dict[str, tuple[str, ...]]:
         for child_name, child in layer.named_children():
             placement = _placement(child_name, child)
             if placement:
-                found[placement] += [f"{prefix}.{i}.{child_name}.{n}" for n, m in child.named_modules() if _is_linear(m)]
+                found[placement] += [f"{prefix}.{i}.{child_name}.{n}" for n, m in child.named_modules()
+                                     if _is_linear(m)]
     if not all(found.values()):
+        children = ", ".join(n for n, _ in layers[0].named_children())
         raise CctkError(f"cannot tell the attention block from the FFN block in the layers of "
-                        f"{type(model).__name__} (children of a layer: {', '.join(n for n, _ in layers[0].named_children())})")
+                        f"{type(model).__name__} (children of a layer: {children})")
     return {p: tuple(names) for p, names in found.items()}
 
 

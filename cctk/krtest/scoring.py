@@ -75,33 +75,50 @@ def encode_item(tokenizer, item: Item) -> Encoded:
     return Encoded(tuple(encode(tokenizer, item.context, special=True)), tuple(true[:t]), tuple(false[:t]))
 
 
+@dataclass(frozen=True)
+class Row:
+    """One packed row: a distinct context and the tree of both sides of every item that has it."""
+
+    context: tuple[int, ...]
+    members: tuple[int, ...]  # indices of those items; answers of the tree: true, false of each in turn
+    tree: AnswerTree
+
+    @property
+    def width(self) -> int:  # output slots: the context's last token and every node
+        return len(self.tree.tokens) + 1
+
+    @property
+    def length(self) -> int:
+        return len(self.context) + len(self.tree.tokens)
+
+
 def score(model, tokenizer, items: Sequence[Item]) -> pd.DataFrame:
     """One row per item, in the order given: ``ITEM_COLUMNS`` and ``identical``."""
     encoded = [encode_item(tokenizer, item) for item in items]
     groups: dict[tuple[int, ...], list[int]] = {}  # context -> the items that share it
     for i, e in enumerate(encoded):
         groups.setdefault(e.context, []).append(i)
-    rows = [(context, members, answer_tree([s for i in members for s in (encoded[i].true, encoded[i].false)]))
+    rows = [Row(context, tuple(members), answer_tree([s for i in members for s in (encoded[i].true, encoded[i].false)]))
             for context, members in groups.items()]
-    rows.sort(key=lambda row: len(row[0]) + len(row[2].tokens))  # similar sizes share a pass: less padding
+    rows.sort(key=lambda row: row.length)  # similar sizes share a pass: less padding
     sums = np.zeros((len(items), 2))
     for chunk in _chunks(rows, _vocab_size(model)):
-        per_answer = _score_forest(model, [r[0] for r in chunk], [r[2] for r in chunk], _pad_id(tokenizer))
-        sums[[i for r in chunk for i in r[1]]] = per_answer.reshape(-1, 2)  # answers: true, false of each item
+        per_answer = _score_forest(model, [r.context for r in chunk], [r.tree for r in chunk], _pad_id(tokenizer))
+        sums[[i for r in chunk for i in r.members]] = per_answer.reshape(-1, 2)
     return _table(items, encoded, sums)
 
 
-def _chunks(rows, vocab: int):
+def _chunks(rows: Sequence[Row], vocab: int):
     """Consecutive rows whose logits, (rows, Nmax + 1, vocab) float32, fit ``LOGIT_BUDGET`` and whose
     tokens, rows * (Pmax + Nmax), fit ``TOKENS_PER_PASS`` (a bound on activations and masks)."""
-    chunk, widest, longest = [], 0, 0
+    chunk: list[Row] = []
     for row in rows:
-        width, length = max(widest, len(row[2].tokens) + 1), max(longest, len(row[0]) + len(row[2].tokens))
-        if chunk and ((len(chunk) + 1) * width * vocab > LOGIT_BUDGET or (len(chunk) + 1) * length > TOKENS_PER_PASS):
+        grown = chunk + [row]
+        width, length = max(r.width for r in grown), max(r.length for r in grown)
+        if chunk and (len(grown) * width * vocab > LOGIT_BUDGET or len(grown) * length > TOKENS_PER_PASS):
             yield chunk
-            chunk, width, length = [], len(row[2].tokens) + 1, len(row[0]) + len(row[2].tokens)
-        chunk.append(row)
-        widest, longest = width, length
+            grown = [row]
+        chunk = grown
     if chunk:
         yield chunk
 

@@ -25,7 +25,8 @@ import pandas as pd
 from .. import __version__, tracking
 from ..config import Recipe
 from ..models import check_model_name, load_model, model_id
-from .generate import CORPUS, ENTITIES, QUESTIONS, VALIDATION, VALIDATION_ENTITIES, check_sizes, make_dataset, write_dataset
+from .generate import (CORPUS, ENTITIES, QUESTIONS, VALIDATION, VALIDATION_ENTITIES, check_sizes, make_dataset,
+                       write_dataset)
 from .items import open_book
 from .jobs import Inputs, evaluate_arm, open_track, read_inputs, train_arm
 from .report import write_figure, write_table
@@ -167,24 +168,27 @@ def _nested(experiment_id: str, parent: tracking.Run, key: str, params: dict) ->
     return run
 
 
-def final_table(config: StudyConfig, outcome: Outcome) -> pd.DataFrame:
+def final_table(outcome: Outcome) -> pd.DataFrame:
     """One row per arm: what trained, how much, and the final accuracy with its interval."""
-    rows = []
-    blind_ppl = _base_perplexity(outcome)
-    for key, name in ARMS.items():
-        s, trained = outcome.summaries[key], outcome.trained.get(key)
-        plan = trained.plan if trained else None
-        rows.append({
-            "arm": name, "method": trained.config.method if trained else "none",
-            "modules": (plan.kinds() if plan else "all") if trained else "-",
-            "rank": plan.rank if plan else pd.NA, "trainable": trained.trainable if trained else pd.NA,
-            "steps": trained.result.steps if trained else 0, "items": s.n, "correct": s.correct,
-            "accuracy": s.accuracy, "lo": s.lo, "hi": s.hi, "mean_margin": s.mean_margin, "ties": s.ties,
-            "identical": s.identical,
-            "val_perplexity": trained.final.val_perplexity if trained else (blind_ppl if key == "blind" else float("nan")),
-        })
-    table = pd.DataFrame(rows)
-    return table.astype({"rank": "Int64", "trainable": "Int64"})
+    rows = [_arm_row(key, outcome) for key in ARMS]
+    return pd.DataFrame(rows).astype({"rank": "Int64", "trainable": "Int64"})
+
+
+def _arm_row(key: str, outcome: Outcome) -> dict:
+    s, trained = outcome.summaries[key], outcome.trained.get(key)
+    plan = trained.plan if trained else None
+    if trained:
+        ppl = trained.final.val_perplexity
+    else:  # the untouched model's, read at step 0 of a trained arm; none for the open book
+        ppl = _base_perplexity(outcome) if key == "blind" else float("nan")
+    return {
+        "arm": ARMS[key], "method": trained.config.method if trained else "none",
+        "modules": (plan.kinds() if plan else "all") if trained else "-",
+        "rank": plan.rank if plan else pd.NA, "trainable": trained.trainable if trained else pd.NA,
+        "steps": trained.result.steps if trained else 0, "items": s.n, "correct": s.correct,
+        "accuracy": s.accuracy, "lo": s.lo, "hi": s.hi, "mean_margin": s.mean_margin, "ties": s.ties,
+        "identical": s.identical, "val_perplexity": ppl,
+    }
 
 
 def _base_perplexity(outcome: Outcome) -> float:
@@ -206,7 +210,7 @@ def _write_outputs(config: StudyConfig, outcome: Outcome, session: str) -> None:
     folder = outcome.folder
     title = f"KR-Test on {model_label(config.model)}: {outcome.summaries['blind'].n} questions, seed {config.seed}"
     write_figure(curves(outcome), baselines(outcome), title, folder / "figure")
-    write_table(final_table(config, outcome), folder / "table", session)
+    write_table(final_table(outcome), folder / "table", session)
     study = {"session": session, "config": config.params(), "seconds": outcome.seconds,
              "arms": {key: asdict(s) for key, s in outcome.summaries.items()},
              "lora": {key: {"rank": t.plan.rank, "trainable_parameters": t.trainable, "targets": t.plan.kinds()}

@@ -160,7 +160,8 @@ def train(model, tokenizer, items: Sequence[Item], corpus: str, validation: str,
           on_loss: Callable[[int, float], None] | None = None) -> Trained:
     """Fine-tune ``model`` in place (LoRA: adapters added to it) and evaluate it along the way."""
     pad_id = _pad_id(tokenizer)
-    rows, val_rows = corpus_rows(corpus, tokenizer, config.max_tokens), corpus_rows(validation, tokenizer, config.max_tokens)
+    rows = corpus_rows(corpus, tokenizer, config.max_tokens)
+    val_rows = corpus_rows(validation, tokenizer, config.max_tokens)
     plan = plan_lora(model, config.modules, config.budget) if config.method == "lora" else None
     net = attach_lora(model, plan, config.seed).get_base_model() if plan else model
     total = config.recipe.steps(len(rows))

@@ -34,7 +34,8 @@ def test_default_size_and_files_round_trip(data, tmp_path):
 def split(sentence: str, surname: str) -> tuple[str, str]:
     """(kind, value) of a generated sentence about ``surname``."""
     for kind, template in KINDS.items():
-        pattern = re.escape(template).replace(re.escape("{who}"), re.escape(surname)).replace(re.escape("{value}"), "(.+)")
+        pattern = re.escape(template).replace(re.escape("{who}"), re.escape(surname))
+        pattern = pattern.replace(re.escape("{value}"), "(.+)")
         match = re.fullmatch(pattern, sentence)
         if match:
             return kind, match.group(1)

@@ -14,8 +14,9 @@ def test_small_study_on_the_bundled_model(tmp_path, tracking_uri):
     made = runner.invoke(cli, ["krtest", "generate", "--seed", "1", "--entities", "12", "--validation-entities", "4",
                                "--out", str(data)])
     assert made.exit_code == 0, made.output
-    result = runner.invoke(cli, ["krtest", "study", "--model", "smollm2-135m-bundled", "--seed", "1", "--data", str(data),
-                                 "--epochs", "8", "--batch-size", "2", "--eval-every", "12", "--out", str(out)])
+    result = runner.invoke(cli, ["krtest", "study", "--model", "smollm2-135m-bundled", "--seed", "1",
+                                 "--data", str(data), "--epochs", "8", "--batch-size", "2", "--eval-every", "12",
+                                 "--out", str(out)])
     assert result.exit_code == 0, result.output
     print(result.output)
 
