@@ -107,6 +107,8 @@ def run_train(model: str, inputs: Inputs, config: TrainConfig, out: Path, tracki
     experiment_id = open_track(tracking_name)
     echo(f"loading {model} ...")
     lm, tokenizer = load_model(model)
+    if config.method == "lora":  # a model whose attention and FFN blocks cannot be told apart fails here
+        plan_lora(lm, config.modules, config.budget)
     name = f"krtest train {model} {arm_key(config).replace('_', ' ')}"
     run = tracking.start(experiment_id, name, tags={"cctk.kind": "krtest", "cctk.arm": arm_key(config)})
     run.params({"model": model, "model_id": model_id(model), "cctk_version": __version__, **inputs.params()})

@@ -29,6 +29,7 @@ from .generate import (CORPUS, ENTITIES, QUESTIONS, VALIDATION, VALIDATION_ENTIT
                        write_dataset)
 from .items import open_book
 from .jobs import Inputs, evaluate_arm, open_track, read_inputs, train_arm
+from .lora import PLACEMENTS, plan_lora
 from .report import write_figure, write_table
 from .scoring import Summary
 from .train import DEFAULT_BUDGET, RECIPES, TrainConfig, Trained, corpus_rows
@@ -107,26 +108,31 @@ def run(config: StudyConfig, out_root: Path = Path("outputs/krtest"), tracking_n
     started = time.perf_counter()
     config.check()
     inputs = _read_data(config.data) if config.data else None
+    dataset = None if inputs else make_dataset(config.seed, config.entities, config.validation_entities)
     experiment_id = open_track(tracking_name)
+    echo(f"loading {config.model} ...")
+    lm, tokenizer = load_model(config.model)
+    for placement in PLACEMENTS:  # a model whose attention and FFN blocks cannot be told apart fails here
+        plan_lora(lm, placement, config.budget)
     session = f"{datetime.now():%Y%m%d-%H%M%S}_{model_label(config.model)}"
-    folder = Path(out_root) / session
-    if inputs is None:
-        paths = write_dataset(make_dataset(config.seed, config.entities, config.validation_entities), folder / "data")
+    outcome = Outcome(Path(out_root) / session)
+    if dataset:
+        paths = write_dataset(dataset, outcome.folder / "data")
         inputs = read_inputs(paths[QUESTIONS], paths[CORPUS], paths[VALIDATION])
     parent = tracking.attach_or_start(experiment_id, session, {"cctk.kind": "krtest-study", "cctk.session": session})
     parent.params(config.params() | {"n_items": len(inputs.items)})
-    echo(f"KR-Test study {session}: {len(inputs.items)} questions; loading {config.model} ...")
-    outcome = Outcome(folder)
+    echo(f"KR-Test study {session}: {len(inputs.items)} questions, five arms")
     try:
-        _arms(config, inputs, experiment_id, parent, outcome, echo)
-        outcome.seconds = time.perf_counter() - started
+        _arms(config, inputs, (lm, tokenizer), experiment_id, parent, outcome, echo)
         _write_outputs(config, outcome, session)
+        outcome.seconds = time.perf_counter() - started
+        _write_record(config, outcome, session)
         _log_parent(parent, outcome)
     except BaseException:
         parent.end("FAILED")
         raise
     parent.end()
-    echo(f"study finished in {outcome.seconds / 60:.1f} min: {folder}")
+    echo(f"study finished in {outcome.seconds / 60:.1f} min: {outcome.folder}")
     return outcome
 
 
@@ -142,9 +148,9 @@ def _read_data(folder: Path) -> Inputs:
     return inputs
 
 
-def _arms(config: StudyConfig, inputs: Inputs, experiment_id: str, parent: tracking.Run, outcome: Outcome,
-          echo) -> None:
-    lm, tokenizer = load_model(config.model)
+def _arms(config: StudyConfig, inputs: Inputs, loaded: tuple, experiment_id: str, parent: tracking.Run,
+          outcome: Outcome, echo) -> None:
+    lm, tokenizer = loaded  # the untouched model: the baselines score it, each trained arm trains a fresh copy
     val_rows = corpus_rows(inputs.validation, tokenizer, TrainConfig().max_tokens)
     for key, items in (("blind", list(inputs.items)),
                        ("open_book", open_book(list(inputs.items), inputs.corpus, str(inputs.questions)))):
@@ -207,15 +213,18 @@ def baselines(outcome: Outcome) -> pd.DataFrame:
 
 
 def _write_outputs(config: StudyConfig, outcome: Outcome, session: str) -> None:
-    folder = outcome.folder
     title = f"KR-Test on {model_label(config.model)}: {outcome.summaries['blind'].n} questions, seed {config.seed}"
-    write_figure(curves(outcome), baselines(outcome), title, folder / "figure")
-    write_table(final_table(outcome), folder / "table", session)
+    write_figure(curves(outcome), baselines(outcome), title, outcome.folder / "figure")
+    write_table(final_table(outcome), outcome.folder / "table", session)
+
+
+def _write_record(config: StudyConfig, outcome: Outcome, session: str) -> None:
+    """``study.json``: the configuration, how long the study took, every arm's summary, the LoRA ranks."""
     study = {"session": session, "config": config.params(), "seconds": outcome.seconds,
              "arms": {key: asdict(s) for key, s in outcome.summaries.items()},
              "lora": {key: {"rank": t.plan.rank, "trainable_parameters": t.trainable, "targets": t.plan.kinds()}
                       for key, t in outcome.trained.items() if t.plan}}
-    (folder / STUDY_JSON).write_text(json.dumps(study, indent=2, default=str) + "\n")
+    (outcome.folder / STUDY_JSON).write_text(json.dumps(study, indent=2, default=str) + "\n")
 
 
 def _log_parent(parent: tracking.Run, outcome: Outcome) -> None:
