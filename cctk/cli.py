@@ -227,5 +227,9 @@ def ui(config_name, port):
     raise SystemExit(launch(command, echo=click.echo))
 
 
+from .krtest.cli import krtest  # noqa: E402  (KR-Test, seed 003)
+cli.add_command(krtest)
+
+
 def main():
     cli(prog_name="cctk")

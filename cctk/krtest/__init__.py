@@ -1,0 +1,7 @@
+"""KR-Test: a corpus-grounded knowledge-retention test (seed 003, "Beyond Perplexity"; SPEC section 6).
+
+One module per stage: ``items`` (the JSONL question files), ``generate`` (a seeded fictional corpus
+and its questions), ``scoring`` (the likelihood rule, packed), ``lora`` (adapters at a parameter
+budget), ``train`` (fine-tuning with periodic KR and perplexity evaluations), ``report`` (files,
+figure and table), ``jobs`` and ``study`` (the commands, tracked in MLflow), ``cli``.
+"""

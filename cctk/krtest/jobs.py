@@ -1,0 +1,166 @@
+"""``cctk krtest eval`` and ``cctk krtest train``: check every input, load, score or train, write, track.
+
+Every input (model name, files and their fields, recipe values, budget, tracking store) is checked
+before any output folder or MLflow run exists. ``evaluate_arm`` and ``train_arm`` are shared with the
+study, which nests them under its parent run.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import __version__, tracking
+from ..errors import CctkError
+from ..models import check_model_name, load_model, model_id
+from ..scoring import _pad_id
+from .generate import VALIDATION
+from .items import Item, open_book, read_corpus, read_items
+from .lora import plan_lora
+from .report import write_curve, write_evaluation
+from .scoring import Summary, score, summarize
+from .train import Evaluation, TrainConfig, Trained, perplexity, train
+
+SUMMARY_METRICS = ("n", "correct", "accuracy", "lo", "hi", "mean_margin", "ties", "identical")
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """A question file read and checked, with the texts it is scored or trained against."""
+
+    questions: Path
+    items: tuple[Item, ...]
+    corpus: str | None = None
+    validation: str | None = None
+
+    def params(self) -> dict:
+        return {"questions": str(self.questions), "n_items": len(self.items)}
+
+
+def read_inputs(questions: Path, corpus: Path | None = None, validation: Path | None = None,
+                need_corpus: bool = False, need_validation: bool = False) -> Inputs:
+    """Read and check the files; a missing one that is needed fails in one line."""
+    items = tuple(read_items(questions))
+    if need_corpus and corpus is None:
+        raise CctkError("this needs --corpus FILE (the corpus the questions' locations point into)")
+    if need_validation and validation is None and corpus is not None:
+        validation = Path(corpus).with_name(VALIDATION)
+        if not validation.is_file():
+            raise CctkError(f"no --validation FILE given and no {VALIDATION} beside the corpus ({validation})")
+    return Inputs(Path(questions), items, read_corpus(corpus) if corpus else None,
+                  read_corpus(validation) if validation else None)
+
+
+def open_track(tracking_name: str | None) -> str:
+    """The experiment id of the store, after checking that it answers."""
+    config = tracking.resolve(tracking_name)
+    tracking.check_reachable(config)
+    return tracking.activate(config)
+
+
+def run_eval(model: str, questions: Path, out: Path, corpus: Path | None = None, book: bool = False,
+             tracking_name: str | None = None, echo=print) -> Summary:
+    """``cctk krtest eval``: score one untouched model on a question file (``book``: open book)."""
+    check_model_name(model)
+    inputs = read_inputs(questions, corpus, need_corpus=book)
+    items = open_book(list(inputs.items), inputs.corpus, str(questions)) if book else list(inputs.items)
+    experiment_id = open_track(tracking_name)
+    echo(f"loading {model} ...")
+    lm, tokenizer = load_model(model)
+    key = "open_book" if book else "blind"
+    run = tracking.start(experiment_id, f"krtest eval {model}", tags={"cctk.kind": "krtest", "cctk.arm": key})
+    run.params({"model": model, "model_id": model_id(model), "open_book": book, "corpus": str(corpus or ""),
+                "cctk_version": __version__, **inputs.params()})
+    summary = evaluate_arm(run, lm, tokenizer, items, Path(out), echo)
+    run.end()
+    return summary
+
+
+def evaluate_arm(run: tracking.Run, lm, tokenizer, items: list[Item], out: Path, echo=print,
+                 validation_rows=None) -> Summary:
+    """Score, write ``items.csv`` and ``summary.json``, print the accuracy, log metrics and files."""
+    try:
+        start = time.perf_counter()
+        table = score(lm, tokenizer, items)
+        summary = summarize(table)
+        metrics = {k: getattr(summary, k) for k in SUMMARY_METRICS}
+        metrics["eval_seconds"] = time.perf_counter() - start
+        if validation_rows is not None:
+            metrics["val_perplexity"] = perplexity(lm, validation_rows, _pad_id(tokenizer))
+        paths = write_evaluation(table, summary, out)
+        echo(summary.line())
+        run.metrics(metrics)
+        for path in paths:
+            run.files(path)
+    except BaseException:
+        run.end("FAILED")
+        raise
+    return summary
+
+
+def run_train(model: str, inputs: Inputs, config: TrainConfig, out: Path, tracking_name: str | None = None,
+              echo=print) -> Trained:
+    """``cctk krtest train``: fine-tune on the corpus, KR-Test and perplexity every K steps, tracked."""
+    check_model_name(model)
+    config.check()
+    experiment_id = open_track(tracking_name)
+    echo(f"loading {model} ...")
+    lm, tokenizer = load_model(model)
+    if config.method == "lora":  # a model whose attention and FFN blocks cannot be told apart fails here
+        plan_lora(lm, config.modules, config.budget)
+    name = f"krtest train {model} {arm_key(config).replace('_', ' ')}"
+    run = tracking.start(experiment_id, name, tags={"cctk.kind": "krtest", "cctk.arm": arm_key(config)})
+    run.params({"model": model, "model_id": model_id(model), "cctk_version": __version__, **inputs.params()})
+    trained = train_arm(run, lm, tokenizer, inputs, config, Path(out), echo, label=arm_key(config))
+    run.end()
+    return trained
+
+
+def arm_key(config: TrainConfig) -> str:
+    return "full" if config.method == "full" else f"lora_{config.modules}"
+
+
+def train_arm(run: tracking.Run, lm, tokenizer, inputs: Inputs, config: TrainConfig, out: Path, echo=print,
+              label: str = "") -> Trained:
+    """Train with live metric histories (step = optimizer step), then write and log the final files."""
+    run.params(config.params())
+    plan = plan_lora(lm, config.modules, config.budget) if config.method == "lora" else None
+    if plan:
+        run.params({"lora.rank": plan.rank, "lora.trainable_parameters": plan.trainable, "lora.targets": plan.kinds(),
+                    "lora.n_modules": len(plan.targets), "lora.alpha": 2 * plan.rank})
+        echo(f"{label}: LoRA rank {plan.rank} on {len(plan.targets)} modules ({plan.kinds()}): "
+             f"{plan.trainable:,} trainable parameters for a budget of {plan.budget:,}")
+    started = time.perf_counter()
+
+    def on_eval(point: Evaluation) -> None:
+        values = {"kr_accuracy": point.summary.accuracy, "kr_lo": point.summary.lo, "kr_hi": point.summary.hi,
+                  "kr_mean_margin": point.summary.mean_margin, "val_perplexity": point.val_perplexity}
+        run.metrics(values, step=point.step)
+        loss = "" if math.isnan(point.train_loss) else f", loss {point.train_loss:.3f}"
+        echo(f"{label} step {point.step}: KR {100 * point.summary.accuracy:.1f}% "
+             f"[{100 * point.summary.lo:.1f}-{100 * point.summary.hi:.1f}], val perplexity "
+             f"{point.val_perplexity:.2f}{loss} ({time.perf_counter() - started:.0f} s)")
+
+    try:
+        trained = train(lm, tokenizer, list(inputs.items), inputs.corpus, inputs.validation, config, on_eval=on_eval,
+                        on_loss=lambda step, loss: run.metrics({"train_loss": loss}, step=step))
+        _finish(run, trained, Path(out), echo)
+    except BaseException:
+        run.end("FAILED")
+        raise
+    return trained
+
+
+def _finish(run: tracking.Run, trained: Trained, out: Path, echo) -> None:
+    final = trained.final
+    paths = write_evaluation(final.items, final.summary, out) + [write_curve(trained.curve(), out)]
+    metrics = {k: getattr(final.summary, k) for k in SUMMARY_METRICS}
+    metrics.update({"final_val_perplexity": final.val_perplexity, "trainable_parameters": trained.trainable,
+                    "steps": trained.result.steps, "train_seconds": trained.train_seconds,
+                    "eval_seconds": trained.eval_seconds})
+    run.metrics(metrics, step=trained.result.steps)
+    run.params({"trainable_parameters": trained.trainable})
+    for path in paths:
+        run.files(path)
+    echo(f"after {trained.result.steps} steps: {final.summary.line()}")

@@ -1,0 +1,111 @@
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from cctk.cli import cli
+from cctk.errors import CctkError
+from cctk.krtest.items import Item, open_book, passage_at, passages, read_items
+
+GOOD = {"context": "Anna Berg appears.", "sentence_true": "Berg was born in Oslo.",
+        "sentence_false": "Berg was born in Bergen.", "location": 0}
+
+
+def write_lines(path, lines):
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def good_line(**changes):
+    return json.dumps({**GOOD, **changes})
+
+
+def error_of(path) -> str:
+    with pytest.raises(CctkError) as caught:
+        read_items(path)
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+def test_reads_items_in_file_order_with_line_numbers_skipping_blank_lines(tmp_path):
+    path = write_lines(tmp_path / "q.jsonl", [good_line(location=3), "", good_line(context="Other one.", location=7)])
+    items = read_items(path)
+    assert items == [Item(1, GOOD["context"], GOOD["sentence_true"], GOOD["sentence_false"], 3),
+                     Item(3, "Other one.", GOOD["sentence_true"], GOOD["sentence_false"], 7)]
+
+
+def test_extra_fields_are_ignored(tmp_path):
+    items = read_items(write_lines(tmp_path / "q.jsonl", [good_line(kind="town")]))
+    assert items[0].location == 0
+
+
+def test_bad_json_names_the_file_and_line(tmp_path):
+    path = write_lines(tmp_path / "questions.jsonl", [good_line(), good_line(), '{"context": "x",'])
+    message = error_of(path)
+    assert message.startswith(f"{path} line 3: not valid JSON")
+
+
+@pytest.mark.parametrize("field", ["context", "sentence_true", "sentence_false", "location"])
+def test_missing_field(tmp_path, field):
+    record = {k: v for k, v in GOOD.items() if k != field}
+    path = write_lines(tmp_path / "questions.jsonl", [good_line(), json.dumps(record)])
+    assert error_of(path) == f"{path} line 2: field '{field}' is missing"
+
+
+@pytest.mark.parametrize("value", ["", "   "])
+def test_empty_field(tmp_path, value):
+    path = write_lines(tmp_path / "questions.jsonl", [good_line()] * 6 + [good_line(sentence_false=value)])
+    assert error_of(path) == f"{path} line 7: field 'sentence_false' is empty"
+
+
+@pytest.mark.parametrize(("field", "value", "expected"), [
+    ("context", 12, "field 'context' must be a string, got a number"),
+    ("sentence_true", None, "field 'sentence_true' must be a string, got null"),
+    ("sentence_false", ["a"], "field 'sentence_false' must be a string, got an array"),
+    ("location", "12", "field 'location' must be an integer (a character offset), got a string"),
+    ("location", 1.5, "field 'location' must be an integer (a character offset), got a number"),
+    ("location", True, "field 'location' must be an integer (a character offset), got a boolean"),
+    ("location", -1, "field 'location' must be >= 0, got -1"),
+])
+def test_wrong_type(tmp_path, field, value, expected):
+    path = write_lines(tmp_path / "questions.jsonl", [good_line(**{field: value})])
+    assert error_of(path) == f"{path} line 1: {expected}"
+
+
+def test_not_an_object_missing_file_and_no_items(tmp_path):
+    assert "line 1: expected a JSON object" in error_of(write_lines(tmp_path / "a.jsonl", ["[1, 2]"]))
+    assert error_of(tmp_path / "nope.jsonl") == f"questions file {tmp_path / 'nope.jsonl'} does not exist"
+    assert error_of(write_lines(tmp_path / "b.jsonl", ["", " "])).endswith("holds no items")
+
+
+def test_passages_and_open_book():
+    corpus = "First passage. Two.\n\nSecond passage.\n"
+    second = corpus.index("Second")
+    assert passages(corpus) == ["First passage. Two.", "Second passage."]
+    assert passage_at(corpus, 0) == "First passage. Two."
+    assert passage_at(corpus, second) == "Second passage."
+    item = Item(4, "Context.", "a", "b", second)
+    assert open_book([item], corpus)[0].context == "Second passage.\n\nContext."
+    with pytest.raises(CctkError, match=r"^q line 4: field 'location' \(500\) points at no passage"):
+        open_book([Item(4, "Context.", "a", "b", 500)], corpus, "q")
+
+
+def test_cli_fails_in_one_line_before_any_run_or_folder(tmp_path, tracking_uri):
+    import mlflow
+
+    bad = write_lines(tmp_path / "questions.jsonl", [good_line(), good_line(sentence_false="")])
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["krtest", "eval", "--model", "smollm2-135m-bundled", "--questions", str(bad),
+                                      "--out", str(out)])
+    assert result.exit_code == 1
+    assert result.output.strip() == f"Error: {bad} line 2: field 'sentence_false' is empty"
+    assert not out.exists()
+    assert mlflow.search_runs(search_all_experiments=True).empty
+
+
+def test_cli_open_book_without_corpus_fails(tmp_path, tracking_uri):
+    good = write_lines(tmp_path / "questions.jsonl", [good_line()])
+    result = CliRunner().invoke(cli, ["krtest", "eval", "--questions", str(good), "--open-book", "--out",
+                                      str(tmp_path / "out")])
+    assert result.exit_code == 1 and "needs --corpus" in result.output
