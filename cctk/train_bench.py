@@ -18,7 +18,7 @@ import torch
 from .config import PROFILES
 from .corpus import build_corpus, collate, tokenize
 from .facts import ADDITIONS, fabricated_answers
-from .finetune import _adamw, fine_tune
+from .finetune import fine_tune
 from .models import load_model
 
 

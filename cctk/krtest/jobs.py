@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .. import __version__, tracking
 from ..errors import CctkError
-from ..models import check_model_name, load_model, model_id
+from ..models import check_available, load_model, model_id
 from ..scoring import _pad_id
 from .generate import VALIDATION
 from .items import Item, open_book, read_corpus, read_items
@@ -52,24 +52,34 @@ def read_inputs(questions: Path, corpus: Path | None = None, validation: Path | 
                   read_corpus(validation) if validation else None)
 
 
-def open_track(tracking_name: str | None) -> str:
-    """The experiment id of the store, after checking that it answers."""
-    config = tracking.resolve(tracking_name)
-    tracking.check_reachable(config)
-    return tracking.activate(config)
+@dataclass(frozen=True)
+class Track:
+    """Where KR-Test runs go: a tracking store (checked reachable) and its cctk experiment."""
+
+    store: tracking.Store
+    experiment_id: str
+
+    def start(self, name: str, tags: dict, parent: tracking.Run | None = None) -> tracking.Run:
+        return self.store.start(self.experiment_id, name, {"mlflow.source.name": "cctk krtest", **tags}, parent)
+
+
+def open_track(tracking_name: str | None) -> Track:
+    """The store and experiment, after checking that the store answers."""
+    store = tracking.connect(tracking_name)
+    return Track(store, store.experiment())
 
 
 def run_eval(model: str, questions: Path, out: Path, corpus: Path | None = None, book: bool = False,
              tracking_name: str | None = None, echo=print) -> Summary:
     """``cctk krtest eval``: score one untouched model on a question file (``book``: open book)."""
-    check_model_name(model)
+    check_available(model)
     inputs = read_inputs(questions, corpus, need_corpus=book)
     items = open_book(list(inputs.items), inputs.corpus, str(questions)) if book else list(inputs.items)
-    experiment_id = open_track(tracking_name)
+    track = open_track(tracking_name)
     echo(f"loading {model} ...")
     lm, tokenizer = load_model(model)
     key = "open_book" if book else "blind"
-    run = tracking.start(experiment_id, f"krtest eval {model}", tags={"cctk.kind": "krtest", "cctk.arm": key})
+    run = track.start(f"krtest eval {model}", tags={"cctk.kind": "krtest", "cctk.arm": key})
     run.params({"model": model, "model_id": model_id(model), "open_book": book, "corpus": str(corpus or ""),
                 "cctk_version": __version__, **inputs.params()})
     summary = evaluate_arm(run, lm, tokenizer, items, Path(out), echo)
@@ -102,15 +112,15 @@ def evaluate_arm(run: tracking.Run, lm, tokenizer, items: list[Item], out: Path,
 def run_train(model: str, inputs: Inputs, config: TrainConfig, out: Path, tracking_name: str | None = None,
               echo=print) -> Trained:
     """``cctk krtest train``: fine-tune on the corpus, KR-Test and perplexity every K steps, tracked."""
-    check_model_name(model)
+    check_available(model)
     config.check()
-    experiment_id = open_track(tracking_name)
+    track = open_track(tracking_name)
     echo(f"loading {model} ...")
     lm, tokenizer = load_model(model)
     if config.method == "lora":  # a model whose attention and FFN blocks cannot be told apart fails here
         plan_lora(lm, config.modules, config.budget)
     name = f"krtest train {model} {arm_key(config).replace('_', ' ')}"
-    run = tracking.start(experiment_id, name, tags={"cctk.kind": "krtest", "cctk.arm": arm_key(config)})
+    run = track.start(name, tags={"cctk.kind": "krtest", "cctk.arm": arm_key(config)})
     run.params({"model": model, "model_id": model_id(model), "cctk_version": __version__, **inputs.params()})
     trained = train_arm(run, lm, tokenizer, inputs, config, Path(out), echo, label=arm_key(config))
     run.end()

@@ -24,11 +24,11 @@ import pandas as pd
 
 from .. import __version__, tracking
 from ..config import Recipe
-from ..models import check_model_name, load_model, model_id
+from ..models import check_available, load_model, model_id
 from .generate import (CORPUS, ENTITIES, QUESTIONS, VALIDATION, VALIDATION_ENTITIES, check_sizes, make_dataset,
                        write_dataset)
 from .items import open_book
-from .jobs import Inputs, evaluate_arm, open_track, read_inputs, train_arm
+from .jobs import Inputs, Track, evaluate_arm, open_track, read_inputs, train_arm
 from .lora import PLACEMENTS, plan_lora
 from .report import write_figure, write_table
 from .scoring import Summary
@@ -64,7 +64,7 @@ class StudyConfig:
                 "lora_ffn": TrainConfig(method="lora", modules="ffn", recipe=self.lora, **common)}
 
     def check(self) -> None:
-        check_model_name(self.model)
+        check_available(self.model)
         if self.data is None:
             check_sizes(self.entities, self.validation_entities)
         for config in self.arms().values():
@@ -109,7 +109,7 @@ def run(config: StudyConfig, out_root: Path = Path("outputs/krtest"), tracking_n
     config.check()
     inputs = _read_data(config.data) if config.data else None
     dataset = None if inputs else make_dataset(config.seed, config.entities, config.validation_entities)
-    experiment_id = open_track(tracking_name)
+    track = open_track(tracking_name)
     echo(f"loading {config.model} ...")
     lm, tokenizer = load_model(config.model)
     for placement in PLACEMENTS:  # a model whose attention and FFN blocks cannot be told apart fails here
@@ -119,11 +119,12 @@ def run(config: StudyConfig, out_root: Path = Path("outputs/krtest"), tracking_n
     if dataset:
         paths = write_dataset(dataset, outcome.folder / "data")
         inputs = read_inputs(paths[QUESTIONS], paths[CORPUS], paths[VALIDATION])
-    parent = tracking.attach_or_start(experiment_id, session, {"cctk.kind": "krtest-study", "cctk.session": session})
+    parent = track.store.attach_or_start(track.experiment_id, session, {"cctk.kind": "krtest-study", "cctk.session": session,
+                                                                        "mlflow.source.name": "cctk krtest study"})
     parent.params(config.params() | {"n_items": len(inputs.items)})
     echo(f"KR-Test study {session}: {len(inputs.items)} questions, five arms")
     try:
-        _arms(config, inputs, (lm, tokenizer), experiment_id, parent, outcome, echo)
+        _arms(config, inputs, (lm, tokenizer), track, parent, outcome, echo)
         _write_outputs(config, outcome, session)
         outcome.seconds = time.perf_counter() - started
         _write_record(config, outcome, session)
@@ -148,19 +149,19 @@ def _read_data(folder: Path) -> Inputs:
     return inputs
 
 
-def _arms(config: StudyConfig, inputs: Inputs, loaded: tuple, experiment_id: str, parent: tracking.Run,
+def _arms(config: StudyConfig, inputs: Inputs, loaded: tuple, track: Track, parent: tracking.Run,
           outcome: Outcome, echo) -> None:
     lm, tokenizer = loaded  # the untouched model: the baselines score it, each trained arm trains a fresh copy
     val_rows = corpus_rows(inputs.validation, tokenizer, TrainConfig().max_tokens)
     for key, items in (("blind", list(inputs.items)),
                        ("open_book", open_book(list(inputs.items), inputs.corpus, str(inputs.questions)))):
-        run = _nested(experiment_id, parent, key, {"open_book": key == "open_book"} | inputs.params())
+        run = _nested(track, parent, key, {"open_book": key == "open_book"} | inputs.params())
         echo(f"{ARMS[key]}:")
         outcome.summaries[key] = evaluate_arm(run, lm, tokenizer, items, outcome.folder / key, echo,
                                               validation_rows=val_rows if key == "blind" else None)
         run.end()
     for key, train_config in config.arms().items():
-        run = _nested(experiment_id, parent, key, inputs.params())
+        run = _nested(track, parent, key, inputs.params())
         echo(f"{ARMS[key]}:")
         model, _ = load_model(config.model)  # a fresh copy for every trained arm
         trained = train_arm(run, model, tokenizer, inputs, train_config, outcome.folder / key, echo, label=ARMS[key])
@@ -168,8 +169,8 @@ def _arms(config: StudyConfig, inputs: Inputs, loaded: tuple, experiment_id: str
         outcome.trained[key], outcome.summaries[key] = trained, trained.final.summary
 
 
-def _nested(experiment_id: str, parent: tracking.Run, key: str, params: dict) -> tracking.Run:
-    run = tracking.start(experiment_id, ARMS[key], tags={"cctk.kind": "krtest", "cctk.arm": key}, parent=parent)
+def _nested(track: Track, parent: tracking.Run, key: str, params: dict) -> tracking.Run:
+    run = track.start(ARMS[key], tags={"cctk.kind": "krtest", "cctk.arm": key}, parent=parent)
     run.params(params)
     return run
 

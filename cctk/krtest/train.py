@@ -24,7 +24,8 @@ import torch.nn.functional as F
 from ..config import Recipe
 from ..corpus import IGNORE, collate
 from ..errors import CctkError
-from ..finetune import TrainResult, fine_tune
+from ..finetune import fine_tune
+from ..records import TrainRecord
 from ..scoring import _pad_id, encode
 from .generate import check_seed
 from .items import Item, passages
@@ -108,7 +109,7 @@ class Trained:
     plan: LoraPlan | None
     trainable: int  # parameters that trained
     evaluations: tuple[Evaluation, ...]
-    result: TrainResult
+    result: TrainRecord
     eval_seconds: float
 
     @property
@@ -121,7 +122,7 @@ class Trained:
     @property
     def train_seconds(self) -> float:
         """Time in optimizer steps, evaluations taken out."""
-        return self.result.seconds - self.eval_seconds
+        return self.result.train_seconds - self.eval_seconds
 
 
 def corpus_rows(text: str, tokenizer, max_tokens: int) -> list[tuple[list[int], list[int]]]:
