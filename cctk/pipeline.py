@@ -70,6 +70,9 @@ def resume(run_id: str, out_root: Path = Path("outputs"), tracking_name: str | N
     """Continue an interrupted pipeline: finished models are taken from their runs, not trained again."""
     store = tracking.connect(tracking_name)
     parent = store.pipeline(run_id)
+    if parent.tags.get("cctk.protocol", "v2") != "v2":
+        raise CctkError(f"run {run_id} is a protocol {parent.tags['cctk.protocol']} run; --resume continues "
+                        "2.0.0 pipelines only (start a v1 run again)")
     config = config_from_params(parent.params)
     layout = Layout(Path(out_root) / parent.tags.get("cctk.session", ""))
     if not (layout.folder / "measurements").is_dir():
@@ -102,7 +105,7 @@ def _open_session(config: Config, out_root: Path, store: tracking.Store, device,
     name = session.session_name(config.model)
     layout = Layout(out_root / name)
     layout.folder.mkdir(parents=True, exist_ok=True)
-    tags = {"cctk.kind": "pipeline", "cctk.session": name}
+    tags = {"cctk.kind": "pipeline", "cctk.protocol": "v2", "cctk.session": name}
     parent = store.attach_or_start(store.experiment(), name, tags)
     experiment_id = parent.experiment_id  # `mlflow run` may have created the parent in another experiment
     parent.params({**config.as_params(), "model_id": models.model_id(config.model),
