@@ -36,7 +36,7 @@ def test_overrides_replace_one_value_each():
 @pytest.mark.parametrize("override, word", [
     ({"epochs": 0}, "epochs=0"), ({"repeats": -1}, "repeats=-1"), ({"batch_size": 0}, "batch_size=0"),
     ({"learning_rate": 0.0}, "learning_rate=0.0"), ({"learning_rate": float("nan")}, "learning_rate=nan"),
-    ({"grad_clip": 0.0}, "grad_clip=0.0"), ({"weight_decay": 2.0}, "weight_decay=2.0"),
+    ({"grad_clip": -0.5}, "grad_clip=-0.5"), ({"weight_decay": 2.0}, "weight_decay=2.0"),
     ({"schedule": "cosine"}, "schedule='cosine'"), ({"warmup": 1.0}, "warmup=1.0"),
 ])
 def test_recipe_values_out_of_range_fail_in_one_line(override, word):

@@ -171,7 +171,7 @@ def render(info: dict, tables: dict[str, pd.DataFrame], figures: list[tuple[obje
     minutes = f"{info['seconds'] / 60:.1f}" if info.get("seconds") is not None else None
     heldout = info.get("heldout_additions")
     return TEMPLATE.render(
-        info=info, heading=report_title(info), blocks=facts(info), seeds=seed_rows,
+        info=info, heading=report_title(info, "cctk report"), blocks=facts(info), seeds=seed_rows,
         seed_text=",".join(map(str, seeds["values"])), end_marker=repr(info["end_marker"]),
         index=INDEX.get(info.get("index"), info.get("index")), minutes=minutes, parts=list(sections.values()),
         heldout=", ".join(f"{a}+{b}" for a, b in heldout) if heldout is not None else "none (all 81 are trained on)",

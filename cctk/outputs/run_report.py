@@ -80,8 +80,9 @@ def draw(info: dict, table11: pd.DataFrame, losses: dict[str, list[float]], main
 LOSS = "mean over the answer tokens (prompt masked)"  # a 2.0.0 run's; a v1 run's info says its own
 
 
-def report_title(info: dict) -> str:
-    return "cctk run report" + (" \u00b7 protocol 1.0.0" if info.get("protocol") == "v1" else "")
+def report_title(info: dict, name: str = "cctk run report") -> str:
+    """``name``, and the protocol when it is not 2.0.0."""
+    return name + (" \u00b7 protocol 1.0.0" if info.get("protocol") == "v1" else "")
 
 
 def _subtitle(info: dict) -> str:
