@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from .config import AUTO, PROFILES, recipe_fields
+from .config import AUTO, PROFILES, V1_SEED, recipe_fields
 from .errors import CctkError
 
 
@@ -59,10 +59,16 @@ def measure(model, out, tracking):
 
 
 @cli.command("run")
+@click.option("--protocol", default="v2", show_default=True,
+              help="v2 (manual 2.0.0: Parts A-D and the synthesis) or v1 (manual 1.0.0: one fabricated-answer "
+                   "run, the three-number comparison, the reference notebook's draws).")
 @click.option("--model", default="smollm2-135m-bundled", show_default=True, help="Roster key, Hub id or local directory.")
 @click.option("--profile", default=AUTO, show_default=True,
-              help=f"{AUTO} (paper on a CUDA device, quick on a CPU), {', '.join(PROFILES)}.")
-@click.option("--seed", "seed", default=None, help="seeds[0] (or all seeds, comma-separated); fresh ones if omitted.")
+              help=f"{AUTO} (paper on a CUDA device, quick on a CPU), {', '.join(PROFILES)}; "
+                   "each protocol has its own recipes under these names.")
+@click.option("--seed", "seed", default=None,
+              help=f"seeds[0] (or all seeds, comma-separated); fresh ones if omitted. Under --protocol v1: "
+                   f"one seed, the notebook's random.seed, {V1_SEED} if omitted.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("outputs"), show_default=True,
               help="Folder that receives the session folder.")
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
@@ -77,11 +83,42 @@ def measure(model, out, tracking):
               help="Draw the figures (--no-figures: tables and reports only; `cctk report` draws them later).")
 @click.option("--resume", "resume_id", default=None, metavar="RUN_ID",
               help="Continue an interrupted pipeline run (its own settings are used).")
-def run_command(model, profile, seed, out, tracking, device, holdout, curves, system_metrics, figures, resume_id,
-                **recipe):
-    """Run the whole 2.0.0 experiment for one model (Parts A-D and the synthesis)."""
+@click.pass_context
+def run_command(ctx, protocol, model, profile, seed, out, tracking, device, holdout, curves, system_metrics, figures,
+                resume_id, **recipe):
+    """Run the whole 2.0.0 experiment for one model (Parts A-D and the synthesis), or with
+    --protocol v1 the 1.0.0 pipeline (base model, fine-tuned in place on fabricated answers)."""
+    from .config import check_protocol
+
+    check_protocol(protocol)
+    if protocol == "v1":
+        _check_v1_options(ctx, seed, resume_id, curves)
+        _run_v1(model, profile, seed, out, tracking, device, **recipe)
+        return
     run_pipeline(model, profile, seed, out, tracking, device, holdout, curves, system_metrics, figures, resume_id,
                  echo=click.echo, **recipe)
+
+
+def _run_v1(model, profile, seed, out, tracking, device, **recipe) -> None:
+    from . import pipeline
+    from .config import make_config, parse_seeds
+    from .v1 import pipeline as v1_pipeline
+
+    device = str(pipeline.pick_device(device))
+    config = make_config(model, profile, parse_seeds(seed), device=device, protocol="v1", **recipe)
+    v1_pipeline.run(config, out, tracking, device, echo=click.echo)
+
+
+def _check_v1_options(ctx, seed, resume_id, curves) -> None:
+    """Options that mean nothing under protocol v1 fail in one line rather than being ignored."""
+    if resume_id:
+        raise CctkError("--resume continues a 2.0.0 pipeline; a protocol v1 run is short: start it again")
+    if ctx.get_parameter_source("holdout") is not click.core.ParameterSource.DEFAULT:
+        raise CctkError("--holdout has no meaning under --protocol v1: it trains on all 81 additions")
+    if curves:
+        raise CctkError("--curves measures the arms of a 2.0.0 pipeline; protocol v1 has none")
+    if seed is not None and "," in str(seed):
+        raise CctkError(f"--protocol v1 takes one seed (the notebook's random.seed), got {seed!r}")
 
 
 def run_pipeline(model, profile, seed, out, tracking, device, holdout=0.3, curves=False, system_metrics=True,
@@ -189,12 +226,18 @@ def report(source, tracking, out):
     from .outputs import write_all
 
     folder = results.session_folder(source, tracking)
-    layout = session.Layout(folder)
+    layout = session.Layout(folder, session.protocol(folder))
     if out is not None:
         layout = session.copy_inputs(layout, out)
     start = time.perf_counter()
-    rebuilt = session.rebuild(layout.folder)
-    n_figures = write_all(rebuilt.results, rebuilt.tables, rebuilt.record, layout)
+    if layout.protocol == "v1":
+        from .v1 import outputs as v1_outputs
+
+        rebuilt = session.rebuild_v1(layout.folder)
+        n_figures = v1_outputs.write_all(rebuilt.results, rebuilt.tables, rebuilt.record, layout)
+    else:
+        rebuilt = session.rebuild(layout.folder)
+        n_figures = write_all(rebuilt.results, rebuilt.tables, rebuilt.record, layout)
     click.echo(f"re-rendered {n_figures} figures, {len(rebuilt.tables)} tables and the reports of "
                f"{layout.session} in {time.perf_counter() - start:.0f} s: {layout.folder}")
 

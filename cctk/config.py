@@ -14,6 +14,8 @@ from .errors import CctkError
 N_SEEDS = 5  # seeds[0] drives every draw; the others are reserved for repetitions, as in the manual
 SCHEDULES = ("constant", "linear")  # how the learning rate moves over a run's steps
 PRECISIONS = ("float32", "bf16")  # arithmetic of the forward and backward passes (weights stay float32)
+PROTOCOLS = {"v2": "manual 2.0.0", "v1": "manual 1.0.0"}  # what `cctk run --protocol` runs
+V1_SEED = 42  # the reference notebook's random.seed(42): the default seed of protocol v1
 
 
 @dataclass(frozen=True)
@@ -24,7 +26,7 @@ class Recipe:
     epochs: int = field(default=10, metadata={"help": "epochs of every fine-tuning run"})
     learning_rate: float = field(default=5e-5, metadata={"help": "AdamW learning rate (the peak, with a schedule)"})
     batch_size: int = field(default=8, metadata={"help": "examples per optimizer step"})
-    grad_clip: float = field(default=1.0, metadata={"help": "gradient-norm clipping"})
+    grad_clip: float = field(default=1.0, metadata={"help": "gradient-norm clipping (0 = none, as manual 1.0.0)"})
     # torch.optim.AdamW's default, as in the manual's listing
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay"})
     schedule: str = field(default="constant", metadata={
@@ -43,8 +45,8 @@ class Recipe:
                 raise CctkError(f"recipe value {name}={getattr(self, name)} is out of range: must be >= 1")
         if not (math.isfinite(self.learning_rate) and 0 < self.learning_rate < 1):
             raise CctkError(f"recipe value learning_rate={self.learning_rate} is out of range: must be in (0, 1)")
-        if not (math.isfinite(self.grad_clip) and self.grad_clip > 0):
-            raise CctkError(f"recipe value grad_clip={self.grad_clip} is out of range: must be > 0")
+        if not (math.isfinite(self.grad_clip) and self.grad_clip >= 0):
+            raise CctkError(f"recipe value grad_clip={self.grad_clip} is out of range: must be >= 0 (0 = no clipping)")
         if not (math.isfinite(self.weight_decay) and 0 <= self.weight_decay < 1):
             raise CctkError(f"recipe value weight_decay={self.weight_decay} is out of range: must be in [0, 1)")
         if self.schedule not in SCHEDULES:
@@ -81,6 +83,32 @@ PROFILES: dict[str, Recipe] = {
 }
 
 
+# Protocol v1 (manual 1.0.0, cctk.v1): one fine-tuning run of the base model in place, on the whole text.
+V1_PROFILES: dict[str, Recipe] = {
+    # The reference notebook's recipe (Listings 7-9): N_REPEATS 20, 10 epochs, AdamW lr 5e-5 (weight decay
+    # 0.01, torch's default), batch 8, constant rate, no gradient clipping. Meant for a GPU.
+    "paper": Recipe(repeats=20, epochs=10, learning_rate=5e-5, batch_size=8, grad_clip=0.0),
+    # Two CPU cores: the notebook's very corpus (20 repeats, its random.seed(42) order) seen once, i.e. 20
+    # exposures per fact, with v2's quick schedule (README, "Protocol 1.0.0"); still no clipping.
+    "quick": Recipe(repeats=20, epochs=1, learning_rate=6e-4, batch_size=8, grad_clip=0.0,
+                    schedule="linear", warmup=0.1),
+    # Seconds, for tests on a tiny model.
+    "smoke": Recipe(repeats=2, epochs=2, learning_rate=1e-3, batch_size=32, grad_clip=0.0),
+}
+
+
+def profiles(protocol: str = "v2") -> dict[str, Recipe]:
+    """The named recipes of a protocol (the same names, paper / quick / smoke, in both)."""
+    check_protocol(protocol)
+    return V1_PROFILES if protocol == "v1" else PROFILES
+
+
+def check_protocol(protocol: str) -> None:
+    if protocol not in PROTOCOLS:
+        choices = ", ".join(f"{k} ({v})" for k, v in PROTOCOLS.items())
+        raise CctkError(f"unknown protocol {protocol!r}; choose one of: {choices}")
+
+
 AUTO = "auto"  # the default profile: paper on a CUDA device, quick on a CPU
 
 
@@ -104,10 +132,11 @@ class Config:
     profile: str  # the profile in force (``auto`` already resolved)
     recipe: Recipe
     seeds: tuple[int, ...]
-    holdout: float = 0.3
+    holdout: float | None = 0.3  # None under protocol v1, which has no split
     seeds_drawn: bool = field(default=False, compare=False)  # True when no seed was given
     profile_requested: str | None = field(default=None, compare=False)  # e.g. "auto"; None: as ``profile``
     curves: bool = False  # measure every arm after every epoch (learning curves)
+    protocol: str = "v2"  # a key of PROTOCOLS
 
     @property
     def seed(self) -> int:
@@ -128,6 +157,9 @@ class Config:
         """
         params = {"model": self.model, "profile": self.profile, "holdout_share": self.holdout,
                   "seeds": ",".join(map(str, self.seeds)), "curves": self.curves}
+        if self.protocol != "v2":  # a 2.0.0 run's parameters stay as they were
+            del params["holdout_share"], params["curves"]
+            params["protocol"] = self.protocol
         if self.profile_requested and self.profile_requested != self.profile:
             params["profile_requested"] = self.profile_requested
         params.update({f"recipe.{k}": v for k, v in asdict(self.recipe).items()})
@@ -135,21 +167,26 @@ class Config:
 
 
 def make_config(model: str, profile: str = AUTO, seeds: tuple[int, ...] | None = None,
-                holdout: float = 0.3, device: str = "cpu", curves: bool = False, **overrides) -> Config:
+                holdout: float = 0.3, device: str = "cpu", curves: bool = False, protocol: str = "v2",
+                **overrides) -> Config:
     """A checked configuration: a profile's recipe with per-value overrides (None = keep).
 
-    ``device`` only resolves ``profile="auto"``.
+    ``device`` only resolves ``profile="auto"``. Under ``protocol="v1"`` the profiles are
+    ``V1_PROFILES``, there is no split (``holdout`` is ignored) and one seed, ``V1_SEED`` by default.
     """
+    named = profiles(protocol)
     requested = profile
     profile = resolve_profile(profile, device)
-    if profile not in PROFILES:
-        raise CctkError(f"unknown profile {requested!r}; choose one of: {AUTO}, {', '.join(PROFILES)}")
-    unknown = set(overrides) - set(asdict(PROFILES[profile]))
+    if profile not in named:
+        raise CctkError(f"unknown profile {requested!r}; choose one of: {AUTO}, {', '.join(named)}")
+    unknown = set(overrides) - set(asdict(named[profile]))
     if unknown:
         raise CctkError(f"unknown recipe values: {', '.join(sorted(unknown))}")
-    recipe = replace(PROFILES[profile], **{k: v for k, v in overrides.items() if v is not None})
+    recipe = replace(named[profile], **{k: v for k, v in overrides.items() if v is not None})
     recipe.check()
-    if not 0 < holdout < 1:
+    if protocol == "v1":
+        holdout, seeds = None, tuple(seeds[:1]) if seeds else (V1_SEED,)
+    elif not 0 < holdout < 1:
         raise CctkError(f"holdout={holdout} is out of range: must be in (0, 1)")
     drawn = not seeds
     if drawn:
@@ -157,7 +194,7 @@ def make_config(model: str, profile: str = AUTO, seeds: tuple[int, ...] | None =
     elif any(s < 0 or s >= 2**32 for s in seeds):
         raise CctkError(f"seeds must be in 0..2**32-1, got {seeds}")
     return Config(model, profile, recipe, tuple(seeds), holdout, seeds_drawn=drawn,
-                  profile_requested=requested, curves=bool(curves))
+                  profile_requested=requested, curves=bool(curves), protocol=protocol)
 
 
 def draw_seeds(n: int = N_SEEDS) -> tuple[int, ...]:

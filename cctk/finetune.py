@@ -1,5 +1,8 @@
 """Fine-tuning: AdamW in float32 on prompt + completion, the loss on the completion only.
 
+Rows carry their own labels: 2.0.0 corpora mask the prompt (``cctk.corpus``); the whole-text rows
+of manual 1.0.0 (``cctk.v1.corpus``) label every token, and the same loop trains on them.
+
 One recipe for every run; the run is re-seeded at its start, so its batch order and dropout do
 not depend on how many runs came before it. The learning rate follows the recipe's schedule
 (constant in the manual's listing; an optional linear warm-up and linear decay to 0). A non-finite
@@ -81,7 +84,9 @@ def _step(model, optimizer, batch, recipe: Recipe, who: str = "", where: str = "
     if not math.isfinite(value):
         raise NonFiniteLoss(f"{who}the loss became {value} {where}; lower --learning-rate or check the model's dtype")
     loss.backward()
-    norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip))
+    # grad_clip 0 means no clipping (manual 1.0.0): the norm is still taken, for the guard below;
+    # with an infinite bound the gradients are scaled by exactly 1.
+    norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip or math.inf))
     if not math.isfinite(norm):
         optimizer.zero_grad(set_to_none=True)
         raise NonFiniteLoss(f"{who}the gradient norm became {norm} {where}; lower --learning-rate")

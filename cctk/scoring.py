@@ -5,6 +5,10 @@ a candidate is the sum of the log-probabilities of the tokens of ``" {v}\\n"`` t
 the prompt, prompt and answer tokenized separately and concatenated. ``prob`` is the softmax of the
 35 indices of one addition.
 
+The same scorer reads manual 1.0.0 (``cctk.v1``) with another candidate set (2..18), answer text
+(``" {v}"``, no end marker) and index: ``index="mean"`` feeds the softmax the *mean* log-probability
+per answer token (Listings 3-5). The table's ``logprob`` is the sum either way.
+
 ``measure_plain`` is the manual's loop, one candidate per forward pass; ``measure`` gives the same
 numbers (to float32 rounding) by packing all candidates of a prompt into one row as a prefix tree.
 """
@@ -20,6 +24,7 @@ import torch
 
 from .facts import ADDITIONS, CANDIDATES, answer_text, prompt
 from .readings import COLUMNS
+INDEXES = ("sum", "mean")  # what the softmax of one addition is taken over
 LOGIT_BUDGET = 2**26  # float32 logits held at once (256 MiB); sets the rows per forward pass
 
 
@@ -102,13 +107,17 @@ def pack_rows(prompts: Sequence[Sequence[int]], tree: AnswerTree, pad_id: int):
     return ids, pos, allowed, out_cols
 
 
-def measure(model, tokenizer, additions=ADDITIONS, candidates=CANDIDATES) -> pd.DataFrame:
+def measure(model, tokenizer, additions=ADDITIONS, candidates=CANDIDATES, answer=answer_text,
+            index: str = "sum") -> pd.DataFrame:
     """Score every candidate of every addition; one row per (a, b, candidate), sorted.
 
     Columns: a, b, candidate_value, logprob (sum over the answer's tokens), n_tokens, prob.
+    ``answer(v)`` is a candidate's text; ``prob`` is the softmax over an addition's candidates of
+    ``logprob`` (``index="sum"``) or of ``logprob / n_tokens`` (``index="mean"``, manual 1.0.0).
     """
+    _check_index(index)
     prompts = [encode(tokenizer, prompt(a, b), special=True) for a, b in additions]
-    answers = [encode(tokenizer, answer_text(v), special=False) for v in candidates]
+    answers = [encode(tokenizer, answer(v), special=False) for v in candidates]
     tree = answer_tree(answers)
     rows_per_pass = max(1, LOGIT_BUDGET // ((len(tree.tokens) + 1) * _vocab_size(model)))
     n_passes = -(-len(prompts) // rows_per_pass)
@@ -117,7 +126,7 @@ def measure(model, tokenizer, additions=ADDITIONS, candidates=CANDIDATES) -> pd.
         _score_rows(model, prompts[i : i + chunk], tree, _pad_id(tokenizer), len(candidates))
         for i in range(0, len(prompts), chunk)
     ]
-    return _table(additions, candidates, answers, torch.cat(scores).numpy())
+    return _table(additions, candidates, answers, torch.cat(scores).numpy(), index)
 
 
 @torch.inference_mode()
@@ -147,12 +156,14 @@ def _forward(model, ids, pos, mask, out_cols) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def measure_plain(model, tokenizer, additions=ADDITIONS, candidates=CANDIDATES) -> pd.DataFrame:
+def measure_plain(model, tokenizer, additions=ADDITIONS, candidates=CANDIDATES, answer=answer_text,
+                  index: str = "sum") -> pd.DataFrame:
     """The manual's loop: one forward pass per candidate of every addition (reference and baseline)."""
+    _check_index(index)
     device, _ = _device_dtype(model)
     was_training = model.training
     model.eval()
-    answers = [encode(tokenizer, answer_text(v), special=False) for v in candidates]
+    answers = [encode(tokenizer, answer(v), special=False) for v in candidates]
     scores = np.zeros((len(additions), len(candidates)))
     for i, (a, b) in enumerate(additions):
         prompt_ids = encode(tokenizer, prompt(a, b), special=True)
@@ -163,12 +174,22 @@ def measure_plain(model, tokenizer, additions=ADDITIONS, candidates=CANDIDATES) 
             scores[i, j] = sum(log_probs[0, n + k - 1, input_ids[0, n + k]].item()
                                for k in range(len(answer_ids)))
     model.train(was_training)
-    return _table(additions, candidates, answers, scores)
+    return _table(additions, candidates, answers, scores, index)
 
 
-def _table(additions, candidates, answers, scores: np.ndarray) -> pd.DataFrame:
-    """Assemble the measurement table; ``scores`` is (additions, candidates) of summed log-probs."""
-    shifted = scores - scores.max(axis=1, keepdims=True)
+def _check_index(index: str) -> None:
+    if index not in INDEXES:
+        raise ValueError(f"index must be one of {INDEXES}, got {index!r}")
+
+
+def _table(additions, candidates, answers, scores: np.ndarray, index: str = "sum") -> pd.DataFrame:
+    """Assemble the measurement table; ``scores`` is (additions, candidates) of summed log-probs.
+
+    ``prob`` is the softmax of each addition's indices: the sums, or the sums over ``n_tokens``.
+    """
+    lengths = np.array([len(x) for x in answers], dtype=np.float64)
+    indices = scores if index == "sum" else scores / lengths  # (additions, candidates)
+    shifted = indices - indices.max(axis=1, keepdims=True)
     prob = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
     n_add, n_cand = scores.shape
     a, b = np.array(additions).T
@@ -177,7 +198,7 @@ def _table(additions, candidates, answers, scores: np.ndarray) -> pd.DataFrame:
         "b": np.repeat(b, n_cand),
         "candidate_value": np.tile(np.array(candidates), n_add),
         "logprob": scores.ravel(),
-        "n_tokens": np.tile([len(x) for x in answers], n_add),
+        "n_tokens": np.tile(lengths.astype(np.int64), n_add),
         "prob": prob.ravel(),
     })
     return table.sort_values(["a", "b", "candidate_value"], ignore_index=True)[COLUMNS]

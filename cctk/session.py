@@ -14,6 +14,9 @@ resume and ``cctk.results`` read through it::
       tables/tableNN_<name>/tableNN_<name>.{csv,xlsx,tex}
       workbook/<session>.xlsx
       run_report.pdf, run_report.png, report.html, <session>.zip
+
+A protocol v1 session (manual 1.0.0, ``cctk.v1``) has the same layout with its own tables, figures
+and two models (base model, fabricated answers), and ``corpus.txt``: the shuffled corpus texts.
 """
 from __future__ import annotations
 
@@ -32,9 +35,11 @@ from .experiments import CURVE_COLUMNS, Results, compute_tables
 from .facts import CANDIDATES, END_MARKER
 from .lineage import ARMS, MODEL_KEYS, StudyInputs, build_study_inputs, targets_table
 from .models import model_id
-from .names import TABLES, file_stem, model_name
+from .names import TABLES, V1_TABLES, file_stem, model_name
 from .readings import COLUMNS
 from .records import RunFacts, RunRecord, TrainRecord
+from .v1 import experiment as v1_experiment
+from .v1 import facts as v1_facts
 
 RUN_INFO = "run_info.json"
 FORMATS = ("png", "pdf", "eps")  # every figure, in this order
@@ -43,6 +48,12 @@ SEED_ROLES = {
                 "the corpus shuffles, the batch order and dropout of every fine-tuning run (re-seeded at its "
                 "start), and the bootstrap of the deviation bands",
     "seeds[1:]": "reserved for repetitions; not used by this run",
+}
+V1_SEED_ROLES = {
+    "seeds[0]": "Python's random.seed of the reference notebook: the fabricated answers (random.choice per "
+                "addition) and the corpus order (random.shuffle, the same stream), exactly as Listings 6-7; "
+                "cctk also seeds from it what the notebook left unseeded: the batch order of every epoch and "
+                "torch's generator (dropout) of the fine-tuning run",
 }
 
 
@@ -55,6 +66,7 @@ class Layout:
     """Every path of one session folder."""
 
     folder: Path
+    protocol: str = "v2"  # names its tables: names.TABLES, or names.V1_TABLES for "v1"
 
     @property
     def session(self) -> str:
@@ -71,6 +83,11 @@ class Layout:
     @property
     def curves(self) -> Path:
         return self.folder / "curves.csv"
+
+    @property
+    def corpus(self) -> Path:
+        """Protocol v1: the fine-tuning texts, one per line, in the corpus order."""
+        return self.folder / "corpus.txt"
 
     def measurement(self, key: str) -> Path:
         return self.folder / "measurements" / f"{file_stem(model_name(key))}.csv"
@@ -96,7 +113,7 @@ class Layout:
 
     def table(self, name: str) -> dict[str, Path]:
         """The files of ``tableNN`` by format: ``tables/tableNN_<title>/tableNN_<title>.<ext>``."""
-        stem = table_stem(name)
+        stem = table_stem(name, self.protocol)
         return {ext: self.folder / "tables" / stem / f"{stem}.{ext}" for ext in ("csv", "xlsx", "tex")}
 
     @property
@@ -116,9 +133,10 @@ class Layout:
         return self.folder / f"{self.session}.zip"
 
 
-def table_stem(name: str) -> str:
-    """``table01`` -> ``table01_corpus_absorption``."""
-    return f"{name}_{file_stem(TABLES[name]).lower()}"
+def table_stem(name: str, protocol: str = "v2") -> str:
+    """``table01`` -> ``table01_corpus_absorption`` (``table01_comparison`` under protocol v1)."""
+    titles = V1_TABLES if protocol == "v1" else TABLES
+    return f"{name}_{file_stem(titles[name]).lower()}"
 
 
 def session_start(session: str) -> datetime | None:
@@ -177,6 +195,14 @@ def write_targets(layout: Layout, inputs: StudyInputs) -> Path:
     return layout.targets
 
 
+def write_v1_draws(layout: Layout, draws: v1_facts.Draws) -> list[Path]:
+    """Protocol v1's draws: targets.csv (a, b, correct sum, fabricated answer) and corpus.txt."""
+    layout.folder.mkdir(parents=True, exist_ok=True)
+    draws.table().to_csv(layout.targets, index=False, lineterminator="\n")
+    layout.corpus.write_text("".join(f"{t}\n" for t in draws.texts), encoding="utf-8")
+    return [layout.targets, layout.corpus]
+
+
 def read_targets(layout: Layout) -> pd.DataFrame | None:
     if not layout.targets.is_file():
         return None
@@ -227,6 +253,35 @@ def run_info(record: RunRecord, inputs: StudyInputs, head: dict, warnings: list[
     }
 
 
+def v1_run_info(record: RunRecord, head: dict) -> dict:
+    """run_info.json of a protocol v1 run: the record, and how 1.0.0 measures and trains."""
+    config, facts = record.config, record.facts
+    return {
+        "protocol": "v1",
+        "session": facts.session,
+        "model": {"key": config.model, "id": model_id(config.model)},
+        "profile": config.profile,
+        "profile_requested": config.profile_requested or config.profile,
+        "profile_note": config.profile_note,
+        "recipe": asdict(config.recipe),
+        "seeds": {"values": list(config.seeds), "drawn_fresh": config.seeds_drawn, "roles": V1_SEED_ROLES},
+        "candidates": list(v1_facts.CANDIDATES),
+        "answer_text": " {v}",  # a template: a space and the number
+        "end_marker": "",
+        "index": v1_facts.INDEX,
+        "loss": "whole text, every token after the first (padding masked)",
+        "pairs_plotted": [list(p) for p in v1_facts.PAIRS],
+        "device": facts.device,
+        "hardware": facts.hardware,
+        "software": facts.software,
+        "mlflow": facts.mlflow(),
+        "training": {key: {"model": model_name(key), "parent": model_name(v1_experiment.BEFORE), **t.to_json()}
+                     for key, t in record.training.items()},
+        "headline": head,
+        "seconds": facts.seconds,
+    }
+
+
 def write_run_info(layout: Layout, info: dict) -> Path:
     layout.run_info.write_text(json.dumps(info, indent=2, ensure_ascii=False, default=_plain) + "\n")
     return layout.run_info
@@ -247,8 +302,9 @@ def load_info(folder: Path) -> dict:
 def record_from_info(info: dict) -> RunRecord:
     """The run record that run_info.json was written from."""
     config = Config(info["model"]["key"], info["profile"], Recipe(**info["recipe"]), tuple(info["seeds"]["values"]),
-                    info["holdout"], seeds_drawn=info["seeds"]["drawn_fresh"],
-                    profile_requested=info.get("profile_requested", info["profile"]), curves=bool(info.get("curves")))
+                    info.get("holdout"), seeds_drawn=info["seeds"]["drawn_fresh"],
+                    profile_requested=info.get("profile_requested", info["profile"]), curves=bool(info.get("curves")),
+                    protocol=info.get("protocol", "v2"))
     ml = info.get("mlflow", {})
     facts = RunFacts(info["session"], ml.get("tracking_uri"), ml.get("experiment_id"), ml.get("run_id"),
                      info.get("device", ""), info.get("seconds"), info.get("hardware") or {},
@@ -278,11 +334,38 @@ def rebuild(folder: Path) -> Rebuilt:
     return Rebuilt(results, compute_tables(results), record)
 
 
+@dataclass(frozen=True)
+class RebuiltV1:
+    results: v1_experiment.Results
+    tables: dict[str, pd.DataFrame]
+    record: RunRecord
+
+
+def rebuild_v1(folder: Path) -> RebuiltV1:
+    """The same for a protocol v1 session: draws redrawn from the seed and repeats, tables recomputed."""
+    layout = Layout(Path(folder), "v1")
+    record = record_from_info(load_info(layout.folder))
+    measurements = {}
+    for key in (v1_experiment.BEFORE, v1_experiment.AFTER):
+        if not layout.measurement(key).is_file():
+            raise CctkError(f"{layout.folder} has no measurement of the {model_name(key)} model")
+        measurements[key] = read_measurement(layout.measurement(key))
+    draws = v1_facts.draw(record.config.seed, record.config.recipe.repeats)
+    results = v1_experiment.Results(draws, measurements, read_training(layout, v1_experiment.AFTER))
+    return RebuiltV1(results, v1_experiment.compute_tables(results), record)
+
+
+def protocol(folder: Path) -> str:
+    """``v1`` or ``v2``: the protocol a session folder was run under (v2 before protocols existed)."""
+    return load_info(folder).get("protocol", "v2")
+
+
 def copy_inputs(source: Layout, root: Path) -> Layout:
     """A new session folder under ``root`` holding what a re-render needs: run_info, the draws, the
     measurements and the training records."""
-    target = Layout(Path(root) / load_info(source.folder)["session"])
-    inputs = [source.run_info, source.targets, source.curves, *(source.folder / "measurements").glob("*.csv"),
+    target = Layout(Path(root) / load_info(source.folder)["session"], source.protocol)
+    inputs = [source.run_info, source.targets, source.curves, source.corpus,
+              *(source.folder / "measurements").glob("*.csv"),
               *(source.folder / "training").glob("*.json")]
     for path in inputs:
         if path.is_file():

@@ -9,7 +9,7 @@ from cctk.errors import CctkError
 def test_paper_profile_is_the_manuals_recipe():
     assert asdict(PROFILES["paper"]) == {"repeats": 20, "epochs": 10, "learning_rate": 5e-5, "batch_size": 8,
                                          "grad_clip": 1.0, "weight_decay": 0.01,
-                                         "schedule": "constant", "warmup": 0.0}
+                                         "schedule": "constant", "warmup": 0.0, "precision": "float32"}
 
 
 def test_steps_count_the_last_partial_batch_of_every_epoch():
@@ -36,7 +36,7 @@ def test_overrides_replace_one_value_each():
 @pytest.mark.parametrize("override, word", [
     ({"epochs": 0}, "epochs=0"), ({"repeats": -1}, "repeats=-1"), ({"batch_size": 0}, "batch_size=0"),
     ({"learning_rate": 0.0}, "learning_rate=0.0"), ({"learning_rate": float("nan")}, "learning_rate=nan"),
-    ({"grad_clip": 0.0}, "grad_clip=0.0"), ({"weight_decay": 2.0}, "weight_decay=2.0"),
+    ({"grad_clip": -0.5}, "grad_clip=-0.5"), ({"weight_decay": 2.0}, "weight_decay=2.0"),
     ({"schedule": "cosine"}, "schedule='cosine'"), ({"warmup": 1.0}, "warmup=1.0"),
 ])
 def test_recipe_values_out_of_range_fail_in_one_line(override, word):

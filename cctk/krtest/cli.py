@@ -7,7 +7,7 @@ import click
 
 from ..models import BUNDLED
 from .generate import ENTITIES, VALIDATION_ENTITIES
-from .lora import DEFAULT_BUDGET
+from . import DEFAULT_BUDGET
 
 OUT_DIR = click.Path(file_okay=False, path_type=Path)
 IN_FILE = click.Path(dir_okay=False, path_type=Path)

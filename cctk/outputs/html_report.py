@@ -11,8 +11,8 @@ import pandas as pd
 from markupsafe import Markup
 from PIL import Image
 
-from ..names import PARTS, TABLE_CAPTIONS, table_title
-from .run_report import facts, runs_table
+from ..names import PARTS, TABLE_CAPTIONS, TABLES
+from .run_report import facts, report_title, runs_table
 from .tables import html as table_html
 
 EMBED_SCALE = 2  # the 300 dpi PNGs are embedded at 150 dpi
@@ -77,7 +77,7 @@ code { font-size: 13px; }
 </head>
 <body>
 <main>
-<h1>cctk report</h1>
+<h1>{{ heading }}</h1>
 <p class="lead">Session <code>{{ info.session }}</code> &middot; model <code>{{ info.model.key }}</code>
 ({{ info.model.id }}) &middot; profile {{ info.profile }}{% if minutes %} &middot; {{ minutes }} min{% endif %}</p>
 
@@ -94,7 +94,9 @@ code { font-size: 13px; }
 </table></div>{% endfor %}
 <div><h3>Measurement and tracking</h3><table class="kv">
 <tr><td>candidates</td><td>{{ info.candidates[0] }} to {{ info.candidates[-1] }} ({{ info.candidates|length }})</td></tr>
-<tr><td>end marker</td><td><code>{{ end_marker }}</code></td></tr>
+{% if info.answer_text %}<tr><td>answer text</td><td><code>"{{ info.answer_text }}"</code></td></tr>{% endif %}
+<tr><td>end marker</td><td>{% if info.end_marker %}<code>{{ end_marker }}</code>{% else %}none{% endif %}</td></tr>
+{% if info.index %}<tr><td>softmax over</td><td>{{ index }}</td></tr>{% endif %}
 <tr><td>held-out additions</td><td>{{ heldout }}</td></tr>
 <tr><td>MLflow tracking URI</td><td><code>{{ info.mlflow.tracking_uri }}</code></td></tr>
 <tr><td>experiment id</td><td><code>{{ info.mlflow.experiment_id }}</code></td></tr>
@@ -147,25 +149,38 @@ def data_uri(png: Path, scale: int = EMBED_SCALE) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def render(info: dict, tables: dict[str, pd.DataFrame], figures: list[tuple[object, str]]) -> str:
-    """``figures``: (catalog.Spec, its PNG as a data URI) in order."""
-    parts = {key: {"key": key, "title": title, "items": []} for key, title in PARTS.items()}
+INDEX = {"sum": "the summed log-probability of each candidate's tokens",
+         "mean": "the mean log-probability per token of each candidate (manual 1.0.0)"}
+
+
+def render(info: dict, tables: dict[str, pd.DataFrame], figures: list[tuple[object, str]], *,
+           parts: dict[str, str] = PARTS, table_part: dict[str, str] = TABLE_PART,
+           titles: dict[str, str] = TABLES, captions: dict[str, str] = TABLE_CAPTIONS,
+           about: dict[str, str] = ABOUT, runs: str = "table11") -> str:
+    """``figures``: (catalog.Spec, its PNG as a data URI) in order.
+
+    The keywords describe the run's sections and tables: a 2.0.0 run's by default; a protocol v1
+    run passes its own (``cctk.v1.outputs``). ``runs`` names the table of fine-tuning runs.
+    """
+    sections = {key: {"key": key, "title": text, "items": []} for key, text in parts.items()}
     for spec, uri in figures:
-        parts[spec.part]["items"].append({
+        sections[spec.part]["items"].append({
             "kind": "figure", "number": spec.number, "anchor": f"figure-{spec.number:02d}",
             "title": spec.title[0].upper() + spec.title[1:], "uri": uri,
-            "about": ABOUT[spec.key.split(":")[0]]})
+            "about": about[spec.key.split(":")[0]]})
     for name, table in tables.items():
-        parts[TABLE_PART[name]]["items"].append({
-            "kind": "table", "number": int(name[-2:]), "anchor": name, "title": table_title(name),
-            "caption": TABLE_CAPTIONS[name], "html": Markup(table_html(table, name))})
+        sections[table_part[name]]["items"].append({
+            "kind": "table", "number": int(name[-2:]), "anchor": name, "title": titles[name],
+            "caption": captions[name], "html": Markup(table_html(table, name))})
     seeds = info["seeds"]
     seed_rows = [{"name": "seeds[0]", "value": seeds["values"][0], "role": seeds["roles"]["seeds[0]"]}]
     seed_rows += [{"name": f"seeds[{i}]", "value": v, "role": seeds["roles"]["seeds[1:]"]}
                   for i, v in enumerate(seeds["values"][1:], start=1)]
     minutes = f"{info['seconds'] / 60:.1f}" if info.get("seconds") is not None else None
+    heldout = info.get("heldout_additions")
     return TEMPLATE.render(
-        info=info, blocks=facts(info), seeds=seed_rows, seed_text=",".join(map(str, seeds["values"])),
-        end_marker=repr(info["end_marker"]), minutes=minutes, parts=list(parts.values()), figures_drawn=bool(figures),
-        heldout=", ".join(f"{a}+{b}" for a, b in info["heldout_additions"]),
-        runs=Markup(table_html(runs_table(tables["table11"]), "runs", left=["model", "parent"])))
+        info=info, heading=report_title(info, "cctk report"), blocks=facts(info), seeds=seed_rows,
+        seed_text=",".join(map(str, seeds["values"])), end_marker=repr(info["end_marker"]),
+        index=INDEX.get(info.get("index"), info.get("index")), minutes=minutes, parts=list(sections.values()), figures_drawn=bool(figures),
+        heldout=", ".join(f"{a}+{b}" for a, b in heldout) if heldout is not None else "none (all 81 are trained on)",
+        runs=Markup(table_html(runs_table(tables[runs]), "runs", left=["model", "parent"])))

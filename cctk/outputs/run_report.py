@@ -1,5 +1,7 @@
 """run_report.pdf (+ .png): one page with the hardware, software, model, recipe, every
-fine-tuning run and the training loss (log scale; main sequence in colour, the rest gray)."""
+fine-tuning run and the training loss (log scale; main sequence in colour, the rest gray).
+
+The same page serves a protocol v1 run (``info["protocol"] == "v1"``): one run, no split."""
 from __future__ import annotations
 
 import textwrap
@@ -41,9 +43,12 @@ def facts(info: dict) -> list[tuple[str, list[tuple[str, str]]]]:
     seeds = info["seeds"]["values"]
     model = [("model", info["model"]["key"]), ("source", info["model"]["id"]),
              ("profile", info.get("profile_note") or info["profile"])]
-    model += [(k.replace("_", " "), str(v)) for k, v in recipe.items()]
-    model += [("held out", f"{info['holdout']:.0%} ({len(info['heldout_additions'])} of 81)"),
-              ("seeds", ", ".join(map(str, seeds)))]
+    model += [(k.replace("_", " "), "none" if k == "grad_clip" and v == 0 else str(v)) for k, v in recipe.items()]
+    if info.get("holdout") is not None:
+        model.append(("held out", f"{info['holdout']:.0%} ({len(info['heldout_additions'])} of 81)"))
+    else:
+        model.append(("held out", "none (all 81 trained on)"))
+    model.append(("seeds", ", ".join(map(str, seeds))))
     return [("Hardware", hardware), ("Software", software), ("Model and recipe", model)]
 
 
@@ -62,7 +67,7 @@ def runs_table(table11: pd.DataFrame) -> pd.DataFrame:
 def draw(info: dict, table11: pd.DataFrame, losses: dict[str, list[float]], main: list[str]):
     with paper_style():
         fig = new_figure(*PAGE)
-        fig.text(0.06, 0.965, "cctk run report", fontsize=15, fontweight="bold", va="top")
+        fig.text(0.06, 0.965, report_title(info), fontsize=15, fontweight="bold", va="top")
         fig.text(0.06, 0.94, _subtitle(info), fontsize=8, va="top", color="#333333")
         if info.get("warnings"):  # Part A did not absorb: said on the page, not only in a table
             fig.text(0.955, 0.965, "\n".join(textwrap.wrap("Warning: " + "; ".join(info["warnings"]), 70)),
@@ -71,9 +76,17 @@ def draw(info: dict, table11: pd.DataFrame, losses: dict[str, list[float]], main
         for (title, rows), (x, width) in zip(blocks, BLOCKS):
             _block(fig, x, 0.895, title, rows, width)
         below = 0.895 - 0.022 - 0.0145 * max(len(rows) for _, rows in blocks) - 0.02
-        bottom = _runs(fig, runs_table(table11), below)
+        bottom = _runs(fig, runs_table(table11), below, info.get("loss", LOSS))
         _loss(fig.add_axes([0.1, 0.06, 0.5, bottom - 0.06 - 0.03]), losses, main)
     return fig
+
+
+LOSS = "mean over the answer tokens (prompt masked)"  # a 2.0.0 run's; a v1 run's info says its own
+
+
+def report_title(info: dict, name: str = "cctk run report") -> str:
+    """``name``, and the protocol when it is not 2.0.0."""
+    return name + (" \u00b7 protocol 1.0.0" if info.get("protocol") == "v1" else "")
 
 
 def _subtitle(info: dict) -> str:
@@ -103,7 +116,7 @@ COLUMNS = (("model", 0.06, "left"), ("parent", 0.395, "left"), ("examples", 0.57
 ROW = 0.0165  # height of one table row, figure fraction
 
 
-def _runs(fig, table: pd.DataFrame, top: float) -> float:
+def _runs(fig, table: pd.DataFrame, top: float, loss: str = LOSS) -> float:
     """The fine-tuning runs as a plain table of text; returns the y below it."""
     fig.text(0.06, top, "Fine-tuning runs", fontsize=10, fontweight="bold", va="top")
     head = top - 0.045
@@ -117,7 +130,7 @@ def _runs(fig, table: pd.DataFrame, top: float) -> float:
         y -= ROW
     _rule(fig, y + ROW / 2, 1.0)
     fig.text(0.06, y - 0.003, "Peak GPU memory counts every model held on the GPU while a run trained. "
-             "Loss: mean over the answer tokens (prompt masked).", fontsize=6.5, color="#555555", va="top")
+             f"Loss: {loss}.", fontsize=6.5, color="#555555", va="top")
     return y - 0.02
 
 

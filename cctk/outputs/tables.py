@@ -1,4 +1,4 @@
-"""The 11 tables of a run: CSV, XLSX and a floating LaTeX table each, and one workbook.
+"""The tables of a run (11; 4 under protocol v1): CSV, XLSX and a floating LaTeX table each, and one workbook.
 
 Every file is a pure function of its DataFrame (no timestamps: the XLSX date is the session's
 start), so re-rendering a session gives the same bytes.
@@ -21,8 +21,13 @@ LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", 
 XLSX_EPOCH = datetime(2000, 1, 1)  # when the session name carries no start time
 
 
-def write_tables(tables: dict[str, pd.DataFrame], layout: Layout) -> list[Path]:
-    """Each table as CSV, XLSX and LaTeX in its folder, and all of them in the session's workbook."""
+def write_tables(tables: dict[str, pd.DataFrame], layout: Layout,
+                 captions: dict[str, str] = TABLE_CAPTIONS, label_prefix: str = "") -> list[Path]:
+    """Each table as CSV, XLSX and LaTeX in its folder, and all of them in the session's workbook.
+
+    ``captions``: the LaTeX caption of each table; ``label_prefix`` goes before its name in the label
+    (a v1 run: names.V1_TABLE_CAPTIONS and ``v1-``, so that ``tab:v1-table01`` and ``tab:table01`` can
+    sit in one paper)."""
     stamp = session_start(layout.session) or XLSX_EPOCH
     written = []
     for name, table in tables.items():
@@ -30,7 +35,7 @@ def write_tables(tables: dict[str, pd.DataFrame], layout: Layout) -> list[Path]:
         files["csv"].parent.mkdir(parents=True, exist_ok=True)
         table.to_csv(files["csv"], index=False, lineterminator="\n")
         write_xlsx({name: table}, files["xlsx"], stamp)
-        files["tex"].write_text(latex(table, name))
+        files["tex"].write_text(latex(table, name, captions, label_prefix))
         written += list(files.values())
     layout.workbook.parent.mkdir(parents=True, exist_ok=True)
     write_xlsx(tables, layout.workbook, stamp)
@@ -53,25 +58,41 @@ def _styler(table: pd.DataFrame, escape: str):
 
 
 LATEX_MAX_COLUMNS = 8  # wider tables are scaled to the text width
+LATEX_MAX_ROWS = 40  # longer ones (v1's 81 additions) break across pages as a longtable
 
 
 def latex_escape(text: str) -> str:
     return "".join(LATEX_SPECIAL.get(c, c) for c in text)
 
 
-def latex(table: pd.DataFrame, name: str, caption: str | None = None) -> str:
-    """A floating table: ``\\begin{table}``, caption, label ``tab:<name>``, booktabs rules.
+def latex(table: pd.DataFrame, name: str, captions: dict[str, str] = TABLE_CAPTIONS, label_prefix: str = "",
+          caption: str | None = None) -> str:
+    """A floating table: ``\\begin{table}``, caption (``caption``, else ``captions[name]``), label
+    ``tab:<label_prefix><name>``, booktabs rules.
 
     A table of more than ``LATEX_MAX_COLUMNS`` columns is scaled to the text width
-    (``\\resizebox``, from the graphicx package), so it never runs off the page.
+    (``\\resizebox``, from the graphicx package), so it never runs off the page. A table of more
+    than ``LATEX_MAX_ROWS`` rows cannot float: it is a ``longtable`` (the longtable package) in
+    footnote size, with its caption and label, whose later pages say "(continued)".
     """
+    caption = caption or captions[name]
+    if len(table) > LATEX_MAX_ROWS:
+        return _longtable(table, caption, f"tab:{label_prefix}{name}")
     text = _styler(table, "latex").to_latex(
-        caption=latex_escape(caption or TABLE_CAPTIONS[name]), label=f"tab:{name}", position="htbp",
+        caption=latex_escape(caption), label=f"tab:{label_prefix}{name}", position="htbp",
         position_float="centering", hrules=True)
     if len(table.columns) > LATEX_MAX_COLUMNS:
         start, end = text.index("\\begin{tabular}"), text.index("\\end{tabular}") + len("\\end{tabular}")
         text = f"{text[:start]}\\resizebox{{\\linewidth}}{{!}}{{%\n{text[start:end]}%\n}}{text[end:]}"
     return text
+
+
+def _longtable(table: pd.DataFrame, caption: str, label: str) -> str:
+    caption = latex_escape(caption)
+    text = _styler(table, "latex").to_latex(caption=caption, label=label, environment="longtable",
+                                            position="c", hrules=True)
+    text = text.replace(f"\\caption[]{{{caption}}}", "\\caption[]{(continued)}", 1)
+    return f"\\begingroup\\footnotesize\n{text}\\endgroup\n"
 
 
 def html(table: pd.DataFrame, name: str, left=None) -> str:
@@ -118,5 +139,5 @@ def write_table(table: pd.DataFrame, folder: Path, name: str, caption: str, stam
     paths = [folder / f"{name}.{ext}" for ext in ("csv", "xlsx", "tex")]
     table.to_csv(paths[0], index=False, lineterminator="\n")
     write_xlsx({name[:31]: table}, paths[1], stamp)
-    paths[2].write_text(latex(table, name, caption))
+    paths[2].write_text(latex(table, name, caption=caption))
     return paths

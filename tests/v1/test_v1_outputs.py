@@ -1,0 +1,112 @@
+"""A v1 session folder from synthetic measurements: 4 tables, 4 figures, reports, zip; results.load
+and cctk report read it back."""
+from __future__ import annotations
+
+import json
+import zipfile
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from cctk import results as cctk_results
+from cctk import session
+from cctk.cli import cli
+from cctk.config import make_config
+from cctk.facts import ADDITIONS
+from cctk.readings import COLUMNS
+from cctk.records import TrainRecord
+from cctk.v1 import experiment, facts, outputs
+from conftest import RUN, run_record
+
+FIGURES = ["before_and_after_3_plus_5", "before_and_after_5_plus_8", "before_and_after_7_plus_4", "training_loss"]
+TABLES = ["table01_comparison", "table02_comparison_summary", "table03_fine_tuning_run",
+          "table04_training_loss_per_epoch"]
+
+
+def v1_measurement(peaks: pd.Series, rng: np.random.Generator) -> pd.DataFrame:
+    """81 x 17 rows whose mean log-probability per token peaks on ``peaks``; prob as measure gives it."""
+    values = np.array(facts.CANDIDATES)
+    n_tokens = np.where(values < 10, 2, 3)
+    mean = rng.normal(-3.0, 0.5, (len(ADDITIONS), len(values)))
+    for i, pair in enumerate(ADDITIONS):
+        mean[i, values == peaks.loc[pair]] += 2.5
+    prob = np.exp(mean - mean.max(axis=1, keepdims=True))
+    prob /= prob.sum(axis=1, keepdims=True)
+    a, b = np.array(ADDITIONS).T
+    return pd.DataFrame({"a": np.repeat(a, len(values)), "b": np.repeat(b, len(values)),
+                         "candidate_value": np.tile(values, len(ADDITIONS)),
+                         "logprob": (mean * n_tokens).ravel(), "n_tokens": np.tile(n_tokens, len(ADDITIONS)),
+                         "prob": prob.ravel()})[COLUMNS]
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    rng = np.random.default_rng(1)
+    draws = facts.draw(42, 20)
+    sums = pd.Series([a + b for a, b in ADDITIONS], index=draws.fabricated.index)
+    training = TrainRecord(1620, 203, 150.0, (1.9,), 0)
+    results = experiment.Results(draws, {"base": v1_measurement(sums, rng),
+                                         "m_random": v1_measurement(draws.fabricated, rng)}, training)
+    tables = experiment.compute_tables(results)
+    config = make_config("smollm2-135m-bundled", "quick", None, protocol="v1")
+    layout = session.Layout(tmp_path_factory.mktemp("v1") / RUN["session"], "v1")
+    for key, table in results.measurements.items():
+        session.write_measurement(layout, key, table)
+    session.write_training(layout, "m_random", training)
+    n = outputs.write_all(results, tables, run_record(config, RUN, {"m_random": training}), layout)
+    return layout, results, tables, n
+
+
+def test_session_folder(written):
+    layout, _, _, n = written
+    assert n == 4
+    assert sorted(p.name for p in layout.figures.iterdir()) == [f"{i:02d}_{s}" for i, s in enumerate(FIGURES, 1)]
+    for stem in FIGURES:
+        assert set(session.find_figures(layout)[stem]) == {"png", "pdf", "eps"}
+    assert sorted(p.name for p in (layout.folder / "tables").iterdir()) == TABLES
+    tex = layout.table("table01")["tex"].read_text()
+    assert "\\begin{longtable}" in tex and "\\label{tab:v1-table01}" in tex and "Listing 11" in tex
+    assert "\\label{tab:v1-table02}" in layout.table("table02")["tex"].read_text()
+    assert layout.workbook.is_file() and layout.run_report["pdf"].is_file() and layout.run_report["png"].is_file()
+    assert layout.corpus.read_text().splitlines()[:5] == list(facts.draw(42, 20).texts[:5])
+    assert sorted(p.name for p in (layout.folder / "measurements").iterdir()) == ["base_model.csv",
+                                                                                  "fabricated_answers.csv"]
+    info = json.loads(layout.run_info.read_text())
+    assert info["protocol"] == "v1" and info["candidates"] == list(range(2, 19)) and info["index"] == "mean"
+    assert info["seeds"]["values"] == [42] and info["training"]["m_random"]["parent"] == "base model"
+    assert set(info["headline"]) >= {"mean_pre_ft_true_prob", "hits_fabricated_after", "hits_true_after"}
+    with zipfile.ZipFile(layout.zip) as archive:
+        assert f"{layout.session}/tables/table01_comparison/table01_comparison.csv" in archive.namelist()
+
+
+def test_html_report_is_self_contained(written):
+    layout = written[0]
+    page = layout.report_html.read_text()
+    assert "protocol 1.0.0" in page and page.count("data:image/png;base64,") == 4
+    assert "http://" not in page.replace("http://www.w3.org", "") and "src=\"http" not in page
+    assert "Table 1: comparison" in page and "mean log-probability per token" in page
+    assert "held-out additions</td><td>none" in page
+
+
+def test_results_load_gives_the_v1_run(written):
+    layout, results, tables, _ = written
+    loaded = cctk_results.load(layout.folder)
+    assert loaded.protocol == "v1" and list(loaded.tables) == ["table01", "table02", "table03", "table04"]
+    pd.testing.assert_frame_equal(loaded.tables["table01"], tables["table01"])
+    assert set(loaded.measurements) == {"base model", "fabricated answers"}
+    pd.testing.assert_frame_equal(loaded.measurements["fabricated answers"], results.measurements["m_random"])
+    assert list(loaded.figures) == FIGURES
+    assert list(loaded.targets.columns) == ["a", "b", "correct sum", "fabricated answer"]
+
+
+def test_cctk_report_rerenders_a_v1_folder(written, tmp_path):
+    layout, _, tables, _ = written
+    result = CliRunner().invoke(cli, ["report", str(layout.folder), "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    copy = session.Layout(tmp_path / layout.session, "v1")
+    for name, table in tables.items():
+        pd.testing.assert_frame_equal(pd.read_csv(copy.table(name)["csv"], float_precision="round_trip"), table)
+    assert copy.table("table01")["tex"].read_bytes() == layout.table("table01")["tex"].read_bytes()
+    assert len(session.find_figures(copy)) == 4 and copy.report_html.is_file()
