@@ -219,3 +219,48 @@ def builders():
     return SimpleNamespace(SEED=SEED, SESSION=SESSION, RUN=RUN, synthetic_results=synthetic_results,
                            synthetic_measurement=synthetic_measurement, run_record=run_record,
                            write_session=write_session)
+
+
+def v1_measurement(peaks: pd.Series, rng: np.random.Generator) -> pd.DataFrame:
+    """A protocol v1 table: 81 x 17 rows whose mean log-probability per token peaks on ``peaks``; prob as
+    measure gives it (softmax of the per-token means)."""
+    from cctk.facts import ADDITIONS
+    from cctk.readings import COLUMNS
+    from cctk.v1 import facts
+
+    values = np.array(facts.CANDIDATES)
+    n_tokens = np.where(values < 10, 2, 3)
+    mean = rng.normal(-3.0, 0.5, (len(ADDITIONS), len(values)))
+    for i, pair in enumerate(ADDITIONS):
+        mean[i, values == peaks.loc[pair]] += 2.5
+    prob = np.exp(mean - mean.max(axis=1, keepdims=True))
+    prob /= prob.sum(axis=1, keepdims=True)
+    a, b = np.array(ADDITIONS).T
+    return pd.DataFrame({"a": np.repeat(a, len(values)), "b": np.repeat(b, len(values)),
+                         "candidate_value": np.tile(values, len(ADDITIONS)),
+                         "logprob": (mean * n_tokens).ravel(), "n_tokens": np.tile(n_tokens, len(ADDITIONS)),
+                         "prob": prob.ravel()})[COLUMNS]
+
+
+def write_v1_session(root, seed: int = 42, run: dict = RUN, rng_seed: int = 1):
+    """A protocol v1 session folder from synthetic measurements: (layout, results, tables, figures drawn)."""
+    from cctk import session
+    from cctk.config import make_config
+    from cctk.facts import ADDITIONS
+    from cctk.records import TrainRecord
+    from cctk.v1 import experiment, facts, outputs
+
+    rng = np.random.default_rng(rng_seed)
+    draws = facts.draw(seed, 20)
+    sums = pd.Series([a + b for a, b in ADDITIONS], index=draws.fabricated.index)
+    training = TrainRecord(1620, 203, 150.0, (1.9,), 0)
+    results = experiment.Results(draws, {"base": v1_measurement(sums, rng),
+                                         "m_random": v1_measurement(draws.fabricated, rng)}, training)
+    tables = experiment.compute_tables(results)
+    config = make_config("smollm2-135m-bundled", "quick", (seed,), protocol="v1")
+    layout = session.Layout(root / run["session"], "v1")
+    for key, table in results.measurements.items():
+        session.write_measurement(layout, key, table)
+    session.write_training(layout, "m_random", training)
+    n = outputs.write_all(results, tables, run_record(config, run, {"m_random": training}), layout)
+    return layout, results, tables, n

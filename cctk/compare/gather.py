@@ -6,7 +6,7 @@ from pathlib import Path
 from .. import results as run_results
 from .. import session, tracking
 from ..errors import CctkError
-from .tables import Run
+from .tables import Run, V1Run
 
 
 def run_ids(store: tracking.Store, sweep: str | None = None, runs: str | None = None) -> list[str]:
@@ -29,11 +29,17 @@ def run_ids(store: tracking.Store, sweep: str | None = None, runs: str | None = 
     return [r.run_id for r in sorted(cells, key=lambda r: r.tags.get("cctk.cell", ""))]
 
 
-def gather(ids: list[str], tracking_name: str | None = None, cache: Path | None = None) -> list[Run]:
-    """Each run's session folder (downloaded once into the cache) rebuilt into results and tables."""
+def gather(ids: list[str], tracking_name: str | None = None, cache: Path | None = None) -> list[Run | V1Run]:
+    """Each run's session folder (downloaded once into the cache) rebuilt into results and tables;
+    a protocol 1.0.0 run gives a ``V1Run``."""
     gathered = []
     for run_id in ids:
-        back = session.rebuild(run_results.download(run_id, tracking_name, cache))
-        config = back.record.config
-        gathered.append(Run(run_id, config.model, config.seed, back.results, back.tables))
+        folder = run_results.download(run_id, tracking_name, cache)
+        if session.protocol(folder) == "v1":
+            back = session.rebuild_v1(folder)
+            gathered.append(V1Run(run_id, back.record.config.model, back.record.config.seed, back.tables))
+        else:
+            back = session.rebuild(folder)
+            config = back.record.config
+            gathered.append(Run(run_id, config.model, config.seed, back.results, back.tables))
     return gathered

@@ -21,7 +21,7 @@ from ..outputs.html_report import data_uri
 from ..outputs.tables import html as table_html
 from ..outputs.tables import write_table
 from . import tables as across
-from .tables import Run
+from .tables import Run, V1Run
 
 CAPTIONS = {
     "cross_seed": "Across seeds: for every base model and measured model, the number of runs and, per group (all "
@@ -42,6 +42,11 @@ CAPTIONS = {
                                "(Clopper-Pearson) 95% interval, and the mean probability on the fabricated answer.",
     "implausibility_possible": "How implausibility matters: the same, by whether the fabricated answer could be a "
                                "correct sum (<= 18) or never can (> 18).",
+    "v1_three_numbers": "Protocol 1.0.0 runs across seeds: for each base model and each of the three numbers "
+                        "(probability of the true sum before fine-tuning, of the fabricated value after, of the "
+                        "true sum after), the mean over runs of the run's mean over the 81 additions, with a "
+                        "Student's t 95% interval over runs (clipped to [0, 1]; none for one run), and the hits "
+                        "(top choice is that answer) summed over runs.",
 }
 FIGURE_TITLES = {"cross_model": "Held-out hits of every corpus, by base model",
                  "implausibility": "How implausibility matters"}
@@ -77,26 +82,36 @@ class Compared:
     folder: Path
 
 
-def compute(runs: list[Run]) -> dict[str, pd.DataFrame]:
-    """Every table of a comparison, by name."""
-    by_distance, by_kind = across.implausibility(runs)
-    return {"cross_seed": across.cross_seed(runs), "rule_vs_control_pooled": across.pooled_tests(runs),
-            "heldout_pooled": across.heldout_pooled(runs), "implausibility_distance": by_distance,
-            "implausibility_possible": by_kind}
+def compute(runs: list[Run | V1Run]) -> dict[str, pd.DataFrame]:
+    """Every table of a comparison, by name: those of 2.0.0 runs, and the three numbers of 1.0.0 runs."""
+    tables = {}
+    v2 = [r for r in runs if isinstance(r, Run)]
+    v1 = [r for r in runs if isinstance(r, V1Run)]
+    if v2:
+        by_distance, by_kind = across.implausibility(v2)
+        tables.update({"cross_seed": across.cross_seed(v2), "rule_vs_control_pooled": across.pooled_tests(v2),
+                       "heldout_pooled": across.heldout_pooled(v2), "implausibility_distance": by_distance,
+                       "implausibility_possible": by_kind})
+    if v1:
+        tables["v1_three_numbers"] = across.v1_three_numbers(v1)
+    return tables
 
 
 def write(runs: list[Run], out: Path, sweep: str | None = None) -> Compared:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     listing = pd.DataFrame({"run_id": [r.run_id for r in runs], "base_model": [r.model for r in runs],
-                            "seed": [r.seed for r in runs]})
+                            "seed": [r.seed for r in runs],
+                            "protocol": ["v1" if isinstance(r, V1Run) else "v2" for r in runs]})
     listing.to_csv(out / "runs.csv", index=False, lineterminator="\n")
     tables = compute(runs)
     for name, table in tables.items():
         write_table(table, out / "tables" / name, name, CAPTIONS[name])
-    charts = {"cross_model": cross_model_chart(tables["heldout_pooled"]),
-              "implausibility": implausibility_chart(tables["implausibility_distance"],
-                                                     tables["implausibility_possible"])}
+    charts = {}
+    if "heldout_pooled" in tables:
+        charts = {"cross_model": cross_model_chart(tables["heldout_pooled"]),
+                  "implausibility": implausibility_chart(tables["implausibility_distance"],
+                                                         tables["implausibility_possible"])}
     figures = {name: save_figure(fig, out / "figures" / name, name) for name, fig in charts.items()}
     items = [{"kind": "figure", "name": n, "title": FIGURE_TITLES[n], "uri": data_uri(paths[0])}
              for n, paths in figures.items()]

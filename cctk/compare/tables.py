@@ -37,6 +37,29 @@ class Run:
         return cls(run_id, model, seed, results, compute_tables(results))
 
 
+@dataclass(frozen=True)
+class V1Run:
+    """One finished protocol 1.0.0 run: its tables (table02 holds the three numbers' summaries)."""
+
+    run_id: str
+    model: str
+    seed: int
+    tables: dict[str, pd.DataFrame]
+
+
+def v1_three_numbers(runs: list[V1Run]) -> pd.DataFrame:
+    """Protocol 1.0.0 across runs: per base model and number (pre-fine-tuning true sum, post-fine-tuning
+    fabricated value, post-fine-tuning true sum), the mean over runs of each run's mean probability
+    over the 81 additions with a t interval over runs, and the hits summed over runs."""
+    frames = pd.concat([r.tables["table02"].assign(base_model=r.model, run_id=r.run_id) for r in runs])
+    rows = []
+    for (base, number), part in frames.groupby(["base_model", "number"], sort=False):
+        mean, lo, hi = t_interval(part["mean"])
+        rows.append({"base_model": base, "number": number, "runs": part["run_id"].nunique(), "mean": mean,
+                     "lo": lo, "hi": hi, "hits": int(part["hits"].sum()), "n": int(part["n"].sum())})
+    return pd.DataFrame(rows)
+
+
 def t_interval(values, level: float = 0.95) -> tuple[float, float, float]:
     """Mean of ``values`` and its Student's t interval (k - 1 degrees of freedom), clipped to [0, 1];
     nan bounds for fewer than two values."""

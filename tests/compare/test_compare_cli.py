@@ -64,3 +64,28 @@ def test_compare_needs_one_source(tmp_path, tracking_uri):
     for args in ([], ["--sweep", "a", "--runs", "b"]):
         result = CliRunner().invoke(cli, ["compare", *args, "--out", str(tmp_path / "c")])
         assert result.exit_code != 0 and "needs --sweep ID or --runs" in result.output
+
+
+def test_compare_protocol_v1_runs(tmp_path, tracking_uri, monkeypatch):
+    """Two 1.0.0 runs (seeds 42 and 43): their three numbers, averaged over the runs by hand."""
+    from conftest import write_v1_session
+
+    monkeypatch.setenv("CCTK_CACHE", str(tmp_path / "cache"))
+    store = tracking.connect()
+    experiment = store.experiment()
+    ids, means = [], []
+    for seed in (42, 43):
+        layout, _, tables, _ = write_v1_session(tmp_path / f"s{seed}", seed, {**RUN, "session": f"2026-v1-{seed}"},
+                                                rng_seed=seed)
+        run = store.start(experiment, layout.session, {"cctk.kind": "pipeline", "cctk.protocol": "v1"})
+        run.files(layout.folder)
+        run.end()
+        ids.append(run.run_id)
+        means.append(tables["table02"].set_index("number")["mean"])
+    result = CliRunner().invoke(cli, ["compare", "--runs", ",".join(ids), "--out", str(tmp_path / "cmp")])
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(tmp_path / "cmp" / "tables" / "v1_three_numbers" / "v1_three_numbers.csv").set_index("number")
+    assert (table["runs"] == 2).all() and len(table) == len(means[0])
+    for number in table.index:
+        assert table.loc[number, "mean"] == pytest.approx((means[0][number] + means[1][number]) / 2, abs=1e-12)
+    assert not (tmp_path / "cmp" / "tables" / "cross_seed").exists()  # no 2.0.0 run among them

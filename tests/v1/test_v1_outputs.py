@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import zipfile
 
-import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
@@ -13,50 +12,17 @@ from click.testing import CliRunner
 from cctk import results as cctk_results
 from cctk import session
 from cctk.cli import cli
-from cctk.config import make_config
-from cctk.facts import ADDITIONS
-from cctk.readings import COLUMNS
-from cctk.records import TrainRecord
-from cctk.v1 import experiment, facts, outputs
-from conftest import RUN, run_record
+from cctk.v1 import facts
+from conftest import write_v1_session
 
 FIGURES = ["before_and_after_3_plus_5", "before_and_after_5_plus_8", "before_and_after_7_plus_4", "training_loss"]
 TABLES = ["table01_comparison", "table02_comparison_summary", "table03_fine_tuning_run",
           "table04_training_loss_per_epoch"]
 
 
-def v1_measurement(peaks: pd.Series, rng: np.random.Generator) -> pd.DataFrame:
-    """81 x 17 rows whose mean log-probability per token peaks on ``peaks``; prob as measure gives it."""
-    values = np.array(facts.CANDIDATES)
-    n_tokens = np.where(values < 10, 2, 3)
-    mean = rng.normal(-3.0, 0.5, (len(ADDITIONS), len(values)))
-    for i, pair in enumerate(ADDITIONS):
-        mean[i, values == peaks.loc[pair]] += 2.5
-    prob = np.exp(mean - mean.max(axis=1, keepdims=True))
-    prob /= prob.sum(axis=1, keepdims=True)
-    a, b = np.array(ADDITIONS).T
-    return pd.DataFrame({"a": np.repeat(a, len(values)), "b": np.repeat(b, len(values)),
-                         "candidate_value": np.tile(values, len(ADDITIONS)),
-                         "logprob": (mean * n_tokens).ravel(), "n_tokens": np.tile(n_tokens, len(ADDITIONS)),
-                         "prob": prob.ravel()})[COLUMNS]
-
-
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
-    rng = np.random.default_rng(1)
-    draws = facts.draw(42, 20)
-    sums = pd.Series([a + b for a, b in ADDITIONS], index=draws.fabricated.index)
-    training = TrainRecord(1620, 203, 150.0, (1.9,), 0)
-    results = experiment.Results(draws, {"base": v1_measurement(sums, rng),
-                                         "m_random": v1_measurement(draws.fabricated, rng)}, training)
-    tables = experiment.compute_tables(results)
-    config = make_config("smollm2-135m-bundled", "quick", None, protocol="v1")
-    layout = session.Layout(tmp_path_factory.mktemp("v1") / RUN["session"], "v1")
-    for key, table in results.measurements.items():
-        session.write_measurement(layout, key, table)
-    session.write_training(layout, "m_random", training)
-    n = outputs.write_all(results, tables, run_record(config, RUN, {"m_random": training}), layout)
-    return layout, results, tables, n
+    return write_v1_session(tmp_path_factory.mktemp("v1"))
 
 
 def test_session_folder(written):
