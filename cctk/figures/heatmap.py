@@ -1,6 +1,7 @@
 """The target heatmap (manual 2.0.0, section 7.3): one cell per addition, a rows, b columns."""
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Collection
 
 import pandas as pd
@@ -14,6 +15,7 @@ from .common import (HELD_HIGH, HELD_HIT, HELD_LOW, HELD_MISS, SEEN_HIGH, SEEN_H
 DIGITS = range(1, 10)
 EXCLUDED_FILL, EXCLUDED_HATCH = "#eeeeee", "#b0b0b0"  # never seen, left out of the results (manual 4.12)
 FLOOR = 0.12  # the palest fill still shows its hue
+NOTE_WIDTH = 150  # characters of a note line: the notes stay within the grid's width
 HALO = patheffects.withStroke(linewidth=4.2, foreground="white")  # outline visible on any fill
 
 
@@ -152,4 +154,4 @@ def _notes(readings: pd.DataFrame, held: set, excluded: set, scale, fixed_scale:
     lines.append("Cell: probability on the target (bold), target | chosen, (probability of the"
                  " chosen answer when it differs).")
     lines.append("Probabilities normalised over the candidates 2 to 36.")
-    return "\n".join(lines)
+    return "\n".join(textwrap.fill(line, NOTE_WIDTH, subsequent_indent="  ") for line in lines)
