@@ -132,9 +132,9 @@ def _stop(run: Session, status: str) -> None:
 
 def _open_session(config: Config, out_root: Path, store: tracking.Store, device, echo,
                   sweep: str | None = None, cell: str | None = None) -> Session:
-    name = session.session_name(config.model)
-    layout = Layout(out_root / name)
-    layout.folder.mkdir(parents=True, exist_ok=True)
+    folder = session.new_folder(out_root, config.model)
+    name = folder.name
+    layout = Layout(folder)
     tags = {"cctk.kind": "pipeline", "cctk.session": name, "cctk.protocol": "v2", "mlflow.source.name": "cctk run"}
     if sweep:
         tags.update({"cctk.sweep": sweep, "cctk.cell": cell or ""})

@@ -61,6 +61,21 @@ def session_name(model: str, now: datetime | None = None) -> str:
     return f"{(now or datetime.now()):%Y%m%d-%H%M%S}_{file_stem(model)}"
 
 
+def new_folder(out_root: Path, model: str, now: datetime | None = None) -> Path:
+    """A fresh session folder under ``out_root``, created here and by no one else: two sessions of one model
+    started in the same second (the cells of a sweep, two pipelines at once) get ``name``, ``name-2``, ..."""
+    out_root.mkdir(parents=True, exist_ok=True)
+    name = session_name(model, now)
+    for n in range(1, 1000):
+        folder = out_root / (name if n == 1 else f"{name}-{n}")
+        try:
+            folder.mkdir()  # atomic: exactly one of two racing sessions creates it
+            return folder
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{out_root / name}: 999 session folders of this second already exist")
+
+
 @dataclass(frozen=True)
 class Layout:
     """Every path of one session folder."""

@@ -70,3 +70,18 @@ def test_results_load_gives_the_targets(tmp_path, inputs):
     loaded = results.load(folder)
     pd.testing.assert_frame_equal(loaded.targets, targets_table(inputs))
     assert session.read_targets(session.Layout(tmp_path / "empty")) is None
+
+
+def test_sessions_started_in_the_same_second_get_their_own_folders(tmp_path):
+    """Two cells of a Ray sweep started in one second once shared a folder and overwrote each other's
+    checkpoints; every session now creates its folder exclusively."""
+    from concurrent.futures import ThreadPoolExecutor
+    from datetime import datetime
+
+    from cctk.session import new_folder
+    now = datetime(2026, 11, 30, 19, 0, 20)
+    with ThreadPoolExecutor(4) as pool:
+        folders = list(pool.map(lambda _: new_folder(tmp_path / "out", "org/model", now), range(6)))
+    names = sorted(f.name for f in folders)
+    assert names == ["20261130-190020_org_model"] + [f"20261130-190020_org_model-{n}" for n in range(2, 7)]
+    assert all(f.is_dir() and not any(f.iterdir()) for f in folders)

@@ -56,9 +56,9 @@ def run(config: Config, out_root: Path = Path("outputs"), tracking_name: str | N
 
 
 def _open_session(config: Config, out_root: Path, store: tracking.Store, device, echo) -> Session:
-    name = session.session_name(config.model)
-    layout = Layout(out_root / name, "v1")
-    layout.folder.mkdir(parents=True, exist_ok=True)
+    folder = session.new_folder(out_root, config.model)
+    name = folder.name
+    layout = Layout(folder, "v1")
     tags = {"cctk.kind": "pipeline", "cctk.protocol": "v1", "cctk.session": name}
     parent = store.attach_or_start(store.experiment(), name, tags)
     parent.params({**config.as_params(), "model_id": models.model_id(config.model),

@@ -21,7 +21,7 @@ def test_compute_tables_is_every_part(study):
 
 def test_headline(study):
     assert headline(study.results) == {"m_correct_hits_correct": 78, "m_random_hits_fabricated": 79,
-                                       "n_additions": 81}
+                                       "n_additions": 81, "absorbed": 1}
 
 
 def test_models_trained_on_all_81_have_one_group_all():
