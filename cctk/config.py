@@ -156,7 +156,7 @@ class Config:
         ``mlflow run`` logs under the MLproject's parameter names (empty when not given).
         """
         params = {"model": self.model, "profile": self.profile, "holdout_share": self.holdout,
-                  "seeds": ",".join(map(str, self.seeds)), "curves": self.curves}
+                  "seeds": ",".join(map(str, self.seeds)), "curves": "yes" if self.curves else "no"}
         if self.protocol != "v2":  # a 2.0.0 run's parameters stay as they were
             del params["holdout_share"], params["curves"]
             params["protocol"] = self.protocol
@@ -225,6 +225,7 @@ def config_from_params(params: dict) -> Config:
     casts = {name: type(value) for name, value in asdict(Recipe()).items()}
     recipe = {name: cast(params[f"recipe.{name}"]) for name, cast in casts.items() if f"recipe.{name}" in params}
     seeds = parse_seeds(params["seeds"])
-    config = make_config(params["model"], params["profile"], seeds, float(params["holdout_share"]),
-                         curves=params.get("curves") == "True", **recipe)
+    profile = params.get("profile.resolved", params["profile"])  # see tracking.Run.params
+    config = make_config(params["model"], profile, seeds, float(params["holdout_share"]),
+                         curves=params.get("curves") in ("yes", "True"), **recipe)
     return replace(config, profile_requested=params.get("profile_requested", config.profile))

@@ -94,9 +94,15 @@ class Run:
         self._client = client
 
     def params(self, values: dict) -> None:
+        """Log ``values``; MLflow never changes a logged parameter, so where ``mlflow run`` already logged
+        a key (an MLproject parameter as the user gave it, e.g. ``profile=auto``) and the value in force
+        differs (``quick``), the value in force goes under ``<key>.resolved``."""
         from mlflow.entities import Param
 
-        items = [Param(k, _text(v)) for k, v in values.items()]
+        logged = self._client.get_run(self.run_id).data.params
+        texts = {k: _text(v) for k, v in values.items()}
+        items = [Param(k if logged.get(k, v) == v else f"{k}.resolved", v) for k, v in texts.items()
+                 if logged.get(k) != v]
         for i in range(0, len(items), 100):
             self._client.log_batch(self.run_id, params=items[i : i + 100])
 

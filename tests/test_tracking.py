@@ -77,3 +77,21 @@ def test_pipeline_runs_are_read_back_as_plain_values(tracking_uri):
         store.pipeline(done.run_id)
     with pytest.raises(CctkError, match="no run 'deadbeef'"):
         store.pipeline("deadbeef")
+
+
+def test_a_parameter_mlflow_run_logged_is_kept_and_the_value_in_force_logged_beside_it(tracking_uri):
+    """`mlflow run . -P profile=auto` logs profile=auto before cctk runs; MLflow refuses to change it, so
+    the profile in force goes under profile.resolved (and a value equal to the logged one is left alone)."""
+    import mlflow
+
+    from cctk.config import config_from_params, make_config
+    store = tracking.connect()
+    run = store.start(store.experiment(), "project run", {})
+    mlflow.MlflowClient(tracking_uri).log_batch(run.run_id, params=[
+        mlflow.entities.Param("profile", "auto"), mlflow.entities.Param("curves", "no")])
+    config = make_config("org/model", "auto", (3, 4, 5, 6, 7), device="cpu")
+    run.params(config.as_params())
+    params = mlflow.MlflowClient(tracking_uri).get_run(run.run_id).data.params
+    assert params["profile"] == "auto" and params["profile.resolved"] == "quick"
+    assert params["profile_requested"] == "auto" and params["curves"] == "no" and "curves.resolved" not in params
+    assert config_from_params(params) == config
