@@ -84,14 +84,24 @@ def _step(model, optimizer, batch, recipe: Recipe, who: str = "", where: str = "
     if not math.isfinite(value):
         raise NonFiniteLoss(f"{who}the loss became {value} {where}; lower --learning-rate or check the model's dtype")
     loss.backward()
-    # grad_clip 0 means no clipping (manual 1.0.0): the norm is still taken, for the guard below;
-    # with an infinite bound the gradients are scaled by exactly 1.
-    norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip or math.inf))
+    norm = _clip(model, recipe.grad_clip)
     if not math.isfinite(norm):
         optimizer.zero_grad(set_to_none=True)
         raise NonFiniteLoss(f"{who}the gradient norm became {norm} {where}; lower --learning-rate")
     optimizer.step()
     return value
+
+
+def _clip(model, bound: float) -> float:
+    """``clip_grad_norm_(params, bound)``, bit for bit, and the total norm (taken for the guard even with
+    ``bound`` 0, no clipping: manual 1.0.0). The gradients are rescaled only when the bound bites:
+    ``clip_grad_norm_`` multiplies every gradient by its clamped coefficient, 1.0 when the norm is below
+    the bound, a write pass over all 135M gradients per step that changes nothing."""
+    params = [p for p in model.parameters() if p.grad is not None]
+    norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+    if bound and bound / (float(norm) + 1e-6) < 1.0:  # the coefficient clip_grad_norm_ clamps to 1
+        torch.nn.utils.clip_grads_with_norm_(params, bound, norm)
+    return float(norm)
 
 
 def completion_loss(model, batch) -> torch.Tensor:

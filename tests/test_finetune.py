@@ -1,4 +1,5 @@
 import copy
+import math
 
 import pytest
 import torch
@@ -131,3 +132,19 @@ def test_bf16_precision_trains_float32_weights(tiny, rows, tokenizer):
     assert record.losses[-1] < record.losses[0]
     fp32 = fine_tune(copy.deepcopy(tiny), rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="a")
     assert record.losses != fp32.losses  # bf16 arithmetic is not float32's
+
+
+@pytest.mark.parametrize("bound", [0.0, 1e-3, 1e6])
+def test_clipping_equals_clip_grad_norm_bit_for_bit(tiny, rows, tokenizer, bound):
+    """_clip rescales only where the bound bites (1e-3: every step; 1e6 and 0: never), and leaves the
+    gradients and the norm exactly as torch.nn.utils.clip_grad_norm_ leaves them."""
+    from cctk.finetune import _clip
+
+    batch = collate(rows[:8], tokenizer.pad_token_id)
+    ours, theirs = copy.deepcopy(tiny), copy.deepcopy(tiny)
+    for model in (ours, theirs):
+        completion_loss(model, batch).backward()
+    norm = _clip(ours, bound)
+    expected = torch.nn.utils.clip_grad_norm_(theirs.parameters(), bound or math.inf)
+    assert norm == float(expected) and (bound != 1e-3 or norm > 1e-3)
+    assert all(torch.equal(p.grad, q.grad) for p, q in zip(ours.parameters(), theirs.parameters()))
