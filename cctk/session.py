@@ -239,16 +239,24 @@ def read_curves(layout: Layout) -> pd.DataFrame | None:
 
 # --- run_info.json: the run record at its JSON edge, and back. ---
 
-def run_info(record: RunRecord, inputs: StudyInputs, head: dict, warnings: list[str] | None = None) -> dict:
-    """Everything run_info.json holds: the record, plus the facts a reader wants beside it."""
-    config, facts = record.config, record.facts
+def _about(record: RunRecord) -> dict:
+    """The session, the model and the recipe in force: the head of run_info.json under both protocols."""
+    config = record.config
     return {
-        "session": facts.session,
+        "session": record.facts.session,
         "model": {"key": config.model, "id": model_id(config.model)},
         "profile": config.profile,
         "profile_requested": config.profile_requested or config.profile,
         "profile_note": config.profile_note,
         "recipe": asdict(config.recipe),
+    }
+
+
+def run_info(record: RunRecord, inputs: StudyInputs, head: dict, warnings: list[str] | None = None) -> dict:
+    """Everything run_info.json holds: the record, plus the facts a reader wants beside it."""
+    config, facts = record.config, record.facts
+    return {
+        **_about(record),
         "holdout": config.holdout,
         "curves": config.curves,
         "heldout_additions": [list(p) for p in inputs.split.heldout],
@@ -273,12 +281,7 @@ def v1_run_info(record: RunRecord, head: dict) -> dict:
     config, facts = record.config, record.facts
     return {
         "protocol": "v1",
-        "session": facts.session,
-        "model": {"key": config.model, "id": model_id(config.model)},
-        "profile": config.profile,
-        "profile_requested": config.profile_requested or config.profile,
-        "profile_note": config.profile_note,
-        "recipe": asdict(config.recipe),
+        **_about(record),
         "seeds": {"values": list(config.seeds), "drawn_fresh": config.seeds_drawn, "roles": V1_SEED_ROLES},
         "candidates": list(v1_facts.CANDIDATES),
         "answer_text": " {v}",  # a template: a space and the number
