@@ -179,6 +179,7 @@ def sweep_command(models, seeds, sets, profile, executor, address, cpus_per_cell
         plan = sweep.open_sweep(store, grid, out, executor, address, figures)
     cells = plan.grid.cells()
     click.echo(f"sweep {plan.run_id}: {len(cells)} cells ({plan.executor}), outputs in {plan.out}")
+    click.echo(f"seeds {', '.join(map(str, plan.grid.seeds))}; profile {plan.grid.profile}")
     sweep.execute(store, plan, sweep_cell, echo=click.echo, cpus_per_cell=cpus_per_cell)
     click.echo(f"sweep {plan.run_id} finished; compare it with: cctk compare --sweep {plan.run_id} --out DIR")
 

@@ -51,6 +51,7 @@ def ray_sweep(env, tiny_dir):
     assert done.returncode == 0, done.stderr[-3000:]
     first = done.stdout.splitlines()[0]
     assert first.startswith("sweep ") and "2 cells (ray)" in first
+    assert done.stdout.splitlines()[1] == f"seeds {', '.join(map(str, SEEDS))}; profile smoke"
     assert sum(line.startswith("cell ") and "finished, run" in line for line in done.stdout.splitlines()) == 2
     return first.split()[1].rstrip(":")
 
