@@ -67,7 +67,7 @@ def implausibility_chart(by_distance: pd.DataFrame, by_kind: pd.DataFrame) -> Fi
                 x = [labels.index(v) + (j - (len(bases) - 1) / 2) * step for v in part[column]]
                 ax.errorbar(x, part["share"], yerr=[part["share"] - part["lo"], part["hi"] - part["share"]],
                             fmt="o", color=colors[base], markersize=4.5, capsize=2.5, linewidth=1.3)
-            ax.set_xticks(range(len(labels)), [textwrap.fill(v, 9) for v in labels])
+            ax.set_xticks(range(len(labels)), [v.replace(" (", "\n(") for v in labels])  # "impossible\n(> 18)"
             ax.set_xlim(-0.6, len(labels) - 0.4)
             ax.grid(axis="y", color="#dddddd", linewidth=0.6)
         left.set_ylim(-0.02, 1.02)

@@ -101,3 +101,19 @@ def test_heldout_pooled_sums_hits_over_runs(two_runs):
     assert table.loc["control for + 3", "hits"] == sum(h.hits for h in held)
     assert table.loc["control for + 3", "n"] == sum(h.n for h in held)
     assert "fabricated answers" not in table.index  # no held-out group
+
+
+def test_implausibility_chart_labels_break_between_words():
+    """The possible / impossible tick labels once broke inside a word ("impossibl / e (> 18)")."""
+    import matplotlib.pyplot as plt
+
+    from cctk.figures.across import implausibility_chart
+
+    inputs = build_study_inputs(3)
+    measurements = {key: hand_table({p: int(t) for p, t in inputs.targets[own_target(key)].items()})
+                    for key in MODEL_KEYS}
+    run = Run.of("r", "tiny", 3, Results(inputs, measurements))
+    figure = implausibility_chart(*across.implausibility([run]))
+    labels = [t.get_text() for t in figure.axes[1].get_xticklabels()]
+    plt.close(figure)
+    assert labels == ["possible\n(<= 18)", "impossible\n(> 18)"]
