@@ -133,9 +133,22 @@ class Run:
         from mlflow.data import from_pandas
         from mlflow.entities import DatasetInput, InputTag
 
+        from mlflow.exceptions import MlflowException
+
         dataset = from_pandas(table, source=source, name=name)
         tag = InputTag(key="mlflow.data.context", value=context)
-        self._client.log_inputs(self.run_id, datasets=[DatasetInput(dataset._to_mlflow_entity(), tags=[tag])])
+        inputs = [DatasetInput(dataset._to_mlflow_entity(), tags=[tag])]
+        for attempt in range(3):
+            try:
+                self._client.log_inputs(self.run_id, datasets=inputs)
+                return
+            except MlflowException as error:
+                # A dataset is one row per (experiment, name, digest), found or created by the store in
+                # two steps: two pipelines logging the same corpus at once (two seeds share the correct
+                # sums) race, and the loser gets a unique-key violation. Again, the row is found.
+                if attempt == 2 or not _duplicate_key(error):
+                    raise
+                time.sleep(0.2 * (attempt + 1))
 
     def table(self, table, artifact_file: str) -> None:
         """``table`` as an MLflow table artifact (shown as a table in the UI)."""
@@ -160,6 +173,12 @@ class Run:
 
     def end(self, status: str = "FINISHED") -> None:
         self._client.set_terminated(self.run_id, status=status)
+
+
+def _duplicate_key(error: Exception) -> bool:
+    """A store's unique-key violation (PostgreSQL, SQLite, MySQL), seen through MLflow's error text."""
+    text = str(error).lower()
+    return any(k in text for k in ("uniqueviolation", "unique constraint", "duplicate key", "duplicate entry"))
 
 
 class Store:

@@ -82,6 +82,29 @@ def tiny_dir(tmp_path_factory, tokenizer):
     return folder
 
 
+@pytest.fixture(autouse=True)
+def _no_global_tracking_uri():
+    """No test may leave MLflow's global tracking URI set: ``mlflow.set_tracking_uri`` also sets
+    MLFLOW_TRACKING_URI in os.environ, and every later test's clients and CLI runs would log to that
+    store (a test that once did pointed the rest of the suite at a server it had shut down)."""
+    import os
+    import sys
+
+    before = os.environ.get("MLFLOW_TRACKING_URI")
+    yield  # torn down after monkeypatch has restored what it set
+    utils = sys.modules.get("mlflow.tracking._tracking_service.utils")
+    leaked = utils is not None and getattr(utils, "_tracking_uri", None) is not None
+    if leaked:
+        utils._tracking_uri = None
+    if os.environ.get("MLFLOW_TRACKING_URI") != before:
+        leaked = True
+        if before is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = before
+    assert not leaked, "this test set MLflow's global tracking URI (use MlflowClient(uri))"
+
+
 @pytest.fixture()
 def tracking_uri(tmp_path, monkeypatch):
     """An embedded SQLite store of the test's own, with MLFLOW_TRACKING_URI pointing at it."""

@@ -95,3 +95,37 @@ def test_a_parameter_mlflow_run_logged_is_kept_and_the_value_in_force_logged_bes
     assert params["profile"] == "auto" and params["profile.resolved"] == "quick"
     assert params["profile_requested"] == "auto" and params["curves"] == "no" and "curves.resolved" not in params
     assert config_from_params(params) == config
+
+
+def test_a_dataset_logged_by_two_pipelines_at_once_is_retried_after_a_duplicate_key(tracking_uri):
+    """PostgreSQL told the loser of two concurrent pipelines 'duplicate key value violates unique constraint
+    "dataset_pk"' (CI); the input is logged again, and the dataset row the winner made is used."""
+    import mlflow
+    import pandas as pd
+    from mlflow.exceptions import MlflowException
+
+    store = tracking.connect()
+    experiment = store.experiment()
+    table = pd.DataFrame({"a": [1, 2], "b": [3, 4]})
+    winner = store.start(experiment, "winner", {})
+    winner.dataset(table, name="correct sum", source="/tmp/targets.csv")
+    loser = store.start(experiment, "loser", {})
+    real, calls = loser._client.log_inputs, []
+
+    def race(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise MlflowException('(psycopg2.errors.UniqueViolation) duplicate key value violates unique '
+                                  'constraint "dataset_pk"')
+        return real(*args, **kwargs)
+
+    loser._client.log_inputs = race
+    loser.dataset(table, name="correct sum", source="/tmp/targets.csv")
+    client = mlflow.MlflowClient(tracking_uri)
+    assert len(calls) == 2
+    for run in (winner, loser):
+        (logged,) = client.get_run(run.run_id).inputs.dataset_inputs
+        assert logged.dataset.name == "correct sum"
+    loser._client.log_inputs = lambda *a, **k: (_ for _ in ()).throw(MlflowException("RESOURCE_DOES_NOT_EXIST"))
+    with pytest.raises(MlflowException, match="RESOURCE_DOES_NOT_EXIST"):
+        loser.dataset(table, name="correct sum", source="/tmp/targets.csv")

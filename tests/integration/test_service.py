@@ -42,8 +42,7 @@ def test_mlflow_run_attaches_to_its_run_and_nests_14(tiny_dir, tmp_path):
          "-P", f"model={tiny_dir}", "-P", "profile=smoke", "-P", "seed=3", "-P", f"out={tmp_path / 'out'}"],
         cwd=tmp_path, env=_env(MLFLOW_TRACKING_URI=uri), capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
-    mlflow.set_tracking_uri(uri)
-    client = mlflow.MlflowClient()
+    client = mlflow.MlflowClient(uri)  # an explicit URI: a global one would outlive the test
     experiment = client.get_experiment_by_name("cctk")
     runs = client.search_runs([experiment.experiment_id], "tags.`cctk.kind` = 'pipeline'")
     assert len(runs) == 1  # the run `mlflow run` created is the parent: no second pipeline run
@@ -118,8 +117,7 @@ def test_two_pipelines_at_once_on_a_postgres_backed_server(tiny_dir, tracking_se
     for proc in procs:
         out, _ = proc.communicate(timeout=1800)
         assert proc.returncode == 0, out[-3000:]
-    mlflow.set_tracking_uri(tracking_server)
-    client = mlflow.MlflowClient()
+    client = mlflow.MlflowClient(tracking_server)
     experiment = client.get_experiment_by_name("cctk")
     parents = client.search_runs([experiment.experiment_id], "tags.`cctk.kind` = 'pipeline'")
     assert sorted(p.data.params["seeds"].split(",")[0] for p in parents) == ["1", "2"]
