@@ -1,13 +1,16 @@
-"""Benchmarks, as ratios measured in one process: ``python -m cctk.bench measure``.
+"""Benchmarks, as ratios measured in one process: ``python -m cctk.bench measure | train | absorb``.
 
 ``measure``: the manual's plain loop (one candidate per forward pass, end marker included)
 against ``cctk.measure`` on the bundled model, over all 81 x 35 candidates by default.
+``train``: examples per second of a plain PyTorch loop, ``fine_tune`` and the compute limit.
+``absorb``: the Part A arms of a recipe per seed, hits against the run's thresholds.
 """
 from __future__ import annotations
 
 import json
 import platform
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import click
@@ -55,18 +58,65 @@ def bench_measure(model, additions, json_out):
 
 @bench.command("train")
 @click.option("--model", default="smollm2-135m-bundled", show_default=True)
-@click.option("--steps", type=int, default=12, show_default=True, help="Timed optimizer steps of each loop.")
-@click.option("--batch-size", type=int, default=8, show_default=True)
+@click.option("--steps", type=click.IntRange(min=1), default=12, show_default=True, help="Timed optimizer steps of each loop.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=None,
+              help="Examples per step  [default: the quick profile's]")
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None)
 def bench_train(model, steps, batch_size, json_out):
     """Examples per second: a plain PyTorch loop vs ``fine_tune`` (float32, bf16) vs the compute limit."""
+    from .config import PROFILES
     from .train_bench import run
 
-    result = run(model, steps, batch_size)
+    result = run(model, steps, batch_size or PROFILES["quick"].batch_size)
     for key, value in result.items():
         click.echo(f"{key:>34}: {value}")
     if json_out:
         json_out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+@bench.command("absorb")
+@click.option("--model", default="smollm2-135m-bundled", show_default=True)
+@click.option("--seeds", required=True, help="Comma-separated seeds, or N to draw N fresh ones.")
+@click.option("--profile", default="quick", show_default=True)
+@click.option("--set", "sets", multiple=True, metavar="NAME=VALUE", help="A recipe value other than the profile's.")
+@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Append one JSON line per seed.")
+def bench_absorb(model, seeds, profile, sets, json_out):
+    """Part A arms per seed (the pipeline's corpora and training): do they absorb with this recipe?
+
+    One line per seed: hits on the correct sums and on the fabricated answers (against the run's
+    thresholds), each arm's last-epoch loss and seconds. For choosing a quick recipe on evidence.
+    """
+    from .config import draw_seeds, make_config, parse_set
+    from .errors import CctkError
+    from .models import check_available
+    from .train_bench import part_a
+
+    try:
+        check_available(model)
+        values = [int(s) for s in seeds.split(",")]
+        overrides = {}
+        for text in sets:
+            name, given = parse_set(text)
+            if len(given) != 1:
+                raise CctkError(f"--set {name}: one value per run of absorb, got {len(given)}")
+            overrides[name] = given[0]
+        values = list(draw_seeds(values[0])) if len(values) == 1 else values
+        recipe = make_config(model, profile, tuple(values), **overrides).recipe
+    except ValueError:
+        raise click.UsageError(f"--seeds takes N or S1,S2,..., got {seeds!r}") from None
+    except CctkError as error:
+        raise click.UsageError(str(error)) from None
+    click.echo(f"{model}, profile {profile}: {recipe}")
+    for seed in values:
+        row = part_a(model, recipe, seed)
+        a, b = row["m_correct"], row["m_random"]
+        click.echo(f"seed {seed}: correct sums {a['hits']}/{a['n']} (loss {a['losses'][-1]:.3f}, {a['seconds']:.0f} s), "
+                   f"fabricated answers {b['hits']}/{b['n']} (loss {b['losses'][-1]:.3f}, {b['seconds']:.0f} s): "
+                   + ("absorbed" if row["absorbed"] else f"NOT absorbed (needs {a['needed']} and {b['needed']})"))
+        if json_out:
+            with json_out.open("a") as f:
+                f.write(json.dumps({"model": model, "profile": profile, "recipe": asdict(recipe), **row}) + "\n")
 
 
 if __name__ == "__main__":

@@ -11,11 +11,11 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import tracking
-from .config import Recipe, draw_seeds, make_config
+from .config import draw_seeds, make_config, parse_set
 from .errors import CctkError
 from .models import check_available
 
@@ -71,7 +71,7 @@ def parse_grid(models: str, seeds: str, sets: tuple[str, ...] = (), profile: str
         raise CctkError("--models needs at least one model")
     for name in names:
         check_available(name)
-    grid = Grid(names, _seeds(seeds), tuple(_one_set(text) for text in sets), profile)
+    grid = Grid(names, _seeds(seeds), tuple(parse_set(text) for text in sets), profile)
     for cell in grid.cells():  # every combination is a valid recipe
         make_config(cell.model, profile, (cell.seed,), device=device, **dict(cell.overrides))
     return grid
@@ -89,19 +89,6 @@ def _seeds(text: str) -> tuple[int, ...]:
     if len(set(values)) != len(values):
         raise CctkError(f"--seeds repeats a seed: {text}")
     return values
-
-
-def _one_set(text: str) -> tuple[str, tuple]:
-    """``learning_rate=1e-4,3e-4`` -> ("learning_rate", (0.0001, 0.0003)), typed by the recipe field."""
-    name, sep, values = text.partition("=")
-    types = {f.name: f.type for f in fields(Recipe)}
-    if not sep or name not in types:
-        raise CctkError(f"--set takes NAME=V1,V2 with NAME a recipe value ({', '.join(types)}), got {text!r}")
-    cast = {"int": int, "float": float, "str": str}[types[name] if isinstance(types[name], str) else types[name].__name__]
-    try:
-        return name, tuple(cast(v) for v in values.split(","))
-    except ValueError:
-        raise CctkError(f"--set {name}: cannot read {values!r} as {cast.__name__} values") from None
 
 
 def absolute_store(store: tracking.Store) -> str:

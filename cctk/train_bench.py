@@ -9,6 +9,7 @@ answer token) over the peak matrix-product rate of this machine, measured on a l
 from __future__ import annotations
 
 import copy
+import math
 import platform
 import time
 from dataclasses import replace
@@ -24,8 +25,9 @@ from .models import load_model
 
 def run(model_name: str, steps: int, batch_size: int) -> dict:
     model, tokenizer = load_model(model_name)
-    rows = tokenize(build_corpus(fabricated_answers(1), ADDITIONS, 4, seed=1, name="bench"), tokenizer)
     n = steps * batch_size
+    repeats = math.ceil((n + 2 * batch_size) / len(ADDITIONS))  # enough for the warm-up and the timed steps
+    rows = tokenize(build_corpus(fabricated_answers(1), ADDITIONS, repeats, seed=1, name="bench"), tokenizer)
     warm, timed = rows[:2 * batch_size], rows[2 * batch_size: 2 * batch_size + n]
     recipe = replace(PROFILES["quick"], epochs=1, batch_size=batch_size, warmup=0.0, schedule="constant")
     speeds = {"plain PyTorch loop, float32": _plain(copy.deepcopy(model), warm, timed, recipe, tokenizer.pad_token_id)}
@@ -92,3 +94,29 @@ def peak_flops(dtype: torch.dtype, size: int = 2048, seconds: float = 1.5) -> fl
         a @ b
         count += 1
     return 2 * size**3 * count / (time.perf_counter() - start)
+
+
+def part_a(model_name: str, recipe, seed: int) -> dict:
+    """The Part A arms as the pipeline trains them, for choosing a recipe: correct sums from the base
+    model, then fabricated answers from that model; hits on their own targets, losses and seconds.
+
+    Same corpora, batch order, training and measurement as ``cctk run`` with ``seed`` (the pipeline
+    trains the second arm on a copy of the first; here the first is trained on, which is the same).
+    """
+    from .experiments import ABSORBED
+    from .lineage import ARM_BY_KEY, build_study_inputs
+    from .readings import read
+    from .scoring import measure
+
+    inputs = build_study_inputs(seed)
+    model, tokenizer = load_model(model_name)
+    result = {"seed": seed}
+    for key, (target, needed) in ABSORBED.items():
+        arm = ARM_BY_KEY[key]
+        corpus = build_corpus(inputs.targets[arm.target], inputs.corpus_pairs(key), recipe.repeats, seed, key)
+        record = fine_tune(model, tokenize(corpus, tokenizer), recipe, seed, tokenizer.pad_token_id, key)
+        hits = int(read(measure(model, tokenizer), inputs.targets[target])["hit"].sum())
+        result[key] = {"hits": hits, "needed": needed, "n": len(ADDITIONS), "losses": list(record.losses),
+                       "seconds": record.train_seconds, "examples_per_second": record.examples_per_second}
+    result["absorbed"] = all(result[key]["hits"] >= result[key]["needed"] for key in ABSORBED)
+    return result

@@ -106,3 +106,28 @@ def test_non_finite_loss_fails_the_arm_and_keeps_what_was_written(tmp_path, tiny
     assert runs["correct sums"] == "FAILED"
     assert runs["base model"] == "FINISHED"
     assert [s for n, s in runs.items() if n not in ("correct sums", "base model")] == ["FAILED"]
+
+
+def test_bench_absorb_trains_part_a_as_the_pipeline_does(two_runs, tiny_dir, tmp_path):
+    """`python -m cctk.bench absorb` is for choosing a recipe: its Part A arms must be the pipeline's."""
+    import json
+
+    from click.testing import CliRunner
+
+    from cctk.bench import bench
+    from cctk.readings import summarize
+
+    _, _, run = two_runs
+    out = tmp_path / "absorb.jsonl"
+    done = CliRunner().invoke(bench, ["absorb", "--model", str(tiny_dir), "--profile", "smoke", "--seeds", "11,12",
+                                      "--json-out", str(out)])
+    assert done.exit_code == 0, done.output
+    row = json.loads(out.read_text().splitlines()[0])
+    assert row["seed"] == 11 and row["recipe"]["batch_size"] == 32
+    for key, target in (("m_correct", "correct"), ("m_random", "random")):
+        assert row[key]["hits"] == summarize(run.results.readings(key, target))["hits"]
+        assert row[key]["losses"] == list(run.results.training[key].losses)  # the same training, bit for bit
+    first_line = [line for line in done.output.splitlines() if line.startswith("seed 11:")][0]
+    assert f"correct sums {row['m_correct']['hits']}/81" in first_line
+    assert first_line.endswith("absorbed" if row["absorbed"] else "(needs 77 and 73)")
+
