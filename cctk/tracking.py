@@ -9,6 +9,7 @@ import os
 import time
 import tomllib
 import urllib.request
+import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -135,9 +136,14 @@ class Run:
 
         from mlflow.exceptions import MlflowException
 
-        dataset = from_pandas(table, source=source, name=name)
-        tag = InputTag(key="mlflow.data.context", value=context)
-        inputs = [DatasetInput(dataset._to_mlflow_entity(), tags=[tag])]
+        with warnings.catch_warnings():  # two UserWarnings per arm that say nothing about cctk's data:
+            # a local path matches MLflow's LocalArtifactDatasetSource twice (it picks it either way), and
+            # the schema inferred from integer columns (a, b) could not hold missing values (there are none)
+            warnings.filterwarnings("ignore", message="The specified dataset source can be interpreted")
+            warnings.filterwarnings("ignore", message="Hint: Inferred schema contains integer column")
+            dataset = from_pandas(table, source=source, name=name)
+            tag = InputTag(key="mlflow.data.context", value=context)
+            inputs = [DatasetInput(dataset._to_mlflow_entity(), tags=[tag])]
         for attempt in range(3):
             try:
                 self._client.log_inputs(self.run_id, datasets=inputs)
