@@ -108,6 +108,7 @@ def bench_absorb(model, seeds, profile, sets, json_out):
     except CctkError as error:
         raise click.UsageError(str(error)) from None
     click.echo(f"{model}, profile {profile}: {recipe}")
+    click.echo(f"seeds {', '.join(map(str, values))}" + (" (drawn fresh)" if len(seeds.split(",")) == 1 else ""))
     for seed in values:
         row = part_a(model, recipe, seed)
         a, b = row["m_correct"], row["m_random"]

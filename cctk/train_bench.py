@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import torch
 
-from .config import PROFILES
+from .config import PROFILES, Recipe
 from .corpus import build_corpus, collate, tokenize
 from .facts import ADDITIONS, fabricated_answers
 from .finetune import fine_tune
@@ -96,7 +96,7 @@ def peak_flops(dtype: torch.dtype, size: int = 2048, seconds: float = 1.5) -> fl
     return 2 * size**3 * count / (time.perf_counter() - start)
 
 
-def part_a(model_name: str, recipe, seed: int) -> dict:
+def part_a(model_name: str, recipe: Recipe, seed: int) -> dict:
     """The Part A arms as the pipeline trains them, for choosing a recipe: correct sums from the base
     model, then fabricated answers from that model; hits on their own targets, losses and seconds.
 
