@@ -87,24 +87,21 @@ def bench_absorb(model, seeds, profile, sets, json_out):
     One line per seed: hits on the correct sums and on the fabricated answers (against the run's
     thresholds), each arm's last-epoch loss and seconds. For choosing a quick recipe on evidence.
     """
-    from .config import draw_seeds, make_config, parse_set
+    from .config import make_config, parse_set, seeds_or_count
     from .errors import CctkError
     from .models import check_available
     from .train_bench import part_a
 
     try:
         check_available(model)
-        values = [int(s) for s in seeds.split(",")]
         overrides = {}
         for text in sets:
             name, given = parse_set(text)
             if len(given) != 1:
                 raise CctkError(f"--set {name}: one value per run of absorb, got {len(given)}")
             overrides[name] = given[0]
-        values = list(draw_seeds(values[0])) if len(values) == 1 else values
-        recipe = make_config(model, profile, tuple(values), **overrides).recipe
-    except ValueError:
-        raise click.UsageError(f"--seeds takes N or S1,S2,..., got {seeds!r}") from None
+        values = seeds_or_count(seeds)
+        recipe = make_config(model, profile, values, **overrides).recipe
     except CctkError as error:
         raise click.UsageError(str(error)) from None
     click.echo(f"{model}, profile {profile}: {recipe}")

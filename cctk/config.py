@@ -246,3 +246,18 @@ def parse_set(text: str) -> tuple[str, tuple]:
         return name, tuple(cast(v) for v in values.split(","))
     except ValueError:
         raise CctkError(f"--set {name}: cannot read {values!r} as {cast.__name__} values") from None
+
+
+def seeds_or_count(text: str) -> tuple[int, ...]:
+    """``--seeds`` of a sweep or ``bench absorb``: ``N`` draws N fresh seeds, ``S1,S2,...`` are the seeds."""
+    try:
+        values = tuple(int(s) for s in str(text).split(","))
+    except ValueError:
+        raise CctkError(f"--seeds takes a count N or seeds S1,S2,..., got {text!r}") from None
+    if len(values) == 1:
+        if values[0] < 1:
+            raise CctkError(f"--seeds N needs N >= 1, got {values[0]}")
+        return draw_seeds(values[0])
+    if len(set(values)) != len(values):
+        raise CctkError(f"--seeds repeats a seed: {text}")
+    return values

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import tracking
-from .config import draw_seeds, make_config, parse_set
+from .config import make_config, parse_set, seeds_or_count
 from .errors import CctkError
 from .models import check_available
 
@@ -71,24 +71,10 @@ def parse_grid(models: str, seeds: str, sets: tuple[str, ...] = (), profile: str
         raise CctkError("--models needs at least one model")
     for name in names:
         check_available(name)
-    grid = Grid(names, _seeds(seeds), tuple(parse_set(text) for text in sets), profile)
+    grid = Grid(names, seeds_or_count(seeds), tuple(parse_set(text) for text in sets), profile)
     for cell in grid.cells():  # every combination is a valid recipe
         make_config(cell.model, profile, (cell.seed,), device=device, **dict(cell.overrides))
     return grid
-
-
-def _seeds(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(s) for s in str(text).split(","))
-    except ValueError:
-        raise CctkError(f"--seeds takes a count N or seeds S1,S2,..., got {text!r}") from None
-    if len(values) == 1:
-        if values[0] < 1:
-            raise CctkError(f"--seeds N needs N >= 1, got {values[0]}")
-        return draw_seeds(values[0])
-    if len(set(values)) != len(values):
-        raise CctkError(f"--seeds repeats a seed: {text}")
-    return values
 
 
 def absolute_store(store: tracking.Store) -> str:

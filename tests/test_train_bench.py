@@ -25,7 +25,7 @@ def test_run_fills_a_batch_of_32(tiny_dir):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--seeds", "1,x"], "--seeds takes N or S1,S2"),
+    (["--seeds", "1,x"], "--seeds takes a count N or seeds S1,S2"),
     (["--seeds", "1,2", "--set", "learning_rate=1e-4,3e-4"], "one value per run of absorb"),
     (["--seeds", "1,2", "--set", "speed=3"], "--set takes NAME=V1,V2"),
     (["--seeds", "1,2", "--set", "learning_rate=7"], "learning_rate=7.0 is out of range"),
