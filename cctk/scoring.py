@@ -11,6 +11,10 @@ per answer token (Listings 3-5). The table's ``logprob`` is the sum either way.
 
 ``measure_plain`` is the manual's loop, one candidate per forward pass; ``measure`` gives the same
 numbers (to float32 rounding) by packing all candidates of a prompt into one row as a prefix tree.
+
+``score_forest`` is the one scoring kernel of the toolkit: rows of (prompt, answer tree), packed by
+``pack_forest`` under a 4D attention mask, one forward pass. ``measure`` gives every row the same
+tree (``pack_rows``); KR-Test (``cctk.krtest.scoring``) gives each context the tree of its items.
 """
 from __future__ import annotations
 
@@ -70,41 +74,65 @@ def answer_tree(answers: Sequence[Sequence[int]]) -> AnswerTree:
                       torch.tensor(targets), torch.tensor(owners))
 
 
-def pack_rows(prompts: Sequence[Sequence[int]], tree: AnswerTree, pad_id: int):
-    """Pack each prompt and the whole answer tree into one row, left-padded to one layout.
+def pack_forest(prompts: Sequence[Sequence[int]], trees: Sequence[AnswerTree], pad_id: int):
+    """Pack each prompt and its own answer tree into one row; row r carries ``trees[r]``.
 
-    One row, prompt of P tokens left-padded to Pmax, tree of N nodes::
+    Prompts are left-padded to Pmax, trees right-padded to the largest, Nmax nodes::
 
-        column    0 .. Pmax-P-1 | Pmax-P ... Pmax-1 | Pmax ....... Pmax+N-1
-        token     pad ...  pad  | p_0   ...  p_P-1  | n_0 ........ n_N-1
-        position  0  ...   0    | 0     ...  P-1    | P-1+depth(n_k)
-        sees      itself        | causal, prompt    | the prompt + n_k's ancestors and n_k
+        column    0 .. Pmax-P-1 | Pmax-P ... Pmax-1 | Pmax ... Pmax+N-1 | Pmax+N ... Pmax+Nmax-1
+        token     pad           | p_0  ...  p_P-1   | n_0 .... n_N-1    | pad
+        position  0             | 0    ...  P-1     | P-1+depth(n_k)    | 0
+        sees      itself        | causal, prompt    | prompt + n_k's ancestors and n_k | itself
 
-    Logits at p_P-1 predict every answer's first token; logits at node n_k (the prefix
-    answer[:j]) predict answer[j]. Every row has its outputs in the same columns:
-    ``Pmax-1`` (slot 0) and ``Pmax + k`` (slot k+1).
+    Logits at p_P-1 predict every answer's first token; logits at node n_k (the prefix answer[:j])
+    predict answer[j]. Every row has its outputs in the same columns, ``Pmax-1`` (slot 0) and
+    ``Pmax + k`` (slot k+1), so a tree's ``term_slot`` indexes them directly.
 
-    Returns input_ids (B, L), position_ids (B, L), allowed (B, L, L) bool, out_cols (N+1,).
+    Returns input_ids (B, L), position_ids (B, L), allowed (B, L, L) bool, out_cols (Nmax+1,).
     """
-    p_max, n = max(len(p) for p in prompts), len(tree.tokens)
-    size = p_max + n
+    p_max, n_max = max(len(p) for p in prompts), max(len(t.tokens) for t in trees)
+    size = p_max + n_max
     ids = torch.full((len(prompts), size), pad_id, dtype=torch.long)
     pos = torch.zeros((len(prompts), size), dtype=torch.long)
-    allowed = torch.zeros((len(prompts), size, size), dtype=torch.bool)
-    nodes = slice(p_max, size)
+    allowed = torch.eye(size, dtype=torch.bool).repeat(len(prompts), 1, 1)  # pads see only themselves
     causal = torch.ones(p_max, p_max, dtype=torch.bool).tril()
-    for r, p in enumerate(prompts):
-        start = p_max - len(p)
+    for r, (p, tree) in enumerate(zip(prompts, trees)):
+        start, end = p_max - len(p), p_max + len(tree.tokens)
         ids[r, start:p_max] = torch.tensor(p)
-        ids[r, nodes] = torch.tensor(tree.tokens)
         pos[r, start:p_max] = torch.arange(len(p))
-        pos[r, nodes] = len(p) - 1 + torch.tensor(tree.depth)
-        allowed[r, :start, :start] = torch.eye(start, dtype=torch.bool)
         allowed[r, start:p_max, start:p_max] = causal[: len(p), : len(p)]
-        allowed[r, nodes, start:p_max] = True
-        allowed[r, nodes, nodes] = tree.ancestors
-    out_cols = torch.arange(p_max - 1, size)
-    return ids, pos, allowed, out_cols
+        if tree.tokens:
+            ids[r, p_max:end] = torch.tensor(tree.tokens)
+            pos[r, p_max:end] = len(p) - 1 + torch.tensor(tree.depth)
+            allowed[r, p_max:end, start:p_max] = True
+            allowed[r, p_max:end, p_max:end] = tree.ancestors
+    return ids, pos, allowed, torch.arange(p_max - 1, size)
+
+
+def pack_rows(prompts: Sequence[Sequence[int]], tree: AnswerTree, pad_id: int):
+    """``pack_forest`` with one tree for every row (the candidates of ``measure``)."""
+    return pack_forest(prompts, [tree] * len(prompts), pad_id)
+
+
+@torch.inference_mode()
+def score_forest(model, prompts: Sequence[Sequence[int]], trees: Sequence[AnswerTree], pad_id: int) -> torch.Tensor:
+    """The one scoring kernel: the summed log-probability of every answer of every row, teacher-forced
+    after the row's prompt; float64, (answers of row 0, then of row 1, ...,).
+
+    One forward pass over ``pack_forest(prompts, trees)``; the caller sizes the rows (``LOGIT_BUDGET``).
+    """
+    device, dtype = _device_dtype(model)
+    ids, pos, allowed, out_cols = pack_forest(prompts, trees, pad_id)
+    mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill_(~allowed, torch.finfo(dtype).min)
+    logits = _forward(model, ids.to(device), pos.to(device), mask[:, None].to(device), out_cols.to(device))
+    logp = torch.log_softmax(logits.float(), dim=-1)  # (B, Nmax+1, V), float32 whatever the model dtype
+    row = torch.cat([torch.full_like(t.term_slot, r) for r, t in enumerate(trees)])
+    slot, token = torch.cat([t.term_slot for t in trees]), torch.cat([t.term_token for t in trees])
+    counts = [int(t.term_owner.max()) + 1 if len(t.term_owner) else 0 for t in trees]  # answers of each row
+    first = np.cumsum([0] + counts)[:-1]
+    owner = torch.cat([t.term_owner + int(f) for t, f in zip(trees, first)])
+    per_token = logp[row.to(device), slot.to(device), token.to(device)].double().cpu()  # (all answer tokens,)
+    return torch.zeros(sum(counts), dtype=torch.float64).index_add_(0, owner, per_token)
 
 
 def measure(model, tokenizer, additions=ADDITIONS, candidates=CANDIDATES, answer=answer_text,
@@ -119,26 +147,19 @@ def measure(model, tokenizer, additions=ADDITIONS, candidates=CANDIDATES, answer
     prompts = [encode(tokenizer, prompt(a, b), special=True) for a, b in additions]
     answers = [encode(tokenizer, answer(v), special=False) for v in candidates]
     tree = answer_tree(answers)
-    rows_per_pass = max(1, LOGIT_BUDGET // ((len(tree.tokens) + 1) * _vocab_size(model)))
+    rows_per_pass = max(1, LOGIT_BUDGET // ((len(tree.tokens) + 1) * vocab_size(model)))
     n_passes = -(-len(prompts) // rows_per_pass)
     chunk = -(-len(prompts) // n_passes)  # equal chunks rather than a short last one
     scores = [
-        _score_rows(model, prompts[i : i + chunk], tree, _pad_id(tokenizer), len(candidates))
+        _score_rows(model, prompts[i : i + chunk], tree, pad_id(tokenizer), len(candidates))
         for i in range(0, len(prompts), chunk)
     ]
     return _table(additions, candidates, answers, torch.cat(scores).numpy(), index)
 
 
-@torch.inference_mode()
 def _score_rows(model, prompts, tree: AnswerTree, pad_id: int, n_candidates: int) -> torch.Tensor:
-    device, dtype = _device_dtype(model)
-    ids, pos, allowed, out_cols = pack_rows(prompts, tree, pad_id)
-    mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill_(~allowed, torch.finfo(dtype).min)
-    logits = _forward(model, ids.to(device), pos.to(device), mask[:, None].to(device), out_cols.to(device))
-    logp = torch.log_softmax(logits.float(), dim=-1)  # (B, N+1, V), float32 whatever the model dtype
-    per_token = logp[:, tree.term_slot.to(device), tree.term_token.to(device)].double().cpu()  # (B, T)
-    sums = torch.zeros(per_token.shape[0], n_candidates, dtype=torch.float64)
-    return sums.index_add_(1, tree.term_owner, per_token)  # (B, C)
+    """(B, C) summed log-probabilities: every row the same tree of the C candidates."""
+    return score_forest(model, prompts, [tree] * len(prompts), pad_id).reshape(len(prompts), n_candidates)
 
 
 def _forward(model, ids, pos, mask, out_cols) -> torch.Tensor:
@@ -210,11 +231,12 @@ def encode(tokenizer, text: str, special: bool) -> list[int]:
     return tokenizer(text, add_special_tokens=special)["input_ids"]
 
 
-def _pad_id(tokenizer) -> int:
+def pad_id(tokenizer) -> int:
+    """The id that fills padded columns (never attended, never scored): the pad token, else 0."""
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
 
-def _vocab_size(model) -> int:
+def vocab_size(model) -> int:
     return model.get_output_embeddings().weight.shape[0]
 
 

@@ -4,8 +4,10 @@ One item per line, the paper's field names::
 
     {"context": "...", "sentence_true": "...", "sentence_false": "...", "location": 13630}
 
-``location`` is the character offset of the source passage in the corpus; scoring never reads it,
-only ``--open-book`` does (the passage runs from there to the next blank line). Blank lines are
+``location`` says where the source passage is in the corpus: its character offset (``--location
+char``, the default, as the paper's appendix A) or its 0-based line index (``--location line``, as
+appendix B); see ``cctk.krtest.passages``. Scoring never reads it; ``--open-book`` puts the passage
+that holds it before the context, and ``by_passage.csv`` groups items by it. Blank lines are
 skipped; every other line must be one object with the four fields, or reading fails in one line
 naming the file, the line and the field, before any work is done with the file.
 """
@@ -16,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import CctkError
+from .passages import Passage, check_segment, passage_at, segment
 
 FIELDS: dict[str, type] = {"context": str, "sentence_true": str, "sentence_false": str, "location": int}
 PASSAGE_END = "\n\n"  # passages of a corpus are separated by a blank line
@@ -30,6 +33,12 @@ class Item:
     sentence_true: str
     sentence_false: str
     location: int
+    book: str = ""  # open book: the source passage, put before the context when scoring
+
+    @property
+    def scored_context(self) -> str:
+        """What the model reads before the continuations: the context, after the passage in an open book."""
+        return self.book + PASSAGE_END + self.context if self.book else self.context
 
 
 def read_items(path: Path) -> list[Item]:
@@ -68,7 +77,7 @@ def _field(record: dict, name: str, kind: type, where: str):
     value = record[name]
     if kind is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise CctkError(f"{where}: field {name!r} must be an integer (a character offset), got {_json_type(value)}")
+            raise CctkError(f"{where}: field {name!r} must be an integer (a character offset or line index), got {_json_type(value)}")
         if value < 0:
             raise CctkError(f"{where}: field {name!r} must be >= 0, got {value}")
         return value
@@ -96,27 +105,26 @@ def read_corpus(path: Path) -> str:
     return text
 
 
-def passage_at(corpus: str, location: int) -> str:
-    """The passage that starts at character ``location``: up to the next blank line, stripped."""
-    end = corpus.find(PASSAGE_END, location)
-    return corpus[location : end if end >= 0 else len(corpus)].strip()
-
-
 def passages(corpus: str) -> list[str]:
-    """The corpus cut at its blank lines, empty pieces dropped."""
-    return [p.strip() for p in corpus.split(PASSAGE_END) if p.strip()]
+    """The corpus cut at its blank lines (whitespace-only lines too), each passage stripped."""
+    return [p.text for p in segment(corpus)]
 
 
-def open_book(items: list[Item], corpus: str, source: str = "questions") -> list[Item]:
-    """The oracle baseline: each item's source passage, then a blank line, then its context.
+def check_locations(items: list[Item], found: list[Passage], unit: str, source: str = "questions") -> None:
+    """A one-line error on the first item whose ``location`` falls in no passage of the corpus."""
+    for item in items:
+        if passage_at(found, item.location, unit) is None:
+            raise CctkError(f"{source} line {item.line}: field 'location' ({item.location}, as a {unit} location) "
+                            f"points at no passage of the corpus ({len(found)} passages)")
+
+
+def open_book(items: list[Item], corpus: str, source: str = "questions", unit: str = "char",
+              how: str = "blank-lines", tokenizer=None) -> list[Item]:
+    """The oracle baseline: each item with the passage that holds its location as its ``book``.
 
     Fails in one line on a ``location`` that points past the corpus or at blank text.
     """
-    books = []
-    for item in items:
-        passage = passage_at(corpus, item.location) if item.location < len(corpus) else ""
-        if not passage:
-            raise CctkError(f"{source} line {item.line}: field 'location' ({item.location}) points at no passage "
-                            f"of the corpus ({len(corpus)} characters)")
-        books.append(replace(item, context=passage + PASSAGE_END + item.context))
-    return books
+    check_segment(how, unit)
+    found = segment(corpus, how, tokenizer)
+    check_locations(items, found, unit, source)
+    return [replace(item, book=passage_at(found, item.location, unit).text) for item in items]

@@ -3,16 +3,23 @@
 An item is scored as the paper says (section 3, "Likelihood Evaluation")::
 
     context  c_0 ... c_P-1            encode(tokenizer, context, special=True), as the arithmetic prompt
-    true     x+_0 ... x+_T-1 ...      encode(" " + sentence_true, special=False), first T tokens
-    false    x-_0 ... x-_T-1 ...      encode(" " + sentence_false, special=False), first T tokens
+    true     x+_0 ... x+_T-1 ...      the tokens of sentence_true in the joined text, first T tokens
+    false    x-_0 ... x-_T-1 ...      the tokens of sentence_false in the joined text, first T tokens
     T = min(len(true tokens), len(false tokens))
     score(side) = sum_t log p(x_t | c, x_<t) for t < T;   correct when score(true) > score(false)
 
+A continuation's tokens are those the joined text ``context + " " + sentence`` has after the
+context's own tokens: the way training reads a passage, context and sentence in one string. On a
+byte-level BPE (GPT-2, SmolLM2, Qwen) that is exactly ``encode(" " + sentence)``; on a SentencePiece
+tokenizer (Llama, TinyLlama) ``" " + sentence`` alone would start with a lone "▁" token that the
+joined text never has. Where a token spans the boundary (the joined text does not start with the
+context's tokens), the continuation is encoded alone as ``" " + sentence``.
+
 An item whose two sides have the same first T token ids is a tie (margin 0, never correct), decided
 on the ids, not on floats. ``score`` shares each distinct context's forward work across all of its
-continuations (every item with that context, both sides, cut at T) as a prefix tree under a 4D
-attention mask, as ``cctk.scoring.measure`` does, one tree per row; ``score_plain`` is the
-reference, one forward pass per side. They agree to float32 rounding.
+continuations (every item with that context, both sides, cut at T): one answer tree per context,
+scored by the toolkit's one kernel ``cctk.scoring.score_forest``; ``score_plain`` is the reference,
+one forward pass per side. They agree to float32 rounding.
 """
 from __future__ import annotations
 
@@ -23,11 +30,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..scoring import LOGIT_BUDGET, AnswerTree, _device_dtype, _forward, _pad_id, _vocab_size, answer_tree, encode
+from ..scoring import LOGIT_BUDGET, AnswerTree, answer_tree, encode, pad_id, score_forest, vocab_size
 from ..stats import clopper_pearson
 from .items import Item
 
-ITEM_COLUMNS = ["line", "logprob_true", "logprob_false", "margin", "n_tokens", "correct"]
+ITEM_COLUMNS = ["line", "location", "context", "logprob_true", "logprob_false", "margin", "n_tokens", "correct"]
 TOKENS_PER_PASS = 8192  # packed tokens per forward pass
 
 
@@ -68,11 +75,21 @@ class Summary:
         return text
 
 
+def encode_continuation(tokenizer, context: str, sentence: str) -> list[int]:
+    """The tokens of ``sentence`` in the joined text ``context + " " + sentence`` (see the module docstring)."""
+    head = encode(tokenizer, context, special=False)
+    joined = encode(tokenizer, context + " " + sentence, special=False)
+    if len(joined) > len(head) and joined[: len(head)] == head:
+        return joined[len(head) :]
+    return encode(tokenizer, " " + sentence, special=False)  # a token spans the boundary
+
+
 def encode_item(tokenizer, item: Item) -> Encoded:
-    true = encode(tokenizer, " " + item.sentence_true, special=False)
-    false = encode(tokenizer, " " + item.sentence_false, special=False)
+    context = item.scored_context
+    true = encode_continuation(tokenizer, context, item.sentence_true)
+    false = encode_continuation(tokenizer, context, item.sentence_false)
     t = min(len(true), len(false))
-    return Encoded(tuple(encode(tokenizer, item.context, special=True)), tuple(true[:t]), tuple(false[:t]))
+    return Encoded(tuple(encode(tokenizer, context, special=True)), tuple(true[:t]), tuple(false[:t]))
 
 
 @dataclass(frozen=True)
@@ -102,9 +119,9 @@ def score(model, tokenizer, items: Sequence[Item]) -> pd.DataFrame:
             for context, members in groups.items()]
     rows.sort(key=lambda row: row.length)  # similar sizes share a pass: less padding
     sums = np.zeros((len(items), 2))
-    for chunk in _chunks(rows, _vocab_size(model)):
-        per_answer = _score_forest(model, [r.context for r in chunk], [r.tree for r in chunk], _pad_id(tokenizer))
-        sums[[i for r in chunk for i in r.members]] = per_answer.reshape(-1, 2)
+    for chunk in _chunks(rows, vocab_size(model)):
+        per_answer = score_forest(model, [r.context for r in chunk], [r.tree for r in chunk], pad_id(tokenizer))
+        sums[[i for r in chunk for i in r.members]] = per_answer.numpy().reshape(-1, 2)
     return _table(items, encoded, sums)
 
 
@@ -124,64 +141,15 @@ def _chunks(rows: Sequence[Row], vocab: int):
 
 
 @torch.inference_mode()
-def _score_forest(model, prompts, trees: Sequence[AnswerTree], pad_id: int) -> np.ndarray:
-    """Summed log-probability of every answer of every row, rows' answers one after the other."""
-    device, dtype = _device_dtype(model)
-    ids, pos, allowed, out_cols = pack_forest(prompts, trees, pad_id)
-    mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill_(~allowed, torch.finfo(dtype).min)
-    logits = _forward(model, ids.to(device), pos.to(device), mask[:, None].to(device), out_cols.to(device))
-    logp = torch.log_softmax(logits.float(), dim=-1)  # (B, Nmax+1, V)
-    row = torch.cat([torch.full_like(t.term_slot, r) for r, t in enumerate(trees)])
-    slot, token = torch.cat([t.term_slot for t in trees]), torch.cat([t.term_token for t in trees])
-    counts = [int(t.term_owner.max()) + 1 for t in trees]  # answers of each row (each has >= 1 token)
-    first = np.cumsum([0] + counts)[:-1]
-    owner = torch.cat([t.term_owner + int(f) for t, f in zip(trees, first)])
-    per_token = logp[row.to(device), slot.to(device), token.to(device)].double().cpu()  # (all answer tokens,)
-    return torch.zeros(sum(counts), dtype=torch.float64).index_add_(0, owner, per_token).numpy()
-
-
-def pack_forest(prompts: Sequence[Sequence[int]], trees: Sequence[AnswerTree], pad_id: int):
-    """Like ``cctk.scoring.pack_rows``, but row r carries its own tree ``trees[r]``.
-
-    Prompts are left-padded to Pmax, trees right-padded to the largest, Nmax nodes::
-
-        column    0 .. Pmax-P-1 | Pmax-P ... Pmax-1 | Pmax ... Pmax+N-1 | Pmax+N ... Pmax+Nmax-1
-        token     pad           | p_0  ...  p_P-1   | n_0 .... n_N-1    | pad
-        position  0             | 0    ...  P-1     | P-1+depth(n_k)    | 0
-        sees      itself        | causal, prompt    | prompt + n_k's ancestors and n_k | itself
-
-    Every row has its outputs in the same columns, ``Pmax-1`` (slot 0) and ``Pmax + k`` (slot k+1),
-    so the tree's ``term_slot`` indexes them directly. Returns ids, positions, allowed (B, L, L), out_cols.
-    """
-    p_max, n_max = max(len(p) for p in prompts), max(len(t.tokens) for t in trees)
-    size = p_max + n_max
-    ids = torch.full((len(prompts), size), pad_id, dtype=torch.long)
-    pos = torch.zeros((len(prompts), size), dtype=torch.long)
-    allowed = torch.eye(size, dtype=torch.bool).repeat(len(prompts), 1, 1)  # pads see only themselves
-    causal = torch.ones(p_max, p_max, dtype=torch.bool).tril()
-    for r, (p, tree) in enumerate(zip(prompts, trees)):
-        start, end = p_max - len(p), p_max + len(tree.tokens)
-        ids[r, start:p_max] = torch.tensor(p)
-        pos[r, start:p_max] = torch.arange(len(p))
-        allowed[r, start:p_max, start:p_max] = causal[: len(p), : len(p)]
-        if tree.tokens:
-            ids[r, p_max:end] = torch.tensor(tree.tokens)
-            pos[r, p_max:end] = len(p) - 1 + torch.tensor(tree.depth)
-            allowed[r, p_max:end, start:p_max] = True
-            allowed[r, p_max:end, p_max:end] = tree.ancestors
-    return ids, pos, allowed, torch.arange(p_max - 1, size)
-
-
-@torch.inference_mode()
 def score_plain(model, tokenizer, items: Sequence[Item]) -> pd.DataFrame:
     """The reference: one forward pass per side of every item (whole continuation fed, first T scored)."""
-    device, _ = _device_dtype(model)
+    device = next(model.parameters()).device
     was_training = model.training
     model.eval()
     sums = np.zeros((len(items), 2))
     for i, item in enumerate(items):
-        context = encode(tokenizer, item.context, special=True)
-        sides = [encode(tokenizer, " " + s, special=False) for s in (item.sentence_true, item.sentence_false)]
+        context = encode(tokenizer, item.scored_context, special=True)
+        sides = [encode_continuation(tokenizer, item.scored_context, s) for s in (item.sentence_true, item.sentence_false)]
         t = min(len(s) for s in sides)
         for j, side in enumerate(sides):
             logp = torch.log_softmax(model(torch.tensor([context + side], device=device)).logits.float(), -1)[0]
@@ -195,6 +163,8 @@ def _table(items: Sequence[Item], encoded: Sequence[Encoded], sums: np.ndarray) 
     margin = np.where(identical, 0.0, sums[:, 0] - sums[:, 1])
     return pd.DataFrame({
         "line": [item.line for item in items],
+        "location": [item.location for item in items],
+        "context": [item.context for item in items],
         "logprob_true": sums[:, 0],
         "logprob_false": sums[:, 1],
         "margin": margin,
