@@ -186,16 +186,20 @@ def sweep_command(models, seeds, sets, profile, executor, address, cpus_per_cell
 
 @cli.command("compare")
 @click.option("--sweep", "sweep_id", default=None, metavar="SWEEP_ID", help="Compare the finished cells of a sweep.")
-@click.option("--runs", default=None, metavar="ID1,ID2,...", help="Compare these pipeline runs.")
+@click.option("--runs", default=None, metavar="ID1,ID2,...",
+              help="Compare these pipeline runs, or these KR-Test runs (evals, trains, studies, seed sweeps).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Folder for the tables, figures and compare.html.")
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
 def compare_command(sweep_id, runs, out, tracking):
     """Finished pipelines side by side: across seeds, across models, pooled tests, implausibility."""
     from . import tracking as tracking_module
-    from .compare import gather, report
+    from .compare import gather, kr, report
 
     store = tracking_module.connect(tracking)
+    if runs and not sweep_id and kr.is_kr(store, runs):  # KR-Test runs: their own tables (cctk.compare.kr)
+        kr.compare(store, runs, out, echo=click.echo)
+        return
     ids = gather.run_ids(store, sweep_id, runs)
     click.echo(f"comparing {len(ids)} pipelines ...")
     compared = report.write(gather.gather(ids, tracking), out, sweep_id)

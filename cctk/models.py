@@ -191,3 +191,29 @@ def hub_reachable(timeout: float = 3.0) -> bool:
         return True
     except OSError:
         return False
+
+
+def export_bundled(folder: Path) -> Path:
+    """The bundled model as a plain Hugging Face folder (float32 safetensors, tokenizer, chat template), for
+    tools that read folders, such as ``transformers serve``.
+
+    As loaded from its GGUF the model is flagged quantized and cannot ``save_pretrained``, and ``transformers
+    serve dir:file.gguf`` fails on its config; a model built from the config (``architectures`` set, the
+    quantization entry dropped) with the dequantized weights saves. The generation config samples when a
+    request asks for a temperature above 0, as OpenAI-compatible endpoints do (greedy at 0).
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model, tokenizer = load_model(BUNDLED)
+    config = copy.deepcopy(model.config)
+    config.architectures = [type(model).__name__]
+    config.quantization_config = None
+    del config.quantization_config
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    plain.load_state_dict(model.state_dict(), strict=True)
+    plain.generation_config.do_sample = True
+    folder = Path(folder)
+    plain.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

@@ -181,6 +181,16 @@ class Run:
         self._client.set_terminated(self.run_id, status=status)
 
 
+def active_run() -> Run | None:
+    """The run MLflow holds active in this process (``mlflow.start_run()``, or a Hugging Face Trainer's
+    ``MLflowCallback``), through a client on MLflow's current tracking URI; None when there is none."""
+    import mlflow
+    from mlflow import MlflowClient
+
+    found = mlflow.active_run()
+    return None if found is None else Run(found.info.run_id, MlflowClient(tracking_uri=mlflow.get_tracking_uri()))
+
+
 def _duplicate_key(error: Exception) -> bool:
     """A store's unique-key violation (PostgreSQL, SQLite, MySQL), seen through MLflow's error text."""
     text = str(error).lower()

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from cctk.facts import ADDITIONS, CANDIDATES, answer_text
-from cctk.scoring import COLUMNS, answer_tree, encode, measure, measure_plain, pack_rows
+from cctk.scoring import COLUMNS, answer_tree, encode, measure, measure_plain, pack_forest, pack_rows, score_forest
 from conftest import tiny_model
 
 SOME = ADDITIONS[:3] + ((5, 8), (9, 9))
@@ -94,3 +94,31 @@ def test_half_precision_model_scores_in_float32(tokenizer):
     fast, plain = measure(model, tokenizer, SOME), measure_plain(model, tokenizer, SOME)
     assert fast["logprob"].dtype == np.float64
     assert np.abs(fast["logprob"] - plain["logprob"]).max() < 0.1  # bf16 activations differ by kernel
+
+
+def test_pack_forest_gives_every_row_its_own_tree():
+    trees = [answer_tree([[10, 11], [10, 12]]), answer_tree([[13, 14, 15]])]
+    ids, pos, allowed, out_cols = pack_forest([[1, 2], [3, 4, 5]], trees, pad_id=0)
+    assert ids.tolist() == [[0, 1, 2, 10, 0], [3, 4, 5, 13, 14]]
+    assert pos.tolist() == [[0, 0, 1, 2, 0], [0, 1, 2, 3, 4]]
+    assert out_cols.tolist() == [2, 3, 4]
+    assert allowed[0].int().tolist() == [[1, 0, 0, 0, 0], [0, 1, 0, 0, 0], [0, 1, 1, 0, 0], [0, 1, 1, 1, 0],
+                                         [0, 0, 0, 0, 1]]
+    assert allowed[1, 4].int().tolist() == [1, 1, 1, 1, 1]  # node "14" sees the prompt, "13" and itself
+
+
+def test_pack_rows_is_pack_forest_with_one_tree():
+    tree = answer_tree([[10, 11, 12], [10, 13, 12], [14]])
+    rows, forest = pack_rows([[1, 2, 3], [4, 5]], tree, 0), pack_forest([[1, 2, 3], [4, 5]], [tree, tree], 0)
+    assert all(torch.equal(a, b) for a, b in zip(rows, forest))
+
+
+def test_score_forest_scores_each_row_against_its_own_tree(tiny, tokenizer):
+    # Row 0 holds candidates 7 and 12, row 1 holds 3 alone: each equals measure's number for it.
+    prompts = [encode(tokenizer, "2 + 5 =", special=True), encode(tokenizer, "1 + 2 =", special=True)]
+    answers = [[encode(tokenizer, answer_text(v), special=False) for v in (7, 12)],
+               [encode(tokenizer, answer_text(3), special=False)]]
+    sums = score_forest(tiny, prompts, [answer_tree(a) for a in answers], tokenizer.pad_token_id)
+    table = measure(tiny, tokenizer, ((2, 5), (1, 2))).set_index(["a", "b", "candidate_value"])["logprob"]
+    assert sums.dtype == torch.float64 and sums.shape == (3,)
+    assert sums.tolist() == pytest.approx([table[(2, 5, 7)], table[(2, 5, 12)], table[(1, 2, 3)]], abs=1e-4)

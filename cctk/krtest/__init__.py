@@ -9,3 +9,20 @@ figure and table), ``jobs`` and ``study`` (the commands, tracked in MLflow), ``c
 # LoRA trainable parameters aimed at by default: on SmolLM2-135M both placements reach it exactly
 # (attention rank 33, FFN rank 20). Here, not in ``lora``, so that the CLI loads no torch to show it.
 DEFAULT_BUDGET = 3_801_600
+
+ARMS: dict[str, str] = {  # the study's arms: internal key -> the plain name every file, figure, table and run shows
+    "blind": "blind baseline",
+    "open_book": "open-book baseline",
+    "full": "full fine-tuning",
+    "lora_attention": "LoRA on attention",
+    "lora_ffn": "LoRA on FFN",
+}
+
+
+def __getattr__(name: str):
+    # ``cctk.krtest.KRTestCallback`` without loading transformers when the package is only imported (the CLI)
+    if name == "KRTestCallback":
+        from .callback import KRTestCallback
+
+        return KRTestCallback
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

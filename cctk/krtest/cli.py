@@ -5,9 +5,10 @@ from pathlib import Path
 
 import click
 
+from ..errors import CctkError
 from ..models import BUNDLED
 from .generate import ENTITIES, VALIDATION_ENTITIES
-from . import DEFAULT_BUDGET
+from . import ARMS, DEFAULT_BUDGET
 
 OUT_DIR = click.Path(file_okay=False, path_type=Path)
 IN_FILE = click.Path(dir_okay=False, path_type=Path)
@@ -18,19 +19,77 @@ def krtest():
     """KR-Test: what a model retains of a corpus, not only its perplexity (seed 003, "Beyond Perplexity")."""
 
 
+LOCATION = click.option("--location", "location", type=click.Choice(["char", "line"]), default="char",
+                        show_default=True, help="What an item's location counts: the character offset of its passage "
+                                                "(the paper's appendix A) or its 0-based line index (appendix B).")
+SEGMENT = click.option("--segment", default="blank-lines", show_default=True,
+                       help="How the corpus is cut into passages: blank-lines (whitespace-only lines too, as "
+                            "WikiText's), lines, or tokens:N (windows of about N tokens of --tokenizer).")
+TOKENIZER = click.option("--tokenizer", "tokenizer_name", default=BUNDLED, show_default=True,
+                         help="The tokenizer of the model to be scored: sides identical over their first T tokens "
+                              "are rejected, and tokens:N counts its tokens.")
+
+
 @krtest.command()
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of every draw (same seed, same bytes).")
-@click.option("--out", type=OUT_DIR, required=True, help="Folder for corpus.txt, questions.jsonl, validation.txt.")
-@click.option("--entities", type=int, default=ENTITIES, show_default=True,
-              help="People in the corpus (even; six questions each).")
-@click.option("--validation-entities", type=int, default=VALIDATION_ENTITIES, show_default=True,
-              help="Other people, in the validation text only (even).")
-def generate(seed, out, entities, validation_entities):
-    """Write a seeded corpus about fictional people, its questions and a validation text."""
-    from .generate import check_seed, make_dataset, write_dataset
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of every draw: the fictional corpus, or the teacher's sampling (same seed, same bytes).")
+@click.option("--out", type=OUT_DIR, required=True, help="Folder for questions.jsonl and the rest.")
+@click.option("--corpus", type=IN_FILE, default=None,
+              help="Your own corpus: a teacher writes the items from it (with --teacher). Without it: the "
+                   "seeded fictional corpus.")
+@click.option("--teacher", default=None, help="http://host:port/v1 (an OpenAI-compatible endpoint) or a model "
+                                              "key or folder generating in-process.")
+@click.option("--teacher-model", default=None, help="Endpoint: the model to ask [default: its only one].")
+@click.option("--api-key-env", default=None, metavar="VAR",
+              help="Endpoint: the environment variable that holds the API key (never logged).")
+@SEGMENT
+@click.option("--per-passage", type=int, default=3, show_default=True, help="Items asked of the teacher per passage.")
+@click.option("--max-passages", type=int, default=None, help="Only the first N passages (a quick look).")
+@click.option("--temperature", type=float, default=0.0, show_default=True,
+              help="Teacher decoding: 0 is greedy; above 0, sampled from --seed.")
+@click.option("--max-tokens", type=int, default=400, show_default=True, help="Longest teacher reply, in tokens.")
+@TOKENIZER
+@LOCATION
+@click.option("--entities", type=int, default=None, help=f"Fictional corpus: people in it [default: {ENTITIES}] "
+                                                        "(even; six questions each).")
+@click.option("--validation-entities", type=int, default=None,
+              help=f"Fictional corpus: other people, in the validation text only [default: {VALIDATION_ENTITIES}].")
+def generate(seed, out, corpus, teacher, location, entities, validation_entities, **options):
+    """Write KR-Test items: from your corpus through a teacher LLM, or a seeded fictional data set."""
+    from .generate import check_seed
 
     check_seed(seed)
-    dataset = make_dataset(seed, entities, validation_entities)
+    if corpus is None:
+        _fictional(seed, out, location, entities, validation_entities, options)
+        return
+    if teacher is None:
+        raise CctkError("--corpus needs --teacher (an endpoint http://host:port/v1 or a local model)")
+    if entities is not None or validation_entities is not None:
+        raise CctkError("--entities and --validation-entities size the fictional corpus; they mean nothing with --corpus")
+    from . import from_corpus
+    from .teacher import make_teacher
+
+    chosen = make_teacher(teacher, options["teacher_model"], options["api_key_env"], options["temperature"],
+                          options["max_tokens"], seed)
+    config = from_corpus.Options(options["segment"], options["per_passage"], location, options["max_passages"])
+    done = from_corpus.run(corpus, chosen, options["tokenizer_name"], config, out, seed, echo=click.echo)
+    click.echo(f"{from_corpus.summary_line(done)}: {out / from_corpus.QUESTIONS}, {out / from_corpus.GENERATION}")
+
+
+def _fictional(seed, out, location, entities, validation_entities, options) -> None:
+    from click.core import ParameterSource
+
+    from .generate import make_dataset, write_dataset
+
+    ctx = click.get_current_context()
+    teacher_only = [n for n in ("teacher", "teacher_model", "api_key_env", "segment", "per_passage", "max_passages",
+                                "temperature", "max_tokens", "tokenizer_name")
+                    if ctx.get_parameter_source(n) is not ParameterSource.DEFAULT]
+    if teacher_only:
+        raise CctkError(f"--{teacher_only[0].replace('_name', '').replace('_', '-')} is for items from your corpus "
+                        "(--corpus FILE --teacher ...)")
+    entities, validation_entities = entities or ENTITIES, validation_entities or VALIDATION_ENTITIES
+    dataset = make_dataset(seed, entities, validation_entities, location)
     paths = write_dataset(dataset, out)
     click.echo(f"{len(dataset.items)} questions about {entities} people, validation text about "
                f"{validation_entities} others: {', '.join(str(p) for p in paths.values())}")
@@ -40,22 +99,29 @@ def generate(seed, out, entities, validation_entities):
 @click.option("--model", default=BUNDLED, show_default=True, help="Roster key, Hub id or local directory.")
 @click.option("--questions", type=IN_FILE, required=True,
               help="JSONL items: context, sentence_true, sentence_false, location.")
-@click.option("--corpus", type=IN_FILE, default=None, help="The corpus the items' locations point into.")
+@click.option("--corpus", type=IN_FILE, default=None,
+              help="The corpus the items' locations point into (every location is checked against it).")
 @click.option("--open-book", "book", is_flag=True,
               help="Put each item's source passage before its context (the oracle).")
-@click.option("--out", type=OUT_DIR, required=True, help="Folder for items.csv and summary.json.")
+@LOCATION
+@SEGMENT
+@click.option("--tokenizer", "tokenizer_name", default=None,
+              help="With --segment tokens:N: the tokenizer that cut the windows [default: the model's].")
+@click.option("--out", type=OUT_DIR, required=True, help="Folder for items.csv, by_passage.csv and summary.json.")
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
-def eval_command(model, questions, corpus, book, out, tracking):
+def eval_command(model, questions, corpus, book, location, segment, tokenizer_name, out, tracking):
     """Score one model on a question file; print its accuracy with an exact 95% interval."""
     from .jobs import run_eval
 
-    run_eval(model, questions, out, corpus, book, tracking, echo=click.echo)
+    run_eval(model, questions, out, corpus, book, tracking, echo=click.echo, location=location, segment=segment,
+             tokenizer_name=tokenizer_name)
 
 
 @krtest.command()
 @click.option("--model", default=BUNDLED, show_default=True, help="Roster key, Hub id or local directory.")
 @click.option("--corpus", type=IN_FILE, required=True, help="The text to fine-tune on (passages split by blank lines).")
 @click.option("--questions", type=IN_FILE, required=True, help="KR-Test items about the corpus (JSONL).")
+@LOCATION
 @click.option("--validation", type=IN_FILE, default=None,
               help="Text for validation perplexity (default: validation.txt beside the corpus).")
 @click.option("--method", type=click.Choice(["full", "lora"]), default="full", show_default=True)
@@ -76,21 +142,25 @@ def eval_command(model, questions, corpus, book, out, tracking):
               help="Longest training row; longer passages are cut [default: 256].")
 @click.option("--out", type=OUT_DIR, required=True, help="Folder for items.csv, summary.json, curve.csv.")
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
-def train(model, corpus, questions, validation, method, modules, seed, out, tracking, **values):
+def train(model, corpus, questions, location, validation, method, modules, seed, out, tracking, **values):
     """Fine-tune on a corpus (full or LoRA), KR accuracy and validation perplexity every K steps."""
     from .jobs import read_inputs, run_train
     from .train import make_train_config
 
     config = make_train_config(method, modules, seed, **values)
-    inputs = read_inputs(questions, corpus, validation, need_corpus=True, need_validation=True)
+    inputs = read_inputs(questions, corpus, validation, need_corpus=True, need_validation=True, location=location)
     run_train(model, inputs, config, out, tracking, echo=click.echo)
 
 
 @krtest.command()
 @click.option("--model", default=BUNDLED, show_default=True, help="Roster key, Hub id or local directory.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the data set, batch order and adapters.")
+@click.option("--seeds", default=None, metavar="N|S1,S2,...",
+              help="The study once per seed (N: N fresh seeds, printed), nested under one sweep run, with "
+                   "tables across the seeds.")
 @click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="A folder written by `cctk krtest generate` (default: generate one from the seed).")
+@LOCATION
 @click.option("--entities", type=int, default=None, help=f"People in a generated corpus [default: {ENTITIES}].")
 @click.option("--validation-entities", type=int, default=None,
               help=f"People in a generated validation text [default: {VALIDATION_ENTITIES}].")
@@ -103,12 +173,36 @@ def train(model, corpus, questions, validation, method, modules, seed, out, trac
 @click.option("--out", type=OUT_DIR, default=Path("outputs/krtest"), show_default=True,
               help="Folder that receives the session folder.")
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
-def study(model, seed, data, out, tracking, **values):
+def study(model, seed, seeds, data, out, tracking, **values):
     """The paper's study: blind and open-book baselines, full fine-tuning, LoRA on attention vs FFN."""
     from . import study as study_module
 
+    if seeds is not None:
+        _study_seeds(model, seed, seeds, data, out, tracking, values)
+        return
     config = study_module.make_study_config(model, seed, data, **values)
     outcome = study_module.run(config, out, tracking, echo=click.echo)
-    for key, name in study_module.ARMS.items():
+    for key, name in ARMS.items():
         s = outcome.summaries[key]
         click.echo(f"{name:<20} {100 * s.accuracy:5.1f}% [{100 * s.lo:.1f}-{100 * s.hi:.1f}]")
+
+
+def _study_seeds(model, seed, seeds, data, out, tracking, values) -> None:
+    from click.core import ParameterSource
+
+    from ..config import seeds_or_count
+    from . import seeds as seeds_module
+    from . import study as study_module
+
+    if click.get_current_context().get_parameter_source("seed") is not ParameterSource.DEFAULT:
+        raise CctkError("give --seed (one study) or --seeds (one study per seed), not both")
+    chosen = seeds_or_count(seeds)
+    config = study_module.make_study_config(model, chosen[0], data, **values)
+    outcome = seeds_module.run(config, chosen, out, tracking, echo=click.echo)
+    pooled = outcome.tables["kr_pooled"]
+    click.echo(f"across seeds {', '.join(map(str, chosen))} (mean [t 95% interval]; pooled items [exact 95% interval]):")
+    for _, row in pooled.iterrows():
+        click.echo(f"{row['arm']:<20} {100 * row['mean_accuracy']:5.1f}% [{100 * row['t_lo']:.1f}-{100 * row['t_hi']:.1f}]"
+                   f"; {row['correct']}/{row['items']} = {100 * row['pooled_accuracy']:.1f}% "
+                   f"[{100 * row['lo']:.1f}-{100 * row['hi']:.1f}]")
+    click.echo(f"sweep {outcome.run_id} finished in {outcome.seconds / 60:.1f} min: {outcome.folder}")

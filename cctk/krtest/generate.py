@@ -25,6 +25,7 @@ from pathlib import Path
 from ..errors import CctkError
 from ..facts import rng
 from .items import PASSAGE_END, Item
+from .passages import check_segment
 
 CORPUS, QUESTIONS, VALIDATION = "corpus.txt", "questions.jsonl", "validation.txt"
 ENTITIES = 36  # people in the corpus (6 facts each: 216 questions)
@@ -96,9 +97,12 @@ def check_sizes(entities: int, validation_entities: int) -> None:
         raise CctkError(f"{entities} + {validation_entities} people is more than the name pools hold ({MAX_PEOPLE})")
 
 
-def make_dataset(seed: int, entities: int = ENTITIES, validation_entities: int = VALIDATION_ENTITIES) -> Dataset:
-    """Corpus, questions and validation text for ``entities`` people (and others for validation)."""
+def make_dataset(seed: int, entities: int = ENTITIES, validation_entities: int = VALIDATION_ENTITIES,
+                 location: str = "char") -> Dataset:
+    """Corpus, questions and validation text for ``entities`` people (and others for validation); an item's
+    location is its passage's character offset (``char``) or 0-based line index (``line``)."""
     check_seed(seed)
+    check_segment("blank-lines", location)
     check_sizes(entities, validation_entities)
     people = make_people(seed, entities + validation_entities)
     corpus_people, other_people = people[:entities], people[entities:]
@@ -108,8 +112,8 @@ def make_dataset(seed: int, entities: int = ENTITIES, validation_entities: int =
         for kind in person.order:
             true = KINDS[kind].format(who=person.surname, value=person.facts[kind])
             false = KINDS[kind].format(who=person.surname, value=partner.facts[kind])
-            items.append(Item(len(items) + 1, person.intro(), true, false, offset))
-        corpus.append(person.passage())
+            items.append(Item(len(items) + 1, person.intro(), true, false, offset if location == "char" else 2 * i))
+        corpus.append(person.passage())  # one line, then a blank one: passage i starts on line 2 i
         offset += len(corpus[-1]) + len(PASSAGE_END)
     validation = PASSAGE_END.join(p.passage() for p in other_people) + "\n"
     return Dataset(PASSAGE_END.join(corpus) + "\n", tuple(items), validation)

@@ -118,13 +118,18 @@ def check_locations(items: list[Item], found: list[Passage], unit: str, source: 
                             f"points at no passage of the corpus ({len(found)} passages)")
 
 
+def with_book(items: list[Item], found: list[Passage], unit: str = "char") -> list[Item]:
+    """Each item with the passage that holds its location as its ``book`` (locations checked already)."""
+    return [replace(item, book=passage_at(found, item.location, unit).text) for item in items]
+
+
 def open_book(items: list[Item], corpus: str, source: str = "questions", unit: str = "char",
               how: str = "blank-lines", tokenizer=None) -> list[Item]:
-    """The oracle baseline: each item with the passage that holds its location as its ``book``.
+    """The oracle baseline: each item with its source passage before its context.
 
     Fails in one line on a ``location`` that points past the corpus or at blank text.
     """
     check_segment(how, unit)
     found = segment(corpus, how, tokenizer)
     check_locations(items, found, unit, source)
-    return [replace(item, book=passage_at(found, item.location, unit).text) for item in items]
+    return with_book(items, found, unit)

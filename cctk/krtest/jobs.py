@@ -11,12 +11,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+
 from .. import __version__, tracking
 from ..errors import CctkError
 from ..models import check_available, load_model, model_id
-from ..scoring import _pad_id
+from ..scoring import pad_id
 from .generate import VALIDATION
-from .items import Item, open_book, read_corpus, read_items
+from .items import Item, check_locations, read_corpus, read_items, with_book
+from .passages import Passage, check_segment
+from .passages import segment as segment_corpus
 from .lora import plan_lora
 from .report import write_curve, write_evaluation
 from .scoring import Summary, score, summarize
@@ -27,20 +31,44 @@ SUMMARY_METRICS = ("n", "correct", "accuracy", "lo", "hi", "mean_margin", "ties"
 
 @dataclass(frozen=True)
 class Inputs:
-    """A question file read and checked, with the texts it is scored or trained against."""
+    """A question file read and checked, with the texts it is scored or trained against.
+
+    ``location`` and ``segment`` say how the items' locations point into the corpus; with a corpus,
+    every location has been checked to fall in one of its ``passages``."""
 
     questions: Path
     items: tuple[Item, ...]
     corpus: str | None = None
     validation: str | None = None
+    corpus_path: Path | None = None
+    location: str = "char"
+    segment: str = "blank-lines"
+    passages: tuple[Passage, ...] = ()
 
     def params(self) -> dict:
-        return {"questions": str(self.questions), "n_items": len(self.items)}
+        return {"questions": str(self.questions), "n_items": len(self.items), "location": self.location,
+                "segment": self.segment}
+
+    def book(self) -> list[Item]:
+        """The items with their source passages before their contexts (the open book)."""
+        return with_book(list(self.items), list(self.passages), self.location)
+
+    def log(self, run: tracking.Run) -> None:
+        """The questions (and the corpus, as its passages) as MLflow dataset inputs of ``run``."""
+        questions = pd.DataFrame([{"context": i.context, "sentence_true": i.sentence_true,
+                                   "sentence_false": i.sentence_false, "location": i.location} for i in self.items])
+        run.dataset(questions, f"kr questions {self.questions.stem}", str(self.questions), context="evaluation")
+        if self.corpus_path is not None:
+            corpus = pd.DataFrame([{"location": p.location(self.location), "passage": p.text} for p in self.passages])
+            run.dataset(corpus, f"kr corpus {self.corpus_path.stem}", str(self.corpus_path), context="training")
 
 
 def read_inputs(questions: Path, corpus: Path | None = None, validation: Path | None = None,
-                need_corpus: bool = False, need_validation: bool = False) -> Inputs:
-    """Read and check the files; a missing one that is needed fails in one line."""
+                need_corpus: bool = False, need_validation: bool = False, location: str = "char",
+                segment: str = "blank-lines", tokenizer=None) -> Inputs:
+    """Read and check the files (every item's location against the corpus); a missing one that is needed
+    fails in one line. ``tokenizer`` only for ``segment="tokens:N"``."""
+    check_segment(segment, location)
     items = tuple(read_items(questions))
     if need_corpus and corpus is None:
         raise CctkError("this needs --corpus FILE (the corpus the questions' locations point into)")
@@ -48,8 +76,12 @@ def read_inputs(questions: Path, corpus: Path | None = None, validation: Path | 
         validation = Path(corpus).with_name(VALIDATION)
         if not validation.is_file():
             raise CctkError(f"no --validation FILE given and no {VALIDATION} beside the corpus ({validation})")
-    return Inputs(Path(questions), items, read_corpus(corpus) if corpus else None,
-                  read_corpus(validation) if validation else None)
+    text = read_corpus(corpus) if corpus else None
+    found = tuple(segment_corpus(text, segment, tokenizer)) if text else ()
+    if text:
+        check_locations(list(items), list(found), location, str(questions))
+    return Inputs(Path(questions), items, text, read_corpus(validation) if validation else None,
+                  Path(corpus) if corpus else None, location, segment, found)
 
 
 @dataclass(frozen=True)
@@ -70,11 +102,18 @@ def open_track(tracking_name: str | None) -> Track:
 
 
 def run_eval(model: str, questions: Path, out: Path, corpus: Path | None = None, book: bool = False,
-             tracking_name: str | None = None, echo=print) -> Summary:
+             tracking_name: str | None = None, echo=print, location: str = "char", segment: str = "blank-lines",
+             tokenizer_name: str | None = None) -> Summary:
     """``cctk krtest eval``: score one untouched model on a question file (``book``: open book)."""
     check_available(model)
-    inputs = read_inputs(questions, corpus, need_corpus=book)
-    items = open_book(list(inputs.items), inputs.corpus, str(questions)) if book else list(inputs.items)
+    check_segment(segment, location)
+    tokenizer = None
+    if segment.startswith("tokens:") and corpus is not None:
+        from .from_corpus import load_tokenizer
+
+        tokenizer = load_tokenizer(tokenizer_name or model)
+    inputs = read_inputs(questions, corpus, need_corpus=book, location=location, segment=segment, tokenizer=tokenizer)
+    items = inputs.book() if book else list(inputs.items)
     track = open_track(tracking_name)
     echo(f"loading {model} ...")
     lm, tokenizer = load_model(model)
@@ -82,14 +121,16 @@ def run_eval(model: str, questions: Path, out: Path, corpus: Path | None = None,
     run = track.start(f"krtest eval {model}", tags={"cctk.kind": "krtest", "cctk.arm": key})
     run.params({"model": model, "model_id": model_id(model), "open_book": book, "corpus": str(corpus or ""),
                 "cctk_version": __version__, **inputs.params()})
-    summary = evaluate_arm(run, lm, tokenizer, items, Path(out), echo)
+    inputs.log(run)
+    summary, _ = evaluate_arm(run, lm, tokenizer, items, Path(out), echo)
     run.end()
     return summary
 
 
 def evaluate_arm(run: tracking.Run, lm, tokenizer, items: list[Item], out: Path, echo=print,
-                 validation_rows=None) -> Summary:
-    """Score, write ``items.csv`` and ``summary.json``, print the accuracy, log metrics and files."""
+                 validation_rows=None) -> tuple[Summary, pd.DataFrame]:
+    """Score, write ``items.csv``, ``by_passage.csv`` and ``summary.json``, print the accuracy, log metrics
+    and files; returns the summary and the item table."""
     try:
         start = time.perf_counter()
         table = score(lm, tokenizer, items)
@@ -97,7 +138,7 @@ def evaluate_arm(run: tracking.Run, lm, tokenizer, items: list[Item], out: Path,
         metrics = {k: getattr(summary, k) for k in SUMMARY_METRICS}
         metrics["eval_seconds"] = time.perf_counter() - start
         if validation_rows is not None:
-            metrics["val_perplexity"] = perplexity(lm, validation_rows, _pad_id(tokenizer))
+            metrics["val_perplexity"] = perplexity(lm, validation_rows, pad_id(tokenizer))
         paths = write_evaluation(table, summary, out)
         echo(summary.line())
         run.metrics(metrics)
@@ -106,7 +147,7 @@ def evaluate_arm(run: tracking.Run, lm, tokenizer, items: list[Item], out: Path,
     except BaseException:
         run.end("FAILED")
         raise
-    return summary
+    return summary, table
 
 
 def run_train(model: str, inputs: Inputs, config: TrainConfig, out: Path, tracking_name: str | None = None,
@@ -118,10 +159,11 @@ def run_train(model: str, inputs: Inputs, config: TrainConfig, out: Path, tracki
     echo(f"loading {model} ...")
     lm, tokenizer = load_model(model)
     if config.method == "lora":  # a model whose attention and FFN blocks cannot be told apart fails here
-        plan_lora(lm, config.modules, config.budget)
+        plan_lora(lm, config.modules, config.budget, config.rank)
     name = f"krtest train {model} {arm_key(config).replace('_', ' ')}"
     run = track.start(name, tags={"cctk.kind": "krtest", "cctk.arm": arm_key(config)})
     run.params({"model": model, "model_id": model_id(model), "cctk_version": __version__, **inputs.params()})
+    inputs.log(run)
     trained = train_arm(run, lm, tokenizer, inputs, config, Path(out), echo, label=arm_key(config))
     run.end()
     return trained
@@ -135,7 +177,7 @@ def train_arm(run: tracking.Run, lm, tokenizer, inputs: Inputs, config: TrainCon
               label: str = "") -> Trained:
     """Train with live metric histories (step = optimizer step), then write and log the final files."""
     run.params(config.params())
-    plan = plan_lora(lm, config.modules, config.budget) if config.method == "lora" else None
+    plan = plan_lora(lm, config.modules, config.budget, config.rank) if config.method == "lora" else None
     if plan:
         run.params({"lora.rank": plan.rank, "lora.trainable_parameters": plan.trainable, "lora.targets": plan.kinds(),
                     "lora.n_modules": len(plan.targets), "lora.alpha": 2 * plan.rank})

@@ -10,11 +10,17 @@ fc1, fc2.
 LoRA of rank r on a linear map of ``in -> out`` trains ``r * (in + out)`` parameters (A: r x in,
 B: out x r), so a placement trains ``r * width`` with ``width`` the sum of ``in + out`` over its
 modules, and the rank closest to the budget is found by rounding ``budget / width``.
+
+Two placements rarely reach one budget exactly (their widths differ: on Llama-3.2-1B the closest
+ranks, 18 on attention and 8 on the FFN, train 3,833,856 and 3,932,160 parameters, 2.6% apart).
+``plan_pair`` plans both; when their counts differ by more than ``MATCH`` (1%), it searches the
+pairs of ranks whose counts both lie within ``NEAR`` (25%) of the budget for the smallest difference
+(then the closest to the budget), and says so.
 """
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -90,15 +96,74 @@ def _in_out(module: nn.Module) -> tuple[int, int]:
     return module.weight.shape[0], module.weight.shape[1]  # Conv1D stores (in, out)
 
 
-def plan_lora(model, modules: str, budget: int) -> LoraPlan:
-    """The rank whose trainable count ``rank * width`` is closest to ``budget`` (rank >= 1)."""
+def plan_lora(model, modules: str, budget: int, rank: int | None = None) -> LoraPlan:
+    """``rank`` on the placement's modules; None: the rank whose count ``rank * width`` is closest to ``budget``."""
     if modules not in PLACEMENTS:
         raise CctkError(f"unknown LoRA placement {modules!r}; choose one of: {', '.join(PLACEMENTS)}")
     check_budget(budget)
+    if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 1):
+        raise CctkError(f"LoRA rank={rank!r} is out of range: must be an integer >= 1")
     targets = find_blocks(model)[modules]
     named = dict(model.named_modules())
     width = sum(sum(_in_out(named[t])) for t in targets)
-    return LoraPlan(modules, targets, width, budget, closest_rank(width, budget))
+    return LoraPlan(modules, targets, width, budget, rank or closest_rank(width, budget))
+
+
+MATCH = 0.01  # counts of the two placements further apart than this: search for a closer pair
+NEAR = 0.25  # the pairs searched: both counts within this share of the budget
+
+
+@dataclass(frozen=True)
+class PairPlan:
+    """The two LoRA arms of the study at one budget, and how far apart their trainable counts are."""
+
+    attention: LoraPlan
+    ffn: LoraPlan
+    closest: tuple[int, int]  # each placement's rank closest to the budget on its own
+    searched: bool  # True when the closest ranks differed by more than MATCH and the pair was searched
+
+    @property
+    def difference(self) -> float:
+        """|a - b| / min(a, b) of the two trainable counts."""
+        return relative_difference(self.attention.trainable, self.ffn.trainable)
+
+    def line(self) -> str:
+        text = (f"LoRA at a budget of {self.attention.budget:,}: attention rank {self.attention.rank} trains "
+                f"{self.attention.trainable:,}, FFN rank {self.ffn.rank} trains {self.ffn.trainable:,} parameters, "
+                f"{100 * self.difference:.2f}% apart")
+        if self.searched:
+            a, f = self.closest
+            text += (f" (the ranks closest to the budget, {a} and {f}, were "
+                     f"{100 * relative_difference(a * self.attention.width, f * self.ffn.width):.2f}% apart, more than "
+                     f"{100 * MATCH:.0f}%: chose the closest pair within {100 * NEAR:.0f}% of the budget)")
+        return text
+
+
+def relative_difference(a: int, b: int) -> float:
+    return abs(a - b) / min(a, b)
+
+
+def plan_pair(model, budget: int) -> PairPlan:
+    """Both placements at ``budget``, their counts matched within ``MATCH`` where the ranks allow it."""
+    attention, ffn = plan_lora(model, "attention", budget), plan_lora(model, "ffn", budget)
+    closest = (attention.rank, ffn.rank)
+    if relative_difference(attention.trainable, ffn.trainable) <= MATCH:
+        return PairPlan(attention, ffn, closest, searched=False)
+    ranks = matched_ranks(attention.width, ffn.width, budget)
+    return PairPlan(replace(attention, rank=ranks[0]), replace(ffn, rank=ranks[1]), closest, searched=True)
+
+
+def matched_ranks(width_a: int, width_b: int, budget: int) -> tuple[int, int]:
+    """The ranks (a, b) whose counts ``a * width_a`` and ``b * width_b`` both lie within ``NEAR`` of ``budget``
+    and differ least (relatively), then lie closest to it; the closest ranks when no pair lies that near."""
+    def near(width):
+        found = [r for r in range(max(1, int(budget * (1 - NEAR) // width)), int(budget * (1 + NEAR) // width) + 2)
+                 if abs(r * width - budget) <= NEAR * budget]
+        return found or [closest_rank(width, budget)]
+
+    pairs = [(a, b) for a in near(width_a) for b in near(width_b)]
+    return min(pairs, key=lambda p: (relative_difference(p[0] * width_a, p[1] * width_b),
+                                     abs(p[0] * width_a + p[1] * width_b - 2 * budget), p))
 
 
 def check_budget(budget: int) -> None:

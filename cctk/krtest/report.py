@@ -13,10 +13,11 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from ..figures.common import BASE, HELD_HIT, LINES, SEEN_HIT, new_figure, paper_style, save_figure, shade
-from ..outputs.tables import XLSX_EPOCH, latex_escape, number, session_start, write_xlsx
-from .scoring import ITEM_COLUMNS, Summary
+from ..outputs.tables import XLSX_EPOCH, session_start
+from ..outputs.tables import write_table as write_table_files
+from .scoring import ITEM_COLUMNS, Summary, by_passage
 
-ITEMS, SUMMARY, CURVE = "items.csv", "summary.json", "curve.csv"
+ITEMS, BY_PASSAGE, SUMMARY, CURVE = "items.csv", "by_passage.csv", "summary.json", "curve.csv"
 FIGURE, TABLE = "kr_accuracy_and_perplexity", "final_accuracies"
 ARM_COLORS = (SEEN_HIT, LINES[1], LINES[2], LINES[0], LINES[3])  # trained arms, in order
 BASELINE_COLORS = (BASE, HELD_HIT)  # blind, open book
@@ -29,12 +30,14 @@ TABLE_CAPTION = ("KR-Test: final accuracy of every arm on the same questions, wi
 
 
 def write_evaluation(table: pd.DataFrame, summary: Summary, folder: Path) -> list[Path]:
-    """``items.csv`` (one row per item, file order) and ``summary.json`` in ``folder``."""
+    """``items.csv`` (one row per item, file order), ``by_passage.csv`` (one row per location) and
+    ``summary.json`` in ``folder``."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     table[ITEM_COLUMNS].to_csv(folder / ITEMS, index=False, lineterminator="\n")
+    by_passage(table).to_csv(folder / BY_PASSAGE, index=False, lineterminator="\n")
     (folder / SUMMARY).write_text(json.dumps(asdict(summary), indent=2) + "\n")
-    return [folder / ITEMS, folder / SUMMARY]
+    return [folder / ITEMS, folder / BY_PASSAGE, folder / SUMMARY]
 
 
 def write_curve(curve: pd.DataFrame, folder: Path) -> Path:
@@ -99,22 +102,6 @@ def write_figure(curves: pd.DataFrame, baselines: pd.DataFrame, title: str, fold
 
 
 def write_table(table: pd.DataFrame, folder: Path, session: str = "") -> list[Path]:
-    """``final_accuracies`` as CSV, XLSX and a floating LaTeX table (caption, label ``tab:krtest``)."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = [folder / f"{TABLE}.{ext}" for ext in ("csv", "xlsx", "tex")]
-    table.to_csv(paths[0], index=False, lineterminator="\n")
-    write_xlsx({"krtest": table}, paths[1], session_start(session) if session else XLSX_EPOCH)
-    paths[2].write_text(latex(table))
-    return paths
-
-
-def latex(table: pd.DataFrame) -> str:
-    """A floating booktabs table, scaled to the text width (it is wide), numbers as in the other tables."""
-    floats = [c for c in table.columns if pd.api.types.is_float_dtype(table[c])]
-    styler = table.style.hide(axis="index").format({c: number for c in floats}, na_rep="--", escape="latex")
-    text = styler.format_index(escape="latex", axis=1).to_latex(
-        caption=latex_escape(TABLE_CAPTION), label="tab:krtest", position="htbp", position_float="centering",
-        hrules=True)
-    start, end = text.index("\\begin{tabular}"), text.index("\\end{tabular}") + len("\\end{tabular}")
-    return f"{text[:start]}\\resizebox{{\\linewidth}}{{!}}{{%\n{text[start:end]}%\n}}{text[end:]}"
+    """``final_accuracies`` as CSV, XLSX and a floating LaTeX table (caption, label ``tab:final_accuracies``),
+    through the toolkit's one table writer."""
+    return write_table_files(table, Path(folder), TABLE, TABLE_CAPTION, session_start(session) or XLSX_EPOCH)

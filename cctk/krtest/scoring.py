@@ -180,3 +180,18 @@ def summarize(table: pd.DataFrame) -> Summary:
     return Summary(n=n, correct=correct, accuracy=correct / n if n else float("nan"), lo=lo, hi=hi,
                    mean_margin=float(table["margin"].mean()), ties=int((table["margin"] == 0).sum()),
                    identical=int(table["identical"].sum()))
+
+
+PASSAGE_COLUMNS = ["location", "items", "correct", "accuracy", "lo", "hi", "mean_margin"]
+
+
+def by_passage(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per location (source passage), in location order: items, correct, accuracy with its exact
+    (Clopper-Pearson) 95% interval, mean margin."""
+    rows = []
+    for location, part in table.groupby("location", sort=True):
+        n, correct = len(part), int(part["correct"].sum())
+        lo, hi = clopper_pearson(correct, n)
+        rows.append({"location": int(location), "items": n, "correct": correct, "accuracy": correct / n, "lo": lo,
+                     "hi": hi, "mean_margin": float(part["margin"].mean())})
+    return pd.DataFrame(rows, columns=PASSAGE_COLUMNS)

@@ -10,14 +10,17 @@ Five arms, each a nested MLflow run under one parent (``cctk.kind=krtest-study``
 
 then one figure (KR accuracy and validation perplexity against steps, every arm) and one table
 (final accuracy of every arm with its exact interval). The data set is generated from the seed
-into the session folder unless ``data`` names a folder that ``cctk krtest generate`` wrote.
+into the session folder unless ``data`` names a folder that ``cctk krtest generate`` wrote. The two
+LoRA arms train the same number of parameters as nearly as their ranks allow (``lora.plan_pair``):
+both counts and their difference are printed, logged and recorded. The session folder is created
+exclusively (``cctk.session.new_folder``): two studies started in the same second get two folders.
+``cctk.krtest.seeds`` runs the study once per seed under one sweep run.
 """
 from __future__ import annotations
 
 import json
 import time
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
@@ -25,22 +28,17 @@ import pandas as pd
 from .. import __version__, tracking
 from ..config import Recipe
 from ..models import check_available, load_model, model_id
+from ..session import new_folder
+from . import ARMS
 from .generate import (CORPUS, ENTITIES, QUESTIONS, VALIDATION, VALIDATION_ENTITIES, check_sizes, make_dataset,
                        write_dataset)
-from .items import open_book
 from .jobs import Inputs, Track, evaluate_arm, open_track, read_inputs, train_arm
-from .lora import PLACEMENTS, plan_lora
+from .lora import PairPlan, plan_pair
+from .passages import check_segment
 from .report import write_figure, write_table
 from .scoring import Summary
 from .train import DEFAULT_BUDGET, RECIPES, TrainConfig, Trained, corpus_rows
 
-ARMS: dict[str, str] = {  # internal key -> the plain name every file, figure, table and run shows
-    "blind": "blind baseline",
-    "open_book": "open-book baseline",
-    "full": "full fine-tuning",
-    "lora_attention": "LoRA on attention",
-    "lora_ffn": "LoRA on FFN",
-}
 STUDY_JSON = "study.json"
 
 
@@ -55,16 +53,21 @@ class StudyConfig:
     eval_every: int = 9
     full: Recipe = RECIPES["full"]
     lora: Recipe = RECIPES["lora"]
+    location: str = "char"  # what the locations of a --data folder's items count
 
-    def arms(self) -> dict[str, TrainConfig]:
-        """The three trained arms, one seed and one evaluation schedule for all."""
+    def arms(self, ranks: tuple[int, int] | None = None) -> dict[str, TrainConfig]:
+        """The three trained arms, one seed and one evaluation schedule for all; ``ranks``: the LoRA ranks
+        (attention, FFN) of the matched pair (None: each the closest to the budget)."""
         common = dict(seed=self.seed, budget=self.budget, eval_every=self.eval_every)
+        attention, ffn = ranks or (None, None)
         return {"full": TrainConfig(method="full", recipe=self.full, **common),
-                "lora_attention": TrainConfig(method="lora", modules="attention", recipe=self.lora, **common),
-                "lora_ffn": TrainConfig(method="lora", modules="ffn", recipe=self.lora, **common)}
+                "lora_attention": TrainConfig(method="lora", modules="attention", recipe=self.lora, rank=attention,
+                                              **common),
+                "lora_ffn": TrainConfig(method="lora", modules="ffn", recipe=self.lora, rank=ffn, **common)}
 
     def check(self) -> None:
         check_available(self.model)
+        check_segment("blank-lines", self.location)
         if self.data is None:
             check_sizes(self.entities, self.validation_entities)
         for config in self.arms().values():
@@ -97,44 +100,58 @@ def make_study_config(model: str, seed: int = 0, data: Path | None = None, epoch
 @dataclass
 class Outcome:
     folder: Path
+    seed: int = 0
+    run_id: str = ""  # the study's parent run
     summaries: dict[str, Summary] = field(default_factory=dict)
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # the final item table of every arm
+    run_ids: dict[str, str] = field(default_factory=dict)  # every arm's run
     trained: dict[str, Trained] = field(default_factory=dict)
+    pair: PairPlan | None = None
     seconds: float = 0.0
 
 
 def run(config: StudyConfig, out_root: Path = Path("outputs/krtest"), tracking_name: str | None = None,
-        echo=print) -> Outcome:
-    """Check everything, then the five arms, the figure and the table; returns what each arm gave."""
+        echo=print, parent: tracking.Run | None = None) -> Outcome:
+    """Check everything, then the five arms, the figure and the table; returns what each arm gave.
+    ``parent``: the run to nest the study under (a seed sweep); else a run of its own (or ``mlflow run``'s)."""
     started = time.perf_counter()
     config.check()
-    inputs = _read_data(config.data) if config.data else None
+    inputs = _read_data(config.data, config.location) if config.data else None
     dataset = None if inputs else make_dataset(config.seed, config.entities, config.validation_entities)
     track = open_track(tracking_name)
     echo(f"loading {config.model} ...")
     lm, tokenizer = load_model(config.model)
-    for placement in PLACEMENTS:  # a model whose attention and FFN blocks cannot be told apart fails here
-        plan_lora(lm, placement, config.budget)
-    session = f"{datetime.now():%Y%m%d-%H%M%S}_{model_label(config.model)}"
-    outcome = Outcome(Path(out_root) / session)
+    pair = plan_pair(lm, config.budget)  # a model whose attention and FFN blocks cannot be told apart fails here
+    outcome = Outcome(new_folder(Path(out_root), model_label(config.model)), config.seed, pair=pair)
+    session = outcome.folder.name
     if dataset:
         paths = write_dataset(dataset, outcome.folder / "data")
         inputs = read_inputs(paths[QUESTIONS], paths[CORPUS], paths[VALIDATION])
-    parent = track.store.attach_or_start(track.experiment_id, session, {"cctk.kind": "krtest-study", "cctk.session": session,
-                                                                        "mlflow.source.name": "cctk krtest study"})
-    parent.params(config.params() | {"n_items": len(inputs.items)})
-    echo(f"KR-Test study {session}: {len(inputs.items)} questions, five arms")
+    tags = {"cctk.kind": "krtest-study", "cctk.session": session, "mlflow.source.name": "cctk krtest study"}
+    study = (track.start(session, tags, parent) if parent
+             else track.store.attach_or_start(track.experiment_id, session, tags))
+    outcome.run_id = study.run_id
+    study.params(config.params() | {"n_items": len(inputs.items)} | _pair_params(pair))
+    echo(f"KR-Test study {session}: {len(inputs.items)} questions, five arms, seed {config.seed}")
+    echo(pair.line())
     try:
-        _arms(config, inputs, (lm, tokenizer), track, parent, outcome, echo)
+        _arms(config, inputs, (lm, tokenizer), track, study, outcome, echo)
         _write_outputs(config, outcome, session)
         outcome.seconds = time.perf_counter() - started
         _write_record(config, outcome, session)
-        _log_parent(parent, outcome)
+        _log_parent(study, outcome)
     except BaseException:
-        parent.end("FAILED")
+        study.end("FAILED")
         raise
-    parent.end()
+    study.end()
     echo(f"study finished in {outcome.seconds / 60:.1f} min: {outcome.folder}")
     return outcome
+
+
+def _pair_params(pair: PairPlan) -> dict:
+    return {"lora.attention.rank": pair.attention.rank, "lora.ffn.rank": pair.ffn.rank,
+            "lora.attention.trainable": pair.attention.trainable, "lora.ffn.trainable": pair.ffn.trainable,
+            "lora.difference_percent": round(100 * pair.difference, 4), "lora.pair_searched": pair.searched}
 
 
 def model_label(model: str) -> str:
@@ -142,36 +159,39 @@ def model_label(model: str) -> str:
     return Path(model).name if Path(model).is_dir() else model.replace("/", "_")
 
 
-def _read_data(folder: Path) -> Inputs:
+def _read_data(folder: Path, location: str) -> Inputs:
     """A generated folder, every file checked (locations included) before any run starts."""
-    inputs = read_inputs(folder / QUESTIONS, folder / CORPUS, folder / VALIDATION)
-    open_book(list(inputs.items), inputs.corpus, str(folder / QUESTIONS))
-    return inputs
+    return read_inputs(folder / QUESTIONS, folder / CORPUS, folder / VALIDATION, location=location)
 
 
 def _arms(config: StudyConfig, inputs: Inputs, loaded: tuple, track: Track, parent: tracking.Run,
           outcome: Outcome, echo) -> None:
     lm, tokenizer = loaded  # the untouched model: the baselines score it, each trained arm trains a fresh copy
     val_rows = corpus_rows(inputs.validation, tokenizer, TrainConfig().max_tokens)
-    for key, items in (("blind", list(inputs.items)),
-                       ("open_book", open_book(list(inputs.items), inputs.corpus, str(inputs.questions)))):
-        run = _nested(track, parent, key, {"open_book": key == "open_book"} | inputs.params())
+    params = {"model": config.model, "seed": config.seed} | inputs.params()
+    for key, items in (("blind", list(inputs.items)), ("open_book", inputs.book())):
+        run = _nested(track, parent, key, {"open_book": key == "open_book"} | params, inputs, outcome)
         echo(f"{ARMS[key]}:")
-        outcome.summaries[key] = evaluate_arm(run, lm, tokenizer, items, outcome.folder / key, echo,
-                                              validation_rows=val_rows if key == "blind" else None)
+        outcome.summaries[key], outcome.tables[key] = evaluate_arm(
+            run, lm, tokenizer, items, outcome.folder / key, echo, validation_rows=val_rows if key == "blind" else None)
         run.end()
-    for key, train_config in config.arms().items():
-        run = _nested(track, parent, key, inputs.params())
+    ranks = (outcome.pair.attention.rank, outcome.pair.ffn.rank)
+    for key, train_config in config.arms(ranks).items():
+        run = _nested(track, parent, key, params, inputs, outcome)
         echo(f"{ARMS[key]}:")
         model, _ = load_model(config.model)  # a fresh copy for every trained arm
         trained = train_arm(run, model, tokenizer, inputs, train_config, outcome.folder / key, echo, label=ARMS[key])
         run.end()
         outcome.trained[key], outcome.summaries[key] = trained, trained.final.summary
+        outcome.tables[key] = trained.final.items
 
 
-def _nested(track: Track, parent: tracking.Run, key: str, params: dict) -> tracking.Run:
+def _nested(track: Track, parent: tracking.Run, key: str, params: dict, inputs: Inputs,
+            outcome: Outcome) -> tracking.Run:
     run = track.start(ARMS[key], tags={"cctk.kind": "krtest", "cctk.arm": key}, parent=parent)
     run.params(params)
+    inputs.log(run)
+    outcome.run_ids[key] = run.run_id
     return run
 
 
@@ -224,7 +244,9 @@ def _write_record(config: StudyConfig, outcome: Outcome, session: str) -> None:
     study = {"session": session, "config": config.params(), "seconds": outcome.seconds,
              "arms": {key: asdict(s) for key, s in outcome.summaries.items()},
              "lora": {key: {"rank": t.plan.rank, "trainable_parameters": t.trainable, "targets": t.plan.kinds()}
-                      for key, t in outcome.trained.items() if t.plan}}
+                      for key, t in outcome.trained.items() if t.plan},
+             "lora_pair": {"difference_percent": 100 * outcome.pair.difference, "searched": outcome.pair.searched,
+                           "closest_ranks": list(outcome.pair.closest), "line": outcome.pair.line()}}
     (outcome.folder / STUDY_JSON).write_text(json.dumps(study, indent=2, default=str) + "\n")
 
 

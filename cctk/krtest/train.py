@@ -26,7 +26,7 @@ from ..corpus import IGNORE, collate
 from ..errors import CctkError
 from ..finetune import fine_tune
 from ..records import TrainRecord
-from ..scoring import _pad_id, encode
+from ..scoring import encode, pad_id
 from .generate import check_seed
 from .items import Item, passages
 from .lora import DEFAULT_BUDGET, LoraPlan, attach_lora, check_budget, plan_lora, trainable_count
@@ -45,6 +45,7 @@ class TrainConfig:
     method: str = "full"  # "full" or "lora"
     modules: str | None = None  # LoRA only: "attention" or "ffn"
     budget: int = DEFAULT_BUDGET  # LoRA only: trainable parameters aimed at
+    rank: int | None = None  # LoRA only: this rank (the study's matched pair); None: the closest to the budget
     eval_every: int = 9  # optimizer steps between evaluations
     recipe: Recipe = RECIPES["full"]
     seed: int = 0
@@ -72,6 +73,8 @@ class TrainConfig:
                   "seed": self.seed, "max_tokens": self.max_tokens}
         if self.method == "lora":
             values["budget"] = self.budget
+            if self.rank is not None:
+                values["rank"] = self.rank
         values.update({f"recipe.{k}": v for k, v in asdict(self.recipe).items() if k != "repeats"})
         return values
 
@@ -160,10 +163,10 @@ def train(model, tokenizer, items: Sequence[Item], corpus: str, validation: str,
           on_eval: Callable[[Evaluation], None] | None = None,
           on_loss: Callable[[int, float], None] | None = None) -> Trained:
     """Fine-tune ``model`` in place (LoRA: adapters added to it) and evaluate it along the way."""
-    pad_id = _pad_id(tokenizer)
+    pad = pad_id(tokenizer)
     rows = corpus_rows(corpus, tokenizer, config.max_tokens)
     val_rows = corpus_rows(validation, tokenizer, config.max_tokens)
-    plan = plan_lora(model, config.modules, config.budget) if config.method == "lora" else None
+    plan = plan_lora(model, config.modules, config.budget, config.rank) if config.method == "lora" else None
     net = attach_lora(model, plan, config.seed).get_base_model() if plan else model
     total = config.recipe.steps(len(rows))
     evaluations, eval_seconds = [], [0.0]
@@ -171,7 +174,7 @@ def train(model, tokenizer, items: Sequence[Item], corpus: str, validation: str,
     def evaluate(step: int, loss: float) -> None:
         start = time.perf_counter()
         table = score(net, tokenizer, items)
-        point = Evaluation(step, summarize(table), perplexity(net, val_rows, pad_id), loss, table)
+        point = Evaluation(step, summarize(table), perplexity(net, val_rows, pad), loss, table)
         eval_seconds[0] += time.perf_counter() - start if step else 0.0  # step 0 is outside the training clock
         evaluations.append(point)
         if on_eval:
@@ -184,5 +187,5 @@ def train(model, tokenizer, items: Sequence[Item], corpus: str, validation: str,
             evaluate(step, loss)
 
     evaluate(0, math.nan)
-    result = fine_tune(net, rows, config.recipe, config.seed, pad_id, name="krtest", on_step=on_step)
+    result = fine_tune(net, rows, config.recipe, config.seed, pad, name="krtest", on_step=on_step)
     return Trained(config, plan, trainable_count(net), tuple(evaluations), result, eval_seconds[0])

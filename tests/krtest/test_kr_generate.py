@@ -7,7 +7,8 @@ from scipy import stats
 from cctk.cli import cli
 from cctk.errors import CctkError
 from cctk.krtest.generate import KINDS, make_dataset, make_people, write_dataset
-from cctk.krtest.items import passage_at, passages, read_items
+from cctk.krtest.items import passages, read_items
+from cctk.krtest.passages import passage_at, segment
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +50,10 @@ def test_items_differ_in_exactly_the_value_and_the_context_gives_nothing_away(da
         kind_false, false = split(item.sentence_false, surname)
         assert kind_true == kind_false and true != false  # one template, one surname: only the value differs
         assert true not in item.context and false not in item.context
-        passage = passage_at(data.corpus, item.location)
-        assert passage.startswith(item.context)  # location points at the source passage
+        passage = passage_at(segment(data.corpus), item.location)
+        assert passage.start == item.location  # location points at the start of the source passage
+        passage = passage.text
+        assert passage.startswith(item.context)
         assert item.sentence_true in passage and item.sentence_false not in passage
 
 
@@ -88,3 +91,12 @@ def test_sizes_are_checked():
         make_dataset(0, entities=200)
     with pytest.raises(CctkError, match="seed"):
         make_dataset(-1)
+
+
+def test_line_locations_point_at_the_same_passages(data):
+    by_line = make_dataset(0, location="line")
+    lines = by_line.corpus.split("\n")
+    assert by_line.corpus == data.corpus
+    for char_item, line_item in zip(data.items, by_line.items):
+        assert lines[line_item.location] == passage_at(segment(data.corpus), char_item.location).text
+    assert {i.location for i in by_line.items} == set(range(0, 72, 2))  # 36 passages, each a line and a blank one

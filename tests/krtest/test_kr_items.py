@@ -5,7 +5,7 @@ from click.testing import CliRunner
 
 from cctk.cli import cli
 from cctk.errors import CctkError
-from cctk.krtest.items import Item, open_book, passage_at, passages, read_items
+from cctk.krtest.items import Item, open_book, passages, read_items
 
 GOOD = {"context": "Anna Berg appears.", "sentence_true": "Berg was born in Oslo.",
         "sentence_false": "Berg was born in Bergen.", "location": 0}
@@ -63,9 +63,9 @@ def test_empty_field(tmp_path, value):
     ("context", 12, "field 'context' must be a string, got a number"),
     ("sentence_true", None, "field 'sentence_true' must be a string, got null"),
     ("sentence_false", ["a"], "field 'sentence_false' must be a string, got an array"),
-    ("location", "12", "field 'location' must be an integer (a character offset), got a string"),
-    ("location", 1.5, "field 'location' must be an integer (a character offset), got a number"),
-    ("location", True, "field 'location' must be an integer (a character offset), got a boolean"),
+    ("location", "12", "field 'location' must be an integer (a character offset or line index), got a string"),
+    ("location", 1.5, "field 'location' must be an integer (a character offset or line index), got a number"),
+    ("location", True, "field 'location' must be an integer (a character offset or line index), got a boolean"),
     ("location", -1, "field 'location' must be >= 0, got -1"),
 ])
 def test_wrong_type(tmp_path, field, value, expected):
@@ -83,12 +83,16 @@ def test_passages_and_open_book():
     corpus = "First passage. Two.\n\nSecond passage.\n"
     second = corpus.index("Second")
     assert passages(corpus) == ["First passage. Two.", "Second passage."]
-    assert passage_at(corpus, 0) == "First passage. Two."
-    assert passage_at(corpus, second) == "Second passage."
     item = Item(4, "Context.", "a", "b", second)
-    assert open_book([item], corpus)[0].context == "Second passage.\n\nContext."
-    with pytest.raises(CctkError, match=r"^q line 4: field 'location' \(500\) points at no passage"):
+    book = open_book([item], corpus)[0]
+    assert book.book == "Second passage." and book.context == "Context."  # the context itself is kept
+    assert book.scored_context == "Second passage.\n\nContext."
+    assert open_book([Item(4, "Context.", "a", "b", second + 3)], corpus)[0].book == "Second passage."  # inside it
+    assert open_book([Item(4, "Context.", "a", "b", 2)], corpus, unit="line")[0].book == "Second passage."
+    with pytest.raises(CctkError, match=r"^q line 4: field 'location' \(500, as a char location\) points at no passage"):
         open_book([Item(4, "Context.", "a", "b", 500)], corpus, "q")
+    with pytest.raises(CctkError, match=r"\(1, as a line location\) points at no passage"):
+        open_book([Item(4, "Context.", "a", "b", 1)], corpus, "q", unit="line")  # line 1 is blank
 
 
 def test_cli_fails_in_one_line_before_any_run_or_folder(tmp_path, tracking_uri):

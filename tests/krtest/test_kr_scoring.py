@@ -7,7 +7,7 @@ import torch
 
 from cctk.krtest.generate import make_dataset
 from cctk.krtest.items import Item, open_book
-from cctk.krtest.scoring import ITEM_COLUMNS, answer_tree, pack_forest, score, score_plain, summarize
+from cctk.krtest.scoring import ITEM_COLUMNS, score, score_plain, summarize
 from conftest import tiny_model
 
 WORDS = ["<pad>", "<bos>", "ctx", "other", "a", "b", "c", "d", "e", "f", "x", "y", "z", "w", "p", "q"]
@@ -111,17 +111,6 @@ def test_summary_counts_and_interval():
     assert s.line().startswith("KR accuracy 75.0% (exact 95% CI 19.4%-99.4%), 4 items, 0 ties, 0 identical")
 
 
-def test_pack_forest_gives_every_row_its_own_tree():
-    trees = [answer_tree([[10, 11], [10, 12]]), answer_tree([[13, 14, 15]])]
-    ids, pos, allowed, out_cols = pack_forest([[1, 2], [3, 4, 5]], trees, pad_id=0)
-    assert ids.tolist() == [[0, 1, 2, 10, 0], [3, 4, 5, 13, 14]]
-    assert pos.tolist() == [[0, 0, 1, 2, 0], [0, 1, 2, 3, 4]]
-    assert out_cols.tolist() == [2, 3, 4]
-    assert allowed[0].int().tolist() == [[1, 0, 0, 0, 0], [0, 1, 0, 0, 0], [0, 1, 1, 0, 0], [0, 1, 1, 1, 0],
-                                         [0, 0, 0, 0, 1]]
-    assert allowed[1, 4].int().tolist() == [1, 1, 1, 1, 1]  # node "14" sees the prompt, "13" and itself
-
-
 @pytest.fixture(scope="module")
 def items():
     """Generated items (six per context) and hand-made ones of unequal lengths and contexts."""
@@ -136,7 +125,7 @@ def items():
 def test_packing_equals_one_forward_pass_per_side(arch, items, tokenizer):
     model = tiny_model(arch, len(tokenizer))
     packed, plain = score(model, tokenizer, items), score_plain(model, tokenizer, items)
-    assert list(packed.columns[:6]) == ITEM_COLUMNS
+    assert list(packed.columns[:8]) == ITEM_COLUMNS
     assert packed.line.tolist() == [i.line for i in items]
     both = ["logprob_true", "logprob_false", "margin"]
     assert np.abs(packed[both].to_numpy() - plain[both].to_numpy()).max() <= 1e-4

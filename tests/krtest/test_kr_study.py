@@ -47,7 +47,7 @@ def test_study_runs_five_nested_arms_and_writes_figure_and_table(tiny_dir, data_
     assert table.arm.tolist() == list(ARMS.values())
     assert (table.lo <= table.accuracy).all() and (table.accuracy <= table.hi).all()
     tex = (session / "table" / "final_accuracies.tex").read_text()
-    assert "\\begin{table}" in tex and "\\caption{" in tex and "\\label{tab:krtest}" in tex
+    assert "\\begin{table}" in tex and "\\caption{" in tex and "\\label{tab:final_accuracies}" in tex
     study = json.loads((session / "study.json").read_text())
     assert set(study["arms"]) == set(ARMS) and set(study["lora"]) == {"lora_attention", "lora_ffn"}
     assert parent.data.metrics["blind.accuracy"] == study["arms"]["blind"]["accuracy"]
