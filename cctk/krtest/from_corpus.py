@@ -140,10 +140,13 @@ def run(corpus_path: Path, teacher, tokenizer_name: str, options: Options, out: 
     """Check, connect, generate, write: the command, with ``teacher`` from ``teacher.make_teacher``."""
     from .items import read_corpus
 
+    from ..models import check_available
+
     options.check()
     corpus = read_corpus(corpus_path)
+    check_available(tokenizer_name)
+    teacher.connect()  # an endpoint that does not answer fails here, before the tokenizer loads
     tokenizer = load_tokenizer(tokenizer_name)
-    teacher.connect()
     started = time.perf_counter()
     done = generate(corpus, teacher, tokenizer, options, echo)
     about = {"teacher": teacher.describe(), "seed": seed, "corpus": str(corpus_path), "segment": options.segment,

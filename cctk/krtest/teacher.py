@@ -91,12 +91,7 @@ class EndpointTeacher:
         """Reach the endpoint and settle the model name, or fail in one line (before any work)."""
         from openai import OpenAI, OpenAIError
 
-        key = "not-needed"
-        if self.api_key_env:
-            key = os.environ.get(self.api_key_env, "")
-            if not key:
-                raise CctkError(f"--api-key-env {self.api_key_env}: that environment variable is not set")
-        self._client = OpenAI(base_url=self.url, api_key=key, timeout=self.timeout, max_retries=0)
+        self._client = OpenAI(base_url=self.url, api_key=self.api_key(), timeout=self.timeout, max_retries=0)
         try:
             listed = [m.id for m in self._client.models.list()]
         except OpenAIError as error:
@@ -107,6 +102,15 @@ class EndpointTeacher:
                 raise CctkError(f"the endpoint {self.url} serves {len(listed)} models ({', '.join(listed) or 'none'}); "
                                 "name one with --teacher-model")
             self.model = listed[0]
+
+    def api_key(self) -> str:
+        """The key from the environment variable named by ``api_key_env`` (servers without keys get a dummy)."""
+        if not self.api_key_env:
+            return "not-needed"
+        key = os.environ.get(self.api_key_env, "")
+        if not key:
+            raise CctkError(f"--api-key-env {self.api_key_env}: that environment variable is not set")
+        return key
 
     def complete(self, chat: list[dict]) -> str:
         self._requests += 1  # request n asks with seed + n: reproducible, yet not one stream for all
@@ -170,7 +174,9 @@ def make_teacher(teacher: str, teacher_model: str | None = None, api_key_env: st
     if max_tokens < 16:
         raise CctkError(f"--max-tokens must be >= 16, got {max_tokens}")
     if teacher.startswith(("http://", "https://")):
-        return EndpointTeacher(teacher, teacher_model, api_key_env, temperature, max_tokens, seed)
+        endpoint = EndpointTeacher(teacher, teacher_model, api_key_env, temperature, max_tokens, seed)
+        endpoint.api_key()  # an unset key variable fails here, before any work
+        return endpoint
     if teacher_model or api_key_env:
         raise CctkError("--teacher-model and --api-key-env are for an endpoint teacher (--teacher http://...)")
     from ..models import check_available
