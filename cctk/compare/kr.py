@@ -149,16 +149,18 @@ def arm_runs(store, run_id: str) -> list:
     if kind == "krtest":
         found = [run]
     elif kind == "krtest-study":
-        found = [c for c in store.children(run) if c.tags.get("cctk.kind") == "krtest"]
+        found = sorted((c for c in store.children(run) if c.tags.get("cctk.kind") == "krtest"),
+                       key=lambda r: ARM_ORDER.get(r.tags.get("cctk.arm"), len(ARM_ORDER)))
     elif kind == "krtest-sweep":
-        found = [arm for study in store.children(run) if study.tags.get("cctk.kind") == "krtest-study"
+        studies = [s for s in store.children(run) if s.tags.get("cctk.kind") == "krtest-study"]
+        found = [arm for study in sorted(studies, key=lambda s: int(s.params.get("seed", 0)))
                  for arm in arm_runs(store, study.run_id)]
     else:
         raise CctkError(f"MLflow run {run_id} is not a KR-Test run (tag cctk.kind is {kind!r})")
     unfinished = [r.run_id for r in found if r.status != "FINISHED"]
     if unfinished:
         raise CctkError(f"KR-Test run {unfinished[0]} is not finished ({len(unfinished)} of {len(found)} arms)")
-    return sorted(found, key=lambda r: (r.tags.get("mlflow.parentRunId", ""), ARM_ORDER.get(r.tags.get("cctk.arm"), 9)))
+    return found
 
 
 ARM_ORDER = {key: i for i, key in enumerate(ARMS)}

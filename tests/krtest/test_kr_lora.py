@@ -3,7 +3,9 @@ import pytest
 
 from cctk.errors import CctkError
 from cctk.krtest.generate import make_dataset
-from cctk.krtest.lora import attach_lora, closest_rank, find_blocks, plan_lora, trainable_count
+from cctk.krtest import DEFAULT_BUDGET
+from cctk.krtest.lora import (attach_lora, closest_rank, find_blocks, matched_ranks, plan_lora, plan_pair,
+                              relative_difference, trainable_count)
 from cctk.krtest.scoring import score
 from conftest import tiny_model
 
@@ -70,3 +72,33 @@ def test_an_adapter_at_initialisation_changes_no_score(tokenizer):
     adapted = attach_lora(base, plan_lora(base, "attention", 4_000), seed=0).get_base_model()
     after = score(adapted, tokenizer, items)
     assert np.abs(before.logprob_true - after.logprob_true).max() <= 1e-5
+
+
+def test_equal_budget_pair_on_llama_1b_widths():
+    # Llama-3.2-1B: hidden 2048, FFN 8192, 32 heads and 8 KV heads of 64, 16 layers
+    attention, ffn = 16 * (2 * (2048 + 2048) + 2 * (2048 + 512)), 16 * 3 * (2048 + 8192)
+    assert (closest_rank(attention, DEFAULT_BUDGET), closest_rank(ffn, DEFAULT_BUDGET)) == (18, 8)
+    assert relative_difference(18 * attention, 8 * ffn) == pytest.approx(0.0256, abs=1e-4)  # the 2.6%
+    assert matched_ranks(attention, ffn, DEFAULT_BUDGET) == (16, 7)  # 3,407,872 and 3,440,640: 0.96% apart
+    assert relative_difference(16 * attention, 7 * ffn) == pytest.approx(32_768 / 3_407_872)
+
+
+@pytest.mark.parametrize(("budget", "closest", "chosen", "searched"), [
+    (5_000, (6, 4), (5, 4), True),  # 5376 vs 4608 (16.7%) -> 4480 vs 4608 (2.86%, the best within 25%)
+    (7_000, (8, 6), (9, 7), True),  # 7168 vs 6912 (3.7%) -> 8064 vs 8064 (exact)
+    (8_064, (9, 7), (9, 7), False),  # both reach it: nothing to search
+])
+def test_plan_pair_on_tiny_llama(budget, closest, chosen, searched):
+    # the tiny Llama: attention width 2 * 448 = 896, FFN width 2 * 576 = 1152 (their ratio is 7 : 9)
+    pair = plan_pair(tiny_model("llama", 500), budget)
+    assert (pair.attention.width, pair.ffn.width) == (896, 1152)
+    assert pair.closest == closest and (pair.attention.rank, pair.ffn.rank) == chosen and pair.searched == searched
+    assert pair.attention.trainable == chosen[0] * 896 and pair.ffn.trainable == chosen[1] * 1152
+    line = pair.line()
+    assert f"{100 * pair.difference:.2f}% apart" in line and ("chose the closest pair" in line) == searched
+
+
+def test_a_pair_out_of_reach_keeps_the_closest_ranks():
+    # widths 1000 and 10_000 at a budget of 100: no rank lies within 25% of it, so each keeps rank 1
+    assert matched_ranks(1_000, 10_000, 100) == (1, 1)
+    assert matched_ranks(100, 260, 1_000) == (8, 3)  # 800 vs 780 (2.6%) beats 1000 vs 1040 (4%)

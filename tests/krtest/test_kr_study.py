@@ -1,4 +1,4 @@
-"""The study's flow on the tiny model: five nested runs, the figure, the table, every check first."""
+"""The study's checks before any run, and its MLproject entry (its runs: tests/integration/test_krtest_tiny.py)."""
 import json
 
 import mlflow
@@ -20,41 +20,6 @@ def data_dir(tmp_path_factory):
     return folder
 
 
-def test_study_runs_five_nested_arms_and_writes_figure_and_table(tiny_dir, data_dir, tracking_uri, tmp_path):
-    result = CliRunner().invoke(cli, ["krtest", "study", "--model", str(tiny_dir), "--data", str(data_dir),
-                                      "--epochs", "1", "--batch-size", "2", "--eval-every", "1", "--budget", "5000",
-                                      "--out", str(tmp_path / "out")])
-    assert result.exit_code == 0, result.output
-    for name in ARMS.values():
-        assert any(line.startswith(name) and "%" in line for line in result.output.splitlines())
-    runs = mlflow.search_runs(search_all_experiments=True, output_format="list")
-    parent = next(r for r in runs if r.data.tags.get("cctk.kind") == "krtest-study")
-    arms = {r.data.tags["cctk.arm"]: r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
-    assert set(arms) == set(ARMS) and all(r.data.tags["cctk.kind"] == "krtest" for r in arms.values())
-    assert all(r.info.status == "FINISHED" for r in runs)
-    client = mlflow.MlflowClient()
-    for key in ("full", "lora_attention", "lora_ffn"):
-        steps = [m.step for m in client.get_metric_history(arms[key].info.run_id, "kr_accuracy")]
-        assert sorted(steps) == [0, 1, 2]
-    assert arms["lora_attention"].data.params["lora.targets"] == "q_proj,k_proj,v_proj,o_proj"
-    assert arms["lora_ffn"].data.params["lora.targets"] == "gate_proj,up_proj,down_proj"
-
-    session = next((tmp_path / "out").iterdir())
-    for stem in ("figure/kr_accuracy_and_perplexity", "table/final_accuracies"):
-        exts = ("png", "pdf", "eps") if stem.startswith("figure") else ("csv", "xlsx", "tex")
-        assert all((session / f"{stem}.{ext}").stat().st_size > 0 for ext in exts)
-    table = pd.read_csv(session / "table" / "final_accuracies.csv")
-    assert table.arm.tolist() == list(ARMS.values())
-    assert (table.lo <= table.accuracy).all() and (table.accuracy <= table.hi).all()
-    tex = (session / "table" / "final_accuracies.tex").read_text()
-    assert "\\begin{table}" in tex and "\\caption{" in tex and "\\label{tab:final_accuracies}" in tex
-    study = json.loads((session / "study.json").read_text())
-    assert set(study["arms"]) == set(ARMS) and set(study["lora"]) == {"lora_attention", "lora_ffn"}
-    assert parent.data.metrics["blind.accuracy"] == study["arms"]["blind"]["accuracy"]
-    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
-    assert {"figure", "table", "study.json"} <= artifacts
-
-
 def test_study_checks_its_data_before_any_run(data_dir, tracking_uri, tmp_path):
     bad = tmp_path / "bad"
     bad.mkdir()
@@ -66,7 +31,7 @@ def test_study_checks_its_data_before_any_run(data_dir, tracking_uri, tmp_path):
     result = CliRunner().invoke(cli, ["krtest", "study", "--data", str(bad), "--out", str(tmp_path / "out")])
     assert result.exit_code == 1
     assert result.output.strip() == (f"Error: {bad / 'questions.jsonl'} line 5: field 'location' must be an integer "
-                                     "(a character offset), got a string")
+                                     "(a character offset or line index), got a string")
     assert not (tmp_path / "out").exists() and mlflow.search_runs(search_all_experiments=True).empty
 
 

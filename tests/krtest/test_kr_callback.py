@@ -1,0 +1,57 @@
+"""KRTestCallback inside a plain Hugging Face ``Trainer.train()`` on a tiny model, logged to a real MLflow store."""
+import mlflow
+import pytest
+import torch
+
+from cctk.errors import CctkError
+from cctk.krtest import KRTestCallback
+from cctk.krtest.callback import METRICS
+from cctk.krtest.generate import make_dataset, write_dataset
+from cctk.krtest.items import passages
+from cctk.krtest.scoring import score, summarize
+from conftest import tiny_model
+
+
+def trainer_for(model, tokenizer, corpus: str, callback, tmp_path, max_steps: int):
+    from transformers import Trainer, TrainingArguments
+
+    rows = [tokenizer(p)["input_ids"][:32] for p in passages(corpus)]
+    rows = [r + [tokenizer.pad_token_id] * (32 - len(r)) for r in rows]
+    data = [{"input_ids": torch.tensor(r), "labels": torch.tensor(r), "attention_mask": torch.ones(32, dtype=torch.long)}
+            for r in rows]
+    args = TrainingArguments(output_dir=str(tmp_path / "trainer"), max_steps=max_steps, per_device_train_batch_size=2,
+                             learning_rate=3e-3, report_to="none", save_strategy="no", use_cpu=True, seed=0,
+                             disable_tqdm=True, logging_strategy="no")
+    return Trainer(model=model, args=args, train_dataset=data, processing_class=tokenizer, callbacks=[callback])
+
+
+def test_callback_logs_kr_histories_to_the_active_run(tokenizer, tracking_uri, tmp_path):
+    data = make_dataset(2, entities=2, validation_entities=2)
+    questions = write_dataset(data, tmp_path / "data")["questions.jsonl"]
+    model = tiny_model("llama", len(tokenizer))
+    before = summarize(score(model, tokenizer, list(data.items)))
+    callback = KRTestCallback(questions, every=2)
+    with mlflow.start_run() as run:
+        trainer_for(model, tokenizer, data.corpus, callback, tmp_path, max_steps=5).train()
+    client = mlflow.MlflowClient()
+    histories = {k: sorted(client.get_metric_history(run.info.run_id, k), key=lambda m: m.step) for k in METRICS}
+    assert all([m.step for m in h] == [0, 2, 4, 5] for h in histories.values())  # start, every 2, the last step
+    assert [m.value for m in histories["kr_accuracy"]] == pytest.approx([s.accuracy for _, s in callback.history])
+    assert [m.value for m in histories["kr_lo"]] == pytest.approx([s.lo for _, s in callback.history])
+    assert histories["kr_accuracy"][0].value == before.accuracy  # step 0 is the untouched model
+    assert histories["kr_mean_margin"][0].value == pytest.approx(before.mean_margin, abs=1e-5)
+    assert histories["kr_mean_margin"][-1].value != pytest.approx(before.mean_margin, abs=1e-3)  # it trained
+    final = summarize(score(model, tokenizer, list(data.items)))
+    assert histories["kr_mean_margin"][-1].value == pytest.approx(final.mean_margin, abs=1e-5)
+    names = [d.dataset.name for d in client.get_run(run.info.run_id).inputs.dataset_inputs]
+    assert names == ["kr questions questions"]
+
+
+def test_callback_needs_an_active_run_and_a_sane_schedule(tokenizer, tracking_uri, tmp_path):
+    data = make_dataset(2, entities=2, validation_entities=2)
+    with pytest.raises(CctkError, match="every=0 is out of range"):
+        KRTestCallback(list(data.items), every=0)
+    trainer = trainer_for(tiny_model("llama", len(tokenizer)), tokenizer, data.corpus,
+                          KRTestCallback(list(data.items), every=1), tmp_path, max_steps=1)
+    with pytest.raises(CctkError, match="logs to the active MLflow run, and there is none"):
+        trainer.train()
