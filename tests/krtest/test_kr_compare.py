@@ -79,7 +79,7 @@ def test_compare_gathers_kr_runs_from_mlflow(tracking_uri, tmp_path):
     result = CliRunner().invoke(cli, ["compare", "--runs", f"{study.run_id},{lone.run_id}", "--out", str(out)])
     assert result.exit_code == 0, result.output
     runs = pd.read_csv(out / "tables" / "kr_runs" / "kr_runs.csv")
-    assert runs.arm.tolist() == ["blind baseline", "full fine-tuning", "krtest eval ckpt-100"]
+    assert runs.arm.tolist() == ["blind baseline", "full fine-tuning", "ckpt-100 (blind)"]
     assert runs.seed.tolist()[:2] == [3, 3] and runs.model.tolist() == ["tiny", "tiny", "ckpt-100"]
     paired = pd.read_csv(out / "tables" / "kr_paired" / "kr_paired.csv")
     first = paired.iloc[0]

@@ -1,15 +1,12 @@
 """The study's checks before any run, and its MLproject entry (its runs: tests/integration/test_krtest_tiny.py)."""
-import json
 
 import mlflow
-import pandas as pd
 import pytest
 import yaml
 from click.testing import CliRunner
 
 from cctk.cli import cli
 from cctk.krtest.generate import make_dataset, write_dataset
-from cctk.krtest.study import ARMS
 from cctk.mlproject import strip_empty
 
 
