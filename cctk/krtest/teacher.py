@@ -113,9 +113,15 @@ class EndpointTeacher:
         return key
 
     def complete(self, chat: list[dict]) -> str:
+        from openai import OpenAIError
+
         self._requests += 1  # request n asks with seed + n: reproducible, yet not one stream for all
-        reply = self._client.chat.completions.create(model=self.model, messages=chat, temperature=self.temperature,
-                                                     max_tokens=self.max_tokens, seed=self.seed + self._requests - 1)
+        try:
+            reply = self._client.chat.completions.create(model=self.model, messages=chat, temperature=self.temperature,
+                                                         max_tokens=self.max_tokens, seed=self.seed + self._requests - 1)
+        except OpenAIError as error:
+            raise CctkError(f"the teacher endpoint {self.url} failed on request {self._requests}: "
+                            f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}") from None
         return reply.choices[0].message.content or ""
 
     def describe(self) -> dict:

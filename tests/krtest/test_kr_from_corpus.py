@@ -142,3 +142,40 @@ def test_local_teacher_is_seeded(tiny_dir, tmp_path):
     assert sampled["seed"] == 5 and sampled["teacher"]["decoding"] == "sampled"
     assert run("d", "--temperature", "1.0", "--seed", "5")[1] == first != run("e", "--temperature", "1.0",
                                                                               "--seed", "6")[1]
+
+
+def test_an_endpoint_that_fails_mid_way_stops_in_one_line(tiny_dir, tmp_path):
+    """A stand-in server (not a teacher) that lists one model and fails every chat request."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # /v1/models
+            body = json.dumps({"object": "list", "data": [{"id": "only-model", "object": "model", "created": 0,
+                                                            "owned_by": "test"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self):
+            self.send_response(500)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        result = CliRunner().invoke(cli, ["krtest", "generate", "--corpus", str(DATA / "kr_corpus.txt"), "--teacher",
+                                          f"http://127.0.0.1:{server.server_port}/v1", "--tokenizer", str(tiny_dir),
+                                          "--out", str(tmp_path / "out")])
+    finally:
+        server.shutdown()
+    assert result.exit_code == 1
+    assert f"Error: the teacher endpoint http://127.0.0.1:{server.server_port}/v1 failed on request 1: " \
+           "InternalServerError" in result.output
+    assert not (tmp_path / "out").exists()
