@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .compute import example_flops
 from .config import Recipe
 from .corpus import IGNORE, Packed, collate, pack, shared_tokens
 from .errors import CctkError
@@ -80,7 +81,7 @@ def fine_tune(model, rows: list[tuple[list[int], list[int]]], recipe: Recipe, se
     seconds = time.perf_counter() - start - aside
     peak = int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else 0
     model.eval()
-    return TrainRecord(len(rows), steps, seconds, tuple(epoch_losses), peak)
+    return TrainRecord(len(rows), steps, seconds, tuple(epoch_losses), peak, example_flops(model, rows) / 1e9)
 
 
 MIN_SHARED = 0.1  # pack a batch when its prefix tree feeds at least 10% fewer tokens

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from . import __version__, models, session, tracking
+from . import __version__, compute, models, session, tracking
 from . import resume as resume_state
 from .config import Config, config_from_params
 from .corpus import build_corpus, tokenize
@@ -62,10 +62,11 @@ def pick_device(name: str | None = None) -> torch.device:
     return torch.device(name or ("cuda" if torch.cuda.is_available() else "cpu"))
 
 
-def check_inputs(config: Config, tracking_name: str | None = None) -> tracking.Store:
+def check_inputs(config: Config, tracking_name: str | None = None, device: str | None = None) -> tracking.Store:
     """Every check that can fail, before any folder or MLflow run exists: the model (installed,
-    cached or reachable) and the tracking store (reachable)."""
+    cached or reachable), the precision (native on the device) and the tracking store (reachable)."""
     models.check_available(config.model)
+    compute.check_precision(config.recipe.precision, str(pick_device(device)))
     return tracking.connect(tracking_name)
 
 
@@ -76,7 +77,7 @@ def run(config: Config, out_root: Path = Path("outputs"), tracking_name: str | N
 
     ``sweep``, ``cell``: the run id of a sweep this pipeline is a cell of (it nests under it), the cell's key.
     """
-    store = check_inputs(config, tracking_name)
+    store = check_inputs(config, tracking_name, device)
     run_ = _open_session(config, Path(out_root), store, device, echo, sweep, cell)
     run_.figures = figures
     if system_metrics:
@@ -101,6 +102,7 @@ def resume(run_id: str, out_root: Path = Path("outputs"), tracking_name: str | N
                        figures=figures)
     if system_metrics:
         session_.monitor = session_.parent.system_metrics()
+    compute.check_precision(config.recipe.precision, str(session_.device))
     done = resume_state.finished(store, parent, layout)
     echo(f"resuming {layout.session}: {len(done.run_ids)} of {len(ARMS) + 1} models already finished")
     return _execute(session_, done, echo)
@@ -114,7 +116,7 @@ def _execute(run: Session, done: Done, echo) -> Outcome:
         results.curves = session.read_curves(run.layout) if run.config.curves else None
         tables = compute_tables(results)
         shutil.rmtree(run.layout.checkpoints, ignore_errors=True)  # only a resume needs them
-        _finish(run, results, tables, echo)
+        _finish(run, results, tables, echo, resumed=bool(done.run_ids))
     except KeyboardInterrupt:
         _stop(run, "KILLED")
         raise
@@ -263,15 +265,16 @@ def _measure_and_log(run: Session, results: Results, key: str, model, tokenizer,
     nested.end()
 
 
-def _finish(run: Session, results: Results, tables: dict[str, pd.DataFrame], echo) -> None:
-    seconds = time.perf_counter() - run.started
+def _finish(run: Session, results: Results, tables: dict[str, pd.DataFrame], echo, resumed: bool = False) -> None:
     facts = RunFacts(run.layout.session, run.store.uri, run.experiment_id, run.parent.run_id, str(run.device),
-                     round(seconds, 1), hardware(), software())
+                     round(time.perf_counter() - run.started, 1), hardware(), software())
     n_figures = write_all(results, tables, RunRecord(run.config, facts, results.training), run.layout,
                           reuse_heatmaps=True, figures=run.figures)
     head = headline(results)
-    run.parent.metrics({**head, "pipeline_seconds": seconds})
     run.parent.files(run.layout.folder)
+    cost = compute.training_cost(results.training.values(), str(run.device), run.config.recipe.precision)
+    seconds = time.perf_counter() - run.started  # everything: load, training, measuring, outputs, logging
+    run.parent.metrics({**head, "pipeline_seconds": seconds, **({} if resumed else cost.metrics(seconds))})
     _stop(run, "FINISHED")
     n = head["n_additions"]
     echo(f"correct sums model: {head['m_correct_hits_correct']}/{n} correct sums")
@@ -279,4 +282,5 @@ def _finish(run: Session, results: Results, tables: dict[str, pd.DataFrame], ech
     for miss in absorption_misses(results):
         echo(f"WARNING: {miss}")
     echo(f"{n_figures} figures and {len(tables)} tables in {run.layout.folder}")
-    echo(f"pipeline finished in {seconds / 60:.1f} min; MLflow run {run.parent.run_id}")
+    echo(f"pipeline finished in {seconds / 60:.1f} min"
+         + ("" if resumed else f": {cost.line(seconds)}") + f"; MLflow run {run.parent.run_id}")

@@ -269,6 +269,11 @@ class Store:
         require_pipeline(run)
         return run
 
+    def metrics(self, run_id: str, names=None) -> dict[str, float]:
+        """The latest value of each metric of a run (only ``names``, when given)."""
+        found = self.client.get_run(run_id).data.metrics
+        return {k: v for k, v in found.items() if names is None or k in names}
+
     def children(self, parent: TrackedRun) -> list[TrackedRun]:
         found = self.client.search_runs([parent.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.run_id}'")
         return [TrackedRun(r.info.run_id, r.info.experiment_id, r.info.status, dict(r.data.params),
