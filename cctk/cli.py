@@ -276,4 +276,7 @@ cli.add_command(krtest)
 
 
 def main():
+    from .errors import stop_on_sigterm
+
+    stop_on_sigterm()  # SIGTERM ends runs KILLED and lets every `finally` run, as Ctrl-C does
     cli(prog_name="cctk")

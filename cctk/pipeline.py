@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import shutil
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from .corpus import build_corpus, tokenize
 from .errors import CctkError
 from .experiments import Results, absorption_misses, compute_tables, curve_rows, headline, model_metrics
 from .facts import CANDIDATES, END_MARKER, answer_text, prompt
-from .finetune import NonFiniteLoss, fine_tune
+from .finetune import fine_tune
 from .lineage import ARM_BY_KEY, ARMS, PARENTS, StudyInputs, build_study_inputs, own_target
 from .names import model_name, target_name
 from .outputs import model_heatmaps, write_all
@@ -110,26 +111,18 @@ def resume(run_id: str, out_root: Path = Path("outputs"), tracking_name: str | N
 
 def _execute(run: Session, done: Done, echo) -> Outcome:
     inputs = build_study_inputs(run.config.seed, run.config.holdout)
-    try:
-        run.parent.files(session.write_targets(run.layout, inputs))  # the draws, on file before any training
-        results = _train_and_measure(run, inputs, done, echo)
-        results.curves = session.read_curves(run.layout) if run.config.curves else None
-        tables = compute_tables(results)
-        shutil.rmtree(run.layout.checkpoints, ignore_errors=True)  # only a resume needs them
-        _finish(run, results, tables, echo, resumed=bool(done.run_ids))
-    except KeyboardInterrupt:
-        _stop(run, "KILLED")
-        raise
-    except BaseException:
-        _stop(run, "FAILED")
-        raise
+    with tracking.ending(run.parent):  # FINISHED, FAILED (any error) or KILLED (Ctrl-C, SIGTERM)
+        try:
+            run.parent.files(session.write_targets(run.layout, inputs))  # the draws, on file before any training
+            results = _train_and_measure(run, inputs, done, echo)
+            results.curves = session.read_curves(run.layout) if run.config.curves else None
+            tables = compute_tables(results)
+            shutil.rmtree(run.layout.checkpoints, ignore_errors=True)  # only a resume needs them
+            _finish(run, results, tables, echo, resumed=bool(done.run_ids))
+        finally:
+            if run.monitor is not None:
+                run.monitor.finish()
     return Outcome(results, run.parent.run_id, run.layout.folder)
-
-
-def _stop(run: Session, status: str) -> None:
-    if run.monitor is not None:
-        run.monitor.finish()
-    run.parent.end(status)
 
 
 def _open_session(config: Config, out_root: Path, store: tracking.Store, device, echo,
@@ -137,9 +130,9 @@ def _open_session(config: Config, out_root: Path, store: tracking.Store, device,
     folder = session.new_folder(out_root, config.model)
     name = folder.name
     layout = Layout(folder)
-    tags = {"cctk.kind": "pipeline", "cctk.session": name, "cctk.protocol": "v2", "mlflow.source.name": "cctk run"}
+    tags = {tracking.KIND: "pipeline", tracking.SESSION: name, tracking.PROTOCOL: "v2", "mlflow.source.name": "cctk run"}
     if sweep:
-        tags.update({"cctk.sweep": sweep, "cctk.cell": cell or ""})
+        tags.update({tracking.SWEEP: sweep, tracking.CELL: cell or ""})
     parent = store.attach_or_start(store.experiment(), name, tags, parent=sweep)
     parent.note(f"cctk pipeline (manual 2.0.0) of {config.model}: 14 measured models, 13 fine-tuning arms; "
                 f"profile {config.profile_note}, seed {config.seed}" + (f"; a cell of sweep {sweep}" if sweep else ""))
@@ -162,7 +155,8 @@ def _train_and_measure(run: Session, inputs: StudyInputs, done: Done, echo) -> R
     base, tokenizer = models.load_model(run.config.model)
     parents = {"base": base}  # parents wait here, on the CPU
     if "base" not in done.run_ids:
-        _measure_and_log(run, results, "base", base.to(run.device), tokenizer)
+        with _nested_run(run, "base", None, inputs) as nested:
+            _measure_and_log(run, results, "base", base.to(run.device), tokenizer, nested)
         base.cpu()
     progress = Progress(len(ARMS), echo)
     for i, arm in enumerate(ARMS, start=1):
@@ -173,31 +167,34 @@ def _train_and_measure(run: Session, inputs: StudyInputs, done: Done, echo) -> R
         child = copy.deepcopy(parents[arm.parent]).to(run.device)
         rows = tokenize(build_corpus(inputs.targets[arm.target], inputs.corpus_pairs(arm.key),
                                      run.config.recipe.repeats, inputs.seed, arm.key), tokenizer)
-        nested = _nested_run(run, arm.key, arm.parent, inputs)
-        nested.params({"parent": model_name(arm.parent), "corpus": own_target(arm.key), "examples": len(rows)})
-        nested.dataset(corpus_table(inputs, arm.key), name=target_name(arm.target),
-                       source=str(run.layout.targets.resolve()), context="training")
-        curve: list[dict] = []
-        on_epoch = _curve_point(run, inputs, arm.key, tokenizer, nested, curve) if run.config.curves else None
-        try:
-            trained = fine_tune(child, rows, run.config.recipe, inputs.seed, tokenizer.pad_token_id, arm.key,
-                                on_step=progress.arm(i, model_name(arm.key), rows, run.config.recipe),
-                                on_epoch=on_epoch)
-        except NonFiniteLoss:
-            nested.end("FAILED")
-            raise
-        finally:
-            progress.close()
-        if curve:
-            session.append_curves(run.layout, curve)
-        _log_training(run, results, arm.key, trained, nested)
-        if arm.key in PARENTS:
-            resume_state.save_checkpoint(child, run.layout, arm.key)
-        _measure_and_log(run, results, arm.key, child, tokenizer, nested)
+        with _nested_run(run, arm.key, arm.parent, inputs) as nested:
+            _train_arm(run, results, arm, child, rows, tokenizer, nested, progress, i)
         if arm.key in PARENTS:
             parents[arm.key] = child.cpu()
         del child
     return results
+
+
+def _train_arm(run: Session, results: Results, arm, child, rows, tokenizer, nested: tracking.Run,
+               progress: Progress, i: int) -> None:
+    """Train arm ``i`` from its parent's copy, log it, checkpoint it if others start from it, measure it."""
+    inputs = results.inputs
+    nested.params({"parent": model_name(arm.parent), "corpus": own_target(arm.key), "examples": len(rows)})
+    nested.dataset(corpus_table(inputs, arm.key), name=target_name(arm.target),
+                   source=str(run.layout.targets.resolve()), context="training")
+    curve: list[dict] = []
+    on_epoch = _curve_point(run, inputs, arm.key, tokenizer, nested, curve) if run.config.curves else None
+    try:
+        trained = fine_tune(child, rows, run.config.recipe, inputs.seed, tokenizer.pad_token_id, arm.key,
+                            on_step=progress.arm(i, model_name(arm.key), rows, run.config.recipe), on_epoch=on_epoch)
+    finally:
+        progress.close()
+    if curve:
+        session.append_curves(run.layout, curve)
+    _log_training(run, results, arm.key, trained, nested)
+    if arm.key in PARENTS:
+        resume_state.save_checkpoint(child, run.layout, arm.key)
+    _measure_and_log(run, results, arm.key, child, tokenizer, nested)
 
 
 def _log_training(run: Session, results: Results, key: str, record: TrainRecord, nested: tracking.Run) -> None:
@@ -220,11 +217,13 @@ def _curve_point(run: Session, inputs: StudyInputs, key: str, tokenizer, nested:
     return on_epoch
 
 
-def _nested_run(run: Session, key: str, parent_key: str | None, inputs: StudyInputs) -> tracking.Run:
-    tags = {"cctk.key": key, "cctk.parent": parent_key or "", "cctk.kind": "model", "mlflow.source.name": "cctk run"}
-    nested = run.store.start(run.experiment_id, model_name(key), tags=tags, parent=run.parent)
-    nested.note(describe(inputs, key))
-    return nested
+@contextmanager
+def _nested_run(run: Session, key: str, parent_key: str | None, inputs: StudyInputs):
+    """The nested run of one measured model, ended by the lifecycle (a failed arm is a FAILED run)."""
+    tags = {tracking.KEY: key, tracking.PARENT_KEY: parent_key or "", "mlflow.source.name": "cctk run"}
+    with run.store.run("model", model_name(key), tags, parent=run.parent, experiment_id=run.experiment_id) as nested:
+        nested.note(describe(inputs, key))
+        yield nested
 
 
 def describe(inputs: StudyInputs, key: str) -> str:
@@ -251,10 +250,8 @@ def corpus_table(inputs: StudyInputs, key: str) -> pd.DataFrame:
                          "completion": [answer_text(int(targets.loc[p])) for p in pairs]})
 
 
-def _measure_and_log(run: Session, results: Results, key: str, model, tokenizer,
-                     nested: tracking.Run | None = None) -> None:
+def _measure_and_log(run: Session, results: Results, key: str, model, tokenizer, nested: tracking.Run) -> None:
     """Measure one model, save its table at once (nothing finished is lost), log it to its run."""
-    nested = nested or _nested_run(run, key, None, results.inputs)
     table = measure(model, tokenizer)
     results.measurements[key] = table
     nested.metrics(model_metrics(results, key))
@@ -262,7 +259,6 @@ def _measure_and_log(run: Session, results: Results, key: str, model, tokenizer,
     nested.table(table, "measurement_table.json")
     for figure in model_heatmaps(results, key, run.layout) if run.figures else []:  # write_all reuses them
         nested.files(figure, "figures")
-    nested.end()
 
 
 def _finish(run: Session, results: Results, tables: dict[str, pd.DataFrame], echo, resumed: bool = False) -> None:
@@ -275,7 +271,6 @@ def _finish(run: Session, results: Results, tables: dict[str, pd.DataFrame], ech
     cost = compute.training_cost(results.training.values(), str(run.device), run.config.recipe.precision)
     seconds = time.perf_counter() - run.started  # everything: load, training, measuring, outputs, logging
     run.parent.metrics({**head, "pipeline_seconds": seconds, **({} if resumed else cost.metrics(seconds))})
-    _stop(run, "FINISHED")
     n = head["n_additions"]
     echo(f"correct sums model: {head['m_correct_hits_correct']}/{n} correct sums")
     echo(f"fabricated answers model: {head['m_random_hits_fabricated']}/{n} fabricated answers")
