@@ -180,16 +180,17 @@ def packed_loss(model, batch: Packed) -> torch.Tensor:
 class _EmbeddingRows(torch.autograd.Function):
     """``F.embedding(ids, weight)`` whose backward adds each row's gradient into ``weight.grad`` in place.
 
-    The weight enters detached, so its own gradient node fires as soon as the LM head (the same
-    weight) has delivered; this backward, the last of the pass, then adds the few rows the batch
+    The weight is no input of the autograd graph here (the embedding module is handed in, not its
+    weight), so the weight's own gradient node fires as soon as the LM head (the same weight) has
+    delivered its dense gradient; this backward, the last of the pass, then adds the few rows the batch
     used. ``dummy`` only makes autograd call it.
     """
 
     @staticmethod
-    def forward(ctx, ids, dummy, weight, padding_idx):
+    def forward(ctx, ids, dummy, embedding):
         ctx.save_for_backward(ids)
-        ctx.weight, ctx.padding_idx = weight, padding_idx
-        return F.embedding(ids, weight.detach(), padding_idx)
+        ctx.weight, ctx.padding_idx = embedding.weight, embedding.padding_idx
+        return F.embedding(ids, embedding.weight.detach(), embedding.padding_idx)
 
     @staticmethod
     def backward(ctx, grad):
@@ -202,7 +203,7 @@ class _EmbeddingRows(torch.autograd.Function):
         if weight.grad is None:
             weight.grad = torch.zeros_like(weight)
         weight.grad.index_add_(0, ids, grad.to(weight.dtype))
-        return None, None, None, None
+        return None, None, None
 
 
 @contextmanager
@@ -215,7 +216,7 @@ def tied_embedding_rows(model, enabled: bool = True):
         yield
         return
     dummy = torch.zeros((), requires_grad=True)
-    embedding.forward = lambda ids: _EmbeddingRows.apply(ids, dummy, embedding.weight, embedding.padding_idx)
+    embedding.forward = lambda ids: _EmbeddingRows.apply(ids, dummy, embedding)
     try:
         yield
     finally:
