@@ -125,17 +125,18 @@ def recipe_sensitivity_chart(table: pd.DataFrame, x: str, by: list[str] = ("base
         grid = fig.add_gridspec(len(groups), len(panels), left=0.9 / fig.get_figwidth(), right=0.985,
                                 bottom=1.3 / fig.get_figheight(), top=1 - 0.55 / fig.get_figheight(),
                                 wspace=0.12, hspace=0.45)
+        drawn = set()
         for i, group in enumerate(groups):
             rows = table[table["series"] == group]
             for j, panel in enumerate(panels):
                 ax = fig.add_subplot(grid[i, j])
-                _sensitivity_panel(ax, rows, panel, x, place, fabricated_line)
+                drawn |= _sensitivity_panel(ax, rows, panel, x, place, fabricated_line)
                 ax.tick_params(labelleft=j == 0)
                 if j == 0:
                     ax.set_ylabel(textwrap.fill(group, 40) + "\nshare of additions")
                 if i == len(groups) - 1:
                     ax.set_xlabel(x + (" (log scale)" if place.log else ""))
-        fig.legend(handles=_sensitivity_legend(), loc="lower center", ncol=2 if len(panels) < 4 else 3,
+        fig.legend(handles=_sensitivity_legend(drawn), loc="lower center", ncol=2 if len(panels) < 4 else 3,
                    frameon=False)
         fig.suptitle(f"How the outcome moves with {x}", y=1 - 0.08 / fig.get_figheight(), va="top",
                      fontsize=11, fontweight="bold")
@@ -166,27 +167,33 @@ def _x_axis(values: list) -> _Axis:
     return _Axis(values, log, numeric)
 
 
-def _sensitivity_panel(ax, rows: pd.DataFrame, panel: str, x: str, place: _Axis, fabricated_line) -> None:
+def _sensitivity_panel(ax, rows: pd.DataFrame, panel: str, x: str, place: _Axis, fabricated_line) -> set:
+    """Draw one panel; returns the (colour, marker) of every series drawn, for the legend."""
     absorbing = panel == "absorption"
     mine = rows[rows["part"] == "A"] if absorbing else rows[(rows["part"] != "A") & (rows["target"] == panel)]
     # (column naming the model, its name, column suffix of its share and bounds, colour)
     lines = [("model", m, "", SEEN_HIT if absorbing else HELD_HIT) for m in dict.fromkeys(mine["model"])]
     if not absorbing:  # each control once, even when two rules share it
         lines += [("control", c, "_control", CONTROL) for c in dict.fromkeys(mine["control"])]
+    drawn = set()
     for k, (column, name, tail, color) in enumerate(lines):
         part = mine[mine[column] == name].drop_duplicates(x).sort_values(x)
         share, lo, hi = part[f"share{tail}"], part[f"lo{tail}"], part[f"hi{tail}"]
         xs = [place.at(v, 0.025 * (k - (len(lines) - 1) / 2)) for v in part[x]]
-        ax.errorbar(xs, share, yerr=[share - lo, hi - share], fmt=("s" if name in fabricated_line else "o") + "-",
-                    color=color, markersize=4, capsize=2, linewidth=1.1)
+        marker = "s" if name in fabricated_line else "o"
+        ax.errorbar(xs, share, yerr=[share - lo, hi - share], fmt=marker + "-", color=color, markersize=4,
+                    capsize=2, linewidth=1.1)
+        drawn.add((color, marker))
         if color == HELD_HIT:  # a rule: its one-sided CMH p against its control, in a row above 100%
-            symbol = "\u25a0" if name in fabricated_line else "\u25cf"
+            symbol = "\u25a0" if marker == "s" else "\u25cf"
             for xv, p in zip(xs, part["p_one_sided"]):
-                ax.text(xv, 1.07 + 0.1 * k, f"{symbol} {p:.1g}", ha="center", va="center", fontsize=5.5,
+                text = "no test" if math.isnan(p) else f"{p:.1g}"  # no hit (or only hits) in every run
+                ax.text(xv, 1.07 + 0.1 * k, f"{symbol} {text}", ha="center", va="center", fontsize=5.5,
                         color=HELD_HIGH)
     ax.set_title("Part A: absorption (all 81 additions)" if absorbing else f"{panel}: never-seen additions",
                  fontsize=8.5)
     _sensitivity_axes(ax, place)
+    return drawn
 
 
 def _sensitivity_axes(ax, place: _Axis) -> None:
@@ -204,15 +211,19 @@ def _sensitivity_axes(ax, place: _Axis) -> None:
     ax.grid(axis="y", color="#dddddd", linewidth=0.6)
 
 
-def _sensitivity_legend() -> list[Line2D]:
-    def handle(color, marker, label):
-        return Line2D([], [], color=color, marker=marker, markersize=4, linewidth=1.1, label=label)
+LEGEND = (((SEEN_HIT, "o"), "correct sums on the correct sums (mean over runs, t 95% interval)"),
+          ((SEEN_HIT, "s"), "fabricated answers on the fabricated answers"),
+          ((HELD_HIT, "o"), "rule from correct sums (pooled over runs, exact 95% interval)"),
+          ((HELD_HIT, "s"), "rule from fabricated answers"),
+          ((CONTROL, "o"), "control from correct sums"),
+          ((CONTROL, "s"), "control from fabricated answers"))
 
-    return [handle(SEEN_HIT, "o", "correct sums on the correct sums (mean over runs, t 95% interval)"),
-            handle(SEEN_HIT, "s", "fabricated answers on the fabricated answers"),
-            handle(HELD_HIT, "o", "rule from correct sums (pooled over runs, exact 95% interval)"),
-            handle(HELD_HIT, "s", "rule from fabricated answers"),
-            handle(CONTROL, "o", "control from correct sums"),
-            handle(CONTROL, "s", "control from fabricated answers"),
-            Line2D([], [], linestyle="none", label="above 100%: one-sided CMH p that the rule (\u25cf, \u25a0) "
-                                                   "hits more often than its control")]
+
+def _sensitivity_legend(drawn: set) -> list[Line2D]:
+    """An entry for every kind of series drawn, and what the p-values above 100% are."""
+    handles = [Line2D([], [], color=color, marker=marker, markersize=4, linewidth=1.1, label=label)
+               for (color, marker), label in LEGEND if (color, marker) in drawn]
+    if any(color == HELD_HIT for color, _ in drawn):
+        handles.append(Line2D([], [], linestyle="none", label="above 100%: one-sided CMH p that the rule "
+                                                              "(\u25cf, \u25a0) hits more often than its control"))
+    return handles

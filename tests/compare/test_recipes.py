@@ -157,3 +157,27 @@ def test_compare_writes_the_sensitivity_table_and_chart(runs, tmp_path):
     assert (listing["parts"] == "A,C").all() and sorted(listing["learning_rate"]) == [LOW, LOW, HIGH, HIGH]
     page = (tmp_path / "cmp" / "compare.html").read_text()
     assert page.count("data:image/png;base64,") == 3 and "differ between them: learning_rate" in page
+
+
+def test_the_sensitivity_chart_uses_a_log_scale_only_over_a_decade(runs):
+    import matplotlib.pyplot as plt
+    from dataclasses import replace
+
+    from cctk.figures.across import recipe_sensitivity_chart
+
+    figure = recipe_sensitivity_chart(across.recipe_sensitivity(runs), "learning_rate", ["base_model"],
+                                      report.FABRICATED_LINE)
+    titles = [ax.get_title() for ax in figure.axes]
+    assert titles == ["Part A: absorption (all 81 additions)", "sum + 18: never-seen additions",
+                      "sum + 3: never-seen additions"]  # no panel for the conditional rule: Part D did not run
+    assert all(ax.get_xscale() == "log" for ax in figure.axes)
+    assert [t.get_text() for t in figure.axes[0].get_xticklabels()] == ["0.0001", "0.001"]
+    p_values = sorted(t.get_text() for t in figure.axes[1].texts)
+    assert p_values == ["\u25a0 1", "\u25a0 3e-22", "\u25cf 1", "\u25cf 2e-22"]  # 1.6e-22 from correct sums
+    plt.close(figure)
+    near = [replace(r, recipe={**r.recipe, "learning_rate": 3e-4 if r.recipe["learning_rate"] == LOW else 6e-4})
+            for r in runs]
+    figure = recipe_sensitivity_chart(across.recipe_sensitivity(near), "learning_rate", ["base_model"])
+    assert figure.axes[0].get_xscale() == "linear"
+    assert [t.get_text() for t in figure.axes[0].get_xticklabels()] == ["0.0003", "0.0006"]
+    plt.close(figure)
