@@ -137,7 +137,8 @@ def cell_runs(store: tracking.Store, sweep_id: str) -> dict[str, tracking.Tracke
     return {r.tags["cctk.cell"]: r for r in runs if "cctk.cell" in r.tags}
 
 
-RunCell = Callable[..., str]  # run_cell(cell, profile, out, tracking_uri, sweep_id, resume_id, figures, parts) -> run id
+# run_cell(cell, profile, out, tracking_uri, sweep_id, resume_id, figures, parts) -> the cell's run id
+RunCell = Callable[..., str]
 
 
 def execute(store: tracking.Store, sweep: Sweep, run_cell: RunCell, echo=print, cpus_per_cell: float = 1) -> dict:

@@ -26,20 +26,23 @@ from . import tables as across
 from .tables import Run, V1Run
 
 CAPTIONS = {
-    "cross_seed": "Across seeds: for every base model and measured model, the number of runs and, per group (all "
+    "cross_seed": "Across seeds: for every base model (and value of each recipe value that differs between the "
+                  "runs) and measured model, the number of runs and, per group (all "
                   "81 additions for the models trained on all of them, seen and never seen for the others), the mean "
                   "over runs of the share of additions whose top choice is the model's own target, with a Student's t "
                   "95% interval of that mean (runs - 1 degrees of freedom, clipped to [0, 1]; none for one run).",
     "rule_vs_control_pooled": "Each rule against its control on the never-seen additions, pooled over the runs of a "
-                              "base model: hits / n summed over runs, Cochran-Mantel-Haenszel chi-square with the "
+                              "base model (and recipe, where it differs): hits / n summed over runs, Cochran-Mantel-Haenszel chi-square with the "
                               "runs as strata (no continuity correction), its two-sided p-value and the one-sided "
                               "p-value that the rule hits more often, and the Mantel-Haenszel pooled odds ratio with "
                               "its 95% interval.",
-    "heldout_pooled": "Held-out hits of every corpus trained on the seen additions, per base model: hits and "
+    "heldout_pooled": "Held-out hits of every corpus trained on the seen additions, per base model (and recipe, "
+                      "where it differs): hits and "
                       "never-seen additions summed over runs, the pooled share and its exact (Clopper-Pearson) 95% "
                       "interval (the data of the cross-model chart).",
     "implausibility_distance": "How implausibility matters: the fabricated-answers model on its fabricated answers, "
-                               "pooled over runs, by the distance of the fabricated answer from the true sum: "
+                               "pooled over the runs of a base model (and recipe, where it differs), by the "
+                               "distance of the fabricated answer from the true sum: "
                                "additions, hits (top choice is the fabricated answer), share with its exact "
                                "(Clopper-Pearson) 95% interval, and the mean probability on the fabricated answer.",
     "implausibility_possible": "How implausibility matters: the same, by whether the fabricated answer could be a "

@@ -53,7 +53,8 @@ ORDER: tuple[tuple[str, str], ...] = (
     ("synthesis", "synthesis"), ("loss", "runs"),
     ("curves", "runs"),  # only with --curves
 )
-NUMBER = {key: i for i, (key, _) in enumerate(ORDER, start=1)}  # kept when parts are left out: figure 17 is always sum + 3's
+# A figure's number stays when parts are left out (--parts): figure 15 is always sum + 18's profile.
+NUMBER = {key: i for i, (key, _) in enumerate(ORDER, start=1)}
 # The part (report section) of every table, from the experiment module that computes it.
 TABLE_PART: dict[str, str] = {name: module.PART for module in EXPERIMENTS for name in module.TABLES}
 

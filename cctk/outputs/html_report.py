@@ -181,7 +181,8 @@ def render(info: dict, tables: dict[str, pd.DataFrame], figures: list[tuple[obje
     return TEMPLATE.render(
         info=info, heading=report_title(info, "cctk report"), blocks=facts(info), seeds=seed_rows,
         seed_text=",".join(map(str, seeds["values"])), end_marker=repr(info["end_marker"]),
-        index=INDEX.get(info.get("index"), info.get("index")), minutes=minutes, figures_drawn=bool(figures), ran=parts_ran(info),
+        index=INDEX.get(info.get("index"), info.get("index")), minutes=minutes, figures_drawn=bool(figures),
+        ran=parts_ran(info),
         parts=[s for s in sections.values() if s["items"]],  # a part not run has neither table nor figure
         heldout=", ".join(f"{a}+{b}" for a, b in heldout) if heldout is not None else "none (all 81 are trained on)",
         runs=Markup(table_html(runs_table(tables[runs]), "runs", left=["model", "parent"])))

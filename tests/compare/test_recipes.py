@@ -108,8 +108,9 @@ def test_pooled_tests_by_hand(runs):
     assert high.p_one_sided == pytest.approx(p / 2, rel=1e-9, abs=0)  # 1.6e-22, not 1 - cdf = 0
     assert low.p_one_sided == 1 - p / 2 and high.p_two_sided == pytest.approx(p, rel=1e-9, abs=0)
     assert low.odds_ratio_mh == 0.0 and math.isnan(low.or_lo)
-    assert set(pooled.index.get_level_values("rule")) == {"sum + 18 from correct sums", "sum + 18 from fabricated answers",
-                                                          "sum + 3 from correct sums", "sum + 3 from fabricated answers"}
+    assert set(pooled.index.get_level_values("rule")) == {
+        "sum + 18 from correct sums", "sum + 18 from fabricated answers", "sum + 3 from correct sums",
+        "sum + 3 from fabricated answers"}
 
 
 def test_a_rule_without_a_hit_anywhere_warns_no_more(runs):

@@ -40,7 +40,7 @@ def test_the_arms_each_set_of_parts_trains(parts, arms):
 
 
 def test_parts_are_read_in_order_with_part_a_always():
-    assert parse_parts("C,A") == ("A", "C") and parse_parts("c") == ("A", "C") and parse_parts(" d , b") == ("A", "B", "D")
+    assert parse_parts("C,A") == AC and parse_parts("c") == AC and parse_parts(" d , b") == ("A", "B", "D")
     assert parse_parts(None) == parse_parts("") == PARTS and parse_parts(("C",)) == AC
     config = make_config("m", "smoke", (1,), parts="C")
     assert config.parts == AC and config.as_params()["parts"] == "A,C"
@@ -66,7 +66,8 @@ def test_the_cli_refuses_bad_parts_before_any_work(tmp_path, monkeypatch):
             (["run", "--parts", "A,X", "--out", "o"], "Error: unknown part 'X' in --parts A,X"),
             (["run", "--protocol", "v1", "--parts", "A", "--out", "o"], "Error: --parts picks among the parts of"),
             (["run", "--resume", "abc", "--parts", "A"], "Error: --resume continues a run with the parts"),
-            (["sweep", "--models", "smollm2-135m-bundled", "--seeds", "1,2", "--parts", "Q"], "Error: unknown part 'Q'"),
+            (["sweep", "--models", "smollm2-135m-bundled", "--seeds", "1,2", "--parts", "Q"],
+             "Error: unknown part 'Q'"),
             (["sweep", "--resume", "abc", "--parts", "A"], "Error: --resume continues a sweep with the parts")):
         result = CliRunner().invoke(cli, args)
         assert result.exit_code != 0 and result.output.strip().splitlines() == [result.output.strip()], args
@@ -177,3 +178,32 @@ def test_a_run_from_before_parts_reads_as_all_parts(written_session):
     from cctk.session import record_from_info
 
     assert record_from_info(info).config.parts == PARTS
+
+
+def test_parts_travel_through_mlflow_params_the_mlproject_and_a_sweep():
+    import yaml
+
+    from cctk.config import config_from_params
+    from cctk.mlproject import strip_empty
+    from cctk.sweep import Grid, parse_grid
+
+    params = {k: str(v) for k, v in make_config("smollm2-135m-bundled", "smoke", (3,), parts="A,C").as_params().items()}
+    assert config_from_params(params).parts == AC  # what --resume reads back
+    assert config_from_params({**params, "parts": "c,a", "parts.resolved": "A,C"}).parts == AC  # mlflow run's
+    assert config_from_params({k: v for k, v in params.items() if k != "parts"}).parts == PARTS  # before --parts
+    main = yaml.safe_load((Path(__file__).resolve().parents[2] / "MLproject").read_text())["entry_points"]["main"]
+    assert main["parameters"]["parts"]["default"] == "" and "--parts {parts}" in main["command"]
+    assert strip_empty(["--parts", "", "--seed", "3"]) == ["--seed", "3"]
+    grid = parse_grid("smollm2-135m-bundled", "3,5", ("learning_rate=1e-4,1e-3",), "smoke", parts="C")
+    assert grid.parts == AC and grid.as_params()["parts"] == "A,C"
+    assert Grid.from_params({k: str(v) for k, v in grid.as_params().items()}) == grid
+    old = {k: str(v) for k, v in grid.as_params().items() if k != "parts"}
+    assert Grid.from_params(old).parts == PARTS  # a sweep from before --parts
+
+
+def test_the_headline_is_computed_whatever_the_parts(ac_session):
+    from cctk.experiments import headline
+
+    _, results, _ = ac_session
+    head = headline(results)
+    assert head["n_additions"] == 81 and set(head) >= {"m_correct_hits_correct", "m_random_hits_fabricated", "absorbed"}
