@@ -24,7 +24,7 @@ from .errors import CctkError
 from .experiments import Results, absorption_misses, compute_tables, curve_rows, headline, model_metrics
 from .facts import CANDIDATES, END_MARKER, answer_text, prompt
 from .finetune import fine_tune
-from .lineage import ARM_BY_KEY, ARMS, PARENTS, StudyInputs, build_study_inputs, own_target
+from .lineage import ARM_BY_KEY, ARMS, PARENTS, StudyInputs, arms_for, build_study_inputs, own_target
 from .names import model_name, target_name
 from .outputs import model_heatmaps, write_all
 from .progress import Progress
@@ -105,7 +105,7 @@ def resume(run_id: str, out_root: Path = Path("outputs"), tracking_name: str | N
         session_.monitor = session_.parent.system_metrics()
     compute.check_precision(config.recipe.precision, str(session_.device))
     done = resume_state.finished(store, parent, layout)
-    echo(f"resuming {layout.session}: {len(done.run_ids)} of {len(ARMS) + 1} models already finished")
+    echo(f"resuming {layout.session}: {len(done.run_ids)} of {len(arms_for(config.parts)) + 1} models already finished")
     return _execute(session_, done, echo)
 
 
@@ -134,8 +134,10 @@ def _open_session(config: Config, out_root: Path, store: tracking.Store, device,
     if sweep:
         tags.update({tracking.SWEEP: sweep, tracking.CELL: cell or ""})
     parent = store.attach_or_start(store.experiment(), name, tags, parent=sweep)
-    parent.note(f"cctk pipeline (manual 2.0.0) of {config.model}: 14 measured models, 13 fine-tuning arms; "
-                f"profile {config.profile_note}, seed {config.seed}" + (f"; a cell of sweep {sweep}" if sweep else ""))
+    arms = arms_for(config.parts)
+    parent.note(f"cctk pipeline (manual 2.0.0) of {config.model}: {len(arms) + 1} measured models, {len(arms)} "
+                f"fine-tuning arms (parts {','.join(config.parts)}); profile {config.profile_note}, seed {config.seed}"
+                + (f"; a cell of sweep {sweep}" if sweep else ""))
     experiment_id = parent.experiment_id  # `mlflow run` may have created the parent in another experiment
     parent.params({**config.as_params(), "model_id": models.model_id(config.model),
                    "candidates": f"{CANDIDATES[0]}..{CANDIDATES[-1]}", "end_marker": repr(END_MARKER),
@@ -144,12 +146,16 @@ def _open_session(config: Config, out_root: Path, store: tracking.Store, device,
     echo(f"session {name}  (outputs in {layout.folder})")
     echo(f"profile {config.profile_note}; seeds {seeds}"
          f"{'  (drawn fresh: pass --seed ' + seeds + ' to repeat this run)' if config.seeds_drawn else ''}")
+    if len(arms) < len(ARMS):
+        echo(f"parts {', '.join(config.parts)}: {len(arms)} of {len(ARMS)} fine-tuning arms")
     return Session(config, layout, store, experiment_id, parent, pick_device(device))
 
 
 def _train_and_measure(run: Session, inputs: StudyInputs, done: Done, echo) -> Results:
-    results = Results(inputs, measurements=dict(done.measurements), training=dict(done.training))
-    if len(done.run_ids) == len(ARMS) + 1:
+    arms = arms_for(run.config.parts)  # the arms of the parts asked, and the parents they need
+    results = Results(inputs, measurements=dict(done.measurements), training=dict(done.training),
+                      parts=run.config.parts)
+    if len(done.run_ids) == len(arms) + 1:
         return results
     echo(f"loading {run.config.model} ...")
     base, tokenizer = models.load_model(run.config.model)
@@ -158,8 +164,8 @@ def _train_and_measure(run: Session, inputs: StudyInputs, done: Done, echo) -> R
         with _nested_run(run, "base", None, inputs) as nested:
             _measure_and_log(run, results, "base", base.to(run.device), tokenizer, nested)
         base.cpu()
-    progress = Progress(len(ARMS), echo)
-    for i, arm in enumerate(ARMS, start=1):
+    progress = Progress(len(arms), echo)
+    for i, arm in enumerate(arms, start=1):
         if arm.key in done.run_ids:
             continue
         if arm.parent not in parents:  # finished before an interruption: its weights were checkpointed
