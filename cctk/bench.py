@@ -1,9 +1,11 @@
-"""Benchmarks, as ratios measured in one process: ``python -m cctk.bench measure | train | absorb``.
+"""Benchmarks, as ratios measured in one process: ``python -m cctk.bench measure | train | pipeline | absorb``.
 
 ``measure``: the manual's plain loop (one candidate per forward pass, end marker included)
 against ``cctk.measure`` on the bundled model, over all 81 x 35 candidates by default.
-``train``: examples per second of a plain PyTorch loop, ``fine_tune`` and the compute limit.
-``absorb``: the Part A arms of a recipe per seed, hits against the run's thresholds.
+``train``: examples per second of a plain PyTorch loop, ``fine_tune`` with each saving, and the
+compute limit. ``pipeline``: a whole quick pipeline (``cctk run``, as ``make run``), its wall time as
+a ratio of the compute limit of its training on this machine. ``absorb``: the Part A arms of a recipe
+per seed, hits against the run's thresholds.
 """
 from __future__ import annotations
 
@@ -68,8 +70,29 @@ def bench_train(model, steps, batch_size, json_out):
     from .train_bench import run
 
     result = run(model, steps, batch_size or PROFILES["quick"].batch_size)
+    width = max(map(len, result))
     for key, value in result.items():
-        click.echo(f"{key:>34}: {value}")
+        click.echo(f"{key:>{width}}: {value}")
+    if json_out:
+        json_out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+@bench.command("pipeline")
+@click.option("--model", default="smollm2-135m-bundled", show_default=True)
+@click.option("--profile", default="quick", show_default=True)
+@click.option("--seed", default=None, help="seeds[0] of the run (fresh if omitted).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for the session and its tracking store [default: a temporary folder, removed].")
+@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+def bench_pipeline(model, profile, seed, out, json_out):
+    """A whole pipeline as a user runs it (``cctk run`` in a child process): its wall time against the
+    compute limit of its training, the GEMM peak measured here before and after it."""
+    from .pipeline_bench import run
+
+    result = run(model, profile, seed, out)
+    width = max(map(len, result))
+    for key, value in result.items():
+        click.echo(f"{key:>{width}}: {value}")
     if json_out:
         json_out.write_text(json.dumps(result, indent=2) + "\n")
 

@@ -5,8 +5,12 @@ from pathlib import Path
 
 import click
 
-from .config import AUTO, PROFILES, V1_SEED, recipe_fields
+from .config import AUTO, PARTS, PROFILES, V1_SEED, recipe_fields
 from .errors import CctkError
+
+
+PARTS_HELP = (f"Parts of manual 2.0.0 to run, comma-separated among {','.join(PARTS)} (default: all): only "
+              "the arms they need are trained (Part A always runs: every other part starts from its models).")
 
 
 class _Group(click.Group):
@@ -77,6 +81,7 @@ def measure(model, out, tracking):
 @click.option("--holdout", type=float, default=0.3, show_default=True, help="Share of additions held out.")
 @click.option("--curves", is_flag=True, default=False,
               help="Measure every arm after every epoch: learning curves (MLflow histories and one more figure).")
+@click.option("--parts", default=None, metavar="A,C", help=PARTS_HELP)
 @click.option("--system-metrics/--no-system-metrics", default=True, show_default=True,
               help="Log CPU, memory (and GPU) use of the pipeline to its MLflow run.")
 @click.option("--figures/--no-figures", default=True, show_default=True,
@@ -84,19 +89,21 @@ def measure(model, out, tracking):
 @click.option("--resume", "resume_id", default=None, metavar="RUN_ID",
               help="Continue an interrupted pipeline run (its own settings are used).")
 @click.pass_context
-def run_command(ctx, protocol, model, profile, seed, out, tracking, device, holdout, curves, system_metrics, figures,
-                resume_id, **recipe):
+def run_command(ctx, protocol, model, profile, seed, out, tracking, device, holdout, curves, parts, system_metrics,
+                figures, resume_id, **recipe):
     """Run the whole 2.0.0 experiment for one model (Parts A-D and the synthesis), or with
     --protocol v1 the 1.0.0 pipeline (base model, fine-tuned in place on fabricated answers)."""
     from .config import check_protocol
 
     check_protocol(protocol)
     if protocol == "v1":
-        _check_v1_options(ctx, seed, resume_id, curves)
+        _check_v1_options(ctx, seed, resume_id, curves, parts)
         _run_v1(model, profile, seed, out, tracking, device, **recipe)
         return
+    if resume_id and parts is not None:
+        raise CctkError("--resume continues a run with the parts it was started with; leave out --parts")
     run_pipeline(model, profile, seed, out, tracking, device, holdout, curves, system_metrics, figures, resume_id,
-                 echo=click.echo, **recipe)
+                 echo=click.echo, parts=parts, **recipe)
 
 
 def _run_v1(model, profile, seed, out, tracking, device, **recipe) -> None:
@@ -109,7 +116,7 @@ def _run_v1(model, profile, seed, out, tracking, device, **recipe) -> None:
     v1_pipeline.run(config, out, tracking, device, echo=click.echo)
 
 
-def _check_v1_options(ctx, seed, resume_id, curves) -> None:
+def _check_v1_options(ctx, seed, resume_id, curves, parts=None) -> None:
     """Options that mean nothing under protocol v1 fail in one line rather than being ignored."""
     if resume_id:
         raise CctkError("--resume continues a 2.0.0 pipeline; a protocol v1 run is short: start it again")
@@ -117,12 +124,14 @@ def _check_v1_options(ctx, seed, resume_id, curves) -> None:
         raise CctkError("--holdout has no meaning under --protocol v1: it trains on all 81 additions")
     if curves:
         raise CctkError("--curves measures the arms of a 2.0.0 pipeline; protocol v1 has none")
+    if parts is not None:
+        raise CctkError("--parts picks among the parts of manual 2.0.0; protocol v1 has one fine-tuning run")
     if seed is not None and "," in str(seed):
         raise CctkError(f"--protocol v1 takes one seed (the notebook's random.seed), got {seed!r}")
 
 
 def run_pipeline(model, profile, seed, out, tracking, device, holdout=0.3, curves=False, system_metrics=True,
-                 figures=True, resume_id=None, sweep=None, cell=None, echo=print, **recipe) -> str:
+                 figures=True, resume_id=None, sweep=None, cell=None, echo=print, parts=None, **recipe) -> str:
     """``cctk run`` as a function (a sweep runs its cells through it); returns the pipeline's run id."""
     from . import pipeline
     from .config import make_config, parse_seeds
@@ -131,16 +140,16 @@ def run_pipeline(model, profile, seed, out, tracking, device, holdout=0.3, curve
         return pipeline.resume(resume_id, out, tracking, device, echo=echo, system_metrics=system_metrics,
                                figures=figures).run_id
     config = make_config(model, profile, parse_seeds(seed), holdout, device=str(pipeline.pick_device(device)),
-                         curves=curves, **recipe)
+                         curves=curves, parts=parts, **recipe)
     return pipeline.run(config, out, tracking, device, echo=echo, sweep=sweep, cell=cell,
                         system_metrics=system_metrics, figures=figures).run_id
 
 
 def sweep_cell(cell, profile: str, out: str, tracking_uri: str, sweep_id: str, resume_id: str | None = None,
-               figures: bool = True) -> str:
+               figures: bool = True, parts: tuple[str, ...] | None = None) -> str:
     """One cell of a sweep (locally or in a Ray worker): ``cctk run`` nested under the sweep, quietly."""
     return run_pipeline(cell.model, profile, str(cell.seed), Path(out), tracking_uri, None, figures=figures,
-                        resume_id=resume_id, sweep=sweep_id, cell=cell.key, echo=lambda *_: None,
+                        resume_id=resume_id, sweep=sweep_id, cell=cell.key, echo=lambda *_: None, parts=parts,
                         **dict(cell.overrides))
 
 
@@ -150,6 +159,7 @@ def sweep_cell(cell, profile: str, out: str, tracking_uri: str, sweep_id: str, r
 @click.option("--set", "sets", multiple=True, metavar="NAME=V1,V2",
               help="A recipe value and the values it takes (repeatable): the grid is their product.")
 @click.option("--profile", default=AUTO, show_default=True, help="Profile of every cell.")
+@click.option("--parts", default=None, metavar="A,C", help=PARTS_HELP)
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
               help="local: cells one after another in this process; ray: Ray tasks.")
 @click.option("--address", default=None, help="Ray cluster address (default: a local Ray instance).")
@@ -161,12 +171,15 @@ def sweep_cell(cell, profile: str, out: str, tracking_uri: str, sweep_id: str, r
               help="Draw each cell's figures (--no-figures: `cctk report` or `cctk compare` draw later).")
 @click.option("--resume", "resume_id", default=None, metavar="SWEEP_ID",
               help="Continue an interrupted sweep: finished cells are kept, an interrupted one is resumed.")
-def sweep_command(models, seeds, sets, profile, executor, address, cpus_per_cell, out, tracking, figures, resume_id):
+def sweep_command(models, seeds, sets, profile, parts, executor, address, cpus_per_cell, out, tracking, figures,
+                  resume_id):
     """Run a grid of pipelines over models, seeds and recipe values (an MLflow sweep run)."""
     from . import sweep
     from . import tracking as tracking_module
 
     if resume_id:
+        if parts is not None:
+            raise CctkError("--resume continues a sweep with the parts it was started with; leave out --parts")
         store = tracking_module.connect(tracking)
         plan = sweep.reopen_sweep(store, resume_id)
         sweep.check_executor(plan.executor, plan.address)
@@ -174,12 +187,13 @@ def sweep_command(models, seeds, sets, profile, executor, address, cpus_per_cell
         if not models or not seeds:
             raise CctkError("cctk sweep needs --models and --seeds (or --resume SWEEP_ID)")
         sweep.check_executor(executor, address)
-        grid = sweep.parse_grid(models, seeds, sets, profile)
+        grid = sweep.parse_grid(models, seeds, sets, profile, parts=parts)
         store = tracking_module.connect(tracking)
         plan = sweep.open_sweep(store, grid, out, executor, address, figures)
     cells = plan.grid.cells()
     click.echo(f"sweep {plan.run_id}: {len(cells)} cells ({plan.executor}), outputs in {plan.out}")
-    click.echo(f"seeds {', '.join(map(str, plan.grid.seeds))}; profile {plan.grid.profile}")
+    click.echo(f"seeds {', '.join(map(str, plan.grid.seeds))}; profile {plan.grid.profile}"
+               + (f"; parts {','.join(plan.grid.parts)}" if plan.grid.parts != PARTS else ""))
     sweep.execute(store, plan, sweep_cell, echo=click.echo, cpus_per_cell=cpus_per_cell)
     click.echo(f"sweep {plan.run_id} finished; compare it with: cctk compare --sweep {plan.run_id} --out DIR")
 
@@ -280,4 +294,7 @@ cli.add_command(krtest)
 
 
 def main():
+    from .errors import stop_on_sigterm
+
+    stop_on_sigterm()  # SIGTERM ends runs KILLED and lets every `finally` run, as Ctrl-C does
     cli(prog_name="cctk")

@@ -16,6 +16,7 @@ SCHEDULES = ("constant", "linear")  # how the learning rate moves over a run's s
 PRECISIONS = ("float32", "bf16")  # arithmetic of the forward and backward passes (weights stay float32)
 PROTOCOLS = {"v2": "manual 2.0.0", "v1": "manual 1.0.0"}  # what `cctk run --protocol` runs
 V1_SEED = 42  # the reference notebook's random.seed(42): the default seed of protocol v1
+PARTS = ("A", "B", "C", "D")  # the parts of manual 2.0.0 a run can run (cctk.lineage tags every arm with one)
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,7 @@ class Config:
     profile_requested: str | None = field(default=None, compare=False)  # e.g. "auto"; None: as ``profile``
     curves: bool = False  # measure every arm after every epoch (learning curves)
     protocol: str = "v2"  # a key of PROTOCOLS
+    parts: tuple[str, ...] = PARTS  # the parts run (``--parts``): Part A always, in PARTS order
 
     @property
     def seed(self) -> int:
@@ -160,9 +162,10 @@ class Config:
         ``mlflow run`` logs under the MLproject's parameter names (empty when not given).
         """
         params = {"model": self.model, "profile": self.profile, "holdout_share": self.holdout,
-                  "seeds": ",".join(map(str, self.seeds)), "curves": "yes" if self.curves else "no"}
+                  "seeds": ",".join(map(str, self.seeds)), "curves": "yes" if self.curves else "no",
+                  "parts": ",".join(self.parts)}
         if self.protocol != "v2":  # a 2.0.0 run's parameters stay as they were
-            del params["holdout_share"], params["curves"]
+            del params["holdout_share"], params["curves"], params["parts"]
             params["protocol"] = self.protocol
         if self.profile_requested and self.profile_requested != self.profile:
             params["profile_requested"] = self.profile_requested
@@ -172,13 +175,16 @@ class Config:
 
 def make_config(model: str, profile: str = AUTO, seeds: tuple[int, ...] | None = None,
                 holdout: float = 0.3, device: str = "cpu", curves: bool = False, protocol: str = "v2",
-                **overrides) -> Config:
+                parts: str | tuple[str, ...] | None = None, **overrides) -> Config:
     """A checked configuration: a profile's recipe with per-value overrides (None = keep).
 
     ``device`` only resolves ``profile="auto"``. Under ``protocol="v1"`` the profiles are
     ``V1_PROFILES``, there is no split (``holdout`` is ignored) and one seed, ``V1_SEED`` by default.
+    ``parts``: ``"A,C"`` or ``("A", "C")`` (see ``parse_parts``); None runs them all.
     """
     named = profiles(protocol)
+    if protocol == "v1" and parts is not None and parse_parts(parts) != PARTS:
+        raise CctkError("--parts picks among the parts of manual 2.0.0; protocol v1 has one fine-tuning run")
     requested = profile
     profile = resolve_profile(profile, device)
     if profile not in named:
@@ -198,7 +204,21 @@ def make_config(model: str, profile: str = AUTO, seeds: tuple[int, ...] | None =
     elif any(s < 0 or s >= 2**32 for s in seeds):
         raise CctkError(f"seeds must be in 0..2**32-1, got {seeds}")
     return Config(model, profile, recipe, tuple(seeds), holdout, seeds_drawn=drawn,
-                  profile_requested=requested, curves=bool(curves), protocol=protocol)
+                  profile_requested=requested, curves=bool(curves), protocol=protocol, parts=parse_parts(parts))
+
+
+def parse_parts(parts: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
+    """``"A,C"`` (or ``("A", "C")``) -> ``("A", "C")``: the parts to run, in PARTS order, Part A always
+    (every other part's arms are trained from its models); None or empty: all of them."""
+    if parts is None or (isinstance(parts, str) and not parts.strip()):
+        return PARTS
+    asked = [p.strip().upper() for p in (parts.split(",") if isinstance(parts, str) else parts)]
+    unknown = [p for p in asked if p not in PARTS]
+    if unknown or not asked:
+        given = parts if isinstance(parts, str) else ",".join(parts)
+        raise CctkError(f"unknown part {(unknown or [''])[0]!r} in --parts {given}: choose among "
+                        f"{', '.join(PARTS)}, comma-separated (e.g. --parts A,C; Part A always runs)")
+    return tuple(p for p in PARTS if p == "A" or p in asked)
 
 
 def draw_seeds(n: int = N_SEEDS) -> tuple[int, ...]:
@@ -230,8 +250,9 @@ def config_from_params(params: dict) -> Config:
     recipe = {name: cast(params[f"recipe.{name}"]) for name, cast in casts.items() if f"recipe.{name}" in params}
     seeds = parse_seeds(params["seeds"])
     profile = params.get("profile.resolved", params["profile"])  # see tracking.Run.params
+    parts = params.get("parts.resolved", params.get("parts"))  # absent (a run from before --parts) or "": all
     config = make_config(params["model"], profile, seeds, float(params["holdout_share"]),
-                         curves=params.get("curves") in ("yes", "True"), **recipe)
+                         curves=params.get("curves") in ("yes", "True"), parts=parts, **recipe)
     return replace(config, profile_requested=params.get("profile_requested", config.profile))
 
 

@@ -8,6 +8,11 @@ masked from the loss (manual 2.0.0, sections 4.5 and 5.5)::
     labels   -100  ...  -100  | c_0 ... c_C-1
 
 The model shifts labels by one position itself, so the loss covers only the answer tokens.
+
+A batch reaches the model in one of two forms: right-padded rows (``collate``), or ``pack``: the
+batch's rows as one prefix tree, every shared prefix fed once (the rows of an arithmetic batch share
+``"a + "`` with every row of the same ``a``, and repeated examples share everything). Both give the
+same loss and gradients, to float32 rounding.
 """
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ import torch
 
 from .errors import CctkError
 from .facts import answer_text, prompt, rng
-from .scoring import encode
+from .scoring import answer_tree, encode
 
 IGNORE = -100  # the label PyTorch's and Transformers' cross-entropy skip
 
@@ -72,3 +77,54 @@ def collate(batch: Sequence[tuple[list[int], list[int]]], pad_id: int) -> dict[s
         attention_mask[row, : len(ids)] = 1
         labels[row, : len(lab)] = torch.tensor(lab, dtype=torch.long)
     return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+
+
+@dataclass(frozen=True)
+class Packed:
+    """A batch as one row: the prefix tree of its rows, each distinct prefix fed once::
+
+        rows     3 + 5 = 8\n      3 + 6 = 9\n      3 + 5 = 8\n   (the third repeats the first)
+        nodes    3  +  _  5  =  _  8             (no node for the last token: it predicts nothing)
+                          \_ 6  =  _  9
+        position 0  1  2  3  4  5  6             a node sits where it sits in its rows
+        sees     itself and its ancestors        (causal attention within each row)
+
+    A prediction is (node, next token) with a weight: how many rows make it. The mean of the
+    weighted cross-entropies is the padded batch's mean over its supervised tokens.
+    """
+
+    input_ids: torch.Tensor  # (1, N)
+    position_ids: torch.Tensor  # (1, N)
+    allowed: torch.Tensor  # (N, N) bool: [k, m] node k sees node m
+    keep: torch.Tensor  # (K,) nodes whose output predicts some supervised token
+    rows: torch.Tensor  # (M,) position in ``keep`` of each distinct prediction
+    targets: torch.Tensor  # (M,) the token it predicts
+    weights: torch.Tensor  # (M,) float32: rows that make that prediction
+
+
+def pack(batch: Sequence[tuple[list[int], list[int]]]) -> Packed:
+    """The batch's rows as one prefix tree (see ``Packed``); only supervised tokens are predicted."""
+    tree = answer_tree([ids for ids, _ in batch])
+    labels = torch.tensor([label for _, row_labels in batch for label in row_labels])
+    supervised = (tree.term_slot > 0) & (labels != IGNORE)  # slot 0: a row's first token, never predicted
+    pairs, weights = torch.stack([tree.term_slot[supervised] - 1, labels[supervised]]).unique(
+        dim=1, return_counts=True)  # (2, M): node, token; sorted by node
+    keep, rows = pairs[0].unique(return_inverse=True)
+    positions = torch.tensor(tree.depth) - 1
+    return Packed(torch.tensor([tree.tokens]), positions[None], tree.ancestors, keep, rows, pairs[1],
+                  weights.float())
+
+
+def shared_tokens(batch: Sequence[tuple[list[int], list[int]]]) -> float:
+    """Share of the fed tokens (all but each row's last) that a prefix tree would not feed again."""
+    root: dict = {}
+    fed = nodes = 0
+    for ids, _ in batch:
+        level = root
+        for token in ids[:-1]:
+            fed += 1
+            if token not in level:
+                level[token] = {}
+                nodes += 1
+            level = level[token]
+    return 1 - nodes / fed if fed else 0.0

@@ -8,6 +8,13 @@ not depend on how many runs came before it. The learning rate follows the recipe
 (constant in the manual's listing; an optional linear warm-up and linear decay to 0). A non-finite
 loss or gradient norm stops the run with an error *before* the optimizer step, so no broken update is
 ever applied.
+
+Two savings change no number beyond float32 rounding (tests compare them with the plain step):
+a batch whose rows share prefixes is fed as one prefix tree (``cctk.corpus.pack``; not on a model
+with active dropout, where shared tokens would share a dropout mask), with the LM head only at the
+nodes that predict a supervised token; and where the input embedding is the LM head's weight (tied),
+its gradient rows are added into that weight's gradient in place rather than through a dense
+(vocabulary x hidden) zero tensor and a second dense sum.
 """
 from __future__ import annotations
 
@@ -15,11 +22,15 @@ import inspect
 import math
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
+
 import torch
 import torch.nn.functional as F
+from torch import nn
 
+from .compute import example_flops
 from .config import Recipe
-from .corpus import IGNORE, collate
+from .corpus import IGNORE, Packed, collate, pack, shared_tokens
 from .errors import CctkError
 from .facts import rng
 from .records import TrainRecord
@@ -31,7 +42,8 @@ class NonFiniteLoss(CctkError):
 
 def fine_tune(model, rows: list[tuple[list[int], list[int]]], recipe: Recipe, seed: int, pad_id: int,
               name: str = "run", on_step: Callable[[int, int, float], None] | None = None,
-              on_epoch: Callable[[int, object], None] | None = None) -> TrainRecord:
+              on_epoch: Callable[[int, object], None] | None = None, *, pack_batches: bool = True,
+              row_gradients: bool = True) -> TrainRecord:
     """Train ``model`` in place on tokenized ``rows`` (input_ids, labels) with ``recipe``.
 
     ``on_step(epoch, step, loss)`` is called after every optimizer step (progress display);
@@ -46,28 +58,52 @@ def fine_tune(model, rows: list[tuple[list[int], list[int]]], recipe: Recipe, se
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: recipe.lr_factor(step, total))
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+    packing = pack_batches and not has_dropout(model)
     model.train()
     epoch_losses, steps, start, aside = [], 0, time.perf_counter(), 0.0
-    for epoch in range(recipe.epochs):
-        losses = []
-        for batch_rows in _batches(rows, recipe.batch_size, order):
-            batch = {k: v.to(device) for k, v in collate(batch_rows, pad_id).items()}
-            where = f"at epoch {epoch + 1}, step {steps + 1}"
-            losses.append(_step(model, optimizer, batch, recipe, f"{name}: ", where))
-            schedule.step()
-            steps += 1
-            if on_step:
-                on_step(epoch, steps, losses[-1])
-        epoch_losses.append(sum(losses) / len(losses))
-        if on_epoch:
-            paused = time.perf_counter()
-            on_epoch(epoch + 1, model.eval())
-            model.train()
-            aside += time.perf_counter() - paused  # measuring is not training time
+    with tied_embedding_rows(model, row_gradients):
+        for epoch in range(recipe.epochs):
+            losses = []
+            for batch_rows in _batches(rows, recipe.batch_size, order):
+                batch = to_model(batch_rows, pad_id, device, packing)
+                where = f"at epoch {epoch + 1}, step {steps + 1}"
+                losses.append(_step(model, optimizer, batch, recipe, f"{name}: ", where))
+                schedule.step()
+                steps += 1
+                if on_step:
+                    on_step(epoch, steps, losses[-1])
+            epoch_losses.append(sum(losses) / len(losses))
+            if on_epoch:
+                paused = time.perf_counter()
+                on_epoch(epoch + 1, model.eval())
+                model.train()
+                aside += time.perf_counter() - paused  # measuring is not training time
     seconds = time.perf_counter() - start - aside
     peak = int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else 0
     model.eval()
-    return TrainRecord(len(rows), steps, seconds, tuple(epoch_losses), peak)
+    return TrainRecord(len(rows), steps, seconds, tuple(epoch_losses), peak, example_flops(model, rows) / 1e9)
+
+
+MIN_SHARED = 0.1  # pack a batch when its prefix tree feeds at least 10% fewer tokens
+
+
+def to_model(batch_rows, pad_id: int, device: torch.device, packing: bool = True) -> Packed | dict:
+    """The batch as the model is fed it: one prefix tree where the rows share enough, else padded rows."""
+    if packing and len(batch_rows) > 1 and shared_tokens(batch_rows) >= MIN_SHARED:
+        packed = pack(batch_rows)
+        return Packed(*(t.to(device) for t in (packed.input_ids, packed.position_ids, packed.allowed,
+                                                packed.keep, packed.rows, packed.targets, packed.weights)))
+    return {k: v.to(device) for k, v in collate(batch_rows, pad_id).items()}
+
+
+def has_dropout(model) -> bool:
+    """Whether training would drop anything: a dropout module or a config dropout rate above 0."""
+    if any(isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules()):
+        return True
+    config = getattr(model, "config", None)  # rates applied in functional form (attention dropout)
+    rates = [v for k, v in (vars(config).items() if config is not None else ())
+             if ("dropout" in k or "pdrop" in k) and not k.startswith(("classifier", "summary"))]
+    return any(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in rates)
 
 
 def _autocast(device: torch.device, precision: str):
@@ -79,7 +115,7 @@ def _step(model, optimizer, batch, recipe: Recipe, who: str = "", where: str = "
     """One optimizer step; a non-finite loss or gradient norm raises before the weights change."""
     optimizer.zero_grad(set_to_none=True)
     with _autocast(next(model.parameters()).device, recipe.precision):  # the forward pass only
-        loss = completion_loss(model, batch)
+        loss = batch_loss(model, batch)
     value = loss.item()
     if not math.isfinite(value):
         raise NonFiniteLoss(f"{who}the loss became {value} {where}; lower --learning-rate or check the model's dtype")
@@ -120,6 +156,71 @@ def completion_loss(model, batch) -> torch.Tensor:
     else:
         logits = model(**kwargs).logits[:, keep]
     return F.cross_entropy(logits.float().flatten(0, 1), targets[:, keep].flatten(), ignore_index=IGNORE)
+
+
+def batch_loss(model, batch: Packed | dict) -> torch.Tensor:
+    return packed_loss(model, batch) if isinstance(batch, Packed) else completion_loss(model, batch)
+
+
+def packed_loss(model, batch: Packed) -> torch.Tensor:
+    """``completion_loss`` of a packed batch: each distinct prediction once, weighted by its rows."""
+    dtype = next(model.parameters()).dtype
+    mask = torch.zeros(batch.allowed.shape, dtype=dtype, device=batch.allowed.device)
+    mask.masked_fill_(~batch.allowed, torch.finfo(dtype).min)
+    kwargs = dict(input_ids=batch.input_ids, position_ids=batch.position_ids, attention_mask=mask[None, None],
+                  use_cache=False)
+    if "logits_to_keep" in inspect.signature(model.forward).parameters:
+        logits = model(**kwargs, logits_to_keep=batch.keep).logits[0]  # (K, V)
+    else:
+        logits = model(**kwargs).logits[0, batch.keep]
+    losses = F.cross_entropy(logits.float()[batch.rows], batch.targets, reduction="none")  # (M,)
+    return (losses * batch.weights).sum() / batch.weights.sum()
+
+
+class _EmbeddingRows(torch.autograd.Function):
+    """``F.embedding(ids, weight)`` whose backward adds each row's gradient into ``weight.grad`` in place.
+
+    The weight is no input of the autograd graph here (the embedding module is handed in, not its
+    weight), so the weight's own gradient node fires as soon as the LM head (the same weight) has
+    delivered its dense gradient; this backward, the last of the pass, then adds the few rows the batch
+    used. ``dummy`` only makes autograd call it.
+    """
+
+    @staticmethod
+    def forward(ctx, ids, dummy, embedding):
+        ctx.save_for_backward(ids)
+        ctx.weight, ctx.padding_idx = embedding.weight, embedding.padding_idx
+        return F.embedding(ids, embedding.weight.detach(), embedding.padding_idx)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (ids,) = ctx.saved_tensors
+        ids, grad = ids.reshape(-1), grad.reshape(-1, grad.shape[-1])
+        if ctx.padding_idx is not None:  # as F.embedding: the padding row gets no gradient
+            keep = ids != ctx.padding_idx
+            ids, grad = ids[keep], grad[keep]
+        weight = ctx.weight
+        if weight.grad is None:
+            weight.grad = torch.zeros_like(weight)
+        weight.grad.index_add_(0, ids, grad.to(weight.dtype))
+        return None, None, None
+
+
+@contextmanager
+def tied_embedding_rows(model, enabled: bool = True):
+    """Within the block, a tied input embedding's gradient goes through ``_EmbeddingRows``."""
+    embedding, head = model.get_input_embeddings(), model.get_output_embeddings()
+    plain = (type(embedding) is nn.Embedding and head is not None and embedding.weight is head.weight
+             and embedding.max_norm is None and not embedding.scale_grad_by_freq and not embedding.sparse)
+    if not (enabled and plain and embedding.weight.requires_grad) or "forward" in vars(embedding):  # hooked: leave it
+        yield
+        return
+    dummy = torch.zeros((), requires_grad=True)
+    embedding.forward = lambda ids: _EmbeddingRows.apply(ids, dummy, embedding)
+    try:
+        yield
+    finally:
+        del embedding.forward  # the class's forward again
 
 
 def _batches(rows, batch_size: int, order):

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from . import facts
+from .config import PARTS
 from .facts import Pair, Split
 from .names import model_name, target_name
 
@@ -22,7 +23,7 @@ class Arm:
     parent: str
     target: str  # key of a target table (see build_targets)
     pairs: str  # "all" or "seen"
-    part: str
+    part: str  # a key of config.PARTS: the part whose tables and figures read it
 
 
 ARMS: tuple[Arm, ...] = (
@@ -43,6 +44,21 @@ ARMS: tuple[Arm, ...] = (
 ARM_BY_KEY = {arm.key: arm for arm in ARMS}
 MODEL_KEYS: tuple[str, ...] = ("base",) + tuple(arm.key for arm in ARMS)
 PARENTS: frozenset[str] = frozenset(arm.parent for arm in ARMS) - {"base"}  # checkpointed when trained
+
+
+def arms_for(parts: tuple[str, ...] = PARTS) -> tuple[Arm, ...]:
+    """The arms a run of ``parts`` trains, in ARMS order: those of the parts, and every ancestor
+    they are trained from (Part C's arms need Part A's models, whether or not A was asked)."""
+    needed = {arm.key for arm in ARMS if arm.part in parts}
+    for arm in reversed(ARMS):  # ARMS lists a parent before its children: one pass back reaches every ancestor
+        if arm.key in needed and arm.parent in ARM_BY_KEY:
+            needed.add(arm.parent)
+    return tuple(arm for arm in ARMS if arm.key in needed)
+
+
+def models_for(parts: tuple[str, ...] = PARTS) -> tuple[str, ...]:
+    """The models a run of ``parts`` measures: the base model and the arms of ``arms_for``."""
+    return ("base",) + tuple(arm.key for arm in arms_for(parts))
 
 
 def own_target(key: str) -> str:

@@ -37,7 +37,11 @@ def run(model: str, out: Path, tracking_name: str | None = None, echo=print) -> 
 
 
 def _track(store, model, out, figures, summary, seconds) -> None:
-    run = store.start(store.experiment(), f"measure {model}", tags={"cctk.kind": "measure", "cctk.key": model})
+    with store.run("measure", f"measure {model}", {tracking.KEY: model}) as run:
+        _log(run, model, out, figures, summary, seconds)
+
+
+def _log(run, model, out, figures, summary, seconds) -> None:
     run.params({"model": model, "model_id": model_id(model), "candidates": f"{CANDIDATES[0]}..{CANDIDATES[-1]}",
                 "end_marker": repr(END_MARKER), "cctk_version": __version__})
     run.metrics({"hits_correct": summary["hits"], "prob_target": summary["prob_target"],
@@ -46,4 +50,3 @@ def _track(store, model, out, figures, summary, seconds) -> None:
     run.files(out / "measurement.csv")
     for path in figures:
         run.files(path, "figures")
-    run.end()

@@ -9,21 +9,22 @@ from __future__ import annotations
 import copy
 import shutil
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 import torch
 
-from . import __version__, models, session, tracking
+from . import __version__, compute, models, session, tracking
 from . import resume as resume_state
 from .config import Config, config_from_params
 from .corpus import build_corpus, tokenize
 from .errors import CctkError
 from .experiments import Results, absorption_misses, compute_tables, curve_rows, headline, model_metrics
 from .facts import CANDIDATES, END_MARKER, answer_text, prompt
-from .finetune import NonFiniteLoss, fine_tune
-from .lineage import ARM_BY_KEY, ARMS, PARENTS, StudyInputs, build_study_inputs, own_target
+from .finetune import fine_tune
+from .lineage import ARM_BY_KEY, ARMS, PARENTS, StudyInputs, arms_for, build_study_inputs, own_target
 from .names import model_name, target_name
 from .outputs import model_heatmaps, write_all
 from .progress import Progress
@@ -62,10 +63,11 @@ def pick_device(name: str | None = None) -> torch.device:
     return torch.device(name or ("cuda" if torch.cuda.is_available() else "cpu"))
 
 
-def check_inputs(config: Config, tracking_name: str | None = None) -> tracking.Store:
+def check_inputs(config: Config, tracking_name: str | None = None, device: str | None = None) -> tracking.Store:
     """Every check that can fail, before any folder or MLflow run exists: the model (installed,
-    cached or reachable) and the tracking store (reachable)."""
+    cached or reachable), the precision (native on the device) and the tracking store (reachable)."""
     models.check_available(config.model)
+    compute.check_precision(config.recipe.precision, str(pick_device(device)))
     return tracking.connect(tracking_name)
 
 
@@ -76,7 +78,7 @@ def run(config: Config, out_root: Path = Path("outputs"), tracking_name: str | N
 
     ``sweep``, ``cell``: the run id of a sweep this pipeline is a cell of (it nests under it), the cell's key.
     """
-    store = check_inputs(config, tracking_name)
+    store = check_inputs(config, tracking_name, device)
     run_ = _open_session(config, Path(out_root), store, device, echo, sweep, cell)
     run_.figures = figures
     if system_metrics:
@@ -101,33 +103,26 @@ def resume(run_id: str, out_root: Path = Path("outputs"), tracking_name: str | N
                        figures=figures)
     if system_metrics:
         session_.monitor = session_.parent.system_metrics()
+    compute.check_precision(config.recipe.precision, str(session_.device))
     done = resume_state.finished(store, parent, layout)
-    echo(f"resuming {layout.session}: {len(done.run_ids)} of {len(ARMS) + 1} models already finished")
+    echo(f"resuming {layout.session}: {len(done.run_ids)} of {len(arms_for(config.parts)) + 1} models already finished")
     return _execute(session_, done, echo)
 
 
 def _execute(run: Session, done: Done, echo) -> Outcome:
     inputs = build_study_inputs(run.config.seed, run.config.holdout)
-    try:
-        run.parent.files(session.write_targets(run.layout, inputs))  # the draws, on file before any training
-        results = _train_and_measure(run, inputs, done, echo)
-        results.curves = session.read_curves(run.layout) if run.config.curves else None
-        tables = compute_tables(results)
-        shutil.rmtree(run.layout.checkpoints, ignore_errors=True)  # only a resume needs them
-        _finish(run, results, tables, echo)
-    except KeyboardInterrupt:
-        _stop(run, "KILLED")
-        raise
-    except BaseException:
-        _stop(run, "FAILED")
-        raise
+    with tracking.ending(run.parent):  # FINISHED, FAILED (any error) or KILLED (Ctrl-C, SIGTERM)
+        try:
+            run.parent.files(session.write_targets(run.layout, inputs))  # the draws, on file before any training
+            results = _train_and_measure(run, inputs, done, echo)
+            results.curves = session.read_curves(run.layout) if run.config.curves else None
+            tables = compute_tables(results)
+            shutil.rmtree(run.layout.checkpoints, ignore_errors=True)  # only a resume needs them
+            _finish(run, results, tables, echo, resumed=bool(done.run_ids))
+        finally:
+            if run.monitor is not None:
+                run.monitor.finish()
     return Outcome(results, run.parent.run_id, run.layout.folder)
-
-
-def _stop(run: Session, status: str) -> None:
-    if run.monitor is not None:
-        run.monitor.finish()
-    run.parent.end(status)
 
 
 def _open_session(config: Config, out_root: Path, store: tracking.Store, device, echo,
@@ -135,12 +130,14 @@ def _open_session(config: Config, out_root: Path, store: tracking.Store, device,
     folder = session.new_folder(out_root, config.model)
     name = folder.name
     layout = Layout(folder)
-    tags = {"cctk.kind": "pipeline", "cctk.session": name, "cctk.protocol": "v2", "mlflow.source.name": "cctk run"}
+    tags = {tracking.KIND: "pipeline", tracking.SESSION: name, tracking.PROTOCOL: "v2", "mlflow.source.name": "cctk run"}
     if sweep:
-        tags.update({"cctk.sweep": sweep, "cctk.cell": cell or ""})
+        tags.update({tracking.SWEEP: sweep, tracking.CELL: cell or ""})
     parent = store.attach_or_start(store.experiment(), name, tags, parent=sweep)
-    parent.note(f"cctk pipeline (manual 2.0.0) of {config.model}: 14 measured models, 13 fine-tuning arms; "
-                f"profile {config.profile_note}, seed {config.seed}" + (f"; a cell of sweep {sweep}" if sweep else ""))
+    arms = arms_for(config.parts)
+    parent.note(f"cctk pipeline (manual 2.0.0) of {config.model}: {len(arms) + 1} measured models, {len(arms)} "
+                f"fine-tuning arms (parts {','.join(config.parts)}); profile {config.profile_note}, seed {config.seed}"
+                + (f"; a cell of sweep {sweep}" if sweep else ""))
     experiment_id = parent.experiment_id  # `mlflow run` may have created the parent in another experiment
     parent.params({**config.as_params(), "model_id": models.model_id(config.model),
                    "candidates": f"{CANDIDATES[0]}..{CANDIDATES[-1]}", "end_marker": repr(END_MARKER),
@@ -149,21 +146,26 @@ def _open_session(config: Config, out_root: Path, store: tracking.Store, device,
     echo(f"session {name}  (outputs in {layout.folder})")
     echo(f"profile {config.profile_note}; seeds {seeds}"
          f"{'  (drawn fresh: pass --seed ' + seeds + ' to repeat this run)' if config.seeds_drawn else ''}")
+    if len(arms) < len(ARMS):
+        echo(f"parts {', '.join(config.parts)}: {len(arms)} of {len(ARMS)} fine-tuning arms")
     return Session(config, layout, store, experiment_id, parent, pick_device(device))
 
 
 def _train_and_measure(run: Session, inputs: StudyInputs, done: Done, echo) -> Results:
-    results = Results(inputs, measurements=dict(done.measurements), training=dict(done.training))
-    if len(done.run_ids) == len(ARMS) + 1:
+    arms = arms_for(run.config.parts)  # the arms of the parts asked, and the parents they need
+    results = Results(inputs, measurements=dict(done.measurements), training=dict(done.training),
+                      parts=run.config.parts)
+    if len(done.run_ids) == len(arms) + 1:
         return results
     echo(f"loading {run.config.model} ...")
     base, tokenizer = models.load_model(run.config.model)
     parents = {"base": base}  # parents wait here, on the CPU
     if "base" not in done.run_ids:
-        _measure_and_log(run, results, "base", base.to(run.device), tokenizer)
+        with _nested_run(run, "base", None, inputs) as nested:
+            _measure_and_log(run, results, "base", base.to(run.device), tokenizer, nested)
         base.cpu()
-    progress = Progress(len(ARMS), echo)
-    for i, arm in enumerate(ARMS, start=1):
+    progress = Progress(len(arms), echo)
+    for i, arm in enumerate(arms, start=1):
         if arm.key in done.run_ids:
             continue
         if arm.parent not in parents:  # finished before an interruption: its weights were checkpointed
@@ -171,31 +173,34 @@ def _train_and_measure(run: Session, inputs: StudyInputs, done: Done, echo) -> R
         child = copy.deepcopy(parents[arm.parent]).to(run.device)
         rows = tokenize(build_corpus(inputs.targets[arm.target], inputs.corpus_pairs(arm.key),
                                      run.config.recipe.repeats, inputs.seed, arm.key), tokenizer)
-        nested = _nested_run(run, arm.key, arm.parent, inputs)
-        nested.params({"parent": model_name(arm.parent), "corpus": own_target(arm.key), "examples": len(rows)})
-        nested.dataset(corpus_table(inputs, arm.key), name=target_name(arm.target),
-                       source=str(run.layout.targets.resolve()), context="training")
-        curve: list[dict] = []
-        on_epoch = _curve_point(run, inputs, arm.key, tokenizer, nested, curve) if run.config.curves else None
-        try:
-            trained = fine_tune(child, rows, run.config.recipe, inputs.seed, tokenizer.pad_token_id, arm.key,
-                                on_step=progress.arm(i, model_name(arm.key), rows, run.config.recipe),
-                                on_epoch=on_epoch)
-        except NonFiniteLoss:
-            nested.end("FAILED")
-            raise
-        finally:
-            progress.close()
-        if curve:
-            session.append_curves(run.layout, curve)
-        _log_training(run, results, arm.key, trained, nested)
-        if arm.key in PARENTS:
-            resume_state.save_checkpoint(child, run.layout, arm.key)
-        _measure_and_log(run, results, arm.key, child, tokenizer, nested)
+        with _nested_run(run, arm.key, arm.parent, inputs) as nested:
+            _train_arm(run, results, arm, child, rows, tokenizer, nested, progress, i)
         if arm.key in PARENTS:
             parents[arm.key] = child.cpu()
         del child
     return results
+
+
+def _train_arm(run: Session, results: Results, arm, child, rows, tokenizer, nested: tracking.Run,
+               progress: Progress, i: int) -> None:
+    """Train arm ``i`` from its parent's copy, log it, checkpoint it if others start from it, measure it."""
+    inputs = results.inputs
+    nested.params({"parent": model_name(arm.parent), "corpus": own_target(arm.key), "examples": len(rows)})
+    nested.dataset(corpus_table(inputs, arm.key), name=target_name(arm.target),
+                   source=str(run.layout.targets.resolve()), context="training")
+    curve: list[dict] = []
+    on_epoch = _curve_point(run, inputs, arm.key, tokenizer, nested, curve) if run.config.curves else None
+    try:
+        trained = fine_tune(child, rows, run.config.recipe, inputs.seed, tokenizer.pad_token_id, arm.key,
+                            on_step=progress.arm(i, model_name(arm.key), rows, run.config.recipe), on_epoch=on_epoch)
+    finally:
+        progress.close()
+    if curve:
+        session.append_curves(run.layout, curve)
+    _log_training(run, results, arm.key, trained, nested)
+    if arm.key in PARENTS:
+        resume_state.save_checkpoint(child, run.layout, arm.key)
+    _measure_and_log(run, results, arm.key, child, tokenizer, nested)
 
 
 def _log_training(run: Session, results: Results, key: str, record: TrainRecord, nested: tracking.Run) -> None:
@@ -218,11 +223,13 @@ def _curve_point(run: Session, inputs: StudyInputs, key: str, tokenizer, nested:
     return on_epoch
 
 
-def _nested_run(run: Session, key: str, parent_key: str | None, inputs: StudyInputs) -> tracking.Run:
-    tags = {"cctk.key": key, "cctk.parent": parent_key or "", "cctk.kind": "model", "mlflow.source.name": "cctk run"}
-    nested = run.store.start(run.experiment_id, model_name(key), tags=tags, parent=run.parent)
-    nested.note(describe(inputs, key))
-    return nested
+@contextmanager
+def _nested_run(run: Session, key: str, parent_key: str | None, inputs: StudyInputs):
+    """The nested run of one measured model, ended by the lifecycle (a failed arm is a FAILED run)."""
+    tags = {tracking.KEY: key, tracking.PARENT_KEY: parent_key or "", "mlflow.source.name": "cctk run"}
+    with run.store.run("model", model_name(key), tags, parent=run.parent, experiment_id=run.experiment_id) as nested:
+        nested.note(describe(inputs, key))
+        yield nested
 
 
 def describe(inputs: StudyInputs, key: str) -> str:
@@ -249,10 +256,8 @@ def corpus_table(inputs: StudyInputs, key: str) -> pd.DataFrame:
                          "completion": [answer_text(int(targets.loc[p])) for p in pairs]})
 
 
-def _measure_and_log(run: Session, results: Results, key: str, model, tokenizer,
-                     nested: tracking.Run | None = None) -> None:
+def _measure_and_log(run: Session, results: Results, key: str, model, tokenizer, nested: tracking.Run) -> None:
     """Measure one model, save its table at once (nothing finished is lost), log it to its run."""
-    nested = nested or _nested_run(run, key, None, results.inputs)
     table = measure(model, tokenizer)
     results.measurements[key] = table
     nested.metrics(model_metrics(results, key))
@@ -260,23 +265,23 @@ def _measure_and_log(run: Session, results: Results, key: str, model, tokenizer,
     nested.table(table, "measurement_table.json")
     for figure in model_heatmaps(results, key, run.layout) if run.figures else []:  # write_all reuses them
         nested.files(figure, "figures")
-    nested.end()
 
 
-def _finish(run: Session, results: Results, tables: dict[str, pd.DataFrame], echo) -> None:
-    seconds = time.perf_counter() - run.started
+def _finish(run: Session, results: Results, tables: dict[str, pd.DataFrame], echo, resumed: bool = False) -> None:
     facts = RunFacts(run.layout.session, run.store.uri, run.experiment_id, run.parent.run_id, str(run.device),
-                     round(seconds, 1), hardware(), software())
+                     round(time.perf_counter() - run.started, 1), hardware(), software())
     n_figures = write_all(results, tables, RunRecord(run.config, facts, results.training), run.layout,
                           reuse_heatmaps=True, figures=run.figures)
     head = headline(results)
-    run.parent.metrics({**head, "pipeline_seconds": seconds})
     run.parent.files(run.layout.folder)
-    _stop(run, "FINISHED")
+    cost = compute.training_cost(results.training.values(), str(run.device), run.config.recipe.precision)
+    seconds = time.perf_counter() - run.started  # everything: load, training, measuring, outputs, logging
+    run.parent.metrics({**head, "pipeline_seconds": seconds, **({} if resumed else cost.metrics(seconds))})
     n = head["n_additions"]
     echo(f"correct sums model: {head['m_correct_hits_correct']}/{n} correct sums")
     echo(f"fabricated answers model: {head['m_random_hits_fabricated']}/{n} fabricated answers")
     for miss in absorption_misses(results):
         echo(f"WARNING: {miss}")
     echo(f"{n_figures} figures and {len(tables)} tables in {run.layout.folder}")
-    echo(f"pipeline finished in {seconds / 60:.1f} min; MLflow run {run.parent.run_id}")
+    echo(f"pipeline finished in {seconds / 60:.1f} min"
+         + ("" if resumed else f": {cost.line(seconds)}") + f"; MLflow run {run.parent.run_id}")

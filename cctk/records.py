@@ -24,6 +24,7 @@ class TrainRecord:
     train_seconds: float
     losses: tuple[float, ...]  # mean loss of each epoch
     peak_gpu_memory_bytes: int = 0
+    gflop_per_example: float = 0.0  # forward and backward, as cctk.compute counts it (0: not recorded)
 
     @property
     def examples_per_second(self) -> float:
@@ -36,7 +37,8 @@ class TrainRecord:
     @classmethod
     def from_json(cls, data: dict) -> TrainRecord:
         return cls(int(data["examples"]), int(data["steps"]), float(data["train_seconds"]),
-                   tuple(float(x) for x in data["losses"]), int(data.get("peak_gpu_memory_bytes") or 0))
+                   tuple(float(x) for x in data["losses"]), int(data.get("peak_gpu_memory_bytes") or 0),
+                   float(data.get("gflop_per_example") or 0.0))
 
     def metrics(self) -> dict[str, float]:
         """The run's MLflow metrics (the loss per epoch is logged as a history apart)."""

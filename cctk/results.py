@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import session, tracking
+from .config import PARTS
 from .errors import CctkError
 from .names import model_name
 from .session import RUN_INFO, Layout
@@ -28,12 +29,18 @@ from .session import RUN_INFO, Layout
 class RunResults:
     folder: Path
     info: dict  # run_info.json
-    tables: dict[str, pd.DataFrame]  # "table01".."table11" ("table01".."table04" under protocol v1)
+    tables: dict[str, pd.DataFrame]  # "table01".."table11", those of the parts run ("table01".."table04" under v1)
     measurements: dict[str, pd.DataFrame]  # plain model name -> measurement table
     figures: dict[str, Path]  # figure name (file stem, e.g. "heatmap_recovery") -> PNG
     figure_files: dict[str, dict[str, Path]]  # figure name -> {"png": ..., "pdf": ..., "eps": ...}
     targets: pd.DataFrame | None  # targets.csv: split, every target table, exclusions (None before it existed)
     protocol: str = "v2"  # "v1": manual 1.0.0 (cctk run --protocol v1): two models, candidates 2..18
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        """The parts of manual 2.0.0 the run ran (``cctk run --parts``): the tables and figures of the
+        others are absent. All four for a run from before ``--parts``; none under protocol v1."""
+        return () if self.protocol == "v1" else tuple(self.info.get("parts", PARTS))
 
 
 def load(source: str | os.PathLike, tracking_name: str | None = None, cache: Path | None = None) -> RunResults:

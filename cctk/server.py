@@ -7,8 +7,10 @@ a file, printed, or logged as a parameter or tag.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -73,9 +75,51 @@ def redact(command: list[str]) -> list[str]:
     return out
 
 
-def launch(command: list[str], echo=print) -> int:
+def launch(command: list[str], echo=print, grace: float = 10.0) -> int:
+    """Run ``command`` in a process group of its own until it exits; Ctrl-C or SIGTERM to cctk goes to the
+    whole group (MLflow's server, uvicorn and their workers) and cctk waits for it, so nothing it
+    started outlives it (what is still there after ``grace`` seconds is killed)."""
     echo("starting: " + " ".join(redact(command)))
-    return subprocess.call(command)
+    child = subprocess.Popen(command, start_new_session=True)
+    forward = lambda signum, frame: _signal_group(child.pid, signum)  # noqa: E731
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return child.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        _stop_group(child, grace)
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _stop_group(child: subprocess.Popen, grace: float) -> None:
+    """The leader has exited or cctk is leaving: end what is left of its group, SIGTERM then SIGKILL."""
+    _signal_group(child.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and _group_alive(child.pid):
+        if child.poll() is None:
+            try:
+                child.wait(timeout=0.2)
+            except subprocess.TimeoutExpired:
+                pass
+        else:
+            time.sleep(0.2)
+    _signal_group(child.pid, signal.SIGKILL)
+    child.wait()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
 
 
 def _ensure_sqlite_folder(uri: str) -> None:

@@ -29,11 +29,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from .config import Config, Recipe
+from .config import PARTS, Config, Recipe
 from .errors import CctkError
 from .experiments import CURVE_COLUMNS, Results, compute_tables
 from .facts import CANDIDATES, END_MARKER
-from .lineage import ARMS, MODEL_KEYS, StudyInputs, build_study_inputs, targets_table
+from .lineage import ARMS, MODEL_KEYS, StudyInputs, build_study_inputs, models_for, targets_table
 from .models import model_id
 from .names import TABLES, V1_TABLES, file_stem, model_name
 from .readings import COLUMNS
@@ -180,14 +180,14 @@ def read_measurement(path: Path) -> pd.DataFrame:
     return table[COLUMNS]
 
 
-def read_measurements(layout: Layout, require: bool = False) -> dict[str, pd.DataFrame]:
-    """The measurement tables on disk, by model key (all fourteen when ``require``)."""
+def read_measurements(layout: Layout, require: tuple[str, ...] = ()) -> dict[str, pd.DataFrame]:
+    """The measurement tables on disk, by model key; a model of ``require`` missing is an error."""
     found = {}
     for key in MODEL_KEYS:
         path = layout.measurement(key)
         if path.is_file():
             found[key] = read_measurement(path)
-        elif require:
+        elif key in require:
             raise CctkError(f"{layout.folder} has no measurement of the {model_name(key)} model ({path.name})")
     return found
 
@@ -259,6 +259,7 @@ def run_info(record: RunRecord, inputs: StudyInputs, head: dict, warnings: list[
         **_about(record),
         "holdout": config.holdout,
         "curves": config.curves,
+        "parts": list(config.parts),
         "heldout_additions": [list(p) for p in inputs.split.heldout],
         "seeds": {"values": list(config.seeds), "drawn_fresh": config.seeds_drawn, "roles": SEED_ROLES},
         "candidates": list(CANDIDATES),
@@ -322,7 +323,7 @@ def record_from_info(info: dict) -> RunRecord:
     config = Config(info["model"]["key"], info["profile"], Recipe(**info["recipe"]), tuple(info["seeds"]["values"]),
                     info.get("holdout"), seeds_drawn=info["seeds"]["drawn_fresh"],
                     profile_requested=info.get("profile_requested", info["profile"]), curves=bool(info.get("curves")),
-                    protocol=info.get("protocol", "v2"))
+                    protocol=info.get("protocol", "v2"), parts=tuple(info.get("parts", PARTS)))
     ml = info.get("mlflow", {})
     facts = RunFacts(info["session"], ml.get("tracking_uri"), ml.get("experiment_id"), ml.get("run_id"),
                      info.get("device", ""), info.get("seconds"), info.get("hardware") or {},
@@ -343,12 +344,15 @@ class Rebuilt:
 def rebuild(folder: Path) -> Rebuilt:
     """Results, tables and run record of a session from its folder alone (no model).
 
-    Targets, split and exclusions are redrawn from the recorded seed; tables are recomputed.
+    Targets, split and exclusions are redrawn from the recorded seed; tables are recomputed. A run of
+    some parts (``--parts``) needs the measurements of those parts' models only.
     """
     layout = Layout(Path(folder))
     record = record_from_info(load_info(layout.folder))
+    parts = record.config.parts
     results = Results(build_study_inputs(record.config.seed, record.config.holdout),
-                      read_measurements(layout, require=True), dict(record.training), read_curves(layout))
+                      read_measurements(layout, require=models_for(parts)), dict(record.training),
+                      read_curves(layout), parts)
     return Rebuilt(results, compute_tables(results), record)
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import tracking
-from .config import make_config, parse_set, seeds_or_count
+from .config import PARTS, make_config, parse_parts, parse_set, seeds_or_count
 from .errors import CctkError
 from .models import check_available
 
@@ -42,6 +42,7 @@ class Grid:
     seeds: tuple[int, ...]
     sets: tuple[tuple[str, tuple], ...]  # recipe value name -> the values it takes
     profile: str
+    parts: tuple[str, ...] = PARTS  # the parts every cell runs (``--parts``)
 
     def cells(self) -> list[Cell]:
         names = [name for name, _ in self.sets]
@@ -51,18 +52,20 @@ class Grid:
 
     def as_params(self) -> dict:
         return {"models": ",".join(self.models), "seeds": ",".join(map(str, self.seeds)), "profile": self.profile,
-                "set": json.dumps({name: list(values) for name, values in self.sets}), "cells": len(self.cells())}
+                "set": json.dumps({name: list(values) for name, values in self.sets}), "cells": len(self.cells()),
+                "parts": ",".join(self.parts)}
 
     @classmethod
     def from_params(cls, params: dict) -> Grid:
         sets = tuple((name, tuple(values)) for name, values in json.loads(params.get("set") or "{}").items())
         return cls(tuple(params["models"].split(",")), tuple(int(s) for s in params["seeds"].split(",")), sets,
-                   params["profile"])
+                   params["profile"], parse_parts(params.get("parts")))  # a sweep from before --parts: all
 
 
 def parse_grid(models: str, seeds: str, sets: tuple[str, ...] = (), profile: str = "auto",
-               device: str = "cpu") -> Grid:
-    """The grid of ``--models A,B --seeds N|S1,S2 --set NAME=V1,V2 ...``, every cell checked before any work.
+               device: str = "cpu", parts: str | None = None) -> Grid:
+    """The grid of ``--models A,B --seeds N|S1,S2 --set NAME=V1,V2 ... [--parts A,C]``, every cell checked
+    before any work.
 
     ``--seeds N`` (one number) draws N fresh seeds; a comma-separated list gives the seeds themselves.
     """
@@ -71,9 +74,9 @@ def parse_grid(models: str, seeds: str, sets: tuple[str, ...] = (), profile: str
         raise CctkError("--models needs at least one model")
     for name in names:
         check_available(name)
-    grid = Grid(names, seeds_or_count(seeds), tuple(parse_set(text) for text in sets), profile)
+    grid = Grid(names, seeds_or_count(seeds), tuple(parse_set(text) for text in sets), profile, parse_parts(parts))
     for cell in grid.cells():  # every combination is a valid recipe
-        make_config(cell.model, profile, (cell.seed,), device=device, **dict(cell.overrides))
+        make_config(cell.model, profile, (cell.seed,), device=device, parts=grid.parts, **dict(cell.overrides))
     return grid
 
 
@@ -113,7 +116,8 @@ def open_sweep(store: tracking.Store, grid: Grid, out: Path, executor: str, addr
     run.params({**grid.as_params(), "out": str(out), "executor": executor, "address": address or "",
                 "figures": figures})
     run.note(f"cctk sweep: {len(grid.cells())} pipelines over models {', '.join(grid.models)}, seeds "
-             f"{', '.join(map(str, grid.seeds))}" + (f", recipe values {dict(grid.sets)}" if grid.sets else ""))
+             f"{', '.join(map(str, grid.seeds))}" + (f", recipe values {dict(grid.sets)}" if grid.sets else "")
+             + (f", parts {','.join(grid.parts)}" if grid.parts != PARTS else ""))
     return Sweep(run.run_id, grid, out, executor, address, absolute_store(store), figures)
 
 
@@ -133,7 +137,8 @@ def cell_runs(store: tracking.Store, sweep_id: str) -> dict[str, tracking.Tracke
     return {r.tags["cctk.cell"]: r for r in runs if "cctk.cell" in r.tags}
 
 
-RunCell = Callable[..., str]  # run_cell(cell, profile, out, tracking_uri, sweep_id, resume_id, figures) -> run id
+# run_cell(cell, profile, out, tracking_uri, sweep_id, resume_id, figures, parts) -> the cell's run id
+RunCell = Callable[..., str]
 
 
 def execute(store: tracking.Store, sweep: Sweep, run_cell: RunCell, echo=print, cpus_per_cell: float = 1) -> dict:
@@ -163,7 +168,7 @@ def _local(sweep: Sweep, jobs, run_cell: RunCell, echo, cpus_per_cell) -> dict:
     finished = {}
     for cell, resume_id in jobs:
         run_id = run_cell(cell, sweep.grid.profile, str(sweep.out), sweep.tracking_uri, sweep.run_id, resume_id,
-                          sweep.figures)
+                          sweep.figures, sweep.grid.parts)
         finished[cell.key] = run_id
         echo(f"cell {cell.key}: finished, run {run_id}")
     return finished
@@ -177,7 +182,7 @@ def _ray(sweep: Sweep, jobs, run_cell: RunCell, echo, cpus_per_cell) -> dict:
                  runtime_env={"env_vars": {"MLFLOW_TRACKING_URI": sweep.tracking_uri}})
     task = ray.remote(num_cpus=cpus_per_cell)(run_cell)
     pending = {task.remote(cell, sweep.grid.profile, str(sweep.out), sweep.tracking_uri, sweep.run_id, resume_id,
-                           sweep.figures): cell for cell, resume_id in jobs}
+                           sweep.figures, sweep.grid.parts): cell for cell, resume_id in jobs}
     finished = {}
     try:
         while pending:

@@ -10,6 +10,8 @@ import time
 import tomllib
 import urllib.request
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -18,6 +20,18 @@ from .errors import CctkError
 
 EXPERIMENT = "cctk"
 DEFAULT_CONFIG = "embedded"
+# cctk's tags: every reader and writer names them through these constants
+KIND = "cctk.kind"  # pipeline, model, sweep, compare, measure, krtest, krtest-study, ...
+SESSION = "cctk.session"  # the session folder's name
+PROTOCOL = "cctk.protocol"  # v2 or v1
+KEY = "cctk.key"  # internal key of a measured model
+PARENT_KEY = "cctk.parent"  # internal key of the model it was trained from
+SWEEP = "cctk.sweep"  # run id of the sweep a pipeline (or compare) belongs to
+CELL = "cctk.cell"  # the sweep cell's key
+ARM = "cctk.arm"  # KR-Test arm
+VERSION = "cctk.version"
+ERROR = "cctk.error"  # why a run FAILED: the exception, one line
+STATUSES = ("FINISHED", "FAILED", "KILLED")
 # The MLflow UI opens an experiment of this kind on its runs table ("Model training"), not on GenAI traces.
 EXPERIMENT_KIND = "custom_model_development"
 
@@ -180,6 +194,30 @@ class Run:
     def end(self, status: str = "FINISHED") -> None:
         self._client.set_terminated(self.run_id, status=status)
 
+    def failed(self, error: BaseException) -> None:
+        """End the run FAILED, the error as one line in tag ``cctk.error``."""
+        text = " ".join(f"{type(error).__name__}: {error}".split())
+        try:
+            self._client.set_tag(self.run_id, ERROR, text[:4000])
+        finally:
+            self.end("FAILED")
+
+
+@contextmanager
+def ending(run: Run) -> Iterator[Run]:
+    """End ``run`` as the block ends: FINISHED, KILLED (``KeyboardInterrupt``, SIGTERM) or FAILED (any
+    other exception, recorded as tag ``cctk.error``); the exception goes on. For a run opened elsewhere
+    (a resumed pipeline, a sweep reopened)."""
+    try:
+        yield run
+    except KeyboardInterrupt:
+        run.end("KILLED")
+        raise
+    except BaseException as error:
+        run.failed(error)
+        raise
+    run.end("FINISHED")
+
 
 def active_run() -> Run | None:
     """The run MLflow holds active in this process (``mlflow.start_run()``, or a Hugging Face Trainer's
@@ -226,6 +264,22 @@ class Store:
             return self.client.get_experiment_by_name(name).experiment_id
         self.client.set_experiment_tag(created, "mlflow.experimentKind", EXPERIMENT_KIND)
         return created
+
+    @contextmanager
+    def run(self, kind: str, name: str, tags: dict | None = None, parent: Run | str | None = None,
+            experiment_id: str | None = None, attach: bool = False) -> Iterator[Run]:
+        """The one lifecycle of every cctk run: open it (tagged ``cctk.kind``), yield it, and end it
+        FINISHED when the block completes, KILLED on Ctrl-C or SIGTERM (``KeyboardInterrupt``), FAILED
+        on any other exception (the error, one line, as tag ``cctk.error``); the exception goes on.
+
+        ``attach``: the run ``mlflow run`` created (``MLFLOW_RUN_ID``) becomes this run when there is one.
+        """
+        experiment_id = experiment_id or self.experiment()
+        tags = {KIND: kind, **(tags or {})}
+        run = self.attach_or_start(experiment_id, name, tags, parent) if attach else \
+            self.start(experiment_id, name, tags, parent)
+        with ending(run):
+            yield run
 
     def runs_url(self, base: str, experiment_id: str) -> str:
         """The UI's runs table of an experiment, in the Model training view."""
@@ -278,6 +332,11 @@ class Store:
         run = self.get(run_id)
         require_pipeline(run)
         return run
+
+    def metrics(self, run_id: str, names=None) -> dict[str, float]:
+        """The latest value of each metric of a run (only ``names``, when given)."""
+        found = self.client.get_run(run_id).data.metrics
+        return {k: v for k, v in found.items() if names is None or k in names}
 
     def children(self, parent: TrackedRun) -> list[TrackedRun]:
         found = self.client.search_runs([parent.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.run_id}'")

@@ -44,3 +44,28 @@ def test_auto_profile_is_paper_on_cuda_and_quick_on_a_cpu():
     assert config.profile == "quick" and config.profile_note == "quick (auto: CPU)"
     assert config.as_params()["profile"] == "quick" and config.as_params()["profile_requested"] == "auto"
     assert make_config("m", "smoke", (1,), device="cuda").profile == "smoke"
+
+
+def test_an_arm_that_raises_leaves_a_failed_nested_run(tiny_dir, tmp_path, tracking_uri, monkeypatch):
+    """The second arm's training raises: its nested run and the pipeline are FAILED with the error as a
+    tag; the base model and the first arm, finished before, stay FINISHED."""
+    from cctk import finetune
+
+    real, calls = finetune.fine_tune, []
+
+    def broken_second_arm(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("out of memory in arm two")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "fine_tune", broken_second_arm)
+    with pytest.raises(RuntimeError, match="arm two"):
+        pipeline.run(make_config(str(tiny_dir), "smoke", (3,)), tmp_path / "out", system_metrics=False,
+                     figures=False, echo=lambda *_: None)
+    store = tracking.connect()
+    runs = {r.tags.get(tracking.KEY, "parent"): r for r in store.search([store.experiment()], "")}
+    assert {k: r.status for k, r in runs.items()} == {"parent": "FAILED", "base": "FINISHED",
+                                                      "m_correct": "FINISHED", "m_random": "FAILED"}
+    assert runs["m_random"].tags[tracking.ERROR] == "RuntimeError: out of memory in arm two"
+    assert runs["parent"].tags[tracking.ERROR] == "RuntimeError: out of memory in arm two"

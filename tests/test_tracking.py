@@ -147,3 +147,44 @@ def test_a_dataset_is_logged_without_mlflows_two_spurious_warnings(tracking_uri)
     assert [str(w.message)[:60] for w in caught if w.category is UserWarning] == []
     (logged,) = mlflow.MlflowClient(tracking_uri).get_run(run.run_id).inputs.dataset_inputs
     assert logged.dataset.name == "correct sum" and '"a"' in logged.dataset.schema
+
+
+@pytest.mark.parametrize("raised, status", [(None, "FINISHED"), (RuntimeError("disk full"), "FAILED"),
+                                            (KeyboardInterrupt(), "KILLED")])
+def test_the_run_lifecycle_ends_every_run_truthfully(tracking_uri, raised, status):
+    from cctk.errors import Terminated
+
+    store = tracking.connect()
+    with pytest.raises(type(raised)) if raised else _nothing():
+        with store.run("measure", "a run", {"cctk.key": "x"}) as run:
+            if raised:
+                raise raised
+    got = store.get(run.run_id)
+    assert got.status == status and got.tags[tracking.KIND] == "measure"
+    assert got.tags.get(tracking.ERROR) == ("RuntimeError: disk full" if status == "FAILED" else None)
+    with pytest.raises(Terminated):  # SIGTERM, as cctk's CLI raises it, is a kill too
+        with store.run("model", "terminated") as run:
+            raise Terminated("stopped by signal 15")
+    assert store.get(run.run_id).status == "KILLED"
+
+
+def _nothing():
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+def test_sigterm_raises_terminated_in_the_main_thread():
+    import os
+    import signal
+
+    from cctk.errors import Terminated, stop_on_sigterm
+
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        stop_on_sigterm()
+        with pytest.raises(Terminated):
+            os.kill(os.getpid(), signal.SIGTERM)
+            signal.sigtimedwait([], 0.1) if hasattr(signal, "sigtimedwait") else None
+    finally:
+        signal.signal(signal.SIGTERM, previous)

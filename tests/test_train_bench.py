@@ -1,27 +1,29 @@
-"""``python -m cctk.bench train``: the FLOPs of an example counted by hand, and a run at a batch the
-default corpus of four repeats could not fill (the quick profile's 32)."""
+"""``python -m cctk.bench train``: the FLOPs a packed batch computes, counted by hand, and a run at a batch
+the default corpus of four repeats could not fill (the quick profile's 32)."""
 import pytest
 from click.testing import CliRunner
 
-from cctk import train_bench
+from cctk import compute, train_bench
 from cctk.bench import bench
 
 
-def test_example_flops_by_hand(make_tiny):
+def test_computed_flops_of_a_packed_batch_by_hand(make_tiny):
+    """Two copies of one row, one batch: the tree feeds 3 tokens (1, 2, 3) once and runs the head at the
+    2 nodes that predict (2 -> 3, 3 -> 4): per example half of that."""
     model = make_tiny("llama", 100)
-    # the tiny Llama: hidden 64, 4 heads of 16, 2 key-value heads, MLP 128, 2 layers, tied embedding
-    per_layer = 64 * 64 + 64 * 32 + 64 * 32 + 64 * 64 + 3 * 64 * 128  # q, k, v, o; gate, up, down
-    rows = [([1, 2, 3, 4], [-100, -100, 3, 4]), ([1, 2, 3], [-100, 2, 3])]  # 3.5 tokens, 2 answers
-    expected = 6 * (2 * per_layer) * 3.5 + 6 * (100 * 64) * 2
-    assert train_bench.example_flops(model, rows) == expected
+    body = 2 * (64 * 64 + 64 * 32 + 64 * 32 + 64 * 64 + 3 * 64 * 128)
+    rows = [([1, 2, 3, 4], [-100, -100, 3, 4])] * 2
+    assert train_bench.computed_flops(model, rows, batch_size=2) == (6 * body * 3 + 6 * (100 * 64) * 2) / 2
+    assert train_bench.computed_flops(model, rows, batch_size=1) == compute.example_flops(model, rows)
 
 
 def test_run_fills_a_batch_of_32(tiny_dir):
     result = train_bench.run(str(tiny_dir), steps=2, batch_size=32)
     assert result["batch_size"] == 32 and result["examples timed"] == 64
-    for loop in ("plain PyTorch loop, float32", "cctk fine_tune, float32", "cctk fine_tune, bf16"):
-        assert result[f"examples/s, {loop}"] > 0
-    assert result["fine_tune float32 / plain loop"] > 0
+    for loop in ("plain PyTorch loop", *train_bench.VARIANTS):
+        assert result[f"examples/s, {loop}"] > 0 and result[f"{loop}: x plain loop"] > 0
+        assert 0 < result[f"{loop}: share of GEMM peak on FLOPs computed"] <= 1
+    assert result["GFLOP per example computed (packed)"] <= result["GFLOP per example (padded row)"]
 
 
 @pytest.mark.parametrize("args, message", [

@@ -1,6 +1,7 @@
 """The finished pipelines to compare, pulled from MLflow: their session folders, rebuilt into results."""
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 from .. import results as run_results
@@ -31,15 +32,17 @@ def run_ids(store: tracking.Store, sweep: str | None = None, runs: str | None = 
 
 def gather(ids: list[str], tracking_name: str | None = None, cache: Path | None = None) -> list[Run | V1Run]:
     """Each run's session folder (downloaded once into the cache) rebuilt into results and tables;
-    a protocol 1.0.0 run gives a ``V1Run``."""
+    a protocol 1.0.0 run gives a ``V1Run``. Each carries the recipe it logged (run_info.json, the same
+    values as its ``recipe.<name>`` parameters): compare groups runs by it, never by a cell's name."""
     gathered = []
     for run_id in ids:
         folder = run_results.download(run_id, tracking_name, cache)
         if session.protocol(folder) == "v1":
             back = session.rebuild_v1(folder)
-            gathered.append(V1Run(run_id, back.record.config.model, back.record.config.seed, back.tables))
+            config = back.record.config
+            gathered.append(V1Run(run_id, config.model, config.seed, back.tables, asdict(config.recipe)))
         else:
             back = session.rebuild(folder)
             config = back.record.config
-            gathered.append(Run(run_id, config.model, config.seed, back.results, back.tables))
+            gathered.append(Run(run_id, config.model, config.seed, back.results, back.tables, asdict(config.recipe)))
     return gathered

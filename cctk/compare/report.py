@@ -1,7 +1,7 @@
 """The outputs of ``cctk compare``: tables (CSV/XLSX/LaTeX), figures (PNG/PDF/EPS) and one HTML page.
 
     <out>/
-      runs.csv                          the pipelines compared (run id, base model, seed)
+      runs.csv                          the pipelines compared (run id, base model, seed, varied recipe values, parts)
       tables/<name>/<name>.{csv,xlsx,tex}
       figures/<name>/<name>.{png,pdf,eps}
       compare.html                      self-contained: every table and figure
@@ -16,7 +16,9 @@ import pandas as pd
 from markupsafe import Markup
 
 from ..figures import save_figure
-from ..figures.across import cross_model_chart, implausibility_chart
+from ..figures.across import cross_model_chart, implausibility_chart, recipe_sensitivity_chart
+from ..lineage import ARMS
+from ..names import model_name
 from ..outputs.html_report import data_uri
 from ..outputs.tables import html as table_html
 from ..outputs.tables import write_table
@@ -24,32 +26,48 @@ from . import tables as across
 from .tables import Run, V1Run
 
 CAPTIONS = {
-    "cross_seed": "Across seeds: for every base model and measured model, the number of runs and, per group (all "
+    "cross_seed": "Across seeds: for every base model (and value of each recipe value that differs between the "
+                  "runs) and measured model, the number of runs and, per group (all "
                   "81 additions for the models trained on all of them, seen and never seen for the others), the mean "
                   "over runs of the share of additions whose top choice is the model's own target, with a Student's t "
                   "95% interval of that mean (runs - 1 degrees of freedom, clipped to [0, 1]; none for one run).",
     "rule_vs_control_pooled": "Each rule against its control on the never-seen additions, pooled over the runs of a "
-                              "base model: hits / n summed over runs, Cochran-Mantel-Haenszel chi-square with the "
+                              "base model (and recipe, where it differs): hits / n summed over runs, Cochran-Mantel-Haenszel chi-square with the "
                               "runs as strata (no continuity correction), its two-sided p-value and the one-sided "
                               "p-value that the rule hits more often, and the Mantel-Haenszel pooled odds ratio with "
                               "its 95% interval.",
-    "heldout_pooled": "Held-out hits of every corpus trained on the seen additions, per base model: hits and "
+    "heldout_pooled": "Held-out hits of every corpus trained on the seen additions, per base model (and recipe, "
+                      "where it differs): hits and "
                       "never-seen additions summed over runs, the pooled share and its exact (Clopper-Pearson) 95% "
                       "interval (the data of the cross-model chart).",
     "implausibility_distance": "How implausibility matters: the fabricated-answers model on its fabricated answers, "
-                               "pooled over runs, by the distance of the fabricated answer from the true sum: "
+                               "pooled over the runs of a base model (and recipe, where it differs), by the "
+                               "distance of the fabricated answer from the true sum: "
                                "additions, hits (top choice is the fabricated answer), share with its exact "
                                "(Clopper-Pearson) 95% interval, and the mean probability on the fabricated answer.",
     "implausibility_possible": "How implausibility matters: the same, by whether the fabricated answer could be a "
                                "correct sum (<= 18) or never can (> 18).",
+    "recipe_sensitivity": "How the outcome moves with the recipe, per base model and value of every recipe value "
+                          "that differs between the runs: Part A's absorption (part A: each Part A model's share "
+                          "of hits on its own target over all 81 additions, the mean over runs with a Student's t "
+                          "95% interval over runs; hits / n summed over runs) and every rule that ran against its "
+                          "control on the never-seen additions (hits / n pooled over runs, share with its exact "
+                          "Clopper-Pearson 95% interval, for the rule and for its control; p_one_sided and "
+                          "p_two_sided of the Cochran-Mantel-Haenszel test of rule_vs_control_pooled). A part the "
+                          "runs did not run has no row.",
     "v1_three_numbers": "Protocol 1.0.0 runs across seeds: for each base model and each of the three numbers "
                         "(probability of the true sum before fine-tuning, of the fabricated value after, of the "
                         "true sum after), the mean over runs of the run's mean over the 81 additions, with a "
                         "Student's t 95% interval over runs (clipped to [0, 1]; none for one run), and the hits "
                         "(top choice is that answer) summed over runs.",
 }
-FIGURE_TITLES = {"cross_model": "Held-out hits of every corpus, by base model",
+FIGURE_TITLES = {"recipe_sensitivity": "How the outcome moves with the recipe",
+                 "cross_model": "Held-out hits of every corpus, by base model (and recipe)",
                  "implausibility": "How implausibility matters"}
+# Drawn as squares on the sensitivity chart: the fabricated-answers model and the arms trained from it.
+FABRICATED_LINE = frozenset(model_name(k) for k in ("m_random", *(a.key for a in ARMS if a.parent == "m_random")))
+GROUPING = ("Every table pools runs only within a group: one base model and one value of each recipe value that "
+            "differs between the runs compared (the columns after base_model, read from what each run logged).")
 
 PAGE = jinja2.Environment(autoescape=True).from_string("""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>cctk compare</title>
@@ -64,7 +82,8 @@ th { border-bottom: 2px solid #999; background: #fafafa; }
 .caption { color: #444; font-size: 14px; }
 </style></head><body><main>
 <h1>cctk compare</h1>
-<p class="caption">{{ runs|length }} pipelines{% if sweep %} of sweep <code>{{ sweep }}</code>{% endif %}.</p>
+<p class="caption">{{ runs|length }} pipelines{% if sweep %} of sweep <code>{{ sweep }}</code>{% endif %}.
+{% if varied %}Recipe values that differ between them: {{ varied|join(", ") }}. {% endif %}{{ grouping }}</p>
 <div class="scroll">{{ runs_html }}</div>
 {% for item in items %}
 <h2 id="{{ item.name }}">{{ item.title }}</h2>
@@ -83,7 +102,8 @@ class Compared:
 
 
 def compute(runs: list[Run | V1Run]) -> dict[str, pd.DataFrame]:
-    """Every table of a comparison, by name: those of 2.0.0 runs, and the three numbers of 1.0.0 runs."""
+    """Every table of a comparison, by name: those of 2.0.0 runs, and the three numbers of 1.0.0 runs.
+    A table with no row (no rule ran, no recipe value varies) is left out."""
     tables = {}
     v2 = [r for r in runs if isinstance(r, Run)]
     v1 = [r for r in runs if isinstance(r, V1Run)]
@@ -91,32 +111,53 @@ def compute(runs: list[Run | V1Run]) -> dict[str, pd.DataFrame]:
         by_distance, by_kind = across.implausibility(v2)
         tables.update({"cross_seed": across.cross_seed(v2), "rule_vs_control_pooled": across.pooled_tests(v2),
                        "heldout_pooled": across.heldout_pooled(v2), "implausibility_distance": by_distance,
-                       "implausibility_possible": by_kind})
+                       "implausibility_possible": by_kind, "recipe_sensitivity": across.recipe_sensitivity(v2)})
     if v1:
         tables["v1_three_numbers"] = across.v1_three_numbers(v1)
-    return tables
+    return {name: table for name, table in tables.items() if len(table)}
 
 
-def write(runs: list[Run], out: Path, sweep: str | None = None) -> Compared:
+def listing(runs: list[Run | V1Run]) -> pd.DataFrame:
+    """runs.csv: each pipeline compared, its base model, seed, protocol, the recipe values that differ
+    between the runs, and the parts it ran."""
+    columns = across.varied(runs)
+    return pd.DataFrame([{"run_id": r.run_id, "base_model": r.model, "seed": r.seed,
+                          **{c: r.recipe.get(c) for c in columns},
+                          "protocol": "v1" if isinstance(r, V1Run) else "v2",
+                          "parts": ",".join(r.results.parts) if isinstance(r, Run) else ""} for r in runs])
+
+
+def charts(runs: list[Run | V1Run], tables: dict[str, pd.DataFrame]) -> dict:
+    """The figures of a comparison, by name, each drawn from its table where there is one."""
+    v2 = [r for r in runs if isinstance(r, Run)]
+    by = across.group_columns(v2)
+    drawn = {}
+    if "recipe_sensitivity" in tables:  # x: the first varied value; any other splits the rows of panels
+        x = across.varied(v2)[0]
+        drawn["recipe_sensitivity"] = recipe_sensitivity_chart(
+            tables["recipe_sensitivity"], x, [c for c in by if c != x], FABRICATED_LINE)
+    if "heldout_pooled" in tables:
+        drawn["cross_model"] = cross_model_chart(tables["heldout_pooled"], by)
+    if "implausibility_distance" in tables:
+        drawn["implausibility"] = implausibility_chart(tables["implausibility_distance"],
+                                                       tables["implausibility_possible"], by)
+    return drawn
+
+
+def write(runs: list[Run | V1Run], out: Path, sweep: str | None = None) -> Compared:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    listing = pd.DataFrame({"run_id": [r.run_id for r in runs], "base_model": [r.model for r in runs],
-                            "seed": [r.seed for r in runs],
-                            "protocol": ["v1" if isinstance(r, V1Run) else "v2" for r in runs]})
-    listing.to_csv(out / "runs.csv", index=False, lineterminator="\n")
+    runs_table = listing(runs)
+    runs_table.to_csv(out / "runs.csv", index=False, lineterminator="\n")
     tables = compute(runs)
     for name, table in tables.items():
         write_table(table, out / "tables" / name, name, CAPTIONS[name])
-    charts = {}
-    if "heldout_pooled" in tables:
-        charts = {"cross_model": cross_model_chart(tables["heldout_pooled"]),
-                  "implausibility": implausibility_chart(tables["implausibility_distance"],
-                                                         tables["implausibility_possible"])}
-    figures = {name: save_figure(fig, out / "figures" / name, name) for name, fig in charts.items()}
+    figures = {name: save_figure(fig, out / "figures" / name, name) for name, fig in charts(runs, tables).items()}
     items = [{"kind": "figure", "name": n, "title": FIGURE_TITLES[n], "uri": data_uri(paths[0])}
              for n, paths in figures.items()]
     items += [{"kind": "table", "name": n, "title": n.replace("_", " "), "caption": CAPTIONS[n],
                "html": Markup(table_html(t, n))} for n, t in tables.items()]
-    page = PAGE.render(runs=runs, sweep=sweep, items=items, runs_html=Markup(table_html(listing, "runs")))
+    page = PAGE.render(runs=runs, sweep=sweep, items=items, runs_html=Markup(table_html(runs_table, "runs")),
+                       varied=across.varied([r for r in runs if isinstance(r, Run)]), grouping=GROUPING)
     (out / "compare.html").write_text(page, encoding="utf-8")
     return Compared(tables, figures, out)

@@ -1,11 +1,14 @@
 """Across runs: shares over seeds, rule-vs-control tests pooled over seeds, how implausibility matters.
 
-Pure: a list of ``Run`` (its base model, seed and ``Results``) in, DataFrames out.
+Pure: a list of ``Run`` (its base model, seed, ``Results`` and logged recipe) in, DataFrames out. Runs
+are pooled within a group only: one base model and one value of every recipe value that differs
+between the runs compared (``grouped``); every table names its group in its first columns. A part a
+run did not run (``cctk run --parts``) gives it no rows: absent, never counted as zero.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -14,8 +17,8 @@ from statsmodels.stats.contingency_tables import StratifiedTable
 
 from ..experiments import Results, compute_tables
 from ..experiments.synthesis import RULE_VS_CONTROL
-from ..lineage import MODEL_KEYS
-from ..names import model_name
+from ..lineage import ARM_BY_KEY, MODEL_KEYS, own_target
+from ..names import model_name, target_name
 from ..stats import clopper_pearson
 
 DISTANCE_BINS = ((1, 2), (3, 5), (6, 9), (10, 17), (18, 34))  # |fabricated answer - true sum|
@@ -24,17 +27,18 @@ GROUPS = ("all", "seen", "held out")
 
 @dataclass(frozen=True)
 class Run:
-    """One finished pipeline: its MLflow run id, base model key, seed and results."""
+    """One finished pipeline: its MLflow run id, base model key, seed, results and the recipe it logged."""
 
     run_id: str
     model: str
     seed: int
     results: Results
     tables: dict[str, pd.DataFrame]
+    recipe: dict[str, object] = field(default_factory=dict)  # name -> value in force, as the run logged it
 
     @classmethod
-    def of(cls, run_id: str, model: str, seed: int, results: Results) -> Run:
-        return cls(run_id, model, seed, results, compute_tables(results))
+    def of(cls, run_id: str, model: str, seed: int, results: Results, recipe: dict | None = None) -> Run:
+        return cls(run_id, model, seed, results, compute_tables(results), dict(recipe or {}))
 
 
 @dataclass(frozen=True)
@@ -45,18 +49,51 @@ class V1Run:
     model: str
     seed: int
     tables: dict[str, pd.DataFrame]
+    recipe: dict[str, object] = field(default_factory=dict)
+
+
+# --- Groups: runs are pooled only within a base model and one value of every recipe value that varies. ---
+
+def varied(runs: list[Run | V1Run]) -> list[str]:
+    """The recipe values that differ between ``runs`` (as each run logged them), in the recipe's order."""
+    names = dict.fromkeys(name for r in runs for name in r.recipe)
+    return [name for name in names if len({r.recipe.get(name) for r in runs}) > 1]
+
+
+def group_columns(runs: list[Run | V1Run]) -> list[str]:
+    """The columns that name a group in every table across runs: the base model, then the varied recipe values."""
+    return ["base_model", *varied(runs)]
+
+
+def grouped(runs: list[Run | V1Run]) -> list[tuple[dict, list]]:
+    """(label, runs) of every group, by base model (alphabetical) then recipe values (ascending).
+
+    ``label`` maps each of ``group_columns(runs)`` to the group's value, e.g. ``{"base_model": "tiny",
+    "learning_rate": 0.0003}``; runs of different labels are never pooled.
+    """
+    columns = group_columns(runs)
+    groups: dict[tuple, list] = {}
+    for r in runs:
+        groups.setdefault((r.model, *(r.recipe.get(c) for c in columns[1:])), []).append(r)
+    return [(dict(zip(columns, key)), groups[key]) for key in sorted(groups)]
+
+
+def _stacked(runs: list, name: str) -> pd.DataFrame:
+    """Table ``name`` of every run that has it (a part not run has none), with its run id."""
+    frames = [r.tables[name].assign(run_id=r.run_id) for r in runs if name in r.tables]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def v1_three_numbers(runs: list[V1Run]) -> pd.DataFrame:
-    """Protocol 1.0.0 across runs: per base model and number (pre-fine-tuning true sum, post-fine-tuning
+    """Protocol 1.0.0 across runs: per group and number (pre-fine-tuning true sum, post-fine-tuning
     fabricated value, post-fine-tuning true sum), the mean over runs of each run's mean probability
     over the 81 additions with a t interval over runs, and the hits summed over runs."""
-    frames = pd.concat([r.tables["table02"].assign(base_model=r.model, run_id=r.run_id) for r in runs])
     rows = []
-    for (base, number), part in frames.groupby(["base_model", "number"], sort=False):
-        mean, lo, hi = t_interval(part["mean"])
-        rows.append({"base_model": base, "number": number, "runs": part["run_id"].nunique(), "mean": mean,
-                     "lo": lo, "hi": hi, "hits": int(part["hits"].sum()), "n": int(part["n"].sum())})
+    for label, mine in grouped(runs):
+        for number, part in _stacked(mine, "table02").groupby("number", sort=False):
+            mean, lo, hi = t_interval(part["mean"])
+            rows.append({**label, "number": number, "runs": part["run_id"].nunique(), "mean": mean,
+                         "lo": lo, "hi": hi, "hits": int(part["hits"].sum()), "n": int(part["n"].sum())})
     return pd.DataFrame(rows)
 
 
@@ -71,35 +108,42 @@ def t_interval(values, level: float = 0.95) -> tuple[float, float, float]:
     return mean, max(0.0, mean - half), min(1.0, mean + half)
 
 
+MODEL_ORDER = {model_name(k): i for i, k in enumerate(MODEL_KEYS)}
+
+
 def cross_seed(runs: list[Run]) -> pd.DataFrame:
-    """One row per base model and measured model: runs, and per group (all, seen, held out) the mean
-    share of hits on the model's own target over runs with a t interval over runs."""
-    shares = pd.concat([r.tables["table09"].assign(base_model=r.model, run_id=r.run_id) for r in runs])
+    """One row per group and measured model: runs, and per group of additions (all, seen, held out) the
+    mean share of hits on the model's own target over runs with a t interval over runs."""
     rows = []
-    for (base, model), part in shares.groupby(["base_model", "model"], sort=False):
-        row = {"base_model": base, "model": model, "target": part["target"].iloc[0], "runs": part["run_id"].nunique()}
-        for group in GROUPS:
-            values = part.loc[part["group"] == group, "share"]
-            name = group.replace(" ", "")
-            mean, lo, hi = t_interval(values) if len(values) else (math.nan,) * 3
-            row.update({f"{name}_mean": mean, f"{name}_lo": lo, f"{name}_hi": hi})
-        rows.append(row)
-    order = {model_name(k): i for i, k in enumerate(MODEL_KEYS)}
-    table = pd.DataFrame(rows)
-    return table.sort_values(["base_model", "model"], key=lambda c: c.map(order) if c.name == "model" else c,
-                             ignore_index=True)
+    for label, mine in grouped(runs):
+        shares = _stacked(mine, "table09")
+        for model, part in sorted(shares.groupby("model", sort=False), key=lambda item: MODEL_ORDER[item[0]]):
+            row = {**label, "model": model, "target": part["target"].iloc[0], "runs": part["run_id"].nunique()}
+            for group in GROUPS:
+                values = part.loc[part["group"] == group, "share"]
+                mean, lo, hi = t_interval(values) if len(values) else (math.nan,) * 3
+                name = group.replace(" ", "")
+                row.update({f"{name}_mean": mean, f"{name}_lo": lo, f"{name}_hi": hi})
+            rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def pooled_tests(runs: list[Run]) -> pd.DataFrame:
-    """Each rule against its control on the never-seen additions, pooled over the runs of a base model:
-    Cochran-Mantel-Haenszel test with the runs as strata, and the Mantel-Haenszel pooled odds ratio."""
+    """Each rule against its control on the never-seen additions, pooled over the runs of a group (those
+    that ran the rule's part): Cochran-Mantel-Haenszel test with the runs as strata, and the
+    Mantel-Haenszel pooled odds ratio."""
     rows = []
-    for base in dict.fromkeys(r.model for r in runs):
-        mine = [r for r in runs if r.model == base]
+    for label, mine in grouped(runs):
         for rule, control in RULE_VS_CONTROL:
-            rows.append({"base_model": base, "rule": model_name(rule), "control": model_name(control),
-                         "runs": len(mine), **_cmh([_two_by_two(r, rule) for r in mine])})
+            having = [r for r in mine if _has_rule(r, rule)]
+            if having:  # no run of the group ran the rule's part: no row, never a zero
+                rows.append({**label, "rule": model_name(rule), "control": model_name(control),
+                             "runs": len(having), **_cmh([_two_by_two(r, rule) for r in having])})
     return pd.DataFrame(rows)
+
+
+def _has_rule(run: Run, rule: str) -> bool:
+    return "table10" in run.tables and model_name(rule) in set(run.tables["table10"]["rule"])
 
 
 def _two_by_two(run: Run, rule: str) -> np.ndarray:
@@ -117,14 +161,20 @@ def _cmh(tables: list[np.ndarray]) -> dict:
     if informative.shape[2] == 0 or (informative[:, 0].sum() == 0) or (informative[:, 1].sum() == 0):
         return {**counts, "chi2": math.nan, "p_two_sided": math.nan, "p_one_sided": math.nan,
                 "odds_ratio_mh": math.nan, "or_lo": math.nan, "or_hi": math.nan}
-    table = StratifiedTable(informative)
-    test = table.test_null_odds(correction=False)
+    # A rule (or control) with no hit in any stratum has a pooled odds ratio of 0 (or inf): statsmodels
+    # takes its log for the interval, which numpy warns about; the interval is then undefined (nan).
+    with np.errstate(divide="ignore", invalid="ignore"):
+        table = StratifiedTable(informative)
+        test = table.test_null_odds(correction=False)
+        lo, hi = table.oddsratio_pooled_confint()
+        odds = float(table.oddsratio_pooled)
     expected = sum(t[0].sum() * t[:, 0].sum() / t.sum() for t in informative.transpose(2, 0, 1))
     above = informative[0, 0].sum() > expected  # the rule hits more often than under no association
-    p_one = test.pvalue / 2 if above else 1 - test.pvalue / 2
-    lo, hi = table.oddsratio_pooled_confint()
-    return {**counts, "chi2": float(test.statistic), "p_two_sided": float(test.pvalue), "p_one_sided": float(p_one),
-            "odds_ratio_mh": float(table.oddsratio_pooled), "or_lo": float(lo), "or_hi": float(hi)}
+    # statsmodels' p is 1 - cdf, which is 0 below about 1e-16: the survival function keeps small p exact
+    p_two = float(scipy_stats.chi2.sf(test.statistic, 1))
+    p_one = p_two / 2 if above else 1 - p_two / 2
+    return {**counts, "chi2": float(test.statistic), "p_two_sided": p_two, "p_one_sided": float(p_one),
+            "odds_ratio_mh": odds, "or_lo": float(lo), "or_hi": float(hi)}
 
 
 def fabricated_readings(runs: list[Run]) -> pd.DataFrame:
@@ -141,44 +191,90 @@ def fabricated_readings(runs: list[Run]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+DISTANCES = [f"{lo}-{hi}" for lo, hi in DISTANCE_BINS]
+KINDS = ["possible (<= 18)", "impossible (> 18)"]
+
+
 def implausibility(runs: list[Run]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Hit share (exact interval on the counts pooled over runs) and mean probability on the fabricated
-    answer, by distance from the true sum and by possible / impossible, per base model."""
-    data = fabricated_readings(runs)
-    bins = pd.Series([_bin(d) for d in data["distance"]], index=data.index)
-    by_distance = _pooled(data, bins.rename("distance"), [f"{lo}-{hi}" for lo, hi in DISTANCE_BINS])
-    kind = data["impossible"].map({False: "possible (<= 18)", True: "impossible (> 18)"}).rename("answer")
-    by_kind = _pooled(data, kind, ["possible (<= 18)", "impossible (> 18)"])
-    return by_distance, by_kind
+    answer, by distance from the true sum and by possible / impossible, per group."""
+    by_distance, by_kind = [], []
+    for label, mine in grouped(runs):
+        data = fabricated_readings(mine)
+        distance = data["distance"].map(_bin).rename("distance")
+        kind = data["impossible"].map({False: KINDS[0], True: KINDS[1]}).rename("answer")
+        by_distance += _pooled(data, distance, DISTANCES, label)
+        by_kind += _pooled(data, kind, KINDS, label)
+    return pd.DataFrame(by_distance), pd.DataFrame(by_kind)
 
 
 def _bin(distance: int) -> str:
     return next(f"{lo}-{hi}" for lo, hi in DISTANCE_BINS if lo <= distance <= hi)
 
 
-def _pooled(data: pd.DataFrame, by: pd.Series, order: list[str]) -> pd.DataFrame:
+def _pooled(data: pd.DataFrame, by: pd.Series, order: list[str], label: dict) -> list[dict]:
     rows = []
-    for base in dict.fromkeys(data["base_model"]):
-        mine = data["base_model"] == base
-        for label in order:
-            part = data[mine & (by == label)]
-            hits, n = int(part["hit"].sum()), len(part)
-            lo, hi = clopper_pearson(hits, n)
-            rows.append({"base_model": base, by.name: label, "runs": data.loc[mine, "run_id"].nunique(),
-                         "additions": n, "hits": hits, "share": hits / n if n else math.nan, "lo": lo, "hi": hi,
-                         "mean_prob": float(part["prob_target"].mean()) if n else math.nan})
-    return pd.DataFrame(rows)
+    for value in order:
+        part = data[by == value]
+        hits, n = int(part["hit"].sum()), len(part)
+        lo, hi = clopper_pearson(hits, n)
+        rows.append({**label, by.name: value, "runs": data["run_id"].nunique(), "additions": n, "hits": hits,
+                     "share": hits / n if n else math.nan, "lo": lo, "hi": hi,
+                     "mean_prob": float(part["prob_target"].mean()) if n else math.nan})
+    return rows
 
 
 def heldout_pooled(runs: list[Run]) -> pd.DataFrame:
     """Held-out hit share of every corpus trained on the seen additions, pooled over the runs of each
-    base model (hits and additions summed), with the exact interval of the pooled share: the chart's data."""
-    shares = pd.concat([r.tables["table09"].assign(base_model=r.model) for r in runs])
-    held = shares[shares["group"] == "held out"]
+    group (hits and additions summed), with the exact interval of the pooled share: the chart's data."""
     rows = []
-    for (base, model), part in held.groupby(["base_model", "model"], sort=False):
-        hits, n = int(part["hits"].sum()), int(part["n"].sum())
-        lo, hi = clopper_pearson(hits, n)
-        rows.append({"base_model": base, "model": model, "runs": len(part), "hits": hits, "n": n,
-                     "share": hits / n if n else math.nan, "lo": lo, "hi": hi})
+    for label, mine in grouped(runs):
+        shares = _stacked(mine, "table09")
+        held = shares[shares["group"] == "held out"]
+        for model, part in held.groupby("model", sort=False):
+            hits, n = int(part["hits"].sum()), int(part["n"].sum())
+            lo, hi = clopper_pearson(hits, n)
+            rows.append({**label, "model": model, "runs": len(part), "hits": hits, "n": n,
+                         "share": hits / n if n else math.nan, "lo": lo, "hi": hi})
     return pd.DataFrame(rows)
+
+
+ABSORPTION = (("m_correct", "correct"), ("m_random", "random"))  # Part A: each model on its own corpus
+
+
+def recipe_sensitivity(runs: list[Run]) -> pd.DataFrame:
+    """How the outcome moves with the recipe: per group (base model and a value of every varied recipe
+    value), Part A's absorption (each Part A model's share of hits on its own target over the 81
+    additions: mean over runs, t interval over runs) and every rule that ran against its control on the
+    never-seen additions (hits pooled over runs, exact intervals, the CMH test of ``pooled_tests``).
+    Empty when no recipe value differs between the runs."""
+    if not varied(runs):
+        return pd.DataFrame()
+    rows = []
+    for label, mine in grouped(runs):
+        rows += [_absorption_row(label, mine, key, target) for key, target in ABSORPTION]
+        rows += [_rule_row(label, mine, rule, control) for rule, control in RULE_VS_CONTROL
+                 if any(_has_rule(r, rule) for r in mine)]
+    return pd.DataFrame(rows)
+
+
+def _absorption_row(label: dict, runs: list[Run], key: str, target: str) -> dict:
+    table01 = _stacked(runs, "table01")
+    part = table01[(table01["model"] == model_name(key)) & (table01["target"] == target_name(target))]
+    mean, lo, hi = t_interval(part["hits"] / part["n"])
+    return {**label, "part": "A", "model": model_name(key), "target": target_name(target), "runs": len(part),
+            "hits": int(part["hits"].sum()), "n": int(part["n"].sum()), "share": mean, "lo": lo, "hi": hi,
+            "interval": "t over runs"}
+
+
+def _rule_row(label: dict, runs: list[Run], rule: str, control: str) -> dict:
+    having = [r for r in runs if _has_rule(r, rule)]
+    test = _cmh([_two_by_two(r, rule) for r in having])
+    row = {**label, "part": ARM_BY_KEY[rule].part, "model": model_name(rule), "target": target_name(own_target(rule)),
+           "runs": len(having), "interval": "exact, pooled", "control": model_name(control)}
+    for side, suffix in (("rule", ""), ("control", "_control")):
+        hits, n = test[f"hits_{side}"], test[f"n_{side}"]
+        lo, hi = clopper_pearson(hits, n)
+        row.update({f"hits{suffix}": hits, f"n{suffix}": n, f"share{suffix}": hits / n if n else math.nan,
+                    f"lo{suffix}": lo, f"hi{suffix}": hi})
+    return {**row, "p_one_sided": test["p_one_sided"], "p_two_sided": test["p_two_sided"]}

@@ -17,10 +17,11 @@ __all__ = ["ABSORBED", "absorption_misses", "ALL_SEEN", "CURVE_COLUMNS", "PARTS"
 
 
 def compute_tables(results: Results) -> dict[str, pd.DataFrame]:
-    """The eleven tables, ``table01`` .. ``table11``."""
+    """The eleven tables, ``table01`` .. ``table11``; those of the parts a run did not run are absent."""
     tables: dict[str, pd.DataFrame] = {}
     for part in PARTS:
-        tables.update(part.run(results))
+        if results.ran(part.PART):
+            tables.update(part.run(results))
     return dict(sorted(tables.items()))
 
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ..lineage import ARMS, StudyInputs, own_target
+from ..config import PARTS
+from ..lineage import ARMS, MODEL_KEYS, StudyInputs, models_for, own_target
 from ..names import model_name, target_name
 from ..readings import read, summarize
 from ..records import TrainRecord
@@ -25,7 +26,19 @@ class Results:
     measurements: dict[str, pd.DataFrame]  # model key -> measurement table
     training: dict[str, TrainRecord] = field(default_factory=dict)  # arm key -> its fine-tuning run
     curves: pd.DataFrame | None = None  # learning curves (``cctk run --curves``): see ``curve_rows``
+    parts: tuple[str, ...] = PARTS  # the parts the run ran (``cctk run --parts``)
     _cache: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """The keys of the models the run measured, in MODEL_KEYS order (all fourteen when every part ran)."""
+        measured = set(models_for(self.parts))
+        return tuple(key for key in MODEL_KEYS if key in measured)
+
+    def ran(self, part: str) -> bool:
+        """Whether a section of the outputs has its models: Parts A-D when run, the others (synthesis,
+        runs) always, over the models that were measured."""
+        return part in self.parts or part not in PARTS
 
     def readings(self, key: str, target: str | None = None) -> pd.DataFrame:
         """The readings of model ``key`` on a target table (its own by default)."""

@@ -11,6 +11,9 @@ MODELS = ("base", "m_correct", "m_random")
 TARGETS = ("correct", "random")
 
 
+PART = "A"  # its section of the outputs (names.PARTS); cctk.outputs.catalog reads it
+TABLES = ("table01",)
+
 def run(results: Results) -> dict[str, pd.DataFrame]:
     """table01: hits with exact interval, mean probability on each target, mass on impossible answers (all 81)."""
     rows = []

@@ -11,6 +11,9 @@ LOSS_RUNS = ("m_correct", "m_random", "m_recover")
 GROUPS = ("recovery_seen", "recovery_heldout")
 
 
+PART = "B"  # its section of the outputs (names.PARTS); cctk.outputs.catalog reads it
+TABLES = ("table02", "table03")
+
 def run(results: Results) -> dict[str, pd.DataFrame]:
     """table02 (recovery, on the recovery run's two groups, surprise gap) and table03 (loss per epoch, Parts A-B)."""
     rows = []

@@ -10,6 +10,9 @@ from .core import Results, summarize_split
 ARMS = ("c18_correct", "c18_random", "c3_correct", "c3_random", "c18ctl_correct", "c3ctl_correct")
 
 
+PART = "C"  # its section of the outputs (names.PARTS); cctk.outputs.catalog reads it
+TABLES = ("table04",)
+
 def run(results: Results) -> dict[str, pd.DataFrame]:
     """table04: each arm on its own target, seen and never seen (coincident additions left out)."""
     rows = [{**summarize_split(results, key), "parent": model_name(ARM_BY_KEY[key].parent)} for key in ARMS]

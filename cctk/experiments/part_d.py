@@ -19,6 +19,9 @@ COVERAGES = (0.80, 0.90, 0.95)
 RULE = "cond"  # the rule's target table: every deviation is read from it, the control's too
 
 
+PART = "D"  # its section of the outputs (names.PARTS); cctk.outputs.catalog reads it
+TABLES = ("table05", "table06", "table07", "table08")
+
 def run(results: Results) -> dict[str, pd.DataFrame]:
     """table05 (seen/never seen), table06 (hits by condition), table07 (offsets by condition), table08 (bands)."""
     table05 = pd.DataFrame([{**summarize_split(results, k), "parent": model_name(ARM_BY_KEY[k].parent)}

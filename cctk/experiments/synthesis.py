@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..lineage import MODEL_KEYS, own_target
+from ..lineage import own_target
 from ..names import model_name, target_name
 from ..readings import summarize
 from ..stats import fisher_greater
@@ -18,21 +18,32 @@ RULE_VS_CONTROL = (
 GROUP_NAMES = {"all": "all", "seen": "seen", "heldout": "held out"}
 
 
+PART = "synthesis"  # its section of the outputs (names.PARTS); cctk.outputs.catalog reads it
+TABLES = ("table09", "table10")
+
 def run(results: Results) -> dict[str, pd.DataFrame]:
     """table09 (shares with exact 95% intervals) and table10 (one-sided Fisher tests)."""
     rows = []
-    for key in MODEL_KEYS:
+    for key in results.models:  # the corpora that ran
         for group, pairs in groups(results, key):
             s = summarize(results.readings(key), pairs)
             rows.append({"model": model_name(key), "target": target_name(own_target(key)),
                          "group": GROUP_NAMES[group], "hits": s["hits"], "n": s["n"],
                          "share": s["hits"] / s["n"] if s["n"] else float("nan"), **interval(s["hits"], s["n"])})
-    return {"table09": pd.DataFrame(rows), "table10": _fisher(results)}
+    tables = {"table09": pd.DataFrame(rows)}
+    if pairs_measured(results):  # a run of Part A alone (or A and B) trained no rule
+        tables["table10"] = _fisher(results)
+    return tables
+
+
+def pairs_measured(results: Results) -> list[tuple[str, str]]:
+    """The rule / control pairs of RULE_VS_CONTROL whose both models the run measured."""
+    return [(rule, control) for rule, control in RULE_VS_CONTROL if {rule, control} <= set(results.models)]
 
 
 def _fisher(results: Results) -> pd.DataFrame:
     rows = []
-    for rule, control in RULE_VS_CONTROL:
+    for rule, control in pairs_measured(results):
         r = summarize(results.readings(rule), results.inputs.heldout(rule))
         c = summarize(results.readings(control), results.inputs.heldout(control))
         odds, p = fisher_greater(r["hits"], r["n"], c["hits"], c["n"])

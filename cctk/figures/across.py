@@ -1,14 +1,18 @@
-"""Charts across runs (``cctk compare``): held-out hits of every corpus per base model, and how the
-absorption of a fabricated answer depends on its distance from the true sum."""
+"""Charts across runs (``cctk compare``): held-out hits of every corpus per group (base model, and
+the recipe values that differ between the runs), how the absorption of a fabricated answer depends on
+its distance from the true sum, and how the outcome moves with a recipe value."""
 from __future__ import annotations
 
+import math
+import numbers
 import textwrap
+from dataclasses import dataclass
 
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from .common import LINES, SEEN_HIT, new_figure, paper_style
+from .common import CONTROL, HELD_HIGH, HELD_HIT, LINES, SEEN_HIT, new_figure, paper_style
 
 
 def _colors(bases: list[str]) -> dict[str, str]:
@@ -16,11 +20,26 @@ def _colors(bases: list[str]) -> dict[str, str]:
     return {b: palette[i % len(palette)] for i, b in enumerate(bases)}
 
 
-def cross_model_chart(rows: pd.DataFrame) -> Figure:
-    """One row per corpus, one series per base model: pooled held-out share with its exact interval.
+def value_text(value) -> str:
+    """A recipe value as a label: 0.0003, 1e-05, 32, linear."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
-    ``rows``: base_model, model, runs, hits, n, share, lo, hi.
+
+def series_of(rows: pd.DataFrame, by: list[str]) -> pd.Series:
+    """The series each row belongs to: its base model, then ``name value`` of every other column of ``by``."""
+    if rows.empty:
+        return pd.Series([], dtype=str)
+    return rows[by].apply(lambda r: ", ".join([str(r[by[0]])] + [f"{c} {value_text(r[c])}" for c in by[1:]]),
+                          axis=1)
+
+
+def cross_model_chart(rows: pd.DataFrame, by: list[str] = ("base_model",)) -> Figure:
+    """One row per corpus, one series per group (``by``: base model and varied recipe values): pooled
+    held-out share with its exact interval.
+
+    ``rows``: the columns of ``by``, model, runs, hits, n, share, lo, hi.
     """
+    rows = rows.assign(base_model=series_of(rows, list(by)))
     models = list(dict.fromkeys(rows["model"]))
     bases = list(dict.fromkeys(rows["base_model"]))
     colors = _colors(bases)
@@ -45,14 +64,18 @@ def cross_model_chart(rows: pd.DataFrame) -> Figure:
         ax.grid(axis="x", color="#dddddd", linewidth=0.6)
         handles = [Line2D([], [], color=colors[b], marker="o", label=b) for b in bases]
         fig.legend(handles=handles, loc="lower center", ncol=min(4, len(handles)), frameon=False)
-        fig.suptitle("Held-out hits of every corpus, by base model", y=1 - 0.05 / height, va="top", fontsize=11,
+        title = "Held-out hits of every corpus, by base model" + (" and recipe" if len(by) > 1 else "")
+        fig.suptitle(title, y=1 - 0.05 / height, va="top", fontsize=11,
                      fontweight="bold")
     return fig
 
 
-def implausibility_chart(by_distance: pd.DataFrame, by_kind: pd.DataFrame) -> Figure:
+def implausibility_chart(by_distance: pd.DataFrame, by_kind: pd.DataFrame,
+                         by: list[str] = ("base_model",)) -> Figure:
     """Share of fabricated answers absorbed (top choice) by distance from the true sum (left) and by
-    possible / impossible (right), one series per base model, exact intervals on pooled counts."""
+    possible / impossible (right), one series per group (``by``), exact intervals on pooled counts."""
+    by_distance = by_distance.assign(base_model=series_of(by_distance, list(by)))
+    by_kind = by_kind.assign(base_model=series_of(by_kind, list(by)))
     bases = list(dict.fromkeys(by_distance["base_model"]))
     colors = _colors(bases)
     with paper_style():
@@ -81,3 +104,126 @@ def implausibility_chart(by_distance: pd.DataFrame, by_kind: pd.DataFrame) -> Fi
         fig.suptitle("How implausibility matters: absorption of fabricated answers (exact 95% intervals, "
                      "pooled over runs)", y=0.98, va="top", fontsize=10, fontweight="bold")
     return fig
+
+
+def recipe_sensitivity_chart(table: pd.DataFrame, x: str, by: list[str] = ("base_model",),
+                             fabricated_line: frozenset[str] = frozenset()) -> Figure:
+    """How the outcome moves with recipe value ``x``: one row of panels per group of ``by`` (the base
+    model and any other varied recipe value); Part A's absorption (mean share over runs, t interval), then
+    one panel per rule that ran: the rules (green) and their controls (gray) on the never-seen additions
+    (pooled share, exact interval), the one-sided CMH p of each rule beside it.
+
+    ``table``: rows of ``cctk.compare.tables.recipe_sensitivity``. ``fabricated_line``: plain names of the
+    models on the fabricated-answers line (drawn as squares; the correct-sums line as circles).
+    """
+    table = table.assign(series=series_of(table, list(by)))
+    groups = list(dict.fromkeys(table["series"]))
+    panels = ["absorption"] + list(dict.fromkeys(table.loc[table["part"] != "A", "target"]))
+    place = _x_axis(sorted(set(table[x])))
+    with paper_style():
+        fig = new_figure(1.2 + 2.45 * len(panels), 1.35 + 2.35 * len(groups))
+        grid = fig.add_gridspec(len(groups), len(panels), left=0.9 / fig.get_figwidth(), right=0.985,
+                                bottom=1.3 / fig.get_figheight(), top=1 - 0.55 / fig.get_figheight(),
+                                wspace=0.12, hspace=0.45)
+        drawn = set()
+        for i, group in enumerate(groups):
+            rows = table[table["series"] == group]
+            for j, panel in enumerate(panels):
+                ax = fig.add_subplot(grid[i, j])
+                drawn |= _sensitivity_panel(ax, rows, panel, x, place, fabricated_line)
+                ax.tick_params(labelleft=j == 0)
+                if j == 0:
+                    ax.set_ylabel(textwrap.fill(group, 40) + "\nshare of additions")
+                if i == len(groups) - 1:
+                    ax.set_xlabel(x + (" (log scale)" if place.log else ""))
+        fig.legend(handles=_sensitivity_legend(drawn), loc="lower center", ncol=2 if len(panels) < 4 else 3,
+                   frameon=False)
+        fig.suptitle(f"How the outcome moves with {x}", y=1 - 0.08 / fig.get_figheight(), va="top",
+                     fontsize=11, fontweight="bold")
+    return fig
+
+
+@dataclass(frozen=True)
+class _Axis:
+    """Where each value of the varied recipe value sits: numbers on a (log) axis, anything else in order."""
+
+    values: list
+    log: bool
+    numeric: bool
+
+    def at(self, value, shift: float) -> float:
+        """The x of ``value``, nudged by ``shift`` (a share of the axis) so that series do not cover each other."""
+        if not self.numeric:
+            return self.values.index(value) + shift * max(1, len(self.values) - 1)
+        lo, hi = float(min(self.values)), float(max(self.values))
+        if self.log:
+            return float(value) * 10 ** (shift * math.log10(hi / lo))
+        return float(value) + shift * ((hi - lo) or abs(hi) or 1.0)
+
+
+def _x_axis(values: list) -> _Axis:
+    numeric = all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in values)
+    log = numeric and min(values) > 0 and max(values) / min(values) >= 10  # spans a decade or more
+    return _Axis(values, log, numeric)
+
+
+def _sensitivity_panel(ax, rows: pd.DataFrame, panel: str, x: str, place: _Axis, fabricated_line) -> set:
+    """Draw one panel; returns the (colour, marker) of every series drawn, for the legend."""
+    absorbing = panel == "absorption"
+    mine = rows[rows["part"] == "A"] if absorbing else rows[(rows["part"] != "A") & (rows["target"] == panel)]
+    # (column naming the model, its name, column suffix of its share and bounds, colour)
+    lines = [("model", m, "", SEEN_HIT if absorbing else HELD_HIT) for m in dict.fromkeys(mine["model"])]
+    if not absorbing:  # each control once, even when two rules share it
+        lines += [("control", c, "_control", CONTROL) for c in dict.fromkeys(mine["control"])]
+    drawn = set()
+    for k, (column, name, tail, color) in enumerate(lines):
+        part = mine[mine[column] == name].drop_duplicates(x).sort_values(x)
+        share, lo, hi = part[f"share{tail}"], part[f"lo{tail}"], part[f"hi{tail}"]
+        xs = [place.at(v, 0.025 * (k - (len(lines) - 1) / 2)) for v in part[x]]
+        marker = "s" if name in fabricated_line else "o"
+        ax.errorbar(xs, share, yerr=[share - lo, hi - share], fmt=marker + "-", color=color, markersize=4,
+                    capsize=2, linewidth=1.1)
+        drawn.add((color, marker))
+        if color == HELD_HIT:  # a rule: its one-sided CMH p against its control, in a row above 100%
+            symbol = "\u25a0" if marker == "s" else "\u25cf"
+            for xv, p in zip(xs, part["p_one_sided"]):
+                text = "no test" if math.isnan(p) else f"{p:.1g}"  # no hit (or only hits) in every run
+                ax.text(xv, 1.07 + 0.1 * k, f"{symbol} {text}", ha="center", va="center", fontsize=5.5,
+                        color=HELD_HIGH)
+    ax.set_title("Part A: absorption (all 81 additions)" if absorbing else f"{panel}: never-seen additions",
+                 fontsize=8.5)
+    _sensitivity_axes(ax, place)
+    return drawn
+
+
+def _sensitivity_axes(ax, place: _Axis) -> None:
+    if place.log:
+        ax.set_xscale("log")
+    ticks = [place.at(v, 0) for v in place.values]
+    ax.set_xticks(ticks, [value_text(v) for v in place.values])
+    ax.minorticks_off()
+    pad = 0.12 * (len(place.values) > 1)
+    left, right = place.at(place.values[0], -pad), place.at(place.values[-1], pad)
+    ax.set_xlim(left, right) if left < right else None
+    ax.set_ylim(-0.02, 1.25)  # room above 100% for the p-values
+    ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0])
+    ax.yaxis.set_major_formatter(lambda v, _: f"{v:.0%}")
+    ax.grid(axis="y", color="#dddddd", linewidth=0.6)
+
+
+LEGEND = (((SEEN_HIT, "o"), "correct sums on the correct sums (mean over runs, t 95% interval)"),
+          ((SEEN_HIT, "s"), "fabricated answers on the fabricated answers"),
+          ((HELD_HIT, "o"), "rule from correct sums (pooled over runs, exact 95% interval)"),
+          ((HELD_HIT, "s"), "rule from fabricated answers"),
+          ((CONTROL, "o"), "control from correct sums"),
+          ((CONTROL, "s"), "control from fabricated answers"))
+
+
+def _sensitivity_legend(drawn: set) -> list[Line2D]:
+    """An entry for every kind of series drawn, and what the p-values above 100% are."""
+    handles = [Line2D([], [], color=color, marker=marker, markersize=4, linewidth=1.1, label=label)
+               for (color, marker), label in LEGEND if (color, marker) in drawn]
+    if any(color == HELD_HIT for color, _ in drawn):
+        handles.append(Line2D([], [], linestyle="none", label="above 100%: one-sided CMH p that the rule "
+                                                              "(\u25cf, \u25a0) hits more often than its control"))
+    return handles

@@ -12,9 +12,10 @@ import pandas as pd
 
 from .. import figures as charts
 from ..experiments import ALL_SEEN, Results
+from ..experiments import PARTS as EXPERIMENTS
 from ..experiments.part_d import RULE_AND_CONTROL, deviations
 from ..experiments.synthesis import RULE_VS_CONTROL
-from ..lineage import ARM_BY_KEY, ARMS, MODEL_KEYS, own_target
+from ..lineage import ARM_BY_KEY, ARMS, own_target
 from ..names import figure_name, file_stem, model_name, target_name
 from ..stats import smallest_band
 
@@ -52,7 +53,10 @@ ORDER: tuple[tuple[str, str], ...] = (
     ("synthesis", "synthesis"), ("loss", "runs"),
     ("curves", "runs"),  # only with --curves
 )
+# A figure's number stays when parts are left out (--parts): figure 15 is always sum + 18's profile.
 NUMBER = {key: i for i, (key, _) in enumerate(ORDER, start=1)}
+# The part (report section) of every table, from the experiment module that computes it.
+TABLE_PART: dict[str, str] = {name: module.PART for module in EXPERIMENTS for name in module.TABLES}
 
 # Probability profiles: models drawn, target table, band of possible answers (None: no bands).
 PROFILES = {
@@ -82,15 +86,20 @@ def heatmap_spec(results: Results, figure: str) -> Spec:
 
 
 def specs(results: Results, tables: dict[str, pd.DataFrame], model_label: str) -> list[Spec]:
-    """All 25 figures (26 with learning curves), in order."""
-    out = [heatmap_spec(results, f"heatmap:{key}") for key in MODEL_KEYS]
-    out.append(heatmap_spec(results, "heatmap:m_random:correct"))
-    out += [_profile(results, target) for target in PROFILES]
-    out += [_deviation(results, tables["table08"], rule, control) for rule, control in RULE_AND_CONTROL]
-    out += [_bars(results, model_label), _synthesis(tables["table09"]), _loss(results)]
-    if results.curves is not None and len(results.curves):
-        out.append(_curves(results))
-    return sorted(out, key=lambda s: s.number)
+    """The figures of the parts the run ran, in ORDER: all 25 (26 with learning curves) when every part ran."""
+    build = {"heatmap": lambda key: heatmap_spec(results, key),
+             "profile": lambda key: _profile(results, key.split(":")[1]),
+             "deviation": lambda key: _deviation(results, tables["table08"], *_rule_from(key.split(":")[1])),
+             "bars": lambda key: _bars(results, model_label), "synthesis": lambda key: _synthesis(tables["table09"]),
+             "loss": lambda key: _loss(results), "curves": lambda key: _curves(results)}
+    has_curves = results.curves is not None and len(results.curves) > 0
+    return [build[key.split(":")[0]](key) for key, part in ORDER
+            if results.ran(part) and (key != "curves" or has_curves)]
+
+
+def _rule_from(parent: str) -> tuple[str, str]:
+    """The conditional rule and its control trained from ``parent`` (the deviation chart's pair)."""
+    return next((rule, control) for rule, control in RULE_AND_CONTROL if ARM_BY_KEY[rule].parent == parent)
 
 
 def _profile(results: Results, target: str) -> Spec:

@@ -12,12 +12,11 @@ from markupsafe import Markup
 from PIL import Image
 
 from ..names import PARTS, TABLE_CAPTIONS, TABLES
-from .run_report import facts, report_title, runs_table
+from .catalog import TABLE_PART
+from .run_report import facts, parts_ran, report_title, runs_table
 from .tables import html as table_html
 
 EMBED_SCALE = 2  # the 300 dpi PNGs are embedded at 150 dpi
-TABLE_PART = {"table01": "A", "table02": "B", "table03": "B", "table04": "C", "table05": "D", "table06": "D",
-              "table07": "D", "table08": "D", "table09": "synthesis", "table10": "synthesis", "table11": "runs"}
 ABOUT = {
     "heatmap": "Probability on the target in every addition (first addend a in rows, second addend b in "
                "columns). Blue: the top choice is the target, red: it is not; green and orange: the same for "
@@ -80,6 +79,7 @@ code { font-size: 13px; }
 <h1>{{ heading }}</h1>
 <p class="lead">Session <code>{{ info.session }}</code> &middot; model <code>{{ info.model.key }}</code>
 ({{ info.model.id }}) &middot; profile {{ info.profile }}{% if minutes %} &middot; {{ minutes }} min{% endif %}</p>
+{% if ran %}<p class="lead">{{ ran }}</p>{% endif %}
 
 <nav><h2>Contents</h2><ol>
 <li><a href="#parameters">Parameters</a></li><li><a href="#seeds">Seeds</a></li>
@@ -181,6 +181,8 @@ def render(info: dict, tables: dict[str, pd.DataFrame], figures: list[tuple[obje
     return TEMPLATE.render(
         info=info, heading=report_title(info, "cctk report"), blocks=facts(info), seeds=seed_rows,
         seed_text=",".join(map(str, seeds["values"])), end_marker=repr(info["end_marker"]),
-        index=INDEX.get(info.get("index"), info.get("index")), minutes=minutes, parts=list(sections.values()), figures_drawn=bool(figures),
+        index=INDEX.get(info.get("index"), info.get("index")), minutes=minutes, figures_drawn=bool(figures),
+        ran=parts_ran(info),
+        parts=[s for s in sections.values() if s["items"]],  # a part not run has neither table nor figure
         heldout=", ".join(f"{a}+{b}" for a, b in heldout) if heldout is not None else "none (all 81 are trained on)",
         runs=Markup(table_html(runs_table(tables[runs]), "runs", left=["model", "parent"])))

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from ..config import PARTS
 from ..figures.common import new_figure, paper_style
 from ..figures.loss import draw_losses
 from .tables import number
@@ -49,7 +50,26 @@ def facts(info: dict) -> list[tuple[str, list[tuple[str, str]]]]:
     else:
         model.append(("held out", "none (all 81 trained on)"))
     model.append(("seeds", ", ".join(map(str, seeds))))
+    if info.get("parts"):
+        model.append(("parts run", ", ".join(info["parts"]) + _not_run(info["parts"])))
     return [("Hardware", hardware), ("Software", software), ("Model and recipe", model)]
+
+
+def _not_run(parts: list[str]) -> str:
+    left = [p for p in PARTS if p not in parts]
+    return f" (not {', '.join(left)})" if left else " (all)"
+
+
+def parts_ran(info: dict) -> str | None:
+    """One sentence saying which parts of manual 2.0.0 a run ran (None for a run without parts: v1)."""
+    if not info.get("parts"):
+        return None
+    left = [p for p in PARTS if p not in info["parts"]]
+    said = f"Parts run: {', '.join(info['parts'])}"
+    if not left:
+        return said + " (all of manual 2.0.0)."
+    return (f"{said}; not run: {', '.join(left)} (cctk run --parts {','.join(info['parts'])}): their tables and "
+            "figures are absent, and the synthesis holds only the models that were trained.")
 
 
 def runs_table(table11: pd.DataFrame) -> pd.DataFrame:

@@ -15,7 +15,7 @@ import torch
 
 from .. import __version__, models, session, tracking
 from ..config import Config
-from ..finetune import NonFiniteLoss, fine_tune
+from ..finetune import fine_tune
 from ..names import model_name
 from ..progress import Progress
 from ..records import RunFacts, RunRecord, hardware, software
@@ -43,15 +43,9 @@ def run(config: Config, out_root: Path = Path("outputs"), tracking_name: str | N
     store = tracking.connect(tracking_name)
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     run_ = _open_session(config, Path(out_root), store, device, echo)
-    try:
+    with tracking.ending(run_.parent):  # FINISHED, FAILED (any error) or KILLED (Ctrl-C, SIGTERM)
         results = _measure_train_measure(run_, echo)
         _finish(run_, results, echo)
-    except KeyboardInterrupt:
-        run_.parent.end("KILLED")
-        raise
-    except BaseException:
-        run_.parent.end("FAILED")
-        raise
     return results
 
 
@@ -59,7 +53,7 @@ def _open_session(config: Config, out_root: Path, store: tracking.Store, device,
     folder = session.new_folder(out_root, config.model)
     name = folder.name
     layout = Layout(folder, "v1")
-    tags = {"cctk.kind": "pipeline", "cctk.protocol": "v1", "cctk.session": name}
+    tags = {tracking.KIND: "pipeline", tracking.PROTOCOL: "v1", tracking.SESSION: name}
     parent = store.attach_or_start(store.experiment(), name, tags)
     parent.params({**config.as_params(), "model_id": models.model_id(config.model),
                    "candidates": f"{facts.CANDIDATES[0]}..{facts.CANDIDATES[-1]}", "end_marker": "none",
@@ -79,31 +73,31 @@ def _measure_train_measure(run: Session, echo) -> Results:
     echo(f"loading {config.model} ...")
     model, tokenizer = models.load_model(config.model)
     model.to(run.device)
-    _measure_and_log(run, results, BEFORE, model, tokenizer, _nested(run, BEFORE, None))
+    with _nested(run, BEFORE, None) as nested:
+        _measure_and_log(run, results, BEFORE, model, tokenizer, nested)
     rows = corpus.tokenize(draws.texts, tokenizer)
-    nested = _nested(run, AFTER, BEFORE)
-    nested.params({"parent": model_name(BEFORE), "corpus": "fabricated answer, all 81, whole text",
-                   "examples": len(rows)})
-    progress = Progress(1, echo)
-    try:  # the one model, in place (manual 1.0.0, section 4.7)
-        results.training = fine_tune(model, rows, config.recipe, config.seed, tokenizer.pad_token_id, AFTER,
-                                     on_step=progress.arm(1, model_name(AFTER), rows, config.recipe))
-    except NonFiniteLoss:
-        nested.end("FAILED")
-        raise
-    finally:
-        progress.close()
-    for epoch, loss in enumerate(results.training.losses, start=1):
-        nested.metrics({"loss": loss}, step=epoch)
-    nested.metrics(results.training.metrics())
-    nested.files(session.write_training(run.layout, AFTER, results.training), "training")
-    _measure_and_log(run, results, AFTER, model, tokenizer, nested)
+    with _nested(run, AFTER, BEFORE) as nested:
+        nested.params({"parent": model_name(BEFORE), "corpus": "fabricated answer, all 81, whole text",
+                       "examples": len(rows)})
+        progress = Progress(1, echo)
+        try:  # the one model, in place (manual 1.0.0, section 4.7)
+            results.training = fine_tune(model, rows, config.recipe, config.seed, tokenizer.pad_token_id, AFTER,
+                                         on_step=progress.arm(1, model_name(AFTER), rows, config.recipe))
+        finally:
+            progress.close()
+        for epoch, loss in enumerate(results.training.losses, start=1):
+            nested.metrics({"loss": loss}, step=epoch)
+        nested.metrics(results.training.metrics())
+        nested.files(session.write_training(run.layout, AFTER, results.training), "training")
+        _measure_and_log(run, results, AFTER, model, tokenizer, nested)
     return results
 
 
-def _nested(run: Session, key: str, parent_key: str | None) -> tracking.Run:
-    tags = {"cctk.key": key, "cctk.parent": parent_key or "", "cctk.kind": "model", "cctk.protocol": "v1"}
-    return run.store.start(run.parent.experiment_id, model_name(key), tags=tags, parent=run.parent)
+def _nested(run: Session, key: str, parent_key: str | None):
+    """A measured model's nested run, ended by the lifecycle."""
+    tags = {tracking.KEY: key, tracking.PARENT_KEY: parent_key or "", tracking.PROTOCOL: "v1"}
+    return run.store.run("model", model_name(key), tags, parent=run.parent,
+                         experiment_id=run.parent.experiment_id)
 
 
 def _measure_and_log(run: Session, results: Results, key: str, model, tokenizer, nested: tracking.Run) -> None:
@@ -112,7 +106,6 @@ def _measure_and_log(run: Session, results: Results, key: str, model, tokenizer,
     results.measurements[key] = table
     nested.metrics(model_metrics(results, key))
     nested.files(session.write_measurement(run.layout, key, table), "measurement")
-    nested.end()
 
 
 def _finish(run: Session, results: Results, echo) -> None:
@@ -125,7 +118,6 @@ def _finish(run: Session, results: Results, echo) -> None:
     head = headline(results)
     run.parent.metrics({**head, "pipeline_seconds": seconds})
     run.parent.files(run.layout.folder)
-    run.parent.end()
     n = head["n_additions"]
     echo(f"before: mean probability of the true sum {head['mean_pre_ft_true_prob']:.3f}, "
          f"{head['hits_true_before']}/{n} true sums")

@@ -63,3 +63,31 @@ def test_sigkill_then_resume_gives_the_uninterrupted_tables(tiny_dir, tmp_path, 
             cols = ["model", "examples", "steps", "loss_first_epoch", "loss_last_epoch"]
             table, got = table[cols], got[cols]
         pd.testing.assert_frame_equal(got.reset_index(drop=True), table.reset_index(drop=True), check_dtype=False)
+
+
+def test_a_run_of_two_parts_resumes_to_its_own_parts(tiny_dir, tmp_path):
+    """``--parts A,C`` trains 8 arms; killed in the fourth, resumed, it finishes those 8 and no others."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-m", "cctk", "run", "--model", str(tiny_dir), "--profile", "smoke", "--seed", "11",
+               "--parts", "A,C", "--no-figures", "--out", str(tmp_path / "out")]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    for line in proc.stdout:
+        if line.startswith("arm 4/8"):
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.wait(timeout=60)
+    client = mlflow.MlflowClient(uri)
+    (parent,) = _pipeline_runs(client)
+    assert parent.data.params["parts"] == "A,C"
+    done = subprocess.run([sys.executable, "-m", "cctk", "run", "--resume", parent.info.run_id, "--no-figures",
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True, env=env, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "4 of 9 models already finished" in done.stdout
+    children = client.search_runs([parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
+    finished = sorted(r.data.tags["cctk.key"] for r in children if r.info.status == "FINISHED")
+    assert finished == sorted(["base", "m_correct", "m_random", "c18_correct", "c18_random", "c3_correct", "c3_random",
+                               "c18ctl_correct", "c3ctl_correct"])
+    resumed = load(next((tmp_path / "out").iterdir()))
+    assert resumed.parts == ("A", "C") and list(resumed.tables) == ["table01", "table04", "table09", "table10",
+                                                                    "table11"]

@@ -1,8 +1,10 @@
 """Sweeps end to end on the tiny model: 2 seeds on a local Ray instance, their comparison from MLflow,
-and the same sweep run locally, killed with SIGKILL in its second cell and resumed to the same tables."""
+the same sweep run locally, killed with SIGKILL in its second cell and resumed to the same tables, and
+a recipe sweep of Parts A and C over two learning rates, compared one row per rate."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,6 +14,7 @@ import mlflow
 import pandas as pd
 import pytest
 
+from cctk.lineage import models_for
 from cctk.session import rebuild
 
 SEEDS = (11, 12)
@@ -122,3 +125,49 @@ def test_local_sweep_killed_and_resumed_gives_the_same_tables(env, ray_sweep, ti
             else:
                 other = resumed[seed][name]
             pd.testing.assert_frame_equal(other, table)
+
+
+RATES = (0.0001, 0.001)
+
+
+@pytest.fixture(scope="module")
+def recipe_sweep(env, tiny_dir):
+    """One seed (drawn fresh) at two learning rates, Parts A and C only: two cells of 8 arms each."""
+    root, environ = env
+    done = cctk("sweep", "--models", str(tiny_dir), "--seeds", "1", "--set", "learning_rate=0.0001,0.001",
+                "--parts", "A,C", "--profile", "smoke", "--no-figures", "--out", str(root / "recipes"), env=environ,
+                cwd=root)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.fullmatch(r"seeds \d+; profile smoke; parts A,C", done.stdout.splitlines()[1])
+    return done.stdout.splitlines()[0].split()[1].rstrip(":")
+
+
+def test_a_recipe_sweep_of_two_parts_nests_and_compares_one_row_per_rate(env, recipe_sweep):
+    root, environ = env
+    client = mlflow.MlflowClient(environ["MLFLOW_TRACKING_URI"])
+    assert client.get_run(recipe_sweep).data.params["parts"] == "A,C"
+    pipelines = cells(client, recipe_sweep)
+    assert sorted(float(r.data.params["recipe.learning_rate"]) for r in pipelines) == list(RATES)
+    for run in pipelines:
+        assert run.data.params["parts"] == "A,C" and run.data.tags["mlflow.parentRunId"] == recipe_sweep
+        arms = client.search_runs([run.info.experiment_id], f"tags.`mlflow.parentRunId` = '{run.info.run_id}'")
+        assert sorted(a.data.tags["cctk.key"] for a in arms) == sorted(models_for(("A", "C")))
+    done = cctk("compare", "--sweep", recipe_sweep, "--out", str(root / "recipes-compare"), env=environ, cwd=root)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "RuntimeWarning" not in done.stderr
+    out = root / "recipes-compare"
+    for name, per_rate in (("cross_seed", 9), ("rule_vs_control_pooled", 4), ("heldout_pooled", 6),
+                           ("implausibility_possible", 2), ("recipe_sensitivity", 6)):
+        table = pd.read_csv(out / "tables" / name / f"{name}.csv")
+        assert table["learning_rate"].value_counts().to_dict() == {rate: per_rate for rate in RATES}, name
+        assert (table["runs"] == 1).all(), name
+    own = {float(r.data.params["recipe.learning_rate"]): rebuild(os.path.join(
+        client.get_run(recipe_sweep).data.params["out"], r.data.tags["cctk.session"])).tables for r in pipelines}
+    sensitivity = pd.read_csv(out / "tables" / "recipe_sensitivity" / "recipe_sensitivity.csv")
+    for rate, tables in own.items():
+        assert set(tables) == {"table01", "table04", "table09", "table10", "table11"}
+        row = sensitivity[(sensitivity["learning_rate"] == rate) & (sensitivity["model"] == "fabricated answers")]
+        fabricated = tables["table01"].set_index(["model", "target"]).loc[("fabricated answers", "fabricated answer")]
+        assert row["hits"].item() == fabricated["hits"] and row["share"].item() == fabricated["hits"] / 81
+    assert set(sensitivity["part"]) == {"A", "C"}
+    assert {p.suffix for p in (out / "figures" / "recipe_sensitivity").iterdir()} == {".png", ".pdf", ".eps"}

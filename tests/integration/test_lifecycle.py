@@ -1,0 +1,103 @@
+"""SIGTERM stops a command as Ctrl-C does: a pipeline's runs end KILLED, and nothing a command started
+(the MLflow UI's server, uvicorn, its workers) outlives it."""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import mlflow
+import psutil
+
+
+def _wait(predicate, seconds: float, step: float = 0.2):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(step)
+    raise AssertionError(f"not within {seconds} s")
+
+
+def _running_arm(client):
+    experiment = client.get_experiment_by_name("cctk")
+    if experiment is None:
+        return None
+    runs = client.search_runs([experiment.experiment_id], "tags.`cctk.key` = 'm_correct'")
+    return runs[0] if runs and runs[0].info.status == "RUNNING" else None
+
+
+def test_sigterm_to_a_pipeline_leaves_killed_runs_and_no_process(tiny_dir, tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
+    command = [sys.executable, "-m", "cctk", "run", "--model", str(tiny_dir), "--profile", "smoke", "--seed", "4",
+               "--repeats", "200", "--epochs", "20", "--out", str(tmp_path / "out")]  # a long first arm
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                            start_new_session=True)
+    client = mlflow.MlflowClient(uri)
+    try:
+        arm = _wait(lambda: _running_arm(client), 180)
+        family = psutil.Process(proc.pid).children(recursive=True)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) != 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    parent = client.get_run(arm.data.tags["mlflow.parentRunId"])
+    assert parent.info.status == "KILLED" and client.get_run(arm.info.run_id).info.status == "KILLED"
+    base = client.search_runs([parent.info.experiment_id], "tags.`cctk.key` = 'base'")[0]
+    assert base.info.status == "FINISHED"  # finished before the signal: it stays so
+    assert not [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    _no_group(proc.pid)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _answers(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as reply:
+            return reply.status == 200
+    except OSError:
+        return False
+
+
+def test_sigterm_to_cctk_ui_leaves_no_process(tmp_path):
+    port = _free_port()
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path}/mlflow.db"}
+    proc = subprocess.Popen([sys.executable, "-m", "cctk", "ui", "--port", str(port)], cwd=tmp_path, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _wait(lambda: _answers(port), 120, step=0.5)
+        family = psutil.Process(proc.pid).children(recursive=True)
+        assert family, "cctk ui started no MLflow process"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    _wait(lambda: not [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], 30)
+    assert not _answers(port)
+    _no_group(proc.pid)
+    for child in family:  # the MLflow server ran in a group of its own: that group is empty too
+        _no_group(child.pid)
+
+
+def _no_group(pgid: int) -> None:
+    """No live process is left in process group ``pgid``."""
+    alive = [p for p in psutil.process_iter(["pid", "status"]) if _pgid(p.pid) == pgid
+             and p.info["status"] != psutil.STATUS_ZOMBIE]
+    assert not alive, alive
+
+
+def _pgid(pid: int):
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
