@@ -27,11 +27,12 @@ import pandas as pd
 from statsmodels.stats.contingency_tables import mcnemar
 
 from ..errors import CctkError
-from ..krtest import ARMS
+from ..krtest import ARMS, RUN, STUDY_RUN, SWEEP_RUN
+from ..tracking import ARM, KIND
 from ..stats import clopper_pearson
 from .tables import t_interval
 
-KINDS = ("krtest", "krtest-study", "krtest-sweep")
+KINDS = (RUN, STUDY_RUN, SWEEP_RUN)
 SAME_ITEMS = ["line", "location", "context"]
 CAPTIONS = {
     "kr_runs": "KR-Test runs: for every arm run, its items, how many it got right (the true continuation scores "
@@ -135,7 +136,7 @@ def tables(arms: list[KrArm]) -> dict[str, pd.DataFrame]:
 def is_kr(store, runs: str) -> bool:
     """Are ``--runs`` KR-Test runs? All or none of them must be; a mix fails in one line."""
     ids = [r.strip() for r in runs.split(",") if r.strip()]
-    kinds = [store.get(run_id).tags.get("cctk.kind") for run_id in ids]
+    kinds = [store.get(run_id).tags.get(KIND) for run_id in ids]
     kr = [k in KINDS for k in kinds]
     if any(kr) and not all(kr):
         raise CctkError("cctk compare --runs takes KR-Test runs or pipelines, not both in one comparison")
@@ -145,18 +146,18 @@ def is_kr(store, runs: str) -> bool:
 def arm_runs(store, run_id: str) -> list:
     """The KR arm runs ``run_id`` stands for (itself, a study's arms, a sweep's studies' arms), finished."""
     run = store.get(run_id)
-    kind = run.tags.get("cctk.kind")
-    if kind == "krtest":
+    kind = run.tags.get(KIND)
+    if kind == RUN:
         found = [run]
-    elif kind == "krtest-study":
-        found = sorted((c for c in store.children(run) if c.tags.get("cctk.kind") == "krtest"),
-                       key=lambda r: ARM_ORDER.get(r.tags.get("cctk.arm"), len(ARM_ORDER)))
-    elif kind == "krtest-sweep":
-        studies = [s for s in store.children(run) if s.tags.get("cctk.kind") == "krtest-study"]
+    elif kind == STUDY_RUN:
+        found = sorted((c for c in store.children(run) if c.tags.get(KIND) == RUN),
+                       key=lambda r: ARM_ORDER.get(r.tags.get(ARM), len(ARM_ORDER)))
+    elif kind == SWEEP_RUN:
+        studies = [s for s in store.children(run) if s.tags.get(KIND) == STUDY_RUN]
         found = [arm for study in sorted(studies, key=lambda s: int(s.params.get("seed", 0)))
                  for arm in arm_runs(store, study.run_id)]
     else:
-        raise CctkError(f"MLflow run {run_id} is not a KR-Test run (tag cctk.kind is {kind!r})")
+        raise CctkError(f"MLflow run {run_id} is not a KR-Test run (tag {KIND} is {kind!r})")
     unfinished = [r.run_id for r in found if r.status != "FINISHED"]
     if unfinished:
         raise CctkError(f"KR-Test run {unfinished[0]} is not finished ({len(unfinished)} of {len(found)} arms)")
@@ -173,11 +174,11 @@ def gather(store, runs: str, folder: Path) -> list[KrArm]:
         for run in arm_runs(store, run_id):
             parent = run.tags.get("mlflow.parentRunId", "")
             study = store.get(parent) if parent else None
-            in_study = study is not None and study.tags.get("cctk.kind") == "krtest-study"
+            in_study = study is not None and study.tags.get(KIND) == STUDY_RUN
             store.download(run.run_id, folder / run.run_id)
             seed = run.params.get("seed", study.params.get("seed") if in_study else None)
             model = run.params.get("model", study.params.get("model", "") if in_study else "")
-            arms.append(KrArm(run.run_id, label(run.tags.get("cctk.arm", ""), model, in_study), model,
+            arms.append(KrArm(run.run_id, label(run.tags.get(ARM, ""), model, in_study), model,
                               None if seed in (None, "") else int(seed), parent if in_study else "",
                               pd.read_csv(folder / run.run_id / "items.csv")))
     return arms
@@ -223,12 +224,10 @@ def compare(store, runs: str, out: Path, echo=print) -> dict[str, pd.DataFrame]:
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         echo(found["kr_pooled"].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         echo(found["kr_paired"].to_string(index=False, float_format=lambda v: f"{v:.3g}"))
-    run = store.start(store.experiment(), f"compare {len(arms)} KR-Test arms",
-                      tags={"cctk.kind": "compare", "mlflow.source.name": "cctk compare"})
-    run.params({"runs": runs, "kind": "krtest", "arms": len(arms)})
-    for name in found:
-        run.files(out / "tables" / name, f"tables/{name}")
-    run.files(out / "compare.html")
-    run.end()
+    with store.run("compare", f"compare {len(arms)} KR-Test arms", {"mlflow.source.name": "cctk compare"}) as run:
+        run.params({"runs": runs, "kind": RUN, "arms": len(arms)})
+        for name in found:
+            run.files(out / "tables" / name, f"tables/{name}")
+        run.files(out / "compare.html")
     echo(f"{len(found)} tables in {out}; MLflow run {run.run_id}")
     return found

@@ -14,6 +14,9 @@ MLflow), ``cli``.
 # (attention rank 33, FFN rank 20). Here, not in ``lora``, so that the CLI loads no torch to show it.
 DEFAULT_BUDGET = 3_801_600
 
+# tag cctk.kind of KR-Test runs: one that scores items (an eval, a train, a study's arm), a study, a seed sweep
+RUN, STUDY_RUN, SWEEP_RUN = "krtest", "krtest-study", "krtest-sweep"
+
 ARMS: dict[str, str] = {  # the study's arms: internal key -> the plain name every file, figure, table and run shows
     "blind": "blind baseline",
     "open_book": "open-book baseline",

@@ -1,8 +1,9 @@
 """``cctk krtest eval`` and ``cctk krtest train``: check every input, load, score or train, write, track.
 
 Every input (model name, files and their fields, recipe values, budget, tracking store) is checked
-before any output folder or MLflow run exists. ``evaluate_arm`` and ``train_arm`` are shared with the
-study, which nests them under its parent run.
+before any output folder or MLflow run exists. Every KR-Test run goes through the toolkit's one run
+lifecycle (``tracking.Store.run``: FINISHED, FAILED with the error as a tag, KILLED on Ctrl-C or
+SIGTERM). ``evaluate_arm`` and ``train_arm`` are shared with the study, which nests them under its run.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from .. import __version__, tracking
 from ..errors import CctkError
 from ..models import check_available, load_model, model_id
 from ..scoring import pad_id
+from . import RUN
 from .generate import VALIDATION
 from .items import Item, check_locations, read_corpus, read_items, with_book
 from .passages import Passage, check_segment
@@ -91,8 +93,10 @@ class Track:
     store: tracking.Store
     experiment_id: str
 
-    def start(self, name: str, tags: dict, parent: tracking.Run | None = None) -> tracking.Run:
-        return self.store.start(self.experiment_id, name, {"mlflow.source.name": "cctk krtest", **tags}, parent)
+    def run(self, name: str, tags: dict, parent: tracking.Run | None = None, kind: str = RUN, attach: bool = False):
+        """A run in the one lifecycle (a context manager); ``attach``: ``mlflow run``'s run when there is one."""
+        return self.store.run(kind, name, {"mlflow.source.name": "cctk krtest", **tags}, parent, self.experiment_id,
+                              attach)
 
 
 def open_track(tracking_name: str | None) -> Track:
@@ -118,12 +122,11 @@ def run_eval(model: str, questions: Path, out: Path, corpus: Path | None = None,
     echo(f"loading {model} ...")
     lm, tokenizer = load_model(model)
     key = "open_book" if book else "blind"
-    run = track.start(f"krtest eval {model}", tags={"cctk.kind": "krtest", "cctk.arm": key})
-    run.params({"model": model, "model_id": model_id(model), "open_book": book, "corpus": str(corpus or ""),
-                "cctk_version": __version__, **inputs.params()})
-    inputs.log(run)
-    summary, _ = evaluate_arm(run, lm, tokenizer, items, Path(out), echo)
-    run.end()
+    with track.run(f"krtest eval {model}", {tracking.ARM: key}) as run:
+        run.params({"model": model, "model_id": model_id(model), "open_book": book, "corpus": str(corpus or ""),
+                    "cctk_version": __version__, **inputs.params()})
+        inputs.log(run)
+        summary, _ = evaluate_arm(run, lm, tokenizer, items, Path(out), echo)
     return summary
 
 
@@ -131,22 +134,18 @@ def evaluate_arm(run: tracking.Run, lm, tokenizer, items: list[Item], out: Path,
                  validation_rows=None) -> tuple[Summary, pd.DataFrame]:
     """Score, write ``items.csv``, ``by_passage.csv`` and ``summary.json``, print the accuracy, log metrics
     and files; returns the summary and the item table."""
-    try:
-        start = time.perf_counter()
-        table = score(lm, tokenizer, items)
-        summary = summarize(table)
-        metrics = {k: getattr(summary, k) for k in SUMMARY_METRICS}
-        metrics["eval_seconds"] = time.perf_counter() - start
-        if validation_rows is not None:
-            metrics["val_perplexity"] = perplexity(lm, validation_rows, pad_id(tokenizer))
-        paths = write_evaluation(table, summary, out)
-        echo(summary.line())
-        run.metrics(metrics)
-        for path in paths:
-            run.files(path)
-    except BaseException:
-        run.end("FAILED")
-        raise
+    start = time.perf_counter()
+    table = score(lm, tokenizer, items)
+    summary = summarize(table)
+    metrics = {k: getattr(summary, k) for k in SUMMARY_METRICS}
+    metrics["eval_seconds"] = time.perf_counter() - start
+    if validation_rows is not None:
+        metrics["val_perplexity"] = perplexity(lm, validation_rows, pad_id(tokenizer))
+    paths = write_evaluation(table, summary, out)
+    echo(summary.line())
+    run.metrics(metrics)
+    for path in paths:
+        run.files(path)
     return summary, table
 
 
@@ -161,12 +160,10 @@ def run_train(model: str, inputs: Inputs, config: TrainConfig, out: Path, tracki
     if config.method == "lora":  # a model whose attention and FFN blocks cannot be told apart fails here
         plan_lora(lm, config.modules, config.budget, config.rank)
     name = f"krtest train {model} {arm_key(config).replace('_', ' ')}"
-    run = track.start(name, tags={"cctk.kind": "krtest", "cctk.arm": arm_key(config)})
-    run.params({"model": model, "model_id": model_id(model), "cctk_version": __version__, **inputs.params()})
-    inputs.log(run)
-    trained = train_arm(run, lm, tokenizer, inputs, config, Path(out), echo, label=arm_key(config))
-    run.end()
-    return trained
+    with track.run(name, {tracking.ARM: arm_key(config)}) as run:
+        run.params({"model": model, "model_id": model_id(model), "cctk_version": __version__, **inputs.params()})
+        inputs.log(run)
+        return train_arm(run, lm, tokenizer, inputs, config, Path(out), echo, label=arm_key(config))
 
 
 def arm_key(config: TrainConfig) -> str:
@@ -194,13 +191,9 @@ def train_arm(run: tracking.Run, lm, tokenizer, inputs: Inputs, config: TrainCon
              f"[{100 * point.summary.lo:.1f}-{100 * point.summary.hi:.1f}], val perplexity "
              f"{point.val_perplexity:.2f}{loss} ({time.perf_counter() - started:.0f} s)")
 
-    try:
-        trained = train(lm, tokenizer, list(inputs.items), inputs.corpus, inputs.validation, config, on_eval=on_eval,
-                        on_loss=lambda step, loss: run.metrics({"train_loss": loss}, step=step))
-        _finish(run, trained, Path(out), echo)
-    except BaseException:
-        run.end("FAILED")
-        raise
+    trained = train(lm, tokenizer, list(inputs.items), inputs.corpus, inputs.validation, config, on_eval=on_eval,
+                    on_loss=lambda step, loss: run.metrics({"train_loss": loss}, step=step))
+    _finish(run, trained, Path(out), echo)
     return trained
 
 

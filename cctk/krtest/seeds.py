@@ -16,7 +16,8 @@ import pandas as pd
 
 from ..compare import kr
 from ..session import new_folder
-from . import ARMS
+from .. import tracking
+from . import ARMS, SWEEP_RUN
 from . import study as study_module
 from .jobs import open_track
 
@@ -39,21 +40,16 @@ def run(config: study_module.StudyConfig, seeds: tuple[int, ...], out_root: Path
         one.check()
     track = open_track(tracking_name)
     outcome = SweepOutcome(new_folder(Path(out_root), f"{study_module.model_label(config.model)}_seeds"))
-    tags = {"cctk.kind": "krtest-sweep", "cctk.session": outcome.folder.name, "mlflow.source.name": "cctk krtest study"}
-    sweep = track.store.attach_or_start(track.experiment_id, outcome.folder.name, tags)
-    outcome.run_id = sweep.run_id
-    sweep.params({k: v for k, v in config.params().items() if k != "seed"} | {"seeds": ",".join(map(str, seeds))})
-    echo(f"KR-Test study over seeds {', '.join(map(str, seeds))}: sweep run {sweep.run_id}, {outcome.folder}")
-    try:
+    tags = {tracking.SESSION: outcome.folder.name, "mlflow.source.name": "cctk krtest study"}
+    with track.run(outcome.folder.name, tags, kind=SWEEP_RUN, attach=True) as sweep:
+        outcome.run_id = sweep.run_id
+        sweep.params({k: v for k, v in config.params().items() if k != "seed"} | {"seeds": ",".join(map(str, seeds))})
+        echo(f"KR-Test study over seeds {', '.join(map(str, seeds))}: sweep run {sweep.run_id}, {outcome.folder}")
         for one in configs:
             outcome.studies.append(study_module.run(one, outcome.folder, tracking_name, echo, parent=sweep))
         outcome.tables = kr.write(arms(outcome.studies, config.model), outcome.folder)
         outcome.seconds = time.perf_counter() - started
         _log(sweep, outcome)
-    except BaseException:
-        sweep.end("FAILED")
-        raise
-    sweep.end()
     return outcome
 
 

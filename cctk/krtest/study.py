@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from .. import __version__, tracking
 from ..config import Recipe
 from ..models import check_available, load_model, model_id
 from ..session import new_folder
-from . import ARMS
+from . import ARMS, STUDY_RUN
 from .generate import (CORPUS, ENTITIES, QUESTIONS, VALIDATION, VALIDATION_ENTITIES, check_sizes, make_dataset,
                        write_dataset)
 from .jobs import Inputs, Track, evaluate_arm, open_track, read_inputs, train_arm
@@ -127,23 +128,17 @@ def run(config: StudyConfig, out_root: Path = Path("outputs/krtest"), tracking_n
     if dataset:
         paths = write_dataset(dataset, outcome.folder / "data")
         inputs = read_inputs(paths[QUESTIONS], paths[CORPUS], paths[VALIDATION])
-    tags = {"cctk.kind": "krtest-study", "cctk.session": session, "mlflow.source.name": "cctk krtest study"}
-    study = (track.start(session, tags, parent) if parent
-             else track.store.attach_or_start(track.experiment_id, session, tags))
-    outcome.run_id = study.run_id
-    study.params(config.params() | {"n_items": len(inputs.items)} | _pair_params(pair))
-    echo(f"KR-Test study {session}: {len(inputs.items)} questions, five arms, seed {config.seed}")
-    echo(pair.line())
-    try:
+    tags = {tracking.SESSION: session, "mlflow.source.name": "cctk krtest study"}
+    with track.run(session, tags, parent, kind=STUDY_RUN, attach=parent is None) as study:
+        outcome.run_id = study.run_id
+        study.params(config.params() | {"n_items": len(inputs.items)} | _pair_params(pair))
+        echo(f"KR-Test study {session}: {len(inputs.items)} questions, five arms, seed {config.seed}")
+        echo(pair.line())
         _arms(config, inputs, (lm, tokenizer), track, study, outcome, echo)
         _write_outputs(config, outcome, session)
         outcome.seconds = time.perf_counter() - started
         _write_record(config, outcome, session)
         _log_parent(study, outcome)
-    except BaseException:
-        study.end("FAILED")
-        raise
-    study.end()
     echo(f"study finished in {outcome.seconds / 60:.1f} min: {outcome.folder}")
     return outcome
 
@@ -170,29 +165,30 @@ def _arms(config: StudyConfig, inputs: Inputs, loaded: tuple, track: Track, pare
     val_rows = corpus_rows(inputs.validation, tokenizer, TrainConfig().max_tokens)
     params = {"model": config.model, "seed": config.seed} | inputs.params()
     for key, items in (("blind", list(inputs.items)), ("open_book", inputs.book())):
-        run = _nested(track, parent, key, {"open_book": key == "open_book"} | params, inputs, outcome)
-        echo(f"{ARMS[key]}:")
-        outcome.summaries[key], outcome.tables[key] = evaluate_arm(
-            run, lm, tokenizer, items, outcome.folder / key, echo, validation_rows=val_rows if key == "blind" else None)
-        run.end()
+        with _nested(track, parent, key, {"open_book": key == "open_book"} | params, inputs, outcome) as run:
+            echo(f"{ARMS[key]}:")
+            outcome.summaries[key], outcome.tables[key] = evaluate_arm(
+                run, lm, tokenizer, items, outcome.folder / key, echo,
+                validation_rows=val_rows if key == "blind" else None)
     ranks = (outcome.pair.attention.rank, outcome.pair.ffn.rank)
     for key, train_config in config.arms(ranks).items():
-        run = _nested(track, parent, key, params, inputs, outcome)
-        echo(f"{ARMS[key]}:")
-        model, _ = load_model(config.model)  # a fresh copy for every trained arm
-        trained = train_arm(run, model, tokenizer, inputs, train_config, outcome.folder / key, echo, label=ARMS[key])
-        run.end()
+        with _nested(track, parent, key, params, inputs, outcome) as run:
+            echo(f"{ARMS[key]}:")
+            model, _ = load_model(config.model)  # a fresh copy for every trained arm
+            trained = train_arm(run, model, tokenizer, inputs, train_config, outcome.folder / key, echo,
+                                label=ARMS[key])
         outcome.trained[key], outcome.summaries[key] = trained, trained.final.summary
         outcome.tables[key] = trained.final.items
 
 
-def _nested(track: Track, parent: tracking.Run, key: str, params: dict, inputs: Inputs,
-            outcome: Outcome) -> tracking.Run:
-    run = track.start(ARMS[key], tags={"cctk.kind": "krtest", "cctk.arm": key}, parent=parent)
-    run.params(params)
-    inputs.log(run)
-    outcome.run_ids[key] = run.run_id
-    return run
+@contextmanager
+def _nested(track: Track, parent: tracking.Run, key: str, params: dict, inputs: Inputs, outcome: Outcome):
+    """An arm's run under the study's, in the one lifecycle, its parameters and datasets logged."""
+    with track.run(ARMS[key], {tracking.ARM: key}, parent=parent) as run:
+        run.params(params)
+        inputs.log(run)
+        outcome.run_ids[key] = run.run_id
+        yield run
 
 
 def final_table(outcome: Outcome) -> pd.DataFrame:

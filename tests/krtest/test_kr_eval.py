@@ -66,3 +66,22 @@ def test_line_locations_on_eval(tiny_dir, tracking_uri, tmp_path):
     assert pd.read_csv(tmp_path / "out" / "by_passage.csv").location.tolist() == [0, 2]
     wrong = CliRunner().invoke(cli, args[:-1] + ["--location", "line", "--segment", "tokens:20"])
     assert wrong.exit_code == 1 and "--location line cannot point at a token window" in wrong.output
+
+
+@pytest.mark.parametrize(("error", "status"), [(RuntimeError("scoring broke"), "FAILED"), (KeyboardInterrupt(), "KILLED")])
+def test_an_interrupted_eval_ends_its_run_failed_or_killed(tiny_dir, tracking_uri, tmp_path, monkeypatch, error,
+                                                           status):
+    import cctk.krtest.jobs as jobs
+
+    paths = write_dataset(make_dataset(5, entities=2, validation_entities=2), tmp_path / "data")
+
+    def broken(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(jobs, "score", broken)
+    with pytest.raises(type(error)):
+        jobs.run_eval(str(tiny_dir), paths["questions.jsonl"], tmp_path / "out", echo=lambda *_: None)
+    run = mlflow.search_runs(search_all_experiments=True, output_format="list")[0]
+    assert run.info.status == status and run.data.tags["cctk.kind"] == "krtest"
+    if status == "FAILED":
+        assert run.data.tags["cctk.error"] == "RuntimeError: scoring broke"
