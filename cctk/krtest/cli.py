@@ -74,6 +74,8 @@ def generate(seed, out, corpus, teacher, location, entities, validation_entities
     config = from_corpus.Options(options["segment"], options["per_passage"], location, options["max_passages"])
     done = from_corpus.run(corpus, chosen, options["tokenizer_name"], config, out, seed, echo=click.echo)
     click.echo(f"{from_corpus.summary_line(done)}: {out / from_corpus.QUESTIONS}, {out / from_corpus.GENERATION}")
+    if not done.kept:
+        click.echo(f"WARNING: no item kept; every proposal and its reason is in {out / from_corpus.PROPOSALS}")
 
 
 def _fictional(seed, out, location, entities, validation_entities, options) -> None:

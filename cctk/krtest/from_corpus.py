@@ -83,24 +83,25 @@ def generate(corpus: str, teacher, tokenizer, options: Options, echo=print) -> G
         location = passage.location(options.location)
         reply = teacher.complete(messages(passage.text, options.per_passage))
         done.replies.append({"location": location, "reply": reply})
-        _judge_reply(done, reply, passage, location, _checker(passage, found, options.location, tokenizer), seen,
-                     options.per_passage)
+        _judge_reply(done, reply, location, checker_for(passage, options.location, tokenizer), seen, options.per_passage)
         echo(f"passage {n}/{len(found)} (location {location}): {done.kept} kept of {done.proposed} proposed so far")
     return done
 
 
-def _checker(passage: Passage, found: list[Passage], unit: str, tokenizer) -> Checker:
+def checker_for(passage: Passage, unit: str, tokenizer) -> Checker:
+    """The rules for the items of ``passage``, sides encoded as ``tokenizer``'s scoring sees them."""
+
     def sides(context, true, false):
         return encode_continuation(tokenizer, context, true), encode_continuation(tokenizer, context, false)
 
     def holds(location):
-        return passage.holds(location, unit) and location == passage.location(unit)
+        return location == passage.location(unit)
 
     return Checker(passage.text, sides, holds)
 
 
-def _judge_reply(done: Generation, reply: str, passage: Passage, location: int, checker: Checker, seen: set,
-                 k: int) -> None:
+def _judge_reply(done: Generation, reply: str, location: int, checker: Checker, seen: set, k: int) -> None:
+    """The reply's first ``k`` entries judged; the ones it lacks are ``no_item``, extra ones ``surplus``."""
     entries = parse_reply(reply) or []
     done.surplus += max(0, len(entries) - k)
     for entry in entries[:k]:

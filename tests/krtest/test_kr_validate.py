@@ -1,7 +1,7 @@
 """Every rule a proposed item must pass, one hand-made item per reason, on the bundled tokenizer."""
 import pytest
 
-from cctk.krtest.from_corpus import _checker
+from cctk.krtest.from_corpus import checker_for
 from cctk.krtest.passages import segment
 from cctk.krtest.validate import changed, content_words, support, verbatim, words
 
@@ -14,7 +14,7 @@ TRUE = "It carries 40 passengers at a time."
 def check(tokenizer):
     corpus = "Another passage.\n\n" + PASSAGE + "\n"
     found = segment(corpus)
-    return _checker(found[1], found, "char", tokenizer), found[1].start
+    return checker_for(found[1], "char", tokenizer), found[1].start
 
 
 def test_words_and_support():
