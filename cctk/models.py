@@ -208,8 +208,8 @@ def export_bundled(folder: Path) -> Path:
     model, tokenizer = load_model(BUNDLED)
     config = copy.deepcopy(model.config)
     config.architectures = [type(model).__name__]
-    config.quantization_config = None
-    del config.quantization_config
+    if hasattr(config, "quantization_config"):  # the GGUF's: a plain folder holds float32 weights
+        del config.quantization_config
     plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     plain.load_state_dict(model.state_dict(), strict=True)
     plain.generation_config.do_sample = True
