@@ -24,6 +24,15 @@ def bench():
     """Speed benchmarks of cctk (ratios in one process; never asserted in tests)."""
 
 
+def _report(result: dict, json_out: Path | None) -> None:
+    """One line per figure, names right-aligned; the same as JSON when asked."""
+    width = max(map(len, result))
+    for key, value in result.items():
+        click.echo(f"{key:>{width}}: {value}")
+    if json_out:
+        json_out.write_text(json.dumps(result, indent=2) + "\n")
+
+
 @bench.command("measure")
 @click.option("--model", default="smollm2-135m-bundled", show_default=True)
 @click.option("--additions", type=click.IntRange(1, 81), default=81, show_default=True,
@@ -51,11 +60,7 @@ def bench_measure(model, additions, json_out):
         "speedup": round(plain_s / fast_s, 1),
         "max_abs_logprob_diff": float((fast["logprob"] - plain["logprob"]).abs().max()),
     }
-    for key, value in result.items():
-        click.echo(f"{key:>22}: {value}")
-    if json_out:
-        json_out.write_text(json.dumps(result, indent=2) + "\n")
-
+    _report(result, json_out)
 
 
 @bench.command("train")
@@ -70,11 +75,7 @@ def bench_train(model, steps, batch_size, json_out):
     from .train_bench import run
 
     result = run(model, steps, batch_size or PROFILES["quick"].batch_size)
-    width = max(map(len, result))
-    for key, value in result.items():
-        click.echo(f"{key:>{width}}: {value}")
-    if json_out:
-        json_out.write_text(json.dumps(result, indent=2) + "\n")
+    _report(result, json_out)
 
 
 @bench.command("pipeline")
@@ -90,11 +91,7 @@ def bench_pipeline(model, profile, seed, out, json_out):
     from .pipeline_bench import run
 
     result = run(model, profile, seed, out)
-    width = max(map(len, result))
-    for key, value in result.items():
-        click.echo(f"{key:>{width}}: {value}")
-    if json_out:
-        json_out.write_text(json.dumps(result, indent=2) + "\n")
+    _report(result, json_out)
 
 
 @bench.command("absorb")
