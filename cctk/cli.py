@@ -208,25 +208,15 @@ def sweep_command(models, seeds, sets, profile, parts, executor, address, cpus_p
 def compare_command(sweep_id, runs, out, tracking):
     """Finished pipelines side by side: across seeds, across models, pooled tests, implausibility."""
     from . import tracking as tracking_module
-    from .compare import gather, kr, report
+    from .compare import job, kr
 
     store = tracking_module.connect(tracking)
     if runs and not sweep_id and kr.is_kr(store, runs):  # KR-Test runs: their own tables (cctk.compare.kr)
         kr.compare(store, runs, out, echo=click.echo)
         return
-    ids = gather.run_ids(store, sweep_id, runs)
-    click.echo(f"comparing {len(ids)} pipelines ...")
-    compared = report.write(gather.gather(ids, tracking), out, sweep_id)
-    run = store.start(store.experiment(), f"compare {len(ids)} runs",
-                      tags={"cctk.kind": "compare", "mlflow.source.name": "cctk compare",
-                            **({"cctk.sweep": sweep_id} if sweep_id else {})},
-                      parent=sweep_id)
-    run.params({"runs": ",".join(ids), "sweep": sweep_id or ""})
-    run.note(f"cctk compare of {len(ids)} pipelines" + (f" of sweep {sweep_id}" if sweep_id else ""))
-    run.files(compared.folder)
-    run.end()
+    compared, run_id = job.run(store, sweep_id, runs, out, tracking, echo=click.echo)
     click.echo(f"{len(compared.tables)} tables and {len(compared.figures)} figures in {compared.folder}; "
-               f"MLflow run {run.run_id}")
+               f"MLflow run {run_id}")
 
 
 @cli.command()

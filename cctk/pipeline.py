@@ -91,11 +91,11 @@ def resume(run_id: str, out_root: Path = Path("outputs"), tracking_name: str | N
     """Continue an interrupted pipeline: finished models are taken from their runs, not trained again."""
     store = tracking.connect(tracking_name)
     parent = store.pipeline(run_id)
-    if parent.tags.get("cctk.protocol", "v2") != "v2":
-        raise CctkError(f"run {run_id} is a protocol {parent.tags['cctk.protocol']} run; --resume continues "
+    if parent.tags.get(tracking.PROTOCOL, "v2") != "v2":
+        raise CctkError(f"run {run_id} is a protocol {parent.tags[tracking.PROTOCOL]} run; --resume continues "
                         "2.0.0 pipelines only (start a v1 run again)")
     config = config_from_params(parent.params)
-    layout = Layout(Path(out_root) / parent.tags.get("cctk.session", ""))
+    layout = Layout(Path(out_root) / parent.tags.get(tracking.SESSION, ""))
     if not (layout.folder / "measurements").is_dir():
         raise CctkError(f"the session folder {layout.folder} of run {run_id} is not here; "
                         "resume from the folder the run started in, or pass its --out")

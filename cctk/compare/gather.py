@@ -21,13 +21,14 @@ def run_ids(store: tracking.Store, sweep: str | None = None, runs: str | None = 
                 raise CctkError(f"pipeline run {run_id} is not finished; resume it first (cctk run --resume)")
         return ids
     found = store.get(sweep)
-    if found.tags.get("cctk.kind") != "sweep":
-        raise CctkError(f"MLflow run {sweep} is not a cctk sweep (tag cctk.kind is {found.tags.get('cctk.kind')!r})")
-    cells = [r for r in store.search([found.experiment_id], f"tags.`cctk.sweep` = '{sweep}'")
-             if r.tags.get("cctk.kind") == "pipeline" and r.status == "FINISHED"]
+    if found.tags.get(tracking.KIND) != "sweep":
+        raise CctkError(f"MLflow run {sweep} is not a cctk sweep (tag {tracking.KIND} is "
+                        f"{found.tags.get(tracking.KIND)!r})")
+    cells = [r for r in store.search([found.experiment_id], f"tags.`{tracking.SWEEP}` = '{sweep}'")
+             if r.tags.get(tracking.KIND) == "pipeline" and r.status == "FINISHED"]
     if not cells:
         raise CctkError(f"sweep {sweep} has no finished pipeline yet")
-    return [r.run_id for r in sorted(cells, key=lambda r: r.tags.get("cctk.cell", ""))]
+    return [r.run_id for r in sorted(cells, key=lambda r: r.tags.get(tracking.CELL, ""))]
 
 
 def gather(ids: list[str], tracking_name: str | None = None, cache: Path | None = None) -> list[Run | V1Run]:
