@@ -16,8 +16,7 @@ from scipy import stats as scipy_stats
 from statsmodels.stats.contingency_tables import StratifiedTable
 
 from ..experiments import Results, compute_tables
-from ..experiments.synthesis import RULE_VS_CONTROL
-from ..lineage import ARM_BY_KEY, MODEL_KEYS, own_target
+from ..lineage import ARM_BY_KEY, ARMS, MODEL_KEYS, RULE_VS_CONTROL, own_target
 from ..names import model_name, target_name
 from ..stats import clopper_pearson
 
@@ -239,7 +238,7 @@ def heldout_pooled(runs: list[Run]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-ABSORPTION = (("m_correct", "correct"), ("m_random", "random"))  # Part A: each model on its own corpus
+ABSORPTION = tuple((arm.key, arm.target) for arm in ARMS if arm.part == "A")  # each model on its own corpus
 
 
 def recipe_sensitivity(runs: list[Run]) -> pd.DataFrame:
