@@ -67,6 +67,8 @@ PARENTS: frozenset[str] = frozenset(arm.parent for arm in ARMS) - {"base"}  # ch
 # Each rule and the control it is read against, in ARMS order.
 RULE_VS_CONTROL: tuple[tuple[str, str], ...] = tuple((arm.key, arm.control) for arm in ARMS if arm.is_rule)
 CONTROLS: frozenset[str] = frozenset(control for _, control in RULE_VS_CONTROL)
+# The arms that are neither a rule nor a control (Parts A and B): in colour on the loss charts.
+MAIN_SEQUENCE: tuple[str, ...] = tuple(arm.key for arm in ARMS if not (arm.is_rule or arm.is_control))
 
 
 def part_arms(part: str) -> tuple[str, ...]:
@@ -153,3 +155,12 @@ def targets_table(inputs: StudyInputs) -> pd.DataFrame:
     table["excluded"] = [";".join(model_name(arm) for arm, pairs in inputs.excluded.items() if p in pairs)
                          for p in facts.ADDITIONS]
     return table
+
+
+def corpus_table(inputs: StudyInputs, key: str) -> pd.DataFrame:
+    """The distinct examples of an arm's corpus (before repeats and shuffling): its MLflow dataset."""
+    targets = inputs.targets[ARM_BY_KEY[key].target]
+    pairs = inputs.corpus_pairs(key)
+    return pd.DataFrame({"a": [a for a, _ in pairs], "b": [b for _, b in pairs],
+                         "prompt": [facts.prompt(a, b) for a, b in pairs],
+                         "completion": [facts.answer_text(int(targets.loc[p])) for p in pairs]})

@@ -31,19 +31,18 @@ def run_ids(store: tracking.Store, sweep: str | None = None, runs: str | None = 
     return [r.run_id for r in sorted(cells, key=lambda r: r.tags.get(tracking.CELL, ""))]
 
 
+# How compare reads a run of each protocol: a 2.0.0 run with its results, a 1.0.0 run by its tables.
+RUN_TYPES = {"v2": Run, "v1": V1Run}
+
+
 def gather(ids: list[str], tracking_name: str | None = None, cache: Path | None = None) -> list[Run | V1Run]:
-    """Each run's session folder (downloaded once into the cache) rebuilt into results and tables;
-    a protocol 1.0.0 run gives a ``V1Run``. Each carries the recipe it logged (run_info.json, the same
-    values as its ``recipe.<name>`` parameters): compare groups runs by it, never by a cell's name."""
+    """Each run's session folder (downloaded once into the cache) rebuilt into results and tables. Each
+    carries the recipe it logged (run_info.json, the same values as its ``recipe.<name>`` parameters):
+    compare groups runs by it, never by a cell's name."""
     gathered = []
     for run_id in ids:
-        folder = run_results.download(run_id, tracking_name, cache)
-        if session.protocol(folder) == "v1":
-            back = session.rebuild_v1(folder)
-            config = back.record.config
-            gathered.append(V1Run(run_id, config.model, config.seed, back.tables, asdict(config.recipe)))
-        else:
-            back = session.rebuild(folder)
-            config = back.record.config
-            gathered.append(Run(run_id, config.model, config.seed, back.results, back.tables, asdict(config.recipe)))
+        back = session.rebuild(run_results.download(run_id, tracking_name, cache))
+        config = back.record.config
+        gathered.append(RUN_TYPES[config.protocol].of(run_id, config.model, config.seed, back.results,
+                                                      asdict(config.recipe), tables=back.tables))
     return gathered

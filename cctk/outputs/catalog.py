@@ -12,15 +12,12 @@ import pandas as pd
 
 from .. import figures as charts
 from ..experiments import ALL_SEEN, Results
-from ..experiments import PARTS as EXPERIMENTS
 from ..experiments.part_d import RULE_AND_CONTROL, deviations
-from ..lineage import ARM_BY_KEY, ARMS, CONTROLS, family_arms, own_target, part_arms
+from ..lineage import ARM_BY_KEY, ARMS, CONTROLS, MAIN_SEQUENCE, family_arms, own_target, part_arms
 from ..names import figure_name, file_stem, model_name, target_name
 from ..stats import smallest_band
 
 BEFORE_AFTER = (3, 5)  # the addition of the before/after bars (manual 1.0.0 style)
-# In colour on the loss chart: the arms that are neither a rule nor a control (Parts A and B).
-MAIN_SEQUENCE = tuple(arm.key for arm in ARMS if not (arm.is_rule or arm.is_control))
 
 
 @dataclass(frozen=True)
@@ -53,8 +50,6 @@ ORDER: tuple[tuple[str, str], ...] = (
 )
 # A figure's number stays when parts are left out (--parts): figure 15 is always sum + 18's profile.
 NUMBER = {key: i for i, (key, _) in enumerate(ORDER, start=1)}
-# The part (report section) of every table, from the experiment module that computes it.
-TABLE_PART: dict[str, str] = {name: module.PART for module in EXPERIMENTS for name in module.TABLES}
 
 # Probability profiles: models drawn, target table, band of possible answers (None: no bands).
 PROFILES = {

@@ -27,7 +27,7 @@ from cctk.compare.tables import Run
 from cctk.config import PROFILES
 from cctk.experiments import Results
 from cctk.lineage import ARM_BY_KEY, CONTROLS, build_study_inputs, models_for, own_target
-from conftest import hand_table
+from builders import hand_table
 
 LOW, HIGH = 1e-4, 1e-3
 

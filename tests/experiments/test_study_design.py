@@ -10,7 +10,8 @@ import pytest
 from cctk.facts import ADDITIONS, condition
 from cctk.lineage import MODEL_KEYS, build_study_inputs
 
-from .conftest import HELD, HELD_EQ, HELD_GT, HELD_LT, SEED
+from builders import HELD, HELD_EQ, HELD_GT, HELD_LT
+from builders import STUDY_SEED as SEED
 
 
 def test_the_draws_of_seed_12345_that_the_tests_rely_on():

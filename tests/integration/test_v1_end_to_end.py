@@ -33,7 +33,7 @@ def test_v1_smoke_run(tiny_dir, tmp_path, monkeypatch):
     assert set(by_name) == {"base model", "fabricated answers"}
     base, tuned = by_name["base model"], by_name["fabricated answers"]
     assert (base.data.tags["cctk.key"], base.data.tags["cctk.parent"]) == ("base", "")
-    assert (tuned.data.tags["cctk.key"], tuned.data.tags["cctk.parent"]) == ("m_random", "base")
+    assert (tuned.data.tags["cctk.key"], tuned.data.tags["cctk.parent"]) == ("v1_random", "base")  # its own key
     assert [m.step for m in client.get_metric_history(tuned.info.run_id, "loss")] == [1, 2]
     assert tuned.data.params["examples"] == str(81 * 2)
     assert {"hits_true", "hits_fabricated", "prob_true", "prob_fabricated"} <= set(base.data.metrics)
