@@ -229,9 +229,10 @@ def run_info(record: RunRecord, protocol: Protocol, results) -> RunInfo:
     config, facts = record.config, record.facts
     trained = {m.key: Trained(model_name(m.key), model_name(m.parent), record.training[m.key])
                for m in protocol.trained(config.parts) if m.key in record.training}
-    return RunInfo(protocol=protocol.name, session=facts.session, model=ModelSource(config.model, model_id(config.model)),
-                   profile=config.profile, profile_requested=config.profile_requested or config.profile,
-                   profile_note=config.profile_note, recipe=config.recipe,
+    return RunInfo(protocol=protocol.name, session=facts.session,
+                   model=ModelSource(config.model, model_id(config.model)), profile=config.profile,
+                   profile_requested=config.profile_requested or config.profile, profile_note=config.profile_note,
+                   recipe=config.recipe,
                    seeds=Seeds(config.seeds, config.seeds_drawn, protocol.seed_roles),
                    candidates=protocol.scoring.candidates, end_marker=protocol.scoring.end_marker, device=facts.device,
                    hardware=facts.hardware, software=facts.software, mlflow=facts.mlflow, training=trained,

@@ -1,5 +1,7 @@
 """One direction of dependencies: the torch-free layers stay torch- and MLflow-free, no import cycle,
-only tracking.py imports mlflow, and nothing imports the pipeline but the CLI."""
+only tracking.py imports mlflow, and nothing imports the pipeline but the CLI: the library's entry
+points (``pipeline.run_pipeline``, ``pipeline.sweep_cell``) live in the pipeline, the CLI parses options
+and calls them, and a sweep runs its cells through the function its caller hands it."""
 import ast
 import subprocess
 import sys
