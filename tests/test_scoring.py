@@ -7,7 +7,7 @@ from cctk.scoring import COLUMNS, answer_tree, encode, measure, measure_plain, p
 from builders import tiny_model
 
 SOME = ADDITIONS[:3] + ((5, 8), (9, 9))
-SPREAD = ADDITIONS[::8]  # 11 additions, 1+1 to 9+9: from the first to the last row of the packed batches
+SPREAD = ADDITIONS[::16]  # 1+1, 2+8, 4+6, 6+4, 8+2, 9+9: from the first to the last row of the packed batches
 
 
 def test_measure_equals_plain_loop_on_tiny_llama(tiny, tokenizer):
