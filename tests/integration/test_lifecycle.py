@@ -32,9 +32,10 @@ def _running_arm(client):
 
 def _stop_at_first_arm(command: list[str], uri: str):
     """Start ``command``, SIGTERM it while its first arm trains; the arm's run and the process family."""
+    client = mlflow.MlflowClient(uri)
+    client.search_experiments()  # the store's tables, made here first: two processes creating them race
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, "MLFLOW_TRACKING_URI": uri}, start_new_session=True)
-    client = mlflow.MlflowClient(uri)
     try:
         arm = _wait(lambda: _running_arm(client), 180)
         family = psutil.Process(proc.pid).children(recursive=True)

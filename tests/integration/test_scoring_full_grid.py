@@ -1,5 +1,5 @@
 """The packed scorer against the manual's loop on every row: 81 additions x 35 candidates, one
-forward pass per row in the loop (about two minutes on two cores; the fast suite reads six additions)."""
+forward pass per row in the loop (two to five minutes on two shared cores; the fast suite reads six additions)."""
 import numpy as np
 
 from cctk.readings import COLUMNS
