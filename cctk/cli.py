@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from .config import AUTO, PARTS, PROFILES, V1_SEED, recipe_fields
+from .config import AUTO, PARTS, PROFILES, PROTOCOLS, V1_SEED, recipe_fields
 from .errors import CctkError
 
 
@@ -94,63 +94,30 @@ def run_command(ctx, protocol, model, profile, seed, out, tracking, device, hold
     """Run the whole 2.0.0 experiment for one model (Parts A-D and the synthesis), or with
     --protocol v1 the 1.0.0 pipeline (base model, fine-tuned in place on fabricated answers)."""
     from .config import check_protocol
+    from .pipeline import run_pipeline
 
     check_protocol(protocol)
-    if protocol == "v1":
-        _check_v1_options(ctx, seed, resume_id, curves, parts)
-        _run_v1(model, profile, seed, out, tracking, device, **recipe)
-        return
+    if not PROTOCOLS[protocol].split:  # v1
+        _check_unsplit_options(ctx, protocol, seed, resume_id, curves, parts)
     if resume_id and parts is not None:
         raise CctkError("--resume continues a run with the parts it was started with; leave out --parts")
     run_pipeline(model, profile, seed, out, tracking, device, holdout, curves, system_metrics, figures, resume_id,
-                 echo=click.echo, parts=parts, **recipe)
+                 echo=click.echo, parts=parts, protocol=protocol, **recipe)
 
 
-def _run_v1(model, profile, seed, out, tracking, device, **recipe) -> None:
-    from . import pipeline
-    from .config import make_config, parse_seeds
-    from .v1 import pipeline as v1_pipeline
-
-    device = str(pipeline.pick_device(device))
-    config = make_config(model, profile, parse_seeds(seed), device=device, protocol="v1", **recipe)
-    v1_pipeline.run(config, out, tracking, device, echo=click.echo)
-
-
-def _check_v1_options(ctx, seed, resume_id, curves, parts=None) -> None:
-    """Options that mean nothing under protocol v1 fail in one line rather than being ignored."""
+def _check_unsplit_options(ctx, protocol, seed, resume_id, curves, parts=None) -> None:
+    """Options that mean nothing under a protocol without a split (v1) fail in one line rather than
+    being ignored."""
     if resume_id:
-        raise CctkError("--resume continues a 2.0.0 pipeline; a protocol v1 run is short: start it again")
+        raise CctkError(f"--resume continues a 2.0.0 pipeline; a protocol {protocol} run is short: start it again")
     if ctx.get_parameter_source("holdout") is not click.core.ParameterSource.DEFAULT:
-        raise CctkError("--holdout has no meaning under --protocol v1: it trains on all 81 additions")
+        raise CctkError(f"--holdout has no meaning under --protocol {protocol}: it trains on all 81 additions")
     if curves:
-        raise CctkError("--curves measures the arms of a 2.0.0 pipeline; protocol v1 has none")
+        raise CctkError(f"--curves measures the arms of a 2.0.0 pipeline; protocol {protocol} has none")
     if parts is not None:
-        raise CctkError("--parts picks among the parts of manual 2.0.0; protocol v1 has one fine-tuning run")
+        raise CctkError(f"--parts picks among the parts of manual 2.0.0; protocol {protocol} has one fine-tuning run")
     if seed is not None and "," in str(seed):
-        raise CctkError(f"--protocol v1 takes one seed (the notebook's random.seed), got {seed!r}")
-
-
-def run_pipeline(model, profile, seed, out, tracking, device, holdout=0.3, curves=False, system_metrics=True,
-                 figures=True, resume_id=None, sweep=None, cell=None, echo=print, parts=None, **recipe) -> str:
-    """``cctk run`` as a function (a sweep runs its cells through it); returns the pipeline's run id."""
-    from . import pipeline
-    from .config import make_config, parse_seeds
-
-    if resume_id:
-        return pipeline.resume(resume_id, out, tracking, device, echo=echo, system_metrics=system_metrics,
-                               figures=figures).run_id
-    config = make_config(model, profile, parse_seeds(seed), holdout, device=str(pipeline.pick_device(device)),
-                         curves=curves, parts=parts, **recipe)
-    return pipeline.run(config, out, tracking, device, echo=echo, sweep=sweep, cell=cell,
-                        system_metrics=system_metrics, figures=figures).run_id
-
-
-def sweep_cell(cell, profile: str, out: str, tracking_uri: str, sweep_id: str, resume_id: str | None = None,
-               figures: bool = True, parts: tuple[str, ...] | None = None) -> str:
-    """One cell of a sweep (locally or in a Ray worker): ``cctk run`` nested under the sweep, quietly."""
-    return run_pipeline(cell.model, profile, str(cell.seed), Path(out), tracking_uri, None, figures=figures,
-                        resume_id=resume_id, sweep=sweep_id, cell=cell.key, echo=lambda *_: None, parts=parts,
-                        **dict(cell.overrides))
+        raise CctkError(f"--protocol {protocol} takes one seed (the notebook's random.seed), got {seed!r}")
 
 
 @cli.command("sweep")
@@ -176,6 +143,7 @@ def sweep_command(models, seeds, sets, profile, parts, executor, address, cpus_p
     """Run a grid of pipelines over models, seeds and recipe values (an MLflow sweep run)."""
     from . import sweep
     from . import tracking as tracking_module
+    from .pipeline import sweep_cell
 
     if resume_id:
         if parts is not None:
@@ -208,25 +176,15 @@ def sweep_command(models, seeds, sets, profile, parts, executor, address, cpus_p
 def compare_command(sweep_id, runs, out, tracking):
     """Finished pipelines side by side: across seeds, across models, pooled tests, implausibility."""
     from . import tracking as tracking_module
-    from .compare import gather, kr, report
+    from .compare import job, kr
 
     store = tracking_module.connect(tracking)
     if runs and not sweep_id and kr.is_kr(store, runs):  # KR-Test runs: their own tables (cctk.compare.kr)
         kr.compare(store, runs, out, echo=click.echo)
         return
-    ids = gather.run_ids(store, sweep_id, runs)
-    click.echo(f"comparing {len(ids)} pipelines ...")
-    compared = report.write(gather.gather(ids, tracking), out, sweep_id)
-    run = store.start(store.experiment(), f"compare {len(ids)} runs",
-                      tags={"cctk.kind": "compare", "mlflow.source.name": "cctk compare",
-                            **({"cctk.sweep": sweep_id} if sweep_id else {})},
-                      parent=sweep_id)
-    run.params({"runs": ",".join(ids), "sweep": sweep_id or ""})
-    run.note(f"cctk compare of {len(ids)} pipelines" + (f" of sweep {sweep_id}" if sweep_id else ""))
-    run.files(compared.folder)
-    run.end()
+    compared, run_id = job.run(store, sweep_id, runs, out, tracking, echo=click.echo)
     click.echo(f"{len(compared.tables)} tables and {len(compared.figures)} figures in {compared.folder}; "
-               f"MLflow run {run.run_id}")
+               f"MLflow run {run_id}")
 
 
 @cli.command()
@@ -241,24 +199,13 @@ def report(source, tracking, out):
     """
     import time
 
-    from . import results, session
-    from .outputs import write_all
+    from . import results
+    from .outputs import rerender
 
-    folder = results.session_folder(source, tracking)
-    layout = session.Layout(folder, session.protocol(folder))
-    if out is not None:
-        layout = session.copy_inputs(layout, out)
     start = time.perf_counter()
-    if layout.protocol == "v1":
-        from .v1 import outputs as v1_outputs
-
-        rebuilt = session.rebuild_v1(layout.folder)
-        n_figures = v1_outputs.write_all(rebuilt.results, rebuilt.tables, rebuilt.record, layout)
-    else:
-        rebuilt = session.rebuild(layout.folder)
-        n_figures = write_all(rebuilt.results, rebuilt.tables, rebuilt.record, layout)
-    click.echo(f"re-rendered {n_figures} figures, {len(rebuilt.tables)} tables and the reports of "
-               f"{layout.session} in {time.perf_counter() - start:.0f} s: {layout.folder}")
+    done = rerender(results.session_folder(source, tracking), out)
+    click.echo(f"re-rendered {done.figures} figures, {done.tables} tables and the reports of "
+               f"{done.layout.session} in {time.perf_counter() - start:.0f} s: {done.layout.folder}")
 
 
 @cli.command()

@@ -14,7 +14,7 @@ from .errors import CctkError
 N_SEEDS = 5  # seeds[0] drives every draw; the others are reserved for repetitions, as in the manual
 SCHEDULES = ("constant", "linear")  # how the learning rate moves over a run's steps
 PRECISIONS = ("float32", "bf16")  # arithmetic of the forward and backward passes (weights stay float32)
-PROTOCOLS = {"v2": "manual 2.0.0", "v1": "manual 1.0.0"}  # what `cctk run --protocol` runs
+DEFAULT_PROTOCOL = "v2"  # what `cctk run` runs without --protocol
 V1_SEED = 42  # the reference notebook's random.seed(42): the default seed of protocol v1
 PARTS = ("A", "B", "C", "D")  # the parts of manual 2.0.0 a run can run (cctk.lineage tags every arm with one)
 
@@ -102,15 +102,31 @@ V1_PROFILES: dict[str, Recipe] = {
 }
 
 
-def profiles(protocol: str = "v2") -> dict[str, Recipe]:
-    """The named recipes of a protocol (the same names, paper / quick / smoke, in both)."""
+@dataclass(frozen=True)
+class ProtocolConfig:
+    """What a protocol fixes of a run's configuration (``cctk.protocols`` holds the rest of it)."""
+
+    manual: str
+    profiles: dict[str, Recipe]  # the same names, paper / quick / smoke, in every protocol
+    split: bool  # additions are held out: --holdout, --curves and --parts apply
+    seed: int | None = None  # the default seed (None: fresh ones); a protocol without a split takes one seed
+
+
+PROTOCOLS: dict[str, ProtocolConfig] = {  # what `cctk run --protocol` runs
+    "v2": ProtocolConfig("manual 2.0.0", PROFILES, split=True),
+    "v1": ProtocolConfig("manual 1.0.0", V1_PROFILES, split=False, seed=V1_SEED),
+}
+
+
+def profiles(protocol: str = DEFAULT_PROTOCOL) -> dict[str, Recipe]:
+    """The named recipes of a protocol."""
     check_protocol(protocol)
-    return V1_PROFILES if protocol == "v1" else PROFILES
+    return PROTOCOLS[protocol].profiles
 
 
 def check_protocol(protocol: str) -> None:
     if protocol not in PROTOCOLS:
-        choices = ", ".join(f"{k} ({v})" for k, v in PROTOCOLS.items())
+        choices = ", ".join(f"{k} ({v.manual})" for k, v in PROTOCOLS.items())
         raise CctkError(f"unknown protocol {protocol!r}; choose one of: {choices}")
 
 
@@ -141,7 +157,7 @@ class Config:
     seeds_drawn: bool = field(default=False, compare=False)  # True when no seed was given
     profile_requested: str | None = field(default=None, compare=False)  # e.g. "auto"; None: as ``profile``
     curves: bool = False  # measure every arm after every epoch (learning curves)
-    protocol: str = "v2"  # a key of PROTOCOLS
+    protocol: str = DEFAULT_PROTOCOL  # a key of PROTOCOLS
     parts: tuple[str, ...] = PARTS  # the parts run (``--parts``): Part A always, in PARTS order
 
     @property
@@ -164,8 +180,9 @@ class Config:
         params = {"model": self.model, "profile": self.profile, "holdout_share": self.holdout,
                   "seeds": ",".join(map(str, self.seeds)), "curves": "yes" if self.curves else "no",
                   "parts": ",".join(self.parts)}
-        if self.protocol != "v2":  # a 2.0.0 run's parameters stay as they were
+        if not PROTOCOLS[self.protocol].split:  # no split, hence no held-out share, curves or parts
             del params["holdout_share"], params["curves"], params["parts"]
+        if self.protocol != DEFAULT_PROTOCOL:  # a 2.0.0 run's parameters stay as they were
             params["protocol"] = self.protocol
         if self.profile_requested and self.profile_requested != self.profile:
             params["profile_requested"] = self.profile_requested
@@ -174,17 +191,18 @@ class Config:
 
 
 def make_config(model: str, profile: str = AUTO, seeds: tuple[int, ...] | None = None,
-                holdout: float = 0.3, device: str = "cpu", curves: bool = False, protocol: str = "v2",
+                holdout: float = 0.3, device: str = "cpu", curves: bool = False, protocol: str = DEFAULT_PROTOCOL,
                 parts: str | tuple[str, ...] | None = None, **overrides) -> Config:
     """A checked configuration: a profile's recipe with per-value overrides (None = keep).
 
-    ``device`` only resolves ``profile="auto"``. Under ``protocol="v1"`` the profiles are
-    ``V1_PROFILES``, there is no split (``holdout`` is ignored) and one seed, ``V1_SEED`` by default.
+    ``device`` only resolves ``profile="auto"``. A protocol brings its profiles; one without a split
+    (v1) ignores ``holdout``, takes one seed (its own by default) and refuses ``parts``.
     ``parts``: ``"A,C"`` or ``("A", "C")`` (see ``parse_parts``); None runs them all.
     """
     named = profiles(protocol)
-    if protocol == "v1" and parts is not None and parse_parts(parts) != PARTS:
-        raise CctkError("--parts picks among the parts of manual 2.0.0; protocol v1 has one fine-tuning run")
+    split = PROTOCOLS[protocol].split
+    if not split and parts is not None and parse_parts(parts) != PARTS:
+        raise CctkError(f"--parts picks among the parts of manual 2.0.0; protocol {protocol} has one fine-tuning run")
     requested = profile
     profile = resolve_profile(profile, device)
     if profile not in named:
@@ -194,8 +212,8 @@ def make_config(model: str, profile: str = AUTO, seeds: tuple[int, ...] | None =
         raise CctkError(f"unknown recipe values: {', '.join(sorted(unknown))}")
     recipe = replace(named[profile], **{k: v for k, v in overrides.items() if v is not None})
     recipe.check()
-    if protocol == "v1":
-        holdout, seeds = None, tuple(seeds[:1]) if seeds else (V1_SEED,)
+    if not split:
+        holdout, seeds = None, tuple(seeds[:1]) if seeds else (PROTOCOLS[protocol].seed,)
     elif not 0 < holdout < 1:
         raise CctkError(f"holdout={holdout} is out of range: must be in (0, 1)")
     drawn = not seeds

@@ -17,33 +17,68 @@ from .names import model_name, target_name
 
 @dataclass(frozen=True)
 class Arm:
-    """One fine-tuning run from a fresh copy of ``parent``, on ``target`` over ``pairs``."""
+    """One fine-tuning run from a fresh copy of ``parent``, on ``target`` over ``pairs``.
+
+    The study design is declared here and nowhere else: a rule names the ``control`` it is read against
+    on the never-seen additions; every other list (rule / control pairs, a part's arms, a profile's
+    models) derives from ``ARMS``."""
 
     key: str
     parent: str
     target: str  # key of a target table (see build_targets)
     pairs: str  # "all" or "seen"
     part: str  # a key of config.PARTS: the part whose tables and figures read it
+    control: str | None = None  # a rule's control (an arm's key); None for every other arm
+
+    @property
+    def is_rule(self) -> bool:
+        return self.control is not None
+
+    @property
+    def is_control(self) -> bool:
+        return any(arm.control == self.key for arm in ARMS)
+
+    @property
+    def family(self) -> str | None:
+        """The rule's target a rule and its controls share (``plus18``, ``plus3``, ``cond``); None for the others."""
+        if self.is_rule:
+            return self.target
+        return next((arm.target for arm in ARMS if arm.control == self.key), None)
 
 
 ARMS: tuple[Arm, ...] = (
     Arm("m_correct", "base", "correct", "all", "A"),
     Arm("m_random", "m_correct", "random", "all", "A"),
     Arm("m_recover", "m_random", "correct", "seen", "B"),
-    Arm("c18_correct", "m_correct", "plus18", "seen", "C"),
-    Arm("c18_random", "m_random", "plus18", "seen", "C"),
-    Arm("c3_correct", "m_correct", "plus3", "seen", "C"),
-    Arm("c3_random", "m_random", "plus3", "seen", "C"),
+    Arm("c18_correct", "m_correct", "plus18", "seen", "C", control="c18ctl_correct"),
+    Arm("c18_random", "m_random", "plus18", "seen", "C", control="c18ctl_correct"),  # the simple rules'
+    Arm("c3_correct", "m_correct", "plus3", "seen", "C", control="c3ctl_correct"),  # controls are trained
+    Arm("c3_random", "m_random", "plus3", "seen", "C", control="c3ctl_correct"),  # from m_correct only
     Arm("c18ctl_correct", "m_correct", "ctl18", "seen", "C"),
     Arm("c3ctl_correct", "m_correct", "ctl3", "seen", "C"),
-    Arm("d_correct", "m_correct", "cond", "seen", "D"),
-    Arm("d_random", "m_random", "cond", "seen", "D"),
+    Arm("d_correct", "m_correct", "cond", "seen", "D", control="dctl_correct"),
+    Arm("d_random", "m_random", "cond", "seen", "D", control="dctl_random"),
     Arm("dctl_correct", "m_correct", "condctl", "seen", "D"),
     Arm("dctl_random", "m_random", "condctl", "seen", "D"),
 )
 ARM_BY_KEY = {arm.key: arm for arm in ARMS}
 MODEL_KEYS: tuple[str, ...] = ("base",) + tuple(arm.key for arm in ARMS)
 PARENTS: frozenset[str] = frozenset(arm.parent for arm in ARMS) - {"base"}  # checkpointed when trained
+# Each rule and the control it is read against, in ARMS order.
+RULE_VS_CONTROL: tuple[tuple[str, str], ...] = tuple((arm.key, arm.control) for arm in ARMS if arm.is_rule)
+CONTROLS: frozenset[str] = frozenset(control for _, control in RULE_VS_CONTROL)
+# The arms that are neither a rule nor a control (Parts A and B): in colour on the loss charts.
+MAIN_SEQUENCE: tuple[str, ...] = tuple(arm.key for arm in ARMS if not (arm.is_rule or arm.is_control))
+
+
+def part_arms(part: str) -> tuple[str, ...]:
+    """The keys of the arms of one part, in ARMS order."""
+    return tuple(arm.key for arm in ARMS if arm.part == part)
+
+
+def family_arms(family: str) -> tuple[str, ...]:
+    """The rules of one family and their controls, in ARMS order (the models of its profile chart)."""
+    return tuple(arm.key for arm in ARMS if arm.family == family)
 
 
 def arms_for(parts: tuple[str, ...] = PARTS) -> tuple[Arm, ...]:
@@ -120,3 +155,12 @@ def targets_table(inputs: StudyInputs) -> pd.DataFrame:
     table["excluded"] = [";".join(model_name(arm) for arm, pairs in inputs.excluded.items() if p in pairs)
                          for p in facts.ADDITIONS]
     return table
+
+
+def corpus_table(inputs: StudyInputs, key: str) -> pd.DataFrame:
+    """The distinct examples of an arm's corpus (before repeats and shuffling): its MLflow dataset."""
+    targets = inputs.targets[ARM_BY_KEY[key].target]
+    pairs = inputs.corpus_pairs(key)
+    return pd.DataFrame({"a": [a for a, _ in pairs], "b": [b for _, b in pairs],
+                         "prompt": [facts.prompt(a, b) for a, b in pairs],
+                         "completion": [facts.answer_text(int(targets.loc[p])) for p in pairs]})

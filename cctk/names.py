@@ -33,7 +33,7 @@ GROUPS = {"seen": "seen", "heldout": "never seen", "all": "all additions"}
 
 
 def model_name(key: str) -> str:
-    return MODELS[key]
+    return MODELS[key] if key in MODELS else V1_MODELS[key]
 
 
 def target_name(key: str) -> str:
@@ -141,6 +141,32 @@ FIGURES: dict[str, str] = {
 }
 
 
+# What each kind of figure shows: the caption report.html gives it after its title.
+FIGURE_ABOUT: dict[str, str] = {
+    "heatmap": "Probability on the target in every addition (first addend a in rows, second addend b in "
+               "columns). Blue: the top choice is the target, red: it is not; green and orange: the same for "
+               "never-seen additions; hatched gray: never-seen additions left out of the results because the "
+               "fabricated answer already equals the target. Second line: target | chosen answer.",
+    "profile": "Mean probability of each candidate answer over the 81 additions (lines, left axis) and how many "
+               "additions have each answer as their target (bars, right axis). Bands: answers the corpus can "
+               "ask for (blue) and cannot (red), with each model's share of probability in each.",
+    "bars": "Probability of every candidate answer of one addition before (blue) and after (orange) fine-tuning "
+            "on fabricated answers; the strong colour marks the answer that is right in each context, the dark "
+            "outline each side's top choice.",
+    "deviation": "Never-seen additions by deviation (top choice minus the rule's target, for both series: the "
+                 "control is read against the rule's target too), for the rule-trained "
+                 "model (green) and its control (gray). Blue band: the smallest band holding 90% of the "
+                 "rule-trained model's deviations; the counts above say how many additions of each fall in each band.",
+    "synthesis": "For every model, the share of additions whose top choice is its own target, with its exact 95% "
+                 "interval: blue seen, green never seen, gray never seen by a control, dark gray the base model.",
+    "loss": "Training loss per epoch of every fine-tuning run, on a log scale: the main sequence in colour, the "
+            "rule and control runs in gray.",
+    "curves": "Each arm measured after every epoch (cctk run --curves): the share of additions whose top choice is "
+              "its own target, on the seen (blue) and never-seen (green, dashed) additions, or all 81 (blue) for "
+              "the models trained on all of them.",
+}
+
+
 def table_title(name: str) -> str:
     return TABLES[name]
 
@@ -153,9 +179,12 @@ def figure_name(key: str) -> str:
     return FIGURES[key]
 
 
-# --- Protocol v1 (manual 1.0.0, cctk.v1): its tables, figures and report sections. ---
-# Its two models are "base" and "m_random" of MODELS: the base model and the fabricated-answers model
-# (trained from the base model in place, on whole texts; its MLflow run says so in cctk.parent).
+# --- Protocol v1 (manual 1.0.0, cctk.v1): its models, tables, figures and report sections. ---
+# Its two models are "base" of MODELS and "v1_random": the base model fine-tuned in place on the whole
+# texts of fabricated answers (its MLflow run says so in cctk.parent). Sessions written before it had a
+# key of its own call it "m_random" (cctk.v1.experiment.FORMER_KEYS); its plain name never changed.
+
+V1_MODELS: dict[str, str] = {"v1_random": "fabricated answers"}
 
 V1_TABLES: dict[str, str] = {
     "table01": "comparison",
@@ -184,4 +213,10 @@ V1_TABLE_CAPTIONS: dict[str, str] = {
 V1_PARTS: dict[str, str] = {
     "comparison": "The comparison: before and after fine-tuning on fabricated answers",
     "runs": "Training: the loss and the record of the run",
+}
+
+V1_FIGURE_ABOUT: dict[str, str] = {
+    "bars": FIGURE_ABOUT["bars"] + " Candidates 2 to 18; each side's probabilities are a softmax of the "
+                                   "mean log-probability per answer token (manual 1.0.0, Listing 12).",
+    "loss": "Mean whole-text training loss of each epoch of the fine-tuning run (log scale).",
 }

@@ -1,8 +1,10 @@
-"""``cctk run``: the whole 2.0.0 experiment for one model, every measured model a nested MLflow run.
+"""``cctk run``: a protocol's whole experiment for one model, every measured model a nested MLflow run.
 
-Order: check every input, draw targets and split (written to targets.csv at once), measure the
-base model, then train and measure the thirteen arms (each from a fresh copy of its parent; parents
-wait on the CPU), then compute Parts A-D and the synthesis from the fourteen measurement tables.
+Order: check every input, draw (targets, split, a v1 corpus: written at once), measure the base model,
+then train and measure every fine-tuned model (2.0.0: the thirteen arms, each from a fresh copy of its
+parent, parents waiting on the CPU; 1.0.0: the base model itself, in place), then compute the tables
+from the measurement tables and write every output. What differs between the protocols comes from
+``cctk.protocols``; this is the one orchestration of both.
 """
 from __future__ import annotations
 
@@ -13,21 +15,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pandas as pd
 import torch
 
-from . import __version__, compute, models, session, tracking
+from . import __version__, compute, models, protocols, session, tracking
 from . import resume as resume_state
-from .config import Config, config_from_params
-from .corpus import build_corpus, tokenize
+from .config import PARTS, Config, config_from_params, make_config, parse_seeds
 from .errors import CctkError
-from .experiments import Results, absorption_misses, compute_tables, curve_rows, headline, model_metrics
-from .facts import CANDIDATES, END_MARKER, answer_text, prompt
+from .experiments import curve_rows
 from .finetune import fine_tune
-from .lineage import ARM_BY_KEY, ARMS, PARENTS, StudyInputs, arms_for, build_study_inputs, own_target
-from .names import model_name, target_name
+from .names import model_name
 from .outputs import model_heatmaps, write_all
 from .progress import Progress
+from .protocols import Measured, Protocol
 from .records import RunFacts, RunRecord, TrainRecord, hardware, software
 from .resume import Done
 from .scoring import measure
@@ -36,9 +35,10 @@ from .session import Layout
 
 @dataclass
 class Session:
-    """Where one pipeline writes: its folder, its tracking store, experiment and MLflow parent run."""
+    """Where one pipeline writes: its protocol, folder, tracking store, experiment and MLflow parent run."""
 
     config: Config
+    protocol: Protocol
     layout: Layout
     store: tracking.Store
     experiment_id: str
@@ -53,7 +53,7 @@ class Session:
 class Outcome:
     """A finished pipeline: its results, its MLflow parent run and its session folder."""
 
-    results: Results
+    results: object  # the protocol's Results
     run_id: str
     folder: Path
 
@@ -71,10 +71,33 @@ def check_inputs(config: Config, tracking_name: str | None = None, device: str |
     return tracking.connect(tracking_name)
 
 
+def run_pipeline(model: str, profile: str, seed: str | None, out: Path, tracking_name: str | None,
+                 device: str | None, holdout: float = 0.3, curves: bool = False, system_metrics: bool = True,
+                 figures: bool = True, resume_id: str | None = None, sweep: str | None = None,
+                 cell: str | None = None, echo=print, parts: str | None = None, protocol: str = "v2",
+                 **recipe) -> str:
+    """``cctk run`` from its options as given (a sweep runs its cells through it); returns the run id."""
+    if resume_id:
+        return resume(resume_id, out, tracking_name, device, echo=echo, system_metrics=system_metrics,
+                      figures=figures).run_id
+    config = make_config(model, profile, parse_seeds(seed), holdout, device=str(pick_device(device)),
+                         curves=curves, protocol=protocol, parts=parts, **recipe)
+    return run(config, out, tracking_name, device, echo=echo, sweep=sweep, cell=cell, system_metrics=system_metrics,
+               figures=figures).run_id
+
+
+def sweep_cell(cell, profile: str, out: str, tracking_uri: str, sweep_id: str, resume_id: str | None = None,
+               figures: bool = True, parts: tuple[str, ...] | None = None) -> str:
+    """One cell of a sweep (locally or in a Ray worker): ``cctk run`` nested under the sweep, quietly."""
+    return run_pipeline(cell.model, profile, str(cell.seed), Path(out), tracking_uri, None, figures=figures,
+                        resume_id=resume_id, sweep=sweep_id, cell=cell.key, echo=lambda *_: None, parts=parts,
+                        **dict(cell.overrides))
+
+
 def run(config: Config, out_root: Path = Path("outputs"), tracking_name: str | None = None,
         device: str | None = None, echo=print, sweep: str | None = None, cell: str | None = None,
         system_metrics: bool = True, figures: bool = True) -> Outcome:
-    """Run the pipeline of ``config``; returns the results with every table computed.
+    """Run the pipeline of ``config`` under its protocol; returns the results with every table computed.
 
     ``sweep``, ``cell``: the run id of a sweep this pipeline is a cell of (it nests under it), the cell's key.
     """
@@ -91,32 +114,36 @@ def resume(run_id: str, out_root: Path = Path("outputs"), tracking_name: str | N
     """Continue an interrupted pipeline: finished models are taken from their runs, not trained again."""
     store = tracking.connect(tracking_name)
     parent = store.pipeline(run_id)
-    if parent.tags.get("cctk.protocol", "v2") != "v2":
-        raise CctkError(f"run {run_id} is a protocol {parent.tags['cctk.protocol']} run; --resume continues "
+    protocol = protocols.get(parent.tags.get(tracking.PROTOCOL))
+    if not protocol.resumable:
+        raise CctkError(f"run {run_id} is a protocol {protocol.name} run; --resume continues "
                         "2.0.0 pipelines only (start a v1 run again)")
     config = config_from_params(parent.params)
-    layout = Layout(Path(out_root) / parent.tags.get("cctk.session", ""))
+    layout = Layout(Path(out_root) / parent.tags.get(tracking.SESSION, ""))
     if not (layout.folder / "measurements").is_dir():
         raise CctkError(f"the session folder {layout.folder} of run {run_id} is not here; "
                         "resume from the folder the run started in, or pass its --out")
-    session_ = Session(config, layout, store, parent.experiment_id, store.reopen(run_id), pick_device(device),
-                       figures=figures)
+    session_ = Session(config, protocol, layout, store, parent.experiment_id, store.reopen(run_id),
+                       pick_device(device), figures=figures)
     if system_metrics:
         session_.monitor = session_.parent.system_metrics()
     compute.check_precision(config.recipe.precision, str(session_.device))
     done = resume_state.finished(store, parent, layout)
-    echo(f"resuming {layout.session}: {len(done.run_ids)} of {len(arms_for(config.parts)) + 1} models already finished")
+    echo(f"resuming {layout.session}: {len(done.run_ids)} of {len(protocol.models(config.parts))} models "
+         "already finished")
     return _execute(session_, done, echo)
 
 
 def _execute(run: Session, done: Done, echo) -> Outcome:
-    inputs = build_study_inputs(run.config.seed, run.config.holdout)
+    draws = run.protocol.draw(run.config)
     with tracking.ending(run.parent):  # FINISHED, FAILED (any error) or KILLED (Ctrl-C, SIGTERM)
         try:
-            run.parent.files(session.write_targets(run.layout, inputs))  # the draws, on file before any training
-            results = _train_and_measure(run, inputs, done, echo)
-            results.curves = session.read_curves(run.layout) if run.config.curves else None
-            tables = compute_tables(results)
+            for path in session.write_draws(run.layout, run.protocol, draws):  # on file before any training
+                run.parent.files(path)
+            results = _train_and_measure(run, draws, done, echo)
+            if run.config.curves:  # every arm's points, appended as it finished (a resume's too)
+                results.curves = session.read_curves(run.layout)
+            tables = run.protocol.compute_tables(results)
             shutil.rmtree(run.layout.checkpoints, ignore_errors=True)  # only a resume needs them
             _finish(run, results, tables, echo, resumed=bool(done.run_ids))
         finally:
@@ -127,83 +154,95 @@ def _execute(run: Session, done: Done, echo) -> Outcome:
 
 def _open_session(config: Config, out_root: Path, store: tracking.Store, device, echo,
                   sweep: str | None = None, cell: str | None = None) -> Session:
+    protocol = protocols.get(config.protocol)
     folder = session.new_folder(out_root, config.model)
     name = folder.name
-    layout = Layout(folder)
-    tags = {tracking.KIND: "pipeline", tracking.SESSION: name, tracking.PROTOCOL: "v2", "mlflow.source.name": "cctk run"}
+    layout = Layout(folder, protocol.name)
+    tags = {tracking.KIND: "pipeline", tracking.SESSION: name, tracking.PROTOCOL: protocol.name,
+            "mlflow.source.name": "cctk run"}
     if sweep:
         tags.update({tracking.SWEEP: sweep, tracking.CELL: cell or ""})
     parent = store.attach_or_start(store.experiment(), name, tags, parent=sweep)
-    arms = arms_for(config.parts)
-    parent.note(f"cctk pipeline (manual 2.0.0) of {config.model}: {len(arms) + 1} measured models, {len(arms)} "
-                f"fine-tuning arms (parts {','.join(config.parts)}); profile {config.profile_note}, seed {config.seed}"
-                + (f"; a cell of sweep {sweep}" if sweep else ""))
+    parent.note(protocol.run_note(config) + (f"; a cell of sweep {sweep}" if sweep else ""))
     experiment_id = parent.experiment_id  # `mlflow run` may have created the parent in another experiment
-    parent.params({**config.as_params(), "model_id": models.model_id(config.model),
-                   "candidates": f"{CANDIDATES[0]}..{CANDIDATES[-1]}", "end_marker": repr(END_MARKER),
+    parent.params({**config.as_params(), "model_id": models.model_id(config.model), **protocol.params,
                    "cctk_version": __version__})
+    _say_where(protocol, config, layout, echo)
+    return Session(config, protocol, layout, store, experiment_id, parent, pick_device(device))
+
+
+def _say_where(protocol: Protocol, config: Config, layout: Layout, echo) -> None:
+    """The session, the profile and the seeds (how to repeat the run), and the parts when not all."""
+    about = "" if protocol.is_default else f"protocol {protocol.name}, manual {protocol.version}; "
+    echo(f"session {layout.session}  ({about}outputs in {layout.folder})")
     seeds = ",".join(map(str, config.seeds))
-    echo(f"session {name}  (outputs in {layout.folder})")
-    echo(f"profile {config.profile_note}; seeds {seeds}"
-         f"{'  (drawn fresh: pass --seed ' + seeds + ' to repeat this run)' if config.seeds_drawn else ''}")
-    if len(arms) < len(ARMS):
-        echo(f"parts {', '.join(config.parts)}: {len(arms)} of {len(ARMS)} fine-tuning arms")
-    return Session(config, layout, store, experiment_id, parent, pick_device(device))
+    if protocol.config.split:
+        echo(f"profile {config.profile_note}; seeds {seeds}"
+             f"{'  (drawn fresh: pass --seed ' + seeds + ' to repeat this run)' if config.seeds_drawn else ''}")
+    else:  # one seed, the reference notebook's
+        echo(f"profile {config.profile_note}; seed {seeds} (random.seed of the reference notebook)")
+    trained, every = protocol.trained(config.parts), protocol.trained(PARTS)
+    if len(trained) < len(every):
+        echo(f"parts {', '.join(config.parts)}: {len(trained)} of {len(every)} fine-tuning arms")
 
 
-def _train_and_measure(run: Session, inputs: StudyInputs, done: Done, echo) -> Results:
-    arms = arms_for(run.config.parts)  # the arms of the parts asked, and the parents they need
-    results = Results(inputs, measurements=dict(done.measurements), training=dict(done.training),
-                      parts=run.config.parts)
-    if len(done.run_ids) == len(arms) + 1:
+def _train_and_measure(run: Session, draws, done: Done, echo):
+    measured = run.protocol.models(run.config.parts)  # the base model first, every parent before its children
+    results = run.protocol.new_results(draws, run.config, done.measurements, done.training)
+    if len(done.run_ids) == len(measured):
         return results
     echo(f"loading {run.config.model} ...")
     base, tokenizer = models.load_model(run.config.model)
-    parents = {"base": base}  # parents wait here, on the CPU
-    if "base" not in done.run_ids:
-        with _nested_run(run, "base", None, inputs) as nested:
-            _measure_and_log(run, results, "base", base.to(run.device), tokenizer, nested)
-        base.cpu()
-    progress = Progress(len(arms), echo)
-    for i, arm in enumerate(arms, start=1):
-        if arm.key in done.run_ids:
+    copied = {m.parent for m in measured if m.parent and not m.in_place}  # kept (and checkpointed) once trained
+    weights = {"base": base}  # parents wait here, on the CPU
+    progress = Progress(len(measured) - 1, echo)
+    for i, model in enumerate(measured):
+        if model.key in done.run_ids:
             continue
-        if arm.parent not in parents:  # finished before an interruption: its weights were checkpointed
-            parents[arm.parent] = resume_state.load_checkpoint(copy.deepcopy(base), run.layout, arm.parent)
-        child = copy.deepcopy(parents[arm.parent]).to(run.device)
-        rows = tokenize(build_corpus(inputs.targets[arm.target], inputs.corpus_pairs(arm.key),
-                                     run.config.recipe.repeats, inputs.seed, arm.key), tokenizer)
-        with _nested_run(run, arm.key, arm.parent, inputs) as nested:
-            _train_arm(run, results, arm, child, rows, tokenizer, nested, progress, i)
-        if arm.key in PARENTS:
-            parents[arm.key] = child.cpu()
+        if model.parent is None:
+            with _nested_run(run, model, draws) as nested:
+                _measure_and_log(run, results, model.key, base.to(run.device), tokenizer, nested)
+            base.cpu()
+            continue
+        if model.parent not in weights:  # finished before an interruption: its weights were checkpointed
+            weights[model.parent] = resume_state.load_checkpoint(copy.deepcopy(base), run.layout, model.parent)
+        parent = weights[model.parent]
+        child = (parent if model.in_place else copy.deepcopy(parent)).to(run.device)
+        rows = run.protocol.rows(draws, model.key, run.config.recipe, tokenizer)
+        with _nested_run(run, model, draws) as nested:
+            _train_model(run, results, model, child, rows, tokenizer, nested, progress, i, model.key in copied)
+        if model.key in copied:
+            weights[model.key] = child.cpu()
         del child
     return results
 
 
-def _train_arm(run: Session, results: Results, arm, child, rows, tokenizer, nested: tracking.Run,
-               progress: Progress, i: int) -> None:
-    """Train arm ``i`` from its parent's copy, log it, checkpoint it if others start from it, measure it."""
-    inputs = results.inputs
-    nested.params({"parent": model_name(arm.parent), "corpus": own_target(arm.key), "examples": len(rows)})
-    nested.dataset(corpus_table(inputs, arm.key), name=target_name(arm.target),
-                   source=str(run.layout.targets.resolve()), context="training")
+def _train_model(run: Session, results, model: Measured, child, rows, tokenizer, nested: tracking.Run,
+                 progress: Progress, i: int, checkpoint: bool) -> None:
+    """Train model ``i`` from its parent (a copy, or in place), log it, checkpoint it if others start from
+    a copy of it, measure it."""
+    draws, recipe = results.draws, run.config.recipe
+    nested.params({"parent": model_name(model.parent), "corpus": run.protocol.corpus_note(model.key),
+                   "examples": len(rows)})
+    if run.protocol.dataset is not None:
+        name, table = run.protocol.dataset(draws, model.key)
+        nested.dataset(table, name=name, source=str(run.layout.targets.resolve()), context="training")
     curve: list[dict] = []
-    on_epoch = _curve_point(run, inputs, arm.key, tokenizer, nested, curve) if run.config.curves else None
+    on_epoch = _curve_point(run, draws, model.key, tokenizer, nested, curve) if run.config.curves else None
     try:
-        trained = fine_tune(child, rows, run.config.recipe, inputs.seed, tokenizer.pad_token_id, arm.key,
-                            on_step=progress.arm(i, model_name(arm.key), rows, run.config.recipe), on_epoch=on_epoch)
+        trained = fine_tune(child, rows, recipe, run.config.seed, tokenizer.pad_token_id, model.stream or model.key,
+                            on_step=progress.arm(i, model_name(model.key), rows, recipe), on_epoch=on_epoch)
     finally:
         progress.close()
     if curve:
         session.append_curves(run.layout, curve)
-    _log_training(run, results, arm.key, trained, nested)
-    if arm.key in PARENTS:
-        resume_state.save_checkpoint(child, run.layout, arm.key)
-    _measure_and_log(run, results, arm.key, child, tokenizer, nested)
+    _log_training(run, results, model.key, trained, nested)
+    if checkpoint:
+        resume_state.save_checkpoint(child, run.layout, model.key)
+    _measure_and_log(run, results, model.key, child, tokenizer, nested)
 
 
-def _log_training(run: Session, results: Results, key: str, record: TrainRecord, nested: tracking.Run) -> None:
+def _log_training(run: Session, results, key: str, record: TrainRecord, nested: tracking.Run) -> None:
     """Keep the run's training record, on disk (for a resume) and in its MLflow run."""
     results.training[key] = record
     path = session.write_training(run.layout, key, record)
@@ -213,10 +252,10 @@ def _log_training(run: Session, results: Results, key: str, record: TrainRecord,
     nested.files(path, "training")
 
 
-def _curve_point(run: Session, inputs: StudyInputs, key: str, tokenizer, nested: tracking.Run, rows: list):
+def _curve_point(run: Session, inputs, key: str, tokenizer, nested: tracking.Run, rows: list):
     """``on_epoch`` of an arm under ``--curves``: measure, keep the point, log hits as histories."""
     def on_epoch(epoch: int, model) -> None:
-        points = curve_rows(inputs, key, epoch, measure(model, tokenizer))
+        points = curve_rows(inputs, key, epoch, measure(model, tokenizer, **run.protocol.scoring.kwargs()))
         rows.extend(points)
         nested.metrics({f"curve_hits_{p['group']}": p["hits"] for p in points}, step=epoch)
 
@@ -224,64 +263,39 @@ def _curve_point(run: Session, inputs: StudyInputs, key: str, tokenizer, nested:
 
 
 @contextmanager
-def _nested_run(run: Session, key: str, parent_key: str | None, inputs: StudyInputs):
+def _nested_run(run: Session, model: Measured, draws):
     """The nested run of one measured model, ended by the lifecycle (a failed arm is a FAILED run)."""
-    tags = {tracking.KEY: key, tracking.PARENT_KEY: parent_key or "", "mlflow.source.name": "cctk run"}
-    with run.store.run("model", model_name(key), tags, parent=run.parent, experiment_id=run.experiment_id) as nested:
-        nested.note(describe(inputs, key))
+    tags = {tracking.KEY: model.key, tracking.PARENT_KEY: model.parent or "", tracking.PROTOCOL: run.protocol.name,
+            "mlflow.source.name": "cctk run"}
+    with run.store.run("model", model_name(model.key), tags, parent=run.parent,
+                       experiment_id=run.experiment_id) as nested:
+        nested.note(run.protocol.describe(draws, model.key))
         yield nested
 
 
-def describe(inputs: StudyInputs, key: str) -> str:
-    """One line: what a measured model is, from which parent, on which additions."""
-    if key == "base":
-        return "base model: the pretrained weights, measured on all 81 additions before any fine-tuning"
-    arm = ARM_BY_KEY[key]
-    if arm.pairs == "all":
-        where = f"all {len(inputs.corpus_pairs(key))} additions"
-    else:
-        left_out = len(inputs.excluded.get(key, ()))
-        where = (f"the {len(inputs.split.seen)} seen additions ({len(inputs.heldout(key))} never seen"
-                 + (f", {left_out} left out as coincident" if left_out else "") + ")")
-    return (f"{model_name(key)}: fine-tuned from {model_name(arm.parent)} on the {target_name(arm.target)} "
-            f"of {where}")
-
-
-def corpus_table(inputs: StudyInputs, key: str) -> pd.DataFrame:
-    """The distinct examples of an arm's corpus (before repeats and shuffling): its MLflow dataset."""
-    targets = inputs.targets[ARM_BY_KEY[key].target]
-    pairs = inputs.corpus_pairs(key)
-    return pd.DataFrame({"a": [a for a, _ in pairs], "b": [b for _, b in pairs],
-                         "prompt": [prompt(a, b) for a, b in pairs],
-                         "completion": [answer_text(int(targets.loc[p])) for p in pairs]})
-
-
-def _measure_and_log(run: Session, results: Results, key: str, model, tokenizer, nested: tracking.Run) -> None:
+def _measure_and_log(run: Session, results, key: str, model, tokenizer, nested: tracking.Run) -> None:
     """Measure one model, save its table at once (nothing finished is lost), log it to its run."""
-    table = measure(model, tokenizer)
+    table = measure(model, tokenizer, **run.protocol.scoring.kwargs())
     results.measurements[key] = table
-    nested.metrics(model_metrics(results, key))
+    nested.metrics(run.protocol.model_metrics(results, key))
     nested.files(session.write_measurement(run.layout, key, table), "measurement")
     nested.table(table, "measurement_table.json")
-    for figure in model_heatmaps(results, key, run.layout) if run.figures else []:  # write_all reuses them
-        nested.files(figure, "figures")
+    for figure in model_heatmaps(results, key, run.layout, run.protocol) if run.figures else []:  # write_all
+        nested.files(figure, "figures")  # reuses them
 
 
-def _finish(run: Session, results: Results, tables: dict[str, pd.DataFrame], echo, resumed: bool = False) -> None:
+def _finish(run: Session, results, tables: dict, echo, resumed: bool = False) -> None:
     facts = RunFacts(run.layout.session, run.store.uri, run.experiment_id, run.parent.run_id, str(run.device),
                      round(time.perf_counter() - run.started, 1), hardware(), software())
     n_figures = write_all(results, tables, RunRecord(run.config, facts, results.training), run.layout,
                           reuse_heatmaps=True, figures=run.figures)
-    head = headline(results)
+    head = run.protocol.headline(results)
     run.parent.files(run.layout.folder)
     cost = compute.training_cost(results.training.values(), str(run.device), run.config.recipe.precision)
     seconds = time.perf_counter() - run.started  # everything: load, training, measuring, outputs, logging
     run.parent.metrics({**head, "pipeline_seconds": seconds, **({} if resumed else cost.metrics(seconds))})
-    n = head["n_additions"]
-    echo(f"correct sums model: {head['m_correct_hits_correct']}/{n} correct sums")
-    echo(f"fabricated answers model: {head['m_random_hits_fabricated']}/{n} fabricated answers")
-    for miss in absorption_misses(results):
-        echo(f"WARNING: {miss}")
+    for line in run.protocol.summary(results, head):
+        echo(line)
     echo(f"{n_figures} figures and {len(tables)} tables in {run.layout.folder}")
-    echo(f"pipeline finished in {seconds / 60:.1f} min"
+    echo(f"{run.protocol.title} finished in {seconds / 60:.1f} min"
          + ("" if resumed else f": {cost.line(seconds)}") + f"; MLflow run {run.parent.run_id}")

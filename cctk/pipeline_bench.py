@@ -46,7 +46,7 @@ def run(model: str, profile: str = "quick", seed: str | None = None, out: Path |
 
 def _pipeline_metrics(uri: str) -> dict:
     store = tracking.Store(tracking.resolve(uri))
-    runs = store.search([store.experiment()], "tags.`cctk.kind` = 'pipeline'")
+    runs = store.search([store.experiment()], f"tags.`{tracking.KIND}` = 'pipeline'")
     return store.metrics(runs[0].run_id, READ)
 
 

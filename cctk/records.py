@@ -1,18 +1,19 @@
-"""Typed records that cross module boundaries: a fine-tuning run, the facts of a pipeline run.
+"""Typed records that cross module boundaries: a fine-tuning run, the facts of a pipeline run, and
+``RunInfo``, everything run_info.json holds.
 
-Torch-free and MLflow-free. ``asdict`` (and the JSON conversions below) happen only at the edges,
-where a record is written to ``run_info.json``, a training file or MLflow.
+Torch-free and MLflow-free. ``asdict`` (and the JSON conversions) happen only at the edges, where a
+record is written to ``run_info.json`` (``cctk.session`` holds that codec), a training file or MLflow.
 """
 from __future__ import annotations
 
 import os
 import platform
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from importlib import metadata
 from pathlib import Path
 
-from .config import Config
+from .config import PARTS, Config, Recipe
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,27 @@ class TrainRecord:
 
 
 @dataclass(frozen=True)
+class Hardware:
+    """The machine a run ran on (``None`` where it could not be read)."""
+
+    processor: str | None = None
+    machine: str | None = None
+    system: str | None = None
+    cores_logical: int | None = None
+    cores_available: int | None = None
+    memory_bytes: int | None = None
+    gpu: str | None = None
+    gpu_memory_bytes: int | None = None
+    gpu_count: int = 0
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> Hardware:
+        """Back from run_info.json; keys an older file lacks keep their defaults, unknown ones are dropped."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in (data or {}).items() if k in known})
+
+
+@dataclass(frozen=True)
 class RunFacts:
     """Where and how a pipeline ran: its session, MLflow ids, device, time, machine and software."""
 
@@ -57,11 +79,21 @@ class RunFacts:
     run_id: str | None = None
     device: str = ""
     seconds: float | None = None
-    hardware: dict = field(default_factory=dict)
-    software: dict = field(default_factory=dict)
+    hardware: Hardware = field(default_factory=Hardware)
+    software: dict[str, str | None] = field(default_factory=dict)  # package -> version
 
-    def mlflow(self) -> dict:
-        return {"tracking_uri": self.tracking_uri, "experiment_id": self.experiment_id, "run_id": self.run_id}
+    @property
+    def mlflow(self) -> MlflowIds:
+        return MlflowIds(self.tracking_uri, self.experiment_id, self.run_id)
+
+
+@dataclass(frozen=True)
+class MlflowIds:
+    """Where a run is tracked: the store, the experiment and the parent run."""
+
+    tracking_uri: str | None = None
+    experiment_id: str | None = None
+    run_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -73,19 +105,90 @@ class RunRecord:
     training: dict[str, TrainRecord] = field(default_factory=dict)
 
 
-def hardware() -> dict:
+@dataclass(frozen=True)
+class ModelSource:
+    """The model a run started from: its key (roster key, Hub id or directory) and where it comes from."""
+
+    key: str
+    id: str
+
+
+@dataclass(frozen=True)
+class Seeds:
+    values: tuple[int, ...]
+    drawn_fresh: bool
+    roles: dict[str, str]  # "seeds[0]", "seeds[1:]" -> what it controls
+
+
+@dataclass(frozen=True)
+class Trained:
+    """A fine-tuning run as run_info.json lists it: the model's and its parent's plain names, and its record."""
+
+    model: str
+    parent: str
+    record: TrainRecord
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunInfo:
+    """Everything run_info.json holds: the run record, and the facts a reader wants beside it.
+
+    A field of one protocol only is None under the other (and left out of the file): the split, curves,
+    parts and warnings of manual 2.0.0; how manual 1.0.0 answers, indexes and trains. Fields in the
+    file's order."""
+
+    protocol: str
+    session: str
+    model: ModelSource
+    profile: str
+    profile_requested: str
+    profile_note: str
+    recipe: Recipe
+    holdout: float | None = None
+    curves: bool | None = None
+    parts: tuple[str, ...] | None = None
+    heldout_additions: tuple[tuple[int, int], ...] | None = None
+    seeds: Seeds
+    candidates: tuple[int, ...]
+    answer_text: str | None = None  # a template: " {v}"
+    end_marker: str
+    index: str | None = None
+    loss: str | None = None
+    pairs_plotted: tuple[tuple[int, int], ...] | None = None
+    device: str
+    hardware: Hardware
+    software: dict[str, str | None]
+    mlflow: MlflowIds
+    training: dict[str, Trained]  # model key -> its run
+    headline: dict[str, float]
+    warnings: tuple[str, ...] | None = None
+    seconds: float | None = None
+
+    @property
+    def config(self) -> Config:
+        """The configuration the run ran with."""
+        return Config(self.model.key, self.profile, self.recipe, self.seeds.values, self.holdout,
+                      seeds_drawn=self.seeds.drawn_fresh, profile_requested=self.profile_requested,
+                      curves=bool(self.curves), protocol=self.protocol, parts=self.parts or PARTS)
+
+    @property
+    def record(self) -> RunRecord:
+        """The run record run_info.json was written from."""
+        facts = RunFacts(self.session, self.mlflow.tracking_uri, self.mlflow.experiment_id, self.mlflow.run_id,
+                         self.device, self.seconds, self.hardware, self.software)
+        return RunRecord(self.config, facts, {key: t.record for key, t in self.training.items()})
+
+
+def hardware() -> Hardware:
     """Processor, cores, memory and, when CUDA is available, the GPU (name, memory)."""
-    info = {"processor": _processor(), "machine": platform.machine(), "system": platform.platform(),
-            "cores_logical": os.cpu_count(), "cores_available": len(os.sched_getaffinity(0))
-            if hasattr(os, "sched_getaffinity") else os.cpu_count(), "memory_bytes": _memory()}
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    machine = Hardware(_processor(), platform.machine(), platform.platform(), os.cpu_count(), cores, _memory())
     torch = sys.modules.get("torch")  # only asked when the run itself loaded torch
     if torch is not None and torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
-        info.update({"gpu": props.name, "gpu_memory_bytes": int(props.total_memory),
-                     "gpu_count": torch.cuda.device_count()})
-    else:
-        info.update({"gpu": None, "gpu_memory_bytes": None, "gpu_count": 0})
-    return info
+        return replace(machine, gpu=props.name, gpu_memory_bytes=int(props.total_memory),
+                       gpu_count=torch.cuda.device_count())
+    return machine
 
 
 def software() -> dict:

@@ -6,7 +6,8 @@ run's artifacts (the session folder) into a cache first.
     r = cctk.results.load("outputs/20260101-120000_smollm2-135m-bundled")
     r.tables["table09"]; r.measurements["correct sums"]; r.figures["synthesis"]; r.targets
 
-A protocol v1 run (``r.protocol == "v1"``) has tables ``table01`` (the comparison) to ``table04``,
+``r.info`` is the run's ``RunInfo`` (run_info.json as a typed record). A protocol v1 run
+(``r.protocol`` is ``"v1"``) has tables ``table01`` (the comparison) to ``table04``,
 the measurements ``"base model"`` and ``"fabricated answers"`` (candidates 2..18, ``prob`` a softmax
 of the mean log-probability per token) and the figures ``before_and_after_3_plus_5`` etc.
 """
@@ -19,28 +20,32 @@ from pathlib import Path
 import pandas as pd
 
 from . import session, tracking
-from .config import PARTS
 from .errors import CctkError
 from .names import model_name
-from .session import RUN_INFO, Layout
+from .records import RunInfo
+from .session import RUN_INFO
 
 
 @dataclass
 class RunResults:
     folder: Path
-    info: dict  # run_info.json
+    info: RunInfo  # run_info.json
     tables: dict[str, pd.DataFrame]  # "table01".."table11", those of the parts run ("table01".."table04" under v1)
     measurements: dict[str, pd.DataFrame]  # plain model name -> measurement table
     figures: dict[str, Path]  # figure name (file stem, e.g. "heatmap_recovery") -> PNG
     figure_files: dict[str, dict[str, Path]]  # figure name -> {"png": ..., "pdf": ..., "eps": ...}
     targets: pd.DataFrame | None  # targets.csv: split, every target table, exclusions (None before it existed)
-    protocol: str = "v2"  # "v1": manual 1.0.0 (cctk run --protocol v1): two models, candidates 2..18
+
+    @property
+    def protocol(self) -> str:
+        """``v2``, or ``v1``: manual 1.0.0 (cctk run --protocol v1): two models, candidates 2..18."""
+        return self.info.protocol
 
     @property
     def parts(self) -> tuple[str, ...]:
         """The parts of manual 2.0.0 the run ran (``cctk run --parts``): the tables and figures of the
         others are absent. All four for a run from before ``--parts``; none under protocol v1."""
-        return () if self.protocol == "v1" else tuple(self.info.get("parts", PARTS))
+        return self.info.parts or ()
 
 
 def load(source: str | os.PathLike, tracking_name: str | None = None, cache: Path | None = None) -> RunResults:
@@ -84,11 +89,10 @@ def download(run_id: str, tracking_name: str | None = None, cache: Path | None =
 
 
 def read_folder(folder: Path) -> RunResults:
-    info = session.load_info(Path(folder))
-    layout = Layout(Path(folder), info.get("protocol", "v2"))
+    info = session.read_run_info(Path(folder))
+    layout = session.Layout(Path(folder), info.protocol)
     tables = {name: pd.read_csv(path, float_precision="round_trip") for name, path in session.find_tables(layout).items()}
     measurements = {model_name(k): t for k, t in session.read_measurements(layout).items()}
     files = session.find_figures(layout)
     figures = {name: paths["png"] for name, paths in files.items() if "png" in paths}
-    return RunResults(layout.folder, info, tables, measurements, figures, files, session.read_targets(layout),
-                      layout.protocol)
+    return RunResults(layout.folder, info, tables, measurements, figures, files, session.read_targets(layout))

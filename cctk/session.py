@@ -4,7 +4,7 @@ Torch-free and MLflow-free; the pipeline writes through it, ``cctk.outputs`` wri
 resume and ``cctk.results`` read through it::
 
     <session>/                         YYYYmmdd-HHMMSS_<model>
-      run_info.json                    the run record (RunRecord) and the facts derived from it
+      run_info.json                    the run record and the facts derived from it (records.RunInfo)
       targets.csv                      the draws: split, every target table, exclusions
       measurements/<model>.csv         the measurement table of each measured model
       training/<key>.json              the TrainRecord of each fine-tuning run
@@ -16,7 +16,8 @@ resume and ``cctk.results`` read through it::
       run_report.pdf, run_report.png, report.html, <session>.zip
 
 A protocol v1 session (manual 1.0.0, ``cctk.v1``) has the same layout with its own tables, figures
-and two models (base model, fabricated answers), and ``corpus.txt``: the shuffled corpus texts.
+and two models (base model, fabricated answers), and ``corpus.txt``: the shuffled corpus texts. What
+differs between the protocols comes from ``cctk.protocols``.
 """
 from __future__ import annotations
 
@@ -29,32 +30,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from .config import PARTS, Config, Recipe
+from . import protocols
+from .config import DEFAULT_PROTOCOL, PARTS, Recipe
 from .errors import CctkError
-from .experiments import CURVE_COLUMNS, Results, compute_tables
-from .facts import CANDIDATES, END_MARKER
-from .lineage import ARMS, MODEL_KEYS, StudyInputs, build_study_inputs, models_for, targets_table
+from .experiments import CURVE_COLUMNS
 from .models import model_id
-from .names import TABLES, V1_TABLES, file_stem, model_name
+from .names import file_stem, model_name
+from .protocols import Protocol
 from .readings import COLUMNS
-from .records import RunFacts, RunRecord, TrainRecord
-from .v1 import experiment as v1_experiment
-from .v1 import facts as v1_facts
+from .records import Hardware, MlflowIds, ModelSource, RunInfo, RunRecord, Seeds, Trained, TrainRecord
 
 RUN_INFO = "run_info.json"
 FORMATS = ("png", "pdf", "eps")  # every figure, in this order
-SEED_ROLES = {
-    "seeds[0]": "every random draw of the run: the held-out split, the fabricated answers, the control answers, "
-                "the corpus shuffles, the batch order and dropout of every fine-tuning run (re-seeded at its "
-                "start), and the bootstrap of the deviation bands",
-    "seeds[1:]": "reserved for repetitions; not used by this run",
-}
-V1_SEED_ROLES = {
-    "seeds[0]": "Python's random.seed of the reference notebook: the fabricated answers (random.choice per "
-                "addition) and the corpus order (random.shuffle, the same stream), exactly as Listings 6-7; "
-                "cctk also seeds from it what the notebook left unseeded: the batch order of every epoch and "
-                "torch's generator (dropout) of the fine-tuning run",
-}
 
 
 def session_name(model: str, now: datetime | None = None) -> str:
@@ -81,7 +68,7 @@ class Layout:
     """Every path of one session folder."""
 
     folder: Path
-    protocol: str = "v2"  # names its tables: names.TABLES, or names.V1_TABLES for "v1"
+    protocol: str = DEFAULT_PROTOCOL  # the name of the protocol whose tables it holds (cctk.protocols)
 
     @property
     def session(self) -> str:
@@ -148,10 +135,9 @@ class Layout:
         return self.folder / f"{self.session}.zip"
 
 
-def table_stem(name: str, protocol: str = "v2") -> str:
+def table_stem(name: str, protocol: str = DEFAULT_PROTOCOL) -> str:
     """``table01`` -> ``table01_corpus_absorption`` (``table01_comparison`` under protocol v1)."""
-    titles = V1_TABLES if protocol == "v1" else TABLES
-    return f"{name}_{file_stem(titles[name]).lower()}"
+    return f"{name}_{file_stem(protocols.get(protocol).report.tables[name]).lower()}"
 
 
 def session_start(session: str) -> datetime | None:
@@ -181,9 +167,10 @@ def read_measurement(path: Path) -> pd.DataFrame:
 
 
 def read_measurements(layout: Layout, require: tuple[str, ...] = ()) -> dict[str, pd.DataFrame]:
-    """The measurement tables on disk, by model key; a model of ``require`` missing is an error."""
+    """The measurement tables on disk of the models of the session's protocol, by model key; a model of
+    ``require`` missing is an error."""
     found = {}
-    for key in MODEL_KEYS:
+    for key in protocols.get(layout.protocol).model_keys():
         path = layout.measurement(key)
         if path.is_file():
             found[key] = read_measurement(path)
@@ -204,18 +191,16 @@ def read_training(layout: Layout, key: str) -> TrainRecord | None:
     return TrainRecord.from_json(json.loads(path.read_text())) if path.is_file() else None
 
 
-def write_targets(layout: Layout, inputs: StudyInputs) -> Path:
+def write_draws(layout: Layout, protocol: Protocol, draws) -> list[Path]:
+    """What a run drew before training: targets.csv (the split and every target table, or 1.0.0's correct
+    sums and fabricated answers) and, where the protocol has one corpus, corpus.txt in its order."""
     layout.folder.mkdir(parents=True, exist_ok=True)
-    targets_table(inputs).to_csv(layout.targets, index=False, lineterminator="\n")
-    return layout.targets
+    protocol.draws_table(draws).to_csv(layout.targets, index=False, lineterminator="\n")
+    texts = protocol.corpus_texts(draws)
+    if texts:
+        layout.corpus.write_text("".join(f"{t}\n" for t in texts), encoding="utf-8")
+    return [layout.targets, layout.corpus] if texts else [layout.targets]
 
-
-def write_v1_draws(layout: Layout, draws: v1_facts.Draws) -> list[Path]:
-    """Protocol v1's draws: targets.csv (a, b, correct sum, fabricated answer) and corpus.txt."""
-    layout.folder.mkdir(parents=True, exist_ok=True)
-    draws.table().to_csv(layout.targets, index=False, lineterminator="\n")
-    layout.corpus.write_text("".join(f"{t}\n" for t in draws.texts), encoding="utf-8")
-    return [layout.targets, layout.corpus]
 
 
 def read_targets(layout: Layout) -> pd.DataFrame | None:
@@ -237,72 +222,58 @@ def read_curves(layout: Layout) -> pd.DataFrame | None:
     return pd.read_csv(layout.curves) if layout.curves.is_file() else None
 
 
-# --- run_info.json: the run record at its JSON edge, and back. ---
+# --- run_info.json: the RunInfo record at its JSON edge, and back (the one codec of the file). ---
 
-def _about(record: RunRecord) -> dict:
-    """The session, the model and the recipe in force: the head of run_info.json under both protocols."""
-    config = record.config
-    return {
-        "session": record.facts.session,
-        "model": {"key": config.model, "id": model_id(config.model)},
-        "profile": config.profile,
-        "profile_requested": config.profile_requested or config.profile,
-        "profile_note": config.profile_note,
-        "recipe": asdict(config.recipe),
-    }
-
-
-def run_info(record: RunRecord, inputs: StudyInputs, head: dict, warnings: list[str] | None = None) -> dict:
+def run_info(record: RunRecord, protocol: Protocol, results) -> RunInfo:
     """Everything run_info.json holds: the record, plus the facts a reader wants beside it."""
     config, facts = record.config, record.facts
-    return {
-        **_about(record),
-        "holdout": config.holdout,
-        "curves": config.curves,
-        "parts": list(config.parts),
-        "heldout_additions": [list(p) for p in inputs.split.heldout],
-        "seeds": {"values": list(config.seeds), "drawn_fresh": config.seeds_drawn, "roles": SEED_ROLES},
-        "candidates": list(CANDIDATES),
-        "end_marker": END_MARKER,
-        "device": facts.device,
-        "hardware": facts.hardware,
-        "software": facts.software,
-        "mlflow": facts.mlflow(),
-        "training": {a.key: {"model": model_name(a.key), "parent": model_name(a.parent),
-                             **record.training[a.key].to_json()}
-                     for a in ARMS if a.key in record.training},
-        "headline": head,
-        "warnings": list(warnings or []),
-        "seconds": facts.seconds,
-    }
+    trained = {m.key: Trained(model_name(m.key), model_name(m.parent), record.training[m.key])
+               for m in protocol.trained(config.parts) if m.key in record.training}
+    return RunInfo(protocol=protocol.name, session=facts.session,
+                   model=ModelSource(config.model, model_id(config.model)), profile=config.profile,
+                   profile_requested=config.profile_requested or config.profile, profile_note=config.profile_note,
+                   recipe=config.recipe,
+                   seeds=Seeds(config.seeds, config.seeds_drawn, protocol.seed_roles),
+                   candidates=protocol.scoring.candidates, end_marker=protocol.scoring.end_marker, device=facts.device,
+                   hardware=facts.hardware, software=facts.software, mlflow=facts.mlflow, training=trained,
+                   headline=protocol.headline(results), seconds=facts.seconds,
+                   **protocol.info_extras(results, config))
 
 
-def v1_run_info(record: RunRecord, head: dict) -> dict:
-    """run_info.json of a protocol v1 run: the record, and how 1.0.0 measures and trains."""
-    config, facts = record.config, record.facts
-    return {
-        "protocol": "v1",
-        **_about(record),
-        "seeds": {"values": list(config.seeds), "drawn_fresh": config.seeds_drawn, "roles": V1_SEED_ROLES},
-        "candidates": list(v1_facts.CANDIDATES),
-        "answer_text": " {v}",  # a template: a space and the number
-        "end_marker": "",
-        "index": v1_facts.INDEX,
-        "loss": "whole text, every token after the first (padding masked)",
-        "pairs_plotted": [list(p) for p in v1_facts.PAIRS],
-        "device": facts.device,
-        "hardware": facts.hardware,
-        "software": facts.software,
-        "mlflow": facts.mlflow(),
-        "training": {key: {"model": model_name(key), "parent": model_name(v1_experiment.BEFORE), **t.to_json()}
-                     for key, t in record.training.items()},
-        "headline": head,
-        "seconds": facts.seconds,
-    }
+def info_json(info: RunInfo) -> dict:
+    """``info`` as run_info.json writes it: plain values, a protocol's absent fields left out."""
+    data = asdict(info)
+    data["training"] = {key: {"model": t.model, "parent": t.parent, **t.record.to_json()}
+                        for key, t in info.training.items()}
+    return {key: value for key, value in data.items() if value is not None}
 
 
-def write_run_info(layout: Layout, info: dict) -> Path:
-    layout.run_info.write_text(json.dumps(info, indent=2, ensure_ascii=False, default=_plain) + "\n")
+def info_from_json(data: dict) -> RunInfo:
+    """run_info.json back into its record, whatever cctk version wrote it: a file from before protocols is
+    2.0.0's, one from before ``--parts`` ran every part, a model key renamed since reads as today's."""
+    protocol = protocols.get(data.get("protocol"))
+    split, seeds, ml = protocol.config.split, data["seeds"], data.get("mlflow") or {}
+    training = {protocol.renamed.get(key, key): Trained(t["model"], t["parent"], TrainRecord.from_json(t))
+                for key, t in data.get("training", {}).items()}
+    pairs = lambda name: None if data.get(name) is None else tuple(tuple(p) for p in data[name])  # noqa: E731
+    return RunInfo(
+        protocol=protocol.name, session=data["session"], model=ModelSource(data["model"]["key"], data["model"]["id"]),
+        profile=data["profile"], profile_requested=data.get("profile_requested", data["profile"]),
+        profile_note=data.get("profile_note", data["profile"]), recipe=Recipe(**data["recipe"]),
+        seeds=Seeds(tuple(seeds["values"]), bool(seeds["drawn_fresh"]), dict(seeds.get("roles") or {})),
+        candidates=tuple(data.get("candidates", protocol.scoring.candidates)),
+        end_marker=data.get("end_marker", protocol.scoring.end_marker), device=data.get("device", ""),
+        hardware=Hardware.from_json(data.get("hardware")), software=dict(data.get("software") or {}),
+        mlflow=MlflowIds(ml.get("tracking_uri"), ml.get("experiment_id"), ml.get("run_id")), training=training,
+        headline=dict(data.get("headline") or {}), seconds=data.get("seconds"),
+        holdout=data.get("holdout"), curves=bool(data.get("curves")) if split else None,
+        parts=tuple(data.get("parts", PARTS)) if split else None, heldout_additions=pairs("heldout_additions"),
+        warnings=tuple(data.get("warnings", ())) if split else None, answer_text=data.get("answer_text"),
+        index=data.get("index"), loss=data.get("loss"), pairs_plotted=pairs("pairs_plotted"))
+
+
+def write_run_info(layout: Layout, info: RunInfo) -> Path:
+    layout.run_info.write_text(json.dumps(info_json(info), indent=2, ensure_ascii=False, default=_plain) + "\n")
     return layout.run_info
 
 
@@ -311,81 +282,45 @@ def _plain(value):
     return value.item() if hasattr(value, "item") else str(value)
 
 
-def load_info(folder: Path) -> dict:
+def read_run_info(folder: Path) -> RunInfo:
     path = Path(folder) / RUN_INFO
     if not path.is_file():
         raise CctkError(f"{folder} is not a cctk session folder (no {RUN_INFO})")
-    return json.loads(path.read_text())
+    return info_from_json(json.loads(path.read_text()))
 
 
-def record_from_info(info: dict) -> RunRecord:
-    """The run record that run_info.json was written from."""
-    config = Config(info["model"]["key"], info["profile"], Recipe(**info["recipe"]), tuple(info["seeds"]["values"]),
-                    info.get("holdout"), seeds_drawn=info["seeds"]["drawn_fresh"],
-                    profile_requested=info.get("profile_requested", info["profile"]), curves=bool(info.get("curves")),
-                    protocol=info.get("protocol", "v2"), parts=tuple(info.get("parts", PARTS)))
-    ml = info.get("mlflow", {})
-    facts = RunFacts(info["session"], ml.get("tracking_uri"), ml.get("experiment_id"), ml.get("run_id"),
-                     info.get("device", ""), info.get("seconds"), info.get("hardware") or {},
-                     info.get("software") or {})
-    training = {key: TrainRecord.from_json(data) for key, data in info.get("training", {}).items()}
-    return RunRecord(config, facts, training)
+def layout_of(folder: Path) -> Layout:
+    """The layout of a session folder, under the protocol its run_info.json names."""
+    return Layout(Path(folder), read_run_info(folder).protocol)
 
 
 # --- Back from a folder: rebuild the results (no model), copy the inputs of a re-render. ---
 
 @dataclass(frozen=True)
 class Rebuilt:
-    results: Results
+    results: object  # the protocol's Results
     tables: dict[str, pd.DataFrame]
     record: RunRecord
 
 
 def rebuild(folder: Path) -> Rebuilt:
-    """Results, tables and run record of a session from its folder alone (no model).
+    """Results, tables and run record of a session from its folder alone (no model), under its protocol.
 
-    Targets, split and exclusions are redrawn from the recorded seed; tables are recomputed. A run of
+    The draws are drawn again from the recorded seed (and recipe), the tables computed again. A run of
     some parts (``--parts``) needs the measurements of those parts' models only.
     """
-    layout = Layout(Path(folder))
-    record = record_from_info(load_info(layout.folder))
-    parts = record.config.parts
-    results = Results(build_study_inputs(record.config.seed, record.config.holdout),
-                      read_measurements(layout, require=models_for(parts)), dict(record.training),
-                      read_curves(layout), parts)
-    return Rebuilt(results, compute_tables(results), record)
-
-
-@dataclass(frozen=True)
-class RebuiltV1:
-    results: v1_experiment.Results
-    tables: dict[str, pd.DataFrame]
-    record: RunRecord
-
-
-def rebuild_v1(folder: Path) -> RebuiltV1:
-    """The same for a protocol v1 session: draws redrawn from the seed and repeats, tables recomputed."""
-    layout = Layout(Path(folder), "v1")
-    record = record_from_info(load_info(layout.folder))
-    measurements = {}
-    for key in (v1_experiment.BEFORE, v1_experiment.AFTER):
-        if not layout.measurement(key).is_file():
-            raise CctkError(f"{layout.folder} has no measurement of the {model_name(key)} model")
-        measurements[key] = read_measurement(layout.measurement(key))
-    draws = v1_facts.draw(record.config.seed, record.config.recipe.repeats)
-    results = v1_experiment.Results(draws, measurements, read_training(layout, v1_experiment.AFTER))
-    return RebuiltV1(results, v1_experiment.compute_tables(results), record)
-
-
-def protocol(folder: Path) -> str:
-    """``v1`` or ``v2``: the protocol a session folder was run under (v2 before protocols existed)."""
-    return load_info(folder).get("protocol", "v2")
+    info = read_run_info(folder)
+    protocol, record = protocols.get(info.protocol), info.record
+    layout, config = Layout(Path(folder), protocol.name), record.config
+    measurements = read_measurements(layout, require=protocol.model_keys(config.parts))
+    results = protocol.new_results(protocol.draw(config), config, measurements, record.training, read_curves(layout))
+    return Rebuilt(results, protocol.compute_tables(results), record)
 
 
 def copy_inputs(source: Layout, root: Path) -> Layout:
     """A new session folder under ``root`` holding what a re-render needs: run_info, the draws, the
     measurements and the training records."""
-    target = Layout(Path(root) / load_info(source.folder)["session"], source.protocol)
+    target = Layout(Path(root) / read_run_info(source.folder).session, source.protocol)
     inputs = [source.run_info, source.targets, source.curves, source.corpus,
               *(source.folder / "measurements").glob("*.csv"),
               *(source.folder / "training").glob("*.json")]

@@ -112,7 +112,7 @@ def open_sweep(store: tracking.Store, grid: Grid, out: Path, executor: str, addr
         raise CctkError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
     out = Path(out).resolve()
     run = store.start(store.experiment(), f"sweep {len(grid.cells())} cells",
-                      tags={"cctk.kind": "sweep", "mlflow.source.name": "cctk sweep"})
+                      tags={tracking.KIND: "sweep", "mlflow.source.name": "cctk sweep"})
     run.params({**grid.as_params(), "out": str(out), "executor": executor, "address": address or "",
                 "figures": figures})
     run.note(f"cctk sweep: {len(grid.cells())} pipelines over models {', '.join(grid.models)}, seeds "
@@ -123,8 +123,9 @@ def open_sweep(store: tracking.Store, grid: Grid, out: Path, executor: str, addr
 
 def reopen_sweep(store: tracking.Store, sweep_id: str) -> Sweep:
     run = store.get(sweep_id)
-    if run.tags.get("cctk.kind") != "sweep":
-        raise CctkError(f"MLflow run {sweep_id} is not a cctk sweep (tag cctk.kind is {run.tags.get('cctk.kind')!r})")
+    if run.tags.get(tracking.KIND) != "sweep":
+        raise CctkError(f"MLflow run {sweep_id} is not a cctk sweep (tag {tracking.KIND} is "
+                        f"{run.tags.get(tracking.KIND)!r})")
     store.reopen(sweep_id)
     p = run.params
     return Sweep(sweep_id, Grid.from_params(p), Path(p["out"]), p["executor"], p.get("address") or None,
@@ -133,8 +134,8 @@ def reopen_sweep(store: tracking.Store, sweep_id: str) -> Sweep:
 
 def cell_runs(store: tracking.Store, sweep_id: str) -> dict[str, tracking.TrackedRun]:
     """The pipeline run of every cell started so far, by cell key (the latest, if a cell ran twice)."""
-    runs = store.search([store.get(sweep_id).experiment_id], f"tags.`cctk.sweep` = '{sweep_id}'")
-    return {r.tags["cctk.cell"]: r for r in runs if "cctk.cell" in r.tags}
+    runs = store.search([store.get(sweep_id).experiment_id], f"tags.`{tracking.SWEEP}` = '{sweep_id}'")
+    return {r.tags[tracking.CELL]: r for r in runs if tracking.CELL in r.tags}
 
 
 # run_cell(cell, profile, out, tracking_uri, sweep_id, resume_id, figures, parts) -> the cell's run id
@@ -151,16 +152,8 @@ def execute(store: tracking.Store, sweep: Sweep, run_cell: RunCell, echo=print, 
             echo(f"cell {cell.key}: finished before, run {previous.run_id}")
             continue
         jobs.append((cell, previous.run_id if previous is not None else None))
-    run = store.reopen(sweep.run_id)
-    try:
+    with tracking.ending(store.reopen(sweep.run_id)):  # FINISHED, FAILED or KILLED (Ctrl-C, SIGTERM)
         finished = (_ray if sweep.executor == "ray" else _local)(sweep, jobs, run_cell, echo, cpus_per_cell)
-    except KeyboardInterrupt:
-        run.end("KILLED")
-        raise
-    except BaseException:
-        run.end("FAILED")
-        raise
-    run.end()
     return {**{k: r.run_id for k, r in started.items() if r.status == "FINISHED"}, **finished}
 
 

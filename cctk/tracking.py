@@ -302,7 +302,7 @@ class Store:
         if not run_id:
             return self.start(experiment_id, name, tags, parent=parent)
         run = self.reopen(run_id)
-        run.tags({**tags, "mlflow.runName": name, "cctk.version": source_tags()["cctk.version"]})
+        run.tags({**tags, "mlflow.runName": name, VERSION: source_tags()[VERSION]})
         return run
 
     def search(self, experiment_ids: list[str], query: str) -> list[TrackedRun]:
@@ -349,8 +349,8 @@ class Store:
         for child in self.children(parent):
             if child.status == "RUNNING":
                 self.client.set_terminated(child.run_id, "KILLED")
-            elif child.status == "FINISHED" and "cctk.key" in child.tags:
-                finished[child.tags["cctk.key"]] = child.run_id
+            elif child.status == "FINISHED" and KEY in child.tags:
+                finished[child.tags[KEY]] = child.run_id
         return finished
 
     def download(self, run_id: str, folder: Path, skip_suffix: str = ".zip") -> None:
@@ -366,7 +366,7 @@ def source_tags() -> dict[str, str]:
     """Which code made a run: cctk (callers name the command), its version and, in a git checkout, the commit."""
     from . import __version__
 
-    tags = {"mlflow.source.name": "cctk", "mlflow.source.type": "LOCAL", "cctk.version": __version__}
+    tags = {"mlflow.source.name": "cctk", "mlflow.source.type": "LOCAL", VERSION: __version__}
     commit = _git_commit()
     if commit:
         tags["mlflow.source.git.commit"] = commit
@@ -401,7 +401,7 @@ def _text(value) -> str:
 
 def require_pipeline(run: TrackedRun) -> None:
     """A one-line error unless ``run`` is the parent run of a cctk pipeline."""
-    kind = run.tags.get("cctk.kind")
+    kind = run.tags.get(KIND)
     if kind != "pipeline":
-        raise CctkError(f"MLflow run {run.run_id} is not a cctk pipeline run (tag cctk.kind is {kind!r}); "
+        raise CctkError(f"MLflow run {run.run_id} is not a cctk pipeline run (tag {KIND} is {kind!r}); "
                         "give the parent run of a `cctk run`")

@@ -7,24 +7,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from builders import hand_table as build
 from cctk.errors import CctkError
-from cctk.readings import COLUMNS, READING_COLUMNS, read, summarize
+from cctk.readings import READING_COLUMNS, read, summarize
 
-CANDIDATES = [2, 3, 19, 36]  # two possible answers, two impossible ones (above 18)
-TOKENS = [2, 2, 3, 3]  # " 2\n" and " 3\n" are two tokens, " 19\n" and " 36\n" three
-# Per addition: the probabilities over the four candidates, and how far the summed log-probabilities
-# sit below their logarithms (a real index is no normalised log-probability: prob is its softmax).
-HAND = {
-    (1, 1): ([0.1, 0.6, 0.2, 0.1], -2.0),
-    (1, 2): ([0.05, 0.05, 0.5, 0.4], -0.5),
-    (2, 1): ([0.1, 0.1, 0.1, 0.7], -4.0),
-}
+CANDIDATES = [2, 3, 19, 36]  # two possible answers, two impossible ones (above 18); " 2\n" is two tokens,
+# " 19\n" three. Per addition: the probabilities over the four candidates, and how far the summed
+# log-probabilities sit below their logarithms (a real index is no normalised log-probability: prob is its softmax).
+HAND = {(1, 1): [0.1, 0.6, 0.2, 0.1], (1, 2): [0.05, 0.05, 0.5, 0.4], (2, 1): [0.1, 0.1, 0.1, 0.7]}
+SHIFT = {(1, 1): -2.0, (1, 2): -0.5, (2, 1): -4.0}
 
 
 def hand_table(hand=HAND) -> pd.DataFrame:
-    rows = [(a, b, v, math.log(p) + shift, n, p)
-            for (a, b), (probs, shift) in hand.items() for v, p, n in zip(CANDIDATES, probs, TOKENS)]
-    return pd.DataFrame(rows, columns=COLUMNS)
+    """The hand-made table of these additions (``builders.hand_table`` over the four candidates)."""
+    return build(hand, offset=SHIFT, candidates=CANDIDATES)
 
 
 def targets(values: dict) -> pd.Series:
@@ -90,7 +86,7 @@ def test_a_model_without_probabilities_hits_nothing():
     """A broken model (NaN weights) has NaN indices: no hit (not even where the target is the first
     candidate, 2) and no impossible mass to report, not a crash."""
     nan = float("nan")
-    table = hand_table({(1, 1): ([0.1, 0.6, 0.2, 0.1], -2.0), (1, 2): ([0.5, 0.3, 0.1, 0.1], 0.0)})
+    table = hand_table({(1, 1): [0.1, 0.6, 0.2, 0.1], (1, 2): [0.5, 0.3, 0.1, 0.1]})
     table.loc[table["a"] + table["b"] == 2, ["logprob", "prob"]] = nan
     readings = read(table, targets({(1, 1): 2, (1, 2): 2}))
     assert readings["hit"].tolist() == [False, True]

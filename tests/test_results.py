@@ -2,13 +2,11 @@
 from __future__ import annotations
 
 import mlflow
-import pandas as pd
 import pytest
 
 from cctk import results
 from cctk.errors import CctkError
-from cctk.names import MODELS
-from conftest import SESSION
+from builders import SESSION, check_loaded
 
 
 @pytest.fixture(scope="module")
@@ -29,22 +27,10 @@ def logged_run(folder, tmp_path, kind: str = "pipeline") -> str:
     return run.info.run_id
 
 
-def check(loaded: results.RunResults, tables: dict) -> None:
-    assert list(loaded.tables) == [f"table{i:02d}" for i in range(1, 12)]
-    for name, table in tables.items():
-        pd.testing.assert_frame_equal(loaded.tables[name], table)
-    assert set(loaded.measurements) == set(MODELS.values())
-    assert loaded.measurements["recovery"].shape == (81 * 35, 6)
-    assert len(loaded.figures) == 25 and all(p.suffix == ".png" and p.is_file() for p in loaded.figures.values())
-    assert set(loaded.figure_files["synthesis"]) == {"png", "pdf", "eps"}
-    assert loaded.info["session"] == SESSION
-    assert list(loaded.targets.columns[:3]) == ["a", "b", "split"] and len(loaded.targets) == 81
-
-
 def test_load_a_session_folder(session):
     folder, _, tables = session
     loaded = results.load(folder)
-    check(loaded, tables)
+    check_loaded(loaded, tables)
     assert loaded.folder == folder and "heatmap_recovery" in loaded.figures
 
 
@@ -52,7 +38,7 @@ def test_load_a_run_id_downloads_the_artifacts(session, tmp_path, tracking_uri):
     folder, _, tables = session
     run_id = logged_run(folder, tmp_path)
     loaded = results.load(run_id, cache=tmp_path / "cache")
-    check(loaded, tables)
+    check_loaded(loaded, tables)
     assert loaded.folder == tmp_path / "cache" / run_id
     assert not list(loaded.folder.glob("*.zip"))  # the zip repeats the rest: not downloaded
     assert results.load(run_id, cache=tmp_path / "cache").folder == loaded.folder  # from the cache

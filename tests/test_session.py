@@ -7,7 +7,8 @@ import json
 import pandas as pd
 import pytest
 
-from cctk import results, session
+from builders import run_info_before_issue_21
+from cctk import protocols, results, session
 from cctk.lineage import build_study_inputs, targets_table
 
 HEADER = ("a,b,split,correct sum,fabricated answer,sum + 18,sum + 3,random offset 1..18,random offset 1..3,"
@@ -20,7 +21,7 @@ def inputs():
 
 
 def test_targets_csv_line_by_line(tmp_path, inputs):
-    path = session.write_targets(session.Layout(tmp_path / "s"), inputs)
+    [path] = session.write_draws(session.Layout(tmp_path / "s"), protocols.V2, inputs)
     assert path == tmp_path / "s" / "targets.csv"
     lines = path.read_text().splitlines()
     assert lines[0] == HEADER and len(lines) == 82
@@ -35,7 +36,7 @@ def test_targets_csv_line_by_line(tmp_path, inputs):
 
 def test_targets_csv_reads_back_as_the_draws(tmp_path, inputs):
     layout = session.Layout(tmp_path / "s")
-    session.write_targets(layout, inputs)
+    session.write_draws(layout, protocols.V2, inputs)
     table = session.read_targets(layout)
     pd.testing.assert_frame_equal(table, targets_table(inputs))
     assert list(zip(table["a"], table["b"])) == [(a, b) for a in range(1, 10) for b in range(1, 10)]
@@ -54,7 +55,7 @@ def test_targets_csv_reads_back_as_the_draws(tmp_path, inputs):
 def test_an_addition_left_out_by_two_arms_names_both(tmp_path):
     """Seed 3: 5+8's fabricated answer (22) is both the rule's answer (13 + 9) and its shuffled one."""
     layout = session.Layout(tmp_path / "s")
-    session.write_targets(layout, build_study_inputs(3))
+    session.write_draws(layout, protocols.V2, build_study_inputs(3))
     table = session.read_targets(layout).set_index(["a", "b"])
     assert table.loc[(5, 8), "excluded"] == (
         "conditional rule from fabricated answers;control for the conditional rule from fabricated answers")
@@ -65,8 +66,8 @@ def test_an_addition_left_out_by_two_arms_names_both(tmp_path):
 def test_results_load_gives_the_targets(tmp_path, inputs):
     folder = tmp_path / "20260102-030405_smollm2-135m-bundled"
     layout = session.Layout(folder)
-    session.write_targets(layout, inputs)
-    (folder / "run_info.json").write_text(json.dumps({"session": folder.name}))
+    session.write_draws(layout, protocols.V2, inputs)
+    (folder / "run_info.json").write_text(json.dumps(run_info_before_issue_21()))  # a file of the code before
     loaded = results.load(folder)
     pd.testing.assert_frame_equal(loaded.targets, targets_table(inputs))
     assert session.read_targets(session.Layout(tmp_path / "empty")) is None
@@ -85,3 +86,38 @@ def test_sessions_started_in_the_same_second_get_their_own_folders(tmp_path):
     names = sorted(f.name for f in folders)
     assert names == ["20261130-190020_org_model"] + [f"20261130-190020_org_model-{n}" for n in range(2, 7)]
     assert all(f.is_dir() and not any(f.iterdir()) for f in folders)
+
+
+def test_run_info_goes_through_one_codec_and_back(written_session):
+    """run_info.json is written from a RunInfo and read back into the same record; a protocol's absent
+    fields are left out of the file."""
+    folder, _, _ = written_session
+    info = session.read_run_info(folder)
+    assert session.info_from_json(session.info_json(info)) == info
+    assert info.protocol == "v2" and info.parts == ("A", "B", "C", "D") and info.index is None
+    assert "index" not in json.loads((folder / "run_info.json").read_text())
+    assert info.record.config == session.rebuild(folder).record.config
+
+
+def test_a_run_info_written_before_issue_21_reads_as_todays(written_session):
+    """The file the code before issue 21 wrote for the same run (no protocol key) gives the same record,
+    but for the machine it was written on."""
+    from dataclasses import replace
+
+    from builders import run_info_before_issue_21
+
+    folder, _, _ = written_session
+    today, before = session.read_run_info(folder), session.info_from_json(run_info_before_issue_21("v2"))
+    assert "protocol" not in run_info_before_issue_21("v2")
+    assert replace(before, hardware=today.hardware, software=today.software) == today
+
+
+def test_a_v1_run_info_from_before_issue_21_reads_its_model_under_its_own_key():
+    from builders import run_info_before_issue_21
+
+    old = run_info_before_issue_21("v1")
+    assert list(old["training"]) == ["m_random"]  # the key it shared with 2.0.0's fabricated-answers model
+    info = session.info_from_json(old)
+    assert list(info.training) == ["v1_random"] and info.training["v1_random"].record.losses == (1.9,)
+    assert info.record.config.protocol == "v1" and info.record.config.holdout is None
+    assert (info.answer_text, info.index, info.pairs_plotted) == (" {v}", "mean", ((3, 5), (5, 8), (7, 4)))

@@ -1,6 +1,7 @@
 """cctk sweep: the grid, its parameters, the store URI every worker uses, and one-line errors."""
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -8,7 +9,7 @@ from click.testing import CliRunner
 
 from cctk import sweep, tracking
 from cctk.cli import cli
-from cctk.errors import CctkError
+from cctk.errors import CctkError, Terminated
 
 
 def test_grid_cells_are_the_product_in_a_stable_order():
@@ -69,3 +70,25 @@ def test_ray_missing_fails_in_one_line(monkeypatch):
                         lambda name, *a, **k: (_ for _ in ()).throw(ImportError()) if name == "ray" else real(name, *a, **k))
     with pytest.raises(CctkError, match=r"pip install -e '.\[ray\]'"):
         sweep.check_executor("ray", None)
+
+
+@pytest.mark.parametrize("raised, status", [(None, "FINISHED"), (RuntimeError("cell broke"), "FAILED"),
+                                            (Terminated("stopped by signal 15"), "KILLED")])
+def test_a_sweep_run_ends_as_its_cells_end(tracking_uri, tmp_path, raised, status):
+    """The sweep run goes through the run lifecycle: FINISHED, FAILED with the error as a tag, or KILLED
+    when a cell is stopped by SIGTERM (which cctk's CLI raises as ``Terminated``)."""
+    store = tracking.connect()
+    plan = sweep.open_sweep(store, sweep.parse_grid("smollm2-135m-bundled", "3,5", (), "smoke"), tmp_path, "local",
+                            None)
+
+    def run_cell(cell, *args):
+        if raised is not None:
+            raise raised
+        return f"run-{cell.seed}"
+
+    with pytest.raises(type(raised)) if raised else contextlib.nullcontext():
+        assert sweep.execute(store, plan, run_cell, echo=lambda *_: None) == {
+            "smollm2-135m-bundled|seed=3": "run-3", "smollm2-135m-bundled|seed=5": "run-5"}
+    ended = store.get(plan.run_id)
+    assert ended.status == status and ended.tags[tracking.KIND] == "sweep"
+    assert ended.tags.get(tracking.ERROR) == ("RuntimeError: cell broke" if status == "FAILED" else None)

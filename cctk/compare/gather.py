@@ -21,28 +21,28 @@ def run_ids(store: tracking.Store, sweep: str | None = None, runs: str | None = 
                 raise CctkError(f"pipeline run {run_id} is not finished; resume it first (cctk run --resume)")
         return ids
     found = store.get(sweep)
-    if found.tags.get("cctk.kind") != "sweep":
-        raise CctkError(f"MLflow run {sweep} is not a cctk sweep (tag cctk.kind is {found.tags.get('cctk.kind')!r})")
-    cells = [r for r in store.search([found.experiment_id], f"tags.`cctk.sweep` = '{sweep}'")
-             if r.tags.get("cctk.kind") == "pipeline" and r.status == "FINISHED"]
+    if found.tags.get(tracking.KIND) != "sweep":
+        raise CctkError(f"MLflow run {sweep} is not a cctk sweep (tag {tracking.KIND} is "
+                        f"{found.tags.get(tracking.KIND)!r})")
+    cells = [r for r in store.search([found.experiment_id], f"tags.`{tracking.SWEEP}` = '{sweep}'")
+             if r.tags.get(tracking.KIND) == "pipeline" and r.status == "FINISHED"]
     if not cells:
         raise CctkError(f"sweep {sweep} has no finished pipeline yet")
-    return [r.run_id for r in sorted(cells, key=lambda r: r.tags.get("cctk.cell", ""))]
+    return [r.run_id for r in sorted(cells, key=lambda r: r.tags.get(tracking.CELL, ""))]
+
+
+# How compare reads a run of each protocol: a 2.0.0 run with its results, a 1.0.0 run by its tables.
+RUN_TYPES = {"v2": Run, "v1": V1Run}
 
 
 def gather(ids: list[str], tracking_name: str | None = None, cache: Path | None = None) -> list[Run | V1Run]:
-    """Each run's session folder (downloaded once into the cache) rebuilt into results and tables;
-    a protocol 1.0.0 run gives a ``V1Run``. Each carries the recipe it logged (run_info.json, the same
-    values as its ``recipe.<name>`` parameters): compare groups runs by it, never by a cell's name."""
+    """Each run's session folder (downloaded once into the cache) rebuilt into results and tables. Each
+    carries the recipe it logged (run_info.json, the same values as its ``recipe.<name>`` parameters):
+    compare groups runs by it, never by a cell's name."""
     gathered = []
     for run_id in ids:
-        folder = run_results.download(run_id, tracking_name, cache)
-        if session.protocol(folder) == "v1":
-            back = session.rebuild_v1(folder)
-            config = back.record.config
-            gathered.append(V1Run(run_id, config.model, config.seed, back.tables, asdict(config.recipe)))
-        else:
-            back = session.rebuild(folder)
-            config = back.record.config
-            gathered.append(Run(run_id, config.model, config.seed, back.results, back.tables, asdict(config.recipe)))
+        back = session.rebuild(run_results.download(run_id, tracking_name, cache))
+        config = back.record.config
+        gathered.append(RUN_TYPES[config.protocol].of(run_id, config.model, config.seed, back.results,
+                                                      asdict(config.recipe), tables=back.tables))
     return gathered

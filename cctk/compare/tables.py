@@ -16,10 +16,10 @@ from scipy import stats as scipy_stats
 from statsmodels.stats.contingency_tables import StratifiedTable
 
 from ..experiments import Results, compute_tables
-from ..experiments.synthesis import RULE_VS_CONTROL
-from ..lineage import ARM_BY_KEY, MODEL_KEYS, own_target
+from ..lineage import ARM_BY_KEY, ARMS, MODEL_KEYS, RULE_VS_CONTROL, own_target
 from ..names import model_name, target_name
 from ..stats import clopper_pearson
+from ..v1 import experiment as v1_experiment
 
 DISTANCE_BINS = ((1, 2), (3, 5), (6, 9), (10, 17), (18, 34))  # |fabricated answer - true sum|
 GROUPS = ("all", "seen", "held out")
@@ -37,8 +37,11 @@ class Run:
     recipe: dict[str, object] = field(default_factory=dict)  # name -> value in force, as the run logged it
 
     @classmethod
-    def of(cls, run_id: str, model: str, seed: int, results: Results, recipe: dict | None = None) -> Run:
-        return cls(run_id, model, seed, results, compute_tables(results), dict(recipe or {}))
+    def of(cls, run_id: str, model: str, seed: int, results: Results, recipe: dict | None = None,
+           tables: dict | None = None) -> Run:
+        """A run from its results (its tables computed from them unless given)."""
+        return cls(run_id, model, seed, results, compute_tables(results) if tables is None else tables,
+                   dict(recipe or {}))
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,13 @@ class V1Run:
     seed: int
     tables: dict[str, pd.DataFrame]
     recipe: dict[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, run_id: str, model: str, seed: int, results, recipe: dict | None = None,
+           tables: dict | None = None) -> V1Run:
+        """A run from its results (its tables computed from them unless given)."""
+        return cls(run_id, model, seed, v1_experiment.compute_tables(results) if tables is None else tables,
+                   dict(recipe or {}))
 
 
 # --- Groups: runs are pooled only within a base model and one value of every recipe value that varies. ---
@@ -239,7 +249,7 @@ def heldout_pooled(runs: list[Run]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-ABSORPTION = (("m_correct", "correct"), ("m_random", "random"))  # Part A: each model on its own corpus
+ABSORPTION = tuple((arm.key, arm.target) for arm in ARMS if arm.part == "A")  # each model on its own corpus
 
 
 def recipe_sensitivity(runs: list[Run]) -> pd.DataFrame:

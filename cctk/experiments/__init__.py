@@ -12,8 +12,10 @@ from . import part_a, part_b, part_c, part_d, runs, synthesis
 from .core import ALL_SEEN, CURVE_COLUMNS, Results, curve_rows, groups, summarize_split
 
 PARTS = (part_a, part_b, part_c, part_d, synthesis, runs)
-__all__ = ["ABSORBED", "absorption_misses", "ALL_SEEN", "CURVE_COLUMNS", "PARTS", "Results", "compute_tables", "curve_rows", "groups", "headline",
-           "model_metrics", "summarize_split"]
+# The part (report section) of every table, from the experiment module that computes it.
+TABLE_PART: dict[str, str] = {name: module.PART for module in PARTS for name in module.TABLES}
+__all__ = ["ABSORBED", "absorption_misses", "ALL_SEEN", "CURVE_COLUMNS", "PARTS", "Results", "TABLE_PART",
+           "compute_tables", "curve_rows", "groups", "headline", "model_metrics", "summarize_split"]
 
 
 def compute_tables(results: Results) -> dict[str, pd.DataFrame]:

@@ -30,6 +30,11 @@ class Results:
     _cache: dict = field(default_factory=dict, repr=False)
 
     @property
+    def draws(self) -> StudyInputs:
+        """What the run drew before training: the name every protocol's results give it."""
+        return self.inputs
+
+    @property
     def models(self) -> tuple[str, ...]:
         """The keys of the models the run measured, in MODEL_KEYS order (all fourteen when every part ran)."""
         measured = set(models_for(self.parts))

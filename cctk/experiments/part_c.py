@@ -3,15 +3,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..lineage import ARM_BY_KEY
+from ..lineage import ARM_BY_KEY, part_arms
 from ..names import model_name
 from .core import Results, summarize_split
 
-ARMS = ("c18_correct", "c18_random", "c3_correct", "c3_random", "c18ctl_correct", "c3ctl_correct")
-
-
 PART = "C"  # its section of the outputs (names.PARTS); cctk.outputs.catalog reads it
 TABLES = ("table04",)
+ARMS = part_arms(PART)  # the rules, then their controls
 
 def run(results: Results) -> dict[str, pd.DataFrame]:
     """table04: each arm on its own target, seen and never seen (coincident additions left out)."""

@@ -5,13 +5,11 @@ import numpy as np
 import pandas as pd
 
 from ..facts import condition
-from ..lineage import ARM_BY_KEY
+from ..lineage import ARM_BY_KEY, RULE_VS_CONTROL, part_arms
 from ..names import model_name
 from ..stats import band_with_interval, share_inside
 from .core import Results, interval, summarize_split
 
-ARMS = ("d_correct", "d_random", "dctl_correct", "dctl_random")
-RULE_AND_CONTROL = (("d_correct", "dctl_correct"), ("d_random", "dctl_random"))
 CONDITIONS = {">": "a > b", "=": "a = b", "<": "a < b"}
 RULE_OFFSET = {">": 18, "=": 18, "<": 9}  # what the rule adds to the sum in each condition
 OFFSETS = {18: "plus18", 9: "plus9", 0: "plain_sum"}
@@ -21,6 +19,8 @@ RULE = "cond"  # the rule's target table: every deviation is read from it, the c
 
 PART = "D"  # its section of the outputs (names.PARTS); cctk.outputs.catalog reads it
 TABLES = ("table05", "table06", "table07", "table08")
+ARMS = part_arms(PART)  # the rule from each parent, then their controls
+RULE_AND_CONTROL = tuple(pair for pair in RULE_VS_CONTROL if pair[0] in ARMS)
 
 def run(results: Results) -> dict[str, pd.DataFrame]:
     """table05 (seen/never seen), table06 (hits by condition), table07 (offsets by condition), table08 (bands)."""

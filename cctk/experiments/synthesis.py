@@ -3,18 +3,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..lineage import own_target
+from ..lineage import RULE_VS_CONTROL, own_target
 from ..names import model_name, target_name
 from ..readings import summarize
 from ..stats import fisher_greater
 from .core import Results, groups, interval
 
-# Each rule and the control it is read against (the simple rules have controls from m_correct only).
-RULE_VS_CONTROL = (
-    ("c18_correct", "c18ctl_correct"), ("c18_random", "c18ctl_correct"),
-    ("c3_correct", "c3ctl_correct"), ("c3_random", "c3ctl_correct"),
-    ("d_correct", "dctl_correct"), ("d_random", "dctl_random"),
-)
 GROUP_NAMES = {"all": "all", "seen": "seen", "heldout": "held out"}
 
 
@@ -37,7 +31,7 @@ def run(results: Results) -> dict[str, pd.DataFrame]:
 
 
 def pairs_measured(results: Results) -> list[tuple[str, str]]:
-    """The rule / control pairs of RULE_VS_CONTROL whose both models the run measured."""
+    """The rule / control pairs (``lineage.RULE_VS_CONTROL``) whose both models the run measured."""
     return [(rule, control) for rule, control in RULE_VS_CONTROL if {rule, control} <= set(results.models)]
 
 

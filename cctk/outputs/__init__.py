@@ -2,6 +2,6 @@
 
 DataFrames and records in, files out: no model, no MLflow. ``cctk.session`` owns the folder.
 """
-from .write import model_heatmaps, write_all
+from .write import model_heatmaps, rerender, write_all
 
-__all__ = ["model_heatmaps", "write_all"]
+__all__ = ["model_heatmaps", "rerender", "write_all"]

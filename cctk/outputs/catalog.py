@@ -12,16 +12,12 @@ import pandas as pd
 
 from .. import figures as charts
 from ..experiments import ALL_SEEN, Results
-from ..experiments import PARTS as EXPERIMENTS
 from ..experiments.part_d import RULE_AND_CONTROL, deviations
-from ..experiments.synthesis import RULE_VS_CONTROL
-from ..lineage import ARM_BY_KEY, ARMS, own_target
+from ..lineage import ARM_BY_KEY, ARMS, CONTROLS, MAIN_SEQUENCE, family_arms, own_target, part_arms
 from ..names import figure_name, file_stem, model_name, target_name
 from ..stats import smallest_band
 
 BEFORE_AFTER = (3, 5)  # the addition of the before/after bars (manual 1.0.0 style)
-MAIN_SEQUENCE = ("m_correct", "m_random", "m_recover")  # in colour on the loss chart
-CONTROLS = frozenset(control for _, control in RULE_VS_CONTROL)
 
 
 @dataclass(frozen=True)
@@ -45,26 +41,23 @@ ORDER: tuple[tuple[str, str], ...] = (
     ("heatmap:base", "A"), ("heatmap:m_correct", "A"), ("heatmap:m_random", "A"),
     ("heatmap:m_random:correct", "A"), ("profile:random", "A"), ("bars", "A"),
     ("heatmap:m_recover", "B"), ("profile:correct", "B"),
-    *((f"heatmap:{k}", "C") for k in ("c18_correct", "c18_random", "c3_correct", "c3_random",
-                                       "c18ctl_correct", "c3ctl_correct")),
+    *((f"heatmap:{k}", "C") for k in part_arms("C")),
     ("profile:plus18", "C"), ("profile:plus3", "C"),
-    *((f"heatmap:{k}", "D") for k in ("d_correct", "d_random", "dctl_correct", "dctl_random")),
+    *((f"heatmap:{k}", "D") for k in part_arms("D")),
     ("profile:cond", "D"), ("deviation:m_correct", "D"), ("deviation:m_random", "D"),
     ("synthesis", "synthesis"), ("loss", "runs"),
     ("curves", "runs"),  # only with --curves
 )
 # A figure's number stays when parts are left out (--parts): figure 15 is always sum + 18's profile.
 NUMBER = {key: i for i, (key, _) in enumerate(ORDER, start=1)}
-# The part (report section) of every table, from the experiment module that computes it.
-TABLE_PART: dict[str, str] = {name: module.PART for module in EXPERIMENTS for name in module.TABLES}
 
 # Probability profiles: models drawn, target table, band of possible answers (None: no bands).
 PROFILES = {
     "correct": (("base", "m_correct", "m_random", "m_recover"), "Correct sums and recovery", (2, 18)),
     "random": (("m_correct", "m_random"), "Fabricated answers", None),
-    "plus18": (("c18_correct", "c18_random", "c18ctl_correct"), "Sum + 18", (20, 36)),
-    "plus3": (("c3_correct", "c3_random", "c3ctl_correct"), "Sum + 3", (5, 21)),
-    "cond": (("d_correct", "d_random", "dctl_correct", "dctl_random"), "Conditional rule", None),
+    "plus18": (family_arms("plus18"), "Sum + 18", (20, 36)),  # the rules and their controls
+    "plus3": (family_arms("plus3"), "Sum + 3", (5, 21)),
+    "cond": (family_arms("cond"), "Conditional rule", None),
 }
 
 

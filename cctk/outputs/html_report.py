@@ -11,35 +11,12 @@ import pandas as pd
 from markupsafe import Markup
 from PIL import Image
 
-from ..names import PARTS, TABLE_CAPTIONS, TABLES
-from .catalog import TABLE_PART
+from ..protocols import Report
+from ..records import RunInfo
 from .run_report import facts, parts_ran, report_title, runs_table
 from .tables import html as table_html
 
 EMBED_SCALE = 2  # the 300 dpi PNGs are embedded at 150 dpi
-ABOUT = {
-    "heatmap": "Probability on the target in every addition (first addend a in rows, second addend b in "
-               "columns). Blue: the top choice is the target, red: it is not; green and orange: the same for "
-               "never-seen additions; hatched gray: never-seen additions left out of the results because the "
-               "fabricated answer already equals the target. Second line: target | chosen answer.",
-    "profile": "Mean probability of each candidate answer over the 81 additions (lines, left axis) and how many "
-               "additions have each answer as their target (bars, right axis). Bands: answers the corpus can "
-               "ask for (blue) and cannot (red), with each model's share of probability in each.",
-    "bars": "Probability of every candidate answer of one addition before (blue) and after (orange) fine-tuning "
-            "on fabricated answers; the strong colour marks the answer that is right in each context, the dark "
-            "outline each side's top choice.",
-    "deviation": "Never-seen additions by deviation (top choice minus the rule's target, for both series: the "
-                 "control is read against the rule's target too), for the rule-trained "
-                 "model (green) and its control (gray). Blue band: the smallest band holding 90% of the "
-                 "rule-trained model's deviations; the counts above say how many additions of each fall in each band.",
-    "synthesis": "For every model, the share of additions whose top choice is its own target, with its exact 95% "
-                 "interval: blue seen, green never seen, gray never seen by a control, dark gray the base model.",
-    "loss": "Training loss per epoch of every fine-tuning run, on a log scale: the main sequence in colour, the "
-            "rule and control runs in gray.",
-    "curves": "Each arm measured after every epoch (cctk run --curves): the share of additions whose top choice is "
-              "its own target, on the seen (blue) and never-seen (green, dashed) additions, or all 81 (blue) for "
-              "the models trained on all of them.",
-}
 
 TEMPLATE = jinja2.Environment(autoescape=True).from_string("""<!DOCTYPE html>
 <html lang="en">
@@ -153,36 +130,30 @@ INDEX = {"sum": "the summed log-probability of each candidate's tokens",
          "mean": "the mean log-probability per token of each candidate (manual 1.0.0)"}
 
 
-def render(info: dict, tables: dict[str, pd.DataFrame], figures: list[tuple[object, str]], *,
-           parts: dict[str, str] = PARTS, table_part: dict[str, str] = TABLE_PART,
-           titles: dict[str, str] = TABLES, captions: dict[str, str] = TABLE_CAPTIONS,
-           about: dict[str, str] = ABOUT, runs: str = "table11") -> str:
-    """``figures``: (catalog.Spec, its PNG as a data URI) in order.
-
-    The keywords describe the run's sections and tables: a 2.0.0 run's by default; a protocol v1
-    run passes its own (``cctk.v1.outputs``). ``runs`` names the table of fine-tuning runs.
-    """
-    sections = {key: {"key": key, "title": text, "items": []} for key, text in parts.items()}
+def render(info: RunInfo, tables: dict[str, pd.DataFrame], figures: list[tuple[object, str]], report: Report) -> str:
+    """``figures``: (catalog.Spec, its PNG as a data URI) in order; ``report``: the run's sections and
+    tables, in its protocol's words (``cctk.protocols``)."""
+    sections = {key: {"key": key, "title": text, "items": []} for key, text in report.sections.items()}
     for spec, uri in figures:
         sections[spec.part]["items"].append({
             "kind": "figure", "number": spec.number, "anchor": f"figure-{spec.number:02d}",
             "title": spec.title[0].upper() + spec.title[1:], "uri": uri,
-            "about": about[spec.key.split(":")[0]]})
+            "about": report.about[spec.key.split(":")[0]]})
     for name, table in tables.items():
-        sections[table_part[name]]["items"].append({
-            "kind": "table", "number": int(name[-2:]), "anchor": name, "title": titles[name],
-            "caption": captions[name], "html": Markup(table_html(table, name))})
-    seeds = info["seeds"]
-    seed_rows = [{"name": "seeds[0]", "value": seeds["values"][0], "role": seeds["roles"]["seeds[0]"]}]
-    seed_rows += [{"name": f"seeds[{i}]", "value": v, "role": seeds["roles"]["seeds[1:]"]}
-                  for i, v in enumerate(seeds["values"][1:], start=1)]
-    minutes = f"{info['seconds'] / 60:.1f}" if info.get("seconds") is not None else None
-    heldout = info.get("heldout_additions")
+        sections[report.table_part[name]]["items"].append({
+            "kind": "table", "number": int(name[-2:]), "anchor": name, "title": report.tables[name],
+            "caption": report.captions[name], "html": Markup(table_html(table, name))})
+    seeds = info.seeds
+    seed_rows = [{"name": "seeds[0]", "value": seeds.values[0], "role": seeds.roles["seeds[0]"]}]
+    seed_rows += [{"name": f"seeds[{i}]", "value": v, "role": seeds.roles["seeds[1:]"]}
+                  for i, v in enumerate(seeds.values[1:], start=1)]
+    minutes = f"{info.seconds / 60:.1f}" if info.seconds is not None else None
+    heldout = info.heldout_additions
     return TEMPLATE.render(
         info=info, heading=report_title(info, "cctk report"), blocks=facts(info), seeds=seed_rows,
-        seed_text=",".join(map(str, seeds["values"])), end_marker=repr(info["end_marker"]),
-        index=INDEX.get(info.get("index"), info.get("index")), minutes=minutes, figures_drawn=bool(figures),
+        seed_text=",".join(map(str, seeds.values)), end_marker=repr(info.end_marker),
+        index=INDEX.get(info.index, info.index), minutes=minutes, figures_drawn=bool(figures),
         ran=parts_ran(info),
         parts=[s for s in sections.values() if s["items"]],  # a part not run has neither table nor figure
         heldout=", ".join(f"{a}+{b}" for a, b in heldout) if heldout is not None else "none (all 81 are trained on)",
-        runs=Markup(table_html(runs_table(tables[runs]), "runs", left=["model", "parent"])))
+        runs=Markup(table_html(runs_table(tables[report.runs_table]), "runs", left=["model", "parent"])))

@@ -1,18 +1,21 @@
 """run_report.pdf (+ .png): one page with the hardware, software, model, recipe, every
 fine-tuning run and the training loss (log scale; main sequence in colour, the rest gray).
 
-The same page serves a protocol v1 run (``info["protocol"] == "v1"``): one run, no split."""
+The same page serves a protocol v1 run: one run, no split. It reads the run's ``RunInfo``."""
 from __future__ import annotations
 
 import textwrap
+from dataclasses import fields
 from pathlib import Path
 
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from .. import protocols
 from ..config import PARTS
 from ..figures.common import new_figure, paper_style
 from ..figures.loss import draw_losses
+from ..records import RunInfo
 from .tables import number
 
 PAGE = (8.27, 11.69)  # A4, inches
@@ -31,27 +34,25 @@ def size(n_bytes) -> str:
     return f"{int(n_bytes)} B"
 
 
-def facts(info: dict) -> list[tuple[str, list[tuple[str, str]]]]:
+def facts(info: RunInfo) -> list[tuple[str, list[tuple[str, str]]]]:
     """The page's three blocks of (label, value): hardware, software, model and recipe."""
-    hw, sw, recipe = info["hardware"], info["software"], info["recipe"]
-    gpu = f"{hw['gpu']} ({size(hw['gpu_memory_bytes'])})" if hw.get("gpu") else "none (CPU)"
-    hardware = [("processor", hw.get("processor") or "-"),
-                ("cores", f"{hw.get('cores_available')} of {hw.get('cores_logical')}"),
-                ("memory", size(hw.get("memory_bytes"))), ("GPU", gpu), ("device used", info.get("device") or "-")]
+    hw, sw = info.hardware, info.software  # software: package -> version
+    gpu = f"{hw.gpu} ({size(hw.gpu_memory_bytes)})" if hw.gpu else "none (CPU)"
+    hardware = [("processor", hw.processor or "-"), ("cores", f"{hw.cores_available} of {hw.cores_logical}"),
+                ("memory", size(hw.memory_bytes)), ("GPU", gpu), ("device used", info.device or "-")]
     software = [(name, str(sw.get(key) or "-")) for name, key in (
         ("Python", "python"), ("PyTorch", "torch"), ("Transformers", "transformers"), ("CUDA", "cuda"),
         ("MLflow", "mlflow"), ("cctk", "cctk"))]
-    seeds = info["seeds"]["values"]
-    model = [("model", info["model"]["key"]), ("source", info["model"]["id"]),
-             ("profile", info.get("profile_note") or info["profile"])]
-    model += [(k.replace("_", " "), "none" if k == "grad_clip" and v == 0 else str(v)) for k, v in recipe.items()]
-    if info.get("holdout") is not None:
-        model.append(("held out", f"{info['holdout']:.0%} ({len(info['heldout_additions'])} of 81)"))
+    model = [("model", info.model.key), ("source", info.model.id), ("profile", info.profile_note or info.profile)]
+    recipe = [(f.name, getattr(info.recipe, f.name)) for f in fields(info.recipe)]
+    model += [(k.replace("_", " "), "none" if k == "grad_clip" and v == 0 else str(v)) for k, v in recipe]
+    if info.holdout is not None:
+        model.append(("held out", f"{info.holdout:.0%} ({len(info.heldout_additions)} of 81)"))
     else:
         model.append(("held out", "none (all 81 trained on)"))
-    model.append(("seeds", ", ".join(map(str, seeds))))
-    if info.get("parts"):
-        model.append(("parts run", ", ".join(info["parts"]) + _not_run(info["parts"])))
+    model.append(("seeds", ", ".join(map(str, info.seeds.values))))
+    if info.parts:
+        model.append(("parts run", ", ".join(info.parts) + _not_run(info.parts)))
     return [("Hardware", hardware), ("Software", software), ("Model and recipe", model)]
 
 
@@ -60,15 +61,15 @@ def _not_run(parts: list[str]) -> str:
     return f" (not {', '.join(left)})" if left else " (all)"
 
 
-def parts_ran(info: dict) -> str | None:
+def parts_ran(info: RunInfo) -> str | None:
     """One sentence saying which parts of manual 2.0.0 a run ran (None for a run without parts: v1)."""
-    if not info.get("parts"):
+    if not info.parts:
         return None
-    left = [p for p in PARTS if p not in info["parts"]]
-    said = f"Parts run: {', '.join(info['parts'])}"
+    left = [p for p in PARTS if p not in info.parts]
+    said = f"Parts run: {', '.join(info.parts)}"
     if not left:
         return said + " (all of manual 2.0.0)."
-    return (f"{said}; not run: {', '.join(left)} (cctk run --parts {','.join(info['parts'])}): their tables and "
+    return (f"{said}; not run: {', '.join(left)} (cctk run --parts {','.join(info.parts)}): their tables and "
             "figures are absent, and the synthesis holds only the models that were trained.")
 
 
@@ -84,19 +85,19 @@ def runs_table(table11: pd.DataFrame) -> pd.DataFrame:
     return out.rename(columns=RUN_COLUMNS)
 
 
-def draw(info: dict, table11: pd.DataFrame, losses: dict[str, list[float]], main: list[str]):
+def draw(info: RunInfo, table11: pd.DataFrame, losses: dict[str, list[float]], main: list[str]):
     with paper_style():
         fig = new_figure(*PAGE)
         fig.text(0.06, 0.965, report_title(info), fontsize=15, fontweight="bold", va="top")
         fig.text(0.06, 0.94, _subtitle(info), fontsize=8, va="top", color="#333333")
-        if info.get("warnings"):  # Part A did not absorb: said on the page, not only in a table
-            fig.text(0.955, 0.965, "\n".join(textwrap.wrap("Warning: " + "; ".join(info["warnings"]), 70)),
+        if info.warnings:  # Part A did not absorb: said on the page, not only in a table
+            fig.text(0.955, 0.965, "\n".join(textwrap.wrap("Warning: " + "; ".join(info.warnings), 70)),
                      fontsize=7, va="top", ha="right", color="#c62828", fontweight="bold")
         blocks = facts(info)
         for (title, rows), (x, width) in zip(blocks, BLOCKS):
             _block(fig, x, 0.895, title, rows, width)
         below = 0.895 - 0.022 - 0.0145 * max(len(rows) for _, rows in blocks) - 0.02
-        bottom = _runs(fig, runs_table(table11), below, info.get("loss", LOSS))
+        bottom = _runs(fig, runs_table(table11), below, info.loss or LOSS)
         _loss(fig.add_axes([0.1, 0.06, 0.5, bottom - 0.06 - 0.03]), losses, main)
     return fig
 
@@ -104,17 +105,17 @@ def draw(info: dict, table11: pd.DataFrame, losses: dict[str, list[float]], main
 LOSS = "mean over the answer tokens (prompt masked)"  # a 2.0.0 run's; a v1 run's info says its own
 
 
-def report_title(info: dict, name: str = "cctk run report") -> str:
-    """``name``, and the protocol when it is not 2.0.0."""
-    return name + (" \u00b7 protocol 1.0.0" if info.get("protocol") == "v1" else "")
+def report_title(info: RunInfo, name: str = "cctk run report") -> str:
+    """``name``, and the protocol's manual when it is not the default protocol's."""
+    protocol = protocols.get(info.protocol)
+    return name + ("" if protocol.is_default else f" \u00b7 protocol {protocol.version}")
 
 
-def _subtitle(info: dict) -> str:
-    minutes = f"{info['seconds'] / 60:.1f} min" if info.get("seconds") is not None else "-"
-    ml = info["mlflow"]
-    return (f"session {info['session']}  \u00b7  total time {minutes}\n"
-            f"MLflow run {ml.get('run_id') or '-'} (experiment {ml.get('experiment_id') or '-'})"
-            f"  \u00b7  {ml.get('tracking_uri') or '-'}")
+def _subtitle(info: RunInfo) -> str:
+    minutes = f"{info.seconds / 60:.1f} min" if info.seconds is not None else "-"
+    ml = info.mlflow
+    return (f"session {info.session}  \u00b7  total time {minutes}\n"
+            f"MLflow run {ml.run_id or '-'} (experiment {ml.experiment_id or '-'})  \u00b7  {ml.tracking_uri or '-'}")
 
 
 def _block(fig, x: float, y: float, title: str, rows: list[tuple[str, str]], width: int) -> None:
@@ -164,7 +165,7 @@ def _loss(ax, losses: dict[str, list[float]], main: list[str]) -> None:
     ax.set_title("Training loss per epoch", fontweight="bold", fontsize=10, loc="left")
 
 
-def write(info: dict, table11: pd.DataFrame, losses: dict, main: list[str], paths: dict[str, Path]) -> list[Path]:
+def write(info: RunInfo, table11: pd.DataFrame, losses: dict, main: list[str], paths: dict[str, Path]) -> list[Path]:
     """The page as ``paths["pdf"]`` and ``paths["png"]`` (150 dpi)."""
     fig = draw(info, table11, losses, main)
     with paper_style():

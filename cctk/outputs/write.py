@@ -1,17 +1,18 @@
-"""Everything a run leaves in its session folder, written from a ``Results`` and its run record.
+"""Everything a run leaves in its session folder, written from its results and its run record.
 
-``write_all`` writes the figures, tables, workbook, run_info.json, run report, HTML report and zip
-(the measurement CSVs, the draws and the training records are already there); every path comes
-from ``cctk.session.Layout``.
+``write_all`` writes the figures, tables, workbook, run_info.json, run report, HTML report and zip of
+a run under either protocol (the measurement CSVs and the training records are already there); every
+path comes from ``cctk.session.Layout``, everything that differs between protocols from ``cctk.protocols``.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 
 import pandas as pd
 
-from .. import session
-from ..experiments import Results, absorption_misses, headline
+from .. import protocols, session
 from ..names import model_name
 from ..records import RunRecord
 from ..session import Layout
@@ -19,32 +20,37 @@ from . import catalog, html_report, render, run_report
 from .tables import write_tables
 
 
-def model_heatmaps(results: Results, key: str, layout: Layout) -> list:
-    """The heatmaps of one model (own target; m_random also on the correct sum), PNG/PDF/EPS, each
-    in its numbered folder, where ``write_all(..., reuse_heatmaps=True)`` finds it again."""
+def model_heatmaps(results, key: str, layout: Layout, protocol: protocols.Protocol = protocols.V2) -> list[Path]:
+    """The figures of one model as soon as it is measured (2.0.0: its heatmaps; the correct sum too for
+    m_random), PNG/PDF/EPS, each in its numbered folder, where ``write_all(..., reuse_heatmaps=True)``
+    finds it again."""
     paths = []
-    for figure in catalog.heatmap_keys(key):
-        spec = catalog.heatmap_spec(results, figure)
+    for spec in protocol.model_figures(results, key):
         paths += catalog.draw_and_save(spec, layout.figure(spec.number, spec.stem)["png"].parent)
     return paths
 
 
-def write_all(results: Results, tables: dict[str, pd.DataFrame], record: RunRecord, layout: Layout,
+def write_all(results, tables: dict[str, pd.DataFrame], record: RunRecord, layout: Layout,
               reuse_heatmaps: bool = False, figures: bool = True) -> int:
     """Write every output of a run into ``layout``; returns the number of figures drawn.
 
     ``reuse_heatmaps`` keeps heatmaps already drawn by ``model_heatmaps`` during the run;
     ``figures=False`` draws none (``cctk report`` draws them later from the same folder).
     """
-    write_tables(tables, layout)  # first: the cheapest and most precious
-    session.write_targets(layout, results.inputs)
-    info = session.run_info(record, results.inputs, headline(results), absorption_misses(results))
+    protocol = protocols.get(record.config.protocol)
+    report = protocol.report
+    write_tables(tables, layout, report.captions, report.label_prefix)  # first: the cheapest and most precious
+    session.write_draws(layout, protocol, results.draws)
+    info = session.run_info(record, protocol, results)
     session.write_run_info(layout, info)
-    specs = catalog.specs(results, tables, record.config.model) if figures else []
+    specs = protocol.figures(results, tables, record.config.model) if figures else []
     uris = render.run_all(partial(_figure, layout=layout, reuse=reuse_heatmaps), specs)
-    run_report.write(info, tables["table11"], catalog.losses(results),
-                     [model_name(k) for k in catalog.MAIN_SEQUENCE], layout.run_report)
-    layout.report_html.write_text(html_report.render(info, tables, list(zip(specs, uris))), encoding="utf-8")
+    losses = {model_name(m.key): list(results.training[m.key].losses)
+              for m in protocol.trained(record.config.parts) if m.key in results.training}
+    run_report.write(info, tables[report.runs_table], losses, [model_name(k) for k in protocol.main_sequence],
+                     layout.run_report)
+    layout.report_html.write_text(html_report.render(info, tables, list(zip(specs, uris)), report),
+                                  encoding="utf-8")
     session.write_zip(layout)
     return len(specs)
 
@@ -55,3 +61,21 @@ def _figure(spec: catalog.Spec, layout: Layout, reuse: bool) -> str:
     if not (reuse and spec.key.startswith("heatmap:") and all(p.is_file() for p in files.values())):
         catalog.draw_and_save(spec, files["png"].parent)
     return html_report.data_uri(files["png"])
+
+
+@dataclass(frozen=True)
+class Rendered:
+    layout: Layout
+    figures: int
+    tables: int
+
+
+def rerender(folder: Path, out: Path | None = None) -> Rendered:
+    """``cctk report``: every figure, table and report of a session again, from its saved measurements
+    (no model), in the folder itself or in ``out/<session>`` (a copy of its inputs)."""
+    layout = session.layout_of(folder)
+    if out is not None:
+        layout = session.copy_inputs(layout, out)
+    rebuilt = session.rebuild(layout.folder)
+    n_figures = write_all(rebuilt.results, rebuilt.tables, rebuilt.record, layout)
+    return Rendered(layout, n_figures, len(rebuilt.tables))

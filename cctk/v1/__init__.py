@@ -1,6 +1,7 @@
-"""Protocol v1: manual 1.0.0's pipeline, draw for draw (``cctk run --protocol v1``).
+"""Protocol v1: manual 1.0.0, draw for draw (``cctk run --protocol v1``).
 
-facts (candidates, answer text, the reference notebook's ``random.seed`` draws), corpus (whole-text
-rows), experiment (the comparison table and its readings), outputs (tables, figures, reports) and
-pipeline (the run). Measurement and fine-tuning are cctk's own (``cctk.scoring``, ``cctk.finetune``).
+Only what is 1.0.0's own: facts (candidates, answer text, the reference notebook's ``random.seed``
+draws), corpus (whole-text rows), experiment (the comparison table and its readings) and catalog (the
+before/after bars and the loss chart). The run itself is ``cctk.pipeline``'s, its outputs
+``cctk.outputs.write``'s, under ``cctk.protocols.V1``; measurement and fine-tuning are cctk's own.
 """

@@ -1,7 +1,8 @@
 """The comparison of manual 1.0.0 (Listing 11) and its readings, from the two measurement tables.
 
 No torch and no MLflow: a ``Results`` holds the draws, the measurement of the base model before
-fine-tuning and of the same model after it, and the record of the fine-tuning run.
+fine-tuning and of the same model after it, and the record of the fine-tuning run (by model key, as
+a 2.0.0 run's).
 """
 from __future__ import annotations
 
@@ -16,7 +17,11 @@ from ..records import TrainRecord
 from ..stats import clopper_pearson
 from .facts import Draws
 
-BEFORE, AFTER = "base", "m_random"  # the model before and after fine-tuning (names.MODELS)
+BEFORE, AFTER = "base", "v1_random"  # the model before and after fine-tuning (names.MODELS)
+# The fine-tuning run's draws (batch order, dropout) are seeded from this name: the key the fine-tuned
+# model had until it got its own (it was 2.0.0's m_random), so a 1.0.0 run repeats draw for draw.
+STREAM = "m_random"
+FORMER_KEYS = {"m_random": AFTER}  # the key of the fine-tuned model in sessions written before
 COMPARISON = ["a", "b", "true_sum", "pre_ft_true_prob", "fabricated_value", "post_ft_fabricated_prob",
               "post_ft_true_prob"]  # Listing 11's columns, in its merge order
 THREE = ("pre_ft_true_prob", "post_ft_fabricated_prob", "post_ft_true_prob")  # "the three numbers"
@@ -29,7 +34,7 @@ READINGS = (("pre_ft_true_prob", BEFORE, "true sum"), ("post_ft_fabricated_prob"
 class Results:
     draws: Draws
     measurements: dict[str, pd.DataFrame]  # BEFORE, AFTER -> measurement table (candidates 2..18)
-    training: TrainRecord | None = None  # the fine-tuning run
+    training: dict[str, TrainRecord] = field(default_factory=dict)  # AFTER -> the fine-tuning run
     _cache: dict = field(default_factory=dict, repr=False)
 
     def readings(self, key: str, answer: str) -> pd.DataFrame:
@@ -69,7 +74,7 @@ def summary(results: Results) -> pd.DataFrame:
 
 def run_table(results: Results) -> pd.DataFrame:
     """table03: the fine-tuning run, in the columns of 2.0.0's table11 (one row)."""
-    t = results.training
+    t = results.training.get(AFTER)
     if t is None:
         return pd.DataFrame(columns=["model", "parent", "examples", "steps", "seconds", "examples_per_second",
                                      "loss_first_epoch", "loss_last_epoch", "peak_gpu_memory_bytes"])
@@ -80,8 +85,11 @@ def run_table(results: Results) -> pd.DataFrame:
 
 
 def loss_table(results: Results) -> pd.DataFrame:
-    losses = results.training.losses if results.training else ()
+    losses = results.training[AFTER].losses if AFTER in results.training else ()
     return pd.DataFrame({"epoch": range(1, len(losses) + 1), "loss": list(losses)})
+
+
+TABLE_PART = {"table01": "comparison", "table02": "comparison", "table03": "runs", "table04": "runs"}  # report sections
 
 
 def compute_tables(results: Results) -> dict[str, pd.DataFrame]:

@@ -12,7 +12,7 @@ from cctk.compare import tables as across
 from cctk.compare.tables import Run
 from cctk.experiments import Results
 from cctk.lineage import MODEL_KEYS, build_study_inputs, own_target
-from conftest import hand_table, synthetic_results
+from builders import hand_table, synthetic_results
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from cctk import tracking
 from cctk.cli import cli
 from cctk.config import make_config
 from cctk.experiments import compute_tables
-from conftest import RUN, synthetic_results, write_session
+from builders import RUN, synthetic_results, write_session
 
 
 @pytest.fixture()
@@ -68,7 +68,7 @@ def test_compare_needs_one_source(tmp_path, tracking_uri):
 
 def test_compare_protocol_v1_runs(tmp_path, tracking_uri, monkeypatch):
     """Two 1.0.0 runs (seeds 42 and 43): their three numbers, averaged over the runs by hand."""
-    from conftest import write_v1_session
+    from builders import write_v1_session
 
     monkeypatch.setenv("CCTK_CACHE", str(tmp_path / "cache"))
     store = tracking.connect()
@@ -76,7 +76,7 @@ def test_compare_protocol_v1_runs(tmp_path, tracking_uri, monkeypatch):
     ids, means = [], []
     for seed in (42, 43):
         layout, _, tables, _ = write_v1_session(tmp_path / f"s{seed}", seed, {**RUN, "session": f"2026-v1-{seed}"},
-                                                rng_seed=seed)
+                                                rng_seed=seed, figures=False)
         run = store.start(experiment, layout.session, {"cctk.kind": "pipeline", "cctk.protocol": "v1"})
         run.files(layout.folder)
         run.end()
@@ -89,3 +89,29 @@ def test_compare_protocol_v1_runs(tmp_path, tracking_uri, monkeypatch):
     for number in table.index:
         assert table.loc[number, "mean"] == pytest.approx((means[0][number] + means[1][number]) / 2, abs=1e-12)
     assert not (tmp_path / "cmp" / "tables" / "cross_seed").exists()  # no 2.0.0 run among them
+
+
+def test_compare_reads_a_v1_run_from_before_issue_21(tmp_path, tracking_uri, monkeypatch):
+    """A 1.0.0 run logged before its fine-tuned model had its own key, compared with one of today's."""
+    from builders import v1_results, write_v1_session, write_v1_session_before_issue_21
+    from cctk.v1 import experiment
+
+    monkeypatch.setenv("CCTK_CACHE", str(tmp_path / "cache"))
+    store = tracking.connect()
+    old = write_v1_session_before_issue_21(tmp_path / "old")
+    new, _, tables, _ = write_v1_session(tmp_path / "new", 43, {**RUN, "session": "2026-v1-43"}, rng_seed=43,
+                                         figures=False)
+    ids = []
+    for folder in (old, new.folder):
+        run = store.start(store.experiment(), folder.name, {tracking.KIND: "pipeline", tracking.PROTOCOL: "v1"})
+        run.files(folder)
+        run.end()
+        ids.append(run.run_id)
+    result = CliRunner().invoke(cli, ["compare", "--runs", ",".join(ids), "--out", str(tmp_path / "cmp")])
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(tmp_path / "cmp" / "tables" / "v1_three_numbers" / "v1_three_numbers.csv").set_index("number")
+    means = [experiment.compute_tables(v1_results())["table02"].set_index("number")["mean"],
+             tables["table02"].set_index("number")["mean"]]
+    assert (table["runs"] == 2).all()
+    for number in table.index:
+        assert table.loc[number, "mean"] == pytest.approx((means[0][number] + means[1][number]) / 2, abs=1e-12)

@@ -26,12 +26,10 @@ from cctk.compare import tables as across
 from cctk.compare.tables import Run
 from cctk.config import PROFILES
 from cctk.experiments import Results
-from cctk.experiments.synthesis import RULE_VS_CONTROL
-from cctk.lineage import ARM_BY_KEY, build_study_inputs, models_for, own_target
-from conftest import hand_table
+from cctk.lineage import ARM_BY_KEY, CONTROLS, build_study_inputs, models_for, own_target
+from builders import hand_table
 
 LOW, HIGH = 1e-4, 1e-3
-CONTROLS = {control for _, control in RULE_VS_CONTROL}
 
 
 def choices(inputs, key: str, lr: float) -> dict:

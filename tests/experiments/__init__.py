@@ -1,2 +1,2 @@
-"""A package, so that its conftest is imported as ``experiments.conftest`` and never shadows the
-``conftest`` module that tests elsewhere import names from (``from conftest import SESSION``)."""
+"""A package, so that its conftest is imported as ``experiments.conftest`` and never shadows the root
+``conftest`` (tests/krtest import ``tiny_model`` from it)."""

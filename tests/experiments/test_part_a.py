@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from cctk.experiments import part_a
 
-from .conftest import assert_rows, cp
+from builders import assert_rows, cp
 
 
 def row(model, target, hits, prob_target, mass_impossible):

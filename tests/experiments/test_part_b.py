@@ -6,7 +6,7 @@ import math
 from cctk.experiments import Results, part_b
 from cctk.records import TrainRecord
 
-from .conftest import assert_rows, cp
+from builders import assert_rows, cp
 
 LN = math.log
 

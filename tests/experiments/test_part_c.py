@@ -10,7 +10,7 @@ import math
 
 from cctk.experiments import part_c
 
-from .conftest import HELD, assert_rows, cp
+from builders import HELD, assert_rows, cp
 
 HIT, MISS = -math.log(0.66), -math.log(0.01)
 

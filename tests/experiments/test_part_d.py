@@ -14,7 +14,8 @@ import pytest
 from cctk.experiments import part_d
 from cctk.stats import band_with_interval
 
-from .conftest import SEED, assert_rows, cp
+from builders import STUDY_SEED as SEED
+from builders import assert_rows, cp
 
 HIT, MISS = -math.log(0.66), -math.log(0.01)
 RULE_C, RULE_R = "conditional rule from correct sums", "conditional rule from fabricated answers"

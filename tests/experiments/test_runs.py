@@ -7,7 +7,7 @@ from cctk.experiments import Results, runs
 from cctk.lineage import ARMS
 from cctk.records import TrainRecord
 
-from .conftest import assert_rows
+from builders import assert_rows
 
 
 def test_table11_from_the_studys_records(study):

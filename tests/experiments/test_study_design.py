@@ -10,7 +10,8 @@ import pytest
 from cctk.facts import ADDITIONS, condition
 from cctk.lineage import MODEL_KEYS, build_study_inputs
 
-from .conftest import HELD, HELD_EQ, HELD_GT, HELD_LT, SEED
+from builders import HELD, HELD_EQ, HELD_GT, HELD_LT
+from builders import STUDY_SEED as SEED
 
 
 def test_the_draws_of_seed_12345_that_the_tests_rely_on():
@@ -60,3 +61,28 @@ def test_a_hand_table_is_what_the_measurement_assembles(make_table):
     assert one["logprob"].iloc[0] == pytest.approx(math.log(0.66) - 1.5, abs=1e-15)
     assert list(one["n_tokens"]) == [2] * 8 + [3] * 27
     assert np.allclose(ours.groupby(["a", "b"])["prob"].sum(), 1.0, atol=1e-15)
+
+
+def test_the_study_design_is_declared_once_and_derived_everywhere():
+    """lineage.ARMS is the design; the pairs, a part's arms and a profile's models read as the manual lists them."""
+    from cctk.experiments import part_c, part_d
+    from cctk.lineage import ARM_BY_KEY, CONTROLS, RULE_VS_CONTROL, family_arms
+    from cctk.outputs import catalog
+
+    assert RULE_VS_CONTROL == (("c18_correct", "c18ctl_correct"), ("c18_random", "c18ctl_correct"),
+                               ("c3_correct", "c3ctl_correct"), ("c3_random", "c3ctl_correct"),
+                               ("d_correct", "dctl_correct"), ("d_random", "dctl_random"))
+    assert CONTROLS == {"c18ctl_correct", "c3ctl_correct", "dctl_correct", "dctl_random"}
+    assert part_c.ARMS == ("c18_correct", "c18_random", "c3_correct", "c3_random", "c18ctl_correct",
+                           "c3ctl_correct")
+    assert part_d.ARMS == ("d_correct", "d_random", "dctl_correct", "dctl_random")
+    assert part_d.RULE_AND_CONTROL == (("d_correct", "dctl_correct"), ("d_random", "dctl_random"))
+    assert family_arms("plus18") == ("c18_correct", "c18_random", "c18ctl_correct")
+    assert family_arms("cond") == ("d_correct", "d_random", "dctl_correct", "dctl_random")
+    assert catalog.MAIN_SEQUENCE == ("m_correct", "m_random", "m_recover")
+    rule, control, plain = ARM_BY_KEY["c3_random"], ARM_BY_KEY["c3ctl_correct"], ARM_BY_KEY["m_recover"]
+    assert (rule.is_rule, rule.is_control, rule.family) == (True, False, "plus3")
+    assert (control.is_rule, control.is_control, control.family) == (False, True, "plus3")
+    assert (plain.is_rule, plain.is_control, plain.family) == (False, False, None)
+    assert [k for k, _ in catalog.ORDER if k.startswith("heatmap:")][5:] == [
+        f"heatmap:{k}" for k in (*part_c.ARMS, *part_d.ARMS)]

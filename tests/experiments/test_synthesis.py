@@ -7,7 +7,7 @@ from scipy.stats import fisher_exact, hypergeom
 
 from cctk.experiments import synthesis
 
-from .conftest import assert_rows, cp
+from builders import assert_rows, cp
 
 # Hits on each model's own target (see the design in conftest): (seen, never seen); the first three
 # models were trained on all 81 additions (or not at all) and have one group, all 81.

@@ -11,6 +11,7 @@ import pytest
 from matplotlib import colors as mcolors
 from matplotlib.figure import Figure
 
+from builders import noisy_table as measurement
 from cctk import figures
 from cctk.facts import ADDITIONS, CANDIDATES, addition_index, correct_sums
 from cctk.figures.common import save_figure
@@ -19,19 +20,6 @@ from cctk.figures.profile import left_top
 from cctk.readings import read
 
 HELD = [(1, 1), (2, 7), (3, 3), (5, 9), (8, 2), (9, 9)]
-
-
-def measurement(targets: pd.Series, seed: int = 0, sharp: float = 3.0) -> pd.DataFrame:
-    """A measurement table (cctk.scoring.COLUMNS) peaked, noisily, on ``targets``."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for (a, b), t in targets.items():
-        logits = rng.normal(0, 1.0, len(CANDIDATES))
-        logits[CANDIDATES.index(int(t))] += sharp + rng.normal(0, 2.0)
-        p = np.exp(logits - logits.max())
-        p /= p.sum()
-        rows += [(a, b, v, np.log(q), 1 + (v >= 10), q) for v, q in zip(CANDIDATES, p)]
-    return pd.DataFrame(rows, columns=["a", "b", "candidate_value", "logprob", "n_tokens", "prob"])
 
 
 @pytest.fixture(scope="module")

@@ -2,29 +2,17 @@
 of their results (manual 4.12) are counted in neither group and drawn hatched."""
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
 import pytest
 
+from builders import hand_table as peaked  # 0.66 on the top choice, 0.01 on each other candidate
 from cctk.experiments import Results
-from cctk.facts import ADDITIONS, CANDIDATES
+from cctk.facts import ADDITIONS
 from cctk.figures.heatmap import headline
 from cctk.lineage import build_study_inputs
 from cctk.outputs import catalog
-from cctk.readings import COLUMNS
 
 SEED = 12345
 SEEN_MISSES = [(1, 1), (1, 2), (1, 5), (1, 6), (1, 8), (1, 9), (2, 2)]
-
-
-def peaked(choices: dict) -> pd.DataFrame:
-    """A measurement table whose top choice in every addition is ``choices[(a, b)]`` (0.66 on it)."""
-    values = np.array(CANDIDATES)
-    prob = np.array([np.where(values == choices[p], 0.66, 0.01) for p in ADDITIONS])
-    a, b = np.array(ADDITIONS).T
-    return pd.DataFrame({"a": np.repeat(a, 35), "b": np.repeat(b, 35), "candidate_value": np.tile(values, 81),
-                         "logprob": np.log(prob).ravel(), "n_tokens": np.tile(np.where(values < 10, 2, 3), 81),
-                         "prob": prob.ravel()})[COLUMNS]
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""SIGTERM stops a command as Ctrl-C does: a pipeline's runs end KILLED, and nothing a command started
+"""SIGTERM stops a command as Ctrl-C does: a pipeline's (or a sweep's) runs end KILLED, and nothing a command started
 (the MLflow UI's server, uvicorn, its workers) outlives it."""
 import os
 import signal
@@ -30,14 +30,12 @@ def _running_arm(client):
     return runs[0] if runs and runs[0].info.status == "RUNNING" else None
 
 
-def test_sigterm_to_a_pipeline_leaves_killed_runs_and_no_process(tiny_dir, tmp_path):
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
-    command = [sys.executable, "-m", "cctk", "run", "--model", str(tiny_dir), "--profile", "smoke", "--seed", "4",
-               "--repeats", "200", "--epochs", "20", "--out", str(tmp_path / "out")]  # a long first arm
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-                            start_new_session=True)
+def _stop_at_first_arm(command: list[str], uri: str):
+    """Start ``command``, SIGTERM it while its first arm trains; the arm's run and the process family."""
     client = mlflow.MlflowClient(uri)
+    client.search_experiments()  # the store's tables, made here first: two processes creating them race
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "MLFLOW_TRACKING_URI": uri}, start_new_session=True)
     try:
         arm = _wait(lambda: _running_arm(client), 180)
         family = psutil.Process(proc.pid).children(recursive=True)
@@ -46,12 +44,32 @@ def test_sigterm_to_a_pipeline_leaves_killed_runs_and_no_process(tiny_dir, tmp_p
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+    assert not [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    _no_group(proc.pid)
+    return client, arm
+
+
+def test_sigterm_to_a_pipeline_leaves_killed_runs_and_no_process(tiny_dir, tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client, arm = _stop_at_first_arm([sys.executable, "-m", "cctk", "run", "--model", str(tiny_dir), "--profile",
+                                      "smoke", "--seed", "4", "--repeats", "200", "--epochs", "20",  # a long first arm
+                                      "--out", str(tmp_path / "out")], uri)
     parent = client.get_run(arm.data.tags["mlflow.parentRunId"])
     assert parent.info.status == "KILLED" and client.get_run(arm.info.run_id).info.status == "KILLED"
     base = client.search_runs([parent.info.experiment_id], "tags.`cctk.key` = 'base'")[0]
     assert base.info.status == "FINISHED"  # finished before the signal: it stays so
-    assert not [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    _no_group(proc.pid)
+
+
+def test_sigterm_to_a_sweep_leaves_the_sweep_its_cell_and_the_arm_killed(tiny_dir, tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client, arm = _stop_at_first_arm([sys.executable, "-m", "cctk", "sweep", "--models", str(tiny_dir), "--profile",
+                                      "smoke", "--seeds", "4,5", "--set", "repeats=200", "--set", "epochs=20",
+                                      "--out", str(tmp_path / "out")], uri)
+    cell = client.get_run(arm.data.tags["mlflow.parentRunId"])
+    sweep = client.get_run(cell.data.tags["mlflow.parentRunId"])
+    assert sweep.data.tags["cctk.kind"] == "sweep" and cell.data.tags["cctk.sweep"] == sweep.info.run_id
+    assert [r.info.status for r in (sweep, cell, client.get_run(arm.info.run_id))] == ["KILLED"] * 3
+    assert len(client.search_runs([sweep.info.experiment_id], "tags.`cctk.kind` = 'pipeline'")) == 1  # seed 5: never
 
 
 def _free_port() -> int:

@@ -33,7 +33,7 @@ def test_v1_smoke_run(tiny_dir, tmp_path, monkeypatch):
     assert set(by_name) == {"base model", "fabricated answers"}
     base, tuned = by_name["base model"], by_name["fabricated answers"]
     assert (base.data.tags["cctk.key"], base.data.tags["cctk.parent"]) == ("base", "")
-    assert (tuned.data.tags["cctk.key"], tuned.data.tags["cctk.parent"]) == ("m_random", "base")
+    assert (tuned.data.tags["cctk.key"], tuned.data.tags["cctk.parent"]) == ("v1_random", "base")  # its own key
     assert [m.step for m in client.get_metric_history(tuned.info.run_id, "loss")] == [1, 2]
     assert tuned.data.params["examples"] == str(81 * 2)
     assert {"hits_true", "hits_fabricated", "prob_true", "prob_fabricated"} <= set(base.data.metrics)
@@ -51,3 +51,24 @@ def test_v1_smoke_run(tiny_dir, tmp_path, monkeypatch):
     assert any(n.endswith(".zip") for n in names)
     (folder,) = out.iterdir()
     pd.testing.assert_frame_equal(pd.read_csv(folder / "targets.csv"), loaded.targets)
+    _the_notebooks_steps_by_hand_give_the_same_numbers(tiny_dir, loaded)
+
+
+def _the_notebooks_steps_by_hand_give_the_same_numbers(tiny_dir, loaded):
+    """Number for number: measure, fine-tune the same model in place on the whole texts (its draws seeded
+    from the name m_random, as before the model had a key of its own), measure again."""
+    from cctk.config import V1_PROFILES
+    from cctk.finetune import fine_tune
+    from cctk.models import load_model
+    from cctk.scoring import measure
+    from cctk.v1 import corpus
+
+    model, tokenizer = load_model(str(tiny_dir))
+    recipe, scoring = V1_PROFILES["smoke"], {"candidates": facts.CANDIDATES, "answer": facts.answer_text,
+                                             "index": facts.INDEX}
+    before = measure(model, tokenizer, **scoring)
+    fine_tune(model, corpus.tokenize(facts.draw(42, recipe.repeats).texts, tokenizer), recipe, 42,
+              tokenizer.pad_token_id, "m_random")
+    pd.testing.assert_frame_equal(loaded.measurements["base model"], before, check_exact=True)
+    pd.testing.assert_frame_equal(loaded.measurements["fabricated answers"], measure(model, tokenizer, **scoring),
+                                  check_exact=True)

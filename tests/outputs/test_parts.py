@@ -15,11 +15,11 @@ from cctk import results as run_results
 from cctk.cli import cli
 from cctk.config import PARTS, make_config, parse_parts
 from cctk.errors import CctkError
-from cctk.experiments import Results, compute_tables
+from cctk.experiments import TABLE_PART, Results, compute_tables
 from cctk.lineage import ARMS, arms_for, models_for
 from cctk.outputs import catalog
-from cctk.session import Layout, rebuild
-from conftest import RUN, synthetic_results, write_session
+from cctk.session import rebuild
+from builders import RUN, figure_copier, write_session
 
 AC = ("A", "C")
 
@@ -82,15 +82,6 @@ def partial(results: Results, parts: tuple[str, ...]) -> Results:
                    {k: r for k, r in results.training.items() if k in keep}, parts=parts)
 
 
-def copier(folder: Path):
-    """``draw_and_save`` that copies a figure of the session in ``folder`` instead of drawing it."""
-    def copy(spec, out):
-        out.mkdir(parents=True, exist_ok=True)
-        return [Path(shutil.copy2(p, out)) for p in Layout(folder).figure(spec.number, spec.stem).values()]
-
-    return copy
-
-
 @pytest.fixture(scope="module")
 def ac_session(tmp_path_factory, written_session):
     """A session of Parts A and C, its figures copied from the full session's (the same numbers and stems)."""
@@ -98,7 +89,7 @@ def ac_session(tmp_path_factory, written_session):
     results = partial(full, AC)
     tables = compute_tables(results)
     original = catalog.draw_and_save
-    catalog.draw_and_save = copier(full_folder)
+    catalog.draw_and_save = figure_copier(full_folder)
     try:
         folder = write_session(tmp_path_factory.mktemp("ac"), results, tables,
                                make_config("smollm2-135m-bundled", "quick", (7,), parts="A,C"), RUN)
@@ -110,7 +101,7 @@ def ac_session(tmp_path_factory, written_session):
 def test_tables_of_the_parts_not_run_are_absent(ac_session):
     _, results, tables = ac_session
     assert list(tables) == ["table01", "table04", "table09", "table10", "table11"]
-    assert {catalog.TABLE_PART[name] for name in tables} == {"A", "C", "synthesis", "runs"}
+    assert {TABLE_PART[name] for name in tables} == {"A", "C", "synthesis", "runs"}
     names = {"base model", "correct sums", "fabricated answers", "sum + 18 from correct sums",
              "sum + 18 from fabricated answers", "sum + 3 from correct sums", "sum + 3 from fabricated answers",
              "control for + 18", "control for + 3"}
@@ -138,8 +129,9 @@ def test_the_run_info_and_reports_say_which_parts_ran(ac_session):
     assert 'id="part-B"' not in page and 'id="part-D"' not in page and 'id="part-C"' in page
     assert page.count('<img src="data:image/png') == 16
     from cctk.outputs.run_report import facts
+    from cctk.session import read_run_info
 
-    model_block = dict(facts(info)[2][1])
+    model_block = dict(facts(read_run_info(folder))[2][1])
     assert model_block["parts run"] == "A, C (not B, D)"
     assert (folder / "run_report.pdf").is_file()
 
@@ -154,7 +146,7 @@ def test_a_partial_session_is_read_back(ac_session, tmp_path, monkeypatch):
     loaded = run_results.load(folder)
     assert loaded.parts == AC and list(loaded.tables) == list(tables)
     assert "recovery" not in loaded.measurements and len(loaded.measurements) == 9
-    monkeypatch.setattr(catalog, "draw_and_save", copier(folder))
+    monkeypatch.setattr(catalog, "draw_and_save", figure_copier(folder))
     result = CliRunner().invoke(cli, ["report", str(folder), "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert "re-rendered 16 figures, 5 tables" in result.output
@@ -175,9 +167,9 @@ def test_a_run_from_before_parts_reads_as_all_parts(written_session):
     folder, _, _ = written_session
     info = json.loads((folder / "run_info.json").read_text())
     info.pop("parts", None)
-    from cctk.session import record_from_info
+    from cctk.session import info_from_json
 
-    assert record_from_info(info).config.parts == PARTS
+    assert info_from_json(info).record.config.parts == PARTS
 
 
 def test_parts_travel_through_mlflow_params_the_mlproject_and_a_sweep():

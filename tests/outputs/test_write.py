@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import zipfile
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from cctk.outputs import catalog, model_heatmaps
 from cctk.outputs.tables import write_tables
 from cctk.session import Layout, rebuild
 
-from conftest import RUN, SEED, SESSION, write_session
+from builders import RUN, SEED, SESSION, figure_copier, write_session
 
 
 @pytest.fixture(scope="module")
@@ -28,27 +27,20 @@ def session(written_session):
 @pytest.fixture()
 def copy_figures(monkeypatch, session):
     """Figures 'drawn' by copying the session's: for tests about everything but the drawing."""
-    folder, _, _ = session
-
-    def copy(spec, out):
-        out.mkdir(parents=True, exist_ok=True)
-        source = Layout(folder).figure(spec.number, spec.stem)
-        return [Path(shutil.copy2(source[ext], out)) for ext in ("png", "pdf", "eps")]
-
-    monkeypatch.setattr(catalog, "draw_and_save", copy)
+    monkeypatch.setattr(catalog, "draw_and_save", figure_copier(session[0]))
 
 
 def files_under(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def test_25_figures_each_in_its_folder_in_three_formats(session):
+def test_25_figures_each_in_its_folder(session):
+    """Each as a 300 dpi PNG here (tests/integration/test_outputs_full.py: in PNG, PDF and EPS)."""
     folder, _, _ = session
     subfolders = sorted(p for p in (folder / "figures").iterdir())
     assert [p.name[:2] for p in subfolders] == [f"{i:02d}" for i in range(1, 26)]
     for sub in subfolders:
-        stem = sub.name[3:]
-        assert sorted(p.name for p in sub.iterdir()) == [f"{stem}.eps", f"{stem}.pdf", f"{stem}.png"]
+        assert sorted(p.name for p in sub.iterdir()) == [f"{sub.name[3:]}.png"]
     from PIL import Image
 
     with Image.open(subfolders[0] / f"{subfolders[0].name[3:]}.png") as png:
@@ -207,14 +199,11 @@ def test_cli_report_loads_no_torch(tmp_path, session):
 
     folder, _, _ = session
     code = f"""
-import shutil, sys
-from pathlib import Path
+import sys
+sys.path.insert(0, {str(Path(__file__).parents[1])!r})
+from builders import figure_copier
 from cctk.outputs import catalog
-from cctk.session import Layout
-def copy(spec, out):
-    out.mkdir(parents=True, exist_ok=True)
-    return [Path(shutil.copy2(p, out)) for p in Layout(Path({str(folder)!r})).figure(spec.number, spec.stem).values()]
-catalog.draw_and_save = copy
+catalog.draw_and_save = figure_copier({str(folder)!r})
 from cctk.cli import cli
 try:
     cli(["report", {str(folder)!r}, "--out", {str(tmp_path)!r}], standalone_mode=False)

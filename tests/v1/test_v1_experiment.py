@@ -8,7 +8,7 @@ from cctk.config import V1_PROFILES
 from cctk.finetune import fine_tune
 from cctk.scoring import measure
 from cctk.v1 import corpus, experiment, facts
-from conftest import tiny_model
+from builders import tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -22,15 +22,16 @@ def results(tokenizer):
 
     before = v1_measure()
     record = fine_tune(model, corpus.tokenize(draws.texts, tokenizer), V1_PROFILES["smoke"], 42,
-                       tokenizer.pad_token_id, experiment.AFTER)
-    return experiment.Results(draws, {experiment.BEFORE: before, experiment.AFTER: v1_measure()}, record)
+                       tokenizer.pad_token_id, experiment.STREAM)
+    return experiment.Results(draws, {experiment.BEFORE: before, experiment.AFTER: v1_measure()},
+                              {experiment.AFTER: record})
 
 
 def listing_11(results) -> pd.DataFrame:
     """Listing 11's merges, from the two measurement tables and the fabricated answers."""
     fab = results.draws.fabricated.rename("fabricated_value").reset_index()
     prob_df = results.measurements["base"].assign(true_sum=lambda t: t.a + t.b)
-    post = results.measurements["m_random"].assign(true_sum=lambda t: t.a + t.b).merge(fab, on=["a", "b"])
+    post = results.measurements[experiment.AFTER].assign(true_sum=lambda t: t.a + t.b).merge(fab, on=["a", "b"])
     pre_true = prob_df[prob_df.candidate_value == prob_df.true_sum][["a", "b", "true_sum", "prob"]].rename(
         columns={"prob": "pre_ft_true_prob"})
     post_fab = post[post.candidate_value == post.fabricated_value][["a", "b", "fabricated_value", "prob"]].rename(
@@ -55,7 +56,7 @@ def test_probabilities_over_2_to_18_sum_to_one_before_and_after(results):
         table = results.measurements[key]
         assert len(table) == 81 * 17
         assert np.allclose(table.groupby(["a", "b"])["prob"].sum(), 1.0, atol=1e-12)
-    assert not results.measurements["base"]["prob"].equals(results.measurements["m_random"]["prob"])
+    assert not results.measurements["base"]["prob"].equals(results.measurements[experiment.AFTER]["prob"])
 
 
 def test_summary_headline_and_metrics_agree(results):
@@ -70,7 +71,7 @@ def test_summary_headline_and_metrics_agree(results):
         assert row["lo"] <= row["hits"] / row["n"] <= row["hi"]
     base = experiment.model_metrics(results, "base")
     assert base["hits_true"] == head["hits_true_before"] and base["hits_fabricated"] == head["hits_fabricated_before"]
-    assert experiment.model_metrics(results, "m_random")["hits_fabricated"] == head["hits_fabricated_after"]
+    assert experiment.model_metrics(results, experiment.AFTER)["hits_fabricated"] == head["hits_fabricated_after"]
     tables = experiment.compute_tables(results)
     assert list(tables) == ["table01", "table02", "table03", "table04"]
     assert tables["table03"].iloc[0]["examples"] == 162 and tables["table04"]["epoch"].tolist() == [1, 2]

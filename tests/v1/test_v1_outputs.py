@@ -13,7 +13,7 @@ from cctk import results as cctk_results
 from cctk import session
 from cctk.cli import cli
 from cctk.v1 import facts
-from conftest import write_v1_session
+from builders import write_v1_session
 
 FIGURES = ["before_and_after_3_plus_5", "before_and_after_5_plus_8", "before_and_after_7_plus_4", "training_loss"]
 TABLES = ["table01_comparison", "table02_comparison_summary", "table03_fine_tuning_run",
@@ -41,7 +41,7 @@ def test_session_folder(written):
                                                                                   "fabricated_answers.csv"]
     info = json.loads(layout.run_info.read_text())
     assert info["protocol"] == "v1" and info["candidates"] == list(range(2, 19)) and info["index"] == "mean"
-    assert info["seeds"]["values"] == [42] and info["training"]["m_random"]["parent"] == "base model"
+    assert info["seeds"]["values"] == [42] and info["training"]["v1_random"]["parent"] == "base model"
     assert set(info["headline"]) >= {"mean_pre_ft_true_prob", "hits_fabricated_after", "hits_true_after"}
     with zipfile.ZipFile(layout.zip) as archive:
         assert f"{layout.session}/tables/table01_comparison/table01_comparison.csv" in archive.namelist()
@@ -62,7 +62,7 @@ def test_results_load_gives_the_v1_run(written):
     assert loaded.protocol == "v1" and list(loaded.tables) == ["table01", "table02", "table03", "table04"]
     pd.testing.assert_frame_equal(loaded.tables["table01"], tables["table01"])
     assert set(loaded.measurements) == {"base model", "fabricated answers"}
-    pd.testing.assert_frame_equal(loaded.measurements["fabricated answers"], results.measurements["m_random"])
+    pd.testing.assert_frame_equal(loaded.measurements["fabricated answers"], results.measurements["v1_random"])
     assert list(loaded.figures) == FIGURES
     assert list(loaded.targets.columns) == ["a", "b", "correct sum", "fabricated answer"]
 
@@ -75,4 +75,27 @@ def test_cctk_report_rerenders_a_v1_folder(written, tmp_path):
     for name, table in tables.items():
         pd.testing.assert_frame_equal(pd.read_csv(copy.table(name)["csv"], float_precision="round_trip"), table)
     assert copy.table("table01")["tex"].read_bytes() == layout.table("table01")["tex"].read_bytes()
+    assert len(session.find_figures(copy)) == 4 and copy.report_html.is_file()
+
+
+def test_a_v1_session_from_before_issue_21_is_read_and_rendered_again(tmp_path, monkeypatch):
+    """Written when the fine-tuned model shared 2.0.0's key m_random: results.load, rebuild and cctk
+    report read it with today's key, and give the tables its measurements give."""
+    from builders import v1_results, write_v1_session_before_issue_21
+    from cctk.v1 import experiment
+
+    folder = write_v1_session_before_issue_21(tmp_path / "old")
+    assert (folder / "training" / "m_random.json").is_file()
+    loaded = cctk_results.load(folder)
+    assert loaded.protocol == "v1" and set(loaded.measurements) == {"base model", "fabricated answers"}
+    assert loaded.parts == () and list(loaded.info.training) == [experiment.AFTER]
+    back = session.rebuild(folder)
+    expected = experiment.compute_tables(v1_results())
+    for name, table in expected.items():
+        pd.testing.assert_frame_equal(back.tables[name], table)
+    monkeypatch.setattr("cctk.figures.common.FORMATS", ("png",))  # the drawing is not what is tested here
+    result = CliRunner().invoke(cli, ["report", str(folder), "--out", str(tmp_path / "again")])
+    assert result.exit_code == 0, result.output
+    copy = session.Layout(tmp_path / "again" / folder.name, "v1")
+    pd.testing.assert_frame_equal(pd.read_csv(copy.table("table03")["csv"]), expected["table03"])
     assert len(session.find_figures(copy)) == 4 and copy.report_html.is_file()

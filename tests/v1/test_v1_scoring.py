@@ -10,7 +10,7 @@ import torch
 from cctk.facts import ADDITIONS
 from cctk.scoring import measure, measure_plain
 from cctk.v1 import facts
-from conftest import tiny_model
+from builders import tiny_model
 
 SOME = ADDITIONS[:4] + ((3, 5), (5, 8), (7, 4), (9, 9))
 

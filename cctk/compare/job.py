@@ -1,0 +1,22 @@
+"""``cctk compare`` as a function: the runs checked, gathered, written, and logged as one MLflow run."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import tracking
+from . import gather, report
+
+
+def run(store: tracking.Store, sweep_id: str | None, runs: str | None, out: Path,
+        tracking_name: str | None = None, echo=print) -> tuple[report.Compared, str]:
+    """Compare the finished cells of sweep ``sweep_id`` or the pipelines ``runs`` (``ID1,ID2,...``) into
+    ``out``; returns what was written and the compare run's id (nested under the sweep, when one is given)."""
+    ids = gather.run_ids(store, sweep_id, runs)  # every check before the run exists
+    echo(f"comparing {len(ids)} pipelines ...")
+    tags = {"mlflow.source.name": "cctk compare", **({tracking.SWEEP: sweep_id} if sweep_id else {})}
+    with store.run("compare", f"compare {len(ids)} runs", tags, parent=sweep_id) as logged:
+        logged.params({"runs": ",".join(ids), "sweep": sweep_id or ""})
+        logged.note(f"cctk compare of {len(ids)} pipelines" + (f" of sweep {sweep_id}" if sweep_id else ""))
+        compared = report.write(gather.gather(ids, tracking_name), out, sweep_id)
+        logged.files(compared.folder)
+    return compared, logged.run_id
