@@ -407,3 +407,11 @@ def check_loaded(loaded, tables: dict, formats: tuple[str, ...] = ("png",)) -> N
     assert set(loaded.figure_files["synthesis"]) == set(formats)
     assert loaded.info.session == SESSION
     assert list(loaded.targets.columns[:3]) == ["a", "b", "split"] and len(loaded.targets) == 81
+
+
+def kr_data(folder: Path, seed: int) -> Path:
+    """KR-Test's fictional set, small: four entities to train on, two for validation."""
+    from cctk.krtest.generate import make_dataset, write_dataset
+
+    write_dataset(make_dataset(seed, entities=4, validation_entities=2), folder)
+    return folder

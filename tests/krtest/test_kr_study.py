@@ -3,18 +3,16 @@
 import mlflow
 import pytest
 import yaml
+from builders import kr_data
 from click.testing import CliRunner
 
 from cctk.cli import cli
-from cctk.krtest.generate import make_dataset, write_dataset
 from cctk.mlproject import strip_empty
 
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("krstudy")
-    write_dataset(make_dataset(4, entities=4, validation_entities=2), folder)
-    return folder
+    return kr_data(tmp_path_factory.mktemp("krstudy"), seed=4)
 
 
 def test_study_checks_its_data_before_any_run(data_dir, tracking_uri, tmp_path):

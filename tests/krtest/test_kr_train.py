@@ -4,11 +4,11 @@ import math
 import mlflow
 import pandas as pd
 import pytest
+from builders import kr_data
 from click.testing import CliRunner
 
 from cctk.cli import cli
 from cctk.errors import CctkError
-from cctk.krtest.generate import make_dataset, write_dataset
 from cctk.krtest.jobs import read_inputs, run_train
 from cctk.krtest.scoring import ITEM_COLUMNS
 from cctk.krtest.train import corpus_rows, make_train_config, perplexity
@@ -16,9 +16,7 @@ from cctk.krtest.train import corpus_rows, make_train_config, perplexity
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("krdata")
-    write_dataset(make_dataset(2, entities=4, validation_entities=2), folder)
-    return folder
+    return kr_data(tmp_path_factory.mktemp("krdata"), seed=2)
 
 
 def history(client, run_id, key):
