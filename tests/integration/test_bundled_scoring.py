@@ -47,3 +47,43 @@ def test_golden_n_tokens_and_hits(table):
     keyed = table.set_index(["a", "b", "candidate_value"])["n_tokens"]
     assert keyed[(3, 5, 8)] == 3 and keyed[(3, 5, 18)] == 4
     assert read(table, correct_sums())["hit"].sum() == 9  # the base model is weak at arithmetic
+
+
+def test_packed_step_equals_the_padded_step_on_the_bundled_model(bundled):
+    """Issue 19's savings on the real model: a quick-profile batch of 32 fabricated answers, trained
+    as one prefix tree with in-place embedding row gradients, gives the padded step's loss and
+    gradients to float32 rounding; two optimizer steps give the same weights."""
+    import copy
+    import dataclasses
+
+    import torch
+
+    from cctk.config import PROFILES
+    from cctk.corpus import build_corpus, collate, pack, shared_tokens, tokenize
+    from cctk.facts import ADDITIONS, fabricated_answers
+    from cctk.finetune import completion_loss, fine_tune, packed_loss, tied_embedding_rows
+
+    model, tokenizer = bundled
+    recipe = PROFILES["quick"]
+    rows = tokenize(build_corpus(fabricated_answers(7), ADDITIONS, recipe.repeats, seed=7, name="f"), tokenizer)
+    batch = rows[:recipe.batch_size]
+    assert shared_tokens(batch) > 0.3
+    padded, packed = copy.deepcopy(model).train(), copy.deepcopy(model).train()
+    expected = completion_loss(padded, collate(batch, tokenizer.pad_token_id))
+    expected.backward()
+    with tied_embedding_rows(packed):
+        loss = packed_loss(packed, pack(batch))
+        loss.backward()
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
+    for (name, p), q in zip(packed.named_parameters(), padded.parameters()):
+        assert (p.grad - q.grad).norm() <= 1e-4 * q.grad.norm(), name
+    del padded, packed
+
+    two_steps = dataclasses.replace(recipe, repeats=1, epochs=1, schedule="constant", warmup=0.0)
+    a, b = copy.deepcopy(model), copy.deepcopy(model)
+    ra = fine_tune(a, rows[:64], two_steps, seed=3, pad_id=tokenizer.pad_token_id, name="arm")
+    rb = fine_tune(b, rows[:64], two_steps, seed=3, pad_id=tokenizer.pad_token_id, name="arm", pack_batches=False,
+                   row_gradients=False)
+    assert ra.losses == pytest.approx(rb.losses, rel=1e-5)
+    for p, q in zip(a.parameters(), b.parameters()):
+        assert torch.allclose(p, q, rtol=0, atol=2e-5)
