@@ -118,14 +118,26 @@ class Cost:
                 "limit_ratio": seconds / self.limit_seconds}
 
     def line(self, seconds: float) -> str:
-        return (f"{seconds / self.limit_seconds:.2f}x the {self.precision} compute limit of its training "
+        ratio = seconds / self.limit_seconds
+        return (f"{ratio:.2f}x the {self.precision} compute limit of its training "
                 f"({self.limit_seconds / 60:.1f} min: {self.examples:,} examples x {self.gflop_per_example:.2f} "
-                f"GFLOP at {self.peak_gflops:.0f} GFLOP/s, this machine's GEMM peak measured now)")
+                f"GFLOP at {self.peak_gflops:.0f} GFLOP/s, this machine's GEMM peak, the higher of the run's start "
+                "and end)" + (BUSY if ratio < 1 else ""))
 
 
-def training_cost(records, device: str = "cpu", precision: str = "float32") -> Cost:
-    """The cost of the fine-tuning runs ``records`` (TrainRecords), the peak measured now on ``device``."""
+BUSY = ("; below 1 cannot be: other work shared the machine when its peak was measured, so this ratio says "
+        "nothing of speed")
+
+
+def peak_gflops(device: str = "cpu", precision: str = "float32") -> float:
+    """The GEMM peak of ``device`` in the arithmetic of ``precision``, in GFLOP/s."""
+    return peak_flops(torch.bfloat16 if precision == "bf16" else torch.float32, device) / 1e9
+
+
+def training_cost(records, device: str = "cpu", precision: str = "float32", earlier: float | None = None) -> Cost:
+    """The cost of the fine-tuning runs ``records`` (TrainRecords) at the device's GEMM peak: measured now
+    and, given ``earlier`` (GFLOP/s, e.g. at the run's start), the higher of the two: a machine that was
+    busier at one of the two moments does not lower the limit the run is held to."""
     examples = sum(r.examples * len(r.losses) for r in records)
     gflop = sum(r.examples * len(r.losses) * r.gflop_per_example for r in records)
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    return Cost(examples, gflop, peak_flops(dtype, device) / 1e9, precision)
+    return Cost(examples, gflop, max(peak_gflops(device, precision), earlier or 0.0), precision)

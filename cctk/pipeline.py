@@ -47,6 +47,7 @@ class Session:
     started: float = field(default_factory=time.perf_counter)
     monitor: object = None  # MLflow's system-metrics monitor of the parent run, if any
     figures: bool = True  # False: no figure is drawn (``cctk report`` draws them later)
+    peak_gflops: float | None = None  # the device's GEMM peak measured at the start (the compute limit)
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,7 @@ def run(config: Config, out_root: Path = Path("outputs"), tracking_name: str | N
     store = check_inputs(config, tracking_name, device)
     run_ = _open_session(config, Path(out_root), store, device, echo, sweep, cell)
     run_.figures = figures
+    run_.peak_gflops = compute.peak_gflops(str(run_.device), config.recipe.precision)
     if system_metrics:
         run_.monitor = run_.parent.system_metrics()
     return _execute(run_, Done(), echo)
@@ -291,7 +293,8 @@ def _finish(run: Session, results, tables: dict, echo, resumed: bool = False) ->
                           reuse_heatmaps=True, figures=run.figures)
     head = run.protocol.headline(results)
     run.parent.files(run.layout.folder)
-    cost = compute.training_cost(results.training.values(), str(run.device), run.config.recipe.precision)
+    cost = compute.training_cost(results.training.values(), str(run.device), run.config.recipe.precision,
+                                 earlier=run.peak_gflops)
     seconds = time.perf_counter() - run.started  # everything: load, training, measuring, outputs, logging
     run.parent.metrics({**head, "pipeline_seconds": seconds, **({} if resumed else cost.metrics(seconds))})
     for line in run.protocol.summary(results, head):

@@ -26,6 +26,9 @@ def test_training_cost_by_hand(monkeypatch):
     assert cost.limit_seconds == 2.0
     assert cost.metrics(3.0)["limit_ratio"] == 1.5
     assert cost.line(3.0).startswith("1.50x the float32 compute limit of its training (0.0 min: 40 examples x 2.50 GFLOP at 50")
+    assert "below 1 cannot be" not in cost.line(3.0) and cost.line(1.0).endswith(compute.BUSY)
+    assert compute.training_cost(records, earlier=80.0).limit_seconds == 1.25  # the higher peak: 80 GFLOP/s
+    assert compute.training_cost(records, earlier=20.0).limit_seconds == 2.0
 
 
 def test_peak_flops_is_a_rate():
