@@ -14,7 +14,7 @@ def test_bench_pipeline_reads_the_runs_cost(tiny_dir, tmp_path):
                                    .split(" / "))
     wall = result["wall time of the command, min"]
     limit = result["compute limit of the training, min (the pipeline's peak)"]
-    assert limit > 0 and wall > 0
+    assert limit > 0 and wall > 0 and min(before, pipelines, after) > 0
     ratio = result["wall time / compute limit (the pipeline's peak)"]
     assert ratio > 1  # a tiny model's pipeline is all fixed cost: far above its limit
     assert ratio == pytest.approx(wall / limit, rel=0.15)  # the minutes are printed rounded to 0.01
