@@ -287,16 +287,26 @@ def parse_set(text: str) -> tuple[str, tuple]:
         raise CctkError(f"--set {name}: cannot read {values!r} as {cast.__name__} values") from None
 
 
+MAX_FRESH_SEEDS = 1000  # --seeds N above this is a seed written without its comma, not a count
+
+
 def seeds_or_count(text: str) -> tuple[int, ...]:
-    """``--seeds`` of a sweep or ``bench absorb``: ``N`` draws N fresh seeds, ``S1,S2,...`` are the seeds."""
+    """``--seeds`` of a sweep or ``bench absorb``: ``N`` draws N fresh seeds, ``S1,S2,...`` are the seeds
+    (one seed alone: ``S,``)."""
+    parts = str(text).split(",")
     try:
-        values = tuple(int(s) for s in str(text).split(","))
+        values = tuple(int(s) for s in (parts if len(parts) == 1 else [p for p in parts if p.strip()]))
     except ValueError:
         raise CctkError(f"--seeds takes a count N or seeds S1,S2,..., got {text!r}") from None
-    if len(values) == 1:
+    if len(parts) == 1:
         if values[0] < 1:
             raise CctkError(f"--seeds N needs N >= 1, got {values[0]}")
+        if values[0] > MAX_FRESH_SEEDS:
+            raise CctkError(f"--seeds {values[0]} would draw {values[0]} fresh seeds (at most {MAX_FRESH_SEEDS}); "
+                            f"for the one seed {values[0]} write --seeds {values[0]},")
         return draw_seeds(values[0])
+    if not values:
+        raise CctkError(f"--seeds takes a count N or seeds S1,S2,..., got {text!r}")
     if len(set(values)) != len(values):
         raise CctkError(f"--seeds repeats a seed: {text}")
     return values

@@ -2,7 +2,7 @@ from dataclasses import asdict
 
 import pytest
 
-from cctk.config import PROFILES, Recipe, draw_seeds, make_config, parse_seeds
+from cctk.config import PROFILES, Recipe, draw_seeds, make_config, parse_seeds, seeds_or_count
 from cctk.errors import CctkError
 
 
@@ -64,6 +64,18 @@ def test_parse_seeds():
     assert parse_seeds(None) is None and parse_seeds("") is None
     with pytest.raises(CctkError, match="integers"):
         parse_seeds("seven")
+
+
+def test_seeds_or_count_takes_a_count_a_list_or_one_seed_with_its_comma():
+    assert len(set(seeds_or_count("3"))) == 3
+    assert seeds_or_count("5,9") == (5, 9) and seeds_or_count("1959666577,") == (1959666577,)
+    with pytest.raises(CctkError) as error:  # a seed without its comma would draw 2e9 seeds (it hung)
+        seeds_or_count("1959666577")
+    assert str(error.value) == ("--seeds 1959666577 would draw 1959666577 fresh seeds (at most 1000); "
+                                "for the one seed 1959666577 write --seeds 1959666577,")
+    for bad in ("0", ",", "5,5", "x"):
+        with pytest.raises(CctkError):
+            seeds_or_count(bad)
 
 
 def test_params_carry_every_recipe_value():
