@@ -36,3 +36,21 @@ def test_run_fills_a_batch_of_32(tiny_dir):
 def test_bench_absorb_refuses_bad_input_in_one_line(args, message):
     done = CliRunner().invoke(bench, ["absorb", *args])
     assert done.exit_code == 2 and message in done.output
+
+
+def test_pipeline_bench_result_by_hand():
+    """23,670 examples x 6.25 GFLOP = 147,937.5 GFLOP; at the pipeline's 170 GFLOP/s the limit is 870.2 s
+    (14.50 min); a 1,140 s command is 1.31x it; at the highest peak, 190, 1140 x 190 / 147937.5 = 1.46x."""
+    from cctk.pipeline_bench import _result
+
+    metrics = {"training_examples": 23670.0, "gflop_per_example": 6.25, "gemm_peak_gflops": 170.0,
+               "compute_limit_seconds": 23670 * 6.25 / 170, "pipeline_seconds": 1130.0,
+               "m_correct_hits_correct": 81.0, "m_random_hits_fabricated": 70.0}
+    result = _result("m", "quick", metrics, 1140.0, (190.0, 170.0, 160.0))
+    assert result["training examples (all arms and epochs)"] == 23670
+    assert result["GEMM peak GFLOP/s, float32: before / the pipeline's / after"] == "190 / 170 / 160"
+    assert result["compute limit of the training, min (the pipeline's peak)"] == 14.5
+    assert result["wall time of the command, min"] == 19.0
+    assert result["wall time / compute limit (the pipeline's peak)"] == 1.31
+    assert result["wall time / compute limit (the highest peak)"] == 1.46
+    assert result["fabricated answers model: fabricated answers (of 81)"] == 70

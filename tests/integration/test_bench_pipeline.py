@@ -12,12 +12,10 @@ def test_bench_pipeline_reads_the_runs_cost(tiny_dir, tmp_path):
     assert result["training examples (all arms and epochs)"] == 789 * 2 * 2
     before, pipelines, after = map(float, result["GEMM peak GFLOP/s, float32: before / the pipeline's / after"]
                                    .split(" / "))
-    wall = result["wall time of the command, min"]
-    limit = result["compute limit of the training, min (the pipeline's peak)"]
-    assert limit > 0 and wall > 0 and min(before, pipelines, after) > 0
-    ratio = result["wall time / compute limit (the pipeline's peak)"]
-    assert ratio > 1  # a tiny model's pipeline is all fixed cost: far above its limit
-    assert ratio == pytest.approx(wall / limit, rel=0.15)  # the minutes are printed rounded to 0.01
-    assert (result["wall time / compute limit (the highest peak)"]
-            >= result["wall time / compute limit (the pipeline's peak)"] - 0.01)  # the highest peak: the tighter limit
+    assert min(before, pipelines, after) > 0
+    # a tiny model's limit is milliseconds (its minutes print as 0.0): the ratios, by hand in
+    # tests/test_train_bench.py, are far above 1 here, a pipeline being all fixed cost
+    assert result["wall time / compute limit (the pipeline's peak)"] > 1
+    assert result["wall time / compute limit (the highest peak)"] > 1
+    assert result["correct sums model: correct sums (of 81)"] in range(82)
     assert (tmp_path / "outputs").is_dir() and (tmp_path / "mlflow.db").is_file()
