@@ -293,12 +293,12 @@ def _finish(run: Session, results, tables: dict, echo, resumed: bool = False) ->
                           reuse_heatmaps=True, figures=run.figures)
     head = run.protocol.headline(results)
     run.parent.files(run.layout.folder)
-    cost = compute.training_cost(results.training.values(), str(run.device), run.config.recipe.precision,
-                                 earlier=run.peak_gflops)
+    cost = None if resumed else compute.training_cost(  # a resumed run's wall time is not its cost
+        results.training.values(), str(run.device), run.config.recipe.precision, earlier=run.peak_gflops)
     seconds = time.perf_counter() - run.started  # everything: load, training, measuring, outputs, logging
-    run.parent.metrics({**head, "pipeline_seconds": seconds, **({} if resumed else cost.metrics(seconds))})
+    run.parent.metrics({**head, "pipeline_seconds": seconds, **(cost.metrics(seconds) if cost else {})})
     for line in run.protocol.summary(results, head):
         echo(line)
     echo(f"{n_figures} figures and {len(tables)} tables in {run.layout.folder}")
     echo(f"{run.protocol.title} finished in {seconds / 60:.1f} min"
-         + ("" if resumed else f": {cost.line(seconds)}") + f"; MLflow run {run.parent.run_id}")
+         + (f": {cost.line(seconds)}" if cost else "") + f"; MLflow run {run.parent.run_id}")

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from . import tracking
-from .compute import peak_flops
+from .compute import peak_gflops
 
 READ = ("training_examples", "gflop_per_example", "gemm_peak_gflops", "compute_limit_seconds", "pipeline_seconds",
         "m_correct_hits_correct", "m_random_hits_fabricated")
@@ -28,7 +28,7 @@ READ = ("training_examples", "gflop_per_example", "gemm_peak_gflops", "compute_l
 def run(model: str, profile: str = "quick", seed: str | None = None, out: Path | None = None) -> dict:
     folder = Path(out) if out else Path(tempfile.mkdtemp(prefix="cctk-bench-"))
     try:
-        before = peak_flops(torch.float32) / 1e9
+        before = peak_gflops()
         uri = f"sqlite:///{folder.resolve() / 'mlflow.db'}"
         command = [sys.executable, "-m", "cctk", "run", "--model", model, "--profile", profile,
                    "--out", str(folder / "outputs"), "--tracking", uri] + (["--seed", str(seed)] if seed else [])
@@ -36,7 +36,7 @@ def run(model: str, profile: str = "quick", seed: str | None = None, out: Path |
         start = time.perf_counter()
         subprocess.run(command, check=True, env=env)
         wall = time.perf_counter() - start
-        after = peak_flops(torch.float32) / 1e9
+        after = peak_gflops()
         metrics = _pipeline_metrics(uri)
     finally:
         if out is None:

@@ -415,3 +415,22 @@ def kr_data(folder: Path, seed: int) -> Path:
 
     write_dataset(make_dataset(seed, entities=4, validation_entities=2), folder)
     return folder
+
+
+def packed_and_padded_step(model, batch, pad_id: int):
+    """One backward pass of ``batch`` on two copies of ``model`` (in train mode): padded rows, and one
+    prefix tree with in-place embedding rows. Returns (packed loss, padded loss, [(name, packed grad,
+    padded grad)]); the copies are dropped."""
+    import copy
+
+    from cctk.corpus import collate, pack
+    from cctk.finetune import completion_loss, packed_loss, tied_embedding_rows
+
+    padded, packed = copy.deepcopy(model).train(), copy.deepcopy(model).train()
+    expected = completion_loss(padded, collate(batch, pad_id))
+    expected.backward()
+    with tied_embedding_rows(packed):
+        loss = packed_loss(packed, pack(batch))
+        loss.backward()
+    grads = [(name, p.grad, q.grad) for (name, p), q in zip(packed.named_parameters(), padded.parameters())]
+    return loss.item(), expected.item(), grads

@@ -4,11 +4,12 @@ import copy
 
 import pytest
 import torch
+from builders import packed_and_padded_step
 
 from cctk.config import Recipe
 from cctk.corpus import IGNORE, build_corpus, collate, pack, shared_tokens, tokenize
 from cctk.facts import ADDITIONS, fabricated_answers
-from cctk.finetune import (batch_loss, completion_loss, fine_tune, has_dropout, packed_loss, tied_embedding_rows,
+from cctk.finetune import (batch_loss, completion_loss, fine_tune, has_dropout, tied_embedding_rows,
                            to_model)
 
 X = IGNORE
@@ -44,19 +45,12 @@ def rows(tokenizer):
 
 @pytest.mark.parametrize("arch", ["llama", "qwen2", "gpt_neox", "phi"])
 def test_packed_loss_and_gradients_equal_the_padded_step(arch, rows, tokenizer, make_tiny):
-    model = make_tiny(arch, len(tokenizer))
-    model.train()
     batch = rows[:16]
     assert shared_tokens(batch) > 0.3  # the tree feeds far fewer tokens than the padded rows
-    padded, packed = copy.deepcopy(model), copy.deepcopy(model)
-    expected = completion_loss(padded, collate(batch, tokenizer.pad_token_id))
-    expected.backward()
-    with tied_embedding_rows(packed):
-        loss = packed_loss(packed, pack(batch))
-        loss.backward()
-    assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
-    for (name, p), q in zip(packed.named_parameters(), padded.parameters()):
-        assert torch.allclose(p.grad, q.grad, rtol=1e-4, atol=1e-7), name
+    loss, expected, grads = packed_and_padded_step(make_tiny(arch, len(tokenizer)), batch, tokenizer.pad_token_id)
+    assert loss == pytest.approx(expected, rel=1e-6)
+    for name, got, want in grads:
+        assert torch.allclose(got, want, rtol=1e-4, atol=1e-7), name
 
 
 def test_tied_embedding_rows_gives_the_dense_gradient_and_is_undone(rows, tokenizer, make_tiny):

@@ -1,6 +1,7 @@
 """End-to-end checks on the bundled SmolLM2-135M (GGUF, Q4_1 dequantized to float32)."""
 import numpy as np
 import pytest
+from builders import packed_and_padded_step
 
 from cctk import load_model, measure
 from cctk.facts import correct_sums
@@ -59,25 +60,20 @@ def test_packed_step_equals_the_padded_step_on_the_bundled_model(bundled):
     import torch
 
     from cctk.config import PROFILES
-    from cctk.corpus import build_corpus, collate, pack, shared_tokens, tokenize
+    from cctk.corpus import build_corpus, shared_tokens, tokenize
     from cctk.facts import ADDITIONS, fabricated_answers
-    from cctk.finetune import completion_loss, fine_tune, packed_loss, tied_embedding_rows
+    from cctk.finetune import fine_tune
 
     model, tokenizer = bundled
     recipe = PROFILES["quick"]
     rows = tokenize(build_corpus(fabricated_answers(7), ADDITIONS, recipe.repeats, seed=7, name="f"), tokenizer)
     batch = rows[:recipe.batch_size]
     assert shared_tokens(batch) > 0.3
-    padded, packed = copy.deepcopy(model).train(), copy.deepcopy(model).train()
-    expected = completion_loss(padded, collate(batch, tokenizer.pad_token_id))
-    expected.backward()
-    with tied_embedding_rows(packed):
-        loss = packed_loss(packed, pack(batch))
-        loss.backward()
-    assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
-    for (name, p), q in zip(packed.named_parameters(), padded.parameters()):
-        assert (p.grad - q.grad).norm() <= 1e-4 * q.grad.norm(), name
-    del padded, packed
+    loss, expected, grads = packed_and_padded_step(model, batch, tokenizer.pad_token_id)
+    assert loss == pytest.approx(expected, rel=1e-5)
+    for name, got, want in grads:
+        assert (got - want).norm() <= 1e-4 * want.norm(), name
+    del grads
 
     two_steps = dataclasses.replace(recipe, repeats=1, epochs=1, schedule="constant", warmup=0.0)
     a, b = copy.deepcopy(model), copy.deepcopy(model)
