@@ -6,10 +6,13 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import importlib.util
 import os
 import re
+import shutil
 import socket
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -108,8 +111,8 @@ def _load(key_or_path: str, dtype):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if key_or_path == BUNDLED:
-        folder, name = bundled_gguf()
-        kwargs = {"gguf_file": name}
+        converted = bundled_folder()
+        folder, kwargs = (converted, {}) if converted else (bundled_gguf()[0], {"gguf_file": bundled_gguf()[1]})
     elif Path(key_or_path).is_dir():
         folder, kwargs = key_or_path, {}
     else:
@@ -193,6 +196,88 @@ def hub_reachable(timeout: float = 3.0) -> bool:
         return False
 
 
+CONVERSION = 1  # part of the cache key: raise it when the conversion below changes what it writes
+
+
+def cache_root() -> Path:
+    """Where cctk keeps what it fetched or converted once: ``cctk/`` under ``$CCTK_CACHE``, else under
+    ``$XDG_CACHE_HOME``, else ``~/.cache/cctk``."""
+    root = os.environ.get("CCTK_CACHE") or os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(root) / "cctk"
+
+
+def bundled_folder() -> str | None:
+    """The bundled model as a plain Hugging Face folder in the cache, converted from its GGUF on first use.
+
+    Reading the GGUF de-quantizes every tensor and converts the tokenizer, about 20 s on two cores, in
+    every process that loads the model (each pipeline, sweep cell, bench, test process); the folder
+    holds the same float32 weights and tokenizer (tested bit for bit) and loads in about 2 s. Its name
+    carries the GGUF's name, size and mtime, the transformers version and ``CONVERSION``, so a changed
+    file or converter gets a folder of its own. None where the cache cannot be written: then the GGUF
+    is read as before.
+    """
+    import transformers
+
+    folder, name = bundled_gguf()
+    stat = (Path(folder) / name).stat()
+    key = f"{name}:{stat.st_size}:{stat.st_mtime_ns}:{transformers.__version__}:{CONVERSION}"
+    target = cache_root() / f"{BUNDLED}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+    return converted(target, _write_bundled)
+
+
+def converted(target: Path, write) -> str | None:
+    """``target`` as a folder that ``write(folder)`` filled, written once: into a temporary folder beside
+    it, then renamed, so a folder that exists is complete and two processes converting at once both end
+    with the same one. None (and nothing left behind) where the cache cannot be written."""
+    target = Path(target)
+    if target.is_dir():
+        return str(target)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    except OSError:
+        return None
+    try:
+        write(scratch)
+        os.rename(scratch, target)
+    except OSError:
+        if not target.is_dir():  # not a lost race: the cache cannot be written
+            return None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return str(target)
+
+
+def _write_bundled(folder: Path) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf_folder, name = bundled_gguf()
+    tokenizer = AutoTokenizer.from_pretrained(gguf_folder, gguf_file=name)
+    model = AutoModelForCausalLM.from_pretrained(gguf_folder, gguf_file=name, dtype=_float32())
+    _plain(model).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
+def _float32():
+    import torch
+
+    return torch.float32
+
+
+def _plain(model):
+    """A model loaded from a GGUF is flagged quantized and cannot ``save_pretrained``: the same weights in
+    a model built from its config (``architectures`` set, the quantization entry dropped)."""
+    from transformers import AutoModelForCausalLM
+
+    config = copy.deepcopy(model.config)
+    config.architectures = [type(model).__name__]
+    if hasattr(config, "quantization_config"):  # the GGUF's: a plain folder holds float32 weights
+        del config.quantization_config
+    plain = AutoModelForCausalLM.from_config(config, dtype=_float32())
+    plain.load_state_dict(model.state_dict(), strict=True)
+    return plain
+
+
 def export_bundled(folder: Path) -> Path:
     """The bundled model as a plain Hugging Face folder (float32 safetensors, tokenizer, chat template), for
     tools that read folders, such as ``transformers serve``.
@@ -202,16 +287,8 @@ def export_bundled(folder: Path) -> Path:
     quantization entry dropped) with the dequantized weights saves. The generation config samples when a
     request asks for a temperature above 0, as OpenAI-compatible endpoints do (greedy at 0).
     """
-    import torch
-    from transformers import AutoModelForCausalLM
-
     model, tokenizer = load_model(BUNDLED)
-    config = copy.deepcopy(model.config)
-    config.architectures = [type(model).__name__]
-    if hasattr(config, "quantization_config"):  # the GGUF's: a plain folder holds float32 weights
-        del config.quantization_config
-    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    plain.load_state_dict(model.state_dict(), strict=True)
+    plain = _plain(model)
     plain.generation_config.do_sample = True
     folder = Path(folder)
     plain.save_pretrained(folder)

@@ -21,6 +21,7 @@ import pandas as pd
 
 from . import session, tracking
 from .errors import CctkError
+from .models import cache_root
 from .names import model_name
 from .records import RunInfo
 from .session import RUN_INFO
@@ -66,8 +67,7 @@ def session_folder(source: str | os.PathLike, tracking_name: str | None = None, 
 
 
 def default_cache() -> Path:
-    root = os.environ.get("CCTK_CACHE") or os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(root) / "cctk" / "runs"
+    return cache_root() / "runs"
 
 
 def download(run_id: str, tracking_name: str | None = None, cache: Path | None = None) -> Path:

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from cctk.errors import CctkError
-from cctk.models import BUNDLED, ROSTER, bundled_gguf, check_model_name, load_model
+from cctk.models import BUNDLED, ROSTER, bundled_gguf, cache_root, check_model_name, converted, load_model
 
 
 def test_unknown_key_lists_the_roster():
@@ -98,3 +98,55 @@ def test_cli_unreachable_hub_fails_in_one_line(tmp_path):
                           capture_output=True, text=True, env=env)
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert BUNDLED in done.stderr
+
+
+def test_a_converted_folder_is_written_once_then_reused(tmp_path):
+    calls = []
+
+    def write(folder):
+        calls.append(folder)
+        (folder / "weights").write_text("w")
+
+    target = tmp_path / "cache" / "model-abc"
+    assert converted(target, write) == str(target)
+    assert converted(target, write) == str(target)
+    assert len(calls) == 1 and calls[0] != target  # written beside it, then renamed
+    assert sorted(p.name for p in target.parent.iterdir()) == ["model-abc"]  # no scratch folder left
+    assert (target / "weights").read_text() == "w"
+
+
+def test_a_failed_conversion_leaves_nothing_behind(tmp_path):
+    def write(folder):
+        (folder / "half").write_text("h")
+        raise RuntimeError("conversion failed")
+
+    with pytest.raises(RuntimeError, match="conversion failed"):
+        converted(tmp_path / "model-abc", write)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_lost_race_keeps_the_folder_that_was_first(tmp_path):
+    target = tmp_path / "model-abc"
+
+    def write(folder):  # another process finishes first, while this one converts
+        target.mkdir()
+        (target / "weights").write_text("first")
+        (folder / "weights").write_text("second")
+
+    assert converted(target, write) == str(target)
+    assert (target / "weights").read_text() == "first"
+    assert [p.name for p in tmp_path.iterdir()] == ["model-abc"]
+
+
+def test_an_unwritable_cache_means_no_folder(tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    assert converted(blocker / "model-abc", lambda folder: None) is None
+
+
+def test_the_cache_root_follows_cctk_cache_then_xdg(monkeypatch, tmp_path):
+    monkeypatch.setenv("CCTK_CACHE", str(tmp_path / "mine"))
+    assert cache_root() == tmp_path / "mine" / "cctk"
+    monkeypatch.delenv("CCTK_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_root() == tmp_path / "xdg" / "cctk"

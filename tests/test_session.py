@@ -101,15 +101,18 @@ def test_run_info_goes_through_one_codec_and_back(written_session):
 
 def test_a_run_info_written_before_issue_21_reads_as_todays(written_session):
     """The file the code before issue 21 wrote for the same run (no protocol key) gives the same record,
-    but for the machine it was written on."""
+    but for the machine it was written on and the quick recipe of its day (5 epochs, 6 since issue 19)."""
     from dataclasses import replace
 
     from builders import run_info_before_issue_21
 
+    from cctk.config import PROFILES
+
     folder, _, _ = written_session
     today, before = session.read_run_info(folder), session.info_from_json(run_info_before_issue_21("v2"))
     assert "protocol" not in run_info_before_issue_21("v2")
-    assert replace(before, hardware=today.hardware, software=today.software) == today
+    assert before.recipe == replace(PROFILES["quick"], epochs=5)
+    assert replace(before, hardware=today.hardware, software=today.software, recipe=today.recipe) == today
 
 
 def test_a_v1_run_info_from_before_issue_21_reads_its_model_under_its_own_key():

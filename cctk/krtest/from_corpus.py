@@ -158,16 +158,17 @@ def run(corpus_path: Path, teacher, tokenizer_name: str, options: Options, out: 
 
 
 def load_tokenizer(name: str):
-    """The tokenizer of a roster key, folder or Hub id: the bundled one from its GGUF, a folder's own, else the
-    model's (loaded)."""
+    """The tokenizer of a roster key, folder or Hub id: the bundled one from its converted folder (or its
+    GGUF), a folder's own, else the model's (loaded)."""
     from transformers import AutoTokenizer
 
-    from ..models import BUNDLED, bundled_gguf, check_available, load_model
+    from ..models import BUNDLED, bundled_folder, bundled_gguf, check_available, load_model
 
     check_available(name)
     if name == BUNDLED:
-        folder, file = bundled_gguf()
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=file)
+        converted = bundled_folder()
+        folder, file = (converted, None) if converted else bundled_gguf()
+        tokenizer = AutoTokenizer.from_pretrained(folder, **({"gguf_file": file} if file else {}))
     elif Path(name).is_dir():
         tokenizer = AutoTokenizer.from_pretrained(name)
     else:
