@@ -55,7 +55,7 @@ code { font-size: 13px; }
 <main>
 <h1>{{ heading }}</h1>
 <p class="lead">Session <code>{{ info.session }}</code> &middot; model <code>{{ info.model.key }}</code>
-({{ info.model.id }}) &middot; profile {{ info.profile }}{% if minutes %} &middot; {{ minutes }} min{% endif %}</p>
+({{ info.model.id }}) &middot; profile {{ info.profile }}{% if minutes %} &middot; {{ minutes }} min from start to the reports{% endif %}</p>
 {% if ran %}<p class="lead">{{ ran }}</p>{% endif %}
 
 <nav><h2>Contents</h2><ol>

@@ -114,7 +114,7 @@ def report_title(info: RunInfo, name: str = "cctk run report") -> str:
 def _subtitle(info: RunInfo) -> str:
     minutes = f"{info.seconds / 60:.1f} min" if info.seconds is not None else "-"
     ml = info.mlflow
-    return (f"session {info.session}  \u00b7  total time {minutes}\n"
+    return (f"session {info.session}  \u00b7  {minutes} from start to the reports\n"
             f"MLflow run {ml.run_id or '-'} (experiment {ml.experiment_id or '-'})  \u00b7  {ml.tracking_uri or '-'}")
 
 
