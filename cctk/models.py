@@ -111,8 +111,10 @@ def _load(key_or_path: str, dtype):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if key_or_path == BUNDLED:
-        converted = bundled_folder()
-        folder, kwargs = (converted, {}) if converted else (bundled_gguf()[0], {"gguf_file": bundled_gguf()[1]})
+        folder, kwargs = bundled_folder(), {}
+        if folder is None:  # no cache to write: read the GGUF itself
+            folder, name = bundled_gguf()
+            kwargs = {"gguf_file": name}
     elif Path(key_or_path).is_dir():
         folder, kwargs = key_or_path, {}
     else:
@@ -211,7 +213,7 @@ def bundled_folder() -> str | None:
 
     Reading the GGUF de-quantizes every tensor and converts the tokenizer, about 20 s on two cores, in
     every process that loads the model (each pipeline, sweep cell, bench, test process); the folder
-    holds the same float32 weights and tokenizer (tested bit for bit) and loads in about 2 s. Its name
+    holds the same float32 weights and tokenizer (tested bit for bit) and loads in 0.2 s. Its name
     carries the GGUF's name, size and mtime, the transformers version and ``CONVERSION``, so a changed
     file or converter gets a folder of its own. None where the cache cannot be written: then the GGUF
     is read as before.
@@ -282,10 +284,9 @@ def export_bundled(folder: Path) -> Path:
     """The bundled model as a plain Hugging Face folder (float32 safetensors, tokenizer, chat template), for
     tools that read folders, such as ``transformers serve``.
 
-    As loaded from its GGUF the model is flagged quantized and cannot ``save_pretrained``, and ``transformers
-    serve dir:file.gguf`` fails on its config; a model built from the config (``architectures`` set, the
-    quantization entry dropped) with the dequantized weights saves. The generation config samples when a
-    request asks for a temperature above 0, as OpenAI-compatible endpoints do (greedy at 0).
+    ``transformers serve dir:file.gguf`` fails on the GGUF's config, so the tool gets the plain model of
+    ``_plain`` (the cache's folder, but for its generation config): it samples when a request asks for a
+    temperature above 0, as OpenAI-compatible endpoints do (greedy at 0).
     """
     model, tokenizer = load_model(BUNDLED)
     plain = _plain(model)
