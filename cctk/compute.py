@@ -87,7 +87,11 @@ def bf16_missing(device: str = "cpu", flags: set[str] | None = None) -> str | No
 
 
 def check_precision(precision: str, device: str = "cpu", flags: set[str] | None = None) -> None:
-    """Refuse ``--precision bf16`` on a device without bf16 arithmetic, in one line, before any work."""
+    """Refuse ``--precision bf16`` on a device without bf16 arithmetic, and ``fp16`` (autocast with a
+    gradient scaler, for CUDA devices without bf16) off CUDA, in one line, before any work."""
+    if precision == "fp16" and torch.device(device).type != "cuda":
+        raise CctkError(f"--precision fp16 is for CUDA devices (those without bf16, such as the T4), not {device}; "
+                        "use --precision float32")
     if precision != "bf16":
         return
     missing = bf16_missing(device, flags)
@@ -131,7 +135,8 @@ BUSY = ("; below 1 cannot be: other work shared the machine when its peak was me
 
 def peak_gflops(device: str = "cpu", precision: str = "float32") -> float:
     """The GEMM peak of ``device`` in the arithmetic of ``precision``, in GFLOP/s."""
-    return peak_flops(torch.bfloat16 if precision == "bf16" else torch.float32, device) / 1e9
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
+    return peak_flops(dtype, device) / 1e9
 
 
 def training_cost(records, device: str = "cpu", precision: str = "float32", earlier: float | None = None) -> Cost:

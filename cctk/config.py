@@ -13,7 +13,8 @@ from .errors import CctkError
 
 N_SEEDS = 5  # seeds[0] drives every draw; the others are reserved for repetitions, as in the manual
 SCHEDULES = ("constant", "linear")  # how the learning rate moves over a run's steps
-PRECISIONS = ("float32", "bf16")  # arithmetic of the forward and backward passes (weights stay float32)
+PRECISIONS = ("float32", "bf16", "fp16")  # arithmetic of the forward and backward passes (weights stay float32)
+OPTIMIZERS = ("adamw", "adamw8bit")  # AdamW (the manual's), or bitsandbytes' 8-bit AdamW (CUDA only)
 DEFAULT_PROTOCOL = "v2"  # what `cctk run` runs without --protocol
 V1_SEED = 42  # the reference notebook's random.seed(42): the default seed of protocol v1
 PARTS = ("A", "B", "C", "D")  # the parts of manual 2.0.0 a run can run (cctk.lineage tags every arm with one)
@@ -36,8 +37,12 @@ class Recipe:
     warmup: float = field(default=0.0, metadata={
         "help": "share of the steps over which the learning rate rises linearly from 0 (0 = none)"})
     precision: str = field(default="float32", metadata={
-        "help": "forward and backward arithmetic: float32 (the manual's), or bf16 autocast (weights, optimizer "
-                "and measurement stay float32)", "choices": PRECISIONS})
+        "help": "forward and backward arithmetic: float32 (the manual's), bf16 autocast, or fp16 autocast with a "
+                "gradient scaler (CUDA devices without bf16, such as the T4); weights, optimizer and measurement "
+                "stay float32", "choices": PRECISIONS})
+    optimizer: str = field(default="adamw", metadata={
+        "help": "adamw (the manual's: two float32 moments, 8 bytes a parameter) or adamw8bit (bitsandbytes, "
+                "CUDA only: 2 bytes a parameter)", "choices": OPTIMIZERS})
 
     def check(self) -> None:
         """Fail in one line on a value out of range, before any work starts."""
@@ -56,6 +61,8 @@ class Recipe:
             raise CctkError(f"recipe value warmup={self.warmup} is out of range: must be in [0, 1)")
         if self.precision not in PRECISIONS:
             raise CctkError(f"recipe value precision={self.precision!r} is unknown: choose one of {', '.join(PRECISIONS)}")
+        if self.optimizer not in OPTIMIZERS:
+            raise CctkError(f"recipe value optimizer={self.optimizer!r} is unknown: choose one of {', '.join(OPTIMIZERS)}")
 
     def steps(self, n_examples: int) -> int:
         """Optimizer steps of a run on ``n_examples``: every epoch ends with a partial batch if need be."""

@@ -8,6 +8,10 @@ class CctkError(Exception):
     """Bad input or an unusable environment, found before any work starts."""
 
 
+class OutOfMemory(CctkError):
+    """A device or the host ran out of memory during a run: one line with the estimate and what fits."""
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM: the command stops as it does on Ctrl-C (its MLflow runs end KILLED)."""
 

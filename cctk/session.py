@@ -38,7 +38,7 @@ from .models import model_id
 from .names import file_stem, model_name
 from .protocols import Protocol
 from .readings import COLUMNS
-from .records import Hardware, MlflowIds, ModelSource, RunInfo, RunRecord, Seeds, Trained, TrainRecord
+from .records import Hardware, MemoryUse, MlflowIds, ModelSource, RunInfo, RunRecord, Seeds, Trained, TrainRecord
 
 RUN_INFO = "run_info.json"
 FORMATS = ("png", "pdf", "eps")  # every figure, in this order
@@ -236,7 +236,7 @@ def run_info(record: RunRecord, protocol: Protocol, results) -> RunInfo:
                    seeds=Seeds(config.seeds, config.seeds_drawn, protocol.seed_roles),
                    candidates=protocol.scoring.candidates, end_marker=protocol.scoring.end_marker, device=facts.device,
                    hardware=facts.hardware, software=facts.software, mlflow=facts.mlflow, training=trained,
-                   headline=protocol.headline(results), seconds=facts.seconds,
+                   headline=protocol.headline(results), seconds=facts.seconds, memory=facts.memory,
                    **protocol.info_extras(results, config))
 
 
@@ -269,7 +269,8 @@ def info_from_json(data: dict) -> RunInfo:
         holdout=data.get("holdout"), curves=bool(data.get("curves")) if split else None,
         parts=tuple(data.get("parts", PARTS)) if split else None, heldout_additions=pairs("heldout_additions"),
         warnings=tuple(data.get("warnings", ())) if split else None, answer_text=data.get("answer_text"),
-        index=data.get("index"), loss=data.get("loss"), pairs_plotted=pairs("pairs_plotted"))
+        index=data.get("index"), loss=data.get("loss"), pairs_plotted=pairs("pairs_plotted"),
+        memory=MemoryUse.from_json(data.get("memory")))
 
 
 def write_run_info(layout: Layout, info: RunInfo) -> Path:

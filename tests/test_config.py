@@ -9,7 +9,8 @@ from cctk.errors import CctkError
 def test_paper_profile_is_the_manuals_recipe():
     assert asdict(PROFILES["paper"]) == {"repeats": 20, "epochs": 10, "learning_rate": 5e-5, "batch_size": 8,
                                          "grad_clip": 1.0, "weight_decay": 0.01,
-                                         "schedule": "constant", "warmup": 0.0, "precision": "float32"}
+                                         "schedule": "constant", "warmup": 0.0, "precision": "float32",
+                                         "optimizer": "adamw"}
 
 
 def test_steps_count_the_last_partial_batch_of_every_epoch():

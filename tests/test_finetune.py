@@ -54,7 +54,7 @@ def test_schedule_sets_the_learning_rate_of_every_step(tiny, rows, tokenizer):
     import math
 
     from cctk.facts import rng
-    from cctk.finetune import _adamw, _batches
+    from cctk.finetune import _batches, make_optimizer
 
     recipe = Recipe(repeats=1, epochs=2, learning_rate=1e-3, batch_size=16, schedule="linear", warmup=0.25)
     scheduled = copy.deepcopy(tiny)
@@ -63,7 +63,7 @@ def test_schedule_sets_the_learning_rate_of_every_step(tiny, rows, tokenizer):
 
     by_hand = copy.deepcopy(tiny)
     torch.manual_seed(rng(5, "train:arm").integers(2**63))
-    order, optimizer = rng(5, "batches:arm"), _adamw(by_hand, recipe)
+    order, optimizer = rng(5, "batches:arm"), make_optimizer(by_hand, recipe)
     total, step = 2 * math.ceil(len(rows) / 16), 0
     by_hand.train()
     for _ in range(2):

@@ -1,8 +1,9 @@
 """The pipeline's checks, before any work: nothing is written, no MLflow run is created."""
 import pytest
+import torch
 
 from cctk import pipeline, tracking
-from cctk.config import make_config
+from cctk.config import PARTS, make_config
 from cctk.errors import CctkError
 
 
@@ -48,7 +49,8 @@ def test_auto_profile_is_paper_on_cuda_and_quick_on_a_cpu():
 
 def test_an_arm_that_raises_leaves_a_failed_nested_run(tiny_dir, tmp_path, tracking_uri, monkeypatch):
     """The second arm's training raises: its nested run and the pipeline are FAILED with the error as a
-    tag; the base model and the first arm, finished before, stay FINISHED."""
+    tag; the base model and the first arm, finished before, stay FINISHED. (The second arm trained is
+    sum + 18 from correct sums: m_correct's children that are no parents come before m_random.)"""
     from cctk import finetune
 
     real, calls = finetune.fine_tune, []
@@ -56,7 +58,7 @@ def test_an_arm_that_raises_leaves_a_failed_nested_run(tiny_dir, tmp_path, track
     def broken_second_arm(*args, **kwargs):
         calls.append(1)
         if len(calls) == 2:
-            raise RuntimeError("out of memory in arm two")
+            raise RuntimeError("arm two broke")
         return real(*args, **kwargs)
 
     monkeypatch.setattr(pipeline, "fine_tune", broken_second_arm)
@@ -66,6 +68,66 @@ def test_an_arm_that_raises_leaves_a_failed_nested_run(tiny_dir, tmp_path, track
     store = tracking.connect()
     runs = {r.tags.get(tracking.KEY, "parent"): r for r in store.search([store.experiment()], "")}
     assert {k: r.status for k, r in runs.items()} == {"parent": "FAILED", "base": "FINISHED",
-                                                      "m_correct": "FINISHED", "m_random": "FAILED"}
-    assert runs["m_random"].tags[tracking.ERROR] == "RuntimeError: out of memory in arm two"
-    assert runs["parent"].tags[tracking.ERROR] == "RuntimeError: out of memory in arm two"
+                                                      "m_correct": "FINISHED", "c18_correct": "FAILED"}
+    assert runs["c18_correct"].tags[tracking.ERROR] == "RuntimeError: arm two broke"
+    assert runs["parent"].tags[tracking.ERROR] == "RuntimeError: arm two broke"
+
+
+def test_out_of_memory_in_an_arm_ends_failed_with_one_line(tiny_dir, tmp_path, tracking_uri, monkeypatch):
+    """The allocator's error becomes the line a user can act on: where, the estimate, what fits; the
+    run and the arm end FAILED with it, and the CLI prints it without a traceback."""
+    from click.testing import CliRunner
+
+    from cctk.cli import cli
+
+    def out_of_memory(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 15.0 GiB total)")
+
+    monkeypatch.setattr(pipeline, "fine_tune", out_of_memory)
+    result = CliRunner().invoke(cli, ["run", "--model", str(tiny_dir), "--profile", "smoke", "--seed", "3",
+                                      "--out", str(tmp_path / "out"), "--no-system-metrics", "--no-figures"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    line = result.output.strip().splitlines()[-1]
+    assert line.startswith("Error: out of memory on cpu in the correct sums arm (CUDA out of memory. Tried to "
+                           "allocate 2.00 GiB"), line
+    assert "estimated" in line and "free at the start" in line and "or a machine with at least" in line
+    store = tracking.connect()
+    runs = {r.tags.get(tracking.KEY, "parent"): r for r in store.search([store.experiment()], "")}
+    assert runs["parent"].status == runs["m_correct"].status == "FAILED"
+    assert runs["parent"].tags[tracking.ERROR].startswith("OutOfMemory: out of memory on cpu in the correct sums")
+
+
+def test_training_order_lets_one_parent_wait_at_a_time():
+    """Each parent's leaves first, then the child that is a parent itself, which takes its parent's weights:
+    replaying the order, at most one parent waits in memory while an arm trains."""
+    from cctk import protocols
+
+    order = pipeline.training_order(protocols.get("v2").models(PARTS))
+    assert [m.key for m in order] == [
+        "base", "m_correct", "c18_correct", "c3_correct", "c18ctl_correct", "c3ctl_correct", "d_correct",
+        "dctl_correct", "m_random", "m_recover", "c18_random", "c3_random", "d_random", "dctl_random"]
+    last_child = {m.parent: m.key for m in order if m.parent}
+    waiting, most = {"base"}, 0
+    for m in order[1:]:
+        if last_child[m.parent] == m.key:
+            waiting.discard(m.parent)  # the last child trains on the parent's own weights
+        most = max(most, len(waiting))  # while m trains
+        if m.key in last_child:
+            waiting.add(m.key)
+    assert most == 1 and waiting == set()
+
+
+def test_cuda_asked_on_a_machine_without_it_fails_before_any_run(tiny_dir, tmp_path, tracking_uri):
+    from click.testing import CliRunner
+
+    from cctk.cli import cli
+
+    if torch.cuda.is_available():
+        pytest.skip("checks a machine without CUDA")
+    result = CliRunner().invoke(cli, ["run", "--model", "smollm2-135m-bundled", "--device", "cuda",
+                                      "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.output.startswith("Error: --device cuda: ") and len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+    store = tracking.connect()
+    assert store.search([store.experiment()], "") == []

@@ -40,6 +40,9 @@ def facts(info: RunInfo) -> list[tuple[str, list[tuple[str, str]]]]:
     gpu = f"{hw.gpu} ({size(hw.gpu_memory_bytes)})" if hw.gpu else "none (CPU)"
     hardware = [("processor", hw.processor or "-"), ("cores", f"{hw.cores_available} of {hw.cores_logical}"),
                 ("memory", size(hw.memory_bytes)), ("GPU", gpu), ("device used", info.device or "-")]
+    if info.memory:  # the run's peak beside the estimate it was checked against before it started
+        where = "peak RSS" if info.memory.where == "process" else "peak GPU"
+        hardware.append((where, f"{size(info.memory.peak_bytes)} (est. {size(info.memory.estimate_bytes)})"))
     software = [(name, str(sw.get(key) or "-")) for name, key in (
         ("Python", "python"), ("PyTorch", "torch"), ("Transformers", "transformers"), ("CUDA", "cuda"),
         ("MLflow", "mlflow"), ("cctk", "cctk"))]

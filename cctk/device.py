@@ -1,0 +1,73 @@
+"""The device a command computes on, checked before any run exists, and the memory it has free.
+
+``--device`` takes ``cpu``, ``cuda``, ``cuda:N`` or ``mps``; the default is CUDA where there is one, else
+the CPU. Every command that loads a model resolves it here, so a device that is absent, a torch build
+without CUDA or a recipe the device cannot run ends in one line before a folder or an MLflow run exists.
+"""
+from __future__ import annotations
+
+import importlib.util
+
+import torch
+
+from . import compute
+from .config import Recipe
+from .errors import CctkError
+from .memory import Room
+
+KINDS = ("cpu", "cuda", "mps")
+DEVICE_HELP = "cpu, cuda, cuda:N or mps (default: cuda when available, else cpu)"
+
+
+def resolve(name: str | None = None) -> torch.device:
+    """``name`` as a torch device that is here, or a one-line error saying what is and what to do."""
+    if not name:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        device = None
+    if device is None or device.type not in KINDS:
+        raise CctkError(f"--device {name!r} is not a device cctk runs on: choose cpu, cuda, cuda:N or mps")
+    if device.type == "cuda":
+        _check_cuda(name, device)
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise CctkError("--device mps: this machine or torch build has no MPS device; use --device cpu")
+    return device
+
+
+def _check_cuda(name: str, device: torch.device) -> None:
+    if torch.version.cuda is None:
+        raise CctkError(f"--device {name}: this torch build ({torch.__version__}) has no CUDA; install the CUDA "
+                        "build (`make setup TORCH=cuda`) or use --device cpu")
+    count = torch.cuda.device_count()
+    if count == 0:
+        raise CctkError(f"--device {name}: no CUDA device is visible (CUDA_VISIBLE_DEVICES, driver); use --device cpu")
+    if device.index is not None and device.index >= count:
+        raise CctkError(f"--device {name}: there are {count} CUDA devices (cuda:0..cuda:{count - 1})")
+
+
+def check_recipe(recipe: Recipe, device: torch.device) -> None:
+    """The recipe's precision and optimizer on this device, in one line where it cannot run them."""
+    compute.check_precision(recipe.precision, str(device))
+    if recipe.optimizer == "adamw8bit":
+        if device.type != "cuda":
+            raise CctkError(f"--optimizer adamw8bit runs on CUDA devices only (bitsandbytes), not on {device}; "
+                            "use --optimizer adamw")
+        if importlib.util.find_spec("bitsandbytes") is None:
+            raise CctkError("--optimizer adamw8bit needs bitsandbytes: pip install bitsandbytes (CUDA machines)")
+
+
+def room(device: torch.device) -> Room:
+    """What ``device`` and the host have free now."""
+    import psutil
+
+    host = int(psutil.virtual_memory().available)
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return Room(int(free), host, "cuda", f"{device} ({torch.cuda.get_device_name(device)})",
+                    bf16=compute.bf16_missing(str(device)) is None,
+                    bitsandbytes=importlib.util.find_spec("bitsandbytes") is not None)
+    if device.type == "mps":  # unified memory: the host's is the device's
+        return Room(host, host, "mps", "mps")
+    return Room(host, host, "cpu", "cpu", bf16=compute.bf16_missing("cpu") is None)

@@ -1,0 +1,145 @@
+"""Memory planned before any work (cctk.memory, cctk.device): the roster's shapes, the arithmetic of the
+estimate, the refusal line and its options, and the estimate against the peak measured on the CPU."""
+import copy
+import dataclasses
+import gc
+
+import pytest
+import torch
+
+from cctk import memory, models
+from cctk.config import PROFILES, Recipe
+from cctk.device import check_recipe, resolve
+from cctk.errors import CctkError
+from cctk.memory import GIB, Plan, Room, Shape, estimate
+
+# Parameters of each roster model as its model card / Hub config gives them (tied weights once).
+PUBLISHED = {"pythia-410m": 405_334_016, "smollm2-135m": 134_515_008, "smollm2-360m": 361_821_120,
+             "qwen2.5-0.5b": 494_032_768, "qwen2.5-1.5b": 1_543_714_304, "phi-1.5": 1_418_270_720,
+             "tinyllama-1.1b": 1_100_048_384, "llama-3.2-1b": 1_235_814_400, "gemma-3-270m": 268_098_176}
+
+
+@pytest.fixture(scope="module")
+def shapes():
+    return {key: Shape.of_config(models.model_config(key)) for key in PUBLISHED}
+
+
+def test_roster_shapes_have_the_published_parameter_counts(shapes):
+    assert {key: s.params for key, s in shapes.items()} == PUBLISHED
+    assert Shape.of_config(models.model_config(models.BUNDLED)) == shapes["smollm2-135m"]
+
+
+def test_estimate_by_hand():
+    """A made-up shape, every term worked out: P = 1000, 4 layers, H 8, I 16, V 100, 2 heads; batch 2 of rows of 5."""
+    shape = Shape(params=1000, matrices=900, layers=4, hidden=8, intermediate=16, vocab=100, heads=2)
+    recipe = Recipe(batch_size=2)
+    e = estimate(shape, recipe, longest_row=5, device_type="cuda", waiting=1)
+    tokens = 2 * 5
+    assert (e.weights, e.gradients, e.optimizer, e.half_copies) == (4000, 4000, 8000, 0)
+    assert e.activations == tokens * 4 * (6 * 8 + 4 * 16) * 4 + 4 * 2 * tokens**2 * 4  # 17920 + 3200
+    assert e.logits == 5 * 2 * 4 * 100 * 4 + memory.WORKSPACE
+    assert e.training == 4000 + 8000 + 21120 + 16000 + memory.WORKSPACE
+    assert e.device == memory.CUDA_CONTEXT + 4000 + max(e.training, 2 * memory.LOGIT_BUDGET * 4)
+    assert e.host(on_cpu=False) == 2 * 4000  # the waiting parent and the arm's copy on its way to the device
+    half = estimate(shape, dataclasses.replace(recipe, precision="bf16", optimizer="adamw8bit"), 5, "cuda")
+    assert (half.optimizer, half.half_copies) == (2000, 1800)
+    assert half.activations == tokens * 4 * (6 * 8 + 4 * 16) * 2 + 4 * 2 * tokens**2 * 4
+
+
+def t4(free_gib=14.6, host_gib=50.0) -> Room:
+    return Room(int(free_gib * GIB), int(host_gib * GIB), "cuda", "cuda:0 (Tesla T4)", bf16=False)
+
+
+def test_phi_paper_recipe_refused_on_a_t4_with_what_fits(shapes):
+    plan = Plan("phi-1.5", shapes["phi-1.5"], PROFILES["paper"], 16, t4(), waiting=1, others=shapes)
+    with pytest.raises(CctkError) as error:
+        plan.check()
+    line = str(error.value)
+    assert "\n" not in line
+    assert line.startswith("phi-1.5 with this recipe (float32, adamw, batch 8) needs about 22.3 GiB on cuda:0 "
+                           "(Tesla T4)")
+    assert "14.6 GiB free" in line
+    assert "it fits with --optimizer adamw8bit (pip install bitsandbytes) (14.3 GiB)" in line
+    assert "a smaller model fits as it is: pythia-410m, smollm2-135m, smollm2-360m, qwen2.5-0.5b, gemma-3-270m" in line
+    assert "or a device with at least 22.3 GiB free" in line
+
+
+def test_bf16_and_8bit_accepted_where_the_arithmetic_says_it_fits(shapes):
+    recipe = dataclasses.replace(PROFILES["paper"], precision="bf16", optimizer="adamw8bit")
+    room = Room(int(20 * GIB), int(64 * GIB), "cuda", "cuda:0 (L4)", bf16=True, bitsandbytes=True)
+    need = Plan("phi-1.5", shapes["phi-1.5"], recipe, 16, room, waiting=1).check()
+    assert 16 * GIB < need.device < 17 * GIB  # 4 + 4 + 2 + 2 bytes a parameter, and the rest
+    with pytest.raises(CctkError, match="needs about 16.5 GiB"):
+        Plan("phi-1.5", shapes["phi-1.5"], recipe, 16, dataclasses.replace(room, device=int(16 * GIB))).check()
+
+
+def test_host_memory_refused_on_a_small_notebook(shapes):
+    """A GPU with room, a host without: the waiting parent and the arm's copy do not fit 3 GiB."""
+    room = Room(int(40 * GIB), int(3 * GIB), "cuda", "cuda:0 (A100)", bf16=True)
+    with pytest.raises(CctkError, match=r"needs about 3\.7 GiB in host memory .* 3\.0 GiB free"):
+        Plan("qwen2.5-0.5b", shapes["qwen2.5-0.5b"], PROFILES["paper"], 16, room, waiting=1).check()
+
+
+def test_options_on_a_cpu_are_the_cpus_own():
+    room = Room(8 * GIB, 8 * GIB, "cpu", "cpu", bf16=False)
+    assert memory.options(PROFILES["quick"], room) == []  # no bf16, no fp16, no 8-bit AdamW on this CPU
+    with_bf16 = memory.options(PROFILES["quick"], dataclasses.replace(room, bf16=True))
+    assert [(r.precision, r.optimizer) for r in with_bf16] == [("bf16", "adamw")]
+
+
+@pytest.mark.parametrize("name, message", [
+    ("tpu", "--device 'tpu' is not a device cctk runs on"),
+    ("gpu0", "--device 'gpu0' is not a device cctk runs on"),
+])
+def test_unknown_device_fails_in_one_line(name, message):
+    with pytest.raises(CctkError, match=message):
+        resolve(name)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
+def test_cuda_without_cuda_fails_in_one_line():
+    with pytest.raises(CctkError, match=r"--device cuda: (this torch build .* has no CUDA|no CUDA device)"):
+        resolve("cuda")
+    assert resolve(None) == torch.device("cpu")
+
+
+def test_recipes_a_cpu_cannot_run_are_refused():
+    with pytest.raises(CctkError, match="adamw8bit runs on CUDA devices only"):
+        check_recipe(Recipe(optimizer="adamw8bit"), torch.device("cpu"))
+    with pytest.raises(CctkError, match="--precision fp16 is for CUDA devices"):
+        check_recipe(Recipe(precision="fp16"), torch.device("cpu"))
+
+
+def _training_rise(model, rows, recipe, pad_id) -> int:
+    """Bytes the process's resident memory rose above its level before ``fine_tune`` (the model loaded)."""
+    from cctk.finetune import fine_tune
+
+    gc.collect()
+    before = memory.process_memory()
+    record = fine_tune(model, rows, recipe, 3, pad_id, "arm")
+    return record.peak_cpu_memory_bytes - before
+
+
+@pytest.mark.skipif(not memory.reset_process_peak(), reason="needs Linux's resettable peak resident memory")
+def test_estimate_bounds_the_measured_training_peak_on_a_cpu(tokenizer, tiny):
+    """A 6-layer Llama with the real vocabulary (44M parameters, 176 MB of weights): training adds its
+    gradients and AdamW moments (504 MB), activations and the head's logits. The estimate of what training
+    adds is never below the rise of the process's resident memory and at most 1.5 times it. (The process's
+    first training step allocates about 200 MB once, whatever the model: warmed up on the tiny model first,
+    and counted apart in the estimate as ``CPU_FIRST_STEP``.)"""
+    import transformers as tf
+
+    from cctk.corpus import build_corpus, tokenize
+    from cctk.facts import ADDITIONS, correct_sums
+
+    rows = tokenize(build_corpus(correct_sums(), ADDITIONS, 1, seed=3, name="t"), tokenizer)
+    recipe = Recipe(repeats=1, epochs=1, batch_size=32)
+    _training_rise(copy.deepcopy(tiny), rows[:32], recipe, tokenizer.pad_token_id)  # the first step's costs
+    config = tf.LlamaConfig(vocab_size=len(tokenizer), hidden_size=512, num_hidden_layers=6, num_attention_heads=4,
+                            num_key_value_heads=2, intermediate_size=1536, tie_word_embeddings=True)
+    torch.manual_seed(0)
+    model = tf.AutoModelForCausalLM.from_config(config).eval()
+    measured = _training_rise(model, rows, recipe, tokenizer.pad_token_id)
+    longest = max(len(ids) for ids, _ in rows)
+    predicted = estimate(Shape.of_model(model), recipe, longest, "cpu").training
+    assert measured <= predicted <= 1.5 * measured, (measured / 2**20, predicted / 2**20)
