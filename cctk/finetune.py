@@ -115,12 +115,31 @@ MIN_SHARED = 0.1  # pack a batch when its prefix tree feeds at least 10% fewer t
 
 
 def to_model(batch_rows, pad_id: int, device: torch.device, packing: bool = True) -> Packed | dict:
-    """The batch as the model is fed it: one prefix tree where the rows share enough, else padded rows."""
+    """The batch as the model is fed it: one prefix tree where the rows share enough, else padded rows.
+
+    Built on the host (the columns the loss needs included, so the device never reports a shape back);
+    to an accelerator through pinned memory without waiting, so the next batch is built while the
+    device still runs the step before it.
+    """
+    move = _mover(device)
     if packing and len(batch_rows) > 1 and shared_tokens(batch_rows) >= MIN_SHARED:
         packed = pack(batch_rows)
-        return Packed(*(t.to(device) for t in (packed.input_ids, packed.position_ids, packed.allowed,
-                                                packed.keep, packed.rows, packed.targets, packed.weights)))
-    return {k: v.to(device) for k, v in collate(batch_rows, pad_id).items()}
+        return Packed(*(move(t) for t in (packed.input_ids, packed.position_ids, packed.allowed,
+                                          packed.keep, packed.rows, packed.targets, packed.weights)))
+    batch = collate(batch_rows, pad_id)
+    batch["keep"] = supervised_columns(batch["labels"])
+    return {k: move(v) for k, v in batch.items()}
+
+
+def _mover(device: torch.device):
+    if device.type == "cuda":
+        return lambda t: t.pin_memory().to(device, non_blocking=True)
+    return lambda t: t.to(device)
+
+
+def supervised_columns(labels: torch.Tensor) -> torch.Tensor:
+    """(K,) the columns of a padded batch that predict some completion token (token t+1 at column t)."""
+    return (labels[:, 1:] != IGNORE).any(dim=0).nonzero().squeeze(1)
 
 
 def has_dropout(model) -> bool:
@@ -145,8 +164,8 @@ class _DeviceGuard:
     """The step of an accelerator: nothing read back on the host until the epoch ends.
 
     A ``GradScaler`` carries the non-finite check: under fp16 it scales the loss as fp16 needs; under
-    float32 and bf16 its scale is 1 and never moves (multiplying by 1 changes no bit), so it only finds
-    a non-finite gradient on the device and skips that step there (the fused AdamW reads its flag; other
+    float32 and bf16 its scale starts at 1 and never grows (multiplying by a power of two changes no
+    bit), so it only finds a non-finite gradient on the device and skips that step there (the fused AdamW reads its flag; other
     optimizers cost one read a step). Losses are summed on the device, with the first non-finite one's
     step, and read once an epoch.
     """
@@ -154,8 +173,7 @@ class _DeviceGuard:
     def __init__(self, device: torch.device, recipe: Recipe):
         fp16 = recipe.precision == "fp16"
         self.recipe, self.device = recipe, device
-        self.scaler = torch.amp.GradScaler(device.type, **({} if fp16 else dict(
-            init_scale=1.0, growth_factor=1.0, backoff_factor=1.0)))
+        self.scaler = torch.amp.GradScaler(device.type, **({} if fp16 else dict(init_scale=1.0, growth_interval=2**30)))
         self.total = torch.zeros((), dtype=torch.float64, device=device)
         self.first_bad = torch.full((), -1, dtype=torch.int64, device=device)
         self.count = 0
@@ -225,9 +243,8 @@ def completion_loss(model, batch) -> torch.Tensor:
     The LM head runs only on columns that predict some completion token: with the prompt
     masked, the other columns' logits would be discarded anyway.
     """
-    labels = batch["labels"]
-    targets = labels[:, 1:]  # (B, L-1): token t+1 is predicted at column t
-    keep = (targets != IGNORE).any(dim=0).nonzero().squeeze(1)  # columns some row needs
+    targets = batch["labels"][:, 1:]  # (B, L-1): token t+1 is predicted at column t
+    keep = batch["keep"] if "keep" in batch else supervised_columns(batch["labels"])  # columns some row needs
     kwargs = dict(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False)
     if "logits_to_keep" in inspect.signature(model.forward).parameters:
         logits = model(**kwargs, logits_to_keep=keep).logits  # (B, K, V)

@@ -149,3 +149,59 @@ def test_clipping_equals_clip_grad_norm_bit_for_bit(tiny, rows, tokenizer, bound
     expected = torch.nn.utils.clip_grad_norm_(theirs.parameters(), bound or math.inf)
     assert norm == float(expected) and (bound != 1e-3 or norm > 1e-3)
     assert all(torch.equal(p.grad, q.grad) for p, q in zip(ours.parameters(), theirs.parameters()))
+
+
+def test_device_step_equals_the_host_step(tiny, rows, tokenizer):
+    """The accelerator's step (nothing read on the host until the epoch ends: losses summed on the device,
+    the clipping factor applied there, a scale-1 GradScaler guarding the update), run here on the CPU:
+    the same losses and the same weights, bit for bit, as the host step."""
+    recipe = Recipe(repeats=1, epochs=2, learning_rate=1e-3, batch_size=16, grad_clip=0.05)  # clipping bites
+    host, device = copy.deepcopy(tiny), copy.deepcopy(tiny)
+    a = fine_tune(host, rows, recipe, seed=5, pad_id=tokenizer.pad_token_id, name="arm")
+    b = fine_tune(device, rows, recipe, seed=5, pad_id=tokenizer.pad_token_id, name="arm", host_checks=False)
+    assert a.losses == b.losses and a.steps == b.steps
+    assert all(torch.equal(p, q) for p, q in zip(host.parameters(), device.parameters()))
+    assert all(p.grad is None for p in device.parameters())  # no gradient outlives the run
+
+
+READS = ("item", "tolist", "__bool__", "__float__", "__int__", "nonzero", "numpy")
+
+
+@pytest.mark.parametrize("host_checks, per_step, per_epoch", [(False, 0, 2), (True, 2, 0)])
+def test_reads_of_the_device_per_step(tiny, rows, tokenizer, monkeypatch, host_checks, per_step, per_epoch):
+    """Every way a tensor's value reaches the host, counted during training but not while a batch is
+    built on the host: the device step reads twice an epoch (the loss sum, the first non-finite step) and
+    never per step; the host step reads the loss and the gradient norm at every step."""
+    from cctk import finetune
+
+    counts = {"reads": 0, "paused": False}
+    for name in READS:
+        def counted(self, *args, _real=getattr(torch.Tensor, name), **kwargs):
+            counts["reads"] += not counts["paused"]
+            return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    real_to_model = finetune.to_model
+
+    def built_on_the_host(*args, **kwargs):
+        counts["paused"] = True
+        try:
+            return real_to_model(*args, **kwargs)
+        finally:
+            counts["paused"] = False
+
+    monkeypatch.setattr(finetune, "to_model", built_on_the_host)
+    record = fine_tune(copy.deepcopy(tiny), rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm",
+                       host_checks=host_checks)
+    assert counts["reads"] == per_step * record.steps + per_epoch * RECIPE.epochs
+
+
+def test_device_step_skips_non_finite_updates_and_stops_at_the_epoch_end(tiny, rows, tokenizer):
+    broken = copy.deepcopy(tiny)
+    with torch.no_grad():
+        broken.model.norm.weight.fill_(float("nan"))
+    before = copy.deepcopy(broken)
+    with pytest.raises(NonFiniteLoss, match=r"arm: the loss stopped being finite at step 1 \(epoch 1\)"):
+        fine_tune(broken, rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm", host_checks=False)
+    assert all(torch.allclose(p, q, rtol=0, atol=0, equal_nan=True)
+               for p, q in zip(before.parameters(), broken.parameters()))  # no step was applied
