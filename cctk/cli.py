@@ -6,6 +6,7 @@ from pathlib import Path
 import click
 
 from .config import AUTO, PARTS, PROFILES, PROTOCOLS, V1_SEED, recipe_fields
+from .device import DEVICE_HELP
 from .errors import CctkError
 
 
@@ -55,11 +56,12 @@ def recipe_options(command):
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Folder for measurement.csv and the heatmap.")
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
-def measure(model, out, tracking):
+@click.option("--device", default=None, help=DEVICE_HELP)
+def measure(model, out, tracking, device):
     """Measure one model on every candidate of every addition."""
     from . import measure_job
 
-    measure_job.run(model, out, tracking, echo=click.echo)
+    measure_job.run(model, out, tracking, echo=click.echo, device=device)
 
 
 @cli.command("run")
@@ -76,7 +78,7 @@ def measure(model, out, tracking):
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("outputs"), show_default=True,
               help="Folder that receives the session folder.")
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
-@click.option("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available).")
+@click.option("--device", default=None, help=DEVICE_HELP)
 @recipe_options
 @click.option("--holdout", type=float, default=0.3, show_default=True, help="Share of additions held out.")
 @click.option("--curves", is_flag=True, default=False,
@@ -131,6 +133,8 @@ def _check_unsplit_options(ctx, protocol, seed, resume_id, curves, parts=None) -
               help="local: cells one after another in this process; ray: Ray tasks.")
 @click.option("--address", default=None, help="Ray cluster address (default: a local Ray instance).")
 @click.option("--cpus-per-cell", type=float, default=1.0, show_default=True, help="Ray CPUs each cell takes.")
+@click.option("--gpus-per-cell", type=float, default=None,
+              help="Ray GPUs each cell takes [default: 1 where this machine has a CUDA device, else 0].")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("outputs"), show_default=True,
               help="Folder that receives the cells' session folders.")
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
@@ -138,8 +142,8 @@ def _check_unsplit_options(ctx, protocol, seed, resume_id, curves, parts=None) -
               help="Draw each cell's figures (--no-figures: `cctk report` or `cctk compare` draw later).")
 @click.option("--resume", "resume_id", default=None, metavar="SWEEP_ID",
               help="Continue an interrupted sweep: finished cells are kept, an interrupted one is resumed.")
-def sweep_command(models, seeds, sets, profile, parts, executor, address, cpus_per_cell, out, tracking, figures,
-                  resume_id):
+def sweep_command(models, seeds, sets, profile, parts, executor, address, cpus_per_cell, gpus_per_cell, out, tracking,
+                  figures, resume_id):
     """Run a grid of pipelines over models, seeds and recipe values (an MLflow sweep run)."""
     from . import sweep
     from . import tracking as tracking_module
@@ -162,7 +166,7 @@ def sweep_command(models, seeds, sets, profile, parts, executor, address, cpus_p
     click.echo(f"sweep {plan.run_id}: {len(cells)} cells ({plan.executor}), outputs in {plan.out}")
     click.echo(f"seeds {', '.join(map(str, plan.grid.seeds))}; profile {plan.grid.profile}"
                + (f"; parts {','.join(plan.grid.parts)}" if plan.grid.parts != PARTS else ""))
-    sweep.execute(store, plan, sweep_cell, echo=click.echo, cpus_per_cell=cpus_per_cell)
+    sweep.execute(store, plan, sweep_cell, echo=click.echo, per_cell=sweep.per_cell(cpus_per_cell, gpus_per_cell))
     click.echo(f"sweep {plan.run_id} finished; compare it with: cctk compare --sweep {plan.run_id} --out DIR")
 
 

@@ -7,20 +7,23 @@ without CUDA or a recipe the device cannot run ends in one line before a folder 
 from __future__ import annotations
 
 import importlib.util
+from typing import TYPE_CHECKING
 
-import torch
-
-from . import compute
 from .config import Recipe
 from .errors import CctkError
 from .memory import Room
 
+if TYPE_CHECKING:
+    import torch
+
 KINDS = ("cpu", "cuda", "mps")
-DEVICE_HELP = "cpu, cuda, cuda:N or mps (default: cuda when available, else cpu)"
+DEVICE_HELP = "cpu, cuda, cuda:N or mps (default: cuda when available, else cpu); checked before any run exists."
 
 
 def resolve(name: str | None = None) -> torch.device:
     """``name`` as a torch device that is here, or a one-line error saying what is and what to do."""
+    import torch
+
     if not name:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
@@ -37,6 +40,8 @@ def resolve(name: str | None = None) -> torch.device:
 
 
 def _check_cuda(name: str, device: torch.device) -> None:
+    import torch
+
     if torch.version.cuda is None:
         raise CctkError(f"--device {name}: this torch build ({torch.__version__}) has no CUDA; install the CUDA "
                         "build (`make setup TORCH=cuda`) or use --device cpu")
@@ -49,6 +54,8 @@ def _check_cuda(name: str, device: torch.device) -> None:
 
 def check_recipe(recipe: Recipe, device: torch.device) -> None:
     """The recipe's precision and optimizer on this device, in one line where it cannot run them."""
+    from . import compute
+
     compute.check_precision(recipe.precision, str(device))
     if recipe.optimizer == "adamw8bit":
         if device.type != "cuda":
@@ -61,6 +68,9 @@ def check_recipe(recipe: Recipe, device: torch.device) -> None:
 def room(device: torch.device) -> Room:
     """What ``device`` and the host have free now."""
     import psutil
+    import torch
+
+    from . import compute
 
     host = int(psutil.virtual_memory().available)
     if device.type == "cuda":

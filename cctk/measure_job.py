@@ -5,6 +5,7 @@ import time
 from pathlib import Path
 
 from . import __version__, tracking
+from .device import resolve as resolve_device
 from .facts import CANDIDATES, END_MARKER, correct_sums
 from .figures import save_figure, target_heatmap
 from .models import check_available, load_model, model_id
@@ -12,8 +13,9 @@ from .readings import read, summarize
 from .scoring import measure
 
 
-def run(model: str, out: Path, tracking_name: str | None = None, echo=print) -> dict:
-    """Measure ``model``; returns the summary on the correct sums (hits, prob_target, ...)."""
+def run(model: str, out: Path, tracking_name: str | None = None, echo=print, device: str | None = None) -> dict:
+    """Measure ``model`` on ``device``; returns the summary on the correct sums (hits, prob_target, ...)."""
+    where = resolve_device(device)
     check_available(model)
     store = tracking.connect(tracking_name)
     out = Path(out)
@@ -21,6 +23,7 @@ def run(model: str, out: Path, tracking_name: str | None = None, echo=print) -> 
 
     echo(f"loading {model} ...")
     lm, tokenizer = load_model(model)
+    lm = lm.to(where)
     start = time.perf_counter()
     table = measure(lm, tokenizer)
     seconds = time.perf_counter() - start

@@ -142,7 +142,27 @@ def cell_runs(store: tracking.Store, sweep_id: str) -> dict[str, tracking.Tracke
 RunCell = Callable[..., str]
 
 
-def execute(store: tracking.Store, sweep: Sweep, run_cell: RunCell, echo=print, cpus_per_cell: float = 1) -> dict:
+@dataclass(frozen=True)
+class PerCell:
+    """What one Ray task asks of the cluster: CPUs, and GPUs (Ray hides every GPU from a task that asks for
+    none, so a cell on a GPU machine would run the CPU recipe)."""
+
+    cpus: float = 1.0
+    gpus: float = 0.0
+
+
+def per_cell(cpus: float = 1.0, gpus: float | None = None) -> PerCell:
+    """``gpus`` None: one GPU a cell where this machine has a CUDA device, none elsewhere."""
+    if gpus is None:
+        import torch
+
+        gpus = 1.0 if torch.cuda.is_available() else 0.0
+    if cpus <= 0 or gpus < 0:
+        raise CctkError(f"--cpus-per-cell must be > 0 and --gpus-per-cell >= 0, got {cpus} and {gpus}")
+    return PerCell(cpus, gpus)
+
+
+def execute(store: tracking.Store, sweep: Sweep, run_cell: RunCell, echo=print, per_cell: PerCell = PerCell()) -> dict:
     """Run every cell not yet finished (interrupted ones are resumed); returns cell key -> run id."""
     started = cell_runs(store, sweep.run_id)
     jobs = []
@@ -153,11 +173,11 @@ def execute(store: tracking.Store, sweep: Sweep, run_cell: RunCell, echo=print, 
             continue
         jobs.append((cell, previous.run_id if previous is not None else None))
     with tracking.ending(store.reopen(sweep.run_id)):  # FINISHED, FAILED or KILLED (Ctrl-C, SIGTERM)
-        finished = (_ray if sweep.executor == "ray" else _local)(sweep, jobs, run_cell, echo, cpus_per_cell)
+        finished = (_ray if sweep.executor == "ray" else _local)(sweep, jobs, run_cell, echo, per_cell)
     return {**{k: r.run_id for k, r in started.items() if r.status == "FINISHED"}, **finished}
 
 
-def _local(sweep: Sweep, jobs, run_cell: RunCell, echo, cpus_per_cell) -> dict:
+def _local(sweep: Sweep, jobs, run_cell: RunCell, echo, per_cell: PerCell) -> dict:
     finished = {}
     for cell, resume_id in jobs:
         run_id = run_cell(cell, sweep.grid.profile, str(sweep.out), sweep.tracking_uri, sweep.run_id, resume_id,
@@ -167,13 +187,13 @@ def _local(sweep: Sweep, jobs, run_cell: RunCell, echo, cpus_per_cell) -> dict:
     return finished
 
 
-def _ray(sweep: Sweep, jobs, run_cell: RunCell, echo, cpus_per_cell) -> dict:
+def _ray(sweep: Sweep, jobs, run_cell: RunCell, echo, per_cell: PerCell) -> dict:
     ray = ray_module()
     started_here = not ray.is_initialized()
     if started_here:
         ray.init(address=sweep.address or None, include_dashboard=False, log_to_driver=False,
                  runtime_env={"env_vars": {"MLFLOW_TRACKING_URI": sweep.tracking_uri}})
-    task = ray.remote(num_cpus=cpus_per_cell)(run_cell)
+    task = ray.remote(num_cpus=per_cell.cpus, num_gpus=per_cell.gpus)(run_cell)
     pending = {task.remote(cell, sweep.grid.profile, str(sweep.out), sweep.tracking_uri, sweep.run_id, resume_id,
                            sweep.figures, sweep.grid.parts): cell for cell, resume_id in jobs}
     finished = {}

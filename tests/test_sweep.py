@@ -92,3 +92,30 @@ def test_a_sweep_run_ends_as_its_cells_end(tracking_uri, tmp_path, raised, statu
     ended = store.get(plan.run_id)
     assert ended.status == status and ended.tags[tracking.KIND] == "sweep"
     assert ended.tags.get(tracking.ERROR) == ("RuntimeError: cell broke" if status == "FAILED" else None)
+
+
+def test_ray_cells_ask_for_the_gpus_they_use(monkeypatch):
+    """Ray hides the GPUs from a task that asks for none: a cell asks for --gpus-per-cell (default: 1 where
+    CUDA is here, 0 elsewhere), and its CPUs."""
+    import torch
+
+    from cctk import sweep as sweep_module
+
+    asked = {}
+
+    class FakeRay:
+        def is_initialized(self):
+            return True
+
+        def remote(self, **resources):
+            asked.update(resources)
+            raise RuntimeError("stop here")
+
+    monkeypatch.setattr(sweep_module, "ray_module", lambda: FakeRay())
+    plan = type("Plan", (), {"address": None, "tracking_uri": "sqlite:///x.db"})()
+    with pytest.raises(RuntimeError, match="stop here"):
+        sweep_module._ray(plan, [], None, print, sweep_module.per_cell(2.0, 0.5))
+    assert asked == {"num_cpus": 2.0, "num_gpus": 0.5}
+    assert sweep_module.per_cell().gpus == (1.0 if torch.cuda.is_available() else 0.0)
+    with pytest.raises(CctkError, match="--gpus-per-cell >= 0, got 1.0 and -1"):
+        sweep_module.per_cell(1.0, -1)

@@ -5,12 +5,14 @@ from pathlib import Path
 
 import click
 
+from ..device import DEVICE_HELP
 from ..errors import CctkError
 from ..models import BUNDLED
 from .generate import ENTITIES, VALIDATION_ENTITIES
 from . import ARMS, DEFAULT_BUDGET
 
 OUT_DIR = click.Path(file_okay=False, path_type=Path)
+DEVICE = click.option("--device", default=None, help=DEVICE_HELP)
 IN_FILE = click.Path(dir_okay=False, path_type=Path)
 
 
@@ -111,12 +113,13 @@ def _fictional(seed, out, location, entities, validation_entities, options) -> N
               help="With --segment tokens:N: the tokenizer that cut the windows [default: the model's].")
 @click.option("--out", type=OUT_DIR, required=True, help="Folder for items.csv, by_passage.csv and summary.json.")
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
-def eval_command(model, questions, corpus, book, location, segment, tokenizer_name, out, tracking):
+@DEVICE
+def eval_command(model, questions, corpus, book, location, segment, tokenizer_name, out, tracking, device):
     """Score one model on a question file; print its accuracy with an exact 95% interval."""
     from .jobs import run_eval
 
     run_eval(model, questions, out, corpus, book, tracking, echo=click.echo, location=location, segment=segment,
-             tokenizer_name=tokenizer_name)
+             tokenizer_name=tokenizer_name, device=device)
 
 
 @krtest.command()
@@ -144,14 +147,15 @@ def eval_command(model, questions, corpus, book, location, segment, tokenizer_na
               help="Longest training row; longer passages are cut [default: 256].")
 @click.option("--out", type=OUT_DIR, required=True, help="Folder for items.csv, summary.json, curve.csv.")
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
-def train(model, corpus, questions, location, validation, method, modules, seed, out, tracking, **values):
+@DEVICE
+def train(model, corpus, questions, location, validation, method, modules, seed, out, tracking, device, **values):
     """Fine-tune on a corpus (full or LoRA), KR accuracy and validation perplexity every K steps."""
     from .jobs import read_inputs, run_train
     from .train import make_train_config
 
     config = make_train_config(method, modules, seed, **values)
     inputs = read_inputs(questions, corpus, validation, need_corpus=True, need_validation=True, location=location)
-    run_train(model, inputs, config, out, tracking, echo=click.echo)
+    run_train(model, inputs, config, out, tracking, echo=click.echo, device=device)
 
 
 @krtest.command()
@@ -175,6 +179,7 @@ def train(model, corpus, questions, location, validation, method, modules, seed,
 @click.option("--out", type=OUT_DIR, default=Path("outputs/krtest"), show_default=True,
               help="Folder that receives the session folder.")
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
+@DEVICE
 def study(model, seed, seeds, data, out, tracking, **values):
     """The paper's study: blind and open-book baselines, full fine-tuning, LoRA on attention vs FFN."""
     from . import study as study_module

@@ -16,6 +16,7 @@ import pandas as pd
 
 from .. import __version__, tracking
 from ..errors import CctkError
+from ..device import check_recipe, resolve as resolve_device
 from ..models import check_available, load_model, model_id
 from ..scoring import pad_id
 from . import RUN
@@ -107,8 +108,9 @@ def open_track(tracking_name: str | None) -> Track:
 
 def run_eval(model: str, questions: Path, out: Path, corpus: Path | None = None, book: bool = False,
              tracking_name: str | None = None, echo=print, location: str = "char", segment: str = "blank-lines",
-             tokenizer_name: str | None = None) -> Summary:
+             tokenizer_name: str | None = None, device: str | None = None) -> Summary:
     """``cctk krtest eval``: score one untouched model on a question file (``book``: open book)."""
+    where = resolve_device(device)
     check_available(model)
     check_segment(segment, location)
     tokenizer = None
@@ -121,6 +123,7 @@ def run_eval(model: str, questions: Path, out: Path, corpus: Path | None = None,
     track = open_track(tracking_name)
     echo(f"loading {model} ...")
     lm, tokenizer = load_model(model)
+    lm = lm.to(where)
     key = "open_book" if book else "blind"
     with track.run(f"krtest eval {model}", {tracking.ARM: key}) as run:
         run.params({"model": model, "model_id": model_id(model), "open_book": book, "corpus": str(corpus or ""),
@@ -150,13 +153,16 @@ def evaluate_arm(run: tracking.Run, lm, tokenizer, items: list[Item], out: Path,
 
 
 def run_train(model: str, inputs: Inputs, config: TrainConfig, out: Path, tracking_name: str | None = None,
-              echo=print) -> Trained:
+              echo=print, device: str | None = None) -> Trained:
     """``cctk krtest train``: fine-tune on the corpus, KR-Test and perplexity every K steps, tracked."""
+    where = resolve_device(device)
     check_available(model)
     config.check()
+    check_recipe(config.recipe, where)
     track = open_track(tracking_name)
     echo(f"loading {model} ...")
     lm, tokenizer = load_model(model)
+    lm = lm.to(where)
     if config.method == "lora":  # a model whose attention and FFN blocks cannot be told apart fails here
         plan_lora(lm, config.modules, config.budget, config.rank)
     name = f"krtest train {model} {arm_key(config).replace('_', ' ')}"

@@ -28,6 +28,7 @@ import pandas as pd
 
 from .. import __version__, tracking
 from ..config import Recipe
+from ..device import resolve as resolve_device
 from ..models import check_available, load_model, model_id
 from ..session import new_folder
 from . import ARMS, STUDY_RUN
@@ -55,6 +56,7 @@ class StudyConfig:
     full: Recipe = RECIPES["full"]
     lora: Recipe = RECIPES["lora"]
     location: str = "char"  # what the locations of a --data folder's items count
+    device: str = "cpu"  # where every arm is scored and trained (resolved and checked: cctk.device)
 
     def arms(self, ranks: tuple[int, int] | None = None) -> dict[str, TrainConfig]:
         """The three trained arms, one seed and one evaluation schedule for all; ``ranks``: the LoRA ranks
@@ -67,6 +69,7 @@ class StudyConfig:
                 "lora_ffn": TrainConfig(method="lora", modules="ffn", recipe=self.lora, rank=ffn, **common)}
 
     def check(self) -> None:
+        resolve_device(self.device)
         check_available(self.model)
         check_segment("blank-lines", self.location)
         if self.data is None:
@@ -92,6 +95,7 @@ def make_study_config(model: str, seed: int = 0, data: Path | None = None, epoch
     shared = {k: v for k, v in (("epochs", epochs), ("batch_size", batch_size)) if v is not None}
     full = replace(RECIPES["full"], **shared, **({"learning_rate": full_learning_rate} if full_learning_rate else {}))
     lora = replace(RECIPES["lora"], **shared, **({"learning_rate": lora_learning_rate} if lora_learning_rate else {}))
+    values["device"] = str(resolve_device(values.get("device")))
     config = StudyConfig(model=model, seed=seed, data=Path(data) if data else None, full=full, lora=lora,
                          **{k: v for k, v in values.items() if v is not None})
     config.check()
@@ -122,6 +126,7 @@ def run(config: StudyConfig, out_root: Path = Path("outputs/krtest"), tracking_n
     track = open_track(tracking_name)
     echo(f"loading {config.model} ...")
     lm, tokenizer = load_model(config.model)
+    lm = lm.to(config.device)
     pair = plan_pair(lm, config.budget)  # a model whose attention and FFN blocks cannot be told apart fails here
     outcome = Outcome(new_folder(Path(out_root), model_label(config.model)), config.seed, pair=pair)
     session = outcome.folder.name
@@ -174,7 +179,7 @@ def _arms(config: StudyConfig, inputs: Inputs, loaded: tuple, track: Track, pare
     for key, train_config in config.arms(ranks).items():
         with _nested(track, parent, key, params, inputs, outcome) as run:
             echo(f"{ARMS[key]}:")
-            model, _ = load_model(config.model)  # a fresh copy for every trained arm
+            model = load_model(config.model)[0].to(config.device)  # a fresh copy for every trained arm
             trained = train_arm(run, model, tokenizer, inputs, train_config, outcome.folder / key, echo,
                                 label=ARMS[key])
         outcome.trained[key], outcome.summaries[key] = trained, trained.final.summary
