@@ -217,15 +217,25 @@ def _why(f: Finding, alpha: float = ALPHA) -> str:
     return "the rule beats its control across seeds"
 
 
+def _agreement(f: Finding) -> str:
+    """'holds in k of n runs' when the pooled estimate has the rule above its control; else which way."""
+    if f.direction == ABOVE:
+        return f"holds in {f.runs_agreeing} of {f.runs} runs"
+    way = "below" if f.direction == BELOW else "equal to"
+    return f"{f.runs_agreeing} of {f.runs} runs have the rule {way} its control, as pooled"
+
+
 def sentence(f: Finding, alpha: float = ALPHA) -> str:
     """One line per contrast: the verdict, why, and its numbers."""
     group = ", ".join(f"{k} {v}" for k, v in f.label.items())
+    interval = ("no interval" if math.isnan(f.or_lo) or math.isnan(f.or_hi)
+                else f"95% interval {_odds(f.or_lo)} to {_odds(f.or_hi)}")
     return (f"{f.contrast} ({group}): {f.verdict.upper()}: {_why(f, alpha)}. Never-seen additions hit "
             f"{f.hits_rule}/{f.n_rule} against {f.hits_control}/{f.n_control} over {f.runs} "
-            f"run{'s' * (f.runs != 1)}; Mantel-Haenszel odds ratio {_odds(f.odds_ratio_mh)} (95% interval "
-            f"{_odds(f.or_lo)} to {_odds(f.or_hi)}); one-sided CMH p = {_p(f.p_pooled)}, Holm-adjusted "
-            f"{_p(f.p_adjusted)}; holds in {f.runs_agreeing} of {f.runs} runs; heterogeneity (Breslow-Day, "
-            f"Tarone) p = {_p(f.p_heterogeneity)}; runs for 80% power: {seeds_text(f.seeds_for_80_power)}.")
+            f"run{'s' * (f.runs != 1)}; Mantel-Haenszel odds ratio {_odds(f.odds_ratio_mh)} ({interval}); "
+            f"one-sided CMH p = {_p(f.p_pooled)}, Holm-adjusted {_p(f.p_adjusted)}; {_agreement(f)}; "
+            f"heterogeneity (Breslow-Day, Tarone) p = {_p(f.p_heterogeneity)}; runs for 80% power: "
+            f"{seeds_text(f.seeds_for_80_power)}.")
 
 
 def with_agreement(pooled: pd.DataFrame, found: list[Finding]) -> pd.DataFrame:

@@ -54,9 +54,10 @@ def _run_row(ax, y: float, row, edges: tuple[float, float]) -> None:
     ax.plot([left[0], right[0]], [y, y], color=BASE, linewidth=1.1)
     for x, marker in (left, right):
         if marker != "o":
-            ax.plot(x, y, marker=marker, color=BASE, markersize=4)
+            ax.plot(x, y, marker=marker, color=BASE, markersize=4, clip_on=False)
     x, marker = _at(row.odds_ratio, edges)
-    ax.plot(x, y, marker="s" if marker == "o" else marker, color=BASE, markersize=5 if marker == "o" else 6.5)
+    ax.plot(x, y, marker="s" if marker == "o" else marker, color=BASE, markersize=5 if marker == "o" else 6.5,
+            clip_on=False)
     if marker != "o":
         right = marker == ">"  # the label inside the axis, clear of the spine
         ax.annotate("\u221e" if row.odds_ratio >= edges[1] else f"{row.odds_ratio:.2g}", (x, y),
@@ -73,10 +74,11 @@ def _diamond(ax, y: float, finding, edges: tuple[float, float], color: str) -> N
         return
     x, marker = _at(odds, edges)
     if marker != "o" or math.isnan(finding.or_lo):  # 0 or inf: statsmodels gives no interval
-        ax.plot(x, y, marker="D" if marker == "o" else marker, color=color, markersize=8)
+        ax.plot(x, y, marker="D" if marker == "o" else marker, color=color, markersize=8, clip_on=False)
+        right = marker == ">"
         ax.annotate(f"pooled {'∞' if odds >= edges[1] else f'{odds:.2g}'} (no interval)", (x, y),
-                    xytext=(-4 if marker == ">" else 4, 7), textcoords="offset points",
-                    ha="right" if marker == ">" else "left", fontsize=6.5)
+                    xytext=(-9 if right else 9, 0), textcoords="offset points", ha="right" if right else "left",
+                    va="center", fontsize=6.5)
         return
     lo, hi = _at(finding.or_lo, edges)[0], _at(finding.or_hi, edges)[0]
     ax.add_patch(Polygon([(lo, y), (x, y - 0.32), (hi, y), (x, y + 0.32)], closed=True, facecolor=color,
@@ -98,9 +100,16 @@ def _panel(ax, runs: pd.DataFrame, finding, edges: tuple[float, float], title: s
 
 
 def _title(finding, by: list[str], many_groups: bool) -> str:
-    group = f" [{', '.join(f'{getattr(finding, c)}' for c in by)}]" if many_groups else ""
-    head = textwrap.fill(f"{finding.contrast}{group}", 58)
-    return f"{head}\n{finding.verdict}: holds in {finding.runs_agreeing} of {finding.runs} runs"
+    group = f" [{', '.join(f'{c} {getattr(finding, c)}' for c in by)}]" if many_groups else ""
+    head = textwrap.fill(f"{finding.contrast}{group}", 60)
+    agree = (f"holds in {finding.runs_agreeing} of {finding.runs} runs" if finding.direction == "above" else
+             f"{finding.runs_agreeing} of {finding.runs} runs {finding.direction}, as pooled")
+    return f"{head}\n{finding.verdict}: {agree}"
+
+
+# Inches: the page's width, its margins, a title line, a run's line, the tick labels under each panel.
+WIDTH, LEFT, GAP, RIGHT, TOP, BOTTOM = 8.2, 0.85, 0.95, 0.15, 0.45, 0.55
+LINE, ROW, TICKS = 0.15, 0.2, 0.4
 
 
 def forest_chart(per_run: pd.DataFrame, findings: pd.DataFrame, by: list[str] = ("base_model",),
@@ -109,24 +118,34 @@ def forest_chart(per_run: pd.DataFrame, findings: pd.DataFrame, by: list[str] = 
     in its order, ``columns`` to a row). ``by``: the group columns of both."""
     by = list(by)
     edges = limits(per_run, findings)
-    grid_rows = math.ceil(len(findings) / columns)
-    most = int(findings["runs"].max()) if len(findings) else 1
-    panel = 0.75 + 0.2 * (most + 1)  # inches: title and axis, then one line per run and the diamond
     many = len(findings[by].drop_duplicates()) > 1
+    panels = []  # (finding, its runs, title)
+    for finding in findings.itertuples():
+        mine = (per_run["contrast"] == finding.contrast) & np.logical_and.reduce(
+            [per_run[c] == getattr(finding, c) for c in by])
+        panels.append((finding, per_run[mine], _title(finding, by, many)))
+    rows = [panels[i:i + columns] for i in range(0, len(panels), columns)]
+    # each row as tall as its tallest panel: title lines, one line per run and the diamond, tick labels
+    heights = [max(LINE * (t.count("\n") + 1) + 0.12 + ROW * (len(r) + 1) + 0.1 for _, r, t in row) + TICKS
+               for row in rows]
+    height = TOP + sum(heights) + BOTTOM
+    width = (WIDTH - LEFT - RIGHT - GAP * (columns - 1)) / columns
     with paper_style():
-        fig = new_figure(8.2, 0.9 + grid_rows * panel)
-        grid = fig.add_gridspec(grid_rows, columns, left=0.1, right=0.98, top=1 - 0.55 / fig.get_figheight(),
-                                bottom=0.6 / fig.get_figheight(), hspace=0.9 * 0.9 / panel + 0.25, wspace=0.25)
-        for i, finding in enumerate(findings.itertuples()):
-            mine = (per_run["contrast"] == finding.contrast) & np.logical_and.reduce(
-                [per_run[c] == getattr(finding, c) for c in by])
-            ax = fig.add_subplot(grid[i // columns, i % columns])
-            _panel(ax, per_run[mine], finding, edges, _title(finding, by, many))
-            if i // columns == grid_rows - 1 or i + columns >= len(findings):
-                ax.set_xlabel("odds ratio, rule against control (log scale)")
+        fig = new_figure(WIDTH, height)
+        top = height - TOP
+        for row, row_height in zip(rows, heights):
+            for j, (finding, runs, title) in enumerate(row):
+                plot = ROW * (len(runs) + 1) + 0.1
+                titled = LINE * (title.count("\n") + 1) + 0.12
+                ax = fig.add_axes([(LEFT + j * (width + GAP)) / WIDTH, (top - titled - plot) / height,
+                                   width / WIDTH, plot / height])
+                _panel(ax, runs, finding, edges, title)
+            top -= row_height
+        for ax in fig.axes[-columns:]:
+            ax.set_xlabel("odds ratio, rule against control (log scale)")
         fig.legend(handles=_legend(), loc="lower center", ncol=5, frameon=False, fontsize=6.5)
         fig.suptitle("Rules against their controls on never-seen additions: each run (exact 95% interval) "
-                     "and pooled (Mantel-Haenszel)", y=1 - 0.12 / fig.get_figheight(), va="top", fontsize=9.5,
+                     "and pooled (Mantel-Haenszel)", y=1 - 0.12 / height, va="top", fontsize=9.5,
                      fontweight="bold")
     return fig
 
