@@ -119,7 +119,8 @@ ul.findings li { margin: 6px 0; } li.supported { color: #0b3d12; } li.inconsiste
 {% for item in items %}
 <h2 id="{{ item.name }}">{{ item.title }}</h2>
 {% if item.kind == "figure" %}<figure><img src="{{ item.uri }}" alt="{{ item.title }}">
-<figcaption class="caption">Files: {% for f in item.files %}<a href="{{ f }}">{{ f }}</a>{% if not loop.last %}, {% endif %}{% endfor %}</figcaption></figure>
+<figcaption class="caption">Files: {% for f in item.files %}<a href="{{ f }}">{{ f }}</a>
+{%- if not loop.last %}, {% endif %}{% endfor %}</figcaption></figure>
 {% else %}<p class="caption">{{ item.caption }}</p><div class="scroll">{{ item.html }}</div>{% endif %}
 {% endfor %}
 </main></body></html>
