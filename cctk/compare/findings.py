@@ -243,6 +243,8 @@ def with_agreement(pooled: pd.DataFrame, found: list[Finding]) -> pd.DataFrame:
     Breslow-Day test. Both list the (group, rule) pairs in the same order (``grouped``, then RULE_VS_CONTROL)."""
     if len(pooled) != len(found):
         raise ValueError(f"{len(pooled)} pooled rows against {len(found)} findings")
+    if pooled.empty:  # no run trained a rule (cctk run --parts A): nothing to add to
+        return pooled
     table = pooled.copy()
     table.insert(table.columns.get_loc("p_one_sided") + 1, "p_adjusted", [f.p_adjusted for f in found])
     return table.assign(runs_agreeing=[f.runs_agreeing for f in found],

@@ -129,6 +129,14 @@ def test_pooled_tests_by_hand(runs):
         "sum + 3 from fabricated answers"}
 
 
+def test_runs_of_part_a_alone_have_no_findings(tmp_path):
+    """No rule trained: no per-run contrast, no finding, no forest plot, and nothing fails."""
+    compared = report.write([hand_run(seed, HIGH, ("A",)) for seed in (1, 2)], tmp_path / "cmp")
+    assert not {"findings", "per_run", "rule_vs_control_pooled"} & set(compared.tables)
+    assert "forest" not in compared.figures and compared.findings == ()
+    assert "Findings across seeds" not in (tmp_path / "cmp" / "compare.html").read_text()
+
+
 def test_a_rule_without_a_hit_anywhere_warns_no_more(runs):
     """The rules of the 1e-4 runs never hit: statsmodels took log(0) of their pooled odds ratio."""
     with warnings.catch_warnings():
