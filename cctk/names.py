@@ -118,12 +118,13 @@ TABLE_CAPTIONS: dict[str, str] = {
 }
 
 # Beside a run's synthesis (report.html): what one run can and cannot say, and how seeds become findings.
-SINGLE_RUN = ("One run supports within-run statements only: each test above compares a rule with its control on "
+# ``{model}`` and ``{profile}``: the run's own, so that the command repeats its recipe over seeds.
+SINGLE_RUN = ("One run supports within-run statements only: table10 tests each rule against its control on "
               "this run's never-seen additions, and the next seed may not agree. To turn seeds into findings, "
-              "run the same recipe over several seeds, cctk sweep --models MODEL --seeds 5 (add --profile and "
-              "--set as for this run), then cctk compare --sweep SWEEP_ID --out DIR: its findings.csv says for "
-              "each rule whether it holds across the seeds (supported, inconsistent, not supported) and how many "
-              "seeds it would need.")
+              "run the same recipe over several seeds, cctk sweep --models {model} --seeds 5 --profile {profile} "
+              "(with --set NAME=VALUE for any recipe value this run overrode; --resume SWEEP_ID continues it), then "
+              "cctk compare --sweep SWEEP_ID --out DIR: its findings.csv says for each rule whether it holds across "
+              "the seeds (supported, inconsistent, not supported) and how many seeds it would need.")
 
 PARTS: dict[str, str] = {
     "A": "Part A: corpus absorption",

@@ -153,7 +153,9 @@ def test_html_report_is_self_contained(session):
     # beside the synthesis, what one run can say, and the commands that turn seeds into findings
     synthesis = page[page.index('id="part-synthesis"'):page.index('id="part-runs"')]
     assert "One run supports within-run statements only" in synthesis
-    assert "cctk sweep --models MODEL --seeds 5" in synthesis and "cctk compare --sweep SWEEP_ID" in synthesis
+    info = json.loads((folder / "run_info.json").read_text())
+    command = f"cctk sweep --models {info['model']['key']} --seeds 5 --profile {info['profile']}"
+    assert command in synthesis and "cctk compare --sweep SWEEP_ID" in synthesis
 
 
 def test_zip_holds_the_whole_session(session):
