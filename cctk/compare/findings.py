@@ -13,13 +13,15 @@ would need.
 Verdicts (``verdict``): *supported* when the Holm-adjusted pooled p is below 0.05, the runs are not
 significantly heterogeneous (Breslow-Day p >= 0.05, or not computable), at least two thirds of the runs
 point the way of the pooled estimate and there are at least two runs (one run shows nothing across
-seeds); *inconsistent* when there is a pooled effect but the runs are heterogeneous, or fewer than two
-thirds of the runs agree; *not supported* otherwise. Pure: ``Run`` records in, DataFrames out.
+seeds); *inconsistent* when there is a pooled effect (adjusted p < 0.05) but the runs are heterogeneous
+or fewer than two thirds of them agree; *not supported* otherwise (no pooled effect, or one run).
+Pure: ``Run`` records in, DataFrames out.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
@@ -98,15 +100,17 @@ def contrasts(runs: list[Run]) -> list[Contrast]:
     return found
 
 
-def direction(excess: float) -> str:
+def direction(excess: Fraction) -> str:
     """Which way the rule stands from its control, by the sign of ad - bc (per run) or of the CMH
     numerator sum((ad - bc) / N) (pooled): the same sign as log(odds ratio), defined even at 0 or inf."""
     return ABOVE if excess > 0 else BELOW if excess < 0 else EQUAL
 
 
-def _excess(table: np.ndarray) -> float:
-    """(ad - bc) / N of a (2, 2) table: the rule's hits above those expected under no association."""
-    return float((table[0, 0] * table[1, 1] - table[0, 1] * table[1, 0]) / table.sum())
+def _excess(table: np.ndarray) -> Fraction:
+    """(ad - bc) / N of a (2, 2) table: the rule's hits above those expected under no association. A
+    fraction, so that runs that cancel sum to exactly 0 (equal), never to a rounding error's sign."""
+    (a, b), (c, d) = table.astype(int).tolist()
+    return Fraction(a * d - b * c, a + b + c + d)
 
 
 def per_run(found: list[Contrast]) -> pd.DataFrame:
@@ -143,7 +147,9 @@ def verdict(p_adjusted: float, p_heterogeneity: float, runs: int, agreeing: int,
     agree = 3 * agreeing >= 2 * runs  # at least two thirds, in integers
     if effect and agree and not heterogeneous and runs >= 2:
         return SUPPORTED
-    if (effect and heterogeneous) or not agree:
+    # the runs' disagreement matters only about an effect: without one, seeds that scatter around no
+    # difference are what "not supported" looks like, not an inconsistency
+    if effect and (heterogeneous or not agree):
         return INCONSISTENT
     return NOT_SUPPORTED
 
@@ -213,7 +219,9 @@ def _why(f: Finding, alpha: float = ALPHA) -> str:
     if f.verdict == NOT_SUPPORTED:
         if f.p_adjusted < alpha and f.runs < 2:
             return "one run cannot show that it holds across seeds"
-        return f"no pooled effect at the corrected level (Holm-adjusted p = {_p(f.p_adjusted)})"
+        split = (f", and the runs disagree (Breslow-Day p = {_p(f.p_heterogeneity)})"
+                 if f.p_heterogeneity < alpha else "")
+        return f"no pooled effect at the corrected level (Holm-adjusted p = {_p(f.p_adjusted)}){split}"
     return "the rule beats its control across seeds"
 
 

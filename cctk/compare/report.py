@@ -74,7 +74,7 @@ CAPTIONS = {
                 "study (runs drawn from the observed ones, hits binomial at their rates; 400 studies) reaches 80% "
                 "power at 0.05 / (family size), up to 50. Verdict: supported when p_adjusted < 0.05, "
                 "p_heterogeneity is not below 0.05, at least two thirds of at least two runs agree; inconsistent "
-                "when p_adjusted < 0.05 but the runs are heterogeneous, or fewer than two thirds agree; not "
+                "when p_adjusted < 0.05 but the runs are heterogeneous or fewer than two thirds agree; not "
                 "supported otherwise.",
     "v1_three_numbers": "Protocol 1.0.0 runs across seeds: for each base model and each of the three numbers "
                         "(probability of the true sum before fine-tuning, of the fabricated value after, of the "

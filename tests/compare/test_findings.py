@@ -130,8 +130,9 @@ def test_each_verdict(found):
     (0.01, math.nan, 2, 2, "supported"),  # heterogeneity not computable (an infinite pooled odds ratio)
     (0.01, 0.01, 3, 3, "inconsistent"),  # pooled effect, heterogeneous runs
     (0.01, 0.50, 3, 1, "inconsistent"),  # 1 of 3 is fewer than two thirds
-    (0.20, 0.50, 5, 3, "inconsistent"),  # 3 of 5 is fewer than two thirds, with or without an effect
+    (0.01, 0.50, 5, 3, "inconsistent"),  # 3 of 5 too
     (0.01, 0.50, 3, 2, "supported"),  # 2 of 3 is two thirds
+    (0.20, 0.50, 5, 3, "not supported"),  # runs that scatter around no pooled effect
     (0.20, 0.01, 3, 3, "not supported"),  # heterogeneous but no pooled effect
     (0.20, 0.50, 3, 3, "not supported"),
     (0.01, math.nan, 1, 1, "not supported"),  # one run shows nothing across seeds
@@ -208,3 +209,18 @@ def test_compare_writes_findings_per_run_and_the_forest_first(tmp_path):
     assert page.index("Findings across seeds") < page.index("Runs compared") < page.index('id="cross_seed"')
     assert 'href="figures/forest/forest.png"' in page and 'id="forest"' in page
     assert len(compared.findings) == 6 and all(line in page for line in compared.findings)
+
+
+def test_runs_that_cancel_point_nowhere():
+    """(ad - bc) / N of 1/24 against 2/24 is (21 - 46) / 48 = -25/48 and of 2/24 against 1/24 is +25/48:
+    the pooled estimate is exactly equal (0.1 + 0.2 - 0.3 in floating point would not be)."""
+    runs = []
+    for seed, (rule, control) in ((1, (1, 2)), (2, (2, 1))):
+        table10 = pd.DataFrame([{"rule": "sum + 18 from correct sums", "control": "control for + 18",
+                                 "hits_rule": rule, "n_rule": N, "hits_control": control, "n_control": N}])
+        runs.append(Run(f"run-{seed}", "tiny", seed, None, {"table10": table10}))
+    (finding,) = ev.findings(ev.contrasts(runs))
+    assert (finding.direction, finding.runs_agreeing) == ("equal", 0)
+    assert finding.verdict == "not supported"  # no pooled effect: 0 of 2 is scatter, not an inconsistency
+    assert finding.odds_ratio_mh == pytest.approx(1.0)
+    assert "0 of 2 runs have the rule equal to its control, as pooled" in ev.sentence(finding)
