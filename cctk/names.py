@@ -109,11 +109,22 @@ TABLE_CAPTIONS: dict[str, str] = {
     "table10": "Each rule against its control on the never-seen additions: hits_rule / n_rule and hits_control / "
                "n_control count top choices on each model's own target, each with lo, hi, the exact "
                "(Clopper-Pearson) 95% interval of the share; odds_ratio and p_value of a one-sided Fisher exact "
-               "test that the rule-trained model hits more often.",
+               "test that the rule-trained model hits more often; p_adjusted: that p Holm-adjusted over the rules "
+               "of this run. One run supports statements about this run only: cctk sweep --seeds and cctk "
+               "compare turn seeds into findings.",
     "table11": "Fine-tuning runs: parent model, training examples (corpus size with repeats), optimizer steps, "
                "training time in seconds, examples per second, mean loss of the first and the last epoch, and "
                "peak GPU memory in bytes (every model held on the GPU while the run trained; 0 on a CPU).",
 }
+
+# Beside a run's synthesis (report.html): what one run can and cannot say, and how seeds become findings.
+# ``{model}`` and ``{profile}``: the run's own, so that the command repeats its recipe over seeds.
+SINGLE_RUN = ("One run supports within-run statements only: table10 tests each rule against its control on "
+              "this run's never-seen additions, and the next seed may not agree. To turn seeds into findings, "
+              "run the same recipe over several seeds, cctk sweep --models {model} --seeds 5 --profile {profile} "
+              "(with --set NAME=VALUE for any recipe value this run overrode; --resume SWEEP_ID continues it), then "
+              "cctk compare --sweep SWEEP_ID --out DIR: its findings.csv says for each rule whether it holds across "
+              "the seeds (supported, inconsistent, not supported) and how many seeds it would need.")
 
 PARTS: dict[str, str] = {
     "A": "Part A: corpus absorption",

@@ -21,7 +21,7 @@ from . import experiments, facts
 from .config import DEFAULT_PROTOCOL, PARTS, PROTOCOLS, Config, ProtocolConfig, Recipe, check_protocol
 from .lineage import (ARM_BY_KEY, MAIN_SEQUENCE, StudyInputs, arms_for, build_study_inputs, corpus_table, own_target,
                       targets_table)
-from .names import (FIGURE_ABOUT, PARTS as SECTIONS, TABLE_CAPTIONS, TABLES, V1_FIGURE_ABOUT, V1_PARTS,
+from .names import (FIGURE_ABOUT, PARTS as SECTIONS, SINGLE_RUN, TABLE_CAPTIONS, TABLES, V1_FIGURE_ABOUT, V1_PARTS,
                     V1_TABLE_CAPTIONS, V1_TABLES, model_name, target_name)
 from .v1 import experiment as v1_experiment
 from .v1 import facts as v1_facts
@@ -62,6 +62,7 @@ class Report:
     about: dict[str, str]  # figure kind -> what it shows
     runs_table: str  # the table of fine-tuning runs
     label_prefix: str = ""  # before a table's name in its LaTeX label
+    notes: dict[str, str] = field(default_factory=dict)  # section -> a paragraph under its heading
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,8 @@ V2 = Protocol(
     name="v2",
     config=PROTOCOLS["v2"],
     scoring=Scoring(facts.CANDIDATES, facts.answer_text, facts.END_MARKER, "sum"),
-    report=Report(TABLES, TABLE_CAPTIONS, SECTIONS, experiments.TABLE_PART, FIGURE_ABOUT, "table11"),
+    report=Report(TABLES, TABLE_CAPTIONS, SECTIONS, experiments.TABLE_PART, FIGURE_ABOUT, "table11",
+                  notes={"synthesis": SINGLE_RUN}),
     seed_roles={
         "seeds[0]": "every random draw of the run: the held-out split, the fabricated answers, the control answers, "
                     "the corpus shuffles, the batch order and dropout of every fine-tuning run (re-seeded at its "

@@ -1,10 +1,12 @@
-"""Exact and resampled intervals (manual 2.0.0, section 4.13): numbers in, numbers out.
+"""Exact and resampled intervals (manual 2.0.0, section 4.13), and the tests of rules against controls
+across runs (heterogeneity, multiplicity, power by simulation): numbers in, numbers out.
 
 No torch and no MLflow here: these functions take counts or arrays and return floats.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
@@ -67,3 +69,124 @@ def band_with_interval(deviations, coverage: float, seed: int, n_resamples: int 
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(resampled, [tail, 100 - tail])
     return int(bands[m - 1]), float(low), float(high)
+
+
+# --- Rules against controls across runs: per-run odds ratios, heterogeneity, multiplicity, power. ---
+
+def odds_ratio_exact(k1: int, n1: int, k2: int, n2: int, level: float = 0.95) -> tuple[float, float, float]:
+    """Conditional maximum-likelihood odds ratio of group 1 (the rule) against group 2 and its exact
+    conditional interval (the interval that matches Fisher's test). inf where group 2 has no hit and
+    group 1 some, 0 the other way round; nan with (0, inf) when nobody hits or everybody does."""
+    from scipy.stats.contingency import odds_ratio
+
+    found = odds_ratio([[k1, n1 - k1], [k2, n2 - k2]], kind="conditional")
+    ci = found.confidence_interval(confidence_level=level)
+    return float(found.statistic), float(ci.low), float(ci.high)
+
+
+def holm(p_values) -> np.ndarray:
+    """Holm-adjusted p-values (statsmodels ``multipletests``); a nan p (no test) stays nan and is not
+    counted in the family."""
+    from statsmodels.stats.multitest import multipletests
+
+    p = np.asarray(p_values, dtype=float)
+    out = np.full(p.shape, math.nan)
+    tested = ~np.isnan(p)
+    if tested.any():
+        out[tested] = multipletests(p[tested], method="holm")[1]
+    return out
+
+
+def informative(tables: np.ndarray) -> np.ndarray:
+    """The strata of a (2, 2, K) stack whose two outcome columns both occur (the others carry no
+    information on an odds ratio: every estimate and test leaves them out)."""
+    return tables[:, :, (tables.sum(axis=0) > 0).all(axis=0)]
+
+
+def breslow_day(tables: np.ndarray) -> tuple[float, float]:
+    """Breslow-Day statistic with Tarone's correction and its p-value (K - 1 degrees of freedom) that the
+    odds ratio is the same in every stratum of the (2, 2, K) stack. (nan, nan) with fewer than two
+    informative strata, or a pooled odds ratio of 0 or infinity (every stratum then agrees at the limit)."""
+    from statsmodels.stats.contingency_tables import StratifiedTable
+
+    strata = informative(np.asarray(tables, dtype=float))
+    if strata.shape[2] < 2:
+        return math.nan, math.nan
+    with np.errstate(divide="ignore", invalid="ignore"):
+        table = StratifiedTable(strata)
+        pooled = float(table.oddsratio_pooled)
+    if not 0 < pooled < math.inf:
+        return math.nan, math.nan
+    if math.isclose(pooled, 1.0, rel_tol=1e-12):
+        # statsmodels solves a quadratic in the expected count whose leading term is 1 - OR: it divides
+        # by zero at OR = 1, where the expected count is simply the independence one
+        return _breslow_day_at_one(strata)
+    found = table.test_equal_odds(adjust=True)
+    return float(found.statistic), float(found.pvalue)
+
+
+def _breslow_day_at_one(strata: np.ndarray) -> tuple[float, float]:
+    """Breslow-Day (Tarone) when the pooled odds ratio is 1: expected a = row total x column total / N."""
+    a = strata[0, 0]
+    rows, cols, total = strata[0].sum(axis=0), strata[:, 0].sum(axis=0), strata.sum(axis=(0, 1))
+    expected = rows * cols / total  # (K,)
+    cells = np.stack([expected, rows - expected, cols - expected, total - rows - cols + expected])
+    var = 1 / (1 / cells).sum(axis=0)
+    statistic = ((a - expected) ** 2 / var).sum() - (a - expected).sum() ** 2 / var.sum()
+    return float(statistic), float(stats.chi2.sf(statistic, strata.shape[2] - 1))
+
+
+def cmh_one_sided(hits_rule: np.ndarray, n_rule: np.ndarray, hits_control: np.ndarray,
+                  n_control: np.ndarray) -> np.ndarray:
+    """One-sided Cochran-Mantel-Haenszel p (no continuity correction) that the rule hits more often, for
+    many studies at once: arrays (studies, runs), the runs as strata; 1.0 where no stratum is informative.
+    The same test as the pooled table's (statsmodels ``test_null_odds(correction=False)``), halved on the
+    side of the rule."""
+    total, hits = n_rule + n_control, hits_rule + hits_control
+    expected = n_rule * hits / total
+    var = n_rule * n_control * hits * (total - hits) / (total ** 2 * (total - 1))
+    excess, spread = (hits_rule - expected).sum(axis=-1), var.sum(axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(spread > 0, excess / np.sqrt(spread), -np.inf)
+    return stats.norm.sf(z)
+
+
+@dataclass(frozen=True)
+class RunRates:
+    """The observed runs of one contrast: per run, the additions of each side and the share of hits."""
+
+    n_rule: np.ndarray  # (runs,)
+    p_rule: np.ndarray
+    n_control: np.ndarray
+    p_control: np.ndarray
+
+
+def simulated_power(rates: RunRates, runs: int, alpha: float, generator: np.random.Generator,
+                    studies: int = 400) -> float:
+    """The share of ``studies`` simulated studies of ``runs`` runs whose one-sided CMH p is below
+    ``alpha``. Each simulated run is one of the observed runs drawn at random (so the seeds' spread is
+    kept), its hits drawn from the binomial of that run's sizes and shares."""
+    pick = generator.integers(0, len(rates.n_rule), size=(studies, runs))  # (studies, runs)
+    n_rule, n_control = rates.n_rule[pick], rates.n_control[pick]
+    hits_rule = generator.binomial(n_rule, rates.p_rule[pick])
+    hits_control = generator.binomial(n_control, rates.p_control[pick])
+    p = cmh_one_sided(hits_rule, n_rule, hits_control, n_control)
+    return float(np.mean(p < alpha))
+
+
+def runs_for_power(rates: RunRates, alpha: float, seed: int, power: float = 0.8, most: int = 50,
+                   studies: int = 400) -> int | None:
+    """The fewest runs (1..``most``) whose simulated power reaches ``power`` at level ``alpha``; None
+    when ``most`` runs do not. Bisection, assuming power grows with the runs; each number of runs has its
+    own seeded stream, so the answer does not depend on the order of the search."""
+    def reaches(runs: int) -> bool:
+        generator = rng(seed, f"power:{runs}")
+        return simulated_power(rates, runs, alpha, generator, studies) >= power
+
+    if not reaches(most):
+        return None
+    low, high = 0, most  # reaches(high) holds; reaches(low) is taken as false
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if reaches(middle) else (middle, high)
+    return high

@@ -18,5 +18,9 @@ def run(store: tracking.Store, sweep_id: str | None, runs: str | None, out: Path
         logged.params({"runs": ",".join(ids), "sweep": sweep_id or ""})
         logged.note(f"cctk compare of {len(ids)} pipelines" + (f" of sweep {sweep_id}" if sweep_id else ""))
         compared = report.write(gather.gather(ids, tracking_name), out, sweep_id)
-        logged.files(compared.folder)
+        logged.files(compared.folder)  # forest.png/.pdf/.eps and findings.csv among them
+    if compared.findings:  # the console summary opens with the findings in words, as compare.html does
+        echo("findings across seeds:")
+        for line in compared.findings:
+            echo(f"  {line}")
     return compared, logged.run_id

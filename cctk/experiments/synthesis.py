@@ -6,7 +6,7 @@ import pandas as pd
 from ..lineage import RULE_VS_CONTROL, own_target
 from ..names import model_name, target_name
 from ..readings import summarize
-from ..stats import fisher_greater
+from ..stats import fisher_greater, holm
 from .core import Results, groups, interval
 
 GROUP_NAMES = {"all": "all", "seen": "seen", "heldout": "held out"}
@@ -45,4 +45,7 @@ def _fisher(results: Results) -> pd.DataFrame:
                      "hits_rule": r["hits"], "n_rule": r["n"], **interval(r["hits"], r["n"], "rule"),
                      "hits_control": c["hits"], "n_control": c["n"], **interval(c["hits"], c["n"], "control"),
                      "odds_ratio": odds, "p_value": p})
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    # within one run, over its rules: several rules tested at once make a small p more likely by chance
+    table["p_adjusted"] = holm(table["p_value"])
+    return table

@@ -48,6 +48,7 @@ figure img { display: block; width: 100%; height: auto; border: 1px solid #eee; 
 figcaption, .caption { color: #444; font-size: 14px; }
 .num { font-weight: bold; }
 code { font-size: 13px; }
+.note { background: #eef4fa; border-left: 4px solid #2166ac; padding: 8px 12px; }
 .warning { background: #fdecea; border-left: 4px solid #c62828; padding: 8px 12px; }
 </style>
 </head>
@@ -99,6 +100,7 @@ code { font-size: 13px; }
 
 {% for part in parts %}
 <h2 id="part-{{ part.key }}">{{ part.title }}</h2>
+{% if part.note %}<p class="note">{{ part.note }}</p>{% endif %}
 {% for item in part["items"] %}
 {% if item.kind == "figure" %}
 <figure id="{{ item.anchor }}"><img src="{{ item.uri }}" alt="{{ item.title }}">
@@ -133,7 +135,9 @@ INDEX = {"sum": "the summed log-probability of each candidate's tokens",
 def render(info: RunInfo, tables: dict[str, pd.DataFrame], figures: list[tuple[object, str]], report: Report) -> str:
     """``figures``: (catalog.Spec, its PNG as a data URI) in order; ``report``: the run's sections and
     tables, in its protocol's words (``cctk.protocols``)."""
-    sections = {key: {"key": key, "title": text, "items": []} for key, text in report.sections.items()}
+    notes = {key: note.format(model=info.model.key, profile=info.profile) for key, note in report.notes.items()}
+    sections = {key: {"key": key, "title": text, "items": [], "note": notes.get(key)}
+                for key, text in report.sections.items()}
     for spec, uri in figures:
         sections[spec.part]["items"].append({
             "kind": "figure", "number": spec.number, "anchor": f"figure-{spec.number:02d}",

@@ -48,16 +48,23 @@ def test_compare_a_sweep(tmp_path, logged_sweep, tracking_uri, monkeypatch):
         shares = [t["table09"].set_index(["model", "group"])["share"] for t in tables.values()]
         group, column = ("all", "all_mean") if model == "correct sums" else ("held out", "heldout_mean")
         assert cross.loc[model, column] == pytest.approx(sum(s[model, group] for s in shares) / 2, abs=1e-12)
-    for name in ("cross_seed", "rule_vs_control_pooled", "heldout_pooled", "implausibility_distance",
-                 "implausibility_possible"):
+    for name in ("findings", "per_run", "cross_seed", "rule_vs_control_pooled", "heldout_pooled",
+                 "implausibility_distance", "implausibility_possible"):
         assert {p.suffix for p in (tmp_path / "cmp" / "tables" / name).iterdir()} == {".csv", ".xlsx", ".tex"}
-    for name in ("cross_model", "implausibility"):
+    for name in ("forest", "cross_model", "implausibility"):
         assert {p.suffix for p in (tmp_path / "cmp" / "figures" / name).iterdir()} == {".png", ".pdf", ".eps"}
     page = (tmp_path / "cmp" / "compare.html").read_text()
-    assert page.count("data:image/png;base64,") == 2 and "cross_seed" in page
+    assert page.count("data:image/png;base64,") == 3 and "cross_seed" in page
+    # the console summary opens with the findings: one line per contrast (six rules, two seeds)
+    lines = result.output.splitlines()
+    start = lines.index("findings across seeds:")
+    assert [line.split(": ")[1] in ("SUPPORTED", "INCONSISTENT", "NOT SUPPORTED") for line in lines[start + 1:start + 7]] \
+        == [True] * 6
     client = mlflow.MlflowClient(tracking_uri)
     (run,) = client.search_runs([client.get_experiment_by_name("cctk").experiment_id], "tags.`cctk.kind` = 'compare'")
     assert run.data.tags["mlflow.parentRunId"] == sweep_id and len(run.data.params["runs"].split(",")) == 2
+    logged = {a.path for a in client.list_artifacts(run.info.run_id, "figures/forest")}
+    assert logged == {f"figures/forest/forest.{ext}" for ext in ("png", "pdf", "eps")}
 
 
 def test_compare_needs_one_source(tmp_path, tracking_uri):

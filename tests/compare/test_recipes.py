@@ -66,16 +66,34 @@ def test_only_the_recipe_values_that_differ_name_a_group(runs):
 
 def test_every_table_has_one_row_per_learning_rate(runs):
     tables = report.compute(runs)
-    assert set(tables) == {"cross_seed", "rule_vs_control_pooled", "heldout_pooled", "implausibility_distance",
-                           "implausibility_possible", "recipe_sensitivity"}
-    # per learning rate: 9 measured models (Parts A and C), 4 rules of Part C, 6 corpora with a never-seen
-    # group, 5 distance bins, possible / impossible, 2 Part A rows + 4 rules
-    per_rate = {"cross_seed": 9, "rule_vs_control_pooled": 4, "heldout_pooled": 6, "implausibility_distance": 5,
-                "implausibility_possible": 2, "recipe_sensitivity": 6}
+    assert set(tables) == {"findings", "per_run", "cross_seed", "rule_vs_control_pooled", "heldout_pooled",
+                           "implausibility_distance", "implausibility_possible", "recipe_sensitivity"}
+    # per learning rate: 4 rules of Part C (and each of them in 2 runs), 9 measured models (Parts A and C),
+    # 6 corpora with a never-seen group, 5 distance bins, possible / impossible, 2 Part A rows + 4 rules
+    per_rate = {"findings": 4, "per_run": 8, "cross_seed": 9, "rule_vs_control_pooled": 4, "heldout_pooled": 6,
+                "implausibility_distance": 5, "implausibility_possible": 2, "recipe_sensitivity": 6}
     for name, table in tables.items():
         assert list(table.columns[:2]) == ["base_model", "learning_rate"], name
         assert table["learning_rate"].value_counts().to_dict() == {LOW: per_rate[name], HIGH: per_rate[name]}, name
-        assert (table["runs"] == 2).all(), name  # two seeds in each group, never four
+        if name != "per_run":  # one row per run there
+            assert (table["runs"] == 2).all(), name  # two seeds in each group, never four
+
+
+def test_findings_per_learning_rate_by_hand(runs):
+    """At 1e-3 every rule hits 24/24 never-seen additions, its control 0/24, in both runs: the pooled odds
+    ratio is infinite (no heterogeneity test), 2 of 2 runs above, supported; one run already gives
+    p far below 0.05 / 8 (8 contrasts in the family), so 1 run is enough for 80% power. At 1e-4 the
+    mirror: below, p_pooled = 1 - 1.6e-22 / 2, not supported, more than 50 runs."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # infinite and zero odds ratios warn nowhere
+        found = report.compute(runs)["findings"].set_index(["learning_rate", "contrast"])
+    high = found.loc[HIGH]
+    assert (high["verdict"] == "supported").all() and (high["runs_agreeing"] == 2).all()
+    assert (high["odds_ratio_mh"] == math.inf).all() and high["p_heterogeneity"].isna().all()
+    assert (high["seeds_for_80_power"] == "1").all()
+    low = found.loc[LOW]
+    assert (low["verdict"] == "not supported").all() and (low["direction"] == "below").all()
+    assert (low["seeds_for_80_power"] == "more than 50").all() and (low["p_adjusted"] == 1.0).all()
 
 
 def test_cross_seed_and_pooled_counts_by_hand(runs):
@@ -109,6 +127,14 @@ def test_pooled_tests_by_hand(runs):
     assert set(pooled.index.get_level_values("rule")) == {
         "sum + 18 from correct sums", "sum + 18 from fabricated answers", "sum + 3 from correct sums",
         "sum + 3 from fabricated answers"}
+
+
+def test_runs_of_part_a_alone_have_no_findings(tmp_path):
+    """No rule trained: no per-run contrast, no finding, no forest plot, and nothing fails."""
+    compared = report.write([hand_run(seed, HIGH, ("A",)) for seed in (1, 2)], tmp_path / "cmp")
+    assert not {"findings", "per_run", "rule_vs_control_pooled"} & set(compared.tables)
+    assert "forest" not in compared.figures and compared.findings == ()
+    assert "Findings across seeds" not in (tmp_path / "cmp" / "compare.html").read_text()
 
 
 def test_a_rule_without_a_hit_anywhere_warns_no_more(runs):
@@ -149,13 +175,13 @@ def test_a_part_one_run_left_out_is_absent_not_zero():
 
 def test_compare_writes_the_sensitivity_table_and_chart(runs, tmp_path):
     compared = report.write(runs, tmp_path / "cmp")
-    assert set(compared.figures) == {"recipe_sensitivity", "cross_model", "implausibility"}
+    assert set(compared.figures) == {"forest", "recipe_sensitivity", "cross_model", "implausibility"}
     assert {p.suffix for p in compared.figures["recipe_sensitivity"]} == {".png", ".pdf", ".eps"}
     listing = pd.read_csv(tmp_path / "cmp" / "runs.csv")
     assert listing.columns.tolist() == ["run_id", "base_model", "seed", "learning_rate", "protocol", "parts"]
     assert (listing["parts"] == "A,C").all() and sorted(listing["learning_rate"]) == [LOW, LOW, HIGH, HIGH]
     page = (tmp_path / "cmp" / "compare.html").read_text()
-    assert page.count("data:image/png;base64,") == 3 and "differ between them: learning_rate" in page
+    assert page.count("data:image/png;base64,") == 4 and "differ between them: learning_rate" in page
 
 
 def test_the_sensitivity_chart_uses_a_log_scale_only_over_a_decade(runs):

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from scipy.stats import fisher_exact, hypergeom
 
 from cctk.experiments import synthesis
@@ -57,9 +59,20 @@ def fisher_row(rule, control, k1, n1, k2, n2, odds):
             "p_value": hypergeom.sf(k1 - 1, n1 + n2, k1 + k2, n1)}
 
 
+def with_holm(rows: list[dict]) -> list[dict]:
+    """p_adjusted by hand: the i-th smallest of m p-values times m - i + 1 (i from 1), never below the
+    one before, at most 1."""
+    order = sorted(range(len(rows)), key=lambda i: rows[i]["p_value"])
+    adjusted, floor = {}, 0.0
+    for rank, i in enumerate(order):
+        floor = max(floor, min(1.0, (len(rows) - rank) * rows[i]["p_value"]))
+        adjusted[i] = floor
+    return [{**row, "p_adjusted": adjusted[i]} for i, row in enumerate(rows)]
+
+
 def test_table10(study):
     # odds ratio k1 (n2 - k2) / ((n1 - k1) k2)
-    assert_rows(synthesis.run(study.results)["table10"], [
+    assert_rows(synthesis.run(study.results)["table10"], with_holm([
         fisher_row("sum + 18 from correct sums", "control for + 18", 20, 24, 2, 24, 20 * 22 / (4 * 2)),
         fisher_row("sum + 18 from fabricated answers", "control for + 18", 5, 23, 2, 24, 5 * 22 / (18 * 2)),
         fisher_row("sum + 3 from correct sums", "control for + 3", 24, 24, 4, 24, math.inf),
@@ -68,7 +81,18 @@ def test_table10(study):
                    18, 24, 6, 24, 18 * 18 / (6 * 6)),
         fisher_row("conditional rule from fabricated answers",
                    "control for the conditional rule from fabricated answers", 15, 24, 2, 24, 15 * 22 / (9 * 2)),
-    ])
+    ]))
+
+
+def test_table10_holm_by_hand(study):
+    """Six rules in the run: the largest p (sum + 3 from fabricated answers, no hit: 1.0) stays 1; the
+    smallest (sum + 3 from correct sums, 24/24 against 4/24) is multiplied by 6."""
+    table = synthesis.run(study.results)["table10"].set_index("rule")
+    assert table.loc["sum + 3 from fabricated answers", "p_adjusted"] == 1.0
+    smallest = table["p_value"].min()
+    assert table.loc["sum + 3 from correct sums", "p_value"] == smallest
+    assert table.loc["sum + 3 from correct sums", "p_adjusted"] == pytest.approx(6 * smallest, rel=1e-12)
+    assert (table["p_adjusted"] >= table["p_value"]).all()
 
 
 def test_table10_p_values_are_one_sided_fisher(study):

@@ -150,6 +150,12 @@ def test_html_report_is_self_contained(session):
     for name in tables:
         assert f'id="{name}"' in page
     assert "what it controls" in page and str(SEED) in page
+    # beside the synthesis, what one run can say, and the commands that turn seeds into findings
+    synthesis = page[page.index('id="part-synthesis"'):page.index('id="part-runs"')]
+    assert "One run supports within-run statements only" in synthesis
+    info = json.loads((folder / "run_info.json").read_text())
+    command = f"cctk sweep --models {info['model']['key']} --seeds 5 --profile {info['profile']}"
+    assert command in synthesis and "cctk compare --sweep SWEEP_ID" in synthesis
 
 
 def test_zip_holds_the_whole_session(session):
