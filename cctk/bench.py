@@ -1,11 +1,11 @@
-"""Benchmarks, as ratios measured in one process: ``python -m cctk.bench measure | train | pipeline | absorb``.
+"""Benchmarks, as ratios measured in one process: ``python -m cctk.bench measure | train | pipeline | absorb | gpu``.
 
 ``measure``: the manual's plain loop (one candidate per forward pass, end marker included)
 against ``cctk.measure`` on the bundled model, over all 81 x 35 candidates by default.
 ``train``: examples per second of a plain PyTorch loop, ``fine_tune`` with each saving, and the
 compute limit. ``pipeline``: a whole quick pipeline (``cctk run``, as ``make run``), its wall time as
 a ratio of the compute limit of its training on this machine. ``absorb``: the Part A arms of a recipe
-per seed, hits against the run's thresholds.
+per seed, hits against the run's thresholds. ``gpu``: the first contact with a device (``cctk.gpu_bench``).
 """
 from __future__ import annotations
 
@@ -91,6 +91,22 @@ def bench_pipeline(model, profile, seed, out, json_out):
     from .pipeline_bench import run
 
     result = run(model, profile, seed, out)
+    _report(result, json_out)
+
+
+@bench.command("gpu")
+@click.option("--device", default=None, help="The device to check [default: cuda when available, else cpu].")
+@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+def bench_gpu(device, json_out):
+    """First contact with a device: arithmetic, GEMM peaks, packed = padded, measure there, the memory
+    estimate against measured peaks, device reads per step, a small card's message (random weights)."""
+    from .errors import CctkError
+    from .gpu_bench import run
+
+    try:
+        result = run(device)
+    except CctkError as error:
+        raise click.UsageError(str(error)) from None
     _report(result, json_out)
 
 

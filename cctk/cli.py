@@ -29,15 +29,36 @@ def cli():
 
 
 @cli.command()
-def models():
+@click.option("--fits", is_flag=True, help="Instead: what the roster needs on the GPUs people have, from "
+              "cctk's memory estimate (a Markdown table; the README's).")
+@click.option("--profile", default="paper", show_default=True, help="With --fits: the recipe.")
+def models(fits, profile):
     """List the model roster and what each model needs."""
     from .models import ROSTER
 
+    if fits:
+        _fits_table(profile)
+        return
     width = max(len(k) for k in ROSTER)
     click.echo(f"{'key':<{width}}  {'needs':<10}  source")
     for spec in ROSTER.values():
         click.echo(f"{spec.key:<{width}}  {spec.needs:<10}  {spec.source}")
     click.echo("Any Hub id (owner/name) or local model directory works too.")
+
+
+def _fits_table(profile: str) -> None:
+    from .config import profiles
+    from .memory import CARDS, Shape, fits_table
+    from .models import BUNDLED, ROSTER, model_config
+
+    if profile not in profiles():
+        raise CctkError(f"unknown profile {profile!r}; choose one of: {', '.join(profiles())}")
+    shapes = {key: Shape.of_config(model_config(key)) for key in ROSTER if key != BUNDLED}
+    header = ["model", "parameters", "peak, as is", *CARDS]
+    click.echo("| " + " | ".join(header) + " |")
+    click.echo("|" + " --- |" * len(header))
+    for row in fits_table(shapes, profiles()[profile]):
+        click.echo("| " + " | ".join(row) + " |")
 
 
 def recipe_options(command):

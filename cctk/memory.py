@@ -193,6 +193,13 @@ class Plan:
         now (the model not loaded yet) plus what the run adds."""
         return process_memory() + self.estimate.host(True) if self.on_cpu else self.estimate.device
 
+    def out_of_memory(self, device: str, where: str, error: BaseException) -> str:
+        """The one line an out-of-memory error of a run becomes: where, the allocator's words, the estimate
+        and what fits."""
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        return (f"out of memory on {device} in {where} ({first[:200]}); estimated {gib(self.estimate.device)} "
+                f"({self.estimate.breakdown()}), {gib(self.room.device)} free at the start; {self.what_fits()}")
+
     def what_fits(self) -> str:
         said = []
         fitting = [v for v in options(self.recipe, self.room) if self._fits(self.shape, v)]
@@ -268,3 +275,37 @@ def reset_process_peak() -> bool:
         return True
     except OSError:
         return False
+
+
+# --- The roster against the cards people have (README; ``cctk models --fits``). ---
+
+CARDS = {  # name -> (memory torch reports, native bf16)
+    "T4 16 GB": (15.0, False), "L4/A10 24 GB": (22.0, True), "A100 40 GB": (39.4, True),
+    "A100/H100 80 GB": (79.1, True), "H200 141 GB": (139.8, True)}
+
+
+def nearest_fit(shape: Shape, recipe: Recipe, card: Room, longest_row: int = 16, waiting: int = 1) -> str:
+    """The recipe itself where it fits the card, else its nearest variant that does (``options`` order), as
+    the flags to add; "-" where none does."""
+    plan = Plan("", shape, recipe, longest_row, card, waiting)
+    if plan.shortfall() is None:
+        return "as is"
+    for variant in options(recipe, card):
+        if plan._fits(shape, variant):
+            return " ".join(f"--{n} {getattr(variant, n)}" for n in ("precision", "optimizer")
+                            if getattr(variant, n) != getattr(recipe, n))
+    return "-"
+
+
+def fits_table(shapes: dict[str, Shape], recipe: Recipe, host_gib: float = 64.0) -> list[list[str]]:
+    """Rows of the roster (parameters, then one column per card in ``CARDS``): what a 2.0.0 pipeline with
+    ``recipe`` needs there, the host holding ``host_gib``."""
+    rows = []
+    for key, shape in shapes.items():
+        cells = []
+        for gib_free, bf16 in CARDS.values():
+            card = Room(int(gib_free * GIB), int(host_gib * GIB), "cuda", "", bf16=bf16, bitsandbytes=True)
+            cells.append(nearest_fit(shape, recipe, card))
+        need = estimate(shape, recipe, 16, "cuda", waiting=1)
+        rows.append([key, f"{shape.params / 1e6:,.0f}M", gib(need.device), *cells])
+    return rows

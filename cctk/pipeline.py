@@ -233,8 +233,8 @@ def _train_and_measure(run: Session, draws, done: Done, echo):
             base.cpu()
             continue
         if model.parent not in weights:  # finished before an interruption: its weights were checkpointed
-            weights[model.parent] = resume_state.load_checkpoint(_skeleton(weights, last_child), run.layout,
-                                                                 model.parent)
+            skeleton = _skeleton(weights, last_child, lambda: models.load_model(run.config.model, keep=False)[0])
+            weights[model.parent] = resume_state.load_checkpoint(skeleton, run.layout, model.parent)
         child = _child(weights, model, last_child).to(run.device)
         rows = run.protocol.rows(draws, model.key, run.config.recipe, tokenizer)
         with _nested_run(run, model, draws) as nested:
@@ -275,10 +275,14 @@ def _child(weights: dict, model: Measured, last_child: dict[str, str]):
     return copy.deepcopy(weights[model.parent])
 
 
-def _skeleton(weights: dict, last_child: dict[str, str]):
-    """A model of the run's architecture to load a checkpoint into: the base model itself once no arm
-    left needs it, else a copy of it."""
-    return weights.pop("base") if "base" not in last_child else copy.deepcopy(weights["base"])
+def _skeleton(weights: dict, last_child: dict[str, str], load):
+    """A model of the run's architecture to load a checkpoint into (a resume): the base model itself once
+    no arm left needs it, else a copy of a model in memory, else the model loaded again (``load()``)."""
+    if "base" in weights and "base" not in last_child:
+        return weights.pop("base")
+    if weights:
+        return copy.deepcopy(next(iter(weights.values())))
+    return load()
 
 
 def _train_model(run: Session, results, model: Measured, child, rows, tokenizer, nested: tracking.Run,
@@ -350,11 +354,8 @@ def _out_of_memory(run: Session, key: str):
     except (*OUT_OF_MEMORY, RuntimeError) as error:
         if not isinstance(error, OUT_OF_MEMORY) and "can't allocate memory" not in str(error):
             raise
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         plan = replace(run.plan, others=roster_shapes())
-        raise OutOfMemory(f"out of memory on {run.device} in the {model_name(key)} arm ({first[:200]}); "
-                          f"estimated {memory.gib(plan.estimate.device)} ({plan.estimate.breakdown()}), "
-                          f"{memory.gib(plan.room.device)} free at the start; {plan.what_fits()}") from None
+        raise OutOfMemory(plan.out_of_memory(str(run.device), f"the {model_name(key)} arm", error)) from None
 
 
 def _measure_and_log(run: Session, results, key: str, model, tokenizer, nested: tracking.Run) -> None:

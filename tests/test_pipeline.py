@@ -131,3 +131,14 @@ def test_cuda_asked_on_a_machine_without_it_fails_before_any_run(tiny_dir, tmp_p
     assert not (tmp_path / "out").exists()
     store = tracking.connect()
     assert store.search([store.experiment()], "") == []
+
+
+def test_a_resume_finds_a_model_to_load_a_checkpoint_into():
+    """The base model itself once no arm left needs it; a copy of one in memory; else the model loaded again."""
+    base, other = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    weights = {"base": base}
+    assert pipeline._skeleton(weights, {"m_random": "m_recover"}, None) is base and weights == {}
+    weights = {"base": base}
+    copied = pipeline._skeleton(weights, {"base": "m_correct"}, None)
+    assert copied is not base and torch.equal(copied.weight, base.weight) and weights == {"base": base}
+    assert pipeline._skeleton({}, {"m_random": "m_recover"}, lambda: other) is other

@@ -1,0 +1,48 @@
+"""The memory estimate against the bundled model's training on the CPU, and the first-contact check."""
+import dataclasses
+import gc
+
+import pytest
+from click.testing import CliRunner
+
+from cctk import memory, protocols
+from cctk.config import PROFILES, make_config
+from cctk.finetune import fine_tune
+from cctk.models import BUNDLED, load_model
+
+
+@pytest.mark.skipif(not memory.reset_process_peak(), reason="needs Linux's resettable peak resident memory")
+def test_estimate_bounds_the_bundled_models_training_on_a_cpu(tiny, tokenizer):
+    """One epoch of the correct-sums corpus with the quick recipe (batch 32): the estimate of what training
+    adds (gradients, AdamW moments, activations, the head's logits) is never below the measured rise of
+    the process's resident memory and at most 1.5 times it (the process's first training step is warmed
+    up on the tiny model first: ``CPU_FIRST_STEP`` counts it apart)."""
+    config = make_config(BUNDLED, "quick", (7,))
+    v2 = protocols.get("v2")
+    model, bundled_tokenizer = load_model(BUNDLED, keep=False)
+    rows = v2.rows(v2.draw(config), "m_correct", config.recipe, bundled_tokenizer)[:81]
+    recipe = dataclasses.replace(PROFILES["quick"], epochs=1)
+    fine_tune(tiny, rows[:32], recipe, 1, tokenizer.pad_token_id, "warm-up")
+    gc.collect()
+    before = memory.process_memory()
+    record = fine_tune(model, rows, recipe, 1, bundled_tokenizer.pad_token_id, "arm")
+    measured = record.peak_cpu_memory_bytes - before
+    shape = memory.Shape.of_model(model)
+    predicted = memory.estimate(shape, recipe, max(len(ids) for ids, _ in rows), "cpu").training
+    assert shape.params == 134_515_008
+    assert measured <= predicted <= 1.5 * measured, (measured / 2**20, predicted / 2**20)
+
+
+def test_first_contact_check_runs_on_a_cpu():
+    """``python -m cctk.bench gpu`` on this machine: every check prints, packed = padded and the device's
+    measurement = the CPU's, and the device step reads the device no time per step."""
+    from cctk.bench import bench
+
+    result = CliRunner().invoke(bench, ["gpu", "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    lines = dict(line.strip().split(": ", 1) for line in result.output.splitlines() if ": " in line)
+    assert float(lines["packed vs padded gradients, relative to their norm"]) < 1e-4
+    assert float(lines["measure on the device vs the CPU, largest |logprob gap|"]) == 0.0
+    assert lines["device reads per training step"].startswith("0.00 (4 over")
+    assert lines["phi-1.5, paper recipe, emulated T4"].startswith("phi-1.5 with this recipe (float32, adamw, batch 8)")
+    assert "memory smollm2-135m (paper recipe)" in lines
