@@ -66,17 +66,24 @@ LONGEST_ROW = 16  # tokens of the longest arithmetic training row, an upper boun
 
 
 def check_inputs(config: Config, tracking_name: str | None = None, device: str | None = None,
-                 ) -> tuple[tracking.Store, memory.Plan]:
+                 ) -> tuple[tracking.Store, torch.device, memory.Plan]:
     """Every check that can fail, before any folder or MLflow run exists: the model (installed, cached or
-    reachable, its configuration readable), the device (present) and the recipe on it (precision,
-    optimizer), the memory the run needs against what is free, and the tracking store (reachable)."""
+    reachable, its configuration readable), the device, the recipe and memory on it (``check_device``) and
+    the tracking store (reachable)."""
     models.check_available(config.model)
+    where, plan = check_device(config, device)
+    return tracking.connect(tracking_name), where, plan
+
+
+def check_device(config: Config, device: str | None) -> tuple[torch.device, memory.Plan]:
+    """The device (present), the recipe on it (precision, optimizer) and the memory the run needs against
+    what is free there: one line naming what fits where it does not."""
     where = resolve_device(device)
     check_recipe(config.recipe, where)
     plan = memory_plan(config, where)
     if plan.shortfall():  # name the roster's models that would fit, in the one line
         replace(plan, others=roster_shapes()).check()
-    return tracking.connect(tracking_name), plan
+    return where, plan
 
 
 def memory_plan(config: Config, where: torch.device) -> memory.Plan:
@@ -121,8 +128,8 @@ def run(config: Config, out_root: Path = Path("outputs"), tracking_name: str | N
 
     ``sweep``, ``cell``: the run id of a sweep this pipeline is a cell of (it nests under it), the cell's key.
     """
-    store, plan = check_inputs(config, tracking_name, device)
-    run_ = _open_session(config, Path(out_root), store, resolve_device(device), plan, echo, sweep, cell)
+    store, where, plan = check_inputs(config, tracking_name, device)
+    run_ = _open_session(config, Path(out_root), store, where, plan, echo, sweep, cell)
     run_.figures = figures
     return _execute(run_, Done(), echo, system_metrics, peak=True)
 
@@ -141,10 +148,7 @@ def resume(run_id: str, out_root: Path = Path("outputs"), tracking_name: str | N
     if not (layout.folder / "measurements").is_dir():
         raise CctkError(f"the session folder {layout.folder} of run {run_id} is not here; "
                         "resume from the folder the run started in, or pass its --out")
-    where = resolve_device(device)
-    check_recipe(config.recipe, where)
-    plan = memory_plan(config, where)
-    plan.check()
+    where, plan = check_device(config, device)
     session_ = Session(config, protocol, layout, store, parent.experiment_id, store.reopen(run_id), where,
                        figures=figures, plan=plan)
     done = resume_state.finished(store, parent, layout)
