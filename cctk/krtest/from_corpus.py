@@ -262,9 +262,10 @@ class Request:
 
 
 def teacher_settings(teacher) -> dict:
-    """The teacher as the user named it (before /models resolves a model)."""
+    """The teacher as the user named it (before /models resolves a model). Not its URL: a server restarted
+    on another port, or the same model behind another gateway, may continue a generation."""
     about = teacher.describe()
-    return {k: about.get(k) for k in ("kind", "url", "model", "temperature", "max_tokens")}
+    return {k: about.get(k) for k in ("kind", "model", "temperature", "max_tokens")}
 
 
 def run(request: Request, teacher, echo=print) -> Generation | None:
@@ -329,7 +330,8 @@ def _generate(request: Request, teacher, journal: Journal, settings: dict, docum
         def rewrite(finished: bool = False) -> Generation:
             done = judged.assemble(journal.entries)
             seconds = sum(line["seconds"] for line in journal.entries.values())
-            write_generation(done, out, {**about, "finished": finished, "seconds": round(seconds, 1)})
+            write_generation(done, out, {**about, "teacher": teacher.describe(),  # what the server accepted so far
+                                         "finished": finished, "seconds": round(seconds, 1)})
             return done
 
         try:

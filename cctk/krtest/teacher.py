@@ -194,11 +194,12 @@ class EndpointTeacher:
         from openai import BadRequestError, OpenAIError, UnprocessableEntityError
 
         while True:
+            arguments = self._arguments(chat, n, limit)
             try:
-                reply = self._client.chat.completions.create(**self._arguments(chat, n, limit))
+                reply = self._client.chat.completions.create(**arguments)
                 break
             except (BadRequestError, UnprocessableEntityError) as error:
-                if not self._adapt(str(error)):
+                if not self._adapt(str(error), arguments):
                     self._fail(error, f"request {n + 1}")
             except OpenAIError as error:
                 self._fail(error, f"request {n + 1}")
@@ -214,12 +215,13 @@ class EndpointTeacher:
             arguments["response_format"] = RESPONSE_FORMAT
         return arguments
 
-    def _adapt(self, message: str) -> bool:
-        """Drop what a 400 names as refused; False when there is nothing left to drop."""
-        if "max_tokens" in message and self._limit_key == "max_tokens":
+    def _adapt(self, message: str, sent: dict) -> bool:
+        """Drop what a 400 names as refused from what was ``sent`` (another thread may have dropped it
+        already); False when there is nothing left to drop."""
+        if "max_tokens" in message and "max_tokens" in sent:
             self._limit_key = "max_completion_tokens"
             return True
-        if self._structured:  # servers without structured output say so in many ways
+        if "response_format" in sent:  # servers without structured output say so in many ways
             self._structured = False
             return True
         return False
