@@ -26,10 +26,14 @@ from cctk.krtest.passages import segment
 
 
 class FaultServer:
-    def __init__(self, corpus: str, faults: dict[int, list[str]] | None = None, slow_seconds: float = 3.0):
+    def __init__(self, corpus: str, faults: dict[int, list[str]] | None = None, slow_seconds: float = 3.0,
+                 status: int | None = None):
         self.passages = [p.text for p in segment(corpus)]
         self.faults = {k: list(v) for k, v in (faults or {}).items()}
         self.slow_seconds = slow_seconds
+        self.status = status  # every request answered with this HTTP status (401: a bad key)
+        self.models_asked = 0
+        self.keys: list[str] = []  # the Authorization header of every request
         self.asked: list[tuple[int, int, float]] = []  # (passage, token limit, time) of every chat request
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0}
         self.delivered = 0  # replies with HTTP 200 the client received
@@ -103,11 +107,18 @@ class FaultServer:
             protocol_version = "HTTP/1.1"
 
             def do_GET(self):  # /v1/models
+                server.models_asked += 1
+                server.keys.append(self.headers.get("Authorization", ""))
+                if server.status:
+                    return _send(self, server.status, {"error": {"message": "no"}})
                 _send(self, 200, {"object": "list", "data": [{"id": "fault-model", "object": "model", "created": 0,
                                                               "owned_by": "test"}]})
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.keys.append(self.headers.get("Authorization", ""))
+                if server.status:
+                    return _send(self, server.status, {"error": {"message": "invalid key"}})
                 try:
                     server.answer(self, body)
                 except (BrokenPipeError, ConnectionResetError):

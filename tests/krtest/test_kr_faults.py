@@ -1,5 +1,6 @@
 """Generation through a real endpoint's faults, over real HTTP on loopback (no model: the fault server of
 ``fault_server.py`` writes the items), and a kill -9 of ``cctk krtest generate`` during a request."""
+import builtins
 import json
 import os
 import signal
@@ -8,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from mlflow import MlflowClient
 
@@ -87,3 +89,41 @@ def test_kill_during_a_request_then_the_same_command_asks_only_the_rest(tiny_dir
     refused = CliRunner().invoke(cli, generate("http://127.0.0.1:9/v1", out, tiny_dir))
     assert refused.exit_code == 1 and "holds a finished generation; --overwrite replaces it" in refused.output
     assert len(refused.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("status", "named"), [(401, None), (403, "MY_TEACHER_KEY")])
+def test_a_refused_key_says_authentication_failed_and_names_the_variable(tiny_dir, tmp_path, tracking_uri,
+                                                                           monkeypatch, status, named):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-openai-variable")
+    monkeypatch.setenv("MY_TEACHER_KEY", "sk-from-my-variable")
+    extra = ["--api-key-env", named] if named else []
+    with FaultServer(CORPUS.read_text(), status=status) as server:
+        result = CliRunner().invoke(cli, generate(server.url, tmp_path / "out", tiny_dir, *extra))
+    assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1
+    variable = named or "OPENAI_API_KEY"
+    assert f"authentication failed at {server.url} (HTTP {status}) with the key from ${variable}" in result.output
+    key = "sk-from-my-variable" if named else "sk-from-openai-variable"
+    assert server.keys == [f"Bearer {key}"]  # one request: a refused key is not retried
+    assert "sk-" not in result.output
+
+
+def test_a_named_model_skips_models_and_a_missing_extra_says_how_to_install(tiny_dir, tmp_path, tracking_uri,
+                                                                             monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with FaultServer(CORPUS.read_text()) as server:
+        result = CliRunner().invoke(cli, generate(server.url, tmp_path / "out", tiny_dir, "--teacher-model", "gw-x",
+                                                  "--max-passages", "2"))
+    assert result.exit_code == 0, result.output
+    assert server.models_asked == 0 and server.passages_asked() == [0, 1]  # a gateway without /models works
+    assert set(server.keys) == {"Bearer not-needed"}
+    real_import = builtins.__import__
+
+    def no_openai(name, *args, **kwargs):
+        if name == "openai" or name.startswith("openai."):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_openai)
+    result = CliRunner().invoke(cli, generate("http://127.0.0.1:9/v1", tmp_path / "other", tiny_dir))
+    assert result.exit_code == 1 and "pip install 'cctk[teacher]'" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "other").exists()
