@@ -11,8 +11,8 @@ Checked in this order; the first rule an item breaks is its reason:
     empty                  a field is blank
     context_not_grounded   the context is neither a word-for-word piece of the passage nor supported
                            (support < SUPPORT): the paper's context is "extracted or paraphrased"
-    true_not_supported     sentence_true has support < SUPPORT, or a number (a word with a digit) the
-                           passage does not have
+    true_not_supported     sentence_true has support < SUPPORT, or a number (a word with a digit, or a
+                           number word: "nine", "million") the passage does not have
     not_a_small_edit       sentence_false is not sentence_true with one fact changed: the same words,
                            or words only dropped (a fact left out is not a fact changed), or more than
                            MAX_SPANS changed spans, or fewer than half of the longer side's words kept.
@@ -44,6 +44,11 @@ SUPPORT = 0.8  # share of content words that must occur in the passage
 MAX_SPANS = 3  # changed spans allowed: one fact may be a list ("beetles and grasshoppers", appendix B)
 # a number with its separators and what is glued to it is one word ("3.2", "10:30", "1990s", "12th")
 WORD = re.compile(r"\d+(?:[.,:]\d+)*\w*|\w+")
+NUMBER_WORDS = frozenset("""
+zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen
+eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand million billion trillion
+first second third fourth fifth sixth seventh eighth ninth tenth dozen half
+""".split())
 FUNCTION_WORDS = frozenset("""
 a an the of in on at to for from by with and or but nor so as is are was were be been being am it its this
 that these those he she they his her their them him i we you our your my me us not no than then there here
@@ -61,8 +66,9 @@ def content_words(text: str) -> list[str]:
 
 
 def numbers(text: str) -> set[str]:
-    """The words of ``text`` that hold a digit ("1864", "12th", "3.2")."""
-    return {w for w in words(text) if any(c.isdigit() for c in w)}
+    """The words of ``text`` that are numbers: with a digit ("1864", "12th", "3.2") or a number word
+    ("nine", "million"): one of them unsupported is a wrong fact however well the rest is supported."""
+    return {w for w in words(text) if any(c.isdigit() for c in w) or w in NUMBER_WORDS}
 
 
 def support(text: str, passage_words: set[str]) -> float:
