@@ -100,6 +100,56 @@ def generate(seed, out, corpus, teacher, location, entities, validation_entities
         click.echo(f"WARNING: no item kept; every proposal and its reason is in {out / from_corpus.PROPOSALS}")
 
 
+@krtest.command()
+@click.option("--questions", type=IN_FILE, default=None, help="The items to check (JSONL).")
+@click.option("--corpus", type=click.Path(path_type=Path), default=None,
+              help="The corpus the items' locations point into (file, folder or .jsonl).")
+@click.option("--generation", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="A folder of `generate --corpus`: its questions, corpus and segmentation.")
+@click.option("--oracle", "oracle_name", required=True,
+              help="http://host:port/v1 (an OpenAI-compatible endpoint) or a model key or folder.")
+@click.option("--oracle-model", default=None, help="Endpoint: the model to ask [default: its only one].")
+@click.option("--api-key-env", default=None, metavar="VAR",
+              help="Endpoint: the environment variable that holds the API key [default: OPENAI_API_KEY when set].")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the true side's position (A or B).")
+@SEGMENT
+@LOCATION
+@click.option("--min-tokens", type=int, default=0, show_default=True, help="As generate: short passages merged.")
+@click.option("--max-tokens-per-passage", "max_passage_tokens", type=int, default=None,
+              help="As generate: long passages split.")
+@click.option("--text-field", default="text", show_default=True, help="A .jsonl corpus: the field holding the text.")
+@TOKENIZER
+@click.option("--max-tokens", type=int, default=400, show_default=True, help="Longest oracle reply, in tokens.")
+@click.option("--retries", type=int, default=5, show_default=True, help="Endpoint: retries of a request.")
+@click.option("--timeout", type=float, default=120.0, show_default=True, help="Endpoint: seconds per request.")
+@click.option("--overwrite", is_flag=True, help="Replace a finished oracle check in --out.")
+@click.option("--out", type=OUT_DIR, required=True, help="Folder for oracle.json, oracle.csv, questions.validated.jsonl.")
+@click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
+def oracle(questions, corpus, generation, oracle_name, oracle_model, api_key_env, seed, out, **values):
+    """The paper's Golden Standard: an LLM picks the option consistent with each item's passage."""
+    from . import oracle as oracle_module
+    from .teacher import make_teacher
+
+    taken = oracle_module.from_generation(generation) if generation else {}
+    if generation and (questions or corpus):
+        raise CctkError("give --generation DIR, or --questions and --corpus, not both")
+    if not generation and not (questions and corpus):
+        raise CctkError("the oracle needs --questions FILE and --corpus PATH (or --generation DIR)")
+    fields = {"segment": values["segment"], "location": values["location"], "min_tokens": values["min_tokens"],
+              "max_passage_tokens": values["max_passage_tokens"], "text_field": values["text_field"],
+              "tokenizer_name": values["tokenizer_name"], "questions": questions, "corpus": corpus, **taken}
+    request = oracle_module.OracleRequest(out=out, seed=seed, overwrite=values["overwrite"],
+                                          tracking=values["tracking"], **fields)
+    chosen = make_teacher(oracle_name, oracle_model, api_key_env, 0.0, values["max_tokens"], seed, values["timeout"],
+                          values["retries"])
+    if hasattr(chosen, "response_format"):
+        chosen.response_format = {"type": "json_object"}  # the paper's reply: one object of ids to "A"/"B"
+    summary = oracle_module.run_oracle(request, chosen, echo=click.echo)
+    click.echo(f"oracle: {summary['correct']}/{summary['n']} = {100 * summary['accuracy']:.1f}% "
+               f"[{100 * summary['lo']:.1f}-{100 * summary['hi']:.1f}], {summary['unanswered']} unanswered "
+               f"(the paper's oracle: 99.56%): {out / oracle_module.ORACLE_JSON}")
+
+
 def _fictional(seed, out, location, entities, validation_entities, options) -> None:
     from click.core import ParameterSource
 

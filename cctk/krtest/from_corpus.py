@@ -347,8 +347,8 @@ def _generate(request: Request, teacher, journal: Journal, settings: dict, docum
 
 
 @contextmanager
-def _tracked(store, journal: Journal, name: str):
-    """A new run for a fresh generation; the generation's own run, RUNNING again, for a continuation."""
+def _tracked(store, journal: Journal, name: str, kind: str = GENERATE_RUN, source: str = "cctk krtest generate"):
+    """A new run for a fresh journal; the journal's own run, RUNNING again, for a continuation."""
     from .. import tracking
 
     run_id = journal.header.get("run_id") if journal.header else None
@@ -356,7 +356,7 @@ def _tracked(store, journal: Journal, name: str):
         with tracking.ending(store.reopen(run_id)) as run:
             yield run
     else:
-        with store.run(GENERATE_RUN, name, {"mlflow.source.name": "cctk krtest generate"}) as run:
+        with store.run(kind, name, {"mlflow.source.name": source}) as run:
             yield run
 
 
@@ -412,7 +412,8 @@ def _about(request: Request, teacher, documents: list[Document], found: list[Loc
             "segment": options.segment, "min_tokens": options.min_tokens,
             "max_tokens_per_passage": options.max_passage_tokens, "location": options.location,
             "per_passage": options.per_passage, "max_passages": options.max_passages,
-            "concurrency": options.concurrency, "tokenizer": request.tokenizer_name, "mlflow_run_id": run_id}
+            "text_field": options.text_field, "concurrency": options.concurrency, "tokenizer": request.tokenizer_name,
+            "mlflow_run_id": run_id}
 
 
 def _log_start(run, request: Request, teacher, documents: list[Document], found: list[Located]) -> None:

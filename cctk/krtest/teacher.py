@@ -153,9 +153,10 @@ class EndpointTeacher:
     seed: int = 0
     timeout: float = 120.0
     retries: int = 5
+    response_format: dict | None = field(default_factory=lambda: RESPONSE_FORMAT)  # None: plain JSON asked
     _client: object = field(default=None, repr=False)
     _limit_key: str = "max_tokens"  # max_completion_tokens where the server refuses max_tokens
-    _structured: bool = True  # response_format with the item schema, until the server refuses it
+    _structured: bool = True  # response_format sent, until the server refuses it
 
     def key_variable(self) -> str | None:
         """The environment variable the key comes from (None: no key, a dummy is sent)."""
@@ -211,8 +212,8 @@ class EndpointTeacher:
         arguments = {"model": self.model, "messages": chat, self._limit_key: limit or self.max_tokens}
         if self.temperature is not None:  # sampling parameters only when asked for
             arguments.update(temperature=self.temperature, seed=self.seed + n)
-        if self._structured:
-            arguments["response_format"] = RESPONSE_FORMAT
+        if self._structured and self.response_format:
+            arguments["response_format"] = self.response_format
         return arguments
 
     def _adapt(self, message: str, sent: dict) -> bool:
@@ -244,7 +245,7 @@ class EndpointTeacher:
         return {"kind": "endpoint", "url": public_url(self.url), "model": self.model,
                 "api_key_env": self.key_variable() or "", "temperature": self.temperature,
                 "max_tokens": self.max_tokens, "token_limit_parameter": self._limit_key,
-                "structured_output": self._structured, "seeds": "seed + passage index (with --temperature)",
+                "structured_output": bool(self._structured and self.response_format), "seeds": "seed + passage index (with --temperature)",
                 "retries": self.retries, "timeout": self.timeout}
 
 

@@ -18,11 +18,15 @@ reported in every reply the client received.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from cctk.krtest.passages import segment
+
+
+QUESTION = re.compile(r"\[Question ID: (\d+)\]\nContext: (.*)\nOption A: (.*)\nOption B: (.*)")
 
 
 class FaultServer:
@@ -33,6 +37,8 @@ class FaultServer:
         self.slow_seconds = slow_seconds
         self.status = status  # every request answered with this HTTP status (401: a bad key)
         self.models_asked = 0
+        self.wrong: set[str] = set()  # oracle: questions with these words in their context answered wrong
+        self.skip: set[str] = set()  # oracle: and these left unanswered
         self.keys: list[str] = []  # the Authorization header of every request
         self.asked: list[tuple[int, int, float]] = []  # (passage, token limit, time) of every chat request
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0}
@@ -64,6 +70,8 @@ class FaultServer:
                                                               "with this model. Use 'max_completion_tokens' instead."}})
         if "response_format" in body:
             return _send(handler, 400, {"error": {"message": "response_format is not supported"}})
+        if body["messages"][0]["content"].startswith("Instruction:"):  # the oracle's prompt
+            return self.judge(handler, body)
         text = body["messages"][-1]["content"].removeprefix("Passage: ").split("\n\nWrite ")[0]
         passage, limit = self.passages.index(text), body["max_completion_tokens"]
         with self.lock:
@@ -71,6 +79,34 @@ class FaultServer:
             fault = self.faults.get(passage, []).pop(0) if self.faults.get(passage) else None
         k = int(body["messages"][-1]["content"].split("\n\nWrite ")[1].split()[0])
         self._respond(handler, fault, item_for(text), k)
+
+    def judge(self, handler, body: dict) -> None:
+        """As an oracle: the option found word for word in the paragraph, except for questions whose context
+        holds a word of ``self.wrong`` (the other option) or of ``self.skip`` (left out of the reply)."""
+        user = body["messages"][1]["content"]
+        paragraph = user.split("*** Reference Paragraph ***\n")[1].split("\n\n*** Questions ***")[0]
+        with self.lock:
+            self.asked.append((self.passages.index(paragraph), body["max_completion_tokens"], time.monotonic()))
+            fault = self.faults.get(self.passages.index(paragraph), []).pop(0) \
+                if self.faults.get(self.passages.index(paragraph)) else None
+        if fault == "500":
+            return _send(handler, 500, {"error": {"message": "boom"}})
+        answers = {}
+        for qid, context, a, b in QUESTION.findall(user):
+            right = "A" if a in paragraph else "B"
+            if any(w in context for w in self.skip):
+                continue
+            answers[qid] = ({"A": "B", "B": "A"}[right] if any(w in context for w in self.wrong) else right)
+        content = "```json\n" + json.dumps(answers) + "\n```"
+        with self.lock:
+            self.usage["prompt_tokens"] += len(user) // 4
+            self.usage["completion_tokens"] += len(content) // 4
+            self.delivered += 1
+        _send(handler, 200, {"id": "x", "object": "chat.completion", "created": 0, "model": "fault-model",
+                             "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                                          "finish_reason": "stop"}],
+                             "usage": {"prompt_tokens": len(user) // 4, "completion_tokens": len(content) // 4,
+                                       "total_tokens": 0}})
 
     def _respond(self, handler, fault: str | None, item: dict, k: int) -> None:
         if fault == "429":
