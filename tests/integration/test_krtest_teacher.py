@@ -1,5 +1,6 @@
 """A real OpenAI-compatible teacher: ``transformers serve`` on the bundled SmolLM2-135M-Instruct (exported to a
-plain folder), on a free loopback port; items generated from a small shipped corpus through it, then scored.
+plain folder), on a free loopback port; items generated from a small shipped corpus through it, checked by the
+paper's oracle through the same server (``krtest oracle --generation``), then scored.
 
 The bundled model is a weak teacher: greedy, on this WikiText-style corpus, it copies the true sentence into the
 false one or drops a fact on two passages (rejected) and writes two good items (kept), as recorded in
@@ -73,17 +74,24 @@ def test_generate_through_transformers_serve_then_eval(tmp_path, tracking_uri):
         result = CliRunner().invoke(cli, ["krtest", "generate", "--corpus", str(CORPUS), "--teacher",
                                           f"http://127.0.0.1:{port}/v1", "--per-passage", "1", "--max-tokens", "80",
                                           "--out", str(out)])
+        checked = CliRunner().invoke(cli, ["krtest", "oracle", "--generation", str(out), "--oracle",
+                                           f"http://127.0.0.1:{port}/v1", "--max-tokens", "80", "--seed", "0",
+                                           "--out", str(tmp_path / "oracle")]) if result.exit_code == 0 else None
     finally:
         stop(server)
     with pytest.raises(ProcessLookupError):
         os.killpg(server.pid, 0)  # no process of the server's group is left
     assert result.exit_code == 0, result.output
     print(result.output)
+    assert checked.exit_code == 0, checked.output
+    print(checked.output)
 
     record = json.loads((out / "generation.json").read_text())
     assert record["teacher"]["kind"] == "endpoint" and record["teacher"]["model"] == str(folder)  # its only model
-    assert record["passages"] == 4 and record["proposed"] == 4
+    assert record["passages"] == 4 and record["proposed"] == 4 and record["finished"] is True
     assert record["kept"] + sum(record["rejected"].values()) == record["proposed"]
+    assert record["requests"] >= 4 and record["usage"]["prompt_tokens"] > 1000  # what the server reported
+    assert record["usage"]["completion_tokens"] > 0
     replies = [json.loads(line) for line in (out / "replies.jsonl").read_text().splitlines()]
     passages = segment(CORPUS.read_text())
     assert [r["location"] for r in replies] == [p.start for p in passages] and all(r["reply"] for r in replies)
@@ -92,6 +100,12 @@ def test_generate_through_transformers_serve_then_eval(tmp_path, tracking_uri):
     corpus = CORPUS.read_text()
     for item in items:
         assert corpus[item.location :].startswith(item.context.split()[0])  # the passage it came from
+
+    oracle = json.loads((tmp_path / "oracle" / "oracle.json").read_text())
+    assert oracle["n"] == len(items) and oracle["correct"] + (oracle["n"] - oracle["correct"]) == len(items)
+    assert oracle["lo"] <= oracle["accuracy"] <= oracle["hi"] and oracle["requests"] >= 1
+    validated = (tmp_path / "oracle" / "questions.validated.jsonl").read_text().splitlines()
+    assert len(validated) == oracle["correct"]
 
     scored = CliRunner().invoke(cli, ["krtest", "eval", "--model", str(folder), "--questions",
                                       str(out / "questions.jsonl"), "--corpus", str(CORPUS), "--open-book",

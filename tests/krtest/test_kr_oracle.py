@@ -71,3 +71,21 @@ def test_oracle_scores_writes_and_continues(tiny_dir, tmp_path, tracking_uri):
     run = MlflowClient(tracking_uri).get_run(record["mlflow_run_id"])
     assert run.info.status == "FINISHED" and run.data.metrics["accuracy"] == 7 / 9
     assert run.data.tags["cctk.kind"] == "krtest-oracle"
+
+
+def test_oracle_takes_a_generations_questions_corpus_and_segmentation(tiny_dir, tmp_path, tracking_uri):
+    with FaultServer(CORPUS.read_text()) as server:
+        made = CliRunner().invoke(cli, ["krtest", "generate", "--corpus", str(CORPUS), "--teacher", server.url,
+                                        "--tokenizer", str(tiny_dir), "--per-passage", "1", "--location", "line",
+                                        "--out", str(tmp_path / "g")])
+        assert made.exit_code == 0, made.output
+        checked = CliRunner().invoke(cli, ["krtest", "oracle", "--generation", str(tmp_path / "g"), "--oracle",
+                                           server.url, "--out", str(tmp_path / "o")])
+        both = CliRunner().invoke(cli, ["krtest", "oracle", "--generation", str(tmp_path / "g"), "--questions",
+                                        str(tmp_path / "g" / "questions.jsonl"), "--oracle", server.url,
+                                        "--out", str(tmp_path / "x")])
+    assert checked.exit_code == 0, checked.output
+    assert checked.output.strip().splitlines()[-1].startswith("oracle: 8/8 = 100.0% [63.1-100.0], 0 unanswered")
+    record = json.loads((tmp_path / "o" / "oracle.json").read_text())
+    assert record["location"] == "line" and record["passages"] == 8  # line locations, as the generation's
+    assert both.exit_code == 1 and "not both" in both.output
