@@ -37,6 +37,7 @@ class FaultServer:
         self.slow_seconds = slow_seconds
         self.status = status  # every request answered with this HTTP status (401: a bad key)
         self.models_asked = 0
+        self.sent: set[str] = set()  # every parameter any chat request carried
         self.wrong: set[str] = set()  # oracle: questions with these words in their context answered wrong
         self.skip: set[str] = set()  # oracle: and these left unanswered
         self.keys: list[str] = []  # the Authorization header of every request
@@ -65,6 +66,7 @@ class FaultServer:
         return [p for p, _, _ in self.asked]
 
     def answer(self, handler, body: dict) -> None:
+        self.sent |= set(body)
         if "max_tokens" in body:
             return _send(handler, 400, {"error": {"message": "Unsupported parameter: 'max_tokens' is not supported "
                                                               "with this model. Use 'max_completion_tokens' instead."}})

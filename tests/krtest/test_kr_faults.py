@@ -42,6 +42,7 @@ def test_generation_survives_every_fault_and_counts_what_was_billed(tiny_dir, tm
     assert (record["kept"], record["rejected"]["duplicate"], record["rejected"]["truncated"]) == (7, 7, 2)
     assert record["finished"] is True and record["teacher"]["token_limit_parameter"] == "max_completion_tokens"
     assert record["teacher"]["structured_output"] is False  # refused by this server: plain JSON parsing
+    assert "temperature" not in server.sent and "seed" not in server.sent  # sampling parameters only when given
     limits = {}
     for passage, limit, _ in server.asked:
         limits.setdefault(passage, []).append(limit)
