@@ -35,27 +35,33 @@ RULES = ("Rules. context: a sentence taken from the passage that sets the scene 
          "Prefer facts a reader could not guess without the passage.")
 # Two worked examples of four facts each, so that the reply shown has as many items as are asked (up to
 # four; small teachers copy the length of the example reply) and no single example is copied.
-EXAMPLES = [
+EXAMPLES = [  # the first item of each is version 1's one example item: context = the sentence before
     ("The Ouse bridge was built in 1821 by the mason Tom Hale. It has five arches of red stone. "
      "It carried a toll of two pence until 1870. A flood damaged its north pier in 1902.", [
-        {"context": "The Ouse bridge was built by a mason.", "sentence_true": "It was built in 1821 by Tom Hale.",
-         "sentence_false": "It was built in 1851 by Tom Hale."},
         {"context": "The Ouse bridge was built in 1821 by the mason Tom Hale.",
          "sentence_true": "It has five arches of red stone.", "sentence_false": "It has three arches of red stone."},
-        {"context": "The Ouse bridge once charged a toll.", "sentence_true": "It carried a toll of two pence until 1870.",
+        {"context": "The Ouse bridge has five arches of red stone.",
+         "sentence_true": "It carried a toll of two pence until 1870.",
          "sentence_false": "It carried a toll of six pence until 1870."},
-        {"context": "The Ouse bridge has been damaged once.", "sentence_true": "A flood damaged its north pier in 1902.",
-         "sentence_false": "A fire damaged its north pier in 1902."}]),
+        {"context": "The Ouse bridge carried a toll until 1870.",
+         "sentence_true": "A flood damaged its north pier in 1902.",
+         "sentence_false": "A fire damaged its north pier in 1902."},
+        {"context": "The Ouse bridge has five arches of red stone.",
+         "sentence_true": "It was built in 1821 by the mason Tom Hale.",
+         "sentence_false": "It was built in 1851 by the mason Tom Hale."}]),
     ("Mina Ray grew up in the port of Sandle. She sailed to Lisbon at the age of 19. "
      "There she worked for a wine merchant for six years. She later wrote a book about the Tagus estuary.", [
-        {"context": "Mina Ray was a sailor.", "sentence_true": "She grew up in the port of Sandle.",
-         "sentence_false": "She grew up in the port of Harwick."},
         {"context": "Mina Ray grew up in the port of Sandle.", "sentence_true": "She sailed to Lisbon at the age of 19.",
          "sentence_false": "She sailed to Naples at the age of 19."},
-        {"context": "Mina Ray found work abroad.", "sentence_true": "She worked for a wine merchant for six years.",
-         "sentence_false": "She worked for a silk merchant for six years."},
-        {"context": "Mina Ray later became an author.", "sentence_true": "She wrote a book about the Tagus estuary.",
-         "sentence_false": "She wrote a book about the Douro valley."}]),
+        {"context": "Mina Ray sailed to Lisbon at the age of 19.",
+         "sentence_true": "There she worked for a wine merchant for six years.",
+         "sentence_false": "There she worked for a silk merchant for six years."},
+        {"context": "Mina Ray worked for a wine merchant for six years.",
+         "sentence_true": "She later wrote a book about the Tagus estuary.",
+         "sentence_false": "She later wrote a book about the Douro valley."},
+        {"context": "Mina Ray sailed to Lisbon at the age of 19.",
+         "sentence_true": "She grew up in the port of Sandle.",
+         "sentence_false": "She grew up in the port of Harwick."}]),
 ]
 FENCE = re.compile(r"```(?:json)?", re.IGNORECASE)
 # Structured output (OpenAI's response_format): the item list, wrapped in an object as strict schemas want.

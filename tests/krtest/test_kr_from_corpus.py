@@ -192,3 +192,12 @@ def test_an_endpoint_that_fails_mid_way_stops_in_one_line(tiny_dir, tmp_path, tr
     assert (record["answered"], record["finished"], record["requests"]) == (0, False, 0)
     run = MlflowClient(tracking_uri).get_run(record["mlflow_run_id"])
     assert run.info.status == "FAILED" and "InternalServerError" in run.data.tags["cctk.error"]
+
+
+def test_every_worked_example_item_passes_the_checks(tokenizer):
+    from cctk.krtest.from_corpus import checker_for
+    from cctk.krtest.teacher import EXAMPLES
+
+    for passage, items in EXAMPLES:
+        checker = checker_for(segment(passage)[0], "char", tokenizer)
+        assert [checker.reason(i["context"], i["sentence_true"], i["sentence_false"], 0) for i in items] == [None] * 4
