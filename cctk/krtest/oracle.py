@@ -205,6 +205,7 @@ def run_oracle(request: OracleRequest, oracle, echo=print) -> dict:
             for n, group in enumerate(groups):
                 if n not in journal.entries:
                     journal.add(n, _exchange(oracle, group, n))
+                    write_oracle(groups, journal, out, request, oracle.describe(), run.run_id)  # as it grows
                     echo(f"passage {n + 1}/{len(groups)}: {len(group.questions)} questions")
         finally:
             summary = write_oracle(groups, journal, out, request, oracle.describe(), run.run_id)
