@@ -34,22 +34,38 @@ TOKENIZER = click.option("--tokenizer", "tokenizer_name", default=BUNDLED, show_
 
 @krtest.command()
 @click.option("--seed", type=int, default=0, show_default=True,
-              help="Seed of every draw: the fictional corpus, or the teacher's sampling (same seed, same bytes).")
-@click.option("--out", type=OUT_DIR, required=True, help="Folder for questions.jsonl and the rest.")
-@click.option("--corpus", type=IN_FILE, default=None,
-              help="Your own corpus: a teacher writes the items from it (with --teacher). Without it: the "
-                   "seeded fictional corpus.")
+              help="Seed of every draw: the fictional corpus, or the teacher's sampling (request n: seed + n).")
+@click.option("--out", type=OUT_DIR, required=True,
+              help="Folder for questions.jsonl and the rest; an unfinished generation there is continued.")
+@click.option("--corpus", type=click.Path(path_type=Path), default=None,
+              help="Your own corpus: a text file, a folder of .txt/.md files or a .jsonl file; a teacher writes "
+                   "the items from it (with --teacher). Without it: the seeded fictional corpus.")
 @click.option("--teacher", default=None, help="http://host:port/v1 (an OpenAI-compatible endpoint) or a model "
                                               "key or folder generating in-process.")
-@click.option("--teacher-model", default=None, help="Endpoint: the model to ask [default: its only one].")
+@click.option("--teacher-model", default=None, help="Endpoint: the model to ask [default: its only one, from /models].")
 @click.option("--api-key-env", default=None, metavar="VAR",
-              help="Endpoint: the environment variable that holds the API key (never logged).")
+              help="Endpoint: the environment variable that holds the API key [default: OPENAI_API_KEY when set] "
+                   "(never logged).")
 @SEGMENT
+@click.option("--min-tokens", type=int, default=0, show_default=True,
+              help="A passage shorter than this (a heading) is merged into the next one of its document.")
+@click.option("--max-tokens-per-passage", "max_passage_tokens", type=int, default=None,
+              help="A longer passage is split at its sentence ends.")
+@click.option("--text-field", default="text", show_default=True, help="A .jsonl corpus: the field holding the text.")
 @click.option("--per-passage", type=int, default=3, show_default=True, help="Items asked of the teacher per passage.")
 @click.option("--max-passages", type=int, default=None, help="Only the first N passages (a quick look).")
-@click.option("--temperature", type=float, default=0.0, show_default=True,
-              help="Teacher decoding: 0 is greedy; above 0, sampled from --seed.")
-@click.option("--max-tokens", type=int, default=400, show_default=True, help="Longest teacher reply, in tokens.")
+@click.option("--temperature", type=float, default=None,
+              help="Teacher sampling temperature, sent (with the seed) only when given [local default: greedy].")
+@click.option("--max-tokens", type=int, default=400, show_default=True,
+              help="Longest teacher reply, in tokens (a reply cut there is asked again once with twice as many).")
+@click.option("--retries", type=int, default=5, show_default=True,
+              help="Endpoint: retries of a request on 429, 5xx or a lost connection (backoff, Retry-After honoured).")
+@click.option("--timeout", type=float, default=120.0, show_default=True, help="Endpoint: seconds per request.")
+@click.option("--concurrency", type=int, default=1, show_default=True,
+              help="Requests in flight at once (results stay in passage order).")
+@click.option("--overwrite", is_flag=True, help="Replace a finished (or other) generation in --out.")
+@click.option("--dry-run", is_flag=True, help="Print the passages, the requests and a prompt-token estimate; send nothing.")
+@click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
 @TOKENIZER
 @LOCATION
 @click.option("--entities", type=int, default=None, help=f"Fictional corpus: people in it [default: {ENTITIES}] "
@@ -72,12 +88,68 @@ def generate(seed, out, corpus, teacher, location, entities, validation_entities
     from .teacher import make_teacher
 
     chosen = make_teacher(teacher, options["teacher_model"], options["api_key_env"], options["temperature"],
-                          options["max_tokens"], seed)
-    config = from_corpus.Options(options["segment"], options["per_passage"], location, options["max_passages"])
-    done = from_corpus.run(corpus, chosen, options["tokenizer_name"], config, out, seed, echo=click.echo)
+                          options["max_tokens"], seed, options["timeout"], options["retries"])
+    config = from_corpus.Options(options["segment"], options["per_passage"], location, options["max_passages"],
+                                 options["min_tokens"], options["max_passage_tokens"], options["concurrency"],
+                                 options["text_field"])
+    request = from_corpus.Request(corpus, options["tokenizer_name"], config, out, seed, options["overwrite"],
+                                  options["dry_run"], options["tracking"])
+    done = from_corpus.run(request, chosen, echo=click.echo)
+    if done is None:
+        return
     click.echo(f"{from_corpus.summary_line(done)}: {out / from_corpus.QUESTIONS}, {out / from_corpus.GENERATION}")
     if not done.kept:
         click.echo(f"WARNING: no item kept; every proposal and its reason is in {out / from_corpus.PROPOSALS}")
+
+
+@krtest.command()
+@click.option("--questions", type=IN_FILE, default=None, help="The items to check (JSONL).")
+@click.option("--corpus", type=click.Path(path_type=Path), default=None,
+              help="The corpus the items' locations point into (file, folder or .jsonl).")
+@click.option("--generation", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="A folder of `generate --corpus`: its questions, corpus and segmentation.")
+@click.option("--oracle", "oracle_name", required=True,
+              help="http://host:port/v1 (an OpenAI-compatible endpoint) or a model key or folder.")
+@click.option("--oracle-model", default=None, help="Endpoint: the model to ask [default: its only one].")
+@click.option("--api-key-env", default=None, metavar="VAR",
+              help="Endpoint: the environment variable that holds the API key [default: OPENAI_API_KEY when set].")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the true side's position (A or B).")
+@SEGMENT
+@LOCATION
+@click.option("--min-tokens", type=int, default=0, show_default=True, help="As generate: short passages merged.")
+@click.option("--max-tokens-per-passage", "max_passage_tokens", type=int, default=None,
+              help="As generate: long passages split.")
+@click.option("--text-field", default="text", show_default=True, help="A .jsonl corpus: the field holding the text.")
+@TOKENIZER
+@click.option("--max-tokens", type=int, default=400, show_default=True, help="Longest oracle reply, in tokens.")
+@click.option("--retries", type=int, default=5, show_default=True, help="Endpoint: retries of a request.")
+@click.option("--timeout", type=float, default=120.0, show_default=True, help="Endpoint: seconds per request.")
+@click.option("--overwrite", is_flag=True, help="Replace a finished oracle check in --out.")
+@click.option("--out", type=OUT_DIR, required=True, help="Folder for oracle.json, oracle.csv, questions.validated.jsonl.")
+@click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
+def oracle(questions, corpus, generation, oracle_name, oracle_model, api_key_env, seed, out, **values):
+    """The paper's Golden Standard: an LLM picks the option consistent with each item's passage."""
+    from . import oracle as oracle_module
+    from .teacher import make_teacher
+
+    taken = oracle_module.from_generation(generation) if generation else {}
+    if generation and (questions or corpus):
+        raise CctkError("give --generation DIR, or --questions and --corpus, not both")
+    if not generation and not (questions and corpus):
+        raise CctkError("the oracle needs --questions FILE and --corpus PATH (or --generation DIR)")
+    fields = {"segment": values["segment"], "location": values["location"], "min_tokens": values["min_tokens"],
+              "max_passage_tokens": values["max_passage_tokens"], "text_field": values["text_field"],
+              "tokenizer_name": values["tokenizer_name"], "questions": questions, "corpus": corpus, **taken}
+    request = oracle_module.OracleRequest(out=out, seed=seed, overwrite=values["overwrite"],
+                                          tracking=values["tracking"], **fields)
+    chosen = make_teacher(oracle_name, oracle_model, api_key_env, 0.0, values["max_tokens"], seed, values["timeout"],
+                          values["retries"])
+    if hasattr(chosen, "response_format"):
+        chosen.response_format = {"type": "json_object"}  # the paper's reply: one object of ids to "A"/"B"
+    summary = oracle_module.run_oracle(request, chosen, echo=click.echo)
+    click.echo(f"oracle: {summary['correct']}/{summary['n']} = {100 * summary['accuracy']:.1f}% "
+               f"[{100 * summary['lo']:.1f}-{100 * summary['hi']:.1f}], {summary['unanswered']} unanswered "
+               f"(the paper's oracle: 99.56%): {out / oracle_module.ORACLE_JSON}")
 
 
 def _fictional(seed, out, location, entities, validation_entities, options) -> None:
@@ -87,10 +159,12 @@ def _fictional(seed, out, location, entities, validation_entities, options) -> N
 
     ctx = click.get_current_context()
     teacher_only = [n for n in ("teacher", "teacher_model", "api_key_env", "segment", "per_passage", "max_passages",
-                                "temperature", "max_tokens", "tokenizer_name")
+                                "temperature", "max_tokens", "tokenizer_name", "min_tokens", "max_passage_tokens",
+                                "text_field", "retries", "timeout", "concurrency", "overwrite", "dry_run", "tracking")
                     if ctx.get_parameter_source(n) is not ParameterSource.DEFAULT]
     if teacher_only:
-        raise CctkError(f"--{teacher_only[0].replace('_name', '').replace('_', '-')} is for items from your corpus "
+        flag = {"max_passage_tokens": "max-tokens-per-passage"}.get(teacher_only[0], teacher_only[0])
+        raise CctkError(f"--{flag.replace('_name', '').replace('_', '-')} is for items from your corpus "
                         "(--corpus FILE --teacher ...)")
     entities, validation_entities = entities or ENTITIES, validation_entities or VALIDATION_ENTITIES
     dataset = make_dataset(seed, entities, validation_entities, location)

@@ -1,6 +1,8 @@
 """Is a proposed KR-Test item usable? The rules a teacher's item must pass, each with its reason.
 
-Words are compared after Unicode NFKC and case folding, as runs of letters and digits (``\\w+``);
+Words are compared after Unicode NFKC and case folding, as runs of letters and digits (``\\w+``),
+a number keeping its decimal point, thousands separator or clock colon (``3.2``, ``1,000``, ``10:30``)
+and whatever is glued to it (``12th``, ``1990s``, ``40m``): a number is compared as the token it is;
 *content words* are those words minus a short list of function words (``FUNCTION_WORDS``). A text's
 *support* in a passage is the share of its content words that occur among the passage's words.
 
@@ -9,10 +11,13 @@ Checked in this order; the first rule an item breaks is its reason:
     empty                  a field is blank
     context_not_grounded   the context is neither a word-for-word piece of the passage nor supported
                            (support < SUPPORT): the paper's context is "extracted or paraphrased"
-    true_not_supported     sentence_true has support < SUPPORT, or a number the passage does not have
+    true_not_supported     sentence_true has support < SUPPORT, or a number (a word with a digit, or a
+                           number word: "nine", "million") the passage does not have
     not_a_small_edit       sentence_false is not sentence_true with one fact changed: the same words,
                            or words only dropped (a fact left out is not a fact changed), or more than
-                           MAX_SPANS changed spans, or fewer than half of the longer side's words kept
+                           MAX_SPANS changed spans, or fewer than half of the longer side's words kept.
+                           One fact may take several words: the paper's appendix pairs "insects such as
+                           beetles and grasshoppers" with "fish such as salmon and mackerel" (3 spans)
     false_in_passage       sentence_false is a word-for-word piece of the passage: it is no falsehood
     context_gives_answer   the context already says the true sentence (all its content words are in
                            the context), or every changed word of the true side is in the context and
@@ -33,12 +38,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 FIELDS = ("context", "sentence_true", "sentence_false")
-REASONS = ("no_item", "malformed", "empty", "context_not_grounded", "true_not_supported", "not_a_small_edit",
+REASONS = ("no_item", "truncated", "malformed", "empty", "context_not_grounded", "true_not_supported", "not_a_small_edit",
            "false_in_passage", "context_gives_answer", "identical_first_t", "duplicate", "location_outside")
 SUPPORT = 0.8  # share of content words that must occur in the passage
-MAX_SPANS = 2  # changed spans allowed between the true and the false sentence
-WORD = re.compile(r"\w+")
-NUMBER = re.compile(r"\d+")
+MAX_SPANS = 3  # changed spans allowed: one fact may be a list ("beetles and grasshoppers", appendix B)
+# a number with its separators and what is glued to it is one word ("3.2", "10:30", "1990s", "12th")
+WORD = re.compile(r"\d+(?:[.,:]\d+)*\w*|\w+")
+NUMBER_WORDS = frozenset("""
+zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen
+eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand million billion trillion
+first second third fourth fifth sixth seventh eighth ninth tenth dozen half
+""".split())
 FUNCTION_WORDS = frozenset("""
 a an the of in on at to for from by with and or but nor so as is are was were be been being am it its this
 that these those he she they his her their them him i we you our your my me us not no than then there here
@@ -53,6 +63,12 @@ def words(text: str) -> list[str]:
 
 def content_words(text: str) -> list[str]:
     return [w for w in words(text) if w not in FUNCTION_WORDS]
+
+
+def numbers(text: str) -> set[str]:
+    """The words of ``text`` that are numbers: with a digit ("1864", "12th", "3.2") or a number word
+    ("nine", "million"): one of them unsupported is a wrong fact however well the rest is supported."""
+    return {w for w in words(text) if any(c.isdigit() for c in w) or w in NUMBER_WORDS}
 
 
 def support(text: str, passage_words: set[str]) -> float:
@@ -91,7 +107,7 @@ class Checker:
             return "empty"
         if not (verbatim(context, self.passage) or support(context, passage_words) >= SUPPORT):
             return "context_not_grounded"
-        if support(true, passage_words) < SUPPORT or not set(NUMBER.findall(true)) <= passage_words:
+        if support(true, passage_words) < SUPPORT or not numbers(true) <= passage_words:
             return "true_not_supported"
         gone, added, spans, kept = changed(true, false)
         if not added or spans > MAX_SPANS or kept < max(len(words(true)), len(words(false))) / 2:

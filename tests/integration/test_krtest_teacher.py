@@ -1,9 +1,11 @@
 """A real OpenAI-compatible teacher: ``transformers serve`` on the bundled SmolLM2-135M-Instruct (exported to a
-plain folder), on a free loopback port; items generated from a small shipped corpus through it, then scored.
+plain folder), on a free loopback port; items generated from a small shipped corpus through it, checked by the
+paper's oracle through the same server (``krtest oracle --generation``), then scored.
 
 The bundled model is a weak teacher: greedy, on this WikiText-style corpus, it copies the true sentence into the
-false one or drops a fact on two passages (rejected) and writes two good items (kept), as recorded in
-tests/data/kr_recorded_replies.jsonl for a corpus of the same sentences.
+false one, drops a fact or restates the answer in the context, and may keep nothing (recorded replies of an
+earlier prompt: tests/data/kr_recorded_replies.jsonl). So the oracle checks four hand-made items (one per
+passage) and whatever the teacher kept, and eval scores the same file.
 """
 import json
 import os
@@ -60,6 +62,26 @@ def stop(process: subprocess.Popen) -> None:
         pass
 
 
+HAND_MADE = [  # one item per passage of kr_corpus.txt, written by hand as the paper's teacher would
+    ("Kelby is a village on the river Calder.", "It has 312 inhabitants and one school.",
+     "It has 512 inhabitants and one school."),
+    ("The Dunholt ferry crosses the Ouse.", "It carries 40 passengers at a time.", "It carries 10 passengers at a time."),
+    ("Mara Quist was an engineer from Leith.", "She designed nine lighthouses.", "She designed four lighthouses."),
+    ("The Brenmoor hills are covered in heather.", "Their highest point is 640 metres high.",
+     "Their highest point is 910 metres high."),
+]
+
+
+def oracle_questions(generated: Path, path: Path) -> Path:
+    """The hand-made items, then the teacher's kept ones (if any): the oracle checks both kinds."""
+    found = segment(CORPUS.read_text())
+    rows = [json.dumps({"context": c, "sentence_true": t, "sentence_false": f, "location": p.start})
+            for (c, t, f), p in zip(HAND_MADE, found)]
+    kept = generated.read_text().splitlines() if generated.is_file() else []
+    path.write_text("".join(r + "\n" for r in rows + kept))
+    return path
+
+
 def test_generate_through_transformers_serve_then_eval(tmp_path, tracking_uri):
     folder = export_bundled(tmp_path / "smollm2")
     port, log = free_port(), tmp_path / "serve.log"
@@ -73,28 +95,43 @@ def test_generate_through_transformers_serve_then_eval(tmp_path, tracking_uri):
         result = CliRunner().invoke(cli, ["krtest", "generate", "--corpus", str(CORPUS), "--teacher",
                                           f"http://127.0.0.1:{port}/v1", "--per-passage", "1", "--max-tokens", "80",
                                           "--out", str(out)])
+        questions = oracle_questions(out / "questions.jsonl", tmp_path / "oracle_questions.jsonl")
+        checked = CliRunner().invoke(cli, ["krtest", "oracle", "--questions", str(questions), "--corpus", str(CORPUS),
+                                           "--oracle", f"http://127.0.0.1:{port}/v1", "--max-tokens", "80",
+                                           "--seed", "0", "--out", str(tmp_path / "oracle")])
     finally:
         stop(server)
     with pytest.raises(ProcessLookupError):
         os.killpg(server.pid, 0)  # no process of the server's group is left
     assert result.exit_code == 0, result.output
     print(result.output)
+    assert checked.exit_code == 0, checked.output
+    print(checked.output)
+    print((tmp_path / "oracle" / "oracle.csv").read_text())
 
     record = json.loads((out / "generation.json").read_text())
     assert record["teacher"]["kind"] == "endpoint" and record["teacher"]["model"] == str(folder)  # its only model
-    assert record["passages"] == 4 and record["proposed"] == 4
+    assert record["passages"] == 4 and record["proposed"] == 4 and record["finished"] is True
     assert record["kept"] + sum(record["rejected"].values()) == record["proposed"]
+    assert record["requests"] >= 4 and record["usage"]["prompt_tokens"] > 1000  # what the server reported
+    assert record["usage"]["completion_tokens"] > 0
     replies = [json.loads(line) for line in (out / "replies.jsonl").read_text().splitlines()]
     passages = segment(CORPUS.read_text())
     assert [r["location"] for r in replies] == [p.start for p in passages] and all(r["reply"] for r in replies)
-    items = read_items(out / "questions.jsonl")
-    assert len(items) == record["kept"] >= 1
+    items = read_items(out / "questions.jsonl") if record["kept"] else []
+    assert len(items) == record["kept"]
     corpus = CORPUS.read_text()
     for item in items:
         assert corpus[item.location :].startswith(item.context.split()[0])  # the passage it came from
 
+    oracle = json.loads((tmp_path / "oracle" / "oracle.json").read_text())
+    assert oracle["n"] == len(HAND_MADE) + len(items) and oracle["passages"] == 4 and oracle["requests"] >= 4
+    assert oracle["lo"] <= oracle["accuracy"] <= oracle["hi"] and oracle["usage"]["prompt_tokens"] > 0
+    validated = (tmp_path / "oracle" / "questions.validated.jsonl").read_text().splitlines()
+    assert len(validated) == oracle["correct"]
+
     scored = CliRunner().invoke(cli, ["krtest", "eval", "--model", str(folder), "--questions",
-                                      str(out / "questions.jsonl"), "--corpus", str(CORPUS), "--open-book",
+                                      str(tmp_path / "oracle_questions.jsonl"), "--corpus", str(CORPUS), "--open-book",
                                       "--out", str(tmp_path / "eval")])
     assert scored.exit_code == 0, scored.output
-    assert json.loads((tmp_path / "eval" / "summary.json").read_text())["n"] == len(items)
+    assert json.loads((tmp_path / "eval" / "summary.json").read_text())["n"] == len(HAND_MADE) + len(items)

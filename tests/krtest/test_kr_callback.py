@@ -1,4 +1,4 @@
-"""KRTestCallback inside a plain Hugging Face ``Trainer.train()`` on a tiny model, logged to a real MLflow store."""
+"""KRTestCallback inside a plain Hugging Face ``Trainer.train()`` on a tiny model: the Trainer's logs, a real MLflow store."""
 import mlflow
 import pytest
 import torch
@@ -12,7 +12,7 @@ from cctk.krtest.scoring import score, summarize
 from conftest import tiny_model
 
 
-def trainer_for(model, tokenizer, corpus: str, callback, tmp_path, max_steps: int):
+def trainer_for(model, tokenizer, corpus: str, callback, tmp_path, max_steps: int, eval_steps: int | None = None):
     from transformers import Trainer, TrainingArguments
 
     rows = [tokenizer(p)["input_ids"][:32] for p in passages(corpus)]
@@ -21,8 +21,10 @@ def trainer_for(model, tokenizer, corpus: str, callback, tmp_path, max_steps: in
             for r in rows]
     args = TrainingArguments(output_dir=str(tmp_path / "trainer"), max_steps=max_steps, per_device_train_batch_size=2,
                              learning_rate=3e-3, report_to="none", save_strategy="no", use_cpu=True, seed=0,
-                             disable_tqdm=True, logging_strategy="no")
-    return Trainer(model=model, args=args, train_dataset=data, processing_class=tokenizer, callbacks=[callback])
+                             disable_tqdm=True, logging_strategy="no",
+                             **({"eval_strategy": "steps", "eval_steps": eval_steps} if eval_steps else {}))
+    return Trainer(model=model, args=args, train_dataset=data, eval_dataset=data[:2] if eval_steps else None,
+                   processing_class=tokenizer, callbacks=[callback])
 
 
 def test_callback_logs_kr_histories_to_the_active_run(tokenizer, tracking_uri, tmp_path):
@@ -47,11 +49,42 @@ def test_callback_logs_kr_histories_to_the_active_run(tokenizer, tracking_uri, t
     assert names == ["kr questions questions"]
 
 
-def test_callback_needs_an_active_run_and_a_sane_schedule(tokenizer, tracking_uri, tmp_path):
+def kr_steps(trainer) -> list[tuple[int, float]]:
+    return [(row["step"], row["kr_accuracy"]) for row in trainer.state.log_history if "kr_accuracy" in row]
+
+
+def test_metrics_reach_the_trainers_log_history_without_mlflow(tokenizer, tmp_path):
+    data = make_dataset(2, entities=2, validation_entities=2)
+    callback = KRTestCallback(list(data.items), every=2)
+    trainer = trainer_for(tiny_model("llama", len(tokenizer)), tokenizer, data.corpus, callback, tmp_path, max_steps=5)
+    trainer.train()  # no MLflow run: the Trainer's logs carry the metrics to whatever report_to says
+    assert kr_steps(trainer) == [(step, s.accuracy) for step, s in callback.history]
+    assert [step for step, _ in kr_steps(trainer)] == [0, 2, 4, 5]
+    last = [row for row in trainer.state.log_history if "kr_accuracy" in row][-1]
+    assert set(METRICS) <= set(last) and last["kr_lo"] <= last["kr_accuracy"] <= last["kr_hi"]
+
+
+def test_on_evaluate_scores_after_each_evaluation(tokenizer, tmp_path):
+    data = make_dataset(2, entities=2, validation_entities=2)
+    callback = KRTestCallback(list(data.items), every=1, on="evaluate")
+    trainer = trainer_for(tiny_model("llama", len(tokenizer)), tokenizer, data.corpus, callback, tmp_path, max_steps=5,
+                          eval_steps=2)
+    trainer.train()
+    assert [step for step, _ in kr_steps(trainer)] == [0, 2, 4, 5]  # start, then after each evaluation
+    evaluated = [row["step"] for row in trainer.state.log_history if "eval_loss" in row]
+    assert evaluated == [2, 4, 5]  # the Trainer evaluates at the last step too: one score there, not two
+
+
+def test_other_ranks_do_nothing_and_bad_arguments_fail(tokenizer):
+    from types import SimpleNamespace
+
     data = make_dataset(2, entities=2, validation_entities=2)
     with pytest.raises(CctkError, match="every=0 is out of range"):
         KRTestCallback(list(data.items), every=0)
-    trainer = trainer_for(tiny_model("llama", len(tokenizer)), tokenizer, data.corpus,
-                          KRTestCallback(list(data.items), every=1), tmp_path, max_steps=1)
-    with pytest.raises(CctkError, match="logs to the active MLflow run, and there is none"):
-        trainer.train()
+    with pytest.raises(CctkError, match="on='epoch': choose one of steps, evaluate, both"):
+        KRTestCallback(list(data.items), on="epoch")
+    callback = KRTestCallback(list(data.items), every=1, on="both")
+    rank1 = SimpleNamespace(is_world_process_zero=False, global_step=1)
+    for hook in (callback.on_train_begin, callback.on_step_end, callback.on_evaluate, callback.on_train_end):
+        hook(None, rank1, None, model=None)  # no tokenizer, no model: a rank other than 0 never scores
+    assert callback.history == [] and callback.tokenizer is None

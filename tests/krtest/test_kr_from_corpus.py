@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from mlflow import MlflowClient
 
 from cctk.cli import cli
 from cctk.krtest.from_corpus import Options, generate, write_generation
@@ -20,13 +21,15 @@ CORPUS = (DATA / "kr_recorded_corpus.txt").read_text()
 class Replay:
     """A teacher that answers with recorded replies, in order, and remembers what it was asked."""
 
+    max_tokens = 400
+
     def __init__(self, replies):
         self.replies, self.asked = list(replies), []
 
     def connect(self):
         pass
 
-    def complete(self, chat):
+    def complete(self, chat, n=0, limit=None):
         self.asked.append(chat)
         return self.replies[len(self.asked) - 1]
 
@@ -55,7 +58,7 @@ def test_recorded_replies_are_judged_rule_by_rule(tokenizer, tmp_path):
     record = json.loads(paths["generation.json"].read_text())
     assert (record["passages"], record["proposed"], record["kept"]) == (8, 8, 2)
     assert record["rejected"]["not_a_small_edit"] == 5 and record["rejected"]["context_gives_answer"] == 1
-    assert record["prompt_version"] == "kr-items-1" and record["seed"] == 0
+    assert record["prompt_version"] == "kr-items-2" and record["seed"] == 0
     assert len(paths["replies.jsonl"].read_text().splitlines()) == 8
 
 
@@ -82,12 +85,17 @@ def test_parse_reply():
     assert parse_reply("no JSON here") is None
 
 
-def test_prompt_shows_two_examples_then_the_passage():
-    chat = messages("Kelby has a school.", 3)
+@pytest.mark.parametrize("k", [1, 3, 4])
+def test_prompt_examples_show_as_many_items_as_asked_each_on_another_fact(k):
+    chat = messages("Kelby has a school.", k)
     assert [m["role"] for m in chat] == ["system", "user", "assistant", "user", "assistant", "user"]
-    assert "one fact changed" in chat[0]["content"]
-    assert chat[-1]["content"].startswith("Passage: Kelby has a school.\n\nWrite 3 items:")
-    assert all(parse_reply(m["content"]) for m in chat if m["role"] == "assistant")
+    assert "one fact changed" in chat[0]["content"] and "different fact" in chat[0]["content"]
+    assert chat[-1]["content"].startswith(f"Passage: Kelby has a school.\n\nWrite {k} item")
+    shown = [parse_reply(m["content"]) for m in chat if m["role"] == "assistant"]
+    assert [len(s) for s in shown] == [k, k]  # a small teacher copies the length of the reply it is shown
+    for items in shown:  # each item of a worked reply tests another sentence of its passage
+        assert len({i["sentence_true"] for i in items}) == k
+    assert [len(s) for s in (parse_reply(m["content"]) for m in messages("x", 7) if m["role"] == "assistant")] == [4, 4]
 
 
 def test_max_passages_and_line_locations(tokenizer):
@@ -123,7 +131,7 @@ def test_generate_checks_before_any_work(tmp_path, args, message, monkeypatch):
     assert not out.exists()
 
 
-def test_local_teacher_is_seeded(tiny_dir, tmp_path):
+def test_local_teacher_is_seeded(tiny_dir, tmp_path, tracking_uri):
     def run(name, *extra):
         result = CliRunner().invoke(cli, ["krtest", "generate", "--corpus", str(DATA / "kr_corpus.txt"), "--teacher",
                                           str(tiny_dir), "--tokenizer", str(tiny_dir), "--per-passage", "1",
@@ -144,7 +152,7 @@ def test_local_teacher_is_seeded(tiny_dir, tmp_path):
                                                                               "--seed", "6")[1]
 
 
-def test_an_endpoint_that_fails_mid_way_stops_in_one_line(tiny_dir, tmp_path):
+def test_an_endpoint_that_fails_mid_way_stops_in_one_line(tiny_dir, tmp_path, tracking_uri):
     """A stand-in server (not a teacher) that lists one model and fails every chat request."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -172,10 +180,24 @@ def test_an_endpoint_that_fails_mid_way_stops_in_one_line(tiny_dir, tmp_path):
     try:
         result = CliRunner().invoke(cli, ["krtest", "generate", "--corpus", str(DATA / "kr_corpus.txt"), "--teacher",
                                           f"http://127.0.0.1:{server.server_port}/v1", "--tokenizer", str(tiny_dir),
-                                          "--out", str(tmp_path / "out")])
+                                          "--retries", "0", "--out", str(tmp_path / "out")])
     finally:
         server.shutdown()
     assert result.exit_code == 1
-    assert f"Error: the teacher endpoint http://127.0.0.1:{server.server_port}/v1 failed on request 1: " \
-           "InternalServerError" in result.output
-    assert not (tmp_path / "out").exists()
+    assert f"Error: the teacher endpoint http://127.0.0.1:{server.server_port}/v1 failed on request 1 after 0 " \
+           "retries: InternalServerError" in result.output and "run the same command again" in result.output
+    journal = (tmp_path / "out" / "journal.jsonl").read_text().splitlines()
+    assert len(journal) == 1 and "header" in json.loads(journal[0])  # the header only: nothing was answered
+    record = json.loads((tmp_path / "out" / "generation.json").read_text())
+    assert (record["answered"], record["finished"], record["requests"]) == (0, False, 0)
+    run = MlflowClient(tracking_uri).get_run(record["mlflow_run_id"])
+    assert run.info.status == "FAILED" and "InternalServerError" in run.data.tags["cctk.error"]
+
+
+def test_every_worked_example_item_passes_the_checks(tokenizer):
+    from cctk.krtest.from_corpus import checker_for
+    from cctk.krtest.teacher import EXAMPLES
+
+    for passage, items in EXAMPLES:
+        checker = checker_for(segment(passage)[0], "char", tokenizer)
+        assert [checker.reason(i["context"], i["sentence_true"], i["sentence_false"], 0) for i in items] == [None] * 4

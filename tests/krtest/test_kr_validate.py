@@ -62,3 +62,63 @@ def test_location_must_be_the_passages(check):
     assert checker.reason(CONTEXT, TRUE, false, start) is None
     assert checker.reason(CONTEXT, TRUE, false, start + 4) == "location_outside"  # inside, but not its start
     assert checker.reason(CONTEXT, TRUE, false, 0) == "location_outside"  # the other passage
+
+
+# The paper's appendix B (Golden Standard) items, over a passage that states what its true sides say.
+STARLING = ("The common starling is a medium @-@ sized passerine bird with glossy black plumage and a metallic sheen . "
+            "Its legs are pink and the bill is yellow in summer . It was introduced to Australia in 1857 to control "
+            "insect pests , and it has been introduced to many countries including Australia and New Zealand . "
+            "It is largely insectivorous but will also eat seeds and fruits . They primarily feed on "
+            "insects such as beetles and grasshoppers . These flocks may consist of over a million individuals in "
+            "some cases . Common starlings form very large flocks , creating murmurations that are a sight to behold .")
+NUMBERS = ("The 12th Baron rebuilt the hall in the 1990s . The tower is 40m tall and its spire adds 3.2 metres . "
+           "The bells ring at 10:30 each day .")
+
+
+@pytest.fixture(scope="module")
+def check_text(tokenizer):
+    def check(passage, context, true, false):
+        return checker_for(segment(passage + "\n")[0], "char", tokenizer).reason(context, true, false, 0)
+    return check
+
+
+@pytest.mark.parametrize(("context", "true", "false", "reason"), [
+    ("The common starling is a medium-sized passerine bird with glossy black plumage and a metallic sheen.",
+     "Its legs are pink and the bill is yellow in summer.", "Its legs are blue and the bill is red in summer.", None),
+    ("The common starling is largely insectivorous but will also eat seeds and fruits when available.",
+     "They primarily feed on insects such as beetles and grasshoppers.",
+     "They primarily feed on fish such as salmon and mackerel.", None),  # one fact over three words
+    ("The common starling is largely insectivorous but will also eat seeds and fruits when available.",
+     "They primarily feed on insects such as beetles and grasshoppers.",
+     "They mostly feed on fish such as salmon and mackerel.", "not_a_small_edit"),  # four changed spans
+    ("The common starling has been introduced to various countries including Australia and New Zealand.",
+     "It was introduced to Australia in 1857 to control insect pests.",
+     "It was introduced to Australia in 1907 to control insect pests.", None),
+    ("Common starlings can form very large flocks, creating murmurations that are a sight to behold.",
+     "These flocks may consist of over a million individuals in some cases.",
+     "These flocks may consist of no more than a thousand individuals in some cases.", None),
+    ("Common starlings can form very large flocks, creating murmurations that are a sight to behold.",
+     "These flocks may consist of over a billion individuals in some cases.",
+     "These flocks may consist of no more than a thousand individuals in some cases.", "true_not_supported"),
+])
+def test_the_papers_appendix_items(check_text, context, true, false, reason):
+    assert check_text(STARLING, context, true, false) == reason
+
+
+@pytest.mark.parametrize(("true", "false", "reason"), [
+    ("The 12th Baron rebuilt the hall in the 1990s.", "The 14th Baron rebuilt the hall in the 1990s.", None),
+    ("The 12th Baron rebuilt the hall in the 1980s.", "The 14th Baron rebuilt the hall in the 1980s.",
+     "true_not_supported"),  # a decade the passage does not have
+    ("The tower is 40m tall and its spire adds 3.2 metres.", "The tower is 40m tall and its spire adds 4.5 metres.",
+     None),
+    ("The tower is 40m tall and its spire adds 3.5 metres.", "The tower is 40m tall and its spire adds 4.5 metres.",
+     "true_not_supported"),  # 3.5 is not 3.2, though "3" is in the passage
+    ("The tower is 45m tall and its spire adds 3.2 metres.", "The tower is 50m tall and its spire adds 3.2 metres.",
+     "true_not_supported"),
+    ("The bells ring at 10:30 each day.", "The bells ring at 11:45 each day.", None),
+    ("The bells ring at 10:45 each day.", "The bells ring at 11:45 each day.", "true_not_supported"),
+])
+def test_numbers_are_compared_as_the_tokens_they_are(check_text, true, false, reason):
+    assert words("in the 1990s, 40m and 3.2 at 10:30 on the 12th") == ["in", "the", "1990s", "40m", "and", "3.2",
+                                                                       "at", "10:30", "on", "the", "12th"]
+    assert check_text(NUMBERS, "The hall has a tower and bells.", true, false) == reason
