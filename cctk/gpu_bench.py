@@ -127,6 +127,7 @@ def _memory(device: torch.device, key: str, rows, pad_id: int) -> dict:
     model = _random_model(key, device)
     longest = max(len(ids) for ids, _ in rows)
     need = memory.estimate(memory.Shape.of_model(model), recipe, longest, device.type)
+    memory.release_freed()
     before = memory.process_memory()
     record = fine_tune(model, rows[:16], recipe, 1, pad_id, "bench")
     if device.type == "cuda":

@@ -267,6 +267,21 @@ def process_peak() -> int:
     return maxrss if sys.platform == "darwin" else maxrss * 1024  # bytes on macOS, kB on Linux
 
 
+def release_freed() -> None:
+    """Hand memory the process freed back to the system (glibc's ``malloc_trim``), so that what is allocated
+    next shows in the resident memory again rather than reusing pages still counted; nothing elsewhere."""
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()
+    name = ctypes.util.find_library("c")
+    try:
+        ctypes.CDLL(name).malloc_trim(0)
+    except (OSError, AttributeError, TypeError):
+        pass
+
+
 def reset_process_peak() -> bool:
     """Start the peak over from the present resident memory (Linux 4.0+); False where it cannot."""
     try:

@@ -114,7 +114,7 @@ def _training_rise(model, rows, recipe, pad_id) -> int:
     """Bytes the process's resident memory rose above its level before ``fine_tune`` (the model loaded)."""
     from cctk.finetune import fine_tune
 
-    gc.collect()
+    memory.release_freed()  # freed pages reused would not show as a rise
     before = memory.process_memory()
     record = fine_tune(model, rows, recipe, 3, pad_id, "arm")
     return record.peak_cpu_memory_bytes - before
