@@ -21,7 +21,9 @@ differs between the protocols comes from ``cctk.protocols``.
 """
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import shutil
 import zipfile
 from dataclasses import asdict, dataclass
@@ -61,6 +63,28 @@ def new_folder(out_root: Path, model: str, now: datetime | None = None) -> Path:
         except FileExistsError:
             continue
     raise FileExistsError(f"{out_root / name}: 999 session folders of this second already exist")
+
+
+class Busy(CctkError):
+    """The session folder is held by a live process (the pipeline writing it)."""
+
+
+def hold(folder: Path) -> int:
+    """Lock ``folder`` for this process (an exclusive ``flock`` on the folder itself, so no file of the
+    session changes) and return the descriptor that holds it; ``release`` it, or the kernel does when
+    the process dies (kill -9 included), which is what lets a resume tell a live run from a dead one."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise Busy(f"the session folder {folder} is in use by a running process") from None
+    return fd
+
+
+def release(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)  # closing the descriptor drops the lock
 
 
 @dataclass(frozen=True)

@@ -219,6 +219,19 @@ def ending(run: Run) -> Iterator[Run]:
     run.end("FINISHED")
 
 
+@contextmanager
+def failing(run: Run, cleanup=None) -> Iterator[Run]:
+    """Like ``ending``, but a block that completes leaves ``run`` RUNNING (the caller goes on with it); on
+    an exception ``cleanup()`` runs first, then the run ends KILLED or FAILED and the exception goes on."""
+    try:
+        yield run
+    except BaseException:
+        if cleanup is not None:
+            cleanup()
+        with ending(run):
+            raise
+
+
 def active_run() -> Run | None:
     """The run MLflow holds active in this process (``mlflow.start_run()``, or a Hugging Face Trainer's
     ``MLflowCallback``), through a client on MLflow's current tracking URI; None when there is none."""

@@ -131,3 +131,69 @@ def test_cuda_asked_on_a_machine_without_it_fails_before_any_run(tiny_dir, tmp_p
     assert not (tmp_path / "out").exists()
     store = tracking.connect()
     assert store.search([store.experiment()], "") == []
+
+
+def _interrupted_pipeline(tiny_dir, tmp_path, status: str):
+    """A pipeline parent run as an interrupted ``cctk run`` leaves it: its params, tags and a session
+    folder holding only the draws (status ``status``)."""
+    from cctk import protocols, session
+
+    config = make_config(str(tiny_dir), "smoke", (11, 12, 13, 14, 15), parts="A")
+    store = tracking.connect()
+    folder = session.new_folder(tmp_path / "out", str(tiny_dir))
+    protocol = protocols.get("v2")
+    session.write_draws(session.Layout(folder), protocol, protocol.draw(config))
+    parent = store.start(store.experiment(), folder.name, {"cctk.kind": "pipeline", "cctk.session": folder.name,
+                                                           "cctk.protocol": "v2"})
+    parent.params(config.as_params())
+    if status != "RUNNING":
+        parent.end(status)
+    return parent.run_id, folder
+
+
+def test_resume_refuses_a_finished_run_and_rewrites_nothing(tiny_dir, tmp_path, tracking_uri):
+    run_id, folder = _interrupted_pipeline(tiny_dir, tmp_path, "FINISHED")
+    (folder / "run_info.json").write_text('{"seconds": 673.4}\n')
+    with pytest.raises(CctkError, match=f"run {run_id} is FINISHED: there is nothing to resume"):
+        pipeline.resume(run_id, tmp_path / "out")
+    assert (folder / "run_info.json").read_text() == '{"seconds": 673.4}\n'
+    assert tracking.connect().get(run_id).status == "FINISHED"
+
+
+def test_resume_refuses_a_run_whose_process_holds_its_folder(tiny_dir, tmp_path, tracking_uri):
+    from cctk import session
+
+    run_id, folder = _interrupted_pipeline(tiny_dir, tmp_path, "RUNNING")
+    lock = session.hold(folder)  # what the live pipeline holds while it runs
+    try:
+        with pytest.raises(CctkError, match=f"run {run_id} is still running: its process holds"):
+            pipeline.resume(run_id, tmp_path / "out")
+    finally:
+        session.release(lock)
+    assert tracking.connect().get(run_id).status == "RUNNING"  # untouched: the live process ends it
+
+
+def test_a_run_interrupted_before_its_first_measurement_resumes(tiny_dir, tmp_path, tracking_uri, monkeypatch):
+    """Ctrl-C while the base model loads: a KILLED run and a folder with only targets.csv; the resume
+    measures and trains everything."""
+    from cctk import models
+
+    real = models.load_model
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(models, "load_model", interrupted)
+    config = make_config(str(tiny_dir), "smoke", (11,), parts="A")
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.run(config, tmp_path / "out", echo=lambda *_: None, system_metrics=False, figures=False)
+    (folder,) = (tmp_path / "out").iterdir()
+    assert sorted(p.name for p in folder.iterdir()) == ["targets.csv"]
+    store = tracking.connect()
+    (parent,) = store.search([store.experiment()], "tags.`cctk.kind` = 'pipeline'")
+    assert parent.status == "KILLED"
+    monkeypatch.setattr(models, "load_model", real)
+    said = []
+    done = pipeline.resume(parent.run_id, tmp_path / "out", echo=said.append, system_metrics=False, figures=False)
+    assert said[0] == f"resuming {folder.name}: 0 of 3 models already finished"
+    assert store.get(done.run_id).status == "FINISHED" and (folder / "run_info.json").is_file()
