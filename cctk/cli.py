@@ -148,6 +148,7 @@ def sweep_command(models, seeds, sets, profile, parts, executor, address, cpus_p
     from . import sweep
     from . import tracking as tracking_module
     from .pipeline import sweep_cell
+    from .session import check_out
 
     if resume_id:
         if parts is not None:
@@ -160,6 +161,7 @@ def sweep_command(models, seeds, sets, profile, parts, executor, address, cpus_p
             raise CctkError("cctk sweep needs --models and --seeds (or --resume SWEEP_ID)")
         sweep.check_executor(executor, address)
         grid = sweep.parse_grid(models, seeds, sets, profile, parts=parts)
+        check_out(out)
         store = tracking_module.connect(tracking)
         plan = sweep.open_sweep(store, grid, out, executor, address, figures)
     cells = plan.grid.cells()

@@ -67,16 +67,19 @@ LONGEST_ROW = 16  # tokens of the longest arithmetic training row, an upper boun
 
 
 def check_inputs(config: Config, tracking_name: str | None = None, device: str | None = None,
-                 ) -> tuple[tracking.Store, memory.Plan]:
-    """Every check that can fail, before any folder or MLflow run exists: the model (installed, cached or
-    reachable, its configuration readable), the device (present) and the recipe on it (precision,
-    optimizer), the memory the run needs against what is free, and the tracking store (reachable)."""
+                 out_root: Path | None = None) -> tuple[tracking.Store, memory.Plan]:
+    """Every check that can fail, before any session folder or MLflow run exists: the model (installed,
+    cached or reachable, its configuration readable), the device (present) and the recipe on it
+    (precision, optimizer), the memory the run needs against what is free, ``out_root`` (takes files),
+    and the tracking store (reachable, openable)."""
     models.check_available(config.model)
     where = resolve_device(device)
     check_recipe(config.recipe, where)
     plan = memory_plan(config, where)
     if plan.shortfall():  # name the roster's models that would fit, in the one line
         replace(plan, others=roster_shapes()).check()
+    if out_root is not None:
+        session.check_out(out_root)
     return tracking.connect(tracking_name), plan
 
 
@@ -122,7 +125,7 @@ def run(config: Config, out_root: Path = Path("outputs"), tracking_name: str | N
 
     ``sweep``, ``cell``: the run id of a sweep this pipeline is a cell of (it nests under it), the cell's key.
     """
-    store, plan = check_inputs(config, tracking_name, device)
+    store, plan = check_inputs(config, tracking_name, device, Path(out_root))
     run_ = _open_session(config, Path(out_root), store, resolve_device(device), plan, echo, sweep, cell)
     run_.figures = figures
     return _execute(run_, Done(), echo, system_metrics, peak=True)
@@ -146,6 +149,7 @@ def resume(run_id: str, out_root: Path = Path("outputs"), tracking_name: str | N
     if not parent.tags.get(tracking.SESSION) or not layout.folder.is_dir():
         raise CctkError(f"the session folder {layout.folder} of run {run_id} is not here; "
                         "resume from the folder the run started in, or pass its --out")
+    session.check_out(layout.folder, "the session folder")
     lock = _hold_for_resume(run_id, layout)  # first: a live run's own memory use would fail the plan
     try:
         where = resolve_device(device)

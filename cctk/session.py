@@ -46,6 +46,21 @@ RUN_INFO = "run_info.json"
 FORMATS = ("png", "pdf", "eps")  # every figure, in this order
 
 
+def check_out(folder: Path, option: str = "--out") -> None:
+    """``folder`` exists (made if need be) and takes files, or a one-line error before any run exists
+    (read-only, unwritable, under /proc, below a file)."""
+    import tempfile
+
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        why = error.strerror or type(error).__name__
+        raise CctkError(f"{option} {folder} cannot hold the outputs: {why}") from None
+
+
 def session_name(model: str, now: datetime | None = None) -> str:
     return f"{(now or datetime.now()):%Y%m%d-%H%M%S}_{file_stem(model)}"
 
