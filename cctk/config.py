@@ -226,8 +226,8 @@ def make_config(model: str, profile: str = AUTO, seeds: tuple[int, ...] | None =
     drawn = not seeds
     if drawn:
         seeds = draw_seeds()
-    elif any(s < 0 or s >= 2**32 for s in seeds):
-        raise CctkError(f"seeds must be in 0..2**32-1, got {seeds}")
+    else:
+        check_seeds(seeds)
     return Config(model, profile, recipe, tuple(seeds), holdout, seeds_drawn=drawn,
                   profile_requested=requested, curves=bool(curves), protocol=protocol, parts=parse_parts(parts))
 
@@ -279,9 +279,16 @@ def parse_seeds(text: str | None) -> tuple[int, ...] | None:
         values = tuple(int(s) for s in str(text).split(","))
     except ValueError:
         raise CctkError(f"seeds must be integers separated by commas, got {text!r}") from None
-    if len(values) == 1:
-        values += tuple(values[0] + i for i in range(1, N_SEEDS))
+    check_seeds(values)  # what the user typed, before any is derived from it
+    if len(values) == 1:  # reserved seeds wrap past the top (4294967295 -> 0, 1, ...), as seeds are mod 2**32
+        values += tuple((values[0] + i) % 2**32 for i in range(1, N_SEEDS))
     return values
+
+
+def check_seeds(seeds: tuple[int, ...]) -> None:
+    bad = [s for s in seeds if s < 0 or s >= 2**32]
+    if bad:
+        raise CctkError(f"seeds must be in 0..2**32-1 (4294967295), got {', '.join(map(str, bad))}")
 
 
 def config_from_params(params: dict) -> Config:

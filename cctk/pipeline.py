@@ -325,11 +325,12 @@ def _train_model(run: Session, results, model: Measured, child, rows, tokenizer,
         nested.dataset(table, name=name, source=str(run.layout.targets.resolve()), context="training")
     curve: list[dict] = []
     on_epoch = _curve_point(run, draws, model.key, tokenizer, nested, curve) if run.config.curves else None
+    trained = None
     try:
         trained = fine_tune(child, rows, recipe, run.config.seed, tokenizer.pad_token_id, model.stream or model.key,
                             on_step=progress.arm(i, model_name(model.key), rows, recipe), on_epoch=on_epoch)
     finally:
-        progress.close()
+        progress.close(finished=trained is not None)
     if curve:
         session.append_curves(run.layout, curve)
     _log_training(run, results, model.key, trained, nested)

@@ -1,4 +1,6 @@
 """The pipeline's checks, before any work: nothing is written, no MLflow run is created."""
+import re
+
 import pytest
 import torch
 
@@ -58,13 +60,17 @@ def test_an_arm_that_raises_leaves_a_failed_nested_run(tiny_dir, tmp_path, track
     def broken_second_arm(*args, **kwargs):
         calls.append(1)
         if len(calls) == 2:
+            kwargs["on_step"](0, 0, 9.0757)  # one step done, then the arm breaks
             raise RuntimeError("arm two broke")
         return real(*args, **kwargs)
 
     monkeypatch.setattr(pipeline, "fine_tune", broken_second_arm)
+    said = []
     with pytest.raises(RuntimeError, match="arm two"):
         pipeline.run(make_config(str(tiny_dir), "smoke", (3,)), tmp_path / "out", system_metrics=False,
-                     figures=False, echo=lambda *_: None)
+                     figures=False, echo=said.append)
+    (line,) = [s for s in said if s.startswith("arm 2/13")]  # never reads as a finished arm
+    assert re.fullmatch(r"arm 2/13 .*: interrupted after 1 of \d+ steps, [\d.]+ s", line), line
     store = tracking.connect()
     runs = {r.tags.get(tracking.KEY, "parent"): r for r in store.search([store.experiment()], "")}
     assert {k: r.status for k, r in runs.items()} == {"parent": "FAILED", "base": "FINISHED",
