@@ -196,13 +196,34 @@ def write_measurement(layout: Layout, key: str, table: pd.DataFrame) -> Path:
     return path
 
 
+N_ADDITIONS = 81  # every measurement table covers a, b in 1..9
+
+
 def read_measurement(path: Path) -> pd.DataFrame:
-    """A measurement CSV, floats read back exactly (round trip), columns as a measurement table's."""
-    table = pd.read_csv(path, float_precision="round_trip")
+    """A measurement CSV, floats read back exactly (round trip), columns as a measurement table's; a file
+    cut short (a full disk, a copy stopped half way) fails in one line naming it."""
+    try:
+        table = pd.read_csv(path, float_precision="round_trip")
+    except (ValueError, OSError) as error:  # empty, unparsable, not UTF-8 (pandas' errors are ValueErrors)
+        raise CctkError(f"{path} cannot be read as a measurement table ({type(error).__name__}: "
+                        f"{' '.join(str(error).split())[:200]})") from None
     missing = set(COLUMNS) - set(table.columns)
     if missing:
         raise CctkError(f"{path} is not a measurement table (missing {', '.join(sorted(missing))})")
+    _check_whole(path, table)
     return table[COLUMNS]
+
+
+def _check_whole(path: Path, table: pd.DataFrame) -> None:
+    """Every addition, each with as many candidates as the others, and the file's last line ended (pandas
+    writes a newline after every row: a cut inside the last row leaves none)."""
+    sizes = table.groupby(["a", "b"]).size()
+    with open(path, "rb") as file:
+        file.seek(max(0, path.stat().st_size - 1))
+        ended = file.read(1) == b"\n"
+    if not ended or len(sizes) != N_ADDITIONS or sizes.nunique() != 1 or table[["a", "b"]].isna().any(axis=None):
+        raise CctkError(f"{path} is incomplete ({len(table)} rows, {len(sizes)} of {N_ADDITIONS} additions"
+                        f"{'' if ended else ', its last row cut'}): it was cut short")
 
 
 def read_measurements(layout: Layout, require: tuple[str, ...] = ()) -> dict[str, pd.DataFrame]:
@@ -326,7 +347,11 @@ def read_run_info(folder: Path) -> RunInfo:
     path = Path(folder) / RUN_INFO
     if not path.is_file():
         raise CctkError(f"{folder} is not a cctk session folder (no {RUN_INFO})")
-    return info_from_json(json.loads(path.read_text()))
+    try:
+        return info_from_json(json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, KeyError, TypeError, AttributeError) as error:  # cut short, edited, not UTF-8
+        raise CctkError(f"{path} is not a readable run record ({type(error).__name__}: "
+                        f"{' '.join(str(error).split())[:200]})") from None
 
 
 def layout_of(folder: Path) -> Layout:
