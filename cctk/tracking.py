@@ -272,9 +272,10 @@ def _open_client(uri: str):
         fcntl.flock(fd, fcntl.LOCK_EX)  # blocks until the other opener is done
         return MlflowClient(tracking_uri=uri)
     except Exception as error:  # sqlalchemy's DatabaseError on a file of garbage, an alembic error
-        first = " ".join(str(error).split())[:200]
+        cause = getattr(error, "orig", None) or error  # sqlalchemy wraps the driver's error with its SQL
+        first = " ".join(str(cause).split())[:200]
         raise CctkError(f"the tracking store {path} cannot be opened as an MLflow SQLite store "
-                        f"({type(error).__name__}: {first}); move it away or pick another --tracking") from None
+                        f"({type(cause).__name__}: {first}); move it away or pick another --tracking") from None
     finally:
         os.close(fd)
 
