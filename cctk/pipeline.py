@@ -179,28 +179,36 @@ def _hold_for_resume(run_id: str, layout: Layout) -> int:
 def _execute(run: Session, done: Done, echo, system_metrics: bool = True, peak: bool = False) -> Outcome:
     """Everything after the parent run exists, inside its lifecycle: nothing can leave it RUNNING.
     ``peak``: measure the device's GEMM peak first (the compute limit; a resume reports no cost)."""
-    with tracking.ending(run.parent):  # FINISHED, FAILED (any error) or KILLED (Ctrl-C, SIGTERM)
-        try:
-            draws = run.protocol.draw(run.config)
-            if peak:
-                run.peak_gflops = compute.peak_gflops(str(run.device), run.config.recipe.precision)
-            if system_metrics:
-                run.monitor = run.parent.system_metrics()
-            run.memory_estimate = run.plan.expected_peak()
-            run.parent.metrics({"memory_estimate_bytes": run.memory_estimate})
-            for path in session.write_draws(run.layout, run.protocol, draws):  # on file before any training
-                run.parent.files(path)
-            results = _train_and_measure(run, draws, done, echo)
-            if run.config.curves:  # every arm's points, appended as it finished (a resume's too)
-                results.curves = session.read_curves(run.layout)
-            tables = run.protocol.compute_tables(results)
-            shutil.rmtree(run.layout.checkpoints, ignore_errors=True)  # only a resume needs them
-            _finish(run, results, tables, echo, resumed=bool(done.run_ids))
-        finally:
-            if run.monitor is not None:
-                run.monitor.finish()
-            session.release(run.lock)  # the run is over: a resume may take the folder
+    try:
+        with tracking.ending(run.parent):  # FINISHED, FAILED (any error) or KILLED (Ctrl-C, SIGTERM)
+            results = _stages(run, done, echo, system_metrics, peak)
+    finally:  # after the run has ended: a resume that takes the folder finds it ended
+        session.release(run.lock)
     return Outcome(results, run.parent.run_id, run.layout.folder)
+
+
+def _stages(run: Session, done: Done, echo, system_metrics: bool, peak: bool):
+    """Draw, measure and train, compute the tables, write the outputs; returns the protocol's results."""
+    try:
+        draws = run.protocol.draw(run.config)
+        if peak:
+            run.peak_gflops = compute.peak_gflops(str(run.device), run.config.recipe.precision)
+        if system_metrics:
+            run.monitor = run.parent.system_metrics()
+        run.memory_estimate = run.plan.expected_peak()
+        run.parent.metrics({"memory_estimate_bytes": run.memory_estimate})
+        for path in session.write_draws(run.layout, run.protocol, draws):  # on file before any training
+            run.parent.files(path)
+        results = _train_and_measure(run, draws, done, echo)
+        if run.config.curves:  # every arm's points, appended as it finished (a resume's too)
+            results.curves = session.read_curves(run.layout)
+        tables = run.protocol.compute_tables(results)
+        shutil.rmtree(run.layout.checkpoints, ignore_errors=True)  # only a resume needs them
+        _finish(run, results, tables, echo, resumed=bool(done.run_ids))
+        return results
+    finally:
+        if run.monitor is not None:
+            run.monitor.finish()
 
 
 def _open_session(config: Config, out_root: Path, store: tracking.Store, device: torch.device, plan: memory.Plan,
