@@ -203,3 +203,22 @@ def test_a_run_interrupted_before_its_first_measurement_resumes(tiny_dir, tmp_pa
     done = pipeline.resume(parent.run_id, tmp_path / "out", echo=said.append, system_metrics=False, figures=False)
     assert said[0] == f"resuming {folder.name}: 0 of 3 models already finished"
     assert store.get(done.run_id).status == "FINISHED" and (folder / "run_info.json").is_file()
+
+
+def test_a_fault_while_the_parent_run_is_set_up_leaves_it_ended_not_running(tiny_dir, tmp_path, tracking_uri,
+                                                                            monkeypatch):
+    """Between the parent run's creation and the lifecycle (its params, its first lines) a fault ends the
+    run FAILED and lets go of the folder, which a resume can then take."""
+    from cctk import session
+
+    def broken(*args):
+        raise RuntimeError("the console went away")
+
+    monkeypatch.setattr(pipeline, "_say_where", broken)
+    with pytest.raises(RuntimeError, match="console went away"):
+        pipeline.run(make_config(str(tiny_dir), "smoke", (1,), parts="A"), tmp_path / "out", echo=lambda *_: None)
+    store = tracking.connect()
+    (parent,) = store.search([store.experiment()], "")
+    assert parent.status == "FAILED" and parent.tags[tracking.ERROR] == "RuntimeError: the console went away"
+    (folder,) = (tmp_path / "out").iterdir()
+    session.release(session.hold(folder))  # not held any more

@@ -10,8 +10,9 @@ import mlflow
 import pandas as pd
 import pytest
 
-from cctk import pipeline
+from cctk import pipeline, tracking
 from cctk.config import make_config, parse_seeds
+from cctk.errors import CctkError
 from cctk.results import load
 
 pytestmark = pytest.mark.integration
@@ -23,10 +24,12 @@ STOPS = [("loading ", signal.SIGINT, 130),  # before the base model is measured:
 # and test_lifecycle.py stop arms mid-training)
 
 
-def _stopped(command: list[str], env: dict, after: str, signum: int) -> int:
+def _stopped(command: list[str], env: dict, after: str, signum: int, while_live=None) -> int:
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     for line in proc.stdout:
         if line.startswith(after):
+            if while_live is not None:
+                while_live()
             proc.send_signal(signum)
             break
     proc.stdout.read()
@@ -44,8 +47,16 @@ def test_stops_at_each_stage_resume_to_the_uninterrupted_tables(tiny_dir, tmp_pa
     command = base + ["--model", str(tiny_dir), "--profile", "smoke", "--seed", "5", "--parts", "A"]
     client = mlflow.MlflowClient(uri)
     walked = []
-    for after, signum, code in STOPS:
-        walked.append((after, _stopped(command, env, after, signum)))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+
+    def refused_while_live():  # the process holds its session folder: a resume now is refused
+        store = tracking.connect()
+        (live,) = store.search([store.experiment()], "tags.`cctk.kind` = 'pipeline'")
+        with pytest.raises(CctkError, match=f"run {live.run_id} is still running: its process holds"):
+            pipeline.resume(live.run_id, out)
+
+    for i, (after, signum, code) in enumerate(STOPS):
+        walked.append((after, _stopped(command, env, after, signum, refused_while_live if i == 0 else None)))
         experiment = client.get_experiment_by_name("cctk").experiment_id
         (parent,) = [r for r in _runs(client, experiment) if r.data.tags.get("cctk.kind") == "pipeline"]
         assert walked[-1] == (after, code) and parent.info.status == "KILLED", walked
