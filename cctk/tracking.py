@@ -266,18 +266,20 @@ def _open_client(uri: str):
     path = sqlite_path(uri)
     if path is None:
         return MlflowClient(tracking_uri=uri)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path.parent, os.O_RDONLY)
+    fd = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path.parent, os.O_RDONLY)
         fcntl.flock(fd, fcntl.LOCK_EX)  # blocks until the other opener is done
         return MlflowClient(tracking_uri=uri)
-    except Exception as error:  # sqlalchemy's DatabaseError on a file of garbage, an alembic error
+    except Exception as error:  # sqlalchemy's DatabaseError on a file of garbage, an alembic error, no folder
         cause = getattr(error, "orig", None) or error  # sqlalchemy wraps the driver's error with its SQL
         first = " ".join(str(cause).split())[:200]
         raise CctkError(f"the tracking store {path} cannot be opened as an MLflow SQLite store "
                         f"({type(cause).__name__}: {first}); move it away or pick another --tracking") from None
     finally:
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
 
 
 class Store:
