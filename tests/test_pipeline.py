@@ -179,32 +179,6 @@ def test_resume_refuses_a_run_whose_process_holds_its_folder(tiny_dir, tmp_path,
     assert tracking.connect().get(run_id).status == "RUNNING"  # untouched: the live process ends it
 
 
-def test_a_run_interrupted_before_its_first_measurement_resumes(tiny_dir, tmp_path, tracking_uri, monkeypatch):
-    """Ctrl-C while the base model loads: a KILLED run and a folder with only targets.csv; the resume
-    measures and trains everything."""
-    from cctk import models
-
-    real = models.load_model
-
-    def interrupted(*args, **kwargs):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(models, "load_model", interrupted)
-    config = make_config(str(tiny_dir), "smoke", (11,), parts="A")
-    with pytest.raises(KeyboardInterrupt):
-        pipeline.run(config, tmp_path / "out", echo=lambda *_: None, system_metrics=False, figures=False)
-    (folder,) = (tmp_path / "out").iterdir()
-    assert sorted(p.name for p in folder.iterdir()) == ["targets.csv"]
-    store = tracking.connect()
-    (parent,) = store.search([store.experiment()], "tags.`cctk.kind` = 'pipeline'")
-    assert parent.status == "KILLED"
-    monkeypatch.setattr(models, "load_model", real)
-    said = []
-    done = pipeline.resume(parent.run_id, tmp_path / "out", echo=said.append, system_metrics=False, figures=False)
-    assert said[0] == f"resuming {folder.name}: 0 of 3 models already finished"
-    assert store.get(done.run_id).status == "FINISHED" and (folder / "run_info.json").is_file()
-
-
 def test_a_fault_while_the_parent_run_is_set_up_leaves_it_ended_not_running(tiny_dir, tmp_path, tracking_uri,
                                                                             monkeypatch):
     """Between the parent run's creation and the lifecycle (its params, its first lines) a fault ends the
@@ -222,3 +196,17 @@ def test_a_fault_while_the_parent_run_is_set_up_leaves_it_ended_not_running(tiny
     assert parent.status == "FAILED" and parent.tags[tracking.ERROR] == "RuntimeError: the console went away"
     (folder,) = (tmp_path / "out").iterdir()
     session.release(session.hold(folder))  # not held any more
+
+
+def test_a_run_stopped_before_its_first_measurement_is_resumed(tiny_dir, tmp_path, tracking_uri, monkeypatch):
+    """A folder holding only targets.csv (Ctrl-C while the base model loaded) is taken up by a resume
+    (tests/integration/test_stage_walk.py runs it to the end)."""
+    from cctk import session
+
+    run_id, folder = _interrupted_pipeline(tiny_dir, tmp_path, "KILLED")
+    monkeypatch.setattr(pipeline, "_execute", lambda run, done, *args: (run, done))  # the lifecycle, not run here
+    said = []
+    run, done = pipeline.resume(run_id, tmp_path / "out", echo=said.append)
+    session.release(run.lock)
+    assert said == [f"resuming {folder.name}: 0 of 3 models already finished"] and not done.run_ids
+    assert tracking.connect().get(run_id).status == "RUNNING"

@@ -61,6 +61,8 @@ def test_stops_at_each_stage_resume_to_the_uninterrupted_tables(tiny_dir, tmp_pa
         (parent,) = [r for r in _runs(client, experiment) if r.data.tags.get("cctk.kind") == "pipeline"]
         assert walked[-1] == (after, code) and parent.info.status == "KILLED", walked
         assert "RUNNING" not in {r.info.status for r in _runs(client, experiment)}
+        if i == 0:  # the earliest moment a run can be resumed from
+            assert [p.name for p in next(out.iterdir()).iterdir()] == ["targets.csv"]
         command = base + ["--resume", parent.info.run_id]
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
