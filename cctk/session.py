@@ -47,14 +47,17 @@ FORMATS = ("png", "pdf", "eps")  # every figure, in this order
 
 
 def check_out(folder: Path, option: str = "--out") -> None:
-    """``folder`` exists (made if need be) and takes files, or a one-line error before any run exists
-    (read-only, unwritable, under /proc, below a file)."""
+    """``folder`` can be made and take files, or a one-line error before any run exists (read-only,
+    unwritable, under /proc, below a file). Nothing is made: a file is tried, and removed, in the folder
+    or the nearest of its parents that exists."""
     import tempfile
 
-    folder = Path(folder)
+    folder = Path(folder).absolute()
+    there = next(p for p in (folder, *folder.parents) if p.exists())
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder):
+        if not there.is_dir():
+            raise NotADirectoryError(20, f"{there} is a file")
+        with tempfile.TemporaryFile(dir=there):
             pass
     except OSError as error:
         why = error.strerror or type(error).__name__

@@ -58,7 +58,7 @@ def test_an_out_that_cannot_hold_files_fails_in_one_line(where, tiny_dir, tmp_pa
     if where is _read_only and os.geteuid() == 0:
         pytest.skip("root writes into a read-only mode folder")
     result = CliRunner().invoke(cli, ["run", "--model", str(tiny_dir), "--profile", "smoke", "--out", str(out)])
-    _one_line_error(result, f"--out {out} cannot hold the outputs: ")
+    _one_line_error(result, f"--out {os.path.abspath(out)} cannot hold the outputs: ")
     _no_run(tmp_path)
 
 
