@@ -9,7 +9,8 @@ char``, the default, as the paper's appendix A) or its 0-based line index (``--l
 appendix B); see ``cctk.krtest.passages``. Scoring never reads it; ``--open-book`` puts the passage
 that holds it before the context, and ``by_passage.csv`` groups items by it. Blank lines are
 skipped; every other line must be one object with the four fields, or reading fails in one line
-naming the file, the line and the field, before any work is done with the file.
+naming the file, the line and the field, before any work is done with the file. A text field must
+be valid Unicode (no lone surrogates) and within a length bound; an item repeated is scored once.
 """
 from __future__ import annotations
 
