@@ -7,11 +7,15 @@ import click
 
 from .config import AUTO, PARTS, PROFILES, PROTOCOLS, V1_SEED, recipe_fields
 from .device import DEVICE_HELP
-from .errors import CctkError
+from .errors import CctkError, Terminated
 
 
 PARTS_HELP = (f"Parts of manual 2.0.0 to run, comma-separated among {','.join(PARTS)} (default: all): only "
               "the arms they need are trained (Part A always runs: every other part starts from its models).")
+
+
+# The shell's codes for a process its signal stopped (128 + the signal), which scripts and CI test for.
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
 
 
 class _Group(click.Group):
@@ -20,6 +24,10 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except CctkError as error:
             raise click.ClickException(str(error)) from None
+        except KeyboardInterrupt as stop:  # every `finally` has run: the runs ended KILLED
+            terminated = isinstance(stop, Terminated)
+            click.echo("Stopped (SIGTERM)." if terminated else "Interrupted (Ctrl-C).", err=True)
+            raise SystemExit(EXIT_TERMINATED if terminated else EXIT_INTERRUPTED) from None
 
 
 @click.group(cls=_Group)
@@ -169,6 +177,7 @@ def sweep_command(models, seeds, sets, profile, parts, executor, address, cpus_p
     from . import sweep
     from . import tracking as tracking_module
     from .pipeline import sweep_cell
+    from .session import check_out
 
     if resume_id:
         if parts is not None:
@@ -181,6 +190,7 @@ def sweep_command(models, seeds, sets, profile, parts, executor, address, cpus_p
             raise CctkError("cctk sweep needs --models and --seeds (or --resume SWEEP_ID)")
         sweep.check_executor(executor, address)
         grid = sweep.parse_grid(models, seeds, sets, profile, parts=parts)
+        check_out(out)
         store = tracking_module.connect(tracking)
         plan = sweep.open_sweep(store, grid, out, executor, address, figures)
     cells = plan.grid.cells()

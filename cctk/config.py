@@ -221,15 +221,30 @@ def make_config(model: str, profile: str = AUTO, seeds: tuple[int, ...] | None =
     recipe.check()
     if not split:
         holdout, seeds = None, tuple(seeds[:1]) if seeds else (PROTOCOLS[protocol].seed,)
-    elif not 0 < holdout < 1:
-        raise CctkError(f"holdout={holdout} is out of range: must be in (0, 1)")
+    else:
+        check_holdout(holdout)
     drawn = not seeds
     if drawn:
         seeds = draw_seeds()
-    elif any(s < 0 or s >= 2**32 for s in seeds):
-        raise CctkError(f"seeds must be in 0..2**32-1, got {seeds}")
+    else:
+        check_seeds(seeds)
     return Config(model, profile, recipe, tuple(seeds), holdout, seeds_drawn=drawn,
                   profile_requested=requested, curves=bool(curves), protocol=protocol, parts=parse_parts(parts))
+
+
+N_ADDITIONS = 81  # a, b in 1..9: the additions a split divides (cctk.facts.ADDITIONS)
+
+
+def check_holdout(holdout: float) -> None:
+    """The held-out share must leave both groups of the split non-empty: ``round(81 * holdout)``
+    additions are held out (cctk.facts.split_additions), so 0.001 holds out none."""
+    if not 0 < holdout < 1:
+        raise CctkError(f"holdout={holdout} is out of range: must be in (0, 1)")
+    held = round(N_ADDITIONS * holdout)
+    if held in (0, N_ADDITIONS):
+        raise CctkError(f"holdout={holdout} holds out {held} of the {N_ADDITIONS} additions, leaving "
+                        f"{'nothing held out' if held == 0 else 'nothing to train on'}: choose a share in "
+                        f"[0.01, 0.99] (0.3 holds out 24)")
 
 
 def parse_parts(parts: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
@@ -264,9 +279,16 @@ def parse_seeds(text: str | None) -> tuple[int, ...] | None:
         values = tuple(int(s) for s in str(text).split(","))
     except ValueError:
         raise CctkError(f"seeds must be integers separated by commas, got {text!r}") from None
-    if len(values) == 1:
-        values += tuple(values[0] + i for i in range(1, N_SEEDS))
+    check_seeds(values)  # what the user typed, before any is derived from it
+    if len(values) == 1:  # reserved seeds wrap past the top (4294967295 -> 0, 1, ...), as seeds are mod 2**32
+        values += tuple((values[0] + i) % 2**32 for i in range(1, N_SEEDS))
     return values
+
+
+def check_seeds(seeds: tuple[int, ...]) -> None:
+    bad = [s for s in seeds if s < 0 or s >= 2**32]
+    if bad:
+        raise CctkError(f"seeds must be in 0..2**32-1 (4294967295), got {', '.join(map(str, bad))}")
 
 
 def config_from_params(params: dict) -> Config:

@@ -51,6 +51,7 @@ class Session:
     peak_gflops: float | None = None  # the device's GEMM peak measured at the start (the compute limit)
     plan: memory.Plan | None = None  # the memory the run was estimated to need (checked before it started)
     memory_estimate: int = 0  # the peak the plan expects of this run (``Plan.expected_peak``)
+    lock: int | None = None  # the descriptor holding the session folder (``session.hold``) while this runs
 
 
 @dataclass(frozen=True)
@@ -66,12 +67,14 @@ LONGEST_ROW = 16  # tokens of the longest arithmetic training row, an upper boun
 
 
 def check_inputs(config: Config, tracking_name: str | None = None, device: str | None = None,
-                 ) -> tuple[tracking.Store, torch.device, memory.Plan]:
-    """Every check that can fail, before any folder or MLflow run exists: the model (installed, cached or
-    reachable, its configuration readable), the device, the recipe and memory on it (``check_device``) and
-    the tracking store (reachable)."""
+                 out_root: Path | None = None) -> tuple[tracking.Store, torch.device, memory.Plan]:
+    """Every check that can fail, before any session folder or MLflow run exists: the model (installed,
+    cached or reachable, its configuration readable), the device, the recipe and memory on it
+    (``check_device``), ``out_root`` (takes files), and the tracking store (reachable, openable)."""
     models.check_available(config.model)
     where, plan = check_device(config, device)
+    if out_root is not None:
+        session.check_out(out_root)
     return tracking.connect(tracking_name), where, plan
 
 
@@ -128,7 +131,7 @@ def run(config: Config, out_root: Path = Path("outputs"), tracking_name: str | N
 
     ``sweep``, ``cell``: the run id of a sweep this pipeline is a cell of (it nests under it), the cell's key.
     """
-    store, where, plan = check_inputs(config, tracking_name, device)
+    store, where, plan = check_inputs(config, tracking_name, device, Path(out_root))
     run_ = _open_session(config, Path(out_root), store, where, plan, echo, sweep, cell)
     run_.figures = figures
     return _execute(run_, Done(), echo, system_metrics, peak=True)
@@ -136,70 +139,106 @@ def run(config: Config, out_root: Path = Path("outputs"), tracking_name: str | N
 
 def resume(run_id: str, out_root: Path = Path("outputs"), tracking_name: str | None = None,
            device: str | None = None, echo=print, system_metrics: bool = True, figures: bool = True) -> Outcome:
-    """Continue an interrupted pipeline: finished models are taken from their runs, not trained again."""
+    """Continue an interrupted pipeline from wherever it stopped (a folder holding only its draws too):
+    finished models are taken from their runs, not trained again. A FINISHED run, and a run whose
+    process still holds its session folder, are refused (nothing of theirs is rewritten)."""
     store = tracking.connect(tracking_name)
     parent = store.pipeline(run_id)
     protocol = protocols.get(parent.tags.get(tracking.PROTOCOL))
     if not protocol.resumable:
         raise CctkError(f"run {run_id} is a protocol {protocol.name} run; --resume continues "
                         "2.0.0 pipelines only (start a v1 run again)")
+    if parent.status == "FINISHED":
+        raise CctkError(f"run {run_id} is FINISHED: there is nothing to resume (start a new run to repeat it)")
     config = config_from_params(parent.params)
     layout = Layout(Path(out_root) / parent.tags.get(tracking.SESSION, ""))
-    if not (layout.folder / "measurements").is_dir():
+    if not parent.tags.get(tracking.SESSION) or not layout.folder.is_dir():
         raise CctkError(f"the session folder {layout.folder} of run {run_id} is not here; "
                         "resume from the folder the run started in, or pass its --out")
-    where, plan = check_device(config, device)
-    session_ = Session(config, protocol, layout, store, parent.experiment_id, store.reopen(run_id), where,
-                       figures=figures, plan=plan)
-    done = resume_state.finished(store, parent, layout)
+    session.check_out(layout.folder, "the session folder")
+    lock = _hold_for_resume(run_id, layout)  # first: a live run's own memory use would fail the plan
+    try:
+        where, plan = check_device(config, device)
+        done = resume_state.finished(store, parent, layout)
+        session_ = Session(config, protocol, layout, store, parent.experiment_id, store.reopen(run_id), where,
+                           figures=figures, plan=plan, lock=lock)
+    except BaseException:
+        session.release(lock)
+        raise
     echo(f"resuming {layout.session}: {len(done.run_ids)} of {len(protocol.models(config.parts))} models "
          "already finished")
     return _execute(session_, done, echo, system_metrics)
 
 
+def _hold_for_resume(run_id: str, layout: Layout) -> int:
+    """The session folder, held for the resume; a run whose process still holds it is refused."""
+    try:
+        return session.hold(layout.folder)
+    except session.Busy:
+        raise CctkError(f"run {run_id} is still running: its process holds {layout.folder} "
+                        "(stop it first, or wait for it to end)") from None
+
+
 def _execute(run: Session, done: Done, echo, system_metrics: bool = True, peak: bool = False) -> Outcome:
     """Everything after the parent run exists, inside its lifecycle: nothing can leave it RUNNING.
     ``peak``: measure the device's GEMM peak first (the compute limit; a resume reports no cost)."""
-    draws = run.protocol.draw(run.config)
-    with tracking.ending(run.parent):  # FINISHED, FAILED (any error) or KILLED (Ctrl-C, SIGTERM)
-        try:
-            if peak:
-                run.peak_gflops = compute.peak_gflops(str(run.device), run.config.recipe.precision)
-            if system_metrics:
-                run.monitor = run.parent.system_metrics()
-            run.memory_estimate = run.plan.expected_peak()
-            run.parent.metrics({"memory_estimate_bytes": run.memory_estimate})
-            for path in session.write_draws(run.layout, run.protocol, draws):  # on file before any training
-                run.parent.files(path)
-            results = _train_and_measure(run, draws, done, echo)
-            if run.config.curves:  # every arm's points, appended as it finished (a resume's too)
-                results.curves = session.read_curves(run.layout)
-            tables = run.protocol.compute_tables(results)
-            shutil.rmtree(run.layout.checkpoints, ignore_errors=True)  # only a resume needs them
-            _finish(run, results, tables, echo, resumed=bool(done.run_ids))
-        finally:
-            if run.monitor is not None:
-                run.monitor.finish()
+    try:
+        with tracking.ending(run.parent):  # FINISHED, FAILED (any error) or KILLED (Ctrl-C, SIGTERM)
+            results = _stages(run, done, echo, system_metrics, peak)
+    finally:  # after the run has ended: a resume that takes the folder finds it ended
+        session.release(run.lock)
     return Outcome(results, run.parent.run_id, run.layout.folder)
+
+
+def _stages(run: Session, done: Done, echo, system_metrics: bool, peak: bool):
+    """Draw, measure and train, compute the tables, write the outputs; returns the protocol's results."""
+    try:
+        draws = run.protocol.draw(run.config)
+        if peak:
+            run.peak_gflops = compute.peak_gflops(str(run.device), run.config.recipe.precision)
+        if system_metrics:
+            run.monitor = run.parent.system_metrics()
+        run.memory_estimate = run.plan.expected_peak()
+        run.parent.metrics({"memory_estimate_bytes": run.memory_estimate})
+        for path in session.write_draws(run.layout, run.protocol, draws):  # on file before any training
+            run.parent.files(path)
+        results = _train_and_measure(run, draws, done, echo)
+        if run.config.curves:  # every arm's points, appended as it finished (a resume's too)
+            results.curves = session.read_curves(run.layout)
+        tables = run.protocol.compute_tables(results)
+        shutil.rmtree(run.layout.checkpoints, ignore_errors=True)  # only a resume needs them
+        _finish(run, results, tables, echo, resumed=bool(done.run_ids))
+        return results
+    finally:
+        if run.monitor is not None:
+            run.monitor.finish()
 
 
 def _open_session(config: Config, out_root: Path, store: tracking.Store, device: torch.device, plan: memory.Plan,
                   echo, sweep: str | None = None, cell: str | None = None) -> Session:
+    """The session folder (held by this process until the run ends) and the MLflow parent run; a fault
+    here ends the parent KILLED or FAILED, never leaves it RUNNING (its folder can be resumed)."""
     protocol = protocols.get(config.protocol)
     folder = session.new_folder(out_root, config.model)
+    lock = session.hold(folder)
     name = folder.name
     layout = Layout(folder, protocol.name)
     tags = {tracking.KIND: "pipeline", tracking.SESSION: name, tracking.PROTOCOL: protocol.name,
             "mlflow.source.name": "cctk run"}
     if sweep:
         tags.update({tracking.SWEEP: sweep, tracking.CELL: cell or ""})
-    parent = store.attach_or_start(store.experiment(), name, tags, parent=sweep)
-    parent.note(protocol.run_note(config) + (f"; a cell of sweep {sweep}" if sweep else ""))
-    experiment_id = parent.experiment_id  # `mlflow run` may have created the parent in another experiment
-    parent.params({**config.as_params(), "model_id": models.model_id(config.model), **protocol.params,
-                   "cctk_version": __version__})
-    _say_where(protocol, config, layout, echo)
-    return Session(config, protocol, layout, store, experiment_id, parent, device, plan=plan)
+    try:
+        parent = store.attach_or_start(store.experiment(), name, tags, parent=sweep)
+    except BaseException:
+        session.release(lock)
+        raise
+    with tracking.failing(parent, lambda: session.release(lock)):
+        parent.note(protocol.run_note(config) + (f"; a cell of sweep {sweep}" if sweep else ""))
+        experiment_id = parent.experiment_id  # `mlflow run` may have created the parent in another experiment
+        parent.params({**config.as_params(), "model_id": models.model_id(config.model), **protocol.params,
+                       "cctk_version": __version__})
+        _say_where(protocol, config, layout, echo)
+    return Session(config, protocol, layout, store, experiment_id, parent, device, plan=plan, lock=lock)
 
 
 def _say_where(protocol: Protocol, config: Config, layout: Layout, echo) -> None:
@@ -301,11 +340,12 @@ def _train_model(run: Session, results, model: Measured, child, rows, tokenizer,
         nested.dataset(table, name=name, source=str(run.layout.targets.resolve()), context="training")
     curve: list[dict] = []
     on_epoch = _curve_point(run, draws, model.key, tokenizer, nested, curve) if run.config.curves else None
+    trained = None
     try:
         trained = fine_tune(child, rows, recipe, run.config.seed, tokenizer.pad_token_id, model.stream or model.key,
                             on_step=progress.arm(i, model_name(model.key), rows, recipe), on_epoch=on_epoch)
     finally:
-        progress.close()
+        progress.close(finished=trained is not None)
     if curve:
         session.append_curves(run.layout, curve)
     _log_training(run, results, model.key, trained, nested)

@@ -29,13 +29,18 @@ class Progress:
 
         return on_step
 
-    def close(self) -> None:
+    def close(self, finished: bool = True) -> None:
+        """End the arm's bar with its one line; ``finished`` False (an error or a stop in the arm): the
+        line says the arm was interrupted and after how many of its steps, never reads as done."""
         if self.bar is None:
             return
         seconds = time.perf_counter() - self.started  # the bar's own clock stops when it is disabled
+        total = self.bar.total
         self.bar.close()
         self.bar = None
-        if self.losses:
+        if not finished:
+            self.echo(f"{self.label}: interrupted after {self.steps} of {total} steps, {seconds:.1f} s")
+        elif self.losses:
             self.echo(f"{self.label}: {self.steps} steps, loss {self.losses[0]:.4f} -> "
                       f"{self.losses[-1]:.4f}, {seconds:.1f} s")
         elif self.steps:

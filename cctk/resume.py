@@ -11,6 +11,7 @@ import pandas as pd
 import torch
 
 from . import session
+from .errors import CctkError
 from .records import TrainRecord
 from .session import Layout
 from .tracking import Store, TrackedRun
@@ -32,8 +33,12 @@ def finished(store: Store, parent: TrackedRun, layout: Layout) -> Done:
         measurement, record = layout.measurement(key), session.read_training(layout, key)
         if not measurement.is_file() or (key != "base" and record is None):
             continue  # finished in MLflow but its files are gone: measure it again
+        try:
+            table = session.read_measurement(measurement)  # floats exactly as measured
+        except CctkError:  # cut short by the fault that stopped the run: measure it again
+            continue
         done.run_ids[key] = run_id
-        done.measurements[key] = session.read_measurement(measurement)  # floats exactly as measured
+        done.measurements[key] = table
         if record is not None:
             done.training[key] = record
     return done

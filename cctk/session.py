@@ -21,7 +21,9 @@ differs between the protocols comes from ``cctk.protocols``.
 """
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import shutil
 import zipfile
 from dataclasses import asdict, dataclass
@@ -44,6 +46,24 @@ RUN_INFO = "run_info.json"
 FORMATS = ("png", "pdf", "eps")  # every figure, in this order
 
 
+def check_out(folder: Path, option: str = "--out") -> None:
+    """``folder`` can be made and take files, or a one-line error before any run exists (read-only,
+    unwritable, under /proc, below a file). Nothing is made: a file is tried, and removed, in the folder
+    or the nearest of its parents that exists."""
+    import tempfile
+
+    folder = Path(folder).absolute()
+    there = next(p for p in (folder, *folder.parents) if p.exists())
+    try:
+        if not there.is_dir():
+            raise NotADirectoryError(20, f"{there} is a file")
+        with tempfile.TemporaryFile(dir=there):
+            pass
+    except OSError as error:
+        why = error.strerror or type(error).__name__
+        raise CctkError(f"{option} {folder} cannot hold the outputs: {why}") from None
+
+
 def session_name(model: str, now: datetime | None = None) -> str:
     return f"{(now or datetime.now()):%Y%m%d-%H%M%S}_{file_stem(model)}"
 
@@ -61,6 +81,28 @@ def new_folder(out_root: Path, model: str, now: datetime | None = None) -> Path:
         except FileExistsError:
             continue
     raise FileExistsError(f"{out_root / name}: 999 session folders of this second already exist")
+
+
+class Busy(CctkError):
+    """The session folder is held by a live process (the pipeline writing it)."""
+
+
+def hold(folder: Path) -> int:
+    """Lock ``folder`` for this process (an exclusive ``flock`` on the folder itself, so no file of the
+    session changes) and return the descriptor that holds it; ``release`` it, or the kernel does when
+    the process dies (kill -9 included), which is what lets a resume tell a live run from a dead one."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise Busy(f"the session folder {folder} is in use by a running process") from None
+    return fd
+
+
+def release(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)  # closing the descriptor drops the lock
 
 
 @dataclass(frozen=True)
@@ -157,13 +199,34 @@ def write_measurement(layout: Layout, key: str, table: pd.DataFrame) -> Path:
     return path
 
 
+N_ADDITIONS = 81  # every measurement table covers a, b in 1..9
+
+
 def read_measurement(path: Path) -> pd.DataFrame:
-    """A measurement CSV, floats read back exactly (round trip), columns as a measurement table's."""
-    table = pd.read_csv(path, float_precision="round_trip")
+    """A measurement CSV, floats read back exactly (round trip), columns as a measurement table's; a file
+    cut short (a full disk, a copy stopped half way) fails in one line naming it."""
+    try:
+        table = pd.read_csv(path, float_precision="round_trip")
+    except (ValueError, OSError) as error:  # empty, unparsable, not UTF-8 (pandas' errors are ValueErrors)
+        raise CctkError(f"{path} cannot be read as a measurement table ({type(error).__name__}: "
+                        f"{' '.join(str(error).split())[:200]})") from None
     missing = set(COLUMNS) - set(table.columns)
     if missing:
         raise CctkError(f"{path} is not a measurement table (missing {', '.join(sorted(missing))})")
+    _check_whole(path, table)
     return table[COLUMNS]
+
+
+def _check_whole(path: Path, table: pd.DataFrame) -> None:
+    """Every addition, each with as many candidates as the others, and the file's last line ended (pandas
+    writes a newline after every row: a cut inside the last row leaves none)."""
+    sizes = table.groupby(["a", "b"]).size()
+    with open(path, "rb") as file:
+        file.seek(max(0, path.stat().st_size - 1))
+        ended = file.read(1) == b"\n"
+    if not ended or len(sizes) != N_ADDITIONS or sizes.nunique() != 1 or table[["a", "b"]].isna().any(axis=None):
+        raise CctkError(f"{path} is incomplete ({len(table)} rows, {len(sizes)} of {N_ADDITIONS} additions"
+                        f"{'' if ended else ', its last row cut'}): it was cut short")
 
 
 def read_measurements(layout: Layout, require: tuple[str, ...] = ()) -> dict[str, pd.DataFrame]:
@@ -287,7 +350,11 @@ def read_run_info(folder: Path) -> RunInfo:
     path = Path(folder) / RUN_INFO
     if not path.is_file():
         raise CctkError(f"{folder} is not a cctk session folder (no {RUN_INFO})")
-    return info_from_json(json.loads(path.read_text()))
+    try:
+        return info_from_json(json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, KeyError, TypeError, AttributeError) as error:  # cut short, edited, not UTF-8
+        raise CctkError(f"{path} is not a readable run record ({type(error).__name__}: "
+                        f"{' '.join(str(error).split())[:200]})") from None
 
 
 def layout_of(folder: Path) -> Layout:

@@ -17,7 +17,7 @@ from pathlib import Path
 from . import tracking
 from .config import PARTS, make_config, parse_parts, parse_set, seeds_or_count
 from .errors import CctkError
-from .models import check_available
+from .models import check_available, model_config
 
 EXECUTORS = ("local", "ray")
 
@@ -72,8 +72,9 @@ def parse_grid(models: str, seeds: str, sets: tuple[str, ...] = (), profile: str
     names = tuple(m.strip() for m in models.split(",") if m.strip())
     if not names:
         raise CctkError("--models needs at least one model")
-    for name in names:
+    for name in names:  # every model's files and configuration, before any cell starts
         check_available(name)
+        model_config(name)
     grid = Grid(names, seeds_or_count(seeds), tuple(parse_set(text) for text in sets), profile, parse_parts(parts))
     for cell in grid.cells():  # every combination is a valid recipe
         make_config(cell.model, profile, (cell.seed,), device=device, parts=grid.parts, **dict(cell.overrides))

@@ -5,6 +5,7 @@ Where runs go: ``MLFLOW_TRACKING_URI`` when set; else ``--tracking NAME|URI``, a
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import time
 import tomllib
@@ -219,6 +220,19 @@ def ending(run: Run) -> Iterator[Run]:
     run.end("FINISHED")
 
 
+@contextmanager
+def failing(run: Run, cleanup=None) -> Iterator[Run]:
+    """Like ``ending``, but a block that completes leaves ``run`` RUNNING (the caller goes on with it); on
+    an exception ``cleanup()`` runs first, then the run ends KILLED or FAILED and the exception goes on."""
+    try:
+        yield run
+    except BaseException:
+        if cleanup is not None:
+            cleanup()
+        with ending(run):
+            raise
+
+
 def active_run() -> Run | None:
     """The run MLflow holds active in this process (``mlflow.start_run()``, or a Hugging Face Trainer's
     ``MLflowCallback``), through a client on MLflow's current tracking URI; None when there is none."""
@@ -235,35 +249,73 @@ def _duplicate_key(error: Exception) -> bool:
     return any(k in text for k in ("uniqueviolation", "unique constraint", "duplicate key", "duplicate entry"))
 
 
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI (relative or absolute, query left out); None otherwise."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    return Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
+
+
+def _open_client(uri: str):
+    """An MLflow client on ``uri``. A SQLite store is opened under an exclusive lock on its folder: MLflow
+    creates a new store's tables (alembic migrations) on first open, and two processes doing that at once
+    leave it broken for good; the second opener waits and finds the tables made. A file that is no
+    MLflow store fails in one line naming it."""
+    from mlflow import MlflowClient
+
+    path = sqlite_path(uri)
+    if path is None:
+        return MlflowClient(tracking_uri=uri)
+    fd = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path.parent, os.O_RDONLY)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # blocks until the other opener is done
+        return MlflowClient(tracking_uri=uri)
+    except Exception as error:  # sqlalchemy's DatabaseError on a file of garbage, an alembic error, no folder
+        cause = getattr(error, "orig", None) or error  # sqlalchemy wraps the driver's error with its SQL
+        first = " ".join(str(cause).split())[:200]
+        raise CctkError(f"the tracking store {path} cannot be opened as an MLflow SQLite store "
+                        f"({type(cause).__name__}: {first}); move it away or pick another --tracking") from None
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
 class Store:
     """One tracking store, through a client that carries its URI (MLflow's global URI is never set)."""
 
     def __init__(self, config: TrackingConfig):
-        from mlflow import MlflowClient
-
         self.config = config
         self.uri = config.tracking_uri
-        if self.uri.startswith("sqlite:///") and not self.uri.startswith("sqlite:////"):
-            Path(self.uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        self.client = MlflowClient(tracking_uri=self.uri)
+        self.client = _open_client(self.uri)
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bar per downloaded file
 
     def experiment(self, name: str = EXPERIMENT) -> str:
         """The id of experiment ``name``, created (with the configured artifact folder) if needed."""
         found = self.client.get_experiment_by_name(name)
-        if found is not None:
-            if found.tags.get("mlflow.experimentKind") is None:  # made before cctk tagged its kind
-                self.client.set_experiment_tag(found.experiment_id, "mlflow.experimentKind", EXPERIMENT_KIND)
-            return found.experiment_id
-        location = None
-        if self.config.artifact_location:
-            location = Path(self.config.artifact_location).resolve().as_uri()
+        if found is None:
+            location = None
+            if self.config.artifact_location:
+                location = Path(self.config.artifact_location).resolve().as_uri()
+            try:
+                self.client.create_experiment(name, artifact_location=location)
+            except Exception:  # another process created it first: found below, else the error goes on
+                if self.client.get_experiment_by_name(name) is None:
+                    raise
+            found = self.client.get_experiment_by_name(name)
+        if found.tags.get("mlflow.experimentKind") is None:  # new, or made before cctk tagged its kind
+            self._tag_kind(found.experiment_id)
+        return found.experiment_id
+
+    def _tag_kind(self, experiment_id: str) -> None:
+        """Set the experiment's kind tag; another process setting it at the same moment makes the store
+        refuse one insert (a unique-key violation), which is no error when the tag is there after."""
         try:
-            created = self.client.create_experiment(name, artifact_location=location)
-        except Exception:  # another process created it first
-            return self.client.get_experiment_by_name(name).experiment_id
-        self.client.set_experiment_tag(created, "mlflow.experimentKind", EXPERIMENT_KIND)
-        return created
+            self.client.set_experiment_tag(experiment_id, "mlflow.experimentKind", EXPERIMENT_KIND)
+        except Exception:
+            if self.client.get_experiment(experiment_id).tags.get("mlflow.experimentKind") is None:
+                raise
 
     @contextmanager
     def run(self, kind: str, name: str, tags: dict | None = None, parent: Run | str | None = None,

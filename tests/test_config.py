@@ -84,3 +84,10 @@ def test_params_carry_every_recipe_value():
     assert {f"recipe.{k}" for k in asdict(Recipe())} <= set(params)
     assert params["seeds"] == "1,2" and params["holdout_share"] == 0.3
     assert params["recipe.repeats"] == 20
+
+
+def test_the_largest_seed_is_valid_and_its_reserved_seeds_wrap():
+    assert parse_seeds("4294967295") == (4294967295, 0, 1, 2, 3)
+    assert make_config("m", "smoke", parse_seeds("4294967295")).seed == 4294967295
+    with pytest.raises(CctkError, match=r"seeds must be in 0..2\*\*32-1 \(4294967295\), got 4294967296$"):
+        parse_seeds("4294967296")  # the value typed, not the ones derived from it

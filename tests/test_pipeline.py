@@ -1,4 +1,6 @@
 """The pipeline's checks, before any work: nothing is written, no MLflow run is created."""
+import re
+
 import pytest
 import torch
 
@@ -58,13 +60,17 @@ def test_an_arm_that_raises_leaves_a_failed_nested_run(tiny_dir, tmp_path, track
     def broken_second_arm(*args, **kwargs):
         calls.append(1)
         if len(calls) == 2:
+            kwargs["on_step"](0, 0, 9.0757)  # one step done, then the arm breaks
             raise RuntimeError("arm two broke")
         return real(*args, **kwargs)
 
     monkeypatch.setattr(pipeline, "fine_tune", broken_second_arm)
+    said = []
     with pytest.raises(RuntimeError, match="arm two"):
         pipeline.run(make_config(str(tiny_dir), "smoke", (3,)), tmp_path / "out", system_metrics=False,
-                     figures=False, echo=lambda *_: None)
+                     figures=False, echo=said.append)
+    (line,) = [s for s in said if s.startswith("arm 2/13")]  # never reads as a finished arm
+    assert re.fullmatch(r"arm 2/13 .*: interrupted after 1 of \d+ steps, [\d.]+ s", line), line
     store = tracking.connect()
     runs = {r.tags.get(tracking.KEY, "parent"): r for r in store.search([store.experiment()], "")}
     assert {k: r.status for k, r in runs.items()} == {"parent": "FAILED", "base": "FINISHED",
@@ -142,3 +148,76 @@ def test_a_resume_finds_a_model_to_load_a_checkpoint_into():
     copied = pipeline._skeleton(weights, {"base": "m_correct"}, None)
     assert copied is not base and torch.equal(copied.weight, base.weight) and weights == {"base": base}
     assert pipeline._skeleton({}, {"m_random": "m_recover"}, lambda: other) is other
+
+
+def _interrupted_pipeline(tiny_dir, tmp_path, status: str):
+    """A pipeline parent run as an interrupted ``cctk run`` leaves it: its params, tags and a session
+    folder holding only the draws (status ``status``)."""
+    from cctk import protocols, session
+
+    config = make_config(str(tiny_dir), "smoke", (11, 12, 13, 14, 15), parts="A")
+    store = tracking.connect()
+    folder = session.new_folder(tmp_path / "out", str(tiny_dir))
+    protocol = protocols.get("v2")
+    session.write_draws(session.Layout(folder), protocol, protocol.draw(config))
+    parent = store.start(store.experiment(), folder.name, {"cctk.kind": "pipeline", "cctk.session": folder.name,
+                                                           "cctk.protocol": "v2"})
+    parent.params(config.as_params())
+    if status != "RUNNING":
+        parent.end(status)
+    return parent.run_id, folder
+
+
+def test_resume_refuses_a_finished_run_and_rewrites_nothing(tiny_dir, tmp_path, tracking_uri):
+    run_id, folder = _interrupted_pipeline(tiny_dir, tmp_path, "FINISHED")
+    (folder / "run_info.json").write_text('{"seconds": 673.4}\n')
+    with pytest.raises(CctkError, match=f"run {run_id} is FINISHED: there is nothing to resume"):
+        pipeline.resume(run_id, tmp_path / "out")
+    assert (folder / "run_info.json").read_text() == '{"seconds": 673.4}\n'
+    assert tracking.connect().get(run_id).status == "FINISHED"
+
+
+def test_resume_refuses_a_run_whose_process_holds_its_folder(tiny_dir, tmp_path, tracking_uri):
+    from cctk import session
+
+    run_id, folder = _interrupted_pipeline(tiny_dir, tmp_path, "RUNNING")
+    lock = session.hold(folder)  # what the live pipeline holds while it runs
+    try:
+        with pytest.raises(CctkError, match=f"run {run_id} is still running: its process holds"):
+            pipeline.resume(run_id, tmp_path / "out")
+    finally:
+        session.release(lock)
+    assert tracking.connect().get(run_id).status == "RUNNING"  # untouched: the live process ends it
+
+
+def test_a_fault_while_the_parent_run_is_set_up_leaves_it_ended_not_running(tiny_dir, tmp_path, tracking_uri,
+                                                                            monkeypatch):
+    """Between the parent run's creation and the lifecycle (its params, its first lines) a fault ends the
+    run FAILED and lets go of the folder, which a resume can then take."""
+    from cctk import session
+
+    def broken(*args):
+        raise RuntimeError("the console went away")
+
+    monkeypatch.setattr(pipeline, "_say_where", broken)
+    with pytest.raises(RuntimeError, match="console went away"):
+        pipeline.run(make_config(str(tiny_dir), "smoke", (1,), parts="A"), tmp_path / "out", echo=lambda *_: None)
+    store = tracking.connect()
+    (parent,) = store.search([store.experiment()], "")
+    assert parent.status == "FAILED" and parent.tags[tracking.ERROR] == "RuntimeError: the console went away"
+    (folder,) = (tmp_path / "out").iterdir()
+    session.release(session.hold(folder))  # not held any more
+
+
+def test_a_run_stopped_before_its_first_measurement_is_resumed(tiny_dir, tmp_path, tracking_uri, monkeypatch):
+    """A folder holding only targets.csv (Ctrl-C while the base model loaded) is taken up by a resume
+    (tests/integration/test_stage_walk.py runs it to the end)."""
+    from cctk import session
+
+    run_id, folder = _interrupted_pipeline(tiny_dir, tmp_path, "KILLED")
+    monkeypatch.setattr(pipeline, "_execute", lambda run, done, *args: (run, done))  # the lifecycle, not run here
+    said = []
+    run, done = pipeline.resume(run_id, tmp_path / "out", echo=said.append)
+    session.release(run.lock)
+    assert said == [f"resuming {folder.name}: 0 of 3 models already finished"] and not done.run_ids
+    assert tracking.connect().get(run_id).status == "RUNNING"

@@ -188,3 +188,80 @@ def test_sigterm_raises_terminated_in_the_main_thread():
             signal.sigtimedwait([], 0.1) if hasattr(signal, "sigtimedwait") else None
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+RACER = """
+import sys, time
+from pathlib import Path
+from cctk import tracking
+go = Path(sys.argv[2])
+while not go.exists():  # everything imported: all open the new store at the same moment
+    time.sleep(0.01)
+store = tracking.connect(sys.argv[1])
+with store.run("pipeline", "racer") as run:
+    run.metrics({"x": 1.0})
+"""
+
+
+def test_first_runs_racing_on_a_new_sqlite_store_all_finish(tmp_path):
+    """Three processes open one new store at once: MLflow's table creation runs once (under the store
+    folder's lock), the experiment and its tag are made once, and every run FINISHES."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    uri, go = f"sqlite:///{tmp_path}/store/mlflow.db", tmp_path / "go"
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    procs = [subprocess.Popen([sys.executable, "-c", RACER, uri, str(go)], env=env, stderr=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    time.sleep(4)  # they import mlflow meanwhile
+    go.touch()
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], errors
+    store = tracking.connect(uri)
+    runs = store.search([store.experiment()], "")
+    assert [r.status for r in runs] == ["FINISHED"] * 3
+
+
+def test_a_corrupted_store_is_refused_in_one_line_naming_its_file(tmp_path):
+    path = tmp_path / "mlflow.db"
+    path.write_bytes(b"this is no database\n" * 100)
+    with pytest.raises(CctkError, match=f"the tracking store {path} cannot be opened as an MLflow SQLite store"):
+        tracking.connect(f"sqlite:///{path}")
+
+
+def test_an_experiment_tag_set_by_a_racing_process_is_no_error(tracking_uri, monkeypatch):
+    """On a new server, two first runs set the experiment's kind tag at once and one insert is refused
+    (an IntegrityError): the tag is there, so cctk goes on."""
+    store = tracking.connect()
+    store.experiment()
+    real = store.client.set_experiment_tag
+
+    def refused(*args):
+        real(*args)  # the other process's insert ...
+        raise RuntimeError("(sqlite3.IntegrityError) UNIQUE constraint failed: experiment_tags.key")  # ... ours
+
+    monkeypatch.setattr(store.client, "set_experiment_tag", refused)
+    experiment_id = store.client.create_experiment("second")
+    store._tag_kind(experiment_id)
+    assert store.client.get_experiment(experiment_id).tags["mlflow.experimentKind"] == tracking.EXPERIMENT_KIND
+
+
+def test_a_new_sqlite_store_is_opened_under_its_folders_lock(tmp_path):
+    """While another process holds the store folder's lock (creating the tables), opening waits."""
+    import fcntl
+    import os
+    import threading
+
+    folder = tmp_path / "store"
+    folder.mkdir()
+    fd = os.open(folder, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    opened = threading.Event()
+    thread = threading.Thread(target=lambda: (tracking.connect(f"sqlite:///{folder}/mlflow.db"), opened.set()))
+    thread.start()
+    assert not opened.wait(2)  # blocked on the lock
+    os.close(fd)
+    thread.join(60)
+    assert opened.is_set()

@@ -10,12 +10,22 @@ from ..errors import CctkError
 from .tables import Run, V1Run
 
 
+def split_runs(runs: str) -> list[str]:
+    """``--runs ID1,ID2,...`` as a list; a run given twice is refused (it would count twice in every
+    pooled number), naming it."""
+    ids = [r.strip() for r in runs.split(",") if r.strip()]
+    repeated = sorted({r for r in ids if ids.count(r) > 1})
+    if repeated:
+        raise CctkError(f"--runs names {', '.join(repeated)} more than once; give each run once")
+    return ids
+
+
 def run_ids(store: tracking.Store, sweep: str | None = None, runs: str | None = None) -> list[str]:
     """The pipeline runs of ``--sweep ID`` (its finished cells) or of ``--runs ID1,ID2,...``."""
     if bool(sweep) == bool(runs):
         raise CctkError("cctk compare needs --sweep ID or --runs ID1,ID2,... (one of them)")
     if runs:
-        ids = [r.strip() for r in runs.split(",") if r.strip()]
+        ids = split_runs(runs)
         for run_id in ids:
             if store.pipeline(run_id).status != "FINISHED":
                 raise CctkError(f"pipeline run {run_id} is not finished; resume it first (cctk run --resume)")

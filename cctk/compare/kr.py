@@ -30,6 +30,7 @@ from ..errors import CctkError
 from ..krtest import ARMS, RUN, STUDY_RUN, SWEEP_RUN
 from ..tracking import ARM, KIND
 from ..stats import clopper_pearson
+from .gather import split_runs
 from .tables import t_interval
 
 KINDS = (RUN, STUDY_RUN, SWEEP_RUN)
@@ -135,7 +136,7 @@ def tables(arms: list[KrArm]) -> dict[str, pd.DataFrame]:
 
 def is_kr(store, runs: str) -> bool:
     """Are ``--runs`` KR-Test runs? All or none of them must be; a mix fails in one line."""
-    ids = [r.strip() for r in runs.split(",") if r.strip()]
+    ids = split_runs(runs)
     kinds = [store.get(run_id).tags.get(KIND) for run_id in ids]
     kr = [k in KINDS for k in kinds]
     if any(kr) and not all(kr):
@@ -170,7 +171,7 @@ ARM_ORDER = {key: i for i, key in enumerate(ARMS)}
 def gather(store, runs: str, folder: Path) -> list[KrArm]:
     """Every arm of ``--runs``, its items.csv downloaded under ``folder/<run id>/``."""
     arms = []
-    for run_id in (r.strip() for r in runs.split(",") if r.strip()):
+    for run_id in split_runs(runs):
         for run in arm_runs(store, run_id):
             parent = run.tags.get("mlflow.parentRunId", "")
             study = store.get(parent) if parent else None

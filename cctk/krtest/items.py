@@ -9,11 +9,13 @@ char``, the default, as the paper's appendix A) or its 0-based line index (``--l
 appendix B); see ``cctk.krtest.passages``. Scoring never reads it; ``--open-book`` puts the passage
 that holds it before the context, and ``by_passage.csv`` groups items by it. Blank lines are
 skipped; every other line must be one object with the four fields, or reading fails in one line
-naming the file, the line and the field, before any work is done with the file.
+naming the file, the line and the field, before any work is done with the file. A text field must
+be valid Unicode (no lone surrogates) and within a length bound; an item repeated is scored once.
 """
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -41,23 +43,64 @@ class Item:
         return self.book + PASSAGE_END + self.context if self.book else self.context
 
 
-def read_items(path: Path) -> list[Item]:
-    """Every item of a JSONL file, in file order; a one-line ``CctkError`` on the first bad line."""
+MAX_CHARS = 20_000  # per text field: a context of a few thousand tokens; 5 MB would ask for terabytes
+MAX_TOKENS = 4_096  # per text field, where the scoring tokenizer is given
+
+
+def read_items(path: Path, tokenizer=None, max_tokens: int = MAX_TOKENS, keep_duplicates: bool = False,
+               report=None) -> list[Item]:
+    """Every item of a JSONL file, in file order; a one-line ``CctkError`` on the first bad line.
+
+    Each text field is bounded: ``max_tokens`` tokens of ``tokenizer`` when given, else ``MAX_CHARS``
+    characters. An item repeated (all four fields equal) is scored once, at its first line, unless
+    ``keep_duplicates``; ``report`` (default: one line on stderr) says how many were dropped. A UTF-8
+    byte order mark at the start of the file is skipped."""
     path = Path(path)
     if not path.is_file():
         raise CctkError(f"questions file {path} does not exist")
     items = []
-    for number, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+    data = path.read_bytes().removeprefix(b"\xef\xbb\xbf")  # editors on Windows write a BOM: no content
+    for number, raw in enumerate(data.split(b"\n"), start=1):
         where = f"{path} line {number}"
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             raise CctkError(f"{where}: not UTF-8 text") from None
         if text.strip():
-            items.append(parse_item(text, number, where))
+            items.append(check_length(parse_item(text, number, where), where, tokenizer, max_tokens))
     if not items:
         raise CctkError(f"questions file {path} holds no items")
-    return items
+    return items if keep_duplicates else drop_duplicates(items, str(path), report)
+
+
+def check_length(item: Item, where: str, tokenizer=None, max_tokens: int = MAX_TOKENS) -> Item:
+    """A text field longer than the bound fails in one line that states the bound."""
+    for name in ("context", "sentence_true", "sentence_false"):
+        value = getattr(item, name)
+        if tokenizer is not None:
+            size, bound, unit = len(tokenizer(value, add_special_tokens=False)["input_ids"]), max_tokens, "tokens"
+        else:
+            size, bound, unit = len(value), MAX_CHARS, "characters"
+        if size > bound:
+            raise CctkError(f"{where}: field {name!r} is {size} {unit} long; the bound is {bound} {unit} per field")
+    return item
+
+
+def drop_duplicates(items: list[Item], source: str, report=None) -> list[Item]:
+    """Each distinct item once (its first line): a copy would count twice in the accuracy."""
+    seen: dict[tuple, int] = {}
+    kept = []
+    for item in items:
+        key = (item.context, item.sentence_true, item.sentence_false, item.location)
+        if key not in seen:
+            seen[key] = item.line
+            kept.append(item)
+    dropped = len(items) - len(kept)
+    if dropped:
+        say = report or (lambda line: print(line, file=sys.stderr))
+        say(f"{source}: {dropped} duplicate item{'s' if dropped > 1 else ''} scored once ({len(kept)} distinct "
+            f"of {len(items)})")
+    return kept
 
 
 def parse_item(text: str, line: int, where: str) -> Item:
@@ -85,6 +128,11 @@ def _field(record: dict, name: str, kind: type, where: str):
         raise CctkError(f"{where}: field {name!r} must be a string, got {_json_type(value)}")
     if not value.strip():
         raise CctkError(f"{where}: field {name!r} is empty")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:  # JSON lets "\ud800" through; no tokenizer or store takes it
+        raise CctkError(f"{where}: field {name!r} is not valid Unicode text (a lone surrogate "
+                        f"{value[error.start]!r} at character {error.start})") from None
     return value
 
 

@@ -122,3 +122,15 @@ def test_compare_reads_a_v1_run_from_before_issue_21(tmp_path, tracking_uri, mon
     assert (table["runs"] == 2).all()
     for number in table.index:
         assert table.loc[number, "mean"] == pytest.approx((means[0][number] + means[1][number]) / 2, abs=1e-12)
+
+
+def test_compare_refuses_a_run_given_twice(tmp_path, tracking_uri):
+    """``--runs X,X`` would count X twice in every pooled number (held-out n 48 for 24): refused in one
+    line naming X, before any compare run exists."""
+    store = tracking.connect()
+    run = store.start(store.experiment(), "a pipeline", {"cctk.kind": "pipeline"})
+    run.end()
+    result = CliRunner().invoke(cli, ["compare", "--runs", f"{run.run_id},{run.run_id}", "--out", str(tmp_path / "c")])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.output.strip() == f"Error: --runs names {run.run_id} more than once; give each run once"
+    assert [r.tags.get("cctk.kind") for r in store.search([store.experiment()], "")] == ["pipeline"]

@@ -113,3 +113,36 @@ def test_cli_open_book_without_corpus_fails(tmp_path, tracking_uri):
     result = CliRunner().invoke(cli, ["krtest", "eval", "--questions", str(good), "--open-book", "--out",
                                       str(tmp_path / "out")])
     assert result.exit_code == 1 and "needs --corpus" in result.output
+
+
+def test_a_field_past_the_bound_fails_stating_the_bound(tmp_path, tokenizer):
+    from cctk.krtest.items import MAX_CHARS
+
+    path = write_lines(tmp_path / "q.jsonl", [good_line(), good_line(context="x " * 3_000_000)])
+    assert error_of(path) == (f"{path} line 2: field 'context' is 6000000 characters long; "
+                              f"the bound is {MAX_CHARS} characters per field")
+    short = write_lines(tmp_path / "t.jsonl", [good_line(sentence_false="Berg was born in " + "Bergen " * 10)])
+    with pytest.raises(CctkError, match=r"line 1: field 'sentence_false' is \d+ tokens long; the bound is 8 tokens"):
+        read_items(short, tokenizer=tokenizer, max_tokens=8)
+
+
+def test_a_lone_surrogate_is_refused_with_its_line(tmp_path):
+    path = write_lines(tmp_path / "q.jsonl", [good_line(), '{"context": "Anna \\ud800", "sentence_true": "a", '
+                                              '"sentence_false": "b", "location": 0}'])
+    assert error_of(path) == (f"{path} line 2: field 'context' is not valid Unicode text "
+                              "(a lone surrogate '\\ud800' at character 5)")
+
+
+def test_duplicates_are_scored_once_and_reported(tmp_path):
+    path = write_lines(tmp_path / "q.jsonl", [good_line()] * 5 + [good_line(location=3)])
+    said = []
+    items = read_items(path, report=said.append)
+    assert [i.line for i in items] == [1, 6]
+    assert said == [f"{path}: 4 duplicate items scored once (2 distinct of 6)"]
+    assert len(read_items(path, keep_duplicates=True)) == 6
+
+
+def test_a_byte_order_mark_is_accepted(tmp_path):
+    path = tmp_path / "q.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + (good_line() + "\n").encode())
+    assert [i.context for i in read_items(path)] == [GOOD["context"]]
