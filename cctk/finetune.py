@@ -128,8 +128,6 @@ def to_model(batch_rows, pad_id: int, device: torch.device, packing: bool = True
                                           packed.keep, packed.rows, packed.targets, packed.weights)))
     batch = collate(batch_rows, pad_id)
     batch["keep"] = supervised_columns(batch["labels"])
-    if batch["attention_mask"].all():  # no padding (one row, or rows of one length): the model's causal mask
-        del batch["attention_mask"]  # alone, as it makes of an all-ones mask, without reading one back
     return {k: move(v) for k, v in batch.items()}
 
 
@@ -247,7 +245,7 @@ def completion_loss(model, batch) -> torch.Tensor:
     """
     targets = batch["labels"][:, 1:]  # (B, L-1): token t+1 is predicted at column t
     keep = batch["keep"] if "keep" in batch else supervised_columns(batch["labels"])  # columns some row needs
-    kwargs = dict(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask"), use_cache=False)
+    kwargs = dict(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False)
     if "logits_to_keep" in inspect.signature(model.forward).parameters:
         logits = model(**kwargs, logits_to_keep=keep).logits  # (B, K, V)
     else:

@@ -44,6 +44,6 @@ def test_first_contact_check_runs_on_a_cpu():
     lines = dict(line.strip().split(": ", 1) for line in result.output.splitlines() if ": " in line)
     assert float(lines["packed vs padded gradients, relative to their norm"]) < 1e-4
     assert float(lines["measure on the device vs the CPU, largest |logprob gap|"]) == 0.0
-    assert lines["device reads per training step"].startswith("0.00 (4 over")
+    assert lines["device reads in a training step"].startswith("at most 1 (2 over 12 steps;")
     assert lines["phi-1.5, paper recipe, emulated T4"].startswith("phi-1.5 with this recipe (float32, adamw, batch 8)")
     assert "memory smollm2-135m (paper recipe)" in lines
