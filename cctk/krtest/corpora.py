@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import CctkError
+from .items import read_corpus
 from .passages import Passage, _piece, segment
 
 SUFFIXES = (".txt", ".md")
@@ -50,27 +51,17 @@ def read_documents(path: Path, text_field: str = "text") -> list[Document]:
         files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES)
         if not files:
             raise CctkError(f"corpus folder {path} holds no .txt or .md file")
-        return [Document(p.name, _text(p)) for p in files]
+        return [Document(p.name, read_corpus(p)) for p in files]
     if not path.is_file():
         raise CctkError(f"corpus {path} does not exist")
     if path.suffix.lower() == ".jsonl":
         return _jsonl(path, text_field)
-    return [Document(path.name, _text(path))]
-
-
-def _text(path: Path) -> str:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise CctkError(f"corpus file {path} is not UTF-8 text") from None
-    if not text.strip():
-        raise CctkError(f"corpus file {path} is empty")
-    return text
+    return [Document(path.name, read_corpus(path))]
 
 
 def _jsonl(path: Path, field: str) -> list[Document]:
     found = []
-    for number, line in enumerate(_text(path).split("\n"), start=1):
+    for number, line in enumerate(read_corpus(path).split("\n"), start=1):
         if not line.strip():
             continue
         try:
