@@ -56,12 +56,12 @@ def models(fits, profile):
 
 def _fits_table(profile: str) -> None:
     from .config import profiles
-    from .memory import CARDS, Shape, fits_table
-    from .models import BUNDLED, ROSTER, model_config
+    from .memory import CARDS, fits_table
+    from .models import roster_shapes
 
     if profile not in profiles():
         raise CctkError(f"unknown profile {profile!r}; choose one of: {', '.join(profiles())}")
-    shapes = {key: Shape.of_config(model_config(key)) for key in ROSTER if key != BUNDLED}
+    shapes = roster_shapes()
     header = ["model", "parameters", "peak, as is", *CARDS]
     click.echo("| " + " | ".join(header) + " |")
     click.echo("|" + " --- |" * len(header))

@@ -207,7 +207,7 @@ def _reads_per_step(device: torch.device, tokenizer, rows) -> dict:
 
 def _small_card() -> dict:
     """What a 16 GB T4's user is told for phi-1.5 with the manual's recipe, and what fits there."""
-    shapes = {k: memory.Shape.of_config(models.model_config(k)) for k in models.ROSTER if k != models.BUNDLED}
+    shapes = models.roster_shapes()
     plan = memory.Plan("phi-1.5", shapes["phi-1.5"], PROFILES["paper"], 16, T4, waiting=1, others=shapes)
     return {"phi-1.5, paper recipe, emulated T4": plan.shortfall() or "fits"}
 

