@@ -284,6 +284,8 @@ def run(request: Request, teacher, echo=print) -> Generation | None:
         tracking.check_reachable(tracking.resolve(request.tracking))  # an unreachable store fails before any work
     journal = None if request.dry_run else open_journal(request.out, settings, OWNED, request.overwrite,
                                                           "generation")
+    if not request.dry_run:
+        teacher.connect()  # an endpoint that does not answer fails here, before the tokenizer is loaded
     tokenizer = load_tokenizer(request.tokenizer_name)
     found = cut(documents, options.segment, tokenizer, options.min_tokens, options.max_passage_tokens)
     found = found[: options.max_passages]
@@ -292,7 +294,6 @@ def run(request: Request, teacher, echo=print) -> Generation | None:
     if request.dry_run:
         dry_run(found, documents, tokenizer, options, echo)
         return None
-    teacher.connect()  # an endpoint that does not answer fails here
     return _generate(request, teacher, journal, settings, documents, found, tokenizer, echo)
 
 
