@@ -48,6 +48,13 @@ class RunResults:
         others are absent. All four for a run from before ``--parts``; none under protocol v1."""
         return self.info.parts or ()
 
+    def to_latex(self, folder: str | os.PathLike, width: str = "column") -> Path:
+        """Every table as booktabs LaTeX, every figure in paper style (``width``: column or page), captions.tex
+        and a paper.tex that inputs them, in ``folder`` (``cctk export --latex``); returns paper.tex."""
+        from .outputs import paper
+
+        return paper.export(self.folder, Path(folder), width).folder / "paper.tex"
+
 
 def load(source: str | os.PathLike, tracking_name: str | None = None, cache: Path | None = None) -> RunResults:
     """A session folder, or the run id of a cctk pipeline in the MLflow store (``tracking_name``)."""

@@ -17,7 +17,8 @@ from functools import partial
 from pathlib import Path
 
 from .. import protocols, session
-from ..figures.style import Style, notes, paper
+from ..errors import CctkError
+from ..figures.style import WIDTHS, Style, notes, paper
 from ..names import PAPER_FIGURE_ABOUT, PAPER_TABLE_CAPTIONS
 from . import latex, render
 from .catalog import Spec
@@ -121,16 +122,23 @@ class Written:
     tables: list[PaperTable]
 
 
+def _start(source: Path, out: Path, width: str, option: str) -> tuple[Style, session.Rebuilt]:
+    """The paper style of ``width`` and the rebuilt session, once ``out`` is known to take files."""
+    if width not in WIDTHS:
+        raise CctkError(f"unknown figure width {width!r}; choose one of: {', '.join(WIDTHS)}")
+    session.check_out(Path(out), option)
+    return paper(width), session.rebuild(Path(source))
+
+
 def figures(source: Path, out: Path, width: str = "column") -> Written:
     """``cctk report --style paper``: every figure of a session folder in paper style, with its captions."""
-    rebuilt = session.rebuild(Path(source))
-    return Written(Path(out), write_figures(rebuilt, out, paper(width)), [])
+    style, rebuilt = _start(source, out, width, "--out")
+    return Written(Path(out), write_figures(rebuilt, out, style), [])
 
 
 def export(source: Path, out: Path, width: str = "column") -> Written:
     """``cctk export --latex``: the figures in paper style, every table and a paper.tex that inputs them."""
-    rebuilt = session.rebuild(Path(source))
-    style = paper(width)
+    style, rebuilt = _start(source, out, width, "--latex")
     drawn = write_figures(rebuilt, out, style)
     tables = write_tables(rebuilt, out)
     (Path(out) / "paper.tex").write_text(paper_tex(rebuilt.record.config.model, session.layout_of(source).session,
