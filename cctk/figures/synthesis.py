@@ -71,7 +71,7 @@ def _counts(ax, rows: pd.DataFrame, models: list[str]) -> None:
 
 
 def _paper(rows: pd.DataFrame, models: list[str], style: Style) -> Figure:
-    """Dots in the paper palette, a marker per group; the counts beside the chart at page width only."""
+    """Dots in the paper palette, a marker per group; the counts are table09's (the caption says so)."""
     with paper_style(), styles.fonts(style):
         fig = styles.figure(style, 0.9 + (0.27 if style.narrow else 0.22) * len(models))
         ax = fig.add_subplot()
@@ -80,8 +80,6 @@ def _paper(rows: pd.DataFrame, models: list[str], style: Style) -> Figure:
             color, marker = PAPER[r.group]
             ax.errorbar(r.share, y, xerr=[[r.share - r.lo], [r.hi - r.share]], fmt=marker, color=color,
                         markersize=3.5, capsize=2, linewidth=1.0)
-        if not style.narrow:
-            _counts(ax, rows, models)
         ax.set_yticks(range(len(models)), [textwrap.fill(m, 34 if style.narrow else 60) for m in models],
                       fontsize=7 if style.narrow else None)
         ax.set_ylim(len(models) - 0.5, -0.5)
@@ -93,6 +91,5 @@ def _paper(rows: pd.DataFrame, models: list[str], style: Style) -> Figure:
         present = [g for g in PAPER if g in set(rows["group"])]
         handles = [Line2D([], [], color=PAPER[g][0], marker=PAPER[g][1], label=LABELS[g]) for g in present]
         fig.legend(handles=handles, loc="outside lower center", ncol=2, frameon=False)
-        if style.narrow:
-            styles.note(fig, "The hits / n of every dot are in the synthesis table (table09).")
+        styles.note(fig, "The hits / n of every dot are in the synthesis table (table09).")
     return fig

@@ -172,6 +172,7 @@ def _figure(f: PaperFigure) -> str:
 PREAMBLE = r"""\documentclass[{options}]{{article}}
 % Written by cctk export --latex: every table (tables/) and figure (figures/) of one run, with its caption.
 \usepackage[T1]{{fontenc}}
+\usepackage{{lmodern}}
 \usepackage[margin=0.75in,columnsep=0.25in]{{geometry}}
 \usepackage{{booktabs}}
 \usepackage{{array}}
