@@ -86,8 +86,9 @@ def number(value) -> str:
         return f"{int(value)}"
     if abs(value) >= 1000:
         return f"{value:.0f}"
-    if abs(value) < 0.001:
-        return text(f"{value:.2g}").replace("e-0", "e-")
+    if abs(value) < 0.001:  # 3.2e-07 as $3.2\times10^{-7}$
+        mantissa, exponent = f"{value:.2e}".split("e")
+        return f"${float(mantissa):.3g}\\times10^{{{int(exponent)}}}$"
     return f"{value:.3g}"
 
 
