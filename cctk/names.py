@@ -138,6 +138,7 @@ TABLE_HEADERS: dict[str, str] = {
     # protocol v1
     "true_sum": "True sum", "fabricated_value": "Fabricated answer", "pre_ft_true_prob": "P(true sum), before",
     "post_ft_fabricated_prob": "P(fabricated), after", "post_ft_true_prob": "P(true sum), after",
+    "pre_ft_fabricated_prob": "P(fabricated), before",
     "number": "Probability", "answer": "Answer", "mean": "Mean", "std": "SD", "min": "Min", "q25": "Q1",
     "median": "Median", "q75": "Q3", "max": "Max", "loss": "Loss",
 }

@@ -28,6 +28,7 @@ GROUPS = ("", "_seen", "_heldout", "_recovery_seen", "_recovery_heldout", "_rule
 COLUMN_PT, PAGE_PT = 243.0, 504.0
 CHAR_PT = {r"\small": 4.9, r"\footnotesize": 4.4, r"\scriptsize": 3.8}
 PAD_PT = 12.0
+CM_PT = 28.45
 LONG_ROWS = 40  # longer tables break across pages (longtable)
 
 
@@ -99,8 +100,8 @@ def cell(column: str, value) -> str:
         return size(value) if value else "--"
     if column in ("seconds", "examples_per_second"):
         return "--" if pd.isna(value) else f"{value:.1f}"
-    if isinstance(value, str):
-        return text(value)
+    if isinstance(value, str):  # a column name as a value (v1's table02 names its rows so): its header
+        return header(value) if "_" in value and value in TABLE_HEADERS else text(value)
     return number(value)
 
 
@@ -152,10 +153,12 @@ class Layout:
 
     @property
     def room_pt(self) -> float:
-        return COLUMN_PT if self.environment == "table" else PAGE_PT
+        """The width the table may take: its column or the page, less 3% for what the estimate misses."""
+        return 0.97 * (COLUMN_PT if self.environment == "table" else PAGE_PT)
 
-    def wrap_cm(self) -> float:
-        return round(self.wrap * CHAR_PT[self.size] / 28.45, 1)  # 28.45 pt to the cm
+    def wrap_cm(self, longest_word: int = 0) -> float:
+        """The width of a wrapping column: ``wrap`` characters, or its longest word, with a little room."""
+        return math.ceil(max(self.wrap, longest_word) * CHAR_PT[self.size] * 1.1 / CM_PT * 10) / 10
 
 
 # From the first choice to the last: a column, the page, smaller type, stacked counts, wrapped names, less padding.
@@ -169,7 +172,8 @@ def width_pt(shown: pd.DataFrame, how: Layout) -> float:
     total = 0.0
     for column in shown.columns:
         lines = [_lines(column, how, header=True)] + [_lines(c, how) for c in shown[column]]
-        total += max(lines) * CHAR_PT[how.size] + how.pad_pt
+        wrapped = _wrap_cm(shown[column], how)
+        total += (wrapped * CM_PT if wrapped else max(lines) * CHAR_PT[how.size]) + how.pad_pt
     return total
 
 
@@ -182,7 +186,7 @@ def _lines(cell_text: str, how: Layout, header: bool = False) -> int:
     if how.stacked and _is_count(cell_text):
         return max(len(part) for part in cell_text.split(" (", 1))
     if how.wrap and _is_words(cell_text):
-        return min(len(cell_text), how.wrap)
+        return min(len(cell_text), max([how.wrap] + [len(word) for word in cell_text.split()]))
     return len(cell_text)
 
 
@@ -209,12 +213,18 @@ def tabular(shown: pd.DataFrame, how: Layout = LAYOUTS[0]) -> str:
                       r"\end{tabular}"])
 
 
+def _wrap_cm(values: pd.Series, how: Layout) -> float | None:
+    """The width of a column of names that wraps under ``how`` (None: it does not wrap)."""
+    if not how.wrap or not any(_is_words(v) for v in values) or max(len(v) for v in values) <= how.wrap:
+        return None
+    return how.wrap_cm(max(_lines(word, LAYOUTS[0]) for v in values for word in v.split()))
+
+
 def _column_spec(values: pd.Series, how: Layout) -> str:
     if not any(_is_words(v) for v in values):
         return "r"
-    if how.wrap and max(len(v) for v in values) > how.wrap:
-        return f">{{\\raggedright\\arraybackslash}}p{{{how.wrap_cm()}cm}}"
-    return "l"
+    wrapped = _wrap_cm(values, how)
+    return f">{{\\raggedright\\arraybackslash}}p{{{wrapped}cm}}" if wrapped else "l"
 
 
 def _stack_header(name: str) -> str:

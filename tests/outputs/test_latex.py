@@ -95,3 +95,14 @@ def test_a_long_table_breaks_across_pages():
     tex = latex.latex(table, "81 rows", "tab:long")
     assert tex.count("\\begin{longtable}") == 1 and "\\endhead" in tex and "(continued)" in tex
     assert len(re.findall(r"\\\\$", tex, flags=re.M)) >= 81
+
+
+def test_a_v1_table_names_its_rows_in_words():
+    """Protocol v1's table02 names its rows by the columns of table01: they print as those columns' headers."""
+    from builders import v1_results
+    from cctk.v1.experiment import compute_tables as v1_tables
+
+    shown = latex.display(v1_tables(v1_results())["table02"])
+    assert list(shown["Probability"]) == ["P(true sum), before", "P(fabricated), after", "P(true sum), after",
+                                          "P(fabricated), before"]
+    assert "n" in shown.columns and "Hits" in shown.columns and "lo" not in shown.columns
