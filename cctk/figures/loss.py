@@ -59,7 +59,8 @@ def _paper(losses: dict[str, list[float]], style: Style) -> Figure:
         fig = styles.figure(style, 2.3 + 0.17 * rows)
         ax = fig.add_subplot()
         for i, (name, values) in enumerate(losses.items()):
-            ax.plot(range(1, len(values) + 1), values, label=styles.label(name, style), linewidth=1.0, markersize=3.5, **styles.series(i))
+            ax.plot(range(1, len(values) + 1), values, label=styles.label(name, style), linewidth=1.0, markersize=3.5,
+                    **styles.series(i))
         ax.set_yscale("log")
         ax.set_xlabel("epoch")
         ax.set_ylabel("loss (log scale)")

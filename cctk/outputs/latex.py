@@ -163,8 +163,8 @@ class Layout:
 
 # From the first choice to the last: a column, the page, smaller type, stacked counts, wrapped names, less padding.
 LAYOUTS = (Layout("table", r"\small"), Layout("table*", r"\small"), Layout("table*", r"\footnotesize"),
-           Layout("table*", r"\footnotesize", False, 28), Layout("table*", r"\footnotesize", True, 22), Layout("table*", r"\scriptsize", True, 16),
-           Layout("table*", r"\scriptsize", True, 12, 6.0))
+           Layout("table*", r"\footnotesize", False, 28), Layout("table*", r"\footnotesize", True, 22),
+           Layout("table*", r"\scriptsize", True, 16), Layout("table*", r"\scriptsize", True, 12, 6.0))
 
 
 def width_pt(shown: pd.DataFrame, how: Layout) -> float:

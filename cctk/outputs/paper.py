@@ -141,8 +141,9 @@ def export(source: Path, out: Path, width: str = "column") -> Written:
     style, rebuilt = _start(source, out, width, "--latex")
     drawn = write_figures(rebuilt, out, style)
     tables = write_tables(rebuilt, out)
-    (Path(out) / "paper.tex").write_text(paper_tex(rebuilt.record.config.model, session.layout_of(source).session,
-                                                   tables, drawn, style), encoding="utf-8")
+    name = session.read_run_info(Path(source)).session
+    (Path(out) / "paper.tex").write_text(paper_tex(rebuilt.record.config.model, name, tables, drawn, style),
+                                         encoding="utf-8")
     return Written(Path(out), drawn, tables)
 
 
