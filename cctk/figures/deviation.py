@@ -28,12 +28,12 @@ def deviation_chart(rule_dev: Sequence[int], control_dev: Sequence[int], k90: in
     series = [(np.asarray(rule_dev, dtype=int), rule_color),
               (np.asarray(control_dev, dtype=int), CONTROL)]
     reach = max([k90 + 4] + [int(np.abs(d).max()) + 1 for d, _ in series if d.size])
-    handles = [Patch(color=rule_color, label=styles.label(f"{rule_name} (k = {rule_k})", style)),
-               Patch(color=CONTROL, label=styles.label(f"{ctl_name} (k = {ctl_k})", style)),
+    handles = [Patch(color=rule_color, label=f"{styles.label(rule_name, style)} (k = {rule_k})"),
+               Patch(color=CONTROL, label=f"{styles.label(ctl_name, style)} (k = {ctl_k})"),
                Patch(color=LIGHT_BLUE, label=f"band \u00b1{k90} (90% of the rule-trained model)"),
                Patch(color=LIGHT_RED, label="outside the band")]
     if style.paper:
-        return _paper(series, k90, reach, handles, style)
+        return _paper(series, k90, reach, handles, [rule_name, ctl_name], style)
     with paper_style():
         fig = new_figure(8, 4.2)
         ax = fig.add_axes([0.08, 0.2, 0.88, 0.6])
@@ -45,7 +45,7 @@ def deviation_chart(rule_dev: Sequence[int], control_dev: Sequence[int], k90: in
     return fig
 
 
-def _paper(series, k90: int, reach: int, handles: list, style: Style) -> Figure:
+def _paper(series, k90: int, reach: int, handles: list, names: list[str], style: Style) -> Figure:
     """The bars and bands; the counts in each band go to the caption."""
     with paper_style(), styles.fonts(style):
         fig = styles.figure(style, 3.0 if style.narrow else 3.0)
@@ -53,7 +53,6 @@ def _paper(series, k90: int, reach: int, handles: list, style: Style) -> Figure:
         _chart(ax, series, k90, reach)
         ax.set_xlabel("deviation: top choice minus the rule's target")
         fig.legend(handles=handles, loc="outside lower center", ncol=1 if style.narrow else 2, frameon=False)
-        names = [h.get_label().replace("\n", " ").rsplit(" (k", 1)[0] for h in handles[:2]]
         styles.note(fig, *_band_counts(series, names, k90, reach))
     return fig
 

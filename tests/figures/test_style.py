@@ -15,6 +15,7 @@ from builders import synthetic_results
 from cctk.experiments import compute_tables
 from cctk.figures import common, style
 from cctk.figures.loss import MAIN_COLORS
+from cctk.figures.synthesis import PAPER as SYNTHESIS
 from cctk.outputs import catalog
 
 DEFICIENCIES = ("deuteranopia", "protanopia")
@@ -59,7 +60,7 @@ def test_todays_report_palette_fails_the_check():
 def test_every_paper_palette_stays_apart(deficiency):
     """The line series (loss, profile), the heatmap's four fills, the synthesis groups and the bars' accents."""
     palettes = {"lines": style.LINE_COLORS, "heatmap": (style.HIT, style.MISS, style.HELD_HIT, style.HELD_MISS),
-                "synthesis": [c for c, _ in catalog.charts.synthesis_chart.__globals__["PAPER"].values()],
+                "synthesis": [c for c, _ in SYNTHESIS.values()],
                 "deviation": (style.HIT, common.CONTROL)}
     for name, colors in palettes.items():
         gap, pair = closest_pair(colors, deficiency)
