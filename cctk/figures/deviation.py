@@ -53,7 +53,7 @@ def _paper(series, k90: int, reach: int, handles: list, names: list[str], style:
         _chart(ax, series, k90, reach)
         ax.set_xlabel("deviation: top choice minus the rule's target")
         fig.legend(handles=handles, loc="outside lower center", ncol=1 if style.narrow else 2, frameon=False)
-        styles.note(fig, *_band_counts(series, names, k90, reach))
+        styles.note(fig, *_band_counts(series, names, k90))
     return fig
 
 
@@ -69,7 +69,7 @@ def _chart(ax, series, k90: int, reach: int) -> None:
     ax.set_axisbelow(True)
 
 
-def _band_counts(series, names: list[str], k90: int, reach: int) -> list[str]:
+def _band_counts(series, names: list[str], k90: int) -> list[str]:
     """What the report draws above each band, as sentences: each series' additions below, in and above it."""
     out = []
     for (dev, _), name in zip(series, names):

@@ -3,6 +3,7 @@ apart under deuteranopia and protanopia (Machado et al. 2009, CIE 1976 Delta E*a
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -165,3 +166,14 @@ def test_paper_learning_curves(width):
     canvas.draw()
     drawn = fig.get_tightbbox(canvas.get_renderer())
     assert drawn.x0 >= -0.01 and drawn.x1 <= fig.get_figwidth() + 0.01 and drawn.y1 <= fig.get_figheight() + 0.01
+
+
+def test_a_paper_deviation_chart_gives_the_band_counts_the_report_draws(specs):
+    """The report prints, above each band, how many of each series' additions fall in it; the caption says it."""
+    spec = specs["deviation:m_correct"]
+    report = spec.draw(**spec.args)
+    drawn = sorted(t.get_text() for t in report.axes[0].texts)  # 3 bands x 2 series
+    notes = style.notes(spec.draw(**spec.args, style=style.paper("page")))
+    said = sorted(m for note in notes for m in re.findall(r"\d+ / \d+", note))
+    assert len(drawn) == 6 and said == drawn
+    assert notes[0].startswith("conditional rule from correct sums: ")
