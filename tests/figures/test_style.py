@@ -177,3 +177,15 @@ def test_a_paper_deviation_chart_gives_the_band_counts_the_report_draws(specs):
     said = sorted(m for note in notes for m in re.findall(r"\d+ / \d+", note))
     assert len(drawn) == 6 and said == drawn
     assert notes[0].startswith("conditional rule from correct sums: ")
+
+
+def test_a_paper_profile_gives_the_band_shares_the_report_draws(specs):
+    spec = specs["profile:correct"]
+    report = spec.draw(**spec.args)
+    drawn = {t.get_text() for t in report.axes[0].texts} | {t.get_text() for t in report.texts}
+    note = style.notes(spec.draw(**spec.args, style=style.paper("column")))[0]
+    assert note.startswith("Share of probability on the answers 2 to 18")
+    shares = re.findall(r"(?:: |, )([a-z ]+?) (\d+%)", note)
+    assert [model for model, _ in shares] == list(spec.args["series"])  # the four models, in order
+    for model, share in shares:
+        assert f"{share} {model}" in drawn, (model, share)
