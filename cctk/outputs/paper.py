@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .. import protocols, session
 from ..errors import CctkError
+from ..figures.common import paper_style
 from ..figures.style import WIDTHS, Style, notes, paper
 from ..names import PAPER_FIGURE_ABOUT, PAPER_TABLE_CAPTIONS
 from . import latex, render
@@ -63,8 +64,9 @@ def draw(spec: Spec, folder: Path, style: Style, about: dict[str, str], prefix: 
     fig = spec.draw(**spec.args, style=style)
     stem = f"{spec.number:02d}_{spec.stem}"
     folder.mkdir(parents=True, exist_ok=True)
-    for ext in FORMATS:
-        fig.savefig(folder / f"{stem}.{ext}", dpi=300)  # no tight box: the width stays the journal's
+    with paper_style():  # TrueType fonts in the PDF: its text stays text
+        for ext in FORMATS:
+            fig.savefig(folder / f"{stem}.{ext}", dpi=300)  # no tight box: the width stays the journal's
     pyplot = sys.modules.get("matplotlib.pyplot")
     if pyplot is not None:
         pyplot.close(fig)

@@ -73,7 +73,8 @@ def test_a_paper_figure_has_its_files_and_caption(two_figures):
 
     with Image.open(folder / heatmap.path("png")) as image:
         assert image.size[0] == round(3.3 * 300)  # the column's width exactly, at 300 dpi
-    assert (folder / loss.path("pdf")).read_bytes().startswith(b"%PDF")
+    pdf = (folder / loss.path("pdf")).read_bytes()
+    assert pdf.startswith(b"%PDF") and b"/FontFile2" in pdf and b"/Type3" not in pdf  # TrueType: text stays text
     assert heatmap.label == "fig:heatmap_recovery" and heatmap.stem == "07_heatmap_recovery"
     assert heatmap.caption.startswith("Recovery: probability on the correct sum. Probability on the target in every")
     assert re.search(r"\d+ / 81 top choices on the target; seen \d+ / \d+; never seen \d+ / \d+\.", heatmap.caption)
