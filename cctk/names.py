@@ -190,7 +190,7 @@ PAPER_FIGURE_ABOUT: dict[str, str] = {
                "the fill's hue says whether the top choice is the target, its shade how much probability the "
                "target has.",
     "profile": "Mean probability of each candidate answer over the 81 additions (lines, left axis; each model its "
-               "own colour, marker and line style) and how many additions have each answer as their target (bars, "
+               "own colour, marker and line style) and how many additions have each answer as their target (gray bars, "
                "right axis).",
     "bars": "Probability of every candidate answer of one addition before (light blue) and after (light orange) "
             "fine-tuning on fabricated answers; the strong colour (blue before, vermillion after) marks the answer "

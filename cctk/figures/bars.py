@@ -46,6 +46,8 @@ def _paper(sides, title: str, legend: list, style: Style) -> Figure:
         ax = fig.add_subplot()
         _bars(ax, sides, 1.0 if style.narrow else 1.5)
         ax.set_xticks(list(sides[0][0].index)[::4 if style.narrow else 1])
+        if style.narrow:  # two columns, filled column by column: before on the left, after on the right
+            legend = legend[0::2] + legend[1::2]
         fig.legend(handles=legend, loc="outside lower center", ncol=2 if style.narrow else 3, frameon=False)
         styles.note(fig, title + ".")
     return fig

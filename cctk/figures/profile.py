@@ -19,6 +19,7 @@ from .style import REPORT, Style
 
 INTERVALS = 6  # both y axes: one set of gridlines serves both
 BAR_SEEN, BAR_HELD = shade(SEEN_HIT, 0.6), shade(HELD_HIT, 0.6)  # pale, so lines read on top
+PAPER_BARS = ("#d4d4d4", "#a3a3a3")  # grays: no series colour is taken by the bars
 LINE_PT = 10.5  # height of one line of band text, points
 EDGE = 0.015  # margin of the band texts from the figure's sides, a fraction of its width
 
@@ -73,17 +74,17 @@ def _lines(ax, means: pd.DataFrame) -> list:
     return handles
 
 
-def _count_bars(ax, targets: pd.Series, heldout) -> list:
+def _count_bars(ax, targets: pd.Series, heldout, colors: tuple = (BAR_SEEN, BAR_HELD)) -> list:
     held = {(int(a), int(b)) for a, b in (heldout or ())}
     is_held = pd.Series([(int(a), int(b)) in held for a, b in targets.index], index=targets.index)
     seen = targets[~is_held].astype(int).value_counts().reindex(CANDIDATES, fill_value=0)
     never = targets[is_held].astype(int).value_counts().reindex(CANDIDATES, fill_value=0)
-    ax.bar(seen.index, seen.values, width=0.6, color=BAR_SEEN, zorder=2)
+    ax.bar(seen.index, seen.values, width=0.6, color=colors[0], zorder=2)
     if not held:
-        return [Patch(color=BAR_SEEN, label="additions with this target (right axis)")]
-    ax.bar(never.index, never.values, bottom=seen.values, width=0.6, color=BAR_HELD, zorder=2)
-    return [Patch(color=BAR_SEEN, label="seen additions with this target (right axis)"),
-            Patch(color=BAR_HELD, label="never-seen additions with this target (right axis)")]
+        return [Patch(color=colors[0], label="additions with this target (right axis)")]
+    ax.bar(never.index, never.values, bottom=seen.values, width=0.6, color=colors[1], zorder=2)
+    return [Patch(color=colors[0], label="seen additions with this target (right axis)"),
+            Patch(color=colors[1], label="never-seen additions with this target (right axis)")]
 
 
 def _axes(ax, bars, means: pd.DataFrame, targets: pd.Series) -> None:
@@ -150,7 +151,7 @@ def _paper(means: pd.DataFrame, targets: pd.Series, band, heldout, style: Style)
         ax.patch.set_visible(False)
         if band is not None:
             _paper_bands(fig, bars, means, band)
-        handles = _count_bars(bars, targets, heldout)
+        handles = _count_bars(bars, targets, heldout, PAPER_BARS)
         for i, name in enumerate(means.columns):
             ax.plot(means.index, 100 * means[name], linewidth=1.0, markersize=2.5, label=name, **styles.series(i))
         handles = [Line2D([], [], linewidth=1.0, markersize=3, label=styles.label(name, style), **styles.series(i))
