@@ -38,7 +38,7 @@ def cli():
 
 @cli.command()
 @click.option("--fits", is_flag=True, help="Instead: what the roster needs on the GPUs people have, from "
-              "cctk's memory estimate (a Markdown table; the README's).")
+              "cctk's memory estimate (a Markdown table; docs/gpus.md's).")
 @click.option("--profile", default="paper", show_default=True, help="With --fits: the recipe.")
 def models(fits, profile):
     """List the model roster and what each model needs."""

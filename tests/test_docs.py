@@ -217,3 +217,15 @@ def test_the_readme_kr_test_tour_runs(tmp_path, monkeypatch):
     assert len((tmp_path / "data/kr/questions.jsonl").read_text().splitlines()) == 216
     assert "KR accuracy 48.6% (exact 95% CI 41.8%-55.5%), 216 items, 0 ties, 0 identical" in outputs[1]
     assert (tmp_path / "out/blind/items.csv").is_file()
+
+
+def test_gpus_page_shows_what_cctk_models_fits_prints():
+    """docs/gpus.md's table of the roster against the GPUs people have is ``cctk models --fits``'s."""
+    from cctk.cli import cli
+
+    done = CliRunner().invoke(cli, ["models", "--fits"])
+    assert done.exit_code == 0, done.output
+    table = [line for line in done.output.splitlines() if line.startswith("|")]
+    page = (ROOT / "docs" / "gpus.md").read_text().splitlines()
+    start = page.index(table[0])
+    assert page[start : start + len(table)] == table
