@@ -38,7 +38,7 @@ def cli():
 
 @cli.command()
 @click.option("--fits", is_flag=True, help="Instead: what the roster needs on the GPUs people have, from "
-              "cctk's memory estimate (a Markdown table; the README's).")
+              "cctk's memory estimate (a Markdown table; docs/gpus.md's).")
 @click.option("--profile", default="paper", show_default=True, help="With --fits: the recipe.")
 def models(fits, profile):
     """List the model roster and what each model needs."""
@@ -211,10 +211,11 @@ def sweep_command(models, seeds, sets, profile, parts, executor, address, cpus_p
 def compare_command(sweep_id, runs, out, tracking):
     """Finished pipelines side by side: across seeds, across models, pooled tests, implausibility."""
     from . import tracking as tracking_module
-    from .compare import job, kr
+    from .compare import job
+    from .krtest import compare as kr
 
     store = tracking_module.connect(tracking)
-    if runs and not sweep_id and kr.is_kr(store, runs):  # KR-Test runs: their own tables (cctk.compare.kr)
+    if runs and not sweep_id and kr.is_kr(store, runs):  # KR-Test runs: their own tables (cctk.krtest.compare)
         kr.compare(store, runs, out, echo=click.echo)
         return
     compared, run_id = job.run(store, sweep_id, runs, out, tracking, echo=click.echo)

@@ -22,7 +22,7 @@ from ..figures.common import paper_style
 from ..figures.style import WIDTHS, Style, notes, paper
 from ..names import PAPER_FIGURE_ABOUT, PAPER_TABLE_CAPTIONS
 from . import latex, render
-from .catalog import Spec
+from ..figures.spec import Spec
 
 FORMATS = ("pdf", "png")  # PDF for the paper, PNG to look at
 

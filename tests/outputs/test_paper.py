@@ -16,7 +16,8 @@ from cctk.cli import cli
 from cctk.experiments import compute_tables
 from cctk.figures.style import paper
 from cctk.names import PAPER_FIGURE_ABOUT, PAPER_TABLE_CAPTIONS
-from cctk.outputs import catalog, latex
+from cctk.outputs import latex
+from cctk.v2 import catalog
 from cctk.outputs import paper as paper_module
 
 from builders import synthetic_results
