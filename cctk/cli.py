@@ -213,7 +213,7 @@ def compare_command(sweep_id, runs, out, tracking):
     from . import tracking as tracking_module
     from .compare import job, kr
 
-    store = tracking_module.connect(tracking)
+    store = tracking_module.connect(tracking, create=False)  # runs to compare: never a new, empty store
     if runs and not sweep_id and kr.is_kr(store, runs):  # KR-Test runs: their own tables (cctk.compare.kr)
         kr.compare(store, runs, out, echo=click.echo)
         return
