@@ -244,6 +244,20 @@ def report(source, tracking, out):
 
 
 @cli.command()
+@click.argument("run", required=False)
+@click.option("--tracking", default=None, help="Tracking configuration name or URI, for a run id (default: embedded).")
+def cite(run, tracking):
+    """BibTeX for cctk (version, year) and, given RUN (a session folder or a pipeline's run id), for that
+    run (run id, date, model and its hash, seed, commit)."""
+    from . import citation, results, session
+
+    info = session.read_run_info(results.session_folder(run, tracking)) if run else None  # errors before output
+    click.echo(citation.tool_bibtex())
+    if info is not None:
+        click.echo(citation.run_bibtex(info))
+
+
+@cli.command()
 @click.option("--config", "config_name", default="server", show_default=True,
               help="A configuration of mlruns_config/ with a [server] table (server, postgres).")
 @click.option("--host", default=None, help="Address to bind (default: the configuration's, 127.0.0.1).")

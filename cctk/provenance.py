@@ -15,6 +15,7 @@ import shlex
 import subprocess
 import tempfile
 from dataclasses import asdict, dataclass, fields
+from datetime import date
 from importlib import metadata
 from pathlib import Path
 
@@ -184,6 +185,18 @@ def git_state(root: Path | None = None) -> GitState | None:
         return None
     changes = _git(root, "status", "--porcelain", "--untracked-files=no")
     return GitState(commit, bool(changes))
+
+
+def version_date(root: Path | None = None) -> date | None:
+    """The date of the commit cctk runs from (None outside a git clone)."""
+    root = root or Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists():
+        return None
+    text = _git(root, "log", "-1", "--format=%cs")  # YYYY-MM-DD
+    try:
+        return date.fromisoformat(text) if text else None
+    except ValueError:
+        return None
 
 
 def _git(root: Path, *args: str) -> str | None:

