@@ -213,6 +213,8 @@ def compare_command(sweep_id, runs, out, tracking):
     from . import tracking as tracking_module
     from .compare import job, kr
 
+    if bool(sweep_id) == bool(runs):  # before the store is looked for
+        raise CctkError("cctk compare needs --sweep ID or --runs ID1,ID2,... (one of them)")
     store = tracking_module.connect(tracking, create=False)  # runs to compare: never a new, empty store
     if runs and not sweep_id and kr.is_kr(store, runs):  # KR-Test runs: their own tables (cctk.compare.kr)
         kr.compare(store, runs, out, echo=click.echo)

@@ -271,3 +271,12 @@ def test_cite_a_run_gives_its_id_date_commit_model_and_seed(tiny_run):
     assert fields["model"].endswith(f"(sha256 {info.provenance.model.sha256})")
     git = provenance.git_state()
     assert fields.get("commit") == (git and git.commit + ("-dirty" if git.dirty else ""))
+
+
+def test_an_arm_logs_the_memory_of_where_it_trained():
+    from cctk.records import TrainRecord
+
+    on_cpu = TrainRecord(10, 4, 1.0, (2.0, 1.0), peak_gpu_memory_bytes=0, peak_cpu_memory_bytes=3 * 2**30).metrics()
+    on_cuda = TrainRecord(10, 4, 1.0, (2.0, 1.0), peak_gpu_memory_bytes=5 * 2**30, peak_cpu_memory_bytes=0).metrics()
+    assert on_cpu["peak_cpu_memory_bytes"] == 3 * 2**30 and "peak_gpu_memory_bytes" not in on_cpu
+    assert on_cuda["peak_gpu_memory_bytes"] == 5 * 2**30 and "peak_cpu_memory_bytes" not in on_cuda
