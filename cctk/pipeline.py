@@ -273,7 +273,7 @@ def _train_and_measure(run: Session, draws, done: Done, echo):
     echo(f"loading {run.config.model} ...")
     base, tokenizer = models.load_model(run.config.model, keep=False)  # the only copy: no pristine twin
     revision = getattr(base.config, "_commit_hash", None)  # the Hub commit the config was read from
-    if run.provenance and run.provenance.model.kind == "hub" and revision != run.provenance.model.revision:
+    if revision and run.provenance and run.provenance.model.kind == "hub" and revision != run.provenance.model.revision:
         _record_provenance(run, revision)
     copied = {m.parent for m in measured if m.parent and not m.in_place}  # kept (and checkpointed) once trained
     last_child = {m.parent: m.key for m in measured if m.parent and m.key not in done.run_ids}
