@@ -74,6 +74,12 @@ def test_every_arm_carries_the_recipe_the_parent_run_id_and_the_seed_used(tiny_r
         assert arm.data.params["seed"] == "7"
     for key, arm in trained.items():
         assert {k: v for k, v in arm.data.params.items() if k.startswith("recipe.")} == recipe, key
+    # the UI's filter and sort over the arms: by recipe value and by the pipeline they belong to
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    found = client.search_runs([parent.info.experiment_id],
+                               f"params.`recipe.epochs` = '{EPOCHS}' and params.parent_run_id = '{outcome.run_id}'",
+                               order_by=["params.`recipe.learning_rate` DESC"])
+    assert {r.data.tags[tracking.KEY] for r in found} == set(trained)
 
 
 def test_the_loss_is_logged_as_each_epoch_ends_before_the_arm_ends(tiny_run):
