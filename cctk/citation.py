@@ -37,7 +37,7 @@ def run_bibtex(info: RunInfo) -> str:
     model = _model(info)
     fields = [("title", _tex(f"cctk run {info.session}: {info.model.key}, profile {info.profile}, "
                              f"seed {info.seeds.values[0]}")),
-              ("author", AUTHORS), ("year", str(started.year) if started else None),
+              ("year", str(started.year) if started else None),  # no author: whoever ran it, not cctk's
               ("month", str(started.month) if started else None),
               ("date", started.date().isoformat() if started else None),
               ("howpublished", _tex(f"MLflow run {run_id} (experiment {info.mlflow.experiment_id}) "
