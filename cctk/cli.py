@@ -214,7 +214,9 @@ def compare_command(sweep_id, runs, out, tracking):
     from .compare import job
     from .krtest import compare as kr
 
-    store = tracking_module.connect(tracking)
+    if bool(sweep_id) == bool(runs):  # before the store is looked for
+        raise CctkError("cctk compare needs --sweep ID or --runs ID1,ID2,... (one of them)")
+    store = tracking_module.connect(tracking, create=False)  # runs to compare: never a new, empty store
     if runs and not sweep_id and kr.is_kr(store, runs):  # KR-Test runs: their own tables (cctk.krtest.compare)
         kr.compare(store, runs, out, echo=click.echo)
         return
@@ -278,6 +280,20 @@ def export_command(source, latex_dir, width, tracking):
     done = paper.export(results.session_folder(source, tracking), latex_dir, width)
     click.echo(f"{len(done.tables)} tables, {len(done.figures)} figures and paper.tex in {done.folder} "
                f"(compile there: pdflatex paper.tex)")
+
+
+@cli.command()
+@click.argument("run", required=False)
+@click.option("--tracking", default=None, help="Tracking configuration name or URI, for a run id (default: embedded).")
+def cite(run, tracking):
+    """BibTeX for cctk (version, year) and, given RUN (a session folder or a pipeline's run id), for that
+    run (run id, date, model and its hash, seed, commit)."""
+    from . import citation, results, session
+
+    info = session.read_run_info(results.session_folder(run, tracking)) if run else None  # errors before output
+    click.echo(citation.tool_bibtex())
+    if info is not None:
+        click.echo(citation.run_bibtex(info))
 
 
 @cli.command()

@@ -182,11 +182,14 @@ class Config:
         """Flat parameters for MLflow: the values in force, after the profile and the overrides.
 
         Recipe values are ``recipe.<name>`` so they never clash with the overrides that
-        ``mlflow run`` logs under the MLproject's parameter names (empty when not given).
+        ``mlflow run`` logs under the MLproject's parameter names (empty when not given). ``seeds`` lists
+        every seed (the manual's name); ``seed`` is the one used (``seeds[0]``, every draw and every arm's
+        training), ``seeds_reserved`` the others, reserved for repetitions and used by nothing.
         """
         params = {"model": self.model, "profile": self.profile, "holdout_share": self.holdout,
-                  "seeds": ",".join(map(str, self.seeds)), "curves": "yes" if self.curves else "no",
-                  "parts": ",".join(self.parts)}
+                  "seeds": ",".join(map(str, self.seeds)), "seed": self.seed,
+                  "seeds_reserved": ",".join(map(str, self.seeds[1:])) or "none",
+                  "curves": "yes" if self.curves else "no", "parts": ",".join(self.parts)}
         if not PROTOCOLS[self.protocol].split:  # no split, hence no held-out share, curves or parts
             del params["holdout_share"], params["curves"], params["parts"]
         if self.protocol != DEFAULT_PROTOCOL:  # a 2.0.0 run's parameters stay as they were

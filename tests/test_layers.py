@@ -24,10 +24,10 @@ FLOORS: dict[str, tuple[str, ...]] = {
     "pipeline": ("cctk.pipeline", "cctk.resume", "cctk.sweep", "cctk.measure_job"),
     "experiments, outputs, tracking, compare, KR-Test, the manuals": (
         "cctk.experiments", "cctk.protocols", "cctk.v1", "cctk.v2", "cctk.session", "cctk.outputs", "cctk.results",
-        "cctk.tracking", "cctk.compare", "cctk.krtest"),
+        "cctk.tracking", "cctk.compare", "cctk.krtest", "cctk.citation"),
     "kernels": ("cctk", "cctk.errors", "cctk.config", "cctk.names", "cctk.facts", "cctk.lineage", "cctk.records",
                 "cctk.readings", "cctk.scoring", "cctk.corpus", "cctk.finetune", "cctk.compute", "cctk.memory",
-                "cctk.device", "cctk.models", "cctk.stats", "cctk.figures", "cctk.progress"),
+                "cctk.device", "cctk.models", "cctk.stats", "cctk.figures", "cctk.progress", "cctk.provenance"),
 }
 DIRECTION = " -> ".join(FLOORS)
 

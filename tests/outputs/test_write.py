@@ -129,7 +129,7 @@ def test_run_info_has_every_fact(session):
     assert info["profile"] == "quick" and info["recipe"]["epochs"] == PROFILES["quick"].epochs and info["holdout"] == 0.3
     assert info["seeds"]["values"] == [SEED] and "split" in info["seeds"]["roles"]["seeds[0]"]
     assert info["candidates"] == list(CANDIDATES) and info["end_marker"] == "\n"
-    assert info["mlflow"] == {k: RUN[k] for k in ("tracking_uri", "experiment_id", "run_id")}
+    assert info["mlflow"] == {**{k: RUN[k] for k in ("tracking_uri", "experiment_id", "run_id")}, "artifact_uri": None}
     assert info["session"] == SESSION and info["seconds"] == RUN["seconds"]
     assert len(info["heldout_additions"]) == 24
     assert set(info["training"]) == {arm.key for arm in ARMS}
