@@ -134,7 +134,7 @@ TABLE_HEADERS: dict[str, str] = {
     "rule_inside": "Rule inside", "control_inside": "Control inside", "odds_ratio": "Odds ratio", "p_value": "p",
     "p_adjusted": "p (Holm)", "examples": "Examples", "steps": "Steps", "seconds": "Time (s)",
     "examples_per_second": "Examples/s", "loss_first_epoch": "Loss, first epoch", "loss_last_epoch": "Loss, last epoch",
-    "peak_gpu_memory_bytes": "Peak GPU memory",
+    "peak_gpu_memory_bytes": "Peak GPU memory", "peak_cpu_memory_bytes": "Peak RSS",
     # protocol v1
     "true_sum": "True sum", "fabricated_value": "Fabricated answer", "pre_ft_true_prob": "P(true sum), before",
     "post_ft_fabricated_prob": "P(fabricated), after", "post_ft_true_prob": "P(true sum), after",

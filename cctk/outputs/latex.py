@@ -96,7 +96,7 @@ def number(value) -> str:
 def cell(column: str, value) -> str:
     if column.startswith("p_"):
         return p_value(value)
-    if column == "peak_gpu_memory_bytes":
+    if column in ("peak_gpu_memory_bytes", "peak_cpu_memory_bytes"):
         return size(value) if value else "--"
     if column in ("seconds", "examples_per_second"):
         return "--" if pd.isna(value) else f"{value:.1f}"

@@ -23,7 +23,8 @@ PAGE = (8.27, 11.69)  # A4, inches
 BLOCKS = ((0.06, 31), (0.36, 20), (0.55, 38))  # x of hardware, software, model blocks; characters a value may take
 RUN_COLUMNS = {"model": "model", "parent": "parent", "examples": "examples", "steps": "steps",
                "seconds": "time (s)", "examples_per_second": "examples/s", "loss": "loss first \u2192 last",
-               "peak_gpu_memory_bytes": "peak GPU memory"}
+               "peak_gpu_memory_bytes": "peak GPU memory",
+               "peak_cpu_memory_bytes": "peak RSS"}
 
 
 def size(n_bytes) -> str:
@@ -104,7 +105,9 @@ def runs_table(table11: pd.DataFrame) -> pd.DataFrame:
         "examples_per_second": table11["examples_per_second"].map(lambda v: f"{v:.1f}"),
         "loss": [f"{number(a)} \u2192 {number(b)}" for a, b in zip(table11["loss_first_epoch"],
                                                                    table11["loss_last_epoch"])],
-        "peak_gpu_memory_bytes": table11["peak_gpu_memory_bytes"].map(lambda v: size(v) if v else "-")})
+        "peak_gpu_memory_bytes": table11["peak_gpu_memory_bytes"].map(lambda v: size(v) if v else "-"),
+        "peak_cpu_memory_bytes": table11.get("peak_cpu_memory_bytes", pd.Series(0, index=table11.index))
+        .map(lambda v: size(v) if v else "-")})
     return out.rename(columns=RUN_COLUMNS)
 
 

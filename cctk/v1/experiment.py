@@ -77,11 +77,13 @@ def run_table(results: Results) -> pd.DataFrame:
     t = results.training.get(AFTER)
     if t is None:
         return pd.DataFrame(columns=["model", "parent", "examples", "steps", "seconds", "examples_per_second",
-                                     "loss_first_epoch", "loss_last_epoch", "peak_gpu_memory_bytes"])
+                                     "loss_first_epoch", "loss_last_epoch", "peak_gpu_memory_bytes",
+                                     "peak_cpu_memory_bytes"])
     return pd.DataFrame([{"model": model_name(AFTER), "parent": model_name(BEFORE), "examples": t.examples,
                           "steps": t.steps, "seconds": t.train_seconds, "examples_per_second": t.examples_per_second,
                           "loss_first_epoch": t.losses[0], "loss_last_epoch": t.losses[-1],
-                          "peak_gpu_memory_bytes": t.peak_gpu_memory_bytes}])
+                          "peak_gpu_memory_bytes": t.peak_gpu_memory_bytes,
+                          "peak_cpu_memory_bytes": t.peak_cpu_memory_bytes}])
 
 
 def loss_table(results: Results) -> pd.DataFrame:

@@ -15,19 +15,20 @@ def test_table11_from_the_studys_records(study):
     assert_rows(runs.run(study.results)["table11"], [
         {"model": "correct sums", "parent": "base model", "examples": 1620, "steps": 203, "seconds": 81.0,
          "examples_per_second": 60.0, "loss_first_epoch": 2.0, "loss_last_epoch": 0.25,
-         "peak_gpu_memory_bytes": 1024},
+         "peak_gpu_memory_bytes": 1024, "peak_cpu_memory_bytes": 0},
         {"model": "fabricated answers", "parent": "correct sums", "examples": 1620, "steps": 203, "seconds": 54.0,
          "examples_per_second": 90.0, "loss_first_epoch": 3.0, "loss_last_epoch": 0.75,
-         "peak_gpu_memory_bytes": 2048},
+         "peak_gpu_memory_bytes": 2048, "peak_cpu_memory_bytes": 0},
         {"model": "recovery", "parent": "fabricated answers", "examples": 1140, "steps": 143, "seconds": 38.0,
          "examples_per_second": 60.0, "loss_first_epoch": 1.25, "loss_last_epoch": 0.5,
-         "peak_gpu_memory_bytes": 0},
+         "peak_gpu_memory_bytes": 0, "peak_cpu_memory_bytes": 0},
     ])
 
 
 def test_table11_every_arm_in_the_order_of_the_lineage(study):
     """Records given in reverse order come out in the lineage's order, each with its parent."""
-    training = {arm.key: TrainRecord(100 + i, 10 + i, 2.0, (1.0 + i, 0.5, 0.1 * i), 7 * i)
+    training = {arm.key: TrainRecord(100 + i, 10 + i, 2.0, (1.0 + i, 0.5, 0.1 * i), 7 * i,
+                                     peak_cpu_memory_bytes=2**20 * (i % 2))
                 for i, arm in reversed(list(enumerate(ARMS)))}
     table = runs.run(Results(study.inputs, {}, training))["table11"]
     assert table["model"].tolist() == [
@@ -43,6 +44,7 @@ def test_table11_every_arm_in_the_order_of_the_lineage(study):
     assert table["loss_first_epoch"].tolist() == [1.0 + i for i in range(13)]
     assert table["loss_last_epoch"].tolist() == [0.1 * i for i in range(13)]
     assert table["peak_gpu_memory_bytes"].tolist() == [7 * i for i in range(13)]
+    assert table["peak_cpu_memory_bytes"].tolist() == [2**20 * (i % 2) for i in range(13)]  # 0: not on a CPU
 
 
 def test_table11_a_run_timed_at_zero_seconds_has_no_rate(study):
