@@ -193,12 +193,7 @@ def sweep_command(models, seeds, sets, profile, parts, executor, address, cpus_p
         check_out(out)
         store = tracking_module.connect(tracking)
         plan = sweep.open_sweep(store, grid, out, executor, address, figures)
-    cells = plan.grid.cells()
-    click.echo(f"sweep {plan.run_id}: {len(cells)} cells ({plan.executor}), outputs in {plan.out}")
-    click.echo(f"seeds {', '.join(map(str, plan.grid.seeds))}; profile {plan.grid.profile}"
-               + (f"; parts {','.join(plan.grid.parts)}" if plan.grid.parts != PARTS else ""))
     sweep.execute(store, plan, sweep_cell, echo=click.echo, per_cell=sweep.per_cell(cpus_per_cell, gpus_per_cell))
-    click.echo(f"sweep {plan.run_id} finished; compare it with: cctk compare --sweep {plan.run_id} --out DIR")
 
 
 @cli.command("compare")
