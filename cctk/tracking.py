@@ -207,8 +207,8 @@ class Run:
 @contextmanager
 def ending(run: Run) -> Iterator[Run]:
     """End ``run`` as the block ends: FINISHED, KILLED (``KeyboardInterrupt``, SIGTERM) or FAILED (any
-    other exception, recorded as tag ``cctk.error``); the exception goes on. For a run opened elsewhere
-    (a resumed pipeline, a sweep reopened)."""
+    other exception, recorded as tag ``cctk.error``); the exception goes on. ``Store.run`` opens every
+    run inside it."""
     try:
         yield run
     except KeyboardInterrupt:
@@ -218,19 +218,6 @@ def ending(run: Run) -> Iterator[Run]:
         run.failed(error)
         raise
     run.end("FINISHED")
-
-
-@contextmanager
-def failing(run: Run, cleanup=None) -> Iterator[Run]:
-    """Like ``ending``, but a block that completes leaves ``run`` RUNNING (the caller goes on with it); on
-    an exception ``cleanup()`` runs first, then the run ends KILLED or FAILED and the exception goes on."""
-    try:
-        yield run
-    except BaseException:
-        if cleanup is not None:
-            cleanup()
-        with ending(run):
-            raise
 
 
 def active_run() -> Run | None:
