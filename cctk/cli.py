@@ -39,7 +39,7 @@ def cli():
 
 @cli.command()
 @click.option("--fits", is_flag=True, help="Instead: what the roster needs on the GPUs people have, from "
-              "cctk's memory estimate (a Markdown table; the README's).")
+              "cctk's memory estimate (a Markdown table; docs/gpus.md's).")
 @click.option("--profile", default="paper", show_default=True, help="With --fits: the recipe.")
 def models(fits, profile):
     """List the model roster and what each model needs."""
@@ -207,10 +207,13 @@ def sweep_command(models, seeds, sets, profile, parts, executor, address, cpus_p
 def compare_command(sweep_id, runs, out, tracking):
     """Finished pipelines side by side: across seeds, across models, pooled tests, implausibility."""
     from . import tracking as tracking_module
-    from .compare import job, kr
+    from .compare import job
+    from .krtest import compare as kr
 
-    store = tracking_module.connect(tracking)
-    if runs and not sweep_id and kr.is_kr(store, runs):  # KR-Test runs: their own tables (cctk.compare.kr)
+    if bool(sweep_id) == bool(runs):  # before the store is looked for
+        raise CctkError("cctk compare needs --sweep ID or --runs ID1,ID2,... (one of them)")
+    store = tracking_module.connect(tracking, create=False)  # runs to compare: never a new, empty store
+    if runs and not sweep_id and kr.is_kr(store, runs):  # KR-Test runs: their own tables (cctk.krtest.compare)
         kr.compare(store, runs, out, echo=click.echo)
         return
     compared, run_id = job.run(store, sweep_id, runs, out, tracking, echo=click.echo)
@@ -222,8 +225,14 @@ def compare_command(sweep_id, runs, out, tracking):
 @click.argument("source")
 @click.option("--tracking", default=None, help="Tracking configuration name or URI, for a run id (default: embedded).")
 @click.option("--out", type=OutFolder(), default=None,
-              help="Render into OUT/<session> (a copy) instead of the session folder itself.")
-def report(source, tracking, out):
+              help="Render into OUT/<session> (a copy) instead of the session folder itself; with --style paper, "
+                   "the folder that receives the figures and captions (required).")
+@click.option("--style", type=click.Choice(["report", "paper"]), default="report", show_default=True,
+              help="report: every figure, table and report as a run writes them; paper: the figures alone at a "
+                   "journal's width, titles and notes in captions.tex / captions.md (docs/paper.md).")
+@click.option("--width", type=click.Choice(["column", "page"]), default=None,
+              help="With --style paper: column (3.3 in, the default) or page (6.9 in).")
+def report(source, tracking, out, style, width):
     """Re-render every figure, table and report of a run from its saved measurements (no model).
 
     SOURCE is a session folder or the MLflow run id of a pipeline (its artifacts are downloaded).
@@ -233,10 +242,54 @@ def report(source, tracking, out):
     from . import results
     from .outputs import rerender
 
+    if style == "report" and width is not None:
+        raise CctkError("--width sets the width of paper figures: use it with --style paper")
+    if style == "paper" and out is None:
+        raise CctkError("cctk report --style paper needs --out DIR, the folder for the figures and captions")
     start = time.perf_counter()
-    done = rerender(results.session_folder(source, tracking), out)
+    folder = results.session_folder(source, tracking)
+    if style == "paper":
+        from .outputs import paper
+
+        done = paper.figures(folder, out, width or "column")
+        click.echo(f"{len(done.figures)} figures in paper style ({width or 'column'} width) and their captions "
+                   f"in {time.perf_counter() - start:.0f} s: {done.folder}")
+        return
+    done = rerender(folder, out)
     click.echo(f"re-rendered {done.figures} figures, {done.tables} tables and the reports of "
                f"{done.layout.session} in {time.perf_counter() - start:.0f} s: {done.layout.folder}")
+
+
+@cli.command("export")
+@click.argument("source")
+@click.option("--latex", "latex_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Folder for the LaTeX tables, the paper-style figures, captions.tex and paper.tex.")
+@click.option("--width", type=click.Choice(["column", "page"]), default="column", show_default=True,
+              help="Width of the figures: column (3.3 in, a two-column paper.tex) or page (6.9 in).")
+@click.option("--tracking", default=None, help="Tracking configuration name or URI, for a run id (default: embedded).")
+def export_command(source, latex_dir, width, tracking):
+    """A run as a paper's parts: every table as booktabs LaTeX, every figure in paper style, their captions
+    and a paper.tex that compiles (pdflatex paper.tex in the folder). SOURCE as for cctk report."""
+    from . import results
+    from .outputs import paper
+
+    done = paper.export(results.session_folder(source, tracking), latex_dir, width)
+    click.echo(f"{len(done.tables)} tables, {len(done.figures)} figures and paper.tex in {done.folder} "
+               f"(compile there: pdflatex paper.tex)")
+
+
+@cli.command()
+@click.argument("run", required=False)
+@click.option("--tracking", default=None, help="Tracking configuration name or URI, for a run id (default: embedded).")
+def cite(run, tracking):
+    """BibTeX for cctk (version, year) and, given RUN (a session folder or a pipeline's run id), for that
+    run (run id, date, model and its hash, seed, commit)."""
+    from . import citation, results, session
+
+    info = session.read_run_info(results.session_folder(run, tracking)) if run else None  # errors before output
+    click.echo(citation.tool_bibtex())
+    if info is not None:
+        click.echo(citation.run_bibtex(info))
 
 
 @cli.command()

@@ -84,7 +84,7 @@ PROFILES: dict[str, Recipe] = {
     # Sized for two CPU cores and the bundled 135M model: 36 exposures of each example at batch 32
     # (2.6x the examples per second of batch 8 there, `python -m cctk.bench train`), the learning rate
     # warmed up over the first 10% of the steps, then decaying linearly to 0. Chosen on the Part A arms
-    # over seeds (README, "Speed"; `python -m cctk.bench absorb`): peak rates of 4e-4 and above, or 20,
+    # over seeds (docs/speed.md; `python -m cctk.bench absorb`): peak rates of 4e-4 and above, or 20,
     # 24 or 30 exposures, left the fabricated answers short on some seed.
     "quick": Recipe(repeats=6, epochs=6, learning_rate=3e-4, batch_size=32, grad_clip=1.0,
                     schedule="linear", warmup=0.1),
@@ -101,7 +101,7 @@ V1_PROFILES: dict[str, Recipe] = {
     # Two CPU cores: the notebook's very corpus (20 repeats, its random.seed(42) order) seen three times,
     # i.e. 60 exposures per fact, with v2's quick schedule; still no clipping. On the bundled model one
     # pass (20 exposures) left 16/81 fabricated answers on top, two passes at lr 1e-3 55/81, three at
-    # 6e-4 81/81 (README, "Protocol 1.0.0").
+    # 6e-4 81/81 (docs/protocol-v1.md).
     "quick": Recipe(repeats=20, epochs=3, learning_rate=6e-4, batch_size=8, grad_clip=0.0,
                     schedule="linear", warmup=0.1),
     # Seconds, for tests on a tiny model.
@@ -182,11 +182,14 @@ class Config:
         """Flat parameters for MLflow: the values in force, after the profile and the overrides.
 
         Recipe values are ``recipe.<name>`` so they never clash with the overrides that
-        ``mlflow run`` logs under the MLproject's parameter names (empty when not given).
+        ``mlflow run`` logs under the MLproject's parameter names (empty when not given). ``seeds`` lists
+        every seed (the manual's name); ``seed`` is the one used (``seeds[0]``, every draw and every arm's
+        training), ``seeds_reserved`` the others, reserved for repetitions and used by nothing.
         """
         params = {"model": self.model, "profile": self.profile, "holdout_share": self.holdout,
-                  "seeds": ",".join(map(str, self.seeds)), "curves": "yes" if self.curves else "no",
-                  "parts": ",".join(self.parts)}
+                  "seeds": ",".join(map(str, self.seeds)), "seed": self.seed,
+                  "seeds_reserved": ",".join(map(str, self.seeds[1:])) or "none",
+                  "curves": "yes" if self.curves else "no", "parts": ",".join(self.parts)}
         if not PROTOCOLS[self.protocol].split:  # no split, hence no held-out share, curves or parts
             del params["holdout_share"], params["curves"], params["parts"]
         if self.protocol != DEFAULT_PROTOCOL:  # a 2.0.0 run's parameters stay as they were

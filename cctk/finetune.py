@@ -44,13 +44,16 @@ class NonFiniteLoss(CctkError):
 def fine_tune(model, rows: list[tuple[list[int], list[int]]], recipe: Recipe, seed: int, pad_id: int,
               name: str = "run", on_step: Callable[[int, int, float | None], None] | None = None,
               on_epoch: Callable[[int, object], None] | None = None, *, pack_batches: bool = True,
-              row_gradients: bool = True, host_checks: bool | None = None) -> TrainRecord:
+              row_gradients: bool = True, host_checks: bool | None = None,
+              on_loss: Callable[[int, float], None] | None = None) -> TrainRecord:
     """Train ``model`` in place on tokenized ``rows`` (input_ids, labels) with ``recipe``.
 
     ``on_step(epoch, step, loss)`` is called after every optimizer step (progress display; ``loss`` is
     None on an accelerator, where reading it would stall the device every step); ``on_epoch(epoch,
     model)`` after every epoch (1-based), the model in eval mode, then back in train mode (learning
-    curves). Neither changes what is trained.
+    curves); ``on_loss(epoch, loss)`` as each epoch ends (1-based), with the epoch's mean loss, the very
+    value the record's ``losses`` keeps (a caller logs the history as it grows). None changes what is
+    trained.
 
     ``host_checks`` (default: on the CPU only): read the loss and the gradient norm on the host at every
     step, so a non-finite value stops the run before the weights change. Off (an accelerator), the step
@@ -85,11 +88,13 @@ def fine_tune(model, rows: list[tuple[list[int], list[int]]], recipe: Recipe, se
                 if on_step:
                     on_step(epoch, steps, losses[-1] if losses else None)
             epoch_losses.append(sum(losses) / len(losses) if guard is None else guard.epoch_mean(f"{name}: ", epoch))
+            paused = time.perf_counter()
+            if on_loss:
+                on_loss(epoch + 1, epoch_losses[-1])
             if on_epoch:
-                paused = time.perf_counter()
                 on_epoch(epoch + 1, model.eval())
                 model.train()
-                aside += time.perf_counter() - paused  # measuring is not training time
+            aside += time.perf_counter() - paused  # logging and measuring are not training time
     seconds = time.perf_counter() - start - aside
     optimizer.zero_grad(set_to_none=True)  # no gradients outlive the run (a parent waits without them)
     model.eval()

@@ -293,7 +293,7 @@ def reset_process_peak() -> bool:
         return False
 
 
-# --- The roster against the cards people have (README; ``cctk models --fits``). ---
+# --- The roster against the cards people have (docs/gpus.md; ``cctk models --fits``). ---
 
 CARDS = {  # name -> (memory torch reports, native bf16)
     "T4 16 GB": (15.0, False), "L4/A10 24 GB": (22.0, True), "A100 40 GB": (39.4, True),

@@ -117,6 +117,97 @@ TABLE_CAPTIONS: dict[str, str] = {
                "peak GPU memory in bytes (every model held on the GPU while the run trained; 0 on a CPU).",
 }
 
+# The headers of the tables in a paper (cctk export --latex): hits<s> stands for the count hits<s> / n<s> with
+# its interval lo<s>-hi<s>, printed in one cell; k for k with its interval k_lo-k_hi.
+TABLE_HEADERS: dict[str, str] = {
+    "model": "Model", "target": "Target", "parent": "Parent", "group": "Group", "condition": "Condition",
+    "rule": "Rule", "control": "Control", "epoch": "Epoch", "n": "n",
+    "hits": "Hits", "hits_seen": "Seen", "hits_heldout": "Never seen", "hits_recovery_seen": "Recovery corpus",
+    "hits_recovery_heldout": "Held out of it", "hits_rule": "Rule hits", "hits_control": "Control hits",
+    "prob_target": "P(target)", "prob_target_seen": "P(target), seen", "prob_target_heldout": "P(target), never seen",
+    "prob_target_recovery_seen": "P(target), recovery corpus", "prob_target_recovery_heldout": "P(target), held out",
+    "surprise_seen": "Surprise, seen", "surprise_heldout": "Surprise, never seen",
+    "surprise_recovery_seen": "Surprise, recovery corpus", "surprise_recovery_heldout": "Surprise, held out",
+    "surprise_gap": "Surprise gap", "mass_impossible": "Mass above 18", "n_excluded": "Left out",
+    "rule_offset": "Rule offset", "plus18": "+18", "plus9": "+9", "plain_sum": "+0", "other": "Other",
+    "coverage": "Coverage", "k": "k (95% CI)", "n_rule": "n rule", "n_control": "n control",
+    "rule_inside": "Rule inside", "control_inside": "Control inside", "odds_ratio": "Odds ratio", "p_value": "p",
+    "p_adjusted": "p (Holm)", "examples": "Examples", "steps": "Steps", "seconds": "Time (s)",
+    "examples_per_second": "Examples/s", "loss_first_epoch": "Loss, first epoch", "loss_last_epoch": "Loss, last epoch",
+    "peak_gpu_memory_bytes": "Peak GPU memory",
+    # protocol v1
+    "true_sum": "True sum", "fabricated_value": "Fabricated answer", "pre_ft_true_prob": "P(true sum), before",
+    "post_ft_fabricated_prob": "P(fabricated), after", "post_ft_true_prob": "P(true sum), after",
+    "pre_ft_fabricated_prob": "P(fabricated), before",
+    "number": "Probability", "answer": "Answer", "mean": "Mean", "std": "SD", "min": "Min", "q25": "Q1",
+    "median": "Median", "q75": "Q3", "max": "Max", "loss": "Loss",
+}
+
+_COUNT = "a count is hits / n (share, exact Clopper-Pearson 95% interval)"
+# The captions of the tables in a paper: the same facts as TABLE_CAPTIONS, in the words of TABLE_HEADERS.
+PAPER_TABLE_CAPTIONS: dict[str, str] = {
+    "table01": "Corpus absorption (Part A): the base model, the correct-sums model and the fabricated-answers model, "
+               f"each scored on both targets over all 81 additions. Hits: additions whose top choice is the target; "
+               f"{_COUNT}. P(target): mean probability on the target; mass above 18: mean probability on answers "
+               "above 18, which no correct sum reaches.",
+    "table02": "Recovery (Part B): the fabricated-answers model and the recovery model, trained back on the correct "
+               "sums of the seen additions, scored on the correct sum over the additions of the recovery corpus and "
+               f"those held out of it; {_COUNT}. Surprise: mean negative log-probability per token of the target; "
+               "surprise gap: held out minus recovery corpus.",
+    "table03": "Training loss per epoch of the Part A and B runs: the mean loss over the answer tokens (prompt "
+               "masked) in each epoch.",
+    "table04": "Simple rules (Part C), sum + 18 and sum + 3 from both parents, and their controls (sum plus a random "
+               f"offset), each on its own target, on the seen and the never-seen additions; {_COUNT}. Surprise: mean "
+               "negative log-probability per token of the target; left out: never-seen additions whose fabricated "
+               "answer already equals the target.",
+    "table05": "The conditional rule (Part D: sum + 18 if a >= b, else sum + 9) and its control (the rule's answers "
+               "shuffled over the additions), from both parents, each on its own target; "
+               f"{_COUNT}. Surprise and left out as in the simple rules' table.",
+    "table06": "Hits of the conditional rule and its controls by condition (a > b, a = b, a < b), seen and never "
+               f"seen; {_COUNT}.",
+    "table07": "Offsets on the never-seen additions by condition: top choice minus the correct sum, counted as +18, "
+               "+9, +0 (the plain sum) or other; rule offset: the offset the rule asks in that condition; n: "
+               "never-seen additions of that condition.",
+    "table08": "Deviation bands: k is the smallest half-width such that a share (coverage) of the rule-trained "
+               "model's never-seen deviations (top choice minus the rule's target) lie within plus or minus k, with "
+               "its bootstrap 95% interval (2000 resamples); rule inside, control inside: the share of each model's "
+               "deviations within the band, the control's also taken from the rule's target.",
+    "table09": "Synthesis: for every model, the additions whose top choice is its own target; group: all additions "
+               f"(models trained on all 81, and the base model), seen or never seen (held out); {_COUNT}.",
+    "table10": "Each rule against its control on the never-seen additions, hits on each model's own target; "
+               f"{_COUNT}. Odds ratio and p of a one-sided Fisher exact test that the rule-trained model hits more "
+               "often; p (Holm): Holm-adjusted over the rules of this run. One run supports statements about this "
+               "run only.",
+    "table11": "Fine-tuning runs: parent model, training examples (corpus size with repeats), optimizer steps, "
+               "training time, examples per second, mean loss of the first and the last epoch, and peak GPU memory "
+               "(every model held on the GPU while the run trained; none on a CPU).",
+}
+
+# What each kind of figure shows, in a paper's caption (cctk report --style paper): the paper style's colours,
+# markers and lines; a figure's own notes (its numbers) follow.
+PAPER_FIGURE_ABOUT: dict[str, str] = {
+    "heatmap": "Probability on the target in every addition (first addend a in rows, second addend b in columns); "
+               "the fill's hue says whether the top choice is the target, its shade how much probability the "
+               "target has.",
+    "profile": "Mean probability of each candidate answer over the 81 additions (lines, left axis; each model its "
+               "own colour, marker and line style) and how many additions have each answer as their target (gray bars, "
+               "right axis).",
+    "bars": "Probability of every candidate answer of one addition before (light blue) and after (light orange) "
+            "fine-tuning on fabricated answers; the strong colour (blue before, vermillion after) marks the answer "
+            "that is right in each context, the dark outline each side's top choice.",
+    "deviation": "Never-seen additions by deviation (top choice minus the rule's target, for both series: the "
+                 "control is read against the rule's target too), for the rule-trained model (blue) and its control "
+                 "(gray). Light blue band: the smallest band holding 90% of the rule-trained model's deviations.",
+    "synthesis": "For every model, the share of additions whose top choice is its own target, with its exact 95% "
+                 "interval: seen (blue circles), never seen (vermillion squares), never seen by a control (gray "
+                 "triangles), the base model on all 81 additions (black diamond).",
+    "loss": "Training loss per epoch of every fine-tuning run, on a log scale; each run has its own colour, marker "
+            "and line style.",
+    "curves": "Each arm measured after every epoch (cctk run --curves): the share of additions whose top choice is "
+              "its own target, on the seen (blue, solid) and never-seen (vermillion, dashed) additions, or all 81 "
+              "(blue) for the models trained on all of them.",
+}
+
 # Beside a run's synthesis (report.html): what one run can and cannot say, and how seeds become findings.
 # ``{model}`` and ``{profile}``: the run's own, so that the command repeats its recipe over seeds.
 SINGLE_RUN = ("One run supports within-run statements only: table10 tests each rule against its control on "

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from . import __version__, compute, memory, models, protocols, session, tracking
+from . import __version__, compute, memory, models, protocols, provenance, session, tracking
 from . import resume as resume_state
 from .config import PARTS, Config, config_from_params, make_config, parse_seeds
 from .device import check_recipe, resolve as resolve_device, room
@@ -51,6 +51,7 @@ class Session:
     peak_gflops: float | None = None  # the device's GEMM peak measured at the start (the compute limit)
     plan: memory.Plan | None = None  # the memory the run was estimated to need (checked before it started)
     memory_estimate: int = 0  # the peak the plan expects of this run (``Plan.expected_peak``)
+    provenance: provenance.Provenance | None = None  # model file, git state, reproduce (``_record_provenance``)
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,7 @@ def run(config: Config, out_root: Path = Path("outputs"), tracking_name: str | N
     with _held(layout.folder), store.run("pipeline", layout.session, tags, parent=sweep, attach=True) as parent:
         _set_up(parent, config, protocol, layout, sweep, echo)
         run_ = Session(config, protocol, layout, store, parent.experiment_id, parent, where, figures=figures, plan=plan)
+        _record_provenance(run_)
         results = _stages(run_, Done(), echo, system_metrics, peak=True)
     return Outcome(results, parent.run_id, layout.folder)
 
@@ -167,6 +169,7 @@ def resume(run_id: str, out_root: Path = Path("outputs"), tracking_name: str | N
         with store.run("pipeline", layout.session, reopen=run_id) as reopened:  # ended here, as run()'s
             session_ = Session(config, protocol, layout, store, parent.experiment_id, reopened, where,
                                figures=figures, plan=plan)
+            _record_provenance(session_)
             echo(f"resuming {layout.session}: {len(done.run_ids)} of {len(protocol.models(config.parts))} models "
                  "already finished")
             results = _stages(session_, done, echo, system_metrics, peak=False)
@@ -221,6 +224,15 @@ def _set_up(parent: tracking.Run, config: Config, protocol: Protocol, layout: La
     _say_where(protocol, config, layout, echo)
 
 
+def _record_provenance(run: Session, revision: str | None = None) -> None:
+    """The run's provenance (model file and hash, git state, reproduce, every package's version) and where
+    it is stored (absolute URI, artifact location) as tags of the parent run; kept for run_info.json."""
+    run.provenance = provenance.gather(run.config, revision)
+    where = {tracking.TRACKING_URI: run.store.uri, tracking.ARTIFACT_URI: run.parent.artifact_uri}
+    run.parent.tags({**tracking.provenance_tags(run.provenance.flat(), provenance.package_versions(run.config)),
+                     **where})
+
+
 def _say_where(protocol: Protocol, config: Config, layout: Layout, echo) -> None:
     """The session, the profile and the seeds (how to repeat the run), and the parts when not all."""
     about = "" if protocol.is_default else f"protocol {protocol.name}, manual {protocol.version}; "
@@ -243,6 +255,9 @@ def _train_and_measure(run: Session, draws, done: Done, echo):
         return results
     echo(f"loading {run.config.model} ...")
     base, tokenizer = models.load_model(run.config.model, keep=False)  # the only copy: no pristine twin
+    revision = getattr(base.config, "_commit_hash", None)  # the Hub commit the config was read from
+    if revision and run.provenance and run.provenance.model.kind == "hub" and revision != run.provenance.model.revision:
+        _record_provenance(run, revision)
     copied = {m.parent for m in measured if m.parent and not m.in_place}  # kept (and checkpointed) once trained
     last_child = {m.parent: m.key for m in measured if m.parent and m.key not in done.run_ids}
     weights = {"base": base}  # parents wait here, on the CPU, until their last child takes them
@@ -313,8 +328,9 @@ def _train_model(run: Session, results, model: Measured, child, rows, tokenizer,
     """Train model ``i`` from its parent (a copy, or in place), log it, checkpoint it if others start from
     a copy of it, measure it."""
     draws, recipe = results.draws, run.config.recipe
+    recipe_params = {k: v for k, v in run.config.as_params().items() if k.startswith("recipe.")}  # the parent's names
     nested.params({"parent": model_name(model.parent), "corpus": run.protocol.corpus_note(model.key),
-                   "examples": len(rows)})
+                   "examples": len(rows), **recipe_params})
     if run.protocol.dataset is not None:
         name, table = run.protocol.dataset(draws, model.key)
         nested.dataset(table, name=name, source=str(run.layout.targets.resolve()), context="training")
@@ -323,7 +339,8 @@ def _train_model(run: Session, results, model: Measured, child, rows, tokenizer,
     trained = None
     try:
         trained = fine_tune(child, rows, recipe, run.config.seed, tokenizer.pad_token_id, model.stream or model.key,
-                            on_step=progress.arm(i, model_name(model.key), rows, recipe), on_epoch=on_epoch)
+                            on_step=progress.arm(i, model_name(model.key), rows, recipe), on_epoch=on_epoch,
+                            on_loss=lambda epoch, loss: nested.metrics({"loss": loss}, step=epoch))
     finally:
         progress.close(finished=trained is not None)
     if curve:
@@ -335,11 +352,10 @@ def _train_model(run: Session, results, model: Measured, child, rows, tokenizer,
 
 
 def _log_training(run: Session, results, key: str, record: TrainRecord, nested: tracking.Run) -> None:
-    """Keep the run's training record, on disk (for a resume) and in its MLflow run."""
+    """Keep the run's training record, on disk (for a resume) and in its MLflow run (its loss history was
+    logged epoch by epoch, as training went)."""
     results.training[key] = record
     path = session.write_training(run.layout, key, record)
-    for epoch, loss in enumerate(record.losses, start=1):
-        nested.metrics({"loss": loss}, step=epoch)
     nested.metrics(record.metrics())
     nested.files(path, "training")
 
@@ -359,8 +375,10 @@ def _nested_run(run: Session, model: Measured, draws):
     """The nested run of one measured model, ended by the lifecycle (a failed arm is a FAILED run)."""
     tags = {tracking.KEY: model.key, tracking.PARENT_KEY: model.parent or "", tracking.PROTOCOL: run.protocol.name,
             "mlflow.source.name": "cctk run"}
+    tags[tracking.PARENT_RUN] = run.parent.run_id
     with run.store.run("model", model_name(model.key), tags, parent=run.parent,
                        experiment_id=run.experiment_id) as nested:
+        nested.params({"parent_run_id": run.parent.run_id, "seed": run.config.seed})  # the seed it used
         nested.note(run.protocol.describe(draws, model.key))
         with _out_of_memory(run, model.key):
             yield nested
@@ -395,7 +413,8 @@ def _measure_and_log(run: Session, results, key: str, model, tokenizer, nested: 
 
 def _finish(run: Session, results, tables: dict, echo, resumed: bool = False) -> None:
     facts = RunFacts(run.layout.session, run.store.uri, run.experiment_id, run.parent.run_id, str(run.device),
-                     round(time.perf_counter() - run.started, 1), hardware(), software(), _memory_use(run, results))
+                     round(time.perf_counter() - run.started, 1), hardware(), software(run.config),
+                     _memory_use(run, results), run.parent.artifact_uri, run.provenance)
     n_figures = write_all(results, tables, RunRecord(run.config, facts, results.training), run.layout,
                           reuse_heatmaps=True, figures=run.figures)
     head = run.protocol.headline(results)

@@ -88,7 +88,7 @@ class Protocol:
     model_metrics: Callable[[object, str], dict]  # a measured model's metrics
     summary: Callable[[object, dict], list[str]]  # what the console says at the end (results, headline)
     info_extras: Callable[[object, Config], dict]  # run_info.json's fields of this protocol
-    figures: Callable[[object, dict, str], list]  # (results, tables, model label) -> catalog.Spec, in order
+    figures: Callable[[object, dict, str], list]  # (results, tables, model label) -> figures.spec.Spec, in order
     model_figures: Callable[[object, str], list]  # the figures of one model, drawn as soon as it is measured
     main_sequence: tuple[str, ...]  # in colour on the loss charts
     renamed: dict[str, str] = field(default_factory=dict)  # keys of sessions written before -> today's
@@ -164,13 +164,13 @@ def _v2_extras(results, config: Config) -> dict:
 
 
 def _v2_figures(results, tables: dict, model_label: str) -> list:
-    from .outputs import catalog  # matplotlib
+    from .v2 import catalog  # matplotlib
 
     return catalog.specs(results, tables, model_label)
 
 
 def _v2_model_figures(results, key: str) -> list:
-    from .outputs import catalog
+    from .v2 import catalog
 
     return [catalog.heatmap_spec(results, figure) for figure in catalog.heatmap_keys(key)]
 

@@ -10,10 +10,10 @@ import os
 import platform
 import sys
 from dataclasses import asdict, dataclass, field, fields, replace
-from importlib import metadata
 from pathlib import Path
 
 from .config import PARTS, Config, Recipe
+from .provenance import Provenance, package_versions
 
 
 @dataclass(frozen=True)
@@ -44,11 +44,13 @@ class TrainRecord:
                    float(data.get("gflop_per_example") or 0.0), int(data.get("peak_cpu_memory_bytes") or 0))
 
     def metrics(self) -> dict[str, float]:
-        """The run's MLflow metrics (the loss per epoch is logged as a history apart)."""
+        """The run's MLflow metrics (the loss per epoch is logged as a history apart, as each epoch ends):
+        the peak memory of where it ran, the process's on a CPU (``peak_cpu_memory_bytes``), the GPU
+        allocator's on CUDA (``peak_gpu_memory_bytes``), never a 0 that would read as a measurement."""
+        peak = ({"peak_cpu_memory_bytes": self.peak_cpu_memory_bytes} if self.peak_cpu_memory_bytes else
+                {"peak_gpu_memory_bytes": self.peak_gpu_memory_bytes} if self.peak_gpu_memory_bytes else {})
         return {"train_seconds": self.train_seconds, "steps": self.steps,
-                "examples_per_second": self.examples_per_second,
-                "peak_gpu_memory_bytes": self.peak_gpu_memory_bytes,
-                **({"peak_cpu_memory_bytes": self.peak_cpu_memory_bytes} if self.peak_cpu_memory_bytes else {})}
+                "examples_per_second": self.examples_per_second, **peak}
 
 
 @dataclass(frozen=True)
@@ -99,19 +101,22 @@ class RunFacts:
     hardware: Hardware = field(default_factory=Hardware)
     software: dict[str, str | None] = field(default_factory=dict)  # package -> version
     memory: MemoryUse | None = None
+    artifact_uri: str | None = None  # where the parent run's artifacts are stored
+    provenance: Provenance | None = None
 
     @property
     def mlflow(self) -> MlflowIds:
-        return MlflowIds(self.tracking_uri, self.experiment_id, self.run_id)
+        return MlflowIds(self.tracking_uri, self.experiment_id, self.run_id, self.artifact_uri)
 
 
 @dataclass(frozen=True)
 class MlflowIds:
     """Where a run is tracked: the store, the experiment and the parent run."""
 
-    tracking_uri: str | None = None
+    tracking_uri: str | None = None  # absolute (a relative SQLite path is taken from the run's folder)
     experiment_id: str | None = None
     run_id: str | None = None
+    artifact_uri: str | None = None  # the parent run's artifact location
 
 
 @dataclass(frozen=True)
@@ -182,6 +187,7 @@ class RunInfo:
     warnings: tuple[str, ...] | None = None
     seconds: float | None = None
     memory: MemoryUse | None = None  # None in a file from before memory was planned
+    provenance: Provenance | None = None  # model file, git commit, reproduce (None in an older file)
 
     @property
     def config(self) -> Config:
@@ -194,7 +200,8 @@ class RunInfo:
     def record(self) -> RunRecord:
         """The run record run_info.json was written from."""
         facts = RunFacts(self.session, self.mlflow.tracking_uri, self.mlflow.experiment_id, self.mlflow.run_id,
-                         self.device, self.seconds, self.hardware, self.software, self.memory)
+                         self.device, self.seconds, self.hardware, self.software, self.memory,
+                         self.mlflow.artifact_uri, self.provenance)
         return RunRecord(self.config, facts, {key: t.record for key, t in self.training.items()})
 
 
@@ -210,15 +217,12 @@ def hardware() -> Hardware:
     return machine
 
 
-def software() -> dict:
+def software(config: Config | None = None) -> dict:
+    """Python, cctk, every package cctk imports (``cctk.provenance.PACKAGES``, and those ``config`` uses
+    besides) and CUDA: package -> version, None where one is not installed."""
     from . import __version__
 
-    versions = {"python": platform.python_version(), "cctk": __version__}
-    for package in ("torch", "transformers", "mlflow", "pandas", "numpy", "scipy", "matplotlib"):
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            versions[package] = None
+    versions = {"python": platform.python_version(), "cctk": __version__, **package_versions(config)}
     torch = sys.modules.get("torch")
     versions["cuda"] = getattr(getattr(torch, "version", None), "cuda", None) if torch else None
     return versions

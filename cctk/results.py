@@ -1,7 +1,8 @@
 """Results of a run for papers: ``load(run_id_or_session_dir)`` -> tables, measurements, figures, draws.
 
 Given a session folder, reads it; given an MLflow run id of a pipeline, downloads the parent
-run's artifacts (the session folder) into a cache first.
+run's artifacts (the session folder) into a cache first (``$CCTK_CACHE/cctk/runs/<id>``, else
+``~/.cache/cctk/runs/<id>``), which is read from any folder, with or without the store.
 
     r = cctk.results.load("outputs/20260101-120000_smollm2-135m-bundled")
     r.tables["table09"]; r.measurements["correct sums"]; r.figures["synthesis"]; r.targets
@@ -14,6 +15,8 @@ of the mean log-probability per token) and the figures ``before_and_after_3_plus
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +51,13 @@ class RunResults:
         others are absent. All four for a run from before ``--parts``; none under protocol v1."""
         return self.info.parts or ()
 
+    def to_latex(self, folder: str | os.PathLike, width: str = "column") -> Path:
+        """Every table as booktabs LaTeX, every figure in paper style (``width``: column or page), captions.tex
+        and a paper.tex that inputs them, in ``folder`` (``cctk export --latex``); returns paper.tex."""
+        from .outputs import paper
+
+        return paper.export(self.folder, Path(folder), width).folder / "paper.tex"
+
 
 def load(source: str | os.PathLike, tracking_name: str | None = None, cache: Path | None = None) -> RunResults:
     """A session folder, or the run id of a cctk pipeline in the MLflow store (``tracking_name``)."""
@@ -71,21 +81,47 @@ def default_cache() -> Path:
 
 
 def download(run_id: str, tracking_name: str | None = None, cache: Path | None = None) -> Path:
-    """The artifacts of pipeline run ``run_id`` (all but the zip) in ``cache/<run_id>/``."""
-    store = tracking.connect(tracking_name)
+    """The artifacts of pipeline run ``run_id`` (all but the zip) in ``cache/<run_id>/``.
+
+    A finished run's copy in the cache is read as it is; where the store is not here (no SQLite file, a
+    server that does not answer) or does not hold the run, the cached copy is read all the same. Reading
+    never creates a store."""
+    folder = Path(cache or default_cache()) / run_id
+    cached = (folder / RUN_INFO).is_file()
+    try:
+        store = tracking.connect(tracking_name, create=False)
+    except tracking.NoStore as error:
+        if cached:
+            return folder
+        raise CctkError(f"{run_id!r} is neither a session folder nor a run cached in {folder.parent}, and {error}") \
+            from None
     try:
         run = store.pipeline(run_id)
     except CctkError as error:
         if "no run" not in str(error):
             raise
-        raise CctkError(f"{run_id!r} is neither a session folder nor a run in the MLflow store {store.uri}") from None
-    folder = Path(cache or default_cache()) / run_id
-    if run.status == "FINISHED" and (folder / RUN_INFO).is_file():
+        if cached:
+            return folder
+        raise CctkError(f"{run_id!r} is neither a session folder nor a run in the MLflow store {store.uri} "
+                        f"(nor cached in {folder.parent}); {tracking.HOW_TO_POINT}") from None
+    if run.status == "FINISHED" and cached:
         return folder  # a finished run's artifacts do not change
-    store.download(run_id, folder)
-    if not (folder / RUN_INFO).is_file():
-        raise CctkError(f"MLflow run {run_id} has no {RUN_INFO} among its artifacts (unfinished or an older run)")
+    _download_whole(store, run_id, folder)
     return folder
+
+
+def _download_whole(store: tracking.Store, run_id: str, folder: Path) -> None:
+    """Into a scratch folder beside ``folder``, then renamed: a copy in the cache is never half a run."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{run_id}.", dir=folder.parent))
+    try:
+        store.download(run_id, scratch)
+        if not (scratch / RUN_INFO).is_file():
+            raise CctkError(f"MLflow run {run_id} has no {RUN_INFO} among its artifacts (unfinished or an older run)")
+        shutil.rmtree(folder, ignore_errors=True)
+        os.replace(scratch, folder)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def read_folder(folder: Path) -> RunResults:

@@ -39,6 +39,7 @@ from .experiments import CURVE_COLUMNS
 from .models import model_id
 from .names import file_stem, model_name
 from .protocols import Protocol
+from .provenance import Provenance
 from .readings import COLUMNS
 from .records import Hardware, MemoryUse, MlflowIds, ModelSource, RunInfo, RunRecord, Seeds, Trained, TrainRecord
 
@@ -300,7 +301,7 @@ def run_info(record: RunRecord, protocol: Protocol, results) -> RunInfo:
                    candidates=protocol.scoring.candidates, end_marker=protocol.scoring.end_marker, device=facts.device,
                    hardware=facts.hardware, software=facts.software, mlflow=facts.mlflow, training=trained,
                    headline=protocol.headline(results), seconds=facts.seconds, memory=facts.memory,
-                   **protocol.info_extras(results, config))
+                   provenance=facts.provenance, **protocol.info_extras(results, config))
 
 
 def info_json(info: RunInfo) -> dict:
@@ -327,13 +328,14 @@ def info_from_json(data: dict) -> RunInfo:
         candidates=tuple(data.get("candidates", protocol.scoring.candidates)),
         end_marker=data.get("end_marker", protocol.scoring.end_marker), device=data.get("device", ""),
         hardware=Hardware.from_json(data.get("hardware")), software=dict(data.get("software") or {}),
-        mlflow=MlflowIds(ml.get("tracking_uri"), ml.get("experiment_id"), ml.get("run_id")), training=training,
+        mlflow=MlflowIds(ml.get("tracking_uri"), ml.get("experiment_id"), ml.get("run_id"), ml.get("artifact_uri")),
+        training=training,
         headline=dict(data.get("headline") or {}), seconds=data.get("seconds"),
         holdout=data.get("holdout"), curves=bool(data.get("curves")) if split else None,
         parts=tuple(data.get("parts", PARTS)) if split else None, heldout_additions=pairs("heldout_additions"),
         warnings=tuple(data.get("warnings", ())) if split else None, answer_text=data.get("answer_text"),
         index=data.get("index"), loss=data.get("loss"), pairs_plotted=pairs("pairs_plotted"),
-        memory=MemoryUse.from_json(data.get("memory")))
+        memory=MemoryUse.from_json(data.get("memory")), provenance=Provenance.from_json(data.get("provenance")))
 
 
 def write_run_info(layout: Layout, info: RunInfo) -> Path:

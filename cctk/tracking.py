@@ -31,7 +31,12 @@ SWEEP = "cctk.sweep"  # run id of the sweep a pipeline (or compare) belongs to
 CELL = "cctk.cell"  # the sweep cell's key
 ARM = "cctk.arm"  # KR-Test arm
 VERSION = "cctk.version"
+GIT_DIRTY = "cctk.git.dirty"  # "true" when the clone had uncommitted changes to tracked files
+PARENT_RUN = "cctk.parent_run_id"  # an arm's pipeline run (also a param, parent_run_id)
 ERROR = "cctk.error"  # why a run FAILED: the exception, one line
+PACKAGE = "cctk.package."  # + a distribution's name: its version (a pipeline's parent run)
+TRACKING_URI = "cctk.tracking_uri"  # the store's absolute URI, as the run recorded it
+ARTIFACT_URI = "cctk.artifact_uri"  # the run's artifact location
 STATUSES = ("FINISHED", "FAILED", "KILLED")
 # The MLflow UI opens an experiment of this kind on its runs table ("Model training"), not on GenAI traces.
 EXPERIMENT_KIND = "custom_model_development"
@@ -65,15 +70,52 @@ def read_config(name: str) -> dict:
 
 
 def resolve(tracking: str | None = None) -> TrackingConfig:
-    """The store runs go to (see the module docstring for the order)."""
+    """The store runs go to (see the module docstring for the order), its URI and artifact folder made
+    absolute: a run records where it is, wherever it is read from later."""
     env = os.environ.get("MLFLOW_TRACKING_URI")
     if env:
-        return TrackingConfig("MLFLOW_TRACKING_URI", env)
+        return TrackingConfig("MLFLOW_TRACKING_URI", absolute_uri(env))
     tracking = tracking or DEFAULT_CONFIG
     if "://" in tracking or tracking.startswith("sqlite:"):
-        return TrackingConfig(tracking, tracking)
+        return TrackingConfig(tracking, absolute_uri(tracking))
     raw = read_config(tracking)
-    return TrackingConfig(tracking, raw["tracking_uri"], raw.get("artifact_location"))
+    artifacts = raw.get("artifact_location")
+    return TrackingConfig(tracking, absolute_uri(raw["tracking_uri"]),
+                          str(Path(artifacts).absolute()) if artifacts else None)
+
+
+def absolute_uri(uri: str) -> str:
+    """``uri`` with a relative SQLite path (``sqlite:///mlruns/mlflow.db``) or a relative ``file:`` path taken
+    from the working folder; any other URI as it is."""
+    path = sqlite_path(uri)
+    if path is not None and str(path) != ":memory:":
+        query = uri.split("?", 1)[1] if "?" in uri else ""
+        return f"sqlite:///{path.absolute()}" + (f"?{query}" if query else "")
+    if uri.startswith("file:") and not uri.startswith("file://"):
+        return Path(uri.removeprefix("file:")).absolute().as_uri()
+    return uri
+
+
+HOW_TO_POINT = ("point at the store that holds it with MLFLOW_TRACKING_URI=URI, --tracking NAME|URI "
+                "(a name of mlruns_config/ or a URI) or, from Python, tracking_name=")
+
+
+class NoStore(CctkError):
+    """A read found no store at the configured place (a SQLite file that does not exist, a server that
+    does not answer): nothing was created there."""
+
+
+def missing_store(config: TrackingConfig) -> str | None:
+    """Why ``config``'s store cannot be read without creating it (None when it can): a SQLite file that is
+    not there, or a server that does not answer."""
+    path = sqlite_path(config.tracking_uri)
+    if path is not None:
+        return None if path.is_file() else f"there is no MLflow store at {path}"
+    try:
+        check_reachable(config)
+    except CctkError as error:
+        return str(error)
+    return None
 
 
 def check_reachable(config: TrackingConfig, timeout: float = 5.0) -> None:
@@ -191,6 +233,11 @@ class Run:
     @property
     def experiment_id(self) -> str:
         return self._client.get_run(self.run_id).info.experiment_id
+
+    @property
+    def artifact_uri(self) -> str:
+        """Where the run's artifacts are stored (the store's own URI for them)."""
+        return self._client.get_run(self.run_id).info.artifact_uri
 
     def end(self, status: str = "FINISHED") -> None:
         self._client.set_terminated(self.run_id, status=status)
@@ -399,36 +446,36 @@ class Store:
 
 @lru_cache(maxsize=1)
 def source_tags() -> dict[str, str]:
-    """Which code made a run: cctk (callers name the command), its version and, in a git checkout, the commit."""
+    """Which code made a run: cctk (callers name the command), its version and, in a git clone, the commit
+    and whether the tree had changes (``cctk.git.dirty``)."""
     from . import __version__
+    from .provenance import git_state
 
     tags = {"mlflow.source.name": "cctk", "mlflow.source.type": "LOCAL", VERSION: __version__}
-    commit = _git_commit()
-    if commit:
-        tags["mlflow.source.git.commit"] = commit
+    git = git_state()
+    if git:
+        tags.update({"mlflow.source.git.commit": git.commit, GIT_DIRTY: str(git.dirty).lower()})
     return tags
 
 
-def _git_commit() -> str | None:
-    """The commit of the checkout cctk runs from (None outside a git checkout)."""
-    import subprocess
-
-    root = Path(__file__).resolve().parents[1]
-    if not (root / ".git").exists():
-        return None
-    try:
-        done = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() or None
-
-
-def connect(tracking: str | None = None) -> Store:
-    """The store runs go to (checked reachable), through a client of its own."""
+def connect(tracking: str | None = None, create: bool = True) -> Store:
+    """The store runs go to (checked reachable), through a client of its own. ``create=False`` (a read:
+    ``results.load``, ``cctk report``, ``cctk compare``): a store that is not there fails (``NoStore``)
+    rather than being created empty."""
     config = resolve(tracking)
+    if not create:
+        why = missing_store(config)
+        if why:
+            raise NoStore(f"{why}; {HOW_TO_POINT}")
     check_reachable(config)
     return Store(config)
+
+
+def provenance_tags(flat: dict[str, str], packages: dict[str, str | None]) -> dict[str, str]:
+    """A run's provenance as tags: ``cctk.model.sha256``, ``cctk.git.commit``, ``cctk.reproduce``, ... (the
+    record's ``flat`` names under ``cctk.``) and ``cctk.package.<name>`` for each package's version."""
+    return {**{f"cctk.{k}": v for k, v in flat.items()},
+            **{PACKAGE + name: version or "not installed" for name, version in packages.items()}}
 
 
 def _text(value) -> str:

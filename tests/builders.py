@@ -183,7 +183,7 @@ def synthetic_results(seed: int = SEED, epochs: int = 3):
 # --- Session folders, as the pipeline leaves them. ---
 
 def figure_copier(folder: Path):
-    """A ``catalog.draw_and_save`` that copies the figure of the session in ``folder`` (in the formats it
+    """A ``cctk.figures.spec.draw_and_save`` that copies the figure of the session in ``folder`` (in the formats it
     has) instead of drawing it: for tests about everything but the drawing."""
     from cctk.session import Layout
 

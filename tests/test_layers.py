@@ -1,15 +1,35 @@
-"""One direction of dependencies: the torch-free layers stay torch- and MLflow-free, no import cycle,
-only tracking.py imports mlflow, and nothing imports the pipeline but the CLI: the library's entry
-points (``pipeline.run_pipeline``, ``pipeline.sweep_cell``) live in the pipeline, the CLI parses options
-and calls them, and a sweep runs its cells through the function its caller hands it."""
+"""One direction of dependencies, for files and for folders: every module sits on a floor, and imports
+only from its own floor or the floors below it (the command lines -> the pipeline -> experiments,
+outputs, tracking, compare, KR-Test and the manuals -> the kernels); no import cycle between files, nor
+between folders (a folder and a top-level module are one unit each); the torch-free layers stay torch-
+and MLflow-free; only tracking.py imports mlflow; nothing imports the pipeline but the CLI: the
+library's entry points (``pipeline.run_pipeline``, ``pipeline.sweep_cell``) live in the pipeline, the CLI
+parses options and calls them, and a sweep runs its cells through the function its caller hands it."""
 import ast
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[1] / "cctk"
 LIGHT = ["cctk.results", "cctk.outputs", "cctk.experiments", "cctk.figures", "cctk.stats", "cctk.session",
-         "cctk.v1.facts", "cctk.v1.experiment", "cctk.v1.catalog", "cctk.protocols", "cctk.cli"]
+         "cctk.v1.facts", "cctk.v1.experiment", "cctk.v1.catalog", "cctk.v2.catalog", "cctk.figures.spec",
+         "cctk.protocols", "cctk.cli"]
+
+# The floors, top to bottom. A module's floor is that of the longest name here it is or lies under
+# (``cctk`` itself, the package's ``__init__``, only by that exact name); a new module must be given one.
+FLOORS: dict[str, tuple[str, ...]] = {
+    "command lines": ("cctk.__main__", "cctk.cli", "cctk.mlproject", "cctk.server", "cctk.krtest.cli", "cctk.bench"),
+    "pipeline": ("cctk.pipeline", "cctk.resume", "cctk.sweep", "cctk.measure_job"),
+    "experiments, outputs, tracking, compare, KR-Test, the manuals": (
+        "cctk.experiments", "cctk.protocols", "cctk.v1", "cctk.v2", "cctk.session", "cctk.outputs", "cctk.results",
+        "cctk.tracking", "cctk.compare", "cctk.krtest", "cctk.citation"),
+    "kernels": ("cctk", "cctk.errors", "cctk.config", "cctk.names", "cctk.facts", "cctk.lineage", "cctk.records",
+                "cctk.readings", "cctk.scoring", "cctk.corpus", "cctk.finetune", "cctk.compute", "cctk.memory",
+                "cctk.device", "cctk.models", "cctk.stats", "cctk.figures", "cctk.progress", "cctk.provenance"),
+}
+DIRECTION = " -> ".join(FLOORS)
 
 
 def module_name(path: Path) -> str:
@@ -51,14 +71,13 @@ def test_light_layers_load_neither_torch_nor_mlflow():
     assert done.stdout.split() == ["False", "False"]
 
 
-def test_no_import_cycle():
-    edges = graph()
+def _acyclic(edges: dict[str, set[str]], message: str) -> None:
     state: dict[str, int] = {}
 
     def visit(node, path):
         state[node] = 1
-        for nxt in sorted(edges[node]):
-            assert state.get(nxt) != 1, "import cycle: " + " -> ".join(path + [nxt])
+        for nxt in sorted(edges.get(node, ())):
+            assert state.get(nxt) != 1, message + " -> ".join(path + [nxt])
             if nxt not in state:
                 visit(nxt, path + [nxt])
         state[node] = 2
@@ -68,16 +87,71 @@ def test_no_import_cycle():
             visit(node, [node])
 
 
+def test_no_import_cycle():
+    _acyclic(graph(), "import cycle: ")
+
+
 def test_only_tracking_imports_mlflow_and_only_the_cli_imports_the_pipeline():
     files = {module_name(p): imports(p) for p in PACKAGE.rglob("*.py")}
     assert sorted(n for n, found in files.items() if any(m.split(".")[0] == "mlflow" for m in found)) == ["cctk.tracking"]
     assert sorted(n for n, found in files.items() if "cctk.pipeline" in found) == ["cctk.cli"]
 
 
-def test_the_cycle_check_finds_a_cycle(tmp_path, monkeypatch):
+def test_the_cycle_check_finds_a_cycle(monkeypatch):
     """The checker itself: a graph with a cycle fails."""
-    import pytest
-
     monkeypatch.setattr(sys.modules[__name__], "graph", lambda: {"a": {"b"}, "b": {"c"}, "c": {"a"}})
     with pytest.raises(AssertionError, match="a -> b -> c -> a"):
         test_no_import_cycle()
+
+
+def floor(module: str) -> int | None:
+    """The index in FLOORS of a module's floor (0 the top); None where it has none."""
+    best = None
+    for level, names in enumerate(FLOORS.values()):
+        for name in names:
+            under = module == name or (name != "cctk" and module.startswith(name + "."))
+            if under and (best is None or len(name) > len(best[1])):
+                best = (level, name)
+    return best[0] if best else None
+
+
+def unit(module: str) -> str:
+    """A module's unit for the folder check: its folder under cctk/ (``cctk.compare``), or itself."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_every_module_has_a_floor():
+    assert [m for m in sorted(graph()) if floor(m) is None] == []
+
+
+def test_imports_point_down_the_floors():
+    names = list(FLOORS)
+    upward = [f"{a} ({names[floor(a)]}) imports {b} ({names[floor(b)]})"
+              for a, found in sorted(graph().items()) for b in sorted(found) if floor(b) < floor(a)]
+    assert not upward, f"upward import, against {DIRECTION}: " + "; ".join(upward)
+
+
+def test_no_import_cycle_between_folders():
+    folders: dict[str, set[str]] = {}
+    for a, found in graph().items():
+        folders.setdefault(unit(a), set()).update(unit(b) for b in found if unit(b) != unit(a))
+    _acyclic(folders, "import cycle between folders: ")
+
+
+def test_the_floor_check_finds_an_upward_import(monkeypatch):
+    """The checker itself: a kernel that imports an output module fails, and the message names both."""
+    monkeypatch.setattr(sys.modules[__name__], "graph", lambda: {"cctk.stats": {"cctk.outputs.write"},
+                                                                 "cctk.outputs.write": {"cctk.stats"}})
+    with pytest.raises(AssertionError, match=r"cctk.stats \(kernels\) imports cctk.outputs.write"):
+        test_imports_point_down_the_floors()
+
+
+def test_the_folder_check_finds_a_cycle_no_file_check_sees(monkeypatch):
+    """compare.gather -> krtest (its __init__) and krtest.compare -> compare.tables: no cycle of files,
+    one of folders."""
+    edges = {"cctk.compare.gather": {"cctk.krtest"}, "cctk.krtest": set(),
+             "cctk.krtest.compare": {"cctk.compare.tables"}, "cctk.compare.tables": set()}
+    monkeypatch.setattr(sys.modules[__name__], "graph", lambda: edges)
+    test_no_import_cycle()
+    with pytest.raises(AssertionError, match="cctk.compare -> cctk.krtest -> cctk.compare"):
+        test_no_import_cycle_between_folders()

@@ -5,10 +5,13 @@ from cctk.errors import CctkError
 
 
 def test_embedded_is_the_default(monkeypatch):
+    """./mlruns/ of the folder the command runs in, recorded as an absolute path (readable from anywhere)."""
+    from pathlib import Path
+
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     config = tracking.resolve(None)
-    assert config.tracking_uri == "sqlite:///mlruns/mlflow.db"
-    assert config.artifact_location == "mlruns/artifacts"
+    assert config.tracking_uri == f"sqlite:///{Path.cwd()}/mlruns/mlflow.db"
+    assert config.artifact_location == str(Path.cwd() / "mlruns/artifacts")
 
 
 def test_environment_wins_over_the_option(monkeypatch):

@@ -8,19 +8,25 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from . import style as styles
 from .common import HELD_HIT, SEEN_HIT, new_figure, paper_style
+from .style import REPORT, Style
 
 STYLE = {"all": (SEEN_HIT, "-", "all 81 additions"), "seen": (SEEN_HIT, "-", "seen additions"),
          "heldout": (HELD_HIT, "--", "never-seen additions")}
+PAPER_STYLE = {"all": (styles.HIT, "-", "all 81 additions"), "seen": (styles.HIT, "-", "seen additions"),
+               "heldout": (styles.MISS, "--", "never-seen additions")}
 COLUMNS = 4
 
 
-def learning_curves(curves: pd.DataFrame, order: list[str]) -> Figure:
+def learning_curves(curves: pd.DataFrame, order: list[str], style: Style = REPORT) -> Figure:
     """One panel per arm (in ``order``): share of hits on its own target after each epoch, per group.
 
     ``curves``: columns model, epoch, group (all, seen, heldout), hits, n.
     """
     models = [m for m in order if m in set(curves["model"])]
+    if style.paper:
+        return _paper(curves, models, style)
     rows = max(1, math.ceil(len(models) / COLUMNS))
     with paper_style():
         fig = new_figure(8, 1.2 + 1.75 * rows)
@@ -44,13 +50,34 @@ def learning_curves(curves: pd.DataFrame, order: list[str]) -> Figure:
     return fig
 
 
-def _panel(ax, rows: pd.DataFrame, model: str) -> None:
+def _paper(curves: pd.DataFrame, models: list[str], style: Style) -> Figure:
+    columns = 2 if style.narrow else COLUMNS
+    rows = max(1, math.ceil(len(models) / columns))
+    with paper_style(), styles.fonts(style):
+        fig = styles.figure(style, 0.5 + 1.15 * rows)
+        axes = fig.subplots(rows, columns, sharex=True, sharey=True, squeeze=False)
+        for ax, model in zip(axes.flat, models):
+            _panel(ax, curves[curves["model"] == model], model, PAPER_STYLE, 6.5)
+        for ax in list(axes.flat)[len(models):]:
+            ax.set_visible(False)
+        for ax in axes[:, 0]:
+            ax.set_ylabel("hits")
+        for ax in axes[-1, :]:
+            ax.set_xlabel("epoch")
+        groups = [g for g in PAPER_STYLE if g in set(curves["group"])]
+        handles = [Line2D([], [], color=PAPER_STYLE[g][0], linestyle=PAPER_STYLE[g][1], marker="o", markersize=3,
+                          label=PAPER_STYLE[g][2]) for g in groups]
+        fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), frameon=False)
+    return fig
+
+
+def _panel(ax, rows: pd.DataFrame, model: str, styles_by_group: dict = STYLE, title_size: float = 7.5) -> None:
     for group, part in rows.groupby("group"):
-        color, style, _ = STYLE[group]
+        color, style, _ = styles_by_group[group]
         part = part.sort_values("epoch")
         ax.plot(part["epoch"], part["hits"] / part["n"], color=color, linestyle=style, marker="o", markersize=3,
                 linewidth=1.3)
-    ax.set_title(textwrap.fill(model, 30), fontsize=7.5)
+    ax.set_title(textwrap.fill(model, 30), fontsize=title_size)
     ax.set_ylim(-0.03, 1.03)
     ax.yaxis.set_major_formatter(lambda v, _: f"{v:.0%}")
     ax.xaxis.get_major_locator().set_params(integer=True)

@@ -9,8 +9,10 @@ from matplotlib import patheffects
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from . import style as styles
 from .common import (HELD_HIGH, HELD_HIT, HELD_LOW, HELD_MISS, SEEN_HIGH, SEEN_HIT, SEEN_LOW,
                      SEEN_MISS, ink, new_figure, paper_style, pct, shade)
+from .style import REPORT, Style
 
 DIGITS = range(1, 10)
 EXCLUDED_FILL, EXCLUDED_HATCH = "#eeeeee", "#b0b0b0"  # never seen, left out of the results (manual 4.12)
@@ -20,7 +22,7 @@ HALO = patheffects.withStroke(linewidth=4.2, foreground="white")  # outline visi
 
 
 def target_heatmap(readings: pd.DataFrame, title: str, heldout: Collection | None = None,
-                   fixed_scale: bool = True, excluded: Collection | None = None) -> Figure:
+                   fixed_scale: bool = True, excluded: Collection | None = None, style: Style = REPORT) -> Figure:
     """9 x 9 grid of the probability on the target; blue/red hit/miss, green/orange never seen.
 
     ``heldout``: the never-seen additions read for this model; ``excluded``: never-seen additions
@@ -31,6 +33,8 @@ def target_heatmap(readings: pd.DataFrame, title: str, heldout: Collection | Non
     held, out = _pairs(heldout), _pairs(excluded)
     p = readings["prob_target"]
     scale = (0.0, 1.0) if fixed_scale or p.isna().all() else (float(p.min()), float(p.max()))
+    if style.paper:
+        return _paper(readings, title, held, out, scale, fixed_scale, style)
     with paper_style():
         fig = new_figure(8, 8.5)
         ax = fig.add_axes([0.09, 0.14, 0.84, 6.7 / 8.5])
@@ -66,7 +70,34 @@ def headline(readings: pd.DataFrame, held: Collection = (), excluded: Collection
     return text
 
 
-def _cell(ax, a: int, b: int, row, group: str, scale: tuple[float, float]) -> None:
+# Fills (seen hit, seen miss, never-seen hit, never-seen miss) and the text of a cell, report and paper.
+REPORT_CELLS = {"fills": (SEEN_HIT, SEEN_MISS, HELD_HIT, HELD_MISS), "sizes": (9, 7, 6.5)}
+PAPER_CELLS = {"page": {"fills": (styles.HIT, styles.MISS, styles.HELD_HIT, styles.HELD_MISS), "sizes": (8, 6, 5.5)},
+               "column": {"fills": (styles.HIT, styles.MISS, styles.HELD_HIT, styles.HELD_MISS), "sizes": (6,)}}
+PAPER_HEIGHT = {"column": 3.3, "page": 5.4}  # inches: the grid square, its labels below and left
+
+
+def _paper(readings: pd.DataFrame, title: str, held: set, out: set, scale, fixed_scale: bool, style: Style) -> Figure:
+    """The grid alone at the journal's width; title, headline and notes go to the caption."""
+    cells = PAPER_CELLS[style.width]
+    with paper_style(), styles.fonts(style):
+        fig = styles.figure(style, PAPER_HEIGHT[style.width])
+        ax = fig.add_subplot()
+        ax.set_aspect("equal")
+        for (a, b), row in readings.iterrows():
+            pair = (int(a), int(b))
+            _cell(ax, *pair, row, "excluded" if pair in out else "held" if pair in held else "seen", scale, cells)
+        for group, colors in _groups(readings, held, out):
+            _outline_extremes(ax, group, colors, width=1.4 if style.narrow else 2.2)
+        _grid_axes(ax, 8)
+        names = (("blue", "vermillion"), ("bluish green", "orange"))
+        lines = _note_lines(readings, held, out, scale, fixed_scale, names, style.narrow)
+        styles.note(fig, headline(readings, held, out).replace("  \u00b7  ", "; ") + ".",
+                    *(line.rstrip(".").replace(",  ", ", ") + "." for line in lines))
+    return fig
+
+
+def _cell(ax, a: int, b: int, row, group: str, scale: tuple[float, float], cells: dict = REPORT_CELLS) -> None:
     """One addition; ``group`` is ``seen``, ``held`` (never seen) or ``excluded`` (left out)."""
     lo, hi = scale
     level = (row.prob_target - lo) / (hi - lo) if hi > lo else 1.0
@@ -77,18 +108,22 @@ def _cell(ax, a: int, b: int, row, group: str, scale: tuple[float, float]) -> No
                                hatch="////", linewidth=0, gid=f"cell {a} {b} excluded"))
         ax.add_patch(Rectangle((b - 0.5, a - 0.5), 1, 1, fill=False, edgecolor="white", linewidth=1.0))
     else:
-        base = (HELD_HIT if hit else HELD_MISS) if group == "held" else (SEEN_HIT if hit else SEEN_MISS)
+        seen_hit, seen_miss, held_hit, held_miss = cells["fills"]
+        base = (held_hit if hit else held_miss) if group == "held" else (seen_hit if hit else seen_miss)
         t = FLOOR + (1 - FLOOR) * (level if hit else 1 - level)  # blue darkens up, red darkens down
         fill = shade(base, t)
         ax.add_patch(Rectangle((b - 0.5, a - 0.5), 1, 1, facecolor=fill, edgecolor="white",
                                linewidth=1.0, gid=f"cell {a} {b}"))
-    color = ink(fill)
-    ax.text(b, a - 0.2, pct(row.prob_target), ha="center", va="center", fontsize=9,
+    color, sizes = ink(fill), cells["sizes"]
+    if len(sizes) == 1:  # a column-wide grid: the probability alone
+        ax.text(b, a, pct(row.prob_target), ha="center", va="center", fontsize=sizes[0], color=color)
+        return
+    ax.text(b, a - 0.2, pct(row.prob_target), ha="center", va="center", fontsize=sizes[0],
             fontweight="bold", color=color)
     ax.text(b, a + 0.06, f"{int(row.target)} | {int(row.top_choice)}", ha="center",
-            va="center", fontsize=7, color=color)
+            va="center", fontsize=sizes[1], color=color)
     if not hit:
-        ax.text(b, a + 0.3, f"({pct(row.prob_top)})", ha="center", va="center", fontsize=6.5,
+        ax.text(b, a + 0.3, f"({pct(row.prob_top)})", ha="center", va="center", fontsize=sizes[2],
                 color=color)
 
 
@@ -105,24 +140,24 @@ def _groups(readings: pd.DataFrame, held: set, excluded: set = frozenset()):
     yield readings[is_held], (HELD_HIGH, HELD_LOW)
 
 
-def _outline_extremes(ax, group: pd.DataFrame, colors: tuple[str, str]) -> None:
+def _outline_extremes(ax, group: pd.DataFrame, colors: tuple[str, str], width: float = 2.2) -> None:
     p = group["prob_target"].dropna()  # a broken (NaN) model has no extremes to outline
     if p.empty:
         return
     for (a, b), color, inset in ((p.idxmax(), colors[0], 0.05), (p.idxmin(), colors[1], 0.09)):
         ax.add_patch(Rectangle((b - 0.5 + inset, a - 0.5 + inset), 1 - 2 * inset, 1 - 2 * inset,
-                               fill=False, edgecolor=color, linewidth=2.2, zorder=3,
+                               fill=False, edgecolor=color, linewidth=width, zorder=3,
                                path_effects=[HALO]))
 
 
-def _grid_axes(ax) -> None:
+def _grid_axes(ax, size: float = 9) -> None:
     ax.set_xlim(0.5, 9.5)
     ax.set_ylim(9.5, 0.5)  # a = 1 on top
     ax.set_xticks(list(DIGITS))
     ax.set_yticks(list(DIGITS))
-    ax.tick_params(length=0, labelsize=9)
-    ax.set_xlabel("second addend b", fontsize=9)
-    ax.set_ylabel("first addend a", fontsize=9)
+    ax.tick_params(length=0, labelsize=size)
+    ax.set_xlabel("second addend b", fontsize=size)
+    ax.set_ylabel("first addend a", fontsize=size)
     for spine in ax.spines.values():
         spine.set_visible(False)
 
@@ -136,22 +171,32 @@ def _extremes_line(label: str, group: pd.DataFrame, outlines: tuple[str, str]) -
             f"lowest {a2} + {b2} ({pct(p.min())}, {outlines[1]} outline)")
 
 
+REPORT_NAMES = (("blue", "red"), ("green", "orange"))  # fills of a hit and a miss: seen, never seen
+
+
 def _notes(readings: pd.DataFrame, held: set, excluded: set, scale, fixed_scale: bool) -> str:
+    lines = _note_lines(readings, held, excluded, scale, fixed_scale)
+    return "\n".join(textwrap.fill(line, NOTE_WIDTH, subsequent_indent="  ") for line in lines)
+
+
+def _note_lines(readings: pd.DataFrame, held: set, excluded: set, scale, fixed_scale: bool,
+                names=REPORT_NAMES, probability_only: bool = False) -> list[str]:
     labels = (("Seen", ("dark blue", "dark red")), ("Never seen", ("dark green", "dark brown")))
     split = bool(held or excluded)
     lines = [_extremes_line(label if split else "All additions", group, outlines)
              for (group, _), (label, outlines) in zip(_groups(readings, held, excluded), labels)
              if not group.empty]
-    fills = "blue = top choice is the target, red = it is not"
+    fills = f"{names[0][0]} = top choice is the target, {names[0][1]} = it is not"
     if split:
-        fills += "; never-seen additions green / orange"
+        fills += f"; never-seen additions {names[1][0]} / {names[1][1]}"
     if excluded:
         fills += ("; hatched gray = never seen but left out of the results (its fabricated answer already"
                   " equals the target), in neither group")
     span = ("a fixed 0-100% scale" if fixed_scale
             else f"the observed range, {pct(scale[0])} to {pct(scale[1])}")
     lines.append(f"Fill: {fills}; shade read on {span}.")
-    lines.append("Cell: probability on the target (bold), target | chosen, (probability of the"
+    lines.append("Cell: probability on the target." if probability_only else
+                 "Cell: probability on the target (bold), target | chosen, (probability of the"
                  " chosen answer when it differs).")
     lines.append("Probabilities normalised over the candidates 2 to 36.")
-    return "\n".join(textwrap.fill(line, NOTE_WIDTH, subsequent_indent="  ") for line in lines)
+    return lines

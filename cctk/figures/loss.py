@@ -6,13 +6,18 @@ from collections.abc import Sequence
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from . import style as styles
 from .common import CONTROL, LINES, SEEN_HIT, new_figure, paper_style
+from .style import REPORT, Style
 
 MAIN_COLORS = (SEEN_HIT,) + LINES
 
 
-def loss_chart(losses: dict[str, list[float]], main: Sequence[str]) -> Figure:
-    """Loss per epoch on a log axis: the runs in ``main`` in colour, the rest in gray."""
+def loss_chart(losses: dict[str, list[float]], main: Sequence[str], style: Style = REPORT) -> Figure:
+    """Loss per epoch on a log axis: the runs in ``main`` in colour, the rest in gray (report style);
+    in paper style every run its own colour, marker and line style, each in the legend."""
+    if style.paper:
+        return _paper(losses, style)
     with paper_style():
         fig = new_figure(6, 3.6)
         ax = fig.add_axes([0.12, 0.14, 0.55, 0.74])
@@ -45,3 +50,21 @@ def draw_losses(ax, losses: dict[str, list[float]], main: Sequence[str], legend_
 def _plot(ax, values: list[float], color: str, width: float) -> None:
     epochs = range(1, len(values) + 1)
     ax.plot(epochs, values, color=color, linewidth=width, marker="o", markersize=2.5)
+
+
+def _paper(losses: dict[str, list[float]], style: Style) -> Figure:
+    columns = 1 if style.narrow else 2
+    rows = -(-len(losses) // columns)
+    with paper_style(), styles.fonts(style):
+        fig = styles.figure(style, 2.3 + 0.17 * rows)
+        ax = fig.add_subplot()
+        for i, (name, values) in enumerate(losses.items()):
+            ax.plot(range(1, len(values) + 1), values, label=styles.label(name, style), linewidth=1.0, markersize=3.5,
+                    **styles.series(i))
+        ax.set_yscale("log")
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("loss (log scale)")
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.grid(color="#e3e3e3", linewidth=0.5, which="both")
+        fig.legend(loc="outside lower center", ncol=columns, frameon=False, handlelength=2.6)
+    return fig

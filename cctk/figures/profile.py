@@ -12,18 +12,21 @@ from matplotlib.transforms import blended_transform_factory
 
 from ..facts import CANDIDATES
 from ..names import model_name
+from . import style as styles
 from .common import (BASE, HELD_HIT, LIGHT_BLUE, LIGHT_RED, LINES, SEEN_HIT, new_figure,
                      paper_style, shade)
+from .style import REPORT, Style
 
 INTERVALS = 6  # both y axes: one set of gridlines serves both
 BAR_SEEN, BAR_HELD = shade(SEEN_HIT, 0.6), shade(HELD_HIT, 0.6)  # pale, so lines read on top
+PAPER_BARS = ("#d4d4d4", "#a3a3a3")  # grays: no series colour is taken by the bars
 LINE_PT = 10.5  # height of one line of band text, points
 EDGE = 0.015  # margin of the band texts from the figure's sides, a fraction of its width
 
 
 def probability_profile(series: dict[str, pd.DataFrame], targets: pd.Series, title: str,
                         band: tuple[int, int] | None = None,
-                        heldout: Collection | None = None) -> Figure:
+                        heldout: Collection | None = None, style: Style = REPORT) -> Figure:
     """Lines: each model's mean probability per candidate (left axis); bars: targets (right).
 
     ``band`` = (lo, hi), the candidates that can be an answer, shaded blue, the rest red, with
@@ -31,6 +34,8 @@ def probability_profile(series: dict[str, pd.DataFrame], targets: pd.Series, tit
     """
     means = pd.DataFrame({name: t.groupby("candidate_value")["prob"].mean()
                           for name, t in series.items()}).reindex(CANDIDATES, fill_value=0.0)
+    if style.paper:
+        return _paper(means, targets, band, heldout, style)
     above = 0.5 + (LINE_PT / 72 * (len(series) + 1) if band is not None else 0.0)  # inches
     height = 0.95 + 2.8 + above
     with paper_style():
@@ -69,17 +74,17 @@ def _lines(ax, means: pd.DataFrame) -> list:
     return handles
 
 
-def _count_bars(ax, targets: pd.Series, heldout) -> list:
+def _count_bars(ax, targets: pd.Series, heldout, colors: tuple = (BAR_SEEN, BAR_HELD)) -> list:
     held = {(int(a), int(b)) for a, b in (heldout or ())}
     is_held = pd.Series([(int(a), int(b)) in held for a, b in targets.index], index=targets.index)
     seen = targets[~is_held].astype(int).value_counts().reindex(CANDIDATES, fill_value=0)
     never = targets[is_held].astype(int).value_counts().reindex(CANDIDATES, fill_value=0)
-    ax.bar(seen.index, seen.values, width=0.6, color=BAR_SEEN, zorder=2)
+    ax.bar(seen.index, seen.values, width=0.6, color=colors[0], zorder=2)
     if not held:
-        return [Patch(color=BAR_SEEN, label="additions with this target (right axis)")]
-    ax.bar(never.index, never.values, bottom=seen.values, width=0.6, color=BAR_HELD, zorder=2)
-    return [Patch(color=BAR_SEEN, label="seen additions with this target (right axis)"),
-            Patch(color=BAR_HELD, label="never-seen additions with this target (right axis)")]
+        return [Patch(color=colors[0], label="additions with this target (right axis)")]
+    ax.bar(never.index, never.values, bottom=seen.values, width=0.6, color=colors[1], zorder=2)
+    return [Patch(color=colors[0], label="seen additions with this target (right axis)"),
+            Patch(color=colors[1], label="never-seen additions with this target (right axis)")]
 
 
 def _axes(ax, bars, means: pd.DataFrame, targets: pd.Series) -> None:
@@ -134,3 +139,38 @@ def _band_text(ax, x: float, label: str, shares: pd.Series, align: str, x_in_fig
         ax.annotate(text, (x, 1.0), xycoords=where, xytext=(0, 3 + LINE_PT * k),
                     textcoords="offset points", ha=align, va="bottom", fontsize=7.5,
                     fontweight="bold", color=color)
+
+
+def _paper(means: pd.DataFrame, targets: pd.Series, band, heldout, style: Style) -> Figure:
+    """Lines in the paper palette, each with its marker and line style; the bands' shares go to the caption."""
+    with paper_style(), styles.fonts(style):
+        fig = styles.figure(style, 3.2 if style.narrow else 3.4)
+        ax = fig.add_subplot()
+        bars = ax.twinx()
+        ax.set_zorder(bars.get_zorder() + 1)
+        ax.patch.set_visible(False)
+        if band is not None:
+            _paper_bands(fig, bars, means, band)
+        handles = _count_bars(bars, targets, heldout, PAPER_BARS)
+        for i, name in enumerate(means.columns):
+            ax.plot(means.index, 100 * means[name], linewidth=1.0, markersize=2.5, label=name, **styles.series(i))
+        handles = [Line2D([], [], linewidth=1.0, markersize=3, label=styles.label(name, style), **styles.series(i))
+                   for i, name in enumerate(means.columns)] + handles
+        _axes(ax, bars, means, targets)
+        ax.set_xticks(CANDIDATES[::4 if style.narrow else 2])
+        ax.set_ylabel("mean probability" if style.narrow else "mean probability over the 81 additions")
+        bars.set_ylabel("additions with this target" if style.narrow else "additions whose target is this answer")
+        fig.legend(handles=handles, loc="outside lower center", ncol=1 if style.narrow else 2, frameon=False)
+    return fig
+
+
+def _paper_bands(fig, bars_ax, means: pd.DataFrame, band: tuple[int, int]) -> None:
+    lo, hi = band
+    bars_ax.axvspan(lo - 0.5, hi + 0.5, color=LIGHT_BLUE, linewidth=0, zorder=0)
+    for a, b in ((CANDIDATES[0], lo - 1), (hi + 1, CANDIDATES[-1])):
+        if a <= b:
+            bars_ax.axvspan(a - 0.5, b + 0.5, color=LIGHT_RED, linewidth=0, zorder=0)
+    inside = means.loc[lo:hi].sum()
+    shares = ", ".join(f"{name} {share:.0%}" for name, share in inside.items())
+    styles.note(fig, f"Share of probability on the answers {lo} to {hi} (blue band; the rest, red, lies outside): "
+                     f"{shares}.")

@@ -8,22 +8,29 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.transforms import blended_transform_factory
 
+from . import style as styles
 from .common import BASE, CONTROL, HELD_HIT, SEEN_HIT, new_figure, paper_style
+from .style import REPORT, Style
 
 COLORS = {"seen": SEEN_HIT, "held out": HELD_HIT, "control held out": CONTROL, "base": BASE}
 LABELS = {"seen": "seen", "held out": "never seen", "control held out": "never seen, control",
           "base": "base model (all 81)"}
 OFFSET = {"seen": -0.15, "held out": 0.15, "control held out": 0.15, "base": 0.0}
 COLUMN = {"seen": 0, "base": 0, "held out": 1, "control held out": 1}  # counts column
+# Paper style: (colour, marker) of each group.
+PAPER = {"seen": (styles.HIT, "o"), "held out": (styles.MISS, "s"), "control held out": (CONTROL, "^"),
+         "base": ("#000000", "D")}
 
 
-def synthesis_chart(rows: pd.DataFrame) -> Figure:
+def synthesis_chart(rows: pd.DataFrame, style: Style = REPORT) -> Figure:
     """One row per model: dot = share of hits, bar = exact 95% interval, per group.
 
     ``rows``: columns model, group ("seen", "held out", "control held out", "base"),
     hits, n, share, lo, hi (shares and bounds in 0..1).
     """
     models = list(dict.fromkeys(rows["model"]))
+    if style.paper:
+        return _paper(rows, models, style)
     height = 1.5 + 0.42 * len(models)
     with paper_style():
         fig = new_figure(8, height)
@@ -61,3 +68,28 @@ def _counts(ax, rows: pd.DataFrame, models: list[str]) -> None:
     for _, r in rows.iterrows():
         ax.text(1.1 + 0.2 * COLUMN[r.group], models.index(r.model), f"{r.hits} / {r.n}",
                 transform=where, ha="center", va="center", color=COLORS[r.group])
+
+
+def _paper(rows: pd.DataFrame, models: list[str], style: Style) -> Figure:
+    """Dots in the paper palette, a marker per group; the counts are table09's (the caption says so)."""
+    with paper_style(), styles.fonts(style):
+        fig = styles.figure(style, 0.9 + (0.27 if style.narrow else 0.22) * len(models))
+        ax = fig.add_subplot()
+        for _, r in rows.iterrows():
+            y = models.index(r.model) + (OFFSET[r.group] if _two_groups(rows, r.model) else 0.0)
+            color, marker = PAPER[r.group]
+            ax.errorbar(r.share, y, xerr=[[r.share - r.lo], [r.hi - r.share]], fmt=marker, color=color,
+                        markersize=3.5, capsize=2, linewidth=1.0)
+        ax.set_yticks(range(len(models)), [textwrap.fill(m, 34 if style.narrow else 60) for m in models],
+                      fontsize=7 if style.narrow else None)
+        ax.set_ylim(len(models) - 0.5, -0.5)
+        ax.set_xlim(-0.02, 1.02)
+        ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0])
+        ax.xaxis.set_major_formatter(lambda v, _: f"{v:.0%}")
+        ax.set_xlabel("top choices on the target")
+        ax.grid(axis="x", color="#dddddd", linewidth=0.5)
+        present = [g for g in PAPER if g in set(rows["group"])]
+        handles = [Line2D([], [], color=PAPER[g][0], marker=PAPER[g][1], label=LABELS[g]) for g in present]
+        fig.legend(handles=handles, loc="outside lower center", ncol=2, frameon=False)
+        styles.note(fig, "The hits / n of every dot are in the synthesis table (table09).")
+    return fig

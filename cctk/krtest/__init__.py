@@ -8,7 +8,7 @@ checked and journaled), ``oracle`` (the paper's Golden Standard check), ``scorin
 ``lora`` (adapters at a parameter budget, the two placements matched), ``train`` (fine-tuning with
 periodic KR and perplexity evaluations), ``callback`` (``KRTestCallback`` for any HF ``Trainer``),
 ``report`` (files, figure and table), ``jobs``, ``study`` and ``seeds`` (the commands, tracked in
-MLflow), ``cli``.
+MLflow), ``compare`` (KR-Test runs compared: ``cctk compare --runs``), ``cli``.
 """
 
 # LoRA trainable parameters aimed at by default: on SmolLM2-135M both placements reach it exactly

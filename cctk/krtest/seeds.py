@@ -2,7 +2,7 @@
 
 One sweep run (``cctk.kind=krtest-sweep``) with one nested study per seed (each the parent of its five
 arms: sweep > study > arm in the UI). Its folder, created exclusively, holds the studies' session
-folders and the across-seeds tables of ``cctk.compare.kr`` (``kr_runs``, ``kr_pooled``: mean accuracy
+folders and the across-seeds tables of ``cctk.krtest.compare`` (``kr_runs``, ``kr_pooled``: mean accuracy
 over seeds with a t interval and the pooled exact interval, ``kr_paired``: exact McNemar tests of
 every two arms, per seed and pooled), which are the sweep run's artifacts and metrics.
 """
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..compare import kr
-from ..session import new_folder
 from .. import tracking
+from ..session import new_folder
 from . import ARMS, SWEEP_RUN
+from . import compare as kr
 from . import study as study_module
 from .jobs import open_track
 

@@ -33,7 +33,7 @@ from .lora import DEFAULT_BUDGET, LoraPlan, attach_lora, check_budget, plan_lora
 from .scoring import Summary, score, summarize
 
 METHODS = ("full", "lora")
-RECIPES = {  # measured on the bundled model and the default data set (README, "KR-Test")
+RECIPES = {  # measured on the bundled model and the default data set (docs/krtest.md)
     "full": Recipe(repeats=1, epochs=6, learning_rate=6e-4, batch_size=4, schedule="linear", warmup=0.1),
     "lora": Recipe(repeats=1, epochs=6, learning_rate=3e-3, batch_size=4, schedule="linear", warmup=0.1),
 }

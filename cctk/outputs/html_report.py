@@ -133,7 +133,7 @@ INDEX = {"sum": "the summed log-probability of each candidate's tokens",
 
 
 def render(info: RunInfo, tables: dict[str, pd.DataFrame], figures: list[tuple[object, str]], report: Report) -> str:
-    """``figures``: (catalog.Spec, its PNG as a data URI) in order; ``report``: the run's sections and
+    """``figures``: (figures.spec.Spec, its PNG as a data URI) in order; ``report``: the run's sections and
     tables, in its protocol's words (``cctk.protocols``)."""
     notes = {key: note.format(model=info.model.key, profile=info.profile) for key, note in report.notes.items()}
     sections = {key: {"key": key, "title": text, "items": [], "note": notes.get(key)}

@@ -4,6 +4,7 @@ fine-tuning run and the training loss (log scale; main sequence in colour, the r
 The same page serves a protocol v1 run: one run, no split. It reads the run's ``RunInfo``."""
 from __future__ import annotations
 
+import re
 import textwrap
 from dataclasses import fields
 from pathlib import Path
@@ -46,17 +47,36 @@ def facts(info: RunInfo) -> list[tuple[str, list[tuple[str, str]]]]:
     software = [(name, str(sw.get(key) or "-")) for name, key in (
         ("Python", "python"), ("PyTorch", "torch"), ("Transformers", "transformers"), ("CUDA", "cuda"),
         ("MLflow", "mlflow"), ("cctk", "cctk"))]
-    model = [("model", info.model.key), ("source", info.model.id), ("profile", info.profile_note or info.profile)]
+    model = [("model", info.model.key), ("source", info.model.id), *_model_file(info),
+             ("profile", info.profile_note or info.profile)]
     recipe = [(f.name, getattr(info.recipe, f.name)) for f in fields(info.recipe)]
     model += [(k.replace("_", " "), "none" if k == "grad_clip" and v == 0 else str(v)) for k, v in recipe]
     if info.holdout is not None:
         model.append(("held out", f"{info.holdout:.0%} ({len(info.heldout_additions)} of 81)"))
     else:
         model.append(("held out", "none (all 81 trained on)"))
-    model.append(("seeds", ", ".join(map(str, info.seeds.values))))
+    seeds = info.seeds.values
+    model.append(("seed used", str(seeds[0])))
+    if len(seeds) > 1:  # drawn or derived with it, reserved for repetitions
+        model.append(("unused seeds", ", ".join(map(str, seeds[1:]))))
     if info.parts:
         model.append(("parts run", ", ".join(info.parts) + _not_run(info.parts)))
     return [("Hardware", hardware), ("Software", software), ("Model and recipe", model)]
+
+
+def _model_file(info: RunInfo) -> list[tuple[str, str]]:
+    """The file the run loaded (path, size, sha256 or Hub revision) and the commit of the code, where recorded."""
+    made = info.provenance
+    if made is None:  # a run from before provenance was recorded
+        return []
+    model = made.model
+    rows = [("model file", model.path or "-")]
+    if model.size_bytes:
+        rows.append(("size", size(model.size_bytes)))
+    rows.append(("sha256", model.sha256) if model.sha256 else ("revision", model.revision or "-"))
+    if made.git:
+        rows.append(("git commit", made.git.commit[:12] + (" (uncommitted changes)" if made.git.dirty else "")))
+    return rows
 
 
 def _not_run(parts: list[str]) -> str:
@@ -96,10 +116,10 @@ def draw(info: RunInfo, table11: pd.DataFrame, losses: dict[str, list[float]], m
         if info.warnings:  # Part A did not absorb: said on the page, not only in a table
             fig.text(0.955, 0.965, "\n".join(textwrap.wrap("Warning: " + "; ".join(info.warnings), 70)),
                      fontsize=7, va="top", ha="right", color="#c62828", fontweight="bold")
-        blocks = facts(info)
-        for (title, rows), (x, width) in zip(blocks, BLOCKS):
-            _block(fig, x, 0.895, title, rows, width)
-        below = 0.895 - 0.022 - 0.0145 * max(len(rows) for _, rows in blocks) - 0.02
+        blocks = [(title, _wrapped(rows, width)) for (title, rows), (_, width) in zip(facts(info), BLOCKS)]
+        for (title, rows), (x, _) in zip(blocks, BLOCKS):
+            _block(fig, x, 0.895, title, rows)
+        below = 0.895 - 0.022 - LINE * max(sum(len(lines) for _, lines in rows) for _, rows in blocks) - 0.02
         bottom = _runs(fig, runs_table(table11), below, info.loss or LOSS)
         _loss(fig.add_axes([0.1, 0.06, 0.5, bottom - 0.06 - 0.03]), losses, main)
     return fig
@@ -121,16 +141,36 @@ def _subtitle(info: RunInfo) -> str:
             f"MLflow run {ml.run_id or '-'} (experiment {ml.experiment_id or '-'})  \u00b7  {ml.tracking_uri or '-'}")
 
 
-def _block(fig, x: float, y: float, title: str, rows: list[tuple[str, str]], width: int) -> None:
+LINE = 0.0145  # height of one line of a block, figure fraction
+
+
+def _wrapped(rows: list[tuple[str, str]], width: int) -> list[tuple[str, list[str]]]:
+    """Each value as the lines it takes at ``width`` characters: wrapped at spaces and slashes, a long
+    word (a hash, a path) broken where it must; never cut."""
+    return [(label, _wrap(str(value), width)) for label, value in rows]
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """Greedy lines of at most ``width`` characters, broken after a space or a slash (a path); a piece
+    longer than a line (a hash) broken inside."""
+    lines, line = [], ""
+    for piece in re.findall(r"[^ /]*[ /]|[^ /]+$", text):
+        if line and len((line + piece).rstrip()) > width:
+            lines.append(line.rstrip())
+            line = ""
+        line += piece
+    lines.append(line.rstrip())
+    return [part for whole in lines for part in (textwrap.wrap(whole, width) if len(whole) > width else [whole])]
+
+
+def _block(fig, x: float, y: float, title: str, rows: list[tuple[str, list[str]]]) -> None:
     fig.text(x, y, title, fontsize=10, fontweight="bold", va="top")
-    for i, (label, value) in enumerate(rows):
-        top = y - 0.022 - 0.0145 * i
-        fig.text(x, top, label, fontsize=7, va="top", color="#555555")
-        fig.text(x + 0.095, top, _clip(value, width), fontsize=7, va="top")
-
-
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "\u2026"
+    line = 0
+    for label, lines in rows:
+        fig.text(x, y - 0.022 - LINE * line, label, fontsize=7, va="top", color="#555555")
+        for text in lines:  # a wrapped value goes on over the next lines of the grid
+            fig.text(x + 0.095, y - 0.022 - LINE * line, text, fontsize=7, va="top")
+            line += 1
 
 
 # Columns of the runs table: header, x of the text (figure fraction), alignment.

@@ -16,7 +16,8 @@ from .. import protocols, session
 from ..names import model_name
 from ..records import RunRecord
 from ..session import Layout
-from . import catalog, html_report, render, run_report
+from ..figures import spec as figure_spec
+from . import html_report, render, run_report
 from .tables import write_tables
 
 
@@ -26,7 +27,7 @@ def model_heatmaps(results, key: str, layout: Layout, protocol: protocols.Protoc
     finds it again."""
     paths = []
     for spec in protocol.model_figures(results, key):
-        paths += catalog.draw_and_save(spec, layout.figure(spec.number, spec.stem)["png"].parent)
+        paths += figure_spec.draw_and_save(spec, layout.figure(spec.number, spec.stem)["png"].parent)
     return paths
 
 
@@ -55,11 +56,11 @@ def write_all(results, tables: dict[str, pd.DataFrame], record: RunRecord, layou
     return len(specs)
 
 
-def _figure(spec: catalog.Spec, layout: Layout, reuse: bool) -> str:
+def _figure(spec: figure_spec.Spec, layout: Layout, reuse: bool) -> str:
     """Draw and save one figure (unless a drawn heatmap may be reused); its PNG as a data URI."""
     files = layout.figure(spec.number, spec.stem)
     if not (reuse and spec.key.startswith("heatmap:") and all(p.is_file() for p in files.values())):
-        catalog.draw_and_save(spec, files["png"].parent)
+        figure_spec.draw_and_save(spec, files["png"].parent)
     return html_report.data_uri(files["png"])
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import figures as charts
 from ..names import model_name
-from ..outputs.catalog import Spec
+from ..figures.spec import Spec
 from .experiment import AFTER, BEFORE, Results
 from .facts import PAIRS
 

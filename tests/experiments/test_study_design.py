@@ -67,7 +67,7 @@ def test_the_study_design_is_declared_once_and_derived_everywhere():
     """lineage.ARMS is the design; the pairs, a part's arms and a profile's models read as the manual lists them."""
     from cctk.experiments import part_c, part_d
     from cctk.lineage import ARM_BY_KEY, CONTROLS, RULE_VS_CONTROL, family_arms
-    from cctk.outputs import catalog
+    from cctk.v2 import catalog
 
     assert RULE_VS_CONTROL == (("c18_correct", "c18ctl_correct"), ("c18_random", "c18ctl_correct"),
                                ("c3_correct", "c3ctl_correct"), ("c3_random", "c3ctl_correct"),

@@ -9,7 +9,7 @@ from cctk.experiments import Results
 from cctk.facts import ADDITIONS
 from cctk.figures.heatmap import headline
 from cctk.lineage import build_study_inputs
-from cctk.outputs import catalog
+from cctk.v2 import catalog
 
 SEED = 12345
 SEEN_MISSES = [(1, 1), (1, 2), (1, 5), (1, 6), (1, 8), (1, 9), (2, 2)]

@@ -1,7 +1,7 @@
 """``python -m cctk.bench pipeline`` runs ``cctk run`` as a user does and reads its cost back from MLflow."""
 import pytest
 
-from cctk import pipeline_bench
+from cctk.bench import pipeline as pipeline_bench
 
 pytestmark = pytest.mark.integration
 
@@ -14,7 +14,7 @@ def test_bench_pipeline_reads_the_runs_cost(tiny_dir, tmp_path):
                                    .split(" / "))
     assert min(before, pipelines, after) > 0
     # a tiny model's limit is milliseconds (its minutes print as 0.0): the ratios, by hand in
-    # tests/test_train_bench.py, are far above 1 here, a pipeline being all fixed cost
+    # tests/bench/test_bench_train.py, are far above 1 here, a pipeline being all fixed cost
     assert result["wall time / compute limit (the pipeline's peak)"] > 1
     assert result["wall time / compute limit (the highest peak)"] > 1
     assert result["correct sums model: correct sums (of 81)"] in range(82)

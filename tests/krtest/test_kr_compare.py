@@ -10,7 +10,7 @@ from scipy import stats
 
 from cctk import tracking
 from cctk.cli import cli
-from cctk.compare.kr import KrArm, mcnemar_exact, paired_table, pooled_table, runs_table
+from cctk.krtest.compare import KrArm, mcnemar_exact, paired_table, pooled_table, runs_table
 
 
 def items(correct, contexts=None):

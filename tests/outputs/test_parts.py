@@ -17,7 +17,8 @@ from cctk.config import PARTS, make_config, parse_parts
 from cctk.errors import CctkError
 from cctk.experiments import TABLE_PART, Results, compute_tables
 from cctk.lineage import ARMS, arms_for, models_for
-from cctk.outputs import catalog
+from cctk.figures import spec as figure_spec
+from cctk.v2 import catalog
 from cctk.session import rebuild
 from builders import RUN, figure_copier, write_session
 
@@ -88,13 +89,13 @@ def ac_session(tmp_path_factory, written_session):
     full_folder, full, _ = written_session
     results = partial(full, AC)
     tables = compute_tables(results)
-    original = catalog.draw_and_save
-    catalog.draw_and_save = figure_copier(full_folder)
+    original = figure_spec.draw_and_save
+    figure_spec.draw_and_save = figure_copier(full_folder)
     try:
         folder = write_session(tmp_path_factory.mktemp("ac"), results, tables,
                                make_config("smollm2-135m-bundled", "quick", (7,), parts="A,C"), RUN)
     finally:
-        catalog.draw_and_save = original
+        figure_spec.draw_and_save = original
     return folder, results, tables
 
 
@@ -146,7 +147,7 @@ def test_a_partial_session_is_read_back(ac_session, tmp_path, monkeypatch):
     loaded = run_results.load(folder)
     assert loaded.parts == AC and list(loaded.tables) == list(tables)
     assert "recovery" not in loaded.measurements and len(loaded.measurements) == 9
-    monkeypatch.setattr(catalog, "draw_and_save", figure_copier(folder))
+    monkeypatch.setattr(figure_spec, "draw_and_save", figure_copier(folder))
     result = CliRunner().invoke(cli, ["report", str(folder), "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert "re-rendered 16 figures, 5 tables" in result.output

@@ -12,7 +12,9 @@ import pytest
 from cctk.config import PROFILES
 from cctk.facts import CANDIDATES
 from cctk.lineage import ARMS
-from cctk.outputs import catalog, model_heatmaps
+from cctk.figures import spec as figure_spec
+from cctk.outputs import model_heatmaps
+from cctk.v2 import catalog
 from cctk.outputs.tables import write_tables
 from cctk.session import Layout, rebuild
 
@@ -27,7 +29,7 @@ def session(written_session):
 @pytest.fixture()
 def copy_figures(monkeypatch, session):
     """Figures 'drawn' by copying the session's: for tests about everything but the drawing."""
-    monkeypatch.setattr(catalog, "draw_and_save", figure_copier(session[0]))
+    monkeypatch.setattr(figure_spec, "draw_and_save", figure_copier(session[0]))
 
 
 def files_under(folder: Path) -> dict[str, bytes]:
@@ -127,7 +129,7 @@ def test_run_info_has_every_fact(session):
     assert info["profile"] == "quick" and info["recipe"]["epochs"] == PROFILES["quick"].epochs and info["holdout"] == 0.3
     assert info["seeds"]["values"] == [SEED] and "split" in info["seeds"]["roles"]["seeds[0]"]
     assert info["candidates"] == list(CANDIDATES) and info["end_marker"] == "\n"
-    assert info["mlflow"] == {k: RUN[k] for k in ("tracking_uri", "experiment_id", "run_id")}
+    assert info["mlflow"] == {**{k: RUN[k] for k in ("tracking_uri", "experiment_id", "run_id")}, "artifact_uri": None}
     assert info["session"] == SESSION and info["seconds"] == RUN["seconds"]
     assert len(info["heldout_additions"]) == 24
     assert set(info["training"]) == {arm.key for arm in ARMS}
@@ -208,8 +210,8 @@ def test_cli_report_loads_no_torch(tmp_path, session):
 import sys
 sys.path.insert(0, {str(Path(__file__).parents[1])!r})
 from builders import figure_copier
-from cctk.outputs import catalog
-catalog.draw_and_save = figure_copier({str(folder)!r})
+from cctk.figures import spec as figure_spec
+figure_spec.draw_and_save = figure_copier({str(folder)!r})
 from cctk.cli import cli
 try:
     cli(["report", {str(folder)!r}, "--out", {str(tmp_path)!r}], standalone_mode=False)

@@ -18,14 +18,14 @@ import warnings
 
 import torch
 
-from . import compute, memory, models
-from .config import PROFILES, Recipe
-from .corpus import build_corpus, tokenize
-from .device import check_recipe, resolve
-from .errors import CctkError
-from .facts import ADDITIONS, correct_sums
-from .finetune import batch_loss, fine_tune, to_model
-from .scoring import measure
+from .. import compute, memory, models
+from ..config import PROFILES, Recipe
+from ..corpus import build_corpus, tokenize
+from ..device import check_recipe, resolve
+from ..errors import CctkError
+from ..facts import ADDITIONS, correct_sums
+from ..finetune import batch_loss, fine_tune, to_model
+from ..scoring import measure
 
 SHAPES = {"cpu": ("smollm2-135m",), "cuda": ("smollm2-135m", "qwen2.5-0.5b", "phi-1.5")}
 T4 = memory.Room(int(14.6 * memory.GIB), 64 * memory.GIB, "cuda", "emulated 16 GB T4", bf16=False)
@@ -144,7 +144,7 @@ def _counting_reads(device: torch.device):
     """Count reads of the device inside each training step (not while a batch is built on the host, nor
     the epoch's own reads): CUDA's own count of synchronising calls, or on a CPU every way a tensor's value
     reaches Python. Yields the list of each step's count."""
-    from . import finetune
+    from .. import finetune
 
     steps: list[int] = []
     real_step = finetune._DeviceGuard.step

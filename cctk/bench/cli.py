@@ -1,22 +1,20 @@
-"""Benchmarks, as ratios measured in one process: ``python -m cctk.bench measure | train | pipeline | absorb | gpu``.
+"""The command line of the benchmarks, ``python -m cctk.bench measure | train | pipeline | absorb | gpu``
+(ratios measured in one process), one module of this package per command.
 
 ``measure``: the manual's plain loop (one candidate per forward pass, end marker included)
 against ``cctk.measure`` on the bundled model, over all 81 x 35 candidates by default.
 ``train``: examples per second of a plain PyTorch loop, ``fine_tune`` with each saving, and the
 compute limit. ``pipeline``: a whole quick pipeline (``cctk run``, as ``make run``), its wall time as
 a ratio of the compute limit of its training on this machine. ``absorb``: the Part A arms of a recipe
-per seed, hits against the run's thresholds. ``gpu``: the first contact with a device (``cctk.gpu_bench``).
+per seed, hits against the run's thresholds. ``gpu``: the first contact with a device (``cctk.bench.gpu``).
 """
 from __future__ import annotations
 
 import json
-import platform
-import time
 from dataclasses import asdict
 from pathlib import Path
 
 import click
-import torch
 
 
 @click.group()
@@ -40,26 +38,9 @@ def _report(result: dict, json_out: Path | None) -> None:
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None)
 def bench_measure(model, additions, json_out):
     """Plain one-candidate loop vs ``measure``: seconds, speedup, largest |log-prob difference|."""
-    from .facts import ADDITIONS
-    from .models import load_model
-    from .scoring import measure, measure_plain
+    from .measure import run
 
-    lm, tokenizer = load_model(model)
-    subset = ADDITIONS[:additions]
-    measure(lm, tokenizer, subset[:1])  # warm-up: first-call allocations are not the method's cost
-    start = time.perf_counter()
-    fast = measure(lm, tokenizer, subset)
-    fast_s = time.perf_counter() - start
-    start = time.perf_counter()
-    plain = measure_plain(lm, tokenizer, subset)
-    plain_s = time.perf_counter() - start
-    result = {
-        "model": model, "rows": len(fast), "threads": torch.get_num_threads(),
-        "machine": platform.processor() or platform.machine(),
-        "naive_seconds": round(plain_s, 2), "fast_seconds": round(fast_s, 2),
-        "speedup": round(plain_s / fast_s, 1),
-        "max_abs_logprob_diff": float((fast["logprob"] - plain["logprob"]).abs().max()),
-    }
+    result = run(model, additions)
     _report(result, json_out)
 
 
@@ -71,8 +52,8 @@ def bench_measure(model, additions, json_out):
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None)
 def bench_train(model, steps, batch_size, json_out):
     """Examples per second: a plain PyTorch loop vs ``fine_tune`` (float32, bf16) vs the compute limit."""
-    from .config import PROFILES
-    from .train_bench import run
+    from ..config import PROFILES
+    from .train import run
 
     result = run(model, steps, batch_size or PROFILES["quick"].batch_size)
     _report(result, json_out)
@@ -88,7 +69,7 @@ def bench_train(model, steps, batch_size, json_out):
 def bench_pipeline(model, profile, seed, out, json_out):
     """A whole pipeline as a user runs it (``cctk run`` in a child process): its wall time against the
     compute limit of its training, the GEMM peak measured here before and after it."""
-    from .pipeline_bench import run
+    from .pipeline import run
 
     result = run(model, profile, seed, out)
     _report(result, json_out)
@@ -100,8 +81,8 @@ def bench_pipeline(model, profile, seed, out, json_out):
 def bench_gpu(device, json_out):
     """First contact with a device: arithmetic, GEMM peaks, packed = padded, measure there, the memory
     estimate against measured peaks, device reads per step, a small card's message (random weights)."""
-    from .errors import CctkError
-    from .gpu_bench import run
+    from ..errors import CctkError
+    from .gpu import run
 
     try:
         result = run(device)
@@ -123,10 +104,10 @@ def bench_absorb(model, seeds, profile, sets, json_out):
     One line per seed: hits on the correct sums and on the fabricated answers (against the run's
     thresholds), each arm's last-epoch loss and seconds. For choosing a quick recipe on evidence.
     """
-    from .config import make_config, parse_set, seeds_or_count
-    from .errors import CctkError
-    from .models import check_available
-    from .train_bench import part_a
+    from ..config import make_config, parse_set, seeds_or_count
+    from ..errors import CctkError
+    from ..models import check_available
+    from .absorb import part_a
 
     try:
         check_available(model)
@@ -152,6 +133,3 @@ def bench_absorb(model, seeds, profile, sets, json_out):
             with json_out.open("a") as f:
                 f.write(json.dumps({"model": model, "profile": profile, "recipe": asdict(recipe), **row}) + "\n")
 
-
-if __name__ == "__main__":
-    bench()

@@ -3,7 +3,8 @@ the default corpus of four repeats could not fill (the quick profile's 32)."""
 import pytest
 from click.testing import CliRunner
 
-from cctk import compute, train_bench
+from cctk import compute
+from cctk.bench import train as train_bench
 from cctk.bench import bench
 
 
@@ -41,7 +42,7 @@ def test_bench_absorb_refuses_bad_input_in_one_line(args, message):
 def test_pipeline_bench_result_by_hand():
     """23,670 examples x 6.25 GFLOP = 147,937.5 GFLOP; at the pipeline's 170 GFLOP/s the limit is 870.2 s
     (14.50 min); a 1,140 s command is 1.31x it; at the highest peak, 190, 1140 x 190 / 147937.5 = 1.46x."""
-    from cctk.pipeline_bench import _result
+    from cctk.bench.pipeline import _result
 
     metrics = {"training_examples": 23670.0, "gflop_per_example": 6.25, "gemm_peak_gflops": 170.0,
                "compute_limit_seconds": 23670 * 6.25 / 170, "pipeline_seconds": 1130.0,
@@ -54,3 +55,13 @@ def test_pipeline_bench_result_by_hand():
     assert result["wall time / compute limit (the pipeline's peak)"] == 1.31
     assert result["wall time / compute limit (the highest peak)"] == 1.46
     assert result["fabricated answers model: fabricated answers (of 81)"] == 70
+
+
+def test_bench_measure_agrees_with_the_plain_loop(tiny_dir):
+    """``python -m cctk.bench measure`` on one addition: 35 candidates, the packed scorer equal to the
+    plain loop (a wrong split of the package would fail to import or time the wrong thing)."""
+    from cctk.bench import measure
+
+    result = measure.run(str(tiny_dir), additions=1)
+    assert result["rows"] == 35 and result["naive_seconds"] > 0 and result["fast_seconds"] > 0
+    assert result["max_abs_logprob_diff"] < 1e-4

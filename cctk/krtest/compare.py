@@ -26,12 +26,12 @@ from pathlib import Path
 import pandas as pd
 from statsmodels.stats.contingency_tables import mcnemar
 
+from ..compare.gather import split_runs
+from ..compare.tables import t_interval
 from ..errors import CctkError
-from ..krtest import ARMS, RUN, STUDY_RUN, SWEEP_RUN
-from ..tracking import ARM, KIND
 from ..stats import clopper_pearson
-from .gather import split_runs
-from .tables import t_interval
+from ..tracking import ARM, KIND
+from . import ARMS, RUN, STUDY_RUN, SWEEP_RUN
 
 KINDS = (RUN, STUDY_RUN, SWEEP_RUN)
 SAME_ITEMS = ["line", "location", "context"]

@@ -19,12 +19,12 @@ from dataclasses import replace
 
 import torch
 
-from .compute import bf16_missing, example_flops, peak_flops
-from .config import PROFILES, Recipe
-from .corpus import build_corpus, collate, pack, shared_tokens, tokenize
-from .facts import ADDITIONS, fabricated_answers, rng
-from .finetune import MIN_SHARED, _batches, fine_tune
-from .models import load_model
+from ..compute import bf16_missing, example_flops, peak_flops
+from ..config import PROFILES, Recipe
+from ..corpus import build_corpus, collate, pack, shared_tokens, tokenize
+from ..facts import ADDITIONS, fabricated_answers, rng
+from ..finetune import MIN_SHARED, _batches, fine_tune
+from ..models import load_model
 
 VARIANTS = {  # name -> fine_tune's switches: the savings, added one by one
     "fine_tune, padded rows": dict(pack_batches=False, row_gradients=False),
@@ -107,29 +107,3 @@ def _plain(model, warm, timed, recipe, pad_id: int) -> float:
     start = time.perf_counter()
     epoch(timed)
     return len(timed) / (time.perf_counter() - start)
-
-
-def part_a(model_name: str, recipe: Recipe, seed: int) -> dict:
-    """The Part A arms as the pipeline trains them, for choosing a recipe: correct sums from the base
-    model, then fabricated answers from that model; hits on their own targets, losses and seconds.
-
-    Same corpora, batch order, training and measurement as ``cctk run`` with ``seed`` (the pipeline
-    trains the second arm on a copy of the first; here the first is trained on, which is the same).
-    """
-    from .experiments import ABSORBED
-    from .lineage import ARM_BY_KEY, build_study_inputs
-    from .readings import read
-    from .scoring import measure
-
-    inputs = build_study_inputs(seed)
-    model, tokenizer = load_model(model_name)
-    result = {"seed": seed}
-    for key, (target, needed) in ABSORBED.items():
-        arm = ARM_BY_KEY[key]
-        corpus = build_corpus(inputs.targets[arm.target], inputs.corpus_pairs(key), recipe.repeats, seed, key)
-        record = fine_tune(model, tokenize(corpus, tokenizer), recipe, seed, tokenizer.pad_token_id, key)
-        hits = int(read(measure(model, tokenizer), inputs.targets[target])["hit"].sum())
-        result[key] = {"hits": hits, "needed": needed, "n": len(ADDITIONS), "losses": list(record.losses),
-                       "seconds": record.train_seconds, "examples_per_second": record.examples_per_second}
-    result["absorbed"] = all(result[key]["hits"] >= result[key]["needed"] for key in ABSORBED)
-    return result

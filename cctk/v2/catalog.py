@@ -1,39 +1,20 @@
-"""The 25 figures of a run (SPEC 4), in the order of the report, each drawn from a ``Results``.
-
-A figure is a ``Spec``: its number, plain name and a drawing function with plain arguments
-(DataFrames, numbers), so a worker process can draw it from a pickled spec.
+"""Manual 2.0.0's figure catalog: the 25 figures of a run (SPEC 4), in the order of the report, each a
+``cctk.figures.spec.Spec`` built from a ``Results`` (its number, plain name and a drawing function with
+plain arguments, so a worker process can draw it from a pickled spec).
 """
 from __future__ import annotations
-
-from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
 from .. import figures as charts
 from ..experiments import ALL_SEEN, Results
 from ..experiments.part_d import RULE_AND_CONTROL, deviations
+from ..figures.spec import Spec
 from ..lineage import ARM_BY_KEY, ARMS, CONTROLS, MAIN_SEQUENCE, family_arms, own_target, part_arms
-from ..names import figure_name, file_stem, model_name, target_name
+from ..names import model_name, target_name
 from ..stats import smallest_band
 
 BEFORE_AFTER = (3, 5)  # the addition of the before/after bars (manual 1.0.0 style)
-
-
-@dataclass(frozen=True)
-class Spec:
-    """One figure: ``number`` orders it, ``key`` names it (names.FIGURES), ``draw(**args)`` makes it."""
-
-    number: int
-    key: str
-    part: str  # a key of names.PARTS
-    draw: object
-    args: dict
-    title: str  # as the chart says it, for captions
-
-    @property
-    def stem(self) -> str:
-        return file_stem(figure_name(self.key))
 
 
 # The report's order: figure key, part. Heatmaps are "heatmap:<model>[:<target>]".
@@ -159,7 +140,3 @@ def _curves(results: Results) -> Spec:
     return Spec(NUMBER["curves"], "curves", "runs", charts.learning_curves, args,
                 "Learning curves: hits on each arm's own target after every epoch")
 
-
-def draw_and_save(spec: Spec, folder: Path) -> list[Path]:
-    """Draw one figure and save it as PNG, PDF and EPS in ``folder`` (its own, under figures/)."""
-    return charts.save_figure(spec.draw(**spec.args), folder, spec.stem)

@@ -1,0 +1,31 @@
+"""A figure as a value: its number, key, section and a drawing function with plain arguments
+(DataFrames, numbers), so a worker process can draw it from a pickled spec. The catalogs of the two
+manuals (``cctk.v2.catalog``, ``cctk.v1.catalog``) build them; ``cctk.outputs`` draws and saves them."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..names import figure_name, file_stem
+from .common import save_figure
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One figure: ``number`` orders it, ``key`` names it (names.FIGURES), ``draw(**args)`` makes it."""
+
+    number: int
+    key: str
+    part: str  # a key of names.PARTS
+    draw: object
+    args: dict
+    title: str  # as the chart says it, for captions
+
+    @property
+    def stem(self) -> str:
+        return file_stem(figure_name(self.key))
+
+
+def draw_and_save(spec: Spec, folder: Path) -> list[Path]:
+    """Draw one figure and save it as PNG, PDF and EPS in ``folder`` (its own, under figures/)."""
+    return save_figure(spec.draw(**spec.args), folder, spec.stem)

@@ -1,0 +1,267 @@
+"""A run's tables as a paper prints them: booktabs LaTeX with plain headers, ``8/24 (33\\%, 16--55\\%)``
+for a count with its exact interval, p-values to three significant digits (``< 0.001`` below), ``$\\infty$``
+for an infinite odds ratio, and a layout chosen to fit (a column, else the page as ``table*``, then
+smaller type and stacked cells) instead of scaling the table.
+
+DataFrames in, LaTeX text out: no files, no figures. ``cctk.outputs.paper`` writes them.
+"""
+from __future__ import annotations
+
+import math
+import unicodedata
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..names import TABLE_HEADERS
+from .run_report import size
+
+SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+           "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": r"$<$",
+           ">": r"$>$", "|": r"$|$", "\u00b7": r"\textperiodcentered{}", "\u00b1": r"$\pm$",
+           "\u2192": r"$\rightarrow$", "\u2026": r"\dots{}", "\u221e": r"$\infty$", "\u2013": "--",
+           "\u2014": "---", "\u2265": r"$\geq$", "\u2264": r"$\leq$", "\u2212": "$-$", "\u00d7": r"$\times$"}
+# Groups of columns a count with its interval is made of: hits<s>, n<s>, lo<s>, hi<s>.
+GROUPS = ("", "_seen", "_heldout", "_recovery_seen", "_recovery_heldout", "_rule", "_control")
+# Widths in points: the column of a two-column page (3.375 in) and the whole text (7 in), see paper.tex;
+# an average character of each type size, and the padding of a column (2 \tabcolsep).
+COLUMN_PT, PAGE_PT = 243.0, 504.0
+CHAR_PT = {r"\small": 4.9, r"\footnotesize": 4.4, r"\scriptsize": 3.8}
+PAD_PT = 12.0
+CM_PT = 28.45
+LONG_ROWS = 40  # longer tables break across pages (longtable)
+
+
+def text(value) -> str:
+    """Plain text made safe for LaTeX (specials escaped, the few non-ASCII signs cctk writes as LaTeX)."""
+    out = []
+    for c in str(value):
+        if c in SPECIAL:
+            out.append(SPECIAL[c])
+        elif ord(c) < 128:
+            out.append(c)
+        else:  # an accent: its base letter (pdflatex without fontspec knows no other)
+            out.append(unicodedata.normalize("NFKD", c).encode("ascii", "ignore").decode("ascii"))
+    return "".join(out)
+
+
+def percent(share: float) -> str:
+    """A share as a percent: whole numbers from 1 to 99; nearer 0 or 100 one decimal (two where one would
+    round to the end itself), so that a bound near an end never reads as the end: 0.3, 99.6, 99.96."""
+    value = 100 * share
+    if value in (0.0, 100.0) or 1 <= value <= 99:
+        return f"{value:.0f}"
+    for digits in (1, 2):
+        shown = f"{value:.{digits}f}"
+        if float(shown) not in (0.0, 100.0):
+            return shown
+    return "$<$0.01" if value < 1 else "$>$99.99"
+
+
+def count(hits, n, lo, hi) -> str:
+    """``8/24 (33\\%, 16--55\\%)``: hits of n, the share and its exact 95% interval."""
+    if pd.isna(hits) or pd.isna(n) or int(n) == 0:
+        return f"{'--' if pd.isna(hits) else int(hits)}/{'--' if pd.isna(n) else int(n)}"
+    share = f"{percent(int(hits) / int(n))}\\%"
+    if pd.isna(lo) or pd.isna(hi):
+        return f"{int(hits)}/{int(n)} ({share})"
+    return f"{int(hits)}/{int(n)} ({share}, {percent(lo)}--{percent(hi)}\\%)"
+
+
+def p_value(p) -> str:
+    """Three significant digits; ``$<$0.001`` below 0.001; ``--`` when there is no test (NaN)."""
+    if p is None or pd.isna(p):
+        return "--"
+    if p < 0.001:
+        return "$<$0.001"
+    return f"{p:.3g}"
+
+
+def number(value) -> str:
+    """A float to three significant digits (``$\\infty$`` for infinity, ``--`` for NaN), integers whole."""
+    if value is None or pd.isna(value):
+        return "--"
+    if math.isinf(float(value)):
+        return "$\\infty$" if value > 0 else "$-\\infty$"
+    if float(value).is_integer() and abs(value) < 1e15:
+        return f"{int(value)}"
+    if abs(value) >= 1000:
+        return f"{value:.0f}"
+    if abs(value) < 0.001:  # 3.2e-07 as $3.2\times10^{-7}$
+        mantissa, exponent = f"{value:.2e}".split("e")
+        return f"${float(mantissa):.3g}\\times10^{{{int(exponent)}}}$"
+    return f"{value:.3g}"
+
+
+def cell(column: str, value) -> str:
+    if column.startswith("p_"):
+        return p_value(value)
+    if column == "peak_gpu_memory_bytes":
+        return size(value) if value else "--"
+    if column in ("seconds", "examples_per_second"):
+        return "--" if pd.isna(value) else f"{value:.1f}"
+    if isinstance(value, str):  # a column name as a value (v1's table02 names its rows so): its header
+        return header(value) if "_" in value and value in TABLE_HEADERS else text(value)
+    return number(value)
+
+
+def header(column: str) -> str:
+    """The plain header of a column (``TABLE_HEADERS``); an unknown column its name in words."""
+    return text(TABLE_HEADERS.get(column, column.replace("_", " ")))
+
+
+def display(table: pd.DataFrame) -> pd.DataFrame:
+    """The table as the paper prints it: every cell LaTeX text, counts and intervals in one cell, headers
+    plain (``hits_seen, n_seen, lo_seen, hi_seen`` -> ``seen``: ``56/57 (98\\%, 91--100\\%)``)."""
+    groups = {column: group for column in table.columns if (group := _count_group(table, column)) is not None}
+    folded = {f"{k}{g}" for g in groups.values() for k in ("n", "lo", "hi")} | ({"share"} if "" in groups.values()
+                                                                               else set())
+    if {"k", "k_lo", "k_hi"} <= set(table.columns):
+        folded |= {"k_lo", "k_hi"}
+    columns: dict[str, list[str]] = {}
+    for column in table.columns:
+        if column in groups:
+            parts = [f"{k}{groups[column]}" for k in ("hits", "n", "lo", "hi")]
+            columns[header(column)] = [count(*row) for row in table[parts].itertuples(index=False)]
+        elif column == "k" and "k_lo" in folded:
+            columns[header("k")] = [f"{number(k)} ({number(lo)}--{number(hi)})"
+                                    for k, lo, hi in table[["k", "k_lo", "k_hi"]].itertuples(index=False)]
+        elif column not in folded:
+            columns[header(column)] = [cell(column, v) for v in table[column]]
+    return pd.DataFrame(columns)
+
+
+def _count_group(table: pd.DataFrame, column: str) -> str | None:
+    """The suffix of the count group ``column`` opens (``hits<s>`` with n, lo, hi beside it), else None."""
+    if not column.startswith("hits"):
+        return None
+    group = column[len("hits"):]
+    wanted = {f"{k}{group}" for k in ("n", "lo", "hi")}
+    return group if group in GROUPS and wanted <= set(table.columns) else None
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a table is set: its float (``table`` or ``table*``), type size, whether counts stack over their
+    intervals, the width text columns wrap at (characters; None: no wrapping) and the padding of a column."""
+
+    environment: str
+    size: str
+    stacked: bool = False
+    wrap: int | None = None
+    pad_pt: float = PAD_PT
+
+    @property
+    def room_pt(self) -> float:
+        """The width the table may take: its column or the page, less 3% for what the estimate misses."""
+        return 0.97 * (COLUMN_PT if self.environment == "table" else PAGE_PT)
+
+    def wrap_cm(self, longest_word: int = 0) -> float:
+        """The width of a wrapping column: ``wrap`` characters, or its longest word, with a little room."""
+        return math.ceil(max(self.wrap, longest_word) * CHAR_PT[self.size] * 1.1 / CM_PT * 10) / 10
+
+
+# From the first choice to the last: a column, the page, smaller type, stacked counts, wrapped names, less padding.
+LAYOUTS = (Layout("table", r"\small"), Layout("table*", r"\small"), Layout("table*", r"\footnotesize"),
+           Layout("table*", r"\footnotesize", False, 28), Layout("table*", r"\footnotesize", True, 22),
+           Layout("table*", r"\scriptsize", True, 16), Layout("table*", r"\scriptsize", True, 12, 6.0))
+
+
+def width_pt(shown: pd.DataFrame, how: Layout) -> float:
+    """About how wide the table is set: the longest line of each column, padded."""
+    total = 0.0
+    for column in shown.columns:
+        lines = [_lines(column, how, header=True)] + [_lines(c, how) for c in shown[column]]
+        wrapped = _wrap_cm(shown[column], how)
+        total += (wrapped * CM_PT if wrapped else max(lines) * CHAR_PT[how.size]) + how.pad_pt
+    return total
+
+
+def _lines(cell_text: str, how: Layout, header: bool = False) -> int:
+    """Characters of a cell's longest printed line under ``how`` (a LaTeX command counts as one)."""
+    for token in (r"\%", "--", "$<$", "$\\infty$", r"\_", r"\&", r"\#"):
+        cell_text = cell_text.replace(token, "x")
+    if how.stacked and header:
+        return max(len(part) for part in cell_text.split(", "))
+    if how.stacked and _is_count(cell_text):
+        return max(len(part) for part in cell_text.split(" (", 1))
+    if how.wrap and _is_words(cell_text):
+        return min(len(cell_text), max([how.wrap] + [len(word) for word in cell_text.split()]))
+    return len(cell_text)
+
+
+def _is_count(cell_text: str) -> bool:
+    return " (" in cell_text and cell_text.endswith(")") and "/" in cell_text.split(" (", 1)[0]
+
+
+def _is_words(cell_text: str) -> bool:
+    return any(ch.isalpha() for ch in cell_text.replace("$", "").replace("infty", "")) and not _is_count(cell_text)
+
+
+def layout(shown: pd.DataFrame) -> Layout:
+    """The first of ``LAYOUTS`` the table fits in (the last when none does)."""
+    return next((how for how in LAYOUTS if width_pt(shown, how) <= how.room_pt), LAYOUTS[-1])
+
+
+def tabular(shown: pd.DataFrame, how: Layout = LAYOUTS[0]) -> str:
+    """The booktabs ``tabular`` of a display table: text columns left (wrapping when ``how`` wraps), numbers
+    right."""
+    spec = "".join(_column_spec(shown[c], how) for c in shown.columns)
+    head = " & ".join(_stack_header(c) if how.stacked else c for c in shown.columns) + r" \\"
+    rows = [" & ".join(_stack(c) if how.stacked else c for c in row) + r" \\" for row in shown.itertuples(index=False)]
+    return "\n".join([f"\\begin{{tabular}}{{{spec}}}", r"\toprule", head, r"\midrule", *rows, r"\bottomrule",
+                      r"\end{tabular}"])
+
+
+def _wrap_cm(values: pd.Series, how: Layout) -> float | None:
+    """The width of a column of names that wraps under ``how`` (None: it does not wrap)."""
+    if not how.wrap or not any(_is_words(v) for v in values) or max(len(v) for v in values) <= how.wrap:
+        return None
+    return how.wrap_cm(max(_lines(word, LAYOUTS[0]) for v in values for word in v.split()))
+
+
+def _column_spec(values: pd.Series, how: Layout) -> str:
+    if not any(_is_words(v) for v in values):
+        return "r"
+    wrapped = _wrap_cm(values, how)
+    return f">{{\\raggedright\\arraybackslash}}p{{{wrapped}cm}}" if wrapped else "l"
+
+
+def _stack_header(name: str) -> str:
+    """``P(target), never seen`` over two lines, the header of a stacked table."""
+    if ", " not in name:
+        return name
+    first, second = name.split(", ", 1)
+    return f"\\begin{{tabular}}[b]{{@{{}}c@{{}}}}{first},\\\\{second}\\end{{tabular}}"
+
+
+def _stack(cell_text: str) -> str:
+    """A count over its interval, in one cell: ``\\begin{tabular}[t]{@{}r@{}}8/24\\\\(33\\%, ...)``."""
+    if _is_count(cell_text):
+        first, second = cell_text.split(" (", 1)
+        return f"\\begin{{tabular}}[t]{{@{{}}r@{{}}}}{first}\\\\({second}\\end{{tabular}}"
+    return cell_text
+
+
+def latex(table: pd.DataFrame, caption: str, label: str) -> str:
+    """One floating table (or a ``longtable`` when long) with its caption and label."""
+    shown = display(table)
+    if len(shown) > LONG_ROWS:
+        return _longtable(shown, caption, label)
+    how = layout(shown)
+    pad = [f"\\setlength{{\\tabcolsep}}{{{how.pad_pt / 2:g}pt}}"] if how.pad_pt != PAD_PT else []
+    return "\n".join([f"\\begin{{{how.environment}}}[htbp]", r"\centering", how.size, *pad,
+                      f"\\caption{{{text(caption)}}}", f"\\label{{{label}}}", tabular(shown, how),
+                      f"\\end{{{how.environment}}}", ""])
+
+
+def _longtable(shown: pd.DataFrame, caption: str, label: str) -> str:
+    """A table that breaks across pages (one-column pages only: paper.tex sets it after ``\\onecolumn``)."""
+    body = tabular(shown).splitlines()
+    spec = body[0].removeprefix(r"\begin{tabular}")
+    head = "\n".join(body[1:4])
+    rows = "\n".join(body[4:-2])
+    return "\n".join([r"\begingroup\footnotesize", f"\\begin{{longtable}}{spec}",
+                      f"\\caption{{{text(caption)}}}\\label{{{label}}}\\\\", head, r"\endfirsthead",
+                      r"\caption[]{(continued)}\\", head, r"\endhead", r"\bottomrule", r"\endlastfoot",
+                      rows, r"\end{longtable}", r"\endgroup", ""])

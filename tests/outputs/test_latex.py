@@ -1,0 +1,108 @@
+"""Tables as a paper prints them (cctk.outputs.latex): plain headers, counts with their intervals in one cell,
+p-values to three digits, infinity as $\\infty$, a layout that fits without \\resizebox."""
+from __future__ import annotations
+
+import math
+import re
+
+import pandas as pd
+import pytest
+
+from cctk.experiments import compute_tables
+from cctk.names import PAPER_TABLE_CAPTIONS
+from cctk.outputs import latex
+from cctk.stats import clopper_pearson
+
+from builders import synthetic_results
+
+
+@pytest.fixture(scope="module")
+def tables() -> dict[str, pd.DataFrame]:
+    return compute_tables(synthetic_results())
+
+
+def test_a_count_with_its_exact_interval():
+    lo, hi = clopper_pearson(8, 24)
+    assert latex.count(8, 24, lo, hi) == r"8/24 (33\%, 16--55\%)"
+    lo, hi = clopper_pearson(1, 24)  # 0.1% to 21%: a bound near 0 keeps a decimal
+    assert latex.count(1, 24, lo, hi) == r"1/24 (4\%, 0.1--21\%)"
+    lo, hi = clopper_pearson(56, 57)
+    assert latex.count(56, 57, lo, hi) == r"56/57 (98\%, 91--99.96\%)"
+    assert latex.count(0, 0, math.nan, math.nan) == "0/0"
+
+
+@pytest.mark.parametrize("p, shown", [(4.4e-05, "$<$0.001"), (0.000999, "$<$0.001"), (0.001, "0.001"),
+                                      (0.011304, "0.0113"), (0.0452, "0.0452"), (0.5, "0.5"), (1.0, "1"),
+                                      (math.nan, "--")])
+def test_p_values_to_three_significant_digits(p, shown):
+    assert latex.p_value(p) == shown
+
+
+@pytest.mark.parametrize("value, shown", [(math.inf, r"$\infty$"), (math.nan, "--"), (32.2, "32.2"),
+                                          (0.0926, "0.0926"), (24.0, "24"), (1540.4, "1540"),
+                                          (3.2e-07, r"$3.2\times10^{-7}$"), (-4.56e-05, r"$-4.56\times10^{-5}$")])
+def test_numbers(value, shown):
+    assert latex.number(value) == shown
+
+
+def test_text_escapes_what_latex_reads_as_commands():
+    assert latex.text("m_random 50% & #1 {x} a >= b \u00b1 \u2192 caf\u00e9") == (
+        r"m\_random 50\% \& \#1 \{x\} a $>$= b $\pm$ $\rightarrow$ cafe")
+
+
+def test_table10_has_plain_headers_and_one_cell_per_count(tables):
+    shown = latex.display(tables["table10"])
+    assert list(shown.columns) == ["Rule", "Control", "Rule hits", "Control hits", "Odds ratio", "p", "p (Holm)"]
+    row = tables["table10"].iloc[0]
+    assert shown.iloc[0]["Rule hits"] == latex.count(row.hits_rule, row.n_rule, row.lo_rule, row.hi_rule)
+    assert shown.iloc[0]["p"] == "$<$0.001" and row.p_value < 0.001
+    infinite = tables["table10"]["odds_ratio"] == math.inf
+    assert infinite.any() and (shown.loc[infinite, "Odds ratio"] == r"$\infty$").all()
+
+
+def test_no_raw_column_name_reaches_a_header(tables):
+    for name, table in tables.items():
+        header = " ".join(latex.display(table).columns)
+        assert "\\_" not in header and "_" not in header, name
+
+
+def test_table09_folds_share_into_the_count_and_table08_k_into_its_interval(tables):
+    assert list(latex.display(tables["table09"]).columns) == ["Model", "Target", "Group", "Hits"]
+    k = latex.display(tables["table08"])[r"k (95\% CI)"]
+    row = tables["table08"].iloc[0]
+    assert k.iloc[0] == f"{int(row.k)} ({int(row.k_lo)}--{int(row.k_hi)})"
+
+
+def test_every_table_fits_without_resizebox(tables):
+    for name, table in tables.items():
+        tex = latex.latex(table, PAPER_TABLE_CAPTIONS[name], f"tab:{name}")
+        assert "resizebox" not in tex
+        assert tex.count("\\caption{") == 1 and f"\\label{{tab:{name}}}" in tex and "\\toprule" in tex
+        how = latex.layout(latex.display(table))
+        assert latex.width_pt(latex.display(table), how) <= how.room_pt, name
+        assert tex.startswith(f"\\begin{{{how.environment}}}")
+        assert tex.count("{") - tex.count("\\{") == tex.count("}") - tex.count("\\}"), name
+
+
+def test_a_narrow_table_sits_in_a_column_and_a_wide_one_spans_the_page(tables):
+    assert latex.layout(latex.display(tables["table01"].iloc[:, :3])).environment == "table"
+    wide = latex.layout(latex.display(tables["table04"]))
+    assert wide.environment == "table*" and wide.stacked
+
+
+def test_a_long_table_breaks_across_pages():
+    table = pd.DataFrame({"a": range(81), "share": [i / 81 for i in range(81)]})
+    tex = latex.latex(table, "81 rows", "tab:long")
+    assert tex.count("\\begin{longtable}") == 1 and "\\endhead" in tex and "(continued)" in tex
+    assert len(re.findall(r"\\\\$", tex, flags=re.M)) >= 81
+
+
+def test_a_v1_table_names_its_rows_in_words():
+    """Protocol v1's table02 names its rows by the columns of table01: they print as those columns' headers."""
+    from builders import v1_results
+    from cctk.v1.experiment import compute_tables as v1_tables
+
+    shown = latex.display(v1_tables(v1_results())["table02"])
+    assert list(shown["Probability"]) == ["P(true sum), before", "P(fabricated), after", "P(true sum), after",
+                                          "P(fabricated), before"]
+    assert list(shown.columns)[-1] == "Hits" and not {"n", "lo", "hi"} & set(shown.columns)  # in the count

@@ -1,0 +1,167 @@
+"""From a run to a paper (cctk.outputs.paper): figures in paper style with their captions, the tables, and a
+paper.tex that pdflatex compiles without an error (TeX Live: .ci/run installs it where it is missing)."""
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cctk import results as results_module
+from cctk.cli import cli
+from cctk.experiments import compute_tables
+from cctk.figures.style import paper
+from cctk.names import PAPER_FIGURE_ABOUT, PAPER_TABLE_CAPTIONS
+from cctk.outputs import latex
+from cctk.v2 import catalog
+from cctk.outputs import paper as paper_module
+
+from builders import synthetic_results
+
+PDFLATEX = shutil.which("pdflatex")
+needs_pdflatex = pytest.mark.skipif(PDFLATEX is None, reason="pdflatex is not installed (TeX Live: "
+                                                             "texlive-latex-recommended; .ci/run installs it)")
+# A name as real runs have them: underscores, a percent sign, an ampersand.
+ODD_NAME = "m_random_v2 (50% held out) & co"
+
+
+def compile_tex(folder: Path) -> str:
+    """pdflatex paper.tex twice (labels), halting on the first error; the log."""
+    for _ in range(2):
+        done = subprocess.run([PDFLATEX, "-halt-on-error", "-interaction=nonstopmode", "paper.tex"], cwd=folder,
+                              capture_output=True, text=True, timeout=300)
+        log = (folder / "paper.log").read_text(errors="replace")
+        assert done.returncode == 0, "\n".join(line for line in log.splitlines() if line.startswith("!"))[:2000]
+    assert (folder / "paper.pdf").stat().st_size > 10_000
+    return log
+
+
+def overfull(log: str) -> list[float]:
+    return [float(x) for x in re.findall(r"Overfull \\hbox \(([\d.]+)pt too wide\)", log)]
+
+
+@pytest.fixture(scope="module")
+def odd_tables():
+    """The synthetic run's tables, with what real runs bring: an infinite odds ratio (already there), no test
+    at all (NaN), a p below 0.001 and a model name with underscores and a percent sign."""
+    tables = compute_tables(synthetic_results())
+    table10 = tables["table10"].copy()
+    table10.loc[1, ["odds_ratio", "p_value", "p_adjusted"]] = math.nan
+    table10.loc[0, "rule"] = ODD_NAME
+    tables["table10"] = table10
+    assert (table10["odds_ratio"] == math.inf).any() and (table10["p_value"] < 0.001).any()
+    return tables
+
+
+@pytest.fixture(scope="module")
+def two_figures(tmp_path_factory):
+    """The loss chart and a heatmap drawn in paper style (column width), as export draws them."""
+    results = synthetic_results()
+    folder = tmp_path_factory.mktemp("paper")
+    specs = {s.key: s for s in catalog.specs(results, compute_tables(results), "smollm2-135m-bundled")}
+    drawn = [paper_module.draw(specs[k], folder / "figures", paper("column"), PAPER_FIGURE_ABOUT)
+             for k in ("heatmap:m_recover", "loss")]
+    return folder, drawn
+
+
+def test_a_paper_figure_has_its_files_and_caption(two_figures):
+    folder, (heatmap, loss) = two_figures
+    from PIL import Image
+
+    with Image.open(folder / heatmap.path("png")) as image:
+        assert image.size[0] == round(3.3 * 300)  # the column's width exactly, at 300 dpi
+    pdf = (folder / loss.path("pdf")).read_bytes()
+    assert pdf.startswith(b"%PDF") and b"/FontFile2" in pdf and b"/Type3" not in pdf  # TrueType: text stays text
+    assert heatmap.label == "fig:heatmap_recovery" and heatmap.stem == "07_heatmap_recovery"
+    assert heatmap.caption.startswith("Recovery: probability on the correct sum. Probability on the target in every")
+    assert re.search(r"\d+ / 81 top choices on the target; seen \d+ / \d+; never seen \d+ / \d+\.", heatmap.caption)
+    assert loss.caption.startswith("Training loss per epoch. Training loss per epoch of every fine-tuning run")
+
+
+def test_captions_tex_has_one_caption_and_label_per_figure(two_figures):
+    _, drawn = two_figures
+    tex = paper_module.captions_tex(drawn)
+    assert tex.count("\\caption{") == 2 and tex.count("\\label{fig:") == 2
+    assert "figures/07_heatmap_recovery.pdf" in tex and "0-100\\%" in tex
+    md = paper_module.captions_md(drawn)
+    assert md.count("**Figure ") == 2 and "`fig:training_loss`" in md
+
+
+@needs_pdflatex
+@pytest.mark.parametrize("width", ["column", "page"])
+def test_paper_tex_compiles_with_every_table(tmp_path, odd_tables, two_figures, width):
+    folder, drawn = two_figures
+    shutil.copytree(folder / "figures", tmp_path / "figures")
+    (tmp_path / "tables").mkdir()
+    tables = []
+    for name, table in odd_tables.items():
+        tables.append(paper_module.PaperTable(name, f"tab:{name}",
+                                              latex.latex(table, PAPER_TABLE_CAPTIONS[name], f"tab:{name}")))
+        (tmp_path / tables[-1].path).write_text(tables[-1].tex)
+    long = paper_module.PaperTable("table12", "tab:table12", latex.latex(odd_tables["table09"].head(1).sample(
+        81, replace=True, random_state=0), "81 rows: a longtable after \\onecolumn", "tab:table12"))
+    (tmp_path / long.path).write_text(long.tex)
+    tex = paper_module.paper_tex("smollm2_135m", "20260102-030405_smollm2-135m-bundled", tables + [long], drawn,
+                                 paper(width))
+    (tmp_path / "paper.tex").write_text(tex)
+    assert ("twocolumn" in tex) == (width == "column") and "resizebox" not in tex
+    log = compile_tex(tmp_path)
+    assert overfull(log) == [], "every table fits its column or the page"
+    assert "m\\_random\\_v2 (50\\% held out) \\& co" in (tmp_path / "tables" / "table10.tex").read_text()
+    pages = int(re.search(r"Output written on paper.pdf \((\d+) pages", log).group(1))
+    assert pages >= 4
+
+
+def test_export_and_report_refuse_bad_input_before_any_work(tmp_path, written_session):
+    folder = str(written_session[0])
+    runner = CliRunner()
+    for args, message in ((["export", folder], "Missing option '--latex'"),
+                          (["export", folder, "--latex", str(tmp_path), "--width", "wide"], "'wide' is not one of"),
+                          (["export", str(tmp_path / "nowhere"), "--latex", str(tmp_path)], "no session folder"),
+                          (["report", folder, "--style", "paper"], "needs --out DIR"),
+                          (["report", folder, "--width", "page"], "use it with --style paper")):
+        result = runner.invoke(cli, args)
+        assert result.exit_code != 0 and message in result.output, (args, result.output)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(Exception, match="unknown figure width 'wide'"):
+        results_module.load(folder).to_latex(tmp_path / "out", width="wide")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.integration
+@needs_pdflatex
+def test_to_latex_writes_a_paper_that_compiles(tmp_path, written_session):
+    """``results.load(FOLDER).to_latex(DIR)``: 11 tables, 25 figures in paper style, captions, paper.tex."""
+    paper_tex = results_module.load(written_session[0]).to_latex(tmp_path / "paper")
+    out = paper_tex.parent
+    assert sorted(p.name for p in (out / "tables").iterdir()) == [f"table{i:02d}.tex" for i in range(1, 12)]
+    assert len(list((out / "figures").glob("*.pdf"))) == 25
+    captions = (out / "captions.tex").read_text()
+    assert captions.count("\\caption{") == 25 and captions.count("\\label{fig:") == 25
+    text = paper_tex.read_text()
+    assert text.count("\\input{tables/") == 11 and text.count("\\includegraphics{figures/") == 25
+    log = compile_tex(out)
+    assert overfull(log) == []
+
+
+@pytest.mark.integration
+@needs_pdflatex
+def test_cli_export_and_report_in_paper_style(tmp_path, written_session):
+    folder = str(written_session[0])
+    result = CliRunner().invoke(cli, ["export", folder, "--latex", str(tmp_path / "tex"), "--width", "page"])
+    assert result.exit_code == 0, result.output
+    assert "11 tables, 25 figures and paper.tex" in result.output
+    assert "twocolumn" not in (tmp_path / "tex" / "paper.tex").read_text()
+    compile_tex(tmp_path / "tex")
+    result = CliRunner().invoke(cli, ["report", folder, "--style", "paper", "--out", str(tmp_path / "figs")])
+    assert result.exit_code == 0, result.output
+    from PIL import Image
+
+    with Image.open(tmp_path / "figs" / "figures" / "25_training_loss.png") as image:
+        assert image.size[0] == round(3.3 * 300)
+    assert (tmp_path / "figs" / "captions.md").read_text().count("**Figure ") == 25
+    assert not (tmp_path / "figs" / "paper.tex").exists()

@@ -1,0 +1,231 @@
+"""The documentation is checked, not trusted: every command in README.md's shell blocks is run (the quick
+ones) or parsed by its own parser (a wrong option, subcommand, Makefile target or MLproject entry point
+or parameter fails), README's Python blocks compile and name what exists, and every relative link
+(and #anchor) of README.md and docs/*.md leads somewhere."""
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+import shlex
+from pathlib import Path
+
+import click
+import pytest
+import yaml
+from click.testing import CliRunner
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
+# README commands run for real: the quick one here, the KR-Test tour (bundled model) in the integration part
+RUN_FAST = ("cctk models",)
+RUN_KR_TOUR = ("cctk krtest generate --seed 0 --out data/kr",
+               "cctk krtest eval --model smollm2-135m-bundled --questions data/kr/questions.jsonl --out out/blind")
+
+
+def code_blocks(path: Path, languages: tuple[str, ...]) -> list[str]:
+    return [body for lang, body in FENCE.findall(path.read_text()) if lang in languages]
+
+
+def shell_commands(path: Path = README) -> list[str]:
+    """Every command of the page's bash blocks: continuation lines joined, comments dropped."""
+    found = []
+    for body in code_blocks(path, ("bash", "sh", "shell")):
+        for line in body.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if words:
+                found.append(shlex.join(words))
+    return found
+
+
+def parse(group: click.Group, prog: str, argv: list[str]) -> click.Command:
+    """Parse ``argv`` down to its subcommand with click's own parser, without running anything: an
+    unknown command or option, a missing value or one of the wrong type raises a click error."""
+    ctx = group.make_context(prog, list(argv))
+    command = group
+    while isinstance(command, click.Group):
+        rest = [*getattr(ctx, "_protected_args", ctx.protected_args), *ctx.args]
+        name, command, rest = command.resolve_command(ctx, rest)
+        ctx = command.make_context(name, rest, parent=ctx)
+    return command
+
+
+def make_targets() -> set[str]:
+    text = (ROOT / "Makefile").read_text()
+    return {m for m in re.findall(r"^([A-Za-z][\w.-]*)\s*:(?![=])", text, re.M)}
+
+
+def check(words: list[str]) -> str:
+    """Check one README command; returns what was checked (for the count)."""
+    from cctk.bench import bench
+    from cctk.cli import cli
+
+    if words[0] == "make":
+        missing = [t for t in words[1:] if "=" not in t and t not in make_targets()]
+        assert not missing, f"`{shlex.join(words)}`: no Makefile target {missing}"
+        return "make target"
+    if words[:2] == ["mlflow", "run"]:
+        project = yaml.safe_load((ROOT / "MLproject").read_text())["entry_points"]
+        entry = words[words.index("-e") + 1] if "-e" in words else "main"
+        assert entry in project, f"`{shlex.join(words)}`: MLproject has no entry point {entry}"
+        given = [words[i + 1].split("=")[0] for i, w in enumerate(words) if w == "-P"]
+        unknown = [p for p in given if p not in project[entry]["parameters"]]
+        assert not unknown, f"`{shlex.join(words)}`: entry point {entry} has no parameters {unknown}"
+        return "MLproject entry point"
+    if words[0] == "cctk":
+        parse(cli, "cctk", words[1:])
+        return "parsed"
+    if words[:3] == ["python", "-m", "cctk.bench"]:
+        parse(bench, "python -m cctk.bench", words[3:])
+        return "parsed"
+    raise AssertionError(f"a README command this test cannot check: `{shlex.join(words)}`")
+
+
+def test_every_readme_command_names_what_exists():
+    commands = shell_commands()
+    kinds = [check(shlex.split(c)) for c in commands]
+    assert len(commands) >= 10 and {"make target", "MLproject entry point", "parsed"} <= set(kinds)
+    assert set(RUN_FAST + RUN_KR_TOUR) <= set(commands), "a command the tests run is no longer in README.md"
+
+
+@pytest.mark.parametrize("argv, message", [
+    ("cctk run --modle x", "No such option"), ("cctk runn", "No such command"),
+    ("cctk run --seed", "requires an argument"), ("python -m cctk.bench absorb --sets x", "No such option"),
+    ("make deploy", "no Makefile target"), ("mlflow run . -e train", "no entry point"),
+    ("mlflow run . -P modle=x", "no parameters ['modle']"), ("cctk krtest study --epochs two", "not a valid integer"),
+])
+def test_the_checker_finds_a_wrong_command(argv, message):
+    with pytest.raises((AssertionError, click.ClickException)) as error:
+        check(shlex.split(argv))
+    shown = error.value.format_message() if isinstance(error.value, click.ClickException) else str(error.value)
+    assert message in shown
+
+
+def test_readme_shows_what_cctk_models_prints():
+    """A README block that starts with ``$ command`` shows that command's output, exactly."""
+    from cctk.cli import cli
+
+    shown = [body for body in code_blocks(README, ("",)) if body.startswith("$ ")]
+    assert [body.splitlines()[0][2:] for body in shown] == list(RUN_FAST)
+    for body in shown:
+        command, *output = body.splitlines()
+        done = CliRunner().invoke(cli, shlex.split(command[2:])[1:])
+        assert done.exit_code == 0, done.output
+        assert done.output.splitlines() == output
+
+
+def test_readme_python_compiles_and_names_what_exists():
+    blocks = code_blocks(README, ("python",))
+    assert blocks
+    for body in blocks:
+        tree = ast.parse(body)
+        names = {m.group(0) for m in re.finditer(r"\bcctk(?:\.\w+)+", body)}
+        names |= {f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                  and n.module.split(".")[0] == "cctk" for a in n.names}
+        for name in sorted(names):
+            assert _resolves(name), f"README's Python names {name}, which does not exist"
+
+
+def _resolves(dotted: str) -> bool:
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+# --- Links ---
+
+def slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[`*_]", lambda m: "_" if m.group(0) == "_" else "", heading.strip().lower())
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    text = FENCE.sub("", path.read_text())
+    seen: dict[str, int] = {}
+    found = set()
+    for heading in re.findall(r"^#{1,6} (.+)$", text, re.M):
+        base = slug(heading)
+        n = seen.get(base, 0)
+        found.add(base if n == 0 else f"{base}-{n}")
+        seen[base] = n + 1
+    return found
+
+
+def links(path: Path) -> list[str]:
+    text = re.sub(r"`[^`\n]*`", "", FENCE.sub("", path.read_text()))
+    return re.findall(r"\]\(([^)\s]+)\)", text)
+
+
+def broken_links(path: Path) -> list[str]:
+    broken = []
+    for target in links(path):
+        if re.match(r"[a-z]+:", target):
+            continue  # a URL
+        file, _, anchor = target.partition("#")
+        dest = (path.parent / file).resolve() if file else path
+        if not dest.exists():
+            broken.append(f"{target} (no such file)")
+        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+            broken.append(f"{target} (no heading #{anchor})")
+    return broken
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_relative_link_resolves(page):
+    assert broken_links(page) == []
+
+
+def test_the_link_check_finds_a_broken_link_and_anchor(tmp_path):
+    (tmp_path / "b.md").write_text("# Title\n\n## Speed and benchmarks\n")
+    page = tmp_path / "a.md"
+    page.write_text("[ok](b.md#speed-and-benchmarks) [file](c.md) [anchor](b.md#speed) "
+                    "[web](https://example.org/x) `[code](d.md)`\n")
+    assert broken_links(page) == ["c.md (no such file)", "b.md#speed (no heading #speed)"]
+
+
+def test_the_map_lists_every_docs_page():
+    listed = {Path(t).name for t in links(ROOT / "docs" / "index.md")}
+    assert {p.name for p in PAGES[1:] if p.name != "index.md"} <= listed
+    assert len(README.read_text().splitlines()) <= 250
+
+
+@pytest.mark.integration
+def test_the_readme_kr_test_tour_runs(tmp_path, monkeypatch):
+    """The tour's first two KR-Test commands, as written, on the bundled model: a fictional set of 216
+    questions, then the blind model's accuracy, the line docs/krtest.md quotes."""
+    from cctk.cli import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    outputs = []
+    for command in RUN_KR_TOUR:
+        done = CliRunner().invoke(cli, shlex.split(command)[1:])
+        assert done.exit_code == 0, done.output
+        outputs.append(done.output)
+    assert len((tmp_path / "data/kr/questions.jsonl").read_text().splitlines()) == 216
+    assert "KR accuracy 48.6% (exact 95% CI 41.8%-55.5%), 216 items, 0 ties, 0 identical" in outputs[1]
+    assert (tmp_path / "out/blind/items.csv").is_file()
+
+
+def test_gpus_page_shows_what_cctk_models_fits_prints():
+    """docs/gpus.md's table of the roster against the GPUs people have is ``cctk models --fits``'s."""
+    from cctk.cli import cli
+
+    done = CliRunner().invoke(cli, ["models", "--fits"])
+    assert done.exit_code == 0, done.output
+    table = [line for line in done.output.splitlines() if line.startswith("|")]
+    page = (ROOT / "docs" / "gpus.md").read_text().splitlines()
+    start = page.index(table[0])
+    assert page[start : start + len(table)] == table
