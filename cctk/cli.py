@@ -8,6 +8,7 @@ import click
 from .config import AUTO, PARTS, PROFILES, PROTOCOLS, V1_SEED, recipe_fields
 from .device import DEVICE_HELP
 from .errors import CctkError, Terminated
+from .options import OutFolder
 
 
 PARTS_HELP = (f"Parts of manual 2.0.0 to run, comma-separated among {','.join(PARTS)} (default: all): only "
@@ -82,7 +83,7 @@ def recipe_options(command):
 @cli.command()
 @click.option("--model", "model", default="smollm2-135m-bundled", show_default=True,
               help="Roster key, Hub id or local directory.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+@click.option("--out", type=OutFolder(), required=True,
               help="Folder for measurement.csv and the heatmap.")
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
 @click.option("--device", default=None, help=DEVICE_HELP)
@@ -193,19 +194,14 @@ def sweep_command(models, seeds, sets, profile, parts, executor, address, cpus_p
         check_out(out)
         store = tracking_module.connect(tracking)
         plan = sweep.open_sweep(store, grid, out, executor, address, figures)
-    cells = plan.grid.cells()
-    click.echo(f"sweep {plan.run_id}: {len(cells)} cells ({plan.executor}), outputs in {plan.out}")
-    click.echo(f"seeds {', '.join(map(str, plan.grid.seeds))}; profile {plan.grid.profile}"
-               + (f"; parts {','.join(plan.grid.parts)}" if plan.grid.parts != PARTS else ""))
     sweep.execute(store, plan, sweep_cell, echo=click.echo, per_cell=sweep.per_cell(cpus_per_cell, gpus_per_cell))
-    click.echo(f"sweep {plan.run_id} finished; compare it with: cctk compare --sweep {plan.run_id} --out DIR")
 
 
 @cli.command("compare")
 @click.option("--sweep", "sweep_id", default=None, metavar="SWEEP_ID", help="Compare the finished cells of a sweep.")
 @click.option("--runs", default=None, metavar="ID1,ID2,...",
               help="Compare these pipeline runs, or these KR-Test runs (evals, trains, studies, seed sweeps).")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+@click.option("--out", type=OutFolder(), required=True,
               help="Folder for the tables, figures and compare.html.")
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
 def compare_command(sweep_id, runs, out, tracking):
@@ -228,7 +224,7 @@ def compare_command(sweep_id, runs, out, tracking):
 @cli.command()
 @click.argument("source")
 @click.option("--tracking", default=None, help="Tracking configuration name or URI, for a run id (default: embedded).")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--out", type=OutFolder(), default=None,
               help="Render into OUT/<session> (a copy) instead of the session folder itself; with --style paper, "
                    "the folder that receives the figures and captions (required).")
 @click.option("--style", type=click.Choice(["report", "paper"]), default="report", show_default=True,

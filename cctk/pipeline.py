@@ -51,7 +51,6 @@ class Session:
     peak_gflops: float | None = None  # the device's GEMM peak measured at the start (the compute limit)
     plan: memory.Plan | None = None  # the memory the run was estimated to need (checked before it started)
     memory_estimate: int = 0  # the peak the plan expects of this run (``Plan.expected_peak``)
-    lock: int | None = None  # the descriptor holding the session folder (``session.hold``) while this runs
     provenance: provenance.Provenance | None = None  # model file, git state, reproduce (``_record_provenance``)
 
 
@@ -129,9 +128,19 @@ def run(config: Config, out_root: Path = Path("outputs"), tracking_name: str | N
     ``sweep``, ``cell``: the run id of a sweep this pipeline is a cell of (it nests under it), the cell's key.
     """
     store, where, plan = check_inputs(config, tracking_name, device, Path(out_root))
-    run_ = _open_session(config, Path(out_root), store, where, plan, echo, sweep, cell)
-    run_.figures = figures
-    return _execute(run_, Done(), echo, system_metrics, peak=True)
+    protocol = protocols.get(config.protocol)
+    layout = Layout(session.new_folder(Path(out_root), config.model), protocol.name)
+    tags = {tracking.SESSION: layout.session, tracking.PROTOCOL: protocol.name, "mlflow.source.name": "cctk run"}
+    if sweep:
+        tags.update({tracking.SWEEP: sweep, tracking.CELL: cell or ""})
+    # the folder is let go after the run has ended (a resume that takes it finds it ended); the run is
+    # opened here and ended here, so no fault between (the GEMM peak, a Ctrl-C) leaves it RUNNING
+    with _held(layout.folder), store.run("pipeline", layout.session, tags, parent=sweep, attach=True) as parent:
+        _set_up(parent, config, protocol, layout, sweep, echo)
+        run_ = Session(config, protocol, layout, store, parent.experiment_id, parent, where, figures=figures, plan=plan)
+        _record_provenance(run_)
+        results = _stages(run_, Done(), echo, system_metrics, peak=True)
+    return Outcome(results, parent.run_id, layout.folder)
 
 
 def resume(run_id: str, out_root: Path = Path("outputs"), tracking_name: str | None = None,
@@ -153,43 +162,37 @@ def resume(run_id: str, out_root: Path = Path("outputs"), tracking_name: str | N
         raise CctkError(f"the session folder {layout.folder} of run {run_id} is not here; "
                         "resume from the folder the run started in, or pass its --out")
     session.check_out(layout.folder, "the session folder")
-    lock = _hold_for_resume(run_id, layout)  # first: a live run's own memory use would fail the plan
-    try:
+    busy = f"run {run_id} is still running: its process holds {layout.folder} (stop it first, or wait for it to end)"
+    with _held(layout.folder, busy):  # first: a live run's own memory use would fail the plan
         where, plan = check_device(config, device)
         done = resume_state.finished(store, parent, layout)
-        session_ = Session(config, protocol, layout, store, parent.experiment_id, store.reopen(run_id), where,
-                           figures=figures, plan=plan, lock=lock)
-        _record_provenance(session_)
-    except BaseException:
+        with store.run("pipeline", layout.session, reopen=run_id) as reopened:  # ended here, as run()'s
+            session_ = Session(config, protocol, layout, store, parent.experiment_id, reopened, where,
+                               figures=figures, plan=plan)
+            _record_provenance(session_)
+            echo(f"resuming {layout.session}: {len(done.run_ids)} of {len(protocol.models(config.parts))} models "
+                 "already finished")
+            results = _stages(session_, done, echo, system_metrics, peak=False)
+    return Outcome(results, run_id, layout.folder)
+
+
+@contextmanager
+def _held(folder: Path, busy: str | None = None):
+    """The session folder, held by this process for the block (``session.hold``); ``busy``: the line that
+    refuses a folder another live process holds."""
+    try:
+        lock = session.hold(folder)
+    except session.Busy as error:
+        raise CctkError(busy or str(error)) from None
+    try:
+        yield lock
+    finally:
         session.release(lock)
-        raise
-    echo(f"resuming {layout.session}: {len(done.run_ids)} of {len(protocol.models(config.parts))} models "
-         "already finished")
-    return _execute(session_, done, echo, system_metrics)
-
-
-def _hold_for_resume(run_id: str, layout: Layout) -> int:
-    """The session folder, held for the resume; a run whose process still holds it is refused."""
-    try:
-        return session.hold(layout.folder)
-    except session.Busy:
-        raise CctkError(f"run {run_id} is still running: its process holds {layout.folder} "
-                        "(stop it first, or wait for it to end)") from None
-
-
-def _execute(run: Session, done: Done, echo, system_metrics: bool = True, peak: bool = False) -> Outcome:
-    """Everything after the parent run exists, inside its lifecycle: nothing can leave it RUNNING.
-    ``peak``: measure the device's GEMM peak first (the compute limit; a resume reports no cost)."""
-    try:
-        with tracking.ending(run.parent):  # FINISHED, FAILED (any error) or KILLED (Ctrl-C, SIGTERM)
-            results = _stages(run, done, echo, system_metrics, peak)
-    finally:  # after the run has ended: a resume that takes the folder finds it ended
-        session.release(run.lock)
-    return Outcome(results, run.parent.run_id, run.layout.folder)
 
 
 def _stages(run: Session, done: Done, echo, system_metrics: bool, peak: bool):
-    """Draw, measure and train, compute the tables, write the outputs; returns the protocol's results."""
+    """Draw, measure and train, compute the tables, write the outputs; returns the protocol's results.
+    ``peak``: measure the device's GEMM peak first (the compute limit; a resume reports no cost)."""
     try:
         draws = run.protocol.draw(run.config)
         if peak:
@@ -212,33 +215,13 @@ def _stages(run: Session, done: Done, echo, system_metrics: bool, peak: bool):
             run.monitor.finish()
 
 
-def _open_session(config: Config, out_root: Path, store: tracking.Store, device: torch.device, plan: memory.Plan,
-                  echo, sweep: str | None = None, cell: str | None = None) -> Session:
-    """The session folder (held by this process until the run ends) and the MLflow parent run; a fault
-    here ends the parent KILLED or FAILED, never leaves it RUNNING (its folder can be resumed)."""
-    protocol = protocols.get(config.protocol)
-    folder = session.new_folder(out_root, config.model)
-    lock = session.hold(folder)
-    name = folder.name
-    layout = Layout(folder, protocol.name)
-    tags = {tracking.KIND: "pipeline", tracking.SESSION: name, tracking.PROTOCOL: protocol.name,
-            "mlflow.source.name": "cctk run"}
-    if sweep:
-        tags.update({tracking.SWEEP: sweep, tracking.CELL: cell or ""})
-    try:
-        parent = store.attach_or_start(store.experiment(), name, tags, parent=sweep)
-    except BaseException:
-        session.release(lock)
-        raise
-    with tracking.failing(parent, lambda: session.release(lock)):
-        parent.note(protocol.run_note(config) + (f"; a cell of sweep {sweep}" if sweep else ""))
-        experiment_id = parent.experiment_id  # `mlflow run` may have created the parent in another experiment
-        parent.params({**config.as_params(), "model_id": models.model_id(config.model), **protocol.params,
-                       "cctk_version": __version__})
-        _say_where(protocol, config, layout, echo)
-        session_ = Session(config, protocol, layout, store, experiment_id, parent, device, plan=plan, lock=lock)
-        _record_provenance(session_)
-    return session_
+def _set_up(parent: tracking.Run, config: Config, protocol: Protocol, layout: Layout, sweep: str | None,
+            echo) -> None:
+    """The parent run's description and parameters, and the session's first lines."""
+    parent.note(protocol.run_note(config) + (f"; a cell of sweep {sweep}" if sweep else ""))
+    parent.params({**config.as_params(), "model_id": models.model_id(config.model), **protocol.params,
+                   "cctk_version": __version__})
+    _say_where(protocol, config, layout, echo)
 
 
 def _record_provenance(run: Session, revision: str | None = None) -> None:

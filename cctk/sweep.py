@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import tracking
@@ -97,7 +97,7 @@ def absolute_store(store: tracking.Store) -> str:
 
 @dataclass(frozen=True)
 class Sweep:
-    run_id: str
+    run_id: str | None  # None until ``execute`` opens a new sweep's run
     grid: Grid
     out: Path
     executor: str
@@ -108,26 +108,28 @@ class Sweep:
 
 def open_sweep(store: tracking.Store, grid: Grid, out: Path, executor: str, address: str | None,
                figures: bool = True) -> Sweep:
-    """Create the sweep's MLflow run, with the grid as parameters."""
+    """A new sweep (its MLflow run is opened by ``execute``, which ends it)."""
     if executor not in EXECUTORS:
         raise CctkError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
-    out = Path(out).resolve()
-    run = store.start(store.experiment(), f"sweep {len(grid.cells())} cells",
-                      tags={tracking.KIND: "sweep", "mlflow.source.name": "cctk sweep"})
-    run.params({**grid.as_params(), "out": str(out), "executor": executor, "address": address or "",
-                "figures": figures})
+    return Sweep(None, grid, Path(out).resolve(), executor, address, absolute_store(store), figures)
+
+
+def _describe(run: tracking.Run, sweep: Sweep) -> None:
+    """A new sweep's run: the grid as parameters, a one-line description."""
+    grid = sweep.grid
+    run.params({**grid.as_params(), "out": str(sweep.out), "executor": sweep.executor, "address": sweep.address or "",
+                "figures": sweep.figures})
     run.note(f"cctk sweep: {len(grid.cells())} pipelines over models {', '.join(grid.models)}, seeds "
              f"{', '.join(map(str, grid.seeds))}" + (f", recipe values {dict(grid.sets)}" if grid.sets else "")
              + (f", parts {','.join(grid.parts)}" if grid.parts != PARTS else ""))
-    return Sweep(run.run_id, grid, out, executor, address, absolute_store(store), figures)
 
 
 def reopen_sweep(store: tracking.Store, sweep_id: str) -> Sweep:
+    """An interrupted sweep, read back (``execute`` sets its run RUNNING again and ends it)."""
     run = store.get(sweep_id)
     if run.tags.get(tracking.KIND) != "sweep":
         raise CctkError(f"MLflow run {sweep_id} is not a cctk sweep (tag {tracking.KIND} is "
                         f"{run.tags.get(tracking.KIND)!r})")
-    store.reopen(sweep_id)
     p = run.params
     return Sweep(sweep_id, Grid.from_params(p), Path(p["out"]), p["executor"], p.get("address") or None,
                  absolute_store(store), p.get("figures", "True") == "True")
@@ -164,18 +166,33 @@ def per_cell(cpus: float = 1.0, gpus: float | None = None) -> PerCell:
 
 
 def execute(store: tracking.Store, sweep: Sweep, run_cell: RunCell, echo=print, per_cell: PerCell = PerCell()) -> dict:
-    """Run every cell not yet finished (interrupted ones are resumed); returns cell key -> run id."""
-    started = cell_runs(store, sweep.run_id)
-    jobs = []
-    for cell in sweep.grid.cells():
-        previous = started.get(cell.key)
-        if previous is not None and previous.status == "FINISHED":
-            echo(f"cell {cell.key}: finished before, run {previous.run_id}")
-            continue
-        jobs.append((cell, previous.run_id if previous is not None else None))
-    with tracking.ending(store.reopen(sweep.run_id)):  # FINISHED, FAILED or KILLED (Ctrl-C, SIGTERM)
+    """Open the sweep's run (a new one, or the interrupted one again), run every cell not yet finished
+    (interrupted ones are resumed) and end the run here: FINISHED, FAILED or KILLED (Ctrl-C, SIGTERM).
+    Returns cell key -> run id."""
+    tags = {"mlflow.source.name": "cctk sweep"}
+    with store.run("sweep", f"sweep {len(sweep.grid.cells())} cells", tags, reopen=sweep.run_id) as run:
+        if sweep.run_id is None:
+            _describe(run, sweep)
+        sweep = replace(sweep, run_id=run.run_id)
+        _say_plan(sweep, echo)
+        started = cell_runs(store, sweep.run_id)
+        jobs = []
+        for cell in sweep.grid.cells():
+            previous = started.get(cell.key)
+            if previous is not None and previous.status == "FINISHED":
+                echo(f"cell {cell.key}: finished before, run {previous.run_id}")
+                continue
+            jobs.append((cell, previous.run_id if previous is not None else None))
         finished = (_ray if sweep.executor == "ray" else _local)(sweep, jobs, run_cell, echo, per_cell)
+    echo(f"sweep {sweep.run_id} finished; compare it with: cctk compare --sweep {sweep.run_id} --out DIR")
     return {**{k: r.run_id for k, r in started.items() if r.status == "FINISHED"}, **finished}
+
+
+def _say_plan(sweep: Sweep, echo) -> None:
+    cells = sweep.grid.cells()
+    echo(f"sweep {sweep.run_id}: {len(cells)} cells ({sweep.executor}), outputs in {sweep.out}")
+    echo(f"seeds {', '.join(map(str, sweep.grid.seeds))}; profile {sweep.grid.profile}"
+         + (f"; parts {','.join(sweep.grid.parts)}" if sweep.grid.parts != PARTS else ""))
 
 
 def _local(sweep: Sweep, jobs, run_cell: RunCell, echo, per_cell: PerCell) -> dict:

@@ -254,8 +254,8 @@ class Run:
 @contextmanager
 def ending(run: Run) -> Iterator[Run]:
     """End ``run`` as the block ends: FINISHED, KILLED (``KeyboardInterrupt``, SIGTERM) or FAILED (any
-    other exception, recorded as tag ``cctk.error``); the exception goes on. For a run opened elsewhere
-    (a resumed pipeline, a sweep reopened)."""
+    other exception, recorded as tag ``cctk.error``); the exception goes on. ``Store.run`` opens every
+    run inside it."""
     try:
         yield run
     except KeyboardInterrupt:
@@ -265,19 +265,6 @@ def ending(run: Run) -> Iterator[Run]:
         run.failed(error)
         raise
     run.end("FINISHED")
-
-
-@contextmanager
-def failing(run: Run, cleanup=None) -> Iterator[Run]:
-    """Like ``ending``, but a block that completes leaves ``run`` RUNNING (the caller goes on with it); on
-    an exception ``cleanup()`` runs first, then the run ends KILLED or FAILED and the exception goes on."""
-    try:
-        yield run
-    except BaseException:
-        if cleanup is not None:
-            cleanup()
-        with ending(run):
-            raise
 
 
 def active_run() -> Run | None:
@@ -366,18 +353,25 @@ class Store:
 
     @contextmanager
     def run(self, kind: str, name: str, tags: dict | None = None, parent: Run | str | None = None,
-            experiment_id: str | None = None, attach: bool = False) -> Iterator[Run]:
+            experiment_id: str | None = None, attach: bool = False, reopen: str | None = None) -> Iterator[Run]:
         """The one lifecycle of every cctk run: open it (tagged ``cctk.kind``), yield it, and end it
         FINISHED when the block completes, KILLED on Ctrl-C or SIGTERM (``KeyboardInterrupt``), FAILED
         on any other exception (the error, one line, as tag ``cctk.error``); the exception goes on.
 
         ``attach``: the run ``mlflow run`` created (``MLFLOW_RUN_ID``) becomes this run when there is one.
+        ``reopen``: the id of an existing run this one continues (a resume): set RUNNING again, its tags
+        kept; a fault while it is set RUNNING ends it as any other.
         """
-        experiment_id = experiment_id or self.experiment()
+        attached = os.environ.get("MLFLOW_RUN_ID") if attach else None
+        continued = reopen or attached
+        experiment_id = None if continued else experiment_id or self.experiment()
         tags = {KIND: kind, **(tags or {})}
-        run = self.attach_or_start(experiment_id, name, tags, parent) if attach else \
-            self.start(experiment_id, name, tags, parent)
-        with ending(run):
+        run = Run(continued, self.client) if continued else self.start(experiment_id, name, tags, parent)
+        with ending(run):  # set RUNNING again inside the lifecycle: a fault there ends it too
+            if continued:
+                self.reopen(continued)
+            if attached:
+                run.tags({**tags, "mlflow.runName": name, VERSION: source_tags()[VERSION]})
             yield run
 
     def runs_url(self, base: str, experiment_id: str) -> str:
@@ -393,16 +387,6 @@ class Store:
             tags["mlflow.parentRunId"] = parent if isinstance(parent, str) else parent.run_id
         created = self.client.create_run(experiment_id, tags=tags, run_name=name)
         return Run(created.info.run_id, self.client)
-
-    def attach_or_start(self, experiment_id: str, name: str, tags: dict, parent: str | None = None) -> Run:
-        """The run ``mlflow run`` created (``MLFLOW_RUN_ID``) becomes the parent; else a new one
-        (nested under run ``parent`` when given: a pipeline of a sweep)."""
-        run_id = os.environ.get("MLFLOW_RUN_ID")
-        if not run_id:
-            return self.start(experiment_id, name, tags, parent=parent)
-        run = self.reopen(run_id)
-        run.tags({**tags, "mlflow.runName": name, VERSION: source_tags()[VERSION]})
-        return run
 
     def search(self, experiment_ids: list[str], query: str) -> list[TrackedRun]:
         """Runs matching an MLflow search ``query`` (e.g. ``tags.`cctk.sweep` = 'ID'``), as plain values."""

@@ -83,3 +83,22 @@ def test_sweep_checks_every_cells_model_before_any_cell(broken_model, tiny_dir, 
     _one_line_error(result, f"cannot read the configuration of {broken_model}")
     assert not (tmp_path / "out").exists()
     _no_run(tmp_path)
+
+
+# every command with an --out folder, its other required options given (nothing of them is read first)
+OUT_COMMANDS = {"measure": ["measure"], "compare": ["compare", "--runs", "a,b"], "report": ["report", "nowhere"],
+                "krtest eval": ["krtest", "eval", "--questions", "q.jsonl"],
+                "krtest train": ["krtest", "train", "--corpus", "c.txt", "--questions", "q.jsonl"],
+                "krtest generate": ["krtest", "generate"], "krtest oracle": ["krtest", "oracle", "--oracle", "o"],
+                "krtest study": ["krtest", "study"]}
+
+
+@pytest.mark.parametrize("command", OUT_COMMANDS)
+@pytest.mark.parametrize("where", [_below_a_file, lambda _: "/proc/cctk-out"])
+def test_every_out_is_checked_before_any_work(command, where, tmp_path, tracking_uri):
+    """measure, compare, report and the KR-Test commands refuse an --out that cannot hold files in one line,
+    as the options are read: no store is opened, no model loaded, nothing made."""
+    out = where(tmp_path)
+    result = CliRunner().invoke(cli, [*OUT_COMMANDS[command], "--out", str(out)])
+    _one_line_error(result, f"--out {os.path.abspath(out)} cannot hold the outputs: ")
+    assert not (tmp_path / "mlflow.db").exists()

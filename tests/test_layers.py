@@ -20,7 +20,8 @@ LIGHT = ["cctk.results", "cctk.outputs", "cctk.experiments", "cctk.figures", "cc
 # The floors, top to bottom. A module's floor is that of the longest name here it is or lies under
 # (``cctk`` itself, the package's ``__init__``, only by that exact name); a new module must be given one.
 FLOORS: dict[str, tuple[str, ...]] = {
-    "command lines": ("cctk.__main__", "cctk.cli", "cctk.mlproject", "cctk.server", "cctk.krtest.cli", "cctk.bench"),
+    "command lines": ("cctk.__main__", "cctk.cli", "cctk.options", "cctk.mlproject", "cctk.server", "cctk.krtest.cli",
+                      "cctk.bench"),
     "pipeline": ("cctk.pipeline", "cctk.resume", "cctk.sweep", "cctk.measure_job"),
     "experiments, outputs, tracking, compare, KR-Test, the manuals": (
         "cctk.experiments", "cctk.protocols", "cctk.v1", "cctk.v2", "cctk.session", "cctk.outputs", "cctk.results",

@@ -215,9 +215,17 @@ def test_a_run_stopped_before_its_first_measurement_is_resumed(tiny_dir, tmp_pat
     from cctk import session
 
     run_id, folder = _interrupted_pipeline(tiny_dir, tmp_path, "KILLED")
-    monkeypatch.setattr(pipeline, "_execute", lambda run, done, *args: (run, done))  # the lifecycle, not run here
+    seen = []
+
+    def stages(run, done, *args, **kwargs):  # the stages, not run here: what they are given, as they start
+        seen.append((done, tracking.connect().get(run_id).status))
+        with pytest.raises(session.Busy):
+            session.hold(folder)  # held by the resume
+
+    monkeypatch.setattr(pipeline, "_stages", stages)
     said = []
-    run, done = pipeline.resume(run_id, tmp_path / "out", echo=said.append)
-    session.release(run.lock)
+    pipeline.resume(run_id, tmp_path / "out", echo=said.append)
+    ((done, status),) = seen
     assert said == [f"resuming {folder.name}: 0 of 3 models already finished"] and not done.run_ids
-    assert tracking.connect().get(run_id).status == "RUNNING"
+    assert status == "RUNNING" and tracking.connect().get(run_id).status == "FINISHED"
+    session.release(session.hold(folder))  # let go after the run ended

@@ -89,7 +89,7 @@ def test_a_sweep_run_ends_as_its_cells_end(tracking_uri, tmp_path, raised, statu
     with pytest.raises(type(raised)) if raised else contextlib.nullcontext():
         assert sweep.execute(store, plan, run_cell, echo=lambda *_: None) == {
             "smollm2-135m-bundled|seed=3": "run-3", "smollm2-135m-bundled|seed=5": "run-5"}
-    ended = store.get(plan.run_id)
+    (ended,) = store.search([store.experiment()], f"tags.`{tracking.KIND}` = 'sweep'")
     assert ended.status == status and ended.tags[tracking.KIND] == "sweep"
     assert ended.tags.get(tracking.ERROR) == ("RuntimeError: cell broke" if status == "FAILED" else None)
 

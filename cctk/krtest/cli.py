@@ -8,10 +8,11 @@ import click
 from ..device import DEVICE_HELP
 from ..errors import CctkError
 from ..models import BUNDLED
+from ..options import OutFolder
 from .generate import ENTITIES, VALIDATION_ENTITIES
 from . import ARMS, DEFAULT_BUDGET
 
-OUT_DIR = click.Path(file_okay=False, path_type=Path)
+OUT_DIR = OutFolder()  # checked as it is read: it takes files, or one line before any work
 DEVICE = click.option("--device", default=None, help=DEVICE_HELP)
 IN_FILE = click.Path(dir_okay=False, path_type=Path)
 

@@ -350,15 +350,9 @@ def _generate(request: Request, teacher, journal: Journal, settings: dict, docum
 @contextmanager
 def _tracked(store, journal: Journal, name: str, kind: str = GENERATE_RUN, source: str = "cctk krtest generate"):
     """A new run for a fresh journal; the journal's own run, RUNNING again, for a continuation."""
-    from .. import tracking
-
     run_id = journal.header.get("run_id") if journal.header else None
-    if run_id:
-        with tracking.ending(store.reopen(run_id)) as run:
-            yield run
-    else:
-        with store.run(kind, name, {"mlflow.source.name": source}) as run:
-            yield run
+    with store.run(kind, name, {"mlflow.source.name": source}, reopen=run_id) as run:
+        yield run
 
 
 def _progress(found: list[Located], journal: Journal, rewrite: Callable[[], Generation]) -> Callable[[], None]:

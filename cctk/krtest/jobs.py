@@ -17,16 +17,16 @@ import pandas as pd
 from .. import __version__, tracking
 from ..errors import CctkError
 from ..device import check_recipe, resolve as resolve_device
-from ..models import check_available, load_model, model_id
+from ..models import check_available, load_model, model_config, model_id
 from ..scoring import pad_id
 from . import RUN
 from .generate import VALIDATION
-from .items import Item, check_locations, read_corpus, read_items, with_book
+from .items import MAX_TOKENS, Item, check_locations, read_corpus, read_items, with_book
 from .passages import Passage, check_segment
 from .passages import segment as segment_corpus
 from .lora import plan_lora
 from .report import write_curve, write_evaluation
-from .scoring import Summary, score, summarize
+from .scoring import Summary, check_fits, score, summarize
 from .train import Evaluation, TrainConfig, Trained, perplexity, train
 
 SUMMARY_METRICS = ("n", "correct", "accuracy", "lo", "hi", "mean_margin", "ties", "identical")
@@ -68,11 +68,13 @@ class Inputs:
 
 def read_inputs(questions: Path, corpus: Path | None = None, validation: Path | None = None,
                 need_corpus: bool = False, need_validation: bool = False, location: str = "char",
-                segment: str = "blank-lines", tokenizer=None) -> Inputs:
+                segment: str = "blank-lines", tokenizer=None, scoring_tokenizer=None,
+                max_tokens: int = MAX_TOKENS) -> Inputs:
     """Read and check the files (every item's location against the corpus); a missing one that is needed
-    fails in one line. ``tokenizer`` only for ``segment="tokens:N"``."""
+    fails in one line. ``tokenizer`` only for ``segment="tokens:N"``; ``scoring_tokenizer``: each text
+    field within ``max_tokens`` of its tokens (else within ``items.MAX_CHARS`` characters)."""
     check_segment(segment, location)
-    items = tuple(read_items(questions))
+    items = tuple(read_items(questions, scoring_tokenizer, max_tokens))
     if need_corpus and corpus is None:
         raise CctkError("this needs --corpus FILE (the corpus the questions' locations point into)")
     if need_validation and validation is None and corpus is not None:
@@ -113,13 +115,17 @@ def run_eval(model: str, questions: Path, out: Path, corpus: Path | None = None,
     where = resolve_device(device)
     check_available(model)
     check_segment(segment, location)
+    from .from_corpus import load_tokenizer
+
+    scoring = load_tokenizer(model)  # the model's own: the bound is in its tokens
     tokenizer = None
     if segment.startswith("tokens:") and corpus is not None:
-        from .from_corpus import load_tokenizer
-
-        tokenizer = load_tokenizer(tokenizer_name or model)
-    inputs = read_inputs(questions, corpus, need_corpus=book, location=location, segment=segment, tokenizer=tokenizer)
+        tokenizer = load_tokenizer(tokenizer_name) if tokenizer_name else scoring
+    limit = context_limit(model)
+    inputs = read_inputs(questions, corpus, need_corpus=book, location=location, segment=segment, tokenizer=tokenizer,
+                         scoring_tokenizer=scoring, max_tokens=limit)
     items = inputs.book() if book else list(inputs.items)
+    check_fits(scoring, items, limit, str(questions))
     track = open_track(tracking_name)
     echo(f"loading {model} ...")
     lm, tokenizer = load_model(model)
@@ -131,6 +137,17 @@ def run_eval(model: str, questions: Path, out: Path, corpus: Path | None = None,
         inputs.log(run)
         summary, _ = evaluate_arm(run, lm, tokenizer, items, Path(out), echo)
     return summary
+
+
+def context_limit(model: str) -> int:
+    """The longest sequence ``model`` reads (its position embeddings), from its configuration; a model
+    that states none is bounded by ``items.MAX_TOKENS``."""
+    config = model_config(model)
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return MAX_TOKENS
 
 
 def evaluate_arm(run: tracking.Run, lm, tokenizer, items: list[Item], out: Path, echo=print,

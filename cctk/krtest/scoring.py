@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ..errors import CctkError
 from ..scoring import LOGIT_BUDGET, AnswerTree, answer_tree, encode, pad_id, score_forest, vocab_size
 from ..stats import clopper_pearson
 from .items import Item
@@ -90,6 +91,19 @@ def encode_item(tokenizer, item: Item) -> Encoded:
     false = encode_continuation(tokenizer, context, item.sentence_false)
     t = min(len(true), len(false))
     return Encoded(tuple(encode(tokenizer, context, special=True)), tuple(true[:t]), tuple(false[:t]))
+
+
+def check_fits(tokenizer, items: Sequence[Item], limit: int, source: str) -> None:
+    """Every item as the scorer feeds it (its context, after the passage in an open book, then an answer
+    side) within ``limit`` tokens of ``tokenizer``; else one line naming the item's line and the count,
+    before anything is scored (a 5 MB context would ask the model for terabytes)."""
+    for item in items:
+        encoded = encode_item(tokenizer, item)
+        size = len(encoded.context) + len(encoded.true)
+        if size > limit:
+            raise CctkError(f"{source} line {item.line}: the item is {size} tokens of the scoring tokenizer "
+                            f"({len(encoded.context)} of context{', passage included' if item.book else ''}, "
+                            f"{len(encoded.true)} of answer); the model reads at most {limit} tokens")
 
 
 @dataclass(frozen=True)

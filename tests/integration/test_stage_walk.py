@@ -1,10 +1,23 @@
-"""A tiny-model pipeline (Part A) stopped at several stages, by Ctrl-C and SIGTERM in turn, then resumed each
-time: every stop exits 130 or 143 with no run left RUNNING, and the last resume's tables equal an
-uninterrupted run's (issue 31)."""
+"""A tiny-model pipeline (Part A, smoke profile, figures drawn) stopped at each of its stages by Ctrl-C, SIGTERM
+and kill -9, and resumed each time (issue 31): before the session line, loading the model, the base model's
+measurement, an arm, the tables, the figures, the reports.
+
+One walk per signal: a fresh run stopped before its session line (nothing is left: no run, no folder), a
+fresh run stopped while loading, then ``--resume`` stopped at each later stage in turn, then a resume to the
+end. After every stop by SIGINT or SIGTERM the process exits 130 or 143 with no run RUNNING (after kill -9
+the runs stay RUNNING until the next resume ends them); the walk's last resume ends FINISHED with tables equal
+to an uninterrupted run's (computed once for the module). The stage-by-signal table is printed at the end
+(``pytest -s``) and written to ``$CCTK_STAGE_WALK_TABLE`` when set.
+
+Each stage is held open in the real ``cctk`` process by this file's ``HOLD`` wrapper (the step waits at its
+start and says so in a file), so the signal lands in that stage every time, found by polling, never by
+sleeping a fixed time."""
 import os
 import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import mlflow
 import pandas as pd
@@ -17,64 +30,143 @@ from cctk.results import load
 
 pytestmark = pytest.mark.integration
 
-# (the line after which the signal is sent, the signal, the exit code the shell expects)
-STOPS = [("loading ", signal.SIGINT, 130),  # before the base model is measured: the folder holds targets.csv
-         ("arm 2/2", signal.SIGTERM, 143)]  # the last arm trained: its measurement, the tables, the outputs
-# (a stop after arm 1 adds little and a minute on two shared cores; tests/integration/test_resume_after_kill.py
-# and test_lifecycle.py stop arms mid-training)
+HOLD = """
+import importlib, os, pathlib, sys, time
+module, name = os.environ["CCTK_HOLD"].split(":")
+module = importlib.import_module(module)
+real = getattr(module, name)
+
+def held(*args, **kwargs):
+    pathlib.Path(os.environ["CCTK_HELD"]).touch()
+    time.sleep(600)
+    return real(*args, **kwargs)
+
+setattr(module, name, held)
+sys.argv = ["cctk", *sys.argv[1:]]
+from cctk.cli import main
+main()
+"""
+# stage -> the step held at its start (module:attribute, looked up by its caller at each call)
+STAGES = {"before the session line": "cctk.pipeline:check_inputs", "loading": "cctk.models:load_model",
+          "base measurement": "cctk.pipeline:measure", "an arm": "cctk.pipeline:fine_tune",
+          "tables": "cctk.outputs.write:write_tables", "figures": "cctk.outputs.render:run_all",
+          "reports": "cctk.outputs.run_report:write"}
+SIGNALS = {"SIGINT": (signal.SIGINT, 130), "SIGTERM": (signal.SIGTERM, 143), "kill -9": (signal.SIGKILL, -9)}
+SEED = "5"
+WALKED: dict[tuple[str, str], str] = {}  # (stage, signal) -> what happened, for the table
 
 
-def _stopped(command: list[str], env: dict, after: str, signum: int, while_live=None) -> int:
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    for line in proc.stdout:
-        if line.startswith(after):
-            if while_live is not None:
-                while_live()
-            proc.send_signal(signum)
-            break
-    proc.stdout.read()
-    return proc.wait(timeout=120)
+def _stopped(args: list[str], env: dict, stage: str, signum: int, held: Path, while_held=None) -> int:
+    """Run ``cctk args`` with ``stage`` held at its start; once it is reached, send ``signum``; the exit code."""
+    env = {**env, "CCTK_HOLD": STAGES[stage], "CCTK_HELD": str(held)}
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not held.exists():
+            assert proc.poll() is None, f"ended before {stage}: " + proc.stdout.read()[-2000:]
+            assert time.monotonic() < deadline, f"{stage} not reached"
+            time.sleep(0.05)
+        if while_held is not None:
+            while_held()
+        proc.send_signal(signum)
+        output = proc.communicate(timeout=120)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    held.unlink()
+    assert signum == signal.SIGKILL or "Traceback" not in output, output[-2000:]
+    return proc.returncode
 
 
-def _runs(client, experiment_id):
-    return client.search_runs([experiment_id], "")
+@pytest.fixture(scope="module")
+def uninterrupted(tiny_dir, tmp_path_factory):
+    """The tables of the same run, not stopped (in this process, on a store of its own)."""
+    folder = tmp_path_factory.mktemp("straight")
+    old = os.environ.get("MLFLOW_TRACKING_URI")
+    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{folder}/mlflow.db"
+    try:
+        done = pipeline.run(make_config(str(tiny_dir), "smoke", parse_seeds(SEED), parts="A"), folder / "out",
+                            echo=lambda *_: None, system_metrics=False, figures=False)
+    finally:
+        os.environ.pop("MLFLOW_TRACKING_URI") if old is None else os.environ.__setitem__("MLFLOW_TRACKING_URI", old)
+    return pipeline.protocols.get("v2").compute_tables(done.results)
 
 
-def test_stops_at_each_stage_resume_to_the_uninterrupted_tables(tiny_dir, tmp_path, monkeypatch):
-    uri, out = f"sqlite:///{tmp_path}/mlflow.db", tmp_path / "out"
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONUNBUFFERED": "1"}
-    base = [sys.executable, "-m", "cctk", "run", "--no-figures", "--no-system-metrics", "--out", str(out)]
-    command = base + ["--model", str(tiny_dir), "--profile", "smoke", "--seed", "5", "--parts", "A"]
-    client = mlflow.MlflowClient(uri)
-    walked = []
+@pytest.fixture(scope="module", autouse=True)
+def table():
+    """The stage-by-signal table, printed (and written) once every walk has run."""
+    started = time.monotonic()
+    yield
+    names = list(SIGNALS)
+    lines = ["| stage | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    lines += [f"| {stage} | " + " | ".join(WALKED.get((stage, s), "not run") for s in names) + " |"
+              for stage in STAGES]
+    lines.append(f"\n{len(WALKED)} stops in {time.monotonic() - started:.0f} s")
+    text = "\n".join(lines)
+    print("\n" + text)
+    if os.environ.get("CCTK_STAGE_WALK_TABLE"):
+        Path(os.environ["CCTK_STAGE_WALK_TABLE"]).write_text(text + "\n")
+
+
+def _statuses(client) -> list[str]:
+    experiment = client.get_experiment_by_name(tracking.EXPERIMENT)
+    return [] if experiment is None else [r.info.status for r in client.search_runs([experiment.experiment_id], "")]
+
+
+def _parent(client):
+    experiment = client.get_experiment_by_name(tracking.EXPERIMENT)
+    (parent,) = client.search_runs([experiment.experiment_id], f"tags.`{tracking.KIND}` = 'pipeline'")
+    return parent
+
+
+@pytest.mark.parametrize("signal_name", SIGNALS)
+def test_a_walk_of_the_stages_resumes_to_the_uninterrupted_tables(signal_name, tiny_dir, tmp_path, uninterrupted,
+                                                                   monkeypatch):
+    signum, code = SIGNALS[signal_name]
+    uri, out, held = f"sqlite:///{tmp_path}/mlflow.db", tmp_path / "out", tmp_path / "held"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONPATH": os.getcwd()}
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    common = ["run", "--no-system-metrics", "--out", str(out)]
+    fresh = common + ["--model", str(tiny_dir), "--profile", "smoke", "--seed", SEED, "--parts", "A"]
+    client = mlflow.MlflowClient(uri)
+    stops = []
 
     def refused_while_live():  # the process holds its session folder: a resume now is refused
-        store = tracking.connect()
-        (live,) = store.search([store.experiment()], "tags.`cctk.kind` = 'pipeline'")
-        with pytest.raises(CctkError, match=f"run {live.run_id} is still running: its process holds"):
-            pipeline.resume(live.run_id, out)
+        run_id = _parent(client).info.run_id
+        with pytest.raises(CctkError, match=f"run {run_id} is still running: its process holds"):
+            pipeline.resume(run_id, out)
 
-    for i, (after, signum, code) in enumerate(STOPS):
-        walked.append((after, _stopped(command, env, after, signum, refused_while_live if i == 0 else None)))
-        experiment = client.get_experiment_by_name("cctk").experiment_id
-        (parent,) = [r for r in _runs(client, experiment) if r.data.tags.get("cctk.kind") == "pipeline"]
-        assert walked[-1] == (after, code) and parent.info.status == "KILLED", walked
-        assert "RUNNING" not in {r.info.status for r in _runs(client, experiment)}
-        if i == 0:  # the earliest moment a run can be resumed from
+    for i, stage in enumerate(STAGES):
+        args = fresh if i < 2 else common + ["--resume", _parent(client).info.run_id]
+        exit_code = _stopped(args, env, stage, signum, held, refused_while_live if i == 1 else None)
+        statuses = _statuses(client)
+        if i == 0:  # no run and no folder yet: nothing to resume, the next run starts afresh
+            assert (exit_code, statuses, out.exists()) == (code, [], False)
+            stops.append((stage, f"exit {exit_code}, no run"))
+            continue
+        if i == 1:  # the earliest moment a run can be resumed from
             assert [p.name for p in next(out.iterdir()).iterdir()] == ["targets.csv"]
-        command = base + ["--resume", parent.info.run_id]
-    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert client.get_run(parent.info.run_id).info.status == "FINISHED"
+        if signum == signal.SIGKILL:  # no process is left to end them: RUNNING until the next resume
+            assert exit_code == code and _parent(client).info.status == "RUNNING"
+        else:
+            assert exit_code == code and "RUNNING" not in statuses and _parent(client).info.status == "KILLED"
+        stops.append((stage, f"exit {exit_code}, {_parent(client).info.status}"))
 
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/other.db")
-    straight = pipeline.run(make_config(str(tiny_dir), "smoke", parse_seeds("5"), parts="A"), tmp_path / "straight",
-                            echo=lambda *_: None, system_metrics=False, figures=False)
+    done = subprocess.run([sys.executable, "-m", "cctk", *common, "--resume", _parent(client).info.run_id],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    parent = _parent(client)
+    children = client.search_runs([parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
+    finished = sorted(c.data.tags[tracking.KEY] for c in children if c.info.status == "FINISHED")
+    assert parent.info.status == "FINISHED" and "RUNNING" not in _statuses(client)  # stopped arms: KILLED
+    assert finished == sorted(m.key for m in pipeline.protocols.get("v2").models(("A",)))  # each model once
     resumed = load(next(out.iterdir()))
-    for name, table in pipeline.protocols.get("v2").compute_tables(straight.results).items():
+    for name, table in uninterrupted.items():
         got = resumed.tables[name]
         if name == "table11":  # times differ
             cols = ["model", "examples", "steps", "loss_first_epoch", "loss_last_epoch"]
             table, got = table[cols], got[cols]
         pd.testing.assert_frame_equal(got.reset_index(drop=True), table.reset_index(drop=True), check_dtype=False)
+    for stage, what in stops:  # the walk's last resume gave the uninterrupted tables
+        WALKED[(stage, signal_name)] = what + ("; nothing to resume" if "no run" in what else "; resumed, tables equal")

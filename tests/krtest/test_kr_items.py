@@ -146,3 +146,42 @@ def test_a_byte_order_mark_is_accepted(tmp_path):
     path = tmp_path / "q.jsonl"
     path.write_bytes(b"\xef\xbb\xbf" + (good_line() + "\n").encode())
     assert [i.context for i in read_items(path)] == [GOOD["context"]]
+
+
+def test_an_item_past_the_models_context_is_refused_naming_its_line_and_tokens(tmp_path, tokenizer):
+    """The bound is in tokens of the scoring tokenizer, counted as the scorer feeds the item: the context with
+    its special tokens, then the answer sides' common length."""
+    from cctk.krtest.scoring import check_fits
+
+    long = "Anna Berg appears in the town hall of Oslo. " * 12
+    items = read_items(write_lines(tmp_path / "q.jsonl", [good_line(), good_line(context=long)]))
+    context = len(tokenizer(long)["input_ids"])
+    answer = min(len(tokenizer(" " + GOOD[s], add_special_tokens=False)["input_ids"])
+                 for s in ("sentence_true", "sentence_false"))
+    assert context > 100 and answer >= 5
+    check_fits(tokenizer, items, context + answer, "q.jsonl")  # exactly at the bound: scored
+    with pytest.raises(CctkError) as caught:
+        check_fits(tokenizer, items, context + answer - 1, "q.jsonl")
+    assert str(caught.value) == (f"q.jsonl line 2: the item is {context + answer} tokens of the scoring tokenizer "
+                                 f"({context} of context, {answer} of answer); the model reads at most "
+                                 f"{context + answer - 1} tokens")
+
+
+def test_eval_refuses_an_item_past_the_models_context_before_any_run(tiny_dir, tmp_path, tracking_uri):
+    """The tiny model reads 128 positions: an item of more is refused in one line, no run, no output folder;
+    a field alone past them is named by the per-field bound."""
+    import mlflow
+
+    long = "Anna Berg appears in the town hall of Oslo. " * 12 + "Anna Berg appears."  # 124 tokens: its answer
+    # takes it past 128
+    for name, line, expected in [("whole", good_line(context=long), r"line 2: the item is \d+ tokens of the scoring "
+                                  r"tokenizer \(\d+ of context, \d+ of answer\); the model reads at most 128 tokens"),
+                                 ("field", good_line(context=long * 2), r"line 2: field 'context' is \d+ tokens long; "
+                                  "the bound is 128 tokens per field")]:
+        path = write_lines(tmp_path / f"{name}.jsonl", [good_line(), line])
+        result = CliRunner().invoke(cli, ["krtest", "eval", "--model", str(tiny_dir), "--questions", str(path),
+                                          "--out", str(tmp_path / name)])
+        assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1, result.output
+        assert f"{path} " in result.output and __import__("re").search(expected, result.output), result.output
+        assert not (tmp_path / name).exists()
+    assert mlflow.MlflowClient().search_experiments()[0].name == "Default"  # no cctk experiment, no run

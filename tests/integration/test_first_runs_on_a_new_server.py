@@ -1,0 +1,104 @@
+"""Three first runs at once against a new ``mlflow server`` (SQLite backend, loopback): the experiment and its
+``mlflow.experimentKind`` tag are created by whichever comes first, the others' refused inserts are no error,
+and every pipeline FINISHES (issue 31, defect 3).
+
+The three processes are held at the door of ``Store.experiment`` (this file's ``RACE`` wrapper, nothing in
+cctk) and let in together, so they race on the experiment's creation every time, not by timing."""
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+
+import mlflow
+import pytest
+
+from cctk import tracking
+
+pytestmark = pytest.mark.integration
+
+RACE = """
+import os, pathlib, sys, time
+from cctk import tracking
+
+experiment = tracking.Store.experiment
+
+def at_once(self, *args, **kwargs):
+    pathlib.Path(os.environ["CCTK_RACE_READY"]).touch()
+    while not pathlib.Path(os.environ["CCTK_RACE_GO"]).exists():
+        time.sleep(0.005)
+    return experiment(self, *args, **kwargs)
+
+tracking.Store.experiment = at_once
+sys.argv = ["cctk", *sys.argv[1:]]
+from cctk.cli import main
+main()
+"""
+N = 3
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture()
+def new_server(tmp_path):
+    """A fresh ``mlflow server`` on loopback whose SQLite store holds nothing yet (no cctk experiment)."""
+    port, log = _free_port(), open(tmp_path / "server.log", "w")
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+                               "--backend-store-uri", f"sqlite:///{tmp_path}/server.db", "--serve-artifacts",
+                               "--artifacts-destination", (tmp_path / "artifacts").as_uri(), "--workers", "2"],
+                              env=env, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(180):
+            try:
+                if urllib.request.urlopen(f"{url}/health", timeout=2).status == 200:
+                    break
+            except OSError:
+                time.sleep(1)
+        else:
+            pytest.fail("the server did not start: " + (tmp_path / "server.log").read_text()[-2000:])
+        yield url
+    finally:
+        os.killpg(server.pid, 15)
+        server.wait(timeout=30)
+        log.close()
+
+
+def test_three_first_runs_at_once_on_a_new_server_all_finish(new_server, tiny_dir, tmp_path):
+    assert mlflow.MlflowClient(new_server).get_experiment_by_name(tracking.EXPERIMENT) is None
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    go, procs = tmp_path / "go", []
+    for seed in range(1, N + 1):
+        command = [sys.executable, "-c", RACE, "run", "--model", str(tiny_dir), "--profile", "smoke", "--seed",
+                   str(seed), "--parts", "A", "--no-figures", "--no-system-metrics", "--tracking", new_server,
+                   "--out", str(tmp_path / f"out{seed}")]
+        procs.append(subprocess.Popen(command, env={**env, "CCTK_RACE_READY": str(tmp_path / f"ready{seed}"),
+                                                    "CCTK_RACE_GO": str(go)},
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    try:
+        deadline = time.monotonic() + 300
+        while not all((tmp_path / f"ready{seed}").exists() for seed in range(1, N + 1)):
+            assert all(p.poll() is None for p in procs), [p.communicate()[0][-2000:] for p in procs if p.poll()]
+            assert time.monotonic() < deadline, "the runs did not reach the experiment's creation"
+            time.sleep(0.1)
+        go.touch()  # all three create the experiment and tag its kind now
+        outputs = [p.communicate(timeout=900)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert [p.returncode for p in procs] == [0] * N, [o[-2000:] for o in outputs]
+    client = mlflow.MlflowClient(new_server)
+    (experiment,) = [e for e in client.search_experiments() if e.name == tracking.EXPERIMENT]
+    assert experiment.tags["mlflow.experimentKind"] == tracking.EXPERIMENT_KIND
+    runs = client.search_runs([experiment.experiment_id], "")
+    parents = [r for r in runs if r.data.tags.get(tracking.KIND) == "pipeline"]
+    assert sorted(p.data.params["seeds"].split(",")[0] for p in parents) == [str(s) for s in range(1, N + 1)]
+    assert len(runs) == N * 4 and {r.info.status for r in runs} == {"FINISHED"}  # each: parent, base, two arms
