@@ -66,34 +66,34 @@ class Outcome:
 LONGEST_ROW = 16  # tokens of the longest arithmetic training row, an upper bound for any tokenizer
 
 
-def check_inputs(config: Config, tracking_name: str | None = None, device: str | None = None,
+def check_inputs(config: Config, protocol: Protocol, tracking_name: str | None = None, device: str | None = None,
                  out_root: Path | None = None) -> tuple[tracking.Store, torch.device, memory.Plan]:
     """Every check that can fail, before any session folder or MLflow run exists: the model (installed,
     cached or reachable, its configuration readable), the device, the recipe and memory on it
     (``check_device``), ``out_root`` (takes files), and the tracking store (reachable, openable)."""
     models.check_available(config.model)
-    where, plan = check_device(config, device)
+    where, plan = check_device(config, protocol, device)
     if out_root is not None:
         session.check_out(out_root)
     return tracking.connect(tracking_name), where, plan
 
 
-def check_device(config: Config, device: str | None) -> tuple[torch.device, memory.Plan]:
+def check_device(config: Config, protocol: Protocol, device: str | None) -> tuple[torch.device, memory.Plan]:
     """The device (present), the recipe on it (precision, optimizer) and the memory the run needs against
     what is free there: one line naming what fits where it does not."""
     where = resolve_device(device)
     check_recipe(config.recipe, where)
-    plan = memory_plan(config, where)
+    plan = memory_plan(config, protocol, where)
     if plan.shortfall():  # name the roster's models that would fit, in the one line
         replace(plan, others=models.roster_shapes()).check()
     return where, plan
 
 
-def memory_plan(config: Config, where: torch.device) -> memory.Plan:
+def memory_plan(config: Config, protocol: Protocol, where: torch.device) -> memory.Plan:
     """The run's memory against the device: one arm trained at a time, its parent waiting in host memory
     (none where every model is trained in place, protocol v1)."""
     shape = memory.Shape.of_config(models.model_config(config.model))
-    copies = any(not m.in_place for m in protocols.get(config.protocol).trained(config.parts))
+    copies = any(not m.in_place for m in protocol.trained(config.parts))
     return memory.Plan(config.model, shape, config.recipe, LONGEST_ROW, room(where), waiting=int(copies))
 
 
@@ -127,9 +127,9 @@ def run(config: Config, out_root: Path = Path("outputs"), tracking_name: str | N
 
     ``sweep``, ``cell``: the run id of a sweep this pipeline is a cell of (it nests under it), the cell's key.
     """
-    store, where, plan = check_inputs(config, tracking_name, device, Path(out_root))
-    protocol = protocols.get(config.protocol)
-    layout = Layout(session.new_folder(Path(out_root), config.model), protocol.name)
+    protocol = protocols.get(config.protocol)  # the library's entry: the one resolution of the Config's name
+    store, where, plan = check_inputs(config, protocol, tracking_name, device, Path(out_root))
+    layout = Layout(session.new_folder(Path(out_root), config.model), protocol)
     tags = {tracking.SESSION: layout.session, tracking.PROTOCOL: protocol.name, "mlflow.source.name": "cctk run"}
     if sweep:
         tags.update({tracking.SWEEP: sweep, tracking.CELL: cell or ""})
@@ -150,21 +150,21 @@ def resume(run_id: str, out_root: Path = Path("outputs"), tracking_name: str | N
     process still holds its session folder, are refused (nothing of theirs is rewritten)."""
     store = tracking.connect(tracking_name)
     parent = store.pipeline(run_id)
-    protocol = protocols.get(parent.tags.get(tracking.PROTOCOL))
+    protocol = protocols.get(parent.tags.get(tracking.PROTOCOL))  # MLflow's edge: resolved once, passed on
     if not protocol.resumable:
         raise CctkError(f"run {run_id} is a protocol {protocol.name} run; --resume continues "
                         "2.0.0 pipelines only (start a v1 run again)")
     if parent.status == "FINISHED":
         raise CctkError(f"run {run_id} is FINISHED: there is nothing to resume (start a new run to repeat it)")
     config = config_from_params(parent.params)
-    layout = Layout(Path(out_root) / parent.tags.get(tracking.SESSION, ""))
+    layout = Layout(Path(out_root) / parent.tags.get(tracking.SESSION, ""), protocol)
     if not parent.tags.get(tracking.SESSION) or not layout.folder.is_dir():
         raise CctkError(f"the session folder {layout.folder} of run {run_id} is not here; "
                         "resume from the folder the run started in, or pass its --out")
     session.check_out(layout.folder, "the session folder")
     busy = f"run {run_id} is still running: its process holds {layout.folder} (stop it first, or wait for it to end)"
     with _held(layout.folder, busy):  # first: a live run's own memory use would fail the plan
-        where, plan = check_device(config, device)
+        where, plan = check_device(config, protocol, device)
         done = resume_state.finished(store, parent, layout)
         with store.run("pipeline", layout.session, reopen=run_id) as reopened:  # ended here, as run()'s
             session_ = Session(config, protocol, layout, store, parent.experiment_id, reopened, where,
