@@ -125,16 +125,23 @@ def run_command(ctx, protocol, model, profile, seed, out, tracking, device, hold
                 figures, resume_id, **recipe):
     """Run the whole 2.0.0 experiment for one model (Parts A-D and the synthesis), or with
     --protocol v1 the 1.0.0 pipeline (base model, fine-tuned in place on fabricated answers)."""
-    from .config import check_protocol
-    from .pipeline import run_pipeline
+    from . import pipeline
+    from .config import check_protocol, make_config, parse_seeds
+    from .device import resolve as resolve_device
 
     check_protocol(protocol)
     if not PROTOCOLS[protocol].split:  # v1
         _check_unsplit_options(ctx, protocol, seed, resume_id, curves, parts)
     if resume_id and parts is not None:
         raise CctkError("--resume continues a run with the parts it was started with; leave out --parts")
-    run_pipeline(model, profile, seed, out, tracking, device, holdout, curves, system_metrics, figures, resume_id,
-                 echo=click.echo, parts=parts, protocol=protocol, **recipe)
+    where = pipeline.Where(out, tracking, device)
+    options = pipeline.Options(echo=click.echo, system_metrics=system_metrics, figures=figures)
+    if resume_id:
+        pipeline.resume(resume_id, where, options)
+        return
+    config = make_config(model, profile, parse_seeds(seed), holdout, device=str(resolve_device(device)),
+                         curves=curves, protocol=protocol, parts=parts, **recipe)
+    pipeline.run(config, where, options)
 
 
 def _check_unsplit_options(ctx, protocol, seed, resume_id, curves, parts=None) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import shutil
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -19,7 +20,7 @@ import torch
 
 from . import __version__, compute, memory, models, protocols, provenance, session, tracking
 from . import resume as resume_state
-from .config import PARTS, Config, config_from_params, make_config, parse_seeds
+from .config import PARTS, Config, config_from_params, make_config
 from .device import check_recipe, resolve as resolve_device, room
 from .errors import CctkError, OutOfMemory
 from .experiments import curve_rows
@@ -32,6 +33,30 @@ from .records import MemoryUse, RunFacts, RunRecord, TrainRecord, hardware, soft
 from .resume import Done
 from .scoring import measure
 from .session import Layout
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a pipeline runs and writes: the folder that receives its session folder, the tracking store
+    (configuration name or URI; None: the embedded one) and the device (None: CUDA where there is one)."""
+
+    out: Path = Path("outputs")
+    tracking: str | None = None
+    device: str | None = None
+
+
+@dataclass(frozen=True)
+class Options:
+    """How a pipeline runs, not what it computes."""
+
+    echo: Callable[[str], None] = print  # the console's lines
+    system_metrics: bool = True  # log CPU, memory (and GPU) use to the parent run
+    figures: bool = True  # False: no figure is drawn (``cctk report`` draws them later)
+    sweep: str | None = None  # the run id of a sweep this pipeline is a cell of (it nests under it)
+    cell: str | None = None  # that cell's key
+
+
+QUIET = Options(echo=lambda *_: None)
 
 
 @dataclass
@@ -97,58 +122,43 @@ def memory_plan(config: Config, protocol: Protocol, where: torch.device) -> memo
     return memory.Plan(config.model, shape, config.recipe, LONGEST_ROW, room(where), waiting=int(copies))
 
 
-def run_pipeline(model: str, profile: str, seed: str | None, out: Path, tracking_name: str | None,
-                 device: str | None, holdout: float = 0.3, curves: bool = False, system_metrics: bool = True,
-                 figures: bool = True, resume_id: str | None = None, sweep: str | None = None,
-                 cell: str | None = None, echo=print, parts: str | None = None, protocol: str = "v2",
-                 **recipe) -> str:
-    """``cctk run`` from its options as given (a sweep runs its cells through it); returns the run id."""
-    if resume_id:
-        return resume(resume_id, out, tracking_name, device, echo=echo, system_metrics=system_metrics,
-                      figures=figures).run_id
-    config = make_config(model, profile, parse_seeds(seed), holdout, device=str(resolve_device(device)),
-                         curves=curves, protocol=protocol, parts=parts, **recipe)
-    return run(config, out, tracking_name, device, echo=echo, sweep=sweep, cell=cell, system_metrics=system_metrics,
-               figures=figures).run_id
-
-
 def sweep_cell(cell, profile: str, out: str, tracking_uri: str, sweep_id: str, resume_id: str | None = None,
                figures: bool = True, parts: tuple[str, ...] | None = None) -> str:
-    """One cell of a sweep (locally or in a Ray worker): ``cctk run`` nested under the sweep, quietly."""
-    return run_pipeline(cell.model, profile, str(cell.seed), Path(out), tracking_uri, None, figures=figures,
-                        resume_id=resume_id, sweep=sweep_id, cell=cell.key, echo=lambda *_: None, parts=parts,
-                        **dict(cell.overrides))
+    """One cell of a sweep (locally or in a Ray worker): ``cctk run`` nested under the sweep, quietly;
+    returns its run id. Top-level (Ray pickles it by name), its arguments plain values."""
+    where, options = Where(Path(out), tracking_uri), replace(QUIET, figures=figures, sweep=sweep_id, cell=cell.key)
+    if resume_id:
+        return resume(resume_id, where, options).run_id
+    config = make_config(cell.model, profile, (cell.seed,), device=str(resolve_device(None)), parts=parts,
+                         **dict(cell.overrides))
+    return run(config, where, options).run_id
 
 
-def run(config: Config, out_root: Path = Path("outputs"), tracking_name: str | None = None,
-        device: str | None = None, echo=print, sweep: str | None = None, cell: str | None = None,
-        system_metrics: bool = True, figures: bool = True) -> Outcome:
-    """Run the pipeline of ``config`` under its protocol; returns the results with every table computed.
-
-    ``sweep``, ``cell``: the run id of a sweep this pipeline is a cell of (it nests under it), the cell's key.
-    """
+def run(config: Config, where: Where = Where(), options: Options = Options()) -> Outcome:
+    """Run the pipeline of ``config`` under its protocol; returns the results with every table computed."""
     protocol = protocols.get(config.protocol)  # the library's entry: the one resolution of the Config's name
-    store, where, plan = check_inputs(config, protocol, tracking_name, device, Path(out_root))
-    layout = Layout(session.new_folder(Path(out_root), config.model), protocol)
+    echo, sweep = options.echo, options.sweep
+    store, device, plan = check_inputs(config, protocol, where.tracking, where.device, where.out)
+    layout = Layout(session.new_folder(Path(where.out), config.model), protocol)
     tags = {tracking.SESSION: layout.session, tracking.PROTOCOL: protocol.name, "mlflow.source.name": "cctk run"}
     if sweep:
-        tags.update({tracking.SWEEP: sweep, tracking.CELL: cell or ""})
+        tags.update({tracking.SWEEP: sweep, tracking.CELL: options.cell or ""})
     # the folder is let go after the run has ended (a resume that takes it finds it ended); the run is
     # opened here and ended here, so no fault between (the GEMM peak, a Ctrl-C) leaves it RUNNING
     with _held(layout.folder), store.run("pipeline", layout.session, tags, parent=sweep, attach=True) as parent:
         _set_up(parent, config, protocol, layout, sweep, echo)
-        run_ = Session(config, protocol, layout, store, parent.experiment_id, parent, where, figures=figures, plan=plan)
+        run_ = Session(config, protocol, layout, store, parent.experiment_id, parent, device, figures=options.figures,
+                       plan=plan)
         _record_provenance(run_)
-        results = _stages(run_, Done(), echo, system_metrics, peak=True)
+        results = _stages(run_, Done(), echo, options.system_metrics, peak=True)
     return Outcome(results, parent.run_id, layout.folder)
 
 
-def resume(run_id: str, out_root: Path = Path("outputs"), tracking_name: str | None = None,
-           device: str | None = None, echo=print, system_metrics: bool = True, figures: bool = True) -> Outcome:
+def resume(run_id: str, where: Where = Where(), options: Options = Options()) -> Outcome:
     """Continue an interrupted pipeline from wherever it stopped (a folder holding only its draws too):
     finished models are taken from their runs, not trained again. A FINISHED run, and a run whose
     process still holds its session folder, are refused (nothing of theirs is rewritten)."""
-    store = tracking.connect(tracking_name)
+    store, echo = tracking.connect(where.tracking), options.echo
     parent = store.pipeline(run_id)
     protocol = protocols.get(parent.tags.get(tracking.PROTOCOL))  # MLflow's edge: resolved once, passed on
     if not protocol.resumable:
@@ -157,22 +167,22 @@ def resume(run_id: str, out_root: Path = Path("outputs"), tracking_name: str | N
     if parent.status == "FINISHED":
         raise CctkError(f"run {run_id} is FINISHED: there is nothing to resume (start a new run to repeat it)")
     config = config_from_params(parent.params)
-    layout = Layout(Path(out_root) / parent.tags.get(tracking.SESSION, ""), protocol)
+    layout = Layout(Path(where.out) / parent.tags.get(tracking.SESSION, ""), protocol)
     if not parent.tags.get(tracking.SESSION) or not layout.folder.is_dir():
         raise CctkError(f"the session folder {layout.folder} of run {run_id} is not here; "
                         "resume from the folder the run started in, or pass its --out")
     session.check_out(layout.folder, "the session folder")
     busy = f"run {run_id} is still running: its process holds {layout.folder} (stop it first, or wait for it to end)"
     with _held(layout.folder, busy):  # first: a live run's own memory use would fail the plan
-        where, plan = check_device(config, protocol, device)
+        device, plan = check_device(config, protocol, where.device)
         done = resume_state.finished(store, parent, layout)
         with store.run("pipeline", layout.session, reopen=run_id) as reopened:  # ended here, as run()'s
-            session_ = Session(config, protocol, layout, store, parent.experiment_id, reopened, where,
-                               figures=figures, plan=plan)
+            session_ = Session(config, protocol, layout, store, parent.experiment_id, reopened, device,
+                               figures=options.figures, plan=plan)
             _record_provenance(session_)
             echo(f"resuming {layout.session}: {len(done.run_ids)} of {len(protocol.models(config.parts))} models "
                  "already finished")
-            results = _stages(session_, done, echo, system_metrics, peak=False)
+            results = _stages(session_, done, echo, options.system_metrics, peak=False)
     return Outcome(results, run_id, layout.folder)
 
 

@@ -18,9 +18,9 @@ def two_runs(tiny_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{root}/mlflow.db")
-        first = pipeline.run(make_config(str(tiny_dir), "smoke", (11, 12), curves=True), root / "a",
-                             echo=lambda *_: None)
-        second = pipeline.run(make_config(str(tiny_dir), "smoke", (11, 12)), root / "b", echo=lambda *_: None)
+        first = pipeline.run(make_config(str(tiny_dir), "smoke", (11, 12), curves=True), pipeline.Where(root / "a"),
+                             pipeline.QUIET)
+        second = pipeline.run(make_config(str(tiny_dir), "smoke", (11, 12)), pipeline.Where(root / "b"), pipeline.QUIET)
         yield root, first, second
 
 
@@ -99,7 +99,7 @@ def test_non_finite_loss_fails_the_arm_and_keeps_what_was_written(tmp_path, tiny
 
     monkeypatch.setattr(pipeline, "fine_tune", poisoned)
     with pytest.raises(NonFiniteLoss, match="m_correct: the loss became nan"):
-        pipeline.run(make_config(str(tiny_dir), "smoke", (1,)), tmp_path / "out", echo=lambda *_: None)
+        pipeline.run(make_config(str(tiny_dir), "smoke", (1,)), pipeline.Where(tmp_path / "out"), pipeline.QUIET)
     assert len(list((tmp_path / "out").glob("*/measurements/base_model.csv"))) == 1
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
     runs = {r.data.tags.get("mlflow.runName"): r.info.status for r in client.search_runs(["1"])}
