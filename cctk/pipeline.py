@@ -373,7 +373,7 @@ def _log_training(run: Session, results, key: str, record: TrainRecord, nested: 
 def _curve_point(run: Session, inputs, key: str, tokenizer, nested: tracking.Run, rows: list):
     """``on_epoch`` of an arm under ``--curves``: measure, keep the point, log hits as histories."""
     def on_epoch(epoch: int, model) -> None:
-        points = curve_rows(inputs, key, epoch, measure(model, tokenizer, **run.protocol.scoring.kwargs()))
+        points = curve_rows(inputs, key, epoch, measure(model, tokenizer, scoring=run.protocol.scoring))
         rows.extend(points)
         nested.metrics({f"curve_hits_{p['group']}": p["hits"] for p in points}, step=epoch)
 
@@ -412,7 +412,7 @@ def _out_of_memory(run: Session, key: str):
 
 def _measure_and_log(run: Session, results, key: str, model, tokenizer, nested: tracking.Run) -> None:
     """Measure one model, save its table at once (nothing finished is lost), log it to its run."""
-    table = measure(model, tokenizer, **run.protocol.scoring.kwargs())
+    table = measure(model, tokenizer, scoring=run.protocol.scoring)
     results.measurements[key] = table
     nested.metrics(run.protocol.model_metrics(results, key))
     nested.files(session.write_measurement(run.layout, key, table), "measurement")

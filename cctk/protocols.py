@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import pandas as pd
 
 from . import experiments, facts
+from .facts import Scoring
 from .config import DEFAULT_PROTOCOL, PARTS, PROTOCOLS, Config, ProtocolConfig, Recipe, check_protocol
 from .lineage import (ARM_BY_KEY, MAIN_SEQUENCE, StudyInputs, arms_for, build_study_inputs, corpus_table, own_target,
                       targets_table)
@@ -44,20 +45,6 @@ class Measured:
     parent: str | None = None
     in_place: bool = False  # trained on its parent's very weights (1.0.0), not on a fresh copy of them
     stream: str | None = None  # the name its training draws are seeded from, when it is not ``key``
-
-
-@dataclass(frozen=True)
-class Scoring:
-    """How a model is measured: the candidates, the answer teacher-forced after the prompt, the index."""
-
-    candidates: tuple[int, ...]
-    answer: Callable[[int], str]
-    end_marker: str
-    index: str  # "sum" or "mean" (cctk.scoring.measure)
-
-    def kwargs(self) -> dict:
-        """The keywords of ``cctk.scoring.measure``."""
-        return {"candidates": self.candidates, "answer": self.answer, "index": self.index}
 
 
 @dataclass(frozen=True)
@@ -199,7 +186,7 @@ def _dataset(inputs: StudyInputs, key: str) -> tuple[str, pd.DataFrame]:
 V2: Protocol[StudyInputs, experiments.Results] = Protocol(
     name="v2",
     config=PROTOCOLS["v2"],
-    scoring=Scoring(facts.CANDIDATES, facts.answer_text, facts.END_MARKER, "sum"),
+    scoring=facts.SCORING,
     report=Report(TABLES, TABLE_CAPTIONS, SECTIONS, experiments.TABLE_PART, FIGURE_ABOUT, "table11",
                   notes={"synthesis": SINGLE_RUN}),
     seed_roles={
@@ -285,7 +272,7 @@ def _v1_figures(results, tables: dict, model_label: str) -> list:
 V1: Protocol[v1_facts.Draws, v1_experiment.Results] = Protocol(
     name="v1",
     config=PROTOCOLS["v1"],
-    scoring=Scoring(v1_facts.CANDIDATES, v1_facts.answer_text, "", v1_facts.INDEX),
+    scoring=v1_facts.SCORING,
     report=Report(V1_TABLES, V1_TABLE_CAPTIONS, V1_PARTS, v1_experiment.TABLE_PART, V1_FIGURE_ABOUT, "table03",
                   label_prefix="v1-"),  # tab:v1-table01 and tab:table01 can sit in one paper
     seed_roles={
