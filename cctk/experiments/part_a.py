@@ -20,7 +20,7 @@ def run(results: Results) -> dict[str, pd.DataFrame]:
     for key in MODELS:
         for target in TARGETS:
             s = summarize(results.readings(key, target))
-            rows.append({"model": model_name(key), "target": target_name(target), "hits": s["hits"], "n": s["n"],
-                         **interval(s["hits"], s["n"]), "prob_target": s["prob_target"],
-                         "mass_impossible": s["mass_impossible"]})
+            rows.append({"model": model_name(key), "target": target_name(target), "hits": s.hits, "n": s.n,
+                         **interval(s.hits, s.n), "prob_target": s.prob_target,
+                         "mass_impossible": s.mass_impossible})
     return {"table01": pd.DataFrame(rows)}
