@@ -23,7 +23,7 @@ from .facts import Scoring
 from .config import DEFAULT_PROTOCOL, PARTS, PROTOCOLS, Config, ProtocolConfig, Recipe, check_protocol
 from .lineage import (ARM_BY_KEY, MAIN_SEQUENCE, StudyInputs, arms_for, build_study_inputs, corpus_table, own_target,
                       targets_table)
-from .names import (FIGURE_ABOUT, PARTS as SECTIONS, SINGLE_RUN, TABLE_CAPTIONS, TABLES, V1_FIGURE_ABOUT, V1_PARTS,
+from .names import (FIGURE_ABOUT, SECTIONS, SINGLE_RUN, TABLE_CAPTIONS, TABLES, V1_FIGURE_ABOUT, V1_SECTIONS,
                     V1_TABLE_CAPTIONS, V1_TABLES, model_name, target_name)
 from .v1 import experiment as v1_experiment
 from .v1 import facts as v1_facts
@@ -273,7 +273,7 @@ V1: Protocol[v1_facts.Draws, v1_experiment.Results] = Protocol(
     name="v1",
     config=PROTOCOLS["v1"],
     scoring=v1_facts.SCORING,
-    report=Report(V1_TABLES, V1_TABLE_CAPTIONS, V1_PARTS, v1_experiment.TABLE_PART, V1_FIGURE_ABOUT, "table03",
+    report=Report(V1_TABLES, V1_TABLE_CAPTIONS, V1_SECTIONS, v1_experiment.TABLE_PART, V1_FIGURE_ABOUT, "table03",
                   label_prefix="v1-"),  # tab:v1-table01 and tab:table01 can sit in one paper
     seed_roles={
         "seeds[0]": "Python's random.seed of the reference notebook: the fabricated answers (random.choice per "

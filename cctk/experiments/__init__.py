@@ -11,17 +11,17 @@ from ..readings import summarize
 from . import part_a, part_b, part_c, part_d, runs, synthesis
 from .core import ALL_SEEN, CURVE_COLUMNS, Results, curve_rows, groups, summarize_split
 
-PARTS = (part_a, part_b, part_c, part_d, synthesis, runs)
+PART_MODULES = (part_a, part_b, part_c, part_d, synthesis, runs)  # one per report section
 # The part (report section) of every table, from the experiment module that computes it.
-TABLE_PART: dict[str, str] = {name: module.PART for module in PARTS for name in module.TABLES}
-__all__ = ["ABSORBED", "absorption_misses", "ALL_SEEN", "CURVE_COLUMNS", "PARTS", "Results", "TABLE_PART",
+TABLE_PART: dict[str, str] = {name: module.PART for module in PART_MODULES for name in module.TABLES}
+__all__ = ["ABSORBED", "absorption_misses", "ALL_SEEN", "CURVE_COLUMNS", "PART_MODULES", "Results", "TABLE_PART",
            "compute_tables", "curve_rows", "groups", "headline", "model_metrics", "summarize_split"]
 
 
 def compute_tables(results: Results) -> dict[str, pd.DataFrame]:
     """The eleven tables, ``table01`` .. ``table11``; those of the parts a run did not run are absent."""
     tables: dict[str, pd.DataFrame] = {}
-    for part in PARTS:
+    for part in PART_MODULES:
         if results.ran(part.PART):
             tables.update(part.run(results))
     return dict(sorted(tables.items()))
