@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from .config import AUTO, PARTS, PROFILES, PROTOCOLS, V1_SEED, recipe_fields
+from .config import AUTO, PARTS, PROFILES, PROTOCOLS, V1_SEED, field_type, recipe_fields
 from .device import DEVICE_HELP
 from .errors import CctkError, Terminated
 from .options import OutFolder
@@ -73,8 +73,7 @@ def _fits_table(profile: str) -> None:
 def recipe_options(command):
     """One ``--<name>`` override per field of ``cctk.config.Recipe``, typed and documented from it."""
     for spec in reversed(recipe_fields()):
-        kind = click.Choice(spec.metadata["choices"]) if "choices" in spec.metadata else {
-            "int": int, "float": float, "str": str}[spec.type if isinstance(spec.type, str) else spec.type.__name__]
+        kind = click.Choice(spec.metadata["choices"]) if "choices" in spec.metadata else field_type(spec.name)
         command = click.option(f"--{spec.name.replace('_', '-')}", spec.name, type=kind, default=None,
                                help=f"Override: {spec.metadata['help']}.")(command)
     return command
