@@ -78,6 +78,7 @@ class Session:
     plan: memory.Plan | None = None  # the memory the run was estimated to need (checked before it started)
     memory_estimate: int = 0  # the peak the plan expects of this run (``Plan.expected_peak``)
     provenance: provenance.Provenance | None = None  # model file, git state, reproduce (``_record_provenance``)
+    source: models.ModelSource | None = None  # the model, as the input checks resolved it
 
 
 @dataclass(frozen=True)
@@ -93,15 +94,15 @@ LONGEST_ROW = 16  # tokens of the longest arithmetic training row, an upper boun
 
 
 def check_inputs(config: Config, protocol: Protocol, tracking_name: str | None = None, device: str | None = None,
-                 out_root: Path | None = None) -> tuple[tracking.Store, torch.device, memory.Plan]:
+                 out_root: Path | None = None) -> tuple[tracking.Store, torch.device, memory.Plan, models.ModelSource]:
     """Every check that can fail, before any session folder or MLflow run exists: the model (installed,
     cached or reachable, its configuration readable), the device, the recipe and memory on it
     (``check_device``), ``out_root`` (takes files), and the tracking store (reachable, openable)."""
-    models.check_available(config.model)
+    source = models.check_available(config.model)
     where, plan = check_device(config, protocol, device)
     if out_root is not None:
         session_files.check_out(out_root)
-    return tracking.connect(tracking_name), where, plan
+    return tracking.connect(tracking_name), where, plan, source
 
 
 def check_device(config: Config, protocol: Protocol, device: str | None) -> tuple[torch.device, memory.Plan]:
@@ -139,7 +140,7 @@ def run(config: Config, where: Where = Where(), options: Options = Options()) ->
     """Run the pipeline of ``config`` under its protocol; returns the results with every table computed."""
     protocol = protocols.get(config.protocol)  # the library's entry: the one resolution of the Config's name
     echo, sweep = options.echo, options.sweep
-    store, device, plan = check_inputs(config, protocol, where.tracking, where.device, where.out)
+    store, device, plan, source = check_inputs(config, protocol, where.tracking, where.device, where.out)
     layout = Layout(session_files.new_folder(Path(where.out), config.model), protocol)
     tags = {tracking.SESSION: layout.session, tracking.PROTOCOL: protocol.name, "mlflow.source.name": "cctk run"}
     if sweep:
@@ -147,9 +148,9 @@ def run(config: Config, where: Where = Where(), options: Options = Options()) ->
     # the folder is let go after the run has ended (a resume that takes it finds it ended); the run is
     # opened here and ended here, so no fault between (the GEMM peak, a Ctrl-C) leaves it RUNNING
     with _held(layout.folder), store.run("pipeline", layout.session, tags, parent=sweep, attach=True) as mlflow_run:
-        _set_up(mlflow_run, config, protocol, layout, sweep, echo)
+        _set_up(mlflow_run, config, protocol, source, layout, sweep, echo)
         session = Session(config, protocol, layout, store, mlflow_run.experiment_id, mlflow_run, device,
-                          figures=options.figures, plan=plan)
+                          figures=options.figures, plan=plan, source=source)
         _record_provenance(session)
         results = _stages(session, Done(), echo, options.system_metrics, peak=True)
     return Outcome(results, mlflow_run.run_id, layout.folder)
@@ -179,7 +180,7 @@ def resume(run_id: str, where: Where = Where(), options: Options = Options()) ->
         done = resume_state.finished(store, parent, layout)
         with store.run("pipeline", layout.session, reopen=run_id) as reopened:  # ended here, as run()'s
             session = Session(config, protocol, layout, store, parent.experiment_id, reopened, device,
-                               figures=options.figures, plan=plan)
+                              figures=options.figures, plan=plan, source=models.source(config.model))
             _record_provenance(session)
             echo(f"resuming {layout.session}: {len(done.run_ids)} of {len(protocol.models(config.parts))} models "
                  "already finished")
@@ -226,11 +227,11 @@ def _stages(session: Session, done: Done, echo, system_metrics: bool, peak: bool
             session.monitor.finish()
 
 
-def _set_up(mlflow_run: tracking.Run, config: Config, protocol: Protocol, layout: Layout, sweep: str | None,
-            echo) -> None:
+def _set_up(mlflow_run: tracking.Run, config: Config, protocol: Protocol, source: models.ModelSource, layout: Layout,
+            sweep: str | None, echo) -> None:
     """The parent run's description and parameters, and the session's first lines."""
     mlflow_run.note(protocol.run_note(config) + (f"; a cell of sweep {sweep}" if sweep else ""))
-    mlflow_run.params({**config.as_params(), "model_id": models.model_id(config.model), **protocol.params,
+    mlflow_run.params({**config.as_params(), "model_id": source.id, **protocol.params,
                    "cctk_version": __version__})
     _say_where(protocol, config, layout, echo)
 
@@ -430,7 +431,8 @@ def _finish(session: Session, results, tables: dict, echo, resumed: bool = False
     facts = RunFacts(session.layout.session, session.store.uri, session.experiment_id, session.mlflow_run.run_id,
                      str(session.device),
                      round(time.perf_counter() - session.started, 1), hardware(), software(session.config),
-                     _memory_use(session, results), session.mlflow_run.artifact_uri, session.provenance)
+                     _memory_use(session, results), session.mlflow_run.artifact_uri, session.provenance,
+                     session.source)
     n_figures = write_all(results, tables, RunRecord(session.config, facts, results.training), session.layout,
                           reuse_heatmaps=True, figures=session.figures)
     head = session.protocol.headline(results)

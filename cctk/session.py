@@ -294,7 +294,7 @@ def run_info(record: RunRecord, protocol: Protocol, results) -> RunInfo:
     trained = {m.key: Trained(model_name(m.key), model_name(m.parent), record.training[m.key])
                for m in protocol.trained(config.parts) if m.key in record.training}
     return RunInfo(protocol=protocol.name, session=facts.session,
-                   model=ModelSource(config.model, model_id(config.model)), profile=config.profile,
+                   model=facts.model or ModelSource(config.model, model_id(config.model)), profile=config.profile,
                    profile_requested=config.profile_requested or config.profile, profile_note=config.profile_note,
                    recipe=config.recipe,
                    seeds=Seeds(config.seeds, config.seeds_drawn, protocol.seed_roles),
