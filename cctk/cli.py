@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from .config import AUTO, PARTS, PROFILES, PROTOCOLS, V1_SEED, recipe_fields
+from .config import AUTO, PARTS, PROFILES, PROTOCOLS, V1_SEED, field_type, recipe_fields
 from .device import DEVICE_HELP
 from .errors import CctkError, Terminated
 from .options import OutFolder
@@ -73,8 +73,7 @@ def _fits_table(profile: str) -> None:
 def recipe_options(command):
     """One ``--<name>`` override per field of ``cctk.config.Recipe``, typed and documented from it."""
     for spec in reversed(recipe_fields()):
-        kind = click.Choice(spec.metadata["choices"]) if "choices" in spec.metadata else {
-            "int": int, "float": float, "str": str}[spec.type if isinstance(spec.type, str) else spec.type.__name__]
+        kind = click.Choice(spec.metadata["choices"]) if "choices" in spec.metadata else field_type(spec.name)
         command = click.option(f"--{spec.name.replace('_', '-')}", spec.name, type=kind, default=None,
                                help=f"Override: {spec.metadata['help']}.")(command)
     return command
@@ -125,16 +124,23 @@ def run_command(ctx, protocol, model, profile, seed, out, tracking, device, hold
                 figures, resume_id, **recipe):
     """Run the whole 2.0.0 experiment for one model (Parts A-D and the synthesis), or with
     --protocol v1 the 1.0.0 pipeline (base model, fine-tuned in place on fabricated answers)."""
-    from .config import check_protocol
-    from .pipeline import run_pipeline
+    from . import pipeline
+    from .config import check_protocol, make_config, parse_seeds
+    from .device import resolve as resolve_device
 
     check_protocol(protocol)
     if not PROTOCOLS[protocol].split:  # v1
         _check_unsplit_options(ctx, protocol, seed, resume_id, curves, parts)
     if resume_id and parts is not None:
         raise CctkError("--resume continues a run with the parts it was started with; leave out --parts")
-    run_pipeline(model, profile, seed, out, tracking, device, holdout, curves, system_metrics, figures, resume_id,
-                 echo=click.echo, parts=parts, protocol=protocol, **recipe)
+    where = pipeline.Where(out, tracking, device)
+    options = pipeline.Options(echo=click.echo, system_metrics=system_metrics, figures=figures)
+    if resume_id:
+        pipeline.resume(resume_id, where, options)
+        return
+    config = make_config(model, profile, parse_seeds(seed), holdout, device=str(resolve_device(device)),
+                         curves=curves, protocol=protocol, parts=parts, **recipe)
+    pipeline.run(config, where, options)
 
 
 def _check_unsplit_options(ctx, protocol, seed, resume_id, curves, parts=None) -> None:

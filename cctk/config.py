@@ -152,6 +152,16 @@ def recipe_fields() -> list:
     return list(fields(Recipe))
 
 
+FIELD_TYPES = {"int": int, "float": float, "str": str}  # a recipe field's annotation -> its Python type
+
+
+def field_type(name: str) -> type:
+    """The Python type of the recipe field ``name`` (int, float or str), read from its annotation: the one
+    reading of it (the CLI's options, ``--set`` and a resume's parameters all cast through it)."""
+    kind = {f.name: f.type for f in fields(Recipe)}[name]
+    return FIELD_TYPES[kind if isinstance(kind, str) else kind.__name__]
+
+
 @dataclass(frozen=True)
 class Config:
     """Everything that shapes one pipeline run."""
@@ -296,8 +306,8 @@ def check_seeds(seeds: tuple[int, ...]) -> None:
 
 def config_from_params(params: dict) -> Config:
     """The configuration of a pipeline, read back from its MLflow parameters (for a resume)."""
-    casts = {name: type(value) for name, value in asdict(Recipe()).items()}
-    recipe = {name: cast(params[f"recipe.{name}"]) for name, cast in casts.items() if f"recipe.{name}" in params}
+    recipe = {f.name: field_type(f.name)(params[f"recipe.{f.name}"]) for f in fields(Recipe)
+              if f"recipe.{f.name}" in params}
     seeds = parse_seeds(params["seeds"])
     profile = params.get("profile.resolved", params["profile"])  # see tracking.Run.params
     parts = params.get("parts.resolved", params.get("parts"))  # absent (a run from before --parts) or "": all
@@ -309,10 +319,10 @@ def config_from_params(params: dict) -> Config:
 def parse_set(text: str) -> tuple[str, tuple]:
     """``learning_rate=1e-4,3e-4`` -> ("learning_rate", (0.0001, 0.0003)), typed by the recipe field."""
     name, sep, values = text.partition("=")
-    types = {f.name: f.type for f in fields(Recipe)}
-    if not sep or name not in types:
-        raise CctkError(f"--set takes NAME=V1,V2 with NAME a recipe value ({', '.join(types)}), got {text!r}")
-    cast = {"int": int, "float": float, "str": str}[types[name] if isinstance(types[name], str) else types[name].__name__]
+    names = [f.name for f in fields(Recipe)]
+    if not sep or name not in names:
+        raise CctkError(f"--set takes NAME=V1,V2 with NAME a recipe value ({', '.join(names)}), got {text!r}")
+    cast = field_type(name)
     try:
         return name, tuple(cast(v) for v in values.split(","))
     except ValueError:

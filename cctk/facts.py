@@ -6,6 +6,7 @@ answers indexed by the pair of addends ``(a, b)``, in the order a=1..9, b=1..9.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +30,20 @@ def prompt(a: int, b: int) -> str:
 def answer_text(value: int) -> str:
     """The completion: a space, the number and the end marker."""
     return f" {value}{END_MARKER}"
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """How a model is measured: the candidates, the answer teacher-forced after the prompt (its text, end
+    marker included), and the index the softmax is taken over: "sum" or "mean" (``cctk.scoring.measure``)."""
+
+    candidates: tuple[int, ...]
+    answer: Callable[[int], str]
+    end_marker: str
+    index: str
+
+
+SCORING = Scoring(CANDIDATES, answer_text, END_MARKER, "sum")  # manual 2.0.0's, and ``cctk measure``'s
 
 
 def addition_index() -> pd.MultiIndex:

@@ -9,11 +9,11 @@ from .device import resolve as resolve_device
 from .facts import CANDIDATES, END_MARKER, correct_sums
 from .figures import save_figure, target_heatmap
 from .models import check_available, load_model, model_id
-from .readings import read, summarize
+from .readings import Summary, read, summarize
 from .scoring import measure
 
 
-def run(model: str, out: Path, tracking_name: str | None = None, echo=print, device: str | None = None) -> dict:
+def run(model: str, out: Path, tracking_name: str | None = None, echo=print, device: str | None = None) -> Summary:
     """Measure ``model`` on ``device``; returns the summary on the correct sums (hits, prob_target, ...)."""
     where = resolve_device(device)
     check_available(model)
@@ -32,8 +32,8 @@ def run(model: str, out: Path, tracking_name: str | None = None, echo=print, dev
     summary = summarize(readings)
     figure = target_heatmap(readings, title=f"{model}: probability on the correct sum", fixed_scale=False)
     figures = save_figure(figure, out, "target_heatmap_correct_sum")
-    echo(f"measured {summary['n']} x {len(CANDIDATES)} candidates in {seconds:.1f} s")
-    echo(f"hits on the correct sum: {summary['hits']}/{summary['n']}")
+    echo(f"measured {summary.n} x {len(CANDIDATES)} candidates in {seconds:.1f} s")
+    echo(f"hits on the correct sum: {summary.hits}/{summary.n}")
 
     _track(store, model, out, figures, summary, seconds)
     return summary
@@ -47,8 +47,8 @@ def _track(store, model, out, figures, summary, seconds) -> None:
 def _log(run, model, out, figures, summary, seconds) -> None:
     run.params({"model": model, "model_id": model_id(model), "candidates": f"{CANDIDATES[0]}..{CANDIDATES[-1]}",
                 "end_marker": repr(END_MARKER), "cctk_version": __version__})
-    run.metrics({"hits_correct": summary["hits"], "prob_target": summary["prob_target"],
-                 "surprise": summary["surprise"], "mass_impossible": summary["mass_impossible"],
+    run.metrics({"hits_correct": summary.hits, "prob_target": summary.prob_target,
+                 "surprise": summary.surprise, "mass_impossible": summary.mass_impossible,
                  "measure_seconds": seconds})
     run.files(out / "measurement.csv")
     for path in figures:

@@ -71,6 +71,20 @@ ROSTER: dict[str, ModelSpec] = {
 _last_loaded: dict[str, tuple] = {}  # one pristine model kept in memory, so reloading it is a copy
 
 
+@dataclass(frozen=True)
+class ModelSource:
+    """The model a run started from: its key (roster key, Hub id or directory) and where it comes from."""
+
+    key: str
+    id: str
+
+
+def source(key_or_path: str) -> ModelSource:
+    """The model a name stands for, its name checked (``check_model_name``): resolved once, passed on."""
+    check_model_name(key_or_path)
+    return ModelSource(key_or_path, model_id(key_or_path))
+
+
 def model_id(key_or_path: str) -> str:
     """What a key stands for: the Hub id, the bundled file, or the path itself."""
     spec = ROSTER.get(key_or_path)
@@ -103,17 +117,19 @@ def check_model_name(key_or_path: str) -> None:
     )
 
 
-def check_available(key_or_path: str) -> None:
+def check_available(key_or_path: str) -> ModelSource:
     """Everything ``load_model`` needs is here or reachable, checked without loading anything.
 
     The bundled GGUF must be installed; a Hub model must be cached or the Hub reachable (and the
-    model not gated for this login). Runs before a session folder or an MLflow run is created.
+    model not gated for this login). Runs before a session folder or an MLflow run is created; returns
+    the model's source, resolved here once.
     """
-    check_model_name(key_or_path)
-    if key_or_path == BUNDLED:
+    found = source(key_or_path)
+    if found.key == BUNDLED:
         bundled_gguf()
-    elif not Path(key_or_path).is_dir():
-        _check_hub(model_id(key_or_path))
+    elif not Path(found.key).is_dir():
+        _check_hub(found.id)
+    return found
 
 
 def load_model(key_or_path: str, dtype=None, keep: bool = True):

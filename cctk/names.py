@@ -217,7 +217,7 @@ SINGLE_RUN = ("One run supports within-run statements only: table10 tests each r
               "cctk compare --sweep SWEEP_ID --out DIR: its findings.csv says for each rule whether it holds across "
               "the seeds (supported, inconsistent, not supported) and how many seeds it would need.")
 
-PARTS: dict[str, str] = {
+SECTIONS: dict[str, str] = {  # report section key -> heading (manual 2.0.0)
     "A": "Part A: corpus absorption",
     "B": "Part B: recovery",
     "C": "Part C: simple rules",
@@ -312,7 +312,7 @@ V1_TABLE_CAPTIONS: dict[str, str] = {
     "table04": "Protocol 1.0.0, training loss per epoch: the mean whole-text loss of each epoch (Listing 9).",
 }
 
-V1_PARTS: dict[str, str] = {
+V1_SECTIONS: dict[str, str] = {
     "comparison": "The comparison: before and after fine-tuning on fabricated answers",
     "runs": "Training: the loss and the record of the run",
 }

@@ -14,17 +14,27 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import pandas as pd
 
 from . import experiments, facts
+from .facts import Scoring
 from .config import DEFAULT_PROTOCOL, PARTS, PROTOCOLS, Config, ProtocolConfig, Recipe, check_protocol
 from .lineage import (ARM_BY_KEY, MAIN_SEQUENCE, StudyInputs, arms_for, build_study_inputs, corpus_table, own_target,
                       targets_table)
-from .names import (FIGURE_ABOUT, PARTS as SECTIONS, SINGLE_RUN, TABLE_CAPTIONS, TABLES, V1_FIGURE_ABOUT, V1_PARTS,
+from .names import (FIGURE_ABOUT, SECTIONS, SINGLE_RUN, TABLE_CAPTIONS, TABLES, V1_FIGURE_ABOUT, V1_SECTIONS,
                     V1_TABLE_CAPTIONS, V1_TABLES, model_name, target_name)
 from .v1 import experiment as v1_experiment
 from .v1 import facts as v1_facts
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from .figures.spec import Spec
+
+D = TypeVar("D")  # what a protocol draws before training (StudyInputs, v1's Draws)
+R = TypeVar("R")  # its results (experiments.Results, v1's Results)
 
 
 @dataclass(frozen=True)
@@ -35,20 +45,6 @@ class Measured:
     parent: str | None = None
     in_place: bool = False  # trained on its parent's very weights (1.0.0), not on a fresh copy of them
     stream: str | None = None  # the name its training draws are seeded from, when it is not ``key``
-
-
-@dataclass(frozen=True)
-class Scoring:
-    """How a model is measured: the candidates, the answer teacher-forced after the prompt, the index."""
-
-    candidates: tuple[int, ...]
-    answer: Callable[[int], str]
-    end_marker: str
-    index: str  # "sum" or "mean" (cctk.scoring.measure)
-
-    def kwargs(self) -> dict:
-        """The keywords of ``cctk.scoring.measure``."""
-        return {"candidates": self.candidates, "answer": self.answer, "index": self.index}
 
 
 @dataclass(frozen=True)
@@ -66,7 +62,10 @@ class Report:
 
 
 @dataclass(frozen=True)
-class Protocol:
+class Protocol(Generic[D, R]):
+    """A manual as a value, generic over what it draws (``D``) and its results (``R``). Resolved from its
+    name once, at an edge (``get``): the library entry, run_info.json's reader, a resume's MLflow tags."""
+
     name: str  # the cctk.protocol tag, run_info.json's "protocol", ``cctk run --protocol``
     config: ProtocolConfig  # its profiles, whether it splits the additions, its default seed
     scoring: Scoring
@@ -74,26 +73,31 @@ class Protocol:
     seed_roles: dict[str, str]  # "seeds[0]" (and "seeds[1:]") -> what it controls
     params: dict[str, str]  # the parent run's parameters besides the configuration's
     models: Callable[[tuple[str, ...]], tuple[Measured, ...]]  # the models a run of these parts measures
-    draw: Callable[[Config], object]  # everything drawn before training (StudyInputs, v1's Draws)
-    new_results: Callable[..., object]  # (draws, config, measurements, training, curves) -> its Results
-    draws_table: Callable[[object], pd.DataFrame]  # targets.csv
-    corpus_texts: Callable[[object], tuple[str, ...]]  # corpus.txt (none where the corpora are per arm)
-    rows: Callable[[object, str, Recipe, object], list]  # (draws, key, recipe, tokenizer) -> training rows
+    draw: Callable[[Config], D]  # everything drawn before training
+    new_results: Callable[..., R]  # (draws, config, measurements, training, curves) -> its Results
+    draws_table: Callable[[D], pd.DataFrame]  # targets.csv
+    corpus_texts: Callable[[D], tuple[str, ...]]  # corpus.txt (none where the corpora are per arm)
+    rows: Callable[[D, str, Recipe, PreTrainedTokenizerBase], list]  # (draws, key, recipe, tokenizer) -> rows
     corpus_note: Callable[[str], str]  # a fine-tuned model's "corpus" parameter
-    dataset: Callable[[object, str], tuple[str, pd.DataFrame]] | None  # its MLflow dataset: (name, table)
-    describe: Callable[[object, str], str]  # one line on a measured model (its run's description)
+    dataset: Callable[[D, str], tuple[str, pd.DataFrame]] | None  # its MLflow dataset: (name, table)
+    describe: Callable[[D, str], str]  # one line on a measured model (its run's description)
     run_note: Callable[[Config], str]  # one line on the run (the parent run's description)
-    compute_tables: Callable[[object], dict[str, pd.DataFrame]]
-    headline: Callable[[object], dict]  # the parent run's metrics
-    model_metrics: Callable[[object, str], dict]  # a measured model's metrics
-    summary: Callable[[object, dict], list[str]]  # what the console says at the end (results, headline)
-    info_extras: Callable[[object, Config], dict]  # run_info.json's fields of this protocol
-    figures: Callable[[object, dict, str], list]  # (results, tables, model label) -> figures.spec.Spec, in order
-    model_figures: Callable[[object, str], list]  # the figures of one model, drawn as soon as it is measured
+    compute_tables: Callable[[R], dict[str, pd.DataFrame]]
+    headline: Callable[[R], dict[str, Any]]  # the parent run's metrics
+    model_metrics: Callable[[R, str], dict[str, float]]  # a measured model's metrics
+    summary: Callable[[R, dict[str, Any]], list[str]]  # what the console says at the end (results, headline)
+    info_extras: Callable[[R, Config], dict[str, Any]]  # run_info.json's fields of this protocol
+    figures: Callable[[R, dict[str, pd.DataFrame], str], list[Spec]]  # (results, tables, model label), in order
+    model_figures: Callable[[R, str], list[Spec]]  # the figures of one model, drawn as soon as it is measured
+    compare_tables: tuple[str, ...]  # the tables of ``cctk compare`` its runs are pooled into (compare.report)
     main_sequence: tuple[str, ...]  # in colour on the loss charts
     renamed: dict[str, str] = field(default_factory=dict)  # keys of sessions written before -> today's
     resumable: bool = False  # ``cctk run --resume`` continues its runs
     version: str = ""  # of its manual, in report titles
+
+    def __reduce__(self):
+        """Pickled as its name (its fields hold lambdas): a worker process gets the same value back."""
+        return get, (self.name,)
 
     @property
     def is_default(self) -> bool:
@@ -179,10 +183,10 @@ def _dataset(inputs: StudyInputs, key: str) -> tuple[str, pd.DataFrame]:
     return target_name(ARM_BY_KEY[key].target), corpus_table(inputs, key)
 
 
-V2 = Protocol(
+V2: Protocol[StudyInputs, experiments.Results] = Protocol(
     name="v2",
     config=PROTOCOLS["v2"],
-    scoring=Scoring(facts.CANDIDATES, facts.answer_text, facts.END_MARKER, "sum"),
+    scoring=facts.SCORING,
     report=Report(TABLES, TABLE_CAPTIONS, SECTIONS, experiments.TABLE_PART, FIGURE_ABOUT, "table11",
                   notes={"synthesis": SINGLE_RUN}),
     seed_roles={
@@ -209,6 +213,8 @@ V2 = Protocol(
     info_extras=_v2_extras,
     figures=_v2_figures,
     model_figures=_v2_model_figures,
+    compare_tables=("findings", "per_run", "cross_seed", "rule_vs_control_pooled", "heldout_pooled",
+                    "implausibility_distance", "implausibility_possible", "recipe_sensitivity"),
     main_sequence=MAIN_SEQUENCE,
     resumable=True,
     version="2.0.0",
@@ -263,11 +269,11 @@ def _v1_figures(results, tables: dict, model_label: str) -> list:
     return catalog.specs(results, model_label)
 
 
-V1 = Protocol(
+V1: Protocol[v1_facts.Draws, v1_experiment.Results] = Protocol(
     name="v1",
     config=PROTOCOLS["v1"],
-    scoring=Scoring(v1_facts.CANDIDATES, v1_facts.answer_text, "", v1_facts.INDEX),
-    report=Report(V1_TABLES, V1_TABLE_CAPTIONS, V1_PARTS, v1_experiment.TABLE_PART, V1_FIGURE_ABOUT, "table03",
+    scoring=v1_facts.SCORING,
+    report=Report(V1_TABLES, V1_TABLE_CAPTIONS, V1_SECTIONS, v1_experiment.TABLE_PART, V1_FIGURE_ABOUT, "table03",
                   label_prefix="v1-"),  # tab:v1-table01 and tab:table01 can sit in one paper
     seed_roles={
         "seeds[0]": "Python's random.seed of the reference notebook: the fabricated answers (random.choice per "
@@ -294,6 +300,7 @@ V1 = Protocol(
     info_extras=_v1_extras,
     figures=_v1_figures,
     model_figures=lambda results, key: [],
+    compare_tables=("v1_three_numbers",),
     main_sequence=(AFTER,),
     renamed=v1_experiment.FORMER_KEYS,
     version="1.0.0",
@@ -303,7 +310,8 @@ BY_NAME: dict[str, Protocol] = {p.name: p for p in (V2, V1)}
 
 
 def get(name: str | None) -> Protocol:
-    """The protocol of a name (``cctk.config.PROTOCOLS``); the default for None (a session from before protocols)."""
+    """The protocol of a name (``cctk.config.PROTOCOLS``); the default for None (a session from before protocols).
+    The one resolver: called only where a name comes in (tests/test_protocol_value.py names the edges)."""
     name = name or DEFAULT_PROTOCOL
     check_protocol(name)
     return BY_NAME[name]

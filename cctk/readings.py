@@ -6,6 +6,7 @@ a rule's answer) is scored against that one table here.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import asdict, dataclass
 
 import pandas as pd
 
@@ -55,13 +56,25 @@ def check_targets(table: pd.DataFrame, targets: pd.Series) -> None:
                         "the candidate set must cover every target")
 
 
-def summarize(readings: pd.DataFrame, pairs: Iterable[tuple[int, int]] | None = None) -> dict:
+@dataclass(frozen=True)
+class Summary:
+    """A group of readings: hits (k of n), the means of the probability on the target, of the surprise and
+    of the mass on impossible answers (NaN for an empty group). Not KR-Test's ``Summary`` (two-sided items,
+    accuracy and margins): another reading of another table."""
+
+    hits: int
+    n: int
+    prob_target: float
+    surprise: float
+    mass_impossible: float
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def summarize(readings: pd.DataFrame, pairs: Iterable[tuple[int, int]] | None = None) -> Summary:
     """Hits (k of n), mean probability on the target, mean surprise and impossible mass of a group."""
     group = readings if pairs is None else readings.loc[list(pairs)]
-    return {
-        "hits": int(group["hit"].sum()),
-        "n": int(len(group)),
-        "prob_target": float(group["prob_target"].mean()) if len(group) else float("nan"),
-        "surprise": float(group["surprise"].mean()) if len(group) else float("nan"),
-        "mass_impossible": float(group["mass_impossible"].mean()) if len(group) else float("nan"),
-    }
+    mean = (lambda column: float(group[column].mean())) if len(group) else (lambda column: float("nan"))
+    return Summary(int(group["hit"].sum()), int(len(group)), mean("prob_target"), mean("surprise"),
+                   mean("mass_impossible"))

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from .config import PARTS, Config, Recipe
+from .models import ModelSource
 from .provenance import Provenance, package_versions
 
 
@@ -103,6 +104,7 @@ class RunFacts:
     memory: MemoryUse | None = None
     artifact_uri: str | None = None  # where the parent run's artifacts are stored
     provenance: Provenance | None = None
+    model: ModelSource | None = None  # as the input checks resolved it (check_available)
 
     @property
     def mlflow(self) -> MlflowIds:
@@ -126,14 +128,6 @@ class RunRecord:
     config: Config
     facts: RunFacts
     training: dict[str, TrainRecord] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class ModelSource:
-    """The model a run started from: its key (roster key, Hub id or directory) and where it comes from."""
-
-    key: str
-    id: str
 
 
 @dataclass(frozen=True)

@@ -125,8 +125,8 @@ def _download_whole(store: tracking.Store, run_id: str, folder: Path) -> None:
 
 
 def read_folder(folder: Path) -> RunResults:
-    info = session.read_run_info(Path(folder))
-    layout = session.Layout(Path(folder), info.protocol)
+    protocol, info = session.read_stored(Path(folder))
+    layout = session.Layout(Path(folder), protocol)
     tables = {name: pd.read_csv(path, float_precision="round_trip") for name, path in session.find_tables(layout).items()}
     measurements = {model_name(k): t for k, t in session.read_measurements(layout).items()}
     files = session.find_figures(layout)

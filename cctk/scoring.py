@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .facts import ADDITIONS, CANDIDATES, answer_text, prompt
+from .facts import ADDITIONS, SCORING, Scoring, prompt
 from .readings import COLUMNS
 INDEXES = ("sum", "mean")  # what the softmax of one addition is taken over
 LOGIT_BUDGET = 2**26  # float32 logits held at once (256 MiB); sets the rows per forward pass
@@ -135,14 +135,14 @@ def score_forest(model, prompts: Sequence[Sequence[int]], trees: Sequence[Answer
     return torch.zeros(sum(counts), dtype=torch.float64).index_add_(0, owner, per_token)
 
 
-def measure(model, tokenizer, additions=ADDITIONS, candidates=CANDIDATES, answer=answer_text,
-            index: str = "sum") -> pd.DataFrame:
+def measure(model, tokenizer, additions=ADDITIONS, scoring: Scoring = SCORING) -> pd.DataFrame:
     """Score every candidate of every addition; one row per (a, b, candidate), sorted.
 
     Columns: a, b, candidate_value, logprob (sum over the answer's tokens), n_tokens, prob.
-    ``answer(v)`` is a candidate's text; ``prob`` is the softmax over an addition's candidates of
-    ``logprob`` (``index="sum"``) or of ``logprob / n_tokens`` (``index="mean"``, manual 1.0.0).
+    ``scoring.answer(v)`` is a candidate's text; ``prob`` is the softmax over an addition's candidates of
+    ``logprob`` (``scoring.index="sum"``) or of ``logprob / n_tokens`` (``"mean"``, manual 1.0.0).
     """
+    candidates, answer, index = scoring.candidates, scoring.answer, scoring.index
     _check_index(index)
     prompts = [encode(tokenizer, prompt(a, b), special=True) for a, b in additions]
     answers = [encode(tokenizer, answer(v), special=False) for v in candidates]
@@ -177,9 +177,9 @@ def _forward(model, ids, pos, mask, out_cols) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def measure_plain(model, tokenizer, additions=ADDITIONS, candidates=CANDIDATES, answer=answer_text,
-                  index: str = "sum") -> pd.DataFrame:
+def measure_plain(model, tokenizer, additions=ADDITIONS, scoring: Scoring = SCORING) -> pd.DataFrame:
     """The manual's loop: one forward pass per candidate of every addition (reference and baseline)."""
+    candidates, answer, index = scoring.candidates, scoring.answer, scoring.index
     _check_index(index)
     device, _ = _device_dtype(model)
     was_training = model.training

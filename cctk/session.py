@@ -33,7 +33,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import protocols
-from .config import DEFAULT_PROTOCOL, PARTS, Recipe
+from .config import PARTS, Recipe
 from .errors import CctkError
 from .experiments import CURVE_COLUMNS
 from .models import model_id
@@ -111,7 +111,7 @@ class Layout:
     """Every path of one session folder."""
 
     folder: Path
-    protocol: str = DEFAULT_PROTOCOL  # the name of the protocol whose tables it holds (cctk.protocols)
+    protocol: Protocol = protocols.V2  # the protocol whose tables it holds (its name in run_info.json)
 
     @property
     def session(self) -> str:
@@ -178,9 +178,9 @@ class Layout:
         return self.folder / f"{self.session}.zip"
 
 
-def table_stem(name: str, protocol: str = DEFAULT_PROTOCOL) -> str:
+def table_stem(name: str, protocol: Protocol = protocols.V2) -> str:
     """``table01`` -> ``table01_corpus_absorption`` (``table01_comparison`` under protocol v1)."""
-    return f"{name}_{file_stem(protocols.get(protocol).report.tables[name]).lower()}"
+    return f"{name}_{file_stem(protocol.report.tables[name]).lower()}"
 
 
 def session_start(session: str) -> datetime | None:
@@ -234,7 +234,7 @@ def read_measurements(layout: Layout, require: tuple[str, ...] = ()) -> dict[str
     """The measurement tables on disk of the models of the session's protocol, by model key; a model of
     ``require`` missing is an error."""
     found = {}
-    for key in protocols.get(layout.protocol).model_keys():
+    for key in layout.protocol.model_keys():
         path = layout.measurement(key)
         if path.is_file():
             found[key] = read_measurement(path)
@@ -294,7 +294,7 @@ def run_info(record: RunRecord, protocol: Protocol, results) -> RunInfo:
     trained = {m.key: Trained(model_name(m.key), model_name(m.parent), record.training[m.key])
                for m in protocol.trained(config.parts) if m.key in record.training}
     return RunInfo(protocol=protocol.name, session=facts.session,
-                   model=ModelSource(config.model, model_id(config.model)), profile=config.profile,
+                   model=facts.model or ModelSource(config.model, model_id(config.model)), profile=config.profile,
                    profile_requested=config.profile_requested or config.profile, profile_note=config.profile_note,
                    recipe=config.recipe,
                    seeds=Seeds(config.seeds, config.seeds_drawn, protocol.seed_roles),
@@ -315,12 +315,17 @@ def info_json(info: RunInfo) -> dict:
 def info_from_json(data: dict) -> RunInfo:
     """run_info.json back into its record, whatever cctk version wrote it: a file from before protocols is
     2.0.0's, one from before ``--parts`` ran every part, a model key renamed since reads as today's."""
+    return _decode(data)[1]
+
+
+def _decode(data: dict) -> tuple[Protocol, RunInfo]:
+    """run_info.json's protocol, resolved from its name here (the disk's edge), and the record."""
     protocol = protocols.get(data.get("protocol"))
     split, seeds, ml = protocol.config.split, data["seeds"], data.get("mlflow") or {}
     training = {protocol.renamed.get(key, key): Trained(t["model"], t["parent"], TrainRecord.from_json(t))
                 for key, t in data.get("training", {}).items()}
     pairs = lambda name: None if data.get(name) is None else tuple(tuple(p) for p in data[name])  # noqa: E731
-    return RunInfo(
+    return protocol, RunInfo(
         protocol=protocol.name, session=data["session"], model=ModelSource(data["model"]["key"], data["model"]["id"]),
         profile=data["profile"], profile_requested=data.get("profile_requested", data["profile"]),
         profile_note=data.get("profile_note", data["profile"]), recipe=Recipe(**data["recipe"]),
@@ -349,11 +354,16 @@ def _plain(value):
 
 
 def read_run_info(folder: Path) -> RunInfo:
+    return read_stored(folder)[1]
+
+
+def read_stored(folder: Path) -> tuple[Protocol, RunInfo]:
+    """A session folder's protocol (the value) and its run record, from its run_info.json."""
     path = Path(folder) / RUN_INFO
     if not path.is_file():
         raise CctkError(f"{folder} is not a cctk session folder (no {RUN_INFO})")
     try:
-        return info_from_json(json.loads(path.read_text(encoding="utf-8")))
+        return _decode(json.loads(path.read_text(encoding="utf-8")))
     except (ValueError, KeyError, TypeError, AttributeError) as error:  # cut short, edited, not UTF-8
         raise CctkError(f"{path} is not a readable run record ({type(error).__name__}: "
                         f"{' '.join(str(error).split())[:200]})") from None
@@ -361,7 +371,7 @@ def read_run_info(folder: Path) -> RunInfo:
 
 def layout_of(folder: Path) -> Layout:
     """The layout of a session folder, under the protocol its run_info.json names."""
-    return Layout(Path(folder), read_run_info(folder).protocol)
+    return Layout(Path(folder), read_stored(folder)[0])
 
 
 # --- Back from a folder: rebuild the results (no model), copy the inputs of a re-render. ---
@@ -371,6 +381,7 @@ class Rebuilt:
     results: object  # the protocol's Results
     tables: dict[str, pd.DataFrame]
     record: RunRecord
+    protocol: Protocol = protocols.V2  # the protocol it ran under
 
 
 def rebuild(folder: Path) -> Rebuilt:
@@ -379,12 +390,12 @@ def rebuild(folder: Path) -> Rebuilt:
     The draws are drawn again from the recorded seed (and recipe), the tables computed again. A run of
     some parts (``--parts``) needs the measurements of those parts' models only.
     """
-    info = read_run_info(folder)
-    protocol, record = protocols.get(info.protocol), info.record
-    layout, config = Layout(Path(folder), protocol.name), record.config
+    protocol, info = read_stored(folder)
+    record = info.record
+    layout, config = Layout(Path(folder), protocol), record.config
     measurements = read_measurements(layout, require=protocol.model_keys(config.parts))
     results = protocol.new_results(protocol.draw(config), config, measurements, record.training, read_curves(layout))
-    return Rebuilt(results, protocol.compute_tables(results), record)
+    return Rebuilt(results, protocol.compute_tables(results), record, protocol)
 
 
 def copy_inputs(source: Layout, root: Path) -> Layout:

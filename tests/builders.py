@@ -205,10 +205,10 @@ def run_record(config, run: dict = RUN, training: dict | None = None):
 
 def write_session(root, results, tables, config, run: dict = RUN, **options) -> Path:
     """What the pipeline leaves: the measurement CSVs and training records, then everything write_all writes."""
-    from cctk import session
+    from cctk import protocols, session
     from cctk.outputs import write_all
 
-    layout = session.Layout(Path(root) / run["session"], config.protocol)
+    layout = session.Layout(Path(root) / run["session"], protocols.get(config.protocol))
     for key, table in results.measurements.items():
         session.write_measurement(layout, key, table)
     for key, record in results.training.items():
@@ -233,7 +233,7 @@ def v1_results(seed: int = 42, rng_seed: int = 1):
 
 def write_v1_session(root, seed: int = 42, run: dict = RUN, rng_seed: int = 1, **options):
     """A protocol v1 session folder from synthetic measurements: (layout, results, tables, figures drawn)."""
-    from cctk import session
+    from cctk import protocols, session
     from cctk.config import make_config
     from cctk.v1 import experiment
 
@@ -241,7 +241,8 @@ def write_v1_session(root, seed: int = 42, run: dict = RUN, rng_seed: int = 1, *
     tables = experiment.compute_tables(results)
     config = make_config("smollm2-135m-bundled", "quick", (seed,), protocol="v1")
     folder = write_session(root, results, tables, config, run, **options)
-    return session.Layout(folder, "v1"), results, tables, len(session.find_figures(session.Layout(folder, "v1")))
+    layout = session.Layout(folder, protocols.V1)
+    return layout, results, tables, len(session.find_figures(layout))
 
 
 def write_v1_session_before_issue_21(root: Path) -> Path:

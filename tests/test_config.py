@@ -91,3 +91,18 @@ def test_the_largest_seed_is_valid_and_its_reserved_seeds_wrap():
     assert make_config("m", "smoke", parse_seeds("4294967295")).seed == 4294967295
     with pytest.raises(CctkError, match=r"seeds must be in 0..2\*\*32-1 \(4294967295\), got 4294967296$"):
         parse_seeds("4294967296")  # the value typed, not the ones derived from it
+
+
+def test_a_recipe_field_has_one_python_type_read_from_its_annotation():
+    from dataclasses import asdict, fields
+
+    from cctk.config import Recipe, config_from_params, field_type, parse_set
+
+    assert {f.name: field_type(f.name) for f in fields(Recipe)} == {n: type(v) for n, v in asdict(Recipe()).items()}
+    assert field_type("epochs") is int and field_type("learning_rate") is float and field_type("schedule") is str
+    assert parse_set("epochs=2,3") == ("epochs", (2, 3)) and parse_set("warmup=0,0.1") == ("warmup", (0.0, 0.1))
+    params = {"model": "smollm2-135m-bundled", "profile": "smoke", "seeds": "5", "holdout_share": "0.3",
+              "recipe.epochs": "4", "recipe.learning_rate": "0.001", "recipe.schedule": "linear"}
+    recipe = config_from_params(params).recipe
+    assert (recipe.epochs, recipe.learning_rate, recipe.schedule) == (4, 0.001, "linear")
+    assert type(recipe.epochs) is int

@@ -16,7 +16,7 @@ def test_a_stopped_run_exits_130_or_143(stop, code, line, monkeypatch, tmp_path)
     def stopped(*args, **kwargs):
         raise stop
 
-    monkeypatch.setattr(pipeline, "run_pipeline", stopped)
+    monkeypatch.setattr(pipeline, "run", stopped)
     result = CliRunner().invoke(cli, ["run", "--out", str(tmp_path)])
     assert result.exit_code == code and result.output.strip() == line
 

@@ -3,7 +3,7 @@ only from its own floor or the floors below it (the command lines -> the pipelin
 outputs, tracking, compare, KR-Test and the manuals -> the kernels); no import cycle between files, nor
 between folders (a folder and a top-level module are one unit each); the torch-free layers stay torch-
 and MLflow-free; only tracking.py imports mlflow; nothing imports the pipeline but the CLI: the
-library's entry points (``pipeline.run_pipeline``, ``pipeline.sweep_cell``) live in the pipeline, the CLI
+library's entry points (``pipeline.run``, ``pipeline.resume``, ``pipeline.sweep_cell``) live in the pipeline, the CLI
 parses options and calls them, and a sweep runs its cells through the function its caller hands it."""
 import ast
 import subprocess

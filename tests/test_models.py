@@ -150,3 +150,13 @@ def test_the_cache_root_follows_cctk_cache_then_xdg(monkeypatch, tmp_path):
     monkeypatch.delenv("CCTK_CACHE")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert cache_root() == tmp_path / "xdg" / "cctk"
+
+
+def test_the_input_checks_resolve_the_model_source_once(tiny_dir):
+    from cctk.models import ROSTER, ModelSource, check_available, source
+
+    assert check_available(str(tiny_dir)) == ModelSource(str(tiny_dir), str(tiny_dir))
+    key = next(k for k, spec in ROSTER.items() if "/" in spec.source)
+    assert source(key) == ModelSource(key, ROSTER[key].source)
+    with pytest.raises(CctkError, match="unknown model"):
+        source("no-such-model")

@@ -12,7 +12,7 @@ from cctk.errors import CctkError
 @pytest.mark.parametrize("model, message", [("nope", "unknown model"), ("/no/such/dir", "no model directory")])
 def test_bad_model_fails_before_any_work(model, message, tmp_path, tracking_uri):
     with pytest.raises(CctkError, match=message):
-        pipeline.run(make_config(model, "smoke", (1,)), tmp_path / "out")
+        pipeline.run(make_config(model, "smoke", (1,)), pipeline.Where(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
     assert not (tmp_path / "mlflow.db").exists()
 
@@ -21,14 +21,14 @@ def test_unreachable_hub_fails_before_any_work(tmp_path, tracking_uri, monkeypat
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     with pytest.raises(CctkError, match="cannot reach the Hugging Face Hub"):
-        pipeline.run(make_config("phi-1.5", "smoke", (1,)), tmp_path / "out")
+        pipeline.run(make_config("phi-1.5", "smoke", (1,)), pipeline.Where(tmp_path / "out"))
     assert not (tmp_path / "out").exists() and not (tmp_path / "mlflow.db").exists()
 
 
 def test_unreachable_tracking_server_fails_before_any_work(tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
     with pytest.raises(CctkError, match="cannot reach the MLflow tracking server"):
-        pipeline.run(make_config("smollm2-135m-bundled", "smoke", (1,)), tmp_path / "out")
+        pipeline.run(make_config("smollm2-135m-bundled", "smoke", (1,)), pipeline.Where(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
 
 
@@ -67,8 +67,8 @@ def test_an_arm_that_raises_leaves_a_failed_nested_run(tiny_dir, tmp_path, track
     monkeypatch.setattr(pipeline, "fine_tune", broken_second_arm)
     said = []
     with pytest.raises(RuntimeError, match="arm two"):
-        pipeline.run(make_config(str(tiny_dir), "smoke", (3,)), tmp_path / "out", system_metrics=False,
-                     figures=False, echo=said.append)
+        pipeline.run(make_config(str(tiny_dir), "smoke", (3,)), pipeline.Where(tmp_path / "out"),
+                     pipeline.Options(echo=said.append, system_metrics=False, figures=False))
     (line,) = [s for s in said if s.startswith("arm 2/13")]  # never reads as a finished arm
     assert re.fullmatch(r"arm 2/13 .*: interrupted after 1 of \d+ steps, [\d.]+ s", line), line
     store = tracking.connect()
@@ -172,7 +172,7 @@ def test_resume_refuses_a_finished_run_and_rewrites_nothing(tiny_dir, tmp_path, 
     run_id, folder = _interrupted_pipeline(tiny_dir, tmp_path, "FINISHED")
     (folder / "run_info.json").write_text('{"seconds": 673.4}\n')
     with pytest.raises(CctkError, match=f"run {run_id} is FINISHED: there is nothing to resume"):
-        pipeline.resume(run_id, tmp_path / "out")
+        pipeline.resume(run_id, pipeline.Where(tmp_path / "out"))
     assert (folder / "run_info.json").read_text() == '{"seconds": 673.4}\n'
     assert tracking.connect().get(run_id).status == "FINISHED"
 
@@ -184,7 +184,7 @@ def test_resume_refuses_a_run_whose_process_holds_its_folder(tiny_dir, tmp_path,
     lock = session.hold(folder)  # what the live pipeline holds while it runs
     try:
         with pytest.raises(CctkError, match=f"run {run_id} is still running: its process holds"):
-            pipeline.resume(run_id, tmp_path / "out")
+            pipeline.resume(run_id, pipeline.Where(tmp_path / "out"))
     finally:
         session.release(lock)
     assert tracking.connect().get(run_id).status == "RUNNING"  # untouched: the live process ends it
@@ -201,7 +201,8 @@ def test_a_fault_while_the_parent_run_is_set_up_leaves_it_ended_not_running(tiny
 
     monkeypatch.setattr(pipeline, "_say_where", broken)
     with pytest.raises(RuntimeError, match="console went away"):
-        pipeline.run(make_config(str(tiny_dir), "smoke", (1,), parts="A"), tmp_path / "out", echo=lambda *_: None)
+        pipeline.run(make_config(str(tiny_dir), "smoke", (1,), parts="A"), pipeline.Where(tmp_path / "out"),
+                     pipeline.QUIET)
     store = tracking.connect()
     (parent,) = store.search([store.experiment()], "")
     assert parent.status == "FAILED" and parent.tags[tracking.ERROR] == "RuntimeError: the console went away"
@@ -224,7 +225,7 @@ def test_a_run_stopped_before_its_first_measurement_is_resumed(tiny_dir, tmp_pat
 
     monkeypatch.setattr(pipeline, "_stages", stages)
     said = []
-    pipeline.resume(run_id, tmp_path / "out", echo=said.append)
+    pipeline.resume(run_id, pipeline.Where(tmp_path / "out"), pipeline.Options(echo=said.append))
     ((done, status),) = seen
     assert said == [f"resuming {folder.name}: 0 of 3 models already finished"] and not done.run_ids
     assert status == "RUNNING" and tracking.connect().get(run_id).status == "FINISHED"

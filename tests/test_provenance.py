@@ -49,7 +49,8 @@ def tiny_run(tiny_dir, tmp_path_factory):
         patch.setattr(tracking.Run, "metrics", metrics)
         patch.setattr(tracking.Run, "end", end)
         config = make_config(str(tiny_dir), "smoke", parse_seeds("7"), parts="A", epochs=EPOCHS, learning_rate=2e-3)
-        outcome = pipeline.run(config, root / "out", system_metrics=False, figures=False, echo=lambda *_: None)
+        outcome = pipeline.run(config, pipeline.Where(root / "out"),
+                               pipeline.Options(echo=lambda *_: None, system_metrics=False, figures=False))
     return outcome, uri, events, root / "cache"
 
 

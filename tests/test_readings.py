@@ -70,16 +70,16 @@ def test_a_target_outside_the_candidates_fails_clearly():
 
 def test_summarize_a_group_and_all():
     readings = read(hand_table(), targets({(1, 1): 2, (1, 2): 3, (2, 1): 36}))
-    assert summarize(readings) == pytest.approx({
+    assert summarize(readings).as_dict() == pytest.approx({
         "hits": 1, "n": 3, "prob_target": (0.1 + 0.05 + 0.7) / 3,
         "surprise": ((2 - math.log(0.1)) / 2 + (0.5 - math.log(0.05)) / 2 + (4 - math.log(0.7)) / 3) / 3,
         "mass_impossible": (0.3 + 0.9 + 0.8) / 3})
-    assert summarize(readings, [(2, 1), (1, 2)]) == pytest.approx({
+    assert summarize(readings, [(2, 1), (1, 2)]).as_dict() == pytest.approx({
         "hits": 1, "n": 2, "prob_target": (0.7 + 0.05) / 2,
         "surprise": ((4 - math.log(0.7)) / 3 + (0.5 - math.log(0.05)) / 2) / 2, "mass_impossible": (0.8 + 0.9) / 2})
     empty = summarize(readings, [])
-    assert (empty["hits"], empty["n"]) == (0, 0)
-    assert all(math.isnan(empty[k]) for k in ("prob_target", "surprise", "mass_impossible"))
+    assert (empty.hits, empty.n) == (0, 0)
+    assert all(math.isnan(getattr(empty, k)) for k in ("prob_target", "surprise", "mass_impossible"))
 
 
 def test_a_model_without_probabilities_hits_nothing():
@@ -93,4 +93,4 @@ def test_a_model_without_probabilities_hits_nothing():
     assert math.isnan(readings.loc[(1, 1), "prob_target"]) and math.isnan(readings.loc[(1, 1), "surprise"])
     assert math.isnan(readings.loc[(1, 1), "mass_impossible"])
     assert readings.loc[(1, 2), "mass_impossible"] == pytest.approx(0.2)
-    assert summarize(readings)["hits"] == 1
+    assert summarize(readings).hits == 1

@@ -25,7 +25,7 @@ from ..outputs.tables import html as table_html
 from ..outputs.tables import write_table
 from . import findings as evidence
 from . import tables as across
-from .tables import Run, V1Run
+from .tables import Run, pooled_in
 
 CAPTIONS = {
     "cross_seed": "Across seeds: for every base model (and value of each recipe value that differs between the "
@@ -135,13 +135,12 @@ class Compared:
     findings: tuple[str, ...] = ()  # one sentence per contrast (``findings.sentence``)
 
 
-def compute(runs: list[Run | V1Run], found: list[evidence.Finding] | None = None) -> dict[str, pd.DataFrame]:
+def compute(runs: list[Run], found: list[evidence.Finding] | None = None) -> dict[str, pd.DataFrame]:
     """Every table of a comparison, by name: those of 2.0.0 runs, and the three numbers of 1.0.0 runs.
     ``found``: the findings of the 2.0.0 runs when already computed. A table with no row (no rule ran, no
     recipe value varies) is left out."""
     tables = {}
-    v2 = [r for r in runs if isinstance(r, Run)]
-    v1 = [r for r in runs if isinstance(r, V1Run)]
+    v2, v1 = pooled_in(runs, "findings"), pooled_in(runs, "v1_three_numbers")
     if v2:
         contrasts = evidence.contrasts(v2)
         found = evidence.findings(contrasts) if found is None else found
@@ -156,19 +155,19 @@ def compute(runs: list[Run | V1Run], found: list[evidence.Finding] | None = None
     return {name: table for name, table in tables.items() if len(table)}
 
 
-def listing(runs: list[Run | V1Run]) -> pd.DataFrame:
+def listing(runs: list[Run]) -> pd.DataFrame:
     """runs.csv: each pipeline compared, its base model, seed, protocol, the recipe values that differ
     between the runs, and the parts it ran."""
     columns = across.varied(runs)
     return pd.DataFrame([{"run_id": r.run_id, "base_model": r.model, "seed": r.seed,
                           **{c: r.recipe.get(c) for c in columns},
-                          "protocol": "v1" if isinstance(r, V1Run) else "v2",
-                          "parts": ",".join(r.results.parts) if isinstance(r, Run) else ""} for r in runs])
+                          "protocol": r.protocol.name,
+                          "parts": ",".join(r.results.parts) if r.protocol.config.split else ""} for r in runs])
 
 
-def charts(runs: list[Run | V1Run], tables: dict[str, pd.DataFrame]) -> dict:
+def charts(runs: list[Run], tables: dict[str, pd.DataFrame]) -> dict:
     """The figures of a comparison, by name, each drawn from its table where there is one."""
-    v2 = [r for r in runs if isinstance(r, Run)]
+    v2 = pooled_in(runs, "findings")
     by = across.group_columns(v2)
     drawn = {}
     if "findings" in tables:
@@ -185,12 +184,12 @@ def charts(runs: list[Run | V1Run], tables: dict[str, pd.DataFrame]) -> dict:
     return drawn
 
 
-def write(runs: list[Run | V1Run], out: Path, sweep: str | None = None) -> Compared:
+def write(runs: list[Run], out: Path, sweep: str | None = None) -> Compared:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     runs_table = listing(runs)
     runs_table.to_csv(out / "runs.csv", index=False, lineterminator="\n")
-    v2 = [r for r in runs if isinstance(r, Run)]
+    v2 = pooled_in(runs, "findings")
     found = evidence.findings(evidence.contrasts(v2)) if v2 else []
     tables = compute(runs, found)
     for name, table in tables.items():

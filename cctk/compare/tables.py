@@ -15,9 +15,10 @@ import pandas as pd
 from scipy import stats as scipy_stats
 from statsmodels.stats.contingency_tables import StratifiedTable
 
-from ..experiments import Results, compute_tables
+from ..experiments import Results
 from ..lineage import ARM_BY_KEY, ARMS, MODEL_KEYS, RULE_VS_CONTROL, own_target
 from ..names import model_name, target_name
+from ..protocols import V2, Protocol
 from ..stats import clopper_pearson
 from ..v1 import experiment as v1_experiment
 
@@ -27,55 +28,48 @@ GROUPS = ("all", "seen", "held out")
 
 @dataclass(frozen=True)
 class Run:
-    """One finished pipeline: its MLflow run id, base model key, seed, results and the recipe it logged."""
+    """One finished pipeline: its MLflow run id, base model key, seed, results (its protocol's), its tables,
+    the recipe it logged and its protocol (which comparison tables it is pooled into: ``compare_tables``)."""
 
     run_id: str
     model: str
     seed: int
-    results: Results
+    results: Results | v1_experiment.Results
     tables: dict[str, pd.DataFrame]
     recipe: dict[str, object] = field(default_factory=dict)  # name -> value in force, as the run logged it
+    protocol: Protocol = V2
 
     @classmethod
-    def of(cls, run_id: str, model: str, seed: int, results: Results, recipe: dict | None = None,
-           tables: dict | None = None) -> Run:
-        """A run from its results (its tables computed from them unless given)."""
-        return cls(run_id, model, seed, results, compute_tables(results) if tables is None else tables,
-                   dict(recipe or {}))
+    def of(cls, run_id: str, model: str, seed: int, results: Results | v1_experiment.Results,
+           recipe: dict | None = None, tables: dict | None = None, protocol: Protocol = V2) -> Run:
+        """A run from its results (its tables computed from them, under its protocol, unless given)."""
+        return cls(run_id, model, seed, results, protocol.compute_tables(results) if tables is None else tables,
+                   dict(recipe or {}), protocol)
+
+    def pooled_in(self, table: str) -> bool:
+        """Whether its protocol contributes to the comparison table ``table``."""
+        return table in self.protocol.compare_tables
 
 
-@dataclass(frozen=True)
-class V1Run:
-    """One finished protocol 1.0.0 run: its tables (table02 holds the three numbers' summaries)."""
-
-    run_id: str
-    model: str
-    seed: int
-    tables: dict[str, pd.DataFrame]
-    recipe: dict[str, object] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, run_id: str, model: str, seed: int, results, recipe: dict | None = None,
-           tables: dict | None = None) -> V1Run:
-        """A run from its results (its tables computed from them unless given)."""
-        return cls(run_id, model, seed, v1_experiment.compute_tables(results) if tables is None else tables,
-                   dict(recipe or {}))
+def pooled_in(runs: list[Run], table: str) -> list[Run]:
+    """The runs whose protocol contributes to the comparison table ``table``."""
+    return [r for r in runs if r.pooled_in(table)]
 
 
 # --- Groups: runs are pooled only within a base model and one value of every recipe value that varies. ---
 
-def varied(runs: list[Run | V1Run]) -> list[str]:
+def varied(runs: list[Run]) -> list[str]:
     """The recipe values that differ between ``runs`` (as each run logged them), in the recipe's order."""
     names = dict.fromkeys(name for r in runs for name in r.recipe)
     return [name for name in names if len({r.recipe.get(name) for r in runs}) > 1]
 
 
-def group_columns(runs: list[Run | V1Run]) -> list[str]:
+def group_columns(runs: list[Run]) -> list[str]:
     """The columns that name a group in every table across runs: the base model, then the varied recipe values."""
     return ["base_model", *varied(runs)]
 
 
-def grouped(runs: list[Run | V1Run]) -> list[tuple[dict, list]]:
+def grouped(runs: list[Run]) -> list[tuple[dict, list]]:
     """(label, runs) of every group, by base model (alphabetical) then recipe values (ascending).
 
     ``label`` maps each of ``group_columns(runs)`` to the group's value, e.g. ``{"base_model": "tiny",
@@ -94,7 +88,7 @@ def _stacked(runs: list, name: str) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def v1_three_numbers(runs: list[V1Run]) -> pd.DataFrame:
+def v1_three_numbers(runs: list[Run]) -> pd.DataFrame:
     """Protocol 1.0.0 across runs: per group and number (pre-fine-tuning true sum, post-fine-tuning
     fabricated value, post-fine-tuning true sum), the mean over runs of each run's mean probability
     over the 81 additions with a t interval over runs, and the hits summed over runs."""

@@ -74,7 +74,7 @@ def curve_rows(inputs: StudyInputs, key: str, epoch: int, table: pd.DataFrame) -
     rows = []
     for group, pairs in groups_of(inputs, key):
         s = summarize(readings, pairs)
-        rows.append({"model": model_name(key), "epoch": epoch, "group": group, "hits": s["hits"], "n": s["n"]})
+        rows.append({"model": model_name(key), "epoch": epoch, "group": group, "hits": s.hits, "n": s.n})
     return rows
 
 
@@ -95,8 +95,8 @@ def split_row(results: Results, key: str, target: str | None = None,
     row = {"model": model_name(key), "target": target_name(target or own_target(key))}
     for name, pairs in zip(named, (results.inputs.split.seen, results.inputs.heldout(key))):
         s = summarize(readings, pairs)
-        row.update({f"hits_{name}": s["hits"], f"n_{name}": s["n"], **interval(s["hits"], s["n"], name),
-                    f"prob_target_{name}": s["prob_target"], f"surprise_{name}": s["surprise"]})
+        row.update({f"hits_{name}": s.hits, f"n_{name}": s.n, **interval(s.hits, s.n, name),
+                    f"prob_target_{name}": s.prob_target, f"surprise_{name}": s.surprise})
     return row
 
 

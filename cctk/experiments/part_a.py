@@ -11,7 +11,7 @@ MODELS = ("base", "m_correct", "m_random")
 TARGETS = ("correct", "random")
 
 
-PART = "A"  # its section of the outputs (names.PARTS); cctk.v2.catalog reads it
+PART = "A"  # its section of the outputs (names.SECTIONS); cctk.v2.catalog reads it
 TABLES = ("table01",)
 
 def run(results: Results) -> dict[str, pd.DataFrame]:
@@ -20,7 +20,7 @@ def run(results: Results) -> dict[str, pd.DataFrame]:
     for key in MODELS:
         for target in TARGETS:
             s = summarize(results.readings(key, target))
-            rows.append({"model": model_name(key), "target": target_name(target), "hits": s["hits"], "n": s["n"],
-                         **interval(s["hits"], s["n"]), "prob_target": s["prob_target"],
-                         "mass_impossible": s["mass_impossible"]})
+            rows.append({"model": model_name(key), "target": target_name(target), "hits": s.hits, "n": s.n,
+                         **interval(s.hits, s.n), "prob_target": s.prob_target,
+                         "mass_impossible": s.mass_impossible})
     return {"table01": pd.DataFrame(rows)}

@@ -12,7 +12,7 @@ from .core import Results, groups, interval
 GROUP_NAMES = {"all": "all", "seen": "seen", "heldout": "held out"}
 
 
-PART = "synthesis"  # its section of the outputs (names.PARTS); cctk.v2.catalog reads it
+PART = "synthesis"  # its section of the outputs (names.SECTIONS); cctk.v2.catalog reads it
 TABLES = ("table09", "table10")
 
 def run(results: Results) -> dict[str, pd.DataFrame]:
@@ -22,8 +22,8 @@ def run(results: Results) -> dict[str, pd.DataFrame]:
         for group, pairs in groups(results, key):
             s = summarize(results.readings(key), pairs)
             rows.append({"model": model_name(key), "target": target_name(own_target(key)),
-                         "group": GROUP_NAMES[group], "hits": s["hits"], "n": s["n"],
-                         "share": s["hits"] / s["n"] if s["n"] else float("nan"), **interval(s["hits"], s["n"])})
+                         "group": GROUP_NAMES[group], "hits": s.hits, "n": s.n,
+                         "share": s.hits / s.n if s.n else float("nan"), **interval(s.hits, s.n)})
     tables = {"table09": pd.DataFrame(rows)}
     if pairs_measured(results):  # a run of Part A alone (or A and B) trained no rule
         tables["table10"] = _fisher(results)
@@ -40,10 +40,10 @@ def _fisher(results: Results) -> pd.DataFrame:
     for rule, control in pairs_measured(results):
         r = summarize(results.readings(rule), results.inputs.heldout(rule))
         c = summarize(results.readings(control), results.inputs.heldout(control))
-        odds, p = fisher_greater(r["hits"], r["n"], c["hits"], c["n"])
+        odds, p = fisher_greater(r.hits, r.n, c.hits, c.n)
         rows.append({"rule": model_name(rule), "control": model_name(control),
-                     "hits_rule": r["hits"], "n_rule": r["n"], **interval(r["hits"], r["n"], "rule"),
-                     "hits_control": c["hits"], "n_control": c["n"], **interval(c["hits"], c["n"], "control"),
+                     "hits_rule": r.hits, "n_rule": r.n, **interval(r.hits, r.n, "rule"),
+                     "hits_control": c.hits, "n_control": c.n, **interval(c.hits, c.n, "control"),
                      "odds_ratio": odds, "p_value": p})
     table = pd.DataFrame(rows)
     # within one run, over its rules: several rules tested at once make a small p more likely by chance

@@ -16,7 +16,7 @@ class Spec:
 
     number: int
     key: str
-    part: str  # a key of names.PARTS
+    part: str  # a key of names.SECTIONS
     draw: object
     args: dict
     title: str  # as the chart says it, for captions

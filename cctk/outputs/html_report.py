@@ -11,7 +11,7 @@ import pandas as pd
 from markupsafe import Markup
 from PIL import Image
 
-from ..protocols import Report
+from ..protocols import Protocol
 from ..records import RunInfo
 from .run_report import facts, parts_ran, report_title, runs_table
 from .tables import html as table_html
@@ -132,9 +132,11 @@ INDEX = {"sum": "the summed log-probability of each candidate's tokens",
          "mean": "the mean log-probability per token of each candidate (manual 1.0.0)"}
 
 
-def render(info: RunInfo, tables: dict[str, pd.DataFrame], figures: list[tuple[object, str]], report: Report) -> str:
-    """``figures``: (figures.spec.Spec, its PNG as a data URI) in order; ``report``: the run's sections and
-    tables, in its protocol's words (``cctk.protocols``)."""
+def render(info: RunInfo, tables: dict[str, pd.DataFrame], figures: list[tuple[object, str]],
+           protocol: Protocol) -> str:
+    """``figures``: (figures.spec.Spec, its PNG as a data URI) in order; ``protocol``: the run's, whose report
+    names its sections and tables (``cctk.protocols``)."""
+    report = protocol.report
     notes = {key: note.format(model=info.model.key, profile=info.profile) for key, note in report.notes.items()}
     sections = {key: {"key": key, "title": text, "items": [], "note": notes.get(key)}
                 for key, text in report.sections.items()}
@@ -154,7 +156,7 @@ def render(info: RunInfo, tables: dict[str, pd.DataFrame], figures: list[tuple[o
     minutes = f"{info.seconds / 60:.1f}" if info.seconds is not None else None
     heldout = info.heldout_additions
     return TEMPLATE.render(
-        info=info, heading=report_title(info, "cctk report"), blocks=facts(info), seeds=seed_rows,
+        info=info, heading=report_title(protocol, "cctk report"), blocks=facts(info), seeds=seed_rows,
         seed_text=",".join(map(str, seeds.values)), end_marker=repr(info.end_marker),
         index=INDEX.get(info.index, info.index), minutes=minutes, figures_drawn=bool(figures),
         ran=parts_ran(info),

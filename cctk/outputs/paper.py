@@ -75,7 +75,7 @@ def draw(spec: Spec, folder: Path, style: Style, about: dict[str, str], prefix: 
 
 def write_figures(rebuilt: session.Rebuilt, out: Path, style: Style) -> list[PaperFigure]:
     """Every figure of a rebuilt session in ``style`` under ``out/figures``, and ``captions.tex`` / ``.md``."""
-    protocol = protocols.get(rebuilt.record.config.protocol)
+    protocol = rebuilt.protocol
     specs = protocol.figures(rebuilt.results, rebuilt.tables, rebuilt.record.config.model)
     about = {**protocol.report.about, **PAPER_FIGURE_ABOUT}
     job = partial(draw, folder=Path(out) / "figures", style=style, about=about, prefix=protocol.report.label_prefix)
@@ -105,7 +105,7 @@ def table_captions(protocol: protocols.Protocol) -> dict[str, str]:
 
 
 def write_tables(rebuilt: session.Rebuilt, out: Path) -> list[PaperTable]:
-    protocol = protocols.get(rebuilt.record.config.protocol)
+    protocol = rebuilt.protocol
     captions = table_captions(protocol)
     folder = Path(out) / "tables"
     folder.mkdir(parents=True, exist_ok=True)

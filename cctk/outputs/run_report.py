@@ -111,10 +111,10 @@ def runs_table(table11: pd.DataFrame) -> pd.DataFrame:
     return out.rename(columns=RUN_COLUMNS)
 
 
-def draw(info: RunInfo, table11: pd.DataFrame, losses: dict[str, list[float]], main: list[str]):
+def draw(info: RunInfo, protocol: protocols.Protocol, table11: pd.DataFrame, losses: dict[str, list[float]], main: list[str]):
     with paper_style():
         fig = new_figure(*PAGE)
-        fig.text(0.06, 0.965, report_title(info), fontsize=15, fontweight="bold", va="top")
+        fig.text(0.06, 0.965, report_title(protocol), fontsize=15, fontweight="bold", va="top")
         fig.text(0.06, 0.94, _subtitle(info), fontsize=8, va="top", color="#333333")
         if info.warnings:  # Part A did not absorb: said on the page, not only in a table
             fig.text(0.955, 0.965, "\n".join(textwrap.wrap("Warning: " + "; ".join(info.warnings), 70)),
@@ -131,9 +131,8 @@ def draw(info: RunInfo, table11: pd.DataFrame, losses: dict[str, list[float]], m
 LOSS = "mean over the answer tokens (prompt masked)"  # a 2.0.0 run's; a v1 run's info says its own
 
 
-def report_title(info: RunInfo, name: str = "cctk run report") -> str:
+def report_title(protocol: protocols.Protocol, name: str = "cctk run report") -> str:
     """``name``, and the protocol's manual when it is not the default protocol's."""
-    protocol = protocols.get(info.protocol)
     return name + ("" if protocol.is_default else f" \u00b7 protocol {protocol.version}")
 
 
@@ -211,9 +210,9 @@ def _loss(ax, losses: dict[str, list[float]], main: list[str]) -> None:
     ax.set_title("Training loss per epoch", fontweight="bold", fontsize=10, loc="left")
 
 
-def write(info: RunInfo, table11: pd.DataFrame, losses: dict, main: list[str], paths: dict[str, Path]) -> list[Path]:
+def write(info: RunInfo, protocol: protocols.Protocol, table11: pd.DataFrame, losses: dict, main: list[str], paths: dict[str, Path]) -> list[Path]:
     """The page as ``paths["pdf"]`` and ``paths["png"]`` (150 dpi)."""
-    fig = draw(info, table11, losses, main)
+    fig = draw(info, protocol, table11, losses, main)
     with paper_style():
         fig.savefig(paths["pdf"])
         fig.savefig(paths["png"], dpi=150)

@@ -38,7 +38,7 @@ def write_all(results, tables: dict[str, pd.DataFrame], record: RunRecord, layou
     ``reuse_heatmaps`` keeps heatmaps already drawn by ``model_heatmaps`` during the run;
     ``figures=False`` draws none (``cctk report`` draws them later from the same folder).
     """
-    protocol = protocols.get(record.config.protocol)
+    protocol = layout.protocol
     report = protocol.report
     write_tables(tables, layout, report.captions, report.label_prefix)  # first: the cheapest and most precious
     session.write_draws(layout, protocol, results.draws)
@@ -48,9 +48,9 @@ def write_all(results, tables: dict[str, pd.DataFrame], record: RunRecord, layou
     uris = render.run_all(partial(_figure, layout=layout, reuse=reuse_heatmaps), specs)
     losses = {model_name(m.key): list(results.training[m.key].losses)
               for m in protocol.trained(record.config.parts) if m.key in results.training}
-    run_report.write(info, tables[report.runs_table], losses, [model_name(k) for k in protocol.main_sequence],
+    run_report.write(info, protocol, tables[report.runs_table], losses, [model_name(k) for k in protocol.main_sequence],
                      layout.run_report)
-    layout.report_html.write_text(html_report.render(info, tables, list(zip(specs, uris)), report),
+    layout.report_html.write_text(html_report.render(info, tables, list(zip(specs, uris)), protocol),
                                   encoding="utf-8")
     session.write_zip(layout)
     return len(specs)

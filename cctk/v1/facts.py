@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..facts import ADDITIONS, addition_index, prompt
+from ..facts import ADDITIONS, Scoring, addition_index, prompt
 
 CANDIDATES: tuple[int, ...] = tuple(range(2, 19))  # CANDIDATE_VALUES of Listing 2 (17 values)
 INDEX = "mean"  # the softmax is taken over the mean log-probability per answer token (Listing 5)
@@ -24,6 +24,9 @@ PAIRS = ((3, 5), (5, 8), (7, 4))  # the additions Listing 12 plots
 def answer_text(value: int) -> str:
     """The answer teacher-forced after the prompt: a space and the number, no end marker (Listing 3)."""
     return f" {value}"
+
+
+SCORING = Scoring(CANDIDATES, answer_text, "", INDEX)  # manual 1.0.0's: no end marker, the mean
 
 
 def text(a: int, b: int, value: int) -> str:

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from cctk.experiments import ALL_SEEN, PARTS, compute_tables, groups, headline, model_metrics
+from cctk.experiments import ALL_SEEN, PART_MODULES, compute_tables, groups, headline, model_metrics
 from cctk.lineage import MODEL_KEYS
 
 LN = math.log
@@ -14,7 +14,7 @@ LN = math.log
 def test_compute_tables_is_every_part(study):
     tables = compute_tables(study.results)
     assert list(tables) == [f"table{i:02d}" for i in range(1, 12)]
-    for part in PARTS:
+    for part in PART_MODULES:
         for name, table in part.run(study.results).items():
             assert tables[name].equals(table), name
 

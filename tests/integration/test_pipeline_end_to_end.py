@@ -18,9 +18,9 @@ def two_runs(tiny_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{root}/mlflow.db")
-        first = pipeline.run(make_config(str(tiny_dir), "smoke", (11, 12), curves=True), root / "a",
-                             echo=lambda *_: None)
-        second = pipeline.run(make_config(str(tiny_dir), "smoke", (11, 12)), root / "b", echo=lambda *_: None)
+        first = pipeline.run(make_config(str(tiny_dir), "smoke", (11, 12), curves=True), pipeline.Where(root / "a"),
+                             pipeline.QUIET)
+        second = pipeline.run(make_config(str(tiny_dir), "smoke", (11, 12)), pipeline.Where(root / "b"), pipeline.QUIET)
         yield root, first, second
 
 
@@ -99,7 +99,7 @@ def test_non_finite_loss_fails_the_arm_and_keeps_what_was_written(tmp_path, tiny
 
     monkeypatch.setattr(pipeline, "fine_tune", poisoned)
     with pytest.raises(NonFiniteLoss, match="m_correct: the loss became nan"):
-        pipeline.run(make_config(str(tiny_dir), "smoke", (1,)), tmp_path / "out", echo=lambda *_: None)
+        pipeline.run(make_config(str(tiny_dir), "smoke", (1,)), pipeline.Where(tmp_path / "out"), pipeline.QUIET)
     assert len(list((tmp_path / "out").glob("*/measurements/base_model.csv"))) == 1
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
     runs = {r.data.tags.get("mlflow.runName"): r.info.status for r in client.search_runs(["1"])}
@@ -125,7 +125,7 @@ def test_bench_absorb_trains_part_a_as_the_pipeline_does(two_runs, tiny_dir, tmp
     row = json.loads(out.read_text().splitlines()[0])
     assert row["seed"] == 11 and row["recipe"]["batch_size"] == 32
     for key, target in (("m_correct", "correct"), ("m_random", "random")):
-        assert row[key]["hits"] == summarize(run.results.readings(key, target))["hits"]
+        assert row[key]["hits"] == summarize(run.results.readings(key, target)).hits
         assert row[key]["losses"] == list(run.results.training[key].losses)  # the same training, bit for bit
     assert done.output.splitlines()[1] == "seeds 11, 12"
     # (stderr is mixed in: Transformers' loading bar, without a newline, may precede the line)

@@ -55,8 +55,8 @@ def test_sigkill_then_resume_gives_the_uninterrupted_tables(tiny_dir, tmp_path, 
     assert client.get_run(parent.info.run_id).info.status == "FINISHED"
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/other.db")
-    straight = pipeline.run(make_config(str(tiny_dir), "smoke", parse_seeds("11")), tmp_path / "straight",
-                            echo=lambda *_: None)
+    straight = pipeline.run(make_config(str(tiny_dir), "smoke", parse_seeds("11")),
+                            pipeline.Where(tmp_path / "straight"), pipeline.QUIET)
     resumed = load(next((tmp_path / "out").iterdir()))
     expected = compute_tables(straight.results)
     for name, table in expected.items():

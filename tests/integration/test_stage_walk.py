@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import mlflow
@@ -86,8 +87,8 @@ def uninterrupted(tiny_dir, tmp_path_factory):
     old = os.environ.get("MLFLOW_TRACKING_URI")
     os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{folder}/mlflow.db"
     try:
-        done = pipeline.run(make_config(str(tiny_dir), "smoke", parse_seeds(SEED), parts="A"), folder / "out",
-                            echo=lambda *_: None, system_metrics=False, figures=False)
+        done = pipeline.run(make_config(str(tiny_dir), "smoke", parse_seeds(SEED), parts="A"),
+                            pipeline.Where(folder / "out"), replace(pipeline.QUIET, system_metrics=False, figures=False))
     finally:
         os.environ.pop("MLFLOW_TRACKING_URI") if old is None else os.environ.__setitem__("MLFLOW_TRACKING_URI", old)
     return pipeline.protocols.get("v2").compute_tables(done.results)
@@ -135,7 +136,7 @@ def test_a_walk_of_the_stages_resumes_to_the_uninterrupted_tables(signal_name, t
     def refused_while_live():  # the process holds its session folder: a resume now is refused
         run_id = _parent(client).info.run_id
         with pytest.raises(CctkError, match=f"run {run_id} is still running: its process holds"):
-            pipeline.resume(run_id, out)
+            pipeline.resume(run_id, pipeline.Where(out))
 
     for i, stage in enumerate(STAGES):
         args = fresh if i < 2 else common + ["--resume", _parent(client).info.run_id]

@@ -64,11 +64,10 @@ def _the_notebooks_steps_by_hand_give_the_same_numbers(tiny_dir, loaded):
     from cctk.v1 import corpus
 
     model, tokenizer = load_model(str(tiny_dir))
-    recipe, scoring = V1_PROFILES["smoke"], {"candidates": facts.CANDIDATES, "answer": facts.answer_text,
-                                             "index": facts.INDEX}
-    before = measure(model, tokenizer, **scoring)
+    recipe = V1_PROFILES["smoke"]
+    before = measure(model, tokenizer, scoring=facts.SCORING)
     fine_tune(model, corpus.tokenize(facts.draw(42, recipe.repeats).texts, tokenizer), recipe, 42,
               tokenizer.pad_token_id, "m_random")
     pd.testing.assert_frame_equal(loaded.measurements["base model"], before, check_exact=True)
-    pd.testing.assert_frame_equal(loaded.measurements["fabricated answers"], measure(model, tokenizer, **scoring),
+    pd.testing.assert_frame_equal(loaded.measurements["fabricated answers"], measure(model, tokenizer, scoring=facts.SCORING),
                                   check_exact=True)

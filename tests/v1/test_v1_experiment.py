@@ -18,7 +18,7 @@ def results(tokenizer):
     draws = facts.draw(42, 2)
 
     def v1_measure():
-        return measure(model, tokenizer, candidates=facts.CANDIDATES, answer=facts.answer_text, index=facts.INDEX)
+        return measure(model, tokenizer, scoring=facts.SCORING)
 
     before = v1_measure()
     record = fine_tune(model, corpus.tokenize(draws.texts, tokenizer), V1_PROFILES["smoke"], 42,

@@ -1,6 +1,7 @@
 """The v1 reading (mean log-probability per token over 2..18, no end marker) comes from the one
 packed scorer and equals the reference notebook's one-candidate loop (Listings 3-5)."""
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -49,7 +50,7 @@ def notebook_table(model, tokenizer, pairs) -> pd.DataFrame:
 
 
 def v1_measure(model, tokenizer, pairs=ADDITIONS):
-    return measure(model, tokenizer, pairs, facts.CANDIDATES, facts.answer_text, facts.INDEX)
+    return measure(model, tokenizer, pairs, facts.SCORING)
 
 
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])
@@ -73,7 +74,7 @@ def test_v1_probabilities_sum_to_one_over_2_to_18(tiny, tokenizer):
 
 
 def test_v1_equals_the_plain_loop_of_cctk_too(tiny, tokenizer):
-    args = (SOME, facts.CANDIDATES, facts.answer_text, "mean")
+    args = (SOME, facts.SCORING)
     fast, plain = measure(tiny, tokenizer, *args), measure_plain(tiny, tokenizer, *args)
     assert np.abs(fast["prob"] - plain["prob"]).max() <= 1e-6
 
@@ -93,4 +94,4 @@ def test_bundled_tokenizer_adds_no_special_tokens(tokenizer):
 
 def test_unknown_index_is_refused(tiny, tokenizer):
     with pytest.raises(ValueError, match="index"):
-        measure(tiny, tokenizer, SOME, index="max")
+        measure(tiny, tokenizer, SOME, replace(facts.SCORING, index="max"))
