@@ -8,12 +8,13 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 
 import mlflow
 import pytest
 
 from cctk import tracking
+
+from servers import mlflow_server
 
 pytestmark = pytest.mark.integration
 
@@ -37,38 +38,12 @@ main()
 N = 3
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture()
 def new_server(tmp_path):
     """A fresh ``mlflow server`` on loopback whose SQLite store holds nothing yet (no cctk experiment)."""
-    port, log = _free_port(), open(tmp_path / "server.log", "w")
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-                               "--backend-store-uri", f"sqlite:///{tmp_path}/server.db", "--serve-artifacts",
-                               "--artifacts-destination", (tmp_path / "artifacts").as_uri(), "--workers", "2"],
-                              env=env, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(180):
-            try:
-                if urllib.request.urlopen(f"{url}/health", timeout=2).status == 200:
-                    break
-            except OSError:
-                time.sleep(1)
-        else:
-            pytest.fail("the server did not start: " + (tmp_path / "server.log").read_text()[-2000:])
+    with mlflow_server(f"sqlite:///{tmp_path}/server.db", tmp_path, workers=2, env=env) as url:
         yield url
-    finally:
-        os.killpg(server.pid, 15)
-        server.wait(timeout=30)
-        log.close()
 
 
 def test_three_first_runs_at_once_on_a_new_server_all_finish(new_server, tiny_dir, tmp_path):

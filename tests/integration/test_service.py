@@ -2,16 +2,15 @@
 pipelines logging at once. Slow (several smoke pipelines): marked integration, run in CI."""
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 import mlflow
 import pytest
+
+from servers import free_port, mlflow_server
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,12 +22,6 @@ def _env(**extra) -> dict:
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     env.update(extra)
     return env
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _children(client, parent):
@@ -67,7 +60,7 @@ def postgres(tmp_path):
         pytest.skip("PostgreSQL is not installed (apt-get install postgresql)")
     # PostgreSQL refuses to run as root: as root, the cluster belongs to the postgres user, in a
     # folder of its own (pytest's tmp_path sits under a folder only root may enter).
-    bindir, port = Path(initdb).parent, _free_port()
+    bindir, port = Path(initdb).parent, free_port()
     home = Path(tempfile.mkdtemp(prefix="cctk-pg-"))
     data = home / "data"
     as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
@@ -87,26 +80,8 @@ def postgres(tmp_path):
 
 @pytest.fixture()
 def tracking_server(postgres, tmp_path):
-    port = _free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-         "--backend-store-uri", postgres, "--serve-artifacts", "--artifacts-destination",
-         (tmp_path / "artifacts").as_uri(), "--workers", "1"],
-        env=_env(), stdout=subprocess.DEVNULL, stderr=open(tmp_path / "server.log", "w"))
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(120):
-            try:
-                if urllib.request.urlopen(f"{url}/health", timeout=2).status == 200:
-                    break
-            except OSError:
-                time.sleep(1)
-        else:
-            pytest.fail("the tracking server did not start: " + (tmp_path / "server.log").read_text()[-2000:])
+    with mlflow_server(postgres, tmp_path, env=_env()) as url:
         yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def test_two_pipelines_at_once_on_a_postgres_backed_server(tiny_dir, tracking_server, tmp_path):
