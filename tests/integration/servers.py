@@ -1,4 +1,5 @@
-"""A real ``mlflow server`` on loopback for the integration tests, stopped with everything it started."""
+"""Processes of the integration tests: a real ``mlflow server`` on loopback, stopped with everything it started,
+and a child that takes Ctrl-C as it would from a terminal."""
 from __future__ import annotations
 
 import os
@@ -12,6 +13,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+
+def as_from_a_terminal() -> None:
+    """``preexec_fn`` of a child that is sent SIGINT: Ctrl-C's default disposition, so its Python raises
+    KeyboardInterrupt even when this suite runs as a background job of a non-interactive shell (which starts
+    every child with SIGINT ignored, and such a child never sees the signal)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def free_port() -> int:

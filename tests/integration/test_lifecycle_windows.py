@@ -14,6 +14,8 @@ import pytest
 
 from cctk import session
 
+from servers import as_from_a_terminal
+
 pytestmark = pytest.mark.integration
 
 # Runs the CLI with one step made to wait: "peak" (the GEMM peak, right after the parent run opened) or
@@ -45,7 +47,7 @@ def _stopped_in(window: str, args: list[str], env: dict, reached, signum: int) -
     """Run ``cctk args`` with ``window`` held open, send ``signum`` once it is reached; the exit code."""
     env = {**env, "CCTK_WINDOW": window, "CCTK_WINDOW_REACHED": str(reached)}
     proc = subprocess.Popen([sys.executable, "-c", WINDOW, *args], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=as_from_a_terminal)
     try:
         deadline = time.monotonic() + 180
         while not reached.exists():

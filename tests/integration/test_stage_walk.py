@@ -29,6 +29,8 @@ from cctk.config import make_config, parse_seeds
 from cctk.errors import CctkError
 from cctk.results import load
 
+from servers import as_from_a_terminal
+
 pytestmark = pytest.mark.integration
 
 HOLD = """
@@ -61,7 +63,7 @@ def _stopped(args: list[str], env: dict, stage: str, signum: int, held: Path, wh
     """Run ``cctk args`` with ``stage`` held at its start; once it is reached, send ``signum``; the exit code."""
     env = {**env, "CCTK_HOLD": STAGES[stage], "CCTK_HELD": str(held)}
     proc = subprocess.Popen([sys.executable, "-c", HOLD, *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True, preexec_fn=as_from_a_terminal)
     try:
         deadline = time.monotonic() + 300
         while not held.exists():
