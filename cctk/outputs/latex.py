@@ -8,6 +8,7 @@ DataFrames in, LaTeX text out: no files, no figures. ``cctk.outputs.paper`` writ
 from __future__ import annotations
 
 import math
+import re
 import unicodedata
 from dataclasses import dataclass
 
@@ -30,6 +31,7 @@ CHAR_PT = {r"\small": 4.9, r"\footnotesize": 4.4, r"\scriptsize": 3.8}
 PAD_PT = 12.0
 CM_PT = 28.45
 LONG_ROWS = 40  # longer tables break across pages (longtable)
+MATH, COMMAND = re.compile(r"\$([^$]*)\$"), re.compile(r"\\[A-Za-z]+")
 
 
 def text(value) -> str:
@@ -179,8 +181,9 @@ def width_pt(shown: pd.DataFrame, how: Layout) -> float:
 
 def _lines(cell_text: str, how: Layout, header: bool = False) -> int:
     """Characters of a cell's longest printed line under ``how`` (a LaTeX command counts as one)."""
-    for token in (r"\%", "--", "$<$", "$\\infty$", r"\_", r"\&", r"\#"):
+    for token in (r"\%", "--", r"\_", r"\&", r"\#"):
         cell_text = cell_text.replace(token, "x")
+    cell_text = _printed(cell_text)
     if how.stacked and header:
         return max(len(part) for part in cell_text.split(", "))
     if how.stacked and _is_count(cell_text):
@@ -194,8 +197,16 @@ def _is_count(cell_text: str) -> bool:
     return " (" in cell_text and cell_text.endswith(")") and "/" in cell_text.split(" (", 1)[0]
 
 
+def _printed(cell_text: str) -> str:
+    """About what a cell prints: math as its signs (``$7.67\\times10^{-5}$`` is 7.67*10-5: nine characters,
+    no letters), a command one sign."""
+    return MATH.sub(lambda m: COMMAND.sub("*", m.group(1)).replace("{", "").replace("}", "").replace("^", ""),
+                    cell_text)
+
+
 def _is_words(cell_text: str) -> bool:
-    return any(ch.isalpha() for ch in cell_text.replace("$", "").replace("infty", "")) and not _is_count(cell_text)
+    """A cell of words (names wrap), not a number, a count or math (which never wrap)."""
+    return any(ch.isalpha() for ch in _printed(cell_text)) and not _is_count(cell_text)
 
 
 def layout(shown: pd.DataFrame) -> Layout:

@@ -106,3 +106,16 @@ def test_a_v1_table_names_its_rows_in_words():
     assert list(shown["Probability"]) == ["P(true sum), before", "P(fabricated), after", "P(true sum), after",
                                           "P(fabricated), before"]
     assert list(shown.columns)[-1] == "Hits" and not {"n", "lo", "hi"} & set(shown.columns)  # in the count
+
+
+def test_math_cells_are_numbers_that_never_wrap():
+    """A probability printed as ``$7.67\\times10^{-5}$`` is a number: right-aligned, never a wrapping column
+    (it was read as words for the letters of ``\\times``, and three such columns of 2.8 cm set a real run's
+    table02 61 pt wider than the page)."""
+    small = r"$7.67\times10^{-5}$"
+    assert latex._printed(small) == "7.67*10-5" and not latex._is_words(small)
+    assert latex._is_words("correct sum") and not latex._is_words("57/57 (100\\%, 94--100\\%)")
+    shown = pd.DataFrame({"Model": ["fabricated answers", "recovery"], "P(target)": [small, "0.999"]})
+    for how in latex.LAYOUTS:
+        assert latex._column_spec(shown["P(target)"], how) == "r"
+    assert latex._lines(small, latex.LAYOUTS[0]) == len("7.67*10-5")
