@@ -30,19 +30,7 @@ def learning_curves(curves: pd.DataFrame, order: list[str], style: Style = REPOR
     rows = max(1, math.ceil(len(models) / COLUMNS))
     with paper_style():
         fig = new_figure(8, 1.2 + 1.75 * rows)
-        axes = fig.subplots(rows, COLUMNS, sharex=True, sharey=True, squeeze=False)
-        for ax, model in zip(axes.flat, models):
-            _panel(ax, curves[curves["model"] == model], model)
-        for ax in list(axes.flat)[len(models):]:
-            ax.set_visible(False)
-        for ax in axes[:, 0]:
-            ax.set_ylabel("share of hits")
-        for ax in axes[-1, :]:
-            ax.set_xlabel("epoch")
-        groups = [g for g in STYLE if g in set(curves["group"])]
-        handles = [Line2D([], [], color=STYLE[g][0], linestyle=STYLE[g][1], marker="o", markersize=3,
-                          label=STYLE[g][2]) for g in groups]
-        fig.legend(handles=handles, loc="lower center", ncol=len(handles), frameon=False)
+        _grid(fig, curves, models, COLUMNS, STYLE, 7.5, "lower center")
         fig.suptitle("Learning curves: hits on each arm's own target after every epoch", fontsize=11,
                      fontweight="bold")
         fig.subplots_adjust(left=0.09, right=0.98, top=1 - 0.65 / (1.2 + 1.75 * rows),
@@ -55,20 +43,27 @@ def _paper(curves: pd.DataFrame, models: list[str], style: Style) -> Figure:
     rows = max(1, math.ceil(len(models) / columns))
     with paper_style(), styles.fonts(style):
         fig = styles.figure(style, 0.5 + 1.15 * rows)
-        axes = fig.subplots(rows, columns, sharex=True, sharey=True, squeeze=False)
-        for ax, model in zip(axes.flat, models):
-            _panel(ax, curves[curves["model"] == model], model, PAPER_STYLE, 6.5)
-        for ax in list(axes.flat)[len(models):]:
-            ax.set_visible(False)
-        for ax in axes[:, 0]:
-            ax.set_ylabel("hits")
-        for ax in axes[-1, :]:
-            ax.set_xlabel("epoch")
-        groups = [g for g in PAPER_STYLE if g in set(curves["group"])]
-        handles = [Line2D([], [], color=PAPER_STYLE[g][0], linestyle=PAPER_STYLE[g][1], marker="o", markersize=3,
-                          label=PAPER_STYLE[g][2]) for g in groups]
-        fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), frameon=False)
+        _grid(fig, curves, models, columns, PAPER_STYLE, 6.5, "outside lower center")
     return fig
+
+
+def _grid(fig: Figure, curves: pd.DataFrame, models: list[str], columns: int, by_group: dict, title_size: float,
+          legend_at: str) -> None:
+    """A panel per arm on a grid of ``columns`` (empty cells hidden), shared axes, one legend of the groups."""
+    rows = max(1, math.ceil(len(models) / columns))
+    axes = fig.subplots(rows, columns, sharex=True, sharey=True, squeeze=False)
+    for ax, model in zip(axes.flat, models):
+        _panel(ax, curves[curves["model"] == model], model, by_group, title_size)
+    for ax in list(axes.flat)[len(models):]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("share of hits")
+    for ax in axes[-1, :]:
+        ax.set_xlabel("epoch")
+    groups = [g for g in by_group if g in set(curves["group"])]
+    handles = [Line2D([], [], color=by_group[g][0], linestyle=by_group[g][1], marker="o", markersize=3,
+                      label=by_group[g][2]) for g in groups]
+    fig.legend(handles=handles, loc=legend_at, ncol=len(handles), frameon=False)
 
 
 def _panel(ax, rows: pd.DataFrame, model: str, styles_by_group: dict = STYLE, title_size: float = 7.5) -> None:
