@@ -8,7 +8,7 @@ from . import __version__, tracking
 from .device import resolve as resolve_device
 from .facts import CANDIDATES, END_MARKER, correct_sums
 from .figures import save_figure, target_heatmap
-from .models import check_available, load_model, model_id
+from .models import ModelSource, check_available, load_model
 from .readings import Summary, read, summarize
 from .scoring import measure
 
@@ -16,13 +16,13 @@ from .scoring import measure
 def run(model: str, out: Path, tracking_name: str | None = None, echo=print, device: str | None = None) -> Summary:
     """Measure ``model`` on ``device``; returns the summary on the correct sums (hits, prob_target, ...)."""
     where = resolve_device(device)
-    check_available(model)
+    found = check_available(model)
     store = tracking.connect(tracking_name)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
 
     echo(f"loading {model} ...")
-    lm, tokenizer = load_model(model)
+    lm, tokenizer = load_model(found)
     lm = lm.to(where)
     start = time.perf_counter()
     table = measure(lm, tokenizer)
@@ -35,17 +35,17 @@ def run(model: str, out: Path, tracking_name: str | None = None, echo=print, dev
     echo(f"measured {summary.n} x {len(CANDIDATES)} candidates in {seconds:.1f} s")
     echo(f"hits on the correct sum: {summary.hits}/{summary.n}")
 
-    _track(store, model, out, figures, summary, seconds)
+    _track(store, found, out, figures, summary, seconds)
     return summary
 
 
-def _track(store, model, out, figures, summary, seconds) -> None:
-    with store.run("measure", f"measure {model}", {tracking.KEY: model}) as run:
+def _track(store, model: ModelSource, out, figures, summary, seconds) -> None:
+    with store.run("measure", f"measure {model.key}", {tracking.KEY: model.key}) as run:
         _log(run, model, out, figures, summary, seconds)
 
 
-def _log(run, model, out, figures, summary, seconds) -> None:
-    run.params({"model": model, "model_id": model_id(model), "candidates": f"{CANDIDATES[0]}..{CANDIDATES[-1]}",
+def _log(run, model: ModelSource, out, figures, summary, seconds) -> None:
+    run.params({"model": model.key, "model_id": model.id, "candidates": f"{CANDIDATES[0]}..{CANDIDATES[-1]}",
                 "end_marker": repr(END_MARKER), "cctk_version": __version__})
     run.metrics({"hits_correct": summary.hits, "prob_target": summary.prob_target,
                  "surprise": summary.surprise, "mass_impossible": summary.mass_impossible,

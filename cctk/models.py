@@ -132,39 +132,40 @@ def check_available(key_or_path: str) -> ModelSource:
     return found
 
 
-def load_model(key_or_path: str, dtype=None, keep: bool = True):
+def load_model(model: ModelSource | str, dtype=None, keep: bool = True):
     """Return ``(model, tokenizer)``: a fresh copy, in eval mode, on the CPU, in ``dtype`` (float32).
 
+    ``model``: its source as the input checks resolved it (``check_available``), or a name, resolved here.
     ``keep=False``: the caller owns the only copy (a pipeline: no pristine duplicate waits in host
     memory beside it); a model kept by an earlier load is handed over, not copied.
     """
     import torch
 
     dtype = dtype or torch.float32
-    check_model_name(key_or_path)
-    cache_key = f"{key_or_path}:{dtype}"
+    found = model if isinstance(model, ModelSource) else source(model)
+    cache_key = f"{found.key}:{dtype}"
     if not keep:
         kept = _last_loaded.pop(cache_key, None)
-        return kept or _load(key_or_path, dtype)
+        return kept or _load(found, dtype)
     if cache_key not in _last_loaded:
         _last_loaded.clear()
-        _last_loaded[cache_key] = _load(key_or_path, dtype)
-    model, tokenizer = _last_loaded[cache_key]
-    return copy.deepcopy(model), tokenizer
+        _last_loaded[cache_key] = _load(found, dtype)
+    lm, tokenizer = _last_loaded[cache_key]
+    return copy.deepcopy(lm), tokenizer
 
 
-def _load(key_or_path: str, dtype):
+def _load(found: ModelSource, dtype):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    if key_or_path == BUNDLED:
+    if found.key == BUNDLED:
         folder, kwargs = bundled_folder(), {}
         if folder is None:  # no cache to write: read the GGUF itself
             folder, name = bundled_gguf()
             kwargs = {"gguf_file": name}
-    elif Path(key_or_path).is_dir():
-        folder, kwargs = key_or_path, {}
+    elif Path(found.key).is_dir():
+        folder, kwargs = found.key, {}
     else:
-        folder, kwargs = _hub_source(model_id(key_or_path)), {}
+        folder, kwargs = _hub_source(found.id), {}
     tokenizer = AutoTokenizer.from_pretrained(folder, **kwargs)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, **kwargs)
     if tokenizer.pad_token_id is None:

@@ -71,6 +71,7 @@ class Session:
     experiment_id: str
     mlflow_run: tracking.Run  # the pipeline's (parent) MLflow run
     device: torch.device
+    source: models.ModelSource  # the model, as the input checks resolved it (loaded from it, never re-resolved)
     started: float = field(default_factory=time.perf_counter)
     monitor: object = None  # MLflow's system-metrics monitor of the parent run, if any
     figures: bool = True  # False: no figure is drawn (``cctk report`` draws them later)
@@ -78,7 +79,6 @@ class Session:
     plan: memory.Plan | None = None  # the memory the run was estimated to need (checked before it started)
     memory_estimate: int = 0  # the peak the plan expects of this run (``Plan.expected_peak``)
     provenance: provenance.Provenance | None = None  # model file, git state, reproduce (``_record_provenance``)
-    source: models.ModelSource | None = None  # the model, as the input checks resolved it
 
 
 @dataclass(frozen=True)
@@ -149,8 +149,8 @@ def run(config: Config, where: Where = Where(), options: Options = Options()) ->
     # opened here and ended here, so no fault between (the GEMM peak, a Ctrl-C) leaves it RUNNING
     with _held(layout.folder), store.run("pipeline", layout.session, tags, parent=sweep, attach=True) as mlflow_run:
         _set_up(mlflow_run, config, protocol, source, layout, sweep, echo)
-        session = Session(config, protocol, layout, store, mlflow_run.experiment_id, mlflow_run, device,
-                          figures=options.figures, plan=plan, source=source)
+        session = Session(config, protocol, layout, store, mlflow_run.experiment_id, mlflow_run, device, source,
+                          figures=options.figures, plan=plan)
         _record_provenance(session)
         results = _stages(session, Done(), echo, options.system_metrics, peak=True)
     return Outcome(results, mlflow_run.run_id, layout.folder)
@@ -177,10 +177,11 @@ def resume(run_id: str, where: Where = Where(), options: Options = Options()) ->
     busy = f"run {run_id} is still running: its process holds {layout.folder} (stop it first, or wait for it to end)"
     with _held(layout.folder, busy):  # first: a live run's own memory use would fail the plan
         device, plan = check_device(config, protocol, where.device)
+        source = models.check_available(config.model)  # before the run is reopened, as run()'s input checks
         done = resume_state.finished(store, parent, layout)
         with store.run("pipeline", layout.session, reopen=run_id) as reopened:  # ended here, as run()'s
-            session = Session(config, protocol, layout, store, parent.experiment_id, reopened, device,
-                              figures=options.figures, plan=plan, source=models.source(config.model))
+            session = Session(config, protocol, layout, store, parent.experiment_id, reopened, device, source,
+                              figures=options.figures, plan=plan)
             _record_provenance(session)
             echo(f"resuming {layout.session}: {len(done.run_ids)} of {len(protocol.models(config.parts))} models "
                  "already finished")
@@ -267,7 +268,7 @@ def _train_and_measure(session: Session, draws, done: Done, echo):
     if len(done.run_ids) == len(measured):
         return results
     echo(f"loading {session.config.model} ...")
-    base, tokenizer = models.load_model(session.config.model, keep=False)  # the only copy: no pristine twin
+    base, tokenizer = models.load_model(session.source, keep=False)  # the only copy: no pristine twin
     revision = getattr(base.config, "_commit_hash", None)  # the Hub commit the config was read from
     known = session.provenance
     if revision and known and known.model.kind == "hub" and revision != known.model.revision:
@@ -285,7 +286,7 @@ def _train_and_measure(session: Session, draws, done: Done, echo):
             base.cpu()
             continue
         if arm.parent not in weights:  # finished before an interruption: its weights were checkpointed
-            skeleton = _skeleton(weights, last_child, lambda: models.load_model(session.config.model, keep=False)[0])
+            skeleton = _skeleton(weights, last_child, lambda: models.load_model(session.source, keep=False)[0])
             weights[arm.parent] = resume_state.load_checkpoint(skeleton, session.layout, arm.parent)
         child = _child(weights, arm, last_child).to(session.device)
         rows = session.protocol.rows(draws, arm.key, session.config.recipe, tokenizer)
@@ -419,7 +420,7 @@ def _measure_and_log(session: Session, results, key: str, module, tokenizer, nes
     """Measure one model, save its table at once (nothing finished is lost), log it to its run."""
     table = measure(module, tokenizer, scoring=session.protocol.scoring)
     results.measurements[key] = table
-    nested.metrics(session.protocol.model_metrics(results, key))
+    nested.metrics(session.protocol.model_metrics(results, key).metrics())
     nested.files(session_files.write_measurement(session.layout, key, table), "measurement")
     nested.table(table, "measurement_table.json")
     drawn = model_heatmaps(results, key, session.layout, session.protocol) if session.figures else []
@@ -440,7 +441,7 @@ def _finish(session: Session, results, tables: dict, echo, resumed: bool = False
     cost = None if resumed else compute.training_cost(  # a resumed run's wall time is not its cost
         results.training.values(), str(session.device), session.config.recipe.precision, earlier=session.peak_gflops)
     seconds = time.perf_counter() - session.started  # everything: load, training, measuring, outputs, logging
-    session.mlflow_run.metrics({**head, "pipeline_seconds": seconds, **(cost.metrics(seconds) if cost else {}),
+    session.mlflow_run.metrics({**head.metrics(), "pipeline_seconds": seconds, **(cost.metrics(seconds) if cost else {}),
                         "peak_memory_bytes": facts.memory.peak_bytes})
     for line in session.protocol.summary(results, head):
         echo(line)

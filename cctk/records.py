@@ -146,13 +146,29 @@ class Trained:
     record: TrainRecord
 
 
+@dataclass(frozen=True)
+class Design:
+    """What run_info.json records of a protocol's own design (each field None under the other protocol, and
+    left out of the file): manual 2.0.0's split, curves, parts and warnings; how manual 1.0.0 answers,
+    indexes, trains and plots."""
+
+    holdout: float | None = None
+    curves: bool | None = None
+    parts: tuple[str, ...] | None = None
+    heldout_additions: tuple[tuple[int, int], ...] | None = None
+    warnings: tuple[str, ...] | None = None
+    answer_text: str | None = None  # a template: " {v}"
+    index: str | None = None
+    loss: str | None = None
+    pairs_plotted: tuple[tuple[int, int], ...] | None = None
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunInfo:
     """Everything run_info.json holds: the run record, and the facts a reader wants beside it.
 
-    A field of one protocol only is None under the other (and left out of the file): the split, curves,
-    parts and warnings of manual 2.0.0; how manual 1.0.0 answers, indexes and trains. Fields in the
-    file's order."""
+    What differs between the protocols is its ``design`` (written in the file where the split was, flat).
+    Fields in the file's order."""
 
     protocol: str
     session: str
@@ -161,24 +177,16 @@ class RunInfo:
     profile_requested: str
     profile_note: str
     recipe: Recipe
-    holdout: float | None = None
-    curves: bool | None = None
-    parts: tuple[str, ...] | None = None
-    heldout_additions: tuple[tuple[int, int], ...] | None = None
+    design: Design
     seeds: Seeds
     candidates: tuple[int, ...]
-    answer_text: str | None = None  # a template: " {v}"
     end_marker: str
-    index: str | None = None
-    loss: str | None = None
-    pairs_plotted: tuple[tuple[int, int], ...] | None = None
     device: str
     hardware: Hardware
     software: dict[str, str | None]
     mlflow: MlflowIds
     training: dict[str, Trained]  # model key -> its run
-    headline: dict[str, float]
-    warnings: tuple[str, ...] | None = None
+    headline: dict[str, float]  # the parent run's metrics, as logged
     seconds: float | None = None
     memory: MemoryUse | None = None  # None in a file from before memory was planned
     provenance: Provenance | None = None  # model file, git commit, reproduce (None in an older file)
@@ -186,9 +194,10 @@ class RunInfo:
     @property
     def config(self) -> Config:
         """The configuration the run ran with."""
-        return Config(self.model.key, self.profile, self.recipe, self.seeds.values, self.holdout,
+        design = self.design
+        return Config(self.model.key, self.profile, self.recipe, self.seeds.values, design.holdout,
                       seeds_drawn=self.seeds.drawn_fresh, profile_requested=self.profile_requested,
-                      curves=bool(self.curves), protocol=self.protocol, parts=self.parts or PARTS)
+                      curves=bool(design.curves), protocol=self.protocol, parts=design.parts or PARTS)
 
     @property
     def record(self) -> RunRecord:

@@ -49,7 +49,7 @@ class RunResults:
     def parts(self) -> tuple[str, ...]:
         """The parts of manual 2.0.0 the run ran (``cctk run --parts``): the tables and figures of the
         others are absent. All four for a run from before ``--parts``; none under protocol v1."""
-        return self.info.parts or ()
+        return self.info.design.parts or ()
 
     def to_latex(self, folder: str | os.PathLike, width: str = "column") -> Path:
         """Every table as booktabs LaTeX, every figure in paper style (``width``: column or page), captions.tex

@@ -41,7 +41,9 @@ from .names import file_stem, model_name
 from .protocols import Protocol
 from .provenance import Provenance
 from .readings import COLUMNS
-from .records import Hardware, MemoryUse, MlflowIds, ModelSource, RunInfo, RunRecord, Seeds, Trained, TrainRecord
+from .records import (Design, Hardware, MemoryUse, MlflowIds, ModelSource, RunInfo, RunRecord, Seeds, Trained,
+                      TrainRecord)
+from .v2.manual import V2
 
 RUN_INFO = "run_info.json"
 FORMATS = ("png", "pdf", "eps")  # every figure, in this order
@@ -111,7 +113,7 @@ class Layout:
     """Every path of one session folder."""
 
     folder: Path
-    protocol: Protocol = protocols.V2  # the protocol whose tables it holds (its name in run_info.json)
+    protocol: Protocol = V2  # the protocol whose tables it holds (its name in run_info.json)
 
     @property
     def session(self) -> str:
@@ -178,7 +180,7 @@ class Layout:
         return self.folder / f"{self.session}.zip"
 
 
-def table_stem(name: str, protocol: Protocol = protocols.V2) -> str:
+def table_stem(name: str, protocol: Protocol = V2) -> str:
     """``table01`` -> ``table01_corpus_absorption`` (``table01_comparison`` under protocol v1)."""
     return f"{name}_{file_stem(protocol.report.tables[name]).lower()}"
 
@@ -296,17 +298,19 @@ def run_info(record: RunRecord, protocol: Protocol, results) -> RunInfo:
     return RunInfo(protocol=protocol.name, session=facts.session,
                    model=facts.model or ModelSource(config.model, model_id(config.model)), profile=config.profile,
                    profile_requested=config.profile_requested or config.profile, profile_note=config.profile_note,
-                   recipe=config.recipe,
+                   recipe=config.recipe, design=protocol.design(results, config),
                    seeds=Seeds(config.seeds, config.seeds_drawn, protocol.seed_roles),
                    candidates=protocol.scoring.candidates, end_marker=protocol.scoring.end_marker, device=facts.device,
                    hardware=facts.hardware, software=facts.software, mlflow=facts.mlflow, training=trained,
-                   headline=protocol.headline(results), seconds=facts.seconds, memory=facts.memory,
-                   provenance=facts.provenance, **protocol.info_extras(results, config))
+                   headline=protocol.headline(results).metrics(), seconds=facts.seconds, memory=facts.memory,
+                   provenance=facts.provenance)
 
 
 def info_json(info: RunInfo) -> dict:
     """``info`` as run_info.json writes it: plain values, a protocol's absent fields left out."""
-    data = asdict(info)
+    data: dict = {}
+    for key, value in asdict(info).items():  # the design's fields flat, in its place
+        data.update(value if key == "design" else {key: value})
     data["training"] = {key: {"model": t.model, "parent": t.parent, **t.record.to_json()}
                         for key, t in info.training.items()}
     return {key: value for key, value in data.items() if value is not None}
@@ -329,6 +333,12 @@ def _decode(data: dict) -> tuple[Protocol, RunInfo]:
         protocol=protocol.name, session=data["session"], model=ModelSource(data["model"]["key"], data["model"]["id"]),
         profile=data["profile"], profile_requested=data.get("profile_requested", data["profile"]),
         profile_note=data.get("profile_note", data["profile"]), recipe=Recipe(**data["recipe"]),
+        design=Design(holdout=data.get("holdout"), curves=bool(data.get("curves")) if split else None,
+                      parts=tuple(data.get("parts", PARTS)) if split else None,
+                      heldout_additions=pairs("heldout_additions"),
+                      warnings=tuple(data.get("warnings", ())) if split else None,
+                      answer_text=data.get("answer_text"), index=data.get("index"), loss=data.get("loss"),
+                      pairs_plotted=pairs("pairs_plotted")),
         seeds=Seeds(tuple(seeds["values"]), bool(seeds["drawn_fresh"]), dict(seeds.get("roles") or {})),
         candidates=tuple(data.get("candidates", protocol.scoring.candidates)),
         end_marker=data.get("end_marker", protocol.scoring.end_marker), device=data.get("device", ""),
@@ -336,10 +346,6 @@ def _decode(data: dict) -> tuple[Protocol, RunInfo]:
         mlflow=MlflowIds(ml.get("tracking_uri"), ml.get("experiment_id"), ml.get("run_id"), ml.get("artifact_uri")),
         training=training,
         headline=dict(data.get("headline") or {}), seconds=data.get("seconds"),
-        holdout=data.get("holdout"), curves=bool(data.get("curves")) if split else None,
-        parts=tuple(data.get("parts", PARTS)) if split else None, heldout_additions=pairs("heldout_additions"),
-        warnings=tuple(data.get("warnings", ())) if split else None, answer_text=data.get("answer_text"),
-        index=data.get("index"), loss=data.get("loss"), pairs_plotted=pairs("pairs_plotted"),
         memory=MemoryUse.from_json(data.get("memory")), provenance=Provenance.from_json(data.get("provenance")))
 
 
@@ -381,7 +387,7 @@ class Rebuilt:
     results: object  # the protocol's Results
     tables: dict[str, pd.DataFrame]
     record: RunRecord
-    protocol: Protocol = protocols.V2  # the protocol it ran under
+    protocol: Protocol = V2  # the protocol it ran under
 
 
 def rebuild(folder: Path) -> Rebuilt:

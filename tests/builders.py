@@ -233,7 +233,8 @@ def v1_results(seed: int = 42, rng_seed: int = 1):
 
 def write_v1_session(root, seed: int = 42, run: dict = RUN, rng_seed: int = 1, **options):
     """A protocol v1 session folder from synthetic measurements: (layout, results, tables, figures drawn)."""
-    from cctk import protocols, session
+    from cctk import session
+    from cctk.v1.manual import V1
     from cctk.config import make_config
     from cctk.v1 import experiment
 
@@ -241,7 +242,7 @@ def write_v1_session(root, seed: int = 42, run: dict = RUN, rng_seed: int = 1, *
     tables = experiment.compute_tables(results)
     config = make_config("smollm2-135m-bundled", "quick", (seed,), protocol="v1")
     folder = write_session(root, results, tables, config, run, **options)
-    layout = session.Layout(folder, protocols.V1)
+    layout = session.Layout(folder, V1)
     return layout, results, tables, len(session.find_figures(layout))
 
 

@@ -15,6 +15,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "cctk"
 LIGHT = ["cctk.results", "cctk.outputs", "cctk.experiments", "cctk.figures", "cctk.stats", "cctk.session",
          "cctk.v1.facts", "cctk.v1.experiment", "cctk.v1.catalog", "cctk.v2.catalog", "cctk.figures.spec",
+         "cctk.v1.manual", "cctk.v2.manual", "cctk.v1.names", "cctk.v2.names",
          "cctk.protocols", "cctk.cli"]
 
 # The floors, top to bottom. A module's floor is that of the longest name here it is or lies under

@@ -6,6 +6,8 @@ import typing
 from pathlib import Path
 
 from cctk import protocols
+from cctk.v1.manual import V1
+from cctk.v2.manual import V2
 
 PACKAGE = Path(__file__).resolve().parents[1] / "cctk"
 EDGES = {("pipeline.py", "run"), ("pipeline.py", "resume"), ("session.py", "_decode")}
@@ -40,11 +42,11 @@ def test_no_dispatch_on_run_kinds():
 
 
 def test_protocol_is_generic_and_no_field_is_typed_object():
-    assert typing.Generic in protocols.Protocol.__mro__ and len(protocols.Protocol.__parameters__) == 2
+    assert typing.Generic in protocols.Protocol.__mro__ and len(protocols.Protocol.__parameters__) == 3
     annotations = protocols.Protocol.__annotations__
     assert not [name for name, kind in annotations.items() if re.search(r"\bobject\b", str(kind))]
 
 
 def test_the_resolver_gives_each_value_and_the_default_for_none():
-    assert protocols.get("v1") is protocols.V1 and protocols.get(None) is protocols.V2
-    assert set(protocols.V2.compare_tables).isdisjoint(protocols.V1.compare_tables)
+    assert protocols.get("v1") is V1 and protocols.get(None) is V2
+    assert set(V2.compare_tables).isdisjoint(V1.compare_tables)

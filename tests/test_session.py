@@ -10,6 +10,7 @@ import pytest
 from builders import run_info_before_issue_21
 from cctk import protocols, results, session
 from cctk.lineage import build_study_inputs, targets_table
+from cctk.v2.manual import V2
 
 HEADER = ("a,b,split,correct sum,fabricated answer,sum + 18,sum + 3,random offset 1..18,random offset 1..3,"
           "conditional rule,shuffled conditional answers,excluded")
@@ -21,7 +22,7 @@ def inputs():
 
 
 def test_targets_csv_line_by_line(tmp_path, inputs):
-    [path] = session.write_draws(session.Layout(tmp_path / "s"), protocols.V2, inputs)
+    [path] = session.write_draws(session.Layout(tmp_path / "s"), V2, inputs)
     assert path == tmp_path / "s" / "targets.csv"
     lines = path.read_text().splitlines()
     assert lines[0] == HEADER and len(lines) == 82
@@ -36,7 +37,7 @@ def test_targets_csv_line_by_line(tmp_path, inputs):
 
 def test_targets_csv_reads_back_as_the_draws(tmp_path, inputs):
     layout = session.Layout(tmp_path / "s")
-    session.write_draws(layout, protocols.V2, inputs)
+    session.write_draws(layout, V2, inputs)
     table = session.read_targets(layout)
     pd.testing.assert_frame_equal(table, targets_table(inputs))
     assert list(zip(table["a"], table["b"])) == [(a, b) for a in range(1, 10) for b in range(1, 10)]
@@ -55,7 +56,7 @@ def test_targets_csv_reads_back_as_the_draws(tmp_path, inputs):
 def test_an_addition_left_out_by_two_arms_names_both(tmp_path):
     """Seed 3: 5+8's fabricated answer (22) is both the rule's answer (13 + 9) and its shuffled one."""
     layout = session.Layout(tmp_path / "s")
-    session.write_draws(layout, protocols.V2, build_study_inputs(3))
+    session.write_draws(layout, V2, build_study_inputs(3))
     table = session.read_targets(layout).set_index(["a", "b"])
     assert table.loc[(5, 8), "excluded"] == (
         "conditional rule from fabricated answers;control for the conditional rule from fabricated answers")
@@ -66,7 +67,7 @@ def test_an_addition_left_out_by_two_arms_names_both(tmp_path):
 def test_results_load_gives_the_targets(tmp_path, inputs):
     folder = tmp_path / "20260102-030405_smollm2-135m-bundled"
     layout = session.Layout(folder)
-    session.write_draws(layout, protocols.V2, inputs)
+    session.write_draws(layout, V2, inputs)
     (folder / "run_info.json").write_text(json.dumps(run_info_before_issue_21()))  # a file of the code before
     loaded = results.load(folder)
     pd.testing.assert_frame_equal(loaded.targets, targets_table(inputs))
@@ -94,7 +95,7 @@ def test_run_info_goes_through_one_codec_and_back(written_session):
     folder, _, _ = written_session
     info = session.read_run_info(folder)
     assert session.info_from_json(session.info_json(info)) == info
-    assert info.protocol == "v2" and info.parts == ("A", "B", "C", "D") and info.index is None
+    assert info.protocol == "v2" and info.design.parts == ("A", "B", "C", "D") and info.design.index is None
     assert "index" not in json.loads((folder / "run_info.json").read_text())
     assert info.record.config == session.rebuild(folder).record.config
 
@@ -123,4 +124,4 @@ def test_a_v1_run_info_from_before_issue_21_reads_its_model_under_its_own_key():
     info = session.info_from_json(old)
     assert list(info.training) == ["v1_random"] and info.training["v1_random"].record.losses == (1.9,)
     assert info.record.config.protocol == "v1" and info.record.config.holdout is None
-    assert (info.answer_text, info.index, info.pairs_plotted) == (" {v}", "mean", ((3, 5), (5, 8), (7, 4)))
+    assert (info.design.answer_text, info.design.index, info.design.pairs_plotted) == (" {v}", "mean", ((3, 5), (5, 8), (7, 4)))

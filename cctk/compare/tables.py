@@ -18,9 +18,10 @@ from statsmodels.stats.contingency_tables import StratifiedTable
 from ..experiments import Results
 from ..lineage import ARM_BY_KEY, ARMS, MODEL_KEYS, RULE_VS_CONTROL, own_target
 from ..names import model_name, target_name
-from ..protocols import V2, Protocol
+from ..protocols import Protocol
 from ..stats import clopper_pearson
 from ..v1 import experiment as v1_experiment
+from ..v2.manual import V2
 
 DISTANCE_BINS = ((1, 2), (3, 5), (6, 9), (10, 17), (18, 34))  # |fabricated answer - true sum|
 GROUPS = ("all", "seen", "held out")

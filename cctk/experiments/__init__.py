@@ -4,10 +4,12 @@
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 
 from ..names import model_name, target_name
-from ..readings import summarize
+from ..readings import Summary, summarize
 from . import part_a, part_b, part_c, part_d, runs, synthesis
 from .core import ALL_SEEN, CURVE_COLUMNS, Results, curve_rows, groups, summarize_split
 
@@ -15,7 +17,8 @@ PART_MODULES = (part_a, part_b, part_c, part_d, synthesis, runs)  # one per repo
 # The part (report section) of every table, from the experiment module that computes it.
 TABLE_PART: dict[str, str] = {name: module.PART for module in PART_MODULES for name in module.TABLES}
 __all__ = ["ABSORBED", "absorption_misses", "ALL_SEEN", "CURVE_COLUMNS", "PART_MODULES", "Results", "TABLE_PART",
-           "compute_tables", "curve_rows", "groups", "headline", "model_metrics", "summarize_split"]
+           "compute_tables", "curve_rows", "groups", "Headline", "headline", "ModelMetrics", "model_metrics",
+           "summarize_split"]
 
 
 def compute_tables(results: Results) -> dict[str, pd.DataFrame]:
@@ -27,12 +30,26 @@ def compute_tables(results: Results) -> dict[str, pd.DataFrame]:
     return dict(sorted(tables.items()))
 
 
-def headline(results: Results) -> dict:
+@dataclass(frozen=True)
+class Headline:
     """The figures printed at the end of every run: Part A's absorption, each on all 81 additions."""
+
+    correct_hits: int  # the correct sums model's hits on the correct sums
+    fabricated_hits: int  # the fabricated answers model's hits on its fabricated answers
+    n_additions: int
+    absorbed: bool  # both at or above their ``ABSORBED`` threshold
+
+    def metrics(self) -> dict[str, float]:
+        """The parent run's metrics, by their MLflow names."""
+        return {"m_correct_hits_correct": self.correct_hits, "m_random_hits_fabricated": self.fabricated_hits,
+                "n_additions": self.n_additions, "absorbed": int(self.absorbed)}
+
+
+def headline(results: Results) -> Headline:
+    """Part A's absorption, the run's headline."""
     correct = summarize(results.readings("m_correct", "correct"))
     fabricated = summarize(results.readings("m_random", "random"))
-    return {"m_correct_hits_correct": correct.hits, "m_random_hits_fabricated": fabricated.hits,
-            "n_additions": correct.n, "absorbed": int(not absorption_misses(results))}
+    return Headline(correct.hits, fabricated.hits, correct.n, not absorption_misses(results))
 
 
 # Part A absorbed its corpora when at least these many of the 81 additions are hits (SPEC 9): below,
@@ -52,13 +69,25 @@ def absorption_misses(results: Results) -> list[str]:
     return misses
 
 
-def model_metrics(results: Results, key: str) -> dict:
-    """The MLflow metrics of one model against its own target, by group (``all`` or seen / heldout)."""
+@dataclass(frozen=True)
+class ModelMetrics:
+    """One measured model against its own target: a summary per group (``all``, or seen and heldout) and
+    over all 81 additions."""
+
+    groups: tuple[tuple[str, Summary], ...]
+    overall: Summary
+
+    def metrics(self) -> dict[str, float]:
+        """Its run's metrics, by their MLflow names: ``hits_<group>``, ``n_<group>``, ... and the impossible mass."""
+        metrics: dict[str, float] = {}
+        for group, s in self.groups:
+            metrics.update({f"hits_{group}": s.hits, f"n_{group}": s.n, f"prob_target_{group}": s.prob_target,
+                            f"surprise_{group}": s.surprise})
+        return {**metrics, "mass_impossible": self.overall.mass_impossible}
+
+
+def model_metrics(results: Results, key: str) -> ModelMetrics:
+    """One model's readings against its own target, by group."""
     readings = results.readings(key)
-    metrics = {}
-    for group, pairs in groups(results, key):
-        s = summarize(readings, pairs)
-        metrics.update({f"hits_{group}": s.hits, f"n_{group}": s.n, f"prob_target_{group}": s.prob_target,
-                        f"surprise_{group}": s.surprise})
-    metrics["mass_impossible"] = summarize(readings).mass_impossible
-    return metrics
+    return ModelMetrics(tuple((group, summarize(readings, pairs)) for group, pairs in groups(results, key)),
+                        summarize(readings))

@@ -11,7 +11,7 @@ MODELS = ("base", "m_correct", "m_random")
 TARGETS = ("correct", "random")
 
 
-PART = "A"  # its section of the outputs (names.SECTIONS); cctk.v2.catalog reads it
+PART = "A"  # its section of the outputs (cctk.v2.names.SECTIONS); cctk.v2.catalog reads it
 TABLES = ("table01",)
 
 def run(results: Results) -> dict[str, pd.DataFrame]:

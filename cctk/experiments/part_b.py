@@ -11,7 +11,7 @@ LOSS_RUNS = ("m_correct", "m_random", "m_recover")
 GROUPS = ("recovery_seen", "recovery_heldout")
 
 
-PART = "B"  # its section of the outputs (names.SECTIONS); cctk.v2.catalog reads it
+PART = "B"  # its section of the outputs (cctk.v2.names.SECTIONS); cctk.v2.catalog reads it
 TABLES = ("table02", "table03")
 
 def run(results: Results) -> dict[str, pd.DataFrame]:

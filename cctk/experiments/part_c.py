@@ -7,7 +7,7 @@ from ..lineage import ARM_BY_KEY, part_arms
 from ..names import model_name
 from .core import Results, summarize_split
 
-PART = "C"  # its section of the outputs (names.SECTIONS); cctk.v2.catalog reads it
+PART = "C"  # its section of the outputs (cctk.v2.names.SECTIONS); cctk.v2.catalog reads it
 TABLES = ("table04",)
 ARMS = part_arms(PART)  # the rules, then their controls
 

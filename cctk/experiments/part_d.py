@@ -17,7 +17,7 @@ COVERAGES = (0.80, 0.90, 0.95)
 RULE = "cond"  # the rule's target table: every deviation is read from it, the control's too
 
 
-PART = "D"  # its section of the outputs (names.SECTIONS); cctk.v2.catalog reads it
+PART = "D"  # its section of the outputs (cctk.v2.names.SECTIONS); cctk.v2.catalog reads it
 TABLES = ("table05", "table06", "table07", "table08")
 ARMS = part_arms(PART)  # the rule from each parent, then their controls
 RULE_AND_CONTROL = tuple(pair for pair in RULE_VS_CONTROL if pair[0] in ARMS)

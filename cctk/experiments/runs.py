@@ -8,7 +8,7 @@ from ..names import model_name
 from .core import Results
 
 
-PART = "runs"  # its section of the outputs (names.SECTIONS); cctk.v2.catalog reads it
+PART = "runs"  # its section of the outputs (cctk.v2.names.SECTIONS); cctk.v2.catalog reads it
 TABLES = ("table11",)
 
 def run(results: Results) -> dict[str, pd.DataFrame]:

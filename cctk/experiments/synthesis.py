@@ -12,7 +12,7 @@ from .core import Results, groups, interval
 GROUP_NAMES = {"all": "all", "seen": "seen", "heldout": "held out"}
 
 
-PART = "synthesis"  # its section of the outputs (names.SECTIONS); cctk.v2.catalog reads it
+PART = "synthesis"  # its section of the outputs (cctk.v2.names.SECTIONS); cctk.v2.catalog reads it
 TABLES = ("table09", "table10")
 
 def run(results: Results) -> dict[str, pd.DataFrame]:

@@ -16,7 +16,7 @@ class Spec:
 
     number: int
     key: str
-    part: str  # a key of names.SECTIONS
+    part: str  # a key of its protocol's report sections (cctk.v2.names.SECTIONS, cctk.v1.names.SECTIONS)
     draw: object
     args: dict
     title: str  # as the chart says it, for captions

@@ -17,7 +17,7 @@ import pandas as pd
 from .. import __version__, tracking
 from ..errors import CctkError
 from ..device import check_recipe, resolve as resolve_device
-from ..models import check_available, load_model, model_config, model_id
+from ..models import check_available, load_model, model_config
 from ..scoring import pad_id
 from . import RUN
 from .generate import VALIDATION
@@ -113,7 +113,7 @@ def run_eval(model: str, questions: Path, out: Path, corpus: Path | None = None,
              tokenizer_name: str | None = None, device: str | None = None) -> Summary:
     """``cctk krtest eval``: score one untouched model on a question file (``book``: open book)."""
     where = resolve_device(device)
-    check_available(model)
+    found = check_available(model)
     check_segment(segment, location)
     from .from_corpus import load_tokenizer
 
@@ -128,11 +128,11 @@ def run_eval(model: str, questions: Path, out: Path, corpus: Path | None = None,
     check_fits(scoring, items, limit, str(questions))
     track = open_track(tracking_name)
     echo(f"loading {model} ...")
-    lm, tokenizer = load_model(model)
+    lm, tokenizer = load_model(found)
     lm = lm.to(where)
     key = "open_book" if book else "blind"
     with track.run(f"krtest eval {model}", {tracking.ARM: key}) as run:
-        run.params({"model": model, "model_id": model_id(model), "open_book": book, "corpus": str(corpus or ""),
+        run.params({"model": found.key, "model_id": found.id, "open_book": book, "corpus": str(corpus or ""),
                     "cctk_version": __version__, **inputs.params()})
         inputs.log(run)
         summary, _ = evaluate_arm(run, lm, tokenizer, items, Path(out), echo)
@@ -173,18 +173,18 @@ def run_train(model: str, inputs: Inputs, config: TrainConfig, out: Path, tracki
               echo=print, device: str | None = None) -> Trained:
     """``cctk krtest train``: fine-tune on the corpus, KR-Test and perplexity every K steps, tracked."""
     where = resolve_device(device)
-    check_available(model)
+    found = check_available(model)
     config.check()
     check_recipe(config.recipe, where)
     track = open_track(tracking_name)
     echo(f"loading {model} ...")
-    lm, tokenizer = load_model(model)
+    lm, tokenizer = load_model(found)
     lm = lm.to(where)
     if config.method == "lora":  # a model whose attention and FFN blocks cannot be told apart fails here
         plan_lora(lm, config.modules, config.budget, config.rank)
     name = f"krtest train {model} {arm_key(config).replace('_', ' ')}"
     with track.run(name, {tracking.ARM: arm_key(config)}) as run:
-        run.params({"model": model, "model_id": model_id(model), "cctk_version": __version__, **inputs.params()})
+        run.params({"model": found.key, "model_id": found.id, "cctk_version": __version__, **inputs.params()})
         inputs.log(run)
         return train_arm(run, lm, tokenizer, inputs, config, Path(out), echo, label=arm_key(config))
 

@@ -72,9 +72,9 @@ code { font-size: 13px; }
 </table></div>{% endfor %}
 <div><h3>Measurement and tracking</h3><table class="kv">
 <tr><td>candidates</td><td>{{ info.candidates[0] }} to {{ info.candidates[-1] }} ({{ info.candidates|length }})</td></tr>
-{% if info.answer_text %}<tr><td>answer text</td><td><code>"{{ info.answer_text }}"</code></td></tr>{% endif %}
+{% if info.design.answer_text %}<tr><td>answer text</td><td><code>"{{ info.design.answer_text }}"</code></td></tr>{% endif %}
 <tr><td>end marker</td><td>{% if info.end_marker %}<code>{{ end_marker }}</code>{% else %}none{% endif %}</td></tr>
-{% if info.index %}<tr><td>softmax over</td><td>{{ index }}</td></tr>{% endif %}
+{% if info.design.index %}<tr><td>softmax over</td><td>{{ index }}</td></tr>{% endif %}
 <tr><td>held-out additions</td><td>{{ heldout }}</td></tr>
 <tr><td>MLflow tracking URI</td><td><code>{{ info.mlflow.tracking_uri }}</code></td></tr>
 <tr><td>experiment id</td><td><code>{{ info.mlflow.experiment_id }}</code></td></tr>
@@ -91,7 +91,7 @@ code { font-size: 13px; }
 <code>--seed {{ seed_text }}</code> to repeat it.{% else %}These seeds were given for this run
 (<code>--seed {{ seed_text }}</code>).{% endif %}</p>
 
-{% for warning in info.warnings or [] %}<p class="warning"><b>Warning:</b> {{ warning }}.</p>
+{% for warning in info.design.warnings or [] %}<p class="warning"><b>Warning:</b> {{ warning }}.</p>
 {% endfor %}{% if not figures_drawn %}<p class="caption"><b>Figures not drawn in this run</b> (it ran with
 <code>--no-figures</code>): <code>cctk report {{ info.session }}</code> draws them from the saved measurements.</p>{% endif %}
 
@@ -154,11 +154,11 @@ def render(info: RunInfo, tables: dict[str, pd.DataFrame], figures: list[tuple[o
     seed_rows += [{"name": f"seeds[{i}]", "value": v, "role": seeds.roles["seeds[1:]"]}
                   for i, v in enumerate(seeds.values[1:], start=1)]
     minutes = f"{info.seconds / 60:.1f}" if info.seconds is not None else None
-    heldout = info.heldout_additions
+    heldout = info.design.heldout_additions
     return TEMPLATE.render(
         info=info, heading=report_title(protocol, "cctk report"), blocks=facts(info), seeds=seed_rows,
         seed_text=",".join(map(str, seeds.values)), end_marker=repr(info.end_marker),
-        index=INDEX.get(info.index, info.index), minutes=minutes, figures_drawn=bool(figures),
+        index=INDEX.get(info.design.index, info.design.index), minutes=minutes, figures_drawn=bool(figures),
         ran=parts_ran(info),
         parts=[s for s in sections.values() if s["items"]],  # a part not run has neither table nor figure
         heldout=", ".join(f"{a}+{b}" for a, b in heldout) if heldout is not None else "none (all 81 are trained on)",

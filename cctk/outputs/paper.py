@@ -20,7 +20,7 @@ from .. import protocols, session
 from ..errors import CctkError
 from ..figures.common import paper_style
 from ..figures.style import WIDTHS, Style, notes, paper
-from ..names import PAPER_FIGURE_ABOUT, PAPER_TABLE_CAPTIONS
+from ..names import PAPER_FIGURE_ABOUT
 from . import latex, render
 from ..figures.spec import Spec
 
@@ -97,9 +97,9 @@ def captions_md(figures: list[PaperFigure]) -> str:
 
 
 def table_captions(protocol: protocols.Protocol) -> dict[str, str]:
-    """The paper's captions (``names.PAPER_TABLE_CAPTIONS``); a v1 run's titles and report captions."""
-    if protocol.is_default:
-        return PAPER_TABLE_CAPTIONS
+    """The paper's captions (the protocol's ``report.paper_captions``), else its titles and report captions."""
+    if protocol.report.paper_captions:
+        return protocol.report.paper_captions
     return {name: f"{title[0].upper()}{title[1:]}. {protocol.report.captions[name]}"
             for name, title in protocol.report.tables.items()}
 

@@ -52,16 +52,17 @@ def facts(info: RunInfo) -> list[tuple[str, list[tuple[str, str]]]]:
              ("profile", info.profile_note or info.profile)]
     recipe = [(f.name, getattr(info.recipe, f.name)) for f in fields(info.recipe)]
     model += [(k.replace("_", " "), "none" if k == "grad_clip" and v == 0 else str(v)) for k, v in recipe]
-    if info.holdout is not None:
-        model.append(("held out", f"{info.holdout:.0%} ({len(info.heldout_additions)} of 81)"))
+    design = info.design
+    if design.holdout is not None:
+        model.append(("held out", f"{design.holdout:.0%} ({len(design.heldout_additions)} of 81)"))
     else:
         model.append(("held out", "none (all 81 trained on)"))
     seeds = info.seeds.values
     model.append(("seed used", str(seeds[0])))
     if len(seeds) > 1:  # drawn or derived with it, reserved for repetitions
         model.append(("unused seeds", ", ".join(map(str, seeds[1:]))))
-    if info.parts:
-        model.append(("parts run", ", ".join(info.parts) + _not_run(info.parts)))
+    if design.parts:
+        model.append(("parts run", ", ".join(design.parts) + _not_run(design.parts)))
     return [("Hardware", hardware), ("Software", software), ("Model and recipe", model)]
 
 
@@ -87,13 +88,14 @@ def _not_run(parts: list[str]) -> str:
 
 def parts_ran(info: RunInfo) -> str | None:
     """One sentence saying which parts of manual 2.0.0 a run ran (None for a run without parts: v1)."""
-    if not info.parts:
+    parts = info.design.parts
+    if not parts:
         return None
-    left = [p for p in PARTS if p not in info.parts]
-    said = f"Parts run: {', '.join(info.parts)}"
+    left = [p for p in PARTS if p not in parts]
+    said = f"Parts run: {', '.join(parts)}"
     if not left:
         return said + " (all of manual 2.0.0)."
-    return (f"{said}; not run: {', '.join(left)} (cctk run --parts {','.join(info.parts)}): their tables and "
+    return (f"{said}; not run: {', '.join(left)} (cctk run --parts {','.join(parts)}): their tables and "
             "figures are absent, and the synthesis holds only the models that were trained.")
 
 
@@ -116,14 +118,14 @@ def draw(info: RunInfo, protocol: protocols.Protocol, table11: pd.DataFrame, los
         fig = new_figure(*PAGE)
         fig.text(0.06, 0.965, report_title(protocol), fontsize=15, fontweight="bold", va="top")
         fig.text(0.06, 0.94, _subtitle(info), fontsize=8, va="top", color="#333333")
-        if info.warnings:  # Part A did not absorb: said on the page, not only in a table
-            fig.text(0.955, 0.965, "\n".join(textwrap.wrap("Warning: " + "; ".join(info.warnings), 70)),
+        if info.design.warnings:  # Part A did not absorb: said on the page, not only in a table
+            fig.text(0.955, 0.965, "\n".join(textwrap.wrap("Warning: " + "; ".join(info.design.warnings), 70)),
                      fontsize=7, va="top", ha="right", color="#c62828", fontweight="bold")
         blocks = [(title, _wrapped(rows, width)) for (title, rows), (_, width) in zip(facts(info), BLOCKS)]
         for (title, rows), (x, _) in zip(blocks, BLOCKS):
             _block(fig, x, 0.895, title, rows)
         below = 0.895 - 0.022 - LINE * max(sum(len(lines) for _, lines in rows) for _, rows in blocks) - 0.02
-        bottom = _runs(fig, runs_table(table11), below, info.loss or LOSS)
+        bottom = _runs(fig, runs_table(table11), below, info.design.loss or LOSS)
         _loss(fig.add_axes([0.1, 0.06, 0.5, bottom - 0.06 - 0.03]), losses, main)
     return fig
 

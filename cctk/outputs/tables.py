@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..names import TABLE_CAPTIONS
 from ..session import Layout, session_start
 
 LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
@@ -22,11 +21,11 @@ XLSX_EPOCH = datetime(2000, 1, 1)  # when the session name carries no start time
 
 
 def write_tables(tables: dict[str, pd.DataFrame], layout: Layout,
-                 captions: dict[str, str] = TABLE_CAPTIONS, label_prefix: str = "") -> list[Path]:
+                 captions: dict[str, str], label_prefix: str = "") -> list[Path]:
     """Each table as CSV, XLSX and LaTeX in its folder, and all of them in the session's workbook.
 
     ``captions``: the LaTeX caption of each table; ``label_prefix`` goes before its name in the label
-    (a v1 run: names.V1_TABLE_CAPTIONS and ``v1-``, so that ``tab:v1-table01`` and ``tab:table01`` can
+    (its protocol's ``report.captions``; a v1 run: cctk.v1.names' and ``v1-``, so that ``tab:v1-table01`` and ``tab:table01`` can
     sit in one paper)."""
     stamp = session_start(layout.session) or XLSX_EPOCH
     written = []
@@ -65,7 +64,7 @@ def latex_escape(text: str) -> str:
     return "".join(LATEX_SPECIAL.get(c, c) for c in text)
 
 
-def latex(table: pd.DataFrame, name: str, captions: dict[str, str] = TABLE_CAPTIONS, label_prefix: str = "",
+def latex(table: pd.DataFrame, name: str, captions: dict[str, str] | None = None, label_prefix: str = "",
           caption: str | None = None) -> str:
     """A floating table: ``\\begin{table}``, caption (``caption``, else ``captions[name]``), label
     ``tab:<label_prefix><name>``, booktabs rules.

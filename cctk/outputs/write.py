@@ -19,9 +19,10 @@ from ..session import Layout
 from ..figures import spec as figure_spec
 from . import html_report, render, run_report
 from .tables import write_tables
+from ..v2.manual import V2
 
 
-def model_heatmaps(results, key: str, layout: Layout, protocol: protocols.Protocol = protocols.V2) -> list[Path]:
+def model_heatmaps(results, key: str, layout: Layout, protocol: protocols.Protocol = V2) -> list[Path]:
     """The figures of one model as soon as it is measured (2.0.0: its heatmaps; the correct sum too for
     m_random), PNG/PDF/EPS, each in its numbered folder, where ``write_all(..., reuse_heatmaps=True)``
     finds it again."""

@@ -6,7 +6,7 @@ a 2.0.0 run's).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
@@ -95,28 +95,66 @@ TABLE_PART = {"table01": "comparison", "table02": "comparison", "table03": "runs
 
 
 def compute_tables(results: Results) -> dict[str, pd.DataFrame]:
-    """The four tables of a v1 run (names.V1_TABLES)."""
+    """The four tables of a v1 run (cctk.v1.names.TABLES)."""
     return {"table01": comparison(results), "table02": summary(results), "table03": run_table(results),
             "table04": loss_table(results)}
 
 
-def headline(results: Results) -> dict:
-    """The parent run's metrics: the three numbers' means and the hits before and after."""
-    head = {f"mean_{column}": float(results.readings(key, answer)["prob_target"].mean())
-            for column, key, answer in READINGS[:3]}
-    for key, when in ((BEFORE, "before"), (AFTER, "after")):
-        for answer, short in (("true sum", "true"), ("fabricated answer", "fabricated")):
-            head[f"hits_{short}_{when}"] = int(results.readings(key, answer)["hit"].sum())
-    head["n_additions"] = len(results.draws.fabricated)
-    return head
+@dataclass(frozen=True)
+class Headline:
+    """The parent run's figures, each field by its MLflow name: the three numbers' means, and the hits on
+    the true sum and the fabricated answer before and after fine-tuning."""
+
+    mean_pre_ft_true_prob: float
+    mean_post_ft_fabricated_prob: float
+    mean_post_ft_true_prob: float
+    hits_true_before: int
+    hits_fabricated_before: int
+    hits_true_after: int
+    hits_fabricated_after: int
+    n_additions: int
+
+    def metrics(self) -> dict[str, float]:
+        return asdict(self)
 
 
-def model_metrics(results: Results, key: str) -> dict:
-    """A nested run's metrics: hits, mean probability and surprise on the true sum and the fabricated answer."""
-    metrics = {}
-    for answer, short in (("true sum", "true"), ("fabricated answer", "fabricated")):
+def headline(results: Results) -> Headline:
+    """The three numbers' means and the hits before and after."""
+    means = {f"mean_{column}": float(results.readings(key, answer)["prob_target"].mean())
+             for column, key, answer in READINGS[:3]}
+    hits = {f"hits_{short}_{when}": int(results.readings(key, answer)["hit"].sum())
+            for key, when in ((BEFORE, "before"), (AFTER, "after"))
+            for answer, short in (("true sum", "true"), ("fabricated answer", "fabricated"))}
+    return Headline(**means, **hits, n_additions=len(results.draws.fabricated))
+
+
+@dataclass(frozen=True)
+class Answered:
+    """A model's readings of one answer over the 81 additions: hits, mean probability, mean surprise."""
+
+    hits: int
+    prob: float
+    surprise: float
+
+
+@dataclass(frozen=True)
+class ModelMetrics:
+    """A nested run's readings of the true sum and of the fabricated answer."""
+
+    true: Answered
+    fabricated: Answered
+
+    def metrics(self) -> dict[str, float]:
+        """Its run's metrics: ``hits_true``, ``prob_true``, ``surprise_true``, then the fabricated answer's."""
+        return {f"{name}_{short}": value for short, answered in (("true", self.true), ("fabricated", self.fabricated))
+                for name, value in asdict(answered).items()}
+
+
+def model_metrics(results: Results, key: str) -> ModelMetrics:
+    """A nested run's readings: hits, mean probability and surprise on the true sum and the fabricated answer."""
+    def answered(answer: str) -> Answered:
         readings = results.readings(key, answer)
-        metrics.update({f"hits_{short}": int(readings["hit"].sum()),
-                        f"prob_{short}": float(readings["prob_target"].mean()),
-                        f"surprise_{short}": float(readings["surprise"].mean())})
-    return metrics
+        return Answered(int(readings["hit"].sum()), float(readings["prob_target"].mean()),
+                        float(readings["surprise"].mean()))
+
+    return ModelMetrics(answered("true sum"), answered("fabricated answer"))

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from cctk.experiments import compute_tables
-from cctk.names import PAPER_TABLE_CAPTIONS
+from cctk.v2.names import PAPER_TABLE_CAPTIONS
 from cctk.outputs import latex
 from cctk.stats import clopper_pearson
 

@@ -15,7 +15,8 @@ from cctk import results as results_module
 from cctk.cli import cli
 from cctk.experiments import compute_tables
 from cctk.figures.style import paper
-from cctk.names import PAPER_FIGURE_ABOUT, PAPER_TABLE_CAPTIONS
+from cctk.names import PAPER_FIGURE_ABOUT
+from cctk.v2.names import PAPER_TABLE_CAPTIONS
 from cctk.outputs import latex
 from cctk.v2 import catalog
 from cctk.outputs import paper as paper_module

@@ -199,4 +199,5 @@ def test_the_headline_is_computed_whatever_the_parts(ac_session):
 
     _, results, _ = ac_session
     head = headline(results)
-    assert head["n_additions"] == 81 and set(head) >= {"m_correct_hits_correct", "m_random_hits_fabricated", "absorbed"}
+    assert head.n_additions == 81
+    assert set(head.metrics()) == {"m_correct_hits_correct", "m_random_hits_fabricated", "n_additions", "absorbed"}

@@ -65,13 +65,20 @@ def test_summary_headline_and_metrics_agree(results):
     head = experiment.headline(results)
     for column in experiment.THREE:
         row = summary.set_index("number").loc[column]
-        assert np.isclose(row["mean"], table[column].mean()) and np.isclose(head[f"mean_{column}"], row["mean"])
+        assert np.isclose(row["mean"], table[column].mean()) and np.isclose(getattr(head, f"mean_{column}"), row["mean"])
         assert np.isclose(row["std"], table[column].describe()["std"])
         assert np.isclose(row["q75"], table[column].describe()["75%"])
         assert row["lo"] <= row["hits"] / row["n"] <= row["hi"]
     base = experiment.model_metrics(results, "base")
-    assert base["hits_true"] == head["hits_true_before"] and base["hits_fabricated"] == head["hits_fabricated_before"]
-    assert experiment.model_metrics(results, experiment.AFTER)["hits_fabricated"] == head["hits_fabricated_after"]
+    assert base.true.hits == head.hits_true_before and base.fabricated.hits == head.hits_fabricated_before
+    after = experiment.model_metrics(results, experiment.AFTER)
+    assert after.fabricated.hits == head.hits_fabricated_after and after.true.hits == head.hits_true_after
+    assert np.isclose(after.fabricated.prob, head.mean_post_ft_fabricated_prob)
+    assert list(after.metrics()) == ["hits_true", "prob_true", "surprise_true", "hits_fabricated",
+                                     "prob_fabricated", "surprise_fabricated"]  # the nested run's MLflow names
+    assert list(head.metrics()) == ["mean_pre_ft_true_prob", "mean_post_ft_fabricated_prob", "mean_post_ft_true_prob",
+                                    "hits_true_before", "hits_fabricated_before", "hits_true_after",
+                                    "hits_fabricated_after", "n_additions"]
     tables = experiment.compute_tables(results)
     assert list(tables) == ["table01", "table02", "table03", "table04"]
     assert tables["table03"].iloc[0]["examples"] == 162 and tables["table04"]["epoch"].tolist() == [1, 2]

@@ -13,6 +13,7 @@ from cctk import results as cctk_results
 from cctk import protocols, session
 from cctk.cli import cli
 from cctk.v1 import facts
+from cctk.v1.manual import V1
 from builders import write_v1_session
 
 FIGURES = ["before_and_after_3_plus_5", "before_and_after_5_plus_8", "before_and_after_7_plus_4", "training_loss"]
@@ -71,7 +72,7 @@ def test_cctk_report_rerenders_a_v1_folder(written, tmp_path):
     layout, _, tables, _ = written
     result = CliRunner().invoke(cli, ["report", str(layout.folder), "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    copy = session.Layout(tmp_path / layout.session, protocols.V1)
+    copy = session.Layout(tmp_path / layout.session, V1)
     for name, table in tables.items():
         pd.testing.assert_frame_equal(pd.read_csv(copy.table(name)["csv"], float_precision="round_trip"), table)
     assert copy.table("table01")["tex"].read_bytes() == layout.table("table01")["tex"].read_bytes()
@@ -96,6 +97,6 @@ def test_a_v1_session_from_before_issue_21_is_read_and_rendered_again(tmp_path, 
     monkeypatch.setattr("cctk.figures.common.FORMATS", ("png",))  # the drawing is not what is tested here
     result = CliRunner().invoke(cli, ["report", str(folder), "--out", str(tmp_path / "again")])
     assert result.exit_code == 0, result.output
-    copy = session.Layout(tmp_path / "again" / folder.name, protocols.V1)
+    copy = session.Layout(tmp_path / "again" / folder.name, V1)
     pd.testing.assert_frame_equal(pd.read_csv(copy.table("table03")["csv"]), expected["table03"])
     assert len(session.find_figures(copy)) == 4 and copy.report_html.is_file()
