@@ -87,8 +87,13 @@ def test_generate_through_transformers_serve_then_eval(tmp_path, tracking_uri):
     port, log = free_port(), tmp_path / "serve.log"
     command = [str(Path(sys.executable).with_name("transformers")), "serve", "--host", "127.0.0.1", "--port", str(port),
                "--device", "cpu", str(folder)]
+    # One thread: a decode step is a few small matrix products, and two OpenMP threads that spin at each of
+    # its hundreds of barriers, on two cores shared with this process (or another job), made one 40-token reply
+    # take 92 s of CPU instead of 2.8 s here; a reply then outlasted the client's 120 s timeout and the retries
+    # queued up behind it (a run of this test took 16 minutes).
     with open(log, "w") as sink:
-        server = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+        server = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+                                  env={**os.environ, "OMP_NUM_THREADS": "1"})
     try:
         wait_healthy(f"http://127.0.0.1:{port}", server, log)
         out = tmp_path / "generated"
