@@ -4,7 +4,7 @@ from cctk.lineage import build_study_inputs
 
 
 def test_a_run_that_absorbed_has_no_warning(study):
-    assert absorption_misses(study.results) == [] and headline(study.results)["absorbed"] == 1
+    assert absorption_misses(study.results) == [] and headline(study.results).absorbed is True
 
 
 def test_fabricated_answers_below_73_of_81_are_reported(study, make_table):
@@ -17,4 +17,4 @@ def test_fabricated_answers_below_73_of_81_are_reported(study, make_table):
                       _cache={})
     (miss,) = absorption_misses(results)
     assert miss.startswith("the fabricated answers model hits 72/81 fabricated answers, below 73/81")
-    assert headline(results)["absorbed"] == 0
+    assert headline(results).absorbed is False and headline(results).metrics()["absorbed"] == 0

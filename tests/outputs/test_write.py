@@ -17,6 +17,7 @@ from cctk.outputs import model_heatmaps
 from cctk.v2 import catalog
 from cctk.outputs.tables import write_tables
 from cctk.session import Layout, rebuild
+from cctk.v2.manual import V2
 
 from builders import RUN, SEED, SESSION, figure_copier, write_session
 
@@ -104,7 +105,7 @@ def test_11_tables_in_three_formats_and_one_workbook(session):
 
 def test_table_files_are_the_same_bytes_when_written_again(tmp_path, session):
     folder, _, tables = session
-    write_tables(tables, Layout(tmp_path / SESSION))
+    write_tables(tables, Layout(tmp_path / SESSION), V2.report.captions)
     again, first = files_under(tmp_path / SESSION), files_under(folder)
     assert again == {name: first[name] for name in again}  # CSV, XLSX, LaTeX and the workbook
 
