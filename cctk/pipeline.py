@@ -441,8 +441,9 @@ def _finish(session: Session, results, tables: dict, echo, resumed: bool = False
     cost = None if resumed else compute.training_cost(  # a resumed run's wall time is not its cost
         results.training.values(), str(session.device), session.config.recipe.precision, earlier=session.peak_gflops)
     seconds = time.perf_counter() - session.started  # everything: load, training, measuring, outputs, logging
-    session.mlflow_run.metrics({**head.metrics(), "pipeline_seconds": seconds, **(cost.metrics(seconds) if cost else {}),
-                        "peak_memory_bytes": facts.memory.peak_bytes})
+    cost_metrics = cost.metrics(seconds) if cost else {}
+    session.mlflow_run.metrics({**head.metrics(), "pipeline_seconds": seconds, **cost_metrics,
+                                "peak_memory_bytes": facts.memory.peak_bytes})
     for line in session.protocol.summary(results, head):
         echo(line)
     echo(f"{n_figures} figures and {len(tables)} tables in {session.layout.folder}")

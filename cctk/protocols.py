@@ -67,8 +67,8 @@ class Report:
 
 @dataclass(frozen=True)
 class Protocol(Generic[D, R, H]):
-    """A manual as a value, generic over what it draws (``D``), its results (``R``) and headline (``H``). Resolved from its
-    name once, at an edge (``get``): the library entry, run_info.json's reader, a resume's MLflow tags."""
+    """A manual as a value, generic over what it draws (``D``), its results (``R``) and headline (``H``).
+    Resolved from its name once, at an edge (``get``): the library entry, run_info.json's reader, a resume's MLflow tags."""
 
     name: str  # the cctk.protocol tag, run_info.json's "protocol", ``cctk run --protocol``
     config: ProtocolConfig  # its profiles, whether it splits the additions, its default seed

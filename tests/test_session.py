@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from builders import run_info_before_issue_21
-from cctk import protocols, results, session
+from cctk import results, session
 from cctk.lineage import build_study_inputs, targets_table
 from cctk.v2.manual import V2
 

@@ -37,7 +37,11 @@ class Headline:
     correct_hits: int  # the correct sums model's hits on the correct sums
     fabricated_hits: int  # the fabricated answers model's hits on its fabricated answers
     n_additions: int
-    absorbed: bool  # both at or above their ``ABSORBED`` threshold
+    misses: tuple[str, ...]  # one line per Part A model below its ``ABSORBED`` threshold (``absorption_misses``)
+
+    @property
+    def absorbed(self) -> bool:
+        return not self.misses
 
     def metrics(self) -> dict[str, float]:
         """The parent run's metrics, by their MLflow names."""
@@ -49,7 +53,7 @@ def headline(results: Results) -> Headline:
     """Part A's absorption, the run's headline."""
     correct = summarize(results.readings("m_correct", "correct"))
     fabricated = summarize(results.readings("m_random", "random"))
-    return Headline(correct.hits, fabricated.hits, correct.n, not absorption_misses(results))
+    return Headline(correct.hits, fabricated.hits, correct.n, tuple(absorption_misses(results)))
 
 
 # Part A absorbed its corpora when at least these many of the 81 additions are hits (SPEC 9): below,

@@ -58,7 +58,7 @@ def _v2_summary(results, head: experiments.Headline) -> list[str]:
     n = head.n_additions
     return ([f"correct sums model: {head.correct_hits}/{n} correct sums",
              f"fabricated answers model: {head.fabricated_hits}/{n} fabricated answers"]
-            + [f"WARNING: {miss}" for miss in experiments.absorption_misses(results)])
+            + [f"WARNING: {miss}" for miss in head.misses])
 
 
 def _v2_design(results, config: Config) -> Design:

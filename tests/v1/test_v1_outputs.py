@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from cctk import results as cctk_results
-from cctk import protocols, session
+from cctk import session
 from cctk.cli import cli
 from cctk.v1 import facts
 from cctk.v1.manual import V1
