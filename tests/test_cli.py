@@ -7,6 +7,7 @@ from click.testing import CliRunner
 
 from cctk.cli import cli
 from cctk.config import recipe_fields
+from cctk.mlproject import strip_empty
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,3 +37,13 @@ def test_a_recipe_value_out_of_range_fails_in_one_line(tmp_path):
     assert result.exit_code != 0
     assert result.output.strip().splitlines() == ["Error: recipe value epochs=0 is out of range: must be >= 1"]
     assert not (tmp_path / "o").exists()
+
+
+def test_mlproject_switches_become_the_clis_flags():
+    main = yaml.safe_load((ROOT / "MLproject").read_text())["entry_points"]["main"]
+    assert "--curves {curves} --figures {figures}" in main["command"]
+    assert (main["parameters"]["curves"]["default"], main["parameters"]["figures"]["default"]) == ("no", "yes")
+    assert strip_empty(["--curves", "yes", "--figures", "no", "--seed", ""]) == ["--curves", "--no-figures"]
+    assert strip_empty(["--curves", "no", "--figures", "YES"]) == ["--figures"]
+    options = {o for p in cli.commands["run"].params for o in (*p.opts, *p.secondary_opts)}
+    assert {"--curves", "--figures", "--no-figures"} <= options  # the flags it gives exist

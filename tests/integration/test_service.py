@@ -32,7 +32,8 @@ def test_mlflow_run_attaches_to_its_run_and_nests_14(tiny_dir, tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     done = subprocess.run(
         [str(BIN / "mlflow"), "run", str(ROOT), "--env-manager", "local", "--experiment-name", "cctk",
-         "-P", f"model={tiny_dir}", "-P", "profile=smoke", "-P", "seed=3", "-P", f"out={tmp_path / 'out'}"],
+         "-P", f"model={tiny_dir}", "-P", "profile=smoke", "-P", "seed=3", "-P", "figures=no",
+         "-P", f"out={tmp_path / 'out'}"],
         cwd=tmp_path, env=_env(MLFLOW_TRACKING_URI=uri), capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
     client = mlflow.MlflowClient(uri)  # an explicit URI: a global one would outlive the test
@@ -43,6 +44,8 @@ def test_mlflow_run_attaches_to_its_run_and_nests_14(tiny_dir, tmp_path):
     assert parent.data.tags.get("mlflow.project.entryPoint") == "main"
     assert parent.info.status == "FINISHED"
     assert len(_children(client, parent)) == 14
+    (folder,) = (tmp_path / "out").iterdir()  # -P figures=no reached the CLI: tables and reports, no figures
+    assert (folder / "report.html").is_file() and (folder / "tables").is_dir() and not (folder / "figures").exists()
 
 
 def _initdb() -> str | None:
@@ -88,7 +91,8 @@ def test_two_pipelines_at_once_on_a_postgres_backed_server(tiny_dir, tracking_se
     # one OpenMP thread each: two pipelines of two threads on two cores spin at every barrier of the tiny
     # model's small matrix products (this test took 304 s of CPU with them, 173 s without, beside another job)
     procs = [subprocess.Popen([sys.executable, "-m", "cctk", "run", "--model", str(tiny_dir), "--profile", "smoke",
-                               "--seed", str(seed), "--tracking", tracking_server, "--out", str(tmp_path / f"out{seed}")],
+                               "--seed", str(seed), "--no-figures", "--tracking", tracking_server,
+                               "--out", str(tmp_path / f"out{seed}")],
                               env=_env(OMP_NUM_THREADS="1"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for seed in (1, 2)]
     for proc in procs:
