@@ -113,8 +113,8 @@ def test_a_run_info_written_before_issue_21_reads_as_todays(written_session):
     today, before = session.read_run_info(folder), session.info_from_json(run_info_before_issue_21("v2"))
     assert "protocol" not in run_info_before_issue_21("v2")
     assert before.recipe == replace(PROFILES["quick"], epochs=5)
-    # the synthetic losses come from np.exp, whose last bit differs between CPUs (numpy's SIMD paths: the
-    # file was written on a machine with AVX-512, this one may have AVX2 only): equal to 1e-12, then exact
+    # the synthetic losses come from np.exp, whose last bit differs between CPUs (numpy picks a SIMD path by
+    # CPU; the file was written on another machine, and an AMD EPYC without AVX-512 differs): to 1e-12, then exact
     for key, trained in before.training.items():
         assert trained.record.losses == pytest.approx(today.training[key].record.losses, rel=1e-12, abs=0)
     training = {key: replace(t, record=replace(t.record, losses=today.training[key].record.losses))
