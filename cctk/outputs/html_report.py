@@ -41,6 +41,7 @@ th { border-bottom: 2px solid #999; background: #fafafa; }
 td:first-child, th:first-child { text-align: left; }
 table.kv td, table.kv th { text-align: left; }
 table.kv td:first-child { color: #666; white-space: nowrap; }
+table.kv td:last-child { overflow-wrap: anywhere; }  /* a sha256 or a long path wraps inside its column */
 .scroll { overflow-x: auto; }
 figure { margin: 24px 0 36px; }
 figure { max-width: 960px; }
