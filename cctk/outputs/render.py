@@ -1,8 +1,7 @@
-"""Drawing many figures fast: a worker process per core, and the EPS font box computed once.
+"""Drawing many figures fast: a worker process per core, forked after the fonts' boxes are measured.
 
-Matplotlib's EPS writer measures the bounding box of *every* glyph of a font (about 6,000 for
-DejaVu Sans) each time it embeds the font, about 0.7 s per font per file; the box only depends
-on the font file, so it is computed once per font and process here. The output is unchanged.
+Every EPS embeds its fonts with their bounding box, which ``cctk.figures.common`` computes once per
+font and process; measuring the paper style's fonts here, before the fork, spares every worker that.
 """
 from __future__ import annotations
 
@@ -11,43 +10,16 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from functools import lru_cache
 
 from matplotlib.backends import backend_ps
 
-
-def _cache_font_bounds() -> None:
-    original = getattr(backend_ps, "_bounds", None)
-    if original is None or getattr(original, "cctk_cached", False):
-        return
-
-    @lru_cache(maxsize=None)
-    def by_file(path: str, number: int, mtime: float):
-        from fontTools.ttLib import TTFont
-
-        with TTFont(path, fontNumber=number) as font:
-            return original(font)
-
-    def bounds(font):
-        path = getattr(getattr(font, "reader", None), "file", None)
-        name = getattr(path, "name", None)
-        if not isinstance(name, str) or not os.path.isfile(name):
-            return original(font)
-        return by_file(name, getattr(font.reader, "fontNumber", -1), os.path.getmtime(name))
-
-    bounds.cctk_cached = True
-    backend_ps._bounds = bounds
-
-
-_cache_font_bounds()
+from ..figures.common import PAPER_RC
 
 
 def _warm_font_bounds() -> None:
     """Measure the paper style's fonts once here, so that no worker does it again."""
     from fontTools.ttLib import TTFont
     from matplotlib import font_manager
-
-    from ..figures.common import PAPER_RC
 
     for weight in ("normal", "bold"):
         found = font_manager.findfont(font_manager.FontProperties(family=PAPER_RC["font.family"], weight=weight))
