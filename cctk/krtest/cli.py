@@ -251,6 +251,8 @@ def train(model, corpus, questions, location, validation, method, modules, seed,
 @click.option("--batch-size", type=int, default=None, help="Override: passages per step, every trained arm.")
 @click.option("--full-learning-rate", type=float, default=None, help="Override: learning rate of full fine-tuning.")
 @click.option("--lora-learning-rate", type=float, default=None, help="Override: learning rate of both LoRA arms.")
+@click.option("--full-epochs", type=int, default=None, help="Override: passes over the corpus, full fine-tuning.")
+@click.option("--lora-epochs", type=int, default=None, help="Override: passes over the corpus, both LoRA arms.")
 @click.option("--out", type=OUT_DIR, default=Path("outputs/krtest"), show_default=True,
               help="Folder that receives the session folder.")
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")

@@ -90,16 +90,22 @@ class StudyConfig:
 
 def make_study_config(model: str, seed: int = 0, data: Path | None = None, epochs: int | None = None,
                       batch_size: int | None = None, full_learning_rate: float | None = None,
-                      lora_learning_rate: float | None = None, **values) -> StudyConfig:
-    """A checked study configuration: defaults, with the values given (None = keep)."""
-    shared = {k: v for k, v in (("epochs", epochs), ("batch_size", batch_size)) if v is not None}
-    full = replace(RECIPES["full"], **shared, **({"learning_rate": full_learning_rate} if full_learning_rate else {}))
-    lora = replace(RECIPES["lora"], **shared, **({"learning_rate": lora_learning_rate} if lora_learning_rate else {}))
+                      lora_learning_rate: float | None = None, full_epochs: int | None = None,
+                      lora_epochs: int | None = None, **values) -> StudyConfig:
+    """A checked study configuration: defaults, with the values given (None = keep); ``full_*`` and
+    ``lora_*`` override ``epochs`` and the default rate for full fine-tuning or both LoRA arms."""
+    shared = _given(epochs=epochs, batch_size=batch_size)
+    full = replace(RECIPES["full"], **shared | _given(epochs=full_epochs, learning_rate=full_learning_rate))
+    lora = replace(RECIPES["lora"], **shared | _given(epochs=lora_epochs, learning_rate=lora_learning_rate))
     values["device"] = str(resolve_device(values.get("device")))
     config = StudyConfig(model=model, seed=seed, data=Path(data) if data else None, full=full, lora=lora,
                          **{k: v for k, v in values.items() if v is not None})
     config.check()
     return config
+
+
+def _given(**values) -> dict:
+    return {k: v for k, v in values.items() if v is not None}
 
 
 @dataclass

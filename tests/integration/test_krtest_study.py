@@ -15,7 +15,8 @@ def test_small_study_on_the_bundled_model(tmp_path, tracking_uri):
                                "--out", str(data)])
     assert made.exit_code == 0, made.output
     result = runner.invoke(cli, ["krtest", "study", "--model", "smollm2-135m-bundled", "--seed", "1",
-                                 "--data", str(data), "--epochs", "8", "--batch-size", "2", "--eval-every", "24",
+                                 "--data", str(data), "--epochs", "8", "--lora-epochs", "4", "--batch-size", "2",
+                                 "--eval-every", "24",
                                  "--out", str(out)])
     assert result.exit_code == 0, result.output
     print(result.output)
@@ -38,5 +39,8 @@ def test_small_study_on_the_bundled_model(tmp_path, tracking_uri):
     ppl = sorted(mlflow.MlflowClient().get_metric_history(arms["full"].info.run_id, "val_perplexity"),
                  key=lambda m: m.step)
     assert len(ppl) == 3 and min(m.value for m in ppl) < ppl[0].value
-    for key in ("lora_attention", "lora_ffn"):
-        assert len(mlflow.MlflowClient().get_metric_history(arms[key].info.run_id, "kr_accuracy")) == 3
+    for key in ("lora_attention", "lora_ffn"):  # 4 epochs of 6 steps: evaluated at the start and the end
+        curve = mlflow.MlflowClient().get_metric_history(arms[key].info.run_id, "kr_accuracy")
+        assert sorted(m.step for m in curve) == [0, 24]
+        assert arms[key].data.params["recipe.epochs"] == "4" and parent.data.params["lora.epochs"] == "4"
+    assert arms["full"].data.params["recipe.epochs"] == "8" and parent.data.params["full.epochs"] == "8"

@@ -44,3 +44,26 @@ def test_mlproject_entry_point_runs_the_study():
     assert argv[:5] == ["python", "-m", "cctk.mlproject", "krtest", "study"]
     ctx = study.make_context("study", strip_empty(argv[5:]))  # parses: every empty value dropped
     assert ctx.params["model"] == "smollm2-135m-bundled" and ctx.params["seed"] == 0 and ctx.params["data"] is None
+
+
+def test_each_arm_takes_its_own_epochs_and_rate_over_the_shared_ones(data_dir):
+    from cctk.krtest.study import make_study_config
+    from cctk.krtest.train import RECIPES
+
+    config = make_study_config("smollm2-135m-bundled", data=data_dir, epochs=8, batch_size=2, lora_epochs=3,
+                               lora_learning_rate=1e-3, device="cpu")
+    assert (config.full.epochs, config.full.batch_size, config.full.learning_rate) == (8, 2, RECIPES["full"].learning_rate)
+    assert (config.lora.epochs, config.lora.batch_size, config.lora.learning_rate) == (3, 2, 1e-3)
+    arms = config.arms()
+    assert [arms[k].recipe.epochs for k in ("full", "lora_attention", "lora_ffn")] == [8, 3, 3]
+    assert config.params()["full.epochs"] == 8 and config.params()["lora.epochs"] == 3  # logged as they ran
+    assert make_study_config("smollm2-135m-bundled", data=data_dir, full_epochs=2, device="cpu").full.epochs == 2
+
+
+def test_mlproject_passes_each_arms_epochs():
+    from pathlib import Path
+
+    project = yaml.safe_load((Path(__file__).parents[2] / "MLproject").read_text())
+    entry = project["entry_points"]["krtest"]
+    command = entry["command"].format(**{k: f"<{k}>" for k in entry["parameters"]})
+    assert "--full-epochs <full_epochs>" in command and "--lora-epochs <lora_epochs>" in command
