@@ -65,13 +65,15 @@ def bench_train(model, steps, batch_size, json_out):
 @click.option("--seed", default=None, help="seeds[0] of the run (fresh if omitted).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for the session and its tracking store [default: a temporary folder, removed].")
+@click.option("--figures/--no-figures", default=True, show_default=True,
+              help="Pass --no-figures to cctk run: the wall time of the tables and reports alone.")
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None)
-def bench_pipeline(model, profile, seed, out, json_out):
+def bench_pipeline(model, profile, seed, out, figures, json_out):
     """A whole pipeline as a user runs it (``cctk run`` in a child process): its wall time against the
     compute limit of its training, the GEMM peak measured here before and after it."""
     from .pipeline import run
 
-    result = run(model, profile, seed, out)
+    result = run(model, profile, seed, out, figures)
     _report(result, json_out)
 
 

@@ -25,13 +25,15 @@ READ = ("training_examples", "gflop_per_example", "gemm_peak_gflops", "compute_l
         "m_correct_hits_correct", "m_random_hits_fabricated")
 
 
-def run(model: str, profile: str = "quick", seed: str | None = None, out: Path | None = None) -> dict:
+def run(model: str, profile: str = "quick", seed: str | None = None, out: Path | None = None,
+        figures: bool = True) -> dict:
     folder = Path(out) if out else Path(tempfile.mkdtemp(prefix="cctk-bench-"))
     try:
         before = peak_gflops()
         uri = f"sqlite:///{folder.resolve() / 'mlflow.db'}"
         command = [sys.executable, "-m", "cctk", "run", "--model", model, "--profile", profile,
                    "--out", str(folder / "outputs"), "--tracking", uri] + (["--seed", str(seed)] if seed else [])
+        command += [] if figures else ["--no-figures"]
         env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID")}
         start = time.perf_counter()
         subprocess.run(command, check=True, env=env)
@@ -41,7 +43,7 @@ def run(model: str, profile: str = "quick", seed: str | None = None, out: Path |
     finally:
         if out is None:
             shutil.rmtree(folder, ignore_errors=True)
-    return _result(model, profile, metrics, wall, (before, metrics["gemm_peak_gflops"], after))
+    return _result(model, profile, metrics, wall, (before, metrics["gemm_peak_gflops"], after)) | {"figures": figures}
 
 
 def _pipeline_metrics(uri: str) -> dict:

@@ -1,6 +1,8 @@
-"""A tiny-model pipeline (Part A, smoke profile, figures drawn) stopped at each of its stages by Ctrl-C, SIGTERM
-and kill -9, and resumed each time (issue 31): before the session line, loading the model, the base model's
-measurement, an arm, the tables, the figures, the reports.
+"""A tiny-model pipeline (Part A, smoke profile) stopped at each of its stages by Ctrl-C, SIGTERM and kill -9,
+and resumed each time (issue 31): before the session line, loading the model, the base model's measurement, an
+arm, the tables, the figures, the reports. The Ctrl-C walk draws the figures (each arm's heatmaps as it is
+measured, the rest at the figures stage, the finished arms' heatmaps kept on resume); the other two walks run
+with ``--no-figures``, which reaches the figures stage at the same call with nothing to draw.
 
 One walk per signal: a fresh run stopped before its session line (nothing is left: no run, no folder), a
 fresh run stopped while loading, then ``--resume`` stopped at each later stage in turn, then a resume to the
@@ -13,6 +15,7 @@ Each stage is held open in the real ``cctk`` process by this file's ``HOLD`` wra
 start and says so in a file), so the signal lands in that stage every time, found by polling, never by
 sleeping a fixed time."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -130,7 +133,7 @@ def test_a_walk_of_the_stages_resumes_to_the_uninterrupted_tables(signal_name, t
     uri, out, held = f"sqlite:///{tmp_path}/mlflow.db", tmp_path / "out", tmp_path / "held"
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONPATH": os.getcwd()}
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    common = ["run", "--no-system-metrics", "--out", str(out)]
+    common = ["run", "--no-system-metrics", "--out", str(out)] + ([] if signal_name == "SIGINT" else ["--no-figures"])
     fresh = common + ["--model", str(tiny_dir), "--profile", "smoke", "--seed", SEED, "--parts", "A"]
     client = mlflow.MlflowClient(uri)
     stops = []
@@ -165,6 +168,14 @@ def test_a_walk_of_the_stages_resumes_to_the_uninterrupted_tables(signal_name, t
     assert parent.info.status == "FINISHED" and "RUNNING" not in _statuses(client)  # stopped arms: KILLED
     assert finished == sorted(m.key for m in pipeline.protocols.get("v2").models(("A",)))  # each model once
     resumed = load(next(out.iterdir()))
+    drawn = int(re.search(r"(\d+) figures and \d+ tables in", done.stdout).group(1))
+    if "--no-figures" in common:
+        assert drawn == 0 and resumed.figure_files == {}
+    else:  # the Ctrl-C walk: every figure of Part A, the heatmaps of the arms measured before the stops kept
+        assert drawn > 0 and len(resumed.figure_files) == drawn
+        assert sum(name.startswith("heatmap") for name in resumed.figure_files) >= 3
+        assert all(set(files) == {"png", "pdf", "eps"} and all(f.is_file() for f in files.values())
+                   for files in resumed.figure_files.values())
     for name, table in uninterrupted.items():
         got = resumed.tables[name]
         if name == "table11":  # times differ
