@@ -1,4 +1,4 @@
-"""The command line of the benchmarks, ``python -m cctk.bench measure | train | pipeline | absorb | gpu``
+"""The command line of the benchmarks, ``python -m cctk.bench measure | train | pipeline | absorb | figures | gpu``
 (ratios measured in one process), one module of this package per command.
 
 ``measure``: the manual's plain loop (one candidate per forward pass, end marker included)
@@ -6,7 +6,9 @@ against ``cctk.measure`` on the bundled model, over all 81 x 35 candidates by de
 ``train``: examples per second of a plain PyTorch loop, ``fine_tune`` with each saving, and the
 compute limit. ``pipeline``: a whole quick pipeline (``cctk run``, as ``make run``), its wall time as
 a ratio of the compute limit of its training on this machine. ``absorb``: the Part A arms of a recipe
-per seed, hits against the run's thresholds. ``gpu``: the first contact with a device (``cctk.bench.gpu``).
+per seed, hits against the run's thresholds. ``figures``: a heatmap saved in three formats, matplotlib's
+PostScript font box each time against the box kept per font. ``gpu``: the first contact with a device
+(``cctk.bench.gpu``).
 """
 from __future__ import annotations
 
@@ -75,6 +77,16 @@ def bench_pipeline(model, profile, seed, out, figures, json_out):
 
     result = run(model, profile, seed, out, figures)
     _report(result, json_out)
+
+
+@bench.command("figures")
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True, help="Heatmaps saved each way.")
+@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+def bench_figures(repeats, json_out):
+    """A heatmap saved as PNG, PDF and EPS: matplotlib's PostScript font box every time vs kept per font."""
+    from .figures import run
+
+    _report(run(repeats), json_out)
 
 
 @bench.command("gpu")
