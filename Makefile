@@ -28,11 +28,18 @@ constraints: setup  ## rewrite constraints.txt from the venv (pip freeze, local 
 run: setup  ## the quick pipeline on the bundled model, tracked in ./mlruns/
 	$(BIN)/cctk run --model smollm2-135m-bundled --profile quick
 
+# The suite runs on one pytest-xdist worker per core (at most 4), a test module to a worker (its module
+# fixtures computed once), in collection order (tests/conftest.py puts the long integration modules
+# first; xdist would otherwise order modules by their number of tests and leave them for last), each
+# worker's torch on one thread: two workers' OpenMP threads on shared cores would spin against each
+# other. `pytest` without these options runs the same tests one by one.
+PYTEST := OMP_NUM_THREADS=1 $(BIN)/pytest -q -n auto --maxprocesses 4 --dist loadscope --no-loadscope-reorder
+
 test: setup  ## the whole suite, integration runs on the bundled model included
-	$(BIN)/pytest -q
+	$(PYTEST)
 
 test-fast: setup  ## the inner loop: everything but tests/integration (end-to-end runs, servers, bundled model)
-	$(BIN)/pytest -q -m "not integration"
+	$(PYTEST) -m "not integration"
 
 bench: setup  ## speed ratios in one process: measurement, then training
 	$(BIN)/python -m cctk.bench measure
