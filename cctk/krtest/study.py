@@ -99,7 +99,7 @@ def make_study_config(model: str, seed: int = 0, data: Path | None = None, epoch
     lora = replace(RECIPES["lora"], **shared | _given(epochs=lora_epochs, learning_rate=lora_learning_rate))
     values["device"] = str(resolve_device(values.get("device")))
     config = StudyConfig(model=model, seed=seed, data=Path(data) if data else None, full=full, lora=lora,
-                         **{k: v for k, v in values.items() if v is not None})
+                         **_given(**values))
     config.check()
     return config
 

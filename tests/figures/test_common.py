@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from matplotlib.backends import backend_ps
 
+from cctk.bench.figures import eps_without_date
 from cctk.figures.common import new_figure, paper_style, save_figure
 
 
@@ -12,11 +13,6 @@ def figure_with_text():
         fig.text(0.1, 0.5, "17 | 18 (3.2%)", fontsize=8)
         fig.text(0.1, 0.2, "bold 9", fontsize=8, fontweight="bold")
     return fig
-
-
-def eps_without_date(path) -> bytes:
-    return b"".join(line for line in path.read_bytes().splitlines(keepends=True)
-                    if not line.startswith(b"%%CreationDate"))
 
 
 def test_eps_is_the_same_with_the_font_box_kept(tmp_path, monkeypatch):
