@@ -7,6 +7,7 @@ without CUDA or a recipe the device cannot run ends in one line before a folder 
 from __future__ import annotations
 
 import importlib.util
+import os
 from typing import TYPE_CHECKING
 
 from .config import Recipe
@@ -52,10 +53,26 @@ def _check_cuda(name: str, device: torch.device) -> None:
         raise CctkError(f"--device {name}: there are {count} CUDA devices (cuda:0..cuda:{count - 1})")
 
 
+DEVICE_STEP = "CCTK_DEVICE_STEP"
+
+
+def device_step(device: torch.device) -> bool:
+    """Whether training on ``device`` takes the accelerator's step (``cctk.finetune``: nothing read on the
+    host until an epoch ends): on every device but the CPU, and on the CPU too where ``CCTK_DEVICE_STEP=1``,
+    so that the suite runs, on the CPU, the step only GPUs take otherwise."""
+    value = os.environ.get(DEVICE_STEP, "").strip()
+    if value not in ("", "0", "1"):
+        raise CctkError(f"{DEVICE_STEP}={value!r}: set it to 1 (every training takes the accelerator's step, "
+                        "the CPU too) or 0 (the CPU takes the host-checked step)")
+    return device.type != "cpu" or value == "1"
+
+
 def check_recipe(recipe: Recipe, device: torch.device) -> None:
-    """The recipe's precision and optimizer on this device, in one line where it cannot run them."""
+    """The recipe's precision and optimizer on this device, in one line where it cannot run them (and a
+    ``CCTK_DEVICE_STEP`` that is neither 0 nor 1)."""
     from . import compute
 
+    device_step(device)
     compute.check_precision(recipe.precision, str(device))
     if recipe.optimizer == "adamw8bit":
         if device.type != "cuda":

@@ -31,6 +31,7 @@ from torch import nn
 from .compute import example_flops
 from .config import Recipe
 from .corpus import IGNORE, Packed, collate, pack, shared_tokens
+from .device import device_step
 from .errors import CctkError
 from .facts import rng
 from .memory import process_peak, reset_process_peak
@@ -38,7 +39,11 @@ from .records import TrainRecord
 
 
 class NonFiniteLoss(CctkError):
-    """The loss stopped being finite: the run is stopped, nothing after it is trained."""
+    """The loss or the gradient stopped being finite: the run is stopped, nothing after it is trained."""
+
+
+LOSS_ADVICE = "lower --learning-rate or check the model's dtype"
+NORM_ADVICE = "lower --learning-rate"
 
 
 def fine_tune(model, rows: list[tuple[list[int], list[int]]], recipe: Recipe, seed: int, pad_id: int,
@@ -48,21 +53,24 @@ def fine_tune(model, rows: list[tuple[list[int], list[int]]], recipe: Recipe, se
               on_loss: Callable[[int, float], None] | None = None) -> TrainRecord:
     """Train ``model`` in place on tokenized ``rows`` (input_ids, labels) with ``recipe``.
 
-    ``on_step(epoch, step, loss)`` is called after every optimizer step (progress display; ``loss`` is
-    None on an accelerator, where reading it would stall the device every step); ``on_epoch(epoch,
+    ``on_step(epoch, step, loss)`` is called after every optimizer step: ``loss`` is a float on the host
+    step; on the device step it is the step's 0-d loss tensor, still on the device (``float(loss)`` waits
+    for the device: read it only where the caller waits anyway, as an evaluation does); ``on_epoch(epoch,
     model)`` after every epoch (1-based), the model in eval mode, then back in train mode (learning
     curves); ``on_loss(epoch, loss)`` as each epoch ends (1-based), with the epoch's mean loss, the very
     value the record's ``losses`` keeps (a caller logs the history as it grows). None changes what is
     trained.
 
-    ``host_checks`` (default: on the CPU only): read the loss and the gradient norm on the host at every
-    step, so a non-finite value stops the run before the weights change. Off (an accelerator), the step
-    never waits for the device: losses are summed there and read once an epoch, the clipping factor is
-    applied there, and a step with a non-finite loss or gradient is skipped there (``_DeviceGuard``); the
-    run stops with the same error at the end of that epoch.
+    ``host_checks`` (default: on the CPU only, unless ``CCTK_DEVICE_STEP=1``: ``cctk.device.device_step``):
+    read the loss and the gradient norm on the host at every step, so a non-finite value stops the run
+    before the weights change. Off (an accelerator), the step never waits for the device: losses and
+    gradient norms stay there and are read once an epoch, the clipping factor is applied there, and a
+    step with a non-finite loss or gradient is skipped there (``_DeviceGuard``); the run stops with the
+    same error at the end of that epoch (under fp16, whose loss scaling skips overflowed steps by design,
+    the skipped steps are counted in the record, and a run none of whose steps applied stops).
     """
     device = next(model.parameters()).device
-    host_checks = device.type == "cpu" if host_checks is None else host_checks
+    host_checks = not device_step(device) if host_checks is None else host_checks
     torch.manual_seed(rng(seed, f"train:{name}").integers(2**63))  # dropout, re-seeded per run
     order = rng(seed, f"batches:{name}")
     optimizer = make_optimizer(model, recipe)
@@ -75,19 +83,19 @@ def fine_tune(model, rows: list[tuple[list[int], list[int]]], recipe: Recipe, se
     epoch_losses, steps, start, aside = [], 0, time.perf_counter(), 0.0
     with tied_embedding_rows(model, row_gradients):
         for epoch in range(recipe.epochs):
-            losses = []
+            losses, first = [], steps + 1
             for batch_rows in _batches(rows, recipe.batch_size, order):
                 batch = to_model(batch_rows, pad_id, device, packing)
-                where = f"at epoch {epoch + 1}, step {steps + 1}"
                 if guard is None:
-                    losses.append(_step(model, optimizer, batch, recipe, f"{name}: ", where))
+                    loss = _step(model, optimizer, batch, recipe, f"{name}: ", f"at epoch {epoch + 1}, step {steps + 1}")
+                    losses.append(loss)
                 else:
-                    guard.step(model, optimizer, batch, steps + 1)
+                    loss = guard.step(model, optimizer, batch)
                 schedule.step()
                 steps += 1
                 if on_step:
-                    on_step(epoch, steps, losses[-1] if losses else None)
-            epoch_losses.append(sum(losses) / len(losses) if guard is None else guard.epoch_mean(f"{name}: ", epoch))
+                    on_step(epoch, steps, loss)
+            epoch_losses.append(sum(losses) / len(losses) if guard is None else guard.epoch_mean(f"{name}: ", epoch, first))
             paused = time.perf_counter()
             if on_loss:
                 on_loss(epoch + 1, epoch_losses[-1])
@@ -98,8 +106,10 @@ def fine_tune(model, rows: list[tuple[list[int], list[int]]], recipe: Recipe, se
     seconds = time.perf_counter() - start - aside
     optimizer.zero_grad(set_to_none=True)  # no gradients outlive the run (a parent waits without them)
     model.eval()
+    skipped = guard.check_run(f"{name}: ", steps) if guard is not None else None
     gpu, cpu = _peaks(device)
-    return TrainRecord(len(rows), steps, seconds, tuple(epoch_losses), gpu, example_flops(model, rows) / 1e9, cpu)
+    return TrainRecord(len(rows), steps, seconds, tuple(epoch_losses), gpu, example_flops(model, rows) / 1e9, cpu,
+                       skipped_steps=skipped)
 
 
 def _reset_peaks(device: torch.device) -> None:
@@ -168,48 +178,65 @@ def _autocast(device: torch.device, precision: str):
 class _DeviceGuard:
     """The step of an accelerator: nothing read back on the host until the epoch ends.
 
-    A ``GradScaler`` carries the non-finite check: under fp16 it scales the loss as fp16 needs; under
-    float32 and bf16 its scale starts at 1 and never grows (multiplying by a power of two changes no
-    bit), so it only finds a non-finite gradient on the device and skips that step there (the fused AdamW reads its flag; other
-    optimizers cost one read a step). Losses are summed on the device, with the first non-finite one's
-    step, and read once an epoch.
+    A ``GradScaler`` guards the update: under fp16 it scales the loss as fp16 needs and skips a step whose
+    gradient overflowed (fp16's loss scaling: a few such steps are expected); under float32 and bf16 its
+    scale starts at 1 and never grows (multiplying by a power of two changes no bit), so it only skips,
+    on the device, a step whose gradient is not finite (the fused AdamW reads its flag there; other
+    optimizers cost one read a step). Each step's loss and gradient norm stay on the device, kept as they
+    are (float32), and are read together once an epoch, widened on the host (MPS has no float64): a
+    non-finite loss, or a non-finite gradient norm under float32 or bf16, stops the run there with the
+    host step's line; under fp16 the skipped steps are counted, and a run none of whose steps applied
+    stops at its end.
     """
 
     def __init__(self, device: torch.device, recipe: Recipe):
-        fp16 = recipe.precision == "fp16"
-        self.recipe, self.device = recipe, device
-        self.scaler = torch.amp.GradScaler(device.type, **({} if fp16 else dict(init_scale=1.0, growth_interval=2**30)))
-        self.total = torch.zeros((), dtype=torch.float64, device=device)
-        self.first_bad = torch.full((), -1, dtype=torch.int64, device=device)
-        self.count = 0
+        self.recipe, self.device, self.fp16 = recipe, device, recipe.precision == "fp16"
+        self.scaler = torch.amp.GradScaler(device.type, **({} if self.fp16 else dict(init_scale=1.0,
+                                                                                     growth_interval=2**30)))
+        self.losses: list[torch.Tensor] = []  # the epoch's, 0-d on the device
+        self.norms: list[torch.Tensor] = []
+        self.skipped = 0  # fp16: steps of the run the scaler skipped (read once an epoch)
 
-    def step(self, model, optimizer, batch, step: int) -> None:
+    def step(self, model, optimizer, batch) -> torch.Tensor:
+        """One optimizer step; returns its loss, a 0-d tensor left on the device (reading it waits for it)."""
         optimizer.zero_grad(set_to_none=True)
         with _autocast(self.device, self.recipe.precision):
             loss = batch_loss(model, batch)
-        bad = ~torch.isfinite(loss)
-        self.first_bad = torch.where(bad & (self.first_bad < 0), step, self.first_bad)
-        self.total += loss.detach().double()
-        self.count += 1
+        self.losses.append(loss.detach().float())
         self.scaler.scale(loss).backward()
         self.scaler.unscale_(optimizer)
         params = [p for p in model.parameters() if p.grad is not None]
         norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+        self.norms.append(norm.detach().float())
         if self.recipe.grad_clip:  # clip_grad_norm_'s factor, clamped to 1, applied on the device
             torch.nn.utils.clip_grads_with_norm_(params, self.recipe.grad_clip, norm)
         self.scaler.step(optimizer)  # skipped on the device when a gradient is not finite
         self.scaler.update()
+        return self.losses[-1]
 
-    def epoch_mean(self, who: str, epoch: int) -> float:
-        """The epoch's mean loss: the one read of the epoch; a non-finite loss in it stops the run here."""
-        total, first_bad = (x.item() for x in (self.total, self.first_bad))
-        if first_bad >= 0:
-            raise NonFiniteLoss(f"{who}the loss stopped being finite at step {first_bad} (epoch {epoch + 1}); "
-                                "lower --learning-rate or check the model's dtype")
-        mean = total / self.count
-        self.total.zero_()
-        self.count = 0
-        return mean
+    def epoch_mean(self, who: str, epoch: int, first_step: int) -> float:
+        """The epoch's mean loss, from the one read of the epoch; a non-finite loss (or, under float32 and
+        bf16, gradient norm) stops the run here, naming its step as the host step does."""
+        losses, norms = torch.stack([torch.stack(self.losses), torch.stack(self.norms)]).cpu().double().tolist()
+        self.losses, self.norms = [], []
+        for i, (loss, norm) in enumerate(zip(losses, norms)):
+            where = f"at epoch {epoch + 1}, step {first_step + i}"
+            if not math.isfinite(loss):
+                raise NonFiniteLoss(f"{who}the loss became {loss} {where}; {LOSS_ADVICE}")
+            if not math.isfinite(norm) and not self.fp16:
+                raise NonFiniteLoss(f"{who}the gradient norm became {norm} {where}; {NORM_ADVICE}")
+        self.skipped += sum(not math.isfinite(n) for n in norms)
+        return sum(losses) / len(losses)
+
+    def check_run(self, who: str, steps: int) -> int | None:
+        """fp16: the run's skipped steps, or the error of a run none of whose steps applied; else None."""
+        if not self.fp16:
+            return None
+        if steps and self.skipped == steps:
+            raise NonFiniteLoss(f"{who}every one of the {steps} steps had a non-finite fp16 gradient and was "
+                                f"skipped (loss scale down to {self.scaler.get_scale():g}): nothing was trained; "
+                                "use --precision bf16 or float32")
+        return self.skipped
 
 
 def _step(model, optimizer, batch, recipe: Recipe, who: str = "", where: str = "") -> float:
@@ -219,12 +246,12 @@ def _step(model, optimizer, batch, recipe: Recipe, who: str = "", where: str = "
         loss = batch_loss(model, batch)
     value = loss.item()
     if not math.isfinite(value):
-        raise NonFiniteLoss(f"{who}the loss became {value} {where}; lower --learning-rate or check the model's dtype")
+        raise NonFiniteLoss(f"{who}the loss became {value} {where}; {LOSS_ADVICE}")
     loss.backward()
     norm = _clip(model, recipe.grad_clip)
     if not math.isfinite(norm):
         optimizer.zero_grad(set_to_none=True)
-        raise NonFiniteLoss(f"{who}the gradient norm became {norm} {where}; lower --learning-rate")
+        raise NonFiniteLoss(f"{who}the gradient norm became {norm} {where}; {NORM_ADVICE}")
     optimizer.step()
     return value
 
@@ -296,9 +323,8 @@ class _EmbeddingRows(torch.autograd.Function):
     def backward(ctx, grad):
         (ids,) = ctx.saved_tensors
         ids, grad = ids.reshape(-1), grad.reshape(-1, grad.shape[-1])
-        if ctx.padding_idx is not None:  # as F.embedding: the padding row gets no gradient
-            keep = ids != ctx.padding_idx
-            ids, grad = ids[keep], grad[keep]
+        if ctx.padding_idx is not None:  # as F.embedding: the padding row gets no gradient; zeroed rows, not
+            grad = grad.masked_fill((ids == ctx.padding_idx)[:, None], 0.0)  # a boolean index (a device sync)
         weight = ctx.weight
         if weight.grad is None:
             weight.grad = torch.zeros_like(weight)

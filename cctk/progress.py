@@ -19,11 +19,12 @@ class Progress:
         self.bar = tqdm(total=recipe.steps(len(rows)), desc=self.label, unit="step", file=sys.stderr,
                         dynamic_ncols=True, leave=False, disable=None)
 
-        def on_step(epoch: int, step: int, loss: float | None) -> None:
-            self.steps += 1  # loss is None on an accelerator: read once an epoch there, not every step
-            if loss is not None:
+        def on_step(epoch: int, step: int, loss) -> None:
+            self.steps += 1  # the device step's loss is a tensor on the device: never read here, every step
+            read = isinstance(loss, float)
+            if read:
                 self.losses.append(loss)
-            shown = "" if loss is None else f" loss {loss:.4f}"
+            shown = f" loss {loss:.4f}" if read else ""
             self.bar.set_postfix_str(f"epoch {epoch + 1}/{recipe.epochs}{shown}", refresh=False)
             self.bar.update(1)
 

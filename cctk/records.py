@@ -29,6 +29,7 @@ class TrainRecord:
     peak_gpu_memory_bytes: int = 0
     gflop_per_example: float = 0.0  # forward and backward, as cctk.compute counts it (0: not recorded)
     peak_cpu_memory_bytes: int = 0  # peak resident memory of the process during the run (0: not on a CPU)
+    skipped_steps: int | None = None  # fp16 on the device step: steps whose overflowed gradient was skipped
 
     @property
     def examples_per_second(self) -> float:
@@ -36,13 +37,18 @@ class TrainRecord:
         return seen / self.train_seconds if self.train_seconds else float("nan")
 
     def to_json(self) -> dict:
-        return {**asdict(self), "losses": list(self.losses), "examples_per_second": self.examples_per_second}
+        data = {**asdict(self), "losses": list(self.losses), "examples_per_second": self.examples_per_second}
+        if self.skipped_steps is None:  # not counted (every precision but fp16): the file as before
+            del data["skipped_steps"]
+        return data
 
     @classmethod
     def from_json(cls, data: dict) -> TrainRecord:
+        skipped = data.get("skipped_steps")
         return cls(int(data["examples"]), int(data["steps"]), float(data["train_seconds"]),
                    tuple(float(x) for x in data["losses"]), int(data.get("peak_gpu_memory_bytes") or 0),
-                   float(data.get("gflop_per_example") or 0.0), int(data.get("peak_cpu_memory_bytes") or 0))
+                   float(data.get("gflop_per_example") or 0.0), int(data.get("peak_cpu_memory_bytes") or 0),
+                   None if skipped is None else int(skipped))
 
     def metrics(self) -> dict[str, float]:
         """The run's MLflow metrics (the loss per epoch is logged as a history apart, as each epoch ends):
@@ -50,8 +56,9 @@ class TrainRecord:
         allocator's on CUDA (``peak_gpu_memory_bytes``), never a 0 that would read as a measurement."""
         peak = ({"peak_cpu_memory_bytes": self.peak_cpu_memory_bytes} if self.peak_cpu_memory_bytes else
                 {"peak_gpu_memory_bytes": self.peak_gpu_memory_bytes} if self.peak_gpu_memory_bytes else {})
+        skipped = {} if self.skipped_steps is None else {"skipped_steps": self.skipped_steps}
         return {"train_seconds": self.train_seconds, "steps": self.steps,
-                "examples_per_second": self.examples_per_second, **peak}
+                "examples_per_second": self.examples_per_second, **peak, **skipped}
 
 
 @dataclass(frozen=True)

@@ -167,11 +167,11 @@ def test_device_step_equals_the_host_step(tiny, rows, tokenizer):
 READS = ("item", "tolist", "__bool__", "__float__", "__int__", "nonzero", "numpy")
 
 
-@pytest.mark.parametrize("host_checks, per_step, per_epoch", [(False, 0, 2), (True, 2, 0)])
+@pytest.mark.parametrize("host_checks, per_step, per_epoch", [(False, 0, 1), (True, 2, 0)])
 def test_reads_of_the_device_per_step(tiny, rows, tokenizer, monkeypatch, host_checks, per_step, per_epoch):
     """Every way a tensor's value reaches the host, counted during training but not while a batch is
-    built on the host: the device step reads twice an epoch (the loss sum, the first non-finite step) and
-    never per step; the host step reads the loss and the gradient norm at every step."""
+    built on the host: the device step reads once an epoch (its steps' losses and gradient norms, together)
+    and never per step; the host step reads the loss and the gradient norm at every step."""
     from cctk import finetune
 
     counts = {"reads": 0, "paused": False}
@@ -201,7 +201,104 @@ def test_device_step_skips_non_finite_updates_and_stops_at_the_epoch_end(tiny, r
     with torch.no_grad():
         broken.model.norm.weight.fill_(float("nan"))
     before = copy.deepcopy(broken)
-    with pytest.raises(NonFiniteLoss, match=r"arm: the loss stopped being finite at step 1 \(epoch 1\)"):
+    with pytest.raises(NonFiniteLoss, match=r"arm: the loss became nan at epoch 1, step 1; lower --learning-rate"):
         fine_tune(broken, rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm", host_checks=False)
     assert all(torch.allclose(p, q, rtol=0, atol=0, equal_nan=True)
                for p, q in zip(before.parameters(), broken.parameters()))  # no step was applied
+
+
+def test_a_nan_gradient_under_a_finite_loss_stops_the_device_step(tiny, rows, tokenizer):
+    """The loss stays finite, the gradient does not: the device step (an accelerator's, here on the CPU)
+    applies no update and stops the run at the epoch's end with the host step's line (it used to return
+    normally, every weight unchanged: an arm that 'finished' untrained)."""
+    model = copy.deepcopy(tiny)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    model.model.norm.weight.register_hook(lambda grad: grad * float("nan"))
+    with pytest.raises(NonFiniteLoss, match=r"^arm: the gradient norm became nan at epoch 1, step 1; lower --learning-rate$"):
+        fine_tune(model, rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm", host_checks=False)
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+
+
+def test_the_environment_makes_every_training_take_the_device_step(tiny, rows, tokenizer, monkeypatch):
+    """CCTK_DEVICE_STEP=1: fine_tune on the CPU takes the accelerator's step by default (on_step sees the
+    loss as a tensor left on the device); 0 or unset: the host step (floats); anything else: one line."""
+    from cctk.device import device_step
+    from cctk.errors import CctkError
+
+    seen = []
+    monkeypatch.setenv("CCTK_DEVICE_STEP", "1")
+    fine_tune(copy.deepcopy(tiny), rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm",
+              on_step=lambda epoch, step, loss: seen.append(type(loss)))
+    monkeypatch.setenv("CCTK_DEVICE_STEP", "0")
+    fine_tune(copy.deepcopy(tiny), rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm",
+              on_step=lambda epoch, step, loss: seen.append(type(loss)))
+    assert seen == [torch.Tensor] * 6 + [float] * 6
+    monkeypatch.setenv("CCTK_DEVICE_STEP", "yes")
+    with pytest.raises(CctkError, match=r"^CCTK_DEVICE_STEP='yes': set it to 1 .* or 0 .*$"):
+        device_step(torch.device("cpu"))
+
+
+FP16 = Recipe(repeats=1, epochs=2, learning_rate=1e-3, batch_size=16, precision="fp16")
+
+
+def _inf_gradients_at(model, steps: set[int]):
+    """A hook that makes the final norm's gradient infinite at the given backward passes (1-based)."""
+    calls = []
+
+    def hook(grad):
+        calls.append(1)
+        return grad * float("inf") if len(calls) in steps else grad
+    model.model.norm.weight.register_hook(hook)
+
+
+def test_fp16_steps_skipped_by_the_loss_scaler_are_counted(tiny, rows, tokenizer):
+    """fp16 (here autocast on the CPU, the device step as on a T4): two overflowed steps are skipped by
+    the GradScaler, as its loss scaling expects, counted and reported; the other four train."""
+    model = copy.deepcopy(tiny)
+    _inf_gradients_at(model, {1, 4})
+    record = fine_tune(model, rows, FP16, seed=5, pad_id=tokenizer.pad_token_id, name="arm", host_checks=False)
+    assert record.steps == 6 and record.skipped_steps == 2
+    assert record.metrics()["skipped_steps"] == 2 and record.to_json()["skipped_steps"] == 2
+    assert not any(torch.equal(p, q) for p, q in zip(model.parameters(), tiny.parameters()) if p.requires_grad)
+
+
+def test_an_fp16_run_whose_every_step_was_skipped_fails(tiny, rows, tokenizer):
+    model = copy.deepcopy(tiny)
+    _inf_gradients_at(model, set(range(1, 7)))
+    with pytest.raises(NonFiniteLoss, match=r"^arm: every one of the 6 steps had a non-finite fp16 gradient and "
+                                            r"was skipped \(loss scale down to 1024\): nothing was trained; "):
+        fine_tune(model, rows, FP16, seed=5, pad_id=tokenizer.pad_token_id, name="arm", host_checks=False)
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), tiny.parameters()))
+
+
+def test_float32_records_carry_no_skipped_steps(tiny, rows, tokenizer):
+    """Only fp16 counts skipped steps: a float32 record's file and metrics are as before."""
+    record = fine_tune(copy.deepcopy(tiny), rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm",
+                       host_checks=False)
+    assert record.skipped_steps is None
+    assert "skipped_steps" not in record.to_json() and "skipped_steps" not in record.metrics()
+    assert type(record).from_json(record.to_json()) == record
+
+
+def test_the_embedding_rows_backward_reads_nothing_from_the_device(tokenizer):
+    """A tied embedding with a padding row (the bundled model's pad_token_id is 2): its gradient rows go in
+    without a boolean index (a nonzero, so a device sync per backward, before), and equal F.embedding's."""
+    import transformers as tf
+
+    from cctk.bench.syncs import SyncCounter
+    from cctk.finetune import tied_embedding_rows
+
+    config = tf.LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                            num_key_value_heads=1, intermediate_size=64, tie_word_embeddings=True, pad_token_id=2)
+    torch.manual_seed(0)
+    ours = tf.AutoModelForCausalLM.from_config(config)
+    theirs = copy.deepcopy(ours)
+    assert ours.get_input_embeddings().padding_idx == 2
+    ids = torch.tensor([[5, 2, 2, 9], [2, 7, 7, 3]])
+    theirs(input_ids=ids).logits.square().mean().backward()
+    with tied_embedding_rows(ours):
+        loss = ours(input_ids=ids).logits.square().mean()
+        with SyncCounter(torch.device("cpu")) as syncs:
+            loss.backward()
+    assert syncs.total == 0, syncs.ops
+    assert torch.allclose(ours.lm_head.weight.grad, theirs.lm_head.weight.grad, rtol=0, atol=1e-9)

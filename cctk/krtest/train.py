@@ -26,7 +26,7 @@ from ..corpus import IGNORE, collate
 from ..errors import CctkError
 from ..finetune import fine_tune
 from ..records import TrainRecord
-from ..scoring import encode, pad_id
+from ..scoring import LOGIT_BUDGET, encode, pad_id, vocab_size
 from .generate import check_seed
 from .items import Item, passages
 from .lora import DEFAULT_BUDGET, LoraPlan, attach_lora, check_budget, plan_lora, trainable_count
@@ -141,22 +141,35 @@ def corpus_rows(text: str, tokenizer, max_tokens: int) -> list[tuple[list[int], 
 
 
 @torch.inference_mode()
-def perplexity(model, rows: Sequence[tuple[list[int], list[int]]], pad_id: int, batch_size: int = 8) -> float:
-    """exp of the mean negative log-likelihood per predicted token of ``rows``."""
+def perplexity(model, rows: Sequence[tuple[list[int], list[int]]], pad_id: int) -> float:
+    """exp of the mean negative log-likelihood per predicted token of ``rows``.
+
+    Rows go through in chunks whose logits fit ``LOGIT_BUDGET``, as ``measure`` sizes its passes (and
+    ``cctk.memory`` plans for), and the device is read once, at the end.
+    """
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    total, count = 0.0, 0
-    for i in range(0, len(rows), batch_size):
-        batch = collate(rows[i : i + batch_size], pad_id)
+    longest = max(len(ids) for ids, _ in rows)
+    chunk = max(1, LOGIT_BUDGET // (longest * vocab_size(model)))
+    sums, count = [], 0
+    for i in range(0, len(rows), chunk):
+        batch = collate(rows[i : i + chunk], pad_id)
         logits = model(input_ids=batch["input_ids"].to(device), attention_mask=batch["attention_mask"].to(device),
-                       use_cache=False).logits
-        targets = batch["labels"][:, 1:].to(device)  # token t+1 is predicted at column t
-        total += F.cross_entropy(logits[:, :-1].float().flatten(0, 1), targets.flatten(), ignore_index=IGNORE,
-                                 reduction="sum").item()
-        count += int((targets != IGNORE).sum())
+                       use_cache=False).logits  # (B, L, V)
+        targets = batch["labels"][:, 1:]  # token t+1 is predicted at column t
+        count += int((targets != IGNORE).sum())  # on the host, before the move
+        sums.append(F.cross_entropy(logits[:, :-1].float().flatten(0, 1), targets.to(device).flatten(),
+                                    ignore_index=IGNORE, reduction="sum"))
     model.train(was_training)
-    return math.exp(total / count)
+    return math.exp(sum(torch.stack(sums).cpu().double().tolist()) / count)
+
+
+def read_losses(losses: Sequence) -> list[float]:
+    """Step losses as floats: the host step's as they are, the device step's tensors in one read."""
+    if all(isinstance(loss, float) for loss in losses):
+        return list(losses)
+    return torch.stack(list(losses)).cpu().double().tolist()
 
 
 def train(model, tokenizer, items: Sequence[Item], corpus: str, validation: str, config: TrainConfig,
@@ -180,11 +193,17 @@ def train(model, tokenizer, items: Sequence[Item], corpus: str, validation: str,
         if on_eval:
             on_eval(point)
 
-    def on_step(epoch: int, step: int, loss: float) -> None:
-        if on_loss:
-            on_loss(step, loss)
-        if step % config.eval_every == 0 or step == total:
-            evaluate(step, loss)
+    pending: list[tuple[int, object]] = []  # (step, loss) not handed to on_loss yet
+
+    def on_step(epoch: int, step: int, loss) -> None:
+        pending.append((step, loss))
+        if step % config.eval_every == 0 or step == total:  # an evaluation waits for the device anyway
+            losses = read_losses([loss for _, loss in pending])
+            for (done, _), value in zip(pending, losses):
+                if on_loss:
+                    on_loss(done, value)
+            pending.clear()
+            evaluate(step, losses[-1])
 
     evaluate(0, math.nan)
     result = fine_tune(net, rows, config.recipe, config.seed, pad, name="krtest", on_step=on_step)
