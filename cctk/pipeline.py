@@ -288,9 +288,10 @@ def _train_and_measure(session: Session, draws, done: Done, echo):
         if arm.parent not in weights:  # finished before an interruption: its weights were checkpointed
             skeleton = _skeleton(weights, last_child, lambda: models.load_model(session.source, keep=False)[0])
             weights[arm.parent] = resume_state.load_checkpoint(skeleton, session.layout, arm.parent)
-        child = _child(weights, arm, last_child).to(session.device)
+        child = _child(weights, arm, last_child)
         rows = session.protocol.rows(draws, arm.key, session.config.recipe, tokenizer)
-        with _nested_run(session, arm, draws) as nested:
+        with _nested_run(session, arm, draws) as nested:  # the move is the arm's: an OOM there ends it FAILED
+            child = child.to(session.device)
             _train_model(session, results, arm, child, rows, tokenizer, nested, progress, i, arm.key in copied)
         if arm.key in copied:
             weights[arm.key] = child.cpu()
@@ -431,7 +432,7 @@ def _measure_and_log(session: Session, results, key: str, module, tokenizer, nes
 def _finish(session: Session, results, tables: dict, echo, resumed: bool = False) -> None:
     facts = RunFacts(session.layout.session, session.store.uri, session.experiment_id, session.mlflow_run.run_id,
                      str(session.device),
-                     round(time.perf_counter() - session.started, 1), hardware(), software(session.config),
+                     round(time.perf_counter() - session.started, 1), hardware(session.device), software(session.config),
                      _memory_use(session, results), session.mlflow_run.artifact_uri, session.provenance,
                      session.source)
     n_figures = write_all(results, tables, RunRecord(session.config, facts, results.training), session.layout,

@@ -215,13 +215,16 @@ class RunInfo:
         return RunRecord(self.config, facts, {key: t.record for key, t in self.training.items()})
 
 
-def hardware() -> Hardware:
-    """Processor, cores, memory and, when CUDA is available, the GPU (name, memory)."""
+def hardware(device=None) -> Hardware:
+    """Processor, cores, memory and, when the run computed on CUDA (``device``; None: any GPU there is),
+    the GPU it used (name, memory): ``cuda:1``'s, not GPU 0's."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     machine = Hardware(_processor(), platform.machine(), platform.platform(), os.cpu_count(), cores, _memory())
     torch = sys.modules.get("torch")  # only asked when the run itself loaded torch
-    if torch is not None and torch.cuda.is_available():
-        props = torch.cuda.get_device_properties(0)
+    device = None if torch is None or device is None else torch.device(device)
+    if torch is not None and (device is None or device.type == "cuda") and torch.cuda.is_available():
+        index = torch.cuda.current_device() if device is None or device.index is None else device.index
+        props = torch.cuda.get_device_properties(index)
         return replace(machine, gpu=props.name, gpu_memory_bytes=int(props.total_memory),
                        gpu_count=torch.cuda.device_count())
     return machine

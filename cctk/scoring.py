@@ -131,7 +131,7 @@ def score_forest(model, prompts: Sequence[Sequence[int]], trees: Sequence[Answer
     counts = [int(t.term_owner.max()) + 1 if len(t.term_owner) else 0 for t in trees]  # answers of each row
     first = np.cumsum([0] + counts)[:-1]
     owner = torch.cat([t.term_owner + int(f) for t, f in zip(trees, first)])
-    per_token = logp[row.to(device), slot.to(device), token.to(device)].double().cpu()  # (all answer tokens,)
+    per_token = logp[row.to(device), slot.to(device), token.to(device)].cpu().double()  # read, then widened (MPS has no float64)
     return torch.zeros(sum(counts), dtype=torch.float64).index_add_(0, owner, per_token)
 
 

@@ -302,3 +302,37 @@ def test_the_embedding_rows_backward_reads_nothing_from_the_device(tokenizer):
             loss.backward()
     assert syncs.total == 0, syncs.ops
     assert torch.allclose(ours.lm_head.weight.grad, theirs.lm_head.weight.grad, rtol=0, atol=1e-9)
+
+
+def _widened_on_a_device(path) -> list[str]:
+    """``x.double()`` / ``x.to(torch.float64)`` on a value not read to the host (no ``.cpu()`` in its chain),
+    and float64 tensors made with a ``device=``: each fails on MPS, which has no float64."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call):
+            continue
+        text = ast.unparse(node)
+        func = node.func
+        widened = isinstance(func, ast.Attribute) and (func.attr == "double" or (
+            func.attr == "to" and "float64" in ast.unparse(node.args[0]) if node.args else False))
+        if widened and ".cpu()" not in ast.unparse(func.value):
+            found.append(f"{path.name}:{node.lineno} {text}")
+        keywords = {k.arg: ast.unparse(k.value) for k in node.keywords}
+        if keywords.get("dtype") == "torch.float64" and "device" in keywords:
+            found.append(f"{path.name}:{node.lineno} {text}")
+    return found
+
+
+def test_nothing_is_widened_to_float64_before_it_reaches_the_host():
+    """``--device mps`` is accepted and MPS has no float64: the scorer and the device step read their
+    values to the CPU first, then widen them (the scorer widened on the device, the guard summed in a
+    float64 tensor there)."""
+    from pathlib import Path
+
+    import cctk
+
+    root = Path(cctk.__file__).parent
+    found = [hit for path in sorted(root.rglob("*.py")) for hit in _widened_on_a_device(path)]
+    assert found == []

@@ -103,6 +103,53 @@ def test_out_of_memory_in_an_arm_ends_failed_with_one_line(tiny_dir, tmp_path, t
     assert runs["parent"].tags[tracking.ERROR].startswith("OutOfMemory: out of memory on cpu in the correct sums")
 
 
+def test_out_of_memory_moving_an_arm_to_the_device_ends_it_failed_in_one_line(tiny_dir, tmp_path, tracking_uri,
+                                                                             monkeypatch):
+    """The arm's weights are moved to the device inside its nested run: an out-of-memory error of the move
+    (a copy of a parent that no longer fits beside it) ends the arm and the run FAILED with the one line;
+    the move used to come before the arm's run opened, and the allocator's traceback reached the user."""
+    from click.testing import CliRunner
+
+    from cctk.cli import cli
+
+    class Moving:  # the arm's weights, whose move to the device runs out of memory
+        def __init__(self, model):
+            self.model = model
+
+        def to(self, device):
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.00 GiB (GPU 0; 14.7 GiB total)")
+
+    real = pipeline._child
+    monkeypatch.setattr(pipeline, "_child", lambda *args: Moving(real(*args)))
+    result = CliRunner().invoke(cli, ["run", "--model", str(tiny_dir), "--profile", "smoke", "--seed", "3",
+                                      "--out", str(tmp_path / "out"), "--no-system-metrics", "--no-figures"])
+    assert result.exit_code == 1 and "Traceback" not in result.output and result.exception.__class__ is SystemExit
+    line = result.output.strip().splitlines()[-1]
+    assert line.startswith("Error: out of memory on cpu in the correct sums arm (CUDA out of memory. Tried to "
+                           "allocate 1.00 GiB"), line
+    store = tracking.connect()
+    runs = {r.tags.get(tracking.KEY, "parent"): r for r in store.search([store.experiment()], "")}
+    assert {k: r.status for k, r in runs.items()} == {"parent": "FAILED", "base": "FINISHED", "m_correct": "FAILED"}
+
+
+def test_the_hardware_record_names_the_gpu_the_run_used(monkeypatch):
+    """--device cuda:1 records GPU 1 (it named GPU 0 whatever the device); a CPU run records no GPU."""
+    from types import SimpleNamespace
+
+    from cctk.records import hardware
+
+    cards = {0: SimpleNamespace(name="NVIDIA T4", total_memory=15_835_398_144),
+             1: SimpleNamespace(name="NVIDIA A100-SXM4-80GB", total_memory=85_031_714_816)}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: cards[i])
+    used = hardware(torch.device("cuda:1"))
+    assert (used.gpu, used.gpu_memory_bytes, used.gpu_count) == ("NVIDIA A100-SXM4-80GB", 85_031_714_816, 2)
+    assert hardware("cuda").gpu == "NVIDIA T4"  # cuda: the current device
+    assert hardware(torch.device("cpu")).gpu is None
+
+
 def test_training_order_lets_one_parent_wait_at_a_time():
     """Each parent's leaves first, then the child that is a parent itself, which takes its parent's weights:
     replaying the order, at most one parent waits in memory while an arm trains."""
