@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from .config import Recipe
-from .errors import CctkError
-from .memory import Room
+from .errors import CctkError, OutOfMemory
+from .memory import Plan, Room
 
 if TYPE_CHECKING:
     import torch
@@ -98,3 +99,18 @@ def room(device: torch.device) -> Room:
     if device.type == "mps":  # unified memory: the host's is the device's
         return Room(host, host, "mps", "mps")
     return Room(host, host, "cpu", "cpu", bf16=compute.bf16_missing("cpu") is None)
+
+
+@contextmanager
+def out_of_memory_as_line(plan: Plan, device, where: str):
+    """An out-of-memory error inside the block as one line (``OutOfMemory``): where, the allocator's words,
+    the estimate it was checked against and what fits, never the allocator's traceback."""
+    import torch
+
+    try:
+        yield
+    except (torch.OutOfMemoryError, MemoryError, RuntimeError) as error:
+        if isinstance(error, RuntimeError) and not isinstance(error, torch.OutOfMemoryError) \
+                and "can't allocate memory" not in str(error):
+            raise
+        raise OutOfMemory(plan.out_of_memory(str(device), where, error)) from None

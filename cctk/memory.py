@@ -11,12 +11,19 @@ read), in bytes::
     logits           5 x K x V x 4    the LM head at the K supervised positions: logits, their rows per example,
                                       log-softmax and two gradients
     workspace        32 MiB           the kernels' scratch of a training step
-    measurement      2 x LOGIT_BUDGET x 4   the scorer's logits held at once (weights already counted)
+    measurement      2 x LOGIT_BUDGET x 4   the scorer's logits held at once (weights already counted); where a
+                                      job measures while it trains (``--curves``, KR-Test's evaluations every K
+                                      steps), beside the gradients and the optimizer's moments
 
 T is the tokens of one batch (batch size x longest row, an upper bound of a packed batch), K the
-supervised tokens of one batch, L the layers, H the hidden size, I the feed-forward size, V the vocabulary.
-A device also holds its runtime (the CUDA context, about 0.5 GiB; on a CPU what the process's first training
-step allocates once, about 0.2 GiB). Host memory holds the process itself,
+supervised tokens of one batch (at most 4 an arithmetic example; every token of a KR-Test passage), L
+the layers, H the hidden size, I the feed-forward size, V the vocabulary.
+
+The device's peak is what its allocator holds, the figure ``torch.cuda.max_memory_allocated`` measures:
+the CUDA context (about 0.5 GiB) is outside it, and outside what ``torch.cuda.mem_get_info`` reports free
+once the context exists, so it is counted on neither side (a card's free memory before any process is its
+total less the context, ``CARDS``). On a CPU the device is the host, and the estimate counts what the
+process's first training step allocates once (about 0.2 GiB). Host memory holds the process itself,
 the copies of the model that wait there (a parent for its next arm, the copy made for an arm before it
 moves to the device) and, on a CPU device, everything above. Measured against the process's peak resident
 memory in tests/test_memory.py and by ``python -m cctk.bench gpu``.
@@ -29,7 +36,7 @@ from .config import Recipe
 from .errors import CctkError
 
 GIB = 2**30
-CUDA_CONTEXT = 512 * 2**20  # the CUDA runtime and kernels' share of a device, before any tensor
+CUDA_CONTEXT = 512 * 2**20  # the CUDA runtime and kernels' share of a device, before any tensor (outside the allocator)
 # What a process's first training step allocates once on a CPU (autograd's engine, the kernels' thread
 # buffers): about 200 MB measured here, whatever the model's size (tests/test_memory.py warms it up).
 CPU_FIRST_STEP = 256 * 2**20
@@ -88,17 +95,23 @@ class Estimate:
     activations: int
     logits: int
     measurement: int
-    runtime: int  # the device's own share: the CUDA context, or a CPU process's first-step allocations
+    runtime: int  # a CPU process's first-step allocations (0 on CUDA: the context is outside the allocator)
     waiting: int  # copies of the model that wait in host memory while an arm trains (a parent for its next arm)
+    measured_in_training: bool = False  # measured while the gradients and moments live (curves, KR-Test)
 
     @property
     def training(self) -> int:
         return self.gradients + self.optimizer + self.half_copies + self.activations + self.logits
 
     @property
+    def measuring(self) -> int:
+        """A measurement's share: its logits, beside the gradients and moments where it runs mid-training."""
+        return self.measurement + (self.gradients + self.optimizer if self.measured_in_training else 0)
+
+    @property
     def device(self) -> int:
-        """Peak on the device: the weights, the runtime and the larger of training and measuring."""
-        return self.runtime + self.weights + max(self.training, self.measurement)
+        """Peak on the device's allocator: the weights, the runtime and the larger of training and measuring."""
+        return self.runtime + self.weights + max(self.training, self.measuring)
 
     def host(self, on_cpu: bool) -> int:
         """Peak in host memory beyond the process itself: the waiting copies, and the device's peak on a CPU
@@ -116,25 +129,38 @@ def gib(n: int | float) -> str:
     return f"{n / GIB:.1f} GiB"
 
 
+@dataclass(frozen=True)
+class Job:
+    """What a training job asks of memory beyond its shape and recipe (the arithmetic pipeline's by default)."""
+
+    trained: int | None = None  # trainable parameters (None: all; LoRA trains fewer)
+    supervised: int = ANSWER_TOKENS  # supervised tokens of one row at most (KR-Test: the whole row)
+    measured_in_training: bool = False  # measured while it trains (``--curves``; KR-Test every K steps)
+
+
+PIPELINE = Job()
+
+
 def estimate(shape: Shape, recipe: Recipe, longest_row: int, device_type: str = "cpu",
-             waiting: int = 0, trained: int | None = None) -> Estimate:
+             waiting: int = 0, job: Job = PIPELINE) -> Estimate:
     """The peak memory of fine-tuning and measuring ``shape`` with ``recipe`` on a device of ``device_type``.
 
     ``longest_row``: tokens of the longest training row; ``waiting``: model copies that wait in host
     memory while an arm trains (a 2.0.0 pipeline: one parent; one model trained in place: none);
-    ``trained``: trainable parameters (all by default; LoRA trains fewer).
+    ``job``: what the training asks beyond that (trainable parameters, supervised tokens, measuring mid-way).
     """
-    trained = shape.params if trained is None else trained
+    trained = shape.params if job.trained is None else job.trained
     half = recipe.precision in ("bf16", "fp16")
     tokens = recipe.batch_size * longest_row
     per_token = shape.layers * (6 * shape.hidden + 4 * shape.intermediate) * (2 if half else 4)
     scores = shape.layers * shape.heads * tokens**2 * 4
-    logits = 5 * recipe.batch_size * ANSWER_TOKENS * shape.vocab * 4 + WORKSPACE
+    logits = 5 * recipe.batch_size * min(job.supervised, longest_row) * shape.vocab * 4 + WORKSPACE
     return Estimate(weights=4 * shape.params, gradients=4 * trained,
                     optimizer=OPTIMIZER_BYTES[recipe.optimizer] * trained,
                     half_copies=2 * shape.matrices if half else 0, activations=tokens * per_token + scores,
                     logits=logits, measurement=2 * LOGIT_BUDGET * 4,
-                    runtime=CUDA_CONTEXT if device_type == "cuda" else CPU_FIRST_STEP, waiting=waiting)
+                    runtime=CPU_FIRST_STEP if device_type == "cpu" else 0, waiting=waiting,
+                    measured_in_training=job.measured_in_training)
 
 
 @dataclass(frozen=True)
@@ -160,10 +186,14 @@ class Plan:
     room: Room
     waiting: int = 0  # copies that wait in host memory while an arm trains (see ``estimate``)
     others: dict[str, Shape] = field(default_factory=dict, compare=False)  # models to suggest (the roster)
+    job: Job = PIPELINE
 
     @property
     def estimate(self) -> Estimate:
-        return estimate(self.shape, self.recipe, self.longest_row, self.room.device_type, self.waiting)
+        return self._estimate(self.shape, self.recipe)
+
+    def _estimate(self, shape: Shape, recipe: Recipe) -> Estimate:
+        return estimate(shape, recipe, self.longest_row, self.room.device_type, self.waiting, self.job)
 
     @property
     def on_cpu(self) -> bool:
@@ -217,12 +247,12 @@ class Plan:
         return "; ".join(said)
 
     def _peak(self, shape: Shape, recipe: Recipe) -> int:
-        need = estimate(shape, recipe, self.longest_row, self.room.device_type, self.waiting)
+        need = self._estimate(shape, recipe)
         return need.host(True) if self.on_cpu else need.device
 
     def fits(self, shape: Shape, recipe: Recipe) -> bool:
         """Whether ``shape`` with ``recipe`` fits this plan's device and host."""
-        need = estimate(shape, recipe, self.longest_row, self.room.device_type, self.waiting)
+        need = self._estimate(shape, recipe)
         return (self.on_cpu or need.device <= self.room.device) and need.host(self.on_cpu) <= self.room.host
 
 
@@ -295,9 +325,15 @@ def reset_process_peak() -> bool:
 
 # --- The roster against the cards people have (docs/gpus.md; ``cctk models --fits``). ---
 
-CARDS = {  # name -> (memory torch reports, native bf16)
-    "T4 16 GB": (15.0, False), "L4/A10 24 GB": (22.0, True), "A100 40 GB": (39.4, True),
+CARDS = {  # name -> (GiB torch reports as total_memory, native bf16); free before any process: less CUDA_CONTEXT
+    "T4 16 GB": (14.75, False), "L4/A10 24 GB": (22.0, True), "A100 40 GB": (39.4, True),
     "A100/H100 80 GB": (79.1, True), "H200 141 GB": (139.8, True)}
+
+
+def card_room(total_gib: float, bf16: bool, host_gib: float = 64.0, name: str = "", bitsandbytes: bool = True) -> Room:
+    """A card as a fresh process finds it: its total less the CUDA context, free."""
+    return Room(int(total_gib * GIB) - CUDA_CONTEXT, int(host_gib * GIB), "cuda", name, bf16=bf16,
+                bitsandbytes=bitsandbytes)
 
 
 def nearest_fit(shape: Shape, recipe: Recipe, card: Room, longest_row: int = 16, waiting: int = 1) -> str:
@@ -319,9 +355,8 @@ def fits_table(shapes: dict[str, Shape], recipe: Recipe, host_gib: float = 64.0)
     rows = []
     for key, shape in shapes.items():
         cells = []
-        for gib_free, bf16 in CARDS.values():
-            card = Room(int(gib_free * GIB), int(host_gib * GIB), "cuda", "", bf16=bf16, bitsandbytes=True)
-            cells.append(nearest_fit(shape, recipe, card))
+        for total, bf16 in CARDS.values():
+            cells.append(nearest_fit(shape, recipe, card_room(total, bf16, host_gib)))
         need = estimate(shape, recipe, 16, "cuda", waiting=1)
         rows.append([key, f"{shape.params / 1e6:,.0f}M", gib(need.device), *cells])
     return rows

@@ -22,8 +22,8 @@ from . import __version__, compute, memory, models, protocols, provenance, track
 from . import session as session_files
 from . import resume as resume_state
 from .config import PARTS, Config, config_from_params, make_config
-from .device import check_recipe, resolve as resolve_device, room
-from .errors import CctkError, OutOfMemory
+from .device import check_recipe, out_of_memory_as_line, resolve as resolve_device, room
+from .errors import CctkError
 from .experiments import curve_rows
 from .finetune import fine_tune
 from .names import model_name
@@ -118,10 +118,12 @@ def check_device(config: Config, protocol: Protocol, device: str | None) -> tupl
 
 def memory_plan(config: Config, protocol: Protocol, where: torch.device) -> memory.Plan:
     """The run's memory against the device: one arm trained at a time, its parent waiting in host memory
-    (none where every model is trained in place, protocol v1)."""
+    (none where every model is trained in place, protocol v1); ``--curves`` measures every epoch while the
+    arm's gradients and moments live."""
     shape = memory.Shape.of_config(models.model_config(config.model))
     copies = any(not m.in_place for m in protocol.trained(config.parts))
-    return memory.Plan(config.model, shape, config.recipe, LONGEST_ROW, room(where), waiting=int(copies))
+    return memory.Plan(config.model, shape, config.recipe, LONGEST_ROW, room(where), waiting=int(copies),
+                       job=memory.Job(measured_in_training=bool(config.curves)))
 
 
 def sweep_cell(cell, profile: str, out: str, tracking_uri: str, sweep_id: str, resume_id: str | None = None,
@@ -401,20 +403,11 @@ def _nested_run(session: Session, arm: Measured, draws):
             yield nested
 
 
-OUT_OF_MEMORY = (torch.OutOfMemoryError, MemoryError)
-
-
-@contextmanager
 def _out_of_memory(session: Session, key: str):
     """An out-of-memory error of an arm as one line (the run ends FAILED with it): the estimate it was
     checked against and the options that fit, instead of the allocator's traceback."""
-    try:
-        yield
-    except (*OUT_OF_MEMORY, RuntimeError) as error:
-        if not isinstance(error, OUT_OF_MEMORY) and "can't allocate memory" not in str(error):
-            raise
-        plan = replace(session.plan, others=models.roster_shapes())
-        raise OutOfMemory(plan.out_of_memory(str(session.device), f"the {model_name(key)} arm", error)) from None
+    plan = replace(session.plan, others=models.roster_shapes())
+    return out_of_memory_as_line(plan, session.device, f"the {model_name(key)} arm")
 
 
 def _measure_and_log(session: Session, results, key: str, module, tokenizer, nested: tracking.Run) -> None:

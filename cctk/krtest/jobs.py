@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import __version__, tracking
+from .. import __version__, memory, tracking
 from ..errors import CctkError
-from ..device import check_recipe, resolve as resolve_device
+from ..device import check_recipe, out_of_memory_as_line, resolve as resolve_device, room
 from ..models import check_available, load_model, model_config
 from ..scoring import pad_id
 from . import RUN
@@ -176,17 +176,30 @@ def run_train(model: str, inputs: Inputs, config: TrainConfig, out: Path, tracki
     found = check_available(model)
     config.check()
     check_recipe(config.recipe, where)
+    plan = memory_plan(model, config, where)
+    plan.check()
     track = open_track(tracking_name)
     echo(f"loading {model} ...")
     lm, tokenizer = load_model(found)
-    lm = lm.to(where)
     if config.method == "lora":  # a model whose attention and FFN blocks cannot be told apart fails here
         plan_lora(lm, config.modules, config.budget, config.rank)
     name = f"krtest train {model} {arm_key(config).replace('_', ' ')}"
     with track.run(name, {tracking.ARM: arm_key(config)}) as run:
         run.params({"model": found.key, "model_id": found.id, "cctk_version": __version__, **inputs.params()})
         inputs.log(run)
-        return train_arm(run, lm, tokenizer, inputs, config, Path(out), echo, label=arm_key(config))
+        with out_of_memory_as_line(plan, where, f"the {arm_key(config)} arm"):
+            return train_arm(run, lm.to(where), tokenizer, inputs, config, Path(out), echo, label=arm_key(config))
+
+
+def memory_plan(model: str, config: TrainConfig, where, waiting: int = 0) -> memory.Plan:
+    """KR-Test training's memory against the device (``cctk.memory``): rows of up to ``max_tokens``, each
+    token supervised, evaluated every K steps while the gradients and moments live (the scorer and the
+    perplexity in chunks of ``LOGIT_BUDGET``); LoRA trains its budget. ``waiting``: copies in host memory
+    (the study's untouched model)."""
+    job = memory.Job(trained=config.budget if config.method == "lora" else None, supervised=config.max_tokens,
+                     measured_in_training=True)
+    shape = memory.Shape.of_config(model_config(model))
+    return memory.Plan(model, shape, config.recipe, config.max_tokens, room(where), waiting, job=job)
 
 
 def arm_key(config: TrainConfig) -> str:

@@ -26,15 +26,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import __version__, tracking
+from .. import __version__, memory, tracking
 from ..config import Recipe
-from ..device import resolve as resolve_device
+from ..device import check_recipe, out_of_memory_as_line, resolve as resolve_device
 from ..models import check_available, load_model, model_id
 from ..session import new_folder
 from . import ARMS, STUDY_RUN
 from .generate import (CORPUS, ENTITIES, QUESTIONS, VALIDATION, VALIDATION_ENTITIES, check_sizes, make_dataset,
                        write_dataset)
-from .jobs import Inputs, Track, evaluate_arm, open_track, read_inputs, train_arm
+from .jobs import Inputs, Track, evaluate_arm, memory_plan, open_track, read_inputs, train_arm
 from .lora import PairPlan, plan_pair
 from .passages import check_segment
 from .report import write_figure, write_table
@@ -69,13 +69,19 @@ class StudyConfig:
                 "lora_ffn": TrainConfig(method="lora", modules="ffn", recipe=self.lora, rank=ffn, **common)}
 
     def check(self) -> None:
-        resolve_device(self.device)
+        where = resolve_device(self.device)
         check_available(self.model)
         check_segment("blank-lines", self.location)
         if self.data is None:
             check_sizes(self.entities, self.validation_entities)
         for config in self.arms().values():
             config.check()
+            check_recipe(config.recipe, where)
+            self.memory_plan(config).check()
+
+    def memory_plan(self, config: TrainConfig) -> memory.Plan:
+        """An arm's memory: it trains a fresh copy while the untouched model waits in host memory."""
+        return memory_plan(self.model, config, resolve_device(self.device), waiting=1)
 
     def params(self) -> dict:
         values = {"model": self.model, "model_id": model_id(self.model), "seed": self.seed,
@@ -181,9 +187,11 @@ def _arms(config: StudyConfig, inputs: Inputs, loaded: tuple, track: Track, pare
             outcome.summaries[key], outcome.tables[key] = evaluate_arm(
                 run, lm, tokenizer, items, outcome.folder / key, echo,
                 validation_rows=val_rows if key == "blind" else None)
+    lm.cpu()  # the untouched model waits in host memory while the arms train their own copies
     ranks = (outcome.pair.attention.rank, outcome.pair.ffn.rank)
     for key, train_config in config.arms(ranks).items():
-        with _nested(track, parent, key, params, inputs, outcome) as run:
+        with _nested(track, parent, key, params, inputs, outcome) as run, \
+                out_of_memory_as_line(config.memory_plan(train_config), config.device, f"the {ARMS[key]} arm"):
             echo(f"{ARMS[key]}:")
             model = load_model(config.model)[0].to(config.device)  # a fresh copy for every trained arm
             trained = train_arm(run, model, tokenizer, inputs, train_config, outcome.folder / key, echo,

@@ -91,3 +91,30 @@ def test_missing_validation_text_fails(data_dir, tmp_path):
     corpus.write_text((data_dir / "corpus.txt").read_text())
     with pytest.raises(CctkError, match="validation.txt beside the corpus"):
         read_inputs(data_dir / "questions.jsonl", corpus, need_corpus=True, need_validation=True)
+
+
+def _train_by_cli(tiny_dir, data_dir, out, device_step: str, monkeypatch) -> tuple[object, pd.DataFrame]:
+    monkeypatch.setenv("CCTK_DEVICE_STEP", device_step)
+    result = CliRunner().invoke(cli, ["krtest", "train", "--model", str(tiny_dir), "--corpus", str(data_dir / "corpus.txt"),
+                                      "--questions", str(data_dir / "questions.jsonl"), "--out", str(out),
+                                      "--epochs", "2", "--batch-size", "2", "--eval-every", "2", "--seed", "1"])
+    assert result.exit_code == 0, result.output
+    run = [r for r in mlflow.search_runs(search_all_experiments=True, output_format="list")
+           if r.data.params.get("seed") == "1" and (out / "curve.csv").is_file()]
+    return sorted(run, key=lambda r: r.info.start_time)[-1], pd.read_csv(out / "curve.csv")
+
+
+def test_krtest_train_on_the_device_step_logs_the_host_steps_curve(tiny_dir, data_dir, tracking_uri, tmp_path,
+                                                                    monkeypatch):
+    """CCTK_DEVICE_STEP=1 cctk krtest train: the accelerator's step, on the CPU (every GPU user's path: it
+    died at its first step, logging train_loss=None). It finishes with its curve and histories logged,
+    equal to the host step's: losses read once per evaluation instead of every step."""
+    host_run, host_curve = _train_by_cli(tiny_dir, data_dir, tmp_path / "host", "0", monkeypatch)
+    device_run, device_curve = _train_by_cli(tiny_dir, data_dir, tmp_path / "device", "1", monkeypatch)
+    client = mlflow.MlflowClient()
+    assert device_run.info.status == "FINISHED"
+    for key in ("train_loss", "kr_accuracy", "val_perplexity"):
+        assert history(client, device_run.info.run_id, key) == history(client, host_run.info.run_id, key)
+    assert [s for s, _ in history(client, device_run.info.run_id, "train_loss")] == [1, 2, 3, 4]
+    pd.testing.assert_frame_equal(device_curve, host_curve)
+    assert device_curve.step.tolist() == [0, 2, 4] and device_curve.train_loss.iloc[1:].notna().all()
