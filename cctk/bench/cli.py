@@ -94,7 +94,10 @@ def bench_figures(repeats, json_out):
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None)
 def bench_gpu(device, json_out):
     """First contact with a device: arithmetic, GEMM peaks, packed = padded, measure there, the memory
-    estimate against measured peaks, device reads per step, a small card's message (random weights)."""
+    estimate against measured peaks (shapes that do not fit reported, not run), syncs per step of every
+    precision and optimizer, a small card's message (random weights)."""
+    import torch
+
     from ..errors import CctkError
     from .gpu import run
 
@@ -102,6 +105,8 @@ def bench_gpu(device, json_out):
         result = run(device)
     except CctkError as error:
         raise click.UsageError(str(error)) from None
+    except torch.OutOfMemoryError as error:  # a check outside the planned shapes: one line, not a traceback
+        raise click.ClickException(f"out of memory on the device: {str(error).splitlines()[0][:200]}") from None
     _report(result, json_out)
 
 

@@ -4,9 +4,10 @@ On any device (on a CPU at small sizes, in a minute or two; on a GPU at the rost
 what the device is and which arithmetic it has; its GEMM peaks; the packed training step against the
 padded one on the device (loss and gradients); ``measure`` on the device against the CPU; the memory
 estimate of ``cctk.memory`` against the peak measured while training roster shapes with random weights
-(no Hub); how often a training step reads the device back on the host; and the line a smaller card's
-user would get. Models are built from the roster's configurations with random weights: nothing is
-downloaded.
+(no Hub), each shape planned first against what the device has free (one that does not fit is reported,
+not trained: the check finishes on a 16 GB card); how often a training step synchronises with the host,
+for every precision and optimizer the device takes; and the line a smaller card's user would get. Models
+are built from the roster's configurations with random weights: nothing is downloaded.
 """
 from __future__ import annotations
 
@@ -14,21 +15,21 @@ import contextlib
 import dataclasses
 import platform
 import time
-import warnings
 
 import torch
 
 from .. import compute, memory, models
 from ..config import PROFILES, Recipe
 from ..corpus import build_corpus, tokenize
-from ..device import check_recipe, resolve
+from ..device import check_recipe, resolve, room
 from ..errors import CctkError
 from ..facts import ADDITIONS, correct_sums
 from ..finetune import batch_loss, fine_tune, to_model
 from ..scoring import measure
+from .syncs import SyncCounter
 
 SHAPES = {"cpu": ("smollm2-135m",), "cuda": ("smollm2-135m", "qwen2.5-0.5b", "phi-1.5")}
-T4 = memory.Room(int(14.6 * memory.GIB), 64 * memory.GIB, "cuda", "emulated 16 GB T4", bf16=False)
+T4 = memory.card_room(14.75, bf16=False, name="emulated 16 GB T4", bitsandbytes=False)
 
 
 def run(device_name: str | None = None) -> dict:
@@ -39,9 +40,10 @@ def run(device_name: str | None = None) -> dict:
     result |= _arithmetic(device)
     result |= _packed_vs_padded(device, tokenizer, rows)
     result |= _measure_here(device, tokenizer)
+    free = room(device)  # planned against what the device had free at the start
     for key in SHAPES.get(device.type, SHAPES["cpu"]):
-        result |= _memory(device, key, rows, tokenizer.pad_token_id)
-    result |= _reads_per_step(device, tokenizer, rows)
+        result |= _memory(device, key, rows, tokenizer.pad_token_id, free)
+    result |= _syncs_per_step(device, tokenizer, rows)
     result |= _small_card()
     return result
 
@@ -120,89 +122,111 @@ def _measure_here(device: torch.device, tokenizer) -> dict:
             "measure, 2835 candidates, seconds (2-layer model)": f"{seconds:.2f}"}
 
 
-def _memory(device: torch.device, key: str, rows, pad_id: int) -> dict:
+def fitting_recipe(plan: memory.Plan) -> Recipe | None:
+    """The plan's recipe where it fits, else its nearest variant that does (``memory.options`` order, a
+    variant's optimizer only where bitsandbytes is installed), else None."""
+    if plan.shortfall() is None:
+        return plan.recipe
+    usable = [v for v in memory.options(plan.recipe, plan.room)
+              if v.optimizer != "adamw8bit" or plan.room.bitsandbytes]
+    return next((v for v in usable if plan.fits(plan.shape, v)), None)
+
+
+def _flags(recipe: Recipe, base: Recipe) -> str:
+    return " ".join(f"--{n} {getattr(recipe, n)}" for n in ("precision", "optimizer")
+                    if getattr(recipe, n) != getattr(base, n))
+
+
+def _memory(device: torch.device, key: str, rows, pad_id: int, free: memory.Room) -> dict:
     """What one arm's training needs, estimated and measured (the allocator's peak on CUDA, the rise of the
-    process's resident memory on a CPU), with the paper recipe's batch of 8 for 2 steps."""
+    process's resident memory on a CPU), with the paper recipe's batch of 8 for 2 steps. Planned first
+    against what the device has free: a shape that does not fit is reported, not trained; one that fits
+    with a variant of the recipe (8-bit AdamW, a half precision) is trained with it and says so."""
     recipe = dataclasses.replace(PROFILES["paper"], epochs=1)
-    model = _random_model(key, device)
     longest = max(len(ids) for ids, _ in rows)
-    need = memory.estimate(memory.Shape.of_model(model), recipe, longest, device.type)
+    plan = memory.Plan(key, memory.Shape.of_config(models.model_config(key)), recipe, longest, free)
+    chosen = fitting_recipe(plan)
+    label = f"memory {key} (paper recipe)"
+    if chosen is None:
+        return {label: f"does not fit: {plan.shortfall()}"}
+    if chosen != recipe:
+        label = f"memory {key} (paper recipe with {_flags(chosen, recipe)}: as is it does not fit)"
+    model = _random_model(key, device)
+    need = memory.estimate(memory.Shape.of_model(model), chosen, longest, device.type)
     memory.release_freed()
     before = memory.process_memory()
-    record = fine_tune(model, rows[:16], recipe, 1, pad_id, "bench")
+    try:
+        record = fine_tune(model, rows[:16], chosen, 1, pad_id, "bench")
+    except torch.OutOfMemoryError as error:
+        return {label: f"out of memory ({str(error).splitlines()[0][:160]}); estimated {memory.gib(need.device)}"}
+    finally:
+        del model
+        _empty_cache(device)
     if device.type == "cuda":
         measured, predicted = record.peak_gpu_memory_bytes, need.weights + need.training
     else:
         measured, predicted = record.peak_cpu_memory_bytes - before, need.training
-    del model
-    return {f"memory {key} (paper recipe)": f"estimated {memory.gib(predicted)}, measured {memory.gib(measured)} "
-                                            f"({predicted / measured:.2f}x)"}
+    return {label: f"estimated {memory.gib(predicted)}, measured {memory.gib(measured)} ({predicted / measured:.2f}x)"}
+
+
+def _empty_cache(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def step_recipes(device: torch.device) -> list[Recipe]:
+    """Every precision and optimizer a recipe may ask for on this device (``check_recipe``), float32 AdamW first."""
+    out = []
+    for precision in ("float32", "bf16", "fp16"):
+        for optimizer in ("adamw", "adamw8bit"):
+            recipe = Recipe(repeats=1, epochs=2, learning_rate=1e-4, batch_size=16, precision=precision,
+                            optimizer=optimizer)
+            try:
+                check_recipe(recipe, device)
+            except CctkError:
+                continue
+            out.append(recipe)
+    return out
+
+
+def _syncs_per_step(device: torch.device, tokenizer, rows) -> dict:
+    """Synchronisations of the device inside each step of the accelerator's step (host checks off), for
+    every precision and optimizer the device takes (``cctk.bench.syncs``: CUDA's own count there, the
+    operations that would wait on an accelerator on a CPU); the epoch's one read comes apart."""
+    out = {}
+    for recipe in step_recipes(device):
+        model = _random_model("smollm2-135m", device, layers=2)
+        fine_tune(model, rows[:16], recipe, 1, tokenizer.pad_token_id, "warm-up", host_checks=False)
+        with counting_steps(device) as steps:
+            fine_tune(model, rows, recipe, 1, tokenizer.pad_token_id, "bench", host_checks=False)
+        tensors = sum(p.requires_grad for p in model.parameters())
+        out[f"syncs in a training step, {recipe.precision} {recipe.optimizer}"] = (
+            f"at most {max(steps)} ({sum(steps)} over {len(steps)} steps; a 2-layer model of {tensors} tensors), "
+            "and 1 an epoch")
+        del model
+    return out
 
 
 @contextlib.contextmanager
-def _counting_reads(device: torch.device):
-    """Count reads of the device inside each training step (not while a batch is built on the host, nor
-    the epoch's own reads): CUDA's own count of synchronising calls, or on a CPU every way a tensor's value
-    reaches Python. Yields the list of each step's count."""
+def counting_steps(device: torch.device):
+    """Count the device's synchronisations inside each step of ``_DeviceGuard`` (not while a batch is
+    built on the host, nor the epoch's own read). Yields the list of each step's count."""
     from .. import finetune
 
     steps: list[int] = []
     real_step = finetune._DeviceGuard.step
+    with SyncCounter(device) as syncs:
+        def counted_step(guard, *args, **kwargs):
+            before = syncs.total
+            loss = real_step(guard, *args, **kwargs)
+            steps.append(syncs.total - before)
+            return loss
 
-    def counted_step(guard, *args, **kwargs):
-        before = _reads(device, "now")
-        real_step(guard, *args, **kwargs)
-        steps.append(_reads(device, "now") - before)
-
-    finetune._DeviceGuard.step = counted_step
-    _reads(device, "start")
-    try:
-        yield steps
-    finally:
-        finetune._DeviceGuard.step = real_step
-        _reads(device, "stop")
-
-
-_READ = {"count": 0, "saved": {}, "caught": None}
-READ_NAMES = ("item", "tolist", "__bool__", "__float__", "__int__", "nonzero")
-
-
-def _reads(device: torch.device, what: str) -> int:
-    """Start, read or stop the count of device reads (``_counting_reads``)."""
-    if device.type == "cuda":
-        if what == "start":
-            torch.cuda.set_sync_debug_mode("warn")
-            _READ["caught"] = warnings.catch_warnings(record=True)
-            _READ["list"] = _READ["caught"].__enter__()
-            warnings.simplefilter("always")
-        elif what == "stop":
-            torch.cuda.set_sync_debug_mode("default")
-            _READ["caught"].__exit__(None, None, None)
-        return sum("synchroniz" in str(w.message) for w in _READ.get("list") or [])
-    if what == "start":
-        for name in READ_NAMES:
-            real = _READ["saved"][name] = getattr(torch.Tensor, name)
-
-            def counted(self, *args, _real=real, **kwargs):
-                _READ["count"] += 1
-                return _real(self, *args, **kwargs)
-            setattr(torch.Tensor, name, counted)
-    elif what == "stop":
-        for name, real in _READ["saved"].items():
-            setattr(torch.Tensor, name, real)
-    return _READ["count"]
-
-
-def _reads_per_step(device: torch.device, tokenizer, rows) -> dict:
-    """Reads of the device in each training step of the step an accelerator runs (host checks off); the
-    epoch's loss is read apart, twice an epoch."""
-    model = _random_model("smollm2-135m", device, layers=2)
-    recipe = Recipe(repeats=1, epochs=2, learning_rate=1e-4, batch_size=16)
-    fine_tune(model, rows[:16], recipe, 1, tokenizer.pad_token_id, "warm-up", host_checks=False)
-    with _counting_reads(device) as steps:
-        fine_tune(model, rows, recipe, 1, tokenizer.pad_token_id, "bench", host_checks=False)
-    return {"device reads in a training step": f"at most {max(steps)} ({sum(steps)} over {len(steps)} steps; "
-                                               "a padded batch's mask costs Transformers one), and 2 an epoch"}
+        finetune._DeviceGuard.step = counted_step
+        try:
+            yield steps
+        finally:
+            finetune._DeviceGuard.step = real_step
 
 
 def _small_card() -> dict:

@@ -1,7 +1,9 @@
 """Counting the reads of a device that make the host wait for it (synchronisations), on any device.
 
-On CUDA, CUDA's own count: ``torch.cuda.set_sync_debug_mode("warn")`` warns at every synchronising call
-(a copy to the host, ``torch.cuda.synchronize``, ``nonzero``), and the warnings are counted. On a CPU
+On CUDA, CUDA's own count: ``torch.cuda.set_sync_debug_mode("warn")`` warns at every implicitly
+synchronising call (a copy to the host, ``item``, ``nonzero``), and the warnings are counted, with every
+explicit ``torch.cuda.synchronize()`` besides (bitsandbytes' 8-bit optimizers call it after each
+parameter). On a CPU
 nothing waits, so what is counted is what *would* wait on an accelerator, in the code an accelerator
 would run: every aten operation that needs a tensor's value on the host, seen by a ``TorchDispatchMode``
 (forward and backward passes alike), and ``tolist``/``numpy``, which read a CPU tensor's memory without
@@ -62,7 +64,8 @@ class SyncCounter:
     @property
     def total(self) -> int:
         if self.device.type == "cuda":
-            return sum("synchroniz" in str(w.message) for w in self._caught or [])
+            warned = sum("synchroniz" in str(w.message) for w in self._caught or [])
+            return warned - self.ops["warned inside synchronize"] + self.ops["synchronize"]
         return sum(self.ops.values())
 
     def __enter__(self) -> SyncCounter:
@@ -71,6 +74,15 @@ class SyncCounter:
             self._caught = self._catcher.__enter__()
             warnings.simplefilter("always")
             torch.cuda.set_sync_debug_mode("warn")
+            self._saved["synchronize"] = real = torch.cuda.synchronize
+
+            def synchronize(*args, **kwargs):  # counted once, whether or not the debug mode warns inside it
+                before = len(self._caught)
+                real(*args, **kwargs)
+                self.ops["synchronize"] += 1
+                self.ops["warned inside synchronize"] += sum("synchroniz" in str(w.message)
+                                                             for w in self._caught[before:])
+            torch.cuda.synchronize = synchronize
             return self
         for name in READ_METHODS:
             real = self._saved[name] = getattr(torch.Tensor, name)
@@ -85,6 +97,7 @@ class SyncCounter:
 
     def __exit__(self, *exc) -> None:
         if self.device.type == "cuda":
+            torch.cuda.synchronize = self._saved.pop("synchronize")
             torch.cuda.set_sync_debug_mode("default")
             self._catcher.__exit__(*exc)
             return
