@@ -11,7 +11,7 @@ PIP := $(BIN)/pip install -qq --disable-pip-version-check
 # Which build of torch `make setup` installs: auto (CUDA where `nvidia-smi -L` finds a GPU, else CPU), cpu, cuda
 TORCH ?= auto
 
-.PHONY: setup constraints run test test-fast bench clean
+.PHONY: setup constraints run test test-fast test-device-step bench clean
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
@@ -40,6 +40,16 @@ test: setup  ## the whole suite, integration runs on the bundled model included
 
 test-fast: setup  ## the inner loop: everything but tests/integration (end-to-end runs, servers, bundled model)
 	$(PYTEST) -m "not integration"
+
+# The training tests once more on the accelerator's step (CCTK_DEVICE_STEP=1: every fine_tune takes the step
+# a GPU takes, here on the CPU): fine_tune itself, the pipeline's arms, KR-Test's training, LoRA and callback,
+# the benchmarks' training and the memory plan. tests/integration/test_device_step.py (in `make test`) runs a
+# smoke pipeline and a KR-Test study on it. CI runs this after `make test` (.ci/run).
+DEVICE_STEP_TESTS := tests/test_finetune.py tests/test_pipeline.py tests/test_memory.py tests/bench \
+	tests/krtest/test_kr_train.py tests/krtest/test_kr_lora.py tests/krtest/test_kr_callback.py
+
+test-device-step: setup  ## the training tests on the accelerator's step, on the CPU
+	CCTK_DEVICE_STEP=1 $(PYTEST) $(DEVICE_STEP_TESTS)
 
 bench: setup  ## speed ratios in one process: measurement, then training
 	$(BIN)/python -m cctk.bench measure

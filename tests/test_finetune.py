@@ -84,7 +84,8 @@ def test_schedule_sets_the_learning_rate_of_every_step(tiny, rows, tokenizer):
 
 
 def test_a_nan_loss_stops_the_run_before_its_update(tiny, rows, tokenizer, monkeypatch):
-    """The loss of step 2 is NaN: the weights stay those after step 1, every one finite."""
+    """The host step: the loss of step 2 is NaN, the weights stay those after step 1, every one finite.
+    (The device step skips that update on the device and stops at the epoch's end: the test below.)"""
     from cctk import finetune
 
     real, calls = finetune.batch_loss, []
@@ -99,7 +100,8 @@ def test_a_nan_loss_stops_the_run_before_its_update(tiny, rows, tokenizer, monke
     keep = lambda epoch, step, loss: after_step_one.update(  # noqa: E731
         {k: v.clone() for k, v in model.state_dict().items()} if step == 1 else {})
     with pytest.raises(NonFiniteLoss, match="arm: the loss became nan at epoch 1, step 2"):
-        fine_tune(model, rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm", on_step=keep)
+        fine_tune(model, rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm", on_step=keep,
+                  host_checks=True)
     assert all(torch.isfinite(v).all() for v in model.state_dict().values())
     assert all(torch.equal(v, after_step_one[k]) for k, v in model.state_dict().items())
 

@@ -201,8 +201,8 @@ def _syncs_per_step(device: torch.device, tokenizer, rows) -> dict:
             fine_tune(model, rows, recipe, 1, tokenizer.pad_token_id, "bench", host_checks=False)
         tensors = sum(p.requires_grad for p in model.parameters())
         out[f"syncs in a training step, {recipe.precision} {recipe.optimizer}"] = (
-            f"at most {max(steps)} ({sum(steps)} over {len(steps)} steps; a 2-layer model of {tensors} tensors), "
-            "and 1 an epoch")
+            f"at most {max(steps)} ({sum(steps)} over {len(steps)} steps of a 2-layer model of {tensors} tensors; "
+            "a padded batch's causal mask costs Transformers one), and 1 an epoch")
         del model
     return out
 
