@@ -118,3 +118,39 @@ def test_krtest_train_on_the_device_step_logs_the_host_steps_curve(tiny_dir, dat
     assert [s for s, _ in history(client, device_run.info.run_id, "train_loss")] == [1, 2, 3, 4]
     pd.testing.assert_frame_equal(device_curve, host_curve)
     assert device_curve.step.tolist() == [0, 2, 4] and device_curve.train_loss.iloc[1:].notna().all()
+
+
+def test_perplexity_goes_through_in_chunks_of_the_logit_budget(tiny, tokenizer, monkeypatch):
+    """The validation perplexity built batch x 256 x vocabulary logits at once (6 GiB for Gemma beside the
+    moments): it now takes as many rows as the scorer's logit budget holds, with the same value."""
+    from cctk.krtest import train as kr_train
+
+    rows = corpus_rows("One passage here.\n\nAnother, longer passage of text.\n\nA third one.\n", tokenizer, 256)
+    whole = perplexity(tiny, rows, tokenizer.pad_token_id)
+    longest, vocab = max(len(ids) for ids, _ in rows), tiny.get_output_embeddings().weight.shape[0]
+    monkeypatch.setattr(kr_train, "LOGIT_BUDGET", longest * vocab)  # one row a pass
+    batches = []
+    tiny.register_forward_pre_hook(lambda module, args, kwargs: batches.append(kwargs["input_ids"].shape[0]),
+                                   with_kwargs=True)
+    assert perplexity(tiny, rows, tokenizer.pad_token_id) == pytest.approx(whole, rel=1e-6)
+    assert batches == [1, 1, 1]
+    tiny._forward_pre_hooks.clear()
+
+
+def test_krtest_train_that_does_not_fit_fails_in_one_line_before_any_run(data_dir, tracking_uri, tmp_path,
+                                                                        monkeypatch):
+    """The training is planned with the pipeline's estimator (rows of 256 tokens, every one supervised,
+    evaluated beside the moments): on a machine with 1 GiB free the bundled shape is refused in one line."""
+    from cctk.krtest import jobs
+    from cctk.memory import GIB, Room
+
+    monkeypatch.setattr(jobs, "room", lambda device: Room(GIB, GIB, "cpu", "cpu"))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["krtest", "train", "--model", "smollm2-135m-bundled", "--corpus",
+                                      str(data_dir / "corpus.txt"), "--questions", str(data_dir / "questions.jsonl"),
+                                      "--out", str(out), "--device", "cpu"])
+    assert result.exit_code == 1, result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("Error: smollm2-135m-bundled with this recipe (float32, adamw, batch 4) needs about ")
+    assert "in host memory" in line and "1.0 GiB free" in line
+    assert not out.exists() and mlflow.search_runs(search_all_experiments=True).empty
