@@ -11,7 +11,7 @@ PIP := $(BIN)/pip install -qq --disable-pip-version-check
 # Which build of torch `make setup` installs: auto (CUDA where `nvidia-smi -L` finds a GPU, else CPU), cpu, cuda
 TORCH ?= auto
 
-.PHONY: setup constraints run test test-fast bench clean
+.PHONY: setup constraints run test test-fast wheel-check bench clean
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
@@ -40,6 +40,9 @@ test: setup  ## the whole suite, integration runs on the bundled model included
 
 test-fast: setup  ## the inner loop: everything but tests/integration (end-to-end runs, servers, bundled model)
 	$(PYTEST) -m "not integration"
+
+wheel-check: setup  ## the wheel installed outside the checkout, a smoke pipeline from an empty folder (scripts/wheel-check.sh)
+	bash scripts/wheel-check.sh $(VENV)
 
 bench: setup  ## speed ratios in one process: measurement, then training
 	$(BIN)/python -m cctk.bench measure
