@@ -11,7 +11,7 @@ PIP := $(BIN)/pip install -qq --disable-pip-version-check
 # Which build of torch `make setup` installs: auto (CUDA where `nvidia-smi -L` finds a GPU, else CPU), cpu, cuda
 TORCH ?= auto
 
-.PHONY: setup constraints run test test-fast test-device-step bench clean
+.PHONY: setup constraints run test test-fast test-device-step wheel-check bench clean
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
@@ -50,6 +50,9 @@ DEVICE_STEP_TESTS := tests/test_finetune.py tests/test_pipeline.py tests/test_me
 
 test-device-step: setup  ## the training tests on the accelerator's step, on the CPU
 	CCTK_DEVICE_STEP=1 $(PYTEST) $(DEVICE_STEP_TESTS)
+
+wheel-check: setup  ## the wheel installed outside the checkout, a smoke pipeline from an empty folder (scripts/wheel-check.sh)
+	bash scripts/wheel-check.sh $(VENV)
 
 bench: setup  ## speed ratios in one process: measurement, then training
 	$(BIN)/python -m cctk.bench measure

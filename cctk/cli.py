@@ -32,7 +32,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group)
-@click.version_option(package_name="cctk")
+@click.version_option(package_name="cctk", prog_name="cctk")  # the same line however it is started
 def cli():
     """Fine-tune small causal LMs on arithmetic corpora and measure what they take from them."""
 

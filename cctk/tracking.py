@@ -1,7 +1,8 @@
 """The one place that talks to MLflow: where runs are stored, and a narrow logging interface.
 
 Where runs go: ``MLFLOW_TRACKING_URI`` when set; else ``--tracking NAME|URI``, a NAME being a file
-``mlruns_config/NAME.toml``; else the embedded default (SQLite store and artifacts under ./mlruns/).
+``mlruns_config/NAME.toml`` of the working folder or, failing that, of the package (``cctk/mlruns_config/``,
+shipped in the wheel); else the embedded default (SQLite store and artifacts under ./mlruns/).
 """
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from .errors import CctkError
@@ -49,24 +52,26 @@ class TrackingConfig:
     artifact_location: str | None = None  # only for stores without a server
 
 
-def config_dir() -> Path:
-    """``mlruns_config/`` of the working folder, else the one beside the package (a checkout)."""
-    for folder in (Path.cwd() / "mlruns_config", Path(__file__).resolve().parents[1] / "mlruns_config"):
-        if folder.is_dir():
-            return folder
-    raise CctkError("no mlruns_config/ folder here or beside the cctk package")
+def config_folders() -> list[Traversable]:
+    """Where a configuration NAME is looked up, the first holding ``NAME.toml`` winning: ``mlruns_config/``
+    of the working folder (a researcher's own or changed configurations), then the package's own, which a
+    wheel installed anywhere carries as package data."""
+    here = Path.cwd() / "mlruns_config"
+    return ([here] if here.is_dir() else []) + [resources.files(__package__) / "mlruns_config"]
 
 
 def config_names() -> list[str]:
-    return sorted(p.stem for p in config_dir().glob("*.toml"))
+    return sorted({entry.name.removesuffix(".toml") for folder in config_folders() for entry in folder.iterdir()
+                   if entry.name.endswith(".toml")})
 
 
 def read_config(name: str) -> dict:
-    path = config_dir() / f"{name}.toml"
-    if not path.is_file():
-        raise CctkError(f"unknown tracking configuration {name!r}; choose one of: {', '.join(config_names())}, "
-                        "or give a tracking URI")
-    return tomllib.loads(path.read_text())
+    for folder in config_folders():
+        entry = folder / f"{name}.toml"
+        if entry.is_file():
+            return tomllib.loads(entry.read_text())
+    raise CctkError(f"unknown tracking configuration {name!r}; choose one of: {', '.join(config_names())}, "
+                    "or give a tracking URI")
 
 
 def resolve(tracking: str | None = None) -> TrackingConfig:

@@ -47,3 +47,18 @@ def test_mlproject_switches_become_the_clis_flags():
     assert strip_empty(["--curves", "no", "--figures", "YES"]) == ["--figures"]
     options = {o for p in cli.commands["run"].params for o in (*p.opts, *p.secondary_opts)}
     assert {"--curves", "--figures", "--no-figures"} <= options  # the flags it gives exist
+
+
+def test_version_from_the_command_and_from_python_dash_m():
+    import subprocess
+    import sys
+    from importlib import metadata, resources
+
+    from cctk import __version__
+
+    done = CliRunner().invoke(cli, ["--version"])
+    assert done.exit_code == 0 and done.output == f"cctk, version {__version__}\n"
+    assert metadata.version("cctk") == __version__  # what click's version option reads
+    module = subprocess.run([sys.executable, "-m", "cctk", "--version"], capture_output=True, text=True, timeout=120)
+    assert module.returncode == 0 and module.stdout == f"cctk, version {__version__}\n"
+    assert resources.files("cctk").joinpath("py.typed").is_file()  # a typed package (PEP 561)

