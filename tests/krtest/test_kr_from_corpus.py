@@ -41,9 +41,11 @@ def test_recorded_replies_are_judged_rule_by_rule(tokenizer, tmp_path):
     teacher = Replay(r["reply"] for r in RECORDED)
     done = generate(CORPUS, teacher, tokenizer, Options(per_passage=1), echo=lambda *_: None)
     verdicts = [p["verdict"] for p in done.proposals]
-    assert verdicts == ["not_a_small_edit",  # "It has one school.": a fact dropped, not changed (and still true)
+    assert verdicts == ["no_fact_replaced",  # "It has one school.": a fact dropped, not changed (and still true)
                         "not_a_small_edit", "not_a_small_edit",  # the false sentence is the true one
-                        "context_gives_answer",  # "They are covered in heather." repeats the context
+                        # "They are not covered in heather.": only "not" added (its true side repeats the
+                        # context as well, a rule checked later)
+                        "no_fact_replaced",
                         "not_a_small_edit", "kept", "kept",
                         "not_a_small_edit"]  # "It has three arches of grey stone.": two changes, 3 of 7 words kept
     assert (done.passages, done.proposed, done.kept, done.surplus) == (8, 8, 2, 0)
@@ -57,7 +59,7 @@ def test_recorded_replies_are_judged_rule_by_rule(tokenizer, tmp_path):
         ("She designed nine lighthouses.", "She designed one lighthouse.", 460)]
     record = json.loads(paths["generation.json"].read_text())
     assert (record["passages"], record["proposed"], record["kept"]) == (8, 8, 2)
-    assert record["rejected"]["not_a_small_edit"] == 5 and record["rejected"]["context_gives_answer"] == 1
+    assert record["rejected"]["not_a_small_edit"] == 4 and record["rejected"]["no_fact_replaced"] == 2
     assert record["prompt_version"] == "kr-items-2" and record["seed"] == 0
     assert len(paths["replies.jsonl"].read_text().splitlines()) == 8
 
