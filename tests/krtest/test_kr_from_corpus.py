@@ -122,6 +122,18 @@ def test_max_passages_and_line_locations(tokenizer):
     (["--corpus", "{corpus}", "--teacher", "http://127.0.0.1:9/v1", "--api-key-env", "CCTK_NO_SUCH_KEY"],
      "CCTK_NO_SUCH_KEY: that environment variable is not set"),
     (["--corpus", "{corpus}", "--teacher", "http://127.0.0.1:9/v1"], "cannot reach the teacher endpoint"),
+    (["--oracle", "http://127.0.0.1:9/v1"], "--oracle is for items from your corpus"),
+    (["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--oracle-model", "x"], "--oracle-model needs --oracle"),
+    (["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--oracle-api-key-env", "K"],
+     "--oracle-api-key-env needs --oracle"),
+    (["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--oracle", "smollm2-135m-bundled",
+      "--oracle-model", "x"], "--oracle-model and --api-key-env are for an endpoint oracle (--oracle http://...)"),
+    (["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--oracle", "no-such-model"],
+     "unknown model 'no-such-model'"),
+    (["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--oracle", "http://127.0.0.1:9/v1",
+      "--oracle-api-key-env", "CCTK_NO_SUCH_KEY"], "--oracle-api-key-env CCTK_NO_SUCH_KEY: that environment variable"),
+    (["--corpus", "{corpus}", "--teacher", "http://127.0.0.1:9/v1", "--teacher-model", "t", "--oracle",
+      "http://127.0.0.1:9/v1"], "cannot reach the oracle endpoint http://127.0.0.1:9/v1"),  # before the teacher is paid
 ])
 def test_generate_checks_before_any_work(tmp_path, args, message, monkeypatch):
     monkeypatch.delenv("CCTK_NO_SUCH_KEY", raising=False)
