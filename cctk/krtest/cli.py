@@ -97,13 +97,13 @@ def generate(seed, out, corpus, teacher, location, entities, validation_entities
 
     chosen = make_teacher(teacher, options["teacher_model"], options["api_key_env"], options["temperature"],
                           options["max_tokens"], seed, options["timeout"], options["retries"])
-    judge = _gate_oracle(options, seed)
+    gate = _gate(options, seed)
     config = from_corpus.Options(options["segment"], options["per_passage"], location, options["max_passages"],
                                  options["min_tokens"], options["max_passage_tokens"], options["concurrency"],
                                  options["text_field"])
     request = from_corpus.Request(corpus, options["tokenizer_name"], config, out, seed, options["overwrite"],
                                   options["dry_run"], options["tracking"])
-    done = from_corpus.run(request, chosen, echo=click.echo, oracle=judge)
+    done = from_corpus.run(request, chosen, echo=click.echo, gate=gate)
     if done is None:
         return
     click.echo(f"{from_corpus.summary_line(done)}: {out / from_corpus.QUESTIONS}, {out / from_corpus.GENERATION}")
@@ -111,8 +111,8 @@ def generate(seed, out, corpus, teacher, location, entities, validation_entities
         click.echo(f"WARNING: no item kept; every proposal and its reason is in {out / from_corpus.PROPOSALS}")
 
 
-def _gate_oracle(options: dict, seed: int):
-    """The oracle of ``generate --oracle`` (None without it), checked before any work. An endpoint oracle
+def _gate(options: dict, seed: int):
+    """The oracle gate of ``generate --oracle`` (None without it), checked before any work. An endpoint oracle
     shares the teacher's --max-tokens, --retries and --timeout, and its key variable unless
     --oracle-api-key-env names another (the oracle is often the teacher's provider, not always)."""
     name, model, own_key = options["oracle_name"], options["oracle_model"], options["oracle_api_key_env"]
@@ -121,12 +121,14 @@ def _gate_oracle(options: dict, seed: int):
         if given:
             raise CctkError(f"{given} needs --oracle (an endpoint http://host:port/v1 or a local model)")
         return None
+    from .gate import Gate
     from .oracle import make_oracle
 
     endpoint = name.startswith(("http://", "https://"))
     key = own_key or (options["api_key_env"] if endpoint else None)  # a local oracle needs no key
-    return make_oracle(name, model, key, options["max_tokens"], seed, options["timeout"], options["retries"],
-                       key_flag="--oracle-api-key-env" if own_key else "--api-key-env")
+    oracle = make_oracle(name, model, key, options["max_tokens"], seed, options["timeout"], options["retries"],
+                         key_flag="--oracle-api-key-env" if own_key else "--api-key-env")
+    return Gate(oracle, seed)  # the true side's A/B positions drawn from --seed, as krtest oracle --seed does
 
 
 @krtest.command()

@@ -184,6 +184,11 @@ class Judged:
             self.cache[n] = judge_reply(reply, checker, line["location"], self.options.per_passage)
         return self.cache[n]
 
+    def texts(self) -> dict[tuple[str, int], str]:
+        """Each passage's text by (document name, location): where an oracle reads an item's passage."""
+        return {(self.names[f.document], f.passage.location(self.options.location)): f.passage.text
+                for f in self.found}
+
     def assemble(self, entries: dict[int, dict]) -> Generation:
         """The generation so far, passage by passage in corpus order (whatever order the replies came in)."""
         done, seen = Generation(passages=len(self.found)), set()
@@ -298,22 +303,17 @@ def teacher_settings(teacher) -> dict:
     return {k: about.get(k) for k in ("kind", "model", "temperature", "max_tokens")}
 
 
-def oracle_settings(oracle) -> dict | None:
-    """The oracle as the user named it, as ``cctk krtest oracle`` journals it; None without one."""
-    return None if oracle is None else {k: oracle.describe().get(k) for k in ("kind", "model")}
-
-
-def run(request: Request, teacher, echo=print, oracle=None) -> Generation | None:
+def run(request: Request, teacher, echo=print, gate=None) -> Generation | None:
     """Check, plan, connect, ask every unanswered passage (journaled), then the oracle about the items kept
-    when there is one, write, track: the command. ``teacher`` from ``teacher.make_teacher``, ``oracle`` from
-    ``oracle.make_oracle`` (or None)."""
+    when there is a gate, write, track: the command. ``teacher`` from ``teacher.make_teacher``, ``gate`` a
+    ``gate.Gate`` (or None: validation alone)."""
     from ..models import check_available
 
     options = request.options
     options.check()
     documents = read_documents(request.corpus, options.text_field)
     check_available(request.tokenizer_name)
-    settings = request.settings(teacher_settings(teacher), oracle_settings(oracle))
+    settings = request.settings(teacher_settings(teacher), gate.settings() if gate else None)
     if not request.dry_run:
         from .. import tracking
 
@@ -322,8 +322,8 @@ def run(request: Request, teacher, echo=print, oracle=None) -> Generation | None
                                                           "generation")
     if not request.dry_run:
         teacher.connect()  # an endpoint that does not answer fails here, before the tokenizer is loaded
-        if oracle is not None:
-            oracle.connect()  # and an oracle that does not, before the teacher is paid for anything
+        if gate is not None:
+            gate.connect()  # and an oracle that does not, before the teacher is paid for anything
     tokenizer = load_tokenizer(request.tokenizer_name)
     found = cut(documents, options.segment, tokenizer, options.min_tokens, options.max_passage_tokens)
     found = found[: options.max_passages]
@@ -332,7 +332,7 @@ def run(request: Request, teacher, echo=print, oracle=None) -> Generation | None
     if request.dry_run:
         dry_run(found, documents, tokenizer, options, echo)
         return None
-    return _generate(request, teacher, oracle, journal, settings, documents, found, tokenizer)
+    return _generate(request, teacher, gate, journal, settings, documents, found, tokenizer)
 
 
 def dry_run(found: list[Located], documents: list[Document], tokenizer, options: Options, echo) -> int:
@@ -351,7 +351,7 @@ def dry_run(found: list[Located], documents: list[Document], tokenizer, options:
     return total
 
 
-def _generate(request: Request, teacher, oracle, journal: Journal, settings: dict, documents: list[Document],
+def _generate(request: Request, teacher, gate, journal: Journal, settings: dict, documents: list[Document],
               found: list[Located], tokenizer) -> Generation:
     """Ask every passage not yet in the journal, then the oracle (if any) about every group of kept items not
     yet in it, rewriting the files after each reply, in one MLflow run (a continuation reopens the run of the
@@ -361,14 +361,13 @@ def _generate(request: Request, teacher, oracle, journal: Journal, settings: dic
     store, out = tracking.connect(request.tracking), Path(request.out)
     names = [d.name for d in documents]
     judged = Judged(found, names, request.options, tokenizer)
-    gate = None if oracle is None else _gate(oracle, request, found, names)
     with _tracked(store, journal, f"krtest generate {Path(request.corpus).name}") as run:
         if journal.header is None:
             out.mkdir(parents=True, exist_ok=True)
             journal.start({"settings": settings, "run_id": run.run_id})
-            _log_start(run, request, teacher, oracle, documents, found)
+            _log_start(run, request, teacher, gate, documents, found)
         about = _about(request, teacher, documents, found, run.run_id)
-        rewrite = _rewriter(judged, gate, journal, out, about, teacher, oracle)
+        rewrite = _rewriter(judged, gate, journal, out, about, teacher)
         try:
             _ask_stages(found, names, judged, gate, journal, teacher, request.options, rewrite)
         finally:
@@ -381,24 +380,16 @@ def _generate(request: Request, teacher, oracle, journal: Journal, settings: dic
     return done
 
 
-def _gate(oracle, request: Request, found: list[Located], names: list[str]):
-    from .gate import Gate
-
-    return Gate.over(oracle, request.seed, found, names, request.options.location)
-
-
-def _rewriter(judged: Judged, gate, journal: Journal, out: Path, about: dict, teacher,
-              oracle) -> Callable[..., Generation]:
+def _rewriter(judged: Judged, gate, journal: Journal, out: Path, about: dict, teacher) -> Callable[..., Generation]:
     """``rewrite(finished=False)``: the generation so far assembled from the journal (the oracle's verdicts
     applied once every passage is answered) and its files written."""
-    from .gate import STAGE, apply
-
     def rewrite(finished: bool = False) -> Generation:
         done = judged.assemble(journal.entries)
         if gate is not None and done.answered == done.passages:  # the items to ask the oracle about are known
-            apply(done, gate.groups(done), journal.units(STAGE), len(judged.names) > 1)
+            groups = gate.groups(done, judged.texts())
+            gate.apply(done, groups, journal.units(gate.stage), len(judged.names) > 1)
         seconds = sum(line["seconds"] for line in journal.entries.values())
-        asked = {"teacher": teacher.describe(), **({"oracle": oracle.describe()} if oracle else {})}
+        asked = {"teacher": teacher.describe(), **({"oracle": gate.describe()} if gate else {})}
         write_generation(done, out, {**about, **asked,  # what the servers accepted so far
                                      "finished": finished, "seconds": round(seconds, 1)})
         return done
@@ -415,11 +406,9 @@ def _ask_stages(found: list[Located], names: list[str], judged: Judged, gate, jo
              _progress(len(found), len(journal.entries), "passages", rewrite))
     if gate is None:
         return
-    from .gate import STAGE
-
-    groups = gate.groups(judged.assemble(journal.entries))
+    groups = gate.groups(judged.assemble(journal.entries), judged.texts())
     _ask_all(len(groups), journal, lambda n: gate.ask(groups[n], n), options.concurrency,
-             _progress(len(groups), len(journal.units(STAGE)), "oracle", rewrite), STAGE)
+             _progress(len(groups), len(journal.units(gate.stage)), "oracle", rewrite), gate.stage)
 
 
 @contextmanager
@@ -484,15 +473,15 @@ def _about(request: Request, teacher, documents: list[Document], found: list[Loc
             "mlflow_run_id": run_id}
 
 
-def _log_start(run, request: Request, teacher, oracle, documents: list[Document], found: list[Located]) -> None:
+def _log_start(run, request: Request, teacher, gate, documents: list[Document], found: list[Located]) -> None:
     """The params of the generation (the oracle's where there is one), and the corpus (as its passages) as a
     dataset input."""
     import pandas as pd
 
     about = teacher.describe()
     options = request.options
-    if oracle is not None:
-        judge = oracle.describe()
+    if gate is not None:
+        judge = gate.describe()
         run.params({"oracle_kind": judge["kind"], "oracle_url": judge.get("url", ""),
                     "oracle_model": judge.get("model") or ""})
     run.params({"teacher_kind": about["kind"], "teacher_url": about.get("url", ""),

@@ -26,30 +26,41 @@ REASON = "oracle_disagrees"  # the verdict of an item the oracle did not answer 
 
 @dataclass(frozen=True)
 class Gate:
-    """The oracle, the seed of its A/B positions, and the text of each passage by (document, location)."""
+    """The oracle and the seed of its A/B positions: what ``from_corpus.run`` is given for its second stage
+    (as it is given its teacher; it imports nothing of this module, which sits above it)."""
 
     oracle: object  # from oracle.make_oracle: an EndpointTeacher or LocalTeacher at temperature 0
     seed: int
-    passages: dict[tuple[str, int], str]
+    stage: str = STAGE
 
-    @classmethod
-    def over(cls, oracle, seed: int, found: list, names: list[str], unit: str) -> Gate:
-        """The gate for the passages ``found`` (``corpora.Located``) of the documents named ``names``."""
-        return cls(oracle, seed, {(names[f.document], f.passage.location(unit)): f.passage.text for f in found})
+    def connect(self) -> None:
+        self.oracle.connect()
 
-    def groups(self, done) -> list[Group]:
-        """The items ``done`` (a ``from_corpus.Generation``) kept, one group per passage in passage order."""
+    def describe(self) -> dict:
+        return self.oracle.describe()
+
+    def settings(self) -> dict:
+        """The oracle as the user named it, as ``cctk krtest oracle`` journals it (a continuation must match)."""
+        about = self.oracle.describe()
+        return {k: about.get(k) for k in ("kind", "model")}
+
+    def groups(self, done, passages: dict[tuple[str, int], str]) -> list[Group]:
+        """The items ``done`` (a ``from_corpus.Generation``) kept, one group per passage in passage order;
+        ``passages``: each passage's text by (document, location)."""
         members: dict[tuple[str, int], list] = {}
         drawn = positions(len(done.items), self.seed)
         for item, document, option in zip(done.items, done.documents, drawn):
             members.setdefault((document, item.location), []).append((item, option))
-        return [Group(document, location, self.passages[document, location],
+        return [Group(document, location, passages[document, location],
                       tuple(Question(item, "", document, k + 1, option) for k, (item, option) in enumerate(found)))
                 for (document, location), found in members.items()]
 
     def ask(self, group: Group, n: int) -> dict:
         """The journal line of group ``n``'s request and reply."""
         return ask_group(self.oracle, group, n)
+
+    def apply(self, done, groups: list[Group], entries: dict[int, dict], several: bool) -> None:
+        apply(done, groups, entries, several)
 
 
 def apply(done, groups: list[Group], entries: dict[int, dict], several: bool) -> None:

@@ -194,7 +194,7 @@ def test_fifteen_proposed_thirteen_valid_kept_both_invalid_rejected_through_faul
     assert (record["passages"], record["proposed"], record["kept"]) == (5, 15, 13)
     assert {k: v for k, v in record["rejected"].items() if v} == {"no_fact_replaced": 1, "true_not_supported": 1}
     assert record["usage"] == server.usage and record["requests"] == server.delivered == 6  # the cut reply twice
-    assert "kept_by_oracle" not in record and not (out / "rejected.jsonl").exists()  # no --oracle: no second gate
+    assert not {"kept_by_oracle", "oracle", "oracle_check"} & set(record) and not (out / "rejected.jsonl").exists()
     valid = [item for p, items in scripted_items().items() for k, item in enumerate(items) if (p, k) not in INVALID]
     questions = [json.loads(line) for line in (out / "questions.jsonl").read_text().splitlines()]
     assert [{k: q[k] for k in ("context", "sentence_true", "sentence_false")} for q in questions] == valid
@@ -205,7 +205,7 @@ def test_fifteen_proposed_thirteen_valid_kept_both_invalid_rejected_through_faul
     assert run.data.metrics["completion_tokens"] == server.usage["completion_tokens"]
 
 
-def test_the_oracle_gate_rejects_what_it_answers_wrong_and_a_killed_check_continues(tiny_dir, tmp_path,
+def test_the_oracle_gate_rejects_what_it_answers_wrong_and_a_failed_check_continues(tiny_dir, tmp_path,
                                                                                     tracking_uri):
     from scipy.stats import binomtest
 
@@ -224,10 +224,23 @@ def test_the_oracle_gate_rejects_what_it_answers_wrong_and_a_killed_check_contin
         other = CliRunner().invoke(cli, generate_five(teacher.url, corpus, out, tiny_dir, "--retries", "0"))
         assert other.exit_code == 1 and "other settings (oracle:" in other.output  # the gate cannot be dropped
         again = CliRunner().invoke(cli, argv)
-    assert again.exit_code == 0, again.output
-    assert teacher.passages_asked() == [0, 1, 2, 3, 4]  # nothing asked twice: the teacher not at all
-    assert oracle.passages_asked() == [0, 1, 2, 3, 3, 4]  # the oracle only what it had not answered
+        assert again.exit_code == 0, again.output
+        assert teacher.passages_asked() == [0, 1, 2, 3, 4]  # nothing asked twice: the teacher not at all
+        assert oracle.passages_asked() == [0, 1, 2, 3, 3, 4]  # the oracle only what it had not answered
+        billed = (dict(teacher.usage), dict(oracle.usage), oracle.delivered)
+        # the gate asks what `krtest oracle --generation` asks of the same items with the same seed
+        alone = CliRunner().invoke(cli, generate_five(teacher.url, corpus, tmp_path / "alone", tiny_dir))
+        checked = CliRunner().invoke(cli, ["krtest", "oracle", "--generation", str(tmp_path / "alone"), "--oracle",
+                                           oracle.url, "--seed", "0", "--out", str(tmp_path / "checked")])
+    assert alone.exit_code == 0 and checked.exit_code == 0, alone.output + checked.output
+
+    def requests(journal: Path, stage: str | None) -> list:
+        lines = [json.loads(line) for line in journal.read_text().splitlines()]
+        return [line["request"] for line in lines if "unit" in line and line.get("stage") == stage]
+    gated = requests(out / "journal.jsonl", "oracle")
+    assert len(gated) == 5 and gated == requests(tmp_path / "checked" / "journal.jsonl", None)
     assert "temperature" in oracle.sent and "the oracle confirmed 12 of the 13 items" in again.output
+    assert again.output.strip().splitlines()[-1].startswith("5 passages, 5 requests")
     record = json.loads((out / "generation.json").read_text())
     assert (record["proposed"], record["kept_by_validation"], record["kept_by_oracle"], record["kept"]) == \
         (15, 13, 12, 12)
@@ -237,8 +250,8 @@ def test_the_oracle_gate_rejects_what_it_answers_wrong_and_a_killed_check_contin
     exact = binomtest(12, 13).proportion_ci(0.95, method="exact")
     assert (check["n"], check["correct"], check["accuracy"]) == (13, 12, 12 / 13)
     assert (check["lo"], check["hi"]) == pytest.approx((exact.low, exact.high), abs=1e-12)
-    assert check["usage"] == oracle.usage and check["requests"] == oracle.delivered == 5
-    assert record["usage"] == teacher.usage and record["oracle"]["model"] == "fault-model"
+    assert (record["usage"], check["usage"], check["requests"]) == billed and billed[2] == 5
+    assert record["oracle"]["model"] == "fault-model"
     rejected = [json.loads(line) for line in (out / "rejected.jsonl").read_text().splitlines()]
     assert [(r["reason"], r["sentence_true"], r["oracle_answer"]) for r in rejected] == [
         ("oracle_disagrees", "He trained eleven apprentices.", {"A": "B", "B": "A"}[rejected[0]["true_option"]])]
