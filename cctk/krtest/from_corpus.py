@@ -35,7 +35,7 @@ The folder it writes::
                        with its reason, the true side's option and the oracle's answer ("" unanswered);
                        generation.json then adds kept_by_validation, kept_by_oracle, oracle (the oracle
                        as the server accepted it) and oracle_check (n, correct, accuracy, exact lo/hi,
-                       unanswered, passages, requests, usage, seed)
+                       unanswered, passages, requests, the oracle's usage)
 """
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ class Generation:
     sources: list[int] = field(default_factory=list)  # the index in ``proposals`` of each item
     proposals: list[dict] = field(default_factory=list)
     replies: list[dict] = field(default_factory=list)
-    # with an oracle (gate.apply): its figures so far, the items validation kept, those it did not confirm
+    # with an oracle (Gate.apply): its figures so far, the items validation kept, those it did not confirm
     oracle: dict | None = None
     kept_by_validation: int | None = None
     dropped: list[dict] = field(default_factory=list)

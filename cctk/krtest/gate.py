@@ -60,31 +60,27 @@ class Gate:
         return ask_group(self.oracle, group, n)
 
     def apply(self, done, groups: list[Group], entries: dict[int, dict], several: bool) -> None:
-        apply(done, groups, entries, several)
-
-
-def apply(done, groups: list[Group], entries: dict[int, dict], several: bool) -> None:
-    """The oracle's answers so far (``entries``: its journal lines by group) applied to ``done``: an item it
-    did not answer with its true side leaves the kept items for ``done.dropped`` (rejected.jsonl) and its
-    proposal's verdict becomes ``oracle_disagrees``; ``done.oracle`` gets the oracle's figures.
-    ``several``: the corpus has several documents (each rejected line then names its own)."""
-    rows, figures = tally(groups, entries)
-    disagreed = {r["line"]: r for r in rows if r["answered"] and not r["correct"]}
-    items, documents, sources = [], [], []
-    for item, document, source in zip(done.items, done.documents, done.sources):
-        row = disagreed.get(item.line)
-        if row is None:
-            items.append(replace(item, line=len(items) + 1))
-            documents.append(document)
-            sources.append(source)
-            continue
-        done.proposals[source]["verdict"] = REASON
-        done.dropped.append({"reason": REASON, "context": item.context, "sentence_true": item.sentence_true,
-                             "sentence_false": item.sentence_false, "location": item.location,
-                             **({"document": document} if several else {}),
-                             "true_option": row["true_option"], "oracle_answer": row["answer"]})
-    done.kept_by_validation = len(done.items)
-    done.items, done.documents, done.sources = items, documents, sources
-    done.kept -= len(disagreed)
-    done.rejected[REASON] = len(disagreed)
-    done.oracle = figures
+        """The oracle's answers so far (``entries``: its journal lines by group) applied to ``done``: an item
+        it did not answer with its true side leaves the kept items for ``done.dropped`` (rejected.jsonl) and
+        its proposal's verdict becomes ``oracle_disagrees``; ``done.oracle`` gets the oracle's figures.
+        ``several``: the corpus has several documents (each rejected line then names its own)."""
+        rows, figures = tally(groups, entries)
+        disagreed = {r["line"]: r for r in rows if r["answered"] and not r["correct"]}
+        items, documents, sources = [], [], []
+        for item, document, source in zip(done.items, done.documents, done.sources):
+            row = disagreed.get(item.line)
+            if row is None:
+                items.append(replace(item, line=len(items) + 1))
+                documents.append(document)
+                sources.append(source)
+                continue
+            done.proposals[source]["verdict"] = REASON
+            done.dropped.append({"reason": REASON, "context": item.context, "sentence_true": item.sentence_true,
+                                 "sentence_false": item.sentence_false, "location": item.location,
+                                 **({"document": document} if several else {}),
+                                 "true_option": row["true_option"], "oracle_answer": row["answer"]})
+        done.kept_by_validation = len(done.items)
+        done.items, done.documents, done.sources = items, documents, sources
+        done.kept -= len(disagreed)
+        done.rejected[REASON] = len(disagreed)
+        done.oracle = figures
