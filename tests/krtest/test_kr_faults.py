@@ -268,3 +268,41 @@ def test_the_oracle_gate_rejects_what_it_answers_wrong_and_a_failed_check_contin
     assert (run.data.metrics["kept_by_validation"], run.data.metrics["kept_by_oracle"]) == (13, 12)
     assert run.data.metrics["oracle_accuracy"] == 12 / 13 and run.data.metrics["rejected_oracle_disagrees"] == 1
     assert run.data.metrics["oracle_lo"] == pytest.approx(exact.low)
+
+
+def test_kill_during_an_oracle_request_then_the_same_command_asks_only_the_rest(tiny_dir, tmp_path, tracking_uri):
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    corpus, out = five_passages(tmp_path), tmp_path / "out"
+    with FaultServer(corpus.read_text(), items=scripted_items()) as teacher, \
+            FaultServer(corpus.read_text(), {2: ["hang"]}) as oracle:
+        oracle.wrong = {"cased in walnut"}
+        argv = [sys.executable, "-m", "cctk",
+                *generate_five(teacher.url, corpus, out, tiny_dir, "--oracle", oracle.url)]
+        process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120
+        while 2 not in oracle.passages_asked() and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.1)
+        assert oracle.passages_asked() == [0, 1, 2], process.stdout.read().decode()[-2000:]
+        process.send_signal(signal.SIGKILL)  # during the oracle's request about passage 2
+        process.wait(30)
+    lines = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()[1:]]
+    assert [(line["unit"], line.get("stage")) for line in lines] == [(n, None) for n in range(5)] + \
+        [(0, "oracle"), (1, "oracle")]
+
+    def gated(folder: Path) -> tuple[FaultServer, FaultServer]:
+        with FaultServer(corpus.read_text(), items=scripted_items()) as t, FaultServer(corpus.read_text()) as o:
+            o.wrong = {"cased in walnut"}
+            result = CliRunner().invoke(cli, generate_five(t.url, corpus, folder, tiny_dir, "--oracle", o.url))
+        assert result.exit_code == 0, result.output
+        return t, o
+
+    teacher, oracle = gated(out)
+    assert teacher.passages_asked() == [] and oracle.passages_asked() == [2, 3, 4]  # nothing asked twice
+    gated(tmp_path / "whole")
+    for name in ("questions.jsonl", "rejected.jsonl", "proposals.jsonl"):
+        assert (out / name).read_text() == (tmp_path / "whole" / name).read_text(), name
+    assert len((out / "rejected.jsonl").read_text().splitlines()) == 1
+    record = json.loads((out / "generation.json").read_text())
+    assert (record["kept"], record["oracle_check"]["n"], record["finished"]) == (12, 13, True)
+    run = MlflowClient(tracking_uri).get_run(record["mlflow_run_id"])
+    assert run.info.status == "FINISHED" and run.data.metrics["kept_by_oracle"] == 12  # the killed run, continued
