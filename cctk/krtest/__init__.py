@@ -4,7 +4,8 @@ One module per stage: ``items`` (the JSONL question files), ``passages`` (a corp
 locations as character offsets or line indices), ``generate`` (a seeded fictional corpus and its
 questions), ``corpora`` (a user's file, folder or JSONL as documents and passages), ``teacher``,
 ``validate``, ``journal`` and ``from_corpus`` (items from the user's corpus, written by a teacher LLM,
-checked and journaled), ``oracle`` (the paper's Golden Standard check), ``scoring`` (the likelihood rule, through ``cctk.scoring.score_forest``),
+checked and journaled), ``oracle`` (the paper's Golden Standard check), ``gate`` (that check as the
+second gate of a generation), ``scoring`` (the likelihood rule, through ``cctk.scoring.score_forest``),
 ``lora`` (adapters at a parameter budget, the two placements matched), ``train`` (fine-tuning with
 periodic KR and perplexity evaluations), ``callback`` (``KRTestCallback`` for any HF ``Trainer``),
 ``report`` (files, figure and table), ``jobs``, ``study`` and ``seeds`` (the commands, tracked in

@@ -64,6 +64,13 @@ TOKENIZER = click.option("--tokenizer", "tokenizer_name", default=BUNDLED, show_
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="Endpoint: seconds per request.")
 @click.option("--concurrency", type=int, default=1, show_default=True,
               help="Requests in flight at once (results stay in passage order).")
+@click.option("--oracle", "oracle_name", default=None, metavar="URL|MODEL",
+              help="The paper's oracle as a second gate: the items validation kept are put to it (temperature 0) "
+                   "and only those it answers with their true side are kept; the others go to rejected.jsonl.")
+@click.option("--oracle-model", default=None, help="Endpoint oracle: the model to ask [default: its only one].")
+@click.option("--oracle-api-key-env", default=None, metavar="VAR",
+              help="Endpoint oracle: the environment variable that holds its API key [default: the teacher's, "
+                   "--api-key-env, else OPENAI_API_KEY when set] (never logged).")
 @click.option("--overwrite", is_flag=True, help="Replace a finished (or other) generation in --out.")
 @click.option("--dry-run", is_flag=True, help="Print the passages, the requests and a prompt-token estimate; send nothing.")
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
@@ -90,17 +97,38 @@ def generate(seed, out, corpus, teacher, location, entities, validation_entities
 
     chosen = make_teacher(teacher, options["teacher_model"], options["api_key_env"], options["temperature"],
                           options["max_tokens"], seed, options["timeout"], options["retries"])
+    gate = _gate(options, seed)
     config = from_corpus.Options(options["segment"], options["per_passage"], location, options["max_passages"],
                                  options["min_tokens"], options["max_passage_tokens"], options["concurrency"],
                                  options["text_field"])
     request = from_corpus.Request(corpus, options["tokenizer_name"], config, out, seed, options["overwrite"],
                                   options["dry_run"], options["tracking"])
-    done = from_corpus.run(request, chosen, echo=click.echo)
+    done = from_corpus.run(request, chosen, echo=click.echo, gate=gate)
     if done is None:
         return
     click.echo(f"{from_corpus.summary_line(done)}: {out / from_corpus.QUESTIONS}, {out / from_corpus.GENERATION}")
     if not done.kept:
         click.echo(f"WARNING: no item kept; every proposal and its reason is in {out / from_corpus.PROPOSALS}")
+
+
+def _gate(options: dict, seed: int):
+    """The oracle gate of ``generate --oracle`` (None without it), checked before any work. An endpoint oracle
+    shares the teacher's --max-tokens, --retries and --timeout, and its key variable unless
+    --oracle-api-key-env names another (the oracle is often the teacher's provider, not always)."""
+    name, model, own_key = options["oracle_name"], options["oracle_model"], options["oracle_api_key_env"]
+    if name is None:
+        given = "--oracle-model" if model else "--oracle-api-key-env" if own_key else None
+        if given:
+            raise CctkError(f"{given} needs --oracle (an endpoint http://host:port/v1 or a local model)")
+        return None
+    from .gate import Gate
+    from .oracle import make_oracle
+
+    endpoint = name.startswith(("http://", "https://"))
+    key = own_key or (options["api_key_env"] if endpoint else None)  # a local oracle needs no key
+    oracle = make_oracle(name, model, key, options["max_tokens"], seed, options["timeout"], options["retries"],
+                         key_flag="--oracle-api-key-env" if own_key else "--api-key-env")
+    return Gate(oracle, seed)  # the true side's A/B positions drawn from --seed, as krtest oracle --seed does
 
 
 @krtest.command()
@@ -131,7 +159,6 @@ def generate(seed, out, corpus, teacher, location, entities, validation_entities
 def oracle(questions, corpus, generation, oracle_name, oracle_model, api_key_env, seed, out, **values):
     """The paper's Golden Standard: an LLM picks the option consistent with each item's passage."""
     from . import oracle as oracle_module
-    from .teacher import make_teacher
 
     taken = oracle_module.from_generation(generation) if generation else {}
     if generation and (questions or corpus):
@@ -143,10 +170,8 @@ def oracle(questions, corpus, generation, oracle_name, oracle_model, api_key_env
               "tokenizer_name": values["tokenizer_name"], "questions": questions, "corpus": corpus, **taken}
     request = oracle_module.OracleRequest(out=out, seed=seed, overwrite=values["overwrite"],
                                           tracking=values["tracking"], **fields)
-    chosen = make_teacher(oracle_name, oracle_model, api_key_env, 0.0, values["max_tokens"], seed, values["timeout"],
-                          values["retries"])
-    if hasattr(chosen, "response_format"):
-        chosen.response_format = {"type": "json_object"}  # the paper's reply: one object of ids to "A"/"B"
+    chosen = oracle_module.make_oracle(oracle_name, oracle_model, api_key_env, values["max_tokens"], seed,
+                                       values["timeout"], values["retries"])
     summary = oracle_module.run_oracle(request, chosen, echo=click.echo)
     click.echo(f"oracle: {summary['correct']}/{summary['n']} = {100 * summary['accuracy']:.1f}% "
                f"[{100 * summary['lo']:.1f}-{100 * summary['hi']:.1f}], {summary['unanswered']} unanswered "
@@ -161,10 +186,12 @@ def _fictional(seed, out, location, entities, validation_entities, options) -> N
     ctx = click.get_current_context()
     teacher_only = [n for n in ("teacher", "teacher_model", "api_key_env", "segment", "per_passage", "max_passages",
                                 "temperature", "max_tokens", "tokenizer_name", "min_tokens", "max_passage_tokens",
-                                "text_field", "retries", "timeout", "concurrency", "overwrite", "dry_run", "tracking")
+                                "text_field", "retries", "timeout", "concurrency", "overwrite", "dry_run", "tracking",
+                                "oracle_name", "oracle_model", "oracle_api_key_env")
                     if ctx.get_parameter_source(n) is not ParameterSource.DEFAULT]
     if teacher_only:
-        flag = {"max_passage_tokens": "max-tokens-per-passage"}.get(teacher_only[0], teacher_only[0])
+        flag = {"max_passage_tokens": "max-tokens-per-passage", "oracle_name": "oracle"}.get(teacher_only[0],
+                                                                                             teacher_only[0])
         raise CctkError(f"--{flag.replace('_name', '').replace('_', '-')} is for items from your corpus "
                         "(--corpus FILE --teacher ...)")
     entities, validation_entities = entities or ENTITIES, validation_entities or VALIDATION_ENTITIES

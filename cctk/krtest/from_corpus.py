@@ -17,6 +17,10 @@ rejected as ``no_item``; an entry that is not an object with three strings is ``
 entries beyond ``per_passage`` are counted as ``surplus`` and not checked; a reply still cut by the
 token limit after its retry with twice the limit counts all its items as ``truncated``.
 
+With an oracle (``--oracle``), the items validation kept are then put to the paper's oracle
+(``cctk.krtest.gate``, journaled as the second stage): ``questions.jsonl`` becomes the items it answered
+with their true side, the others are rejected as ``oracle_disagrees`` and listed in ``rejected.jsonl``.
+
 The folder it writes::
 
     journal.jsonl      the exchanges, in the order they arrived (the source of truth)
@@ -27,6 +31,11 @@ The folder it writes::
                        location unit, scoring tokenizer, thresholds, MLflow run, finished
     proposals.jsonl    every proposed item with its passage's location and its verdict ("kept" or a reason)
     replies.jsonl      every raw reply of the teacher, with its passage's location
+    rejected.jsonl     with --oracle only: the items validation kept and the oracle did not confirm, each
+                       with its reason, the true side's option and the oracle's answer ("" unanswered);
+                       generation.json then adds kept_by_validation, kept_by_oracle, oracle (the oracle
+                       as the server accepted it) and oracle_check (n, correct, accuracy, exact lo/hi,
+                       unanswered, passages, requests, the oracle's usage)
 """
 from __future__ import annotations
 
@@ -49,7 +58,8 @@ from .teacher import PROMPT_VERSION, Reply, ask, messages, parse_reply
 from .validate import FIELDS, MAX_SPANS, REASONS, SUPPORT, Checker, key
 
 QUESTIONS, GENERATION, PROPOSALS, REPLIES = "questions.jsonl", "generation.json", "proposals.jsonl", "replies.jsonl"
-OWNED = (QUESTIONS, GENERATION, PROPOSALS, REPLIES)
+REJECTED = "rejected.jsonl"  # with --oracle: the items the oracle did not confirm
+OWNED = (QUESTIONS, GENERATION, PROPOSALS, REPLIES, REJECTED)
 GENERATE_RUN = "krtest-generate"  # tag cctk.kind of a generation's MLflow run
 
 
@@ -100,8 +110,13 @@ class Generation:
     requests: int = 0
     items: list[Item] = field(default_factory=list)
     documents: list[str] = field(default_factory=list)  # the document of each item
+    sources: list[int] = field(default_factory=list)  # the index in ``proposals`` of each item
     proposals: list[dict] = field(default_factory=list)
     replies: list[dict] = field(default_factory=list)
+    # with an oracle (Gate.apply): its figures so far, the items validation kept, those it did not confirm
+    oracle: dict | None = None
+    kept_by_validation: int | None = None
+    dropped: list[dict] = field(default_factory=list)
 
     def judge(self, verdict: str, location: int, record: dict) -> None:
         self.proposed += 1
@@ -169,6 +184,11 @@ class Judged:
             self.cache[n] = judge_reply(reply, checker, line["location"], self.options.per_passage)
         return self.cache[n]
 
+    def texts(self) -> dict[tuple[str, int], str]:
+        """Each passage's text by (document name, location): where an oracle reads an item's passage."""
+        return {(self.names[f.document], f.passage.location(self.options.location)): f.passage.text
+                for f in self.found}
+
     def assemble(self, entries: dict[int, dict]) -> Generation:
         """The generation so far, passage by passage in corpus order (whatever order the replies came in)."""
         done, seen = Generation(passages=len(self.found)), set()
@@ -183,6 +203,7 @@ class Judged:
                     seen.add(v.key)
                     done.items.append(Item(len(done.items) + 1, *(v.record[f] for f in FIELDS), line["location"]))
                     done.documents.append(line["document"])
+                    done.sources.append(len(done.proposals) - 1)
         return done
 
 
@@ -214,24 +235,36 @@ def generate(corpus: str, teacher, tokenizer, options: Options, echo=print) -> G
 
 
 def write_generation(done: Generation, folder: Path, about: dict) -> dict[str, Path]:
-    """The four files in ``folder`` (created); ``about`` (teacher, seed, options, ...) goes into generation.json."""
+    """The four files in ``folder`` (created), and rejected.jsonl where an oracle judged; ``about`` (teacher,
+    seed, options, ...) goes into generation.json."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    paths = {name: folder / name for name in OWNED}
+    paths = {name: folder / name for name in OWNED if name != REJECTED or done.oracle is not None}
     several = len(about.get("documents", ())) > 1  # a document's name only where there is a choice
     documents = done.documents or [""] * len(done.items)
     lines = [json.dumps({"context": i.context, "sentence_true": i.sentence_true, "sentence_false": i.sentence_false,
                          "location": i.location, **({"document": d} if several else {})}, ensure_ascii=False)
              for i, d in zip(done.items, documents)]
     _write(paths[QUESTIONS], "".join(line + "\n" for line in lines))
-    counts = {k: getattr(done, k) for k in ("passages", "answered", "proposed", "kept", "rejected", "surplus",
-                                            "usage", "requests")}
-    record = {**counts, "prompt_version": PROMPT_VERSION, **about,
+    record = {**_counts(done), "prompt_version": PROMPT_VERSION, **about,
               "thresholds": {"support": SUPPORT, "max_changed_spans": MAX_SPANS}, "cctk_version": __version__}
+    if done.oracle is not None:
+        record["oracle_check"] = done.oracle
     _write(paths[GENERATION], json.dumps(record, indent=2, ensure_ascii=False, default=str) + "\n")
-    for name, rows in ((PROPOSALS, done.proposals), (REPLIES, done.replies)):
+    written = [(PROPOSALS, done.proposals), (REPLIES, done.replies)]
+    for name, rows in written + ([(REJECTED, done.dropped)] if done.oracle is not None else []):
         _write(paths[name], "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows))
     return paths
+
+
+def _counts(done: Generation) -> dict:
+    """The counts of generation.json; with an oracle, what each gate kept beside the final ``kept``."""
+    names = ("passages", "answered", "proposed", "kept", "rejected", "surplus", "usage", "requests")
+    counts = {k: getattr(done, k) for k in names}
+    if done.oracle is None:
+        return counts
+    gates = {"kept_by_validation": done.kept_by_validation, "kept_by_oracle": done.oracle["correct"]}
+    return {**{k: counts[k] for k in names[:4]}, **gates, **{k: counts[k] for k in names[4:]}}
 
 
 def _write(path: Path, text: str) -> None:
@@ -243,7 +276,7 @@ def _write(path: Path, text: str) -> None:
 
 @dataclass(frozen=True)
 class Request:
-    """What ``cctk krtest generate --corpus`` was asked (everything but the teacher)."""
+    """What ``cctk krtest generate --corpus`` was asked (everything but the teacher and the oracle)."""
 
     corpus: Path
     tokenizer_name: str
@@ -254,11 +287,13 @@ class Request:
     dry_run: bool = False
     tracking: str | None = None
 
-    def settings(self, teacher: dict) -> dict:
-        """What makes a generation what it is: a continuation must be asked with the same."""
+    def settings(self, teacher: dict, oracle: dict | None = None) -> dict:
+        """What makes a generation what it is: a continuation must be asked with the same (the oracle too,
+        where there is one: without one, the settings are what they were before there could be one)."""
         return {"corpus": str(Path(self.corpus).resolve()), "tokenizer": self.tokenizer_name, "seed": self.seed,
                 "prompt_version": PROMPT_VERSION, "teacher": teacher,
-                **{k: v for k, v in asdict(self.options).items() if k != "concurrency"}}
+                **{k: v for k, v in asdict(self.options).items() if k != "concurrency"},
+                **({"oracle": oracle} if oracle is not None else {})}
 
 
 def teacher_settings(teacher) -> dict:
@@ -268,16 +303,17 @@ def teacher_settings(teacher) -> dict:
     return {k: about.get(k) for k in ("kind", "model", "temperature", "max_tokens")}
 
 
-def run(request: Request, teacher, echo=print) -> Generation | None:
-    """Check, plan, connect, ask every unanswered passage (journaled), write, track: the command.
-    ``teacher`` from ``teacher.make_teacher``; None for a dry run."""
+def run(request: Request, teacher, echo=print, gate=None) -> Generation | None:
+    """Check, plan, connect, ask every unanswered passage (journaled), then the oracle about the items kept
+    when there is a gate, write, track: the command. ``teacher`` from ``teacher.make_teacher``, ``gate`` a
+    ``gate.Gate`` (or None: validation alone)."""
     from ..models import check_available
 
     options = request.options
     options.check()
     documents = read_documents(request.corpus, options.text_field)
     check_available(request.tokenizer_name)
-    settings = request.settings(teacher_settings(teacher))
+    settings = request.settings(teacher_settings(teacher), gate.settings() if gate else None)
     if not request.dry_run:
         from .. import tracking
 
@@ -286,6 +322,8 @@ def run(request: Request, teacher, echo=print) -> Generation | None:
                                                           "generation")
     if not request.dry_run:
         teacher.connect()  # an endpoint that does not answer fails here, before the tokenizer is loaded
+        if gate is not None:
+            gate.connect()  # and an oracle that does not, before the teacher is paid for anything
     tokenizer = load_tokenizer(request.tokenizer_name)
     found = cut(documents, options.segment, tokenizer, options.min_tokens, options.max_passage_tokens)
     found = found[: options.max_passages]
@@ -294,7 +332,7 @@ def run(request: Request, teacher, echo=print) -> Generation | None:
     if request.dry_run:
         dry_run(found, documents, tokenizer, options, echo)
         return None
-    return _generate(request, teacher, journal, settings, documents, found, tokenizer, echo)
+    return _generate(request, teacher, gate, journal, settings, documents, found, tokenizer)
 
 
 def dry_run(found: list[Located], documents: list[Document], tokenizer, options: Options, echo) -> int:
@@ -313,38 +351,64 @@ def dry_run(found: list[Located], documents: list[Document], tokenizer, options:
     return total
 
 
-def _generate(request: Request, teacher, journal: Journal, settings: dict, documents: list[Document],
-              found: list[Located], tokenizer, echo) -> Generation:
-    """Ask every passage not yet in the journal, rewriting the files after each reply, in one MLflow run
-    (a continuation reopens the run of the generation it continues)."""
+def _generate(request: Request, teacher, gate, journal: Journal, settings: dict, documents: list[Document],
+              found: list[Located], tokenizer) -> Generation:
+    """Ask every passage not yet in the journal, then the oracle (if any) about every group of kept items not
+    yet in it, rewriting the files after each reply, in one MLflow run (a continuation reopens the run of the
+    generation it continues)."""
     from .. import tracking
 
     store, out = tracking.connect(request.tracking), Path(request.out)
-    judged = Judged(found, [d.name for d in documents], request.options, tokenizer)
+    names = [d.name for d in documents]
+    judged = Judged(found, names, request.options, tokenizer)
     with _tracked(store, journal, f"krtest generate {Path(request.corpus).name}") as run:
         if journal.header is None:
             out.mkdir(parents=True, exist_ok=True)
             journal.start({"settings": settings, "run_id": run.run_id})
-            _log_start(run, request, teacher, documents, found)
+            _log_start(run, request, teacher, gate, documents, found)
         about = _about(request, teacher, documents, found, run.run_id)
-
-        def rewrite(finished: bool = False) -> Generation:
-            done = judged.assemble(journal.entries)
-            seconds = sum(line["seconds"] for line in journal.entries.values())
-            write_generation(done, out, {**about, "teacher": teacher.describe(),  # what the server accepted so far
-                                         "finished": finished, "seconds": round(seconds, 1)})
-            return done
-
+        rewrite = _rewriter(judged, gate, journal, out, about, teacher)
         try:
-            _ask_all(found, journal, teacher, request.options, judged.names, _progress(found, journal, rewrite))
+            _ask_stages(found, names, judged, gate, journal, teacher, request.options, rewrite)
         finally:
             done = rewrite()
             run.metrics(_metrics(done))
         journal.finish()
         done = rewrite(finished=True)
-        for name in (QUESTIONS, GENERATION, PROPOSALS, REPLIES, JOURNAL):
+        for name in (QUESTIONS, GENERATION, PROPOSALS, REPLIES, *([REJECTED] if gate else []), JOURNAL):
             run.files(out / name)
     return done
+
+
+def _rewriter(judged: Judged, gate, journal: Journal, out: Path, about: dict, teacher) -> Callable[..., Generation]:
+    """``rewrite(finished=False)``: the generation so far assembled from the journal (the oracle's verdicts
+    applied once every passage is answered) and its files written."""
+    def rewrite(finished: bool = False) -> Generation:
+        done = judged.assemble(journal.entries)
+        if gate is not None and done.answered == done.passages:  # the items to ask the oracle about are known
+            groups = gate.groups(done, judged.texts())
+            gate.apply(done, groups, journal.units(gate.stage), len(judged.names) > 1)
+        seconds = sum(line["seconds"] for line in journal.entries.values())
+        asked = {"teacher": teacher.describe(), **({"oracle": gate.describe()} if gate else {})}
+        write_generation(done, out, {**about, **asked,  # what the servers accepted so far
+                                     "finished": finished, "seconds": round(seconds, 1)})
+        return done
+    return rewrite
+
+
+def _ask_stages(found: list[Located], names: list[str], judged: Judged, gate, journal: Journal, teacher,
+                options: Options, rewrite: Callable[[], Generation]) -> None:
+    """The teacher about every passage, then the oracle (if any) about the items kept, passage by passage."""
+    def one(n: int) -> dict:
+        return exchange(found[n], names[found[n].document], n, teacher, options)
+
+    _ask_all(len(found), journal, one, options.concurrency,
+             _progress(len(found), len(journal.entries), "passages", rewrite))
+    if gate is None:
+        return
+    groups = gate.groups(judged.assemble(journal.entries), judged.texts())
+    _ask_all(len(groups), journal, lambda n: gate.ask(groups[n], n), options.concurrency,
+             _progress(len(groups), len(journal.units(gate.stage)), "oracle", rewrite), gate.stage)
 
 
 @contextmanager
@@ -355,47 +419,45 @@ def _tracked(store, journal: Journal, name: str, kind: str = GENERATE_RUN, sourc
         yield run
 
 
-def _progress(found: list[Located], journal: Journal, rewrite: Callable[[], Generation]) -> Callable[[], None]:
+def _progress(total: int, initial: int, desc: str, rewrite: Callable[[], Generation]) -> Callable[[], None]:
     """After each reply: the files rewritten, and the bar moved on (kept and rejected so far, an ETA)."""
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=len(found), initial=len(journal.entries), unit="passage", desc="passages", disable=None)
+    bar = tqdm(total=total, initial=initial, unit="passage", desc=desc, disable=None)
 
     def answered() -> None:
         done = rewrite()
         bar.update(1)
         bar.set_postfix(kept=done.kept, rejected=done.proposed - done.kept, refresh=False)
-        if done.answered == len(found):
+        if bar.n >= total:
             bar.close()
     return answered
 
 
-def _ask_all(found: list[Located], journal: Journal, teacher, options: Options, names: list[str],
-             answered: Callable[[], None]) -> None:
-    """Every passage not in the journal asked, ``options.concurrency`` at a time, each reply journaled as it
-    arrives (in whatever order); on a failure the requests in flight still finish and are kept."""
-    pending = [n for n in range(len(found)) if n not in journal.entries]
-
-    def one(n: int) -> dict:
-        return exchange(found[n], names[found[n].document], n, teacher, options)
-
-    if options.concurrency == 1:  # no thread: Ctrl-C stops at once
+def _ask_all(total: int, journal: Journal, one: Callable[[int], dict], concurrency: int,
+             answered: Callable[[], None], stage: str | None = None) -> None:
+    """Every unit of ``stage`` (0 to total - 1) not in the journal asked (``one(n)``: its journal line),
+    ``concurrency`` at a time, each reply journaled as it arrives (in whatever order); on a failure the
+    requests in flight still finish and are kept."""
+    asked = journal.units(stage)
+    pending = [n for n in range(total) if n not in asked]
+    if concurrency == 1:  # no thread: Ctrl-C stops at once
         for n in pending:
-            journal.add(n, one(n))
+            journal.add(n, one(n), stage)
             answered()
         return
-    with ThreadPoolExecutor(options.concurrency) as pool:
+    with ThreadPoolExecutor(concurrency) as pool:
         futures = {pool.submit(one, n): n for n in pending}
         try:
             for future in as_completed(futures):
-                journal.add(futures[future], future.result())
+                journal.add(futures[future], future.result(), stage)
                 answered()
         except BaseException:
             for future in futures:
                 future.cancel()
             for future in wait(futures).done:  # paid for: keep what the requests in flight bring
-                if not future.cancelled() and future.exception() is None and futures[future] not in journal.entries:
-                    journal.add(futures[future], future.result())
+                if not future.cancelled() and future.exception() is None and futures[future] not in asked:
+                    journal.add(futures[future], future.result(), stage)
             raise
 
 
@@ -411,12 +473,17 @@ def _about(request: Request, teacher, documents: list[Document], found: list[Loc
             "mlflow_run_id": run_id}
 
 
-def _log_start(run, request: Request, teacher, documents: list[Document], found: list[Located]) -> None:
-    """The params of the generation, and the corpus (as its passages) as a dataset input."""
+def _log_start(run, request: Request, teacher, gate, documents: list[Document], found: list[Located]) -> None:
+    """The params of the generation (the oracle's where there is one), and the corpus (as its passages) as a
+    dataset input."""
     import pandas as pd
 
     about = teacher.describe()
     options = request.options
+    if gate is not None:
+        judge = gate.describe()
+        run.params({"oracle_kind": judge["kind"], "oracle_url": judge.get("url", ""),
+                    "oracle_model": judge.get("model") or ""})
     run.params({"teacher_kind": about["kind"], "teacher_url": about.get("url", ""),
                 "teacher_model": about.get("model") or "", "prompt_version": PROMPT_VERSION,
                 "corpus": str(request.corpus), "documents": len(documents), "segment": options.segment,
@@ -430,9 +497,18 @@ def _log_start(run, request: Request, teacher, documents: list[Document], found:
 
 
 def _metrics(done: Generation) -> dict:
-    return {"passages": done.passages, "answered": done.answered, "proposed": done.proposed, "kept": done.kept,
-            "surplus": done.surplus, "requests": done.requests, **done.usage,
-            **{f"rejected_{reason}": count for reason, count in done.rejected.items()}}
+    found = {"passages": done.passages, "answered": done.answered, "proposed": done.proposed, "kept": done.kept,
+             "surplus": done.surplus, "requests": done.requests, **done.usage,
+             **{f"rejected_{reason}": count for reason, count in done.rejected.items()}}
+    if done.oracle is None:
+        return found
+    check = done.oracle
+    found.update(kept_by_validation=done.kept_by_validation, kept_by_oracle=check["correct"],
+                 oracle_n=check["n"], oracle_unanswered=check["unanswered"], oracle_requests=check["requests"],
+                 **{f"oracle_{k}": v for k, v in check["usage"].items()})
+    if check["n"]:  # no accuracy (NaN) before the oracle's first reply
+        found.update({f"oracle_{k}": check[k] for k in ("accuracy", "lo", "hi")})
+    return found
 
 
 
@@ -462,4 +538,15 @@ def summary_line(done: Generation) -> str:
     return (f"{done.passages} passages, {done.requests} requests, {done.usage['prompt_tokens']} prompt and "
             f"{done.usage['completion_tokens']} completion tokens, {done.proposed} items proposed, {done.kept} kept, "
             f"{done.proposed - done.kept} rejected" + (f" ({reasons})" if reasons else "")
-            + (f"; {done.surplus} surplus items ignored" if done.surplus else ""))
+            + (f"; {done.surplus} surplus items ignored" if done.surplus else "") + _oracle_line(done))
+
+
+def _oracle_line(done: Generation) -> str:
+    """The second gate's figures: what it was shown, what it confirmed, its accuracy with the exact interval."""
+    check = done.oracle
+    if check is None or not check["n"]:
+        return ""
+    return (f"; the oracle confirmed {check['correct']} of the {done.kept_by_validation} items validation kept "
+            f"({100 * check['accuracy']:.1f}%, exact 95% interval {100 * check['lo']:.1f}-{100 * check['hi']:.1f}%"
+            f", {check['unanswered']} unanswered; {check['requests']} requests, {check['usage']['prompt_tokens']} "
+            f"prompt and {check['usage']['completion_tokens']} completion tokens)")

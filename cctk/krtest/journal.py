@@ -2,9 +2,11 @@
 
 ``journal.jsonl`` is append-only: a header line (``{"header": {...}}``: the settings that make the
 run what it is, and its MLflow run id), then one line per answered unit (a passage) as soon as its
-reply arrives, flushed and fsynced, then ``{"finished": true}`` when every unit is answered. A kill
--9 can leave at most a partial last line, which is dropped when the journal is opened again. Every
-other file of the folder is rewritten from the journal, so it is the one source of truth.
+reply arrives, flushed and fsynced, then ``{"finished": true}`` when every unit is answered. A run
+of two stages (a generation with ``--oracle``: the teacher's passages, then the oracle's) marks the
+lines of its later stage with ``"stage": "oracle"``; a unit of one stage is not one of another. A
+kill -9 can leave at most a partial last line, which is dropped when the journal is opened again.
+Every other file of the folder is rewritten from the journal, so it is the one source of truth.
 
 Opening a folder:
     no journal, none of the outputs   a fresh start
@@ -27,16 +29,22 @@ JOURNAL = "journal.jsonl"
 class Journal:
     path: Path
     header: dict | None = None  # None: not yet written (a fresh start)
-    entries: dict[int, dict] = field(default_factory=dict)  # unit index -> its line
+    entries: dict[int, dict] = field(default_factory=dict)  # unit index -> its line (the first stage)
+    stages: dict[str, dict[int, dict]] = field(default_factory=dict)  # a later stage -> its units' lines
 
     def start(self, header: dict) -> None:
         """Write the header of a fresh journal."""
         self.header = header
         self._append({"header": header})
 
-    def add(self, unit: int, record: dict) -> None:
-        self.entries[unit] = {"unit": unit, **record}
-        self._append(self.entries[unit])
+    def units(self, stage: str | None = None) -> dict[int, dict]:
+        """The lines answered so far of ``stage`` (None: the first), by unit index."""
+        return self.entries if stage is None else self.stages.setdefault(stage, {})
+
+    def add(self, unit: int, record: dict, stage: str | None = None) -> None:
+        line = {"unit": unit, **({"stage": stage} if stage else {}), **record}
+        self.units(stage)[unit] = line
+        self._append(line)
 
     def finish(self) -> None:
         self._append({"finished": True})
@@ -67,13 +75,17 @@ def open_journal(folder: Path, settings: dict, owned: tuple[str, ...], overwrite
         raise CctkError(f"{path} has no header line; --overwrite replaces it, or choose another --out")
     if any(line.get("finished") for line in lines):
         raise CctkError(f"--out {folder} holds a finished {what}; --overwrite replaces it, or choose another --out")
-    for key, value in settings.items():
-        if header.get("settings", {}).get(key) != value:
+    before = header.get("settings", {})
+    for key in [*settings, *(k for k in before if k not in settings)]:  # a setting dropped differs too (--oracle)
+        if before.get(key) != settings.get(key):
             raise CctkError(f"--out {folder} holds an unfinished {what} with other settings ({key}: "
-                            f"{header.get('settings', {}).get(key)!r} there, {value!r} now); run it as it was "
+                            f"{before.get(key)!r} there, {settings.get(key)!r} now); run it as it was "
                             "to continue, or --overwrite")
-    entries = {line["unit"]: line for line in lines[1:] if "unit" in line}
-    return Journal(path, header, entries)
+    journal = Journal(path, header)
+    for line in lines[1:]:
+        if "unit" in line:
+            journal.units(line.get("stage"))[line["unit"]] = line
+    return journal
 
 
 def _read(path: Path) -> list[dict]:

@@ -78,6 +78,19 @@ def oracle_messages(group: Group) -> list[dict]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
+def make_oracle(name: str, model: str | None = None, api_key_env: str | None = None, max_tokens: int = 400,
+                seed: int = 0, timeout: float = 120.0, retries: int = 5, key_flag: str = "--api-key-env"):
+    """The oracle as the paper ran it: an endpoint (``http(s)://...``) or a local model, at temperature 0
+    (the seed of request n sent with it, as a teacher's), asked for one JSON object where the server takes it."""
+    from .teacher import make_teacher
+
+    chosen = make_teacher(name, model, api_key_env, 0.0, max_tokens, seed, timeout, retries, role="oracle",
+                          key_flag=key_flag)
+    if hasattr(chosen, "response_format"):
+        chosen.response_format = {"type": "json_object"}  # the paper's reply: one object of ids to "A"/"B"
+    return chosen
+
+
 def parse_answers(text: str) -> dict[int, str]:
     """Question id -> "A"/"B" from the first JSON object of a reply (ids as "1", "Question ID: 1", 1)."""
     text = text.replace("```json", "").replace("```", "")
@@ -96,15 +109,20 @@ def parse_answers(text: str) -> dict[int, str]:
     return {}
 
 
+def positions(count: int, seed: int) -> list[str]:
+    """Where the true side goes ("A" or "B") for each of ``count`` questions in file order, drawn from ``seed``."""
+    draw = random.Random(seed)
+    return ["A" if draw.random() < 0.5 else "B" for _ in range(count)]
+
+
 def read_questions(path: Path, seed: int) -> list[tuple[Item, str, str, str]]:
     """(item, raw line, document, true option) in file order; the true side's position drawn per question."""
     items = read_items(path)
     lines = Path(path).read_text(encoding="utf-8").split("\n")
-    draw = random.Random(seed)
     out = []
-    for item in items:
+    for item, option in zip(items, positions(len(items), seed)):
         raw = lines[item.line - 1]
-        out.append((item, raw, json.loads(raw).get("document", ""), "A" if draw.random() < 0.5 else "B"))
+        out.append((item, raw, json.loads(raw).get("document", ""), option))
     return out
 
 
@@ -204,7 +222,7 @@ def run_oracle(request: OracleRequest, oracle, echo=print) -> dict:
         try:
             for n, group in enumerate(groups):
                 if n not in journal.entries:
-                    journal.add(n, _exchange(oracle, group, n))
+                    journal.add(n, ask_group(oracle, group, n))
                     write_oracle(groups, journal, out, request, oracle.describe(), run.run_id)  # as it grows
                     echo(f"passage {n + 1}/{len(groups)}: {len(group.questions)} questions")
         finally:
@@ -223,7 +241,8 @@ def _tracked(store, journal: Journal, name: str):
     return tracked(store, journal, name, ORACLE_RUN, "cctk krtest oracle")
 
 
-def _exchange(oracle, group: Group, n: int) -> dict:
+def ask_group(oracle, group: Group, n: int) -> dict:
+    """Ask ``oracle`` about ``group`` (request ``n``): the journal line of its request, reply and answers."""
     chat = oracle_messages(group)
     reply = ask(oracle, chat, n)
     answers = {} if reply.truncated else parse_answers(reply.text)
@@ -233,28 +252,37 @@ def _exchange(oracle, group: Group, n: int) -> dict:
             "requests": reply.requests}
 
 
-def write_oracle(groups: list[Group], journal: Journal, out: Path, request: OracleRequest, oracle: dict,
-                 run_id: str, finished: bool = False) -> dict:
-    """oracle.json, oracle.csv and questions.validated.jsonl from the journal (questions in file order)."""
+def tally(groups: list[Group], entries: dict[int, dict]) -> tuple[list[dict], dict]:
+    """Every question's row (in file order: its line, answer, whether it is correct, whether its group was
+    asked yet) and the figures of those asked: n, correct, accuracy with its exact 95% interval,
+    unanswered, passages, requests, usage. ``entries``: the journal's lines by group index."""
     rows = []
     for n, group in enumerate(groups):
-        answers = journal.entries.get(n, {}).get("answers", {})
+        answers = entries.get(n, {}).get("answers", {})  # int ids as asked, str ids as read back from JSON
         for q in group.questions:
             answer = answers.get(str(q.id), answers.get(q.id))
             rows.append({"line": q.item.line, "document": q.document, "location": group.location, "id": q.id,
                          "true_option": q.true_option, "answer": answer or "", "correct": answer == q.true_option,
-                         "raw": q.raw, "answered": n in journal.entries})
+                         "raw": q.raw, "answered": n in entries})
     rows.sort(key=lambda r: r["line"])
     done = [r for r in rows if r["answered"]]
     correct = sum(r["correct"] for r in done)
     lo, hi = clopper_pearson(correct, len(done)) if done else (float("nan"), float("nan"))
-    entries = journal.entries.values()
-    summary = {"n": len(done), "correct": correct, "accuracy": correct / len(done) if done else float("nan"),
+    figures = {"n": len(done), "correct": correct, "accuracy": correct / len(done) if done else float("nan"),
                "lo": lo, "hi": hi, "unanswered": sum(not r["answer"] for r in done),
-               "passages": len(groups), "passages_answered": len(journal.entries),
-               "requests": sum(e["requests"] for e in entries),
-               "usage": {k: sum(e["usage"][k] for e in entries) for k in ("prompt_tokens", "completion_tokens")},
-               "seed": request.seed, "questions": str(request.questions), "corpus": str(request.corpus),
+               "passages": len(groups), "passages_answered": len(entries),
+               "requests": sum(e["requests"] for e in entries.values()),
+               "usage": {k: sum(e["usage"][k] for e in entries.values()) for k in ("prompt_tokens",
+                                                                                     "completion_tokens")}}
+    return rows, figures
+
+
+def write_oracle(groups: list[Group], journal: Journal, out: Path, request: OracleRequest, oracle: dict,
+                 run_id: str, finished: bool = False) -> dict:
+    """oracle.json, oracle.csv and questions.validated.jsonl from the journal (questions in file order)."""
+    rows, figures = tally(groups, journal.entries)
+    done = [r for r in rows if r["answered"]]
+    summary = {**figures, "seed": request.seed, "questions": str(request.questions), "corpus": str(request.corpus),
                "segment": request.segment, "location": request.location, "oracle": oracle,
                "mlflow_run_id": run_id, "finished": finished, "cctk_version": __version__}
     (out / ORACLE_JSON).write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")

@@ -160,6 +160,8 @@ class EndpointTeacher:
     timeout: float = 120.0
     retries: int = 5
     response_format: dict | None = field(default_factory=lambda: RESPONSE_FORMAT)  # None: plain JSON asked
+    role: str = "teacher"  # or "oracle": what its errors call it (a generation with --oracle talks to both)
+    key_flag: str = "--api-key-env"  # the option that names its key variable, for its errors
     _client: object = field(default=None, repr=False)
     _limit_key: str = "max_tokens"  # max_completion_tokens where the server refuses max_tokens
     _structured: bool = True  # response_format sent, until the server refuses it
@@ -176,7 +178,7 @@ class EndpointTeacher:
             return "not-needed"
         key = os.environ.get(variable, "")
         if not key:
-            raise CctkError(f"--api-key-env {variable}: that environment variable is not set")
+            raise CctkError(f"{self.key_flag} {variable}: that environment variable is not set")
         return key
 
     def connect(self) -> None:
@@ -193,7 +195,7 @@ class EndpointTeacher:
             self._fail(error, "listing its models")
         if len(listed) != 1:
             raise CctkError(f"the endpoint {self.url} serves {len(listed)} models ({', '.join(listed) or 'none'}); "
-                            "name one with --teacher-model")
+                            f"name one with --{self.role}-model")
         self.model = listed[0]
 
     def complete(self, chat: list[dict], n: int = 0, limit: int | None = None) -> Reply:
@@ -239,11 +241,11 @@ class EndpointTeacher:
         if isinstance(error, (AuthenticationError, PermissionDeniedError)):
             variable = self.key_variable()
             raise CctkError(f"authentication failed at {self.url} (HTTP {error.status_code}) with the key from "
-                            + (f"${variable}" if variable else "no variable (set OPENAI_API_KEY or --api-key-env)"))
+                            + (f"${variable}" if variable else f"no variable (set OPENAI_API_KEY or {self.key_flag})"))
         if isinstance(error, APIConnectionError) and what.startswith("listing"):
-            raise CctkError(f"cannot reach the teacher endpoint {self.url} ({type(error).__name__}); "
+            raise CctkError(f"cannot reach the {self.role} endpoint {self.url} ({type(error).__name__}); "
                             "is the server running?") from None
-        raise CctkError(f"the teacher endpoint {self.url} failed on {what} after {self.retries} retries: "
+        raise CctkError(f"the {self.role} endpoint {self.url} failed on {what} after {self.retries} retries: "
                         f"{type(error).__name__}: {_first_line(error)}; run the same command again to "
                         "continue") from None
 
@@ -308,8 +310,9 @@ class LocalTeacher:
 
 def make_teacher(teacher: str, teacher_model: str | None = None, api_key_env: str | None = None,
                  temperature: float | None = None, max_tokens: int = 400, seed: int = 0, timeout: float = 120.0,
-                 retries: int = 5):
-    """An endpoint for ``http(s)://...``, else a local model (checked available, not yet loaded)."""
+                 retries: int = 5, role: str = "teacher", key_flag: str = "--api-key-env"):
+    """An endpoint for ``http(s)://...``, else a local model (checked available, not yet loaded); ``role``
+    and ``key_flag`` name it and its key option in errors ("oracle", "--oracle-api-key-env")."""
     if temperature is not None and temperature < 0:
         raise CctkError(f"--temperature must be >= 0, got {temperature}")
     if max_tokens < 16:
@@ -318,11 +321,12 @@ def make_teacher(teacher: str, teacher_model: str | None = None, api_key_env: st
         raise CctkError(f"--timeout must be > 0 and --retries >= 0, got {timeout} and {retries}")
     if teacher.startswith(("http://", "https://")):
         require_openai()
-        endpoint = EndpointTeacher(teacher, teacher_model, api_key_env, temperature, max_tokens, seed, timeout, retries)
+        endpoint = EndpointTeacher(teacher, teacher_model, api_key_env, temperature, max_tokens, seed, timeout, retries,
+                                   role=role, key_flag=key_flag)
         endpoint.api_key()  # an unset key variable fails here, before any work
         return endpoint
     if teacher_model or api_key_env:
-        raise CctkError("--teacher-model and --api-key-env are for an endpoint teacher (--teacher http://...)")
+        raise CctkError(f"--{role}-model and {key_flag} are for an endpoint {role} (--{role} http://...)")
     from ..models import check_available
 
     check_available(teacher)

@@ -13,11 +13,18 @@ Checked in this order; the first rule an item breaks is its reason:
                            (support < SUPPORT): the paper's context is "extracted or paraphrased"
     true_not_supported     sentence_true has support < SUPPORT, or a number (a word with a digit, or a
                            number word: "nine", "million") the passage does not have
+    no_fact_replaced       words differ, but no changed span replaces words: sentence_false only adds
+                           words to sentence_true ("... miles away." / "... miles away in fog."), only
+                           drops some ("It has 312 inhabitants and one school." / "It has one school."),
+                           or both in different places. A qualifier added or a fact left out leaves every
+                           stated fact standing, so the passage does not contradict the false side; the
+                           paper's false side replaces a fact (a number, a name, a term, a phrase for one
+                           fact). Spans as ``edits`` finds them: difflib over ``words``
     not_a_small_edit       sentence_false is not sentence_true with one fact changed: the same words,
-                           or words only dropped (a fact left out is not a fact changed), or more than
-                           MAX_SPANS changed spans, or fewer than half of the longer side's words kept.
-                           One fact may take several words: the paper's appendix pairs "insects such as
-                           beetles and grasshoppers" with "fish such as salmon and mackerel" (3 spans)
+                           or more than MAX_SPANS changed spans, or fewer than half of the longer side's
+                           words kept. One fact may take several words: the paper's appendix pairs
+                           "insects such as beetles and grasshoppers" with "fish such as salmon and
+                           mackerel" (3 spans)
     false_in_passage       sentence_false is a word-for-word piece of the passage: it is no falsehood
     context_gives_answer   the context already says the true sentence (all its content words are in
                            the context), or every changed word of the true side is in the context and
@@ -38,8 +45,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 FIELDS = ("context", "sentence_true", "sentence_false")
-REASONS = ("no_item", "truncated", "malformed", "empty", "context_not_grounded", "true_not_supported", "not_a_small_edit",
-           "false_in_passage", "context_gives_answer", "identical_first_t", "duplicate", "location_outside")
+# every reason a proposed item can be rejected for (generation.json counts each, in this order): the reading
+# of a reply's entries (from_corpus), then the rules of the docstring above
+REASONS = ("no_item", "truncated", "malformed", "empty", "context_not_grounded", "true_not_supported",
+           "no_fact_replaced", "not_a_small_edit", "false_in_passage", "context_gives_answer", "identical_first_t",
+           "duplicate", "location_outside")
 SUPPORT = 0.8  # share of content words that must occur in the passage
 MAX_SPANS = 3  # changed spans allowed: one fact may be a list ("beetles and grasshoppers", appendix B)
 # a number with its separators and what is glued to it is one word ("3.2", "10:30", "1990s", "12th")
@@ -82,10 +92,22 @@ def verbatim(text: str, passage: str) -> bool:
     return f" {' '.join(words(text))} " in f" {' '.join(words(passage))} "
 
 
+def edits(true: str, false: str) -> list[tuple[str, int, int, int, int]]:
+    """The changed spans from the true side's words to the false side's: difflib opcodes, "equal" left out
+    ("replace", "insert" or "delete", then the span in each side's ``words``)."""
+    matcher = difflib.SequenceMatcher(a=words(true), b=words(false), autojunk=False)
+    return [op for op in matcher.get_opcodes() if op[0] != "equal"]
+
+
+def replaces(true: str, false: str) -> bool:
+    """Some changed span replaces words of the true side with others (not only adds or only drops)."""
+    return any(op[0] == "replace" for op in edits(true, false))
+
+
 def changed(true: str, false: str) -> tuple[list[str], list[str], int, int]:
     """Words of the true and of the false side outside their common blocks, changed spans, words kept."""
     a, b = words(true), words(false)
-    ops = [op for op in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes() if op[0] != "equal"]
+    ops = edits(true, false)
     kept = len(a) - sum(i2 - i1 for _, i1, i2, _, _ in ops)
     return ([w for _, i1, i2, _, _ in ops for w in a[i1:i2]], [w for _, _, _, j1, j2 in ops for w in b[j1:j2]],
             len(ops), kept)
@@ -110,7 +132,9 @@ class Checker:
         if support(true, passage_words) < SUPPORT or not numbers(true) <= passage_words:
             return "true_not_supported"
         gone, added, spans, kept = changed(true, false)
-        if not added or spans > MAX_SPANS or kept < max(len(words(true)), len(words(false))) / 2:
+        if (gone or added) and not replaces(true, false):  # only added or dropped: every true fact still stands
+            return "no_fact_replaced"
+        if not (gone or added) or spans > MAX_SPANS or kept < max(len(words(true)), len(words(false))) / 2:
             return "not_a_small_edit"
         if verbatim(false, self.passage):
             return "false_in_passage"

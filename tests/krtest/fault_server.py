@@ -1,8 +1,10 @@
 """A fault-injecting OpenAI-compatible chat server on loopback (stdlib only), for the generation's fault tests.
 
-It answers ``POST /v1/chat/completions`` with one valid KR-Test item per asked item, written from the
-passage it is asked about (context: the first sentence; true: the second; false: the second with its
-last word replaced), and ``faults`` maps a passage's index to what its first attempts get, in order::
+It answers ``POST /v1/chat/completions`` as a teacher with one valid KR-Test item per asked item, written
+from the passage it is asked about (context: the first sentence; true: the second; false: the second
+with its last word replaced), or with the items ``items`` scripts for that passage (a scripted teacher);
+and as the paper's oracle (``judge``) when the request is the oracle's prompt. ``faults`` maps a
+passage's index to what its first attempts get, in order, teacher and oracle alike::
 
     "429"      HTTP 429 with Retry-After: 1
     "500"      HTTP 500
@@ -31,8 +33,9 @@ QUESTION = re.compile(r"\[Question ID: (\d+)\]\nContext: (.*)\nOption A: (.*)\nO
 
 class FaultServer:
     def __init__(self, corpus: str, faults: dict[int, list[str]] | None = None, slow_seconds: float = 3.0,
-                 status: int | None = None):
+                 status: int | None = None, items: dict[int, list[dict]] | None = None):
         self.passages = [p.text for p in segment(corpus)]
+        self.items = items or {}  # passage index -> the items its reply holds (else item_for, once per asked item)
         self.faults = {k: list(v) for k, v in (faults or {}).items()}
         self.slow_seconds = slow_seconds
         self.status = status  # every request answered with this HTTP status (401: a bad key)
@@ -75,42 +78,34 @@ class FaultServer:
         if body["messages"][0]["content"].startswith("Instruction:"):  # the oracle's prompt
             return self.judge(handler, body)
         text = body["messages"][-1]["content"].removeprefix("Passage: ").split("\n\nWrite ")[0]
-        passage, limit = self.passages.index(text), body["max_completion_tokens"]
+        passage = self.passages.index(text)
+        fault = self._fault(passage, body["max_completion_tokens"])
+        k = int(body["messages"][-1]["content"].split("\n\nWrite ")[1].split()[0])
+        items = self.items.get(passage) or [item_for(text)] * k
+        self._respond(handler, fault, json.dumps(items), 100 + len(items[0]["context"]))
+
+    def _fault(self, passage: int, limit: int) -> str | None:
+        """Record a chat request about ``passage``; the fault its attempt gets (None: a good reply)."""
         with self.lock:
             self.asked.append((passage, limit, time.monotonic()))
-            fault = self.faults.get(passage, []).pop(0) if self.faults.get(passage) else None
-        k = int(body["messages"][-1]["content"].split("\n\nWrite ")[1].split()[0])
-        self._respond(handler, fault, item_for(text), k)
+            return self.faults.get(passage, []).pop(0) if self.faults.get(passage) else None
 
     def judge(self, handler, body: dict) -> None:
         """As an oracle: the option found word for word in the paragraph, except for questions whose context
         holds a word of ``self.wrong`` (the other option) or of ``self.skip`` (left out of the reply)."""
         user = body["messages"][1]["content"]
         paragraph = user.split("*** Reference Paragraph ***\n")[1].split("\n\n*** Questions ***")[0]
-        with self.lock:
-            self.asked.append((self.passages.index(paragraph), body["max_completion_tokens"], time.monotonic()))
-            fault = self.faults.get(self.passages.index(paragraph), []).pop(0) \
-                if self.faults.get(self.passages.index(paragraph)) else None
-        if fault == "500":
-            return _send(handler, 500, {"error": {"message": "boom"}})
+        fault = self._fault(self.passages.index(paragraph), body["max_completion_tokens"])
         answers = {}
         for qid, context, a, b in QUESTION.findall(user):
             right = "A" if a in paragraph else "B"
             if any(w in context for w in self.skip):
                 continue
             answers[qid] = ({"A": "B", "B": "A"}[right] if any(w in context for w in self.wrong) else right)
-        content = "```json\n" + json.dumps(answers) + "\n```"
-        with self.lock:
-            self.usage["prompt_tokens"] += len(user) // 4
-            self.usage["completion_tokens"] += len(content) // 4
-            self.delivered += 1
-        _send(handler, 200, {"id": "x", "object": "chat.completion", "created": 0, "model": "fault-model",
-                             "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                                          "finish_reason": "stop"}],
-                             "usage": {"prompt_tokens": len(user) // 4, "completion_tokens": len(content) // 4,
-                                       "total_tokens": 0}})
+        self._respond(handler, fault, "```json\n" + json.dumps(answers) + "\n```", len(user) // 4)
 
-    def _respond(self, handler, fault: str | None, item: dict, k: int) -> None:
+    def _respond(self, handler, fault: str | None, content: str, prompt: int) -> None:
+        """``content`` as the reply (``prompt`` tokens billed for the request), or the fault instead."""
         if fault == "429":
             return _send(handler, 429, {"error": {"message": "rate limited"}}, {"Retry-After": "1"})
         if fault == "500":
@@ -121,10 +116,9 @@ class FaultServer:
         if fault == "hang":
             self.release.wait(120)
             return _send(handler, 500, {"error": {"message": "released"}})
-        content = json.dumps([item] * k)
         if fault == "length":
             content = content[: len(content) // 2]
-        prompt, completion = 100 + len(item["context"]), len(content) // 4
+        completion = len(content) // 4
         if fault == "slow":
             time.sleep(self.slow_seconds)  # the client gave up: what follows is never received
         else:

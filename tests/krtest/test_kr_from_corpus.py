@@ -41,9 +41,11 @@ def test_recorded_replies_are_judged_rule_by_rule(tokenizer, tmp_path):
     teacher = Replay(r["reply"] for r in RECORDED)
     done = generate(CORPUS, teacher, tokenizer, Options(per_passage=1), echo=lambda *_: None)
     verdicts = [p["verdict"] for p in done.proposals]
-    assert verdicts == ["not_a_small_edit",  # "It has one school.": a fact dropped, not changed (and still true)
+    assert verdicts == ["no_fact_replaced",  # "It has one school.": a fact dropped, not changed (and still true)
                         "not_a_small_edit", "not_a_small_edit",  # the false sentence is the true one
-                        "context_gives_answer",  # "They are covered in heather." repeats the context
+                        # "They are not covered in heather.": only "not" added (its true side repeats the
+                        # context as well, a rule checked later)
+                        "no_fact_replaced",
                         "not_a_small_edit", "kept", "kept",
                         "not_a_small_edit"]  # "It has three arches of grey stone.": two changes, 3 of 7 words kept
     assert (done.passages, done.proposed, done.kept, done.surplus) == (8, 8, 2, 0)
@@ -57,7 +59,7 @@ def test_recorded_replies_are_judged_rule_by_rule(tokenizer, tmp_path):
         ("She designed nine lighthouses.", "She designed one lighthouse.", 460)]
     record = json.loads(paths["generation.json"].read_text())
     assert (record["passages"], record["proposed"], record["kept"]) == (8, 8, 2)
-    assert record["rejected"]["not_a_small_edit"] == 5 and record["rejected"]["context_gives_answer"] == 1
+    assert record["rejected"]["not_a_small_edit"] == 4 and record["rejected"]["no_fact_replaced"] == 2
     assert record["prompt_version"] == "kr-items-2" and record["seed"] == 0
     assert len(paths["replies.jsonl"].read_text().splitlines()) == 8
 
@@ -120,6 +122,19 @@ def test_max_passages_and_line_locations(tokenizer):
     (["--corpus", "{corpus}", "--teacher", "http://127.0.0.1:9/v1", "--api-key-env", "CCTK_NO_SUCH_KEY"],
      "CCTK_NO_SUCH_KEY: that environment variable is not set"),
     (["--corpus", "{corpus}", "--teacher", "http://127.0.0.1:9/v1"], "cannot reach the teacher endpoint"),
+    (["--oracle", "http://127.0.0.1:9/v1"], "--oracle is for items from your corpus"),
+    (["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--oracle-model", "x"],
+     "--oracle-model needs --oracle"),
+    (["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--oracle-api-key-env", "K"],
+     "--oracle-api-key-env needs --oracle"),
+    (["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--oracle", "smollm2-135m-bundled",
+      "--oracle-model", "x"], "--oracle-model and --api-key-env are for an endpoint oracle (--oracle http://...)"),
+    (["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--oracle", "no-such-model"],
+     "unknown model 'no-such-model'"),
+    (["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--oracle", "http://127.0.0.1:9/v1",
+      "--oracle-api-key-env", "CCTK_NO_SUCH_KEY"], "--oracle-api-key-env CCTK_NO_SUCH_KEY: that environment variable"),
+    (["--corpus", "{corpus}", "--teacher", "http://127.0.0.1:9/v1", "--teacher-model", "t", "--oracle",
+      "http://127.0.0.1:9/v1"], "cannot reach the oracle endpoint http://127.0.0.1:9/v1"),  # before the teacher is paid
 ])
 def test_generate_checks_before_any_work(tmp_path, args, message, monkeypatch):
     monkeypatch.delenv("CCTK_NO_SUCH_KEY", raising=False)
