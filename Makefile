@@ -45,8 +45,9 @@ test-fast: setup  ## the inner loop: everything but tests/integration (end-to-en
 # a GPU takes, here on the CPU): fine_tune itself, the pipeline's arms, KR-Test's training, LoRA and callback,
 # the benchmarks' training and the memory plan. tests/integration/test_device_step.py (in `make test`) runs a
 # smoke pipeline and a KR-Test study on it. CI runs this after `make test` (.ci/run).
-DEVICE_STEP_TESTS := tests/test_finetune.py tests/test_pipeline.py tests/test_memory.py tests/bench \
-	tests/krtest/test_kr_train.py tests/krtest/test_kr_lora.py tests/krtest/test_kr_callback.py
+DEVICE_STEP_TESTS := tests/core/lm/test_finetune.py tests/core/lm/test_memory.py tests/pipeline/test_pipeline.py \
+	tests/bench tests/krtest/measurement/test_kr_train.py tests/krtest/measurement/test_kr_lora.py \
+	tests/krtest/measurement/test_kr_callback.py
 
 test-device-step: setup  ## the training tests on the accelerator's step, on the CPU
 	CCTK_DEVICE_STEP=1 $(PYTEST) $(DEVICE_STEP_TESTS)

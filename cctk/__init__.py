@@ -9,11 +9,11 @@ __all__ = ["load_model", "measure", "__version__"]
 
 def __getattr__(name: str):
     if name == "load_model":
-        from .models import load_model
+        from .core.lm.models import load_model
 
         return load_model
     if name == "measure":
-        from .scoring import measure
+        from .core.lm.scoring import measure
 
         return measure
     raise AttributeError(f"module 'cctk' has no attribute {name!r}")

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import session, tracking
-from .errors import CctkError
-from .models import cache_root
-from .names import model_name
-from .records import RunInfo
-from .session import RUN_INFO
+from .core.errors import CctkError
+from .core.labels import model_name
+from .core.lm.models import cache_root
+from .core.records import RunInfo
+from .store import session, tracking
+from .store.session import RUN_INFO
 
 
 @dataclass

@@ -54,7 +54,7 @@ def tiny(folder: str) -> None:
     from builders import tiny_model
     from transformers import AutoTokenizer
 
-    from cctk.models import bundled_gguf
+    from cctk.core.lm.models import bundled_gguf
 
     gguf_folder, name = bundled_gguf()
     tokenizer = AutoTokenizer.from_pretrained(gguf_folder, gguf_file=name)
@@ -66,7 +66,7 @@ def tiny(folder: str) -> None:
 
 def run_id(outputs: str) -> None:
     outputs = Path(outputs)
-    from cctk.session import read_run_info
+    from cctk.store.session import read_run_info
 
     sessions = [p for p in outputs.iterdir() if p.is_dir()]
     check(len(sessions) == 1, f"expected one session folder in {outputs}, found {sessions}")

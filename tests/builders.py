@@ -3,7 +3,7 @@ session folders (today's, and as the code before issue 21 wrote them). Fixtures 
 tests import what they build from here (``from builders import hand_table``).
 
 Every measurement table is assembled by ``measurement_table`` from one matrix of scores per addition
-and candidate, the way ``cctk.scoring._table`` assembles a measured one.
+and candidate, the way ``cctk.core.lm.scoring._table`` assembles a measured one.
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def tiny_model(arch: str, vocab_size: int, seed: int = 0):
     return model.eval()
 
 
-# --- Measurement tables: (additions x candidates) scores in, a table with cctk.readings.COLUMNS out. ---
+# --- Measurement tables: (additions x candidates) scores in, a table with cctk.core.readings.COLUMNS out. ---
 
 def answer_tokens(values) -> np.ndarray:
     """Tokens of each candidate's answer: 2 for one digit (" 7\\n"), 3 for two digits."""
@@ -51,7 +51,7 @@ def answer_tokens(values) -> np.ndarray:
 def measurement_table(additions: Sequence, values, logprob: np.ndarray, prob: np.ndarray,
                       n_tokens=None) -> pd.DataFrame:
     """The rows of a measurement table, addition by addition, candidate by candidate."""
-    from cctk.readings import COLUMNS
+    from cctk.core.readings import COLUMNS
 
     values = np.asarray(values)
     n_tokens = answer_tokens(values) if n_tokens is None else np.asarray(n_tokens)
@@ -62,7 +62,7 @@ def measurement_table(additions: Sequence, values, logprob: np.ndarray, prob: np
 
 
 def softmax(scores: np.ndarray) -> np.ndarray:
-    """Per addition (row), as ``cctk.scoring._table`` normalises an index."""
+    """Per addition (row), as ``cctk.core.lm.scoring._table`` normalises an index."""
     shifted = np.exp(scores - scores.max(axis=1, keepdims=True))
     return shifted / shifted.sum(axis=1, keepdims=True)
 
@@ -78,9 +78,9 @@ def hand_table(choices: dict, p: float | dict = P_DEFAULT, offset: float | dict 
     n - 1 candidates; ``p`` above 1/n so it is the argmax), or the probabilities of every candidate.
     Scores (summed log-probabilities): the log of each probability plus ``offset`` (one number, or one
     per addition); ``prob`` is their softmax per addition and the table is assembled exactly as
-    ``cctk.scoring._table`` does. Candidates: 2..36 unless given; n_tokens as ``answer_tokens``.
+    ``cctk.core.lm.scoring._table`` does. Candidates: 2..36 unless given; n_tokens as ``answer_tokens``.
     """
-    from cctk.facts import ADDITIONS, CANDIDATES
+    from cctk.core.facts import ADDITIONS, CANDIDATES
 
     values = np.array(CANDIDATES if candidates is None else candidates)
     additions = [pair for pair in ADDITIONS if pair in choices]
@@ -102,7 +102,7 @@ def _probabilities(choice, p: float, values: np.ndarray) -> np.ndarray:
 
 def synthetic_measurement(peaks: dict, sharpness: dict, rng: np.random.Generator) -> pd.DataFrame:
     """A plausible measurement table whose logits peak on ``peaks[(a, b)]`` by ``sharpness[(a, b)]``."""
-    from cctk.facts import ADDITIONS, CANDIDATES
+    from cctk.core.facts import ADDITIONS, CANDIDATES
 
     values = np.array(CANDIDATES)
     logits = rng.normal(0.0, 1.0, (len(ADDITIONS), len(values))) - 0.05 * values  # small answers likelier
@@ -114,7 +114,7 @@ def synthetic_measurement(peaks: dict, sharpness: dict, rng: np.random.Generator
 
 def noisy_table(targets: pd.Series, seed: int = 0, sharp: float = 3.0) -> pd.DataFrame:
     """A measurement table peaked, noisily, on ``targets`` (one addition after another, as drawn)."""
-    from cctk.facts import CANDIDATES
+    from cctk.core.facts import CANDIDATES
 
     rng = np.random.default_rng(seed)
     values = np.array(CANDIDATES)
@@ -129,8 +129,8 @@ def noisy_table(targets: pd.Series, seed: int = 0, sharp: float = 3.0) -> pd.Dat
 def v1_measurement(peaks: pd.Series, rng: np.random.Generator) -> pd.DataFrame:
     """A protocol v1 table: 81 x 17 rows whose mean log-probability per token peaks on ``peaks``; prob as
     measure gives it (softmax of the per-token means)."""
-    from cctk.facts import ADDITIONS
-    from cctk.v1 import facts
+    from cctk.core.facts import ADDITIONS
+    from cctk.manuals.v1 import facts
 
     values = np.array(facts.CANDIDATES)
     mean = rng.normal(-3.0, 0.5, (len(ADDITIONS), len(values)))
@@ -151,10 +151,10 @@ SKILL = {"base": (2.5, 0.4), "m_correct": (9.0, 1.0), "m_random": (8.0, 1.0), "m
 
 def synthetic_results(seed: int = SEED, epochs: int = 3):
     """Fourteen plausible measurement tables and thirteen training records, from numpy alone."""
-    from cctk.experiments import Results
-    from cctk.facts import ADDITIONS
-    from cctk.lineage import ARM_BY_KEY, ARMS, MODEL_KEYS, build_study_inputs, own_target
-    from cctk.records import TrainRecord
+    from cctk.manuals.v2.parts import Results
+    from cctk.core.facts import ADDITIONS
+    from cctk.manuals.v2.design import ARM_BY_KEY, ARMS, MODEL_KEYS, build_study_inputs, own_target
+    from cctk.core.records import TrainRecord
 
     inputs = build_study_inputs(seed)
     rng = np.random.default_rng(seed)
@@ -185,7 +185,7 @@ def synthetic_results(seed: int = SEED, epochs: int = 3):
 def figure_copier(folder: Path):
     """A ``cctk.figures.spec.draw_and_save`` that copies the figure of the session in ``folder`` (in the formats it
     has) instead of drawing it: for tests about everything but the drawing."""
-    from cctk.session import Layout
+    from cctk.store.session import Layout
 
     def copy(spec, out: Path) -> list[Path]:
         out.mkdir(parents=True, exist_ok=True)
@@ -196,7 +196,7 @@ def figure_copier(folder: Path):
 
 
 def run_record(config, run: dict = RUN, training: dict | None = None):
-    from cctk.records import RunFacts, RunRecord, hardware, software
+    from cctk.core.records import RunFacts, RunRecord, hardware, software
 
     facts = RunFacts(run["session"], run["tracking_uri"], run["experiment_id"], run["run_id"], run["device"],
                      run["seconds"], hardware(), software())
@@ -205,7 +205,8 @@ def run_record(config, run: dict = RUN, training: dict | None = None):
 
 def write_session(root, results, tables, config, run: dict = RUN, **options) -> Path:
     """What the pipeline leaves: the measurement CSVs and training records, then everything write_all writes."""
-    from cctk import protocols, session
+    from cctk.manuals import registry as protocols
+    from cctk.store import session
     from cctk.outputs import write_all
 
     layout = session.Layout(Path(root) / run["session"], protocols.get(config.protocol))
@@ -219,9 +220,9 @@ def write_session(root, results, tables, config, run: dict = RUN, **options) -> 
 
 def v1_results(seed: int = 42, rng_seed: int = 1):
     """A protocol v1 run's results from synthetic measurements (the notebook's draws of ``seed``)."""
-    from cctk.facts import ADDITIONS
-    from cctk.records import TrainRecord
-    from cctk.v1 import experiment, facts
+    from cctk.core.facts import ADDITIONS
+    from cctk.core.records import TrainRecord
+    from cctk.manuals.v1 import experiment, facts
 
     rng = np.random.default_rng(rng_seed)
     draws = facts.draw(seed, 20)
@@ -233,10 +234,10 @@ def v1_results(seed: int = 42, rng_seed: int = 1):
 
 def write_v1_session(root, seed: int = 42, run: dict = RUN, rng_seed: int = 1, **options):
     """A protocol v1 session folder from synthetic measurements: (layout, results, tables, figures drawn)."""
-    from cctk import session
-    from cctk.v1.manual import V1
-    from cctk.config import make_config
-    from cctk.v1 import experiment
+    from cctk.store import session
+    from cctk.manuals.v1.manual import V1
+    from cctk.core.config import make_config
+    from cctk.manuals.v1 import experiment
 
     results = v1_results(seed, rng_seed)
     tables = experiment.compute_tables(results)
@@ -250,7 +251,7 @@ def write_v1_session_before_issue_21(root: Path) -> Path:
     """A protocol v1 session folder as the code before issue 21 left it, inputs only: its run_info.json and
     training record (verbatim, the fine-tuned model under the key ``m_random``) and the measurements of
     ``v1_results()`` (whose files never changed)."""
-    from cctk import session
+    from cctk.store import session
 
     layout = session.Layout(Path(root) / SESSION, "v1")
     for key, table in v1_results().measurements.items():
@@ -274,7 +275,7 @@ def run_info_before_issue_21(protocol: str = "v2") -> dict:
 #     p = 0.66 -> 0.01 on every other candidate (most models)
 #     p = 0.32 -> 0.02 (the base model)        p = 0.83 -> 0.005 (the fabricated-answers model)
 #
-# The tests of each part (tests/experiments) write their expected rows by hand from the design below.
+# The tests of each part (tests/manuals/v2/parts) write their expected rows by hand from the design below.
 #
 # Seed 12345 (pinned in test_study_design.py): 24 never-seen additions
 #
@@ -299,7 +300,7 @@ P = {"base": 0.32, "m_random": 0.83}
 
 def design(inputs) -> dict[str, dict]:
     """Every model's top choices: its own target everywhere but where listed here."""
-    from cctk.lineage import own_target
+    from cctk.manuals.v2.design import own_target
 
     t = inputs.targets
     fab, total = t["random"], t["correct"]
@@ -359,7 +360,7 @@ def design(inputs) -> dict[str, dict]:
 
 def study_training() -> dict:
     """Part A and B runs only; m_recover trained one epoch less (table03 pads it)."""
-    from cctk.records import TrainRecord
+    from cctk.core.records import TrainRecord
 
     return {
         "m_correct": TrainRecord(1620, 203, 81.0, (2.0, 0.5, 0.25), 1024),
@@ -370,8 +371,8 @@ def study_training() -> dict:
 
 def build_study(seed: int = STUDY_SEED):
     """The hand-made study's results: fourteen hand tables over ``seed``."""
-    from cctk.experiments import Results
-    from cctk.lineage import MODEL_KEYS, build_study_inputs
+    from cctk.manuals.v2.parts import Results
+    from cctk.manuals.v2.design import MODEL_KEYS, build_study_inputs
 
     inputs = build_study_inputs(seed)
     choices = design(inputs)
@@ -398,7 +399,7 @@ def assert_rows(actual: pd.DataFrame, expected: list[dict], atol: float = 1e-12)
 def check_loaded(loaded, tables: dict, formats: tuple[str, ...] = ("png",)) -> None:
     """``cctk.results.load`` of the session ``write_session`` made of ``synthetic_results()``: every table,
     measurement, figure (in ``formats``: PNG only in the fast suite's session) and the draws."""
-    from cctk.names import MODELS
+    from cctk.core.labels import MODELS
 
     assert list(loaded.tables) == [f"table{i:02d}" for i in range(1, 12)]
     for name, table in tables.items():
@@ -413,7 +414,7 @@ def check_loaded(loaded, tables: dict, formats: tuple[str, ...] = ("png",)) -> N
 
 def kr_data(folder: Path, seed: int) -> Path:
     """KR-Test's fictional set, small: four entities to train on, two for validation."""
-    from cctk.krtest.generate import make_dataset, write_dataset
+    from cctk.krtest.generation.generate import make_dataset, write_dataset
 
     write_dataset(make_dataset(seed, entities=4, validation_entities=2), folder)
     return folder
@@ -425,8 +426,8 @@ def packed_and_padded_step(model, batch, pad_id: int):
     padded grad)]); the copies are dropped."""
     import copy
 
-    from cctk.corpus import collate, pack
-    from cctk.finetune import completion_loss, packed_loss, tied_embedding_rows
+    from cctk.core.lm.corpus import collate, pack
+    from cctk.core.lm.finetune import completion_loss, packed_loss, tied_embedding_rows
 
     padded, packed = copy.deepcopy(model).train(), copy.deepcopy(model).train()
     expected = completion_loss(padded, collate(batch, pad_id))

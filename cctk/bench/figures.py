@@ -17,7 +17,7 @@ HELD = ((1, 2), (3, 4), (5, 6), (7, 8), (9, 1))
 
 
 def readings(seed: int = 0) -> pd.DataFrame:
-    """81 made-up readings (seeded) in the shape ``cctk.readings.read`` gives: a hit where p > 0.5."""
+    """81 made-up readings (seeded) in the shape ``cctk.core.readings.read`` gives: a hit where p > 0.5."""
     rng = np.random.default_rng(seed)
     index = pd.MultiIndex.from_product([range(1, 10), range(1, 10)], names=["a", "b"])
     p = rng.random(81)

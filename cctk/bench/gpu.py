@@ -3,7 +3,7 @@
 On any device (on a CPU at small sizes, in a minute or two; on a GPU at the roster's sizes, in minutes):
 what the device is and which arithmetic it has; its GEMM peaks; the packed training step against the
 padded one on the device (loss and gradients); ``measure`` on the device against the CPU; the memory
-estimate of ``cctk.memory`` against the peak measured while training roster shapes with random weights
+estimate of ``cctk.core.lm.memory`` against the peak measured while training roster shapes with random weights
 (no Hub), each shape planned first against what the device has free (one that does not fit is reported,
 not trained: the check finishes on a 16 GB card); how often a training step synchronises with the host,
 for every precision and optimizer the device takes; and the line a smaller card's user would get. Models
@@ -18,14 +18,14 @@ import time
 
 import torch
 
-from .. import compute, memory, models
-from ..config import PROFILES, Recipe
-from ..corpus import build_corpus, tokenize
-from ..device import check_recipe, resolve, room
-from ..errors import CctkError
-from ..facts import ADDITIONS, correct_sums
-from ..finetune import batch_loss, fine_tune, to_model
-from ..scoring import measure
+from ..core.lm import compute, memory, models
+from ..core.config import PROFILES, Recipe
+from ..core.lm.corpus import build_corpus, tokenize
+from ..core.lm.device import check_recipe, resolve, room
+from ..core.errors import CctkError
+from ..core.facts import ADDITIONS, correct_sums
+from ..core.lm.finetune import batch_loss, fine_tune, to_model
+from ..core.lm.scoring import measure
 from .syncs import SyncCounter
 
 SHAPES = {"cpu": ("smollm2-135m",), "cuda": ("smollm2-135m", "qwen2.5-0.5b", "phi-1.5")}
@@ -211,7 +211,7 @@ def _syncs_per_step(device: torch.device, tokenizer, rows) -> dict:
 def counting_steps(device: torch.device):
     """Count the device's synchronisations inside each step of ``_DeviceGuard`` (not while a batch is
     built on the host, nor the epoch's own read). Yields the list of each step's count."""
-    from .. import finetune
+    from ..core.lm import finetune
 
     steps: list[int] = []
     real_step = finetune._DeviceGuard.step

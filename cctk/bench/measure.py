@@ -7,9 +7,9 @@ import time
 
 import torch
 
-from ..facts import ADDITIONS
-from ..models import load_model
-from ..scoring import measure, measure_plain
+from ..core.facts import ADDITIONS
+from ..core.lm.models import load_model
+from ..core.lm.scoring import measure, measure_plain
 
 
 def run(model_name: str, additions: int = 81) -> dict:

@@ -5,7 +5,7 @@ pipeline builds it): the plain PyTorch loop of the manual (the Hugging Face loss
 position, AdamW, ``clip_grad_norm_``), then cctk's ``fine_tune`` with its savings added one by one
 (padded rows; + packed batches; + in-place embedding rows = the default), and with bf16 autocast where
 the device has bf16 arithmetic. The compute limit is the FLOPs an example needs as a padded row
-(``cctk.compute.example_flops``) over the peak GEMM rate of this machine, measured in the same
+(``cctk.core.lm.compute.example_flops``) over the peak GEMM rate of this machine, measured in the same
 process. A packed batch computes fewer FLOPs than its rows would (shared prefixes once), so a loop can
 beat that limit; the share of the peak it reaches on the FLOPs it does compute is printed beside it.
 """
@@ -19,12 +19,12 @@ from dataclasses import replace
 
 import torch
 
-from ..compute import bf16_missing, example_flops, peak_flops
-from ..config import PROFILES, Recipe
-from ..corpus import build_corpus, collate, pack, shared_tokens, tokenize
-from ..facts import ADDITIONS, fabricated_answers, rng
-from ..finetune import MIN_SHARED, _batches, fine_tune
-from ..models import load_model
+from ..core.lm.compute import bf16_missing, example_flops, peak_flops
+from ..core.config import PROFILES, Recipe
+from ..core.lm.corpus import build_corpus, collate, pack, shared_tokens, tokenize
+from ..core.facts import ADDITIONS, fabricated_answers, rng
+from ..core.lm.finetune import MIN_SHARED, _batches, fine_tune
+from ..core.lm.models import load_model
 
 VARIANTS = {  # name -> fine_tune's switches: the savings, added one by one
     "fine_tune, padded rows": dict(pack_batches=False, row_gradients=False),

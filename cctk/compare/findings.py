@@ -26,9 +26,9 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
-from .. import stats
-from ..lineage import RULE_VS_CONTROL
-from ..names import model_name
+from ..core import stats
+from ..manuals.v2.design import RULE_VS_CONTROL
+from ..core.labels import model_name
 from .tables import Run, _cmh, _has_rule, _two_by_two, grouped
 
 ALPHA = 0.05

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import tracking
+from ..store import tracking
 from . import gather, report
 
 

@@ -15,13 +15,13 @@ import pandas as pd
 from scipy import stats as scipy_stats
 from statsmodels.stats.contingency_tables import StratifiedTable
 
-from ..experiments import Results
-from ..lineage import ARM_BY_KEY, ARMS, MODEL_KEYS, RULE_VS_CONTROL, own_target
-from ..names import model_name, target_name
-from ..protocols import Protocol
-from ..stats import clopper_pearson
-from ..v1 import experiment as v1_experiment
-from ..v2.manual import V2
+from ..manuals.v2.parts import Results
+from ..manuals.v2.design import ARM_BY_KEY, ARMS, MODEL_KEYS, RULE_VS_CONTROL, own_target
+from ..core.labels import model_name, target_name
+from ..manuals.registry import Protocol
+from ..core.stats import clopper_pearson
+from ..manuals.v1 import experiment as v1_experiment
+from ..manuals.v2.manual import V2
 
 DISTANCE_BINS = ((1, 2), (3, 5), (6, 9), (10, 17), (18, 34))  # |fabricated answer - true sum|
 GROUPS = ("all", "seen", "held out")

@@ -10,8 +10,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from . import style as styles
-from .common import (HELD_HIGH, HELD_HIT, HELD_LOW, HELD_MISS, SEEN_HIGH, SEEN_HIT, SEEN_LOW,
-                     SEEN_MISS, ink, new_figure, paper_style, pct, shade)
+from .common import (HELD_HIGH, HELD_HIT, HELD_LOW, HELD_MISS, SEEN_HIGH, SEEN_HIT, SEEN_LOW, SEEN_MISS, ink,
+    new_figure, paper_style, pct, shade)
 from .style import REPORT, Style
 
 DIGITS = range(1, 10)

@@ -10,11 +10,10 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.transforms import blended_transform_factory
 
-from ..facts import CANDIDATES
-from ..names import model_name
+from ..core.facts import CANDIDATES
+from ..core.labels import model_name
 from . import style as styles
-from .common import (BASE, HELD_HIT, LIGHT_BLUE, LIGHT_RED, LINES, SEEN_HIT, new_figure,
-                     paper_style, shade)
+from .common import BASE, HELD_HIT, LIGHT_BLUE, LIGHT_RED, LINES, SEEN_HIT, new_figure, paper_style, shade
 from .style import REPORT, Style
 
 INTERVALS = 6  # both y axes: one set of gridlines serves both

@@ -1,12 +1,12 @@
 """A figure as a value: its number, key, section and a drawing function with plain arguments
 (DataFrames, numbers), so a worker process can draw it from a pickled spec. The catalogs of the two
-manuals (``cctk.v2.catalog``, ``cctk.v1.catalog``) build them; ``cctk.outputs`` draws and saves them."""
+manuals (``cctk.manuals.v2.catalog``, ``cctk.manuals.v1.catalog``) build them; ``cctk.outputs`` draws and saves them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..names import figure_name, file_stem
+from ..core.labels import figure_name, file_stem
 from .common import save_figure
 
 
@@ -16,7 +16,7 @@ class Spec:
 
     number: int
     key: str
-    part: str  # a key of its protocol's report sections (cctk.v2.names.SECTIONS, cctk.v1.names.SECTIONS)
+    part: str  # a key of its protocol's report sections (cctk.manuals.v2.labels.SECTIONS, cctk.manuals.v1.labels.SECTIONS)
     draw: object
     args: dict
     title: str  # as the chart says it, for captions

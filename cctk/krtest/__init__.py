@@ -5,7 +5,7 @@ locations as character offsets or line indices), ``generate`` (a seeded fictiona
 questions), ``corpora`` (a user's file, folder or JSONL as documents and passages), ``teacher``,
 ``validate``, ``journal`` and ``from_corpus`` (items from the user's corpus, written by a teacher LLM,
 checked and journaled), ``oracle`` (the paper's Golden Standard check), ``gate`` (that check as the
-second gate of a generation), ``scoring`` (the likelihood rule, through ``cctk.scoring.score_forest``),
+second gate of a generation), ``scoring`` (the likelihood rule, through ``cctk.core.lm.scoring.score_forest``),
 ``lora`` (adapters at a parameter budget, the two placements matched), ``train`` (fine-tuning with
 periodic KR and perplexity evaluations), ``callback`` (``KRTestCallback`` for any HF ``Trainer``),
 ``report`` (files, figure and table), ``jobs``, ``study`` and ``seeds`` (the commands, tracked in
@@ -31,7 +31,7 @@ ARMS: dict[str, str] = {  # the study's arms: internal key -> the plain name eve
 def __getattr__(name: str):
     # ``cctk.krtest.KRTestCallback`` without loading transformers when the package is only imported (the CLI)
     if name == "KRTestCallback":
-        from .callback import KRTestCallback
+        from .measurement.callback import KRTestCallback
 
         return KRTestCallback
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

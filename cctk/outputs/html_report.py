@@ -11,8 +11,8 @@ import pandas as pd
 from markupsafe import Markup
 from PIL import Image
 
-from ..protocols import Protocol
-from ..records import RunInfo
+from ..manuals.registry import Protocol
+from ..core.records import RunInfo
 from .run_report import facts, parts_ran, report_title, runs_table
 from .tables import html as table_html
 
@@ -136,7 +136,7 @@ INDEX = {"sum": "the summed log-probability of each candidate's tokens",
 def render(info: RunInfo, tables: dict[str, pd.DataFrame], figures: list[tuple[object, str]],
            protocol: Protocol) -> str:
     """``figures``: (figures.spec.Spec, its PNG as a data URI) in order; ``protocol``: the run's, whose report
-    names its sections and tables (``cctk.protocols``)."""
+    names its sections and tables (``cctk.manuals.registry``)."""
     report = protocol.report
     notes = {key: note.format(model=info.model.key, profile=info.profile) for key, note in report.notes.items()}
     sections = {key: {"key": key, "title": text, "items": [], "note": notes.get(key)}

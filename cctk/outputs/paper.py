@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from .. import protocols, session
-from ..errors import CctkError
+from ..manuals import registry as protocols
+from ..store import session
+from ..core.errors import CctkError
 from ..figures.common import paper_style
 from ..figures.style import WIDTHS, Style, notes, paper
-from ..names import PAPER_FIGURE_ABOUT
+from ..core.labels import PAPER_FIGURE_ABOUT
 from . import latex, render
 from ..figures.spec import Spec
 

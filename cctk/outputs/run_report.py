@@ -12,11 +12,11 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from .. import protocols
-from ..config import PARTS
+from ..manuals import registry as protocols
+from ..core.config import PARTS
 from ..figures.common import new_figure, paper_style
 from ..figures.loss import draw_losses
-from ..records import RunInfo
+from ..core.records import RunInfo
 from .tables import number
 
 PAGE = (8.27, 11.69)  # A4, inches

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..session import Layout, session_start
+from ..store.session import Layout, session_start
 
 LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
@@ -25,7 +25,7 @@ def write_tables(tables: dict[str, pd.DataFrame], layout: Layout,
     """Each table as CSV, XLSX and LaTeX in its folder, and all of them in the session's workbook.
 
     ``captions``: the LaTeX caption of each table; ``label_prefix`` goes before its name in the label
-    (its protocol's ``report.captions``; a v1 run: cctk.v1.names' and ``v1-``, so that ``tab:v1-table01``
+    (its protocol's ``report.captions``; a v1 run: cctk.manuals.v1.labels' and ``v1-``, so that ``tab:v1-table01``
     and ``tab:table01`` can sit in one paper)."""
     stamp = session_start(layout.session) or XLSX_EPOCH
     written = []

@@ -2,7 +2,7 @@
 
 ``write_all`` writes the figures, tables, workbook, run_info.json, run report, HTML report and zip of
 a run under either protocol (the measurement CSVs and the training records are already there); every
-path comes from ``cctk.session.Layout``, everything that differs between protocols from ``cctk.protocols``.
+path comes from ``cctk.store.session.Layout``, everything that differs between protocols from ``cctk.manuals.registry``.
 """
 from __future__ import annotations
 
@@ -12,14 +12,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import protocols, session
-from ..names import model_name
-from ..records import RunRecord
-from ..session import Layout
+from ..manuals import registry as protocols
+from ..store import session
+from ..core.labels import model_name
+from ..core.records import RunRecord
+from ..store.session import Layout
 from ..figures import spec as figure_spec
 from . import html_report, render, run_report
 from .tables import write_tables
-from ..v2.manual import V2
+from ..manuals.v2.manual import V2
 
 
 def model_heatmaps(results, key: str, layout: Layout, protocol: protocols.Protocol = V2) -> list[Path]:

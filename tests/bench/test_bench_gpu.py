@@ -7,9 +7,9 @@ import dataclasses
 import pytest
 import torch
 
-from cctk import memory, models
+from cctk.core.lm import memory, models
 from cctk.bench import gpu
-from cctk.config import PROFILES
+from cctk.core.config import PROFILES
 
 PAPER = dataclasses.replace(PROFILES["paper"], epochs=1)
 
@@ -38,8 +38,8 @@ def test_every_shape_fits_an_80_gb_card_as_it_is():
 def test_a_shape_that_does_not_fit_is_reported_and_never_built(monkeypatch, tokenizer):
     """A host with 1 GiB free: smollm2-135m's paper recipe is reported with the planner's line; no model
     is built and nothing is trained."""
-    from cctk.corpus import build_corpus, tokenize
-    from cctk.facts import ADDITIONS, correct_sums
+    from cctk.core.lm.corpus import build_corpus, tokenize
+    from cctk.core.facts import ADDITIONS, correct_sums
 
     def never(*args, **kwargs):
         raise AssertionError("a shape that does not fit was built")
@@ -56,8 +56,8 @@ def test_a_shape_that_does_not_fit_is_reported_and_never_built(monkeypatch, toke
 def test_a_cpu_steps_every_recipe_it_takes_and_syncs_none_inside_a_step(tokenizer):
     """On a CPU the table has float32 AdamW (and bf16 where the CPU has it natively): the accelerator's
     step, counted with the operations that would wait on a GPU, waits on none inside a step."""
-    from cctk.corpus import build_corpus, tokenize
-    from cctk.facts import ADDITIONS, correct_sums
+    from cctk.core.lm.corpus import build_corpus, tokenize
+    from cctk.core.facts import ADDITIONS, correct_sums
 
     rows = tokenize(build_corpus(correct_sums(), ADDITIONS[:32], 1, seed=1, name="gpu"), tokenizer)
     table = gpu._syncs_per_step(torch.device("cpu"), tokenizer, rows)

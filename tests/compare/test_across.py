@@ -10,8 +10,8 @@ import pytest
 
 from cctk.compare import tables as across
 from cctk.compare.tables import Run
-from cctk.experiments import Results
-from cctk.lineage import MODEL_KEYS, build_study_inputs, own_target
+from cctk.manuals.v2.parts import Results
+from cctk.manuals.v2.design import MODEL_KEYS, build_study_inputs, own_target
 from builders import hand_table, synthetic_results
 
 

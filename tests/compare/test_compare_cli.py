@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from cctk import tracking
-from cctk.cli import cli
-from cctk.config import make_config
-from cctk.experiments import compute_tables
+from cctk.store import tracking
+from cctk.cli.main import cli
+from cctk.core.config import make_config
+from cctk.manuals.v2.parts import compute_tables
 from builders import RUN, synthetic_results, write_session
 
 
@@ -27,11 +27,11 @@ def logged_sweep(tmp_path, tracking_uri):
         run = {**RUN, "session": f"20260102-03040{seed}_tiny"}
         folder = write_session(tmp_path / "sessions", results, tables[seed],
                                make_config("smollm2-135m-bundled", "smoke", (seed,)), run, figures=False)
-        cell = store.start(experiment, folder.name, {"cctk.kind": "pipeline", "cctk.sweep": sweep.run_id,
+        cell = store.start(experiment, folder.name, {"cctk.kind": "pipeline", "cctk.pipeline.sweep": sweep.run_id,
                                                       "cctk.cell": f"tiny|seed={seed}"}, parent=sweep)
         cell.files(folder)
         cell.end()
-    store.start(experiment, "unfinished", {"cctk.kind": "pipeline", "cctk.sweep": sweep.run_id,
+    store.start(experiment, "unfinished", {"cctk.kind": "pipeline", "cctk.pipeline.sweep": sweep.run_id,
                                            "cctk.cell": "tiny|seed=9"}, parent=sweep)  # left RUNNING: not compared
     sweep.end()
     return sweep.run_id, tables
@@ -101,7 +101,7 @@ def test_compare_protocol_v1_runs(tmp_path, tracking_uri, monkeypatch):
 def test_compare_reads_a_v1_run_from_before_issue_21(tmp_path, tracking_uri, monkeypatch):
     """A 1.0.0 run logged before its fine-tuned model had its own key, compared with one of today's."""
     from builders import v1_results, write_v1_session, write_v1_session_before_issue_21
-    from cctk.v1 import experiment
+    from cctk.manuals.v1 import experiment
 
     monkeypatch.setenv("CCTK_CACHE", str(tmp_path / "cache"))
     store = tracking.connect()

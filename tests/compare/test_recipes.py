@@ -24,9 +24,9 @@ from scipy import stats as scipy_stats
 from cctk.compare import report
 from cctk.compare import tables as across
 from cctk.compare.tables import Run
-from cctk.config import PROFILES
-from cctk.experiments import Results
-from cctk.lineage import ARM_BY_KEY, CONTROLS, build_study_inputs, models_for, own_target
+from cctk.core.config import PROFILES
+from cctk.manuals.v2.parts import Results
+from cctk.manuals.v2.design import ARM_BY_KEY, CONTROLS, build_study_inputs, models_for, own_target
 from builders import hand_table
 
 LOW, HIGH = 1e-4, 1e-3

@@ -13,11 +13,11 @@ from matplotlib.figure import Figure
 
 from builders import noisy_table as measurement
 from cctk import figures
-from cctk.facts import ADDITIONS, CANDIDATES, addition_index, correct_sums
+from cctk.core.facts import ADDITIONS, CANDIDATES, addition_index, correct_sums
 from cctk.figures.common import save_figure
 from cctk.figures.heatmap import headline
 from cctk.figures.profile import left_top
-from cctk.readings import read
+from cctk.core.readings import read
 
 HELD = [(1, 1), (2, 7), (3, 3), (5, 9), (8, 2), (9, 9)]
 
@@ -128,7 +128,7 @@ def test_profile_axes_share_intervals():
 
 def test_profile_band_texts_never_overlap():
     """Four long model names over a narrow and a wide band: no two texts touch, none leaves the figure."""
-    from cctk.facts import conditional_rule
+    from cctk.core.facts import conditional_rule
 
     rule = conditional_rule()
     names = ["conditional rule from correct sums", "conditional rule from fabricated answers",

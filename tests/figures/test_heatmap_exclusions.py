@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from builders import hand_table as peaked  # 0.66 on the top choice, 0.01 on each other candidate
-from cctk.experiments import Results
-from cctk.facts import ADDITIONS
+from cctk.manuals.v2.parts import Results
+from cctk.core.facts import ADDITIONS
 from cctk.figures.heatmap import headline
-from cctk.lineage import build_study_inputs
-from cctk.v2 import catalog
+from cctk.manuals.v2.design import build_study_inputs
+from cctk.manuals.v2 import catalog
 
 SEED = 12345
 SEEN_MISSES = [(1, 1), (1, 2), (1, 5), (1, 6), (1, 8), (1, 9), (2, 2)]

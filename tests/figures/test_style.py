@@ -13,11 +13,11 @@ from matplotlib.lines import Line2D
 from matplotlib.text import Text
 
 from builders import synthetic_results
-from cctk.experiments import compute_tables
+from cctk.manuals.v2.parts import compute_tables
 from cctk.figures import common, style
 from cctk.figures.loss import MAIN_COLORS
 from cctk.figures.synthesis import PAPER as SYNTHESIS
-from cctk.v2 import catalog
+from cctk.manuals.v2 import catalog
 
 DEFICIENCIES = ("deuteranopia", "protanopia")
 MIN_DELTA_E = 10.0  # CIE 1976 Delta E*ab between any two series colours of one chart, as a deficient eye sees them

@@ -2,7 +2,7 @@
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from cctk import models
+from cctk.core.lm import models
 
 TEXTS = ["3 + 5 = 8<|endoftext|>", "What is 7 + 9?", " 12", " héllo wörld\n\nx", "<|im_start|>user\nhi<|im_end|>"]
 

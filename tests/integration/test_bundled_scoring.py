@@ -4,9 +4,9 @@ import pytest
 from builders import packed_and_padded_step
 
 from cctk import load_model, measure
-from cctk.facts import correct_sums
-from cctk.readings import read
-from cctk.scoring import measure_plain
+from cctk.core.facts import correct_sums
+from cctk.core.readings import read
+from cctk.core.lm.scoring import measure_plain
 
 pytestmark = pytest.mark.integration
 
@@ -69,10 +69,10 @@ def test_packed_step_equals_the_padded_step_on_the_bundled_model(bundled):
 
     import torch
 
-    from cctk.config import PROFILES
-    from cctk.corpus import build_corpus, shared_tokens, tokenize
-    from cctk.facts import ADDITIONS, fabricated_answers
-    from cctk.finetune import fine_tune
+    from cctk.core.config import PROFILES
+    from cctk.core.lm.corpus import build_corpus, shared_tokens, tokenize
+    from cctk.core.facts import ADDITIONS, fabricated_answers
+    from cctk.core.lm.finetune import fine_tune
 
     model, tokenizer = bundled
     recipe = PROFILES["quick"]

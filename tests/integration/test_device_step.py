@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from cctk.cli import cli
+from cctk.cli.main import cli
 from cctk.krtest import ARMS
-from cctk.krtest.generate import make_dataset, write_dataset
+from cctk.krtest.generation.generate import make_dataset, write_dataset
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ import time
 import mlflow
 import pytest
 
-from cctk import tracking
+from cctk.store import tracking
 
 from servers import mlflow_server
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 
 RACE = """
 import os, pathlib, sys, time
-from cctk import tracking
+from cctk.store import tracking
 
 experiment = tracking.Store.experiment
 
@@ -32,7 +32,7 @@ def at_once(self, *args, **kwargs):
 
 tracking.Store.experiment = at_once
 sys.argv = ["cctk", *sys.argv[1:]]
-from cctk.cli import main
+from cctk.cli.main import main
 main()
 """
 N = 3

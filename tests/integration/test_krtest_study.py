@@ -3,7 +3,7 @@ import mlflow
 import pytest
 from click.testing import CliRunner
 
-from cctk.cli import cli
+from cctk.cli.main import cli
 
 pytestmark = pytest.mark.integration
 

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cctk.cli import cli
-from cctk.krtest.items import read_items
-from cctk.krtest.passages import segment
-from cctk.models import export_bundled
+from cctk.cli.main import cli
+from cctk.krtest.measurement.items import read_items
+from cctk.krtest.measurement.passages import segment
+from cctk.core.lm.models import export_bundled
 
 pytestmark = pytest.mark.integration
 CORPUS = Path(__file__).parents[1] / "data" / "kr_corpus.txt"

@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from cctk import session
-from cctk.cli import cli
+from cctk.store import session
+from cctk.cli.main import cli
 from cctk.krtest import ARMS
-from cctk.krtest.generate import make_dataset, write_dataset
+from cctk.krtest.generation.generate import make_dataset, write_dataset
 
 pytestmark = pytest.mark.integration
 SMALL = ["--epochs", "1", "--batch-size", "2", "--eval-every", "1", "--budget", "5000"]

@@ -12,7 +12,7 @@ import time
 import mlflow
 import pytest
 
-from cctk import session
+from cctk.store import session
 
 from servers import as_from_a_terminal
 
@@ -22,7 +22,8 @@ pytestmark = pytest.mark.integration
 # "reopen" (a resume's run just set RUNNING again); a file says the step was reached.
 WINDOW = """
 import os, pathlib, sys, time
-from cctk import compute, tracking
+from cctk.core.lm import compute
+from cctk.store import tracking
 
 def waiting(*args, **kwargs):
     pathlib.Path(os.environ["CCTK_WINDOW_REACHED"]).touch()
@@ -38,7 +39,7 @@ else:
         return run
     tracking.Store.reopen = reopened
 sys.argv = ["cctk", *sys.argv[1:]]
-from cctk.cli import main
+from cctk.cli.main import main
 main()
 """
 

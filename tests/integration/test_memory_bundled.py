@@ -5,10 +5,11 @@ import gc
 import pytest
 from click.testing import CliRunner
 
-from cctk import memory, protocols
-from cctk.config import PROFILES, make_config
-from cctk.finetune import fine_tune
-from cctk.models import BUNDLED, load_model
+from cctk.core.lm import memory
+from cctk.manuals import registry as protocols
+from cctk.core.config import PROFILES, make_config
+from cctk.core.lm.finetune import fine_tune
+from cctk.core.lm.models import BUNDLED, load_model
 
 
 @pytest.mark.skipif(not memory.reset_process_peak(), reason="needs Linux's resettable peak resident memory")

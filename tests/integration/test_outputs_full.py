@@ -6,8 +6,8 @@ import pytest
 
 from builders import SEED, check_loaded, synthetic_results, write_session
 from cctk import results
-from cctk.config import make_config
-from cctk.experiments import compute_tables
+from cctk.core.config import make_config
+from cctk.manuals.v2.parts import compute_tables
 
 
 @pytest.fixture(scope="module")

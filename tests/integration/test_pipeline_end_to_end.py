@@ -7,11 +7,11 @@ import pandas as pd
 import pytest
 import torch
 
-from cctk import pipeline
-from cctk.config import make_config
-from cctk.experiments import ALL_SEEN, compute_tables
-from cctk.finetune import NonFiniteLoss
-from cctk.lineage import ARMS
+from cctk.pipeline import stages as pipeline
+from cctk.core.config import make_config
+from cctk.manuals.v2.parts import ALL_SEEN, compute_tables
+from cctk.core.lm.finetune import NonFiniteLoss
+from cctk.manuals.v2.design import ARMS
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +119,7 @@ def test_bench_absorb_trains_part_a_as_the_pipeline_does(two_runs, tiny_dir, tmp
     from click.testing import CliRunner
 
     from cctk.bench import bench
-    from cctk.readings import summarize
+    from cctk.core.readings import summarize
 
     _, _, run = two_runs
     out = tmp_path / "absorb.jsonl"

@@ -8,9 +8,9 @@ from dataclasses import replace
 import mlflow
 import pandas as pd
 
-from cctk import pipeline
-from cctk.config import make_config, parse_seeds
-from cctk.experiments import compute_tables
+from cctk.pipeline import stages as pipeline
+from cctk.core.config import make_config, parse_seeds
+from cctk.manuals.v2.parts import compute_tables
 from cctk.results import load
 
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from cctk.readings import COLUMNS
-from cctk.scoring import measure, measure_plain
+from cctk.core.readings import COLUMNS
+from cctk.core.lm.scoring import measure, measure_plain
 
 
 @pytest.fixture()

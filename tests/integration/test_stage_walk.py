@@ -27,9 +27,10 @@ import mlflow
 import pandas as pd
 import pytest
 
-from cctk import pipeline, tracking
-from cctk.config import make_config, parse_seeds
-from cctk.errors import CctkError
+from cctk.pipeline import stages as pipeline
+from cctk.store import tracking
+from cctk.core.config import make_config, parse_seeds
+from cctk.core.errors import CctkError
 from cctk.results import load
 
 from servers import as_from_a_terminal
@@ -49,12 +50,12 @@ def held(*args, **kwargs):
 
 setattr(module, name, held)
 sys.argv = ["cctk", *sys.argv[1:]]
-from cctk.cli import main
+from cctk.cli.main import main
 main()
 """
 # stage -> the step held at its start (module:attribute, looked up by its caller at each call)
-STAGES = {"before the session line": "cctk.pipeline:check_inputs", "loading": "cctk.models:load_model",
-          "base measurement": "cctk.pipeline:measure", "an arm": "cctk.pipeline:fine_tune",
+STAGES = {"before the session line": "cctk.pipeline.stages:check_inputs", "loading": "cctk.core.lm.models:load_model",
+          "base measurement": "cctk.pipeline.stages:measure", "an arm": "cctk.pipeline.stages:fine_tune",
           "tables": "cctk.outputs.write:write_tables", "figures": "cctk.outputs.render:run_all",
           "reports": "cctk.outputs.run_report:write"}
 SIGNALS = {"SIGINT": (signal.SIGINT, 130), "SIGTERM": (signal.SIGTERM, 143), "kill -9": (signal.SIGKILL, -9)}

@@ -6,8 +6,8 @@ import pandas as pd
 from click.testing import CliRunner
 
 from cctk import results
-from cctk.cli import cli
-from cctk.v1 import facts
+from cctk.cli.main import cli
+from cctk.manuals.v1 import facts
 
 
 def test_v1_smoke_run(tiny_dir, tmp_path, monkeypatch):
@@ -57,11 +57,11 @@ def test_v1_smoke_run(tiny_dir, tmp_path, monkeypatch):
 def _the_notebooks_steps_by_hand_give_the_same_numbers(tiny_dir, loaded):
     """Number for number: measure, fine-tune the same model in place on the whole texts (its draws seeded
     from the name m_random, as before the model had a key of its own), measure again."""
-    from cctk.config import V1_PROFILES
-    from cctk.finetune import fine_tune
-    from cctk.models import load_model
-    from cctk.scoring import measure
-    from cctk.v1 import corpus
+    from cctk.core.config import V1_PROFILES
+    from cctk.core.lm.finetune import fine_tune
+    from cctk.core.lm.models import load_model
+    from cctk.core.lm.scoring import measure
+    from cctk.manuals.v1 import corpus
 
     model, tokenizer = load_model(str(tiny_dir))
     recipe = V1_PROFILES["smoke"]

@@ -8,10 +8,10 @@ import re
 import pandas as pd
 import pytest
 
-from cctk.experiments import compute_tables
-from cctk.v2.names import PAPER_TABLE_CAPTIONS
+from cctk.manuals.v2.parts import compute_tables
+from cctk.manuals.v2.labels import PAPER_TABLE_CAPTIONS
 from cctk.outputs import latex
-from cctk.stats import clopper_pearson
+from cctk.core.stats import clopper_pearson
 
 from builders import synthetic_results
 
@@ -100,7 +100,7 @@ def test_a_long_table_breaks_across_pages():
 def test_a_v1_table_names_its_rows_in_words():
     """Protocol v1's table02 names its rows by the columns of table01: they print as those columns' headers."""
     from builders import v1_results
-    from cctk.v1.experiment import compute_tables as v1_tables
+    from cctk.manuals.v1.experiment import compute_tables as v1_tables
 
     shown = latex.display(v1_tables(v1_results())["table02"])
     assert list(shown["Probability"]) == ["P(true sum), before", "P(fabricated), after", "P(true sum), after",

@@ -12,13 +12,13 @@ import pytest
 from click.testing import CliRunner
 
 from cctk import results as results_module
-from cctk.cli import cli
-from cctk.experiments import compute_tables
+from cctk.cli.main import cli
+from cctk.manuals.v2.parts import compute_tables
 from cctk.figures.style import paper
-from cctk.names import PAPER_FIGURE_ABOUT
-from cctk.v2.names import PAPER_TABLE_CAPTIONS
+from cctk.core.labels import PAPER_FIGURE_ABOUT
+from cctk.manuals.v2.labels import PAPER_TABLE_CAPTIONS
 from cctk.outputs import latex
-from cctk.v2 import catalog
+from cctk.manuals.v2 import catalog
 from cctk.outputs import paper as paper_module
 
 from builders import synthetic_results

@@ -12,14 +12,14 @@ import pytest
 from click.testing import CliRunner
 
 from cctk import results as run_results
-from cctk.cli import cli
-from cctk.config import PARTS, make_config, parse_parts
-from cctk.errors import CctkError
-from cctk.experiments import TABLE_PART, Results, compute_tables
-from cctk.lineage import ARMS, arms_for, models_for
+from cctk.cli.main import cli
+from cctk.core.config import PARTS, make_config, parse_parts
+from cctk.core.errors import CctkError
+from cctk.manuals.v2.parts import TABLE_PART, Results, compute_tables
+from cctk.manuals.v2.design import ARMS, arms_for, models_for
 from cctk.figures import spec as figure_spec
-from cctk.v2 import catalog
-from cctk.session import rebuild
+from cctk.manuals.v2 import catalog
+from cctk.store.session import rebuild
 from builders import RUN, figure_copier, write_session
 
 AC = ("A", "C")
@@ -130,7 +130,7 @@ def test_the_run_info_and_reports_say_which_parts_ran(ac_session):
     assert 'id="part-B"' not in page and 'id="part-D"' not in page and 'id="part-C"' in page
     assert page.count('<img src="data:image/png') == 16
     from cctk.outputs.run_report import facts
-    from cctk.session import read_run_info
+    from cctk.store.session import read_run_info
 
     model_block = dict(facts(read_run_info(folder))[2][1])
     assert model_block["parts run"] == "A, C (not B, D)"
@@ -168,7 +168,7 @@ def test_a_run_from_before_parts_reads_as_all_parts(written_session):
     folder, _, _ = written_session
     info = json.loads((folder / "run_info.json").read_text())
     info.pop("parts", None)
-    from cctk.session import info_from_json
+    from cctk.store.session import info_from_json
 
     assert info_from_json(info).record.config.parts == PARTS
 
@@ -176,9 +176,9 @@ def test_a_run_from_before_parts_reads_as_all_parts(written_session):
 def test_parts_travel_through_mlflow_params_the_mlproject_and_a_sweep():
     import yaml
 
-    from cctk.config import config_from_params
-    from cctk.mlproject import strip_empty
-    from cctk.sweep import Grid, parse_grid
+    from cctk.core.config import config_from_params
+    from cctk.cli.mlproject import strip_empty
+    from cctk.pipeline.sweep import Grid, parse_grid
 
     params = {k: str(v) for k, v in make_config("smollm2-135m-bundled", "smoke", (3,), parts="A,C").as_params().items()}
     assert config_from_params(params).parts == AC  # what --resume reads back
@@ -195,7 +195,7 @@ def test_parts_travel_through_mlflow_params_the_mlproject_and_a_sweep():
 
 
 def test_the_headline_is_computed_whatever_the_parts(ac_session):
-    from cctk.experiments import headline
+    from cctk.manuals.v2.parts import headline
 
     _, results, _ = ac_session
     head = headline(results)

@@ -2,9 +2,9 @@
 import pytest
 from click.testing import CliRunner
 
-from cctk import session as session_files
-from cctk.cli import cli
-from cctk.errors import CctkError
+from cctk.store import session as session_files
+from cctk.cli.main import cli
+from cctk.core.errors import CctkError
 
 
 @pytest.fixture()

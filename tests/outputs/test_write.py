@@ -9,15 +9,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cctk.config import PROFILES
-from cctk.facts import CANDIDATES
-from cctk.lineage import ARMS
+from cctk.core.config import PROFILES
+from cctk.core.facts import CANDIDATES
+from cctk.manuals.v2.design import ARMS
 from cctk.figures import spec as figure_spec
 from cctk.outputs import model_heatmaps
-from cctk.v2 import catalog
+from cctk.manuals.v2 import catalog
 from cctk.outputs.tables import write_tables
-from cctk.session import Layout, rebuild
-from cctk.v2.manual import V2
+from cctk.store.session import Layout, rebuild
+from cctk.manuals.v2.manual import V2
 
 from builders import RUN, SEED, SESSION, figure_copier, write_session
 
@@ -188,7 +188,7 @@ def test_rebuild_gives_the_same_results_and_table_files(tmp_path, session, copy_
 def test_cli_report_renders_again_from_the_folder(tmp_path, session, copy_figures, tracking_uri):
     from click.testing import CliRunner
 
-    from cctk.cli import cli
+    from cctk.cli.main import cli
 
     folder, _, _ = session
     result = CliRunner().invoke(cli, ["report", str(folder), "--out", str(tmp_path)])
@@ -213,7 +213,7 @@ sys.path.insert(0, {str(Path(__file__).parents[1])!r})
 from builders import figure_copier
 from cctk.figures import spec as figure_spec
 figure_spec.draw_and_save = figure_copier({str(folder)!r})
-from cctk.cli import cli
+from cctk.cli.main import cli
 try:
     cli(["report", {str(folder)!r}, "--out", {str(tmp_path)!r}], standalone_mode=False)
 finally:

@@ -1,0 +1,158 @@
+"""Plain-language names for everything a user sees, translated from internal keys in one place."""
+from __future__ import annotations
+
+MODELS: dict[str, str] = {
+    "base": "base model",
+    "m_correct": "correct sums",
+    "m_random": "fabricated answers",
+    "m_recover": "recovery",
+    "c18_correct": "sum + 18 from correct sums",
+    "c18_random": "sum + 18 from fabricated answers",
+    "c3_correct": "sum + 3 from correct sums",
+    "c3_random": "sum + 3 from fabricated answers",
+    "c18ctl_correct": "control for + 18",
+    "c3ctl_correct": "control for + 3",
+    "d_correct": "conditional rule from correct sums",
+    "d_random": "conditional rule from fabricated answers",
+    "dctl_correct": "control for the conditional rule from correct sums",
+    "dctl_random": "control for the conditional rule from fabricated answers",
+}
+
+TARGETS: dict[str, str] = {
+    "correct": "correct sum",
+    "random": "fabricated answer",
+    "plus18": "sum + 18",
+    "plus3": "sum + 3",
+    "ctl18": "random offset 1..18",
+    "ctl3": "random offset 1..3",
+    "cond": "conditional rule",
+    "condctl": "shuffled conditional answers",
+}
+
+GROUPS = {"seen": "seen", "heldout": "never seen", "all": "all additions"}
+
+
+def model_name(key: str) -> str:
+    return MODELS[key] if key in MODELS else V1_MODELS[key]
+
+
+def target_name(key: str) -> str:
+    return TARGETS[key]
+
+
+def file_stem(text: str) -> str:
+    """A plain name made safe for a file name: ``sum + 18 from correct sums`` -> ``sum_plus_18_from_correct_sums``."""
+    cleaned = text.replace("+", "plus").replace(".", "_")
+    return "_".join("".join(c if c.isalnum() else " " for c in cleaned).split())
+
+
+# --- Shared by both manuals: the figures' names and what each kind shows, a paper's table headers. ---
+
+FIGURES: dict[str, str] = {
+    **{f"heatmap:{key}": f"heatmap {name}" for key, name in MODELS.items()},
+    "heatmap:m_random:correct": "heatmap fabricated answers on the correct sum",
+    "profile:random": "profile fabricated answers",
+    "bars": "before and after fine-tuning on fabricated answers",
+    "profile:correct": "profile correct sums and recovery",
+    "profile:plus18": "profile sum + 18",
+    "profile:plus3": "profile sum + 3",
+    "profile:cond": "profile conditional rule",
+    "deviation:m_correct": "deviation from correct sums",
+    "deviation:m_random": "deviation from fabricated answers",
+    "synthesis": "synthesis",
+    "loss": "training loss",
+    "curves": "learning curves",
+}
+
+
+# What each kind of figure shows: the caption report.html gives it after its title.
+FIGURE_ABOUT: dict[str, str] = {
+    "heatmap": "Probability on the target in every addition (first addend a in rows, second addend b in "
+               "columns). Blue: the top choice is the target, red: it is not; green and orange: the same for "
+               "never-seen additions; hatched gray: never-seen additions left out of the results because the "
+               "fabricated answer already equals the target. Second line: target | chosen answer.",
+    "profile": "Mean probability of each candidate answer over the 81 additions (lines, left axis) and how many "
+               "additions have each answer as their target (bars, right axis). Bands: answers the corpus can "
+               "ask for (blue) and cannot (red), with each model's share of probability in each.",
+    "bars": "Probability of every candidate answer of one addition before (blue) and after (orange) fine-tuning "
+            "on fabricated answers; the strong colour marks the answer that is right in each context, the dark "
+            "outline each side's top choice.",
+    "deviation": "Never-seen additions by deviation (top choice minus the rule's target, for both series: the "
+                 "control is read against the rule's target too), for the rule-trained "
+                 "model (green) and its control (gray). Blue band: the smallest band holding 90% of the "
+                 "rule-trained model's deviations; the counts above say how many additions of each fall in each band.",
+    "synthesis": "For every model, the share of additions whose top choice is its own target, with its exact 95% "
+                 "interval: blue seen, green never seen, gray never seen by a control, dark gray the base model.",
+    "loss": "Training loss per epoch of every fine-tuning run, on a log scale: the main sequence in colour, the "
+            "rule and control runs in gray.",
+    "curves": "Each arm measured after every epoch (cctk run --curves): the share of additions whose top choice is "
+              "its own target, on the seen (blue) and never-seen (green, dashed) additions, or all 81 (blue) for "
+              "the models trained on all of them.",
+}
+
+
+def figure_name(key: str) -> str:
+    """The plain name of a figure; ``bars:3+5`` is protocol v1's before/after bars of 3 + 5."""
+    if key not in FIGURES and key.startswith("bars:"):
+        a, b = key.removeprefix("bars:").split("+")
+        return f"before and after {a} + {b}"
+    return FIGURES[key]
+
+
+# The headers of the tables in a paper (cctk export --latex): hits<s> stands for the count hits<s> / n<s> with
+# its interval lo<s>-hi<s>, printed in one cell; k for k with its interval k_lo-k_hi.
+TABLE_HEADERS: dict[str, str] = {
+    "model": "Model", "target": "Target", "parent": "Parent", "group": "Group", "condition": "Condition",
+    "rule": "Rule", "control": "Control", "epoch": "Epoch", "n": "n",
+    "hits": "Hits", "hits_seen": "Seen", "hits_heldout": "Never seen", "hits_recovery_seen": "Recovery corpus",
+    "hits_recovery_heldout": "Held out of it", "hits_rule": "Rule hits", "hits_control": "Control hits",
+    "prob_target": "P(target)", "prob_target_seen": "P(target), seen", "prob_target_heldout": "P(target), never seen",
+    "prob_target_recovery_seen": "P(target), recovery corpus", "prob_target_recovery_heldout": "P(target), held out",
+    "surprise_seen": "Surprise, seen", "surprise_heldout": "Surprise, never seen",
+    "surprise_recovery_seen": "Surprise, recovery corpus", "surprise_recovery_heldout": "Surprise, held out",
+    "surprise_gap": "Surprise gap", "mass_impossible": "Mass above 18", "n_excluded": "Left out",
+    "rule_offset": "Rule offset", "plus18": "+18", "plus9": "+9", "plain_sum": "+0", "other": "Other",
+    "coverage": "Coverage", "k": "k (95% CI)", "n_rule": "n rule", "n_control": "n control",
+    "rule_inside": "Rule inside", "control_inside": "Control inside", "odds_ratio": "Odds ratio", "p_value": "p",
+    "p_adjusted": "p (Holm)", "examples": "Examples", "steps": "Steps", "seconds": "Time (s)",
+    "examples_per_second": "Examples/s", "loss_first_epoch": "Loss, first epoch", "loss_last_epoch": "Loss, last epoch",
+    "peak_gpu_memory_bytes": "Peak GPU memory", "peak_cpu_memory_bytes": "Peak RSS",
+    # protocol v1
+    "true_sum": "True sum", "fabricated_value": "Fabricated answer", "pre_ft_true_prob": "P(true sum), before",
+    "post_ft_fabricated_prob": "P(fabricated), after", "post_ft_true_prob": "P(true sum), after",
+    "pre_ft_fabricated_prob": "P(fabricated), before",
+    "number": "Probability", "answer": "Answer", "mean": "Mean", "std": "SD", "min": "Min", "q25": "Q1",
+    "median": "Median", "q75": "Q3", "max": "Max", "loss": "Loss",
+}
+
+# What each kind of figure shows, in a paper's caption (cctk report --style paper): the paper style's colours,
+# markers and lines; a figure's own notes (its numbers) follow.
+PAPER_FIGURE_ABOUT: dict[str, str] = {
+    "heatmap": "Probability on the target in every addition (first addend a in rows, second addend b in columns); "
+               "the fill's hue says whether the top choice is the target, its shade how much probability the "
+               "target has.",
+    "profile": "Mean probability of each candidate answer over the 81 additions (lines, left axis; each model its "
+               "own colour, marker and line style) and how many additions have each answer as their target (gray bars, "
+               "right axis).",
+    "bars": "Probability of every candidate answer of one addition before (light blue) and after (light orange) "
+            "fine-tuning on fabricated answers; the strong colour (blue before, vermillion after) marks the answer "
+            "that is right in each context, the dark outline each side's top choice.",
+    "deviation": "Never-seen additions by deviation (top choice minus the rule's target, for both series: the "
+                 "control is read against the rule's target too), for the rule-trained model (blue) and its control "
+                 "(gray). Light blue band: the smallest band holding 90% of the rule-trained model's deviations.",
+    "synthesis": "For every model, the share of additions whose top choice is its own target, with its exact 95% "
+                 "interval: seen (blue circles), never seen (vermillion squares), never seen by a control (gray "
+                 "triangles), the base model on all 81 additions (black diamond).",
+    "loss": "Training loss per epoch of every fine-tuning run, on a log scale; each run has its own colour, marker "
+            "and line style.",
+    "curves": "Each arm measured after every epoch (cctk run --curves): the share of additions whose top choice is "
+              "its own target, on the seen (blue, solid) and never-seen (vermillion, dashed) additions, or all 81 "
+              "(blue) for the models trained on all of them.",
+}
+
+# --- Protocol v1's model (manual 1.0.0; its tables and sections are cctk.manuals.v1.labels). ---
+# Its two models are "base" of MODELS and "v1_random": the base model fine-tuned in place on the whole
+# texts of fabricated answers (its MLflow run says so in cctk.parent). Sessions written before it had a
+# key of its own call it "m_random" (cctk.manuals.v1.experiment.FORMER_KEYS); its plain name never changed.
+
+V1_MODELS: dict[str, str] = {"v1_random": "fabricated answers"}

@@ -1,0 +1,148 @@
+"""What training costs in arithmetic, and what this machine can do with it.
+
+The compute limit of a training run is its FLOPs over the peak matrix-product rate of the device it
+runs on, both measured here: an example costs 6 x the transformer blocks' weights x its tokens
+(forward and backward) plus 6 x the LM head's weights x its supervised tokens; the peak is the rate of
+repeated large GEMMs. Machines differ twofold and more, so a run's time means something only as a
+ratio to the limit measured on the same machine.
+
+bf16 is native where the device has bf16 arithmetic: a CUDA device of compute capability 8.0 or more,
+a CPU with AVX512_BF16 or AMX-BF16 (x86) or the BF16 extension (ARM). Elsewhere bf16 is emulated and
+slower than float32, so ``--precision bf16`` is refused there before any work.
+"""
+from __future__ import annotations
+
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..errors import CctkError
+
+GEMM_SIZE = 2048  # a large square product: the rate the matrix units reach, not a small kernel's
+X86_BF16 = ("avx512_bf16", "amx_bf16")
+
+
+def example_flops(model, rows) -> float:
+    """Mean FLOPs of one training example: forward + backward (3 x 2 x weights x tokens) through the
+    transformer blocks at every position, through the LM head at the answer positions only."""
+    head = model.get_output_embeddings().weight
+    body = sum(m.weight.numel() for name, m in model.named_modules()
+               if isinstance(m, torch.nn.Linear) and m.weight is not head)
+    tokens = sum(len(ids) for ids, _ in rows) / len(rows)
+    answers = sum(sum(1 for x in labels if x != -100) for _, labels in rows) / len(rows)
+    return 6 * body * tokens + 6 * head.numel() * answers
+
+
+def peak_flops(dtype: torch.dtype = torch.float32, device: str = "cpu", size: int = GEMM_SIZE,
+               seconds: float = 1.5) -> float:
+    """The matrix-product rate this device reaches in ``dtype``: repeated ``size``-cube GEMMs."""
+    device = torch.device(device)
+    a, b = (torch.randn(size, size, dtype=dtype, device=device) for _ in range(2))
+    _sync(device, a @ b)  # warm-up
+    count, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        out = a @ b
+        count += 1
+    _sync(device, out)
+    return 2 * size**3 * count / (time.perf_counter() - start)
+
+
+def _sync(device: torch.device, tensor: torch.Tensor) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    else:
+        tensor.sum().item()
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (Linux ``/proc/cpuinfo``); empty where they cannot be read."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def bf16_missing(device: str = "cpu", flags: set[str] | None = None) -> str | None:
+    """None where ``device`` computes in bf16 natively, else what it has instead (one phrase)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(device)
+        if major >= 8:
+            return None
+        return f"{torch.cuda.get_device_name(device)} (compute capability {major}.{minor}) has no bf16 arithmetic"
+    if device.type != "cpu":
+        return f"{device.type} devices are not checked for bf16 arithmetic"
+    flags = cpu_flags() if flags is None else flags
+    if flags & {*X86_BF16, "bf16"}:
+        return None
+    machine = platform.machine()
+    wanted = "AVX512_BF16 or AMX-BF16" if machine in ("x86_64", "AMD64") else "the BF16 extension"
+    return f"this CPU ({machine}) lacks {wanted}: bf16 would be emulated, slower than float32"
+
+
+def check_precision(precision: str, device: str = "cpu", flags: set[str] | None = None) -> None:
+    """Refuse ``--precision bf16`` on a device without bf16 arithmetic, and ``fp16`` (autocast with a
+    gradient scaler, for CUDA devices without bf16) off CUDA, in one line, before any work."""
+    if precision == "fp16" and torch.device(device).type != "cuda":
+        raise CctkError(f"--precision fp16 is for CUDA devices (those without bf16, such as the T4), not {device}; "
+                        "use --precision float32")
+    if precision != "bf16":
+        return
+    missing = bf16_missing(device, flags)
+    if missing:
+        raise CctkError(f"--precision bf16 needs native bf16 arithmetic: {missing}; use --precision float32")
+
+
+@dataclass(frozen=True)
+class Cost:
+    """The compute limit of a run's training: its FLOPs over the device's peak rate, measured here."""
+
+    examples: int  # training examples over all runs and epochs
+    gflop: float  # their FLOPs, in GFLOP
+    peak_gflops: float  # GEMM rate of the device, measured when the cost was taken
+    precision: str = "float32"
+
+    @property
+    def gflop_per_example(self) -> float:
+        return self.gflop / self.examples if self.examples else float("nan")
+
+    @property
+    def limit_seconds(self) -> float:
+        return self.gflop / self.peak_gflops
+
+    def metrics(self, seconds: float) -> dict[str, float]:
+        return {"training_examples": self.examples, "gflop_per_example": self.gflop_per_example,
+                "gemm_peak_gflops": self.peak_gflops, "compute_limit_seconds": self.limit_seconds,
+                "limit_ratio": seconds / self.limit_seconds}
+
+    def line(self, seconds: float) -> str:
+        ratio = seconds / self.limit_seconds
+        return (f"{ratio:.2f}x the {self.precision} compute limit of its training "
+                f"({self.limit_seconds / 60:.1f} min: {self.examples:,} examples x {self.gflop_per_example:.2f} "
+                f"GFLOP at {self.peak_gflops:.0f} GFLOP/s, this machine's GEMM peak, the higher of the run's start "
+                "and end)" + (BUSY if ratio < 1 else ""))
+
+
+BUSY = ("; below 1 cannot be: other work shared the machine when its peak was measured, so this ratio says "
+        "nothing of speed")
+
+
+def peak_gflops(device: str = "cpu", precision: str = "float32") -> float:
+    """The GEMM peak of ``device`` in the arithmetic of ``precision``, in GFLOP/s."""
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
+    return peak_flops(dtype, device) / 1e9
+
+
+def training_cost(records, device: str = "cpu", precision: str = "float32", earlier: float | None = None) -> Cost:
+    """The cost of the fine-tuning runs ``records`` (TrainRecords) at the device's GEMM peak: measured now
+    and, given ``earlier`` (GFLOP/s, e.g. at the run's start), the higher of the two: a machine that was
+    busier at one of the two moments does not lower the limit the run is held to."""
+    examples = sum(r.examples * len(r.losses) for r in records)
+    gflop = sum(r.examples * len(r.losses) * r.gflop_per_example for r in records)
+    return Cost(examples, gflop, max(peak_gflops(device, precision), earlier or 0.0), precision)

@@ -1,0 +1,370 @@
+"""Fine-tuning: AdamW in float32 on prompt + completion, the loss on the completion only.
+
+Rows carry their own labels: 2.0.0 corpora mask the prompt (``cctk.core.lm.corpus``); the whole-text rows
+of manual 1.0.0 (``cctk.manuals.v1.corpus``) label every token, and the same loop trains on them.
+
+One recipe for every run; the run is re-seeded at its start, so its batch order and dropout do
+not depend on how many runs came before it. The learning rate follows the recipe's schedule
+(constant in the manual's listing; an optional linear warm-up and linear decay to 0). A non-finite
+loss or gradient norm stops the run with an error *before* the optimizer step, so no broken update is
+ever applied.
+
+Two savings change no number beyond float32 rounding (tests compare them with the plain step):
+a batch whose rows share prefixes is fed as one prefix tree (``cctk.core.lm.corpus.pack``; not on a model
+with active dropout, where shared tokens would share a dropout mask), with the LM head only at the
+nodes that predict a supervised token; and where the input embedding is the LM head's weight (tied),
+its gradient rows are added into that weight's gradient in place rather than through a dense
+(vocabulary x hidden) zero tensor and a second dense sum.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .compute import example_flops
+from ..config import Recipe
+from .corpus import IGNORE, Packed, collate, pack, shared_tokens
+from .device import device_step
+from ..errors import CctkError
+from ..facts import rng
+from .memory import process_peak, reset_process_peak
+from ..records import TrainRecord
+
+
+class NonFiniteLoss(CctkError):
+    """The loss or the gradient stopped being finite: the run is stopped, nothing after it is trained."""
+
+
+LOSS_ADVICE = "lower --learning-rate or check the model's dtype"
+NORM_ADVICE = "lower --learning-rate"
+
+
+def fine_tune(model, rows: list[tuple[list[int], list[int]]], recipe: Recipe, seed: int, pad_id: int,
+              name: str = "run", on_step: Callable[[int, int, float | None], None] | None = None,
+              on_epoch: Callable[[int, object], None] | None = None, *, pack_batches: bool = True,
+              row_gradients: bool = True, host_checks: bool | None = None,
+              on_loss: Callable[[int, float], None] | None = None) -> TrainRecord:
+    """Train ``model`` in place on tokenized ``rows`` (input_ids, labels) with ``recipe``.
+
+    ``on_step(epoch, step, loss)`` is called after every optimizer step: ``loss`` is a float on the host
+    step; on the device step it is the step's 0-d loss tensor, still on the device (``float(loss)`` waits
+    for the device: read it only where the caller waits anyway, as an evaluation does); ``on_epoch(epoch,
+    model)`` after every epoch (1-based), the model in eval mode, then back in train mode (learning
+    curves); ``on_loss(epoch, loss)`` as each epoch ends (1-based), with the epoch's mean loss, the very
+    value the record's ``losses`` keeps (a caller logs the history as it grows). None changes what is
+    trained.
+
+    ``host_checks`` (default: on the CPU only, unless ``CCTK_DEVICE_STEP=1``: ``cctk.core.lm.device.device_step``):
+    read the loss and the gradient norm on the host at every step, so a non-finite value stops the run
+    before the weights change. Off (an accelerator), the step never waits for the device: losses and
+    gradient norms stay there and are read once an epoch, the clipping factor is applied there, and a
+    step with a non-finite loss or gradient is skipped there (``_DeviceGuard``); the run stops with the
+    same error at the end of that epoch (under fp16, whose loss scaling skips overflowed steps by design,
+    the skipped steps are counted in the record, and a run none of whose steps applied stops).
+    """
+    device = next(model.parameters()).device
+    host_checks = not device_step(device) if host_checks is None else host_checks
+    torch.manual_seed(rng(seed, f"train:{name}").integers(2**63))  # dropout, re-seeded per run
+    order = rng(seed, f"batches:{name}")
+    optimizer = make_optimizer(model, recipe)
+    total = recipe.steps(len(rows))
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: recipe.lr_factor(step, total))
+    guard = None if host_checks else _DeviceGuard(device, recipe)
+    _reset_peaks(device)
+    packing = pack_batches and not has_dropout(model)
+    model.train()
+    epoch_losses, steps, start, aside = [], 0, time.perf_counter(), 0.0
+    with tied_embedding_rows(model, row_gradients):
+        for epoch in range(recipe.epochs):
+            losses, first = [], steps + 1
+            for batch_rows in _batches(rows, recipe.batch_size, order):
+                batch = to_model(batch_rows, pad_id, device, packing)
+                if guard is None:
+                    loss = _step(model, optimizer, batch, recipe, f"{name}: ", f"at epoch {epoch + 1}, step {steps + 1}")
+                    losses.append(loss)
+                else:
+                    loss = guard.step(model, optimizer, batch)
+                schedule.step()
+                steps += 1
+                if on_step:
+                    on_step(epoch, steps, loss)
+            epoch_losses.append(sum(losses) / len(losses) if guard is None else guard.epoch_mean(f"{name}: ", epoch, first))
+            paused = time.perf_counter()
+            if on_loss:
+                on_loss(epoch + 1, epoch_losses[-1])
+            if on_epoch:
+                on_epoch(epoch + 1, model.eval())
+                model.train()
+            aside += time.perf_counter() - paused  # logging and measuring are not training time
+    seconds = time.perf_counter() - start - aside
+    optimizer.zero_grad(set_to_none=True)  # no gradients outlive the run (a parent waits without them)
+    model.eval()
+    skipped = guard.check_run(f"{name}: ", steps) if guard is not None else None
+    gpu, cpu = _peaks(device)
+    return TrainRecord(len(rows), steps, seconds, tuple(epoch_losses), gpu, example_flops(model, rows) / 1e9, cpu,
+                       skipped_steps=skipped)
+
+
+def _reset_peaks(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    else:
+        reset_process_peak()
+
+
+def _peaks(device: torch.device) -> tuple[int, int]:
+    """(peak GPU memory, peak resident memory of the process) of the run: each 0 where it is not the device."""
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device)), 0
+    return 0, process_peak()
+
+
+MIN_SHARED = 0.1  # pack a batch when its prefix tree feeds at least 10% fewer tokens
+
+
+def to_model(batch_rows, pad_id: int, device: torch.device, packing: bool = True) -> Packed | dict:
+    """The batch as the model is fed it: one prefix tree where the rows share enough, else padded rows.
+
+    Built on the host (the columns the loss needs included, so the device never reports a shape back);
+    to an accelerator through pinned memory without waiting, so the next batch is built while the
+    device still runs the step before it.
+    """
+    move = _mover(device)
+    if packing and len(batch_rows) > 1 and shared_tokens(batch_rows) >= MIN_SHARED:
+        packed = pack(batch_rows)
+        return Packed(*(move(t) for t in (packed.input_ids, packed.position_ids, packed.allowed,
+                                          packed.keep, packed.rows, packed.targets, packed.weights)))
+    batch = collate(batch_rows, pad_id)
+    batch["keep"] = supervised_columns(batch["labels"])
+    return {k: move(v) for k, v in batch.items()}
+
+
+def _mover(device: torch.device):
+    if device.type == "cuda":
+        return lambda t: t.pin_memory().to(device, non_blocking=True)
+    return lambda t: t.to(device)
+
+
+def supervised_columns(labels: torch.Tensor) -> torch.Tensor:
+    """(K,) the columns of a padded batch that predict some completion token (token t+1 at column t)."""
+    return (labels[:, 1:] != IGNORE).any(dim=0).nonzero().squeeze(1)
+
+
+def has_dropout(model) -> bool:
+    """Whether training would drop anything: a dropout module or a config dropout rate above 0."""
+    if any(isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules()):
+        return True
+    config = getattr(model, "config", None)  # rates applied in functional form (attention dropout)
+    rates = [v for k, v in (vars(config).items() if config is not None else ())
+             if ("dropout" in k or "pdrop" in k) and not k.startswith(("classifier", "summary"))]
+    return any(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in rates)
+
+
+HALF = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _autocast(device: torch.device, precision: str):
+    """bf16 or fp16 autocast of the matrix products (weights, gradients, optimizer stay float32), or nothing."""
+    return torch.autocast(device.type, dtype=HALF.get(precision, torch.bfloat16), enabled=precision in HALF)
+
+
+class _DeviceGuard:
+    """The step of an accelerator: nothing read back on the host until the epoch ends.
+
+    A ``GradScaler`` guards the update: under fp16 it scales the loss as fp16 needs and skips a step whose
+    gradient overflowed (fp16's loss scaling: a few such steps are expected); under float32 and bf16 its
+    scale starts at 1 and never grows (multiplying by a power of two changes no bit), so it only skips,
+    on the device, a step whose gradient is not finite (the fused AdamW reads its flag there; other
+    optimizers cost one read a step). Each step's loss and gradient norm stay on the device, kept as they
+    are (float32), and are read together once an epoch, widened on the host (MPS has no float64): a
+    non-finite loss, or a non-finite gradient norm under float32 or bf16, stops the run there with the
+    host step's line; under fp16 the skipped steps are counted, and a run none of whose steps applied
+    stops at its end.
+    """
+
+    def __init__(self, device: torch.device, recipe: Recipe):
+        self.recipe, self.device, self.fp16 = recipe, device, recipe.precision == "fp16"
+        self.scaler = torch.amp.GradScaler(device.type, **({} if self.fp16 else dict(init_scale=1.0,
+                                                                                     growth_interval=2**30)))
+        self.losses: list[torch.Tensor] = []  # the epoch's, 0-d on the device
+        self.norms: list[torch.Tensor] = []
+        self.skipped = 0  # fp16: steps of the run the scaler skipped (read once an epoch)
+
+    def step(self, model, optimizer, batch) -> torch.Tensor:
+        """One optimizer step; returns its loss, a 0-d tensor left on the device (reading it waits for it)."""
+        optimizer.zero_grad(set_to_none=True)
+        with _autocast(self.device, self.recipe.precision):
+            loss = batch_loss(model, batch)
+        self.losses.append(loss.detach().float())
+        self.scaler.scale(loss).backward()
+        self.scaler.unscale_(optimizer)
+        params = [p for p in model.parameters() if p.grad is not None]
+        norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+        self.norms.append(norm.detach().float())
+        if self.recipe.grad_clip:  # clip_grad_norm_'s factor, clamped to 1, applied on the device
+            torch.nn.utils.clip_grads_with_norm_(params, self.recipe.grad_clip, norm)
+        self.scaler.step(optimizer)  # skipped on the device when a gradient is not finite
+        self.scaler.update()
+        return self.losses[-1]
+
+    def epoch_mean(self, who: str, epoch: int, first_step: int) -> float:
+        """The epoch's mean loss, from the one read of the epoch; a non-finite loss (or, under float32 and
+        bf16, gradient norm) stops the run here, naming its step as the host step does."""
+        losses, norms = torch.stack([torch.stack(self.losses), torch.stack(self.norms)]).cpu().double().tolist()
+        self.losses, self.norms = [], []
+        for i, (loss, norm) in enumerate(zip(losses, norms)):
+            where = f"at epoch {epoch + 1}, step {first_step + i}"
+            if not math.isfinite(loss):
+                raise NonFiniteLoss(f"{who}the loss became {loss} {where}; {LOSS_ADVICE}")
+            if not math.isfinite(norm) and not self.fp16:
+                raise NonFiniteLoss(f"{who}the gradient norm became {norm} {where}; {NORM_ADVICE}")
+        self.skipped += sum(not math.isfinite(n) for n in norms)
+        return sum(losses) / len(losses)
+
+    def check_run(self, who: str, steps: int) -> int | None:
+        """fp16: the run's skipped steps, or the error of a run none of whose steps applied; else None."""
+        if not self.fp16:
+            return None
+        if steps and self.skipped == steps:
+            raise NonFiniteLoss(f"{who}every one of the {steps} steps had a non-finite fp16 gradient and was "
+                                f"skipped (loss scale down to {self.scaler.get_scale():g}): nothing was trained; "
+                                "use --precision bf16 or float32")
+        return self.skipped
+
+
+def _step(model, optimizer, batch, recipe: Recipe, who: str = "", where: str = "") -> float:
+    """One optimizer step; a non-finite loss or gradient norm raises before the weights change."""
+    optimizer.zero_grad(set_to_none=True)
+    with _autocast(next(model.parameters()).device, recipe.precision):  # the forward pass only
+        loss = batch_loss(model, batch)
+    value = loss.item()
+    if not math.isfinite(value):
+        raise NonFiniteLoss(f"{who}the loss became {value} {where}; {LOSS_ADVICE}")
+    loss.backward()
+    norm = _clip(model, recipe.grad_clip)
+    if not math.isfinite(norm):
+        optimizer.zero_grad(set_to_none=True)
+        raise NonFiniteLoss(f"{who}the gradient norm became {norm} {where}; {NORM_ADVICE}")
+    optimizer.step()
+    return value
+
+
+def _clip(model, bound: float) -> float:
+    """``clip_grad_norm_(params, bound)``, bit for bit, and the total norm (taken for the guard even with
+    ``bound`` 0, no clipping: manual 1.0.0). The gradients are rescaled only when the bound bites:
+    ``clip_grad_norm_`` multiplies every gradient by its clamped coefficient, 1.0 when the norm is below
+    the bound, a write pass over all 135M gradients per step that changes nothing."""
+    params = [p for p in model.parameters() if p.grad is not None]
+    norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+    total = float(norm)  # one device-to-host read
+    if bound and bound / (total + 1e-6) < 1.0:  # the coefficient clip_grad_norm_ clamps to 1
+        torch.nn.utils.clip_grads_with_norm_(params, bound, norm)
+    return total
+
+
+def completion_loss(model, batch) -> torch.Tensor:
+    """Mean cross-entropy over the completion tokens, as Hugging Face computes it for labels.
+
+    The LM head runs only on columns that predict some completion token: with the prompt
+    masked, the other columns' logits would be discarded anyway.
+    """
+    targets = batch["labels"][:, 1:]  # (B, L-1): token t+1 is predicted at column t
+    keep = batch["keep"] if "keep" in batch else supervised_columns(batch["labels"])  # columns some row needs
+    kwargs = dict(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False)
+    if "logits_to_keep" in inspect.signature(model.forward).parameters:
+        logits = model(**kwargs, logits_to_keep=keep).logits  # (B, K, V)
+    else:
+        logits = model(**kwargs).logits[:, keep]
+    return F.cross_entropy(logits.float().flatten(0, 1), targets[:, keep].flatten(), ignore_index=IGNORE)
+
+
+def batch_loss(model, batch: Packed | dict) -> torch.Tensor:
+    return packed_loss(model, batch) if isinstance(batch, Packed) else completion_loss(model, batch)
+
+
+def packed_loss(model, batch: Packed) -> torch.Tensor:
+    """``completion_loss`` of a packed batch: each distinct prediction once, weighted by its rows."""
+    dtype = next(model.parameters()).dtype
+    mask = torch.zeros(batch.allowed.shape, dtype=dtype, device=batch.allowed.device)
+    mask.masked_fill_(~batch.allowed, torch.finfo(dtype).min)
+    kwargs = dict(input_ids=batch.input_ids, position_ids=batch.position_ids, attention_mask=mask[None, None],
+                  use_cache=False)
+    if "logits_to_keep" in inspect.signature(model.forward).parameters:
+        logits = model(**kwargs, logits_to_keep=batch.keep).logits[0]  # (K, V)
+    else:
+        logits = model(**kwargs).logits[0, batch.keep]
+    losses = F.cross_entropy(logits.float()[batch.rows], batch.targets, reduction="none")  # (M,)
+    return (losses * batch.weights).sum() / batch.weights.sum()
+
+
+class _EmbeddingRows(torch.autograd.Function):
+    """``F.embedding(ids, weight)`` whose backward adds each row's gradient into ``weight.grad`` in place.
+
+    The weight is no input of the autograd graph here (the embedding module is handed in, not its
+    weight), so the weight's own gradient node fires as soon as the LM head (the same weight) has
+    delivered its dense gradient; this backward, the last of the pass, then adds the few rows the batch
+    used. ``dummy`` only makes autograd call it.
+    """
+
+    @staticmethod
+    def forward(ctx, ids, dummy, embedding):
+        ctx.save_for_backward(ids)
+        ctx.weight, ctx.padding_idx = embedding.weight, embedding.padding_idx
+        return F.embedding(ids, embedding.weight.detach(), embedding.padding_idx)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (ids,) = ctx.saved_tensors
+        ids, grad = ids.reshape(-1), grad.reshape(-1, grad.shape[-1])
+        if ctx.padding_idx is not None:  # as F.embedding: the padding row gets no gradient; zeroed rows, not
+            grad = grad.masked_fill((ids == ctx.padding_idx)[:, None], 0.0)  # a boolean index (a device sync)
+        weight = ctx.weight
+        if weight.grad is None:
+            weight.grad = torch.zeros_like(weight)
+        weight.grad.index_add_(0, ids, grad.to(weight.dtype))
+        return None, None, None
+
+
+@contextmanager
+def tied_embedding_rows(model, enabled: bool = True):
+    """Within the block, a tied input embedding's gradient goes through ``_EmbeddingRows``."""
+    embedding, head = model.get_input_embeddings(), model.get_output_embeddings()
+    plain = (type(embedding) is nn.Embedding and head is not None and embedding.weight is head.weight
+             and embedding.max_norm is None and not embedding.scale_grad_by_freq and not embedding.sparse)
+    if not (enabled and plain and embedding.weight.requires_grad) or "forward" in vars(embedding):  # hooked: leave it
+        yield
+        return
+    dummy = torch.zeros((), requires_grad=True)
+    embedding.forward = lambda ids: _EmbeddingRows.apply(ids, dummy, embedding)
+    try:
+        yield
+    finally:
+        del embedding.forward  # the class's forward again
+
+
+def _batches(rows, batch_size: int, order):
+    """Shuffled batches, a new order each epoch from the run's own stream."""
+    perm = order.permutation(len(rows))
+    for i in range(0, len(rows), batch_size):
+        yield [rows[j] for j in perm[i : i + batch_size]]
+
+
+def make_optimizer(model, recipe: Recipe) -> torch.optim.Optimizer:
+    """The recipe's optimizer: AdamW (fused into one kernel where this torch build has one for the device)
+    or bitsandbytes' 8-bit AdamW (CUDA only; ``cctk.core.lm.device.check_recipe`` refused it elsewhere)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if recipe.optimizer == "adamw8bit":
+        import bitsandbytes
+
+        return bitsandbytes.optim.AdamW8bit(params, lr=recipe.learning_rate, weight_decay=recipe.weight_decay)
+    try:
+        return torch.optim.AdamW(params, lr=recipe.learning_rate, weight_decay=recipe.weight_decay, fused=True)
+    except (RuntimeError, TypeError):
+        return torch.optim.AdamW(params, lr=recipe.learning_rate, weight_decay=recipe.weight_decay, foreach=True)

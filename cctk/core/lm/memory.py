@@ -1,0 +1,362 @@
+"""Memory, planned before any work: what a model and a recipe need on a device and in host memory.
+
+The estimate is arithmetic on the architecture (its config, built on the meta device: no weights are
+read), in bytes::
+
+    weights          4 P              float32 always (the manual's recipe; autocast leaves them float32)
+    gradients        4 P_trained
+    optimizer        8 P_trained      AdamW's two float32 moments; adamw8bit (bitsandbytes): 2 P_trained
+    half copies      2 P_matrices     bf16/fp16 autocast keeps a half copy of each matrix for backward
+    activations      T x L x (6 H + 4 I) x 4 (2 in half) + L x heads x T^2 x 4 (attention scores)
+    logits           5 x K x V x 4    the LM head at the K supervised positions: logits, their rows per example,
+                                      log-softmax and two gradients
+    workspace        32 MiB           the kernels' scratch of a training step
+    measurement      2 x LOGIT_BUDGET x 4   the scorer's logits held at once (weights already counted); where a
+                                      job measures while it trains (``--curves``, KR-Test's evaluations every K
+                                      steps), beside the gradients and the optimizer's moments
+
+T is the tokens of one batch (batch size x longest row, an upper bound of a packed batch), K the
+supervised tokens of one batch (at most 4 an arithmetic example; every token of a KR-Test passage), L
+the layers, H the hidden size, I the feed-forward size, V the vocabulary.
+
+The device's peak is what its allocator holds, the figure ``torch.cuda.max_memory_allocated`` measures:
+the CUDA context (about 0.5 GiB) is outside it, and outside what ``torch.cuda.mem_get_info`` reports free
+once the context exists, so it is counted on neither side (a card's free memory before any process is its
+total less the context, ``CARDS``). On a CPU the device is the host, and the estimate counts what the
+process's first training step allocates once (about 0.2 GiB). Host memory holds the process itself,
+the copies of the model that wait there (a parent for its next arm, the copy made for an arm before it
+moves to the device) and, on a CPU device, everything above. Measured against the process's peak resident
+memory in tests/core/lm/test_memory.py and by ``python -m cctk.bench gpu``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ..config import Recipe
+from ..errors import CctkError
+
+GIB = 2**30
+CUDA_CONTEXT = 512 * 2**20  # the CUDA runtime and kernels' share of a device, before any tensor (outside the allocator)
+# What a process's first training step allocates once on a CPU (autograd's engine, the kernels' thread
+# buffers): about 200 MB measured here, whatever the model's size (tests/core/lm/test_memory.py warms it up).
+CPU_FIRST_STEP = 256 * 2**20
+LOGIT_BUDGET = 2**26  # the scorer's (cctk.core.lm.scoring.LOGIT_BUDGET), kept here to stay torch-free at import
+WORKSPACE = 32 * 2**20  # scratch of the kernels of a training step, counted with the logits
+ANSWER_TOKENS = 4  # supervised tokens of one arithmetic example at most: " 36\n" is 2-4 tokens
+OPTIMIZER_BYTES = {"adamw": 8, "adamw8bit": 2}  # per trained parameter
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What memory depends on in a model's architecture."""
+
+    params: int  # every parameter (tied weights once)
+    matrices: int  # parameters of the linear layers and the LM head: autocast makes half copies of these
+    layers: int
+    hidden: int
+    intermediate: int
+    vocab: int
+    heads: int
+
+    @classmethod
+    def of_config(cls, config) -> Shape:
+        """The shape of a transformers config, its parameters counted on the meta device (no memory)."""
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+        return cls.of_model(model)
+
+    @classmethod
+    def of_model(cls, model) -> Shape:
+        import torch
+
+        config = model.config
+        get = lambda *names: next((getattr(config, n) for n in names if getattr(config, n, None)), None)  # noqa: E731
+        head = model.get_output_embeddings()
+        matrices = {id(m.weight): m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear)}
+        if head is not None:
+            matrices[id(head.weight)] = head.weight.numel()
+        hidden = get("hidden_size", "n_embd")
+        return cls(sum(p.numel() for p in model.parameters()), sum(matrices.values()),
+                   get("num_hidden_layers", "n_layer"), hidden, get("intermediate_size", "n_inner") or 4 * hidden,
+                   get("vocab_size"), get("num_attention_heads", "n_head"))
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Peak bytes of one training arm and of one measurement on the device, and the host's share."""
+
+    weights: int
+    gradients: int
+    optimizer: int
+    half_copies: int
+    activations: int
+    logits: int
+    measurement: int
+    runtime: int  # a CPU process's first-step allocations (0 on CUDA: the context is outside the allocator)
+    waiting: int  # copies of the model that wait in host memory while an arm trains (a parent for its next arm)
+    measured_in_training: bool = False  # measured while the gradients and moments live (curves, KR-Test)
+
+    @property
+    def training(self) -> int:
+        return self.gradients + self.optimizer + self.half_copies + self.activations + self.logits
+
+    @property
+    def measuring(self) -> int:
+        """A measurement's share: its logits, beside the gradients and moments where it runs mid-training."""
+        return self.measurement + (self.gradients + self.optimizer if self.measured_in_training else 0)
+
+    @property
+    def device(self) -> int:
+        """Peak on the device's allocator: the weights, the runtime and the larger of training and measuring."""
+        return self.runtime + self.weights + max(self.training, self.measuring)
+
+    def host(self, on_cpu: bool) -> int:
+        """Peak in host memory beyond the process itself: the waiting copies, and the device's peak on a CPU
+        (the device is the host), else the copy of an arm made on the host before it moves to the device."""
+        return self.waiting * self.weights + (self.device if on_cpu else self.weights)
+
+    def breakdown(self) -> str:
+        parts = {"weights": self.weights, "gradients": self.gradients, "optimizer": self.optimizer,
+                 "half copies": self.half_copies, "activations": self.activations + self.logits,
+                 "runtime": self.runtime}
+        return ", ".join(f"{name} {gib(n)}" for name, n in parts.items() if n)
+
+
+def gib(n: int | float) -> str:
+    return f"{n / GIB:.1f} GiB"
+
+
+@dataclass(frozen=True)
+class Job:
+    """What a training job asks of memory beyond its shape and recipe (the arithmetic pipeline's by default)."""
+
+    trained: int | None = None  # trainable parameters (None: all; LoRA trains fewer)
+    supervised: int = ANSWER_TOKENS  # supervised tokens of one row at most (KR-Test: the whole row)
+    measured_in_training: bool = False  # measured while it trains (``--curves``; KR-Test every K steps)
+
+
+PIPELINE = Job()
+
+
+def estimate(shape: Shape, recipe: Recipe, longest_row: int, device_type: str = "cpu",
+             waiting: int = 0, job: Job = PIPELINE) -> Estimate:
+    """The peak memory of fine-tuning and measuring ``shape`` with ``recipe`` on a device of ``device_type``.
+
+    ``longest_row``: tokens of the longest training row; ``waiting``: model copies that wait in host
+    memory while an arm trains (a 2.0.0 pipeline: one parent; one model trained in place: none);
+    ``job``: what the training asks beyond that (trainable parameters, supervised tokens, measuring mid-way).
+    """
+    trained = shape.params if job.trained is None else job.trained
+    half = recipe.precision in ("bf16", "fp16")
+    tokens = recipe.batch_size * longest_row
+    per_token = shape.layers * (6 * shape.hidden + 4 * shape.intermediate) * (2 if half else 4)
+    scores = shape.layers * shape.heads * tokens**2 * 4
+    logits = 5 * recipe.batch_size * min(job.supervised, longest_row) * shape.vocab * 4 + WORKSPACE
+    return Estimate(weights=4 * shape.params, gradients=4 * trained,
+                    optimizer=OPTIMIZER_BYTES[recipe.optimizer] * trained,
+                    half_copies=2 * shape.matrices if half else 0, activations=tokens * per_token + scores,
+                    logits=logits, measurement=2 * LOGIT_BUDGET * 4,
+                    runtime=CPU_FIRST_STEP if device_type == "cpu" else 0, waiting=waiting,
+                    measured_in_training=job.measured_in_training)
+
+
+@dataclass(frozen=True)
+class Room:
+    """What a device and the host have free now (bytes), and what the device can do."""
+
+    device: int
+    host: int
+    device_type: str = "cpu"
+    name: str = "cpu"
+    bf16: bool = False  # native bf16 arithmetic
+    bitsandbytes: bool = False  # bitsandbytes importable (adamw8bit), CUDA only
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A job's memory against a device: the estimate, whether it fits, and what would fit instead."""
+
+    model: str  # as the user named it
+    shape: Shape
+    recipe: Recipe
+    longest_row: int  # tokens of the longest training row
+    room: Room
+    waiting: int = 0  # copies that wait in host memory while an arm trains (see ``estimate``)
+    others: dict[str, Shape] = field(default_factory=dict, compare=False)  # models to suggest (the roster)
+    job: Job = PIPELINE
+
+    @property
+    def estimate(self) -> Estimate:
+        return self._estimate(self.shape, self.recipe)
+
+    def _estimate(self, shape: Shape, recipe: Recipe) -> Estimate:
+        return estimate(shape, recipe, self.longest_row, self.room.device_type, self.waiting, self.job)
+
+    @property
+    def on_cpu(self) -> bool:
+        return self.room.device_type == "cpu"
+
+    def shortfall(self) -> str | None:
+        """None when the job fits, else one line: what is needed where, what is free, which options fit."""
+        need = self.estimate
+        if not self.on_cpu and need.device > self.room.device:
+            where, needed, free = f"on {self.room.name}", need.device, self.room.device
+        elif need.host(self.on_cpu) > self.room.host:
+            where, needed, free = "in host memory", need.host(self.on_cpu), self.room.host
+        else:
+            return None
+        return (f"{self.model} with this recipe ({_recipe_words(self.recipe)}) needs about {gib(needed)} {where} "
+                f"({need.breakdown()}), {gib(free)} free; {self.what_fits()}")
+
+    def check(self) -> Estimate:
+        """The estimate, or a one-line error (``shortfall``) before any work."""
+        short = self.shortfall()
+        if short:
+            raise CctkError(short)
+        return self.estimate
+
+    def expected_peak(self) -> int:
+        """The peak a run's measurement is set beside: the device's; on a CPU the process's resident memory,
+        now (the model not loaded yet) plus what the run adds."""
+        return process_memory() + self.estimate.host(True) if self.on_cpu else self.estimate.device
+
+    def out_of_memory(self, device: str, where: str, error: BaseException) -> str:
+        """The one line an out-of-memory error of a run becomes: where, the allocator's words, the estimate
+        and what fits."""
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        return (f"out of memory on {device} in {where} ({first[:200]}); estimated {gib(self.estimate.device)} "
+                f"({self.estimate.breakdown()}), {gib(self.room.device)} free at the start; {self.what_fits()}")
+
+    def what_fits(self) -> str:
+        said = []
+        fitting = [v for v in options(self.recipe, self.room) if self.fits(self.shape, v)]
+        if fitting:
+            best = fitting[0]
+            flags = [f"--{name} {getattr(best, name)}" for name in ("precision", "optimizer")
+                     if getattr(best, name) != getattr(self.recipe, name)]
+            extra = " (pip install bitsandbytes)" if best.optimizer == "adamw8bit" and not self.room.bitsandbytes else ""
+            said.append(f"it fits with {' '.join(flags)}{extra} ({gib(self._peak(self.shape, best))})")
+        smaller = [k for k, s in self.others.items() if s.params < self.shape.params and self.fits(s, self.recipe)]
+        if smaller:
+            said.append(f"a smaller model fits as it is: {', '.join(smaller)}")
+        said.append(f"or a device with at least {gib(self.estimate.device)} free" if not self.on_cpu
+                    else f"or a machine with at least {gib(self.estimate.host(True))} of free memory")
+        return "; ".join(said)
+
+    def _peak(self, shape: Shape, recipe: Recipe) -> int:
+        need = self._estimate(shape, recipe)
+        return need.host(True) if self.on_cpu else need.device
+
+    def fits(self, shape: Shape, recipe: Recipe) -> bool:
+        """Whether ``shape`` with ``recipe`` fits this plan's device and host."""
+        need = self._estimate(shape, recipe)
+        return (self.on_cpu or need.device <= self.room.device) and need.host(self.on_cpu) <= self.room.host
+
+
+def _recipe_words(recipe: Recipe) -> str:
+    return f"{recipe.precision}, {recipe.optimizer}, batch {recipe.batch_size}"
+
+
+def options(recipe: Recipe, room: Room) -> list[Recipe]:
+    """The recipe's variants this device can run, nearest the manual's first: the optimizer, then the precision."""
+    precisions = ["float32"] + (["bf16"] if room.bf16 else []) + (["fp16"] if room.device_type == "cuda" else [])
+    optimizers = ["adamw"] + (["adamw8bit"] if room.device_type == "cuda" else [])
+    variants = [replace(recipe, optimizer=o, precision=p) for p in precisions for o in optimizers]
+    return [v for v in variants if v != recipe]
+
+
+# --- The process's own resident memory (Linux: /proc/self/status; elsewhere the peak since the start). ---
+
+def _status(field_name: str) -> int | None:
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith(field_name + ":"):
+                    return int(line.split()[1]) * 1024  # kB
+    except OSError:
+        return None
+    return None
+
+
+def process_memory() -> int:
+    """Resident memory of this process now, in bytes (0 where it cannot be read)."""
+    return _status("VmRSS") or 0
+
+
+def process_peak() -> int:
+    """Peak resident memory of this process since the last ``reset_process_peak`` (or its start), in bytes."""
+    peak = _status("VmHWM")
+    if peak is not None:
+        return peak
+    import resource
+    import sys
+
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return maxrss if sys.platform == "darwin" else maxrss * 1024  # bytes on macOS, kB on Linux
+
+
+def release_freed() -> None:
+    """Hand memory the process freed back to the system (glibc's ``malloc_trim``), so that what is allocated
+    next shows in the resident memory again rather than reusing pages still counted; nothing elsewhere."""
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()
+    name = ctypes.util.find_library("c")
+    try:
+        ctypes.CDLL(name).malloc_trim(0)
+    except (OSError, AttributeError, TypeError):
+        pass
+
+
+def reset_process_peak() -> bool:
+    """Start the peak over from the present resident memory (Linux 4.0+); False where it cannot."""
+    try:
+        with open("/proc/self/clear_refs", "w") as clear:
+            clear.write("5")
+        return True
+    except OSError:
+        return False
+
+
+# --- The roster against the cards people have (docs/gpus.md; ``cctk models --fits``). ---
+
+CARDS = {  # name -> (GiB torch reports as total_memory, native bf16); free before any process: less CUDA_CONTEXT
+    "T4 16 GB": (14.75, False), "L4/A10 24 GB": (22.0, True), "A100 40 GB": (39.4, True),
+    "A100/H100 80 GB": (79.1, True), "H200 141 GB": (139.8, True)}
+
+
+def card_room(total_gib: float, bf16: bool, host_gib: float = 64.0, name: str = "", bitsandbytes: bool = True) -> Room:
+    """A card as a fresh process finds it: its total less the CUDA context, free."""
+    return Room(int(total_gib * GIB) - CUDA_CONTEXT, int(host_gib * GIB), "cuda", name, bf16=bf16,
+                bitsandbytes=bitsandbytes)
+
+
+def nearest_fit(shape: Shape, recipe: Recipe, card: Room, longest_row: int = 16, waiting: int = 1) -> str:
+    """The recipe itself where it fits the card, else its nearest variant that does (``options`` order), as
+    the flags to add; "-" where none does."""
+    plan = Plan("", shape, recipe, longest_row, card, waiting)
+    if plan.shortfall() is None:
+        return "as is"
+    for variant in options(recipe, card):
+        if plan.fits(shape, variant):
+            return " ".join(f"--{n} {getattr(variant, n)}" for n in ("precision", "optimizer")
+                            if getattr(variant, n) != getattr(recipe, n))
+    return "-"
+
+
+def fits_table(shapes: dict[str, Shape], recipe: Recipe, host_gib: float = 64.0) -> list[list[str]]:
+    """Rows of the roster (parameters, then one column per card in ``CARDS``): what a 2.0.0 pipeline with
+    ``recipe`` needs there, the host holding ``host_gib``."""
+    rows = []
+    for key, shape in shapes.items():
+        cells = []
+        for total, bf16 in CARDS.values():
+            cells.append(nearest_fit(shape, recipe, card_room(total, bf16, host_gib)))
+        need = estimate(shape, recipe, 16, "cuda", waiting=1)
+        rows.append([key, f"{shape.params / 1e6:,.0f}M", gib(need.device), *cells])
+    return rows

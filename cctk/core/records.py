@@ -1,0 +1,258 @@
+"""Typed records that cross module boundaries: a fine-tuning run, the facts of a pipeline run, and
+``RunInfo``, everything run_info.json holds.
+
+Torch-free and MLflow-free. ``asdict`` (and the JSON conversions) happen only at the edges, where a
+record is written to ``run_info.json`` (``cctk.store.session`` holds that codec), a training file or MLflow.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+
+from .config import PARTS, Config, Recipe
+from .lm.models import ModelSource
+from .provenance import Provenance, package_versions
+
+
+@dataclass(frozen=True)
+class TrainRecord:
+    """What one fine-tuning run did: its size, time, loss per epoch and peak memory (of the GPU it ran on,
+    or of the process on a CPU)."""
+
+    examples: int
+    steps: int
+    train_seconds: float
+    losses: tuple[float, ...]  # mean loss of each epoch
+    peak_gpu_memory_bytes: int = 0
+    gflop_per_example: float = 0.0  # forward and backward, as cctk.core.lm.compute counts it (0: not recorded)
+    peak_cpu_memory_bytes: int = 0  # peak resident memory of the process during the run (0: not on a CPU)
+    skipped_steps: int | None = None  # fp16 on the device step: steps whose overflowed gradient was skipped
+
+    @property
+    def examples_per_second(self) -> float:
+        seen = self.examples * len(self.losses)
+        return seen / self.train_seconds if self.train_seconds else float("nan")
+
+    def to_json(self) -> dict:
+        data = {**asdict(self), "losses": list(self.losses), "examples_per_second": self.examples_per_second}
+        if self.skipped_steps is None:  # not counted (every precision but fp16): the file as before
+            del data["skipped_steps"]
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> TrainRecord:
+        skipped = data.get("skipped_steps")
+        return cls(int(data["examples"]), int(data["steps"]), float(data["train_seconds"]),
+                   tuple(float(x) for x in data["losses"]), int(data.get("peak_gpu_memory_bytes") or 0),
+                   float(data.get("gflop_per_example") or 0.0), int(data.get("peak_cpu_memory_bytes") or 0),
+                   None if skipped is None else int(skipped))
+
+    def metrics(self) -> dict[str, float]:
+        """The run's MLflow metrics (the loss per epoch is logged as a history apart, as each epoch ends):
+        the peak memory of where it ran, the process's on a CPU (``peak_cpu_memory_bytes``), the GPU
+        allocator's on CUDA (``peak_gpu_memory_bytes``), never a 0 that would read as a measurement."""
+        peak = ({"peak_cpu_memory_bytes": self.peak_cpu_memory_bytes} if self.peak_cpu_memory_bytes else
+                {"peak_gpu_memory_bytes": self.peak_gpu_memory_bytes} if self.peak_gpu_memory_bytes else {})
+        skipped = {} if self.skipped_steps is None else {"skipped_steps": self.skipped_steps}
+        return {"train_seconds": self.train_seconds, "steps": self.steps,
+                "examples_per_second": self.examples_per_second, **peak, **skipped}
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The machine a run ran on (``None`` where it could not be read)."""
+
+    processor: str | None = None
+    machine: str | None = None
+    system: str | None = None
+    cores_logical: int | None = None
+    cores_available: int | None = None
+    memory_bytes: int | None = None
+    gpu: str | None = None
+    gpu_memory_bytes: int | None = None
+    gpu_count: int = 0
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> Hardware:
+        """Back from run_info.json; keys an older file lacks keep their defaults, unknown ones are dropped."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in (data or {}).items() if k in known})
+
+
+@dataclass(frozen=True)
+class MemoryUse:
+    """A run's peak memory beside the estimate it was checked against before it started (bytes): of the
+    process on a CPU (resident memory), of the GPU on CUDA (the allocator's peak)."""
+
+    where: str  # "process" or "gpu"
+    estimate_bytes: int
+    peak_bytes: int
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> MemoryUse | None:
+        return cls(data["where"], int(data["estimate_bytes"]), int(data["peak_bytes"])) if data else None
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """Where and how a pipeline ran: its session, MLflow ids, device, time, machine and software."""
+
+    session: str
+    tracking_uri: str | None = None
+    experiment_id: str | None = None
+    run_id: str | None = None
+    device: str = ""
+    seconds: float | None = None
+    hardware: Hardware = field(default_factory=Hardware)
+    software: dict[str, str | None] = field(default_factory=dict)  # package -> version
+    memory: MemoryUse | None = None
+    artifact_uri: str | None = None  # where the parent run's artifacts are stored
+    provenance: Provenance | None = None
+    model: ModelSource | None = None  # as the input checks resolved it (check_available)
+
+    @property
+    def mlflow(self) -> MlflowIds:
+        return MlflowIds(self.tracking_uri, self.experiment_id, self.run_id, self.artifact_uri)
+
+
+@dataclass(frozen=True)
+class MlflowIds:
+    """Where a run is tracked: the store, the experiment and the parent run."""
+
+    tracking_uri: str | None = None  # absolute (a relative SQLite path is taken from the run's folder)
+    experiment_id: str | None = None
+    run_id: str | None = None
+    artifact_uri: str | None = None  # the parent run's artifact location
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A pipeline run as a whole: its configuration, its facts and the record of every arm."""
+
+    config: Config
+    facts: RunFacts
+    training: dict[str, TrainRecord] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Seeds:
+    values: tuple[int, ...]
+    drawn_fresh: bool
+    roles: dict[str, str]  # "seeds[0]", "seeds[1:]" -> what it controls
+
+
+@dataclass(frozen=True)
+class Trained:
+    """A fine-tuning run as run_info.json lists it: the model's and its parent's plain names, and its record."""
+
+    model: str
+    parent: str
+    record: TrainRecord
+
+
+@dataclass(frozen=True)
+class Design:
+    """What run_info.json records of a protocol's own design (each field None under the other protocol, and
+    left out of the file): manual 2.0.0's split, curves, parts and warnings; how manual 1.0.0 answers,
+    indexes, trains and plots."""
+
+    holdout: float | None = None
+    curves: bool | None = None
+    parts: tuple[str, ...] | None = None
+    heldout_additions: tuple[tuple[int, int], ...] | None = None
+    warnings: tuple[str, ...] | None = None
+    answer_text: str | None = None  # a template: " {v}"
+    index: str | None = None
+    loss: str | None = None
+    pairs_plotted: tuple[tuple[int, int], ...] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunInfo:
+    """Everything run_info.json holds: the run record, and the facts a reader wants beside it.
+
+    What differs between the protocols is its ``design`` (written in the file where the split was, flat).
+    Fields in the file's order."""
+
+    protocol: str
+    session: str
+    model: ModelSource
+    profile: str
+    profile_requested: str
+    profile_note: str
+    recipe: Recipe
+    design: Design
+    seeds: Seeds
+    candidates: tuple[int, ...]
+    end_marker: str
+    device: str
+    hardware: Hardware
+    software: dict[str, str | None]
+    mlflow: MlflowIds
+    training: dict[str, Trained]  # model key -> its run
+    headline: dict[str, float]  # the parent run's metrics, as logged
+    seconds: float | None = None
+    memory: MemoryUse | None = None  # None in a file from before memory was planned
+    provenance: Provenance | None = None  # model file, git commit, reproduce (None in an older file)
+
+    @property
+    def config(self) -> Config:
+        """The configuration the run ran with."""
+        design = self.design
+        return Config(self.model.key, self.profile, self.recipe, self.seeds.values, design.holdout,
+                      seeds_drawn=self.seeds.drawn_fresh, profile_requested=self.profile_requested,
+                      curves=bool(design.curves), protocol=self.protocol, parts=design.parts or PARTS)
+
+    @property
+    def record(self) -> RunRecord:
+        """The run record run_info.json was written from."""
+        facts = RunFacts(self.session, self.mlflow.tracking_uri, self.mlflow.experiment_id, self.mlflow.run_id,
+                         self.device, self.seconds, self.hardware, self.software, self.memory,
+                         self.mlflow.artifact_uri, self.provenance)
+        return RunRecord(self.config, facts, {key: t.record for key, t in self.training.items()})
+
+
+def hardware(device=None) -> Hardware:
+    """Processor, cores, memory and, when the run computed on CUDA (``device``; None: any GPU there is),
+    the GPU it used (name, memory): ``cuda:1``'s, not GPU 0's."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    machine = Hardware(_processor(), platform.machine(), platform.platform(), os.cpu_count(), cores, _memory())
+    torch = sys.modules.get("torch")  # only asked when the run itself loaded torch
+    device = None if torch is None or device is None else torch.device(device)
+    if torch is not None and (device is None or device.type == "cuda") and torch.cuda.is_available():
+        index = torch.cuda.current_device() if device is None or device.index is None else device.index
+        props = torch.cuda.get_device_properties(index)
+        return replace(machine, gpu=props.name, gpu_memory_bytes=int(props.total_memory),
+                       gpu_count=torch.cuda.device_count())
+    return machine
+
+
+def software(config: Config | None = None) -> dict:
+    """Python, cctk, every package cctk imports (``cctk.core.provenance.PACKAGES``, and those ``config`` uses
+    besides) and CUDA: package -> version, None where one is not installed."""
+    from .. import __version__
+
+    versions = {"python": platform.python_version(), "cctk": __version__, **package_versions(config)}
+    torch = sys.modules.get("torch")
+    versions["cuda"] = getattr(getattr(torch, "version", None), "cuda", None) if torch else None
+    return versions
+
+
+def _processor() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None

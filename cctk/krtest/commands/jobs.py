@@ -1,0 +1,249 @@
+"""``cctk krtest eval`` and ``cctk krtest train``: check every input, load, score or train, write, track.
+
+Every input (model name, files and their fields, recipe values, budget, tracking store) is checked
+before any output folder or MLflow run exists. Every KR-Test run goes through the toolkit's one run
+lifecycle (``tracking.Store.run``: FINISHED, FAILED with the error as a tag, KILLED on Ctrl-C or
+SIGTERM). ``evaluate_arm`` and ``train_arm`` are shared with the study, which nests them under its run.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ... import __version__
+from ...core.lm import memory
+from ...store import tracking
+from ...core.errors import CctkError
+from ...core.lm.device import check_recipe, out_of_memory_as_line, resolve as resolve_device, room
+from ...core.lm.models import check_available, load_model, model_config
+from ...core.lm.scoring import pad_id
+from .. import RUN
+from ..generation.generate import VALIDATION
+from ..measurement.items import MAX_TOKENS, Item, check_locations, read_corpus, read_items, with_book
+from ..measurement.passages import Passage, check_segment
+from ..measurement.passages import segment as segment_corpus
+from ..measurement.lora import plan_lora
+from ..measurement.report import write_curve, write_evaluation
+from ..measurement.scoring import Summary, check_fits, score, summarize
+from ..measurement.train import Evaluation, TrainConfig, Trained, perplexity, train
+
+SUMMARY_METRICS = ("n", "correct", "accuracy", "lo", "hi", "mean_margin", "ties", "identical")
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """A question file read and checked, with the texts it is scored or trained against.
+
+    ``location`` and ``segment`` say how the items' locations point into the corpus; with a corpus,
+    every location has been checked to fall in one of its ``passages``."""
+
+    questions: Path
+    items: tuple[Item, ...]
+    corpus: str | None = None
+    validation: str | None = None
+    corpus_path: Path | None = None
+    location: str = "char"
+    segment: str = "blank-lines"
+    passages: tuple[Passage, ...] = ()
+
+    def params(self) -> dict:
+        return {"questions": str(self.questions), "n_items": len(self.items), "location": self.location,
+                "segment": self.segment}
+
+    def book(self) -> list[Item]:
+        """The items with their source passages before their contexts (the open book)."""
+        return with_book(list(self.items), list(self.passages), self.location)
+
+    def log(self, run: tracking.Run) -> None:
+        """The questions (and the corpus, as its passages) as MLflow dataset inputs of ``run``."""
+        questions = pd.DataFrame([{"context": i.context, "sentence_true": i.sentence_true,
+                                   "sentence_false": i.sentence_false, "location": i.location} for i in self.items])
+        run.dataset(questions, f"kr questions {self.questions.stem}", str(self.questions), context="evaluation")
+        if self.corpus_path is not None:
+            corpus = pd.DataFrame([{"location": p.location(self.location), "passage": p.text} for p in self.passages])
+            run.dataset(corpus, f"kr corpus {self.corpus_path.stem}", str(self.corpus_path), context="training")
+
+
+def read_inputs(questions: Path, corpus: Path | None = None, validation: Path | None = None,
+                need_corpus: bool = False, need_validation: bool = False, location: str = "char",
+                segment: str = "blank-lines", tokenizer=None, scoring_tokenizer=None,
+                max_tokens: int = MAX_TOKENS) -> Inputs:
+    """Read and check the files (every item's location against the corpus); a missing one that is needed
+    fails in one line. ``tokenizer`` only for ``segment="tokens:N"``; ``scoring_tokenizer``: each text
+    field within ``max_tokens`` of its tokens (else within ``items.MAX_CHARS`` characters)."""
+    check_segment(segment, location)
+    items = tuple(read_items(questions, scoring_tokenizer, max_tokens))
+    if need_corpus and corpus is None:
+        raise CctkError("this needs --corpus FILE (the corpus the questions' locations point into)")
+    if need_validation and validation is None and corpus is not None:
+        validation = Path(corpus).with_name(VALIDATION)
+        if not validation.is_file():
+            raise CctkError(f"no --validation FILE given and no {VALIDATION} beside the corpus ({validation})")
+    text = read_corpus(corpus) if corpus else None
+    found = tuple(segment_corpus(text, segment, tokenizer)) if text else ()
+    if text:
+        check_locations(list(items), list(found), location, str(questions))
+    return Inputs(Path(questions), items, text, read_corpus(validation) if validation else None,
+                  Path(corpus) if corpus else None, location, segment, found)
+
+
+@dataclass(frozen=True)
+class Track:
+    """Where KR-Test runs go: a tracking store (checked reachable) and its cctk experiment."""
+
+    store: tracking.Store
+    experiment_id: str
+
+    def run(self, name: str, tags: dict, parent: tracking.Run | None = None, kind: str = RUN, attach: bool = False):
+        """A run in the one lifecycle (a context manager); ``attach``: ``mlflow run``'s run when there is one."""
+        return self.store.run(kind, name, {"mlflow.source.name": "cctk krtest", **tags}, parent, self.experiment_id,
+                              attach)
+
+
+def open_track(tracking_name: str | None) -> Track:
+    """The store and experiment, after checking that the store answers."""
+    store = tracking.connect(tracking_name)
+    return Track(store, store.experiment())
+
+
+def run_eval(model: str, questions: Path, out: Path, corpus: Path | None = None, book: bool = False,
+             tracking_name: str | None = None, echo=print, location: str = "char", segment: str = "blank-lines",
+             tokenizer_name: str | None = None, device: str | None = None) -> Summary:
+    """``cctk krtest eval``: score one untouched model on a question file (``book``: open book)."""
+    where = resolve_device(device)
+    found = check_available(model)
+    check_segment(segment, location)
+    from ..generation.from_corpus import load_tokenizer
+
+    scoring = load_tokenizer(model)  # the model's own: the bound is in its tokens
+    tokenizer = None
+    if segment.startswith("tokens:") and corpus is not None:
+        tokenizer = load_tokenizer(tokenizer_name) if tokenizer_name else scoring
+    limit = context_limit(model)
+    inputs = read_inputs(questions, corpus, need_corpus=book, location=location, segment=segment, tokenizer=tokenizer,
+                         scoring_tokenizer=scoring, max_tokens=limit)
+    items = inputs.book() if book else list(inputs.items)
+    check_fits(scoring, items, limit, str(questions))
+    track = open_track(tracking_name)
+    echo(f"loading {model} ...")
+    lm, tokenizer = load_model(found)
+    lm = lm.to(where)
+    key = "open_book" if book else "blind"
+    with track.run(f"krtest eval {model}", {tracking.ARM: key}) as run:
+        run.params({"model": found.key, "model_id": found.id, "open_book": book, "corpus": str(corpus or ""),
+                    "cctk_version": __version__, **inputs.params()})
+        inputs.log(run)
+        summary, _ = evaluate_arm(run, lm, tokenizer, items, Path(out), echo)
+    return summary
+
+
+def context_limit(model: str) -> int:
+    """The longest sequence ``model`` reads (its position embeddings), from its configuration; a model
+    that states none is bounded by ``items.MAX_TOKENS``."""
+    config = model_config(model)
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return MAX_TOKENS
+
+
+def evaluate_arm(run: tracking.Run, lm, tokenizer, items: list[Item], out: Path, echo=print,
+                 validation_rows=None) -> tuple[Summary, pd.DataFrame]:
+    """Score, write ``items.csv``, ``by_passage.csv`` and ``summary.json``, print the accuracy, log metrics
+    and files; returns the summary and the item table."""
+    start = time.perf_counter()
+    table = score(lm, tokenizer, items)
+    summary = summarize(table)
+    metrics = {k: getattr(summary, k) for k in SUMMARY_METRICS}
+    metrics["eval_seconds"] = time.perf_counter() - start
+    if validation_rows is not None:
+        metrics["val_perplexity"] = perplexity(lm, validation_rows, pad_id(tokenizer))
+    paths = write_evaluation(table, summary, out)
+    echo(summary.line())
+    run.metrics(metrics)
+    for path in paths:
+        run.files(path)
+    return summary, table
+
+
+def run_train(model: str, inputs: Inputs, config: TrainConfig, out: Path, tracking_name: str | None = None,
+              echo=print, device: str | None = None) -> Trained:
+    """``cctk krtest train``: fine-tune on the corpus, KR-Test and perplexity every K steps, tracked."""
+    where = resolve_device(device)
+    found = check_available(model)
+    config.check()
+    check_recipe(config.recipe, where)
+    plan = memory_plan(model, config, where)
+    plan.check()
+    track = open_track(tracking_name)
+    echo(f"loading {model} ...")
+    lm, tokenizer = load_model(found)
+    if config.method == "lora":  # a model whose attention and FFN blocks cannot be told apart fails here
+        plan_lora(lm, config.modules, config.budget, config.rank)
+    name = f"krtest train {model} {arm_key(config).replace('_', ' ')}"
+    with track.run(name, {tracking.ARM: arm_key(config)}) as run:
+        run.params({"model": found.key, "model_id": found.id, "cctk_version": __version__, **inputs.params()})
+        inputs.log(run)
+        with out_of_memory_as_line(plan, where, f"the {arm_key(config)} arm"):
+            return train_arm(run, lm.to(where), tokenizer, inputs, config, Path(out), echo, label=arm_key(config))
+
+
+def memory_plan(model: str, config: TrainConfig, where, waiting: int = 0) -> memory.Plan:
+    """KR-Test training's memory against the device (``cctk.core.lm.memory``): rows of up to ``max_tokens``, each
+    token supervised, evaluated every K steps while the gradients and moments live (the scorer and the
+    perplexity in chunks of ``LOGIT_BUDGET``); LoRA trains its budget. ``waiting``: copies in host memory
+    (the study's untouched model)."""
+    job = memory.Job(trained=config.budget if config.method == "lora" else None, supervised=config.max_tokens,
+                     measured_in_training=True)
+    shape = memory.Shape.of_config(model_config(model))
+    return memory.Plan(model, shape, config.recipe, config.max_tokens, room(where), waiting, job=job)
+
+
+def arm_key(config: TrainConfig) -> str:
+    return "full" if config.method == "full" else f"lora_{config.modules}"
+
+
+def train_arm(run: tracking.Run, lm, tokenizer, inputs: Inputs, config: TrainConfig, out: Path, echo=print,
+              label: str = "") -> Trained:
+    """Train with live metric histories (step = optimizer step), then write and log the final files."""
+    run.params(config.params())
+    plan = plan_lora(lm, config.modules, config.budget, config.rank) if config.method == "lora" else None
+    if plan:
+        run.params({"lora.rank": plan.rank, "lora.trainable_parameters": plan.trainable, "lora.targets": plan.kinds(),
+                    "lora.n_modules": len(plan.targets), "lora.alpha": 2 * plan.rank})
+        echo(f"{label}: LoRA rank {plan.rank} on {len(plan.targets)} modules ({plan.kinds()}): "
+             f"{plan.trainable:,} trainable parameters for a budget of {plan.budget:,}")
+    started = time.perf_counter()
+
+    def on_eval(point: Evaluation) -> None:
+        values = {"kr_accuracy": point.summary.accuracy, "kr_lo": point.summary.lo, "kr_hi": point.summary.hi,
+                  "kr_mean_margin": point.summary.mean_margin, "val_perplexity": point.val_perplexity}
+        run.metrics(values, step=point.step)
+        loss = "" if math.isnan(point.train_loss) else f", loss {point.train_loss:.3f}"
+        echo(f"{label} step {point.step}: KR {100 * point.summary.accuracy:.1f}% "
+             f"[{100 * point.summary.lo:.1f}-{100 * point.summary.hi:.1f}], val perplexity "
+             f"{point.val_perplexity:.2f}{loss} ({time.perf_counter() - started:.0f} s)")
+
+    trained = train(lm, tokenizer, list(inputs.items), inputs.corpus, inputs.validation, config, on_eval=on_eval,
+                    on_loss=lambda step, loss: run.metrics({"train_loss": loss}, step=step))
+    _finish(run, trained, Path(out), echo)
+    return trained
+
+
+def _finish(run: tracking.Run, trained: Trained, out: Path, echo) -> None:
+    final = trained.final
+    paths = write_evaluation(final.items, final.summary, out) + [write_curve(trained.curve(), out)]
+    metrics = {k: getattr(final.summary, k) for k in SUMMARY_METRICS}
+    metrics.update({"final_val_perplexity": final.val_perplexity, "trainable_parameters": trained.trainable,
+                    "steps": trained.result.steps, "train_seconds": trained.train_seconds,
+                    "eval_seconds": trained.eval_seconds})
+    run.metrics(metrics, step=trained.result.steps)
+    run.params({"trainable_parameters": trained.trainable})
+    for path in paths:
+        run.files(path)
+    echo(f"after {trained.result.steps} steps: {final.summary.line()}")

@@ -1,0 +1,275 @@
+"""``cctk krtest study``: the paper on one page, offline, on one model.
+
+Five arms, each a nested MLflow run under one parent (``cctk.kind=krtest-study``):
+
+    blind              the untouched model on the questions                   (paper: pre-trained baseline)
+    open_book          the same, the source passage put before each context   (paper: the oracle)
+    full               full fine-tuning on the corpus, evaluated every K steps
+    lora_attention     LoRA on q, k, v, o (or their equivalents) at the budget
+    lora_ffn           LoRA on gate, up, down (or their equivalents) at the budget
+
+then one figure (KR accuracy and validation perplexity against steps, every arm) and one table
+(final accuracy of every arm with its exact interval). The data set is generated from the seed
+into the session folder unless ``data`` names a folder that ``cctk krtest generate`` wrote. The two
+LoRA arms train the same number of parameters as nearly as their ranks allow (``lora.plan_pair``):
+both counts and their difference are printed, logged and recorded. The session folder is created
+exclusively (``cctk.store.session.new_folder``): two studies started in the same second get two folders.
+``cctk.krtest.commands.seeds`` runs the study once per seed under one sweep run.
+"""
+from __future__ import annotations
+
+import json
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import pandas as pd
+
+from ... import __version__
+from ...core.lm import memory
+from ...store import tracking
+from ...core.config import Recipe
+from ...core.lm.device import check_recipe, out_of_memory_as_line, resolve as resolve_device
+from ...core.lm.models import check_available, load_model, model_id
+from ...store.session import new_folder
+from .. import ARMS, STUDY_RUN
+from ..generation.generate import (CORPUS, ENTITIES, QUESTIONS, VALIDATION, VALIDATION_ENTITIES, check_sizes,
+    make_dataset, write_dataset)
+from .jobs import Inputs, Track, evaluate_arm, memory_plan, open_track, read_inputs, train_arm
+from ..measurement.lora import PairPlan, plan_pair
+from ..measurement.passages import check_segment
+from ..measurement.report import write_figure, write_table
+from ..measurement.scoring import Summary
+from ..measurement.train import DEFAULT_BUDGET, RECIPES, TrainConfig, Trained, corpus_rows
+
+STUDY_JSON = "study.json"
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    model: str
+    seed: int = 0
+    data: Path | None = None  # a folder written by `cctk krtest generate`; None: generate from the seed
+    entities: int = ENTITIES
+    validation_entities: int = VALIDATION_ENTITIES
+    budget: int = DEFAULT_BUDGET
+    eval_every: int = 9
+    full: Recipe = RECIPES["full"]
+    lora: Recipe = RECIPES["lora"]
+    location: str = "char"  # what the locations of a --data folder's items count
+    device: str = "cpu"  # where every arm is scored and trained (resolved and checked: cctk.core.lm.device)
+
+    def arms(self, ranks: tuple[int, int] | None = None) -> dict[str, TrainConfig]:
+        """The three trained arms, one seed and one evaluation schedule for all; ``ranks``: the LoRA ranks
+        (attention, FFN) of the matched pair (None: each the closest to the budget)."""
+        common = dict(seed=self.seed, budget=self.budget, eval_every=self.eval_every)
+        attention, ffn = ranks or (None, None)
+        return {"full": TrainConfig(method="full", recipe=self.full, **common),
+                "lora_attention": TrainConfig(method="lora", modules="attention", recipe=self.lora, rank=attention,
+                                              **common),
+                "lora_ffn": TrainConfig(method="lora", modules="ffn", recipe=self.lora, rank=ffn, **common)}
+
+    def check(self) -> None:
+        where = resolve_device(self.device)
+        check_available(self.model)
+        check_segment("blank-lines", self.location)
+        if self.data is None:
+            check_sizes(self.entities, self.validation_entities)
+        for config in self.arms().values():
+            config.check()
+            check_recipe(config.recipe, where)
+            self.memory_plan(config).check()
+
+    def memory_plan(self, config: TrainConfig) -> memory.Plan:
+        """An arm's memory: it trains a fresh copy while the untouched model waits in host memory."""
+        return memory_plan(self.model, config, resolve_device(self.device), waiting=1)
+
+    def params(self) -> dict:
+        values = {"model": self.model, "model_id": model_id(self.model), "seed": self.seed,
+                  "data": str(self.data or "generated"), "budget": self.budget, "eval_every": self.eval_every,
+                  "cctk_version": __version__}
+        if self.data is None:
+            values.update({"entities": self.entities, "validation_entities": self.validation_entities})
+        for method, recipe in (("full", self.full), ("lora", self.lora)):
+            values.update({f"{method}.{k}": v for k, v in asdict(recipe).items() if k != "repeats"})
+        return values
+
+
+def make_study_config(model: str, seed: int = 0, data: Path | None = None, epochs: int | None = None,
+                      batch_size: int | None = None, full_learning_rate: float | None = None,
+                      lora_learning_rate: float | None = None, full_epochs: int | None = None,
+                      lora_epochs: int | None = None, **values) -> StudyConfig:
+    """A checked study configuration: defaults, with the values given (None = keep); ``full_*`` and
+    ``lora_*`` override ``epochs`` and the default rate for full fine-tuning or both LoRA arms."""
+    shared = _given(epochs=epochs, batch_size=batch_size)
+    full = replace(RECIPES["full"], **shared | _given(epochs=full_epochs, learning_rate=full_learning_rate))
+    lora = replace(RECIPES["lora"], **shared | _given(epochs=lora_epochs, learning_rate=lora_learning_rate))
+    values["device"] = str(resolve_device(values.get("device")))
+    config = StudyConfig(model=model, seed=seed, data=Path(data) if data else None, full=full, lora=lora,
+                         **_given(**values))
+    config.check()
+    return config
+
+
+def _given(**values) -> dict:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+@dataclass
+class Outcome:
+    folder: Path
+    seed: int = 0
+    run_id: str = ""  # the study's parent run
+    summaries: dict[str, Summary] = field(default_factory=dict)
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # the final item table of every arm
+    run_ids: dict[str, str] = field(default_factory=dict)  # every arm's run
+    trained: dict[str, Trained] = field(default_factory=dict)
+    pair: PairPlan | None = None
+    seconds: float = 0.0
+
+
+def run(config: StudyConfig, out_root: Path = Path("outputs/krtest"), tracking_name: str | None = None,
+        echo=print, parent: tracking.Run | None = None) -> Outcome:
+    """Check everything, then the five arms, the figure and the table; returns what each arm gave.
+    ``parent``: the run to nest the study under (a seed sweep); else a run of its own (or ``mlflow run``'s)."""
+    started = time.perf_counter()
+    config.check()
+    inputs = _read_data(config.data, config.location) if config.data else None
+    dataset = None if inputs else make_dataset(config.seed, config.entities, config.validation_entities)
+    track = open_track(tracking_name)
+    echo(f"loading {config.model} ...")
+    lm, tokenizer = load_model(config.model)
+    lm = lm.to(config.device)
+    pair = plan_pair(lm, config.budget)  # a model whose attention and FFN blocks cannot be told apart fails here
+    outcome = Outcome(new_folder(Path(out_root), model_label(config.model)), config.seed, pair=pair)
+    session = outcome.folder.name
+    if dataset:
+        paths = write_dataset(dataset, outcome.folder / "data")
+        inputs = read_inputs(paths[QUESTIONS], paths[CORPUS], paths[VALIDATION])
+    tags = {tracking.SESSION: session, "mlflow.source.name": "cctk krtest study"}
+    with track.run(session, tags, parent, kind=STUDY_RUN, attach=parent is None) as study:
+        outcome.run_id = study.run_id
+        study.params(config.params() | {"n_items": len(inputs.items)} | _pair_params(pair))
+        echo(f"KR-Test study {session}: {len(inputs.items)} questions, five arms, seed {config.seed}")
+        echo(pair.line())
+        _arms(config, inputs, (lm, tokenizer), track, study, outcome, echo)
+        _write_outputs(config, outcome, session)
+        outcome.seconds = time.perf_counter() - started
+        _write_record(config, outcome, session)
+        _log_parent(study, outcome)
+    echo(f"study finished in {outcome.seconds / 60:.1f} min: {outcome.folder}")
+    return outcome
+
+
+def _pair_params(pair: PairPlan) -> dict:
+    return {"lora.attention.rank": pair.attention.rank, "lora.ffn.rank": pair.ffn.rank,
+            "lora.attention.trainable": pair.attention.trainable, "lora.ffn.trainable": pair.ffn.trainable,
+            "lora.difference_percent": round(100 * pair.difference, 4), "lora.pair_searched": pair.searched}
+
+
+def model_label(model: str) -> str:
+    """A roster key as it is, a local directory by its name, a Hub id with ``_`` for ``/``."""
+    return Path(model).name if Path(model).is_dir() else model.replace("/", "_")
+
+
+def _read_data(folder: Path, location: str) -> Inputs:
+    """A generated folder, every file checked (locations included) before any run starts."""
+    return read_inputs(folder / QUESTIONS, folder / CORPUS, folder / VALIDATION, location=location)
+
+
+def _arms(config: StudyConfig, inputs: Inputs, loaded: tuple, track: Track, parent: tracking.Run,
+          outcome: Outcome, echo) -> None:
+    lm, tokenizer = loaded  # the untouched model: the baselines score it, each trained arm trains a fresh copy
+    val_rows = corpus_rows(inputs.validation, tokenizer, TrainConfig().max_tokens)
+    params = {"model": config.model, "seed": config.seed} | inputs.params()
+    for key, items in (("blind", list(inputs.items)), ("open_book", inputs.book())):
+        with _nested(track, parent, key, {"open_book": key == "open_book"} | params, inputs, outcome) as run:
+            echo(f"{ARMS[key]}:")
+            outcome.summaries[key], outcome.tables[key] = evaluate_arm(
+                run, lm, tokenizer, items, outcome.folder / key, echo,
+                validation_rows=val_rows if key == "blind" else None)
+    lm.cpu()  # the untouched model waits in host memory while the arms train their own copies
+    ranks = (outcome.pair.attention.rank, outcome.pair.ffn.rank)
+    for key, train_config in config.arms(ranks).items():
+        with _nested(track, parent, key, params, inputs, outcome) as run, \
+                out_of_memory_as_line(config.memory_plan(train_config), config.device, f"the {ARMS[key]} arm"):
+            echo(f"{ARMS[key]}:")
+            model = load_model(config.model)[0].to(config.device)  # a fresh copy for every trained arm
+            trained = train_arm(run, model, tokenizer, inputs, train_config, outcome.folder / key, echo,
+                                label=ARMS[key])
+        outcome.trained[key], outcome.summaries[key] = trained, trained.final.summary
+        outcome.tables[key] = trained.final.items
+
+
+@contextmanager
+def _nested(track: Track, parent: tracking.Run, key: str, params: dict, inputs: Inputs, outcome: Outcome):
+    """An arm's run under the study's, in the one lifecycle, its parameters and datasets logged."""
+    with track.run(ARMS[key], {tracking.ARM: key}, parent=parent) as run:
+        run.params(params)
+        inputs.log(run)
+        outcome.run_ids[key] = run.run_id
+        yield run
+
+
+def final_table(outcome: Outcome) -> pd.DataFrame:
+    """One row per arm: what trained, how much, and the final accuracy with its interval."""
+    rows = [_arm_row(key, outcome) for key in ARMS]
+    return pd.DataFrame(rows).astype({"rank": "Int64", "trainable": "Int64"})
+
+
+def _arm_row(key: str, outcome: Outcome) -> dict:
+    s, trained = outcome.summaries[key], outcome.trained.get(key)
+    plan = trained.plan if trained else None
+    if trained:
+        ppl = trained.final.val_perplexity
+    else:  # the untouched model's, read at step 0 of a trained arm; none for the open book
+        ppl = _base_perplexity(outcome) if key == "blind" else float("nan")
+    return {
+        "arm": ARMS[key], "method": trained.config.method if trained else "none",
+        "modules": (plan.kinds() if plan else "all") if trained else "-",
+        "rank": plan.rank if plan else pd.NA, "trainable": trained.trainable if trained else pd.NA,
+        "steps": trained.result.steps if trained else 0, "items": s.n, "correct": s.correct,
+        "accuracy": s.accuracy, "lo": s.lo, "hi": s.hi, "mean_margin": s.mean_margin, "ties": s.ties,
+        "identical": s.identical, "val_perplexity": ppl,
+    }
+
+
+def _base_perplexity(outcome: Outcome) -> float:
+    trained = next(iter(outcome.trained.values()), None)
+    return trained.evaluations[0].val_perplexity if trained else float("nan")
+
+
+def curves(outcome: Outcome) -> pd.DataFrame:
+    frames = [t.curve().assign(arm=ARMS[key]) for key, t in outcome.trained.items()]
+    return pd.concat(frames, ignore_index=True)
+
+
+def baselines(outcome: Outcome) -> pd.DataFrame:
+    return pd.DataFrame([{"arm": ARMS[k], "accuracy": outcome.summaries[k].accuracy, "lo": outcome.summaries[k].lo,
+                          "hi": outcome.summaries[k].hi} for k in ("blind", "open_book")])
+
+
+def _write_outputs(config: StudyConfig, outcome: Outcome, session: str) -> None:
+    title = f"KR-Test on {model_label(config.model)}: {outcome.summaries['blind'].n} questions, seed {config.seed}"
+    write_figure(curves(outcome), baselines(outcome), title, outcome.folder / "figure")
+    write_table(final_table(outcome), outcome.folder / "table", session)
+
+
+def _write_record(config: StudyConfig, outcome: Outcome, session: str) -> None:
+    """``study.json``: the configuration, how long the study took, every arm's summary, the LoRA ranks."""
+    study = {"session": session, "config": config.params(), "seconds": outcome.seconds,
+             "arms": {key: asdict(s) for key, s in outcome.summaries.items()},
+             "lora": {key: {"rank": t.plan.rank, "trainable_parameters": t.trainable, "targets": t.plan.kinds()}
+                      for key, t in outcome.trained.items() if t.plan},
+             "lora_pair": {"difference_percent": 100 * outcome.pair.difference, "searched": outcome.pair.searched,
+                           "closest_ranks": list(outcome.pair.closest), "line": outcome.pair.line()}}
+    (outcome.folder / STUDY_JSON).write_text(json.dumps(study, indent=2, default=str) + "\n")
+
+
+def _log_parent(parent: tracking.Run, outcome: Outcome) -> None:
+    metrics = {"study_seconds": outcome.seconds}
+    for key, s in outcome.summaries.items():
+        metrics.update({f"{key}.accuracy": s.accuracy, f"{key}.lo": s.lo, f"{key}.hi": s.hi})
+    parent.metrics(metrics)
+    parent.files(outcome.folder)

@@ -1,0 +1,98 @@
+"""The journal of a paid generation (or oracle) in its ``--out`` folder: nothing paid for is lost.
+
+``journal.jsonl`` is append-only: a header line (``{"header": {...}}``: the settings that make the
+run what it is, and its MLflow run id), then one line per answered unit (a passage) as soon as its
+reply arrives, flushed and fsynced, then ``{"finished": true}`` when every unit is answered. A run
+of two stages (a generation with ``--oracle``: the teacher's passages, then the oracle's) marks the
+lines of its later stage with ``"stage": "oracle"``; a unit of one stage is not one of another. A
+kill -9 can leave at most a partial last line, which is dropped when the journal is opened again.
+Every other file of the folder is rewritten from the journal, so it is the one source of truth.
+
+Opening a folder:
+    no journal, none of the outputs   a fresh start
+    a journal, not finished           a continuation, if its settings are the ones asked for now
+    a finished journal                refused in one line, unless ``overwrite`` (then removed first)
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ...core.errors import CctkError
+
+JOURNAL = "journal.jsonl"
+
+
+@dataclass
+class Journal:
+    path: Path
+    header: dict | None = None  # None: not yet written (a fresh start)
+    entries: dict[int, dict] = field(default_factory=dict)  # unit index -> its line (the first stage)
+    stages: dict[str, dict[int, dict]] = field(default_factory=dict)  # a later stage -> its units' lines
+
+    def start(self, header: dict) -> None:
+        """Write the header of a fresh journal."""
+        self.header = header
+        self._append({"header": header})
+
+    def units(self, stage: str | None = None) -> dict[int, dict]:
+        """The lines answered so far of ``stage`` (None: the first), by unit index."""
+        return self.entries if stage is None else self.stages.setdefault(stage, {})
+
+    def add(self, unit: int, record: dict, stage: str | None = None) -> None:
+        line = {"unit": unit, **({"stage": stage} if stage else {}), **record}
+        self.units(stage)[unit] = line
+        self._append(line)
+
+    def finish(self) -> None:
+        self._append({"finished": True})
+
+    def _append(self, record: dict) -> None:
+        with open(self.path, "a", encoding="utf-8") as sink:
+            sink.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+            sink.flush()
+            os.fsync(sink.fileno())
+
+
+def open_journal(folder: Path, settings: dict, owned: tuple[str, ...], overwrite: bool, what: str) -> Journal:
+    """The journal of ``folder`` for a run with ``settings`` (see the module docstring); ``owned``: the
+    files the run writes there (removed with ``overwrite``)."""
+    folder, path = Path(folder), Path(folder) / JOURNAL
+    if overwrite:
+        for name in (JOURNAL, *owned):
+            (folder / name).unlink(missing_ok=True)
+    if not path.exists():
+        present = [name for name in owned if (folder / name).exists()]
+        if present:
+            raise CctkError(f"--out {folder} already holds {present[0]} without a journal; "
+                            "--overwrite replaces it, or choose another --out")
+        return Journal(path)
+    lines = _read(path)
+    header = lines[0].get("header") if lines else None
+    if header is None:
+        raise CctkError(f"{path} has no header line; --overwrite replaces it, or choose another --out")
+    if any(line.get("finished") for line in lines):
+        raise CctkError(f"--out {folder} holds a finished {what}; --overwrite replaces it, or choose another --out")
+    before = header.get("settings", {})
+    for key in [*settings, *(k for k in before if k not in settings)]:  # a setting dropped differs too (--oracle)
+        if before.get(key) != settings.get(key):
+            raise CctkError(f"--out {folder} holds an unfinished {what} with other settings ({key}: "
+                            f"{before.get(key)!r} there, {settings.get(key)!r} now); run it as it was "
+                            "to continue, or --overwrite")
+    journal = Journal(path, header)
+    for line in lines[1:]:
+        if "unit" in line:
+            journal.units(line.get("stage"))[line["unit"]] = line
+    return journal
+
+
+def _read(path: Path) -> list[dict]:
+    """Every complete line; a partial last line (a kill during a write) is cut off the file."""
+    raw = path.read_bytes()
+    complete = raw[: raw.rfind(b"\n") + 1]
+    if len(complete) != len(raw):
+        with open(path, "r+b") as sink:
+            sink.truncate(len(complete))
+    return [json.loads(line) for line in complete.decode("utf-8").splitlines() if line.strip()]

@@ -1,0 +1,333 @@
+"""The teacher that writes contrastive items from a passage: its prompt, its reply, and two kinds of teacher.
+
+The prompt (``PROMPT_VERSION``) asks for the paper's tuples (section 3, "Contrastive Generation")
+under its two constraints, correctness (the true sentence is grounded in the passage) and
+adversarial similarity (the false sentence has the true one's length, syntax and style and differs
+in one fact), with a shared context that sets the scene without giving the answer; two worked
+examples show the JSON wanted, with as many items as are asked. The reply is read as JSON: the first array (or object) in the text,
+code fences and chatter around it ignored.
+
+Two teachers, one method ``complete(messages, n, limit) -> Reply`` (``ask`` adds the one retry of a
+reply cut by the token limit):
+
+    EndpointTeacher   an OpenAI-compatible chat endpoint (``http://host:port/v1``) through the
+                      ``openai`` client; the API key is read from the environment variable named by
+                      ``api_key_env`` (else ``OPENAI_API_KEY``) and never written anywhere
+    LocalTeacher      a model key or folder, generated in-process with Transformers ``generate``:
+                      greedy at temperature 0, else sampled, request n seeded with ``seed + n``
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+
+from ...core.errors import CctkError
+
+PROMPT_VERSION = "kr-items-2"  # 2: examples show as many items as asked, each on another fact
+SYSTEM = ("You write test items that check whether a reader remembers the facts of a passage. "
+          "Reply with JSON only: a list of objects with the keys \"context\", \"sentence_true\", \"sentence_false\".")
+RULES = ("Rules. context: a sentence taken from the passage that sets the scene but does not give the answer. "
+         "sentence_true: a sentence of the passage that follows the context and states one fact, in the passage's "
+         "words. sentence_false: sentence_true with exactly one fact changed (a name, number, place or word), "
+         "the same length and form, and false according to the passage. Each item tests a different fact. "
+         "Prefer facts a reader could not guess without the passage.")
+# Two worked examples of four facts each, so that the reply shown has as many items as are asked (up to
+# four; small teachers copy the length of the example reply) and no single example is copied.
+EXAMPLES = [  # the first item of each is version 1's one example item: context = the sentence before
+    ("The Ouse bridge was built in 1821 by the mason Tom Hale. It has five arches of red stone. "
+     "It carried a toll of two pence until 1870. A flood damaged its north pier in 1902.", [
+        {"context": "The Ouse bridge was built in 1821 by the mason Tom Hale.",
+         "sentence_true": "It has five arches of red stone.", "sentence_false": "It has three arches of red stone."},
+        {"context": "The Ouse bridge has five arches of red stone.",
+         "sentence_true": "It carried a toll of two pence until 1870.",
+         "sentence_false": "It carried a toll of six pence until 1870."},
+        {"context": "The Ouse bridge carried a toll until 1870.",
+         "sentence_true": "A flood damaged its north pier in 1902.",
+         "sentence_false": "A fire damaged its north pier in 1902."},
+        {"context": "The Ouse bridge has five arches of red stone.",
+         "sentence_true": "It was built in 1821 by the mason Tom Hale.",
+         "sentence_false": "It was built in 1851 by the mason Tom Hale."}]),
+    ("Mina Ray grew up in the port of Sandle. She sailed to Lisbon at the age of 19. "
+     "There she worked for a wine merchant for six years. She later wrote a book about the Tagus estuary.", [
+        {"context": "Mina Ray grew up in the port of Sandle.", "sentence_true": "She sailed to Lisbon at the age of 19.",
+         "sentence_false": "She sailed to Naples at the age of 19."},
+        {"context": "Mina Ray sailed to Lisbon at the age of 19.",
+         "sentence_true": "There she worked for a wine merchant for six years.",
+         "sentence_false": "There she worked for a silk merchant for six years."},
+        {"context": "Mina Ray worked for a wine merchant for six years.",
+         "sentence_true": "She later wrote a book about the Tagus estuary.",
+         "sentence_false": "She later wrote a book about the Douro valley."},
+        {"context": "Mina Ray sailed to Lisbon at the age of 19.",
+         "sentence_true": "She grew up in the port of Sandle.",
+         "sentence_false": "She grew up in the port of Harwick."}]),
+]
+FENCE = re.compile(r"```(?:json)?", re.IGNORECASE)
+# Structured output (OpenAI's response_format): the item list, wrapped in an object as strict schemas want.
+ITEM_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["context", "sentence_true", "sentence_false"],
+               "properties": {k: {"type": "string"} for k in ("context", "sentence_true", "sentence_false")}}
+RESPONSE_FORMAT = {"type": "json_schema", "json_schema": {"name": "kr_items", "strict": True, "schema": {
+    "type": "object", "additionalProperties": False, "required": ["items"],
+    "properties": {"items": {"type": "array", "items": ITEM_SCHEMA}}}}}
+
+
+def messages(passage: str, k: int) -> list[dict]:
+    """The chat of one request: the rules, two worked examples of min(k, 4) items, then the passage."""
+    chat = [{"role": "system", "content": f"{SYSTEM} {RULES}"}]
+    shown = min(k, len(EXAMPLES[0][1]))
+    for example, items in EXAMPLES:
+        chat += [{"role": "user", "content": _ask(example, shown)},
+                 {"role": "assistant", "content": json.dumps(items[:shown], ensure_ascii=False)}]
+    return chat + [{"role": "user", "content": _ask(passage, k)}]
+
+
+def _ask(passage: str, k: int) -> str:
+    return (f"Passage: {passage}\n\nWrite {k} item{'s' if k > 1 else ''}"
+            f"{', each on a different fact' if k > 1 else ''}: context = a sentence of the passage, "
+            "sentence_true = a later sentence, sentence_false = that sentence with one fact changed.")
+
+
+def parse_reply(text: str) -> list | None:
+    """The items of a reply: the first JSON array in it (an object holding one, or one item object,
+    counts as well); None when there is no JSON value to read."""
+    text = FENCE.sub("", text)
+    decoder = json.JSONDecoder()
+    for start in (m.start() for m in re.finditer(r"[\[{]", text)):
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, list):
+            return value
+        lists = [v for v in value.values() if isinstance(v, list)]
+        return lists[0] if lists else [value]
+    return None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One answer of a teacher: its text, why it stopped, what the endpoint billed, how many requests it took."""
+
+    text: str
+    finish_reason: str = "stop"
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    requests: int = 1
+    truncated: bool = False  # still cut by the token limit after the one retry with twice the limit
+
+
+def ask(teacher, chat: list[dict], n: int) -> Reply:
+    """Ask ``teacher`` (request ``n``: its seed is ``seed + n``); a reply cut by the token limit is asked
+    again once with twice the limit, and both replies' usage counts (the endpoint billed both)."""
+    first = _as_reply(teacher.complete(chat, n, teacher.max_tokens))
+    if first.finish_reason != "length":
+        return first
+    second = _as_reply(teacher.complete(chat, n, 2 * teacher.max_tokens))
+    return Reply(second.text, second.finish_reason, first.prompt_tokens + second.prompt_tokens,
+                 first.completion_tokens + second.completion_tokens, first.requests + second.requests,
+                 second.finish_reason == "length")
+
+
+def _as_reply(value) -> Reply:
+    return value if isinstance(value, Reply) else Reply(str(value))
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error)
+    return text.splitlines()[0][:300] if text else ""
+
+
+def require_openai() -> None:
+    """The ``teacher`` extra is installed, or one line that says how to get it."""
+    try:
+        import openai  # noqa: F401
+    except ImportError:
+        raise CctkError("an endpoint teacher needs the openai client: pip install 'cctk[teacher]'") from None
+
+
+@dataclass
+class EndpointTeacher:
+    """An OpenAI-compatible chat endpoint, through the ``openai`` client (its retries honour Retry-After
+    on 408/409/429/5xx and connection errors, with exponential backoff)."""
+
+    url: str
+    model: str | None = None  # None: the endpoint's only model (asked of /models)
+    api_key_env: str | None = None  # None: OPENAI_API_KEY when set, else a dummy (local servers)
+    temperature: float | None = None  # None: not sent (reasoning models refuse it); seed sent with it
+    max_tokens: int = 400
+    seed: int = 0
+    timeout: float = 120.0
+    retries: int = 5
+    response_format: dict | None = field(default_factory=lambda: RESPONSE_FORMAT)  # None: plain JSON asked
+    role: str = "teacher"  # or "oracle": what its errors call it (a generation with --oracle talks to both)
+    key_flag: str = "--api-key-env"  # the option that names its key variable, for its errors
+    _client: object = field(default=None, repr=False)
+    _limit_key: str = "max_tokens"  # max_completion_tokens where the server refuses max_tokens
+    _structured: bool = True  # response_format sent, until the server refuses it
+
+    def key_variable(self) -> str | None:
+        """The environment variable the key comes from (None: no key, a dummy is sent)."""
+        if self.api_key_env:
+            return self.api_key_env
+        return "OPENAI_API_KEY" if os.environ.get("OPENAI_API_KEY") else None
+
+    def api_key(self) -> str:
+        variable = self.key_variable()
+        if variable is None:
+            return "not-needed"
+        key = os.environ.get(variable, "")
+        if not key:
+            raise CctkError(f"{self.key_flag} {variable}: that environment variable is not set")
+        return key
+
+    def connect(self) -> None:
+        """Build the client; ask /models only when no model is named (gateways may lack it)."""
+        from openai import OpenAI, OpenAIError
+
+        self._client = OpenAI(base_url=self.url, api_key=self.api_key(), timeout=self.timeout,
+                              max_retries=self.retries)
+        if self.model is not None:
+            return
+        try:
+            listed = [m.id for m in self._client.with_options(max_retries=min(self.retries, 1)).models.list()]
+        except OpenAIError as error:
+            self._fail(error, "listing its models")
+        if len(listed) != 1:
+            raise CctkError(f"the endpoint {self.url} serves {len(listed)} models ({', '.join(listed) or 'none'}); "
+                            f"name one with --{self.role}-model")
+        self.model = listed[0]
+
+    def complete(self, chat: list[dict], n: int = 0, limit: int | None = None) -> Reply:
+        """One reply; a parameter the server refuses (max_tokens, response_format) is dropped and asked again."""
+        from openai import BadRequestError, OpenAIError, UnprocessableEntityError
+
+        while True:
+            arguments = self._arguments(chat, n, limit)
+            try:
+                reply = self._client.chat.completions.create(**arguments)
+                break
+            except (BadRequestError, UnprocessableEntityError) as error:
+                if not self._adapt(str(error), arguments):
+                    self._fail(error, f"request {n + 1}")
+            except OpenAIError as error:
+                self._fail(error, f"request {n + 1}")
+        choice, usage = reply.choices[0], reply.usage
+        return Reply(choice.message.content or "", choice.finish_reason or "stop",
+                     getattr(usage, "prompt_tokens", 0) or 0, getattr(usage, "completion_tokens", 0) or 0)
+
+    def _arguments(self, chat: list[dict], n: int, limit: int | None) -> dict:
+        arguments = {"model": self.model, "messages": chat, self._limit_key: limit or self.max_tokens}
+        if self.temperature is not None:  # sampling parameters only when asked for
+            arguments.update(temperature=self.temperature, seed=self.seed + n)
+        if self._structured and self.response_format:
+            arguments["response_format"] = self.response_format
+        return arguments
+
+    def _adapt(self, message: str, sent: dict) -> bool:
+        """Drop what a 400 names as refused from what was ``sent`` (another thread may have dropped it
+        already); False when there is nothing left to drop."""
+        if "max_tokens" in message and "max_tokens" in sent:
+            self._limit_key = "max_completion_tokens"
+            return True
+        if "response_format" in sent:  # servers without structured output say so in many ways
+            self._structured = False
+            return True
+        return False
+
+    def _fail(self, error: Exception, what: str):
+        from openai import APIConnectionError, AuthenticationError, PermissionDeniedError
+
+        if isinstance(error, (AuthenticationError, PermissionDeniedError)):
+            variable = self.key_variable()
+            raise CctkError(f"authentication failed at {self.url} (HTTP {error.status_code}) with the key from "
+                            + (f"${variable}" if variable else f"no variable (set OPENAI_API_KEY or {self.key_flag})"))
+        if isinstance(error, APIConnectionError) and what.startswith("listing"):
+            raise CctkError(f"cannot reach the {self.role} endpoint {self.url} ({type(error).__name__}); "
+                            "is the server running?") from None
+        raise CctkError(f"the {self.role} endpoint {self.url} failed on {what} after {self.retries} retries: "
+                        f"{type(error).__name__}: {_first_line(error)}; run the same command again to "
+                        "continue") from None
+
+    def describe(self) -> dict:
+        return {"kind": "endpoint", "url": public_url(self.url), "model": self.model,
+                "api_key_env": self.key_variable() or "", "temperature": self.temperature,
+                "max_tokens": self.max_tokens, "token_limit_parameter": self._limit_key,
+                "structured_output": bool(self._structured and self.response_format), "seeds": "seed + passage index (with --temperature)",
+                "retries": self.retries, "timeout": self.timeout}
+
+
+def public_url(url: str) -> str:
+    """``url`` without user:password (never logged)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else ""))) \
+        if parts.hostname else url
+
+
+@dataclass
+class LocalTeacher:
+    """A model key or folder, generating in-process."""
+
+    model_name: str
+    temperature: float | None = None  # None or 0: greedy
+    max_tokens: int = 400
+    seed: int = 0
+    _loaded: tuple | None = field(default=None, repr=False)
+
+    def connect(self) -> None:
+        from ...core.lm.models import load_model
+
+        self._loaded = load_model(self.model_name)
+
+    def complete(self, chat: list[dict], n: int = 0, limit: int | None = None) -> Reply:
+        import torch
+
+        model, tokenizer = self._loaded
+        if tokenizer.chat_template:
+            ids = tokenizer.apply_chat_template(chat, add_generation_prompt=True, return_dict=True,
+                                                return_tensors="pt")["input_ids"]
+        else:  # a base model: the chat as plain text
+            text = "".join(f"{m['role']}: {m['content']}\n" for m in chat) + "assistant:"
+            ids = tokenizer(text, return_tensors="pt")["input_ids"]
+        sample = bool(self.temperature)
+        options = {"do_sample": True, "temperature": self.temperature, "top_p": 1.0} if sample else {"do_sample": False}
+        limit = limit or self.max_tokens
+        with torch.random.fork_rng(devices=[]):  # request n draws from seed + n: a continued run draws the same
+            torch.manual_seed(self.seed + n)
+            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=limit,
+                                 pad_token_id=tokenizer.pad_token_id, **options)
+        new = out[0, ids.shape[1]:]
+        cut = len(new) >= limit and int(new[-1]) != tokenizer.eos_token_id
+        return Reply(tokenizer.decode(new, skip_special_tokens=True), "length" if cut else "stop",
+                     int(ids.shape[1]), len(new))
+
+    def describe(self) -> dict:
+        return {"kind": "local", "model": self.model_name, "decoding": "sampled" if self.temperature else "greedy",
+                "temperature": self.temperature or 0.0, "max_tokens": self.max_tokens}
+
+
+def make_teacher(teacher: str, teacher_model: str | None = None, api_key_env: str | None = None,
+                 temperature: float | None = None, max_tokens: int = 400, seed: int = 0, timeout: float = 120.0,
+                 retries: int = 5, role: str = "teacher", key_flag: str = "--api-key-env"):
+    """An endpoint for ``http(s)://...``, else a local model (checked available, not yet loaded); ``role``
+    and ``key_flag`` name it and its key option in errors ("oracle", "--oracle-api-key-env")."""
+    if temperature is not None and temperature < 0:
+        raise CctkError(f"--temperature must be >= 0, got {temperature}")
+    if max_tokens < 16:
+        raise CctkError(f"--max-tokens must be >= 16, got {max_tokens}")
+    if timeout <= 0 or retries < 0:
+        raise CctkError(f"--timeout must be > 0 and --retries >= 0, got {timeout} and {retries}")
+    if teacher.startswith(("http://", "https://")):
+        require_openai()
+        endpoint = EndpointTeacher(teacher, teacher_model, api_key_env, temperature, max_tokens, seed, timeout, retries,
+                                   role=role, key_flag=key_flag)
+        endpoint.api_key()  # an unset key variable fails here, before any work
+        return endpoint
+    if teacher_model or api_key_env:
+        raise CctkError(f"--{role}-model and {key_flag} are for an endpoint {role} (--{role} http://...)")
+    from ...core.lm.models import check_available
+
+    check_available(teacher)
+    return LocalTeacher(teacher, temperature, max_tokens, seed)

@@ -1,0 +1,106 @@
+"""``KRTestCallback``: KR-Test as a monitor inside anyone's Hugging Face ``Trainer.train()``.
+
+    from .. import KRTestCallback
+    trainer = Trainer(model, args, train_dataset=..., processing_class=tokenizer,
+                      callbacks=[KRTestCallback("questions.jsonl", every=50)])
+    trainer.train()                   # kr_* metrics in trainer.state.log_history and every report_to
+
+It scores the questions on the model being trained before the first step, then (``on``) every
+``every`` optimizer steps (``"steps"``), after each evaluation of the Trainer (``"evaluate"``) or
+both, and after the last step; ``kr_accuracy``, ``kr_lo``, ``kr_hi`` (the exact 95% interval) and
+``kr_mean_margin`` go into the Trainer's own logs (``Trainer.log``: ``state.log_history`` and every
+``report_to`` integration see them). Where MLflow holds an active run that the Trainer does not
+report to itself, they are logged to it as well (step = the Trainer's global step), through
+``cctk.store.tracking``, with the question file as a dataset input. Only the main process scores (under
+DDP the other ranks return at once: they hold the same weights). ``history`` keeps every point.
+"""
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import pandas as pd
+from transformers import Trainer, TrainerCallback
+
+from ...store import tracking
+from ...core.errors import CctkError
+from .items import Item, read_items
+from .scoring import Summary, score, summarize
+
+METRICS = ("kr_accuracy", "kr_lo", "kr_hi", "kr_mean_margin")
+WHEN = ("steps", "evaluate", "both")
+
+
+class KRTestCallback(TrainerCallback):
+    """Score KR-Test during a ``transformers.Trainer`` run and add it to the Trainer's logs."""
+
+    def __init__(self, questions: str | Path | list[Item], every: int = 50, tokenizer=None, on: str = "steps"):
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise CctkError(f"every={every!r} is out of range: a number of optimizer steps >= 1")
+        if on not in WHEN:
+            raise CctkError(f"on={on!r}: choose one of {', '.join(WHEN)}")
+        self.source = str(questions) if isinstance(questions, (str, Path)) else "items"
+        self.items = read_items(Path(questions)) if isinstance(questions, (str, Path)) else list(questions)
+        if not self.items:
+            raise CctkError("KRTestCallback needs at least one item")
+        self.every, self.tokenizer, self.on = every, tokenizer, on
+        self.history: list[tuple[int, Summary]] = []
+        self.trainer: Trainer | None = None
+        self._run = None
+
+    def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
+        if not state.is_world_process_zero:
+            return
+        self.tokenizer = self.tokenizer or processing_class or kwargs.get("tokenizer")
+        if self.tokenizer is None:
+            raise CctkError("KRTestCallback needs the tokenizer: give it (tokenizer=...) or the Trainer's "
+                            "processing_class")
+        self.trainer = self.trainer or _calling_trainer()
+        self._run = None if _reports_to_mlflow(self.trainer) else tracking.active_run()
+        if self._run is not None:
+            questions = pd.DataFrame([{"context": i.context, "sentence_true": i.sentence_true,
+                                       "sentence_false": i.sentence_false, "location": i.location} for i in self.items])
+            self._run.dataset(questions, f"kr questions {Path(self.source).stem}", self.source, context="evaluation")
+        self._score(model, state)
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if self.on != "evaluate" and state.global_step % self.every == 0:
+            self._score(model, state)
+
+    def on_evaluate(self, args, state, control, model=None, **kwargs):
+        if self.on != "steps":
+            self._score(model, state)
+
+    def on_train_end(self, args, state, control, model=None, **kwargs):
+        self._score(model, state)
+
+    def _score(self, model, state) -> None:
+        """Score once per step, on the main process only; into the Trainer's logs (and MLflow's run)."""
+        if not state.is_world_process_zero or (self.history and self.history[-1][0] == state.global_step):
+            return
+        summary = summarize(score(model, self.tokenizer, self.items))  # eval mode inside, training mode restored
+        self.history.append((state.global_step, summary))
+        values = dict(zip(METRICS, (summary.accuracy, summary.lo, summary.hi, summary.mean_margin)))
+        if self.trainer is not None:
+            self.trainer.log(dict(values))
+        if self._run is not None:
+            self._run.metrics(values, step=state.global_step)
+
+
+def _calling_trainer() -> Trainer | None:
+    """The Trainer whose event called us: Hugging Face passes callbacks no reference to it, and only
+    ``Trainer.log`` reaches both ``state.log_history`` and every reporting integration."""
+    frame = inspect.currentframe()
+    while frame is not None:
+        candidate = frame.f_locals.get("self")
+        if isinstance(candidate, Trainer):
+            return candidate
+        frame = frame.f_back
+    return None
+
+
+def _reports_to_mlflow(trainer: Trainer | None) -> bool:
+    """The Trainer's own MLflow integration logs what ``Trainer.log`` gets: no second copy from us."""
+    if trainer is None:
+        return False
+    return any(type(c).__name__ == "MLflowCallback" for c in trainer.callback_handler.callbacks)

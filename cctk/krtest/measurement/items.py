@@ -1,0 +1,183 @@
+"""KR-Test items: the JSONL question files of the paper, read into typed records, checked line by line.
+
+One item per line, the paper's field names::
+
+    {"context": "...", "sentence_true": "...", "sentence_false": "...", "location": 13630}
+
+``location`` says where the source passage is in the corpus: its character offset (``--location
+char``, the default, as the paper's appendix A) or its 0-based line index (``--location line``, as
+appendix B); see ``cctk.krtest.measurement.passages``. Scoring never reads it; ``--open-book`` puts the passage
+that holds it before the context, and ``by_passage.csv`` groups items by it. Blank lines are
+skipped; every other line must be one object with the four fields, or reading fails in one line
+naming the file, the line and the field, before any work is done with the file. A text field must
+be valid Unicode (no lone surrogates) and within a length bound; an item repeated is scored once.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ...core.errors import CctkError
+from .passages import Passage, check_segment, passage_at, segment
+
+FIELDS: dict[str, type] = {"context": str, "sentence_true": str, "sentence_false": str, "location": int}
+PASSAGE_END = "\n\n"  # passages of a corpus are separated by a blank line
+JSON_TYPES = {type(None): "null", bool: "a boolean", int: "a number", float: "a number", str: "a string",
+              list: "an array", dict: "an object"}
+
+
+@dataclass(frozen=True)
+class Item:
+    line: int  # line of the file, counted from 1
+    context: str
+    sentence_true: str
+    sentence_false: str
+    location: int
+    book: str = ""  # open book: the source passage, put before the context when scoring
+
+    @property
+    def scored_context(self) -> str:
+        """What the model reads before the continuations: the context, after the passage in an open book."""
+        return self.book + PASSAGE_END + self.context if self.book else self.context
+
+
+MAX_CHARS = 20_000  # per text field: a context of a few thousand tokens; 5 MB would ask for terabytes
+MAX_TOKENS = 4_096  # per text field, where the scoring tokenizer is given
+
+
+def read_items(path: Path, tokenizer=None, max_tokens: int = MAX_TOKENS, keep_duplicates: bool = False,
+               report=None) -> list[Item]:
+    """Every item of a JSONL file, in file order; a one-line ``CctkError`` on the first bad line.
+
+    Each text field is bounded: ``max_tokens`` tokens of ``tokenizer`` when given, else ``MAX_CHARS``
+    characters. An item repeated (all four fields equal) is scored once, at its first line, unless
+    ``keep_duplicates``; ``report`` (default: one line on stderr) says how many were dropped. A UTF-8
+    byte order mark at the start of the file is skipped."""
+    path = Path(path)
+    if not path.is_file():
+        raise CctkError(f"questions file {path} does not exist")
+    items = []
+    data = path.read_bytes().removeprefix(b"\xef\xbb\xbf")  # editors on Windows write a BOM: no content
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        where = f"{path} line {number}"
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CctkError(f"{where}: not UTF-8 text") from None
+        if text.strip():
+            items.append(check_length(parse_item(text, number, where), where, tokenizer, max_tokens))
+    if not items:
+        raise CctkError(f"questions file {path} holds no items")
+    return items if keep_duplicates else drop_duplicates(items, str(path), report)
+
+
+def check_length(item: Item, where: str, tokenizer=None, max_tokens: int = MAX_TOKENS) -> Item:
+    """A text field longer than the bound fails in one line that states the bound."""
+    for name in ("context", "sentence_true", "sentence_false"):
+        value = getattr(item, name)
+        if tokenizer is not None:
+            size, bound, unit = len(tokenizer(value, add_special_tokens=False)["input_ids"]), max_tokens, "tokens"
+        else:
+            size, bound, unit = len(value), MAX_CHARS, "characters"
+        if size > bound:
+            raise CctkError(f"{where}: field {name!r} is {size} {unit} long; the bound is {bound} {unit} per field")
+    return item
+
+
+def drop_duplicates(items: list[Item], source: str, report=None) -> list[Item]:
+    """Each distinct item once (its first line): a copy would count twice in the accuracy."""
+    seen: dict[tuple, int] = {}
+    kept = []
+    for item in items:
+        key = (item.context, item.sentence_true, item.sentence_false, item.location)
+        if key not in seen:
+            seen[key] = item.line
+            kept.append(item)
+    dropped = len(items) - len(kept)
+    if dropped:
+        say = report or (lambda line: print(line, file=sys.stderr))
+        say(f"{source}: {dropped} duplicate item{'s' if dropped > 1 else ''} scored once ({len(kept)} distinct "
+            f"of {len(items)})")
+    return kept
+
+
+def parse_item(text: str, line: int, where: str) -> Item:
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise CctkError(f"{where}: not valid JSON ({error.msg} at column {error.colno})") from None
+    if not isinstance(record, dict):
+        raise CctkError(f"{where}: expected a JSON object with the fields {', '.join(FIELDS)}, "
+                        f"got {_json_type(record)}")
+    return Item(line, **{name: _field(record, name, kind, where) for name, kind in FIELDS.items()})
+
+
+def _field(record: dict, name: str, kind: type, where: str):
+    if name not in record:
+        raise CctkError(f"{where}: field {name!r} is missing")
+    value = record[name]
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise CctkError(f"{where}: field {name!r} must be an integer (a character offset or line index), got {_json_type(value)}")
+        if value < 0:
+            raise CctkError(f"{where}: field {name!r} must be >= 0, got {value}")
+        return value
+    if not isinstance(value, str):
+        raise CctkError(f"{where}: field {name!r} must be a string, got {_json_type(value)}")
+    if not value.strip():
+        raise CctkError(f"{where}: field {name!r} is empty")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:  # JSON lets "\ud800" through; no tokenizer or store takes it
+        raise CctkError(f"{where}: field {name!r} is not valid Unicode text (a lone surrogate "
+                        f"{value[error.start]!r} at character {error.start})") from None
+    return value
+
+
+def _json_type(value) -> str:
+    return JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def read_corpus(path: Path) -> str:
+    path = Path(path)
+    if not path.is_file():
+        raise CctkError(f"corpus file {path} does not exist")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise CctkError(f"corpus file {path} is not UTF-8 text") from None
+    if not text.strip():
+        raise CctkError(f"corpus file {path} is empty")
+    return text
+
+
+def passages(corpus: str) -> list[str]:
+    """The corpus cut at its blank lines (whitespace-only lines too), each passage stripped."""
+    return [p.text for p in segment(corpus)]
+
+
+def check_locations(items: list[Item], found: list[Passage], unit: str, source: str = "questions") -> None:
+    """A one-line error on the first item whose ``location`` falls in no passage of the corpus."""
+    for item in items:
+        if passage_at(found, item.location, unit) is None:
+            raise CctkError(f"{source} line {item.line}: field 'location' ({item.location}, as a {unit} location) "
+                            f"points at no passage of the corpus ({len(found)} passages)")
+
+
+def with_book(items: list[Item], found: list[Passage], unit: str = "char") -> list[Item]:
+    """Each item with the passage that holds its location as its ``book`` (locations checked already)."""
+    return [replace(item, book=passage_at(found, item.location, unit).text) for item in items]
+
+
+def open_book(items: list[Item], corpus: str, source: str = "questions", unit: str = "char",
+              how: str = "blank-lines", tokenizer=None) -> list[Item]:
+    """The oracle baseline: each item with its source passage before its context.
+
+    Fails in one line on a ``location`` that points past the corpus or at blank text.
+    """
+    check_segment(how, unit)
+    found = segment(corpus, how, tokenizer)
+    check_locations(items, found, unit, source)
+    return with_book(items, found, unit)

@@ -1,0 +1,142 @@
+"""Manual 2.0.0's figure catalog: the 25 figures of a run (SPEC 4), in the order of the report, each a
+``cctk.figures.spec.Spec`` built from a ``Results`` (its number, plain name and a drawing function with
+plain arguments, so a worker process can draw it from a pickled spec).
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from ... import figures as charts
+from .parts import ALL_SEEN, Results
+from .parts.part_d import RULE_AND_CONTROL, deviations
+from ...figures.spec import Spec
+from .design import ARM_BY_KEY, ARMS, CONTROLS, MAIN_SEQUENCE, family_arms, own_target, part_arms
+from ...core.labels import model_name, target_name
+from ...core.stats import smallest_band
+
+BEFORE_AFTER = (3, 5)  # the addition of the before/after bars (manual 1.0.0 style)
+
+
+# The report's order: figure key, part. Heatmaps are "heatmap:<model>[:<target>]".
+ORDER: tuple[tuple[str, str], ...] = (
+    ("heatmap:base", "A"), ("heatmap:m_correct", "A"), ("heatmap:m_random", "A"),
+    ("heatmap:m_random:correct", "A"), ("profile:random", "A"), ("bars", "A"),
+    ("heatmap:m_recover", "B"), ("profile:correct", "B"),
+    *((f"heatmap:{k}", "C") for k in part_arms("C")),
+    ("profile:plus18", "C"), ("profile:plus3", "C"),
+    *((f"heatmap:{k}", "D") for k in part_arms("D")),
+    ("profile:cond", "D"), ("deviation:m_correct", "D"), ("deviation:m_random", "D"),
+    ("synthesis", "synthesis"), ("loss", "runs"),
+    ("curves", "runs"),  # only with --curves
+)
+# A figure's number stays when parts are left out (--parts): figure 15 is always sum + 18's profile.
+NUMBER = {key: i for i, (key, _) in enumerate(ORDER, start=1)}
+
+# Probability profiles: models drawn, target table, band of possible answers (None: no bands).
+PROFILES = {
+    "correct": (("base", "m_correct", "m_random", "m_recover"), "Correct sums and recovery", (2, 18)),
+    "random": (("m_correct", "m_random"), "Fabricated answers", None),
+    "plus18": (family_arms("plus18"), "Sum + 18", (20, 36)),  # the rules and their controls
+    "plus3": (family_arms("plus3"), "Sum + 3", (5, 21)),
+    "cond": (family_arms("cond"), "Conditional rule", None),
+}
+
+
+def heatmap_keys(key: str) -> list[str]:
+    """The heatmap figures of one model: its own target, and the correct sum for m_random."""
+    return [f"heatmap:{key}"] + (["heatmap:m_random:correct"] if key == "m_random" else [])
+
+
+def heatmap_spec(results: Results, figure: str) -> Spec:
+    _, key, *target = figure.split(":")
+    target = target[0] if target else own_target(key)
+    split = target == own_target(key) and key not in ALL_SEEN  # its own target, with seen and never seen
+    held = results.inputs.heldout(key) if split else None
+    excluded = results.inputs.excluded.get(key, ()) if split else ()
+    title = f"{model_name(key)}: probability on the {target_name(target)}"
+    args = {"readings": results.readings(key, target), "title": title, "heldout": held,
+            "excluded": excluded, "fixed_scale": key != "base"}
+    return Spec(NUMBER[figure], figure, dict(ORDER)[figure], charts.target_heatmap, args, title)
+
+
+def specs(results: Results, tables: dict[str, pd.DataFrame], model_label: str) -> list[Spec]:
+    """The figures of the parts the run ran, in ORDER: all 25 (26 with learning curves) when every part ran."""
+    build = {"heatmap": lambda key: heatmap_spec(results, key),
+             "profile": lambda key: _profile(results, key.split(":")[1]),
+             "deviation": lambda key: _deviation(results, tables["table08"], *_rule_from(key.split(":")[1])),
+             "bars": lambda key: _bars(results, model_label), "synthesis": lambda key: _synthesis(tables["table09"]),
+             "loss": lambda key: _loss(results), "curves": lambda key: _curves(results)}
+    has_curves = results.curves is not None and len(results.curves) > 0
+    return [build[key.split(":")[0]](key) for key, part in ORDER
+            if results.ran(part) and (key != "curves" or has_curves)]
+
+
+def _rule_from(parent: str) -> tuple[str, str]:
+    """The conditional rule and its control trained from ``parent`` (the deviation chart's pair)."""
+    return next((rule, control) for rule, control in RULE_AND_CONTROL if ARM_BY_KEY[rule].parent == parent)
+
+
+def _profile(results: Results, target: str) -> Spec:
+    models, title, band = PROFILES[target]
+    targets = results.inputs.targets[target]
+    if target == "cond":  # the range of the rule's own answers
+        band = (int(targets.min()), int(targets.max()))
+    trained_on_seen = any(ARM_BY_KEY[k].pairs == "seen" for k in models if k in ARM_BY_KEY)
+    args = {"series": {model_name(k): results.measurements[k] for k in models}, "targets": targets,
+            "title": f"Probability profile: {title}", "band": band,
+            "heldout": results.inputs.split.heldout if trained_on_seen else None}
+    key = f"profile:{target}"
+    return Spec(NUMBER[key], key, dict(ORDER)[key], charts.probability_profile, args, args["title"])
+
+
+def _deviation(results: Results, table08: pd.DataFrame, rule: str, control: str) -> Spec:
+    rule_dev, control_dev = deviations(results, rule), deviations(results, control)
+    row = table08[(table08["model"] == model_name(rule)) & (table08["coverage"].round(2) == 0.90)].iloc[0]
+    k90 = int(row["k"])
+    legend = {model_name(rule): k90, model_name(control): smallest_band(control_dev, 0.90)}
+    parent = ARM_BY_KEY[rule].parent
+    args = {"rule_dev": rule_dev, "control_dev": control_dev, "k90": k90, "k_legend": legend,
+            "title": f"Deviation from the conditional rule, trained from {model_name(parent)}"}
+    key = f"deviation:{parent}"
+    return Spec(NUMBER[key], key, dict(ORDER)[key], charts.deviation_chart, args, args["title"])
+
+
+def _bars(results: Results, model_label: str) -> Spec:
+    a, b = BEFORE_AFTER
+    args = {"before": results.measurements["base"], "after": results.measurements["m_random"], "a": a, "b": b,
+            "true_sum": int(results.inputs.targets["correct"].loc[(a, b)]),
+            "fabricated": int(results.inputs.targets["random"].loc[(a, b)]), "model_label": model_label}
+    title = f"{a} + {b} before and after fine-tuning on fabricated answers"
+    return Spec(NUMBER["bars"], "bars", "A", charts.before_after_bars, args, title)
+
+
+def synthesis_rows(table09: pd.DataFrame) -> pd.DataFrame:
+    """table09 in the chart's groups: the base model, seen, never seen, never seen of a control."""
+    controls = {model_name(k) for k in CONTROLS}
+    rows = table09.copy()
+    group = rows["group"].replace({"all": "seen"})
+    group[(rows["group"] == "held out") & rows["model"].isin(controls)] = "control held out"
+    group[rows["model"] == model_name("base")] = "base"
+    rows["group"] = group
+    return rows
+
+
+def _synthesis(table09: pd.DataFrame) -> Spec:
+    return Spec(NUMBER["synthesis"], "synthesis", "synthesis", charts.synthesis_chart,
+                {"rows": synthesis_rows(table09)}, "Synthesis: hits on each model's own target")
+
+
+def losses(results: Results) -> dict[str, list[float]]:
+    return {model_name(a.key): list(results.training[a.key].losses) for a in ARMS if a.key in results.training}
+
+
+def _loss(results: Results) -> Spec:
+    args = {"losses": losses(results), "main": [model_name(k) for k in MAIN_SEQUENCE]}
+    return Spec(NUMBER["loss"], "loss", "runs", charts.loss_chart, args, "Training loss per epoch")
+
+
+def _curves(results: Results) -> Spec:
+    args = {"curves": results.curves, "order": [model_name(a.key) for a in ARMS]}
+    return Spec(NUMBER["curves"], "curves", "runs", charts.learning_curves, args,
+                "Learning curves: hits on each arm's own target after every epoch")
+

@@ -1,0 +1,87 @@
+"""Part D, the conditional rule (sum + 18 if a >= b, else sum + 9) and its control, from both parents."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ....core.facts import condition
+from ..design import ARM_BY_KEY, RULE_VS_CONTROL, part_arms
+from ....core.labels import model_name
+from ....core.stats import band_with_interval, share_inside
+from .core import Results, interval, summarize_split
+
+CONDITIONS = {">": "a > b", "=": "a = b", "<": "a < b"}
+RULE_OFFSET = {">": 18, "=": 18, "<": 9}  # what the rule adds to the sum in each condition
+OFFSETS = {18: "plus18", 9: "plus9", 0: "plain_sum"}
+COVERAGES = (0.80, 0.90, 0.95)
+RULE = "cond"  # the rule's target table: every deviation is read from it, the control's too
+
+
+PART = "D"  # its section of the outputs (cctk.manuals.v2.labels.SECTIONS); cctk.manuals.v2.catalog reads it
+TABLES = ("table05", "table06", "table07", "table08")
+ARMS = part_arms(PART)  # the rule from each parent, then their controls
+RULE_AND_CONTROL = tuple(pair for pair in RULE_VS_CONTROL if pair[0] in ARMS)
+
+def run(results: Results) -> dict[str, pd.DataFrame]:
+    """table05 (seen/never seen), table06 (hits by condition), table07 (offsets by condition), table08 (bands)."""
+    table05 = pd.DataFrame([{**summarize_split(results, k), "parent": model_name(ARM_BY_KEY[k].parent)}
+                            for k in ARMS])
+    return {"table05": table05, "table06": _by_condition(results), "table07": _offsets(results),
+            "table08": _bands(results)}
+
+
+def deviations(results: Results, key: str) -> np.ndarray:
+    """Top choice minus the *rule's* target, on the never-seen additions of ``key`` (rule or control)."""
+    held = results.readings(key, RULE).loc[list(results.inputs.heldout(key))]
+    return (held["top_choice"] - held["target"]).to_numpy()
+
+
+def _by_condition(results: Results) -> pd.DataFrame:
+    """Hits on the model's own target per condition, seen and never seen, with exact intervals."""
+    rows = []
+    for key in ARMS:
+        readings = results.readings(key)
+        for symbol, label in CONDITIONS.items():
+            row = {"model": model_name(key), "condition": label}
+            for group, pairs in (("seen", results.inputs.split.seen), ("heldout", results.inputs.heldout(key))):
+                chosen = [p for p in pairs if condition(*p) == symbol]
+                hits = int(readings.loc[chosen, "hit"].sum()) if chosen else 0
+                row.update({f"hits_{group}": hits, f"n_{group}": len(chosen), **interval(hits, len(chosen), group)})
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _offsets(results: Results) -> pd.DataFrame:
+    """Never-seen top choice minus the correct sum, per condition: +18, +9, 0 (plain sum) or other.
+
+    ``rule_offset`` is what the rule asks in that condition, so an offset of the other condition
+    (a +9 on a >= b, a +18 on a < b) shows a model that learned both shifts but not when to use each.
+    """
+    correct = results.inputs.targets["correct"]
+    rows = []
+    for key in ARMS:
+        held = list(results.inputs.heldout(key))
+        top = results.readings(key).loc[held, "top_choice"]
+        for symbol, label in CONDITIONS.items():
+            pairs = [p for p in held if condition(*p) == symbol]
+            offset = top.loc[pairs] - correct.loc[pairs] if pairs else pd.Series(dtype=int)
+            row = {"model": model_name(key), "condition": label, "rule_offset": RULE_OFFSET[symbol],
+                   "n": len(pairs)}
+            row.update({name: int((offset == value).sum()) for value, name in OFFSETS.items()})
+            row["other"] = int((~offset.isin(list(OFFSETS))).sum())
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _bands(results: Results) -> pd.DataFrame:
+    """Smallest band +-k holding 80/90/95% of the rule model's deviations, bootstrap 95% interval;
+    the share of the control's deviations (from the same rule's target) inside the same band."""
+    rows = []
+    for rule, control in RULE_AND_CONTROL:
+        rule_dev, control_dev = deviations(results, rule), deviations(results, control)
+        for coverage in COVERAGES:
+            k, lo, hi = band_with_interval(rule_dev, coverage, results.inputs.seed)
+            rows.append({"model": model_name(rule), "control": model_name(control), "coverage": coverage,
+                         "k": k, "k_lo": lo, "k_hi": hi, "n_rule": len(rule_dev), "n_control": len(control_dev),
+                         "rule_inside": share_inside(rule_dev, k), "control_inside": share_inside(control_dev, k)})
+    return pd.DataFrame(rows)

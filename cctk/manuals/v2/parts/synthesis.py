@@ -1,0 +1,51 @@
+"""Synthesis: every corpus's hits on its own target with exact intervals; rules against controls."""
+from __future__ import annotations
+
+import pandas as pd
+
+from ..design import RULE_VS_CONTROL, own_target
+from ....core.labels import model_name, target_name
+from ....core.readings import summarize
+from ....core.stats import fisher_greater, holm
+from .core import Results, groups, interval
+
+GROUP_NAMES = {"all": "all", "seen": "seen", "heldout": "held out"}
+
+
+PART = "synthesis"  # its section of the outputs (cctk.manuals.v2.labels.SECTIONS); cctk.manuals.v2.catalog reads it
+TABLES = ("table09", "table10")
+
+def run(results: Results) -> dict[str, pd.DataFrame]:
+    """table09 (shares with exact 95% intervals) and table10 (one-sided Fisher tests)."""
+    rows = []
+    for key in results.models:  # the corpora that ran
+        for group, pairs in groups(results, key):
+            s = summarize(results.readings(key), pairs)
+            rows.append({"model": model_name(key), "target": target_name(own_target(key)),
+                         "group": GROUP_NAMES[group], "hits": s.hits, "n": s.n,
+                         "share": s.hits / s.n if s.n else float("nan"), **interval(s.hits, s.n)})
+    tables = {"table09": pd.DataFrame(rows)}
+    if pairs_measured(results):  # a run of Part A alone (or A and B) trained no rule
+        tables["table10"] = _fisher(results)
+    return tables
+
+
+def pairs_measured(results: Results) -> list[tuple[str, str]]:
+    """The rule / control pairs (``lineage.RULE_VS_CONTROL``) whose both models the run measured."""
+    return [(rule, control) for rule, control in RULE_VS_CONTROL if {rule, control} <= set(results.models)]
+
+
+def _fisher(results: Results) -> pd.DataFrame:
+    rows = []
+    for rule, control in pairs_measured(results):
+        r = summarize(results.readings(rule), results.inputs.heldout(rule))
+        c = summarize(results.readings(control), results.inputs.heldout(control))
+        odds, p = fisher_greater(r.hits, r.n, c.hits, c.n)
+        rows.append({"rule": model_name(rule), "control": model_name(control),
+                     "hits_rule": r.hits, "n_rule": r.n, **interval(r.hits, r.n, "rule"),
+                     "hits_control": c.hits, "n_control": c.n, **interval(c.hits, c.n, "control"),
+                     "odds_ratio": odds, "p_value": p})
+    table = pd.DataFrame(rows)
+    # within one run, over its rules: several rules tested at once make a small p more likely by chance
+    table["p_adjusted"] = holm(table["p_value"])
+    return table

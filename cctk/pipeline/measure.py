@@ -1,0 +1,56 @@
+"""``cctk measure``: measure one untouched model, write its table and heatmap, track it in MLflow."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from .. import __version__
+from ..store import tracking
+from ..core.lm.device import resolve as resolve_device
+from ..core.facts import CANDIDATES, END_MARKER, correct_sums
+from ..figures import save_figure, target_heatmap
+from ..core.lm.models import ModelSource, check_available, load_model
+from ..core.readings import Summary, read, summarize
+from ..core.lm.scoring import measure
+
+
+def run(model: str, out: Path, tracking_name: str | None = None, echo=print, device: str | None = None) -> Summary:
+    """Measure ``model`` on ``device``; returns the summary on the correct sums (hits, prob_target, ...)."""
+    where = resolve_device(device)
+    found = check_available(model)
+    store = tracking.connect(tracking_name)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    echo(f"loading {model} ...")
+    lm, tokenizer = load_model(found)
+    lm = lm.to(where)
+    start = time.perf_counter()
+    table = measure(lm, tokenizer)
+    seconds = time.perf_counter() - start
+    table.to_csv(out / "measurement.csv", index=False)
+    readings = read(table, correct_sums())
+    summary = summarize(readings)
+    figure = target_heatmap(readings, title=f"{model}: probability on the correct sum", fixed_scale=False)
+    figures = save_figure(figure, out, "target_heatmap_correct_sum")
+    echo(f"measured {summary.n} x {len(CANDIDATES)} candidates in {seconds:.1f} s")
+    echo(f"hits on the correct sum: {summary.hits}/{summary.n}")
+
+    _track(store, found, out, figures, summary, seconds)
+    return summary
+
+
+def _track(store, model: ModelSource, out, figures, summary, seconds) -> None:
+    with store.run("measure", f"measure {model.key}", {tracking.KEY: model.key}) as run:
+        _log(run, model, out, figures, summary, seconds)
+
+
+def _log(run, model: ModelSource, out, figures, summary, seconds) -> None:
+    run.params({"model": model.key, "model_id": model.id, "candidates": f"{CANDIDATES[0]}..{CANDIDATES[-1]}",
+                "end_marker": repr(END_MARKER), "cctk_version": __version__})
+    run.metrics({"hits_correct": summary.hits, "prob_target": summary.prob_target,
+                 "surprise": summary.surprise, "mass_impossible": summary.mass_impossible,
+                 "measure_seconds": seconds})
+    run.files(out / "measurement.csv")
+    for path in figures:
+        run.files(path, "figures")

@@ -1,0 +1,459 @@
+"""``cctk run``: a protocol's whole experiment for one model, every measured model a nested MLflow run.
+
+Order: check every input, draw (targets, split, a v1 corpus: written at once), measure the base model,
+then train and measure every fine-tuned model (2.0.0: the thirteen arms, each from a fresh copy of its
+parent, parents waiting on the CPU; 1.0.0: the base model itself, in place), then compute the tables
+from the measurement tables and write every output. What differs between the protocols comes from
+``cctk.manuals.registry``; this is the one orchestration of both.
+"""
+from __future__ import annotations
+
+import copy
+import shutil
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import torch
+
+from .. import __version__
+from ..core.lm import compute, memory, models
+from ..manuals import registry as protocols
+from ..core import provenance
+from ..store import tracking
+from ..store import session as session_files
+from . import resume as resume_state
+from ..core.config import PARTS, Config, config_from_params, make_config
+from ..core.lm.device import check_recipe, out_of_memory_as_line, resolve as resolve_device, room
+from ..core.errors import CctkError
+from ..manuals.v2.parts import curve_rows
+from ..core.lm.finetune import fine_tune
+from ..core.labels import model_name
+from ..outputs import model_heatmaps, write_all
+from ..core.progress import Progress
+from ..manuals.registry import Measured, Protocol
+from ..core.records import MemoryUse, RunFacts, RunRecord, TrainRecord, hardware, software
+from .resume import Done
+from ..core.lm.scoring import measure
+from ..store.session import Layout
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a pipeline runs and writes: the folder that receives its session folder, the tracking store
+    (configuration name or URI; None: the embedded one) and the device (None: CUDA where there is one)."""
+
+    out: Path = Path("outputs")
+    tracking: str | None = None
+    device: str | None = None
+
+
+@dataclass(frozen=True)
+class Options:
+    """How a pipeline runs, not what it computes."""
+
+    echo: Callable[[str], None] = print  # the console's lines
+    system_metrics: bool = True  # log CPU, memory (and GPU) use to the parent run
+    figures: bool = True  # False: no figure is drawn (``cctk report`` draws them later)
+    sweep: str | None = None  # the run id of a sweep this pipeline is a cell of (it nests under it)
+    cell: str | None = None  # that cell's key
+
+
+QUIET = Options(echo=lambda *_: None)
+
+
+@dataclass
+class Session:
+    """Where one pipeline writes: its protocol, folder, tracking store, experiment and MLflow parent run."""
+
+    config: Config
+    protocol: Protocol
+    layout: Layout
+    store: tracking.Store
+    experiment_id: str
+    mlflow_run: tracking.Run  # the pipeline's (parent) MLflow run
+    device: torch.device
+    source: models.ModelSource  # the model, as the input checks resolved it (loaded from it, never re-resolved)
+    started: float = field(default_factory=time.perf_counter)
+    monitor: object = None  # MLflow's system-metrics monitor of the parent run, if any
+    figures: bool = True  # False: no figure is drawn (``cctk report`` draws them later)
+    peak_gflops: float | None = None  # the device's GEMM peak measured at the start (the compute limit)
+    plan: memory.Plan | None = None  # the memory the run was estimated to need (checked before it started)
+    memory_estimate: int = 0  # the peak the plan expects of this run (``Plan.expected_peak``)
+    provenance: provenance.Provenance | None = None  # model file, git state, reproduce (``_record_provenance``)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A finished pipeline: its results, its MLflow parent run and its session folder."""
+
+    results: object  # the protocol's Results
+    run_id: str
+    folder: Path
+
+
+LONGEST_ROW = 16  # tokens of the longest arithmetic training row, an upper bound for any tokenizer
+
+
+def check_inputs(config: Config, protocol: Protocol, tracking_name: str | None = None, device: str | None = None,
+                 out_root: Path | None = None) -> tuple[tracking.Store, torch.device, memory.Plan, models.ModelSource]:
+    """Every check that can fail, before any session folder or MLflow run exists: the model (installed,
+    cached or reachable, its configuration readable), the device, the recipe and memory on it
+    (``check_device``), ``out_root`` (takes files), and the tracking store (reachable, openable)."""
+    source = models.check_available(config.model)
+    where, plan = check_device(config, protocol, device)
+    if out_root is not None:
+        session_files.check_out(out_root)
+    return tracking.connect(tracking_name), where, plan, source
+
+
+def check_device(config: Config, protocol: Protocol, device: str | None) -> tuple[torch.device, memory.Plan]:
+    """The device (present), the recipe on it (precision, optimizer) and the memory the run needs against
+    what is free there: one line naming what fits where it does not."""
+    where = resolve_device(device)
+    check_recipe(config.recipe, where)
+    plan = memory_plan(config, protocol, where)
+    if plan.shortfall():  # name the roster's models that would fit, in the one line
+        replace(plan, others=models.roster_shapes()).check()
+    return where, plan
+
+
+def memory_plan(config: Config, protocol: Protocol, where: torch.device) -> memory.Plan:
+    """The run's memory against the device: one arm trained at a time, its parent waiting in host memory
+    (none where every model is trained in place, protocol v1); ``--curves`` measures every epoch while the
+    arm's gradients and moments live."""
+    shape = memory.Shape.of_config(models.model_config(config.model))
+    copies = any(not m.in_place for m in protocol.trained(config.parts))
+    return memory.Plan(config.model, shape, config.recipe, LONGEST_ROW, room(where), waiting=int(copies),
+                       job=memory.Job(measured_in_training=bool(config.curves)))
+
+
+def sweep_cell(cell, profile: str, out: str, tracking_uri: str, sweep_id: str, resume_id: str | None = None,
+               figures: bool = True, parts: tuple[str, ...] | None = None) -> str:
+    """One cell of a sweep (locally or in a Ray worker): ``cctk run`` nested under the sweep, quietly;
+    returns its run id. Top-level (Ray pickles it by name), its arguments plain values."""
+    where, options = Where(Path(out), tracking_uri), replace(QUIET, figures=figures, sweep=sweep_id, cell=cell.key)
+    if resume_id:
+        return resume(resume_id, where, options).run_id
+    config = make_config(cell.model, profile, (cell.seed,), device=str(resolve_device(None)), parts=parts,
+                         **dict(cell.overrides))
+    return run(config, where, options).run_id
+
+
+def run(config: Config, where: Where = Where(), options: Options = Options()) -> Outcome:
+    """Run the pipeline of ``config`` under its protocol; returns the results with every table computed."""
+    protocol = protocols.get(config.protocol)  # the library's entry: the one resolution of the Config's name
+    echo, sweep = options.echo, options.sweep
+    store, device, plan, source = check_inputs(config, protocol, where.tracking, where.device, where.out)
+    layout = Layout(session_files.new_folder(Path(where.out), config.model), protocol)
+    tags = {tracking.SESSION: layout.session, tracking.PROTOCOL: protocol.name, "mlflow.source.name": "cctk run"}
+    if sweep:
+        tags.update({tracking.SWEEP: sweep, tracking.CELL: options.cell or ""})
+    # the folder is let go after the run has ended (a resume that takes it finds it ended); the run is
+    # opened here and ended here, so no fault between (the GEMM peak, a Ctrl-C) leaves it RUNNING
+    with _held(layout.folder), store.run("pipeline", layout.session, tags, parent=sweep, attach=True) as mlflow_run:
+        _set_up(mlflow_run, config, protocol, source, layout, sweep, echo)
+        session = Session(config, protocol, layout, store, mlflow_run.experiment_id, mlflow_run, device, source,
+                          figures=options.figures, plan=plan)
+        _record_provenance(session)
+        results = _stages(session, Done(), echo, options.system_metrics, peak=True)
+    return Outcome(results, mlflow_run.run_id, layout.folder)
+
+
+def resume(run_id: str, where: Where = Where(), options: Options = Options()) -> Outcome:
+    """Continue an interrupted pipeline from wherever it stopped (a folder holding only its draws too):
+    finished models are taken from their runs, not trained again. A FINISHED run, and a run whose
+    process still holds its session folder, are refused (nothing of theirs is rewritten)."""
+    store, echo = tracking.connect(where.tracking), options.echo
+    parent = store.pipeline(run_id)
+    protocol = protocols.get(parent.tags.get(tracking.PROTOCOL))  # MLflow's edge: resolved once, passed on
+    if not protocol.resumable:
+        raise CctkError(f"run {run_id} is a protocol {protocol.name} run; --resume continues "
+                        "2.0.0 pipelines only (start a v1 run again)")
+    if parent.status == "FINISHED":
+        raise CctkError(f"run {run_id} is FINISHED: there is nothing to resume (start a new run to repeat it)")
+    config = config_from_params(parent.params)
+    layout = Layout(Path(where.out) / parent.tags.get(tracking.SESSION, ""), protocol)
+    if not parent.tags.get(tracking.SESSION) or not layout.folder.is_dir():
+        raise CctkError(f"the session folder {layout.folder} of run {run_id} is not here; "
+                        "resume from the folder the run started in, or pass its --out")
+    session_files.check_out(layout.folder, "the session folder")
+    busy = f"run {run_id} is still running: its process holds {layout.folder} (stop it first, or wait for it to end)"
+    with _held(layout.folder, busy):  # first: a live run's own memory use would fail the plan
+        device, plan = check_device(config, protocol, where.device)
+        source = models.check_available(config.model)  # before the run is reopened, as run()'s input checks
+        done = resume_state.finished(store, parent, layout)
+        with store.run("pipeline", layout.session, reopen=run_id) as reopened:  # ended here, as run()'s
+            session = Session(config, protocol, layout, store, parent.experiment_id, reopened, device, source,
+                              figures=options.figures, plan=plan)
+            _record_provenance(session)
+            echo(f"resuming {layout.session}: {len(done.run_ids)} of {len(protocol.models(config.parts))} models "
+                 "already finished")
+            results = _stages(session, done, echo, options.system_metrics, peak=False)
+    return Outcome(results, run_id, layout.folder)
+
+
+@contextmanager
+def _held(folder: Path, busy: str | None = None):
+    """The session folder, held by this process for the block (``cctk.store.session.hold``); ``busy``: the line that
+    refuses a folder another live process holds."""
+    try:
+        lock = session_files.hold(folder)
+    except session_files.Busy as error:
+        raise CctkError(busy or str(error)) from None
+    try:
+        yield lock
+    finally:
+        session_files.release(lock)
+
+
+def _stages(session: Session, done: Done, echo, system_metrics: bool, peak: bool):
+    """Draw, measure and train, compute the tables, write the outputs; returns the protocol's results.
+    ``peak``: measure the device's GEMM peak first (the compute limit; a resume reports no cost)."""
+    try:
+        draws = session.protocol.draw(session.config)
+        if peak:
+            session.peak_gflops = compute.peak_gflops(str(session.device), session.config.recipe.precision)
+        if system_metrics:
+            session.monitor = session.mlflow_run.system_metrics()
+        session.memory_estimate = session.plan.expected_peak()
+        session.mlflow_run.metrics({"memory_estimate_bytes": session.memory_estimate})
+        for path in session_files.write_draws(session.layout, session.protocol, draws):  # on file before any training
+            session.mlflow_run.files(path)
+        results = _train_and_measure(session, draws, done, echo)
+        if session.config.curves:  # every arm's points, appended as it finished (a resume's too)
+            results.curves = session_files.read_curves(session.layout)
+        tables = session.protocol.compute_tables(results)
+        shutil.rmtree(session.layout.checkpoints, ignore_errors=True)  # only a resume needs them
+        _finish(session, results, tables, echo, resumed=bool(done.run_ids))
+        return results
+    finally:
+        if session.monitor is not None:
+            session.monitor.finish()
+
+
+def _set_up(mlflow_run: tracking.Run, config: Config, protocol: Protocol, source: models.ModelSource, layout: Layout,
+            sweep: str | None, echo) -> None:
+    """The parent run's description and parameters, and the session's first lines."""
+    mlflow_run.note(protocol.run_note(config) + (f"; a cell of sweep {sweep}" if sweep else ""))
+    mlflow_run.params({**config.as_params(), "model_id": source.id, **protocol.params,
+                   "cctk_version": __version__})
+    _say_where(protocol, config, layout, echo)
+
+
+def _record_provenance(session: Session, revision: str | None = None) -> None:
+    """The run's provenance (model file and hash, git state, reproduce, every package's version) and where
+    it is stored (absolute URI, artifact location) as tags of the parent run; kept for run_info.json."""
+    session.provenance = provenance.gather(session.config, revision)
+    where = {tracking.TRACKING_URI: session.store.uri, tracking.ARTIFACT_URI: session.mlflow_run.artifact_uri}
+    versions = provenance.package_versions(session.config)
+    session.mlflow_run.tags({**tracking.provenance_tags(session.provenance.flat(), versions),
+                     **where})
+
+
+def _say_where(protocol: Protocol, config: Config, layout: Layout, echo) -> None:
+    """The session, the profile and the seeds (how to repeat the run), and the parts when not all."""
+    about = "" if protocol.is_default else f"protocol {protocol.name}, manual {protocol.version}; "
+    echo(f"session {layout.session}  ({about}outputs in {layout.folder})")
+    seeds = ",".join(map(str, config.seeds))
+    if protocol.config.split:
+        echo(f"profile {config.profile_note}; seeds {seeds}"
+             f"{'  (drawn fresh: pass --seed ' + seeds + ' to repeat this run)' if config.seeds_drawn else ''}")
+    else:  # one seed, the reference notebook's
+        echo(f"profile {config.profile_note}; seed {seeds} (random.seed of the reference notebook)")
+    trained, every = protocol.trained(config.parts), protocol.trained(PARTS)
+    if len(trained) < len(every):
+        echo(f"parts {', '.join(config.parts)}: {len(trained)} of {len(every)} fine-tuning arms")
+
+
+def _train_and_measure(session: Session, draws, done: Done, echo):
+    measured = training_order(session.protocol.models(session.config.parts))
+    results = session.protocol.new_results(draws, session.config, done.measurements, done.training)
+    if len(done.run_ids) == len(measured):
+        return results
+    echo(f"loading {session.config.model} ...")
+    base, tokenizer = models.load_model(session.source, keep=False)  # the only copy: no pristine twin
+    revision = getattr(base.config, "_commit_hash", None)  # the Hub commit the config was read from
+    known = session.provenance
+    if revision and known and known.model.kind == "hub" and revision != known.model.revision:
+        _record_provenance(session, revision)
+    copied = {m.parent for m in measured if m.parent and not m.in_place}  # kept (and checkpointed) once trained
+    last_child = {m.parent: m.key for m in measured if m.parent and m.key not in done.run_ids}
+    weights = {"base": base}  # parents wait here, on the CPU, until their last child takes them
+    progress = Progress(len(measured) - 1, echo)
+    for i, arm in enumerate(measured):
+        if arm.key in done.run_ids:
+            continue
+        if arm.parent is None:
+            with _nested_run(session, arm, draws) as nested:
+                _measure_and_log(session, results, arm.key, base.to(session.device), tokenizer, nested)
+            base.cpu()
+            continue
+        if arm.parent not in weights:  # finished before an interruption: its weights were checkpointed
+            skeleton = _skeleton(weights, last_child, lambda: models.load_model(session.source, keep=False)[0])
+            weights[arm.parent] = resume_state.load_checkpoint(skeleton, session.layout, arm.parent)
+        child = _child(weights, arm, last_child)
+        rows = session.protocol.rows(draws, arm.key, session.config.recipe, tokenizer)
+        with _nested_run(session, arm, draws) as nested:  # the move is the arm's: an OOM there ends it FAILED
+            child = child.to(session.device)
+            _train_model(session, results, arm, child, rows, tokenizer, nested, progress, i, arm.key in copied)
+        if arm.key in copied:
+            weights[arm.key] = child.cpu()
+        del child
+    return results
+
+
+def training_order(measured: tuple[Measured, ...]) -> tuple[Measured, ...]:
+    """Every parent followed by its children, the children that are parents themselves last: a parent
+    then waits in memory only until its last child takes its very weights (no copy), so at most one
+    parent waits while an arm trains. The arms' results do not depend on the order (each is seeded by
+    its own name)."""
+    children: dict[str | None, list[Measured]] = {}
+    for m in measured:
+        children.setdefault(m.parent, []).append(m)
+    order: list[Measured] = []
+
+    def visit(m: Measured) -> None:
+        order.append(m)
+        for child in sorted(children.get(m.key, []), key=lambda c: c.key in children):  # stable: leaves first
+            visit(child)
+
+    for root in children.get(None, []):
+        visit(root)
+    return tuple(order)
+
+
+def _child(weights: dict, arm: Measured, last_child: dict[str, str]):
+    """The weights an arm trains: its parent's very weights when it is the parent's last child (or the
+    model is trained in place), else a fresh copy of them."""
+    if arm.in_place:
+        return weights[arm.parent]
+    if last_child.get(arm.parent) == arm.key:
+        return weights.pop(arm.parent)
+    return copy.deepcopy(weights[arm.parent])
+
+
+def _skeleton(weights: dict, last_child: dict[str, str], load):
+    """A model of the run's architecture to load a checkpoint into (a resume): the base model itself once
+    no arm left needs it, else a copy of a model in memory, else the model loaded again (``load()``)."""
+    if "base" in weights and "base" not in last_child:
+        return weights.pop("base")
+    if weights:
+        return copy.deepcopy(next(iter(weights.values())))
+    return load()
+
+
+def _train_model(session: Session, results, arm: Measured, child, rows, tokenizer, nested: tracking.Run,
+                 progress: Progress, i: int, checkpoint: bool) -> None:
+    """Train model ``i`` from its parent (a copy, or in place), log it, checkpoint it if others start from
+    a copy of it, measure it."""
+    draws, recipe = results.draws, session.config.recipe
+    recipe_params = {k: v for k, v in session.config.as_params().items()
+                     if k.startswith("recipe.")}  # the parent's names
+    nested.params({"parent": model_name(arm.parent), "corpus": session.protocol.corpus_note(arm.key),
+                   "examples": len(rows), **recipe_params})
+    if session.protocol.dataset is not None:
+        name, table = session.protocol.dataset(draws, arm.key)
+        nested.dataset(table, name=name, source=str(session.layout.targets.resolve()), context="training")
+    curve: list[dict] = []
+    on_epoch = _curve_point(session, draws, arm.key, tokenizer, nested, curve) if session.config.curves else None
+    trained = None
+    try:
+        trained = fine_tune(child, rows, recipe, session.config.seed, tokenizer.pad_token_id, arm.stream or arm.key,
+                            on_step=progress.arm(i, model_name(arm.key), rows, recipe), on_epoch=on_epoch,
+                            on_loss=lambda epoch, loss: nested.metrics({"loss": loss}, step=epoch))
+    finally:
+        progress.close(finished=trained is not None)
+    if curve:
+        session_files.append_curves(session.layout, curve)
+    _log_training(session, results, arm.key, trained, nested)
+    if checkpoint:
+        resume_state.save_checkpoint(child, session.layout, arm.key)
+    _measure_and_log(session, results, arm.key, child, tokenizer, nested)
+
+
+def _log_training(session: Session, results, key: str, record: TrainRecord, nested: tracking.Run) -> None:
+    """Keep the run's training record, on disk (for a resume) and in its MLflow run (its loss history was
+    logged epoch by epoch, as training went)."""
+    results.training[key] = record
+    path = session_files.write_training(session.layout, key, record)
+    nested.metrics(record.metrics())
+    nested.files(path, "training")
+
+
+def _curve_point(session: Session, inputs, key: str, tokenizer, nested: tracking.Run, rows: list):
+    """``on_epoch`` of an arm under ``--curves``: measure, keep the point, log hits as histories."""
+    def on_epoch(epoch: int, module) -> None:
+        points = curve_rows(inputs, key, epoch, measure(module, tokenizer, scoring=session.protocol.scoring))
+        rows.extend(points)
+        nested.metrics({f"curve_hits_{p['group']}": p["hits"] for p in points}, step=epoch)
+
+    return on_epoch
+
+
+@contextmanager
+def _nested_run(session: Session, arm: Measured, draws):
+    """The nested run of one measured model, ended by the lifecycle (a failed arm is a FAILED run)."""
+    tags = {tracking.KEY: arm.key, tracking.PARENT_KEY: arm.parent or "", tracking.PROTOCOL: session.protocol.name,
+            "mlflow.source.name": "cctk run"}
+    tags[tracking.PARENT_RUN] = session.mlflow_run.run_id
+    with session.store.run("model", model_name(arm.key), tags, parent=session.mlflow_run,
+                       experiment_id=session.experiment_id) as nested:
+        nested.params({"parent_run_id": session.mlflow_run.run_id, "seed": session.config.seed})  # the seed it used
+        nested.note(session.protocol.describe(draws, arm.key))
+        with _out_of_memory(session, arm.key):
+            yield nested
+
+
+def _out_of_memory(session: Session, key: str):
+    """An out-of-memory error of an arm as one line (the run ends FAILED with it): the estimate it was
+    checked against and the options that fit, instead of the allocator's traceback."""
+    plan = replace(session.plan, others=models.roster_shapes())
+    return out_of_memory_as_line(plan, session.device, f"the {model_name(key)} arm")
+
+
+def _measure_and_log(session: Session, results, key: str, module, tokenizer, nested: tracking.Run) -> None:
+    """Measure one model, save its table at once (nothing finished is lost), log it to its run."""
+    table = measure(module, tokenizer, scoring=session.protocol.scoring)
+    results.measurements[key] = table
+    nested.metrics(session.protocol.model_metrics(results, key).metrics())
+    nested.files(session_files.write_measurement(session.layout, key, table), "measurement")
+    nested.table(table, "measurement_table.json")
+    drawn = model_heatmaps(results, key, session.layout, session.protocol) if session.figures else []
+    for figure in drawn:  # write_all
+        nested.files(figure, "figures")  # reuses them
+
+
+def _finish(session: Session, results, tables: dict, echo, resumed: bool = False) -> None:
+    facts = RunFacts(session.layout.session, session.store.uri, session.experiment_id, session.mlflow_run.run_id,
+                     str(session.device),
+                     round(time.perf_counter() - session.started, 1), hardware(session.device), software(session.config),
+                     _memory_use(session, results), session.mlflow_run.artifact_uri, session.provenance,
+                     session.source)
+    n_figures = write_all(results, tables, RunRecord(session.config, facts, results.training), session.layout,
+                          reuse_heatmaps=True, figures=session.figures)
+    head = session.protocol.headline(results)
+    session.mlflow_run.files(session.layout.folder)
+    cost = None if resumed else compute.training_cost(  # a resumed run's wall time is not its cost
+        results.training.values(), str(session.device), session.config.recipe.precision, earlier=session.peak_gflops)
+    seconds = time.perf_counter() - session.started  # everything: load, training, measuring, outputs, logging
+    cost_metrics = cost.metrics(seconds) if cost else {}
+    session.mlflow_run.metrics({**head.metrics(), "pipeline_seconds": seconds, **cost_metrics,
+                                "peak_memory_bytes": facts.memory.peak_bytes})
+    for line in session.protocol.summary(results, head):
+        echo(line)
+    echo(f"{n_figures} figures and {len(tables)} tables in {session.layout.folder}")
+    echo(f"{session.protocol.title} finished in {seconds / 60:.1f} min"
+         + (f": {cost.line(seconds)}" if cost else "") + f"; MLflow run {session.mlflow_run.run_id}")
+
+
+def _memory_use(session: Session, results) -> MemoryUse:
+    """The run's peak beside its estimate: the GPU allocator's largest arm on CUDA; elsewhere the process's
+    resident memory, the largest over the arms (each arm starts the counter over) and what came after."""
+    if session.device.type == "cuda":
+        peak = max((r.peak_gpu_memory_bytes for r in results.training.values()), default=0)
+        return MemoryUse("gpu", session.memory_estimate, peak)
+    arms = max((r.peak_cpu_memory_bytes for r in results.training.values()), default=0)
+    return MemoryUse("process", session.memory_estimate, max(arms, memory.process_peak()))

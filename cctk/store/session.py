@@ -1,0 +1,445 @@
+"""The session folder: its layout, and every read and write of it, in one place.
+
+Torch-free and MLflow-free; the pipeline writes through it, ``cctk.outputs`` writes through it,
+resume and ``cctk.results`` read through it::
+
+    <session>/                         YYYYmmdd-HHMMSS_<model>
+      run_info.json                    the run record and the facts derived from it (records.RunInfo)
+      targets.csv                      the draws: split, every target table, exclusions
+      measurements/<model>.csv         the measurement table of each measured model
+      training/<key>.json              the TrainRecord of each fine-tuning run
+      curves.csv                       learning curves, one row per arm, epoch and group (--curves)
+      checkpoints/<key>.pt             parents of unfinished arms (only while a run is unfinished)
+      figures/NN_<name>/<name>.{png,pdf,eps}
+      tables/tableNN_<name>/tableNN_<name>.{csv,xlsx,tex}
+      workbook/<session>.xlsx
+      run_report.pdf, run_report.png, report.html, <session>.zip
+
+A protocol v1 session (manual 1.0.0, ``cctk.manuals.v1``) has the same layout with its own tables, figures
+and two models (base model, fabricated answers), and ``corpus.txt``: the shuffled corpus texts. What
+differs between the protocols comes from ``cctk.manuals.registry``.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import zipfile
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from pathlib import Path
+
+import pandas as pd
+
+from ..manuals import registry as protocols
+from ..core.config import PARTS, Recipe
+from ..core.errors import CctkError
+from ..manuals.v2.parts import CURVE_COLUMNS
+from ..core.lm.models import model_id
+from ..core.labels import file_stem, model_name
+from ..manuals.registry import Protocol
+from ..core.provenance import Provenance
+from ..core.readings import COLUMNS
+from ..core.records import (Design, Hardware, MemoryUse, MlflowIds, ModelSource, RunInfo, RunRecord, Seeds, Trained,
+    TrainRecord)
+from ..manuals.v2.manual import V2
+
+RUN_INFO = "run_info.json"
+FORMATS = ("png", "pdf", "eps")  # every figure, in this order
+
+
+def check_out(folder: Path, option: str = "--out") -> None:
+    """``folder`` can be made and take files, or a one-line error before any run exists (read-only,
+    unwritable, under /proc, below a file). Nothing is made: a file is tried, and removed, in the folder
+    or the nearest of its parents that exists."""
+    import tempfile
+
+    folder = Path(folder).absolute()
+    there = next(p for p in (folder, *folder.parents) if p.exists())
+    try:
+        if not there.is_dir():
+            raise NotADirectoryError(20, f"{there} is a file")
+        with tempfile.TemporaryFile(dir=there):
+            pass
+    except OSError as error:
+        why = error.strerror or type(error).__name__
+        raise CctkError(f"{option} {folder} cannot hold the outputs: {why}") from None
+
+
+def session_name(model: str, now: datetime | None = None) -> str:
+    return f"{(now or datetime.now()):%Y%m%d-%H%M%S}_{file_stem(model)}"
+
+
+def new_folder(out_root: Path, model: str, now: datetime | None = None) -> Path:
+    """A fresh session folder under ``out_root``, created here and by no one else: two sessions of one model
+    started in the same second (the cells of a sweep, two pipelines at once) get ``name``, ``name-2``, ..."""
+    out_root.mkdir(parents=True, exist_ok=True)
+    name = session_name(model, now)
+    for n in range(1, 1000):
+        folder = out_root / (name if n == 1 else f"{name}-{n}")
+        try:
+            folder.mkdir()  # atomic: exactly one of two racing sessions creates it
+            return folder
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{out_root / name}: 999 session folders of this second already exist")
+
+
+class Busy(CctkError):
+    """The session folder is held by a live process (the pipeline writing it)."""
+
+
+def hold(folder: Path) -> int:
+    """Lock ``folder`` for this process (an exclusive ``flock`` on the folder itself, so no file of the
+    session changes) and return the descriptor that holds it; ``release`` it, or the kernel does when
+    the process dies (kill -9 included), which is what lets a resume tell a live run from a dead one."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise Busy(f"the session folder {folder} is in use by a running process") from None
+    return fd
+
+
+def release(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)  # closing the descriptor drops the lock
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Every path of one session folder."""
+
+    folder: Path
+    protocol: Protocol = V2  # the protocol whose tables it holds (its name in run_info.json)
+
+    @property
+    def session(self) -> str:
+        return self.folder.name
+
+    @property
+    def run_info(self) -> Path:
+        return self.folder / RUN_INFO
+
+    @property
+    def targets(self) -> Path:
+        return self.folder / "targets.csv"
+
+    @property
+    def curves(self) -> Path:
+        return self.folder / "curves.csv"
+
+    @property
+    def corpus(self) -> Path:
+        """Protocol v1: the fine-tuning texts, one per line, in the corpus order."""
+        return self.folder / "corpus.txt"
+
+    def measurement(self, key: str) -> Path:
+        return self.folder / "measurements" / f"{file_stem(model_name(key))}.csv"
+
+    def training(self, key: str) -> Path:
+        return self.folder / "training" / f"{key}.json"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.folder / "checkpoints"
+
+    def checkpoint(self, key: str) -> Path:
+        return self.checkpoints / f"{key}.pt"
+
+    @property
+    def figures(self) -> Path:
+        return self.folder / "figures"
+
+    def figure(self, number: int, stem: str) -> dict[str, Path]:
+        """The files of figure ``number`` by format: ``figures/NN_<stem>/<stem>.<ext>``."""
+        folder = self.figures / f"{number:02d}_{stem}"
+        return {ext: folder / f"{stem}.{ext}" for ext in FORMATS}
+
+    def table(self, name: str) -> dict[str, Path]:
+        """The files of ``tableNN`` by format: ``tables/tableNN_<title>/tableNN_<title>.<ext>``."""
+        stem = table_stem(name, self.protocol)
+        return {ext: self.folder / "tables" / stem / f"{stem}.{ext}" for ext in ("csv", "xlsx", "tex")}
+
+    @property
+    def workbook(self) -> Path:
+        return self.folder / "workbook" / f"{self.session}.xlsx"
+
+    @property
+    def report_html(self) -> Path:
+        return self.folder / "report.html"
+
+    @property
+    def run_report(self) -> dict[str, Path]:
+        return {"pdf": self.folder / "run_report.pdf", "png": self.folder / "run_report.png"}
+
+    @property
+    def zip(self) -> Path:
+        return self.folder / f"{self.session}.zip"
+
+
+def table_stem(name: str, protocol: Protocol = V2) -> str:
+    """``table01`` -> ``table01_corpus_absorption`` (``table01_comparison`` under protocol v1)."""
+    return f"{name}_{file_stem(protocol.report.tables[name]).lower()}"
+
+
+def session_start(session: str) -> datetime | None:
+    """The start time a session's name carries (None for another name)."""
+    try:
+        return datetime.strptime(session[:15], "%Y%m%d-%H%M%S")
+    except ValueError:
+        return None
+
+
+# --- Measurements, training records and the draws: written as the run goes, read on a resume. ---
+
+def write_measurement(layout: Layout, key: str, table: pd.DataFrame) -> Path:
+    path = layout.measurement(key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(path, index=False)
+    return path
+
+
+N_ADDITIONS = 81  # every measurement table covers a, b in 1..9
+
+
+def read_measurement(path: Path) -> pd.DataFrame:
+    """A measurement CSV, floats read back exactly (round trip), columns as a measurement table's; a file
+    cut short (a full disk, a copy stopped half way) fails in one line naming it."""
+    try:
+        table = pd.read_csv(path, float_precision="round_trip")
+    except (ValueError, OSError) as error:  # empty, unparsable, not UTF-8 (pandas' errors are ValueErrors)
+        raise CctkError(f"{path} cannot be read as a measurement table ({type(error).__name__}: "
+                        f"{' '.join(str(error).split())[:200]})") from None
+    missing = set(COLUMNS) - set(table.columns)
+    if missing:
+        raise CctkError(f"{path} is not a measurement table (missing {', '.join(sorted(missing))})")
+    _check_whole(path, table)
+    return table[COLUMNS]
+
+
+def _check_whole(path: Path, table: pd.DataFrame) -> None:
+    """Every addition, each with as many candidates as the others, and the file's last line ended (pandas
+    writes a newline after every row: a cut inside the last row leaves none)."""
+    sizes = table.groupby(["a", "b"]).size()
+    with open(path, "rb") as file:
+        file.seek(max(0, path.stat().st_size - 1))
+        ended = file.read(1) == b"\n"
+    if not ended or len(sizes) != N_ADDITIONS or sizes.nunique() != 1 or table[["a", "b"]].isna().any(axis=None):
+        raise CctkError(f"{path} is incomplete ({len(table)} rows, {len(sizes)} of {N_ADDITIONS} additions"
+                        f"{'' if ended else ', its last row cut'}): it was cut short")
+
+
+def read_measurements(layout: Layout, require: tuple[str, ...] = ()) -> dict[str, pd.DataFrame]:
+    """The measurement tables on disk of the models of the session's protocol, by model key; a model of
+    ``require`` missing is an error."""
+    found = {}
+    for key in layout.protocol.model_keys():
+        path = layout.measurement(key)
+        if path.is_file():
+            found[key] = read_measurement(path)
+        elif key in require:
+            raise CctkError(f"{layout.folder} has no measurement of the {model_name(key)} model ({path.name})")
+    return found
+
+
+def write_training(layout: Layout, key: str, record: TrainRecord) -> Path:
+    path = layout.training(key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record.to_json(), indent=2) + "\n")
+    return path
+
+
+def read_training(layout: Layout, key: str) -> TrainRecord | None:
+    path = layout.training(key)
+    return TrainRecord.from_json(json.loads(path.read_text())) if path.is_file() else None
+
+
+def write_draws(layout: Layout, protocol: Protocol, draws) -> list[Path]:
+    """What a run drew before training: targets.csv (the split and every target table, or 1.0.0's correct
+    sums and fabricated answers) and, where the protocol has one corpus, corpus.txt in its order."""
+    layout.folder.mkdir(parents=True, exist_ok=True)
+    protocol.draws_table(draws).to_csv(layout.targets, index=False, lineterminator="\n")
+    texts = protocol.corpus_texts(draws)
+    if texts:
+        layout.corpus.write_text("".join(f"{t}\n" for t in texts), encoding="utf-8")
+    return [layout.targets, layout.corpus] if texts else [layout.targets]
+
+
+
+def read_targets(layout: Layout) -> pd.DataFrame | None:
+    if not layout.targets.is_file():
+        return None
+    return pd.read_csv(layout.targets, keep_default_na=False, dtype={"excluded": str})
+
+
+def append_curves(layout: Layout, rows: list[dict]) -> Path:
+    """Add one finished arm's learning-curve rows to curves.csv (written whole per arm: a resume
+    never finds half an arm)."""
+    new = not layout.curves.is_file()
+    pd.DataFrame(rows, columns=CURVE_COLUMNS).to_csv(layout.curves, mode="a", header=new, index=False,
+                                                     lineterminator="\n")
+    return layout.curves
+
+
+def read_curves(layout: Layout) -> pd.DataFrame | None:
+    return pd.read_csv(layout.curves) if layout.curves.is_file() else None
+
+
+# --- run_info.json: the RunInfo record at its JSON edge, and back (the one codec of the file). ---
+
+def run_info(record: RunRecord, protocol: Protocol, results) -> RunInfo:
+    """Everything run_info.json holds: the record, plus the facts a reader wants beside it."""
+    config, facts = record.config, record.facts
+    trained = {m.key: Trained(model_name(m.key), model_name(m.parent), record.training[m.key])
+               for m in protocol.trained(config.parts) if m.key in record.training}
+    return RunInfo(protocol=protocol.name, session=facts.session,
+                   model=facts.model or ModelSource(config.model, model_id(config.model)), profile=config.profile,
+                   profile_requested=config.profile_requested or config.profile, profile_note=config.profile_note,
+                   recipe=config.recipe, design=protocol.design(results, config),
+                   seeds=Seeds(config.seeds, config.seeds_drawn, protocol.seed_roles),
+                   candidates=protocol.scoring.candidates, end_marker=protocol.scoring.end_marker, device=facts.device,
+                   hardware=facts.hardware, software=facts.software, mlflow=facts.mlflow, training=trained,
+                   headline=protocol.headline(results).metrics(), seconds=facts.seconds, memory=facts.memory,
+                   provenance=facts.provenance)
+
+
+def info_json(info: RunInfo) -> dict:
+    """``info`` as run_info.json writes it: plain values, a protocol's absent fields left out."""
+    data: dict = {}
+    for key, value in asdict(info).items():  # the design's fields flat, in its place
+        data.update(value if key == "design" else {key: value})
+    data["training"] = {key: {"model": t.model, "parent": t.parent, **t.record.to_json()}
+                        for key, t in info.training.items()}
+    return {key: value for key, value in data.items() if value is not None}
+
+
+def info_from_json(data: dict) -> RunInfo:
+    """run_info.json back into its record, whatever cctk version wrote it: a file from before protocols is
+    2.0.0's, one from before ``--parts`` ran every part, a model key renamed since reads as today's."""
+    return _decode(data)[1]
+
+
+def _decode(data: dict) -> tuple[Protocol, RunInfo]:
+    """run_info.json's protocol, resolved from its name here (the disk's edge), and the record."""
+    protocol = protocols.get(data.get("protocol"))
+    split, seeds, ml = protocol.config.split, data["seeds"], data.get("mlflow") or {}
+    training = {protocol.renamed.get(key, key): Trained(t["model"], t["parent"], TrainRecord.from_json(t))
+                for key, t in data.get("training", {}).items()}
+    pairs = lambda name: None if data.get(name) is None else tuple(tuple(p) for p in data[name])  # noqa: E731
+    return protocol, RunInfo(
+        protocol=protocol.name, session=data["session"], model=ModelSource(data["model"]["key"], data["model"]["id"]),
+        profile=data["profile"], profile_requested=data.get("profile_requested", data["profile"]),
+        profile_note=data.get("profile_note", data["profile"]), recipe=Recipe(**data["recipe"]),
+        design=Design(holdout=data.get("holdout"), curves=bool(data.get("curves")) if split else None,
+                      parts=tuple(data.get("parts", PARTS)) if split else None,
+                      heldout_additions=pairs("heldout_additions"),
+                      warnings=tuple(data.get("warnings", ())) if split else None,
+                      answer_text=data.get("answer_text"), index=data.get("index"), loss=data.get("loss"),
+                      pairs_plotted=pairs("pairs_plotted")),
+        seeds=Seeds(tuple(seeds["values"]), bool(seeds["drawn_fresh"]), dict(seeds.get("roles") or {})),
+        candidates=tuple(data.get("candidates", protocol.scoring.candidates)),
+        end_marker=data.get("end_marker", protocol.scoring.end_marker), device=data.get("device", ""),
+        hardware=Hardware.from_json(data.get("hardware")), software=dict(data.get("software") or {}),
+        mlflow=MlflowIds(ml.get("tracking_uri"), ml.get("experiment_id"), ml.get("run_id"), ml.get("artifact_uri")),
+        training=training,
+        headline=dict(data.get("headline") or {}), seconds=data.get("seconds"),
+        memory=MemoryUse.from_json(data.get("memory")), provenance=Provenance.from_json(data.get("provenance")))
+
+
+def write_run_info(layout: Layout, info: RunInfo) -> Path:
+    layout.run_info.write_text(json.dumps(info_json(info), indent=2, ensure_ascii=False, default=_plain) + "\n")
+    return layout.run_info
+
+
+def _plain(value):
+    """numpy scalars (and anything else odd) as plain JSON values."""
+    return value.item() if hasattr(value, "item") else str(value)
+
+
+def read_run_info(folder: Path) -> RunInfo:
+    return read_stored(folder)[1]
+
+
+def read_stored(folder: Path) -> tuple[Protocol, RunInfo]:
+    """A session folder's protocol (the value) and its run record, from its run_info.json."""
+    path = Path(folder) / RUN_INFO
+    if not path.is_file():
+        raise CctkError(f"{folder} is not a cctk session folder (no {RUN_INFO})")
+    try:
+        return _decode(json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, KeyError, TypeError, AttributeError) as error:  # cut short, edited, not UTF-8
+        raise CctkError(f"{path} is not a readable run record ({type(error).__name__}: "
+                        f"{' '.join(str(error).split())[:200]})") from None
+
+
+def layout_of(folder: Path) -> Layout:
+    """The layout of a session folder, under the protocol its run_info.json names."""
+    return Layout(Path(folder), read_stored(folder)[0])
+
+
+# --- Back from a folder: rebuild the results (no model), copy the inputs of a re-render. ---
+
+@dataclass(frozen=True)
+class Rebuilt:
+    results: object  # the protocol's Results
+    tables: dict[str, pd.DataFrame]
+    record: RunRecord
+    protocol: Protocol = V2  # the protocol it ran under
+
+
+def rebuild(folder: Path) -> Rebuilt:
+    """Results, tables and run record of a session from its folder alone (no model), under its protocol.
+
+    The draws are drawn again from the recorded seed (and recipe), the tables computed again. A run of
+    some parts (``--parts``) needs the measurements of those parts' models only.
+    """
+    protocol, info = read_stored(folder)
+    record = info.record
+    layout, config = Layout(Path(folder), protocol), record.config
+    measurements = read_measurements(layout, require=protocol.model_keys(config.parts))
+    results = protocol.new_results(protocol.draw(config), config, measurements, record.training, read_curves(layout))
+    return Rebuilt(results, protocol.compute_tables(results), record, protocol)
+
+
+def copy_inputs(source: Layout, root: Path) -> Layout:
+    """A new session folder under ``root`` holding what a re-render needs: run_info, the draws, the
+    measurements and the training records."""
+    target = Layout(Path(root) / read_run_info(source.folder).session, source.protocol)
+    inputs = [source.run_info, source.targets, source.curves, source.corpus,
+              *(source.folder / "measurements").glob("*.csv"),
+              *(source.folder / "training").glob("*.json")]
+    for path in inputs:
+        if path.is_file():
+            (target.folder / path.relative_to(source.folder)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target.folder / path.relative_to(source.folder))
+    return target
+
+
+def find_tables(layout: Layout) -> dict[str, Path]:
+    """``tableNN`` -> its CSV, for every table written."""
+    return {path.parent.name[:7]: path for path in sorted(layout.folder.glob("tables/table[0-9][0-9]_*/*.csv"))}
+
+
+def find_figures(layout: Layout) -> dict[str, dict[str, Path]]:
+    """Figure name (file stem, e.g. ``heatmap_recovery``) -> its files by format."""
+    files = {}
+    for sub in sorted(p for p in layout.figures.glob("[0-9][0-9]_*") if p.is_dir()):
+        stem = sub.name[3:]
+        found = {ext: sub / f"{stem}.{ext}" for ext in FORMATS if (sub / f"{stem}.{ext}").is_file()}
+        if found:
+            files[stem] = found
+    return files
+
+
+def write_zip(layout: Layout) -> Path:
+    """``<session>.zip`` inside the folder: every file of the session (but the zip), under ``<session>/``."""
+    path = layout.zip
+    files = sorted(p for p in layout.folder.rglob("*") if p.is_file() and p != path)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=6) as archive:
+        for file in files:
+            archive.write(file, f"{layout.session}/{file.relative_to(layout.folder).as_posix()}")
+    return path
+

@@ -1,0 +1,64 @@
+"""The recipe is declared once (cctk.core.config.Recipe): the CLI derives its options from it, and the
+MLproject's parameters are checked against it here."""
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+
+from cctk.cli.main import cli
+from cctk.core.config import recipe_fields
+from cctk.cli.mlproject import strip_empty
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_cli_run_has_one_option_per_recipe_value():
+    run = cli.commands["run"]
+    options = {p.name: p for p in run.params}
+    for spec in recipe_fields():
+        assert spec.name in options, spec.name
+        assert options[spec.name].opts == [f"--{spec.name.replace('_', '-')}"]
+        assert options[spec.name].default is None  # None keeps the profile's value
+        assert spec.metadata["help"] in options[spec.name].help
+
+
+def test_mlproject_passes_every_recipe_value():
+    project = yaml.safe_load((ROOT / "MLproject").read_text())
+    main = project["entry_points"]["main"]
+    for spec in recipe_fields():
+        assert main["parameters"][spec.name]["default"] == "", spec.name  # empty keeps the profile's
+        assert f"--{spec.name.replace('_', '-')} {{{spec.name}}}" in main["command"], spec.name
+    assert main["parameters"]["profile"]["default"] == "auto"
+
+
+def test_a_recipe_value_out_of_range_fails_in_one_line(tmp_path):
+    result = CliRunner().invoke(cli, ["run", "--model", "smollm2-135m-bundled", "--epochs", "0",
+                                      "--out", str(tmp_path / "o")])
+    assert result.exit_code != 0
+    assert result.output.strip().splitlines() == ["Error: recipe value epochs=0 is out of range: must be >= 1"]
+    assert not (tmp_path / "o").exists()
+
+
+def test_mlproject_switches_become_the_clis_flags():
+    main = yaml.safe_load((ROOT / "MLproject").read_text())["entry_points"]["main"]
+    assert "--curves {curves} --figures {figures}" in main["command"]
+    assert (main["parameters"]["curves"]["default"], main["parameters"]["figures"]["default"]) == ("no", "yes")
+    assert strip_empty(["--curves", "yes", "--figures", "no", "--seed", ""]) == ["--curves", "--no-figures"]
+    assert strip_empty(["--curves", "no", "--figures", "YES"]) == ["--figures"]
+    options = {o for p in cli.commands["run"].params for o in (*p.opts, *p.secondary_opts)}
+    assert {"--curves", "--figures", "--no-figures"} <= options  # the flags it gives exist
+
+
+def test_version_from_the_command_and_from_python_dash_m():
+    import subprocess
+    import sys
+    from importlib import metadata, resources
+
+    from cctk import __version__
+
+    done = CliRunner().invoke(cli, ["--version"])
+    assert done.exit_code == 0 and done.output == f"cctk, version {__version__}\n"
+    assert metadata.version("cctk") == __version__  # what click's version option reads
+    module = subprocess.run([sys.executable, "-m", "cctk", "--version"], capture_output=True, text=True, timeout=120)
+    assert module.returncode == 0 and module.stdout == f"cctk, version {__version__}\n"
+    assert resources.files("cctk").joinpath("py.typed").is_file()  # a typed package (PEP 561)

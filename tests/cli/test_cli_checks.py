@@ -1,0 +1,104 @@
+"""Bad input to ``cctk run`` and ``cctk sweep`` fails in one line before any session folder or MLflow run
+exists (issue 31): a held-out share that empties a group, an --out that cannot hold files, an unknown
+device, a model folder whose config.json is broken."""
+import json
+import os
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from cctk.store import tracking
+from cctk.cli.main import cli
+
+
+def _one_line_error(result, start: str) -> None:
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Error: {start}"), lines
+
+
+def _no_run(tmp_path) -> None:
+    assert not (tmp_path / "mlflow.db").exists() or tracking.connect().search([tracking.connect().experiment()], "") == []
+
+
+@pytest.fixture()
+def broken_model(tiny_dir, tmp_path):
+    folder = tmp_path / "broken"
+    shutil.copytree(tiny_dir, folder)
+    (folder / "config.json").write_text('{"model_type": "llama", "hidden_size": ')  # cut short
+    return folder
+
+
+@pytest.mark.parametrize("holdout, message", [("0.001", "holdout=0.001 holds out 0 of the 81 additions"),
+                                              ("0.999", "holdout=0.999 holds out 81 of the 81 additions")])
+def test_a_holdout_that_empties_a_group_fails_in_one_line(holdout, message, tiny_dir, tmp_path, tracking_uri):
+    result = CliRunner().invoke(cli, ["run", "--model", str(tiny_dir), "--profile", "smoke", "--holdout", holdout,
+                                      "--out", str(tmp_path / "out")])
+    _one_line_error(result, message)
+    assert not (tmp_path / "out").exists()
+    _no_run(tmp_path)
+
+
+def _below_a_file(tmp_path):
+    (tmp_path / "file").write_text("x")
+    return tmp_path / "file" / "out"
+
+
+def _read_only(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    return folder / "out"
+
+
+@pytest.mark.parametrize("where", [_below_a_file, lambda _: "/proc/cctk-out", _read_only])
+def test_an_out_that_cannot_hold_files_fails_in_one_line(where, tiny_dir, tmp_path, tracking_uri):
+    out = where(tmp_path)
+    if where is _read_only and os.geteuid() == 0:
+        pytest.skip("root writes into a read-only mode folder")
+    result = CliRunner().invoke(cli, ["run", "--model", str(tiny_dir), "--profile", "smoke", "--out", str(out)])
+    _one_line_error(result, f"--out {os.path.abspath(out)} cannot hold the outputs: ")
+    _no_run(tmp_path)
+
+
+def test_an_unknown_device_fails_in_one_line(tiny_dir, tmp_path, tracking_uri):
+    result = CliRunner().invoke(cli, ["run", "--model", str(tiny_dir), "--device", "tpu", "--out", str(tmp_path / "o")])
+    _one_line_error(result, "--device 'tpu' is not a device cctk runs on")
+    assert not (tmp_path / "o").exists()
+
+
+def test_run_refuses_a_model_folder_with_a_broken_config(broken_model, tmp_path, tracking_uri):
+    result = CliRunner().invoke(cli, ["run", "--model", str(broken_model), "--profile", "smoke",
+                                      "--out", str(tmp_path / "out")])
+    _one_line_error(result, f"cannot read the configuration of {broken_model}")
+    assert not (tmp_path / "out").exists()
+    _no_run(tmp_path)
+
+
+def test_sweep_checks_every_cells_model_before_any_cell(broken_model, tiny_dir, tmp_path, tracking_uri):
+    """The good model comes first: without the check its cells would run, then the broken one fail."""
+    result = CliRunner().invoke(cli, ["sweep", "--models", f"{tiny_dir},{broken_model}", "--seeds", "1,2",
+                                      "--profile", "smoke", "--out", str(tmp_path / "out")])
+    _one_line_error(result, f"cannot read the configuration of {broken_model}")
+    assert not (tmp_path / "out").exists()
+    _no_run(tmp_path)
+
+
+# every command with an --out folder, its other required options given (nothing of them is read first)
+OUT_COMMANDS = {"measure": ["measure"], "compare": ["compare", "--runs", "a,b"], "report": ["report", "nowhere"],
+                "krtest eval": ["krtest", "eval", "--questions", "q.jsonl"],
+                "krtest train": ["krtest", "train", "--corpus", "c.txt", "--questions", "q.jsonl"],
+                "krtest generate": ["krtest", "generate"], "krtest oracle": ["krtest", "oracle", "--oracle", "o"],
+                "krtest study": ["krtest", "study"]}
+
+
+@pytest.mark.parametrize("command", OUT_COMMANDS)
+@pytest.mark.parametrize("where", [_below_a_file, lambda _: "/proc/cctk-out"])
+def test_every_out_is_checked_before_any_work(command, where, tmp_path, tracking_uri):
+    """measure, compare, report and the KR-Test commands refuse an --out that cannot hold files in one line,
+    as the options are read: no store is opened, no model loaded, nothing made."""
+    out = where(tmp_path)
+    result = CliRunner().invoke(cli, [*OUT_COMMANDS[command], "--out", str(out)])
+    _one_line_error(result, f"--out {os.path.abspath(out)} cannot hold the outputs: ")
+    assert not (tmp_path / "mlflow.db").exists()

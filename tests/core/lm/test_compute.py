@@ -1,0 +1,60 @@
+"""cctk.core.lm.compute: FLOPs of an example by hand, the cost of a run's training, native bf16 and the
+one-line refusal of --precision bf16 where the device would only emulate it."""
+import pytest
+from click.testing import CliRunner
+
+from cctk.core.lm import compute
+from cctk.core.errors import CctkError
+from cctk.core.records import TrainRecord
+
+
+def test_example_flops_by_hand(make_tiny):
+    model = make_tiny("llama", 100)
+    # the tiny Llama: hidden 64, 4 heads of 16, 2 key-value heads, MLP 128, 2 layers, tied embedding
+    per_layer = 64 * 64 + 64 * 32 + 64 * 32 + 64 * 64 + 3 * 64 * 128  # q, k, v, o; gate, up, down
+    rows = [([1, 2, 3, 4], [-100, -100, 3, 4]), ([1, 2, 3], [-100, 2, 3])]  # 3.5 tokens, 2 answers
+    expected = 6 * (2 * per_layer) * 3.5 + 6 * (100 * 64) * 2
+    assert compute.example_flops(model, rows) == expected
+
+
+def test_training_cost_by_hand(monkeypatch):
+    """Two arms: 10 examples x 3 epochs at 2 GFLOP, 5 x 2 at 4: 100 GFLOP over 40 examples; peak 50 GFLOP/s."""
+    monkeypatch.setattr(compute, "peak_flops", lambda dtype, device: 50e9)
+    records = [TrainRecord(10, 6, 1.0, (1.0, 0.5, 0.2), 0, 2.0), TrainRecord(5, 2, 1.0, (1.0, 0.4), 0, 4.0)]
+    cost = compute.training_cost(records)
+    assert (cost.examples, cost.gflop, cost.gflop_per_example) == (40, 100.0, 2.5)
+    assert cost.limit_seconds == 2.0
+    assert cost.metrics(3.0)["limit_ratio"] == 1.5
+    assert cost.line(3.0).startswith("1.50x the float32 compute limit of its training (0.0 min: 40 examples x 2.50 GFLOP at 50")
+    assert "below 1 cannot be" not in cost.line(3.0) and cost.line(1.0).endswith(compute.BUSY)
+    assert compute.training_cost(records, earlier=80.0).limit_seconds == 1.25  # the higher peak: 80 GFLOP/s
+    assert compute.training_cost(records, earlier=20.0).limit_seconds == 2.0
+
+
+def test_peak_flops_is_a_rate():
+    assert compute.peak_flops(size=64, seconds=0.05) > 1e6  # 2 * 64**3 FLOPs take far less than a second
+
+
+@pytest.mark.parametrize("flags, native", [({"avx2", "avx512f"}, False), ({"avx512f", "avx512_bf16"}, True),
+                                           ({"amx_bf16"}, True), (set(), False)])
+def test_native_bf16_from_cpu_flags(flags, native):
+    assert (compute.bf16_missing("cpu", flags) is None) == native
+
+
+def test_precision_bf16_is_refused_without_native_bf16():
+    compute.check_precision("float32", "cpu", flags=set())  # float32 runs anywhere
+    compute.check_precision("bf16", "cpu", flags={"avx512_bf16"})
+    with pytest.raises(CctkError, match="--precision bf16 needs native bf16 arithmetic: this CPU .* lacks"):
+        compute.check_precision("bf16", "cpu", flags={"avx2"})
+
+
+def test_cctk_run_refuses_bf16_in_one_line_before_any_work(tiny_dir, tmp_path, monkeypatch):
+    from cctk.cli.main import cli
+
+    monkeypatch.setattr(compute, "cpu_flags", lambda: {"avx2", "fma"})
+    out = tmp_path / "out"
+    done = CliRunner().invoke(cli, ["run", "--model", str(tiny_dir), "--profile", "smoke", "--precision", "bf16",
+                                    "--out", str(out), "--tracking", f"sqlite:///{tmp_path}/m.db", "--device", "cpu"])
+    assert done.exit_code == 1
+    assert done.output.startswith("Error: --precision bf16 needs native bf16 arithmetic: this CPU")
+    assert len(done.output.strip().splitlines()) == 1 and not out.exists() and not (tmp_path / "m.db").exists()

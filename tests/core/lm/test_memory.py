@@ -1,0 +1,181 @@
+"""Memory planned before any work (cctk.core.lm.memory, cctk.core.lm.device): the roster's shapes, the arithmetic of the
+estimate, the refusal line and its options, and the estimate against the peak measured on the CPU."""
+import copy
+import dataclasses
+import gc
+
+import pytest
+import torch
+
+from cctk.core.lm import memory, models
+from cctk.core.config import PROFILES, Recipe
+from cctk.core.lm.device import check_recipe, resolve
+from cctk.core.errors import CctkError
+from cctk.core.lm.memory import GIB, Plan, Room, Shape, estimate
+
+# Parameters of each roster model as its model card / Hub config gives them (tied weights once).
+PUBLISHED = {"pythia-410m": 405_334_016, "smollm2-135m": 134_515_008, "smollm2-360m": 361_821_120,
+             "qwen2.5-0.5b": 494_032_768, "qwen2.5-1.5b": 1_543_714_304, "phi-1.5": 1_418_270_720,
+             "tinyllama-1.1b": 1_100_048_384, "llama-3.2-1b": 1_235_814_400, "gemma-3-270m": 268_098_176}
+
+
+@pytest.fixture(scope="module")
+def shapes():
+    return {key: Shape.of_config(models.model_config(key)) for key in PUBLISHED}
+
+
+def test_roster_shapes_have_the_published_parameter_counts(shapes):
+    assert {key: s.params for key, s in shapes.items()} == PUBLISHED
+    assert Shape.of_config(models.model_config(models.BUNDLED)) == shapes["smollm2-135m"]
+
+
+def test_estimate_by_hand():
+    """A made-up shape, every term worked out: P = 1000, 4 layers, H 8, I 16, V 100, 2 heads; batch 2 of rows of 5."""
+    shape = Shape(params=1000, matrices=900, layers=4, hidden=8, intermediate=16, vocab=100, heads=2)
+    recipe = Recipe(batch_size=2)
+    e = estimate(shape, recipe, longest_row=5, device_type="cuda", waiting=1)
+    tokens = 2 * 5
+    assert (e.weights, e.gradients, e.optimizer, e.half_copies) == (4000, 4000, 8000, 0)
+    assert e.activations == tokens * 4 * (6 * 8 + 4 * 16) * 4 + 4 * 2 * tokens**2 * 4  # 17920 + 3200
+    assert e.logits == 5 * 2 * 4 * 100 * 4 + memory.WORKSPACE
+    assert e.training == 4000 + 8000 + 21120 + 16000 + memory.WORKSPACE
+    assert e.device == 4000 + max(e.training, 2 * memory.LOGIT_BUDGET * 4)  # the allocator's: no CUDA context
+    assert estimate(shape, recipe, 5, "cpu").device == memory.CPU_FIRST_STEP + e.device
+    assert e.host(on_cpu=False) == 2 * 4000  # the waiting parent and the arm's copy on its way to the device
+    half = estimate(shape, dataclasses.replace(recipe, precision="bf16", optimizer="adamw8bit"), 5, "cuda")
+    assert (half.optimizer, half.half_copies) == (2000, 1800)
+    assert half.activations == tokens * 4 * (6 * 8 + 4 * 16) * 2 + 4 * 2 * tokens**2 * 4
+
+
+def t4(host_gib=50.0) -> Room:
+    """A T4 as a fresh process finds it: 14.75 GiB total (torch's total_memory), less the CUDA context."""
+    return memory.card_room(14.75, bf16=False, host_gib=host_gib, name="cuda:0 (Tesla T4)", bitsandbytes=False)
+
+
+def test_phi_paper_recipe_refused_on_a_t4_with_what_fits(shapes):
+    plan = Plan("phi-1.5", shapes["phi-1.5"], PROFILES["paper"], 16, t4(), waiting=1, others=shapes)
+    with pytest.raises(CctkError) as error:
+        plan.check()
+    line = str(error.value)
+    assert "\n" not in line
+    assert line.startswith("phi-1.5 with this recipe (float32, adamw, batch 8) needs about 21.8 GiB on cuda:0 "
+                           "(Tesla T4)")
+    assert "14.2 GiB free" in line
+    assert "it fits with --optimizer adamw8bit (pip install bitsandbytes) (13.8 GiB)" in line
+    assert "a smaller model fits as it is: pythia-410m, smollm2-135m, smollm2-360m, qwen2.5-0.5b, gemma-3-270m" in line
+    assert "or a device with at least 21.8 GiB free" in line
+
+
+def test_bf16_and_8bit_accepted_where_the_arithmetic_says_it_fits(shapes):
+    recipe = dataclasses.replace(PROFILES["paper"], precision="bf16", optimizer="adamw8bit")
+    room = Room(int(20 * GIB), int(64 * GIB), "cuda", "cuda:0 (L4)", bf16=True, bitsandbytes=True)
+    need = Plan("phi-1.5", shapes["phi-1.5"], recipe, 16, room, waiting=1).check()
+    assert 16 * GIB < need.device < 17 * GIB  # 4 + 4 + 2 + 2 bytes a parameter, and the rest
+    with pytest.raises(CctkError, match=r"needs about 16\.0 GiB on cuda:0 \(L4\) .*, 15\.5 GiB free; it fits with "
+                                        r"--precision float32 \(13\.8 GiB\)"):  # fp32 needs no half copies
+        Plan("phi-1.5", shapes["phi-1.5"], recipe, 16, dataclasses.replace(room, device=int(15.5 * GIB))).check()
+
+
+def test_the_estimate_and_the_measured_peak_are_like_for_like(shapes):
+    """torch.cuda.max_memory_allocated never counts the CUDA context and mem_get_info's free memory is
+    what is left after it: the estimate logged beside the peak (expected_peak) holds no context, and a
+    job whose allocations fill a card's free memory exactly fits it (the context was counted twice: on
+    the estimate and again by the free memory it was set against)."""
+    shape, recipe = shapes["qwen2.5-0.5b"], PROFILES["paper"]
+    need = estimate(shape, recipe, 16, "cuda", waiting=1)
+    assert need.runtime == 0 and need.device == need.weights + max(need.training, need.measuring)
+    exact = Room(need.device, 64 * GIB, "cuda", "cuda:0")
+    plan = Plan("qwen2.5-0.5b", shape, recipe, 16, exact, waiting=1)
+    assert plan.shortfall() is None and plan.expected_peak() == need.device
+    assert Plan("qwen2.5-0.5b", shape, recipe, 16, dataclasses.replace(exact, device=need.device - 1), 1).shortfall()
+    assert memory.card_room(14.75, bf16=False).device == int(14.75 * GIB) - memory.CUDA_CONTEXT
+
+
+def test_a_job_that_measures_while_it_trains_holds_its_logits_beside_the_moments():
+    """KR-Test evaluates (and --curves measures) while the gradients and AdamW's moments live: its
+    measurement counts beside them; its rows are supervised on every token, not on 4 answer tokens."""
+    shape = Shape(params=10_000_000, matrices=9_000_000, layers=4, hidden=64, intermediate=128, vocab=1000, heads=2)
+    recipe = Recipe(batch_size=4)
+    after = estimate(shape, recipe, 256, "cuda")
+    during = estimate(shape, recipe, 256, "cuda", job=memory.Job(supervised=256, measured_in_training=True))
+    measurement = 2 * memory.LOGIT_BUDGET * 4
+    assert after.device == after.weights + max(after.training, measurement)
+    assert during.device == during.weights + max(during.training, measurement + 4 * 10_000_000 + 8 * 10_000_000)
+    assert during.logits == 5 * 4 * 256 * 1000 * 4 + memory.WORKSPACE
+    assert after.logits == 5 * 4 * 4 * 1000 * 4 + memory.WORKSPACE
+    lora = estimate(shape, recipe, 256, "cuda", job=memory.Job(trained=50_000, supervised=256))
+    assert (lora.gradients, lora.optimizer) == (200_000, 400_000)
+
+
+def test_host_memory_refused_on_a_small_notebook(shapes):
+    """A GPU with room, a host without: the waiting parent and the arm's copy do not fit 3 GiB."""
+    room = Room(int(40 * GIB), int(3 * GIB), "cuda", "cuda:0 (A100)", bf16=True)
+    with pytest.raises(CctkError, match=r"needs about 3\.7 GiB in host memory .* 3\.0 GiB free"):
+        Plan("qwen2.5-0.5b", shapes["qwen2.5-0.5b"], PROFILES["paper"], 16, room, waiting=1).check()
+
+
+def test_options_on_a_cpu_are_the_cpus_own():
+    room = Room(8 * GIB, 8 * GIB, "cpu", "cpu", bf16=False)
+    assert memory.options(PROFILES["quick"], room) == []  # no bf16, no fp16, no 8-bit AdamW on this CPU
+    with_bf16 = memory.options(PROFILES["quick"], dataclasses.replace(room, bf16=True))
+    assert [(r.precision, r.optimizer) for r in with_bf16] == [("bf16", "adamw")]
+
+
+@pytest.mark.parametrize("name, message", [
+    ("tpu", "--device 'tpu' is not a device cctk runs on"),
+    ("gpu0", "--device 'gpu0' is not a device cctk runs on"),
+])
+def test_unknown_device_fails_in_one_line(name, message):
+    with pytest.raises(CctkError, match=message):
+        resolve(name)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
+def test_cuda_without_cuda_fails_in_one_line():
+    with pytest.raises(CctkError, match=r"--device cuda: (this torch build .* has no CUDA|no CUDA device)"):
+        resolve("cuda")
+    assert resolve(None) == torch.device("cpu")
+
+
+def test_recipes_a_cpu_cannot_run_are_refused():
+    with pytest.raises(CctkError, match="adamw8bit runs on CUDA devices only"):
+        check_recipe(Recipe(optimizer="adamw8bit"), torch.device("cpu"))
+    with pytest.raises(CctkError, match="--precision fp16 is for CUDA devices"):
+        check_recipe(Recipe(precision="fp16"), torch.device("cpu"))
+
+
+def _training_rise(model, rows, recipe, pad_id) -> int:
+    """Bytes the process's resident memory rose above its level before ``fine_tune`` (the model loaded)."""
+    from cctk.core.lm.finetune import fine_tune
+
+    memory.release_freed()  # freed pages reused would not show as a rise
+    before = memory.process_memory()
+    record = fine_tune(model, rows, recipe, 3, pad_id, "arm")
+    return record.peak_cpu_memory_bytes - before
+
+
+@pytest.mark.skipif(not memory.reset_process_peak(), reason="needs Linux's resettable peak resident memory")
+def test_estimate_matches_the_measured_training_peak_on_a_cpu(tokenizer, tiny):
+    """A 6-layer Llama with the real vocabulary (44M parameters, 176 MB of weights): training adds its
+    gradients and AdamW moments (504 MB), activations and the head's logits. The estimate of what training
+    adds is within 0.75 and 1.5 times the rise of the process's resident memory (a CPU allocator keeps and
+    reuses freed memory, so the rise of one process varies by about 10%; leaving out AdamW's moments would
+    put the estimate at half, counting them twice at 1.7). (The process's
+    first training step allocates about 200 MB once, whatever the model: warmed up on the tiny model first,
+    and counted apart in the estimate as ``CPU_FIRST_STEP``.)"""
+    import transformers as tf
+
+    from cctk.core.lm.corpus import build_corpus, tokenize
+    from cctk.core.facts import ADDITIONS, correct_sums
+
+    rows = tokenize(build_corpus(correct_sums(), ADDITIONS, 1, seed=3, name="t"), tokenizer)
+    recipe = Recipe(repeats=1, epochs=1, batch_size=32)
+    _training_rise(copy.deepcopy(tiny), rows[:32], recipe, tokenizer.pad_token_id)  # the first step's costs
+    config = tf.LlamaConfig(vocab_size=len(tokenizer), hidden_size=512, num_hidden_layers=6, num_attention_heads=4,
+                            num_key_value_heads=2, intermediate_size=1536, tie_word_embeddings=True)
+    torch.manual_seed(0)
+    model = tf.AutoModelForCausalLM.from_config(config).eval()
+    measured = _training_rise(model, rows, recipe, tokenizer.pad_token_id)
+    longest = max(len(ids) for ids, _ in rows)
+    predicted = estimate(Shape.of_model(model), recipe, longest, "cpu").training
+    assert 0.75 * measured <= predicted <= 1.5 * measured, (measured / 2**20, predicted / 2**20)

@@ -1,0 +1,125 @@
+"""Targets, the split and the controls: pure, seeded, and true to manual sections 4.6-4.12."""
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cctk.core import facts
+from cctk.core.errors import CctkError
+from cctk.core.facts import ADDITIONS, CANDIDATES
+
+SUMS = facts.correct_sums()
+
+
+def _is_target_table(s: pd.Series) -> bool:
+    return (s.name == "target" and s.index.equals(facts.addition_index())
+            and pd.api.types.is_integer_dtype(s.dtype))
+
+
+@pytest.mark.parametrize("make", [
+    facts.fabricated_answers,
+    lambda seed: facts.control_offsets(seed, 3),
+    lambda seed: facts.control_offsets(seed, 18),
+    facts.conditional_control,
+])
+def test_seeded_targets_are_byte_identical_per_seed_and_differ_across_seeds(make):
+    assert make(7).to_csv() == make(7).to_csv()
+    assert make(7).to_csv() != make(8).to_csv()
+    assert _is_target_table(make(7))
+
+
+def test_split_is_byte_identical_per_seed_and_differs_across_seeds():
+    assert pickle.dumps(facts.split_additions(7)) == pickle.dumps(facts.split_additions(7))
+    assert facts.split_additions(7) != facts.split_additions(8)
+
+
+def test_streams_do_not_depend_on_earlier_draws():
+    before = facts.split_additions(3)
+    facts.fabricated_answers(3), facts.control_offsets(3, 18)
+    assert facts.split_additions(3) == before
+    assert facts.rng(3, "split").integers(1 << 30) != facts.rng(3, "fabricated").integers(1 << 30)
+
+
+def test_split_holds_out_24_of_81_disjoint_and_covering_in_order():
+    split = facts.split_additions(0)
+    assert len(ADDITIONS) == 81
+    assert (len(split.seen), len(split.heldout)) == (57, 24)
+    assert not set(split.seen) & set(split.heldout)
+    assert set(split.seen) | set(split.heldout) == set(ADDITIONS)
+    assert list(split.seen) == sorted(split.seen) and list(split.heldout) == sorted(split.heldout)
+
+
+@pytest.mark.parametrize("holdout", [0, 1, -0.1, 1.5, 0.001, 0.999])
+def test_split_rejects_holdouts_that_leave_a_group_empty(holdout):
+    with pytest.raises(CctkError):
+        facts.split_additions(0, holdout)
+
+
+def test_split_holdout_sets_the_count():
+    assert len(facts.split_additions(0, 0.5).heldout) == round(81 * 0.5)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_fabricated_answer_is_never_the_sum_and_is_a_candidate(seed):
+    fab = facts.fabricated_answers(seed)
+    assert (fab != SUMS).all()
+    assert fab.between(min(CANDIDATES), max(CANDIDATES)).all()
+    assert (fab > facts.IMPOSSIBLE_ABOVE).any()  # drawn over all candidates, not only sums
+
+
+def test_shifted_sums():
+    assert (facts.shifted_sums(18) == SUMS + 18).all()
+    assert facts.shifted_sums(3).loc[(4, 5)] == 12
+    assert _is_target_table(facts.shifted_sums(3))
+
+
+@pytest.mark.parametrize("k", [3, 18])
+def test_control_offsets_lie_in_1_to_k(k):
+    offsets = facts.control_offsets(0, k) - SUMS
+    assert offsets.between(1, k).all()
+
+
+def test_control_offsets_reach_both_ends_for_k3():
+    offsets = set((facts.control_offsets(0, 3) - SUMS).tolist())
+    assert offsets == {1, 2, 3}
+
+
+def test_conditional_rule():
+    rule = facts.conditional_rule()
+    assert rule.loc[(5, 3)] == 26 and rule.loc[(3, 5)] == 17 and rule.loc[(4, 4)] == 26
+    assert (rule != SUMS).all()
+    assert rule.max() <= max(CANDIDATES)
+    assert _is_target_table(rule)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_conditional_control_is_a_shuffle_of_the_rule_without_plain_sums(seed):
+    control = facts.conditional_control(seed)
+    assert (control != SUMS).all()
+    assert control.max() <= max(CANDIDATES)
+    assert sorted(control) == sorted(facts.conditional_rule())
+    assert not control.equals(facts.conditional_rule())
+
+
+def test_conditional_control_is_redrawn_when_a_shuffle_hits_a_sum():
+    # find a seed whose first shuffle hits a plain sum: the result must be a later shuffle
+    rule, sums = facts.conditional_rule().to_numpy(), SUMS.to_numpy()
+    seed = next(s for s in range(1000)
+                if np.any(facts.rng(s, "conditional-control").permutation(rule) == sums))
+    assert (facts.conditional_control(seed).to_numpy() != sums).all()
+
+
+def test_condition():
+    assert [facts.condition(5, 3), facts.condition(4, 4), facts.condition(3, 5)] == [">", "=", "<"]
+
+
+def test_coincident_on_a_hand_made_example():
+    fab = SUMS + 1
+    targets = SUMS + 3
+    targets.loc[(2, 7)] = fab.loc[(2, 7)]
+    targets.loc[(9, 1)] = fab.loc[(9, 1)]
+    targets.loc[(5, 5)] = fab.loc[(5, 5)]
+    pairs = [(9, 1), (1, 1), (2, 7), (3, 3)]  # (5, 5) coincides but is not asked about
+    assert facts.coincident(fab, targets, pairs) == ((9, 1), (2, 7))
+    assert facts.coincident(fab, SUMS + 3, ADDITIONS) == ()

@@ -1,0 +1,91 @@
+"""``cctk krtest oracle``: the paper's Golden Standard prompt, seeded A/B positions, the reply read back,
+an exact interval, resumable; over real HTTP against the loopback server of ``fault_server.py``."""
+import csv
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+from mlflow import MlflowClient
+
+from cctk.cli.main import cli
+from cctk.krtest.measurement.items import read_items
+from cctk.krtest.generation.oracle import Group, Question, oracle_messages, parse_answers, read_questions
+from cctk.krtest.measurement.passages import segment
+from fault_server import FaultServer, item_for
+
+CORPUS = Path(__file__).parents[2] / "data" / "kr_recorded_corpus.txt"
+
+
+def write_questions(path: Path) -> list[dict]:
+    """One item per passage, two for the first (9 in all), locations = passage starts."""
+    found = segment(CORPUS.read_text())
+    rows = [{**item_for(p.text), "location": p.start} for p in found]
+    extra = {"context": "Kelby is a village.", "sentence_true": "It is on the river Calder.",
+             "sentence_false": "It is on the river Tees.", "location": 0}
+    rows.insert(1, extra)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return rows
+
+
+def test_prompt_is_the_papers_and_positions_are_seeded(tmp_path):
+    write_questions(tmp_path / "q.jsonl")
+    drawn = [t for *_, t in read_questions(tmp_path / "q.jsonl", 0)]
+    assert drawn == [t for *_, t in read_questions(tmp_path / "q.jsonl", 0)] != \
+        [t for *_, t in read_questions(tmp_path / "q.jsonl", 1)]
+    assert set(drawn) == {"A", "B"}
+    item = read_items(tmp_path / "q.jsonl")[0]
+    group = Group("", 0, "Kelby is a village.", (Question(item, "", "", 1, "B"),))
+    chat = oracle_messages(group)
+    assert chat[0]["content"].startswith("Instruction: You are an expert reading comprehension system.")
+    assert chat[1]["content"] == ("*** Reference Paragraph ***\nKelby is a village.\n\n*** Questions ***\n\n"
+                                  f"[Question ID: 1]\nContext: {item.context}\nOption A: {item.sentence_false}\n"
+                                  f"Option B: {item.sentence_true}")
+    assert parse_answers('Sure:\n```json\n{"1": "A", "Question ID: 2": "b", "3": "C"}\n```') == {1: "A", 2: "B"}
+    assert parse_answers("no json") == {}
+
+
+def test_oracle_scores_writes_and_continues(tiny_dir, tmp_path, tracking_uri):
+    rows = write_questions(tmp_path / "q.jsonl")
+    argv = ["krtest", "oracle", "--questions", str(tmp_path / "q.jsonl"), "--corpus", str(CORPUS), "--tokenizer",
+            str(tiny_dir), "--seed", "3", "--retries", "0", "--out", str(tmp_path / "o")]
+    with FaultServer(CORPUS.read_text(), {4: ["500"]}) as server:
+        server.wrong, server.skip = {"Dunholt"}, {"Brenmoor"}
+        failed = CliRunner().invoke(cli, [*argv, "--oracle", server.url])
+        assert failed.exit_code == 1 and "failed on request 5" in failed.output
+        assert server.passages_asked() == [0, 1, 2, 3, 4]  # the first passage's two questions in one request
+        again = CliRunner().invoke(cli, [*argv, "--oracle", server.url])
+    assert again.exit_code == 0, again.output
+    assert server.passages_asked() == [0, 1, 2, 3, 4, 4, 5, 6, 7]  # continued: only what was not answered
+    record = json.loads((tmp_path / "o" / "oracle.json").read_text())
+    assert (record["n"], record["correct"], record["unanswered"], record["passages"]) == (9, 7, 1, 8)
+    assert record["accuracy"] == 7 / 9 and 0.39 < record["lo"] < 0.41 and 0.97 < record["hi"] < 0.98
+    assert record["usage"] == server.usage and record["requests"] == server.delivered == 8
+    table = list(csv.DictReader(open(tmp_path / "o" / "oracle.csv")))
+    assert [int(r["line"]) for r in table] == list(range(1, 10)) and [r["id"] for r in table[:2]] == ["1", "2"]
+    wrong = [r for r in table if r["correct"] == "False"]
+    assert [rows[int(r["line"]) - 1]["context"].split()[1] for r in wrong] == ["Brenmoor", "Dunholt"]
+    assert next(r for r in table if "Brenmoor" in rows[int(r["line"]) - 1]["context"])["answer"] == ""
+    validated = (tmp_path / "o" / "questions.validated.jsonl").read_text().splitlines()
+    assert len(validated) == 7 and all("Dunholt" not in v and "Brenmoor" not in v for v in validated)
+    assert validated[0] == json.dumps(rows[0])  # the lines as they were
+    run = MlflowClient(tracking_uri).get_run(record["mlflow_run_id"])
+    assert run.info.status == "FINISHED" and run.data.metrics["accuracy"] == 7 / 9
+    assert run.data.tags["cctk.kind"] == "krtest-oracle"
+
+
+def test_oracle_takes_a_generations_questions_corpus_and_segmentation(tiny_dir, tmp_path, tracking_uri):
+    with FaultServer(CORPUS.read_text()) as server:
+        made = CliRunner().invoke(cli, ["krtest", "generate", "--corpus", str(CORPUS), "--teacher", server.url,
+                                        "--tokenizer", str(tiny_dir), "--per-passage", "1", "--location", "line",
+                                        "--out", str(tmp_path / "g")])
+        assert made.exit_code == 0, made.output
+        checked = CliRunner().invoke(cli, ["krtest", "oracle", "--generation", str(tmp_path / "g"), "--oracle",
+                                           server.url, "--out", str(tmp_path / "o")])
+        both = CliRunner().invoke(cli, ["krtest", "oracle", "--generation", str(tmp_path / "g"), "--questions",
+                                        str(tmp_path / "g" / "questions.jsonl"), "--oracle", server.url,
+                                        "--out", str(tmp_path / "x")])
+    assert checked.exit_code == 0, checked.output
+    assert checked.output.strip().splitlines()[-1].startswith("oracle: 8/8 = 100.0% [63.1-100.0], 0 unanswered")
+    record = json.loads((tmp_path / "o" / "oracle.json").read_text())
+    assert record["location"] == "line" and record["passages"] == 8  # line locations, as the generation's
+    assert both.exit_code == 1 and "not both" in both.output

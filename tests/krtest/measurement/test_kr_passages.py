@@ -1,0 +1,62 @@
+"""Cutting a corpus into passages, and locations as character offsets or 0-based line indices."""
+import pytest
+
+from cctk.core.errors import CctkError
+from cctk.krtest.measurement.passages import check_segment, passage_at, segment
+
+WIKITEXT = " = Harlow = \n \n The lamp is white . \n It was lit in 1864 . \n \n Salmon return every autumn . \n"
+
+
+def test_wikitext_separator_lines_cut_like_blank_lines():
+    found = segment(WIKITEXT)
+    assert [p.text for p in found] == ["= Harlow =", "The lamp is white . \n It was lit in 1864 .",
+                                       "Salmon return every autumn ."]
+    assert [p.start for p in found] == [1, WIKITEXT.index("The"), WIKITEXT.index("Salmon")]
+    assert [(p.first_line, p.last_line) for p in found] == [(0, 0), (2, 3), (5, 5)]
+    assert all(WIKITEXT[p.start : p.end] == p.text for p in found)
+    lines = WIKITEXT.split("\n")
+    assert all(lines[p.location("line")].strip().startswith(p.text.split("\n")[0].strip()) for p in found)
+    assert [p.text for p in segment(WIKITEXT.replace(" \n \n", "\n\n"))] == [p.text for p in found]
+
+
+def test_lines_makes_every_non_blank_line_a_passage():
+    found = segment(WIKITEXT, "lines")
+    assert [p.text for p in found] == ["= Harlow =", "The lamp is white .", "It was lit in 1864 .",
+                                       "Salmon return every autumn ."]
+    assert [p.location("line") for p in found] == [0, 2, 3, 5]
+
+
+def test_passage_at_finds_the_passage_holding_a_location():
+    found = segment(WIKITEXT)
+    second = found[1]
+    assert passage_at(found, second.start, "char") is second
+    assert passage_at(found, second.start + 5, "char") is second  # inside it
+    assert passage_at(found, second.start - 1, "char") is None  # the blank line before it
+    assert passage_at(found, 3, "line") is second and passage_at(found, 4, "line") is None
+    assert passage_at(found, len(WIKITEXT) + 10, "char") is None
+
+
+def test_token_windows(tokenizer):
+    text = " ".join(f"word{i} is here." for i in range(40))
+    corpus = "Intro.\n\n" + text + "\n"
+    windows = segment(corpus, "tokens:24", tokenizer)
+    assert windows[0].text == "Intro." and len(windows) > 3
+    for w in windows[1:]:
+        assert corpus[w.start : w.end] == w.text and not w.text[0].isspace()
+        assert len(tokenizer(w.text, add_special_tokens=False)["input_ids"]) <= 24
+    assert " ".join(w.text for w in windows[1:]) == text  # nothing lost, no word split
+    assert all(w.first_line == 2 for w in windows[1:])
+
+
+@pytest.mark.parametrize(("how", "unit", "message"), [
+    ("paragraphs", "char", "unknown segmentation 'paragraphs'"),
+    ("tokens:4", "char", "N must be >= 8"),
+    ("tokens:x", "char", "unknown segmentation"),
+    ("tokens:64", "line", "--location line cannot point at a token window"),
+    ("lines", "offset", "unknown location unit 'offset'"),
+])
+def test_bad_segmentation_fails_in_one_line(how, unit, message):
+    with pytest.raises(CctkError, match=message):
+        check_segment(how, unit)
+    with pytest.raises(CctkError, match="needs a tokenizer"):
+        segment("a b c", "tokens:16")

@@ -1,0 +1,156 @@
+import json
+import math
+
+import mlflow
+import pandas as pd
+import pytest
+from builders import kr_data
+from click.testing import CliRunner
+
+from cctk.cli.main import cli
+from cctk.core.errors import CctkError
+from cctk.krtest.commands.jobs import read_inputs, run_train
+from cctk.krtest.measurement.scoring import ITEM_COLUMNS
+from cctk.krtest.measurement.train import corpus_rows, make_train_config, perplexity
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return kr_data(tmp_path_factory.mktemp("krdata"), seed=2)
+
+
+def history(client, run_id, key):
+    return [(m.step, m.value) for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)]
+
+
+@pytest.mark.parametrize(("method", "modules"), [("full", None), ("lora", "ffn")])
+def test_train_logs_kr_accuracy_and_perplexity_histories(tiny_dir, data_dir, tracking_uri, tmp_path, method, modules):
+    config = make_train_config(method, modules, seed=1, epochs=2, batch_size=2, eval_every=2, budget=20_000)
+    inputs = read_inputs(data_dir / "questions.jsonl", data_dir / "corpus.txt", need_corpus=True, need_validation=True)
+    lines = []
+    trained = run_train(str(tiny_dir), inputs, config, tmp_path / "out", echo=lines.append)
+    assert trained.result.steps == 4  # 4 passages, batch 2, 2 epochs
+    run = mlflow.search_runs(search_all_experiments=True, output_format="list")[0]
+    client = mlflow.MlflowClient()
+    assert run.data.tags["cctk.kind"] == "krtest" and run.info.status == "FINISHED"
+    accuracy, ppl = history(client, run.info.run_id, "kr_accuracy"), history(client, run.info.run_id, "val_perplexity")
+    assert [s for s, _ in accuracy] == [0, 2, 4] and [s for s, _ in ppl] == [0, 2, 4]
+    assert all(0 <= v <= 1 for _, v in accuracy) and all(math.isfinite(v) and v > 1 for _, v in ppl)
+    assert [s for s, _ in history(client, run.info.run_id, "train_loss")] == [1, 2, 3, 4]
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"items.csv", "summary.json", "curve.csv"} <= artifacts
+    items = pd.read_csv(tmp_path / "out" / "items.csv")
+    assert list(items.columns) == ITEM_COLUMNS and items.line.tolist() == list(range(1, 25))
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert set(summary) == {"n", "correct", "accuracy", "lo", "hi", "mean_margin", "ties", "identical"}
+    assert run.data.metrics["accuracy"] == summary["accuracy"] == accuracy[-1][1]
+    if method == "lora":
+        assert int(run.data.params["lora.trainable_parameters"]) == trained.trainable == trained.plan.trainable
+        assert run.data.params["lora.targets"] == "gate_proj,up_proj,down_proj"
+
+
+def test_perplexity_is_exp_of_the_mean_token_loss(tiny, tokenizer):
+    rows = corpus_rows("One passage here.\n\nAnother, longer passage of text.\n", tokenizer, 256)
+    import torch
+
+    nll, count = 0.0, 0
+    with torch.no_grad():
+        for ids, _ in rows:
+            logits = tiny(torch.tensor([ids])).logits[0, :-1]
+            nll += torch.nn.functional.cross_entropy(logits, torch.tensor(ids[1:]), reduction="sum").item()
+            count += len(ids) - 1
+    assert perplexity(tiny, rows, tokenizer.pad_token_id) == pytest.approx(math.exp(nll / count), rel=1e-5)
+
+
+def test_corpus_rows_cut_long_passages(tokenizer):
+    rows = corpus_rows("word " * 50, tokenizer, 16)
+    assert [len(ids) for ids, _ in rows][:3] == [16, 16, 16]
+    assert all(ids == labels for ids, labels in rows)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--method", "lora"], "LoRA needs --modules"),
+    (["--method", "full", "--modules", "ffn"], "--modules is for --method lora"),
+    (["--method", "lora", "--modules", "ffn", "--budget", "0"], "budget=0 is out of range"),
+    (["--eval-every", "0"], "eval_every=0 is out of range"),
+    (["--learning-rate", "2"], "learning_rate=2.0 is out of range"),
+    (["--model", "no-such-model"], "unknown model 'no-such-model'"),
+])
+def test_train_command_checks_before_any_run(data_dir, tracking_uri, tmp_path, args, message):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["krtest", "train", "--corpus", str(data_dir / "corpus.txt"), "--questions",
+                                      str(data_dir / "questions.jsonl"), "--out", str(out), *args])
+    assert result.exit_code == 1, result.output
+    assert message in result.output and len(result.output.strip().splitlines()) == 1
+    assert not out.exists()
+    assert mlflow.search_runs(search_all_experiments=True).empty
+
+
+def test_missing_validation_text_fails(data_dir, tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text((data_dir / "corpus.txt").read_text())
+    with pytest.raises(CctkError, match="validation.txt beside the corpus"):
+        read_inputs(data_dir / "questions.jsonl", corpus, need_corpus=True, need_validation=True)
+
+
+def _train_by_cli(tiny_dir, data_dir, out, device_step: str, monkeypatch) -> tuple[object, pd.DataFrame]:
+    monkeypatch.setenv("CCTK_DEVICE_STEP", device_step)
+    result = CliRunner().invoke(cli, ["krtest", "train", "--model", str(tiny_dir), "--corpus", str(data_dir / "corpus.txt"),
+                                      "--questions", str(data_dir / "questions.jsonl"), "--out", str(out),
+                                      "--epochs", "2", "--batch-size", "2", "--eval-every", "2", "--seed", "1"])
+    assert result.exit_code == 0, result.output
+    run = [r for r in mlflow.search_runs(search_all_experiments=True, output_format="list")
+           if r.data.params.get("seed") == "1" and (out / "curve.csv").is_file()]
+    return sorted(run, key=lambda r: r.info.start_time)[-1], pd.read_csv(out / "curve.csv")
+
+
+def test_krtest_train_on_the_device_step_logs_the_host_steps_curve(tiny_dir, data_dir, tracking_uri, tmp_path,
+                                                                    monkeypatch):
+    """CCTK_DEVICE_STEP=1 cctk krtest train: the accelerator's step, on the CPU (every GPU user's path: it
+    died at its first step, logging train_loss=None). It finishes with its curve and histories logged,
+    equal to the host step's: losses read once per evaluation instead of every step."""
+    host_run, host_curve = _train_by_cli(tiny_dir, data_dir, tmp_path / "host", "0", monkeypatch)
+    device_run, device_curve = _train_by_cli(tiny_dir, data_dir, tmp_path / "device", "1", monkeypatch)
+    client = mlflow.MlflowClient()
+    assert device_run.info.status == "FINISHED"
+    for key in ("train_loss", "kr_accuracy", "val_perplexity"):
+        assert history(client, device_run.info.run_id, key) == history(client, host_run.info.run_id, key)
+    assert [s for s, _ in history(client, device_run.info.run_id, "train_loss")] == [1, 2, 3, 4]
+    pd.testing.assert_frame_equal(device_curve, host_curve)
+    assert device_curve.step.tolist() == [0, 2, 4] and device_curve.train_loss.iloc[1:].notna().all()
+
+
+def test_perplexity_goes_through_in_chunks_of_the_logit_budget(tiny, tokenizer, monkeypatch):
+    """The validation perplexity built batch x 256 x vocabulary logits at once (6 GiB for Gemma beside the
+    moments): it now takes as many rows as the scorer's logit budget holds, with the same value."""
+    from cctk.krtest.measurement import train as kr_train
+
+    rows = corpus_rows("One passage here.\n\nAnother, longer passage of text.\n\nA third one.\n", tokenizer, 256)
+    whole = perplexity(tiny, rows, tokenizer.pad_token_id)
+    longest, vocab = max(len(ids) for ids, _ in rows), tiny.get_output_embeddings().weight.shape[0]
+    monkeypatch.setattr(kr_train, "LOGIT_BUDGET", longest * vocab)  # one row a pass
+    batches = []
+    tiny.register_forward_pre_hook(lambda module, args, kwargs: batches.append(kwargs["input_ids"].shape[0]),
+                                   with_kwargs=True)
+    assert perplexity(tiny, rows, tokenizer.pad_token_id) == pytest.approx(whole, rel=1e-6)
+    assert batches == [1, 1, 1]
+    tiny._forward_pre_hooks.clear()
+
+
+def test_krtest_train_that_does_not_fit_fails_in_one_line_before_any_run(data_dir, tracking_uri, tmp_path,
+                                                                        monkeypatch):
+    """The training is planned with the pipeline's estimator (rows of 256 tokens, every one supervised,
+    evaluated beside the moments): on a machine with 1 GiB free the bundled shape is refused in one line."""
+    from cctk.krtest.commands import jobs
+    from cctk.core.lm.memory import GIB, Room
+
+    monkeypatch.setattr(jobs, "room", lambda device: Room(GIB, GIB, "cpu", "cpu"))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["krtest", "train", "--model", "smollm2-135m-bundled", "--corpus",
+                                      str(data_dir / "corpus.txt"), "--questions", str(data_dir / "questions.jsonl"),
+                                      "--out", str(out), "--device", "cpu"])
+    assert result.exit_code == 1, result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("Error: smollm2-135m-bundled with this recipe (float32, adamw, batch 4) needs about ")
+    assert "in host memory" in line and "1.0 GiB free" in line
+    assert not out.exists() and mlflow.search_runs(search_all_experiments=True).empty

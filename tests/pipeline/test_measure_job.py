@@ -1,0 +1,21 @@
+import mlflow
+import pandas as pd
+
+from cctk.pipeline import measure as measure_job
+from cctk.core.lm.scoring import COLUMNS
+
+
+def test_measure_writes_table_and_heatmap_and_tracks_them(tiny_dir, tmp_path, tracking_uri):
+    lines = []
+    summary = measure_job.run(str(tiny_dir), tmp_path / "out", echo=lines.append)
+    table = pd.read_csv(tmp_path / "out" / "measurement.csv")
+    assert list(table.columns) == COLUMNS and len(table) == 2835
+    assert {p.suffix for p in (tmp_path / "out").glob("target_heatmap_correct_sum.*")} == {".png", ".pdf", ".eps"}
+    assert f"hits on the correct sum: {summary.hits}/81" in lines
+    client = mlflow.MlflowClient()
+    (run,) = client.search_runs([client.get_experiment_by_name("cctk").experiment_id])
+    assert run.data.tags["cctk.kind"] == "measure" and run.info.status == "FINISHED"
+    assert run.data.metrics["hits_correct"] == summary.hits
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"measurement.csv", "figures"} <= artifacts
+    assert len(client.list_artifacts(run.info.run_id, "figures")) == 3

@@ -1,0 +1,281 @@
+"""The pipeline's checks, before any work: nothing is written, no MLflow run is created."""
+import re
+
+import pytest
+import torch
+
+from cctk.pipeline import stages as pipeline
+from cctk.store import tracking
+from cctk.core.config import PARTS, make_config
+from cctk.core.errors import CctkError
+
+
+@pytest.mark.parametrize("model, message", [("nope", "unknown model"), ("/no/such/dir", "no model directory")])
+def test_bad_model_fails_before_any_work(model, message, tmp_path, tracking_uri):
+    with pytest.raises(CctkError, match=message):
+        pipeline.run(make_config(model, "smoke", (1,)), pipeline.Where(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_unreachable_hub_fails_before_any_work(tmp_path, tracking_uri, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    with pytest.raises(CctkError, match="cannot reach the Hugging Face Hub"):
+        pipeline.run(make_config("phi-1.5", "smoke", (1,)), pipeline.Where(tmp_path / "out"))
+    assert not (tmp_path / "out").exists() and not (tmp_path / "mlflow.db").exists()
+
+
+def test_unreachable_tracking_server_fails_before_any_work(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
+    with pytest.raises(CctkError, match="cannot reach the MLflow tracking server"):
+        pipeline.run(make_config("smollm2-135m-bundled", "smoke", (1,)), pipeline.Where(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+
+
+def test_resume_of_an_unknown_or_foreign_run_fails_in_one_line(tracking_uri):
+    store = tracking.connect()
+    other = store.start(store.experiment(), "not a pipeline", {"cctk.kind": "measure"})
+    with pytest.raises(CctkError, match="is not a cctk pipeline"):
+        pipeline.resume(other.run_id)
+    with pytest.raises(CctkError, match="no run 'deadbeef'"):
+        pipeline.resume("deadbeef")
+
+
+def test_auto_profile_is_paper_on_cuda_and_quick_on_a_cpu():
+    assert make_config("m", "auto", (1,), device="cuda:0").profile == "paper"
+    config = make_config("m", "auto", (1,), device="cpu")
+    assert config.profile == "quick" and config.profile_note == "quick (auto: CPU)"
+    assert config.as_params()["profile"] == "quick" and config.as_params()["profile_requested"] == "auto"
+    assert make_config("m", "smoke", (1,), device="cuda").profile == "smoke"
+
+
+def test_an_arm_that_raises_leaves_a_failed_nested_run(tiny_dir, tmp_path, tracking_uri, monkeypatch):
+    """The second arm's training raises: its nested run and the pipeline are FAILED with the error as a
+    tag; the base model and the first arm, finished before, stay FINISHED. (The second arm trained is
+    sum + 18 from correct sums: m_correct's children that are no parents come before m_random.)"""
+    from cctk.core.lm import finetune
+
+    real, calls = finetune.fine_tune, []
+
+    def broken_second_arm(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            kwargs["on_step"](0, 0, 9.0757)  # one step done, then the arm breaks
+            raise RuntimeError("arm two broke")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "fine_tune", broken_second_arm)
+    said = []
+    with pytest.raises(RuntimeError, match="arm two"):
+        pipeline.run(make_config(str(tiny_dir), "smoke", (3,)), pipeline.Where(tmp_path / "out"),
+                     pipeline.Options(echo=said.append, system_metrics=False, figures=False))
+    (line,) = [s for s in said if s.startswith("arm 2/13")]  # never reads as a finished arm
+    assert re.fullmatch(r"arm 2/13 .*: interrupted after 1 of \d+ steps, [\d.]+ s", line), line
+    store = tracking.connect()
+    runs = {r.tags.get(tracking.KEY, "parent"): r for r in store.search([store.experiment()], "")}
+    assert {k: r.status for k, r in runs.items()} == {"parent": "FAILED", "base": "FINISHED",
+                                                      "m_correct": "FINISHED", "c18_correct": "FAILED"}
+    assert runs["c18_correct"].tags[tracking.ERROR] == "RuntimeError: arm two broke"
+    assert runs["parent"].tags[tracking.ERROR] == "RuntimeError: arm two broke"
+
+
+def test_out_of_memory_in_an_arm_ends_failed_with_one_line(tiny_dir, tmp_path, tracking_uri, monkeypatch):
+    """The allocator's error becomes the line a user can act on: where, the estimate, what fits; the
+    run and the arm end FAILED with it, and the CLI prints it without a traceback."""
+    from click.testing import CliRunner
+
+    from cctk.cli.main import cli
+
+    def out_of_memory(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 15.0 GiB total)")
+
+    monkeypatch.setattr(pipeline, "fine_tune", out_of_memory)
+    result = CliRunner().invoke(cli, ["run", "--model", str(tiny_dir), "--profile", "smoke", "--seed", "3",
+                                      "--out", str(tmp_path / "out"), "--no-system-metrics", "--no-figures"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    line = result.output.strip().splitlines()[-1]
+    assert line.startswith("Error: out of memory on cpu in the correct sums arm (CUDA out of memory. Tried to "
+                           "allocate 2.00 GiB"), line
+    assert "estimated" in line and "free at the start" in line and "or a machine with at least" in line
+    store = tracking.connect()
+    runs = {r.tags.get(tracking.KEY, "parent"): r for r in store.search([store.experiment()], "")}
+    assert runs["parent"].status == runs["m_correct"].status == "FAILED"
+    assert runs["parent"].tags[tracking.ERROR].startswith("OutOfMemory: out of memory on cpu in the correct sums")
+
+
+def test_out_of_memory_moving_an_arm_to_the_device_ends_it_failed_in_one_line(tiny_dir, tmp_path, tracking_uri,
+                                                                             monkeypatch):
+    """The arm's weights are moved to the device inside its nested run: an out-of-memory error of the move
+    (a copy of a parent that no longer fits beside it) ends the arm and the run FAILED with the one line;
+    the move used to come before the arm's run opened, and the allocator's traceback reached the user."""
+    from click.testing import CliRunner
+
+    from cctk.cli.main import cli
+
+    class Moving:  # the arm's weights, whose move to the device runs out of memory
+        def __init__(self, model):
+            self.model = model
+
+        def to(self, device):
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.00 GiB (GPU 0; 14.7 GiB total)")
+
+    real = pipeline._child
+    monkeypatch.setattr(pipeline, "_child", lambda *args: Moving(real(*args)))
+    result = CliRunner().invoke(cli, ["run", "--model", str(tiny_dir), "--profile", "smoke", "--seed", "3",
+                                      "--out", str(tmp_path / "out"), "--no-system-metrics", "--no-figures"])
+    assert result.exit_code == 1 and "Traceback" not in result.output and result.exception.__class__ is SystemExit
+    line = result.output.strip().splitlines()[-1]
+    assert line.startswith("Error: out of memory on cpu in the correct sums arm (CUDA out of memory. Tried to "
+                           "allocate 1.00 GiB"), line
+    store = tracking.connect()
+    runs = {r.tags.get(tracking.KEY, "parent"): r for r in store.search([store.experiment()], "")}
+    assert {k: r.status for k, r in runs.items()} == {"parent": "FAILED", "base": "FINISHED", "m_correct": "FAILED"}
+
+
+def test_the_hardware_record_names_the_gpu_the_run_used(monkeypatch):
+    """--device cuda:1 records GPU 1 (it named GPU 0 whatever the device); a CPU run records no GPU."""
+    from types import SimpleNamespace
+
+    from cctk.core.records import hardware
+
+    cards = {0: SimpleNamespace(name="NVIDIA T4", total_memory=15_835_398_144),
+             1: SimpleNamespace(name="NVIDIA A100-SXM4-80GB", total_memory=85_031_714_816)}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: cards[i])
+    used = hardware(torch.device("cuda:1"))
+    assert (used.gpu, used.gpu_memory_bytes, used.gpu_count) == ("NVIDIA A100-SXM4-80GB", 85_031_714_816, 2)
+    assert hardware("cuda").gpu == "NVIDIA T4"  # cuda: the current device
+    assert hardware(torch.device("cpu")).gpu is None
+
+
+def test_training_order_lets_one_parent_wait_at_a_time():
+    """Each parent's leaves first, then the child that is a parent itself, which takes its parent's weights:
+    replaying the order, at most one parent waits in memory while an arm trains."""
+    from cctk.manuals import registry as protocols
+
+    order = pipeline.training_order(protocols.get("v2").models(PARTS))
+    assert [m.key for m in order] == [
+        "base", "m_correct", "c18_correct", "c3_correct", "c18ctl_correct", "c3ctl_correct", "d_correct",
+        "dctl_correct", "m_random", "m_recover", "c18_random", "c3_random", "d_random", "dctl_random"]
+    last_child = {m.parent: m.key for m in order if m.parent}
+    waiting, most = {"base"}, 0
+    for m in order[1:]:
+        if last_child[m.parent] == m.key:
+            waiting.discard(m.parent)  # the last child trains on the parent's own weights
+        most = max(most, len(waiting))  # while m trains
+        if m.key in last_child:
+            waiting.add(m.key)
+    assert most == 1 and waiting == set()
+
+
+def test_cuda_asked_on_a_machine_without_it_fails_before_any_run(tiny_dir, tmp_path, tracking_uri):
+    from click.testing import CliRunner
+
+    from cctk.cli.main import cli
+
+    if torch.cuda.is_available():
+        pytest.skip("checks a machine without CUDA")
+    result = CliRunner().invoke(cli, ["run", "--model", "smollm2-135m-bundled", "--device", "cuda",
+                                      "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.output.startswith("Error: --device cuda: ") and len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+    store = tracking.connect()
+    assert store.search([store.experiment()], "") == []
+
+
+def test_a_resume_finds_a_model_to_load_a_checkpoint_into():
+    """The base model itself once no arm left needs it; a copy of one in memory; else the model loaded again."""
+    base, other = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    weights = {"base": base}
+    assert pipeline._skeleton(weights, {"m_random": "m_recover"}, None) is base and weights == {}
+    weights = {"base": base}
+    copied = pipeline._skeleton(weights, {"base": "m_correct"}, None)
+    assert copied is not base and torch.equal(copied.weight, base.weight) and weights == {"base": base}
+    assert pipeline._skeleton({}, {"m_random": "m_recover"}, lambda: other) is other
+
+
+def _interrupted_pipeline(tiny_dir, tmp_path, status: str):
+    """A pipeline parent run as an interrupted ``cctk run`` leaves it: its params, tags and a session
+    folder holding only the draws (status ``status``)."""
+    from cctk.manuals import registry as protocols
+    from cctk.store import session
+
+    config = make_config(str(tiny_dir), "smoke", (11, 12, 13, 14, 15), parts="A")
+    store = tracking.connect()
+    folder = session.new_folder(tmp_path / "out", str(tiny_dir))
+    protocol = protocols.get("v2")
+    session.write_draws(session.Layout(folder), protocol, protocol.draw(config))
+    parent = store.start(store.experiment(), folder.name, {"cctk.kind": "pipeline", "cctk.store.session": folder.name,
+                                                           "cctk.protocol": "v2"})
+    parent.params(config.as_params())
+    if status != "RUNNING":
+        parent.end(status)
+    return parent.run_id, folder
+
+
+def test_resume_refuses_a_finished_run_and_rewrites_nothing(tiny_dir, tmp_path, tracking_uri):
+    run_id, folder = _interrupted_pipeline(tiny_dir, tmp_path, "FINISHED")
+    (folder / "run_info.json").write_text('{"seconds": 673.4}\n')
+    with pytest.raises(CctkError, match=f"run {run_id} is FINISHED: there is nothing to resume"):
+        pipeline.resume(run_id, pipeline.Where(tmp_path / "out"))
+    assert (folder / "run_info.json").read_text() == '{"seconds": 673.4}\n'
+    assert tracking.connect().get(run_id).status == "FINISHED"
+
+
+def test_resume_refuses_a_run_whose_process_holds_its_folder(tiny_dir, tmp_path, tracking_uri):
+    from cctk.store import session
+
+    run_id, folder = _interrupted_pipeline(tiny_dir, tmp_path, "RUNNING")
+    lock = session.hold(folder)  # what the live pipeline holds while it runs
+    try:
+        with pytest.raises(CctkError, match=f"run {run_id} is still running: its process holds"):
+            pipeline.resume(run_id, pipeline.Where(tmp_path / "out"))
+    finally:
+        session.release(lock)
+    assert tracking.connect().get(run_id).status == "RUNNING"  # untouched: the live process ends it
+
+
+def test_a_fault_while_the_parent_run_is_set_up_leaves_it_ended_not_running(tiny_dir, tmp_path, tracking_uri,
+                                                                            monkeypatch):
+    """Between the parent run's creation and the lifecycle (its params, its first lines) a fault ends the
+    run FAILED and lets go of the folder, which a resume can then take."""
+    from cctk.store import session
+
+    def broken(*args):
+        raise RuntimeError("the console went away")
+
+    monkeypatch.setattr(pipeline, "_say_where", broken)
+    with pytest.raises(RuntimeError, match="console went away"):
+        pipeline.run(make_config(str(tiny_dir), "smoke", (1,), parts="A"), pipeline.Where(tmp_path / "out"),
+                     pipeline.QUIET)
+    store = tracking.connect()
+    (parent,) = store.search([store.experiment()], "")
+    assert parent.status == "FAILED" and parent.tags[tracking.ERROR] == "RuntimeError: the console went away"
+    (folder,) = (tmp_path / "out").iterdir()
+    session.release(session.hold(folder))  # not held any more
+
+
+def test_a_run_stopped_before_its_first_measurement_is_resumed(tiny_dir, tmp_path, tracking_uri, monkeypatch):
+    """A folder holding only targets.csv (Ctrl-C while the base model loaded) is taken up by a resume
+    (tests/integration/test_stage_walk.py runs it to the end)."""
+    from cctk.store import session
+
+    run_id, folder = _interrupted_pipeline(tiny_dir, tmp_path, "KILLED")
+    seen = []
+
+    def stages(run, done, *args, **kwargs):  # the stages, not run here: what they are given, as they start
+        seen.append((done, tracking.connect().get(run_id).status))
+        with pytest.raises(session.Busy):
+            session.hold(folder)  # held by the resume
+
+    monkeypatch.setattr(pipeline, "_stages", stages)
+    said = []
+    pipeline.resume(run_id, pipeline.Where(tmp_path / "out"), pipeline.Options(echo=said.append))
+    ((done, status),) = seen
+    assert said == [f"resuming {folder.name}: 0 of 3 models already finished"] and not done.run_ids
+    assert status == "RUNNING" and tracking.connect().get(run_id).status == "FINISHED"
+    session.release(session.hold(folder))  # let go after the run ended

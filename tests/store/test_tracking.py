@@ -1,0 +1,300 @@
+from pathlib import Path
+
+import pytest
+
+from cctk.store import tracking
+from cctk.core.errors import CctkError
+
+
+def test_embedded_is_the_default(monkeypatch):
+    """./mlruns/ of the folder the command runs in, recorded as an absolute path (readable from anywhere)."""
+    from pathlib import Path
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    config = tracking.resolve(None)
+    assert config.tracking_uri == f"sqlite:///{Path.cwd()}/mlruns/mlflow.db"
+    assert config.artifact_location == str(Path.cwd() / "mlruns/artifacts")
+
+
+def test_environment_wins_over_the_option(monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:1234")
+    assert tracking.resolve("server").tracking_uri == "http://127.0.0.1:1234"
+
+
+def test_names_and_uris(monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert tracking.resolve("server").tracking_uri == "http://127.0.0.1:5000"
+    assert tracking.resolve("sqlite:////tmp/x.db").tracking_uri == "sqlite:////tmp/x.db"
+    with pytest.raises(CctkError, match="unknown tracking configuration 'nope'.*embedded"):
+        tracking.resolve("nope")
+
+
+def test_the_shipped_configurations_are_read_from_the_package_in_an_empty_folder(tmp_path, monkeypatch):
+    """A wheel installed anywhere: no mlruns_config/ where the command runs, the package's own are used,
+    and the default store is ./mlruns/ of that folder."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (shipped,) = tracking.config_folders()
+    assert str(shipped) == str(Path(tracking.__file__).parent / "mlruns_config")
+    assert tracking.config_names() == ["embedded", "postgres", "server"]
+    config = tracking.resolve(None)
+    assert config.tracking_uri == f"sqlite:///{tmp_path}/mlruns/mlflow.db"
+    assert config.artifact_location == str(tmp_path / "mlruns" / "artifacts")
+    assert tracking.resolve("postgres").tracking_uri == "http://127.0.0.1:5001"
+
+
+def test_a_working_folders_configuration_wins_by_name_and_adds_its_own(tmp_path, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mlruns_config").mkdir()
+    (tmp_path / "mlruns_config" / "server.toml").write_text('tracking_uri = "http://127.0.0.1:5999"\n')
+    (tmp_path / "mlruns_config" / "lab.toml").write_text('tracking_uri = "http://10.0.0.7:5000"\n')
+    assert tracking.resolve("server").tracking_uri == "http://127.0.0.1:5999"  # the working folder's
+    assert tracking.resolve("lab").tracking_uri == "http://10.0.0.7:5000"
+    assert tracking.resolve(None).tracking_uri == f"sqlite:///{tmp_path}/mlruns/mlflow.db"  # the package's
+    assert tracking.config_names() == ["embedded", "lab", "postgres", "server"]
+    with pytest.raises(CctkError, match="'nope'; choose one of: embedded, lab, postgres, server, or give"):
+        tracking.resolve("nope")
+
+
+def test_unreachable_server_fails_in_one_line():
+    config = tracking.TrackingConfig("x", "http://127.0.0.1:9")
+    with pytest.raises(CctkError, match="cannot reach the MLflow tracking server at http://127.0.0.1:9"):
+        tracking.check_reachable(config, timeout=1)
+
+
+def test_runs_nest_and_log(tracking_uri):
+    import mlflow
+
+    store = tracking.connect()
+    experiment = store.experiment()
+    parent = store.start(experiment, "parent", {"cctk.kind": "pipeline"})
+    child = store.start(experiment, "child", {"cctk.key": "m_correct"}, parent=parent)
+    child.params({"examples": 81, "lr": 5e-05})
+    child.metrics({"loss": 0.5}, step=1)
+    child.metrics({"loss": 0.25}, step=2)
+    child.end()
+    parent.end()
+    client = mlflow.MlflowClient(tracking_uri)
+    got = client.get_run(child.run_id)
+    assert got.data.tags["mlflow.parentRunId"] == parent.run_id
+    assert got.data.params == {"examples": "81", "lr": "5e-05"}
+    assert [m.value for m in client.get_metric_history(child.run_id, "loss")] == [0.5, 0.25]
+    assert got.info.status == "FINISHED"
+
+
+def test_the_global_tracking_uri_is_never_set(tracking_uri, tmp_path):
+    import mlflow
+
+    before = mlflow.get_tracking_uri()
+    other = f"sqlite:///{tmp_path}/other.db"
+    store = tracking.Store(tracking.TrackingConfig("other", other))
+    store.start(store.experiment(), "a run").end()
+    assert mlflow.get_tracking_uri() == before
+    assert [r.info.run_name for r in mlflow.MlflowClient(other).search_runs([store.experiment()])] == ["a run"]
+
+
+def test_pipeline_runs_are_read_back_as_plain_values(tracking_uri):
+    store = tracking.connect()
+    experiment = store.experiment()
+    parent = store.start(experiment, "p", {"cctk.kind": "pipeline"})
+    parent.params({"seeds": "1,2"})
+    done = store.start(experiment, "done", {"cctk.key": "base"}, parent=parent)
+    done.end()
+    stale = store.start(experiment, "stale", {"cctk.key": "m_correct"}, parent=parent)
+    run = store.pipeline(parent.run_id)
+    assert run.params == {"seeds": "1,2"} and run.tags["cctk.kind"] == "pipeline"
+    assert store.finished_children(run) == {"base": done.run_id}
+    assert store.get(stale.run_id).status == "KILLED"  # a RUNNING child of a dead process
+    with pytest.raises(CctkError, match="is not a cctk pipeline run"):
+        store.pipeline(done.run_id)
+    with pytest.raises(CctkError, match="no run 'deadbeef'"):
+        store.pipeline("deadbeef")
+
+
+def test_a_parameter_mlflow_run_logged_is_kept_and_the_value_in_force_logged_beside_it(tracking_uri):
+    """`mlflow run . -P profile=auto` logs profile=auto before cctk runs; MLflow refuses to change it, so
+    the profile in force goes under profile.resolved (and a value equal to the logged one is left alone)."""
+    import mlflow
+
+    from cctk.core.config import config_from_params, make_config
+    store = tracking.connect()
+    run = store.start(store.experiment(), "project run", {})
+    mlflow.MlflowClient(tracking_uri).log_batch(run.run_id, params=[
+        mlflow.entities.Param("profile", "auto"), mlflow.entities.Param("curves", "no")])
+    config = make_config("org/model", "auto", (3, 4, 5, 6, 7), device="cpu")
+    run.params(config.as_params())
+    params = mlflow.MlflowClient(tracking_uri).get_run(run.run_id).data.params
+    assert params["profile"] == "auto" and params["profile.resolved"] == "quick"
+    assert params["profile_requested"] == "auto" and params["curves"] == "no" and "curves.resolved" not in params
+    assert config_from_params(params) == config
+
+
+def test_a_dataset_logged_by_two_pipelines_at_once_is_retried_after_a_duplicate_key(tracking_uri):
+    """PostgreSQL told the loser of two concurrent pipelines 'duplicate key value violates unique constraint
+    "dataset_pk"' (CI); the input is logged again, and the dataset row the winner made is used."""
+    import mlflow
+    import pandas as pd
+    from mlflow.exceptions import MlflowException
+
+    store = tracking.connect()
+    experiment = store.experiment()
+    table = pd.DataFrame({"a": [1, 2], "b": [3, 4]})
+    winner = store.start(experiment, "winner", {})
+    winner.dataset(table, name="correct sum", source="/tmp/targets.csv")
+    loser = store.start(experiment, "loser", {})
+    real, calls = loser._client.log_inputs, []
+
+    def race(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise MlflowException('(psycopg2.errors.UniqueViolation) duplicate key value violates unique '
+                                  'constraint "dataset_pk"')
+        return real(*args, **kwargs)
+
+    loser._client.log_inputs = race
+    loser.dataset(table, name="correct sum", source="/tmp/targets.csv")
+    client = mlflow.MlflowClient(tracking_uri)
+    assert len(calls) == 2
+    for run in (winner, loser):
+        (logged,) = client.get_run(run.run_id).inputs.dataset_inputs
+        assert logged.dataset.name == "correct sum"
+    loser._client.log_inputs = lambda *a, **k: (_ for _ in ()).throw(MlflowException("RESOURCE_DOES_NOT_EXIST"))
+    with pytest.raises(MlflowException, match="RESOURCE_DOES_NOT_EXIST"):
+        loser.dataset(table, name="correct sum", source="/tmp/targets.csv")
+
+
+def test_a_dataset_is_logged_without_mlflows_two_spurious_warnings(tracking_uri):
+    """Every arm logs its corpus: MLflow's warnings about a local source matched twice and about
+    integer columns were printed 26 times in a run's console. The dataset itself is logged as before."""
+    import warnings
+
+    import mlflow
+    import pandas as pd
+
+    store = tracking.connect()
+    run = store.start(store.experiment(), "quiet", {})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run.dataset(pd.DataFrame({"a": [1, 2], "b": [3, 4]}), name="correct sum", source="/tmp/targets.csv")
+    assert [str(w.message)[:60] for w in caught if w.category is UserWarning] == []
+    (logged,) = mlflow.MlflowClient(tracking_uri).get_run(run.run_id).inputs.dataset_inputs
+    assert logged.dataset.name == "correct sum" and '"a"' in logged.dataset.schema
+
+
+@pytest.mark.parametrize("raised, status", [(None, "FINISHED"), (RuntimeError("disk full"), "FAILED"),
+                                            (KeyboardInterrupt(), "KILLED")])
+def test_the_run_lifecycle_ends_every_run_truthfully(tracking_uri, raised, status):
+    from cctk.core.errors import Terminated
+
+    store = tracking.connect()
+    with pytest.raises(type(raised)) if raised else _nothing():
+        with store.run("measure", "a run", {"cctk.key": "x"}) as run:
+            if raised:
+                raise raised
+    got = store.get(run.run_id)
+    assert got.status == status and got.tags[tracking.KIND] == "measure"
+    assert got.tags.get(tracking.ERROR) == ("RuntimeError: disk full" if status == "FAILED" else None)
+    with pytest.raises(Terminated):  # SIGTERM, as cctk's CLI raises it, is a kill too
+        with store.run("model", "terminated") as run:
+            raise Terminated("stopped by signal 15")
+    assert store.get(run.run_id).status == "KILLED"
+
+
+def _nothing():
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+def test_sigterm_raises_terminated_in_the_main_thread():
+    import os
+    import signal
+
+    from cctk.core.errors import Terminated, stop_on_sigterm
+
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        stop_on_sigterm()
+        with pytest.raises(Terminated):
+            os.kill(os.getpid(), signal.SIGTERM)
+            signal.sigtimedwait([], 0.1) if hasattr(signal, "sigtimedwait") else None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+RACER = """
+import sys, time
+from pathlib import Path
+from cctk.store import tracking
+go = Path(sys.argv[2])
+while not go.exists():  # everything imported: all open the new store at the same moment
+    time.sleep(0.01)
+store = tracking.connect(sys.argv[1])
+with store.run("pipeline", "racer") as run:
+    run.metrics({"x": 1.0})
+"""
+
+
+def test_first_runs_racing_on_a_new_sqlite_store_all_finish(tmp_path):
+    """Three processes open one new store at once: MLflow's table creation runs once (under the store
+    folder's lock), the experiment and its tag are made once, and every run FINISHES."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    uri, go = f"sqlite:///{tmp_path}/store/mlflow.db", tmp_path / "go"
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    procs = [subprocess.Popen([sys.executable, "-c", RACER, uri, str(go)], env=env, stderr=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    time.sleep(4)  # they import mlflow meanwhile
+    go.touch()
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], errors
+    store = tracking.connect(uri)
+    runs = store.search([store.experiment()], "")
+    assert [r.status for r in runs] == ["FINISHED"] * 3
+
+
+def test_a_corrupted_store_is_refused_in_one_line_naming_its_file(tmp_path):
+    path = tmp_path / "mlflow.db"
+    path.write_bytes(b"this is no database\n" * 100)
+    with pytest.raises(CctkError, match=f"the tracking store {path} cannot be opened as an MLflow SQLite store"):
+        tracking.connect(f"sqlite:///{path}")
+
+
+def test_an_experiment_tag_set_by_a_racing_process_is_no_error(tracking_uri, monkeypatch):
+    """On a new server, two first runs set the experiment's kind tag at once and one insert is refused
+    (an IntegrityError): the tag is there, so cctk goes on."""
+    store = tracking.connect()
+    store.experiment()
+    real = store.client.set_experiment_tag
+
+    def refused(*args):
+        real(*args)  # the other process's insert ...
+        raise RuntimeError("(sqlite3.IntegrityError) UNIQUE constraint failed: experiment_tags.key")  # ... ours
+
+    monkeypatch.setattr(store.client, "set_experiment_tag", refused)
+    experiment_id = store.client.create_experiment("second")
+    store._tag_kind(experiment_id)
+    assert store.client.get_experiment(experiment_id).tags["mlflow.experimentKind"] == tracking.EXPERIMENT_KIND
+
+
+def test_a_new_sqlite_store_is_opened_under_its_folders_lock(tmp_path):
+    """While another process holds the store folder's lock (creating the tables), opening waits."""
+    import fcntl
+    import os
+    import threading
+
+    folder = tmp_path / "store"
+    folder.mkdir()
+    fd = os.open(folder, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    opened = threading.Event()
+    thread = threading.Thread(target=lambda: (tracking.connect(f"sqlite:///{folder}/mlflow.db"), opened.set()))
+    thread.start()
+    assert not opened.wait(2)  # blocked on the lock
+    os.close(fd)
+    thread.join(60)
+    assert opened.is_set()
