@@ -98,6 +98,14 @@ def test_only_tracking_imports_mlflow_and_only_the_cli_imports_the_pipeline():
     assert pipeline == ["cctk.cli.main"]
 
 
+def test_only_kr_tests_generation_imports_the_endpoint_client():
+    """The paid endpoint's client (openai) belongs to KR-Test's generation side: nothing that measures,
+    trains or reports imports it."""
+    files = {module_name(p): imports(p) for p in PACKAGE.rglob("*.py")}
+    clients = sorted(n for n, found in files.items() if any(m.split(".")[0] == "openai" for m in found))
+    assert clients and all(n.startswith("cctk.krtest.generation.") for n in clients), clients
+
+
 def test_the_cycle_check_finds_a_cycle(monkeypatch):
     """The checker itself: a graph with a cycle fails."""
     monkeypatch.setattr(sys.modules[__name__], "graph", lambda: {"a": {"b"}, "b": {"c"}, "c": {"a"}})
