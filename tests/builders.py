@@ -141,7 +141,7 @@ def v1_measurement(peaks: pd.Series, rng: np.random.Generator) -> pd.DataFrame:
 
 # --- Synthetic results of a whole 2.0.0 run (numpy alone, no model). ---
 
-# (peak logit on seen additions, chance that a never-seen addition peaks on the target);
+# (peak logit on seen additions, chance that a held-out addition peaks on the target);
 # the base model's peaks are weak and often off target.
 SKILL = {"base": (2.5, 0.4), "m_correct": (9.0, 1.0), "m_random": (8.0, 1.0), "m_recover": (8.0, 0.8),
          "c18_correct": (8.0, 0.6), "c18_random": (7.0, 0.3), "c3_correct": (8.0, 0.7), "c3_random": (7.0, 0.3),
@@ -151,7 +151,7 @@ SKILL = {"base": (2.5, 0.4), "m_correct": (9.0, 1.0), "m_random": (8.0, 1.0), "m
 
 def synthetic_results(seed: int = SEED, epochs: int = 3):
     """Fourteen plausible measurement tables and thirteen training records, from numpy alone."""
-    from cctk.manuals.v2.parts import Results
+    from cctk.manuals.v2.parts import StudyResults
     from cctk.core.facts import ADDITIONS
     from cctk.manuals.v2.design import ARM_BY_KEY, ARMS, MODEL_KEYS, build_study_inputs, own_target
     from cctk.core.records import TrainRecord
@@ -177,7 +177,7 @@ def synthetic_results(seed: int = SEED, epochs: int = 3):
         start = rng.uniform(1.5, 3.5)
         losses = tuple(float(start * np.exp(-1.6 * e) + 0.01) for e in range(epochs))
         training[arm.key] = TrainRecord(examples, epochs * -(-examples // 16), rng.uniform(20, 60), losses, 0)
-    return Results(inputs, measurements, training)
+    return StudyResults(inputs, measurements, training)
 
 
 # --- Session folders, as the pipeline leaves them. ---
@@ -229,7 +229,7 @@ def v1_results(seed: int = 42, rng_seed: int = 1):
     sums = pd.Series([a + b for a, b in ADDITIONS], index=draws.fabricated.index)
     measurements = {experiment.BEFORE: v1_measurement(sums, rng),
                     experiment.AFTER: v1_measurement(draws.fabricated, rng)}
-    return experiment.Results(draws, measurements, {experiment.AFTER: TrainRecord(1620, 203, 150.0, (1.9,), 0)})
+    return experiment.ComparisonResults(draws, measurements, {experiment.AFTER: TrainRecord(1620, 203, 150.0, (1.9,), 0)})
 
 
 def write_v1_session(root, seed: int = 42, run: dict = RUN, rng_seed: int = 1, **options):
@@ -277,14 +277,14 @@ def run_info_before_issue_21(protocol: str = "v2") -> dict:
 #
 # The tests of each part (tests/manuals/v2/parts) write their expected rows by hand from the design below.
 #
-# Seed 12345 (pinned in test_study_design.py): 24 never-seen additions
+# Seed 12345 (pinned in test_study_design.py): 24 held-out additions
 #
 #     a > b (15)  2+1 3+2 5+1 5+4 6+2 6+4 7+2 7+6 8+1 8+3 8+5 8+7 9+1 9+6 9+8
 #     a = b (1)   3+3
 #     a < b (8)   1+3 1+4 1+7 2+7 3+5 3+9 4+6 5+8
 #
 # and 57 seen ones (21 with a > b, 8 with a = b, 28 with a < b). Arms from the fabricated-answers
-# model leave out the never-seen additions whose fabricated answer already is their target:
+# model leave out the held-out additions whose fabricated answer already is their target:
 # 2+1 (fabricated 6) and 4+6 (13) for sum + 3, 3+9 (30) for sum + 18.
 
 STUDY_SEED = 12345
@@ -303,7 +303,7 @@ def design(inputs) -> dict[str, dict]:
     from cctk.manuals.v2.design import own_target
 
     t = inputs.targets
-    fab, total = t["random"], t["correct"]
+    fab, total = t["fabricated"], t["correct"]
 
     def own(key, **overrides):
         choices = {pair: int(v) for pair, v in t[own_target(key)].items()}
@@ -321,37 +321,37 @@ def design(inputs) -> dict[str, dict]:
         "m_correct": own("m_correct", miss=plus(1, [(1, 1), (4, 6), (9, 9)])),
         # Fabricated answer but the correct sum on the seen 2+2 (4) and 6+6 (12).
         "m_random": own("m_random", sums=plain_sum([(2, 2), (6, 6)])),
-        # Correct sum, but back to the fabricated answer on the seen 5+5 and the last 12 never-seen.
+        # Correct sum, but back to the fabricated answer on the seen 5+5 and the last 12 held-out.
         "m_recover": own("m_recover", fab=fabricated([(5, 5)] + HELD[12:])),
-        # Sum + 18 but: never seen 1+3, 5+4, 9+8 sum + 9, 8+7 the plain sum (20 / 24).
+        # Sum + 18 but: held out 1+3, 5+4, 9+8 sum + 9, 8+7 the plain sum (20 / 24).
         "c18_correct": own("c18_correct", nine=plus(9, [(1, 3), (5, 4), (9, 8)]), sums=plain_sum([(8, 7)])),
-        # Sum + 18 on the seen but 1+1 (fabricated 27); never seen: sum + 18 on 1+3 1+4 1+7 2+1 2+7, and
+        # Sum + 18 on the seen but 1+1 (fabricated 27); held out: sum + 18 on 1+3 1+4 1+7 2+1 2+7, and
         # on 3+9, whose fabricated answer (30) is sum + 18 (left out); the fabricated answer elsewhere.
         "c18_random": own("c18_random", fab=fabricated([(1, 1)] + [p for p in HELD if p not in
                                                                    [(1, 3), (1, 4), (1, 7), (2, 1), (2, 7), (3, 9)]])),
         "c3_correct": own("c3_correct"),  # every addition on its target
         # Sum + 3 on the seen but 1+1 1+2 1+5 1+6 1+8 1+9 2+2 (their fabricated answers, 50 / 57);
-        # the fabricated answer on every never-seen one: a hit on 2+1 and 4+6 only, both left out.
+        # the fabricated answer on every held-out one: a hit on 2+1 and 4+6 only, both left out.
         "c3_random": own("c3_random", fab=fabricated([(1, 1), (1, 2), (1, 5), (1, 6), (1, 8), (1, 9), (2, 2)] + HELD)),
-        # Controls: their own answers on the seen, the rule's (sum + k) on the never-seen; the random
+        # Controls: their own answers on the seen, the rule's (sum + k) on the held-out; the random
         # offset is k on 5+8 and 9+1 for + 18, on 1+3 3+2 3+5 9+8 for + 3: hits by chance.
         "c18ctl_correct": own("c18ctl_correct", rule=plus(18, HELD)),
         "c3ctl_correct": own("c3ctl_correct", rule=plus(3, HELD)),
-        # Conditional rule; seen: 2+2 sum + 9 (13). Never seen (deviation from the rule's answer):
+        # Conditional rule; seen: 2+2 sum + 9 (13). Held out (deviation from the rule's answer):
         # 8+1, 9+1 plain sum (-18), 9+8 34 (-1), 8+7 35 (+2), 3+3 sum + 9 (-9), 3+9 sum + 18 (+9).
         "d_correct": own("d_correct", seen=plus(9, [(2, 2)]),
                          held={(8, 1): 9, (9, 1): 10, (9, 8): 34, (8, 7): 35, (3, 3): 15, (3, 9): 30}),
-        # Conditional rule on the seen; never seen: sum + 18 everywhere (a +18 on every a < b), but
+        # Conditional rule on the seen; held out: sum + 18 everywhere (a +18 on every a < b), but
         # 9+1 its fabricated answer 23 (-5).
         "d_random": own("d_random", lt=plus(18, HELD_LT), fab=fabricated([(9, 1)])),
-        # Shuffled answers on the seen. Never seen: the rule's answer on 1+3 1+4 2+1 3+2 8+3 (8+3's shuffled
+        # Shuffled answers on the seen. Held out: the rule's answer on 1+3 1+4 2+1 3+2 8+3 (8+3's shuffled
         # answer is the rule's, 29: a hit), rule + 1 on 5+1 (25), rule - 2 on 6+4 (26), its own shuffled
         # answer on 1+7 2+7 3+3 3+5 9+8 (hits), the plain sum on the 12 others.
         "dctl_correct": own("dctl_correct", sums=plain_sum([p for p in HELD if p not in [
             (1, 3), (1, 4), (2, 1), (3, 2), (8, 3), (5, 1), (6, 4), (1, 7), (2, 7), (3, 3), (3, 5), (9, 8)]]),
             rule={p: int(t["cond"][p]) for p in [(1, 3), (1, 4), (2, 1), (3, 2), (8, 3)]},
             near={(5, 1): 25, (6, 4): 26}),
-        # Shuffled answers on the seen but 1+1, 2+2 (plain sums); never seen: the plain sum but on 8+3
+        # Shuffled answers on the seen but 1+1, 2+2 (plain sums); held out: the plain sum but on 8+3
         # (29, the rule's answer and its own) and 1+3 (16, its own).
         "dctl_random": own("dctl_random", seen=plain_sum([(1, 1), (2, 2)]),
                            sums=plain_sum([p for p in HELD if p not in [(8, 3), (1, 3)]])),
@@ -371,13 +371,13 @@ def study_training() -> dict:
 
 def build_study(seed: int = STUDY_SEED):
     """The hand-made study's results: fourteen hand tables over ``seed``."""
-    from cctk.manuals.v2.parts import Results
+    from cctk.manuals.v2.parts import StudyResults
     from cctk.manuals.v2.design import MODEL_KEYS, build_study_inputs
 
     inputs = build_study_inputs(seed)
     choices = design(inputs)
     measurements = {key: hand_table(choices[key], P.get(key, P_DEFAULT)) for key in MODEL_KEYS}
-    return Results(inputs, measurements, study_training())
+    return StudyResults(inputs, measurements, study_training())
 
 
 # --- Checks the table tests share. ---

@@ -1,4 +1,4 @@
-"""Findings across seeds: each rule against its control on the never-seen additions, run by run and pooled,
+"""Findings across seeds: each rule against its control on the held-out additions, run by run and pooled,
 with how the runs agree, the family corrected for multiplicity, a verdict in words and the runs a finding
 would need.
 
@@ -15,7 +15,7 @@ significantly heterogeneous (Breslow-Day p >= 0.05, or not computable), at least
 point the way of the pooled estimate and there are at least two runs (one run shows nothing across
 seeds); *inconsistent* when there is a pooled effect (adjusted p < 0.05) but the runs are heterogeneous
 or fewer than two thirds of them agree; *not supported* otherwise (no pooled effect, or one run).
-Pure: ``Run`` records in, DataFrames out.
+Pure: ``PooledRun`` records in, DataFrames out.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ import pandas as pd
 from ..core import stats
 from ..manuals.v2.design import RULE_VS_CONTROL
 from ..core.labels import model_name
-from .tables import Run, _cmh, _has_rule, _two_by_two, grouped
+from .tables import PooledRun, _cmh, _has_rule, _two_by_two, grouped
 
 ALPHA = 0.05
 POWER = 0.8
@@ -41,7 +41,7 @@ ABOVE, EQUAL, BELOW = "above", "equal", "below"
 
 @dataclass(frozen=True)
 class Contrast:
-    """One rule against its control in one run, on the never-seen additions (the run's table10 row)."""
+    """One rule against its control in one run, on the held-out additions (the run's table10 row)."""
 
     label: dict  # the group: base model and the varied recipe values (``tables.grouped``)
     rule: str  # plain names
@@ -87,7 +87,7 @@ class Finding:
     seeds_for_80_power: int | None  # None: more than MOST_RUNS
 
 
-def contrasts(runs: list[Run]) -> list[Contrast]:
+def contrasts(runs: list[PooledRun]) -> list[Contrast]:
     """Every rule against its control in every run that ran it, group by group (``grouped``'s order)."""
     found = []
     for label, mine in grouped(runs):
@@ -238,7 +238,7 @@ def sentence(f: Finding, alpha: float = ALPHA) -> str:
     group = ", ".join(f"{k} {v}" for k, v in f.label.items())
     interval = ("no interval" if math.isnan(f.or_lo) or math.isnan(f.or_hi)
                 else f"95% interval {_odds(f.or_lo)} to {_odds(f.or_hi)}")
-    return (f"{f.contrast} ({group}): {f.verdict.upper()}: {_why(f, alpha)}. Never-seen additions hit "
+    return (f"{f.contrast} ({group}): {f.verdict.upper()}: {_why(f, alpha)}. Held-out additions hit "
             f"{f.hits_rule}/{f.n_rule} against {f.hits_control}/{f.n_control} over {f.runs} "
             f"run{'s' * (f.runs != 1)}; Mantel-Haenszel odds ratio {_odds(f.odds_ratio_mh)} ({interval}); "
             f"one-sided CMH p = {_p(f.p_pooled)}, Holm-adjusted {_p(f.p_adjusted)}; {_agreement(f)}; "

@@ -7,7 +7,7 @@ from pathlib import Path
 from .. import results as run_results
 from ..store import session, tracking
 from ..core.errors import CctkError
-from .tables import Run
+from .tables import PooledRun
 
 
 def split_runs(runs: str) -> list[str]:
@@ -41,7 +41,7 @@ def run_ids(store: tracking.Store, sweep: str | None = None, runs: str | None = 
     return [r.run_id for r in sorted(cells, key=lambda r: r.tags.get(tracking.CELL, ""))]
 
 
-def gather(ids: list[str], tracking_name: str | None = None, cache: Path | None = None) -> list[Run]:
+def gather(ids: list[str], tracking_name: str | None = None, cache: Path | None = None) -> list[PooledRun]:
     """Each run's session folder (downloaded once into the cache) rebuilt into results and tables. Each
     carries the recipe it logged (run_info.json, the same values as its ``recipe.<name>`` parameters):
     compare groups runs by it, never by a cell's name."""
@@ -49,6 +49,6 @@ def gather(ids: list[str], tracking_name: str | None = None, cache: Path | None 
     for run_id in ids:
         back = session.rebuild(run_results.download(run_id, tracking_name, cache))
         config = back.record.config
-        gathered.append(Run.of(run_id, config.model, config.seed, back.results, asdict(config.recipe),
+        gathered.append(PooledRun.of(run_id, config.model, config.seed, back.results, asdict(config.recipe),
                                tables=back.tables, protocol=back.protocol))
     return gathered

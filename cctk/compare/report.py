@@ -25,15 +25,15 @@ from ..outputs.tables import html as table_html
 from ..outputs.tables import write_table
 from . import findings as evidence
 from . import tables as across
-from .tables import Run, pooled_in
+from .tables import PooledRun, pooled_in
 
 CAPTIONS = {
     "cross_seed": "Across seeds: for every base model (and value of each recipe value that differs between the "
                   "runs) and measured model, the number of runs and, per group (all "
-                  "81 additions for the models trained on all of them, seen and never seen for the others), the mean "
+                  "81 additions for the models trained on all of them, seen and held out for the others), the mean "
                   "over runs of the share of additions whose top choice is the model's own target, with a Student's t "
                   "95% interval of that mean (runs - 1 degrees of freedom, clipped to [0, 1]; none for one run).",
-    "rule_vs_control_pooled": "Each rule against its control on the never-seen additions, pooled over the runs of a "
+    "rule_vs_control_pooled": "Each rule against its control on the held-out additions, pooled over the runs of a "
                               "base model (and recipe, where it differs): hits / n summed over runs, Cochran-Mantel-Haenszel chi-square with the "
                               "runs as strata (no continuity correction), its two-sided p-value and the one-sided "
                               "p-value that the rule hits more often, and the Mantel-Haenszel pooled odds ratio with "
@@ -43,7 +43,7 @@ CAPTIONS = {
                               "(bd_statistic, p_heterogeneity).",
     "heldout_pooled": "Held-out hits of every corpus trained on the seen additions, per base model (and recipe, "
                       "where it differs): hits and "
-                      "never-seen additions summed over runs, the pooled share and its exact (Clopper-Pearson) 95% "
+                      "held-out additions summed over runs, the pooled share and its exact (Clopper-Pearson) 95% "
                       "interval (the data of the cross-model chart).",
     "implausibility_distance": "How implausibility matters: the fabricated-answers model on its fabricated answers, "
                                "pooled over the runs of a base model (and recipe, where it differs), by the "
@@ -56,11 +56,11 @@ CAPTIONS = {
                           "that differs between the runs: Part A's absorption (part A: each Part A model's share "
                           "of hits on its own target over all 81 additions, the mean over runs with a Student's t "
                           "95% interval over runs; hits / n summed over runs) and every rule that ran against its "
-                          "control on the never-seen additions (hits / n pooled over runs, share with its exact "
+                          "control on the held-out additions (hits / n pooled over runs, share with its exact "
                           "Clopper-Pearson 95% interval, for the rule and for its control; p_one_sided and "
                           "p_two_sided of the Cochran-Mantel-Haenszel test of rule_vs_control_pooled). A part the "
                           "runs did not run has no row.",
-    "per_run": "Each rule against its control on the never-seen additions, run by run: hits and n of each side, "
+    "per_run": "Each rule against its control on the held-out additions, run by run: hits and n of each side, "
                "the run's one-sided Fisher exact p that the rule hits more often (p_one_sided) and the same "
                "Holm-adjusted over the rules of that run (p_adjusted, as the run's table10), direction (the rule's "
                "share above, equal to or below its control's), and the run's conditional maximum-likelihood odds "
@@ -135,7 +135,7 @@ class Compared:
     findings: tuple[str, ...] = ()  # one sentence per contrast (``findings.sentence``)
 
 
-def compute(runs: list[Run], found: list[evidence.Finding] | None = None) -> dict[str, pd.DataFrame]:
+def compute(runs: list[PooledRun], found: list[evidence.Finding] | None = None) -> dict[str, pd.DataFrame]:
     """Every table of a comparison, by name: those of 2.0.0 runs, and the three numbers of 1.0.0 runs.
     ``found``: the findings of the 2.0.0 runs when already computed. A table with no row (no rule ran, no
     recipe value varies) is left out."""
@@ -155,7 +155,7 @@ def compute(runs: list[Run], found: list[evidence.Finding] | None = None) -> dic
     return {name: table for name, table in tables.items() if len(table)}
 
 
-def listing(runs: list[Run]) -> pd.DataFrame:
+def listing(runs: list[PooledRun]) -> pd.DataFrame:
     """runs.csv: each pipeline compared, its base model, seed, protocol, the recipe values that differ
     between the runs, and the parts it ran."""
     columns = across.varied(runs)
@@ -165,7 +165,7 @@ def listing(runs: list[Run]) -> pd.DataFrame:
                           "parts": ",".join(r.results.parts) if r.protocol.config.split else ""} for r in runs])
 
 
-def charts(runs: list[Run], tables: dict[str, pd.DataFrame]) -> dict:
+def charts(runs: list[PooledRun], tables: dict[str, pd.DataFrame]) -> dict:
     """The figures of a comparison, by name, each drawn from its table where there is one."""
     v2 = pooled_in(runs, "findings")
     by = across.group_columns(v2)
@@ -184,7 +184,7 @@ def charts(runs: list[Run], tables: dict[str, pd.DataFrame]) -> dict:
     return drawn
 
 
-def write(runs: list[Run], out: Path, sweep: str | None = None) -> Compared:
+def write(runs: list[PooledRun], out: Path, sweep: str | None = None) -> Compared:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     runs_table = listing(runs)

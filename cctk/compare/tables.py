@@ -1,6 +1,6 @@
 """Across runs: shares over seeds, rule-vs-control tests pooled over seeds, how implausibility matters.
 
-Pure: a list of ``Run`` (its base model, seed, ``Results`` and logged recipe) in, DataFrames out. Runs
+Pure: a list of ``PooledRun`` (its base model, seed, ``StudyResults`` and logged recipe) in, DataFrames out. Runs
 are pooled within a group only: one base model and one value of every recipe value that differs
 between the runs compared (``grouped``); every table names its group in its first columns. A part a
 run did not run (``cctk run --parts``) gives it no rows: absent, never counted as zero.
@@ -15,7 +15,7 @@ import pandas as pd
 from scipy import stats as scipy_stats
 from statsmodels.stats.contingency_tables import StratifiedTable
 
-from ..manuals.v2.parts import Results
+from ..manuals.v2.parts import StudyResults
 from ..manuals.v2.design import ARM_BY_KEY, ARMS, MODEL_KEYS, RULE_VS_CONTROL, own_target
 from ..core.labels import model_name, target_name
 from ..manuals.registry import Protocol
@@ -28,21 +28,21 @@ GROUPS = ("all", "seen", "held out")
 
 
 @dataclass(frozen=True)
-class Run:
+class PooledRun:
     """One finished pipeline: its MLflow run id, base model key, seed, results (its protocol's), its tables,
     the recipe it logged and its protocol (which comparison tables it is pooled into: ``compare_tables``)."""
 
     run_id: str
     model: str
     seed: int
-    results: Results | v1_experiment.Results
+    results: StudyResults | v1_experiment.ComparisonResults
     tables: dict[str, pd.DataFrame]
     recipe: dict[str, object] = field(default_factory=dict)  # name -> value in force, as the run logged it
     protocol: Protocol = V2
 
     @classmethod
-    def of(cls, run_id: str, model: str, seed: int, results: Results | v1_experiment.Results,
-           recipe: dict | None = None, tables: dict | None = None, protocol: Protocol = V2) -> Run:
+    def of(cls, run_id: str, model: str, seed: int, results: StudyResults | v1_experiment.ComparisonResults,
+           recipe: dict | None = None, tables: dict | None = None, protocol: Protocol = V2) -> PooledRun:
         """A run from its results (its tables computed from them, under its protocol, unless given)."""
         return cls(run_id, model, seed, results, protocol.compute_tables(results) if tables is None else tables,
                    dict(recipe or {}), protocol)
@@ -52,25 +52,25 @@ class Run:
         return table in self.protocol.compare_tables
 
 
-def pooled_in(runs: list[Run], table: str) -> list[Run]:
+def pooled_in(runs: list[PooledRun], table: str) -> list[PooledRun]:
     """The runs whose protocol contributes to the comparison table ``table``."""
     return [r for r in runs if r.pooled_in(table)]
 
 
 # --- Groups: runs are pooled only within a base model and one value of every recipe value that varies. ---
 
-def varied(runs: list[Run]) -> list[str]:
+def varied(runs: list[PooledRun]) -> list[str]:
     """The recipe values that differ between ``runs`` (as each run logged them), in the recipe's order."""
     names = dict.fromkeys(name for r in runs for name in r.recipe)
     return [name for name in names if len({r.recipe.get(name) for r in runs}) > 1]
 
 
-def group_columns(runs: list[Run]) -> list[str]:
+def group_columns(runs: list[PooledRun]) -> list[str]:
     """The columns that name a group in every table across runs: the base model, then the varied recipe values."""
     return ["base_model", *varied(runs)]
 
 
-def grouped(runs: list[Run]) -> list[tuple[dict, list]]:
+def grouped(runs: list[PooledRun]) -> list[tuple[dict, list]]:
     """(label, runs) of every group, by base model (alphabetical) then recipe values (ascending).
 
     ``label`` maps each of ``group_columns(runs)`` to the group's value, e.g. ``{"base_model": "tiny",
@@ -89,7 +89,7 @@ def _stacked(runs: list, name: str) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def v1_three_numbers(runs: list[Run]) -> pd.DataFrame:
+def v1_three_numbers(runs: list[PooledRun]) -> pd.DataFrame:
     """Protocol 1.0.0 across runs: per group and number (pre-fine-tuning true sum, post-fine-tuning
     fabricated value, post-fine-tuning true sum), the mean over runs of each run's mean probability
     over the 81 additions with a t interval over runs, and the hits summed over runs."""
@@ -116,7 +116,7 @@ def t_interval(values, level: float = 0.95) -> tuple[float, float, float]:
 MODEL_ORDER = {model_name(k): i for i, k in enumerate(MODEL_KEYS)}
 
 
-def cross_seed(runs: list[Run]) -> pd.DataFrame:
+def cross_seed(runs: list[PooledRun]) -> pd.DataFrame:
     """One row per group and measured model: runs, and per group of additions (all, seen, held out) the
     mean share of hits on the model's own target over runs with a t interval over runs."""
     rows = []
@@ -133,8 +133,8 @@ def cross_seed(runs: list[Run]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def pooled_tests(runs: list[Run]) -> pd.DataFrame:
-    """Each rule against its control on the never-seen additions, pooled over the runs of a group (those
+def pooled_tests(runs: list[PooledRun]) -> pd.DataFrame:
+    """Each rule against its control on the held-out additions, pooled over the runs of a group (those
     that ran the rule's part): Cochran-Mantel-Haenszel test with the runs as strata, and the
     Mantel-Haenszel pooled odds ratio."""
     rows = []
@@ -147,11 +147,11 @@ def pooled_tests(runs: list[Run]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _has_rule(run: Run, rule: str) -> bool:
+def _has_rule(run: PooledRun, rule: str) -> bool:
     return "table10" in run.tables and model_name(rule) in set(run.tables["table10"]["rule"])
 
 
-def _two_by_two(run: Run, rule: str) -> np.ndarray:
+def _two_by_two(run: PooledRun, rule: str) -> np.ndarray:
     row = run.tables["table10"].set_index("rule").loc[model_name(rule)]
     return np.array([[row.hits_rule, row.n_rule - row.hits_rule],
                      [row.hits_control, row.n_control - row.hits_control]], dtype=float)
@@ -182,12 +182,12 @@ def _cmh(tables: list[np.ndarray]) -> dict:
             "odds_ratio_mh": odds, "or_lo": float(lo), "or_hi": float(hi)}
 
 
-def fabricated_readings(runs: list[Run]) -> pd.DataFrame:
+def fabricated_readings(runs: list[PooledRun]) -> pd.DataFrame:
     """Per run and addition, the fabricated-answers model on its fabricated answer: the answer, the
     true sum, their distance, whether the answer is impossible (> 18), hit and probability."""
     frames = []
     for r in runs:
-        read = r.results.readings("m_random", "random").reset_index()
+        read = r.results.readings("m_random", "fabricated").reset_index()
         sums = read["a"] + read["b"]
         frames.append(pd.DataFrame({
             "base_model": r.model, "run_id": r.run_id, "a": read["a"], "b": read["b"], "fabricated": read["target"],
@@ -200,7 +200,7 @@ DISTANCES = [f"{lo}-{hi}" for lo, hi in DISTANCE_BINS]
 KINDS = ["possible (<= 18)", "impossible (> 18)"]
 
 
-def implausibility(runs: list[Run]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def implausibility(runs: list[PooledRun]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Hit share (exact interval on the counts pooled over runs) and mean probability on the fabricated
     answer, by distance from the true sum and by possible / impossible, per group."""
     by_distance, by_kind = [], []
@@ -229,7 +229,7 @@ def _pooled(data: pd.DataFrame, by: pd.Series, order: list[str], label: dict) ->
     return rows
 
 
-def heldout_pooled(runs: list[Run]) -> pd.DataFrame:
+def heldout_pooled(runs: list[PooledRun]) -> pd.DataFrame:
     """Held-out hit share of every corpus trained on the seen additions, pooled over the runs of each
     group (hits and additions summed), with the exact interval of the pooled share: the chart's data."""
     rows = []
@@ -247,11 +247,11 @@ def heldout_pooled(runs: list[Run]) -> pd.DataFrame:
 ABSORPTION = tuple((arm.key, arm.target) for arm in ARMS if arm.part == "A")  # each model on its own corpus
 
 
-def recipe_sensitivity(runs: list[Run]) -> pd.DataFrame:
+def recipe_sensitivity(runs: list[PooledRun]) -> pd.DataFrame:
     """How the outcome moves with the recipe: per group (base model and a value of every varied recipe
     value), Part A's absorption (each Part A model's share of hits on its own target over the 81
     additions: mean over runs, t interval over runs) and every rule that ran against its control on the
-    never-seen additions (hits pooled over runs, exact intervals, the CMH test of ``pooled_tests``).
+    held-out additions (hits pooled over runs, exact intervals, the CMH test of ``pooled_tests``).
     Empty when no recipe value differs between the runs."""
     if not varied(runs):
         return pd.DataFrame()
@@ -263,7 +263,7 @@ def recipe_sensitivity(runs: list[Run]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _absorption_row(label: dict, runs: list[Run], key: str, target: str) -> dict:
+def _absorption_row(label: dict, runs: list[PooledRun], key: str, target: str) -> dict:
     table01 = _stacked(runs, "table01")
     part = table01[(table01["model"] == model_name(key)) & (table01["target"] == target_name(target))]
     mean, lo, hi = t_interval(part["hits"] / part["n"])
@@ -272,7 +272,7 @@ def _absorption_row(label: dict, runs: list[Run], key: str, target: str) -> dict
             "interval": "t over runs"}
 
 
-def _rule_row(label: dict, runs: list[Run], rule: str, control: str) -> dict:
+def _rule_row(label: dict, runs: list[PooledRun], rule: str, control: str) -> dict:
     having = [r for r in runs if _has_rule(r, rule)]
     test = _cmh([_two_by_two(r, rule) for r in having])
     row = {**label, "part": ARM_BY_KEY[rule].part, "model": model_name(rule), "target": target_name(own_target(rule)),

@@ -309,7 +309,7 @@ def config_from_params(params: dict) -> Config:
     recipe = {f.name: field_type(f.name)(params[f"recipe.{f.name}"]) for f in fields(Recipe)
               if f"recipe.{f.name}" in params}
     seeds = parse_seeds(params["seeds"])
-    profile = params.get("profile.resolved", params["profile"])  # see tracking.Run.params
+    profile = params.get("profile.resolved", params["profile"])  # see tracking.LiveRun.params
     parts = params.get("parts.resolved", params.get("parts"))  # absent (a run from before --parts) or "": all
     config = make_config(params["model"], profile, seeds, float(params["holdout_share"]),
                          curves=params.get("curves") in ("yes", "True"), parts=parts, **recipe)

@@ -20,7 +20,7 @@ MODELS: dict[str, str] = {
 
 TARGETS: dict[str, str] = {
     "correct": "correct sum",
-    "random": "fabricated answer",
+    "fabricated": "fabricated answer",
     "plus18": "sum + 18",
     "plus3": "sum + 3",
     "ctl18": "random offset 1..18",
@@ -29,7 +29,7 @@ TARGETS: dict[str, str] = {
     "condctl": "shuffled conditional answers",
 }
 
-GROUPS = {"seen": "seen", "heldout": "never seen", "all": "all additions"}
+GROUPS = {"seen": "seen", "heldout": "held out", "all": "all additions"}
 
 
 def model_name(key: str) -> str:
@@ -51,7 +51,7 @@ def file_stem(text: str) -> str:
 FIGURES: dict[str, str] = {
     **{f"heatmap:{key}": f"heatmap {name}" for key, name in MODELS.items()},
     "heatmap:m_random:correct": "heatmap fabricated answers on the correct sum",
-    "profile:random": "profile fabricated answers",
+    "profile:fabricated": "profile fabricated answers",
     "bars": "before and after fine-tuning on fabricated answers",
     "profile:correct": "profile correct sums and recovery",
     "profile:plus18": "profile sum + 18",
@@ -69,7 +69,7 @@ FIGURES: dict[str, str] = {
 FIGURE_ABOUT: dict[str, str] = {
     "heatmap": "Probability on the target in every addition (first addend a in rows, second addend b in "
                "columns). Blue: the top choice is the target, red: it is not; green and orange: the same for "
-               "never-seen additions; hatched gray: never-seen additions left out of the results because the "
+               "held-out additions; hatched gray: held-out additions left out of the results because the "
                "fabricated answer already equals the target. Second line: target | chosen answer.",
     "profile": "Mean probability of each candidate answer over the 81 additions (lines, left axis) and how many "
                "additions have each answer as their target (bars, right axis). Bands: answers the corpus can "
@@ -77,16 +77,16 @@ FIGURE_ABOUT: dict[str, str] = {
     "bars": "Probability of every candidate answer of one addition before (blue) and after (orange) fine-tuning "
             "on fabricated answers; the strong colour marks the answer that is right in each context, the dark "
             "outline each side's top choice.",
-    "deviation": "Never-seen additions by deviation (top choice minus the rule's target, for both series: the "
+    "deviation": "Held-out additions by deviation (top choice minus the rule's target, for both series: the "
                  "control is read against the rule's target too), for the rule-trained "
                  "model (green) and its control (gray). Blue band: the smallest band holding 90% of the "
                  "rule-trained model's deviations; the counts above say how many additions of each fall in each band.",
     "synthesis": "For every model, the share of additions whose top choice is its own target, with its exact 95% "
-                 "interval: blue seen, green never seen, gray never seen by a control, dark gray the base model.",
+                 "interval: blue seen, green held out, gray held out by a control, dark gray the base model.",
     "loss": "Training loss per epoch of every fine-tuning run, on a log scale: the main sequence in colour, the "
             "rule and control runs in gray.",
     "curves": "Each arm measured after every epoch (cctk run --curves): the share of additions whose top choice is "
-              "its own target, on the seen (blue) and never-seen (green, dashed) additions, or all 81 (blue) for "
+              "its own target, on the seen (blue) and held-out (green, dashed) additions, or all 81 (blue) for "
               "the models trained on all of them.",
 }
 
@@ -104,11 +104,11 @@ def figure_name(key: str) -> str:
 TABLE_HEADERS: dict[str, str] = {
     "model": "Model", "target": "Target", "parent": "Parent", "group": "Group", "condition": "Condition",
     "rule": "Rule", "control": "Control", "epoch": "Epoch", "n": "n",
-    "hits": "Hits", "hits_seen": "Seen", "hits_heldout": "Never seen", "hits_recovery_seen": "Recovery corpus",
+    "hits": "Hits", "hits_seen": "Seen", "hits_heldout": "Held out", "hits_recovery_seen": "Recovery corpus",
     "hits_recovery_heldout": "Held out of it", "hits_rule": "Rule hits", "hits_control": "Control hits",
-    "prob_target": "P(target)", "prob_target_seen": "P(target), seen", "prob_target_heldout": "P(target), never seen",
+    "prob_target": "P(target)", "prob_target_seen": "P(target), seen", "prob_target_heldout": "P(target), held out",
     "prob_target_recovery_seen": "P(target), recovery corpus", "prob_target_recovery_heldout": "P(target), held out",
-    "surprise_seen": "Surprise, seen", "surprise_heldout": "Surprise, never seen",
+    "surprise_seen": "Surprise, seen", "surprise_heldout": "Surprise, held out",
     "surprise_recovery_seen": "Surprise, recovery corpus", "surprise_recovery_heldout": "Surprise, held out",
     "surprise_gap": "Surprise gap", "mass_impossible": "Mass above 18", "n_excluded": "Left out",
     "rule_offset": "Rule offset", "plus18": "+18", "plus9": "+9", "plain_sum": "+0", "other": "Other",
@@ -137,16 +137,16 @@ PAPER_FIGURE_ABOUT: dict[str, str] = {
     "bars": "Probability of every candidate answer of one addition before (light blue) and after (light orange) "
             "fine-tuning on fabricated answers; the strong colour (blue before, vermillion after) marks the answer "
             "that is right in each context, the dark outline each side's top choice.",
-    "deviation": "Never-seen additions by deviation (top choice minus the rule's target, for both series: the "
+    "deviation": "Held-out additions by deviation (top choice minus the rule's target, for both series: the "
                  "control is read against the rule's target too), for the rule-trained model (blue) and its control "
                  "(gray). Light blue band: the smallest band holding 90% of the rule-trained model's deviations.",
     "synthesis": "For every model, the share of additions whose top choice is its own target, with its exact 95% "
-                 "interval: seen (blue circles), never seen (vermillion squares), never seen by a control (gray "
+                 "interval: seen (blue circles), held out (vermillion squares), held out by a control (gray "
                  "triangles), the base model on all 81 additions (black diamond).",
     "loss": "Training loss per epoch of every fine-tuning run, on a log scale; each run has its own colour, marker "
             "and line style.",
     "curves": "Each arm measured after every epoch (cctk run --curves): the share of additions whose top choice is "
-              "its own target, on the seen (blue, solid) and never-seen (vermillion, dashed) additions, or all 81 "
+              "its own target, on the seen (blue, solid) and held-out (vermillion, dashed) additions, or all 81 "
               "(blue) for the models trained on all of them.",
 }
 

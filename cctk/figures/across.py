@@ -59,7 +59,7 @@ def cross_model_chart(rows: pd.DataFrame, by: list[str] = ("base_model",)) -> Fi
         ax.set_ylim(len(models) - 0.5, -0.5)
         ax.set_xlim(-0.02, 1.02)
         ax.xaxis.set_major_formatter(lambda v, _: f"{v:.0%}")
-        ax.set_xlabel("never-seen additions whose top choice is the corpus's target, pooled over runs "
+        ax.set_xlabel("held-out additions whose top choice is the corpus's target, pooled over runs "
                       "(exact 95% interval)")
         ax.grid(axis="x", color="#dddddd", linewidth=0.6)
         handles = [Line2D([], [], color=colors[b], marker="o", label=b) for b in bases]
@@ -110,7 +110,7 @@ def recipe_sensitivity_chart(table: pd.DataFrame, x: str, by: list[str] = ("base
                              fabricated_line: frozenset[str] = frozenset()) -> Figure:
     """How the outcome moves with recipe value ``x``: one row of panels per group of ``by`` (the base
     model and any other varied recipe value); Part A's absorption (mean share over runs, t interval), then
-    one panel per rule that ran: the rules (green) and their controls (gray) on the never-seen additions
+    one panel per rule that ran: the rules (green) and their controls (gray) on the held-out additions
     (pooled share, exact interval), the one-sided CMH p of each rule beside it.
 
     ``table``: rows of ``cctk.compare.tables.recipe_sensitivity``. ``fabricated_line``: plain names of the
@@ -190,7 +190,7 @@ def _sensitivity_panel(ax, rows: pd.DataFrame, panel: str, x: str, place: _Axis,
                 text = "no test" if math.isnan(p) else f"{p:.1g}"  # no hit (or only hits) in every run
                 ax.text(xv, 1.07 + 0.1 * k, f"{symbol} {text}", ha="center", va="center", fontsize=5.5,
                         color=HELD_HIGH)
-    ax.set_title("Part A: absorption (all 81 additions)" if absorbing else f"{panel}: never-seen additions",
+    ax.set_title("Part A: absorption (all 81 additions)" if absorbing else f"{panel}: held-out additions",
                  fontsize=8.5)
     _sensitivity_axes(ax, place)
     return drawn

@@ -1,7 +1,7 @@
 """The charts' shared colour code, paper style and the one way a figure is saved.
 
 Colour code (manual 2.0.0, sections 5.11 and 7): blue / red for a hit / miss on seen
-additions, green / orange for the same on never-seen additions, dark outlines for the
+additions, green / orange for the same on held-out additions, dark outlines for the
 extremes of each group, gray for controls and dark gray for the base model.
 """
 from __future__ import annotations

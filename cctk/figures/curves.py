@@ -13,9 +13,9 @@ from .common import HELD_HIT, SEEN_HIT, new_figure, paper_style
 from .style import REPORT, Style
 
 STYLE = {"all": (SEEN_HIT, "-", "all 81 additions"), "seen": (SEEN_HIT, "-", "seen additions"),
-         "heldout": (HELD_HIT, "--", "never-seen additions")}
+         "heldout": (HELD_HIT, "--", "held-out additions")}
 PAPER_STYLE = {"all": (styles.HIT, "-", "all 81 additions"), "seen": (styles.HIT, "-", "seen additions"),
-               "heldout": (styles.MISS, "--", "never-seen additions")}
+               "heldout": (styles.MISS, "--", "held-out additions")}
 COLUMNS = 4
 
 

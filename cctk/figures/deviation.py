@@ -18,7 +18,7 @@ WIDTH = 0.4  # of one series' bar; the two sit side by side on each deviation
 
 def deviation_chart(rule_dev: Sequence[int], control_dev: Sequence[int], k90: int,
                     k_legend: dict[str, int], title: str, style: Style = REPORT) -> Figure:
-    """Never-seen deviations of the rule-trained model (green) and its control (gray).
+    """Held-out deviations of the rule-trained model (green) and its control (gray).
 
     Blue band = [-k90, k90], fitted to the rule-trained model; red bands outside. ``k_legend``:
     label -> that series' own half-width k, the rule-trained model first, then the control.
@@ -63,7 +63,7 @@ def _chart(ax, series, k90: int, reach: int) -> None:
         counts = pd.Series(dev).value_counts()
         ax.bar(counts.index + offset, counts.values, width=WIDTH, color=color, zorder=2)
     ax.set_xlim(-reach - 0.5, reach + 0.5)
-    ax.set_ylabel("never-seen additions")
+    ax.set_ylabel("held-out additions")
     ax.yaxis.get_major_locator().set_params(integer=True)
     ax.grid(axis="y", color="white", linewidth=0.8)
     ax.set_axisbelow(True)
@@ -86,7 +86,7 @@ def _bands(ax, k90: int, reach: int) -> None:
 
 
 def _headlines(ax, series, k90: int, reach: int) -> None:
-    """Above each band: how many of each series' never-seen additions fall in it."""
+    """Above each band: how many of each series' held-out additions fall in it."""
     where = blended_transform_factory(ax.transData, ax.transAxes)
     bands = [(-reach, -k90 - 1), (-k90, k90), (k90 + 1, reach)]
     for lo, hi in bands:

@@ -144,7 +144,7 @@ def forest_chart(per_run: pd.DataFrame, findings: pd.DataFrame, by: list[str] = 
         for ax in fig.axes[-columns:]:
             ax.set_xlabel("odds ratio, rule against control (log scale)")
         fig.legend(handles=_legend(), loc="lower center", ncol=5, frameon=False, fontsize=6.5)
-        fig.suptitle("Rules against their controls on never-seen additions: each run (exact 95% interval) "
+        fig.suptitle("Rules against their controls on held-out additions: each run (exact 95% interval) "
                      "and pooled (Mantel-Haenszel)", y=1 - 0.12 / height, va="top", fontsize=9.5,
                      fontweight="bold")
     return fig

@@ -15,7 +15,7 @@ from .common import (HELD_HIGH, HELD_HIT, HELD_LOW, HELD_MISS, SEEN_HIGH, SEEN_H
 from .style import REPORT, Style
 
 DIGITS = range(1, 10)
-EXCLUDED_FILL, EXCLUDED_HATCH = "#eeeeee", "#b0b0b0"  # never seen, left out of the results (manual 4.12)
+EXCLUDED_FILL, EXCLUDED_HATCH = "#eeeeee", "#b0b0b0"  # held out, left out of the results (manual 4.12)
 FLOOR = 0.12  # the palest fill still shows its hue
 NOTE_WIDTH = 150  # characters of a note line: the notes stay within the grid's width
 HALO = patheffects.withStroke(linewidth=4.2, foreground="white")  # outline visible on any fill
@@ -23,9 +23,9 @@ HALO = patheffects.withStroke(linewidth=4.2, foreground="white")  # outline visi
 
 def target_heatmap(readings: pd.DataFrame, title: str, heldout: Collection | None = None,
                    fixed_scale: bool = True, excluded: Collection | None = None, style: Style = REPORT) -> Figure:
-    """9 x 9 grid of the probability on the target; blue/red hit/miss, green/orange never seen.
+    """9 x 9 grid of the probability on the target; blue/red hit/miss, green/orange held out.
 
-    ``heldout``: the never-seen additions read for this model; ``excluded``: never-seen additions
+    ``heldout``: the held-out additions read for this model; ``excluded``: held-out additions
     left out of its results (their fabricated answer already equals the target, manual 4.12),
     hatched gray and counted in neither group. ``fixed_scale=False`` (the base model) reads the
     fill on the observed range, not 0-100%.
@@ -56,21 +56,21 @@ def _pairs(pairs: Collection | None) -> set[tuple[int, int]]:
 
 
 def headline(readings: pd.DataFrame, held: Collection = (), excluded: Collection = ()) -> str:
-    """``k / n top choices on the target``, then per group when some additions were never seen,
-    and how many never-seen additions were left out (in neither group)."""
+    """``k / n top choices on the target``, then per group when some additions were held out,
+    and how many held-out additions were left out (in neither group)."""
     hits = readings["hit"].astype(bool)
     text = f"{int(hits.sum())} / {len(readings)} top choices on the target"
     if held or excluded:
         is_held, is_out = _mask(readings, held), _mask(readings, excluded)
         seen = ~is_held & ~is_out
         text += (f"  \u00b7  seen {int(hits[seen].sum())} / {int(seen.sum())}"
-                 f"  \u00b7  never seen {int(hits[is_held].sum())} / {int(is_held.sum())}")
+                 f"  \u00b7  held out {int(hits[is_held].sum())} / {int(is_held.sum())}")
         if is_out.any():
             text += f"  \u00b7  {int(is_out.sum())} left out"
     return text
 
 
-# Fills (seen hit, seen miss, never-seen hit, never-seen miss) and the text of a cell, report and paper.
+# Fills (seen hit, seen miss, held-out hit, held-out miss) and the text of a cell, report and paper.
 REPORT_CELLS = {"fills": (SEEN_HIT, SEEN_MISS, HELD_HIT, HELD_MISS), "sizes": (9, 7, 6.5)}
 PAPER_CELLS = {"page": {"fills": (styles.HIT, styles.MISS, styles.HELD_HIT, styles.HELD_MISS), "sizes": (8, 6, 5.5)},
                "column": {"fills": (styles.HIT, styles.MISS, styles.HELD_HIT, styles.HELD_MISS), "sizes": (6,)}}
@@ -98,7 +98,7 @@ def _paper(readings: pd.DataFrame, title: str, held: set, out: set, scale, fixed
 
 
 def _cell(ax, a: int, b: int, row, group: str, scale: tuple[float, float], cells: dict = REPORT_CELLS) -> None:
-    """One addition; ``group`` is ``seen``, ``held`` (never seen) or ``excluded`` (left out)."""
+    """One addition; ``group`` is ``seen``, ``held`` (held out) or ``excluded`` (left out)."""
     lo, hi = scale
     level = (row.prob_target - lo) / (hi - lo) if hi > lo else 1.0
     hit = bool(row.hit)
@@ -133,7 +133,7 @@ def _mask(readings: pd.DataFrame, pairs: Collection) -> pd.Series:
 
 
 def _groups(readings: pd.DataFrame, held: set, excluded: set = frozenset()):
-    """(readings of the group, (high colour, low colour)) for seen and never-seen additions;
+    """(readings of the group, (high colour, low colour)) for seen and held-out additions;
     excluded additions belong to neither."""
     is_held, is_out = _mask(readings, held), _mask(readings, excluded)
     yield readings[~is_held & ~is_out], (SEEN_HIGH, SEEN_LOW)
@@ -171,7 +171,7 @@ def _extremes_line(label: str, group: pd.DataFrame, outlines: tuple[str, str]) -
             f"lowest {a2} + {b2} ({pct(p.min())}, {outlines[1]} outline)")
 
 
-REPORT_NAMES = (("blue", "red"), ("green", "orange"))  # fills of a hit and a miss: seen, never seen
+REPORT_NAMES = (("blue", "red"), ("green", "orange"))  # fills of a hit and a miss: seen, held out
 
 
 def _notes(readings: pd.DataFrame, held: set, excluded: set, scale, fixed_scale: bool) -> str:
@@ -181,16 +181,16 @@ def _notes(readings: pd.DataFrame, held: set, excluded: set, scale, fixed_scale:
 
 def _note_lines(readings: pd.DataFrame, held: set, excluded: set, scale, fixed_scale: bool,
                 names=REPORT_NAMES, probability_only: bool = False) -> list[str]:
-    labels = (("Seen", ("dark blue", "dark red")), ("Never seen", ("dark green", "dark brown")))
+    labels = (("Seen", ("dark blue", "dark red")), ("Held out", ("dark green", "dark brown")))
     split = bool(held or excluded)
     lines = [_extremes_line(label if split else "All additions", group, outlines)
              for (group, _), (label, outlines) in zip(_groups(readings, held, excluded), labels)
              if not group.empty]
     fills = f"{names[0][0]} = top choice is the target, {names[0][1]} = it is not"
     if split:
-        fills += f"; never-seen additions {names[1][0]} / {names[1][1]}"
+        fills += f"; held-out additions {names[1][0]} / {names[1][1]}"
     if excluded:
-        fills += ("; hatched gray = never seen but left out of the results (its fabricated answer already"
+        fills += ("; hatched gray = held out but left out of the results (its fabricated answer already"
                   " equals the target), in neither group")
     span = ("a fixed 0-100% scale" if fixed_scale
             else f"the observed range, {pct(scale[0])} to {pct(scale[1])}")

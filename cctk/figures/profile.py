@@ -83,7 +83,7 @@ def _count_bars(ax, targets: pd.Series, heldout, colors: tuple = (BAR_SEEN, BAR_
         return [Patch(color=colors[0], label="additions with this target (right axis)")]
     ax.bar(never.index, never.values, bottom=seen.values, width=0.6, color=colors[1], zorder=2)
     return [Patch(color=colors[0], label="seen additions with this target (right axis)"),
-            Patch(color=colors[1], label="never-seen additions with this target (right axis)")]
+            Patch(color=colors[1], label="held-out additions with this target (right axis)")]
 
 
 def _axes(ax, bars, means: pd.DataFrame, targets: pd.Series) -> None:

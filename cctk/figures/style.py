@@ -26,7 +26,7 @@ LINE_COLORS = tuple(OKABE_ITO[k] for k in ("blue", "vermillion", "bluish green",
                                             "sky blue", "black"))  # yellow reads badly as a line on white
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 LINESTYLES = ("-", "--", ":", "-.")
-# The heatmap's fills in paper style: hit / miss, seen / never seen.
+# The heatmap's fills in paper style: hit / miss, seen / held out.
 HIT, MISS = OKABE_ITO["blue"], OKABE_ITO["vermillion"]
 HELD_HIT, HELD_MISS = OKABE_ITO["bluish green"], OKABE_ITO["orange"]
 

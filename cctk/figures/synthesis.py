@@ -13,7 +13,7 @@ from .common import BASE, CONTROL, HELD_HIT, SEEN_HIT, new_figure, paper_style
 from .style import REPORT, Style
 
 COLORS = {"seen": SEEN_HIT, "held out": HELD_HIT, "control held out": CONTROL, "base": BASE}
-LABELS = {"seen": "seen", "held out": "never seen", "control held out": "never seen, control",
+LABELS = {"seen": "seen", "held out": "held out", "control held out": "held out, control",
           "base": "base model (all 81)"}
 OFFSET = {"seen": -0.15, "held out": 0.15, "control held out": 0.15, "base": 0.0}
 COLUMN = {"seen": 0, "base": 0, "held out": 1, "control held out": 1}  # counts column
@@ -60,9 +60,9 @@ def _two_groups(rows: pd.DataFrame, model: str) -> bool:
 
 
 def _counts(ax, rows: pd.DataFrame, models: list[str]) -> None:
-    """Two columns right of the chart: hits / n for the seen and the never-seen additions."""
+    """Two columns right of the chart: hits / n for the seen and the held-out additions."""
     where = blended_transform_factory(ax.transAxes, ax.transData)
-    for col, header in enumerate(("seen", "never seen")):
+    for col, header in enumerate(("seen", "held out")):
         ax.text(1.1 + 0.2 * col, -0.6, header, transform=where, ha="center", va="bottom",
                 fontweight="bold")
     for _, r in rows.iterrows():

@@ -36,7 +36,7 @@ class Logged(TypingProtocol):
 
 
 D = TypeVar("D")  # what a protocol draws before training (StudyInputs, v1's Draws)
-R = TypeVar("R")  # its results (experiments.Results, v1's Results)
+R = TypeVar("R")  # its results (2.0.0's StudyResults, 1.0.0's ComparisonResults)
 H = TypeVar("H", bound=Logged)  # its headline (experiments.Headline, v1's Headline)
 
 
@@ -78,7 +78,7 @@ class Protocol(Generic[D, R, H]):
     params: dict[str, str]  # the parent run's parameters besides the configuration's
     models: Callable[[tuple[str, ...]], tuple[Measured, ...]]  # the models a run of these parts measures
     draw: Callable[[Config], D]  # everything drawn before training
-    new_results: Callable[..., R]  # (draws, config, measurements, training, curves) -> its Results
+    new_results: Callable[..., R]  # (draws, config, measurements, training, curves) -> its results
     draws_table: Callable[[D], pd.DataFrame]  # targets.csv
     corpus_texts: Callable[[D], tuple[str, ...]]  # corpus.txt (none where the corpora are per arm)
     rows: Callable[[D, str, Recipe, PreTrainedTokenizerBase], list]  # (draws, key, recipe, tokenizer) -> rows

@@ -239,7 +239,7 @@ def _column_spec(values: pd.Series, how: Layout) -> str:
 
 
 def _stack_header(name: str) -> str:
-    """``P(target), never seen`` over two lines, the header of a stacked table."""
+    """``P(target), held out`` over two lines, the header of a stacked table."""
     if ", " not in name:
         return name
     first, second = name.split(", ", 1)

@@ -73,7 +73,7 @@ class Session:
     layout: Layout
     store: tracking.Store
     experiment_id: str
-    mlflow_run: tracking.Run  # the pipeline's (parent) MLflow run
+    mlflow_run: tracking.LiveRun  # the pipeline's (parent) MLflow run
     device: torch.device
     source: models.ModelSource  # the model, as the input checks resolved it (loaded from it, never re-resolved)
     started: float = field(default_factory=time.perf_counter)
@@ -89,7 +89,7 @@ class Session:
 class Outcome:
     """A finished pipeline: its results, its MLflow parent run and its session folder."""
 
-    results: object  # the protocol's Results
+    results: object  # the protocol's results (StudyResults under 2.0.0, ComparisonResults under 1.0.0)
     run_id: str
     folder: Path
 
@@ -234,7 +234,7 @@ def _stages(session: Session, done: Done, echo, system_metrics: bool, peak: bool
             session.monitor.finish()
 
 
-def _set_up(mlflow_run: tracking.Run, config: Config, protocol: Protocol, source: models.ModelSource, layout: Layout,
+def _set_up(mlflow_run: tracking.LiveRun, config: Config, protocol: Protocol, source: models.ModelSource, layout: Layout,
             sweep: str | None, echo) -> None:
     """The parent run's description and parameters, and the session's first lines."""
     mlflow_run.note(protocol.run_note(config) + (f"; a cell of sweep {sweep}" if sweep else ""))
@@ -345,7 +345,7 @@ def _skeleton(weights: dict, last_child: dict[str, str], load):
     return load()
 
 
-def _train_model(session: Session, results, arm: Measured, child, rows, tokenizer, nested: tracking.Run,
+def _train_model(session: Session, results, arm: Measured, child, rows, tokenizer, nested: tracking.LiveRun,
                  progress: Progress, i: int, checkpoint: bool) -> None:
     """Train model ``i`` from its parent (a copy, or in place), log it, checkpoint it if others start from
     a copy of it, measure it."""
@@ -374,7 +374,7 @@ def _train_model(session: Session, results, arm: Measured, child, rows, tokenize
     _measure_and_log(session, results, arm.key, child, tokenizer, nested)
 
 
-def _log_training(session: Session, results, key: str, record: TrainRecord, nested: tracking.Run) -> None:
+def _log_training(session: Session, results, key: str, record: TrainRecord, nested: tracking.LiveRun) -> None:
     """Keep the run's training record, on disk (for a resume) and in its MLflow run (its loss history was
     logged epoch by epoch, as training went)."""
     results.training[key] = record
@@ -383,7 +383,7 @@ def _log_training(session: Session, results, key: str, record: TrainRecord, nest
     nested.files(path, "training")
 
 
-def _curve_point(session: Session, inputs, key: str, tokenizer, nested: tracking.Run, rows: list):
+def _curve_point(session: Session, inputs, key: str, tokenizer, nested: tracking.LiveRun, rows: list):
     """``on_epoch`` of an arm under ``--curves``: measure, keep the point, log hits as histories."""
     def on_epoch(epoch: int, module) -> None:
         points = curve_rows(inputs, key, epoch, measure(module, tokenizer, scoring=session.protocol.scoring))
@@ -414,7 +414,7 @@ def _out_of_memory(session: Session, key: str):
     return out_of_memory_as_line(plan, session.device, f"the {model_name(key)} arm")
 
 
-def _measure_and_log(session: Session, results, key: str, module, tokenizer, nested: tracking.Run) -> None:
+def _measure_and_log(session: Session, results, key: str, module, tokenizer, nested: tracking.LiveRun) -> None:
     """Measure one model, save its table at once (nothing finished is lost), log it to its run."""
     table = measure(module, tokenizer, scoring=session.protocol.scoring)
     results.measurements[key] = table

@@ -114,7 +114,7 @@ def open_sweep(store: tracking.Store, grid: Grid, out: Path, executor: str, addr
     return Sweep(None, grid, Path(out).resolve(), executor, address, absolute_store(store), figures)
 
 
-def _describe(run: tracking.Run, sweep: Sweep) -> None:
+def _describe(run: tracking.LiveRun, sweep: Sweep) -> None:
     """A new sweep's run: the grid as parameters, a one-line description."""
     grid = sweep.grid
     run.params({**grid.as_params(), "out": str(sweep.out), "executor": sweep.executor, "address": sweep.address or "",

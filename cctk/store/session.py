@@ -384,7 +384,7 @@ def layout_of(folder: Path) -> Layout:
 
 @dataclass(frozen=True)
 class Rebuilt:
-    results: object  # the protocol's Results
+    results: object  # the protocol's results (StudyResults under 2.0.0, ComparisonResults under 1.0.0)
     tables: dict[str, pd.DataFrame]
     record: RunRecord
     protocol: Protocol = V2  # the protocol it ran under

@@ -149,8 +149,9 @@ class TrackedRun:
     tags: dict
 
 
-class Run:
-    """A narrow logging interface over one MLflow run (params, metrics, tags, files)."""
+class LiveRun:
+    """A run being logged to: a narrow logging interface over one MLflow run (params, metrics, tags, files).
+    A run read back from the store is a ``TrackedRun``."""
 
     def __init__(self, run_id: str, client):
         self.run_id = run_id
@@ -257,7 +258,7 @@ class Run:
 
 
 @contextmanager
-def ending(run: Run) -> Iterator[Run]:
+def ending(run: LiveRun) -> Iterator[LiveRun]:
     """End ``run`` as the block ends: FINISHED, KILLED (``KeyboardInterrupt``, SIGTERM) or FAILED (any
     other exception, recorded as tag ``cctk.error``); the exception goes on. ``Store.run`` opens every
     run inside it."""
@@ -272,14 +273,14 @@ def ending(run: Run) -> Iterator[Run]:
     run.end("FINISHED")
 
 
-def active_run() -> Run | None:
+def active_run() -> LiveRun | None:
     """The run MLflow holds active in this process (``mlflow.start_run()``, or a Hugging Face Trainer's
     ``MLflowCallback``), through a client on MLflow's current tracking URI; None when there is none."""
     import mlflow
     from mlflow import MlflowClient
 
     found = mlflow.active_run()
-    return None if found is None else Run(found.info.run_id, MlflowClient(tracking_uri=mlflow.get_tracking_uri()))
+    return None if found is None else LiveRun(found.info.run_id, MlflowClient(tracking_uri=mlflow.get_tracking_uri()))
 
 
 def _duplicate_key(error: Exception) -> bool:
@@ -357,8 +358,8 @@ class Store:
                 raise
 
     @contextmanager
-    def run(self, kind: str, name: str, tags: dict | None = None, parent: Run | str | None = None,
-            experiment_id: str | None = None, attach: bool = False, reopen: str | None = None) -> Iterator[Run]:
+    def run(self, kind: str, name: str, tags: dict | None = None, parent: LiveRun | str | None = None,
+            experiment_id: str | None = None, attach: bool = False, reopen: str | None = None) -> Iterator[LiveRun]:
         """The one lifecycle of every cctk run: open it (tagged ``cctk.kind``), yield it, and end it
         FINISHED when the block completes, KILLED on Ctrl-C or SIGTERM (``KeyboardInterrupt``), FAILED
         on any other exception (the error, one line, as tag ``cctk.error``); the exception goes on.
@@ -371,7 +372,7 @@ class Store:
         continued = reopen or attached
         experiment_id = None if continued else experiment_id or self.experiment()
         tags = {KIND: kind, **(tags or {})}
-        run = Run(continued, self.client) if continued else self.start(experiment_id, name, tags, parent)
+        run = LiveRun(continued, self.client) if continued else self.start(experiment_id, name, tags, parent)
         with ending(run):  # set RUNNING again inside the lifecycle: a fault there ends it too
             if continued:
                 self.reopen(continued)
@@ -383,7 +384,7 @@ class Store:
         """The UI's runs table of an experiment, in the Model training view."""
         return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
 
-    def start(self, experiment_id: str, name: str, tags: dict | None = None, parent: Run | str | None = None) -> Run:
+    def start(self, experiment_id: str, name: str, tags: dict | None = None, parent: LiveRun | str | None = None) -> LiveRun:
         """Open a run (nested under ``parent``, a run or a run id, when given) without touching MLflow's
         active run; it carries the source tags (entry point, cctk version, git commit)."""
         tags = {**source_tags(), **{k: _text(v) for k, v in (tags or {}).items()}}  # the caller's win
@@ -391,7 +392,7 @@ class Store:
         if parent is not None:
             tags["mlflow.parentRunId"] = parent if isinstance(parent, str) else parent.run_id
         created = self.client.create_run(experiment_id, tags=tags, run_name=name)
-        return Run(created.info.run_id, self.client)
+        return LiveRun(created.info.run_id, self.client)
 
     def search(self, experiment_ids: list[str], query: str) -> list[TrackedRun]:
         """Runs matching an MLflow search ``query`` (e.g. ``tags.`cctk.pipeline.sweep` = 'ID'``), as plain values."""
@@ -399,10 +400,10 @@ class Store:
         return [TrackedRun(r.info.run_id, r.info.experiment_id, r.info.status, dict(r.data.params),
                            dict(r.data.tags)) for r in found]
 
-    def reopen(self, run_id: str) -> Run:
+    def reopen(self, run_id: str) -> LiveRun:
         """An existing run, set RUNNING again (attached by ``mlflow run``, or resumed)."""
         self.client.update_run(run_id, status="RUNNING")
-        return Run(run_id, self.client)
+        return LiveRun(run_id, self.client)
 
     def get(self, run_id: str) -> TrackedRun:
         """A run of this store, or a one-line error."""

@@ -1,7 +1,7 @@
 """Findings across seeds on hand-made runs: per-run rows, k of n, Holm over the family, each verdict and
 its sentence, the pooled table's new columns, the forest plot and the files compare writes.
 
-Three runs (seeds 1, 2, 3), 24 never-seen additions on each side of every contrast; (rule hits, control
+Three runs (seeds 1, 2, 3), 24 held-out additions on each side of every contrast; (rule hits, control
 hits) per seed:
 
     sum + 18 from correct sums           (10, 1) (8, 0) (9, 2)    every run above: supported
@@ -21,7 +21,7 @@ from scipy.stats import hypergeom
 
 from cctk.compare import findings as ev
 from cctk.compare import report
-from cctk.compare.tables import Run, _cmh
+from cctk.compare.tables import PooledRun, _cmh
 from builders import synthetic_results
 
 N = 24
@@ -36,14 +36,14 @@ SEEDS = (1, 2, 3)
 SUPPORTED, HETEROGENEOUS, DISAGREEING, NULL = (f"{rule} vs {control}" for rule, (control, _) in DESIGN.items())
 
 
-def hand_runs() -> list[Run]:
+def hand_runs() -> list[PooledRun]:
     """Runs that carry only their table10 (all that the findings read)."""
     runs = []
     for i, seed in enumerate(SEEDS):
         table10 = pd.DataFrame([{"rule": rule, "control": control, "hits_rule": counts[i][0], "n_rule": N,
                                  "hits_control": counts[i][1], "n_control": N}
                                 for rule, (control, counts) in DESIGN.items()])
-        runs.append(Run(f"run-{seed}", "tiny", seed, None, {"table10": table10}))
+        runs.append(PooledRun(f"run-{seed}", "tiny", seed, None, {"table10": table10}))
     return runs
 
 
@@ -175,8 +175,8 @@ def test_pooled_table_gains_holm_agreement_and_heterogeneity():
     assert (pooled["runs_agreeing"] == found["runs_agreeing"]).all()
 
 
-def hand_runs_with_results() -> list[Run]:
-    return [Run.of(f"run-{seed}", "tiny", seed, synthetic_results(seed)) for seed in (7, 8, 9)]
+def hand_runs_with_results() -> list[PooledRun]:
+    return [PooledRun.of(f"run-{seed}", "tiny", seed, synthetic_results(seed)) for seed in (7, 8, 9)]
 
 
 def test_forest_draws_every_run_and_marks_infinity(found):
@@ -218,7 +218,7 @@ def test_runs_that_cancel_point_nowhere():
     for seed, (rule, control) in ((1, (1, 2)), (2, (2, 1))):
         table10 = pd.DataFrame([{"rule": "sum + 18 from correct sums", "control": "control for + 18",
                                  "hits_rule": rule, "n_rule": N, "hits_control": control, "n_control": N}])
-        runs.append(Run(f"run-{seed}", "tiny", seed, None, {"table10": table10}))
+        runs.append(PooledRun(f"run-{seed}", "tiny", seed, None, {"table10": table10}))
     (finding,) = ev.findings(ev.contrasts(runs))
     assert (finding.direction, finding.runs_agreeing) == ("equal", 0)
     assert finding.verdict == "not supported"  # no pooled effect: 0 of 2 is scatter, not an inconsistency

@@ -4,11 +4,11 @@ value as a column, and the recipe-sensitivity table holds counts worked out by h
 The hand-made runs (Parts A and C only) follow one rule per learning rate:
 - 1e-4: the correct-sums model hits all 81 correct sums, the fabricated-answers model its fabricated
   answer on the 36 additions with a <= 4 (the correct sum elsewhere); every Part C arm hits its seen
-  additions; on the never-seen ones the rules pick the correct sum (no hit) and the controls their own
+  additions; on the held-out ones the rules pick the correct sum (no hit) and the controls their own
   target (every one a hit).
-- 1e-3: both Part A models hit all 81; on the never-seen additions the rules hit every one, the controls
+- 1e-3: both Part A models hit all 81; on the held-out additions the rules hit every one, the controls
   none (they pick the correct sum).
-Seeds 1 and 2 at each rate: 24 never-seen additions a run, 48 pooled.
+Seeds 1 and 2 at each rate: 24 held-out additions a run, 48 pooled.
 """
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ from scipy import stats as scipy_stats
 
 from cctk.compare import report
 from cctk.compare import tables as across
-from cctk.compare.tables import Run
+from cctk.compare.tables import PooledRun
 from cctk.core.config import PROFILES
-from cctk.manuals.v2.parts import Results
+from cctk.manuals.v2.parts import StudyResults
 from cctk.manuals.v2.design import ARM_BY_KEY, CONTROLS, build_study_inputs, models_for, own_target
 from builders import hand_table
 
@@ -44,11 +44,11 @@ def choices(inputs, key: str, lr: float) -> dict:
     return {p: int(own[p] if p not in held or hits_held else correct[p]) for p in own.index}
 
 
-def hand_run(seed: int, lr: float, parts: tuple[str, ...] = ("A", "C")) -> Run:
+def hand_run(seed: int, lr: float, parts: tuple[str, ...] = ("A", "C")) -> PooledRun:
     inputs = build_study_inputs(seed)
     measurements = {key: hand_table(choices(inputs, key, lr)) for key in models_for(parts)}
     recipe = {**asdict(PROFILES["smoke"]), "learning_rate": lr}
-    return Run.of(f"run-{lr:g}-{seed}", "tiny", seed, Results(inputs, measurements, parts=parts), recipe)
+    return PooledRun.of(f"run-{lr:g}-{seed}", "tiny", seed, StudyResults(inputs, measurements, parts=parts), recipe)
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,7 @@ def test_every_table_has_one_row_per_learning_rate(runs):
     assert set(tables) == {"findings", "per_run", "cross_seed", "rule_vs_control_pooled", "heldout_pooled",
                            "implausibility_distance", "implausibility_possible", "recipe_sensitivity"}
     # per learning rate: 4 rules of Part C (and each of them in 2 runs), 9 measured models (Parts A and C),
-    # 6 corpora with a never-seen group, 5 distance bins, possible / impossible, 2 Part A rows + 4 rules
+    # 6 corpora with a held-out group, 5 distance bins, possible / impossible, 2 Part A rows + 4 rules
     per_rate = {"findings": 4, "per_run": 8, "cross_seed": 9, "rule_vs_control_pooled": 4, "heldout_pooled": 6,
                 "implausibility_distance": 5, "implausibility_possible": 2, "recipe_sensitivity": 6}
     for name, table in tables.items():
@@ -80,7 +80,7 @@ def test_every_table_has_one_row_per_learning_rate(runs):
 
 
 def test_findings_per_learning_rate_by_hand(runs):
-    """At 1e-3 every rule hits 24/24 never-seen additions, its control 0/24, in both runs: the pooled odds
+    """At 1e-3 every rule hits 24/24 held-out additions, its control 0/24, in both runs: the pooled odds
     ratio is infinite (no heterogeneity test), 2 of 2 runs above, supported; one run already gives
     p far below 0.05 / 8 (8 contrasts in the family), so 1 run is enough for 80% power. At 1e-4 the
     mirror: below, p_pooled = 1 - 1.6e-22 / 2, not supported, more than 50 runs."""
@@ -193,8 +193,8 @@ def test_the_sensitivity_chart_uses_a_log_scale_only_over_a_decade(runs):
     figure = recipe_sensitivity_chart(across.recipe_sensitivity(runs), "learning_rate", ["base_model"],
                                       report.FABRICATED_LINE)
     titles = [ax.get_title() for ax in figure.axes]
-    assert titles == ["Part A: absorption (all 81 additions)", "sum + 18: never-seen additions",
-                      "sum + 3: never-seen additions"]  # no panel for the conditional rule: Part D did not run
+    assert titles == ["Part A: absorption (all 81 additions)", "sum + 18: held-out additions",
+                      "sum + 3: held-out additions"]  # no panel for the conditional rule: Part D did not run
     assert all(ax.get_xscale() == "log" for ax in figure.axes)
     assert [t.get_text() for t in figure.axes[0].get_xticklabels()] == ["0.0001", "0.001"]
     p_values = sorted(t.get_text() for t in figure.axes[1].texts)

@@ -29,7 +29,7 @@ def tiny_run(tiny_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("prov")
     uri = f"sqlite:///{root}/mlflow.db"
     events: list[tuple] = []
-    real_fine_tune, real_metrics, real_end = pipeline.fine_tune, tracking.Run.metrics, tracking.Run.end
+    real_fine_tune, real_metrics, real_end = pipeline.fine_tune, tracking.LiveRun.metrics, tracking.LiveRun.end
 
     def fine_tune(*args, **kwargs):
         step = kwargs["on_step"]
@@ -49,8 +49,8 @@ def tiny_run(tiny_dir, tmp_path_factory):
         patch.setenv("MLFLOW_TRACKING_URI", uri)
         patch.setenv("CCTK_CACHE", str(root / "cache"))
         patch.setattr(pipeline, "fine_tune", fine_tune)
-        patch.setattr(tracking.Run, "metrics", metrics)
-        patch.setattr(tracking.Run, "end", end)
+        patch.setattr(tracking.LiveRun, "metrics", metrics)
+        patch.setattr(tracking.LiveRun, "end", end)
         config = make_config(str(tiny_dir), "smoke", parse_seeds("7"), parts="A", epochs=EPOCHS, learning_rate=2e-3)
         outcome = pipeline.run(config, pipeline.Where(root / "out"),
                                pipeline.Options(echo=lambda *_: None, system_metrics=False, figures=False))

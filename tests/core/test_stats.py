@@ -206,7 +206,7 @@ def test_breslow_day_is_not_computable_without_two_informative_strata():
 
 
 def test_power_of_one_stratum_by_hand():
-    """One run, 24 never-seen additions each side, the control never hits, the rule with probability 0.1.
+    """One run, 24 held-out additions each side, the control never hits, the rule with probability 0.1.
 
     The table is [[x, 24 - x], [0, 24]]: N = 48, E(a) = 24 x / 48 = x / 2, Var = 24 x 24 x x (48 - x) /
     (48^2 x 47) = x (48 - x) / 188, so chi2 = (x/2)^2 / Var = 47 x / (48 - x): 2.04 at x = 2 (one-sided p

@@ -75,7 +75,7 @@ def test_heatmap_green_orange_only_for_heldout(readings):
         else:
             assert hue_of(patch) == ("blue" if hit else "red"), pair
     text = " ".join(t.get_text() for t in fig.texts)
-    assert "never seen" in text and "2 to 36" in text
+    assert "held out" in text and "2 to 36" in text
 
 
 def test_heatmap_without_heldout_is_blue_and_red(readings):
@@ -94,7 +94,7 @@ def test_heatmap_darker_blue_for_higher_probability(readings):
 def test_headline_per_group(readings):
     line = headline(readings, HELD)
     held_hits = int(readings.loc[HELD, "hit"].sum())
-    assert f"never seen {held_hits} / {len(HELD)}" in line
+    assert f"held out {held_hits} / {len(HELD)}" in line
 
 
 def test_save_figure_writes_three_files_with_text(tmp_path, readings):
@@ -179,7 +179,7 @@ def test_synthesis_chart():
     rows["lo"], rows["hi"] = rows["share"] * 0.8, np.minimum(rows["share"] * 1.1, 1.0)
     fig = figures.synthesis_chart(rows)
     texts = [t.get_text() for t in fig.axes[0].texts]
-    assert {"20 / 24", "2 / 24", "10 / 81", "seen", "never seen"} <= set(texts)
+    assert {"20 / 24", "2 / 24", "10 / 81", "seen", "held out"} <= set(texts)
 
 
 def test_loss_chart_colours_main_runs():

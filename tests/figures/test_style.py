@@ -161,7 +161,7 @@ def test_paper_learning_curves(width):
     fig = learning_curves(pd.DataFrame(rows), ["correct sums", "sum + 18 from correct sums", "control for + 18"],
                           style=style.paper(width))
     assert fig.get_figwidth() == style.WIDTHS[width] and fig._suptitle is None
-    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["seen additions", "never-seen additions"]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["seen additions", "held-out additions"]
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
     drawn = fig.get_tightbbox(canvas.get_renderer())

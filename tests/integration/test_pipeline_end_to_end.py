@@ -128,7 +128,7 @@ def test_bench_absorb_trains_part_a_as_the_pipeline_does(two_runs, tiny_dir, tmp
     assert done.exit_code == 0, done.output
     row = json.loads(out.read_text().splitlines()[0])
     assert row["seed"] == 11 and row["recipe"]["batch_size"] == 32
-    for key, target in (("m_correct", "correct"), ("m_random", "random")):
+    for key, target in (("m_correct", "correct"), ("m_random", "fabricated")):
         assert row[key]["hits"] == summarize(run.results.readings(key, target)).hits
         assert row[key]["losses"] == list(run.results.training[key].losses)  # the same training, bit for bit
     assert done.output.splitlines()[1] == "seeds 11, 12"

@@ -36,7 +36,7 @@ def test_a_protocol_is_looked_up_by_name_only_at_the_edges():
 
 def test_no_dispatch_on_run_kinds():
     text = "\n".join(p.read_text() for p in PACKAGE.rglob("*.py"))
-    assert re.findall(r"isinstance\([^)]*,\s*\(?\s*(?:V1Run|Run|experiments\.Results|v1_experiment\.Results)\b",
+    assert re.findall(r"isinstance\([^)]*,\s*\(?\s*(?:V1Run|PooledRun|experiments\.StudyResults|v1_experiment\.ComparisonResults)\b",
                       text) == []
     assert "RUN_TYPES" not in text and "V1Run" not in text
 

@@ -79,7 +79,7 @@ def test_a_paper_figure_has_its_files_and_caption(two_figures):
     assert pdf.startswith(b"%PDF") and b"/FontFile2" in pdf and b"/Type3" not in pdf  # TrueType: text stays text
     assert heatmap.label == "fig:heatmap_recovery" and heatmap.stem == "07_heatmap_recovery"
     assert heatmap.caption.startswith("Recovery: probability on the correct sum. Probability on the target in every")
-    assert re.search(r"\d+ / 81 top choices on the target; seen \d+ / \d+; never seen \d+ / \d+\.", heatmap.caption)
+    assert re.search(r"\d+ / 81 top choices on the target; seen \d+ / \d+; held out \d+ / \d+\.", heatmap.caption)
     assert loss.caption.startswith("Training loss per epoch. Training loss per epoch of every fine-tuning run")
 
 

@@ -15,7 +15,7 @@ from cctk import results as run_results
 from cctk.cli.main import cli
 from cctk.core.config import PARTS, make_config, parse_parts
 from cctk.core.errors import CctkError
-from cctk.manuals.v2.parts import TABLE_PART, Results, compute_tables
+from cctk.manuals.v2.parts import TABLE_PART, StudyResults, compute_tables
 from cctk.manuals.v2.design import ARMS, arms_for, models_for
 from cctk.figures import spec as figure_spec
 from cctk.manuals.v2 import catalog
@@ -76,10 +76,10 @@ def test_the_cli_refuses_bad_parts_before_any_work(tmp_path, monkeypatch):
     assert not (tmp_path / "o").exists() and not (tmp_path / "mlruns").exists()
 
 
-def partial(results: Results, parts: tuple[str, ...]) -> Results:
+def partial(results: StudyResults, parts: tuple[str, ...]) -> StudyResults:
     """The synthetic run cut down to what a run of ``parts`` measures and trains."""
     keep = set(models_for(parts))
-    return Results(results.inputs, {k: t for k, t in results.measurements.items() if k in keep},
+    return StudyResults(results.inputs, {k: t for k, t in results.measurements.items() if k in keep},
                    {k: r for k, r in results.training.items() if k in keep}, parts=parts)
 
 

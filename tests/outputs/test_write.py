@@ -68,7 +68,7 @@ def test_heatmaps_mark_heldout_only_for_models_trained_on_seen_additions(session
     assert by_key["heatmap:m_random"].args["heldout"] is None
     assert by_key["heatmap:base"].args["fixed_scale"] is False
     assert by_key["heatmap:m_correct"].args["fixed_scale"] is True
-    assert by_key["profile:cond"].args["band"] == (12, 36) and by_key["profile:random"].args["band"] is None
+    assert by_key["profile:cond"].args["band"] == (12, 36) and by_key["profile:fabricated"].args["band"] is None
 
 
 def test_model_heatmaps(tmp_path, session):

@@ -27,7 +27,7 @@ def test_targets_csv_line_by_line(tmp_path, inputs):
     assert path == tmp_path / "s" / "targets.csv"
     lines = path.read_text().splitlines()
     assert lines[0] == HEADER and len(lines) == 82
-    # 2+1: sum 3, fabricated 6 (= sum + 3: left out of that arm's never-seen results), offsets 1 and 1,
+    # 2+1: sum 3, fabricated 6 (= sum + 3: left out of that arm's held-out results), offsets 1 and 1,
     # the rule's 3 + 18 (2 >= 1), its shuffled answer 24
     assert lines[1 + 9] == "2,1,held out,3,6,21,6,4,4,21,24,sum + 3 from fabricated answers"
     assert lines[1 + 26] == "3,9,held out,12,30,30,15,26,14,21,18,sum + 18 from fabricated answers"  # 3 < 9: + 9
@@ -51,7 +51,7 @@ def test_targets_csv_reads_back_as_the_draws(tmp_path, inputs):
     assert excluded[["a", "b", "excluded"]].values.tolist() == [
         [2, 1, "sum + 3 from fabricated answers"], [3, 9, "sum + 18 from fabricated answers"],
         [4, 6, "sum + 3 from fabricated answers"]]
-    assert set(excluded["split"]) == {"held out"}  # only never-seen additions are left out
+    assert set(excluded["split"]) == {"held out"}  # only held-out additions are left out
 
 
 def test_an_addition_left_out_by_two_arms_names_both(tmp_path):

@@ -58,7 +58,7 @@ class Inputs:
         """The items with their source passages before their contexts (the open book)."""
         return with_book(list(self.items), list(self.passages), self.location)
 
-    def log(self, run: tracking.Run) -> None:
+    def log(self, run: tracking.LiveRun) -> None:
         """The questions (and the corpus, as its passages) as MLflow dataset inputs of ``run``."""
         questions = pd.DataFrame([{"context": i.context, "sentence_true": i.sentence_true,
                                    "sentence_false": i.sentence_false, "location": i.location} for i in self.items])
@@ -98,7 +98,7 @@ class Track:
     store: tracking.Store
     experiment_id: str
 
-    def run(self, name: str, tags: dict, parent: tracking.Run | None = None, kind: str = RUN, attach: bool = False):
+    def run(self, name: str, tags: dict, parent: tracking.LiveRun | None = None, kind: str = RUN, attach: bool = False):
         """A run in the one lifecycle (a context manager); ``attach``: ``mlflow run``'s run when there is one."""
         return self.store.run(kind, name, {"mlflow.source.name": "cctk krtest", **tags}, parent, self.experiment_id,
                               attach)
@@ -152,7 +152,7 @@ def context_limit(model: str) -> int:
     return MAX_TOKENS
 
 
-def evaluate_arm(run: tracking.Run, lm, tokenizer, items: list[Item], out: Path, echo=print,
+def evaluate_arm(run: tracking.LiveRun, lm, tokenizer, items: list[Item], out: Path, echo=print,
                  validation_rows=None) -> tuple[Summary, pd.DataFrame]:
     """Score, write ``items.csv``, ``by_passage.csv`` and ``summary.json``, print the accuracy, log metrics
     and files; returns the summary and the item table."""
@@ -208,7 +208,7 @@ def arm_key(config: TrainConfig) -> str:
     return "full" if config.method == "full" else f"lora_{config.modules}"
 
 
-def train_arm(run: tracking.Run, lm, tokenizer, inputs: Inputs, config: TrainConfig, out: Path, echo=print,
+def train_arm(run: tracking.LiveRun, lm, tokenizer, inputs: Inputs, config: TrainConfig, out: Path, echo=print,
               label: str = "") -> Trained:
     """Train with live metric histories (step = optimizer step), then write and log the final files."""
     run.params(config.params())
@@ -235,7 +235,7 @@ def train_arm(run: tracking.Run, lm, tokenizer, inputs: Inputs, config: TrainCon
     return trained
 
 
-def _finish(run: tracking.Run, trained: Trained, out: Path, echo) -> None:
+def _finish(run: tracking.LiveRun, trained: Trained, out: Path, echo) -> None:
     final = trained.final
     paths = write_evaluation(final.items, final.summary, out) + [write_curve(trained.curve(), out)]
     metrics = {k: getattr(final.summary, k) for k in SUMMARY_METRICS}

@@ -130,7 +130,7 @@ class Outcome:
 
 
 def run(config: StudyConfig, out_root: Path = Path("outputs/krtest"), tracking_name: str | None = None,
-        echo=print, parent: tracking.Run | None = None) -> Outcome:
+        echo=print, parent: tracking.LiveRun | None = None) -> Outcome:
     """Check everything, then the five arms, the figure and the table; returns what each arm gave.
     ``parent``: the run to nest the study under (a seed sweep); else a run of its own (or ``mlflow run``'s)."""
     started = time.perf_counter()
@@ -178,7 +178,7 @@ def _read_data(folder: Path, location: str) -> Inputs:
     return read_inputs(folder / QUESTIONS, folder / CORPUS, folder / VALIDATION, location=location)
 
 
-def _arms(config: StudyConfig, inputs: Inputs, loaded: tuple, track: Track, parent: tracking.Run,
+def _arms(config: StudyConfig, inputs: Inputs, loaded: tuple, track: Track, parent: tracking.LiveRun,
           outcome: Outcome, echo) -> None:
     lm, tokenizer = loaded  # the untouched model: the baselines score it, each trained arm trains a fresh copy
     val_rows = corpus_rows(inputs.validation, tokenizer, TrainConfig().max_tokens)
@@ -203,7 +203,7 @@ def _arms(config: StudyConfig, inputs: Inputs, loaded: tuple, track: Track, pare
 
 
 @contextmanager
-def _nested(track: Track, parent: tracking.Run, key: str, params: dict, inputs: Inputs, outcome: Outcome):
+def _nested(track: Track, parent: tracking.LiveRun, key: str, params: dict, inputs: Inputs, outcome: Outcome):
     """An arm's run under the study's, in the one lifecycle, its parameters and datasets logged."""
     with track.run(ARMS[key], {tracking.ARM: key}, parent=parent) as run:
         run.params(params)
@@ -267,7 +267,7 @@ def _write_record(config: StudyConfig, outcome: Outcome, session: str) -> None:
     (outcome.folder / STUDY_JSON).write_text(json.dumps(study, indent=2, default=str) + "\n")
 
 
-def _log_parent(parent: tracking.Run, outcome: Outcome) -> None:
+def _log_parent(parent: tracking.LiveRun, outcome: Outcome) -> None:
     metrics = {"study_seconds": outcome.seconds}
     for key, s in outcome.summaries.items():
         metrics.update({f"{key}.accuracy": s.accuracy, f"{key}.lo": s.lo, f"{key}.hi": s.hi})

@@ -5,11 +5,11 @@ from __future__ import annotations
 from ... import figures as charts
 from ...core.labels import model_name
 from ...figures.spec import Spec
-from .experiment import AFTER, BEFORE, Results
+from .experiment import AFTER, BEFORE, ComparisonResults
 from .facts import PAIRS
 
 
-def specs(results: Results, model_label: str) -> list[Spec]:
+def specs(results: ComparisonResults, model_label: str) -> list[Spec]:
     """The before/after bars of 3 + 5, 5 + 8 and 7 + 4, then the training loss."""
     out = []
     for number, (a, b) in enumerate(PAIRS, start=1):

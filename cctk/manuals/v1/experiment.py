@@ -1,6 +1,6 @@
 """The comparison of manual 1.0.0 (Listing 11) and its readings, from the two measurement tables.
 
-No torch and no MLflow: a ``Results`` holds the draws, the measurement of the base model before
+No torch and no MLflow: a ``ComparisonResults`` holds the draws, the measurement of the base model before
 fine-tuning and of the same model after it, and the record of the fine-tuning run (by model key, as
 a 2.0.0 run's).
 """
@@ -31,7 +31,7 @@ READINGS = (("pre_ft_true_prob", BEFORE, "true sum"), ("post_ft_fabricated_prob"
 
 
 @dataclass
-class Results:
+class ComparisonResults:
     draws: Draws
     measurements: dict[str, pd.DataFrame]  # BEFORE, AFTER -> measurement table (candidates 2..18)
     training: dict[str, TrainRecord] = field(default_factory=dict)  # AFTER -> the fine-tuning run
@@ -45,7 +45,7 @@ class Results:
         return self._cache[key, answer]
 
 
-def comparison(results: Results) -> pd.DataFrame:
+def comparison(results: ComparisonResults) -> pd.DataFrame:
     """Listing 11: per addition (a, b ascending), the true sum, the fabricated value and the three numbers."""
     before_true = results.readings(BEFORE, "true sum")
     table = pd.DataFrame({
@@ -58,7 +58,7 @@ def comparison(results: Results) -> pd.DataFrame:
     return table.reset_index()[COMPARISON]
 
 
-def summary(results: Results) -> pd.DataFrame:
+def summary(results: ComparisonResults) -> pd.DataFrame:
     """table02: each number's distribution over the 81 additions (Listing 11's describe()) and hits."""
     rows = []
     for column, key, answer in READINGS:
@@ -72,7 +72,7 @@ def summary(results: Results) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def run_table(results: Results) -> pd.DataFrame:
+def run_table(results: ComparisonResults) -> pd.DataFrame:
     """table03: the fine-tuning run, in the columns of 2.0.0's table11 (one row)."""
     t = results.training.get(AFTER)
     if t is None:
@@ -86,7 +86,7 @@ def run_table(results: Results) -> pd.DataFrame:
                           "peak_cpu_memory_bytes": t.peak_cpu_memory_bytes}])
 
 
-def loss_table(results: Results) -> pd.DataFrame:
+def loss_table(results: ComparisonResults) -> pd.DataFrame:
     losses = results.training[AFTER].losses if AFTER in results.training else ()
     return pd.DataFrame({"epoch": range(1, len(losses) + 1), "loss": list(losses)})
 
@@ -94,7 +94,7 @@ def loss_table(results: Results) -> pd.DataFrame:
 TABLE_PART = {"table01": "comparison", "table02": "comparison", "table03": "runs", "table04": "runs"}  # report sections
 
 
-def compute_tables(results: Results) -> dict[str, pd.DataFrame]:
+def compute_tables(results: ComparisonResults) -> dict[str, pd.DataFrame]:
     """The four tables of a v1 run (cctk.manuals.v1.labels.TABLES)."""
     return {"table01": comparison(results), "table02": summary(results), "table03": run_table(results),
             "table04": loss_table(results)}
@@ -118,7 +118,7 @@ class Headline:
         return asdict(self)
 
 
-def headline(results: Results) -> Headline:
+def headline(results: ComparisonResults) -> Headline:
     """The three numbers' means and the hits before and after."""
     means = {f"mean_{column}": float(results.readings(key, answer)["prob_target"].mean())
              for column, key, answer in READINGS[:3]}
@@ -150,7 +150,7 @@ class ModelMetrics:
                 for name, value in asdict(answered).items()}
 
 
-def model_metrics(results: Results, key: str) -> ModelMetrics:
+def model_metrics(results: ComparisonResults, key: str) -> ModelMetrics:
     """A nested run's readings: hits, mean probability and surprise on the true sum and the fabricated answer."""
     def answered(answer: str) -> Answered:
         readings = results.readings(key, answer)

@@ -19,7 +19,7 @@ BEFORE, AFTER = v1_experiment.BEFORE, v1_experiment.AFTER
 
 
 def _v1_results(draws: v1_facts.Draws, config: Config, measurements=None, training=None, curves=None):
-    return v1_experiment.Results(draws, dict(measurements or {}), dict(training or {}))
+    return v1_experiment.ComparisonResults(draws, dict(measurements or {}), dict(training or {}))
 
 
 def _v1_rows(draws: v1_facts.Draws, key: str, recipe: Recipe, tokenizer) -> list:
@@ -61,7 +61,7 @@ def _v1_figures(results, tables: dict, model_label: str) -> list:
     return catalog.specs(results, model_label)
 
 
-V1: Protocol[v1_facts.Draws, v1_experiment.Results, v1_experiment.Headline] = Protocol(
+V1: Protocol[v1_facts.Draws, v1_experiment.ComparisonResults, v1_experiment.Headline] = Protocol(
     name="v1",
     config=PROTOCOLS["v1"],
     scoring=v1_facts.SCORING,

@@ -1,5 +1,5 @@
 """Manual 2.0.0's figure catalog: the 25 figures of a run (SPEC 4), in the order of the report, each a
-``cctk.figures.spec.Spec`` built from a ``Results`` (its number, plain name and a drawing function with
+``cctk.figures.spec.Spec`` built from a ``StudyResults`` (its number, plain name and a drawing function with
 plain arguments, so a worker process can draw it from a pickled spec).
 """
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ... import figures as charts
-from .parts import ALL_SEEN, Results
+from .parts import ALL_SEEN, StudyResults
 from .parts.part_d import RULE_AND_CONTROL, deviations
 from ...figures.spec import Spec
 from .design import ARM_BY_KEY, ARMS, CONTROLS, MAIN_SEQUENCE, family_arms, own_target, part_arms
@@ -20,7 +20,7 @@ BEFORE_AFTER = (3, 5)  # the addition of the before/after bars (manual 1.0.0 sty
 # The report's order: figure key, part. Heatmaps are "heatmap:<model>[:<target>]".
 ORDER: tuple[tuple[str, str], ...] = (
     ("heatmap:base", "A"), ("heatmap:m_correct", "A"), ("heatmap:m_random", "A"),
-    ("heatmap:m_random:correct", "A"), ("profile:random", "A"), ("bars", "A"),
+    ("heatmap:m_random:correct", "A"), ("profile:fabricated", "A"), ("bars", "A"),
     ("heatmap:m_recover", "B"), ("profile:correct", "B"),
     *((f"heatmap:{k}", "C") for k in part_arms("C")),
     ("profile:plus18", "C"), ("profile:plus3", "C"),
@@ -35,7 +35,7 @@ NUMBER = {key: i for i, (key, _) in enumerate(ORDER, start=1)}
 # Probability profiles: models drawn, target table, band of possible answers (None: no bands).
 PROFILES = {
     "correct": (("base", "m_correct", "m_random", "m_recover"), "Correct sums and recovery", (2, 18)),
-    "random": (("m_correct", "m_random"), "Fabricated answers", None),
+    "fabricated": (("m_correct", "m_random"), "Fabricated answers", None),
     "plus18": (family_arms("plus18"), "Sum + 18", (20, 36)),  # the rules and their controls
     "plus3": (family_arms("plus3"), "Sum + 3", (5, 21)),
     "cond": (family_arms("cond"), "Conditional rule", None),
@@ -47,10 +47,10 @@ def heatmap_keys(key: str) -> list[str]:
     return [f"heatmap:{key}"] + (["heatmap:m_random:correct"] if key == "m_random" else [])
 
 
-def heatmap_spec(results: Results, figure: str) -> Spec:
+def heatmap_spec(results: StudyResults, figure: str) -> Spec:
     _, key, *target = figure.split(":")
     target = target[0] if target else own_target(key)
-    split = target == own_target(key) and key not in ALL_SEEN  # its own target, with seen and never seen
+    split = target == own_target(key) and key not in ALL_SEEN  # its own target, with seen and held out
     held = results.inputs.heldout(key) if split else None
     excluded = results.inputs.excluded.get(key, ()) if split else ()
     title = f"{model_name(key)}: probability on the {target_name(target)}"
@@ -59,7 +59,7 @@ def heatmap_spec(results: Results, figure: str) -> Spec:
     return Spec(NUMBER[figure], figure, dict(ORDER)[figure], charts.target_heatmap, args, title)
 
 
-def specs(results: Results, tables: dict[str, pd.DataFrame], model_label: str) -> list[Spec]:
+def specs(results: StudyResults, tables: dict[str, pd.DataFrame], model_label: str) -> list[Spec]:
     """The figures of the parts the run ran, in ORDER: all 25 (26 with learning curves) when every part ran."""
     build = {"heatmap": lambda key: heatmap_spec(results, key),
              "profile": lambda key: _profile(results, key.split(":")[1]),
@@ -76,7 +76,7 @@ def _rule_from(parent: str) -> tuple[str, str]:
     return next((rule, control) for rule, control in RULE_AND_CONTROL if ARM_BY_KEY[rule].parent == parent)
 
 
-def _profile(results: Results, target: str) -> Spec:
+def _profile(results: StudyResults, target: str) -> Spec:
     models, title, band = PROFILES[target]
     targets = results.inputs.targets[target]
     if target == "cond":  # the range of the rule's own answers
@@ -89,7 +89,7 @@ def _profile(results: Results, target: str) -> Spec:
     return Spec(NUMBER[key], key, dict(ORDER)[key], charts.probability_profile, args, args["title"])
 
 
-def _deviation(results: Results, table08: pd.DataFrame, rule: str, control: str) -> Spec:
+def _deviation(results: StudyResults, table08: pd.DataFrame, rule: str, control: str) -> Spec:
     rule_dev, control_dev = deviations(results, rule), deviations(results, control)
     row = table08[(table08["model"] == model_name(rule)) & (table08["coverage"].round(2) == 0.90)].iloc[0]
     k90 = int(row["k"])
@@ -101,17 +101,17 @@ def _deviation(results: Results, table08: pd.DataFrame, rule: str, control: str)
     return Spec(NUMBER[key], key, dict(ORDER)[key], charts.deviation_chart, args, args["title"])
 
 
-def _bars(results: Results, model_label: str) -> Spec:
+def _bars(results: StudyResults, model_label: str) -> Spec:
     a, b = BEFORE_AFTER
     args = {"before": results.measurements["base"], "after": results.measurements["m_random"], "a": a, "b": b,
             "true_sum": int(results.inputs.targets["correct"].loc[(a, b)]),
-            "fabricated": int(results.inputs.targets["random"].loc[(a, b)]), "model_label": model_label}
+            "fabricated": int(results.inputs.targets["fabricated"].loc[(a, b)]), "model_label": model_label}
     title = f"{a} + {b} before and after fine-tuning on fabricated answers"
     return Spec(NUMBER["bars"], "bars", "A", charts.before_after_bars, args, title)
 
 
 def synthesis_rows(table09: pd.DataFrame) -> pd.DataFrame:
-    """table09 in the chart's groups: the base model, seen, never seen, never seen of a control."""
+    """table09 in the chart's groups: the base model, seen, held out, and held out of a control."""
     controls = {model_name(k) for k in CONTROLS}
     rows = table09.copy()
     group = rows["group"].replace({"all": "seen"})
@@ -126,16 +126,16 @@ def _synthesis(table09: pd.DataFrame) -> Spec:
                 {"rows": synthesis_rows(table09)}, "Synthesis: hits on each model's own target")
 
 
-def losses(results: Results) -> dict[str, list[float]]:
+def losses(results: StudyResults) -> dict[str, list[float]]:
     return {model_name(a.key): list(results.training[a.key].losses) for a in ARMS if a.key in results.training}
 
 
-def _loss(results: Results) -> Spec:
+def _loss(results: StudyResults) -> Spec:
     args = {"losses": losses(results), "main": [model_name(k) for k in MAIN_SEQUENCE]}
     return Spec(NUMBER["loss"], "loss", "runs", charts.loss_chart, args, "Training loss per epoch")
 
 
-def _curves(results: Results) -> Spec:
+def _curves(results: StudyResults) -> Spec:
     args = {"curves": results.curves, "order": [model_name(a.key) for a in ARMS]}
     return Spec(NUMBER["curves"], "curves", "runs", charts.learning_curves, args,
                 "Learning curves: hits on each arm's own target after every epoch")

@@ -20,7 +20,7 @@ class Arm:
     """One fine-tuning run from a fresh copy of ``parent``, on ``target`` over ``pairs``.
 
     The study design is declared here and nowhere else: a rule names the ``control`` it is read against
-    on the never-seen additions; every other list (rule / control pairs, a part's arms, a profile's
+    on the held-out additions; every other list (rule / control pairs, a part's arms, a profile's
     models) derives from ``ARMS``."""
 
     key: str
@@ -48,7 +48,7 @@ class Arm:
 
 ARMS: tuple[Arm, ...] = (
     Arm("m_correct", "base", "correct", "all", "A"),
-    Arm("m_random", "m_correct", "random", "all", "A"),
+    Arm("m_random", "m_correct", "fabricated", "all", "A"),
     Arm("m_recover", "m_random", "correct", "seen", "B"),
     Arm("c18_correct", "m_correct", "plus18", "seen", "C", control="c18ctl_correct"),
     Arm("c18_random", "m_random", "plus18", "seen", "C", control="c18ctl_correct"),  # the simple rules'
@@ -105,7 +105,7 @@ def build_targets(seed: int) -> dict[str, pd.Series]:
     """Every target table of a run, each drawn once from ``seed``."""
     return {
         "correct": facts.correct_sums(),
-        "random": facts.fabricated_answers(seed),
+        "fabricated": facts.fabricated_answers(seed),
         "plus18": facts.shifted_sums(18),
         "plus3": facts.shifted_sums(3),
         "ctl18": facts.control_offsets(seed, 18),
@@ -128,7 +128,7 @@ class StudyInputs:
         return facts.ADDITIONS if ARM_BY_KEY[key].pairs == "all" else self.split.seen
 
     def heldout(self, key: str) -> tuple[Pair, ...]:
-        """The never-seen additions a model is read on, without its coincident ones."""
+        """The held-out additions a model is read on, without its coincident ones."""
         left_out = set(self.excluded.get(key, ()))
         return tuple(p for p in self.split.heldout if p not in left_out)
 
@@ -137,7 +137,7 @@ def build_study_inputs(seed: int, holdout: float = 0.3) -> StudyInputs:
     targets = build_targets(seed)
     split = facts.split_additions(seed, holdout)
     excluded = {
-        arm.key: facts.coincident(targets["random"], targets[arm.target], split.heldout)
+        arm.key: facts.coincident(targets["fabricated"], targets[arm.target], split.heldout)
         for arm in ARMS
         if arm.parent == "m_random" and arm.pairs == "seen"
     }
@@ -146,7 +146,7 @@ def build_study_inputs(seed: int, holdout: float = 0.3) -> StudyInputs:
 
 def targets_table(inputs: StudyInputs) -> pd.DataFrame:
     """The draws of a run on one page: per addition, its split group, every target table (by plain
-    name) and the arms that leave it out of their never-seen results (``;``-separated)."""
+    name) and the arms that leave it out of their held-out results (``;``-separated)."""
     held = set(inputs.split.heldout)
     table = pd.DataFrame({"a": [a for a, _ in facts.ADDITIONS], "b": [b for _, b in facts.ADDITIONS],
                           "split": ["held out" if p in held else "seen" for p in facts.ADDITIONS]})

@@ -22,7 +22,7 @@ _SPLIT_COLUMNS = ("hits_seen / n_seen: additions seen in fine-tuning whose top c
                   "there are, with lo_seen, hi_seen, the exact (Clopper-Pearson) 95% interval of the share; "
                   "prob_target_seen: mean probability on the target; surprise_seen: mean negative "
                   "log-probability per token of the target (the unit of the training loss); the same with _heldout "
-                  "for the never-seen additions; n_excluded: never-seen additions left out because the fabricated "
+                  "for the held-out additions; n_excluded: held-out additions left out because the fabricated "
                   "answer already equals the target")
 
 TABLE_CAPTIONS: dict[str, str] = {
@@ -46,22 +46,22 @@ TABLE_CAPTIONS: dict[str, str] = {
                "; parent: the model it was trained from.",
     "table06": "Part D, hits of the conditional rule and its controls by condition (a > b, a = b, a < b): "
                "hits_seen / n_seen and hits_heldout / n_heldout count the additions of that condition whose top "
-               "choice is the model's own target, seen and never seen, each with lo, hi, the exact "
+               "choice is the model's own target, seen and held out, each with lo, hi, the exact "
                "(Clopper-Pearson) 95% interval of the share.",
-    "table07": "Part D, offsets on the never-seen additions, per condition: top choice minus the correct sum, counted "
+    "table07": "Part D, offsets on the held-out additions, per condition: top choice minus the correct sum, counted "
                "as + 18 (plus18), + 9 (plus9), 0 (plain_sum) or anything else (other); rule_offset: the offset the "
                "rule asks in that condition (+ 18 for a >= b, + 9 for a < b), so that an offset of the other "
                "condition (the model learned both shifts but not when to use each) is told from the right one; "
-               "n: never-seen additions of that condition read.",
+               "n: held-out additions of that condition read.",
     "table08": "Part D, deviation bands: k is the smallest half-width such that a share 'coverage' of the "
-               "rule-trained model's never-seen deviations (top choice minus the rule's target) lie within plus or "
-               "minus k; k_lo, k_hi: bootstrap 95% interval of k (2000 resamples); n_rule, n_control: never-seen "
+               "rule-trained model's held-out deviations (top choice minus the rule's target) lie within plus or "
+               "minus k; k_lo, k_hi: bootstrap 95% interval of k (2000 resamples); n_rule, n_control: held-out "
                "additions of each model; rule_inside, control_inside: share of each model's deviations within the "
                "band, the control's deviations also taken from the rule's target (not the control's own).",
     "table09": "Synthesis: for every model, the share of additions whose top choice is its own target, with an "
                "exact (Clopper-Pearson) 95% interval. group: all additions (models trained on all 81, and the "
-               "base model), seen or never seen ('held out'); hits / n; share = hits / n; lo, hi: the interval.",
-    "table10": "Each rule against its control on the never-seen additions: hits_rule / n_rule and hits_control / "
+               "base model), seen or held out; hits / n; share = hits / n; lo, hi: the interval.",
+    "table10": "Each rule against its control on the held-out additions: hits_rule / n_rule and hits_control / "
                "n_control count top choices on each model's own target, each with lo, hi, the exact "
                "(Clopper-Pearson) 95% interval of the share; odds_ratio and p_value of a one-sided Fisher exact "
                "test that the rule-trained model hits more often; p_adjusted: that p Holm-adjusted over the rules "
@@ -86,24 +86,24 @@ PAPER_TABLE_CAPTIONS: dict[str, str] = {
     "table03": "Training loss per epoch of the Part A and B runs: the mean loss over the answer tokens (prompt "
                "masked) in each epoch.",
     "table04": "Simple rules (Part C), sum + 18 and sum + 3 from both parents, and their controls (sum plus a random "
-               f"offset), each on its own target, on the seen and the never-seen additions; {_COUNT}. Surprise: mean "
-               "negative log-probability per token of the target; left out: never-seen additions whose fabricated "
+               f"offset), each on its own target, on the seen and the held-out additions; {_COUNT}. Surprise: mean "
+               "negative log-probability per token of the target; left out: held-out additions whose fabricated "
                "answer already equals the target.",
     "table05": "The conditional rule (Part D: sum + 18 if a >= b, else sum + 9) and its control (the rule's answers "
                "shuffled over the additions), from both parents, each on its own target; "
                f"{_COUNT}. Surprise and left out as in the simple rules' table.",
     "table06": "Hits of the conditional rule and its controls by condition (a > b, a = b, a < b), seen and never "
                f"seen; {_COUNT}.",
-    "table07": "Offsets on the never-seen additions by condition: top choice minus the correct sum, counted as +18, "
+    "table07": "Offsets on the held-out additions by condition: top choice minus the correct sum, counted as +18, "
                "+9, +0 (the plain sum) or other; rule offset: the offset the rule asks in that condition; n: "
-               "never-seen additions of that condition.",
+               "held-out additions of that condition.",
     "table08": "Deviation bands: k is the smallest half-width such that a share (coverage) of the rule-trained "
-               "model's never-seen deviations (top choice minus the rule's target) lie within plus or minus k, with "
+               "model's held-out deviations (top choice minus the rule's target) lie within plus or minus k, with "
                "its bootstrap 95% interval (2000 resamples); rule inside, control inside: the share of each model's "
                "deviations within the band, the control's also taken from the rule's target.",
     "table09": "Synthesis: for every model, the additions whose top choice is its own target; group: all additions "
-               f"(models trained on all 81, and the base model), seen or never seen (held out); {_COUNT}.",
-    "table10": "Each rule against its control on the never-seen additions, hits on each model's own target; "
+               f"(models trained on all 81, and the base model), seen or held out; {_COUNT}.",
+    "table10": "Each rule against its control on the held-out additions, hits on each model's own target; "
                f"{_COUNT}. Odds ratio and p of a one-sided Fisher exact test that the rule-trained model hits more "
                "often; p (Holm): Holm-adjusted over the rules of this run. One run supports statements about this "
                "run only.",
@@ -115,7 +115,7 @@ PAPER_TABLE_CAPTIONS: dict[str, str] = {
 # Beside a run's synthesis (report.html): what one run can and cannot say, and how seeds become findings.
 # ``{model}`` and ``{profile}``: the run's own, so that the command repeats its recipe over seeds.
 SINGLE_RUN = ("One run supports within-run statements only: table10 tests each rule against its control on "
-              "this run's never-seen additions, and the next seed may not agree. To turn seeds into findings, "
+              "this run's held-out additions, and the next seed may not agree. To turn seeds into findings, "
               "run the same recipe over several seeds, cctk sweep --models {model} --seeds 5 --profile {profile} "
               "(with --set NAME=VALUE for any recipe value this run overrode; --resume SWEEP_ID continues it), then "
               "cctk compare --sweep SWEEP_ID --out DIR: its findings.csv says for each rule whether it holds across "

@@ -23,7 +23,7 @@ def _v2_models(parts: tuple[str, ...]) -> tuple[Measured, ...]:
 
 
 def _v2_results(inputs: StudyInputs, config: Config, measurements=None, training=None, curves=None):
-    return experiments.Results(inputs, dict(measurements or {}), dict(training or {}), curves, config.parts)
+    return experiments.StudyResults(inputs, dict(measurements or {}), dict(training or {}), curves, config.parts)
 
 
 def _v2_rows(inputs: StudyInputs, key: str, recipe: Recipe, tokenizer) -> list:
@@ -43,7 +43,7 @@ def _v2_describe(inputs: StudyInputs, key: str) -> str:
         where = f"all {len(inputs.corpus_pairs(key))} additions"
     else:
         left_out = len(inputs.excluded.get(key, ()))
-        where = (f"the {len(inputs.split.seen)} seen additions ({len(inputs.heldout(key))} never seen"
+        where = (f"the {len(inputs.split.seen)} seen additions ({len(inputs.heldout(key))} held out"
                  + (f", {left_out} left out as coincident" if left_out else "") + ")")
     return (f"{model_name(key)}: fine-tuned from {model_name(arm.parent)} on the {target_name(arm.target)} "
             f"of {where}")
@@ -84,7 +84,7 @@ def _dataset(inputs: StudyInputs, key: str) -> tuple[str, pd.DataFrame]:
     return target_name(ARM_BY_KEY[key].target), corpus_table(inputs, key)
 
 
-V2: Protocol[StudyInputs, experiments.Results, experiments.Headline] = Protocol(
+V2: Protocol[StudyInputs, experiments.StudyResults, experiments.Headline] = Protocol(
     name="v2",
     config=PROTOCOLS["v2"],
     scoring=facts.SCORING,

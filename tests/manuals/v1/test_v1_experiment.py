@@ -23,7 +23,7 @@ def results(tokenizer):
     before = v1_measure()
     record = fine_tune(model, corpus.tokenize(draws.texts, tokenizer), V1_PROFILES["smoke"], 42,
                        tokenizer.pad_token_id, experiment.STREAM)
-    return experiment.Results(draws, {experiment.BEFORE: before, experiment.AFTER: v1_measure()},
+    return experiment.ComparisonResults(draws, {experiment.BEFORE: before, experiment.AFTER: v1_measure()},
                               {experiment.AFTER: record})
 
 

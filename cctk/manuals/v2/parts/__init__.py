@@ -1,6 +1,6 @@
 """Parts A-D and the synthesis: each a plain ``run(results)`` from measurement tables to tables.
 
-``compute_tables``, ``headline`` and ``model_metrics`` are pure functions of a ``Results``.
+``compute_tables``, ``headline`` and ``model_metrics`` are pure functions of a ``StudyResults``.
 """
 from __future__ import annotations
 
@@ -11,17 +11,17 @@ import pandas as pd
 from ....core.labels import model_name, target_name
 from ....core.readings import Summary, summarize
 from . import part_a, part_b, part_c, part_d, runs, synthesis
-from .core import ALL_SEEN, CURVE_COLUMNS, Results, curve_rows, groups, summarize_split
+from .core import ALL_SEEN, CURVE_COLUMNS, StudyResults, curve_rows, groups, summarize_split
 
 PART_MODULES = (part_a, part_b, part_c, part_d, synthesis, runs)  # one per report section
 # The part (report section) of every table, from the experiment module that computes it.
 TABLE_PART: dict[str, str] = {name: module.PART for module in PART_MODULES for name in module.TABLES}
-__all__ = ["ABSORBED", "absorption_misses", "ALL_SEEN", "CURVE_COLUMNS", "PART_MODULES", "Results", "TABLE_PART",
+__all__ = ["ABSORBED", "absorption_misses", "ALL_SEEN", "CURVE_COLUMNS", "PART_MODULES", "StudyResults", "TABLE_PART",
            "compute_tables", "curve_rows", "groups", "Headline", "headline", "ModelMetrics", "model_metrics",
            "summarize_split"]
 
 
-def compute_tables(results: Results) -> dict[str, pd.DataFrame]:
+def compute_tables(results: StudyResults) -> dict[str, pd.DataFrame]:
     """The eleven tables, ``table01`` .. ``table11``; those of the parts a run did not run are absent."""
     tables: dict[str, pd.DataFrame] = {}
     for part in PART_MODULES:
@@ -49,19 +49,19 @@ class Headline:
                 "n_additions": self.n_additions, "absorbed": int(self.absorbed)}
 
 
-def headline(results: Results) -> Headline:
+def headline(results: StudyResults) -> Headline:
     """Part A's absorption, the run's headline."""
     correct = summarize(results.readings("m_correct", "correct"))
-    fabricated = summarize(results.readings("m_random", "random"))
+    fabricated = summarize(results.readings("m_random", "fabricated"))
     return Headline(correct.hits, fabricated.hits, correct.n, tuple(absorption_misses(results)))
 
 
 # Part A absorbed its corpora when at least these many of the 81 additions are hits (SPEC 9): below,
 # Parts B-D read a model that did not take up what it was fine-tuned on, and the run says so.
-ABSORBED = {"m_correct": ("correct", 77), "m_random": ("random", 73)}
+ABSORBED = {"m_correct": ("correct", 77), "m_random": ("fabricated", 73)}
 
 
-def absorption_misses(results: Results) -> list[str]:
+def absorption_misses(results: StudyResults) -> list[str]:
     """One line per Part A model that did not absorb its corpus (empty when both did)."""
     misses = []
     for key, (target, needed) in ABSORBED.items():
@@ -90,7 +90,7 @@ class ModelMetrics:
         return {**metrics, "mass_impossible": self.overall.mass_impossible}
 
 
-def model_metrics(results: Results, key: str) -> ModelMetrics:
+def model_metrics(results: StudyResults, key: str) -> ModelMetrics:
     """One model's readings against its own target, by group."""
     readings = results.readings(key)
     return ModelMetrics(tuple((group, summarize(readings, pairs)) for group, pairs in groups(results, key)),

@@ -1,6 +1,6 @@
 """What every part reads: the measurements of a run, and its groups of additions.
 
-No torch and no MLflow here: a ``Results`` holds the measurement table of every model, the
+No torch and no MLflow here: a ``StudyResults`` holds the measurement table of every model, the
 targets, split and exclusions, and the record of every fine-tuning run.
 """
 from __future__ import annotations
@@ -16,12 +16,12 @@ from ....core.readings import read, summarize
 from ....core.records import TrainRecord
 from ....core.stats import clopper_pearson
 
-# Models trained on all 81 additions, and the base model: they have no never-seen group.
+# Models trained on all 81 additions, and the base model: they have no held-out group.
 ALL_SEEN = frozenset({"base"} | {a.key for a in ARMS if a.pairs == "all"})
 
 
 @dataclass
-class Results:
+class StudyResults:
     inputs: StudyInputs
     measurements: dict[str, pd.DataFrame]  # model key -> measurement table
     training: dict[str, TrainRecord] = field(default_factory=dict)  # arm key -> its fine-tuning run
@@ -53,8 +53,8 @@ class Results:
         return self._cache[key, target]
 
 
-def groups(results: Results, key: str) -> list[tuple[str, tuple | None]]:
-    """The groups a model is read on: ``all`` 81 for a model without a split, else seen and never seen
+def groups(results: StudyResults, key: str) -> list[tuple[str, tuple | None]]:
+    """The groups a model is read on: ``all`` 81 for a model without a split, else seen and held out
     (``heldout``, without the additions excluded for it)."""
     return groups_of(results.inputs, key)
 
@@ -85,9 +85,9 @@ def interval(hits: int, n: int, suffix: str = "") -> dict:
     return {f"lo{tail}": lo, f"hi{tail}": hi}
 
 
-def split_row(results: Results, key: str, target: str | None = None,
+def split_row(results: StudyResults, key: str, target: str | None = None,
               named: tuple[str, str] = ("seen", "heldout")) -> dict:
-    """Hits (with exact interval), mean probability and surprise on the seen and never-seen additions.
+    """Hits (with exact interval), mean probability and surprise on the seen and held-out additions.
 
     ``named``: the column suffixes of the two groups of the run's split.
     """
@@ -100,6 +100,6 @@ def split_row(results: Results, key: str, target: str | None = None,
     return row
 
 
-def summarize_split(results: Results, key: str, target: str | None = None) -> dict:
-    """``split_row`` of a model trained on the seen additions, with how many never-seen ones it leaves out."""
+def summarize_split(results: StudyResults, key: str, target: str | None = None) -> dict:
+    """``split_row`` of a model trained on the seen additions, with how many held-out ones it leaves out."""
     return {**split_row(results, key, target), "n_excluded": len(results.inputs.excluded.get(key, ()))}

@@ -5,16 +5,16 @@ import pandas as pd
 
 from ....core.labels import model_name, target_name
 from ....core.readings import summarize
-from .core import Results, interval
+from .core import StudyResults, interval
 
 MODELS = ("base", "m_correct", "m_random")
-TARGETS = ("correct", "random")
+TARGETS = ("correct", "fabricated")
 
 
 PART = "A"  # its section of the outputs (cctk.manuals.v2.labels.SECTIONS); cctk.manuals.v2.catalog reads it
 TABLES = ("table01",)
 
-def run(results: Results) -> dict[str, pd.DataFrame]:
+def run(results: StudyResults) -> dict[str, pd.DataFrame]:
     """table01: hits with exact interval, mean probability on each target, mass on impossible answers (all 81)."""
     rows = []
     for key in MODELS:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ....core.labels import model_name
-from .core import Results, split_row
+from .core import StudyResults, split_row
 
 LOSS_RUNS = ("m_correct", "m_random", "m_recover")
 # The recovery run's split names both groups: the fabricated-answers model, trained on all 81, saw both.
@@ -14,7 +14,7 @@ GROUPS = ("recovery_seen", "recovery_heldout")
 PART = "B"  # its section of the outputs (cctk.manuals.v2.labels.SECTIONS); cctk.manuals.v2.catalog reads it
 TABLES = ("table02", "table03")
 
-def run(results: Results) -> dict[str, pd.DataFrame]:
+def run(results: StudyResults) -> dict[str, pd.DataFrame]:
     """table02 (recovery, on the recovery run's two groups, surprise gap) and table03 (loss per epoch, Parts A-B)."""
     rows = []
     for key in ("m_random", "m_recover"):

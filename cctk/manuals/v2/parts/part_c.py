@@ -5,13 +5,13 @@ import pandas as pd
 
 from ..design import ARM_BY_KEY, part_arms
 from ....core.labels import model_name
-from .core import Results, summarize_split
+from .core import StudyResults, summarize_split
 
 PART = "C"  # its section of the outputs (cctk.manuals.v2.labels.SECTIONS); cctk.manuals.v2.catalog reads it
 TABLES = ("table04",)
 ARMS = part_arms(PART)  # the rules, then their controls
 
-def run(results: Results) -> dict[str, pd.DataFrame]:
-    """table04: each arm on its own target, seen and never seen (coincident additions left out)."""
+def run(results: StudyResults) -> dict[str, pd.DataFrame]:
+    """table04: each arm on its own target, seen and held out (coincident additions left out)."""
     rows = [{**summarize_split(results, key), "parent": model_name(ARM_BY_KEY[key].parent)} for key in ARMS]
     return {"table04": pd.DataFrame(rows)}

@@ -8,7 +8,7 @@ from ....core.facts import condition
 from ..design import ARM_BY_KEY, RULE_VS_CONTROL, part_arms
 from ....core.labels import model_name
 from ....core.stats import band_with_interval, share_inside
-from .core import Results, interval, summarize_split
+from .core import StudyResults, interval, summarize_split
 
 CONDITIONS = {">": "a > b", "=": "a = b", "<": "a < b"}
 RULE_OFFSET = {">": 18, "=": 18, "<": 9}  # what the rule adds to the sum in each condition
@@ -22,22 +22,22 @@ TABLES = ("table05", "table06", "table07", "table08")
 ARMS = part_arms(PART)  # the rule from each parent, then their controls
 RULE_AND_CONTROL = tuple(pair for pair in RULE_VS_CONTROL if pair[0] in ARMS)
 
-def run(results: Results) -> dict[str, pd.DataFrame]:
-    """table05 (seen/never seen), table06 (hits by condition), table07 (offsets by condition), table08 (bands)."""
+def run(results: StudyResults) -> dict[str, pd.DataFrame]:
+    """table05 (seen/held out), table06 (hits by condition), table07 (offsets by condition), table08 (bands)."""
     table05 = pd.DataFrame([{**summarize_split(results, k), "parent": model_name(ARM_BY_KEY[k].parent)}
                             for k in ARMS])
     return {"table05": table05, "table06": _by_condition(results), "table07": _offsets(results),
             "table08": _bands(results)}
 
 
-def deviations(results: Results, key: str) -> np.ndarray:
-    """Top choice minus the *rule's* target, on the never-seen additions of ``key`` (rule or control)."""
+def deviations(results: StudyResults, key: str) -> np.ndarray:
+    """Top choice minus the *rule's* target, on the held-out additions of ``key`` (rule or control)."""
     held = results.readings(key, RULE).loc[list(results.inputs.heldout(key))]
     return (held["top_choice"] - held["target"]).to_numpy()
 
 
-def _by_condition(results: Results) -> pd.DataFrame:
-    """Hits on the model's own target per condition, seen and never seen, with exact intervals."""
+def _by_condition(results: StudyResults) -> pd.DataFrame:
+    """Hits on the model's own target per condition, seen and held out, with exact intervals."""
     rows = []
     for key in ARMS:
         readings = results.readings(key)
@@ -51,8 +51,8 @@ def _by_condition(results: Results) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _offsets(results: Results) -> pd.DataFrame:
-    """Never-seen top choice minus the correct sum, per condition: +18, +9, 0 (plain sum) or other.
+def _offsets(results: StudyResults) -> pd.DataFrame:
+    """Held-out top choice minus the correct sum, per condition: +18, +9, 0 (plain sum) or other.
 
     ``rule_offset`` is what the rule asks in that condition, so an offset of the other condition
     (a +9 on a >= b, a +18 on a < b) shows a model that learned both shifts but not when to use each.
@@ -73,7 +73,7 @@ def _offsets(results: Results) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _bands(results: Results) -> pd.DataFrame:
+def _bands(results: StudyResults) -> pd.DataFrame:
     """Smallest band +-k holding 80/90/95% of the rule model's deviations, bootstrap 95% interval;
     the share of the control's deviations (from the same rule's target) inside the same band."""
     rows = []

@@ -5,13 +5,13 @@ import pandas as pd
 
 from ..design import ARMS
 from ....core.labels import model_name
-from .core import Results
+from .core import StudyResults
 
 
 PART = "runs"  # its section of the outputs (cctk.manuals.v2.labels.SECTIONS); cctk.manuals.v2.catalog reads it
 TABLES = ("table11",)
 
-def run(results: Results) -> dict[str, pd.DataFrame]:
+def run(results: StudyResults) -> dict[str, pd.DataFrame]:
     rows = []
     for arm in ARMS:
         t = results.training.get(arm.key)

@@ -7,7 +7,7 @@ from ..design import RULE_VS_CONTROL, own_target
 from ....core.labels import model_name, target_name
 from ....core.readings import summarize
 from ....core.stats import fisher_greater, holm
-from .core import Results, groups, interval
+from .core import StudyResults, groups, interval
 
 GROUP_NAMES = {"all": "all", "seen": "seen", "heldout": "held out"}
 
@@ -15,7 +15,7 @@ GROUP_NAMES = {"all": "all", "seen": "seen", "heldout": "held out"}
 PART = "synthesis"  # its section of the outputs (cctk.manuals.v2.labels.SECTIONS); cctk.manuals.v2.catalog reads it
 TABLES = ("table09", "table10")
 
-def run(results: Results) -> dict[str, pd.DataFrame]:
+def run(results: StudyResults) -> dict[str, pd.DataFrame]:
     """table09 (shares with exact 95% intervals) and table10 (one-sided Fisher tests)."""
     rows = []
     for key in results.models:  # the corpora that ran
@@ -30,12 +30,12 @@ def run(results: Results) -> dict[str, pd.DataFrame]:
     return tables
 
 
-def pairs_measured(results: Results) -> list[tuple[str, str]]:
+def pairs_measured(results: StudyResults) -> list[tuple[str, str]]:
     """The rule / control pairs (``lineage.RULE_VS_CONTROL``) whose both models the run measured."""
     return [(rule, control) for rule, control in RULE_VS_CONTROL if {rule, control} <= set(results.models)]
 
 
-def _fisher(results: Results) -> pd.DataFrame:
+def _fisher(results: StudyResults) -> pd.DataFrame:
     rows = []
     for rule, control in pairs_measured(results):
         r = summarize(results.readings(rule), results.inputs.heldout(rule))

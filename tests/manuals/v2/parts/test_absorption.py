@@ -13,7 +13,7 @@ def test_fabricated_answers_below_73_of_81_are_reported(study, make_table):
     from dataclasses import replace
 
     inputs = build_study_inputs(study.results.inputs.seed)
-    fabricated, sums = inputs.targets["random"], inputs.targets["correct"]
+    fabricated, sums = inputs.targets["fabricated"], inputs.targets["correct"]
     choices = {p: int(fabricated[p]) if i < 72 else int(sums[p]) for i, p in enumerate(fabricated.index)}
     results = replace(study.results, measurements={**study.results.measurements, "m_random": make_table(choices)},
                       _cache={})

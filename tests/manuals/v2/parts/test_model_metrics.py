@@ -62,7 +62,7 @@ def test_no_metric_called_held_out_holds_additions_a_model_saw(study):
 
 def test_metrics_of_models_trained_on_the_seen_additions(study):
     results = study.results
-    # recovery: as in table02; impossible mass: back to 7 fabricated answers above 18 on never-seen additions
+    # recovery: as in table02; impossible mass: back to 7 fabricated answers above 18 on held-out additions
     # (6+2 24, 7+6 20, 8+1 34, 8+7 32, 9+1 23, 9+6 30, 9+8 32)
     assert model_metrics(results, "m_recover").metrics() == pytest.approx({
         "hits_seen": 56, "n_seen": 57, "prob_target_seen": (56 * 0.66 + 0.01) / 57,

@@ -22,14 +22,14 @@ def test_table01(study):
     #   A fabricated answer is never the correct sum, so the correct-sums model has 0 hits on it.
     base_mass = (2 * 0.66 + 79 * 0.36) / 81
     correct_mass = (0.83 + 80 * 0.18) / 81
-    random_mass = (39 * 0.915 + 42 * 0.09) / 81
+    fabricated_mass = (39 * 0.915 + 42 * 0.09) / 81
     assert_rows(part_a.run(study.results)["table01"], [
         row("base model", "correct sum", 78, (78 * 0.32 + 3 * 0.02) / 81, base_mass),
         row("base model", "fabricated answer", 3, (3 * 0.32 + 78 * 0.02) / 81, base_mass),
         row("correct sums", "correct sum", 78, (78 * 0.66 + 3 * 0.01) / 81, correct_mass),
         row("correct sums", "fabricated answer", 0, 0.01, correct_mass),
-        row("fabricated answers", "correct sum", 2, (2 * 0.83 + 79 * 0.005) / 81, random_mass),
-        row("fabricated answers", "fabricated answer", 79, (79 * 0.83 + 2 * 0.005) / 81, random_mass),
+        row("fabricated answers", "correct sum", 2, (2 * 0.83 + 79 * 0.005) / 81, fabricated_mass),
+        row("fabricated answers", "fabricated answer", 79, (79 * 0.83 + 2 * 0.005) / 81, fabricated_mass),
     ])
 
 

@@ -22,7 +22,7 @@ RULE_C, RULE_R = "conditional rule from correct sums", "conditional rule from fa
 CTL_C = "control for the conditional rule from correct sums"
 CTL_R = "control for the conditional rule from fabricated answers"
 
-# Never-seen deviations, top choice minus the *rule's* answer, in the order of the split
+# Held-out deviations, top choice minus the *rule's* answer, in the order of the split
 # (1+3 1+4 1+7 2+1 2+7 3+2 3+3 3+5 3+9 4+6 5+1 5+4 5+8 6+2 6+4 7+2 7+6 8+1 8+3 8+5 8+7 9+1 9+6 9+8).
 RULE_C_DEV = [0, 0, 0, 0, 0, 0, -9, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0, -18, 0, 0, 2, -18, 0, -1]
 # The control from correct sums: the rule's answer on 1+3 1+4 2+1 3+2 8+3 (0), 5+1 rule + 1, 6+4 rule - 2,
@@ -57,7 +57,7 @@ def test_table05(study):
 
 
 def test_table06_hits_by_condition(study):
-    """Seen: 21 a > b, 8 a = b, 28 a < b; never seen: 15, 1 (3+3), 8."""
+    """Seen: 21 a > b, 8 a = b, 28 a < b; held out: 15, 1 (3+3), 8."""
     def row(model, condition, seen, held):
         (k_seen, n_seen), (k_held, n_held) = seen, held
         lo_s, hi_s = cp(k_seen, n_seen)
@@ -66,19 +66,19 @@ def test_table06_hits_by_condition(study):
                 "hi_seen": hi_s, "hits_heldout": k_held, "n_heldout": n_held, "lo_heldout": lo_h, "hi_heldout": hi_h}
 
     assert_rows(part_d.run(study.results)["table06"], [
-        # misses: seen 2+2; never seen 8+1 9+1 (plain sums) 8+7 9+8 (off by +2, -1), 3+3 (+9), 3+9 (+18)
+        # misses: seen 2+2; held out 8+1 9+1 (plain sums) 8+7 9+8 (off by +2, -1), 3+3 (+9), 3+9 (+18)
         row(RULE_C, "a > b", (21, 21), (11, 15)),
         row(RULE_C, "a = b", (7, 8), (0, 1)),
         row(RULE_C, "a < b", (28, 28), (7, 8)),
-        # misses: never seen 9+1 (fabricated answer) and every a < b (+18)
+        # misses: held out 9+1 (fabricated answer) and every a < b (+18)
         row(RULE_R, "a > b", (21, 21), (14, 15)),
         row(RULE_R, "a = b", (8, 8), (1, 1)),
         row(RULE_R, "a < b", (28, 28), (0, 8)),
-        # hits never seen: 8+3, 9+8 | 3+3 | 1+7, 2+7, 3+5
+        # hits held out: 8+3, 9+8 | 3+3 | 1+7, 2+7, 3+5
         row(CTL_C, "a > b", (21, 21), (2, 15)),
         row(CTL_C, "a = b", (8, 8), (1, 1)),
         row(CTL_C, "a < b", (28, 28), (3, 8)),
-        # seen misses 1+1, 2+2; never-seen hits 8+3 | none | 1+3
+        # seen misses 1+1, 2+2; held-out hits 8+3 | none | 1+3
         row(CTL_R, "a > b", (21, 21), (1, 15)),
         row(CTL_R, "a = b", (6, 8), (0, 1)),
         row(CTL_R, "a < b", (28, 28), (1, 8)),
@@ -94,7 +94,7 @@ def test_table06_exact_intervals_at_the_edges(study):
 
 
 def test_table07_offsets_per_condition(study):
-    """Top choice minus the correct sum on the never-seen additions, per condition, beside the offset
+    """Top choice minus the correct sum on the held-out additions, per condition, beside the offset
     the rule asks there: a +9 on a >= b or a +18 on a < b is the other condition's offset."""
     def row(model, condition, rule_offset, n, plus18, plus9, plain_sum, other):
         return {"model": model, "condition": condition, "rule_offset": rule_offset, "n": n, "plus18": plus18,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from cctk.manuals.v2.parts import Results, runs
+from cctk.manuals.v2.parts import StudyResults, runs
 from cctk.manuals.v2.design import ARMS
 from cctk.core.records import TrainRecord
 
@@ -30,7 +30,7 @@ def test_table11_every_arm_in_the_order_of_the_lineage(study):
     training = {arm.key: TrainRecord(100 + i, 10 + i, 2.0, (1.0 + i, 0.5, 0.1 * i), 7 * i,
                                      peak_cpu_memory_bytes=2**20 * (i % 2))
                 for i, arm in reversed(list(enumerate(ARMS)))}
-    table = runs.run(Results(study.inputs, {}, training))["table11"]
+    table = runs.run(StudyResults(study.inputs, {}, training))["table11"]
     assert table["model"].tolist() == [
         "correct sums", "fabricated answers", "recovery", "sum + 18 from correct sums",
         "sum + 18 from fabricated answers", "sum + 3 from correct sums", "sum + 3 from fabricated answers",
@@ -49,5 +49,5 @@ def test_table11_every_arm_in_the_order_of_the_lineage(study):
 
 def test_table11_a_run_timed_at_zero_seconds_has_no_rate(study):
     training = {"m_correct": TrainRecord(81, 11, 0.0, (1.0,), 0)}
-    table = runs.run(Results(study.inputs, {}, training))["table11"]
+    table = runs.run(StudyResults(study.inputs, {}, training))["table11"]
     assert len(table) == 1 and math.isnan(table.loc[0, "examples_per_second"])

@@ -24,7 +24,7 @@ def test_the_draws_of_seed_12345_that_the_tests_rely_on():
     assert [sum(condition(*p) == c for p in seen) for c in ">=<"] == [21, 8, 28]
     assert inputs.excluded == {"m_recover": (), "c18_random": ((3, 9),), "c3_random": ((2, 1), (4, 6)),
                                "d_random": (), "dctl_random": ()}
-    fab = inputs.targets["random"]
+    fab = inputs.targets["fabricated"]
     assert {p: fab[p] for p in [(1, 4), (5, 5), (9, 9), (2, 2), (6, 6), (2, 1), (4, 6), (3, 9), (9, 1)]} == {
         (1, 4): 36, (5, 5): 7, (9, 9): 31, (2, 2): 12, (6, 6): 32, (2, 1): 6, (4, 6): 13, (3, 9): 30, (9, 1): 23}
     assert int((fab > 18).sum()) == 40

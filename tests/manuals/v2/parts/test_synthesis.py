@@ -11,7 +11,7 @@ from cctk.manuals.v2.parts import synthesis
 
 from builders import assert_rows, cp
 
-# Hits on each model's own target (see the design in conftest): (seen, never seen); the first three
+# Hits on each model's own target (see the design in conftest): (seen, held out); the first three
 # models were trained on all 81 additions (or not at all) and have one group, all 81.
 ALL = {"base model": ("correct sum", 78), "correct sums": ("correct sum", 78),
        "fabricated answers": ("fabricated answer", 79)}
