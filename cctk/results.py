@@ -23,7 +23,6 @@ from pathlib import Path
 import pandas as pd
 
 from .core.errors import CctkError
-from .core.labels import model_name
 from .core.lm.models import cache_root
 from .core.records import RunInfo
 from .store import session, tracking
@@ -128,7 +127,7 @@ def read_folder(folder: Path) -> RunResults:
     protocol, info = session.read_stored(Path(folder))
     layout = session.Layout(Path(folder), protocol)
     tables = {name: pd.read_csv(path, float_precision="round_trip") for name, path in session.find_tables(layout).items()}
-    measurements = {model_name(k): t for k, t in session.read_measurements(layout).items()}
+    measurements = {protocol.model_name(k): t for k, t in session.read_measurements(layout).items()}
     files = session.find_figures(layout)
     figures = {name: paths["png"] for name, paths in files.items() if "png" in paths}
     return RunResults(layout.folder, info, tables, measurements, figures, files, session.read_targets(layout))

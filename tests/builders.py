@@ -185,11 +185,12 @@ def synthetic_results(seed: int = SEED, epochs: int = 3):
 def figure_copier(folder: Path):
     """A ``cctk.figures.spec.draw_and_save`` that copies the figure of the session in ``folder`` (in the formats it
     has) instead of drawing it: for tests about everything but the drawing."""
+    from cctk.manuals.v2.manual import V2
     from cctk.store.session import Layout
 
     def copy(spec, out: Path) -> list[Path]:
         out.mkdir(parents=True, exist_ok=True)
-        files = Layout(Path(folder)).figure(spec.number, spec.stem).values()
+        files = Layout(Path(folder), V2).figure(spec.number, spec.stem).values()
         return [Path(shutil.copy2(path, out)) for path in files if path.is_file()]
 
     return copy
@@ -251,9 +252,10 @@ def write_v1_session_before_issue_21(root: Path) -> Path:
     """A protocol v1 session folder as the code before issue 21 left it, inputs only: its run_info.json and
     training record (verbatim, the fine-tuned model under the key ``m_random``) and the measurements of
     ``v1_results()`` (whose files never changed)."""
+    from cctk.manuals.v1.manual import V1
     from cctk.store import session
 
-    layout = session.Layout(Path(root) / SESSION, "v1")
+    layout = session.Layout(Path(root) / SESSION, V1)
     for key, table in v1_results().measurements.items():
         session.write_measurement(layout, key, table)
     (layout.folder / "training").mkdir()
@@ -399,7 +401,7 @@ def assert_rows(actual: pd.DataFrame, expected: list[dict], atol: float = 1e-12)
 def check_loaded(loaded, tables: dict, formats: tuple[str, ...] = ("png",)) -> None:
     """``cctk.results.load`` of the session ``write_session`` made of ``synthetic_results()``: every table,
     measurement, figure (in ``formats``: PNG only in the fast suite's session) and the draws."""
-    from cctk.core.labels import MODELS
+    from cctk.manuals.v2.labels import MODELS
 
     assert list(loaded.tables) == [f"table{i:02d}" for i in range(1, 12)]
     for name, table in tables.items():

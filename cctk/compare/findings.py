@@ -28,7 +28,7 @@ import pandas as pd
 
 from ..core import stats
 from ..manuals.v2.design import RULE_VS_CONTROL
-from ..core.labels import model_name
+from ..manuals.v2.labels import model_name
 from .tables import PooledRun, _cmh, _has_rule, _two_by_two, grouped
 
 ALPHA = 0.05

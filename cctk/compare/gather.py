@@ -49,6 +49,6 @@ def gather(ids: list[str], tracking_name: str | None = None, cache: Path | None 
     for run_id in ids:
         back = session.rebuild(run_results.download(run_id, tracking_name, cache))
         config = back.record.config
-        gathered.append(PooledRun.of(run_id, config.model, config.seed, back.results, asdict(config.recipe),
-                               tables=back.tables, protocol=back.protocol))
+        gathered.append(PooledRun.of(run_id, config.model, config.seed, back.protocol, back.results,
+                                     asdict(config.recipe), tables=back.tables))
     return gathered

@@ -19,7 +19,7 @@ from ..figures import save_figure
 from ..figures.across import cross_model_chart, implausibility_chart, recipe_sensitivity_chart
 from ..figures.forest import forest_chart
 from ..manuals.v2.design import ARMS
-from ..core.labels import model_name
+from ..manuals.v2.labels import model_name
 from ..outputs.html_report import data_uri
 from ..outputs.tables import html as table_html
 from ..outputs.tables import write_table

@@ -17,11 +17,10 @@ from statsmodels.stats.contingency_tables import StratifiedTable
 
 from ..manuals.v2.parts import StudyResults
 from ..manuals.v2.design import ARM_BY_KEY, ARMS, MODEL_KEYS, RULE_VS_CONTROL, own_target
-from ..core.labels import model_name, target_name
+from ..manuals.v2.labels import model_name, target_name
 from ..manuals.registry import Protocol
 from ..core.stats import clopper_pearson
 from ..manuals.v1 import experiment as v1_experiment
-from ..manuals.v2.manual import V2
 
 DISTANCE_BINS = ((1, 2), (3, 5), (6, 9), (10, 17), (18, 34))  # |fabricated answer - true sum|
 GROUPS = ("all", "seen", "held out")
@@ -35,17 +34,18 @@ class PooledRun:
     run_id: str
     model: str
     seed: int
+    protocol: Protocol
     results: StudyResults | v1_experiment.ComparisonResults
     tables: dict[str, pd.DataFrame]
     recipe: dict[str, object] = field(default_factory=dict)  # name -> value in force, as the run logged it
-    protocol: Protocol = V2
 
     @classmethod
-    def of(cls, run_id: str, model: str, seed: int, results: StudyResults | v1_experiment.ComparisonResults,
-           recipe: dict | None = None, tables: dict | None = None, protocol: Protocol = V2) -> PooledRun:
+    def of(cls, run_id: str, model: str, seed: int, protocol: Protocol,
+           results: StudyResults | v1_experiment.ComparisonResults, recipe: dict | None = None,
+           tables: dict | None = None) -> PooledRun:
         """A run from its results (its tables computed from them, under its protocol, unless given)."""
-        return cls(run_id, model, seed, results, protocol.compute_tables(results) if tables is None else tables,
-                   dict(recipe or {}), protocol)
+        return cls(run_id, model, seed, protocol, results,
+                   protocol.compute_tables(results) if tables is None else tables, dict(recipe or {}))
 
     def pooled_in(self, table: str) -> bool:
         """Whether its protocol contributes to the comparison table ``table``."""

@@ -11,7 +11,7 @@ from matplotlib.patches import Patch
 from matplotlib.transforms import blended_transform_factory
 
 from ..core.facts import CANDIDATES
-from ..core.labels import model_name
+from ..core.labels import BASE_MODEL
 from . import style as styles
 from .common import BASE, HELD_HIT, LIGHT_BLUE, LIGHT_RED, LINES, SEEN_HIT, new_figure, paper_style, shade
 from .style import REPORT, Style
@@ -55,7 +55,7 @@ def probability_profile(series: dict[str, pd.DataFrame], targets: pd.Series, tit
 
 
 def _color(i: int, name: str) -> str:
-    return BASE if name == model_name("base") else LINES[i % len(LINES)]
+    return BASE if name == BASE_MODEL else LINES[i % len(LINES)]
 
 
 def left_top(peak: float) -> float:

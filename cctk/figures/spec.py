@@ -6,13 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.labels import figure_name, file_stem
+from ..core.labels import file_stem
 from .common import save_figure
 
 
 @dataclass(frozen=True)
 class Spec:
-    """One figure: ``number`` orders it, ``key`` names it (names.FIGURES), ``draw(**args)`` makes it."""
+    """One figure: ``number`` orders it, ``key`` tells it apart, ``name`` is its plain name (its manual's
+    labels: its file names), ``draw(**args)`` makes it."""
 
     number: int
     key: str
@@ -20,10 +21,11 @@ class Spec:
     draw: object
     args: dict
     title: str  # as the chart says it, for captions
+    name: str  # the plain name the manual gives it (its folder and file names)
 
     @property
     def stem(self) -> str:
-        return file_stem(figure_name(self.key))
+        return file_stem(self.name)
 
 
 def draw_and_save(spec: Spec, folder: Path) -> list[Path]:

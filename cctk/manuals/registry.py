@@ -76,6 +76,7 @@ class Protocol(Generic[D, R, H]):
     report: Report
     seed_roles: dict[str, str]  # "seeds[0]" (and "seeds[1:]") -> what it controls
     params: dict[str, str]  # the parent run's parameters besides the configuration's
+    model_name: Callable[[str], str]  # a model key's plain name: its files, runs and table rows (its labels)
     models: Callable[[tuple[str, ...]], tuple[Measured, ...]]  # the models a run of these parts measures
     draw: Callable[[Config], D]  # everything drawn before training
     new_results: Callable[..., R]  # (draws, config, measurements, training, curves) -> its results

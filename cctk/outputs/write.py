@@ -14,21 +14,19 @@ import pandas as pd
 
 from ..manuals import registry as protocols
 from ..store import session
-from ..core.labels import model_name
 from ..core.records import RunRecord
 from ..store.session import Layout
 from ..figures import spec as figure_spec
 from . import html_report, render, run_report
 from .tables import write_tables
-from ..manuals.v2.manual import V2
 
 
-def model_heatmaps(results, key: str, layout: Layout, protocol: protocols.Protocol = V2) -> list[Path]:
+def model_heatmaps(results, key: str, layout: Layout) -> list[Path]:
     """The figures of one model as soon as it is measured (2.0.0: its heatmaps; the correct sum too for
     m_random), PNG/PDF/EPS, each in its numbered folder, where ``write_all(..., reuse_heatmaps=True)``
-    finds it again."""
+    finds it again. The figures are those of the layout's protocol."""
     paths = []
-    for spec in protocol.model_figures(results, key):
+    for spec in layout.protocol.model_figures(results, key):
         paths += figure_spec.draw_and_save(spec, layout.figure(spec.number, spec.stem)["png"].parent)
     return paths
 
@@ -48,9 +46,9 @@ def write_all(results, tables: dict[str, pd.DataFrame], record: RunRecord, layou
     session.write_run_info(layout, info)
     specs = protocol.figures(results, tables, record.config.model) if figures else []
     uris = render.run_all(partial(_figure, layout=layout, reuse=reuse_heatmaps), specs)
-    losses = {model_name(m.key): list(results.training[m.key].losses)
+    losses = {protocol.model_name(m.key): list(results.training[m.key].losses)
               for m in protocol.trained(record.config.parts) if m.key in results.training}
-    run_report.write(info, protocol, tables[report.runs_table], losses, [model_name(k) for k in protocol.main_sequence],
+    run_report.write(info, protocol, tables[report.runs_table], losses, [protocol.model_name(k) for k in protocol.main_sequence],
                      layout.run_report)
     layout.report_html.write_text(html_report.render(info, tables, list(zip(specs, uris)), protocol),
                                   encoding="utf-8")

@@ -30,7 +30,6 @@ from ..core.lm.device import check_recipe, out_of_memory_as_line, resolve as res
 from ..core.errors import CctkError
 from ..manuals.v2.parts import curve_rows
 from ..core.lm.finetune import fine_tune
-from ..core.labels import model_name
 from ..outputs import model_heatmaps, write_all
 from ..core.progress import Progress
 from ..manuals.registry import Measured, Protocol
@@ -352,7 +351,7 @@ def _train_model(session: Session, results, arm: Measured, child, rows, tokenize
     draws, recipe = results.draws, session.config.recipe
     recipe_params = {k: v for k, v in session.config.as_params().items()
                      if k.startswith("recipe.")}  # the parent's names
-    nested.params({"parent": model_name(arm.parent), "corpus": session.protocol.corpus_note(arm.key),
+    nested.params({"parent": session.protocol.model_name(arm.parent), "corpus": session.protocol.corpus_note(arm.key),
                    "examples": len(rows), **recipe_params})
     if session.protocol.dataset is not None:
         name, table = session.protocol.dataset(draws, arm.key)
@@ -362,7 +361,7 @@ def _train_model(session: Session, results, arm: Measured, child, rows, tokenize
     trained = None
     try:
         trained = fine_tune(child, rows, recipe, session.config.seed, tokenizer.pad_token_id, arm.stream or arm.key,
-                            on_step=progress.arm(i, model_name(arm.key), rows, recipe), on_epoch=on_epoch,
+                            on_step=progress.arm(i, session.protocol.model_name(arm.key), rows, recipe), on_epoch=on_epoch,
                             on_loss=lambda epoch, loss: nested.metrics({"loss": loss}, step=epoch))
     finally:
         progress.close(finished=trained is not None)
@@ -399,7 +398,7 @@ def _nested_run(session: Session, arm: Measured, draws):
     tags = {tracking.KEY: arm.key, tracking.PARENT_KEY: arm.parent or "", tracking.PROTOCOL: session.protocol.name,
             "mlflow.source.name": "cctk run"}
     tags[tracking.PARENT_RUN] = session.mlflow_run.run_id
-    with session.store.run("model", model_name(arm.key), tags, parent=session.mlflow_run,
+    with session.store.run("model", session.protocol.model_name(arm.key), tags, parent=session.mlflow_run,
                        experiment_id=session.experiment_id) as nested:
         nested.params({"parent_run_id": session.mlflow_run.run_id, "seed": session.config.seed})  # the seed it used
         nested.note(session.protocol.describe(draws, arm.key))
@@ -411,7 +410,7 @@ def _out_of_memory(session: Session, key: str):
     """An out-of-memory error of an arm as one line (the run ends FAILED with it): the estimate it was
     checked against and the options that fit, instead of the allocator's traceback."""
     plan = replace(session.plan, others=models.roster_shapes())
-    return out_of_memory_as_line(plan, session.device, f"the {model_name(key)} arm")
+    return out_of_memory_as_line(plan, session.device, f"the {session.protocol.model_name(key)} arm")
 
 
 def _measure_and_log(session: Session, results, key: str, module, tokenizer, nested: tracking.LiveRun) -> None:
@@ -421,7 +420,7 @@ def _measure_and_log(session: Session, results, key: str, module, tokenizer, nes
     nested.metrics(session.protocol.model_metrics(results, key).metrics())
     nested.files(session_files.write_measurement(session.layout, key, table), "measurement")
     nested.table(table, "measurement_table.json")
-    drawn = model_heatmaps(results, key, session.layout, session.protocol) if session.figures else []
+    drawn = model_heatmaps(results, key, session.layout) if session.figures else []
     for figure in drawn:  # write_all
         nested.files(figure, "figures")  # reuses them
 

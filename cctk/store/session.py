@@ -37,13 +37,12 @@ from ..core.config import PARTS, Recipe
 from ..core.errors import CctkError
 from ..manuals.v2.parts import CURVE_COLUMNS
 from ..core.lm.models import model_id
-from ..core.labels import file_stem, model_name
+from ..core.labels import file_stem
 from ..manuals.registry import Protocol
 from ..core.provenance import Provenance
 from ..core.readings import COLUMNS
 from ..core.records import (Design, Hardware, MemoryUse, MlflowIds, ModelSource, RunInfo, RunRecord, Seeds, Trained,
     TrainRecord)
-from ..manuals.v2.manual import V2
 
 RUN_INFO = "run_info.json"
 FORMATS = ("png", "pdf", "eps")  # every figure, in this order
@@ -113,7 +112,7 @@ class Layout:
     """Every path of one session folder."""
 
     folder: Path
-    protocol: Protocol = V2  # the protocol whose tables it holds (its name in run_info.json)
+    protocol: Protocol  # the protocol whose tables it holds (its name in run_info.json)
 
     @property
     def session(self) -> str:
@@ -137,7 +136,7 @@ class Layout:
         return self.folder / "corpus.txt"
 
     def measurement(self, key: str) -> Path:
-        return self.folder / "measurements" / f"{file_stem(model_name(key))}.csv"
+        return self.folder / "measurements" / f"{file_stem(self.protocol.model_name(key))}.csv"
 
     def training(self, key: str) -> Path:
         return self.folder / "training" / f"{key}.json"
@@ -180,7 +179,7 @@ class Layout:
         return self.folder / f"{self.session}.zip"
 
 
-def table_stem(name: str, protocol: Protocol = V2) -> str:
+def table_stem(name: str, protocol: Protocol) -> str:
     """``table01`` -> ``table01_corpus_absorption`` (``table01_comparison`` under protocol v1)."""
     return f"{name}_{file_stem(protocol.report.tables[name]).lower()}"
 
@@ -241,7 +240,7 @@ def read_measurements(layout: Layout, require: tuple[str, ...] = ()) -> dict[str
         if path.is_file():
             found[key] = read_measurement(path)
         elif key in require:
-            raise CctkError(f"{layout.folder} has no measurement of the {model_name(key)} model ({path.name})")
+            raise CctkError(f"{layout.folder} has no measurement of the {layout.protocol.model_name(key)} model ({path.name})")
     return found
 
 
@@ -293,7 +292,7 @@ def read_curves(layout: Layout) -> pd.DataFrame | None:
 def run_info(record: RunRecord, protocol: Protocol, results) -> RunInfo:
     """Everything run_info.json holds: the record, plus the facts a reader wants beside it."""
     config, facts = record.config, record.facts
-    trained = {m.key: Trained(model_name(m.key), model_name(m.parent), record.training[m.key])
+    trained = {m.key: Trained(protocol.model_name(m.key), protocol.model_name(m.parent), record.training[m.key])
                for m in protocol.trained(config.parts) if m.key in record.training}
     return RunInfo(protocol=protocol.name, session=facts.session,
                    model=facts.model or ModelSource(config.model, model_id(config.model)), profile=config.profile,
@@ -387,7 +386,7 @@ class Rebuilt:
     results: object  # the protocol's results (StudyResults under 2.0.0, ComparisonResults under 1.0.0)
     tables: dict[str, pd.DataFrame]
     record: RunRecord
-    protocol: Protocol = V2  # the protocol it ran under
+    protocol: Protocol  # the protocol it ran under
 
 
 def rebuild(folder: Path) -> Rebuilt:

@@ -12,12 +12,13 @@ from cctk.compare import tables as across
 from cctk.compare.tables import PooledRun
 from cctk.manuals.v2.parts import StudyResults
 from cctk.manuals.v2.design import MODEL_KEYS, build_study_inputs, own_target
+from cctk.manuals.v2.manual import V2
 from builders import hand_table, synthetic_results
 
 
 @pytest.fixture(scope="module")
 def two_runs():
-    return [PooledRun.of("run-a", "tiny", 7, synthetic_results(7)), PooledRun.of("run-b", "tiny", 8, synthetic_results(8))]
+    return [PooledRun.of("run-a", "tiny", 7, V2, synthetic_results(7)), PooledRun.of("run-b", "tiny", 8, V2, synthetic_results(8))]
 
 
 def test_t_interval_by_hand():
@@ -75,7 +76,7 @@ def test_implausibility_by_hand():
     measurements = {key: hand_table({p: int(t) for p, t in inputs.targets[own_target(key)].items()})
                     for key in MODEL_KEYS}
     measurements["m_random"] = hand_table(choices, 0.66)
-    run = PooledRun.of("r", "tiny", 3, StudyResults(inputs, measurements))
+    run = PooledRun.of("r", "tiny", 3, V2, StudyResults(inputs, measurements))
     by_distance, by_kind = across.implausibility([run, run])  # the same run twice: counts double
     impossible = int((fabricated > 18).sum())
     kinds = by_kind.set_index("answer")
@@ -112,7 +113,7 @@ def test_implausibility_chart_labels_break_between_words():
     inputs = build_study_inputs(3)
     measurements = {key: hand_table({p: int(t) for p, t in inputs.targets[own_target(key)].items()})
                     for key in MODEL_KEYS}
-    run = PooledRun.of("r", "tiny", 3, StudyResults(inputs, measurements))
+    run = PooledRun.of("r", "tiny", 3, V2, StudyResults(inputs, measurements))
     figure = implausibility_chart(*across.implausibility([run]))
     labels = [t.get_text() for t in figure.axes[1].get_xticklabels()]
     plt.close(figure)

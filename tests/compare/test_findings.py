@@ -22,6 +22,7 @@ from scipy.stats import hypergeom
 from cctk.compare import findings as ev
 from cctk.compare import report
 from cctk.compare.tables import PooledRun, _cmh
+from cctk.manuals.v2.manual import V2
 from builders import synthetic_results
 
 N = 24
@@ -43,7 +44,7 @@ def hand_runs() -> list[PooledRun]:
         table10 = pd.DataFrame([{"rule": rule, "control": control, "hits_rule": counts[i][0], "n_rule": N,
                                  "hits_control": counts[i][1], "n_control": N}
                                 for rule, (control, counts) in DESIGN.items()])
-        runs.append(PooledRun(f"run-{seed}", "tiny", seed, None, {"table10": table10}))
+        runs.append(PooledRun(f"run-{seed}", "tiny", seed, V2, None, {"table10": table10}))
     return runs
 
 
@@ -176,7 +177,7 @@ def test_pooled_table_gains_holm_agreement_and_heterogeneity():
 
 
 def hand_runs_with_results() -> list[PooledRun]:
-    return [PooledRun.of(f"run-{seed}", "tiny", seed, synthetic_results(seed)) for seed in (7, 8, 9)]
+    return [PooledRun.of(f"run-{seed}", "tiny", seed, V2, synthetic_results(seed)) for seed in (7, 8, 9)]
 
 
 def test_forest_draws_every_run_and_marks_infinity(found):
@@ -218,7 +219,7 @@ def test_runs_that_cancel_point_nowhere():
     for seed, (rule, control) in ((1, (1, 2)), (2, (2, 1))):
         table10 = pd.DataFrame([{"rule": "sum + 18 from correct sums", "control": "control for + 18",
                                  "hits_rule": rule, "n_rule": N, "hits_control": control, "n_control": N}])
-        runs.append(PooledRun(f"run-{seed}", "tiny", seed, None, {"table10": table10}))
+        runs.append(PooledRun(f"run-{seed}", "tiny", seed, V2, None, {"table10": table10}))
     (finding,) = ev.findings(ev.contrasts(runs))
     assert (finding.direction, finding.runs_agreeing) == ("equal", 0)
     assert finding.verdict == "not supported"  # no pooled effect: 0 of 2 is scatter, not an inconsistency

@@ -27,6 +27,7 @@ from cctk.compare.tables import PooledRun
 from cctk.core.config import PROFILES
 from cctk.manuals.v2.parts import StudyResults
 from cctk.manuals.v2.design import ARM_BY_KEY, CONTROLS, build_study_inputs, models_for, own_target
+from cctk.manuals.v2.manual import V2
 from builders import hand_table
 
 LOW, HIGH = 1e-4, 1e-3
@@ -48,7 +49,7 @@ def hand_run(seed: int, lr: float, parts: tuple[str, ...] = ("A", "C")) -> Poole
     inputs = build_study_inputs(seed)
     measurements = {key: hand_table(choices(inputs, key, lr)) for key in models_for(parts)}
     recipe = {**asdict(PROFILES["smoke"]), "learning_rate": lr}
-    return PooledRun.of(f"run-{lr:g}-{seed}", "tiny", seed, StudyResults(inputs, measurements, parts=parts), recipe)
+    return PooledRun.of(f"run-{lr:g}-{seed}", "tiny", seed, V2, StudyResults(inputs, measurements, parts=parts), recipe)
 
 
 @pytest.fixture(scope="module")

@@ -73,13 +73,13 @@ def test_heatmaps_mark_heldout_only_for_models_trained_on_seen_additions(session
 
 def test_model_heatmaps(tmp_path, session):
     _, results, _ = session
-    paths = model_heatmaps(results, "m_random", Layout(tmp_path))
+    paths = model_heatmaps(results, "m_random", Layout(tmp_path, V2))
     assert sorted(p.relative_to(tmp_path / "figures").as_posix() for p in paths) == sorted(
         f"{folder}/{stem}.{ext}" for folder, stem in (("03_heatmap_fabricated_answers", "heatmap_fabricated_answers"),
                                                       ("04_heatmap_fabricated_answers_on_the_correct_sum",
                                                        "heatmap_fabricated_answers_on_the_correct_sum"))
         for ext in ("png", "pdf", "eps"))
-    assert len(model_heatmaps(results, "base", Layout(tmp_path))) == 3
+    assert len(model_heatmaps(results, "base", Layout(tmp_path, V2))) == 3
 
 
 def test_11_tables_in_three_formats_and_one_workbook(session):
@@ -105,7 +105,7 @@ def test_11_tables_in_three_formats_and_one_workbook(session):
 
 def test_table_files_are_the_same_bytes_when_written_again(tmp_path, session):
     folder, _, tables = session
-    write_tables(tables, Layout(tmp_path / SESSION), V2.report.captions)
+    write_tables(tables, Layout(tmp_path / SESSION, V2), V2.report.captions)
     again, first = files_under(tmp_path / SESSION), files_under(folder)
     assert again == {name: first[name] for name in again}  # CSV, XLSX, LaTeX and the workbook
 

@@ -208,7 +208,7 @@ def _interrupted_pipeline(tiny_dir, tmp_path, status: str):
     store = tracking.connect()
     folder = session.new_folder(tmp_path / "out", str(tiny_dir))
     protocol = protocols.get("v2")
-    session.write_draws(session.Layout(folder), protocol, protocol.draw(config))
+    session.write_draws(session.Layout(folder, protocol), protocol, protocol.draw(config))
     parent = store.start(store.experiment(), folder.name, {"cctk.kind": "pipeline", "cctk.store.session": folder.name,
                                                            "cctk.protocol": "v2"})
     parent.params(config.as_params())

@@ -3,10 +3,10 @@ additions, then the training loss. Drawn and written by ``cctk.outputs.write``, 
 from __future__ import annotations
 
 from ... import figures as charts
-from ...core.labels import model_name
 from ...figures.spec import Spec
 from .experiment import AFTER, BEFORE, ComparisonResults
 from .facts import PAIRS
+from .labels import figure_name, model_name
 
 
 def specs(results: ComparisonResults, model_label: str) -> list[Spec]:
@@ -16,9 +16,10 @@ def specs(results: ComparisonResults, model_label: str) -> list[Spec]:
         args = {"before": results.measurements[BEFORE], "after": results.measurements[AFTER], "a": a, "b": b,
                 "true_sum": a + b, "fabricated": int(results.draws.fabricated.loc[(a, b)]),
                 "model_label": model_label}
-        out.append(Spec(number, f"bars:{a}+{b}", "comparison", charts.before_after_bars, args,
-                        f"{a} + {b} before and after fine-tuning on fabricated answers"))
+        key = f"bars:{a}+{b}"
+        out.append(Spec(number, key, "comparison", charts.before_after_bars, args,
+                        f"{a} + {b} before and after fine-tuning on fabricated answers", figure_name(key)))
     losses = {model_name(key): list(t.losses) for key, t in results.training.items()}
     out.append(Spec(len(out) + 1, "loss", "runs", charts.loss_chart, {"losses": losses, "main": list(losses)},
-                    "Training loss per epoch"))
+                    "Training loss per epoch", figure_name("loss")))
     return out

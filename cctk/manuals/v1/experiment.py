@@ -11,13 +11,13 @@ from dataclasses import asdict, dataclass, field
 import pandas as pd
 
 from ...core.facts import correct_sums
-from ...core.labels import model_name
+from .labels import model_name
 from ...core.readings import read
 from ...core.records import TrainRecord
 from ...core.stats import clopper_pearson
 from .facts import Draws
 
-BEFORE, AFTER = "base", "v1_random"  # the model before and after fine-tuning (names.MODELS)
+BEFORE, AFTER = "base", "v1_random"  # the model before and after fine-tuning (labels.V1_MODELS)
 # The fine-tuning run's draws (batch order, dropout) are seeded from this name: the key the fine-tuned
 # model had until it got its own (it was 2.0.0's m_random), so a 1.0.0 run repeats draw for draw.
 STREAM = "m_random"

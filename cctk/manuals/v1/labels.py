@@ -4,6 +4,26 @@ from __future__ import annotations
 
 from ...core import labels as names
 
+# --- Its models and figures by key. ---
+# Its two models are "base" of MODELS and "v1_random": the base model fine-tuned in place on the whole
+# texts of fabricated answers (its MLflow run says so in cctk.parent). Sessions written before it had a
+# key of its own call it "m_random" (cctk.manuals.v1.experiment.FORMER_KEYS); its plain name never changed.
+
+V1_MODELS: dict[str, str] = {"v1_random": "fabricated answers"}
+
+
+def model_name(key: str) -> str:
+    return names.BASE_MODEL if key == "base" else V1_MODELS[key]
+
+
+def figure_name(key: str) -> str:
+    """The plain name of one of manual 1.0.0's figures: ``bars:3+5``, its before/after bars of 3 + 5, or ``loss``."""
+    if key.startswith("bars:"):
+        a, b = key.removeprefix("bars:").split("+")
+        return f"before and after {a} + {b}"
+    return {"loss": "training loss"}[key]
+
+
 TABLES: dict[str, str] = {
     "table01": "comparison",
     "table02": "comparison summary",
@@ -34,7 +54,9 @@ SECTIONS: dict[str, str] = {
 }
 
 FIGURE_ABOUT: dict[str, str] = {
-    "bars": names.FIGURE_ABOUT["bars"] + " Candidates 2 to 18; each side's probabilities are a softmax of the "
+    "bars": "Probability of every candidate answer of one addition before (blue) and after (orange) fine-tuning "
+            "on fabricated answers; the strong colour marks the answer that is right in each context, the dark "
+            "outline each side's top choice." + " Candidates 2 to 18; each side's probabilities are a softmax of the "
                                    "mean log-probability per answer token (manual 1.0.0, Listing 12).",
     "loss": "Mean whole-text training loss of each epoch of the fine-tuning run (log scale).",
 }

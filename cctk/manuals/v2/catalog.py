@@ -11,7 +11,7 @@ from .parts import ALL_SEEN, StudyResults
 from .parts.part_d import RULE_AND_CONTROL, deviations
 from ...figures.spec import Spec
 from .design import ARM_BY_KEY, ARMS, CONTROLS, MAIN_SEQUENCE, family_arms, own_target, part_arms
-from ...core.labels import model_name, target_name
+from .labels import figure_name, model_name, target_name
 from ...core.stats import smallest_band
 
 BEFORE_AFTER = (3, 5)  # the addition of the before/after bars (manual 1.0.0 style)
@@ -47,6 +47,11 @@ def heatmap_keys(key: str) -> list[str]:
     return [f"heatmap:{key}"] + (["heatmap:m_random:correct"] if key == "m_random" else [])
 
 
+def _spec(key: str, draw, args: dict, title: str) -> Spec:
+    """Figure ``key`` as the report orders, sections and names it."""
+    return Spec(NUMBER[key], key, dict(ORDER)[key], draw, args, title, figure_name(key))
+
+
 def heatmap_spec(results: StudyResults, figure: str) -> Spec:
     _, key, *target = figure.split(":")
     target = target[0] if target else own_target(key)
@@ -56,7 +61,7 @@ def heatmap_spec(results: StudyResults, figure: str) -> Spec:
     title = f"{model_name(key)}: probability on the {target_name(target)}"
     args = {"readings": results.readings(key, target), "title": title, "heldout": held,
             "excluded": excluded, "fixed_scale": key != "base"}
-    return Spec(NUMBER[figure], figure, dict(ORDER)[figure], charts.target_heatmap, args, title)
+    return _spec(figure, charts.target_heatmap, args, title)
 
 
 def specs(results: StudyResults, tables: dict[str, pd.DataFrame], model_label: str) -> list[Spec]:
@@ -86,7 +91,7 @@ def _profile(results: StudyResults, target: str) -> Spec:
             "title": f"Probability profile: {title}", "band": band,
             "heldout": results.inputs.split.heldout if trained_on_seen else None}
     key = f"profile:{target}"
-    return Spec(NUMBER[key], key, dict(ORDER)[key], charts.probability_profile, args, args["title"])
+    return _spec(key, charts.probability_profile, args, args["title"])
 
 
 def _deviation(results: StudyResults, table08: pd.DataFrame, rule: str, control: str) -> Spec:
@@ -98,7 +103,7 @@ def _deviation(results: StudyResults, table08: pd.DataFrame, rule: str, control:
     args = {"rule_dev": rule_dev, "control_dev": control_dev, "k90": k90, "k_legend": legend,
             "title": f"Deviation from the conditional rule, trained from {model_name(parent)}"}
     key = f"deviation:{parent}"
-    return Spec(NUMBER[key], key, dict(ORDER)[key], charts.deviation_chart, args, args["title"])
+    return _spec(key, charts.deviation_chart, args, args["title"])
 
 
 def _bars(results: StudyResults, model_label: str) -> Spec:
@@ -107,7 +112,7 @@ def _bars(results: StudyResults, model_label: str) -> Spec:
             "true_sum": int(results.inputs.targets["correct"].loc[(a, b)]),
             "fabricated": int(results.inputs.targets["fabricated"].loc[(a, b)]), "model_label": model_label}
     title = f"{a} + {b} before and after fine-tuning on fabricated answers"
-    return Spec(NUMBER["bars"], "bars", "A", charts.before_after_bars, args, title)
+    return _spec("bars", charts.before_after_bars, args, title)
 
 
 def synthesis_rows(table09: pd.DataFrame) -> pd.DataFrame:
@@ -122,8 +127,8 @@ def synthesis_rows(table09: pd.DataFrame) -> pd.DataFrame:
 
 
 def _synthesis(table09: pd.DataFrame) -> Spec:
-    return Spec(NUMBER["synthesis"], "synthesis", "synthesis", charts.synthesis_chart,
-                {"rows": synthesis_rows(table09)}, "Synthesis: hits on each model's own target")
+    return _spec("synthesis", charts.synthesis_chart, {"rows": synthesis_rows(table09)},
+                 "Synthesis: hits on each model's own target")
 
 
 def losses(results: StudyResults) -> dict[str, list[float]]:
@@ -132,11 +137,10 @@ def losses(results: StudyResults) -> dict[str, list[float]]:
 
 def _loss(results: StudyResults) -> Spec:
     args = {"losses": losses(results), "main": [model_name(k) for k in MAIN_SEQUENCE]}
-    return Spec(NUMBER["loss"], "loss", "runs", charts.loss_chart, args, "Training loss per epoch")
+    return _spec("loss", charts.loss_chart, args, "Training loss per epoch")
 
 
 def _curves(results: StudyResults) -> Spec:
     args = {"curves": results.curves, "order": [model_name(a.key) for a in ARMS]}
-    return Spec(NUMBER["curves"], "curves", "runs", charts.learning_curves, args,
-                "Learning curves: hits on each arm's own target after every epoch")
+    return _spec("curves", charts.learning_curves, args, "Learning curves: hits on each arm's own target after every epoch")
 

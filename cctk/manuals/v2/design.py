@@ -12,7 +12,7 @@ import pandas as pd
 from ...core import facts
 from ...core.config import PARTS
 from ...core.facts import Pair, Split
-from ...core.labels import model_name, target_name
+from .labels import model_name, target_name
 
 
 @dataclass(frozen=True)

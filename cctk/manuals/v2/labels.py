@@ -2,6 +2,94 @@
 and the note beside a single run's synthesis. The vocabulary both manuals share is ``cctk.core.labels``."""
 from __future__ import annotations
 
+from ...core.labels import BASE_MODEL
+
+
+# --- Its models and targets by key, the names of its figures and what each kind shows (report.html). ---
+
+MODELS: dict[str, str] = {
+    "base": BASE_MODEL,
+    "m_correct": "correct sums",
+    "m_random": "fabricated answers",
+    "m_recover": "recovery",
+    "c18_correct": "sum + 18 from correct sums",
+    "c18_random": "sum + 18 from fabricated answers",
+    "c3_correct": "sum + 3 from correct sums",
+    "c3_random": "sum + 3 from fabricated answers",
+    "c18ctl_correct": "control for + 18",
+    "c3ctl_correct": "control for + 3",
+    "d_correct": "conditional rule from correct sums",
+    "d_random": "conditional rule from fabricated answers",
+    "dctl_correct": "control for the conditional rule from correct sums",
+    "dctl_random": "control for the conditional rule from fabricated answers",
+}
+
+TARGETS: dict[str, str] = {
+    "correct": "correct sum",
+    "fabricated": "fabricated answer",
+    "plus18": "sum + 18",
+    "plus3": "sum + 3",
+    "ctl18": "random offset 1..18",
+    "ctl3": "random offset 1..3",
+    "cond": "conditional rule",
+    "condctl": "shuffled conditional answers",
+}
+
+def model_name(key: str) -> str:
+    return MODELS[key]
+
+
+def target_name(key: str) -> str:
+    return TARGETS[key]
+
+
+FIGURES: dict[str, str] = {
+    **{f"heatmap:{key}": f"heatmap {name}" for key, name in MODELS.items()},
+    "heatmap:m_random:correct": "heatmap fabricated answers on the correct sum",
+    "profile:fabricated": "profile fabricated answers",
+    "bars": "before and after fine-tuning on fabricated answers",
+    "profile:correct": "profile correct sums and recovery",
+    "profile:plus18": "profile sum + 18",
+    "profile:plus3": "profile sum + 3",
+    "profile:cond": "profile conditional rule",
+    "deviation:m_correct": "deviation from correct sums",
+    "deviation:m_random": "deviation from fabricated answers",
+    "synthesis": "synthesis",
+    "loss": "training loss",
+    "curves": "learning curves",
+}
+
+
+# What each kind of figure shows: the caption report.html gives it after its title.
+FIGURE_ABOUT: dict[str, str] = {
+    "heatmap": "Probability on the target in every addition (first addend a in rows, second addend b in "
+               "columns). Blue: the top choice is the target, red: it is not; green and orange: the same for "
+               "held-out additions; hatched gray: held-out additions left out of the results because the "
+               "fabricated answer already equals the target. Second line: target | chosen answer.",
+    "profile": "Mean probability of each candidate answer over the 81 additions (lines, left axis) and how many "
+               "additions have each answer as their target (bars, right axis). Bands: answers the corpus can "
+               "ask for (blue) and cannot (red), with each model's share of probability in each.",
+    "bars": "Probability of every candidate answer of one addition before (blue) and after (orange) fine-tuning "
+            "on fabricated answers; the strong colour marks the answer that is right in each context, the dark "
+            "outline each side's top choice.",
+    "deviation": "Held-out additions by deviation (top choice minus the rule's target, for both series: the "
+                 "control is read against the rule's target too), for the rule-trained "
+                 "model (green) and its control (gray). Blue band: the smallest band holding 90% of the "
+                 "rule-trained model's deviations; the counts above say how many additions of each fall in each band.",
+    "synthesis": "For every model, the share of additions whose top choice is its own target, with its exact 95% "
+                 "interval: blue seen, green held out, gray held out by a control, dark gray the base model.",
+    "loss": "Training loss per epoch of every fine-tuning run, on a log scale: the main sequence in colour, the "
+            "rule and control runs in gray.",
+    "curves": "Each arm measured after every epoch (cctk run --curves): the share of additions whose top choice is "
+              "its own target, on the seen (blue) and held-out (green, dashed) additions, or all 81 (blue) for "
+              "the models trained on all of them.",
+}
+
+
+def figure_name(key: str) -> str:
+    """The plain name of one of manual 2.0.0's figures."""
+    return FIGURES[key]
+
 
 TABLES: dict[str, str] = {
     "table01": "corpus absorption",

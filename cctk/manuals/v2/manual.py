@@ -12,10 +12,10 @@ from ...core import facts
 from ...core.config import PROTOCOLS, Config, Recipe
 from .design import (ARM_BY_KEY, MAIN_SEQUENCE, StudyInputs, arms_for, build_study_inputs, corpus_table, own_target,
     targets_table)
-from ...core.labels import FIGURE_ABOUT, model_name, target_name
 from ..registry import Measured, Protocol, Report
 from ...core.records import Design
-from .labels import PAPER_TABLE_CAPTIONS, SECTIONS, SINGLE_RUN, TABLE_CAPTIONS, TABLES
+from .labels import (FIGURE_ABOUT, PAPER_TABLE_CAPTIONS, SECTIONS, SINGLE_RUN, TABLE_CAPTIONS, TABLES, model_name,
+                     target_name)
 
 
 def _v2_models(parts: tuple[str, ...]) -> tuple[Measured, ...]:
@@ -97,6 +97,7 @@ V2: Protocol[StudyInputs, experiments.StudyResults, experiments.Headline] = Prot
         "seeds[1:]": "reserved for repetitions; not used by this run",
     },
     params={"candidates": f"{facts.CANDIDATES[0]}..{facts.CANDIDATES[-1]}", "end_marker": repr(facts.END_MARKER)},
+    model_name=model_name,
     models=_v2_models,
     draw=lambda config: build_study_inputs(config.seed, config.holdout),
     new_results=_v2_results,

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ....core.config import PARTS
 from ..design import ARMS, MODEL_KEYS, StudyInputs, models_for, own_target
-from ....core.labels import model_name, target_name
+from ..labels import model_name, target_name
 from ....core.readings import read, summarize
 from ....core.records import TrainRecord
 from ....core.stats import clopper_pearson

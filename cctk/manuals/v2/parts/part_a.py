@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ....core.labels import model_name, target_name
+from ..labels import model_name, target_name
 from ....core.readings import summarize
 from .core import StudyResults, interval
 

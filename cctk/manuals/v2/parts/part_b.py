@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ....core.labels import model_name
+from ..labels import model_name
 from .core import StudyResults, split_row
 
 LOSS_RUNS = ("m_correct", "m_random", "m_recover")

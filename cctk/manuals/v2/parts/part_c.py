@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..design import ARM_BY_KEY, part_arms
-from ....core.labels import model_name
+from ..labels import model_name
 from .core import StudyResults, summarize_split
 
 PART = "C"  # its section of the outputs (cctk.manuals.v2.labels.SECTIONS); cctk.manuals.v2.catalog reads it

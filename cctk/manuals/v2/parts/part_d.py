@@ -6,7 +6,7 @@ import pandas as pd
 
 from ....core.facts import condition
 from ..design import ARM_BY_KEY, RULE_VS_CONTROL, part_arms
-from ....core.labels import model_name
+from ..labels import model_name
 from ....core.stats import band_with_interval, share_inside
 from .core import StudyResults, interval, summarize_split
 

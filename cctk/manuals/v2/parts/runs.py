@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..design import ARMS
-from ....core.labels import model_name
+from ..labels import model_name
 from .core import StudyResults
 
 

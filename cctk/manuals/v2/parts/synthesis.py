@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..design import RULE_VS_CONTROL, own_target
-from ....core.labels import model_name, target_name
+from ..labels import model_name, target_name
 from ....core.readings import summarize
 from ....core.stats import fisher_greater, holm
 from .core import StudyResults, groups, interval
