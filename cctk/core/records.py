@@ -2,7 +2,7 @@
 ``RunInfo``, everything run_info.json holds.
 
 Torch-free and MLflow-free. ``asdict`` (and the JSON conversions) happen only at the edges, where a
-record is written to ``run_info.json`` (``cctk.store.session`` holds that codec), a training file or MLflow.
+record is written to ``run_info.json`` (``cctk.session`` holds that codec), a training file or MLflow.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """``cctk sweep``: a grid of pipelines over models, seeds and recipe values, as one MLflow sweep run.
 
 The sweep is a run tagged ``cctk.kind=sweep`` with the grid as parameters; every cell is an ordinary
-pipeline run nested under it and tagged ``cctk.pipeline.sweep`` (the sweep's id) and ``cctk.cell`` (the cell's
+pipeline run nested under it and tagged ``cctk.sweep`` (the sweep's id) and ``cctk.cell`` (the cell's
 key), so the UI shows sweep > pipeline > arm. Cells run one after another in this process
 (``local``) or as Ray tasks (``ray``). A cell is run by a function the CLI hands in (``run_cell``),
 so this module never imports the pipeline.

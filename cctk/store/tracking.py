@@ -26,11 +26,11 @@ EXPERIMENT = "cctk"
 DEFAULT_CONFIG = "embedded"
 # cctk's tags: every reader and writer names them through these constants
 KIND = "cctk.kind"  # pipeline, model, sweep, compare, measure, krtest, krtest-study, ...
-SESSION = "cctk.store.session"  # the session folder's name
+SESSION = "cctk.session"  # the session folder's name
 PROTOCOL = "cctk.protocol"  # v2 or v1
 KEY = "cctk.key"  # internal key of a measured model
 PARENT_KEY = "cctk.parent"  # internal key of the model it was trained from
-SWEEP = "cctk.pipeline.sweep"  # run id of the sweep a pipeline (or compare) belongs to
+SWEEP = "cctk.sweep"  # run id of the sweep a pipeline (or compare) belongs to
 CELL = "cctk.cell"  # the sweep cell's key
 ARM = "cctk.arm"  # KR-Test arm
 VERSION = "cctk.version"
@@ -395,7 +395,7 @@ class Store:
         return LiveRun(created.info.run_id, self.client)
 
     def search(self, experiment_ids: list[str], query: str) -> list[TrackedRun]:
-        """Runs matching an MLflow search ``query`` (e.g. ``tags.`cctk.pipeline.sweep` = 'ID'``), as plain values."""
+        """Runs matching an MLflow search ``query`` (e.g. ``tags.`cctk.sweep` = 'ID'``), as plain values."""
         found = self.client.search_runs(experiment_ids, query, max_results=5000)
         return [TrackedRun(r.info.run_id, r.info.experiment_id, r.info.status, dict(r.data.params),
                            dict(r.data.tags)) for r in found]

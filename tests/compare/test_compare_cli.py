@@ -27,11 +27,11 @@ def logged_sweep(tmp_path, tracking_uri):
         run = {**RUN, "session": f"20260102-03040{seed}_tiny"}
         folder = write_session(tmp_path / "sessions", results, tables[seed],
                                make_config("smollm2-135m-bundled", "smoke", (seed,)), run, figures=False)
-        cell = store.start(experiment, folder.name, {"cctk.kind": "pipeline", "cctk.pipeline.sweep": sweep.run_id,
+        cell = store.start(experiment, folder.name, {"cctk.kind": "pipeline", "cctk.sweep": sweep.run_id,
                                                       "cctk.cell": f"tiny|seed={seed}"}, parent=sweep)
         cell.files(folder)
         cell.end()
-    store.start(experiment, "unfinished", {"cctk.kind": "pipeline", "cctk.pipeline.sweep": sweep.run_id,
+    store.start(experiment, "unfinished", {"cctk.kind": "pipeline", "cctk.sweep": sweep.run_id,
                                            "cctk.cell": "tiny|seed=9"}, parent=sweep)  # left RUNNING: not compared
     sweep.end()
     return sweep.run_id, tables

@@ -67,7 +67,7 @@ def test_sigterm_to_a_sweep_leaves_the_sweep_its_cell_and_the_arm_killed(tiny_di
                                       "--out", str(tmp_path / "out")], uri)
     cell = client.get_run(arm.data.tags["mlflow.parentRunId"])
     sweep = client.get_run(cell.data.tags["mlflow.parentRunId"])
-    assert sweep.data.tags["cctk.kind"] == "sweep" and cell.data.tags["cctk.pipeline.sweep"] == sweep.info.run_id
+    assert sweep.data.tags["cctk.kind"] == "sweep" and cell.data.tags["cctk.sweep"] == sweep.info.run_id
     assert [r.info.status for r in (sweep, cell, client.get_run(arm.info.run_id))] == ["KILLED"] * 3
     assert len(client.search_runs([sweep.info.experiment_id], "tags.`cctk.kind` = 'pipeline'")) == 1  # seed 5: never
 

@@ -28,14 +28,14 @@ def cctk(*args, env, **kwargs):
 
 def cells(client, sweep_id):
     experiment = client.get_experiment_by_name("cctk").experiment_id
-    return client.search_runs([experiment], f"tags.`cctk.pipeline.sweep` = '{sweep_id}' and tags.`cctk.kind` = 'pipeline'")
+    return client.search_runs([experiment], f"tags.`cctk.sweep` = '{sweep_id}' and tags.`cctk.kind` = 'pipeline'")
 
 
 def tables_by_seed(client, sweep_id) -> dict[int, dict]:
     out = {}
     for run in cells(client, sweep_id):
         if run.info.status == "FINISHED":
-            back = rebuild(os.path.join(client.get_run(sweep_id).data.params["out"], run.data.tags["cctk.store.session"]))
+            back = rebuild(os.path.join(client.get_run(sweep_id).data.params["out"], run.data.tags["cctk.session"]))
             out[back.record.config.seed] = back.tables
     return out
 
@@ -189,7 +189,7 @@ def test_a_recipe_sweep_of_two_parts_nests_and_compares_one_row_per_rate(env, re
         assert table["learning_rate"].value_counts().to_dict() == {rate: per_rate for rate in RATES}, name
         assert (table["runs"] == 1).all(), name
     own = {float(r.data.params["recipe.learning_rate"]): rebuild(os.path.join(
-        client.get_run(recipe_sweep).data.params["out"], r.data.tags["cctk.store.session"])).tables for r in pipelines}
+        client.get_run(recipe_sweep).data.params["out"], r.data.tags["cctk.session"])).tables for r in pipelines}
     sensitivity = pd.read_csv(out / "tables" / "recipe_sensitivity" / "recipe_sensitivity.csv")
     for rate, tables in own.items():
         assert set(tables) == {"table01", "table04", "table09", "table10", "table11"}

@@ -209,7 +209,7 @@ def _interrupted_pipeline(tiny_dir, tmp_path, status: str):
     folder = session.new_folder(tmp_path / "out", str(tiny_dir))
     protocol = protocols.get("v2")
     session.write_draws(session.Layout(folder, protocol), protocol, protocol.draw(config))
-    parent = store.start(store.experiment(), folder.name, {"cctk.kind": "pipeline", "cctk.store.session": folder.name,
+    parent = store.start(store.experiment(), folder.name, {"cctk.kind": "pipeline", "cctk.session": folder.name,
                                                            "cctk.protocol": "v2"})
     parent.params(config.as_params())
     if status != "RUNNING":
