@@ -5,8 +5,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .. import results as run_results
-from ..store import session, tracking
 from ..core.errors import CctkError
+from ..store import session, tracking
 from .tables import PooledRun
 
 

@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from ..core.errors import CctkError
+from ..core.labels import PAPER_FIGURE_ABOUT
+from ..figures.common import paper_style
+from ..figures.spec import Spec
+from ..figures.style import WIDTHS, Style, notes, paper
 from ..manuals import registry as protocols
 from ..store import session
-from ..core.errors import CctkError
-from ..figures.common import paper_style
-from ..figures.style import WIDTHS, Style, notes, paper
-from ..core.labels import PAPER_FIGURE_ABOUT
 from . import latex, render
-from ..figures.spec import Spec
 
 FORMATS = ("pdf", "png")  # PDF for the paper, PNG to look at
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..core.records import RunInfo
+from ..figures import spec as figure_spec
 from ..manuals import registry as protocols
 from ..store import session
-from ..core.records import RunInfo
 from ..store.session import Layout
-from ..figures import spec as figure_spec
 from . import html_report, render, run_report
 from .tables import write_tables
 

@@ -19,24 +19,24 @@ from pathlib import Path
 import torch
 
 from .. import __version__
-from ..core.lm import compute, memory, models
-from ..manuals import registry as protocols
 from ..core import provenance
+from ..core.config import PARTS, Config, config_from_params, make_config
+from ..core.errors import CctkError
+from ..core.lm import compute, memory, models
+from ..core.lm.device import check_recipe, out_of_memory_as_line, resolve as resolve_device, room
+from ..core.lm.finetune import fine_tune
+from ..core.lm.scoring import measure
+from ..core.progress import Progress
+from ..core.records import MemoryUse, MlflowIds, TrainRecord, hardware, software
+from ..manuals import registry as protocols
+from ..manuals.registry import Measured, Protocol
+from ..manuals.v2.parts import curve_rows
+from ..outputs import model_heatmaps, write_all
 from ..store import tracking
 from ..store import session as session_files
-from . import resume as resume_state
-from ..core.config import PARTS, Config, config_from_params, make_config
-from ..core.lm.device import check_recipe, out_of_memory_as_line, resolve as resolve_device, room
-from ..core.errors import CctkError
-from ..manuals.v2.parts import curve_rows
-from ..core.lm.finetune import fine_tune
-from ..outputs import model_heatmaps, write_all
-from ..core.progress import Progress
-from ..manuals.registry import Measured, Protocol
-from ..core.records import MemoryUse, MlflowIds, TrainRecord, hardware, software
-from .resume import Done
-from ..core.lm.scoring import measure
 from ..store.session import Layout
+from . import resume as resume_state
+from .resume import Done
 
 
 @dataclass(frozen=True)

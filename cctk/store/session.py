@@ -32,18 +32,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..manuals import registry as protocols
+from ..core import records
 from ..core.config import PARTS, Config
 from ..core.errors import CctkError
-from ..manuals.v2.parts import CURVE_COLUMNS
-from ..core.lm.models import model_id
 from ..core.labels import file_stem
-from ..manuals.registry import Protocol
+from ..core.lm.models import model_id
 from ..core.provenance import Provenance
 from ..core.readings import COLUMNS
-from ..core import records
 from ..core.records import (Hardware, MemoryUse, MlflowIds, ModelSource, RunInfo, Seeds, Trained,
     TrainRecord)
+from ..manuals import registry as protocols
+from ..manuals.registry import Protocol
+from ..manuals.v2.parts import CURVE_COLUMNS
 
 RUN_INFO = "run_info.json"
 FORMATS = ("png", "pdf", "eps")  # every figure, in this order
