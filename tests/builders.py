@@ -196,12 +196,15 @@ def figure_copier(folder: Path):
     return copy
 
 
-def run_record(config, run: dict = RUN, training: dict | None = None):
-    from cctk.core.records import RunFacts, RunRecord, hardware, software
+def run_info(config, results, run: dict = RUN):
+    """The run's one record as the pipeline builds it at its end, with the facts of ``run``."""
+    from cctk.core.records import MlflowIds, hardware, software
+    from cctk.manuals import registry as protocols
+    from cctk.store import session
 
-    facts = RunFacts(run["session"], run["tracking_uri"], run["experiment_id"], run["run_id"], run["device"],
-                     run["seconds"], hardware(), software())
-    return RunRecord(config, facts, dict(training or {}))
+    return session.run_info(config, protocols.get(config.protocol), results, session=run["session"],
+                            device=run["device"], seconds=run["seconds"], hardware=hardware(), software=software(),
+                            mlflow=MlflowIds(run["tracking_uri"], run["experiment_id"], run["run_id"]))
 
 
 def write_session(root, results, tables, config, run: dict = RUN, **options) -> Path:
@@ -215,7 +218,7 @@ def write_session(root, results, tables, config, run: dict = RUN, **options) -> 
         session.write_measurement(layout, key, table)
     for key, record in results.training.items():
         session.write_training(layout, key, record)
-    write_all(results, tables, run_record(config, run, results.training), layout, **options)
+    write_all(results, tables, run_info(config, results, run), layout, **options)
     return layout.folder
 
 

@@ -7,14 +7,14 @@ Correct sums from the base model, then fabricated answers from that model, train
 from __future__ import annotations
 
 from ..core.config import Recipe
-from ..core.lm.corpus import build_corpus, tokenize
-from ..manuals.v2.parts import ABSORBED
 from ..core.facts import ADDITIONS
+from ..core.lm.corpus import build_corpus, tokenize
 from ..core.lm.finetune import fine_tune
-from ..manuals.v2.design import ARM_BY_KEY, build_study_inputs
 from ..core.lm.models import load_model
-from ..core.readings import read
 from ..core.lm.scoring import measure
+from ..core.readings import read
+from ..manuals.v2.design import ARM_BY_KEY, build_study_inputs
+from ..manuals.v2.parts import ABSORBED
 
 
 def part_a(model_name: str, recipe: Recipe, seed: int) -> dict:

@@ -18,12 +18,12 @@ import time
 
 import torch
 
-from ..core.lm import compute, memory, models
 from ..core.config import PROFILES, Recipe
-from ..core.lm.corpus import build_corpus, tokenize
-from ..core.lm.device import check_recipe, resolve, room
 from ..core.errors import CctkError
 from ..core.facts import ADDITIONS, correct_sums
+from ..core.lm import compute, memory, models
+from ..core.lm.corpus import build_corpus, tokenize
+from ..core.lm.device import check_recipe, resolve, room
 from ..core.lm.finetune import batch_loss, fine_tune, to_model
 from ..core.lm.scoring import measure
 from .syncs import SyncCounter

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import torch
 
-from ..store import tracking
 from ..core.lm.compute import peak_gflops
+from ..store import tracking
 
 READ = ("training_examples", "gflop_per_example", "gemm_peak_gflops", "compute_limit_seconds", "pipeline_seconds",
         "m_correct_hits_correct", "m_random_hits_fabricated")

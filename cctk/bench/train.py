@@ -19,10 +19,10 @@ from dataclasses import replace
 
 import torch
 
-from ..core.lm.compute import bf16_missing, example_flops, peak_flops
 from ..core.config import PROFILES, Recipe
-from ..core.lm.corpus import build_corpus, collate, pack, shared_tokens, tokenize
 from ..core.facts import ADDITIONS, fabricated_answers, rng
+from ..core.lm.compute import bf16_missing, example_flops, peak_flops
+from ..core.lm.corpus import build_corpus, collate, pack, shared_tokens, tokenize
 from ..core.lm.finetune import MIN_SHARED, _batches, fine_tune
 from ..core.lm.models import load_model
 

@@ -5,12 +5,12 @@ from pathlib import Path
 
 import click
 
-from ..core.lm.device import DEVICE_HELP
 from ..core.errors import CctkError
+from ..core.lm.device import DEVICE_HELP
 from ..core.lm.models import BUNDLED
-from .options import OutFolder
-from ..krtest.generation.generate import ENTITIES, VALIDATION_ENTITIES
 from ..krtest import ARMS, DEFAULT_BUDGET
+from ..krtest.generation.generate import ENTITIES, VALIDATION_ENTITIES
+from .options import OutFolder
 
 OUT_DIR = OutFolder()  # checked as it is read: it takes files, or one line before any work
 DEVICE = click.option("--device", default=None, help=DEVICE_HELP)

@@ -6,8 +6,8 @@ from pathlib import Path
 import click
 
 from ..core.config import AUTO, PARTS, PROFILES, PROTOCOLS, V1_SEED, field_type, recipe_fields
-from ..core.lm.device import DEVICE_HELP
 from ..core.errors import CctkError, Terminated
+from ..core.lm.device import DEVICE_HELP
 from .options import OutFolder
 
 

@@ -5,8 +5,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .. import results as run_results
-from ..store import session, tracking
 from ..core.errors import CctkError
+from ..store import session, tracking
 from .tables import PooledRun
 
 
@@ -48,7 +48,7 @@ def gather(ids: list[str], tracking_name: str | None = None, cache: Path | None 
     gathered = []
     for run_id in ids:
         back = session.rebuild(run_results.download(run_id, tracking_name, cache))
-        config = back.record.config
+        config = back.info.config
         gathered.append(PooledRun.of(run_id, config.model, config.seed, back.protocol, back.results,
                                      asdict(config.recipe), tables=back.tables))
     return gathered

@@ -15,12 +15,12 @@ import pandas as pd
 from scipy import stats as scipy_stats
 from statsmodels.stats.contingency_tables import StratifiedTable
 
-from ..manuals.v2.parts import StudyResults
+from ..core.stats import clopper_pearson
+from ..manuals.registry import Protocol
+from ..manuals.v1 import experiment as v1_experiment
 from ..manuals.v2.design import ARM_BY_KEY, ARMS, MODEL_KEYS, RULE_VS_CONTROL, own_target
 from ..manuals.v2.labels import model_name, target_name
-from ..manuals.registry import Protocol
-from ..core.stats import clopper_pearson
-from ..manuals.v1 import experiment as v1_experiment
+from ..manuals.v2.parts import StudyResults
 
 DISTANCE_BINS = ((1, 2), (3, 5), (6, 9), (10, 17), (18, 34))  # |fabricated answer - true sum|
 GROUPS = ("all", "seen", "held out")

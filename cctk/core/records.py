@@ -1,15 +1,18 @@
-"""Typed records that cross module boundaries: a fine-tuning run, the facts of a pipeline run, and
-``RunInfo``, everything run_info.json holds.
+"""Typed records that cross module boundaries: a fine-tuning run (``TrainRecord``) and ``RunInfo``, the one
+record of a pipeline run, everything run_info.json holds; and the one codec of records at their JSON edge
+(``to_json``, ``from_json``), driven by the dataclasses' own fields and types.
 
-Torch-free and MLflow-free. ``asdict`` (and the JSON conversions) happen only at the edges, where a
-record is written to ``run_info.json`` (``cctk.session`` holds that codec), a training file or MLflow.
+Torch-free and MLflow-free. The JSON conversions happen only at the edges, where a record is written to
+``run_info.json`` (``cctk.store.session``: its file, and what an older file lacks), a training file or MLflow.
 """
 from __future__ import annotations
 
 import os
 import platform
 import sys
-from dataclasses import asdict, dataclass, field, fields, replace
+import types
+import typing
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 
 from .config import PARTS, Config, Recipe
@@ -75,12 +78,6 @@ class Hardware:
     gpu_memory_bytes: int | None = None
     gpu_count: int = 0
 
-    @classmethod
-    def from_json(cls, data: dict | None) -> Hardware:
-        """Back from run_info.json; keys an older file lacks keep their defaults, unknown ones are dropped."""
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in (data or {}).items() if k in known})
-
 
 @dataclass(frozen=True)
 class MemoryUse:
@@ -91,36 +88,10 @@ class MemoryUse:
     estimate_bytes: int
     peak_bytes: int
 
-    @classmethod
-    def from_json(cls, data: dict | None) -> MemoryUse | None:
-        return cls(data["where"], int(data["estimate_bytes"]), int(data["peak_bytes"])) if data else None
-
-
-@dataclass(frozen=True)
-class RunFacts:
-    """Where and how a pipeline ran: its session, MLflow ids, device, time, machine and software."""
-
-    session: str
-    tracking_uri: str | None = None
-    experiment_id: str | None = None
-    run_id: str | None = None
-    device: str = ""
-    seconds: float | None = None
-    hardware: Hardware = field(default_factory=Hardware)
-    software: dict[str, str | None] = field(default_factory=dict)  # package -> version
-    memory: MemoryUse | None = None
-    artifact_uri: str | None = None  # where the parent run's artifacts are stored
-    provenance: Provenance | None = None
-    model: ModelSource | None = None  # as the input checks resolved it (check_available)
-
-    @property
-    def mlflow(self) -> MlflowIds:
-        return MlflowIds(self.tracking_uri, self.experiment_id, self.run_id, self.artifact_uri)
-
 
 @dataclass(frozen=True)
 class MlflowIds:
-    """Where a run is tracked: the store, the experiment and the parent run."""
+    """Where a run is tracked (run_info.json's ``mlflow``): the store, the experiment and the parent run."""
 
     tracking_uri: str | None = None  # absolute (a relative SQLite path is taken from the run's folder)
     experiment_id: str | None = None
@@ -129,28 +100,20 @@ class MlflowIds:
 
 
 @dataclass(frozen=True)
-class RunRecord:
-    """A pipeline run as a whole: its configuration, its facts and the record of every arm."""
-
-    config: Config
-    facts: RunFacts
-    training: dict[str, TrainRecord] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class Seeds:
     values: tuple[int, ...]
     drawn_fresh: bool
-    roles: dict[str, str]  # "seeds[0]", "seeds[1:]" -> what it controls
+    roles: dict[str, str] = field(default_factory=dict)  # "seeds[0]", "seeds[1:]" -> what it controls
 
 
 @dataclass(frozen=True)
 class Trained:
-    """A fine-tuning run as run_info.json lists it: the model's and its parent's plain names, and its record."""
+    """A fine-tuning run as run_info.json lists it: the model's and its parent's plain names, and its record
+    (its fields beside the two names, in the file)."""
 
     model: str
     parent: str
-    record: TrainRecord
+    record: TrainRecord = field(metadata={"flat": True})
 
 
 @dataclass(frozen=True)
@@ -172,10 +135,11 @@ class Design:
 
 @dataclass(frozen=True, kw_only=True)
 class RunInfo:
-    """Everything run_info.json holds: the run record, and the facts a reader wants beside it.
+    """The one record of a pipeline run: everything run_info.json holds, in the file's order. The pipeline
+    builds it once, at its end (``cctk.store.session.run_info``); the outputs, the results API, a citation and
+    a re-render read it.
 
-    What differs between the protocols is its ``design`` (written in the file where the split was, flat).
-    Fields in the file's order."""
+    What differs between the protocols is its ``design`` (written in the file where the split was, flat)."""
 
     protocol: str
     session: str
@@ -184,19 +148,24 @@ class RunInfo:
     profile_requested: str
     profile_note: str
     recipe: Recipe
-    design: Design
+    design: Design = field(metadata={"flat": True})
     seeds: Seeds
     candidates: tuple[int, ...]
     end_marker: str
-    device: str
-    hardware: Hardware
-    software: dict[str, str | None]
-    mlflow: MlflowIds
-    training: dict[str, Trained]  # model key -> its run
-    headline: dict[str, float]  # the parent run's metrics, as logged
+    device: str = ""
+    hardware: Hardware = field(default_factory=Hardware)
+    software: dict[str, str | None] = field(default_factory=dict)  # package -> version
+    mlflow: MlflowIds = field(default_factory=MlflowIds)
+    training: dict[str, Trained] = field(default_factory=dict)  # model key -> its run
+    headline: dict[str, float] = field(default_factory=dict)  # the parent run's metrics, as logged
     seconds: float | None = None
     memory: MemoryUse | None = None  # None in a file from before memory was planned
     provenance: Provenance | None = None  # model file, git commit, reproduce (None in an older file)
+
+    @property
+    def records(self) -> dict[str, TrainRecord]:
+        """Each fine-tuning run's record, by model key."""
+        return {key: t.record for key, t in self.training.items()}
 
     @property
     def config(self) -> Config:
@@ -205,15 +174,6 @@ class RunInfo:
         return Config(self.model.key, self.profile, self.recipe, self.seeds.values, design.holdout,
                       seeds_drawn=self.seeds.drawn_fresh, profile_requested=self.profile_requested,
                       curves=bool(design.curves), protocol=self.protocol, parts=design.parts or PARTS)
-
-    @property
-    def record(self) -> RunRecord:
-        """The run record run_info.json was written from."""
-        facts = RunFacts(self.session, self.mlflow.tracking_uri, self.mlflow.experiment_id, self.mlflow.run_id,
-                         self.device, self.seconds, self.hardware, self.software, self.memory,
-                         self.mlflow.artifact_uri, self.provenance)
-        return RunRecord(self.config, facts, {key: t.record for key, t in self.training.items()})
-
 
 def hardware(device=None) -> Hardware:
     """Processor, cores, memory and, when the run computed on CUDA (``device``; None: any GPU there is),
@@ -256,3 +216,52 @@ def _memory() -> int | None:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):
         return None
+
+
+# --- The one codec: a record at its JSON edge and back, field by field, from the dataclass itself. ---
+
+def to_json(value, omit_none: bool = False):
+    """``value`` as plain JSON values: a record (dataclass) as an object of its fields, a field marked
+    ``flat`` spread into it; tuples as lists. A record with its own ``to_json`` (one whose file adds a
+    derived value) gives its own. ``omit_none``: the record's own None fields left out (run_info.json)."""
+    if is_dataclass(value):
+        if hasattr(value, "to_json"):
+            return value.to_json()
+        out: dict = {}
+        for f in fields(value):
+            item = to_json(getattr(value, f.name))
+            if f.metadata.get("flat"):
+                out.update({k: v for k, v in item.items() if not (omit_none and v is None)})
+            elif not (omit_none and item is None):
+                out[f.name] = item
+        return out
+    if isinstance(value, (tuple, list)):
+        return [to_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_json(v) for k, v in value.items()}
+    return value
+
+
+def from_json(kind, data):
+    """``data`` back into a value of type ``kind``: a record from its fields (a key the data lacks keeps the
+    field's default, a key the record does not know is dropped; a ``flat`` field from the object itself),
+    tuples from lists, by the type hints of the record. A record with its own ``from_json`` reads itself."""
+    if data is None:
+        return None
+    args = typing.get_args(kind)
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        return from_json(next(a for a in args if a is not type(None)), data)
+    if is_dataclass(kind):
+        if hasattr(kind, "from_json"):
+            return kind.from_json(data)
+        hints = typing.get_type_hints(kind)
+        values = {f.name: from_json(hints[f.name], data if f.metadata.get("flat") else data[f.name])
+                  for f in fields(kind) if f.metadata.get("flat") or f.name in data}
+        return kind(**values)
+    origin = typing.get_origin(kind)
+    if origin is tuple:
+        items = args[:1] * len(data) if len(args) == 2 and args[1] is Ellipsis else args
+        return tuple(from_json(a, v) for a, v in zip(items, data))
+    if origin is dict:
+        return {k: from_json(args[1], v) for k, v in data.items()}
+    return data

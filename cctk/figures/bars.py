@@ -5,8 +5,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from .common import DARK_ORANGE, HELD_MISS, LIGHT_BLUE, LIGHT_ORANGE, SEEN_HIGH, SEEN_HIT, new_figure, paper_style
 from . import style as styles
+from .common import DARK_ORANGE, HELD_MISS, LIGHT_BLUE, LIGHT_ORANGE, SEEN_HIGH, SEEN_HIT, new_figure, paper_style
 from .style import REPORT, Style
 
 WIDTH = 0.38

@@ -11,8 +11,8 @@ import pandas as pd
 from markupsafe import Markup
 from PIL import Image
 
-from ..manuals.registry import Protocol
 from ..core.records import RunInfo
+from ..manuals.registry import Protocol
 from .run_report import facts, parts_ran, report_title, runs_table
 from .tables import html as table_html
 

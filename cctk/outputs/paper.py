@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from ..core.errors import CctkError
+from ..core.labels import PAPER_FIGURE_ABOUT
+from ..figures.common import paper_style
+from ..figures.spec import Spec
+from ..figures.style import WIDTHS, Style, notes, paper
 from ..manuals import registry as protocols
 from ..store import session
-from ..core.errors import CctkError
-from ..figures.common import paper_style
-from ..figures.style import WIDTHS, Style, notes, paper
-from ..core.labels import PAPER_FIGURE_ABOUT
 from . import latex, render
-from ..figures.spec import Spec
 
 FORMATS = ("pdf", "png")  # PDF for the paper, PNG to look at
 
@@ -77,7 +77,7 @@ def draw(spec: Spec, folder: Path, style: Style, about: dict[str, str], prefix: 
 def write_figures(rebuilt: session.Rebuilt, out: Path, style: Style) -> list[PaperFigure]:
     """Every figure of a rebuilt session in ``style`` under ``out/figures``, and ``captions.tex`` / ``.md``."""
     protocol = rebuilt.protocol
-    specs = protocol.figures(rebuilt.results, rebuilt.tables, rebuilt.record.config.model)
+    specs = protocol.figures(rebuilt.results, rebuilt.tables, rebuilt.info.config.model)
     about = {**protocol.report.about, **PAPER_FIGURE_ABOUT}
     job = partial(draw, folder=Path(out) / "figures", style=style, about=about, prefix=protocol.report.label_prefix)
     drawn = render.run_all(job, specs)
@@ -145,7 +145,7 @@ def export(source: Path, out: Path, width: str = "column") -> Written:
     drawn = write_figures(rebuilt, out, style)
     tables = write_tables(rebuilt, out)
     name = session.read_run_info(Path(source)).session
-    (Path(out) / "paper.tex").write_text(paper_tex(rebuilt.record.config.model, name, tables, drawn, style),
+    (Path(out) / "paper.tex").write_text(paper_tex(rebuilt.info.config.model, name, tables, drawn, style),
                                          encoding="utf-8")
     return Written(Path(out), drawn, tables)
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from ..manuals import registry as protocols
 from ..core.config import PARTS
+from ..core.records import RunInfo
 from ..figures.common import new_figure, paper_style
 from ..figures.loss import draw_losses
-from ..core.records import RunInfo
+from ..manuals import registry as protocols
 from .tables import number
 
 PAGE = (8.27, 11.69)  # A4, inches

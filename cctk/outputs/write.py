@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..core.records import RunInfo
+from ..figures import spec as figure_spec
 from ..manuals import registry as protocols
 from ..store import session
-from ..core.records import RunRecord
 from ..store.session import Layout
-from ..figures import spec as figure_spec
 from . import html_report, render, run_report
 from .tables import write_tables
 
@@ -31,9 +31,10 @@ def model_heatmaps(results, key: str, layout: Layout) -> list[Path]:
     return paths
 
 
-def write_all(results, tables: dict[str, pd.DataFrame], record: RunRecord, layout: Layout,
+def write_all(results, tables: dict[str, pd.DataFrame], info: RunInfo, layout: Layout,
               reuse_heatmaps: bool = False, figures: bool = True) -> int:
-    """Write every output of a run into ``layout``; returns the number of figures drawn.
+    """Write every output of a run into ``layout`` (``info``: its one record, written as run_info.json);
+    returns the number of figures drawn.
 
     ``reuse_heatmaps`` keeps heatmaps already drawn by ``model_heatmaps`` during the run;
     ``figures=False`` draws none (``cctk report`` draws them later from the same folder).
@@ -42,12 +43,12 @@ def write_all(results, tables: dict[str, pd.DataFrame], record: RunRecord, layou
     report = protocol.report
     write_tables(tables, layout, report.captions, report.label_prefix)  # first: the cheapest and most precious
     session.write_draws(layout, protocol, results.draws)
-    info = session.run_info(record, protocol, results)
     session.write_run_info(layout, info)
-    specs = protocol.figures(results, tables, record.config.model) if figures else []
+    config = info.config
+    specs = protocol.figures(results, tables, config.model) if figures else []
     uris = render.run_all(partial(_figure, layout=layout, reuse=reuse_heatmaps), specs)
     losses = {protocol.model_name(m.key): list(results.training[m.key].losses)
-              for m in protocol.trained(record.config.parts) if m.key in results.training}
+              for m in protocol.trained(config.parts) if m.key in results.training}
     run_report.write(info, protocol, tables[report.runs_table], losses, [protocol.model_name(k) for k in protocol.main_sequence],
                      layout.run_report)
     layout.report_html.write_text(html_report.render(info, tables, list(zip(specs, uris)), protocol),
@@ -78,5 +79,5 @@ def rerender(folder: Path, out: Path | None = None) -> Rendered:
     if out is not None:
         layout = session.copy_inputs(layout, out)
     rebuilt = session.rebuild(layout.folder)
-    n_figures = write_all(rebuilt.results, rebuilt.tables, rebuilt.record, layout)
+    n_figures = write_all(rebuilt.results, rebuilt.tables, rebuilt.info, layout)
     return Rendered(layout, n_figures, len(rebuilt.tables))

@@ -5,13 +5,13 @@ import time
 from pathlib import Path
 
 from .. import __version__
-from ..store import tracking
-from ..core.lm.device import resolve as resolve_device
 from ..core.facts import CANDIDATES, END_MARKER, correct_sums
-from ..figures import save_figure, target_heatmap
+from ..core.lm.device import resolve as resolve_device
 from ..core.lm.models import ModelSource, check_available, load_model
-from ..core.readings import Summary, read, summarize
 from ..core.lm.scoring import measure
+from ..core.readings import Summary, read, summarize
+from ..figures import save_figure, target_heatmap
+from ..store import tracking
 
 
 def run(model: str, out: Path, tracking_name: str | None = None, echo=print, device: str | None = None) -> Summary:

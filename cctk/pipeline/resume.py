@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 import pandas as pd
 import torch
 
-from ..store import session
 from ..core.errors import CctkError
 from ..core.records import TrainRecord
+from ..store import session
 from ..store.session import Layout
 from ..store.tracking import Store, TrackedRun
 

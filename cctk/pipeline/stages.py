@@ -19,24 +19,24 @@ from pathlib import Path
 import torch
 
 from .. import __version__
-from ..core.lm import compute, memory, models
-from ..manuals import registry as protocols
 from ..core import provenance
+from ..core.config import PARTS, Config, config_from_params, make_config
+from ..core.errors import CctkError
+from ..core.lm import compute, memory, models
+from ..core.lm.device import check_recipe, out_of_memory_as_line, resolve as resolve_device, room
+from ..core.lm.finetune import fine_tune
+from ..core.lm.scoring import measure
+from ..core.progress import Progress
+from ..core.records import MemoryUse, MlflowIds, TrainRecord, hardware, software
+from ..manuals import registry as protocols
+from ..manuals.registry import Measured, Protocol
+from ..manuals.v2.parts import curve_rows
+from ..outputs import model_heatmaps, write_all
 from ..store import tracking
 from ..store import session as session_files
-from . import resume as resume_state
-from ..core.config import PARTS, Config, config_from_params, make_config
-from ..core.lm.device import check_recipe, out_of_memory_as_line, resolve as resolve_device, room
-from ..core.errors import CctkError
-from ..manuals.v2.parts import curve_rows
-from ..core.lm.finetune import fine_tune
-from ..outputs import model_heatmaps, write_all
-from ..core.progress import Progress
-from ..manuals.registry import Measured, Protocol
-from ..core.records import MemoryUse, RunFacts, RunRecord, TrainRecord, hardware, software
-from .resume import Done
-from ..core.lm.scoring import measure
 from ..store.session import Layout
+from . import resume as resume_state
+from .resume import Done
 
 
 @dataclass(frozen=True)
@@ -63,9 +63,11 @@ class Options:
 QUIET = Options(echo=lambda *_: None)
 
 
-@dataclass
-class Session:
-    """Where one pipeline writes: its protocol, folder, tracking store, experiment and MLflow parent run."""
+@dataclass(frozen=True)
+class RunContext:
+    """What one pipeline runs with, fixed once known: its configuration and protocol, folder, tracking store,
+    experiment and MLflow parent run, device, model source, memory plan and provenance. What the run learns
+    on its way (the GEMM peak, the estimate it logs, a Hub revision) makes a new context (``replace``)."""
 
     config: Config
     protocol: Protocol
@@ -75,13 +77,12 @@ class Session:
     mlflow_run: tracking.LiveRun  # the pipeline's (parent) MLflow run
     device: torch.device
     source: models.ModelSource  # the model, as the input checks resolved it (loaded from it, never re-resolved)
-    started: float = field(default_factory=time.perf_counter)
-    monitor: object = None  # MLflow's system-metrics monitor of the parent run, if any
+    plan: memory.Plan  # the memory the run was estimated to need (checked before it started)
+    provenance: provenance.Provenance  # model file, git state, reproduce (``_record_provenance``)
     figures: bool = True  # False: no figure is drawn (``cctk report`` draws them later)
+    started: float = field(default_factory=time.perf_counter)
     peak_gflops: float | None = None  # the device's GEMM peak measured at the start (the compute limit)
-    plan: memory.Plan | None = None  # the memory the run was estimated to need (checked before it started)
     memory_estimate: int = 0  # the peak the plan expects of this run (``Plan.expected_peak``)
-    provenance: provenance.Provenance | None = None  # model file, git state, reproduce (``_record_provenance``)
 
 
 @dataclass(frozen=True)
@@ -154,10 +155,9 @@ def run(config: Config, where: Where = Where(), options: Options = Options()) ->
     # opened here and ended here, so no fault between (the GEMM peak, a Ctrl-C) leaves it RUNNING
     with _held(layout.folder), store.run("pipeline", layout.session, tags, parent=sweep, attach=True) as mlflow_run:
         _set_up(mlflow_run, config, protocol, source, layout, sweep, echo)
-        session = Session(config, protocol, layout, store, mlflow_run.experiment_id, mlflow_run, device, source,
-                          figures=options.figures, plan=plan)
-        _record_provenance(session)
-        results = _stages(session, Done(), echo, options.system_metrics, peak=True)
+        context = RunContext(config, protocol, layout, store, mlflow_run.experiment_id, mlflow_run, device, source,
+                             plan, _record_provenance(config, store, mlflow_run), figures=options.figures)
+        results = _stages(context, Done(), echo, options.system_metrics, peak=True)
     return Outcome(results, mlflow_run.run_id, layout.folder)
 
 
@@ -185,12 +185,11 @@ def resume(run_id: str, where: Where = Where(), options: Options = Options()) ->
         source = models.check_available(config.model)  # before the run is reopened, as run()'s input checks
         done = resume_state.finished(store, parent, layout)
         with store.run("pipeline", layout.session, reopen=run_id) as reopened:  # ended here, as run()'s
-            session = Session(config, protocol, layout, store, parent.experiment_id, reopened, device, source,
-                              figures=options.figures, plan=plan)
-            _record_provenance(session)
+            context = RunContext(config, protocol, layout, store, parent.experiment_id, reopened, device, source,
+                                 plan, _record_provenance(config, store, reopened), figures=options.figures)
             echo(f"resuming {layout.session}: {len(done.run_ids)} of {len(protocol.models(config.parts))} models "
                  "already finished")
-            results = _stages(session, done, echo, options.system_metrics, peak=False)
+            results = _stages(context, done, echo, options.system_metrics, peak=False)
     return Outcome(results, run_id, layout.folder)
 
 
@@ -208,29 +207,29 @@ def _held(folder: Path, busy: str | None = None):
         session_files.release(lock)
 
 
-def _stages(session: Session, done: Done, echo, system_metrics: bool, peak: bool):
+def _stages(context: RunContext, done: Done, echo, system_metrics: bool, peak: bool):
     """Draw, measure and train, compute the tables, write the outputs; returns the protocol's results.
     ``peak``: measure the device's GEMM peak first (the compute limit; a resume reports no cost)."""
+    monitor = None  # MLflow's system-metrics monitor of the parent run, if any
     try:
-        draws = session.protocol.draw(session.config)
-        if peak:
-            session.peak_gflops = compute.peak_gflops(str(session.device), session.config.recipe.precision)
+        draws = context.protocol.draw(context.config)
+        gflops = compute.peak_gflops(str(context.device), context.config.recipe.precision) if peak else None
         if system_metrics:
-            session.monitor = session.mlflow_run.system_metrics()
-        session.memory_estimate = session.plan.expected_peak()
-        session.mlflow_run.metrics({"memory_estimate_bytes": session.memory_estimate})
-        for path in session_files.write_draws(session.layout, session.protocol, draws):  # on file before any training
-            session.mlflow_run.files(path)
-        results = _train_and_measure(session, draws, done, echo)
-        if session.config.curves:  # every arm's points, appended as it finished (a resume's too)
-            results.curves = session_files.read_curves(session.layout)
-        tables = session.protocol.compute_tables(results)
-        shutil.rmtree(session.layout.checkpoints, ignore_errors=True)  # only a resume needs them
-        _finish(session, results, tables, echo, resumed=bool(done.run_ids))
+            monitor = context.mlflow_run.system_metrics()
+        context = replace(context, peak_gflops=gflops, memory_estimate=context.plan.expected_peak())
+        context.mlflow_run.metrics({"memory_estimate_bytes": context.memory_estimate})
+        for path in session_files.write_draws(context.layout, context.protocol, draws):  # on file before any training
+            context.mlflow_run.files(path)
+        results, context = _train_and_measure(context, draws, done, echo)
+        if context.config.curves:  # every arm's points, appended as it finished (a resume's too)
+            results.curves = session_files.read_curves(context.layout)
+        tables = context.protocol.compute_tables(results)
+        shutil.rmtree(context.layout.checkpoints, ignore_errors=True)  # only a resume needs them
+        _finish(context, results, tables, echo, resumed=bool(done.run_ids))
         return results
     finally:
-        if session.monitor is not None:
-            session.monitor.finish()
+        if monitor is not None:
+            monitor.finish()
 
 
 def _set_up(mlflow_run: tracking.LiveRun, config: Config, protocol: Protocol, source: models.ModelSource, layout: Layout,
@@ -242,14 +241,15 @@ def _set_up(mlflow_run: tracking.LiveRun, config: Config, protocol: Protocol, so
     _say_where(protocol, config, layout, echo)
 
 
-def _record_provenance(session: Session, revision: str | None = None) -> None:
+def _record_provenance(config: Config, store: tracking.Store, mlflow_run: tracking.LiveRun,
+                       revision: str | None = None) -> provenance.Provenance:
     """The run's provenance (model file and hash, git state, reproduce, every package's version) and where
-    it is stored (absolute URI, artifact location) as tags of the parent run; kept for run_info.json."""
-    session.provenance = provenance.gather(session.config, revision)
-    where = {tracking.TRACKING_URI: session.store.uri, tracking.ARTIFACT_URI: session.mlflow_run.artifact_uri}
-    versions = provenance.package_versions(session.config)
-    session.mlflow_run.tags({**tracking.provenance_tags(session.provenance.flat(), versions),
-                     **where})
+    it is stored (absolute URI, artifact location) as tags of the parent run; returned for run_info.json."""
+    found = provenance.gather(config, revision)
+    where = {tracking.TRACKING_URI: store.uri, tracking.ARTIFACT_URI: mlflow_run.artifact_uri}
+    versions = provenance.package_versions(config)
+    mlflow_run.tags({**tracking.provenance_tags(found.flat(), versions), **where})
+    return found
 
 
 def _say_where(protocol: Protocol, config: Config, layout: Layout, echo) -> None:
@@ -267,17 +267,20 @@ def _say_where(protocol: Protocol, config: Config, layout: Layout, echo) -> None
         echo(f"parts {', '.join(config.parts)}: {len(trained)} of {len(every)} fine-tuning arms")
 
 
-def _train_and_measure(session: Session, draws, done: Done, echo):
-    measured = training_order(session.protocol.models(session.config.parts))
-    results = session.protocol.new_results(draws, session.config, done.measurements, done.training)
+def _train_and_measure(context: RunContext, draws, done: Done, echo):
+    """Every model not finished yet, trained and measured in its nested run; returns the results and the
+    context (with the provenance of the Hub revision loaded, where it differs from the one checked)."""
+    measured = training_order(context.protocol.models(context.config.parts))
+    results = context.protocol.new_results(draws, context.config, done.measurements, done.training)
     if len(done.run_ids) == len(measured):
-        return results
-    echo(f"loading {session.config.model} ...")
-    base, tokenizer = models.load_model(session.source, keep=False)  # the only copy: no pristine twin
+        return results, context
+    echo(f"loading {context.config.model} ...")
+    base, tokenizer = models.load_model(context.source, keep=False)  # the only copy: no pristine twin
     revision = getattr(base.config, "_commit_hash", None)  # the Hub commit the config was read from
-    known = session.provenance
-    if revision and known and known.model.kind == "hub" and revision != known.model.revision:
-        _record_provenance(session, revision)
+    known = context.provenance
+    if revision and known.model.kind == "hub" and revision != known.model.revision:
+        context = replace(context, provenance=_record_provenance(context.config, context.store, context.mlflow_run,
+                                                                 revision))
     copied = {m.parent for m in measured if m.parent and not m.in_place}  # kept (and checkpointed) once trained
     last_child = {m.parent: m.key for m in measured if m.parent and m.key not in done.run_ids}
     weights = {"base": base}  # parents wait here, on the CPU, until their last child takes them
@@ -286,22 +289,22 @@ def _train_and_measure(session: Session, draws, done: Done, echo):
         if arm.key in done.run_ids:
             continue
         if arm.parent is None:
-            with _nested_run(session, arm, draws) as nested:
-                _measure_and_log(session, results, arm.key, base.to(session.device), tokenizer, nested)
+            with _nested_run(context, arm, draws) as nested:
+                _measure_and_log(context, results, arm.key, base.to(context.device), tokenizer, nested)
             base.cpu()
             continue
         if arm.parent not in weights:  # finished before an interruption: its weights were checkpointed
-            skeleton = _skeleton(weights, last_child, lambda: models.load_model(session.source, keep=False)[0])
-            weights[arm.parent] = resume_state.load_checkpoint(skeleton, session.layout, arm.parent)
+            skeleton = _skeleton(weights, last_child, lambda: models.load_model(context.source, keep=False)[0])
+            weights[arm.parent] = resume_state.load_checkpoint(skeleton, context.layout, arm.parent)
         child = _child(weights, arm, last_child)
-        rows = session.protocol.rows(draws, arm.key, session.config.recipe, tokenizer)
-        with _nested_run(session, arm, draws) as nested:  # the move is the arm's: an OOM there ends it FAILED
-            child = child.to(session.device)
-            _train_model(session, results, arm, child, rows, tokenizer, nested, progress, i, arm.key in copied)
+        rows = context.protocol.rows(draws, arm.key, context.config.recipe, tokenizer)
+        with _nested_run(context, arm, draws) as nested:  # the move is the arm's: an OOM there ends it FAILED
+            child = child.to(context.device)
+            _train_model(context, results, arm, child, rows, tokenizer, nested, progress, i, arm.key in copied)
         if arm.key in copied:
             weights[arm.key] = child.cpu()
         del child
-    return results
+    return results, context
 
 
 def training_order(measured: tuple[Measured, ...]) -> tuple[Measured, ...]:
@@ -344,48 +347,48 @@ def _skeleton(weights: dict, last_child: dict[str, str], load):
     return load()
 
 
-def _train_model(session: Session, results, arm: Measured, child, rows, tokenizer, nested: tracking.LiveRun,
+def _train_model(context: RunContext, results, arm: Measured, child, rows, tokenizer, nested: tracking.LiveRun,
                  progress: Progress, i: int, checkpoint: bool) -> None:
     """Train model ``i`` from its parent (a copy, or in place), log it, checkpoint it if others start from
     a copy of it, measure it."""
-    draws, recipe = results.draws, session.config.recipe
-    recipe_params = {k: v for k, v in session.config.as_params().items()
+    draws, recipe = results.draws, context.config.recipe
+    recipe_params = {k: v for k, v in context.config.as_params().items()
                      if k.startswith("recipe.")}  # the parent's names
-    nested.params({"parent": session.protocol.model_name(arm.parent), "corpus": session.protocol.corpus_note(arm.key),
+    nested.params({"parent": context.protocol.model_name(arm.parent), "corpus": context.protocol.corpus_note(arm.key),
                    "examples": len(rows), **recipe_params})
-    if session.protocol.dataset is not None:
-        name, table = session.protocol.dataset(draws, arm.key)
-        nested.dataset(table, name=name, source=str(session.layout.targets.resolve()), context="training")
+    if context.protocol.dataset is not None:
+        name, table = context.protocol.dataset(draws, arm.key)
+        nested.dataset(table, name=name, source=str(context.layout.targets.resolve()), context="training")
     curve: list[dict] = []
-    on_epoch = _curve_point(session, draws, arm.key, tokenizer, nested, curve) if session.config.curves else None
+    on_epoch = _curve_point(context, draws, arm.key, tokenizer, nested, curve) if context.config.curves else None
     trained = None
     try:
-        trained = fine_tune(child, rows, recipe, session.config.seed, tokenizer.pad_token_id, arm.stream or arm.key,
-                            on_step=progress.arm(i, session.protocol.model_name(arm.key), rows, recipe), on_epoch=on_epoch,
+        trained = fine_tune(child, rows, recipe, context.config.seed, tokenizer.pad_token_id, arm.stream or arm.key,
+                            on_step=progress.arm(i, context.protocol.model_name(arm.key), rows, recipe), on_epoch=on_epoch,
                             on_loss=lambda epoch, loss: nested.metrics({"loss": loss}, step=epoch))
     finally:
         progress.close(finished=trained is not None)
     if curve:
-        session_files.append_curves(session.layout, curve)
-    _log_training(session, results, arm.key, trained, nested)
+        session_files.append_curves(context.layout, curve)
+    _log_training(context, results, arm.key, trained, nested)
     if checkpoint:
-        resume_state.save_checkpoint(child, session.layout, arm.key)
-    _measure_and_log(session, results, arm.key, child, tokenizer, nested)
+        resume_state.save_checkpoint(child, context.layout, arm.key)
+    _measure_and_log(context, results, arm.key, child, tokenizer, nested)
 
 
-def _log_training(session: Session, results, key: str, record: TrainRecord, nested: tracking.LiveRun) -> None:
+def _log_training(context: RunContext, results, key: str, record: TrainRecord, nested: tracking.LiveRun) -> None:
     """Keep the run's training record, on disk (for a resume) and in its MLflow run (its loss history was
     logged epoch by epoch, as training went)."""
     results.training[key] = record
-    path = session_files.write_training(session.layout, key, record)
+    path = session_files.write_training(context.layout, key, record)
     nested.metrics(record.metrics())
     nested.files(path, "training")
 
 
-def _curve_point(session: Session, inputs, key: str, tokenizer, nested: tracking.LiveRun, rows: list):
+def _curve_point(context: RunContext, inputs, key: str, tokenizer, nested: tracking.LiveRun, rows: list):
     """``on_epoch`` of an arm under ``--curves``: measure, keep the point, log hits as histories."""
     def on_epoch(epoch: int, module) -> None:
-        points = curve_rows(inputs, key, epoch, measure(module, tokenizer, scoring=session.protocol.scoring))
+        points = curve_rows(inputs, key, epoch, measure(module, tokenizer, scoring=context.protocol.scoring))
         rows.extend(points)
         nested.metrics({f"curve_hits_{p['group']}": p["hits"] for p in points}, step=epoch)
 
@@ -393,66 +396,67 @@ def _curve_point(session: Session, inputs, key: str, tokenizer, nested: tracking
 
 
 @contextmanager
-def _nested_run(session: Session, arm: Measured, draws):
+def _nested_run(context: RunContext, arm: Measured, draws):
     """The nested run of one measured model, ended by the lifecycle (a failed arm is a FAILED run)."""
-    tags = {tracking.KEY: arm.key, tracking.PARENT_KEY: arm.parent or "", tracking.PROTOCOL: session.protocol.name,
+    tags = {tracking.KEY: arm.key, tracking.PARENT_KEY: arm.parent or "", tracking.PROTOCOL: context.protocol.name,
             "mlflow.source.name": "cctk run"}
-    tags[tracking.PARENT_RUN] = session.mlflow_run.run_id
-    with session.store.run("model", session.protocol.model_name(arm.key), tags, parent=session.mlflow_run,
-                       experiment_id=session.experiment_id) as nested:
-        nested.params({"parent_run_id": session.mlflow_run.run_id, "seed": session.config.seed})  # the seed it used
-        nested.note(session.protocol.describe(draws, arm.key))
-        with _out_of_memory(session, arm.key):
+    tags[tracking.PARENT_RUN] = context.mlflow_run.run_id
+    with context.store.run("model", context.protocol.model_name(arm.key), tags, parent=context.mlflow_run,
+                       experiment_id=context.experiment_id) as nested:
+        nested.params({"parent_run_id": context.mlflow_run.run_id, "seed": context.config.seed})  # the seed it used
+        nested.note(context.protocol.describe(draws, arm.key))
+        with _out_of_memory(context, arm.key):
             yield nested
 
 
-def _out_of_memory(session: Session, key: str):
+def _out_of_memory(context: RunContext, key: str):
     """An out-of-memory error of an arm as one line (the run ends FAILED with it): the estimate it was
     checked against and the options that fit, instead of the allocator's traceback."""
-    plan = replace(session.plan, others=models.roster_shapes())
-    return out_of_memory_as_line(plan, session.device, f"the {session.protocol.model_name(key)} arm")
+    plan = replace(context.plan, others=models.roster_shapes())
+    return out_of_memory_as_line(plan, context.device, f"the {context.protocol.model_name(key)} arm")
 
 
-def _measure_and_log(session: Session, results, key: str, module, tokenizer, nested: tracking.LiveRun) -> None:
+def _measure_and_log(context: RunContext, results, key: str, module, tokenizer, nested: tracking.LiveRun) -> None:
     """Measure one model, save its table at once (nothing finished is lost), log it to its run."""
-    table = measure(module, tokenizer, scoring=session.protocol.scoring)
+    table = measure(module, tokenizer, scoring=context.protocol.scoring)
     results.measurements[key] = table
-    nested.metrics(session.protocol.model_metrics(results, key).metrics())
-    nested.files(session_files.write_measurement(session.layout, key, table), "measurement")
+    nested.metrics(context.protocol.model_metrics(results, key).metrics())
+    nested.files(session_files.write_measurement(context.layout, key, table), "measurement")
     nested.table(table, "measurement_table.json")
-    drawn = model_heatmaps(results, key, session.layout) if session.figures else []
+    drawn = model_heatmaps(results, key, context.layout) if context.figures else []
     for figure in drawn:  # write_all
         nested.files(figure, "figures")  # reuses them
 
 
-def _finish(session: Session, results, tables: dict, echo, resumed: bool = False) -> None:
-    facts = RunFacts(session.layout.session, session.store.uri, session.experiment_id, session.mlflow_run.run_id,
-                     str(session.device),
-                     round(time.perf_counter() - session.started, 1), hardware(session.device), software(session.config),
-                     _memory_use(session, results), session.mlflow_run.artifact_uri, session.provenance,
-                     session.source)
-    n_figures = write_all(results, tables, RunRecord(session.config, facts, results.training), session.layout,
-                          reuse_heatmaps=True, figures=session.figures)
-    head = session.protocol.headline(results)
-    session.mlflow_run.files(session.layout.folder)
+def _finish(context: RunContext, results, tables: dict, echo, resumed: bool = False) -> None:
+    info = session_files.run_info(
+        context.config, context.protocol, results, session=context.layout.session, model=context.source,
+        device=str(context.device), seconds=round(time.perf_counter() - context.started, 1),
+        hardware=hardware(context.device), software=software(context.config),
+        mlflow=MlflowIds(context.store.uri, context.experiment_id, context.mlflow_run.run_id,
+                         context.mlflow_run.artifact_uri),
+        memory=_memory_use(context, results), provenance=context.provenance)
+    n_figures = write_all(results, tables, info, context.layout, reuse_heatmaps=True, figures=context.figures)
+    head = context.protocol.headline(results)
+    context.mlflow_run.files(context.layout.folder)
     cost = None if resumed else compute.training_cost(  # a resumed run's wall time is not its cost
-        results.training.values(), str(session.device), session.config.recipe.precision, earlier=session.peak_gflops)
-    seconds = time.perf_counter() - session.started  # everything: load, training, measuring, outputs, logging
+        results.training.values(), str(context.device), context.config.recipe.precision, earlier=context.peak_gflops)
+    seconds = time.perf_counter() - context.started  # everything: load, training, measuring, outputs, logging
     cost_metrics = cost.metrics(seconds) if cost else {}
-    session.mlflow_run.metrics({**head.metrics(), "pipeline_seconds": seconds, **cost_metrics,
-                                "peak_memory_bytes": facts.memory.peak_bytes})
-    for line in session.protocol.summary(results, head):
+    context.mlflow_run.metrics({**head.metrics(), "pipeline_seconds": seconds, **cost_metrics,
+                                "peak_memory_bytes": info.memory.peak_bytes})
+    for line in context.protocol.summary(results, head):
         echo(line)
-    echo(f"{n_figures} figures and {len(tables)} tables in {session.layout.folder}")
-    echo(f"{session.protocol.title} finished in {seconds / 60:.1f} min"
-         + (f": {cost.line(seconds)}" if cost else "") + f"; MLflow run {session.mlflow_run.run_id}")
+    echo(f"{n_figures} figures and {len(tables)} tables in {context.layout.folder}")
+    echo(f"{context.protocol.title} finished in {seconds / 60:.1f} min"
+         + (f": {cost.line(seconds)}" if cost else "") + f"; MLflow run {context.mlflow_run.run_id}")
 
 
-def _memory_use(session: Session, results) -> MemoryUse:
+def _memory_use(context: RunContext, results) -> MemoryUse:
     """The run's peak beside its estimate: the GPU allocator's largest arm on CUDA; elsewhere the process's
     resident memory, the largest over the arms (each arm starts the counter over) and what came after."""
-    if session.device.type == "cuda":
+    if context.device.type == "cuda":
         peak = max((r.peak_gpu_memory_bytes for r in results.training.values()), default=0)
-        return MemoryUse("gpu", session.memory_estimate, peak)
+        return MemoryUse("gpu", context.memory_estimate, peak)
     arms = max((r.peak_cpu_memory_bytes for r in results.training.values()), default=0)
-    return MemoryUse("process", session.memory_estimate, max(arms, memory.process_peak()))
+    return MemoryUse("process", context.memory_estimate, max(arms, memory.process_peak()))

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..store import tracking
 from ..core.config import PARTS, make_config, parse_parts, parse_set, seeds_or_count
 from ..core.errors import CctkError
 from ..core.lm.models import check_available, model_config
+from ..store import tracking
 
 EXECUTORS = ("local", "ray")
 

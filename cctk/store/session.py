@@ -32,17 +32,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..manuals import registry as protocols
-from ..core.config import PARTS, Recipe
+from ..core import records
+from ..core.config import PARTS, Config
 from ..core.errors import CctkError
-from ..manuals.v2.parts import CURVE_COLUMNS
-from ..core.lm.models import model_id
 from ..core.labels import file_stem
-from ..manuals.registry import Protocol
+from ..core.lm.models import model_id
 from ..core.provenance import Provenance
 from ..core.readings import COLUMNS
-from ..core.records import (Design, Hardware, MemoryUse, MlflowIds, ModelSource, RunInfo, RunRecord, Seeds, Trained,
+from ..core.records import (Hardware, MemoryUse, MlflowIds, ModelSource, RunInfo, Seeds, Trained,
     TrainRecord)
+from ..manuals import registry as protocols
+from ..manuals.registry import Protocol
+from ..manuals.v2.parts import CURVE_COLUMNS
 
 RUN_INFO = "run_info.json"
 FORMATS = ("png", "pdf", "eps")  # every figure, in this order
@@ -289,30 +290,28 @@ def read_curves(layout: Layout) -> pd.DataFrame | None:
 
 # --- run_info.json: the RunInfo record at its JSON edge, and back (the one codec of the file). ---
 
-def run_info(record: RunRecord, protocol: Protocol, results) -> RunInfo:
-    """Everything run_info.json holds: the record, plus the facts a reader wants beside it."""
-    config, facts = record.config, record.facts
-    trained = {m.key: Trained(protocol.model_name(m.key), protocol.model_name(m.parent), record.training[m.key])
-               for m in protocol.trained(config.parts) if m.key in record.training}
-    return RunInfo(protocol=protocol.name, session=facts.session,
-                   model=facts.model or ModelSource(config.model, model_id(config.model)), profile=config.profile,
-                   profile_requested=config.profile_requested or config.profile, profile_note=config.profile_note,
-                   recipe=config.recipe, design=protocol.design(results, config),
+def run_info(config: Config, protocol: Protocol, results, *, session: str, model: ModelSource | None = None,
+             device: str = "", seconds: float | None = None, hardware: Hardware = Hardware(),
+             software: dict | None = None, mlflow: MlflowIds = MlflowIds(), memory: MemoryUse | None = None,
+             provenance: Provenance | None = None) -> RunInfo:
+    """The run's one record, built once at its end: its configuration and the facts of where and how it ran,
+    with what a reader wants beside them (its protocol's design, seeds and what they control, candidates, the
+    fine-tuning runs by plain name, the headline)."""
+    trained = {m.key: Trained(protocol.model_name(m.key), protocol.model_name(m.parent), results.training[m.key])
+               for m in protocol.trained(config.parts) if m.key in results.training}
+    return RunInfo(protocol=protocol.name, session=session, model=model or ModelSource(config.model, model_id(config.model)),
+                   profile=config.profile, profile_requested=config.profile_requested or config.profile,
+                   profile_note=config.profile_note, recipe=config.recipe, design=protocol.design(results, config),
                    seeds=Seeds(config.seeds, config.seeds_drawn, protocol.seed_roles),
-                   candidates=protocol.scoring.candidates, end_marker=protocol.scoring.end_marker, device=facts.device,
-                   hardware=facts.hardware, software=facts.software, mlflow=facts.mlflow, training=trained,
-                   headline=protocol.headline(results).metrics(), seconds=facts.seconds, memory=facts.memory,
-                   provenance=facts.provenance)
+                   candidates=protocol.scoring.candidates, end_marker=protocol.scoring.end_marker, device=device,
+                   hardware=hardware, software=dict(software or {}), mlflow=mlflow, training=trained,
+                   headline=protocol.headline(results).metrics(), seconds=seconds, memory=memory,
+                   provenance=provenance)
 
 
 def info_json(info: RunInfo) -> dict:
-    """``info`` as run_info.json writes it: plain values, a protocol's absent fields left out."""
-    data: dict = {}
-    for key, value in asdict(info).items():  # the design's fields flat, in its place
-        data.update(value if key == "design" else {key: value})
-    data["training"] = {key: {"model": t.model, "parent": t.parent, **t.record.to_json()}
-                        for key, t in info.training.items()}
-    return {key: value for key, value in data.items() if value is not None}
+    """``info`` as run_info.json writes it: the record's fields (its design's flat), its absent values left out."""
+    return records.to_json(info, omit_none=True)
 
 
 def info_from_json(data: dict) -> RunInfo:
@@ -324,28 +323,25 @@ def info_from_json(data: dict) -> RunInfo:
 def _decode(data: dict) -> tuple[Protocol, RunInfo]:
     """run_info.json's protocol, resolved from its name here (the disk's edge), and the record."""
     protocol = protocols.get(data.get("protocol"))
-    split, seeds, ml = protocol.config.split, data["seeds"], data.get("mlflow") or {}
-    training = {protocol.renamed.get(key, key): Trained(t["model"], t["parent"], TrainRecord.from_json(t))
-                for key, t in data.get("training", {}).items()}
-    pairs = lambda name: None if data.get(name) is None else tuple(tuple(p) for p in data[name])  # noqa: E731
-    return protocol, RunInfo(
-        protocol=protocol.name, session=data["session"], model=ModelSource(data["model"]["key"], data["model"]["id"]),
-        profile=data["profile"], profile_requested=data.get("profile_requested", data["profile"]),
-        profile_note=data.get("profile_note", data["profile"]), recipe=Recipe(**data["recipe"]),
-        design=Design(holdout=data.get("holdout"), curves=bool(data.get("curves")) if split else None,
-                      parts=tuple(data.get("parts", PARTS)) if split else None,
-                      heldout_additions=pairs("heldout_additions"),
-                      warnings=tuple(data.get("warnings", ())) if split else None,
-                      answer_text=data.get("answer_text"), index=data.get("index"), loss=data.get("loss"),
-                      pairs_plotted=pairs("pairs_plotted")),
-        seeds=Seeds(tuple(seeds["values"]), bool(seeds["drawn_fresh"]), dict(seeds.get("roles") or {})),
-        candidates=tuple(data.get("candidates", protocol.scoring.candidates)),
-        end_marker=data.get("end_marker", protocol.scoring.end_marker), device=data.get("device", ""),
-        hardware=Hardware.from_json(data.get("hardware")), software=dict(data.get("software") or {}),
-        mlflow=MlflowIds(ml.get("tracking_uri"), ml.get("experiment_id"), ml.get("run_id"), ml.get("artifact_uri")),
-        training=training,
-        headline=dict(data.get("headline") or {}), seconds=data.get("seconds"),
-        memory=MemoryUse.from_json(data.get("memory")), provenance=Provenance.from_json(data.get("provenance")))
+    return protocol, records.from_json(RunInfo, _upgrade(data, protocol))
+
+
+def _upgrade(data: dict, protocol: Protocol) -> dict:
+    """What a file written by an older cctk lacks, as that code meant it; the codec does the rest."""
+    data = dict(data, protocol=protocol.name)
+    data.setdefault("profile_requested", data["profile"])
+    data.setdefault("profile_note", data["profile"])
+    data.setdefault("candidates", list(protocol.scoring.candidates))
+    data.setdefault("end_marker", protocol.scoring.end_marker)
+    for key in ("mlflow", "hardware", "software", "headline"):  # written as null by early files
+        if data.get(key) is None:
+            data.pop(key, None)
+    if protocol.config.split:  # 2.0.0: no --parts ran them all, no --curves drew none, no warnings said none
+        data.setdefault("parts", list(PARTS))
+        data["curves"] = bool(data.get("curves"))
+        data.setdefault("warnings", [])
+    data["training"] = {protocol.renamed.get(key, key): t for key, t in (data.get("training") or {}).items()}
+    return data
 
 
 def write_run_info(layout: Layout, info: RunInfo) -> Path:
@@ -385,7 +381,7 @@ def layout_of(folder: Path) -> Layout:
 class Rebuilt:
     results: object  # the protocol's results (StudyResults under 2.0.0, ComparisonResults under 1.0.0)
     tables: dict[str, pd.DataFrame]
-    record: RunRecord
+    info: RunInfo  # its run_info.json
     protocol: Protocol  # the protocol it ran under
 
 
@@ -396,11 +392,10 @@ def rebuild(folder: Path) -> Rebuilt:
     some parts (``--parts``) needs the measurements of those parts' models only.
     """
     protocol, info = read_stored(folder)
-    record = info.record
-    layout, config = Layout(Path(folder), protocol), record.config
+    layout, config = Layout(Path(folder), protocol), info.config
     measurements = read_measurements(layout, require=protocol.model_keys(config.parts))
-    results = protocol.new_results(protocol.draw(config), config, measurements, record.training, read_curves(layout))
-    return Rebuilt(results, protocol.compute_tables(results), record, protocol)
+    results = protocol.new_results(protocol.draw(config), config, measurements, info.records, read_curves(layout))
+    return Rebuilt(results, protocol.compute_tables(results), info, protocol)
 
 
 def copy_inputs(source: Layout, root: Path) -> Layout:

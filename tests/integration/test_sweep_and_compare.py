@@ -36,7 +36,7 @@ def tables_by_seed(client, sweep_id) -> dict[int, dict]:
     for run in cells(client, sweep_id):
         if run.info.status == "FINISHED":
             back = rebuild(os.path.join(client.get_run(sweep_id).data.params["out"], run.data.tags["cctk.session"]))
-            out[back.record.config.seed] = back.tables
+            out[back.info.config.seed] = back.tables
     return out
 
 

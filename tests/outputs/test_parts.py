@@ -140,7 +140,7 @@ def test_the_run_info_and_reports_say_which_parts_ran(ac_session):
 def test_a_partial_session_is_read_back(ac_session, tmp_path, monkeypatch):
     folder, results, tables = ac_session
     back = rebuild(folder)
-    assert back.record.config.parts == AC and back.results.parts == AC
+    assert back.info.config.parts == AC and back.results.parts == AC
     assert list(back.tables) == list(tables)
     for name in tables:
         pd.testing.assert_frame_equal(back.tables[name], tables[name])
@@ -170,7 +170,7 @@ def test_a_run_from_before_parts_reads_as_all_parts(written_session):
     info.pop("parts", None)
     from cctk.store.session import info_from_json
 
-    assert info_from_json(info).record.config.parts == PARTS
+    assert info_from_json(info).config.parts == PARTS
 
 
 def test_parts_travel_through_mlflow_params_the_mlproject_and_a_sweep():

@@ -176,9 +176,9 @@ def test_rebuild_gives_the_same_results_and_table_files(tmp_path, session, copy_
     assert set(back.tables) == set(tables)
     for name in tables:
         pd.testing.assert_frame_equal(back.tables[name], tables[name])
-    assert back.results.training == results.training and back.record.config.seeds == (SEED,)
-    assert back.record.facts.run_id == RUN["run_id"]
-    copy = write_session(tmp_path, back.results, back.tables, back.record.config, RUN)
+    assert back.results.training == results.training and back.info.config.seeds == (SEED,)
+    assert back.info.mlflow.run_id == RUN["run_id"]
+    copy = write_session(tmp_path, back.results, back.tables, back.info.config, RUN)
     first, second = files_under(folder), files_under(copy)
     for name, data in first.items():
         if name.startswith(("tables/", "workbook/")) or name in ("run_info.json",):

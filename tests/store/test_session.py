@@ -98,7 +98,7 @@ def test_run_info_goes_through_one_codec_and_back(written_session):
     assert session.info_from_json(session.info_json(info)) == info
     assert info.protocol == "v2" and info.design.parts == ("A", "B", "C", "D") and info.design.index is None
     assert "index" not in json.loads((folder / "run_info.json").read_text())
-    assert info.record.config == session.rebuild(folder).record.config
+    assert info.config == session.rebuild(folder).info.config
 
 
 def test_a_run_info_written_before_issue_21_reads_as_todays(written_session):
@@ -131,5 +131,5 @@ def test_a_v1_run_info_from_before_issue_21_reads_its_model_under_its_own_key():
     assert list(old["training"]) == ["m_random"]  # the key it shared with 2.0.0's fabricated-answers model
     info = session.info_from_json(old)
     assert list(info.training) == ["v1_random"] and info.training["v1_random"].record.losses == (1.9,)
-    assert info.record.config.protocol == "v1" and info.record.config.holdout is None
+    assert info.config.protocol == "v1" and info.config.holdout is None
     assert (info.design.answer_text, info.design.index, info.design.pairs_plotted) == (" {v}", "mean", ((3, 5), (5, 8), (7, 4)))

@@ -28,14 +28,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .compute import example_flops
 from ..config import Recipe
-from .corpus import IGNORE, Packed, collate, pack, shared_tokens
-from .device import device_step
 from ..errors import CctkError
 from ..facts import rng
-from .memory import process_peak, reset_process_peak
 from ..records import TrainRecord
+from .compute import example_flops
+from .corpus import IGNORE, Packed, collate, pack, shared_tokens
+from .device import device_step
+from .memory import process_peak, reset_process_peak
 
 
 class NonFiniteLoss(CctkError):

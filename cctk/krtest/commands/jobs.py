@@ -15,18 +15,18 @@ from pathlib import Path
 import pandas as pd
 
 from ... import __version__
-from ...core.lm import memory
-from ...store import tracking
 from ...core.errors import CctkError
+from ...core.lm import memory
 from ...core.lm.device import check_recipe, out_of_memory_as_line, resolve as resolve_device, room
 from ...core.lm.models import check_available, load_model, model_config
 from ...core.lm.scoring import pad_id
+from ...store import tracking
 from .. import RUN
 from ..generation.generate import VALIDATION
 from ..measurement.items import MAX_TOKENS, Item, check_locations, read_corpus, read_items, with_book
+from ..measurement.lora import plan_lora
 from ..measurement.passages import Passage, check_segment
 from ..measurement.passages import segment as segment_corpus
-from ..measurement.lora import plan_lora
 from ..measurement.report import write_curve, write_evaluation
 from ..measurement.scoring import Summary, check_fits, score, summarize
 from ..measurement.train import Evaluation, TrainConfig, Trained, perplexity, train

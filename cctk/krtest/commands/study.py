@@ -27,21 +27,21 @@ from pathlib import Path
 import pandas as pd
 
 from ... import __version__
-from ...core.lm import memory
-from ...store import tracking
 from ...core.config import Recipe
+from ...core.lm import memory
 from ...core.lm.device import check_recipe, out_of_memory_as_line, resolve as resolve_device
 from ...core.lm.models import check_available, load_model, model_id
+from ...store import tracking
 from ...store.session import new_folder
 from .. import ARMS, STUDY_RUN
 from ..generation.generate import (CORPUS, ENTITIES, QUESTIONS, VALIDATION, VALIDATION_ENTITIES, check_sizes,
     make_dataset, write_dataset)
-from .jobs import Inputs, Track, evaluate_arm, memory_plan, open_track, read_inputs, train_arm
 from ..measurement.lora import PairPlan, plan_pair
 from ..measurement.passages import check_segment
 from ..measurement.report import write_figure, write_table
 from ..measurement.scoring import Summary
 from ..measurement.train import DEFAULT_BUDGET, RECIPES, TrainConfig, Trained, corpus_rows
+from .jobs import Inputs, Track, evaluate_arm, memory_plan, open_track, read_inputs, train_arm
 
 STUDY_JSON = "study.json"
 

@@ -49,11 +49,11 @@ from pathlib import Path
 
 from ... import __version__
 from ...core.errors import CctkError
-from .corpora import Document, Located, cut, read_documents
 from ..measurement.items import Item
-from .journal import JOURNAL, Journal, open_journal
 from ..measurement.passages import Passage, check_segment
 from ..measurement.scoring import encode_continuation
+from .corpora import Document, Located, cut, read_documents
+from .journal import JOURNAL, Journal, open_journal
 from .teacher import PROMPT_VERSION, Reply, ask, messages, parse_reply
 from .validate import FIELDS, MAX_SPANS, REASONS, SUPPORT, Checker, key
 

@@ -27,8 +27,8 @@ from pathlib import Path
 from ... import __version__
 from ...core.errors import CctkError
 from ...core.stats import clopper_pearson
-from .corpora import cut, read_documents
 from ..measurement.items import Item, read_items
+from .corpora import cut, read_documents
 from .journal import JOURNAL, Journal, open_journal
 from .teacher import ask
 

@@ -22,8 +22,8 @@ from pathlib import Path
 import pandas as pd
 from transformers import Trainer, TrainerCallback
 
-from ...store import tracking
 from ...core.errors import CctkError
+from ...store import tracking
 from .items import Item, read_items
 from .scoring import Summary, score, summarize
 

@@ -22,11 +22,11 @@ import torch
 import torch.nn.functional as F
 
 from ...core.config import Recipe
-from ...core.lm.corpus import IGNORE, collate
 from ...core.errors import CctkError
+from ...core.lm.corpus import IGNORE, collate
 from ...core.lm.finetune import fine_tune
-from ...core.records import TrainRecord
 from ...core.lm.scoring import LOGIT_BUDGET, encode, pad_id, vocab_size
+from ...core.records import TrainRecord
 from ..generation.generate import check_seed
 from .items import Item, passages
 from .lora import DEFAULT_BUDGET, LoraPlan, attach_lora, check_budget, plan_lora, trainable_count

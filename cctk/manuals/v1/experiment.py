@@ -11,11 +11,11 @@ from dataclasses import asdict, dataclass, field
 import pandas as pd
 
 from ...core.facts import correct_sums
-from .labels import model_name
 from ...core.readings import read
 from ...core.records import TrainRecord
 from ...core.stats import clopper_pearson
 from .facts import Draws
+from .labels import model_name
 
 BEFORE, AFTER = "base", "v1_random"  # the model before and after fine-tuning (labels.V1_MODELS)
 # The fine-tuning run's draws (batch order, dropout) are seeded from this name: the key the fine-tuned

@@ -7,8 +7,8 @@ Torch-free and matplotlib-free at import.
 from __future__ import annotations
 
 from ...core.config import PROTOCOLS, Config, Recipe
-from ..registry import Measured, Protocol, Report
 from ...core.records import Design
+from ..registry import Measured, Protocol, Report
 from . import experiment as v1_experiment
 from . import facts as v1_facts
 from .labels import FIGURE_ABOUT, SECTIONS, TABLE_CAPTIONS, TABLES, model_name

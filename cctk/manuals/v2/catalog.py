@@ -7,12 +7,12 @@ from __future__ import annotations
 import pandas as pd
 
 from ... import figures as charts
-from .parts import ALL_SEEN, StudyResults
-from .parts.part_d import RULE_AND_CONTROL, deviations
+from ...core.stats import smallest_band
 from ...figures.spec import Spec
 from .design import ARM_BY_KEY, ARMS, CONTROLS, MAIN_SEQUENCE, family_arms, own_target, part_arms
 from .labels import figure_name, model_name, target_name
-from ...core.stats import smallest_band
+from .parts import ALL_SEEN, StudyResults
+from .parts.part_d import RULE_AND_CONTROL, deviations
 
 BEFORE_AFTER = (3, 5)  # the addition of the before/after bars (manual 1.0.0 style)
 

@@ -7,13 +7,13 @@ imported where they are used.
 """
 from __future__ import annotations
 
-from . import parts as experiments
 from ...core import facts
 from ...core.config import PROTOCOLS, Config, Recipe
+from ...core.records import Design
+from ..registry import Measured, Protocol, Report
+from . import parts as experiments
 from .design import (ARM_BY_KEY, MAIN_SEQUENCE, StudyInputs, arms_for, build_study_inputs, corpus_table, own_target,
     targets_table)
-from ..registry import Measured, Protocol, Report
-from ...core.records import Design
 from .labels import (FIGURE_ABOUT, PAPER_TABLE_CAPTIONS, SECTIONS, SINGLE_RUN, TABLE_CAPTIONS, TABLES, model_name,
                      target_name)
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..labels import model_name, target_name
 from ....core.readings import Summary, summarize
+from ..labels import model_name, target_name
 from . import part_a, part_b, part_c, part_d, runs, synthesis
 from .core import ALL_SEEN, CURVE_COLUMNS, StudyResults, curve_rows, groups, summarize_split
 

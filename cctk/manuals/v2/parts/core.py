@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ....core.config import PARTS
-from ..design import ARMS, MODEL_KEYS, StudyInputs, models_for, own_target
-from ..labels import model_name, target_name
 from ....core.readings import read, summarize
 from ....core.records import TrainRecord
 from ....core.stats import clopper_pearson
+from ..design import ARMS, MODEL_KEYS, StudyInputs, models_for, own_target
+from ..labels import model_name, target_name
 
 # Models trained on all 81 additions, and the base model: they have no held-out group.
 ALL_SEEN = frozenset({"base"} | {a.key for a in ARMS if a.pairs == "all"})

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..labels import model_name, target_name
 from ....core.readings import summarize
+from ..labels import model_name, target_name
 from .core import StudyResults, interval
 
 MODELS = ("base", "m_correct", "m_random")

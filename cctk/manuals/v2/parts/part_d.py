@@ -5,9 +5,9 @@ import numpy as np
 import pandas as pd
 
 from ....core.facts import condition
+from ....core.stats import band_with_interval, share_inside
 from ..design import ARM_BY_KEY, RULE_VS_CONTROL, part_arms
 from ..labels import model_name
-from ....core.stats import band_with_interval, share_inside
 from .core import StudyResults, interval, summarize_split
 
 CONDITIONS = {">": "a > b", "=": "a = b", "<": "a < b"}

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..design import RULE_VS_CONTROL, own_target
-from ..labels import model_name, target_name
 from ....core.readings import summarize
 from ....core.stats import fisher_greater, holm
+from ..design import RULE_VS_CONTROL, own_target
+from ..labels import model_name, target_name
 from .core import StudyResults, groups, interval
 
 GROUP_NAMES = {"all": "all", "seen": "seen", "heldout": "held out"}
