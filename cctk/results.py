@@ -7,7 +7,9 @@ run's artifacts (the session folder) into a cache first (``$CCTK_CACHE/cctk/runs
     r = cctk.results.load("outputs/20260101-120000_smollm2-135m-bundled")
     r.tables["table09"]; r.measurements["correct sums"]; r.figures["synthesis"]; r.targets
 
-``r.info`` is the run's ``RunInfo`` (run_info.json as a typed record). A protocol v1 run
+Every table carries each label column's key beside it (``model_key``, ``group_key``, ...: join on those), a
+session written before the key columns too (``cctk.store.session.read_tables``); ``r.measurement(key)`` is a
+model's measurement by key. ``r.info`` is the run's ``RunInfo`` (run_info.json as a typed record). A protocol v1 run
 (``r.protocol`` is ``"v1"``) has tables ``table01`` (the comparison) to ``table04``,
 the measurements ``"base model"`` and ``"fabricated answers"`` (candidates 2..18, ``prob`` a softmax
 of the mean log-probability per token) and the figures ``before_and_after_3_plus_5`` etc.
