@@ -37,7 +37,7 @@ class Vocabulary:
         return self.names[kind][key]
 
     def keys(self, kind: str) -> dict[str, str]:
-        """Plain name (today's or a former one) -> key."""
+        """Plain name (today's or a former one) -> key; today's name wins where a former one is reused."""
         return {**self.former.get(kind, {}), **{name: key for key, name in self.names.get(kind, {}).items()}}
 
     def former_names(self, kind: str, key: str) -> list[str]:
