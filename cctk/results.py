@@ -7,7 +7,9 @@ run's artifacts (the session folder) into a cache first (``$CCTK_CACHE/cctk/runs
     r = cctk.results.load("outputs/20260101-120000_smollm2-135m-bundled")
     r.tables["table09"]; r.measurements["correct sums"]; r.figures["synthesis"]; r.targets
 
-``r.info`` is the run's ``RunInfo`` (run_info.json as a typed record). A protocol v1 run
+Every table carries each label column's key beside it (``model_key``, ``group_key``, ...: join on those), a
+session written before the key columns too (``cctk.store.session.read_tables``); ``r.measurement(key)`` is a
+model's measurement by key. ``r.info`` is the run's ``RunInfo`` (run_info.json as a typed record). A protocol v1 run
 (``r.protocol`` is ``"v1"``) has tables ``table01`` (the comparison) to ``table04``,
 the measurements ``"base model"`` and ``"fabricated answers"`` (candidates 2..18, ``prob`` a softmax
 of the mean log-probability per token) and the figures ``before_and_after_3_plus_5`` etc.
@@ -17,7 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -38,6 +40,7 @@ class RunResults:
     figures: dict[str, Path]  # figure name (file stem, e.g. "heatmap_recovery") -> PNG
     figure_files: dict[str, dict[str, Path]]  # figure name -> {"png": ..., "pdf": ..., "eps": ...}
     targets: pd.DataFrame | None  # targets.csv: split, every target table, exclusions (None before it existed)
+    model_names: dict[str, str] = field(default_factory=dict)  # model key -> its plain name (measurements' keys)
 
     @property
     def protocol(self) -> str:
@@ -49,6 +52,10 @@ class RunResults:
         """The parts of manual 2.0.0 the run ran (``cctk run --parts``): the tables and figures of the
         others are absent. All four for a run from before ``--parts``; none under protocol v1."""
         return self.info.design.parts or ()
+
+    def measurement(self, key: str) -> pd.DataFrame:
+        """The measurement table of model ``key`` (``"m_random"``): by its key, whatever its plain name."""
+        return self.measurements[self.model_names[key]]
 
     def to_latex(self, folder: str | os.PathLike, width: str = "column") -> Path:
         """Every table as booktabs LaTeX, every figure in paper style (``width``: column or page), captions.tex
@@ -126,8 +133,9 @@ def _download_whole(store: tracking.Store, run_id: str, folder: Path) -> None:
 def read_folder(folder: Path) -> RunResults:
     protocol, info = session.read_stored(Path(folder))
     layout = session.Layout(Path(folder), protocol)
-    tables = {name: pd.read_csv(path, float_precision="round_trip") for name, path in session.find_tables(layout).items()}
-    measurements = {protocol.model_name(k): t for k, t in session.read_measurements(layout).items()}
+    measured = session.read_measurements(layout)
+    names = {key: protocol.model_name(key) for key in measured}
     files = session.find_figures(layout)
     figures = {name: paths["png"] for name, paths in files.items() if "png" in paths}
-    return RunResults(layout.folder, info, tables, measurements, figures, files, session.read_targets(layout))
+    return RunResults(layout.folder, info, session.read_tables(layout),  # key columns even in a session from before
+                      {names[k]: t for k, t in measured.items()}, figures, files, session.read_targets(layout), names)

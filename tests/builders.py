@@ -1,5 +1,5 @@
 """Test data, built in one place: tiny models, measurement tables, synthetic and hand-made results, and
-session folders (today's, and as the code before issue 21 wrote them). Fixtures live in the conftests;
+session folders (today's, and as the code before issue 21 wrote them, or before #40's key columns). Fixtures live in the conftests;
 tests import what they build from here (``from builders import hand_table``).
 
 Every measurement table is assembled by ``measurement_table`` from one matrix of scores per addition
@@ -21,6 +21,7 @@ SESSION = "20260102-030405_smollm2-135m-bundled"
 RUN = {"session": SESSION, "tracking_uri": "sqlite:///mlruns/mlflow.db", "experiment_id": "1",
        "run_id": "0123456789abcdef0123456789abcdef", "seconds": 1234.5, "device": "cpu"}
 BEFORE_ISSUE_21 = Path(__file__).parent / "data" / "before_issue_21"  # files the code before it wrote
+BEFORE_KEYS = Path(__file__).parent / "data" / "before_issue_40"  # tables before their key columns (#40 item 4)
 
 
 def tiny_model(arch: str, vocab_size: int, seed: int = 0):
@@ -265,6 +266,15 @@ def write_v1_session_before_issue_21(root: Path) -> Path:
     shutil.copy(BEFORE_ISSUE_21 / "v1_training_m_random.json", layout.folder / "training" / "m_random.json")
     shutil.copy(BEFORE_ISSUE_21 / "v1_run_info.json", layout.run_info)
     return layout.folder
+
+
+def tables_before_keys(folder: Path, protocol: str = "v2") -> Path:
+    """``folder`` with its table CSVs as the code before #40's key columns wrote them (labels only): those of
+    tests/data/before_issue_40, written from the same results (``synthetic_results()`` under v2,
+    ``write_v1_session()``'s under v1) at the commit before."""
+    for csv in sorted(Path(folder).glob("tables/*/*.csv")):
+        shutil.copy(BEFORE_KEYS / protocol / csv.name, csv)
+    return Path(folder)
 
 
 def run_info_before_issue_21(protocol: str = "v2") -> dict:

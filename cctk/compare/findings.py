@@ -28,7 +28,7 @@ import pandas as pd
 
 from ..core import stats
 from ..manuals.v2.design import RULE_VS_CONTROL
-from ..manuals.v2.labels import model_name
+from ..manuals.v2.labels import keyed, model_name
 from .tables import PooledRun, _cmh, _has_rule, _two_by_two, grouped
 
 ALPHA = 0.05
@@ -44,7 +44,7 @@ class Contrast:
     """One rule against its control in one run, on the held-out additions (the run's table10 row)."""
 
     label: dict  # the group: base model and the varied recipe values (``tables.grouped``)
-    rule: str  # plain names
+    rule: str  # keys (``c18_correct``, ``c18ctl_correct``): runs are matched on them, named at the edge
     control: str
     run_id: str
     seed: int
@@ -55,7 +55,8 @@ class Contrast:
 
     @property
     def name(self) -> str:
-        return f"{self.rule} vs {self.control}"
+        """``sum + 18 from correct sums vs control for + 18``: the contrast in today's labels."""
+        return f"{model_name(self.rule)} vs {model_name(self.control)}"
 
     def table(self) -> np.ndarray:
         """(2, 2): rows rule, control; columns hit, miss."""
@@ -68,7 +69,9 @@ class Finding:
     """One contrast pooled over the runs of its group, and what the runs say together."""
 
     label: dict
-    contrast: str
+    contrast: str  # its name (``Contrast.name``)
+    rule_key: str
+    control_key: str
     verdict: str
     runs: int
     runs_agreeing: int
@@ -94,7 +97,7 @@ def contrasts(runs: list[PooledRun]) -> list[Contrast]:
         for rule, control in RULE_VS_CONTROL:
             for run in (r for r in mine if _has_rule(r, rule)):
                 (hits_rule, misses_rule), (hits_control, misses_control) = _two_by_two(run, rule).astype(int)
-                found.append(Contrast(label, model_name(rule), model_name(control), run.run_id, run.seed,
+                found.append(Contrast(label, rule, control, run.run_id, run.seed,
                                       int(hits_rule), int(hits_rule + misses_rule), int(hits_control),
                                       int(hits_control + misses_control)))
     return found
@@ -119,7 +122,8 @@ def per_run(found: list[Contrast]) -> pd.DataFrame:
     for c in found:
         _, p = stats.fisher_greater(c.hits_rule, c.n_rule, c.hits_control, c.n_control)
         odds, lo, hi = stats.odds_ratio_exact(c.hits_rule, c.n_rule, c.hits_control, c.n_control)
-        rows.append({**c.label, "contrast": c.name, "rule": c.rule, "control": c.control, "seed": c.seed,
+        rows.append({**c.label, "contrast": c.name, **keyed("rule", c.rule), **keyed("control", c.control),
+                     "seed": c.seed,
                      "run_id": c.run_id, "hits_rule": c.hits_rule, "n_rule": c.n_rule,
                      "hits_control": c.hits_control, "n_control": c.n_control, "p_one_sided": p,
                      "direction": direction(_excess(c.table())), "odds_ratio": odds, "or_lo": lo, "or_hi": hi})
@@ -136,7 +140,7 @@ def _by_contrast(found: list[Contrast]) -> list[list[Contrast]]:
     """The runs of each (group, contrast), in first-seen order."""
     parts: dict[tuple, list[Contrast]] = {}
     for c in found:
-        parts.setdefault((tuple(c.label.items()), c.name), []).append(c)
+        parts.setdefault((tuple(c.label.items()), c.rule, c.control), []).append(c)
     return list(parts.values())
 
 
@@ -169,7 +173,9 @@ def findings(found: list[Contrast], alpha: float = ALPHA, seed: int = POWER_SEED
         agreeing = sum(direction(_excess(c.table())) == way for c in part)
         bd, p_het = stats.breslow_day(stack)
         needed = stats.runs_for_power(_rates(part), alpha / family, seed, POWER, MOST_RUNS)
-        out.append(Finding(part[0].label, part[0].name, verdict(p_adjusted, p_het, len(part), agreeing, alpha),
+        first = part[0]
+        out.append(Finding(first.label, first.name, first.rule, first.control,
+                           verdict(p_adjusted, p_het, len(part), agreeing, alpha),
                            len(part), agreeing, way, test["hits_rule"], test["n_rule"], test["hits_control"],
                            test["n_control"], test["p_one_sided"], float(p_adjusted), bd, p_het,
                            test["odds_ratio_mh"], test["or_lo"], test["or_hi"], needed))

@@ -3,7 +3,9 @@
 Pure: a list of ``PooledRun`` (its base model, seed, ``StudyResults`` and logged recipe) in, DataFrames out. Runs
 are pooled within a group only: one base model and one value of every recipe value that differs
 between the runs compared (``grouped``); every table names its group in its first columns. A part a
-run did not run (``cctk run --parts``) gives it no rows: absent, never counted as zero.
+run did not run (``cctk run --parts``) gives it no rows: absent, never counted as zero. Runs' tables are
+joined on their key columns (``model_key``, ``group_key``, ``rule_key``, ...), never on their labels; every
+table here names a model by today's label of its key, with the key beside it.
 """
 from __future__ import annotations
 
@@ -19,11 +21,11 @@ from ..core.stats import clopper_pearson
 from ..manuals.registry import Protocol
 from ..manuals.v1 import experiment as v1_experiment
 from ..manuals.v2.design import ARM_BY_KEY, ARMS, MODEL_KEYS, RULE_VS_CONTROL, own_target
-from ..manuals.v2.labels import model_name, target_name
+from ..manuals.v2.labels import keyed
 from ..manuals.v2.parts import StudyResults
 
 DISTANCE_BINS = ((1, 2), (3, 5), (6, 9), (10, 17), (18, 34))  # |fabricated answer - true sum|
-GROUPS = ("all", "seen", "held out")
+GROUPS = ("all", "seen", "heldout")  # group keys: the columns <group>_mean, _lo, _hi
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,7 @@ def t_interval(values, level: float = 0.95) -> tuple[float, float, float]:
     return mean, max(0.0, mean - half), min(1.0, mean + half)
 
 
-MODEL_ORDER = {model_name(k): i for i, k in enumerate(MODEL_KEYS)}
+MODEL_ORDER = {k: i for i, k in enumerate(MODEL_KEYS)}
 
 
 def cross_seed(runs: list[PooledRun]) -> pd.DataFrame:
@@ -122,13 +124,13 @@ def cross_seed(runs: list[PooledRun]) -> pd.DataFrame:
     rows = []
     for label, mine in grouped(runs):
         shares = _stacked(mine, "table09")
-        for model, part in sorted(shares.groupby("model", sort=False), key=lambda item: MODEL_ORDER[item[0]]):
-            row = {**label, "model": model, "target": part["target"].iloc[0], "runs": part["run_id"].nunique()}
+        for key, part in sorted(shares.groupby("model_key", sort=False), key=lambda item: MODEL_ORDER[item[0]]):
+            row = {**label, **keyed("model", key), **keyed("target", own_target(key)),
+                   "runs": part["run_id"].nunique()}
             for group in GROUPS:
-                values = part.loc[part["group"] == group, "share"]
+                values = part.loc[part["group_key"] == group, "share"]
                 mean, lo, hi = t_interval(values) if len(values) else (math.nan,) * 3
-                name = group.replace(" ", "")
-                row.update({f"{name}_mean": mean, f"{name}_lo": lo, f"{name}_hi": hi})
+                row.update({f"{group}_mean": mean, f"{group}_lo": lo, f"{group}_hi": hi})
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -142,17 +144,18 @@ def pooled_tests(runs: list[PooledRun]) -> pd.DataFrame:
         for rule, control in RULE_VS_CONTROL:
             having = [r for r in mine if _has_rule(r, rule)]
             if having:  # no run of the group ran the rule's part: no row, never a zero
-                rows.append({**label, "rule": model_name(rule), "control": model_name(control),
+                rows.append({**label, **keyed("rule", rule), **keyed("control", control),
                              "runs": len(having), **_cmh([_two_by_two(r, rule) for r in having])})
     return pd.DataFrame(rows)
 
 
 def _has_rule(run: PooledRun, rule: str) -> bool:
-    return "table10" in run.tables and model_name(rule) in set(run.tables["table10"]["rule"])
+    """Whether the run tested the rule (by key) against its control (its table10)."""
+    return "table10" in run.tables and rule in set(run.tables["table10"]["rule_key"])
 
 
 def _two_by_two(run: PooledRun, rule: str) -> np.ndarray:
-    row = run.tables["table10"].set_index("rule").loc[model_name(rule)]
+    row = run.tables["table10"].set_index("rule_key").loc[rule]
     return np.array([[row.hits_rule, row.n_rule - row.hits_rule],
                      [row.hits_control, row.n_control - row.hits_control]], dtype=float)
 
@@ -235,11 +238,11 @@ def heldout_pooled(runs: list[PooledRun]) -> pd.DataFrame:
     rows = []
     for label, mine in grouped(runs):
         shares = _stacked(mine, "table09")
-        held = shares[shares["group"] == "held out"]
-        for model, part in held.groupby("model", sort=False):
+        held = shares[shares["group_key"] == "heldout"]
+        for key, part in held.groupby("model_key", sort=False):
             hits, n = int(part["hits"].sum()), int(part["n"].sum())
             lo, hi = clopper_pearson(hits, n)
-            rows.append({**label, "model": model, "runs": len(part), "hits": hits, "n": n,
+            rows.append({**label, **keyed("model", key), "runs": len(part), "hits": hits, "n": n,
                          "share": hits / n if n else math.nan, "lo": lo, "hi": hi})
     return pd.DataFrame(rows)
 
@@ -265,9 +268,9 @@ def recipe_sensitivity(runs: list[PooledRun]) -> pd.DataFrame:
 
 def _absorption_row(label: dict, runs: list[PooledRun], key: str, target: str) -> dict:
     table01 = _stacked(runs, "table01")
-    part = table01[(table01["model"] == model_name(key)) & (table01["target"] == target_name(target))]
+    part = table01[(table01["model_key"] == key) & (table01["target_key"] == target)]
     mean, lo, hi = t_interval(part["hits"] / part["n"])
-    return {**label, "part": "A", "model": model_name(key), "target": target_name(target), "runs": len(part),
+    return {**label, "part": "A", **keyed("model", key), **keyed("target", target), "runs": len(part),
             "hits": int(part["hits"].sum()), "n": int(part["n"].sum()), "share": mean, "lo": lo, "hi": hi,
             "interval": "t over runs"}
 
@@ -275,8 +278,8 @@ def _absorption_row(label: dict, runs: list[PooledRun], key: str, target: str) -
 def _rule_row(label: dict, runs: list[PooledRun], rule: str, control: str) -> dict:
     having = [r for r in runs if _has_rule(r, rule)]
     test = _cmh([_two_by_two(r, rule) for r in having])
-    row = {**label, "part": ARM_BY_KEY[rule].part, "model": model_name(rule), "target": target_name(own_target(rule)),
-           "runs": len(having), "interval": "exact, pooled", "control": model_name(control)}
+    row = {**label, "part": ARM_BY_KEY[rule].part, **keyed("model", rule), **keyed("target", own_target(rule)),
+           "runs": len(having), "interval": "exact, pooled", **keyed("control", control)}
     for side, suffix in (("rule", ""), ("control", "_control")):
         hits, n = test[f"hits_{side}"], test[f"n_{side}"]
         lo, hi = clopper_pearson(hits, n)

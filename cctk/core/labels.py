@@ -4,9 +4,70 @@ targets, figures, tables and sections) are its ``labels`` (``cctk.manuals.v2.lab
 each translated from internal keys in one place."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+from .errors import CctkError
+
 BASE_MODEL = "base model"  # the one key both manuals share: the model as loaded
 
-GROUPS = {"seen": "seen", "heldout": "held out", "all": "all additions"}
+GROUPS = {"seen": "seen", "heldout": "held out", "all": "all"}  # a group of additions, as table09 names it
+
+
+# --- Keys at the seams, labels at the edges. ---
+# Every label column of a table is followed by its key column: the internal key its label translates
+# (``model`` "recovery", ``model_key`` "m_recover"). The machine-readable files (CSV, XLSX) carry both; a page a
+# reader sees (LaTeX, HTML) the labels alone (``printed``); code that joins tables (compare, the synthesis
+# chart, cctk.results) joins on the keys, so that a label can change without breaking a session written before.
+KEY_COLUMNS: dict[str, str] = {"model": "model_key", "parent": "parent_key", "target": "target_key",
+                               "group": "group_key", "rule": "rule_key", "control": "control_key"}
+# What each label column names: a model, a target table or a group of additions (a Vocabulary's kinds).
+KINDS: dict[str, str] = {"model": "model", "parent": "model", "rule": "model", "control": "model",
+                         "target": "target", "group": "group"}
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """A manual's plain names, by kind (``model``, ``target``, ``group``) and key, and the names keys had
+    before: a label read back from a session written before keys (or before a label changed) gives its key."""
+
+    names: dict[str, dict[str, str]]  # kind -> key -> today's plain name
+    former: dict[str, dict[str, str]] = field(default_factory=dict)  # kind -> a plain name used before -> key
+
+    def name(self, kind: str, key: str) -> str:
+        return self.names[kind][key]
+
+    def keys(self, kind: str) -> dict[str, str]:
+        """Plain name (today's or a former one) -> key; today's name wins where a former one is reused."""
+        return {**self.former.get(kind, {}), **{name: key for key, name in self.names.get(kind, {}).items()}}
+
+    def former_names(self, kind: str, key: str) -> list[str]:
+        """The plain names ``key`` had before today's (the files of a session may carry them)."""
+        return [name for name, k in self.former.get(kind, {}).items() if k == key]
+
+    def keyed(self, column: str, key: str) -> dict[str, str]:
+        """A label column and its key beside it: ``keyed("parent", "m_random")`` ->
+        ``{"parent": "fabricated answers", "parent_key": "m_random"}``."""
+        return {column: self.name(KINDS[column], key), KEY_COLUMNS[column]: key}
+
+
+def with_keys(table, vocabulary: Vocabulary, columns=tuple(KEY_COLUMNS), where: str = "a table"):
+    """``table`` (a DataFrame) with a key column right after each label column of ``columns`` that has none
+    (a table written before keys), every label translated back to its key; a label ``vocabulary`` never
+    had is a one-line error naming it and ``where`` (a key guessed wrong would join the wrong rows)."""
+    table = table.copy()
+    for column in (c for c in columns if c in table.columns and KEY_COLUMNS[c] not in table.columns):
+        keys = vocabulary.keys(KINDS[column])
+        unknown = sorted(set(table[column].dropna()) - set(keys))
+        if unknown:
+            raise CctkError(f"{where}: {column} {', '.join(map(repr, unknown))} is no plain name this cctk "
+                            f"knows; add it to its manual's former names (labels.FORMER)")
+        table.insert(table.columns.get_loc(column) + 1, KEY_COLUMNS[column], table[column].map(keys))
+    return table
+
+
+def printed(table):
+    """``table`` as a reader sees it: its labels, without their key columns."""
+    return table.drop(columns=[c for c in KEY_COLUMNS.values() if c in table.columns])
 
 
 def file_stem(text: str) -> str:

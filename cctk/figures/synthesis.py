@@ -12,21 +12,23 @@ from . import style as styles
 from .common import BASE, CONTROL, HELD_HIT, SEEN_HIT, new_figure, paper_style
 from .style import REPORT, Style
 
-COLORS = {"seen": SEEN_HIT, "held out": HELD_HIT, "control held out": CONTROL, "base": BASE}
-LABELS = {"seen": "seen", "held out": "held out", "control held out": "held out, control",
+# The chart's series by key, and the legend's words for each (its labels, here at the edge).
+SERIES = ("seen", "heldout", "control_heldout", "base")
+COLORS = {"seen": SEEN_HIT, "heldout": HELD_HIT, "control_heldout": CONTROL, "base": BASE}
+LABELS = {"seen": "seen", "heldout": "held out", "control_heldout": "held out, control",
           "base": "base model (all 81)"}
-OFFSET = {"seen": -0.15, "held out": 0.15, "control held out": 0.15, "base": 0.0}
-COLUMN = {"seen": 0, "base": 0, "held out": 1, "control held out": 1}  # counts column
-# Paper style: (colour, marker) of each group.
-PAPER = {"seen": (styles.HIT, "o"), "held out": (styles.MISS, "s"), "control held out": (CONTROL, "^"),
+OFFSET = {"seen": -0.15, "heldout": 0.15, "control_heldout": 0.15, "base": 0.0}
+COLUMN = {"seen": 0, "base": 0, "heldout": 1, "control_heldout": 1}  # counts column
+# Paper style: (colour, marker) of each series.
+PAPER = {"seen": (styles.HIT, "o"), "heldout": (styles.MISS, "s"), "control_heldout": (CONTROL, "^"),
          "base": ("#000000", "D")}
 
 
 def synthesis_chart(rows: pd.DataFrame, style: Style = REPORT) -> Figure:
     """One row per model: dot = share of hits, bar = exact 95% interval, per group.
 
-    ``rows``: columns model, group ("seen", "held out", "control held out", "base"),
-    hits, n, share, lo, hi (shares and bounds in 0..1).
+    ``rows``: columns model (its label), series (a key of ``SERIES``), hits, n, share, lo, hi (shares and
+    bounds in 0..1).
     """
     models = list(dict.fromkeys(rows["model"]))
     if style.paper:
@@ -36,9 +38,9 @@ def synthesis_chart(rows: pd.DataFrame, style: Style = REPORT) -> Figure:
         fig = new_figure(8, height)
         ax = fig.add_axes([0.3, 0.75 / height, 0.48, 1 - 1.4 / height])
         for _, r in rows.iterrows():
-            y = models.index(r.model) + (OFFSET[r.group] if _two_groups(rows, r.model) else 0.0)
+            y = models.index(r.model) + (OFFSET[r.series] if _two_groups(rows, r.model) else 0.0)
             ax.errorbar(r.share, y, xerr=[[r.share - r.lo], [r.hi - r.share]], fmt="o",
-                        color=COLORS[r.group], markersize=4.5, capsize=2.5, linewidth=1.3)
+                        color=COLORS[r.series], markersize=4.5, capsize=2.5, linewidth=1.3)
         _counts(ax, rows, models)
         ax.set_yticks(range(len(models)), [textwrap.fill(m, 34) for m in models])
         ax.set_ylim(len(models) - 0.5, -0.5)
@@ -47,7 +49,7 @@ def synthesis_chart(rows: pd.DataFrame, style: Style = REPORT) -> Figure:
         ax.set_xlabel("share of additions whose top choice is the target (exact 95% interval)")
         ax.grid(axis="x", color="#dddddd", linewidth=0.6)
         ax.spines["right"].set_visible(False)
-        present = [g for g in COLORS if g in set(rows["group"])]
+        present = [g for g in COLORS if g in set(rows["series"])]
         handles = [Line2D([], [], color=COLORS[g], marker="o", label=LABELS[g]) for g in present]
         fig.legend(handles=handles, loc="lower center", ncol=len(handles), frameon=False)
         fig.suptitle("Synthesis: hits on each model's own target", x=0.54, y=1 - 0.05 / height,
@@ -66,8 +68,8 @@ def _counts(ax, rows: pd.DataFrame, models: list[str]) -> None:
         ax.text(1.1 + 0.2 * col, -0.6, header, transform=where, ha="center", va="bottom",
                 fontweight="bold")
     for _, r in rows.iterrows():
-        ax.text(1.1 + 0.2 * COLUMN[r.group], models.index(r.model), f"{r.hits} / {r.n}",
-                transform=where, ha="center", va="center", color=COLORS[r.group])
+        ax.text(1.1 + 0.2 * COLUMN[r.series], models.index(r.model), f"{r.hits} / {r.n}",
+                transform=where, ha="center", va="center", color=COLORS[r.series])
 
 
 def _paper(rows: pd.DataFrame, models: list[str], style: Style) -> Figure:
@@ -76,8 +78,8 @@ def _paper(rows: pd.DataFrame, models: list[str], style: Style) -> Figure:
         fig = styles.figure(style, 0.9 + (0.27 if style.narrow else 0.22) * len(models))
         ax = fig.add_subplot()
         for _, r in rows.iterrows():
-            y = models.index(r.model) + (OFFSET[r.group] if _two_groups(rows, r.model) else 0.0)
-            color, marker = PAPER[r.group]
+            y = models.index(r.model) + (OFFSET[r.series] if _two_groups(rows, r.model) else 0.0)
+            color, marker = PAPER[r.series]
             ax.errorbar(r.share, y, xerr=[[r.share - r.lo], [r.hi - r.share]], fmt=marker, color=color,
                         markersize=3.5, capsize=2, linewidth=1.0)
         ax.set_yticks(range(len(models)), [textwrap.fill(m, 34 if style.narrow else 60) for m in models],
@@ -88,7 +90,7 @@ def _paper(rows: pd.DataFrame, models: list[str], style: Style) -> Figure:
         ax.xaxis.set_major_formatter(lambda v, _: f"{v:.0%}")
         ax.set_xlabel("top choices on the target")
         ax.grid(axis="x", color="#dddddd", linewidth=0.5)
-        present = [g for g in PAPER if g in set(rows["group"])]
+        present = [g for g in PAPER if g in set(rows["series"])]
         handles = [Line2D([], [], color=PAPER[g][0], marker=PAPER[g][1], label=LABELS[g]) for g in present]
         fig.legend(handles=handles, loc="outside lower center", ncol=2, frameon=False)
         styles.note(fig, "The hits / n of every dot are in the synthesis table (table09).")

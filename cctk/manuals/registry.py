@@ -22,6 +22,7 @@ import pandas as pd
 
 from ..core.config import DEFAULT_PROTOCOL, PARTS, Config, ProtocolConfig, Recipe, check_protocol
 from ..core.facts import Scoring
+from ..core.labels import Vocabulary
 from ..core.records import Design
 
 if TYPE_CHECKING:
@@ -77,6 +78,7 @@ class Protocol(Generic[D, R, H]):
     seed_roles: dict[str, str]  # "seeds[0]" (and "seeds[1:]") -> what it controls
     params: dict[str, str]  # the parent run's parameters besides the configuration's
     model_name: Callable[[str], str]  # a model key's plain name: its files, runs and table rows (its labels)
+    vocabulary: Vocabulary  # its plain names by kind and key, and former ones: keys back from labels on disk
     models: Callable[[tuple[str, ...]], tuple[Measured, ...]]  # the models a run of these parts measures
     draw: Callable[[Config], D]  # everything drawn before training
     new_results: Callable[..., R]  # (draws, config, measurements, training, curves) -> its results

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..core.labels import TABLE_HEADERS
+from ..core.labels import TABLE_HEADERS, printed
 from .run_report import size
 
 SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
@@ -114,7 +114,9 @@ def header(column: str) -> str:
 
 def display(table: pd.DataFrame) -> pd.DataFrame:
     """The table as the paper prints it: every cell LaTeX text, counts and intervals in one cell, headers
-    plain (``hits_seen, n_seen, lo_seen, hi_seen`` -> ``seen``: ``56/57 (98\\%, 91--100\\%)``)."""
+    plain (``hits_seen, n_seen, lo_seen, hi_seen`` -> ``seen``: ``56/57 (98\\%, 91--100\\%)``); the labels
+    without their key columns (``model_key``, ...: the CSV's, for code that joins tables)."""
+    table = printed(table)
     groups = {column: group for column in table.columns if (group := _count_group(table, column)) is not None}
     folded = {f"{k}{g}" for g in groups.values() for k in ("n", "lo", "hi")} | ({"share"} if "" in groups.values()
                                                                                else set())

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..core.labels import printed
 from ..store.session import Layout, session_start
 
 LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
@@ -72,9 +73,11 @@ def latex(table: pd.DataFrame, name: str, captions: dict[str, str] | None = None
     A table of more than ``LATEX_MAX_COLUMNS`` columns is scaled to the text width
     (``\\resizebox``, from the graphicx package), so it never runs off the page. A table of more
     than ``LATEX_MAX_ROWS`` rows cannot float: it is a ``longtable`` (the longtable package) in
-    footnote size, with its caption and label, whose later pages say "(continued)".
+    footnote size, with its caption and label, whose later pages say "(continued)". Its key columns are
+    left out (``cctk.core.labels.printed``): a reader sees the labels.
     """
     caption = caption or captions[name]
+    table = printed(table)
     if len(table) > LATEX_MAX_ROWS:
         return _longtable(table, caption, f"tab:{label_prefix}{name}")
     text = _styler(table, "latex").to_latex(
@@ -95,7 +98,9 @@ def _longtable(table: pd.DataFrame, caption: str, label: str) -> str:
 
 
 def html(table: pd.DataFrame, name: str, left=None) -> str:
-    """The table as an HTML ``<table>`` (for report.html), stable ids, text columns ``left`` aligned left."""
+    """The table as an HTML ``<table>`` (for report.html), stable ids, text columns ``left`` aligned left;
+    its labels without their key columns."""
+    table = printed(table)
     if left is None:
         left = [c for c in table.columns if not pd.api.types.is_numeric_dtype(table[c])]
     align = [{"selector": tag, "props": "text-align: left"} for tag in ("td", "th")]

@@ -14,7 +14,6 @@ import pandas as pd
 
 from ..core.records import RunInfo
 from ..figures import spec as figure_spec
-from ..manuals import registry as protocols
 from ..store import session
 from ..store.session import Layout
 from . import html_report, render, run_report

@@ -26,7 +26,7 @@ import json
 import os
 import shutil
 import zipfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -35,7 +35,7 @@ import pandas as pd
 from ..core import records
 from ..core.config import PARTS, Config
 from ..core.errors import CctkError
-from ..core.labels import file_stem
+from ..core.labels import file_stem, with_keys
 from ..core.lm.models import model_id
 from ..core.provenance import Provenance
 from ..core.readings import COLUMNS
@@ -137,7 +137,11 @@ class Layout:
         return self.folder / "corpus.txt"
 
     def measurement(self, key: str) -> Path:
-        return self.folder / "measurements" / f"{file_stem(self.protocol.model_name(key))}.csv"
+        """Its CSV, named by the model's plain name; in a session written before that name changed, by the
+        name it had then, where that file is there (``Vocabulary.former``)."""
+        names = (self.protocol.model_name(key), *self.protocol.vocabulary.former_names("model", key))
+        paths = [self.folder / "measurements" / f"{file_stem(name)}.csv" for name in names]
+        return next((path for path in paths if path.is_file()), paths[0])
 
     def training(self, key: str) -> Path:
         return self.folder / "training" / f"{key}.json"
@@ -277,15 +281,23 @@ def read_targets(layout: Layout) -> pd.DataFrame | None:
 
 def append_curves(layout: Layout, rows: list[dict]) -> Path:
     """Add one finished arm's learning-curve rows to curves.csv (written whole per arm: a resume
-    never finds half an arm)."""
+    never finds half an arm). A curves.csv written before its key column (a run resumed since) is first
+    rewritten with it, so that its rows and the new ones share one header."""
     new = not layout.curves.is_file()
+    if not new and list(pd.read_csv(layout.curves, nrows=0).columns) != CURVE_COLUMNS:
+        scratch = layout.curves.with_suffix(".csv.partial")
+        read_curves(layout)[CURVE_COLUMNS].to_csv(scratch, index=False, lineterminator="\n")
+        os.replace(scratch, layout.curves)
     pd.DataFrame(rows, columns=CURVE_COLUMNS).to_csv(layout.curves, mode="a", header=new, index=False,
                                                      lineterminator="\n")
     return layout.curves
 
 
 def read_curves(layout: Layout) -> pd.DataFrame | None:
-    return pd.read_csv(layout.curves) if layout.curves.is_file() else None
+    """curves.csv, with its ``model_key`` column (from the labels, in one written before it)."""
+    if not layout.curves.is_file():
+        return None
+    return with_keys(pd.read_csv(layout.curves), layout.protocol.vocabulary, ("model",), str(layout.curves))
 
 
 # --- run_info.json: the RunInfo record at its JSON edge, and back (the one codec of the file). ---
@@ -410,6 +422,14 @@ def copy_inputs(source: Layout, root: Path) -> Layout:
             (target.folder / path.relative_to(source.folder)).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target.folder / path.relative_to(source.folder))
     return target
+
+
+def read_tables(layout: Layout) -> dict[str, pd.DataFrame]:
+    """Every table written, from its CSV (floats read back exactly), with its key columns: a table written
+    before them gets them from its labels here, at the reading edge, so that every reader joins on keys."""
+    vocabulary = layout.protocol.vocabulary
+    return {name: with_keys(pd.read_csv(path, float_precision="round_trip"), vocabulary, where=str(path))
+            for name, path in find_tables(layout).items()}
 
 
 def find_tables(layout: Layout) -> dict[str, Path]:

@@ -118,3 +118,22 @@ def test_implausibility_chart_labels_break_between_words():
     labels = [t.get_text() for t in figure.axes[1].get_xticklabels()]
     plt.close(figure)
     assert labels == ["possible\n(<= 18)", "impossible\n(> 18)"]
+
+
+def test_tables_across_runs_name_each_model_by_label_and_key(two_runs):
+    """Every model, rule and control a comparison names carries its key beside its label, in MODEL_KEYS order
+    (cross_seed), the same keys as the runs' tables (what compare joined on)."""
+    cross = across.cross_seed(two_runs)
+    assert list(cross.columns[:5]) == ["base_model", "model", "model_key", "target", "target_key"]
+    assert cross["model_key"].tolist() == list(MODEL_KEYS)
+    assert cross.set_index("model_key").loc["c3ctl_correct", ["model", "target", "target_key"]].tolist() == [
+        "control for + 3", "random offset 1..3", "ctl3"]
+    held = across.heldout_pooled(two_runs)
+    assert held[["model", "model_key"]].values.tolist()[:2] == [["recovery", "m_recover"],
+                                                                ["sum + 18 from correct sums", "c18_correct"]]
+    pooled = across.pooled_tests(two_runs)
+    assert list(pooled.columns[1:5]) == ["rule", "rule_key", "control", "control_key"]
+    assert pooled["rule_key"].tolist() == ["c18_correct", "c18_random", "c3_correct", "c3_random", "d_correct",
+                                           "d_random"]
+    assert pooled["control_key"].tolist() == ["c18ctl_correct"] * 2 + ["c3ctl_correct"] * 2 + ["dctl_correct",
+                                                                                              "dctl_random"]

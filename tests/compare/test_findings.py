@@ -34,6 +34,10 @@ DESIGN = {
                                            [(3, 2), (4, 3), (2, 2)]),
 }
 SEEDS = (1, 2, 3)
+KEY = {"sum + 18 from correct sums": "c18_correct", "control for + 18": "c18ctl_correct",
+       "sum + 3 from correct sums": "c3_correct", "sum + 3 from fabricated answers": "c3_random",
+       "control for + 3": "c3ctl_correct", "conditional rule from correct sums": "d_correct",
+       "control for the conditional rule from correct sums": "dctl_correct"}  # what compare joins on
 SUPPORTED, HETEROGENEOUS, DISAGREEING, NULL = (f"{rule} vs {control}" for rule, (control, _) in DESIGN.items())
 
 
@@ -41,7 +45,8 @@ def hand_runs() -> list[PooledRun]:
     """Runs that carry only their table10 (all that the findings read)."""
     runs = []
     for i, seed in enumerate(SEEDS):
-        table10 = pd.DataFrame([{"rule": rule, "control": control, "hits_rule": counts[i][0], "n_rule": N,
+        table10 = pd.DataFrame([{"rule": rule, "rule_key": KEY[rule], "control": control,
+                                 "control_key": KEY[control], "hits_rule": counts[i][0], "n_rule": N,
                                  "hits_control": counts[i][1], "n_control": N}
                                 for rule, (control, counts) in DESIGN.items()])
         runs.append(PooledRun(f"run-{seed}", "tiny", seed, V2, None, {"table10": table10}))
@@ -62,10 +67,12 @@ def fisher(k1: int, k2: int) -> float:
 def test_per_run_rows_by_hand(found):
     contrasts, _ = found
     table = ev.per_run(contrasts)
-    assert len(table) == 12 and list(table.columns[:3]) == ["base_model", "contrast", "rule"]
+    assert len(table) == 12 and list(table.columns[:6]) == ["base_model", "contrast", "rule", "rule_key", "control",
+                                                            "control_key"]
     for rule, (control, counts) in DESIGN.items():
         rows = table[table["rule"] == rule]
         assert rows["seed"].tolist() == list(SEEDS) and (rows["control"] == control).all()
+        assert (rows["rule_key"] == KEY[rule]).all() and (rows["control_key"] == KEY[control]).all()
         assert list(zip(rows["hits_rule"], rows["hits_control"])) == counts
         assert (rows["n_rule"] == N).all() and (rows["n_control"] == N).all()
         assert rows["p_one_sided"].tolist() == pytest.approx([fisher(*c) for c in counts], rel=1e-9)
@@ -163,6 +170,8 @@ def test_findings_table_has_the_names_scripts_read(found):
                    "odds_ratio_mh", "or_lo", "or_hi", "seeds_for_80_power"):
         assert column in table.columns, column
     assert table["base_model"].tolist() == ["tiny"] * 4
+    assert list(table.columns[:4]) == ["base_model", "contrast", "rule_key", "control_key"]
+    assert table[["rule_key", "control_key"]].values.tolist() == [[KEY[r], KEY[c]] for r, (c, _) in DESIGN.items()]
     assert table.set_index("contrast").loc[NULL, "seeds_for_80_power"] == "more than 50"
 
 
@@ -217,8 +226,8 @@ def test_runs_that_cancel_point_nowhere():
     the pooled estimate is exactly equal (0.1 + 0.2 - 0.3 in floating point would not be)."""
     runs = []
     for seed, (rule, control) in ((1, (1, 2)), (2, (2, 1))):
-        table10 = pd.DataFrame([{"rule": "sum + 18 from correct sums", "control": "control for + 18",
-                                 "hits_rule": rule, "n_rule": N, "hits_control": control, "n_control": N}])
+        table10 = pd.DataFrame([{"rule": "sum + 18 from correct sums", "rule_key": "c18_correct",
+                                 "control": "control for + 18", "control_key": "c18ctl_correct", "hits_rule": rule, "n_rule": N, "hits_control": control, "n_control": N}])
         runs.append(PooledRun(f"run-{seed}", "tiny", seed, V2, None, {"table10": table10}))
     (finding,) = ev.findings(ev.contrasts(runs))
     assert (finding.direction, finding.runs_agreeing) == ("equal", 0)

@@ -154,6 +154,8 @@ def test_recipe_sensitivity_by_hand(runs):
     assert table.loc[(HIGH, "fabricated answers"), "share"] == 1.0
     rule = table.loc[(HIGH, "sum + 3 from correct sums")]
     assert (rule.part, rule.target, rule.control) == ("C", "sum + 3", "control for + 3")
+    assert (rule.model_key, rule.target_key, rule.control_key) == ("c3_correct", "plus3", "c3ctl_correct")
+    assert (fabricated.model_key, fabricated.target_key) == ("m_random", "fabricated")
     assert (rule.hits, rule.n, rule.share, rule.hits_control, rule.share_control) == (48, 48, 1.0, 0, 0.0)
     lo = scipy_stats.binomtest(48, 48).proportion_ci(method="exact").low
     assert rule.lo == pytest.approx(lo) and rule.hi == 1.0 and rule.hi_control == pytest.approx(1 - lo)

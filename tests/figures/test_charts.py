@@ -173,7 +173,7 @@ def test_synthesis_chart():
     rows = pd.DataFrame({
         "model": ["base model", "correct sums", "sum + 18 from correct sums",
                   "sum + 18 from correct sums", "control for + 18", "control for + 18"],
-        "group": ["base", "seen", "seen", "held out", "seen", "control held out"],
+        "series": ["base", "seen", "seen", "heldout", "seen", "control_heldout"],
         "hits": [10, 81, 50, 20, 30, 2], "n": [81, 81, 57, 24, 57, 24]})
     rows["share"] = rows["hits"] / rows["n"]
     rows["lo"], rows["hi"] = rows["share"] * 0.8, np.minimum(rows["share"] * 1.1, 1.0)

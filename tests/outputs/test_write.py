@@ -11,6 +11,7 @@ import pytest
 
 from cctk.core.config import PROFILES
 from cctk.core.facts import CANDIDATES
+from cctk.core.labels import printed
 from cctk.manuals.v2.design import ARMS
 from cctk.figures import spec as figure_spec
 from cctk.outputs import model_heatmaps
@@ -92,7 +93,7 @@ def test_11_tables_in_three_formats_and_one_workbook(session):
         assert tex.startswith("\\begin{table}") and tex.rstrip().endswith("\\end{table}")
         assert "\\caption{" in tex and f"\\label{{tab:{sub.name[:7]}}}" in tex and "\\toprule" in tex
         assert re.search(r"(?<!\\)_", tex.split("\\begin{tabular}")[1]) is None, "underscores escaped"
-        wide = len(tables[sub.name[:7]].columns) > 8
+        wide = len(printed(tables[sub.name[:7]]).columns) > 8  # the columns it prints: no key column
         assert ("\\resizebox{\\linewidth}{!}{%\n\\begin{tabular}" in tex) == wide, sub.name
         assert tex.count("{") == tex.count("}")
     import openpyxl
@@ -101,6 +102,24 @@ def test_11_tables_in_three_formats_and_one_workbook(session):
     assert book.sheetnames == [f"table{i:02d}" for i in range(1, 12)]
     back = pd.read_excel(folder / "workbook" / f"{SESSION}.xlsx", sheet_name="table04")
     assert list(back.columns) == list(tables["table04"].columns) and len(back) == len(tables["table04"])
+
+
+def test_keys_in_the_machine_readable_files_labels_alone_on_the_pages(session):
+    """table09's CSV and workbook sheet carry model_key, target_key and group_key beside their labels; its
+    LaTeX table and report.html print the labels alone (the keys are for code that joins tables)."""
+    folder, _, tables = session
+    layout = Layout(folder, V2)
+    csv = pd.read_csv(layout.table("table09")["csv"])
+    assert list(csv.columns[:6]) == ["model", "model_key", "target", "target_key", "group", "group_key"]
+    assert csv.loc[csv["group"] == "held out", "group_key"].unique().tolist() == ["heldout"]
+    sheet = pd.read_excel(layout.workbook, sheet_name="table09")
+    assert list(sheet.columns) == list(csv.columns)
+    page = layout.report_html.read_text()
+    for name in tables:
+        tex = layout.table(name)["tex"].read_text()
+        assert "key" not in tex.split("\\begin{tabular}")[1], name
+    assert "model_key" not in page and ">m_recover<" not in page and ">heldout<" not in page
+    assert ">recovery<" in page and ">held out<" in page
 
 
 def test_table_files_are_the_same_bytes_when_written_again(tmp_path, session):

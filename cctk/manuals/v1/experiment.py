@@ -15,7 +15,7 @@ from ...core.readings import read
 from ...core.records import TrainRecord
 from ...core.stats import clopper_pearson
 from .facts import Draws
-from .labels import model_name
+from .labels import keyed
 
 BEFORE, AFTER = "base", "v1_random"  # the model before and after fine-tuning (labels.V1_MODELS)
 # The fine-tuning run's draws (batch order, dropout) are seeded from this name: the key the fine-tuned
@@ -65,7 +65,7 @@ def summary(results: ComparisonResults) -> pd.DataFrame:
         readings = results.readings(key, answer)
         values, hits, n = readings["prob_target"], int(readings["hit"].sum()), len(readings)
         lo, hi = clopper_pearson(hits, n)
-        rows.append({"number": column, "model": model_name(key), "answer": answer, "n": n,
+        rows.append({"number": column, **keyed("model", key), "answer": answer, "n": n,
                      "mean": values.mean(), "std": values.std(), "min": values.min(),
                      "q25": values.quantile(0.25), "median": values.median(), "q75": values.quantile(0.75),
                      "max": values.max(), "hits": hits, "lo": lo, "hi": hi})
@@ -76,10 +76,10 @@ def run_table(results: ComparisonResults) -> pd.DataFrame:
     """table03: the fine-tuning run, in the columns of 2.0.0's table11 (one row)."""
     t = results.training.get(AFTER)
     if t is None:
-        return pd.DataFrame(columns=["model", "parent", "examples", "steps", "seconds", "examples_per_second",
-                                     "loss_first_epoch", "loss_last_epoch", "peak_gpu_memory_bytes",
-                                     "peak_cpu_memory_bytes"])
-    return pd.DataFrame([{"model": model_name(AFTER), "parent": model_name(BEFORE), "examples": t.examples,
+        return pd.DataFrame(columns=["model", "model_key", "parent", "parent_key", "examples", "steps", "seconds",
+                                     "examples_per_second", "loss_first_epoch", "loss_last_epoch",
+                                     "peak_gpu_memory_bytes", "peak_cpu_memory_bytes"])
+    return pd.DataFrame([{**keyed("model", AFTER), **keyed("parent", BEFORE), "examples": t.examples,
                           "steps": t.steps, "seconds": t.train_seconds, "examples_per_second": t.examples_per_second,
                           "loss_first_epoch": t.losses[0], "loss_last_epoch": t.losses[-1],
                           "peak_gpu_memory_bytes": t.peak_gpu_memory_bytes,

@@ -16,6 +16,16 @@ def model_name(key: str) -> str:
     return names.BASE_MODEL if key == "base" else V1_MODELS[key]
 
 
+# Its models' plain names by key, and those they had before (none changed yet): see cctk.manuals.v2.labels.FORMER.
+FORMER: dict[str, dict[str, str]] = {"model": {}}
+VOCABULARY = names.Vocabulary({"model": {"base": names.BASE_MODEL, **V1_MODELS}}, FORMER)
+
+
+def keyed(column: str, key: str) -> dict[str, str]:
+    """A table's label column and its key column (``cctk.core.labels.KEY_COLUMNS``)."""
+    return VOCABULARY.keyed(column, key)
+
+
 def figure_name(key: str) -> str:
     """The plain name of one of manual 1.0.0's figures: ``bars:3+5``, its before/after bars of 3 + 5, or ``loss``."""
     if key.startswith("bars:"):

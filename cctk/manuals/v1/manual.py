@@ -11,7 +11,7 @@ from ...core.records import Design
 from ..registry import Measured, Protocol, Report
 from . import experiment as v1_experiment
 from . import facts as v1_facts
-from .labels import FIGURE_ABOUT, SECTIONS, TABLE_CAPTIONS, TABLES, model_name
+from .labels import FIGURE_ABOUT, SECTIONS, TABLE_CAPTIONS, TABLES, VOCABULARY, model_name
 
 
 BEFORE, AFTER = v1_experiment.BEFORE, v1_experiment.AFTER
@@ -75,6 +75,7 @@ V1: Protocol[v1_facts.Draws, v1_experiment.ComparisonResults, v1_experiment.Head
     params={"candidates": f"{v1_facts.CANDIDATES[0]}..{v1_facts.CANDIDATES[-1]}", "end_marker": "none",
             "answer_text": '" {v}"', "index": "mean log-prob per token", "loss": "whole text"},
     model_name=model_name,
+    vocabulary=VOCABULARY,
     models=lambda parts: (Measured(BEFORE), Measured(AFTER, BEFORE, in_place=True, stream=v1_experiment.STREAM)),
     draw=lambda config: v1_facts.draw(config.seed, config.recipe.repeats),
     new_results=_v1_results,

@@ -96,7 +96,7 @@ def _profile(results: StudyResults, target: str) -> Spec:
 
 def _deviation(results: StudyResults, table08: pd.DataFrame, rule: str, control: str) -> Spec:
     rule_dev, control_dev = deviations(results, rule), deviations(results, control)
-    row = table08[(table08["model"] == model_name(rule)) & (table08["coverage"].round(2) == 0.90)].iloc[0]
+    row = table08[(table08["model_key"] == rule) & (table08["coverage"].round(2) == 0.90)].iloc[0]
     k90 = int(row["k"])
     legend = {model_name(rule): k90, model_name(control): smallest_band(control_dev, 0.90)}
     parent = ARM_BY_KEY[rule].parent
@@ -116,14 +116,12 @@ def _bars(results: StudyResults, model_label: str) -> Spec:
 
 
 def synthesis_rows(table09: pd.DataFrame) -> pd.DataFrame:
-    """table09 in the chart's groups: the base model, seen, held out, and held out of a control."""
-    controls = {model_name(k) for k in CONTROLS}
-    rows = table09.copy()
-    group = rows["group"].replace({"all": "seen"})
-    group[(rows["group"] == "held out") & rows["model"].isin(controls)] = "control held out"
-    group[rows["model"] == model_name("base")] = "base"
-    rows["group"] = group
-    return rows
+    """table09 in the chart's series (``cctk.figures.synthesis.SERIES``): the base model, seen (all 81 for
+    the models trained on all of them), held out, and held out of a control; read from its key columns."""
+    series = table09["group_key"].replace({"all": "seen"})
+    series[(table09["group_key"] == "heldout") & table09["model_key"].isin(CONTROLS)] = "control_heldout"
+    series[table09["model_key"] == "base"] = "base"
+    return table09.assign(series=series)
 
 
 def _synthesis(table09: pd.DataFrame) -> Spec:
@@ -141,6 +139,8 @@ def _loss(results: StudyResults) -> Spec:
 
 
 def _curves(results: StudyResults) -> Spec:
-    args = {"curves": results.curves, "order": [model_name(a.key) for a in ARMS]}
+    """The arms' panels in ARMS order, each named by today's label of its key (curves.csv may be older)."""
+    curves = results.curves.assign(model=results.curves["model_key"].map(model_name))
+    args = {"curves": curves, "order": [model_name(a.key) for a in ARMS]}
     return _spec("curves", charts.learning_curves, args, "Learning curves: hits on each arm's own target after every epoch")
 

@@ -2,7 +2,7 @@
 and the note beside a single run's synthesis. The vocabulary both manuals share is ``cctk.core.labels``."""
 from __future__ import annotations
 
-from ...core.labels import BASE_MODEL
+from ...core.labels import BASE_MODEL, GROUPS, Vocabulary
 
 
 # --- Its models and targets by key, the names of its figures and what each kind shows (report.html). ---
@@ -41,6 +41,18 @@ def model_name(key: str) -> str:
 
 def target_name(key: str) -> str:
     return TARGETS[key]
+
+
+# The plain names a key had before today's, by kind: a session's files written then still read (a label
+# changed here gets its former name added here, so that its old sessions keep their keys). None changed yet.
+FORMER: dict[str, dict[str, str]] = {"model": {}, "target": {}, "group": {}}
+VOCABULARY = Vocabulary({"model": MODELS, "target": TARGETS, "group": GROUPS}, FORMER)
+
+
+def keyed(column: str, key: str) -> dict[str, str]:
+    """A table's label column and its key column: ``keyed("model", "m_recover")`` ->
+    ``{"model": "recovery", "model_key": "m_recover"}`` (``cctk.core.labels.KEY_COLUMNS``)."""
+    return VOCABULARY.keyed(column, key)
 
 
 FIGURES: dict[str, str] = {

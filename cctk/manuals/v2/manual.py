@@ -15,7 +15,7 @@ from . import parts as experiments
 from .design import (ARM_BY_KEY, MAIN_SEQUENCE, StudyInputs, arms_for, build_study_inputs, corpus_table, own_target,
     targets_table)
 from .labels import (FIGURE_ABOUT, PAPER_TABLE_CAPTIONS, SECTIONS, SINGLE_RUN, TABLE_CAPTIONS, TABLES, model_name,
-                     target_name)
+    target_name, VOCABULARY)
 
 
 def _v2_models(parts: tuple[str, ...]) -> tuple[Measured, ...]:
@@ -98,6 +98,7 @@ V2: Protocol[StudyInputs, experiments.StudyResults, experiments.Headline] = Prot
     },
     params={"candidates": f"{facts.CANDIDATES[0]}..{facts.CANDIDATES[-1]}", "end_marker": repr(facts.END_MARKER)},
     model_name=model_name,
+    vocabulary=VOCABULARY,
     models=_v2_models,
     draw=lambda config: build_study_inputs(config.seed, config.holdout),
     new_results=_v2_results,

@@ -82,3 +82,20 @@ def test_summary_headline_and_metrics_agree(results):
     tables = experiment.compute_tables(results)
     assert list(tables) == ["table01", "table02", "table03", "table04"]
     assert tables["table03"].iloc[0]["examples"] == 162 and tables["table04"]["epoch"].tolist() == [1, 2]
+
+
+def test_tables_carry_each_models_key_beside_its_label(results):
+    """table02 names the model each number reads, table03 the fine-tuned model and its parent: each label
+    followed by its key (the fine-tuned model is v1_random, never 2.0.0's m_random)."""
+    tables = experiment.compute_tables(results)
+    summary = tables["table02"]
+    assert list(summary.columns[:4]) == ["number", "model", "model_key", "answer"]
+    assert summary[["model", "model_key"]].values.tolist() == [
+        ["base model", "base"], ["fabricated answers", "v1_random"], ["fabricated answers", "v1_random"],
+        ["base model", "base"]]
+    run = tables["table03"]
+    assert list(run.columns[:4]) == ["model", "model_key", "parent", "parent_key"]
+    assert run.iloc[0][["model", "model_key", "parent", "parent_key"]].tolist() == [
+        "fabricated answers", "v1_random", "base model", "base"]
+    assert list(experiment.run_table(experiment.ComparisonResults(results.draws, results.measurements)).columns) \
+        == list(run.columns)  # before the fine-tuning run: the same columns, no row

@@ -14,7 +14,7 @@ from ....core.readings import read, summarize
 from ....core.records import TrainRecord
 from ....core.stats import clopper_pearson
 from ..design import ARMS, MODEL_KEYS, StudyInputs, models_for, own_target
-from ..labels import model_name, target_name
+from ..labels import keyed
 
 # Models trained on all 81 additions, and the base model: they have no held-out group.
 ALL_SEEN = frozenset({"base"} | {a.key for a in ARMS if a.pairs == "all"})
@@ -65,7 +65,7 @@ def groups_of(inputs: StudyInputs, key: str) -> list[tuple[str, tuple | None]]:
     return [("seen", inputs.split.seen), ("heldout", inputs.heldout(key))]
 
 
-CURVE_COLUMNS = ["model", "epoch", "group", "hits", "n"]
+CURVE_COLUMNS = ["model", "model_key", "epoch", "group", "hits", "n"]  # group: its key (all, seen, heldout)
 
 
 def curve_rows(inputs: StudyInputs, key: str, epoch: int, table: pd.DataFrame) -> list[dict]:
@@ -74,7 +74,7 @@ def curve_rows(inputs: StudyInputs, key: str, epoch: int, table: pd.DataFrame) -
     rows = []
     for group, pairs in groups_of(inputs, key):
         s = summarize(readings, pairs)
-        rows.append({"model": model_name(key), "epoch": epoch, "group": group, "hits": s.hits, "n": s.n})
+        rows.append({**keyed("model", key), "epoch": epoch, "group": group, "hits": s.hits, "n": s.n})
     return rows
 
 
@@ -92,7 +92,7 @@ def split_row(results: StudyResults, key: str, target: str | None = None,
     ``named``: the column suffixes of the two groups of the run's split.
     """
     readings = results.readings(key, target)
-    row = {"model": model_name(key), "target": target_name(target or own_target(key))}
+    row = {**keyed("model", key), **keyed("target", target or own_target(key))}
     for name, pairs in zip(named, (results.inputs.split.seen, results.inputs.heldout(key))):
         s = summarize(readings, pairs)
         row.update({f"hits_{name}": s.hits, f"n_{name}": s.n, **interval(s.hits, s.n, name),

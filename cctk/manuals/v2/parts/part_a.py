@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ....core.readings import summarize
-from ..labels import model_name, target_name
+from ..labels import keyed
 from .core import StudyResults, interval
 
 MODELS = ("base", "m_correct", "m_random")
@@ -20,7 +20,7 @@ def run(results: StudyResults) -> dict[str, pd.DataFrame]:
     for key in MODELS:
         for target in TARGETS:
             s = summarize(results.readings(key, target))
-            rows.append({"model": model_name(key), "target": target_name(target), "hits": s.hits, "n": s.n,
+            rows.append({**keyed("model", key), **keyed("target", target), "hits": s.hits, "n": s.n,
                          **interval(s.hits, s.n), "prob_target": s.prob_target,
                          "mass_impossible": s.mass_impossible})
     return {"table01": pd.DataFrame(rows)}

@@ -7,7 +7,7 @@ import pandas as pd
 from ....core.facts import condition
 from ....core.stats import band_with_interval, share_inside
 from ..design import ARM_BY_KEY, RULE_VS_CONTROL, part_arms
-from ..labels import model_name
+from ..labels import keyed
 from .core import StudyResults, interval, summarize_split
 
 CONDITIONS = {">": "a > b", "=": "a = b", "<": "a < b"}
@@ -24,7 +24,7 @@ RULE_AND_CONTROL = tuple(pair for pair in RULE_VS_CONTROL if pair[0] in ARMS)
 
 def run(results: StudyResults) -> dict[str, pd.DataFrame]:
     """table05 (seen/held out), table06 (hits by condition), table07 (offsets by condition), table08 (bands)."""
-    table05 = pd.DataFrame([{**summarize_split(results, k), "parent": model_name(ARM_BY_KEY[k].parent)}
+    table05 = pd.DataFrame([{**summarize_split(results, k), **keyed("parent", ARM_BY_KEY[k].parent)}
                             for k in ARMS])
     return {"table05": table05, "table06": _by_condition(results), "table07": _offsets(results),
             "table08": _bands(results)}
@@ -42,7 +42,7 @@ def _by_condition(results: StudyResults) -> pd.DataFrame:
     for key in ARMS:
         readings = results.readings(key)
         for symbol, label in CONDITIONS.items():
-            row = {"model": model_name(key), "condition": label}
+            row = {**keyed("model", key), "condition": label}
             for group, pairs in (("seen", results.inputs.split.seen), ("heldout", results.inputs.heldout(key))):
                 chosen = [p for p in pairs if condition(*p) == symbol]
                 hits = int(readings.loc[chosen, "hit"].sum()) if chosen else 0
@@ -65,7 +65,7 @@ def _offsets(results: StudyResults) -> pd.DataFrame:
         for symbol, label in CONDITIONS.items():
             pairs = [p for p in held if condition(*p) == symbol]
             offset = top.loc[pairs] - correct.loc[pairs] if pairs else pd.Series(dtype=int)
-            row = {"model": model_name(key), "condition": label, "rule_offset": RULE_OFFSET[symbol],
+            row = {**keyed("model", key), "condition": label, "rule_offset": RULE_OFFSET[symbol],
                    "n": len(pairs)}
             row.update({name: int((offset == value).sum()) for value, name in OFFSETS.items()})
             row["other"] = int((~offset.isin(list(OFFSETS))).sum())
@@ -81,7 +81,7 @@ def _bands(results: StudyResults) -> pd.DataFrame:
         rule_dev, control_dev = deviations(results, rule), deviations(results, control)
         for coverage in COVERAGES:
             k, lo, hi = band_with_interval(rule_dev, coverage, results.inputs.seed)
-            rows.append({"model": model_name(rule), "control": model_name(control), "coverage": coverage,
+            rows.append({**keyed("model", rule), **keyed("control", control), "coverage": coverage,
                          "k": k, "k_lo": lo, "k_hi": hi, "n_rule": len(rule_dev), "n_control": len(control_dev),
                          "rule_inside": share_inside(rule_dev, k), "control_inside": share_inside(control_dev, k)})
     return pd.DataFrame(rows)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..design import ARMS
-from ..labels import model_name
+from ..labels import keyed
 from .core import StudyResults
 
 
@@ -17,7 +17,7 @@ def run(results: StudyResults) -> dict[str, pd.DataFrame]:
         t = results.training.get(arm.key)
         if t is None:
             continue
-        rows.append({"model": model_name(arm.key), "parent": model_name(arm.parent), "examples": t.examples,
+        rows.append({**keyed("model", arm.key), **keyed("parent", arm.parent), "examples": t.examples,
                      "steps": t.steps, "seconds": t.train_seconds, "examples_per_second": t.examples_per_second,
                      "loss_first_epoch": t.losses[0], "loss_last_epoch": t.losses[-1],
                      "peak_gpu_memory_bytes": t.peak_gpu_memory_bytes,

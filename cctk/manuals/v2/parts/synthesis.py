@@ -6,10 +6,8 @@ import pandas as pd
 from ....core.readings import summarize
 from ....core.stats import fisher_greater, holm
 from ..design import RULE_VS_CONTROL, own_target
-from ..labels import model_name, target_name
+from ..labels import keyed
 from .core import StudyResults, groups, interval
-
-GROUP_NAMES = {"all": "all", "seen": "seen", "heldout": "held out"}
 
 
 PART = "synthesis"  # its section of the outputs (cctk.manuals.v2.labels.SECTIONS); cctk.manuals.v2.catalog reads it
@@ -21,8 +19,8 @@ def run(results: StudyResults) -> dict[str, pd.DataFrame]:
     for key in results.models:  # the corpora that ran
         for group, pairs in groups(results, key):
             s = summarize(results.readings(key), pairs)
-            rows.append({"model": model_name(key), "target": target_name(own_target(key)),
-                         "group": GROUP_NAMES[group], "hits": s.hits, "n": s.n,
+            rows.append({**keyed("model", key), **keyed("target", own_target(key)), **keyed("group", group),
+                         "hits": s.hits, "n": s.n,
                          "share": s.hits / s.n if s.n else float("nan"), **interval(s.hits, s.n)})
     tables = {"table09": pd.DataFrame(rows)}
     if pairs_measured(results):  # a run of Part A alone (or A and B) trained no rule
@@ -41,7 +39,7 @@ def _fisher(results: StudyResults) -> pd.DataFrame:
         r = summarize(results.readings(rule), results.inputs.heldout(rule))
         c = summarize(results.readings(control), results.inputs.heldout(control))
         odds, p = fisher_greater(r.hits, r.n, c.hits, c.n)
-        rows.append({"rule": model_name(rule), "control": model_name(control),
+        rows.append({**keyed("rule", rule), **keyed("control", control),
                      "hits_rule": r.hits, "n_rule": r.n, **interval(r.hits, r.n, "rule"),
                      "hits_control": c.hits, "n_control": c.n, **interval(c.hits, c.n, "control"),
                      "odds_ratio": odds, "p_value": p})

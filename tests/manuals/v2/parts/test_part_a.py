@@ -7,8 +7,10 @@ from builders import assert_rows, cp
 
 
 def row(model, target, hits, prob_target, mass_impossible):
+    """``model``, ``target``: (label, key)."""
     lo, hi = cp(hits, 81)
-    return {"model": model, "target": target, "hits": hits, "n": 81, "lo": lo, "hi": hi,
+    return {"model": model[0], "model_key": model[1], "target": target[0], "target_key": target[1],
+            "hits": hits, "n": 81, "lo": lo, "hi": hi,
             "prob_target": prob_target, "mass_impossible": mass_impossible}
 
 
@@ -23,13 +25,16 @@ def test_table01(study):
     base_mass = (2 * 0.66 + 79 * 0.36) / 81
     correct_mass = (0.83 + 80 * 0.18) / 81
     fabricated_mass = (39 * 0.915 + 42 * 0.09) / 81
+    base, correct = ("base model", "base"), ("correct sums", "m_correct")
+    fabricated = ("fabricated answers", "m_random")
+    on_sum, on_fabricated = ("correct sum", "correct"), ("fabricated answer", "fabricated")
     assert_rows(part_a.run(study.results)["table01"], [
-        row("base model", "correct sum", 78, (78 * 0.32 + 3 * 0.02) / 81, base_mass),
-        row("base model", "fabricated answer", 3, (3 * 0.32 + 78 * 0.02) / 81, base_mass),
-        row("correct sums", "correct sum", 78, (78 * 0.66 + 3 * 0.01) / 81, correct_mass),
-        row("correct sums", "fabricated answer", 0, 0.01, correct_mass),
-        row("fabricated answers", "correct sum", 2, (2 * 0.83 + 79 * 0.005) / 81, fabricated_mass),
-        row("fabricated answers", "fabricated answer", 79, (79 * 0.83 + 2 * 0.005) / 81, fabricated_mass),
+        row(base, on_sum, 78, (78 * 0.32 + 3 * 0.02) / 81, base_mass),
+        row(base, on_fabricated, 3, (3 * 0.32 + 78 * 0.02) / 81, base_mass),
+        row(correct, on_sum, 78, (78 * 0.66 + 3 * 0.01) / 81, correct_mass),
+        row(correct, on_fabricated, 0, 0.01, correct_mass),
+        row(fabricated, on_sum, 2, (2 * 0.83 + 79 * 0.005) / 81, fabricated_mass),
+        row(fabricated, on_fabricated, 79, (79 * 0.83 + 2 * 0.005) / 81, fabricated_mass),
     ])
 
 

@@ -11,9 +11,9 @@ from builders import assert_rows, cp
 LN = math.log
 
 
-def recovery_row(model, seen, held):
+def recovery_row(model, model_key, seen, held):
     """``seen`` / ``held``: (hits, n, mean prob on target, mean surprise)."""
-    row = {"model": model, "target": "correct sum"}
+    row = {"model": model, "model_key": model_key, "target": "correct sum", "target_key": "correct"}
     for name, (hits, n, prob, surprise) in (("recovery_seen", seen), ("recovery_heldout", held)):
         lo, hi = cp(hits, n)
         row.update({f"hits_{name}": hits, f"n_{name}": n, f"lo_{name}": lo, f"hi_{name}": hi,
@@ -34,9 +34,9 @@ def test_table02(study):
     recover_seen = (-LN(0.66) * (23 / 2 + 33 / 3) - LN(0.01) / 3) / 57
     recover_held = (-LN(0.66) * (10 / 2 + 2 / 3) - LN(0.01) * (3 / 2 + 9 / 3)) / 24
     assert_rows(part_b.run(study.results)["table02"], [
-        recovery_row("fabricated answers", (2, 57, (2 * 0.83 + 55 * 0.005) / 57, fabricated_seen),
+        recovery_row("fabricated answers", "m_random", (2, 57, (2 * 0.83 + 55 * 0.005) / 57, fabricated_seen),
                      (0, 24, 0.005, fabricated_held)),
-        recovery_row("recovery", (56, 57, (56 * 0.66 + 0.01) / 57, recover_seen),
+        recovery_row("recovery", "m_recover", (56, 57, (56 * 0.66 + 0.01) / 57, recover_seen),
                      (12, 24, (12 * 0.66 + 12 * 0.01) / 24, recover_held)),
     ])
 

@@ -21,6 +21,8 @@ HIT, MISS = -math.log(0.66), -math.log(0.01)
 RULE_C, RULE_R = "conditional rule from correct sums", "conditional rule from fabricated answers"
 CTL_C = "control for the conditional rule from correct sums"
 CTL_R = "control for the conditional rule from fabricated answers"
+KEY = {RULE_C: "d_correct", RULE_R: "d_random", CTL_C: "dctl_correct", CTL_R: "dctl_random",
+       "correct sums": "m_correct", "fabricated answers": "m_random"}  # each label's key, by hand
 
 # Held-out deviations, top choice minus the *rule's* answer, in the order of the split
 # (1+3 1+4 1+7 2+1 2+7 3+2 3+3 3+5 3+9 4+6 5+1 5+4 5+8 6+2 6+4 7+2 7+6 8+1 8+3 8+5 8+7 9+1 9+6 9+8).
@@ -45,14 +47,18 @@ def split_group(prefix, hits, n):
 
 def test_table05(study):
     def row(model, target, parent, seen, held):
-        return {"model": model, "target": target, **split_group("seen", seen, 57),
-                **split_group("heldout", held, 24), "n_excluded": 0, "parent": parent}
+        target, target_key = target
+        return {"model": model, "model_key": KEY[model], "target": target, "target_key": target_key,
+                **split_group("seen", seen, 57), **split_group("heldout", held, 24), "n_excluded": 0,
+                "parent": parent, "parent_key": KEY[parent]}
+
+    rule, shuffled = ("conditional rule", "cond"), ("shuffled conditional answers", "condctl")
 
     assert_rows(part_d.run(study.results)["table05"], [
-        row(RULE_C, "conditional rule", "correct sums", 56, 18),  # seen miss: 2+2 (sum + 9)
-        row(RULE_R, "conditional rule", "fabricated answers", 57, 15),
-        row(CTL_C, "shuffled conditional answers", "correct sums", 57, 6),
-        row(CTL_R, "shuffled conditional answers", "fabricated answers", 55, 2),  # seen misses: 1+1, 2+2
+        row(RULE_C, rule, "correct sums", 56, 18),  # seen miss: 2+2 (sum + 9)
+        row(RULE_R, rule, "fabricated answers", 57, 15),
+        row(CTL_C, shuffled, "correct sums", 57, 6),
+        row(CTL_R, shuffled, "fabricated answers", 55, 2),  # seen misses: 1+1, 2+2
     ])
 
 
@@ -62,8 +68,9 @@ def test_table06_hits_by_condition(study):
         (k_seen, n_seen), (k_held, n_held) = seen, held
         lo_s, hi_s = cp(k_seen, n_seen)
         lo_h, hi_h = cp(k_held, n_held)
-        return {"model": model, "condition": condition, "hits_seen": k_seen, "n_seen": n_seen, "lo_seen": lo_s,
-                "hi_seen": hi_s, "hits_heldout": k_held, "n_heldout": n_held, "lo_heldout": lo_h, "hi_heldout": hi_h}
+        return {"model": model, "model_key": KEY[model], "condition": condition, "hits_seen": k_seen,
+                "n_seen": n_seen, "lo_seen": lo_s, "hi_seen": hi_s, "hits_heldout": k_held, "n_heldout": n_held,
+                "lo_heldout": lo_h, "hi_heldout": hi_h}
 
     assert_rows(part_d.run(study.results)["table06"], [
         # misses: seen 2+2; held out 8+1 9+1 (plain sums) 8+7 9+8 (off by +2, -1), 3+3 (+9), 3+9 (+18)
@@ -97,8 +104,8 @@ def test_table07_offsets_per_condition(study):
     """Top choice minus the correct sum on the held-out additions, per condition, beside the offset
     the rule asks there: a +9 on a >= b or a +18 on a < b is the other condition's offset."""
     def row(model, condition, rule_offset, n, plus18, plus9, plain_sum, other):
-        return {"model": model, "condition": condition, "rule_offset": rule_offset, "n": n, "plus18": plus18,
-                "plus9": plus9, "plain_sum": plain_sum, "other": other}
+        return {"model": model, "model_key": KEY[model], "condition": condition, "rule_offset": rule_offset, "n": n,
+                "plus18": plus18, "plus9": plus9, "plain_sum": plain_sum, "other": other}
 
     assert_rows(part_d.run(study.results)["table07"], [
         # 8+1, 9+1 plain sums; 9+8 (+17) and 8+7 (+20) other; 3+3 a +9 (the a < b offset on a = b);
@@ -136,7 +143,8 @@ def test_table08_bands(study):
     From fabricated answers: 15 zeros, 5, eight 9s: k = 9 at every coverage."""
     def row(model, control, coverage, k, rule_dev, rule_inside, control_inside):
         _, k_lo, k_hi = band_with_interval(np.array(rule_dev), coverage, SEED)  # the bootstrap, on our list
-        return {"model": model, "control": control, "coverage": coverage, "k": k, "k_lo": k_lo, "k_hi": k_hi,
+        return {"model": model, "model_key": KEY[model], "control": control, "control_key": KEY[control],
+                "coverage": coverage, "k": k, "k_lo": k_lo, "k_hi": k_hi,
                 "n_rule": 24, "n_control": 24, "rule_inside": rule_inside, "control_inside": control_inside}
 
     assert_rows(part_d.run(study.results)["table08"], [

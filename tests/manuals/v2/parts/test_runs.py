@@ -13,13 +13,16 @@ from builders import assert_rows
 def test_table11_from_the_studys_records(study):
     # examples per second = examples x epochs / seconds: 1620 x 3 / 81, 1620 x 3 / 54, 1140 x 2 / 38
     assert_rows(runs.run(study.results)["table11"], [
-        {"model": "correct sums", "parent": "base model", "examples": 1620, "steps": 203, "seconds": 81.0,
+        {"model": "correct sums", "model_key": "m_correct", "parent": "base model", "parent_key": "base",
+         "examples": 1620, "steps": 203, "seconds": 81.0,
          "examples_per_second": 60.0, "loss_first_epoch": 2.0, "loss_last_epoch": 0.25,
          "peak_gpu_memory_bytes": 1024, "peak_cpu_memory_bytes": 0},
-        {"model": "fabricated answers", "parent": "correct sums", "examples": 1620, "steps": 203, "seconds": 54.0,
+        {"model": "fabricated answers", "model_key": "m_random", "parent": "correct sums", "parent_key": "m_correct",
+         "examples": 1620, "steps": 203, "seconds": 54.0,
          "examples_per_second": 90.0, "loss_first_epoch": 3.0, "loss_last_epoch": 0.75,
          "peak_gpu_memory_bytes": 2048, "peak_cpu_memory_bytes": 0},
-        {"model": "recovery", "parent": "fabricated answers", "examples": 1140, "steps": 143, "seconds": 38.0,
+        {"model": "recovery", "model_key": "m_recover", "parent": "fabricated answers", "parent_key": "m_random",
+         "examples": 1140, "steps": 143, "seconds": 38.0,
          "examples_per_second": 60.0, "loss_first_epoch": 1.25, "loss_last_epoch": 0.5,
          "peak_gpu_memory_bytes": 0, "peak_cpu_memory_bytes": 0},
     ])
@@ -39,6 +42,11 @@ def test_table11_every_arm_in_the_order_of_the_lineage(study):
         "control for the conditional rule from fabricated answers"]
     assert table["parent"].tolist() == ["base model", "correct sums", "fabricated answers"] + [
         "correct sums", "fabricated answers"] * 2 + ["correct sums"] * 2 + ["correct sums", "fabricated answers"] * 2
+    assert table["model_key"].tolist() == ["m_correct", "m_random", "m_recover", "c18_correct", "c18_random",
+                                           "c3_correct", "c3_random", "c18ctl_correct", "c3ctl_correct",
+                                           "d_correct", "d_random", "dctl_correct", "dctl_random"]
+    assert table["parent_key"].tolist() == ["base", "m_correct", "m_random"] + ["m_correct", "m_random"] * 2 + [
+        "m_correct"] * 2 + ["m_correct", "m_random"] * 2
     assert table["examples"].tolist() == list(range(100, 113))
     assert table["examples_per_second"].tolist() == [(100 + i) * 3 / 2.0 for i in range(13)]
     assert table["loss_first_epoch"].tolist() == [1.0 + i for i in range(13)]
