@@ -41,19 +41,18 @@ def _repeat_without_size(func, kwargs) -> bool:
 class _HostValues(TorchDispatchMode):
     def __init__(self, counts: Counter):
         super().__init__()
-        self.counts, self.paused = counts, False
+        self.counts = counts
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = func.__name__.split(".")[0]
-        if not self.paused and (name in HOST_VALUE_OPS or _bool_index(func, args) or _repeat_without_size(func, kwargs)):
+        if name in HOST_VALUE_OPS or _bool_index(func, args) or _repeat_without_size(func, kwargs):
             self.counts["boolean index" if name.startswith("index") else name] += 1
         return func(*args, **kwargs)
 
 
 class SyncCounter:
-    """``with SyncCounter(device) as syncs: ...``: ``syncs.total`` so far, ``syncs.ops`` by kind (CPU), and
-    ``with syncs.paused(): ...`` for host work that is not the device's (building a batch)."""
+    """``with SyncCounter(device) as syncs: ...``: ``syncs.total`` so far, ``syncs.ops`` by kind."""
 
     def __init__(self, device: torch.device):
         self.device, self.ops = torch.device(device), Counter()
@@ -88,8 +87,7 @@ class SyncCounter:
             real = self._saved[name] = getattr(torch.Tensor, name)
 
             def counted(tensor, *args, _real=real, _name=name, **kwargs):
-                if not (self._mode and self._mode.paused):
-                    self.ops[_name] += 1
+                self.ops[_name] += 1
                 return _real(tensor, *args, **kwargs)
             setattr(torch.Tensor, name, counted)
         self._mode = _HostValues(self.ops).__enter__()
@@ -104,19 +102,3 @@ class SyncCounter:
         self._mode.__exit__(*exc)
         for name, real in self._saved.items():
             setattr(torch.Tensor, name, real)
-
-    def paused(self):
-        return _Paused(self._mode)
-
-
-class _Paused:
-    def __init__(self, mode: _HostValues | None):
-        self.mode = mode
-
-    def __enter__(self):
-        if self.mode is not None:
-            self.mode.paused = True
-
-    def __exit__(self, *exc):
-        if self.mode is not None:
-            self.mode.paused = False
