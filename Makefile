@@ -11,7 +11,7 @@ PIP := $(BIN)/pip install -qq --disable-pip-version-check
 # Which build of torch `make setup` installs: auto (CUDA where `nvidia-smi -L` finds a GPU, else CPU), cpu, cuda
 TORCH ?= auto
 
-.PHONY: setup constraints run test test-fast test-device-step wheel-check bench clean
+.PHONY: setup constraints run test test-fast test-device-step lint format wheel-check bench clean
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
@@ -51,6 +51,19 @@ DEVICE_STEP_TESTS := tests/core/lm/test_finetune.py tests/core/lm/test_memory.py
 
 test-device-step: setup  ## the training tests on the accelerator's step, on the CPU
 	CCTK_DEVICE_STEP=1 $(PYTEST) $(DEVICE_STEP_TESTS)
+
+# The field's habits: ruff (lint and format, configured in pyproject.toml) and mypy over the whole package.
+# Any finding fails it; .ci/run runs it before the tests, and .pre-commit-config.yaml runs the same tools
+# from .venv/ before a commit (`.venv/bin/pre-commit install` once).
+lint: setup  ## ruff check, ruff format --check and mypy: exit 1 on any finding
+	@$(BIN)/ruff --version && $(BIN)/mypy --version
+	$(BIN)/ruff check cctk tests scripts
+	$(BIN)/ruff format --check cctk tests scripts
+	$(BIN)/mypy
+
+format: setup  ## rewrite the code in the one format, and apply ruff's safe fixes
+	$(BIN)/ruff format cctk tests scripts
+	$(BIN)/ruff check --fix cctk tests scripts
 
 wheel-check: setup  ## the wheel installed outside the checkout, a smoke pipeline from an empty folder (scripts/wheel-check.sh)
 	bash scripts/wheel-check.sh $(VENV)

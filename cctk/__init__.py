@@ -3,8 +3,9 @@
 ``load_model`` and ``measure`` are imported on first use, so that the torch-free layers
 (statistics, experiments, figures, outputs, results) never load torch.
 """
+
 __version__ = "0.1.0"
-__all__ = ["load_model", "measure", "__version__"]
+__all__ = ["__version__", "load_model", "measure"]
 
 
 def __getattr__(name: str):

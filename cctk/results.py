@@ -14,6 +14,7 @@ model's measurement by key. ``r.info`` is the run's ``RunInfo`` (run_info.json a
 the measurements ``"base model"`` and ``"fabricated answers"`` (candidates 2..18, ``prob`` a softmax
 of the mean log-probability per token) and the figures ``before_and_after_3_plus_5`` etc.
 """
+
 from __future__ import annotations
 
 import os
@@ -99,8 +100,9 @@ def download(run_id: str, tracking_name: str | None = None, cache: Path | None =
     except tracking.NoStore as error:
         if cached:
             return folder
-        raise CctkError(f"{run_id!r} is neither a session folder nor a run cached in {folder.parent}, and {error}") \
-            from None
+        raise CctkError(
+            f"{run_id!r} is neither a session folder nor a run cached in {folder.parent}, and {error}"
+        ) from None
     try:
         run = store.pipeline(run_id)
     except CctkError as error:
@@ -108,8 +110,10 @@ def download(run_id: str, tracking_name: str | None = None, cache: Path | None =
             raise
         if cached:
             return folder
-        raise CctkError(f"{run_id!r} is neither a session folder nor a run in the MLflow store {store.uri} "
-                        f"(nor cached in {folder.parent}); {tracking.HOW_TO_POINT}") from None
+        raise CctkError(
+            f"{run_id!r} is neither a session folder nor a run in the MLflow store {store.uri} "
+            f"(nor cached in {folder.parent}); {tracking.HOW_TO_POINT}"
+        ) from None
     if run.status == "FINISHED" and cached:
         return folder  # a finished run's artifacts do not change
     _download_whole(store, run_id, folder)
@@ -137,5 +141,13 @@ def read_folder(folder: Path) -> RunResults:
     names = {key: protocol.model_name(key) for key in measured}
     files = session.find_figures(layout)
     figures = {name: paths["png"] for name, paths in files.items() if "png" in paths}
-    return RunResults(layout.folder, info, session.read_tables(layout),  # key columns even in a session from before
-                      {names[k]: t for k, t in measured.items()}, figures, files, session.read_targets(layout), names)
+    return RunResults(
+        layout.folder,
+        info,
+        session.read_tables(layout),  # key columns even in a session from before
+        {names[k]: t for k, t in measured.items()},
+        figures,
+        files,
+        session.read_targets(layout),
+        names,
+    )

@@ -6,6 +6,7 @@ two, by the fresh venv's for the last two):
   run-id OUTPUTS         the MLflow run id of the one session folder under OUTPUTS
   finished RUN VENV OUT  RUN is FINISHED in ./mlruns/ of this folder, cctk came from VENV, OUT holds the report
 """
+
 from __future__ import annotations
 
 import sys
@@ -28,8 +29,11 @@ def archive_problems(names: list[str], required: list[str], top: set[str]) -> li
     ``top`` (the package and its metadata: no tests/, outputs/, mlruns/, .venv/), a NEVER folder anywhere."""
     missing = [f"missing {name}" for name in required if name not in names]
     folders = [Path(name).parts[:-1] for name in names]
-    banned = [f"carries {name}" for name, parts in zip(names, folders)
-              if parts and (parts[0] not in top or NEVER & set(parts))]
+    banned = [
+        f"carries {name}"
+        for name, parts in zip(names, folders, strict=True)
+        if parts and (parts[0] not in top or NEVER & set(parts))
+    ]
     return missing + banned
 
 
@@ -38,15 +42,19 @@ def archives(dist: str) -> None:
     (wheel,), (sdist,) = sorted(dist.glob("*.whl")), sorted(dist.glob("*.tar.gz"))
     version = wheel.name.split("-")[1]
     wheel_names = zipfile.ZipFile(wheel).namelist()
-    problems = archive_problems(wheel_names, [*SHIPPED, "cctk/py.typed", "cctk/__main__.py"],
-                                {"cctk", f"cctk-{version}.dist-info"})
+    problems = archive_problems(
+        wheel_names, [*SHIPPED, "cctk/py.typed", "cctk/__main__.py"], {"cctk", f"cctk-{version}.dist-info"}
+    )
     with tarfile.open(sdist) as tar:  # members under cctk-X.Y.Z/
         sdist_names = [m.name.split("/", 1)[1] for m in tar.getmembers() if m.isfile()]
-    problems += archive_problems(sdist_names, [*SHIPPED, "cctk/py.typed", "pyproject.toml", "README.md", "LICENSE"],
-                                 {"cctk", "cctk.egg-info"})
+    problems += archive_problems(
+        sdist_names, [*SHIPPED, "cctk/py.typed", "pyproject.toml", "README.md", "LICENSE"], {"cctk", "cctk.egg-info"}
+    )
     check(not problems, "; ".join(problems))
-    print(f"{wheel.name}: {len(wheel_names)} files, {', '.join(SHIPPED)} and cctk/py.typed among them; "
-          f"{sdist.name}: {len(sdist_names)} files; neither carries tests/, outputs/ or mlruns/")
+    print(
+        f"{wheel.name}: {len(wheel_names)} files, {', '.join(SHIPPED)} and cctk/py.typed among them; "
+        f"{sdist.name}: {len(sdist_names)} files; neither carries tests/, outputs/ or mlruns/"
+    )
 
 
 def tiny(folder: str) -> None:
@@ -76,9 +84,10 @@ def run_id(outputs: str) -> None:
 def finished(run: str, venv: str, report: str) -> None:
     """Read back with MLflow's own client from ./mlruns/mlflow.db, and with the wheel's cctk.results."""
     venv, report = Path(venv).resolve(), Path(report)
+    from mlflow import MlflowClient
+
     import cctk
     import cctk.results
-    from mlflow import MlflowClient
 
     here = Path.cwd()
     check(Path(cctk.__file__).is_relative_to(venv), f"cctk was imported from {cctk.__file__}, not from {venv}")
@@ -94,10 +103,14 @@ def finished(run: str, venv: str, report: str) -> None:
     rendered = sorted(p.relative_to(report).as_posix() for p in report.rglob("*.png"))
     check(len(rendered) > 0, f"cctk report wrote no figure under {report}")
     print(f"cctk {cctk.__version__} from {Path(cctk.__file__).parent}")
-    print(f"run {run}: {parent.info.status} in {here}/mlruns/mlflow.db, nested {', '.join(statuses)}; "
-          f"artifacts in {parent.info.artifact_uri}")
-    print(f"cctk.results.load: {len(tables)} tables, table01 {len(tables['table01'])} rows; "
-          f"cctk report: {len(rendered)} PNG figures under {report}")
+    print(
+        f"run {run}: {parent.info.status} in {here}/mlruns/mlflow.db, nested {', '.join(statuses)}; "
+        f"artifacts in {parent.info.artifact_uri}"
+    )
+    print(
+        f"cctk.results.load: {len(tables)} tables, table01 {len(tables['table01'])} rows; "
+        f"cctk report: {len(rendered)} PNG figures under {report}"
+    )
 
 
 if __name__ == "__main__":

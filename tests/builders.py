@@ -1,10 +1,12 @@
 """Test data, built in one place: tiny models, measurement tables, synthetic and hand-made results, and
-session folders (today's, and as the code before issue 21 wrote them, or before #40's key columns). Fixtures live in the conftests;
+session folders (today's, and as the code before issue 21 wrote them, or before #40's key columns). Fixtures live in
+the conftests;
 tests import what they build from here (``from builders import hand_table``).
 
 Every measurement table is assembled by ``measurement_table`` from one matrix of scores per addition
 and candidate, the way ``cctk.core.lm.scoring._table`` assembles a measured one.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +20,14 @@ from scipy import stats
 
 SEED = 7
 SESSION = "20260102-030405_smollm2-135m-bundled"
-RUN = {"session": SESSION, "tracking_uri": "sqlite:///mlruns/mlflow.db", "experiment_id": "1",
-       "run_id": "0123456789abcdef0123456789abcdef", "seconds": 1234.5, "device": "cpu"}
+RUN = {
+    "session": SESSION,
+    "tracking_uri": "sqlite:///mlruns/mlflow.db",
+    "experiment_id": "1",
+    "run_id": "0123456789abcdef0123456789abcdef",
+    "seconds": 1234.5,
+    "device": "cpu",
+}
 BEFORE_ISSUE_21 = Path(__file__).parent / "data" / "before_issue_21"  # files the code before it wrote
 BEFORE_KEYS = Path(__file__).parent / "data" / "before_issue_40"  # tables before their key columns (#40 item 4)
 
@@ -29,8 +37,14 @@ def tiny_model(arch: str, vocab_size: int, seed: int = 0):
     import torch
     import transformers as tf
 
-    common = dict(vocab_size=vocab_size, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                  intermediate_size=128, max_position_embeddings=128)
+    common = {
+        "vocab_size": vocab_size,
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 128,
+        "max_position_embeddings": 128,
+    }
     configs = {
         "llama": lambda: tf.LlamaConfig(num_key_value_heads=2, tie_word_embeddings=True, **common),
         "qwen2": lambda: tf.Qwen2Config(num_key_value_heads=2, **common),
@@ -44,22 +58,31 @@ def tiny_model(arch: str, vocab_size: int, seed: int = 0):
 
 # --- Measurement tables: (additions x candidates) scores in, a table with cctk.core.readings.COLUMNS out. ---
 
+
 def answer_tokens(values) -> np.ndarray:
     """Tokens of each candidate's answer: 2 for one digit (" 7\\n"), 3 for two digits."""
     return np.where(np.asarray(values) < 10, 2, 3)
 
 
-def measurement_table(additions: Sequence, values, logprob: np.ndarray, prob: np.ndarray,
-                      n_tokens=None) -> pd.DataFrame:
+def measurement_table(
+    additions: Sequence, values, logprob: np.ndarray, prob: np.ndarray, n_tokens=None
+) -> pd.DataFrame:
     """The rows of a measurement table, addition by addition, candidate by candidate."""
     from cctk.core.readings import COLUMNS
 
     values = np.asarray(values)
     n_tokens = answer_tokens(values) if n_tokens is None else np.asarray(n_tokens)
     a, b = np.array(additions).T
-    return pd.DataFrame({"a": np.repeat(a, len(values)), "b": np.repeat(b, len(values)),
-                         "candidate_value": np.tile(values, len(additions)), "logprob": np.asarray(logprob).ravel(),
-                         "n_tokens": np.tile(n_tokens, len(additions)), "prob": np.asarray(prob).ravel()})[COLUMNS]
+    return pd.DataFrame(
+        {
+            "a": np.repeat(a, len(values)),
+            "b": np.repeat(b, len(values)),
+            "candidate_value": np.tile(values, len(additions)),
+            "logprob": np.asarray(logprob).ravel(),
+            "n_tokens": np.tile(n_tokens, len(additions)),
+            "prob": np.asarray(prob).ravel(),
+        }
+    )[COLUMNS]
 
 
 def softmax(scores: np.ndarray) -> np.ndarray:
@@ -71,8 +94,9 @@ def softmax(scores: np.ndarray) -> np.ndarray:
 P_DEFAULT = 0.66
 
 
-def hand_table(choices: dict, p: float | dict = P_DEFAULT, offset: float | dict = 0.0,
-               candidates: Sequence[int] | None = None) -> pd.DataFrame:
+def hand_table(
+    choices: dict, p: float | dict = P_DEFAULT, offset: float | dict = 0.0, candidates: Sequence[int] | None = None
+) -> pd.DataFrame:
     """A measurement table made by hand, over the additions ``choices`` names (in ADDITIONS order).
 
     ``choices[(a, b)]``: a top choice (probability ``p`` on it, ``(1 - p) / (n - 1)`` on each of the other
@@ -86,8 +110,9 @@ def hand_table(choices: dict, p: float | dict = P_DEFAULT, offset: float | dict 
     values = np.array(CANDIDATES if candidates is None else candidates)
     additions = [pair for pair in ADDITIONS if pair in choices]
     assert len(additions) == len(choices), "choices must be keyed by additions (a, b), 1 <= a, b <= 9"
-    probs = np.array([_probabilities(choices[pair], p[pair] if isinstance(p, dict) else p, values)
-                      for pair in additions])
+    probs = np.array(
+        [_probabilities(choices[pair], p[pair] if isinstance(p, dict) else p, values) for pair in additions]
+    )
     shifts = np.array([[offset[pair] if isinstance(offset, dict) else offset] for pair in additions])
     scores = np.log(probs) + shifts
     return measurement_table(additions, values, scores, softmax(scores))
@@ -144,18 +169,30 @@ def v1_measurement(peaks: pd.Series, rng: np.random.Generator) -> pd.DataFrame:
 
 # (peak logit on seen additions, chance that a held-out addition peaks on the target);
 # the base model's peaks are weak and often off target.
-SKILL = {"base": (2.5, 0.4), "m_correct": (9.0, 1.0), "m_random": (8.0, 1.0), "m_recover": (8.0, 0.8),
-         "c18_correct": (8.0, 0.6), "c18_random": (7.0, 0.3), "c3_correct": (8.0, 0.7), "c3_random": (7.0, 0.3),
-         "c18ctl_correct": (5.0, 0.1), "c3ctl_correct": (5.0, 0.3), "d_correct": (7.0, 0.4),
-         "d_random": (7.0, 0.2), "dctl_correct": (5.0, 0.05), "dctl_random": (5.0, 0.05)}
+SKILL = {
+    "base": (2.5, 0.4),
+    "m_correct": (9.0, 1.0),
+    "m_random": (8.0, 1.0),
+    "m_recover": (8.0, 0.8),
+    "c18_correct": (8.0, 0.6),
+    "c18_random": (7.0, 0.3),
+    "c3_correct": (8.0, 0.7),
+    "c3_random": (7.0, 0.3),
+    "c18ctl_correct": (5.0, 0.1),
+    "c3ctl_correct": (5.0, 0.3),
+    "d_correct": (7.0, 0.4),
+    "d_random": (7.0, 0.2),
+    "dctl_correct": (5.0, 0.05),
+    "dctl_random": (5.0, 0.05),
+}
 
 
 def synthetic_results(seed: int = SEED, epochs: int = 3):
     """Fourteen plausible measurement tables and thirteen training records, from numpy alone."""
-    from cctk.manuals.v2.parts import StudyResults
     from cctk.core.facts import ADDITIONS
-    from cctk.manuals.v2.design import ARM_BY_KEY, ARMS, MODEL_KEYS, build_study_inputs, own_target
     from cctk.core.records import TrainRecord
+    from cctk.manuals.v2.design import ARM_BY_KEY, ARMS, MODEL_KEYS, build_study_inputs, own_target
+    from cctk.manuals.v2.parts import StudyResults
 
     inputs = build_study_inputs(seed)
     rng = np.random.default_rng(seed)
@@ -183,6 +220,7 @@ def synthetic_results(seed: int = SEED, epochs: int = 3):
 
 # --- Session folders, as the pipeline leaves them. ---
 
+
 def figure_copier(folder: Path):
     """A ``cctk.figures.spec.draw_and_save`` that copies the figure of the session in ``folder`` (in the formats it
     has) instead of drawing it: for tests about everything but the drawing."""
@@ -203,16 +241,24 @@ def run_info(config, results, run: dict = RUN):
     from cctk.manuals import registry as protocols
     from cctk.store import session
 
-    return session.run_info(config, protocols.get(config.protocol), results, session=run["session"],
-                            device=run["device"], seconds=run["seconds"], hardware=hardware(), software=software(),
-                            mlflow=MlflowIds(run["tracking_uri"], run["experiment_id"], run["run_id"]))
+    return session.run_info(
+        config,
+        protocols.get(config.protocol),
+        results,
+        session=run["session"],
+        device=run["device"],
+        seconds=run["seconds"],
+        hardware=hardware(),
+        software=software(),
+        mlflow=MlflowIds(run["tracking_uri"], run["experiment_id"], run["run_id"]),
+    )
 
 
 def write_session(root, results, tables, config, run: dict = RUN, **options) -> Path:
     """What the pipeline leaves: the measurement CSVs and training records, then everything write_all writes."""
     from cctk.manuals import registry as protocols
-    from cctk.store import session
     from cctk.outputs import write_all
+    from cctk.store import session
 
     layout = session.Layout(Path(root) / run["session"], protocols.get(config.protocol))
     for key, table in results.measurements.items():
@@ -232,17 +278,21 @@ def v1_results(seed: int = 42, rng_seed: int = 1):
     rng = np.random.default_rng(rng_seed)
     draws = facts.draw(seed, 20)
     sums = pd.Series([a + b for a, b in ADDITIONS], index=draws.fabricated.index)
-    measurements = {experiment.BEFORE: v1_measurement(sums, rng),
-                    experiment.AFTER: v1_measurement(draws.fabricated, rng)}
-    return experiment.ComparisonResults(draws, measurements, {experiment.AFTER: TrainRecord(1620, 203, 150.0, (1.9,), 0)})
+    measurements = {
+        experiment.BEFORE: v1_measurement(sums, rng),
+        experiment.AFTER: v1_measurement(draws.fabricated, rng),
+    }
+    return experiment.ComparisonResults(
+        draws, measurements, {experiment.AFTER: TrainRecord(1620, 203, 150.0, (1.9,), 0)}
+    )
 
 
 def write_v1_session(root, seed: int = 42, run: dict = RUN, rng_seed: int = 1, **options):
     """A protocol v1 session folder from synthetic measurements: (layout, results, tables, figures drawn)."""
-    from cctk.store import session
-    from cctk.manuals.v1.manual import V1
     from cctk.core.config import make_config
     from cctk.manuals.v1 import experiment
+    from cctk.manuals.v1.manual import V1
+    from cctk.store import session
 
     results = v1_results(seed, rng_seed)
     tables = experiment.compute_tables(results)
@@ -303,8 +353,23 @@ def run_info_before_issue_21(protocol: str = "v2") -> dict:
 # 2+1 (fabricated 6) and 4+6 (13) for sum + 3, 3+9 (30) for sum + 18.
 
 STUDY_SEED = 12345
-HELD_GT = [(2, 1), (3, 2), (5, 1), (5, 4), (6, 2), (6, 4), (7, 2), (7, 6), (8, 1), (8, 3), (8, 5), (8, 7),
-           (9, 1), (9, 6), (9, 8)]
+HELD_GT = [
+    (2, 1),
+    (3, 2),
+    (5, 1),
+    (5, 4),
+    (6, 2),
+    (6, 4),
+    (7, 2),
+    (7, 6),
+    (8, 1),
+    (8, 3),
+    (8, 5),
+    (8, 7),
+    (9, 1),
+    (9, 6),
+    (9, 8),
+]
 HELD_EQ = [(3, 3)]
 HELD_LT = [(1, 3), (1, 4), (1, 7), (2, 7), (3, 5), (3, 9), (4, 6), (5, 8)]
 HELD = sorted(HELD_GT + HELD_EQ + HELD_LT)  # in ADDITIONS order
@@ -326,9 +391,15 @@ def design(inputs) -> dict[str, dict]:
             choices.update(pairs)
         return choices
 
-    fabricated = lambda pairs: {p: int(fab[p]) for p in pairs}  # noqa: E731
-    plain_sum = lambda pairs: {p: int(total[p]) for p in pairs}  # noqa: E731
-    plus = lambda k, pairs: {p: int(total[p]) + k for p in pairs}  # noqa: E731
+    def fabricated(pairs):
+        return {p: int(fab[p]) for p in pairs}
+
+    def plain_sum(pairs):
+        return {p: int(total[p]) for p in pairs}
+
+    def plus(k, pairs):
+        return {p: int(total[p]) + k for p in pairs}
+
     return {
         # Correct sum but its fabricated answer on 1+4 (36), 5+5 (7) and 9+9 (31).
         "base": own("base", fab=fabricated([(1, 4), (5, 5), (9, 9)])),
@@ -337,39 +408,69 @@ def design(inputs) -> dict[str, dict]:
         # Fabricated answer but the correct sum on the seen 2+2 (4) and 6+6 (12).
         "m_random": own("m_random", sums=plain_sum([(2, 2), (6, 6)])),
         # Correct sum, but back to the fabricated answer on the seen 5+5 and the last 12 held-out.
-        "m_recover": own("m_recover", fab=fabricated([(5, 5)] + HELD[12:])),
+        "m_recover": own("m_recover", fab=fabricated([(5, 5), *HELD[12:]])),
         # Sum + 18 but: held out 1+3, 5+4, 9+8 sum + 9, 8+7 the plain sum (20 / 24).
         "c18_correct": own("c18_correct", nine=plus(9, [(1, 3), (5, 4), (9, 8)]), sums=plain_sum([(8, 7)])),
         # Sum + 18 on the seen but 1+1 (fabricated 27); held out: sum + 18 on 1+3 1+4 1+7 2+1 2+7, and
         # on 3+9, whose fabricated answer (30) is sum + 18 (left out); the fabricated answer elsewhere.
-        "c18_random": own("c18_random", fab=fabricated([(1, 1)] + [p for p in HELD if p not in
-                                                                   [(1, 3), (1, 4), (1, 7), (2, 1), (2, 7), (3, 9)]])),
+        "c18_random": own(
+            "c18_random",
+            fab=fabricated([(1, 1)] + [p for p in HELD if p not in [(1, 3), (1, 4), (1, 7), (2, 1), (2, 7), (3, 9)]]),
+        ),
         "c3_correct": own("c3_correct"),  # every addition on its target
         # Sum + 3 on the seen but 1+1 1+2 1+5 1+6 1+8 1+9 2+2 (their fabricated answers, 50 / 57);
         # the fabricated answer on every held-out one: a hit on 2+1 and 4+6 only, both left out.
-        "c3_random": own("c3_random", fab=fabricated([(1, 1), (1, 2), (1, 5), (1, 6), (1, 8), (1, 9), (2, 2)] + HELD)),
+        "c3_random": own("c3_random", fab=fabricated([(1, 1), (1, 2), (1, 5), (1, 6), (1, 8), (1, 9), (2, 2), *HELD])),
         # Controls: their own answers on the seen, the rule's (sum + k) on the held-out; the random
         # offset is k on 5+8 and 9+1 for + 18, on 1+3 3+2 3+5 9+8 for + 3: hits by chance.
         "c18ctl_correct": own("c18ctl_correct", rule=plus(18, HELD)),
         "c3ctl_correct": own("c3ctl_correct", rule=plus(3, HELD)),
         # Conditional rule; seen: 2+2 sum + 9 (13). Held out (deviation from the rule's answer):
         # 8+1, 9+1 plain sum (-18), 9+8 34 (-1), 8+7 35 (+2), 3+3 sum + 9 (-9), 3+9 sum + 18 (+9).
-        "d_correct": own("d_correct", seen=plus(9, [(2, 2)]),
-                         held={(8, 1): 9, (9, 1): 10, (9, 8): 34, (8, 7): 35, (3, 3): 15, (3, 9): 30}),
+        "d_correct": own(
+            "d_correct",
+            seen=plus(9, [(2, 2)]),
+            held={(8, 1): 9, (9, 1): 10, (9, 8): 34, (8, 7): 35, (3, 3): 15, (3, 9): 30},
+        ),
         # Conditional rule on the seen; held out: sum + 18 everywhere (a +18 on every a < b), but
         # 9+1 its fabricated answer 23 (-5).
         "d_random": own("d_random", lt=plus(18, HELD_LT), fab=fabricated([(9, 1)])),
         # Shuffled answers on the seen. Held out: the rule's answer on 1+3 1+4 2+1 3+2 8+3 (8+3's shuffled
         # answer is the rule's, 29: a hit), rule + 1 on 5+1 (25), rule - 2 on 6+4 (26), its own shuffled
         # answer on 1+7 2+7 3+3 3+5 9+8 (hits), the plain sum on the 12 others.
-        "dctl_correct": own("dctl_correct", sums=plain_sum([p for p in HELD if p not in [
-            (1, 3), (1, 4), (2, 1), (3, 2), (8, 3), (5, 1), (6, 4), (1, 7), (2, 7), (3, 3), (3, 5), (9, 8)]]),
+        "dctl_correct": own(
+            "dctl_correct",
+            sums=plain_sum(
+                [
+                    p
+                    for p in HELD
+                    if p
+                    not in [
+                        (1, 3),
+                        (1, 4),
+                        (2, 1),
+                        (3, 2),
+                        (8, 3),
+                        (5, 1),
+                        (6, 4),
+                        (1, 7),
+                        (2, 7),
+                        (3, 3),
+                        (3, 5),
+                        (9, 8),
+                    ]
+                ]
+            ),
             rule={p: int(t["cond"][p]) for p in [(1, 3), (1, 4), (2, 1), (3, 2), (8, 3)]},
-            near={(5, 1): 25, (6, 4): 26}),
+            near={(5, 1): 25, (6, 4): 26},
+        ),
         # Shuffled answers on the seen but 1+1, 2+2 (plain sums); held out: the plain sum but on 8+3
         # (29, the rule's answer and its own) and 1+3 (16, its own).
-        "dctl_random": own("dctl_random", seen=plain_sum([(1, 1), (2, 2)]),
-                           sums=plain_sum([p for p in HELD if p not in [(8, 3), (1, 3)]])),
+        "dctl_random": own(
+            "dctl_random",
+            seen=plain_sum([(1, 1), (2, 2)]),
+            sums=plain_sum([p for p in HELD if p not in [(8, 3), (1, 3)]]),
+        ),
     }
 
 
@@ -386,8 +487,8 @@ def study_training() -> dict:
 
 def build_study(seed: int = STUDY_SEED):
     """The hand-made study's results: fourteen hand tables over ``seed``."""
-    from cctk.manuals.v2.parts import StudyResults
     from cctk.manuals.v2.design import MODEL_KEYS, build_study_inputs
+    from cctk.manuals.v2.parts import StudyResults
 
     inputs = build_study_inputs(seed)
     choices = design(inputs)
@@ -396,6 +497,7 @@ def build_study(seed: int = STUDY_SEED):
 
 
 # --- Checks the table tests share. ---
+
 
 def cp(k: int, n: int) -> tuple[float, float]:
     """The exact (Clopper-Pearson) 95% interval, straight from SciPy."""
@@ -407,8 +509,9 @@ def assert_rows(actual: pd.DataFrame, expected: list[dict], atol: float = 1e-12)
     """``actual`` has exactly these rows, in this order, and exactly these columns, in this order."""
     wanted = pd.DataFrame(expected)
     assert list(actual.columns) == list(wanted.columns)
-    pd.testing.assert_frame_equal(actual.reset_index(drop=True), wanted, check_dtype=False, check_exact=False,
-                                  rtol=0, atol=atol)
+    pd.testing.assert_frame_equal(
+        actual.reset_index(drop=True), wanted, check_dtype=False, check_exact=False, rtol=0, atol=atol
+    )
 
 
 def check_loaded(loaded, tables: dict, formats: tuple[str, ...] = ("png",)) -> None:
@@ -450,5 +553,7 @@ def packed_and_padded_step(model, batch, pad_id: int):
     with tied_embedding_rows(packed):
         loss = packed_loss(packed, pack(batch))
         loss.backward()
-    grads = [(name, p.grad, q.grad) for (name, p), q in zip(packed.named_parameters(), padded.parameters())]
+    grads = [
+        (name, p.grad, q.grad) for (name, p), q in zip(packed.named_parameters(), padded.parameters(), strict=True)
+    ]
     return loss.item(), expected.item(), grads

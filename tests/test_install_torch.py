@@ -1,6 +1,7 @@
 """scripts/install-torch.sh (``make setup``'s first step) says what it installed and, after a CUDA build,
 whether torch sees the GPU: run here with a fake ``pip`` (it records what it was asked), a fake
 ``nvidia-smi`` (a T4 on driver 550, CUDA 12.4 at most) and a fake ``torch`` (the build it reports)."""
+
 from __future__ import annotations
 
 import os
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "install-torch.sh"
-FAKE_TORCH = '''import os
+FAKE_TORCH = """import os
 __version__ = os.environ["FAKE_TORCH_VERSION"]
 class version:
     cuda = os.environ.get("FAKE_TORCH_CUDA") or None
@@ -19,17 +20,17 @@ class cuda:
     is_available = staticmethod(lambda: os.environ.get("FAKE_CUDA_AVAILABLE") == "1")
     device_count = staticmethod(lambda: 1)
     get_device_name = staticmethod(lambda i=0: "Tesla T4")
-'''
-NVIDIA_SMI = '''#!/bin/sh
+"""
+NVIDIA_SMI = """#!/bin/sh
 case "$1" in
 -L) echo "GPU 0: Tesla T4 (UUID: GPU-0)" ;;
 --query-gpu=driver_version) echo "550.54.15" ;;
 *) echo "| NVIDIA-SMI 550.54.15              Driver Version: 550.54.15      CUDA Version: 12.4     |" ;;
 esac
-'''
+"""
 
 
-@pytest.fixture()
+@pytest.fixture
 def machine(tmp_path):
     """(run, pip log): ``run(env, gpu=True)`` runs the script with the fakes and returns the process."""
     bin_dir, torch_dir = tmp_path / "bin", tmp_path / "site" / "torch"
@@ -48,8 +49,13 @@ def machine(tmp_path):
     def run(env: dict, gpu: bool = True) -> subprocess.CompletedProcess:
         if not gpu:
             (bin_dir / "nvidia-smi").unlink(missing_ok=True)
-        full = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PIP": f"{bin_dir / 'pip'} install -qq",
-                "CONSTRAINTS": str(tmp_path / "constraints.txt"), "WHEELS": str(tmp_path / "wheels"), **env}
+        full = {
+            "PATH": f"{bin_dir}:/usr/bin:/bin",
+            "PIP": f"{bin_dir / 'pip'} install -qq",
+            "CONSTRAINTS": str(tmp_path / "constraints.txt"),
+            "WHEELS": str(tmp_path / "wheels"),
+            **env,
+        }
         return subprocess.run(["sh", str(SCRIPT)], env=full, capture_output=True, text=True, cwd=tmp_path)
 
     return run, log
@@ -61,11 +67,15 @@ def test_a_cuda_build_the_driver_cannot_run_fails_in_one_line_with_what_to_do(ma
     run, log = machine
     done = run({"FAKE_TORCH_VERSION": "2.13.0", "FAKE_TORCH_CUDA": "13.0", "FAKE_CUDA_AVAILABLE": "0"})
     assert done.returncode == 1
-    assert done.stdout.splitlines() == ["torch 2.13.0: the CUDA build, from PyPI (TORCH=auto)",
-                                        "installed torch 2.13.0 (CUDA 13.0)"]
+    assert done.stdout.splitlines() == [
+        "torch 2.13.0: the CUDA build, from PyPI (TORCH=auto)",
+        "installed torch 2.13.0 (CUDA 13.0)",
+    ]
     (line,) = done.stderr.splitlines()
-    assert line.startswith("install-torch: torch 2.13.0 (CUDA 13.0) cannot use this machine's GPU: the build needs "
-                           "an NVIDIA driver >= 580, this machine has driver 550.54.15 (CUDA 12.4 at most); ")
+    assert line.startswith(
+        "install-torch: torch 2.13.0 (CUDA 13.0) cannot use this machine's GPU: the build needs "
+        "an NVIDIA driver >= 580, this machine has driver 550.54.15 (CUDA 12.4 at most); "
+    )
     assert "make setup TORCH_INDEX=https://download.pytorch.org/whl/cu126" in line and "(TORCH=cpu)" in line
     assert log.read_text().split() == ["install", "-qq", "-c", str(log.parent / "constraints.txt"), "torch==2.13.0"]
 
@@ -73,12 +83,20 @@ def test_a_cuda_build_the_driver_cannot_run_fails_in_one_line_with_what_to_do(ma
 def test_torch_index_installs_that_cuda_build_and_checks_it_sees_the_gpu(machine):
     run, log = machine
     index = "https://download.pytorch.org/whl/cu126"
-    done = run({"TORCH_INDEX": index, "FAKE_TORCH_VERSION": "2.13.0+cu126", "FAKE_TORCH_CUDA": "12.6",
-                "FAKE_CUDA_AVAILABLE": "1"})
+    done = run(
+        {
+            "TORCH_INDEX": index,
+            "FAKE_TORCH_VERSION": "2.13.0+cu126",
+            "FAKE_TORCH_CUDA": "12.6",
+            "FAKE_CUDA_AVAILABLE": "1",
+        }
+    )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == [f"torch 2.13.0: the CUDA build of {index} (TORCH_INDEX)",
-                                        "installed torch 2.13.0+cu126 (CUDA 12.6)",
-                                        "torch sees 1 CUDA device(s): Tesla T4"]
+    assert done.stdout.splitlines() == [
+        f"torch 2.13.0: the CUDA build of {index} (TORCH_INDEX)",
+        "installed torch 2.13.0+cu126 (CUDA 12.6)",
+        "torch sees 1 CUDA device(s): Tesla T4",
+    ]
     assert f"--extra-index-url {index} torch==2.13.0" in log.read_text()
 
 
@@ -94,8 +112,10 @@ def test_the_cpu_build_says_what_it_installed_and_checks_no_gpu(machine):
 
 def test_a_cuda_build_without_nvidia_smi_says_to_install_the_driver(machine):
     run, _ = machine
-    done = run({"TORCH": "cuda", "FAKE_TORCH_VERSION": "2.13.0", "FAKE_TORCH_CUDA": "13.0", "FAKE_CUDA_AVAILABLE": "0"},
-               gpu=False)
+    done = run(
+        {"TORCH": "cuda", "FAKE_TORCH_VERSION": "2.13.0", "FAKE_TORCH_CUDA": "13.0", "FAKE_CUDA_AVAILABLE": "0"},
+        gpu=False,
+    )
     assert done.returncode == 1
     (line,) = done.stderr.splitlines()
     assert "sees no GPU and nvidia-smi is not here: install the NVIDIA driver" in line

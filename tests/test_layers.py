@@ -5,6 +5,7 @@ between folders (a folder and a top-level module are one unit each); the torch-f
 and MLflow-free; only tracking.py imports mlflow; nothing imports the pipeline but the CLI: the
 library's entry points (``pipeline.run``, ``pipeline.resume``, ``pipeline.sweep_cell``) live in the pipeline, the CLI
 parses options and calls them, and a sweep runs its cells through the function its caller hands it."""
+
 import ast
 import subprocess
 import sys
@@ -13,10 +14,25 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "cctk"
-LIGHT = ["cctk.results", "cctk.outputs", "cctk.manuals.v2.parts", "cctk.figures", "cctk.core.stats",
-         "cctk.store.session", "cctk.manuals.v1.facts", "cctk.manuals.v1.experiment", "cctk.manuals.v1.catalog",
-         "cctk.manuals.v2.catalog", "cctk.figures.spec", "cctk.manuals.v1.manual", "cctk.manuals.v2.manual",
-         "cctk.manuals.v1.labels", "cctk.manuals.v2.labels", "cctk.manuals.registry", "cctk.cli"]
+LIGHT = [
+    "cctk.results",
+    "cctk.outputs",
+    "cctk.manuals.v2.parts",
+    "cctk.figures",
+    "cctk.core.stats",
+    "cctk.store.session",
+    "cctk.manuals.v1.facts",
+    "cctk.manuals.v1.experiment",
+    "cctk.manuals.v1.catalog",
+    "cctk.manuals.v2.catalog",
+    "cctk.figures.spec",
+    "cctk.manuals.v1.manual",
+    "cctk.manuals.v2.manual",
+    "cctk.manuals.v1.labels",
+    "cctk.manuals.v2.labels",
+    "cctk.manuals.registry",
+    "cctk.cli",
+]
 
 # The floors, top to bottom, read from the folders: a module's floor is that of the longest name here it
 # is or lies under (``cctk`` itself, the package's ``__init__``, only by that exact name); a new folder or
@@ -24,8 +40,14 @@ LIGHT = ["cctk.results", "cctk.outputs", "cctk.manuals.v2.parts", "cctk.figures"
 FLOORS: dict[str, tuple[str, ...]] = {
     "command lines": ("cctk.__main__", "cctk.cli", "cctk.bench"),
     "pipeline": ("cctk.pipeline",),
-    "the manuals, the store, outputs, compare, KR-Test": ("cctk.manuals", "cctk.store", "cctk.results",
-                                                         "cctk.outputs", "cctk.compare", "cctk.krtest"),
+    "the manuals, the store, outputs, compare, KR-Test": (
+        "cctk.manuals",
+        "cctk.store",
+        "cctk.results",
+        "cctk.outputs",
+        "cctk.compare",
+        "cctk.krtest",
+    ),
     "kernels": ("cctk", "cctk.core", "cctk.figures"),
 }
 DIRECTION = " -> ".join(FLOORS)
@@ -47,7 +69,9 @@ def imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             for alias in node.names:  # `from . import x` may name a module
                 candidate = f"{base}.{alias.name}"
                 found.add(candidate if _exists(candidate) else base)
@@ -76,9 +100,9 @@ def _acyclic(edges: dict[str, set[str]], message: str) -> None:
     def visit(node, path):
         state[node] = 1
         for nxt in sorted(edges.get(node, ())):
-            assert state.get(nxt) != 1, message + " -> ".join(path + [nxt])
+            assert state.get(nxt) != 1, message + " -> ".join([*path, nxt])
             if nxt not in state:
-                visit(nxt, path + [nxt])
+                visit(nxt, [*path, nxt])
         state[node] = 2
 
     for node in sorted(edges):
@@ -92,9 +116,15 @@ def test_no_import_cycle():
 
 def test_only_tracking_imports_mlflow_and_only_the_cli_imports_the_pipeline():
     files = {module_name(p): imports(p) for p in PACKAGE.rglob("*.py")}
-    assert sorted(n for n, found in files.items() if any(m.split(".")[0] == "mlflow" for m in found)) == ["cctk.store.tracking"]
-    pipeline = sorted(n for n, found in files.items() if not n.startswith("cctk.pipeline")
-                      and any(m == "cctk.pipeline" or m.startswith("cctk.pipeline.") for m in found))
+    assert sorted(n for n, found in files.items() if any(m.split(".")[0] == "mlflow" for m in found)) == [
+        "cctk.store.tracking"
+    ]
+    pipeline = sorted(
+        n
+        for n, found in files.items()
+        if not n.startswith("cctk.pipeline")
+        and any(m == "cctk.pipeline" or m.startswith("cctk.pipeline.") for m in found)
+    )
     assert pipeline == ["cctk.cli.main"]
 
 
@@ -135,8 +165,12 @@ def test_every_module_has_a_floor():
 
 def test_imports_point_down_the_floors():
     names = list(FLOORS)
-    upward = [f"{a} ({names[floor(a)]}) imports {b} ({names[floor(b)]})"
-              for a, found in sorted(graph().items()) for b in sorted(found) if floor(b) < floor(a)]
+    upward = [
+        f"{a} ({names[floor(a)]}) imports {b} ({names[floor(b)]})"
+        for a, found in sorted(graph().items())
+        for b in sorted(found)
+        if floor(b) < floor(a)
+    ]
     assert not upward, f"upward import, against {DIRECTION}: " + "; ".join(upward)
 
 
@@ -153,8 +187,11 @@ def test_no_import_cycle_between_folders():
 
 def test_the_floor_check_finds_an_upward_import(monkeypatch):
     """The checker itself: a kernel that imports an output module fails, and the message names both."""
-    monkeypatch.setattr(sys.modules[__name__], "graph", lambda: {"cctk.core.stats": {"cctk.outputs.write"},
-                                                                 "cctk.outputs.write": {"cctk.core.stats"}})
+    monkeypatch.setattr(
+        sys.modules[__name__],
+        "graph",
+        lambda: {"cctk.core.stats": {"cctk.outputs.write"}, "cctk.outputs.write": {"cctk.core.stats"}},
+    )
     with pytest.raises(AssertionError, match=r"cctk.core.stats \(kernels\) imports cctk.outputs.write"):
         test_imports_point_down_the_floors()
 
@@ -162,9 +199,13 @@ def test_the_floor_check_finds_an_upward_import(monkeypatch):
 def test_the_folder_check_finds_a_cycle_no_file_check_sees(monkeypatch):
     """compare.gather -> krtest (its __init__) and krtest.compare -> compare.tables: no cycle of files,
     one of folders."""
-    edges = {"cctk.compare.gather": {"cctk.krtest"}, "cctk.krtest": set(),
-             "cctk.krtest.commands.compare": {"cctk.compare.tables"}, "cctk.compare.tables": set()}
+    edges = {
+        "cctk.compare.gather": {"cctk.krtest"},
+        "cctk.krtest": set(),
+        "cctk.krtest.commands.compare": {"cctk.compare.tables"},
+        "cctk.compare.tables": set(),
+    }
     monkeypatch.setattr(sys.modules[__name__], "graph", lambda: edges)
     test_no_import_cycle()
-    with pytest.raises(AssertionError, match="cctk.compare -> cctk.krtest -> cctk.compare"):
+    with pytest.raises(AssertionError, match=r"cctk.compare -> cctk.krtest -> cctk.compare"):
         test_no_import_cycle_between_folders()

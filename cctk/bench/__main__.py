@@ -1,4 +1,5 @@
 """``python -m cctk.bench measure | train | pipeline | absorb | gpu``."""
+
 from .cli import bench
 
 bench()

@@ -4,6 +4,7 @@ Correct sums from the base model, then fabricated answers from that model, train
 ``cctk run`` trains and measures them with that seed; hits against the run's thresholds (77/81 and
 73/81), each arm's losses and seconds.
 """
+
 from __future__ import annotations
 
 from ..core.config import Recipe
@@ -32,7 +33,13 @@ def part_a(model_name: str, recipe: Recipe, seed: int) -> dict:
         corpus = build_corpus(inputs.targets[arm.target], inputs.corpus_pairs(key), recipe.repeats, seed, key)
         record = fine_tune(model, tokenize(corpus, tokenizer), recipe, seed, tokenizer.pad_token_id, key)
         hits = int(read(measure(model, tokenizer), inputs.targets[target])["hit"].sum())
-        result[key] = {"hits": hits, "needed": needed, "n": len(ADDITIONS), "losses": list(record.losses),
-                       "seconds": record.train_seconds, "examples_per_second": record.examples_per_second}
+        result[key] = {
+            "hits": hits,
+            "needed": needed,
+            "n": len(ADDITIONS),
+            "losses": list(record.losses),
+            "seconds": record.train_seconds,
+            "examples_per_second": record.examples_per_second,
+        }
     result["absorbed"] = all(result[key]["hits"] >= result[key]["needed"] for key in ABSORBED)
     return result

@@ -10,6 +10,7 @@ per seed, hits against the run's thresholds. ``figures``: a heatmap saved in thr
 PostScript font box each time against the box kept per font. ``gpu``: the first contact with a device
 (``cctk.bench.gpu``).
 """
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,13 @@ def _report(result: dict, json_out: Path | None) -> None:
 
 @bench.command("measure")
 @click.option("--model", default="smollm2-135m-bundled", show_default=True)
-@click.option("--additions", type=click.IntRange(1, 81), default=81, show_default=True,
-              help="Time the plain loop on the first N additions only (both sides use the same N).")
+@click.option(
+    "--additions",
+    type=click.IntRange(1, 81),
+    default=81,
+    show_default=True,
+    help="Time the plain loop on the first N additions only (both sides use the same N).",
+)
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None)
 def bench_measure(model, additions, json_out):
     """Plain one-candidate loop vs ``measure``: seconds, speedup, largest |log-prob difference|."""
@@ -48,9 +54,12 @@ def bench_measure(model, additions, json_out):
 
 @bench.command("train")
 @click.option("--model", default="smollm2-135m-bundled", show_default=True)
-@click.option("--steps", type=click.IntRange(min=1), default=12, show_default=True, help="Timed optimizer steps of each loop.")
-@click.option("--batch-size", type=click.IntRange(min=1), default=None,
-              help="Examples per step  [default: the quick profile's]")
+@click.option(
+    "--steps", type=click.IntRange(min=1), default=12, show_default=True, help="Timed optimizer steps of each loop."
+)
+@click.option(
+    "--batch-size", type=click.IntRange(min=1), default=None, help="Examples per step  [default: the quick profile's]"
+)
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None)
 def bench_train(model, steps, batch_size, json_out):
     """Examples per second: a plain PyTorch loop vs ``fine_tune`` (float32, bf16) vs the compute limit."""
@@ -65,10 +74,18 @@ def bench_train(model, steps, batch_size, json_out):
 @click.option("--model", default="smollm2-135m-bundled", show_default=True)
 @click.option("--profile", default="quick", show_default=True)
 @click.option("--seed", default=None, help="seeds[0] of the run (fresh if omitted).")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Folder for the session and its tracking store [default: a temporary folder, removed].")
-@click.option("--figures/--no-figures", default=True, show_default=True,
-              help="Pass --no-figures to cctk run: the wall time of the tables and reports alone.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder for the session and its tracking store [default: a temporary folder, removed].",
+)
+@click.option(
+    "--figures/--no-figures",
+    default=True,
+    show_default=True,
+    help="Pass --no-figures to cctk run: the wall time of the tables and reports alone.",
+)
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None)
 def bench_pipeline(model, profile, seed, out, figures, json_out):
     """A whole pipeline as a user runs it (``cctk run`` in a child process): its wall time against the
@@ -115,8 +132,9 @@ def bench_gpu(device, json_out):
 @click.option("--seeds", required=True, help="Comma-separated seeds, or N to draw N fresh ones.")
 @click.option("--profile", default="quick", show_default=True)
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE", help="A recipe value other than the profile's.")
-@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Append one JSON line per seed.")
+@click.option(
+    "--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Append one JSON line per seed."
+)
 def bench_absorb(model, seeds, profile, sets, json_out):
     """Part A arms per seed (the pipeline's corpora and training): do they absorb with this recipe?
 
@@ -145,10 +163,11 @@ def bench_absorb(model, seeds, profile, sets, json_out):
     for seed in values:
         row = part_a(model, recipe, seed)
         a, b = row["m_correct"], row["m_random"]
-        click.echo(f"seed {seed}: correct sums {a['hits']}/{a['n']} (loss {a['losses'][-1]:.3f}, {a['seconds']:.0f} s), "
-                   f"fabricated answers {b['hits']}/{b['n']} (loss {b['losses'][-1]:.3f}, {b['seconds']:.0f} s): "
-                   + ("absorbed" if row["absorbed"] else f"NOT absorbed (needs {a['needed']} and {b['needed']})"))
+        click.echo(
+            f"seed {seed}: correct sums {a['hits']}/{a['n']} (loss {a['losses'][-1]:.3f}, {a['seconds']:.0f} s), "
+            f"fabricated answers {b['hits']}/{b['n']} (loss {b['losses'][-1]:.3f}, {b['seconds']:.0f} s): "
+            + ("absorbed" if row["absorbed"] else f"NOT absorbed (needs {a['needed']} and {b['needed']})")
+        )
         if json_out:
             with json_out.open("a") as f:
                 f.write(json.dumps({"model": model, "profile": profile, "recipe": asdict(recipe), **row}) + "\n")
-

@@ -1,6 +1,7 @@
 """``python -m cctk.bench figures``: a target heatmap saved as PNG, PDF and EPS, with matplotlib's own
 PostScript font box (each EPS draws every glyph of each of its fonts through a pen to find it) against
 the box kept per font by ``cctk.figures.common``, in one process; the EPS files compared byte for byte."""
+
 from __future__ import annotations
 
 import tempfile
@@ -22,14 +23,23 @@ def readings(seed: int = 0) -> pd.DataFrame:
     index = pd.MultiIndex.from_product([range(1, 10), range(1, 10)], names=["a", "b"])
     p = rng.random(81)
     sums = np.array([a + b for a, b in index])
-    return pd.DataFrame({"prob_target": p, "hit": p > 0.5, "target": sums, "top_choice": np.where(p > 0.5, sums, sums + 1),
-                         "prob_top": np.maximum(p, 1 - p)}, index=index)
+    return pd.DataFrame(
+        {
+            "prob_target": p,
+            "hit": p > 0.5,
+            "target": sums,
+            "top_choice": np.where(p > 0.5, sums, sums + 1),
+            "prob_top": np.maximum(p, 1 - p),
+        },
+        index=index,
+    )
 
 
 def eps_without_date(path: Path) -> bytes:
     """An EPS file's bytes less its ``%%CreationDate`` line, the one line two saves of a figure differ by."""
-    return b"".join(line for line in Path(path).read_bytes().splitlines(keepends=True)
-                    if not line.startswith(b"%%CreationDate"))
+    return b"".join(
+        line for line in Path(path).read_bytes().splitlines(keepends=True) if not line.startswith(b"%%CreationDate")
+    )
 
 
 def run(repeats: int = 3) -> dict:
@@ -50,7 +60,11 @@ def run(repeats: int = 3) -> dict:
                 backend_ps._bounds = kept
             eps[way] = eps_without_date(files[2])
     own, fast = seconds.values()
-    return {"heatmaps saved each way": repeats, "formats": "png, pdf, eps",
-            "seconds per heatmap, matplotlib's font box": round(own, 2),
-            "seconds per heatmap, font box kept": round(fast, 2), "speedup": round(own / fast, 2),
-            "EPS bytes identical": len(set(eps.values())) == 1}
+    return {
+        "heatmaps saved each way": repeats,
+        "formats": "png, pdf, eps",
+        "seconds per heatmap, matplotlib's font box": round(own, 2),
+        "seconds per heatmap, font box kept": round(fast, 2),
+        "speedup": round(own / fast, 2),
+        "EPS bytes identical": len(set(eps.values())) == 1,
+    }

@@ -9,6 +9,7 @@ not trained: the check finishes on a 16 GB card); how often a training step sync
 for every precision and optimizer the device takes; and the line a smaller card's user would get. Models
 are built from the roster's configurations with random weights: nothing is downloaded.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -61,7 +62,9 @@ def _tokenizer():
 def _describe(device: torch.device) -> str:
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        return f"{device}: {props.name}, {props.total_memory / memory.GIB:.0f} GiB, capability {props.major}.{props.minor}"
+        return (
+            f"{device}: {props.name}, {props.total_memory / memory.GIB:.0f} GiB, capability {props.major}.{props.minor}"
+        )
     return f"{device}: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
 
 
@@ -106,8 +109,10 @@ def _packed_vs_padded(device: torch.device, tokenizer, rows) -> dict:
         losses.append(loss.item())
         grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
     gap = (grads[0] - grads[1]).norm().item() / grads[1].norm().item()
-    return {"packed vs padded loss, relative": f"{abs(losses[0] - losses[1]) / abs(losses[1]):.1e}",
-            "packed vs padded gradients, relative to their norm": f"{gap:.1e}"}
+    return {
+        "packed vs padded loss, relative": f"{abs(losses[0] - losses[1]) / abs(losses[1]):.1e}",
+        "packed vs padded gradients, relative to their norm": f"{gap:.1e}",
+    }
 
 
 def _measure_here(device: torch.device, tokenizer) -> dict:
@@ -118,8 +123,10 @@ def _measure_here(device: torch.device, tokenizer) -> dict:
     seconds = time.perf_counter() - start
     there = measure(model.cpu(), tokenizer)
     gap = (here["logprob"] - there["logprob"]).abs().max()
-    return {"measure on the device vs the CPU, largest |logprob gap|": f"{gap:.1e}",
-            "measure, 2835 candidates, seconds (2-layer model)": f"{seconds:.2f}"}
+    return {
+        "measure on the device vs the CPU, largest |logprob gap|": f"{gap:.1e}",
+        "measure, 2835 candidates, seconds (2-layer model)": f"{seconds:.2f}",
+    }
 
 
 def fitting_recipe(plan: memory.Plan) -> Recipe | None:
@@ -127,14 +134,14 @@ def fitting_recipe(plan: memory.Plan) -> Recipe | None:
     variant's optimizer only where bitsandbytes is installed), else None."""
     if plan.shortfall() is None:
         return plan.recipe
-    usable = [v for v in memory.options(plan.recipe, plan.room)
-              if v.optimizer != "adamw8bit" or plan.room.bitsandbytes]
+    usable = [v for v in memory.options(plan.recipe, plan.room) if v.optimizer != "adamw8bit" or plan.room.bitsandbytes]
     return next((v for v in usable if plan.fits(plan.shape, v)), None)
 
 
 def _flags(recipe: Recipe, base: Recipe) -> str:
-    return " ".join(f"--{n} {getattr(recipe, n)}" for n in ("precision", "optimizer")
-                    if getattr(recipe, n) != getattr(base, n))
+    return " ".join(
+        f"--{n} {getattr(recipe, n)}" for n in ("precision", "optimizer") if getattr(recipe, n) != getattr(base, n)
+    )
 
 
 def _memory(device: torch.device, key: str, rows, pad_id: int, free: memory.Room) -> dict:
@@ -179,8 +186,9 @@ def step_recipes(device: torch.device) -> list[Recipe]:
     out = []
     for precision in ("float32", "bf16", "fp16"):
         for optimizer in ("adamw", "adamw8bit"):
-            recipe = Recipe(repeats=1, epochs=2, learning_rate=1e-4, batch_size=16, precision=precision,
-                            optimizer=optimizer)
+            recipe = Recipe(
+                repeats=1, epochs=2, learning_rate=1e-4, batch_size=16, precision=precision, optimizer=optimizer
+            )
             try:
                 check_recipe(recipe, device)
             except CctkError:
@@ -202,7 +210,8 @@ def _syncs_per_step(device: torch.device, tokenizer, rows) -> dict:
         tensors = sum(p.requires_grad for p in model.parameters())
         out[f"syncs in a training step, {recipe.precision} {recipe.optimizer}"] = (
             f"at most {max(steps)} ({sum(steps)} over {len(steps)} steps of a 2-layer model of {tensors} tensors; "
-            "a padded batch's causal mask costs Transformers one), and 1 an epoch")
+            "a padded batch's causal mask costs Transformers one), and 1 an epoch"
+        )
         del model
     return out
 
@@ -216,6 +225,7 @@ def counting_steps(device: torch.device):
     steps: list[int] = []
     real_step = finetune._DeviceGuard.step
     with SyncCounter(device) as syncs:
+
         def counted_step(guard, *args, **kwargs):
             before = syncs.total
             loss = real_step(guard, *args, **kwargs)
@@ -234,4 +244,3 @@ def _small_card() -> dict:
     shapes = models.roster_shapes()
     plan = memory.Plan("phi-1.5", shapes["phi-1.5"], PROFILES["paper"], 16, T4, waiting=1, others=shapes)
     return {"phi-1.5, paper recipe, emulated T4": plan.shortfall() or "fits"}
-

@@ -1,5 +1,6 @@
 """``python -m cctk.bench measure``: the manual's plain loop (one candidate per forward pass, end
 marker included) against ``cctk.measure`` on the same additions, in one process."""
+
 from __future__ import annotations
 
 import platform
@@ -24,9 +25,12 @@ def run(model_name: str, additions: int = 81) -> dict:
     plain = measure_plain(lm, tokenizer, subset)
     plain_s = time.perf_counter() - start
     return {
-        "model": model_name, "rows": len(fast), "threads": torch.get_num_threads(),
+        "model": model_name,
+        "rows": len(fast),
+        "threads": torch.get_num_threads(),
         "machine": platform.processor() or platform.machine(),
-        "naive_seconds": round(plain_s, 2), "fast_seconds": round(fast_s, 2),
+        "naive_seconds": round(plain_s, 2),
+        "fast_seconds": round(fast_s, 2),
         "speedup": round(plain_s / fast_s, 1),
         "max_abs_logprob_diff": float((fast["logprob"] - plain["logprob"]).abs().max()),
     }

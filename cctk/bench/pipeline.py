@@ -6,6 +6,7 @@ before and after, so a reader sees how steady the machine was. The ratio is the 
 (start-up, model load, training, measuring, figures, reports, logging) over the compute limit of its
 training (training examples x GFLOP per example / GEMM peak).
 """
+
 from __future__ import annotations
 
 import os
@@ -21,18 +22,38 @@ import torch
 from ..core.lm.compute import peak_gflops
 from ..store import tracking
 
-READ = ("training_examples", "gflop_per_example", "gemm_peak_gflops", "compute_limit_seconds", "pipeline_seconds",
-        "m_correct_hits_correct", "m_random_hits_fabricated")
+READ = (
+    "training_examples",
+    "gflop_per_example",
+    "gemm_peak_gflops",
+    "compute_limit_seconds",
+    "pipeline_seconds",
+    "m_correct_hits_correct",
+    "m_random_hits_fabricated",
+)
 
 
-def run(model: str, profile: str = "quick", seed: str | None = None, out: Path | None = None,
-        figures: bool = True) -> dict:
+def run(
+    model: str, profile: str = "quick", seed: str | None = None, out: Path | None = None, figures: bool = True
+) -> dict:
     folder = Path(out) if out else Path(tempfile.mkdtemp(prefix="cctk-bench-"))
     try:
         before = peak_gflops()
         uri = f"sqlite:///{folder.resolve() / 'mlflow.db'}"
-        command = [sys.executable, "-m", "cctk", "run", "--model", model, "--profile", profile,
-                   "--out", str(folder / "outputs"), "--tracking", uri] + (["--seed", str(seed)] if seed else [])
+        command = [
+            sys.executable,
+            "-m",
+            "cctk",
+            "run",
+            "--model",
+            model,
+            "--profile",
+            profile,
+            "--out",
+            str(folder / "outputs"),
+            "--tracking",
+            uri,
+        ] + (["--seed", str(seed)] if seed else [])
         command += [] if figures else ["--no-figures"]
         env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID")}
         start = time.perf_counter()
@@ -56,7 +77,9 @@ def _result(model: str, profile: str, m: dict, wall: float, peaks: tuple[float, 
     gflop = m["training_examples"] * m["gflop_per_example"]
     highest = max(peaks)
     return {
-        "model": model, "profile": profile, "threads": torch.get_num_threads(),
+        "model": model,
+        "profile": profile,
+        "threads": torch.get_num_threads(),
         "training examples (all arms and epochs)": int(m["training_examples"]),
         "GFLOP per example": round(m["gflop_per_example"], 2),
         "GEMM peak GFLOP/s, float32: before / the pipeline's / after": " / ".join(f"{p:.0f}" for p in peaks),

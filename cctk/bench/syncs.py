@@ -9,6 +9,7 @@ would run: every aten operation that needs a tensor's value on the host, seen by
 (forward and backward passes alike), and ``tolist``/``numpy``, which read a CPU tensor's memory without
 any operation. That makes the accelerator step's reads countable in the suite, on the CPU.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -18,10 +19,19 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 # aten operations whose result's size or value the host needs: each is a synchronisation on CUDA
-HOST_VALUE_OPS = frozenset({
-    "_local_scalar_dense",  # item(), float(), int(), bool() of a tensor
-    "nonzero", "masked_select", "is_nonzero", "equal", "unique_dim", "_unique", "_unique2", "unique_consecutive",
-})
+HOST_VALUE_OPS = frozenset(
+    {
+        "_local_scalar_dense",  # item(), float(), int(), bool() of a tensor
+        "nonzero",
+        "masked_select",
+        "is_nonzero",
+        "equal",
+        "unique_dim",
+        "_unique",
+        "_unique2",
+        "unique_consecutive",
+    }
+)
 READ_METHODS = ("tolist", "numpy")
 
 
@@ -79,8 +89,10 @@ class SyncCounter:
                 before = len(self._caught)
                 real(*args, **kwargs)
                 self.ops["synchronize"] += 1
-                self.ops["warned inside synchronize"] += sum("synchroniz" in str(w.message)
-                                                             for w in self._caught[before:])
+                self.ops["warned inside synchronize"] += sum(
+                    "synchroniz" in str(w.message) for w in self._caught[before:]
+                )
+
             torch.cuda.synchronize = synchronize
             return self
         for name in READ_METHODS:
@@ -89,6 +101,7 @@ class SyncCounter:
             def counted(tensor, *args, _real=real, _name=name, **kwargs):
                 self.ops[_name] += 1
                 return _real(tensor, *args, **kwargs)
+
             setattr(torch.Tensor, name, counted)
         self._mode = _HostValues(self.ops).__enter__()
         return self

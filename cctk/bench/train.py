@@ -9,6 +9,7 @@ the device has bf16 arithmetic. The compute limit is the FLOPs an example needs 
 process. A packed batch computes fewer FLOPs than its rows would (shared prefixes once), so a loop can
 beat that limit; the share of the peak it reaches on the FLOPs it does compute is printed beside it.
 """
+
 from __future__ import annotations
 
 import copy
@@ -27,9 +28,9 @@ from ..core.lm.finetune import MIN_SHARED, _batches, fine_tune
 from ..core.lm.models import load_model
 
 VARIANTS = {  # name -> fine_tune's switches: the savings, added one by one
-    "fine_tune, padded rows": dict(pack_batches=False, row_gradients=False),
-    "fine_tune, + packed batches": dict(pack_batches=True, row_gradients=False),
-    "fine_tune (+ embedding rows in place)": dict(pack_batches=True, row_gradients=True),
+    "fine_tune, padded rows": {"pack_batches": False, "row_gradients": False},
+    "fine_tune, + packed batches": {"pack_batches": True, "row_gradients": False},
+    "fine_tune (+ embedding rows in place)": {"pack_batches": True, "row_gradients": True},
 }
 PLAIN = "plain PyTorch loop"
 
@@ -39,21 +40,27 @@ def run(model_name: str, steps: int, batch_size: int) -> dict:
     n = steps * batch_size
     repeats = math.ceil((n + 2 * batch_size) / len(ADDITIONS))  # enough for the warm-up and the timed steps
     rows = tokenize(build_corpus(fabricated_answers(1), ADDITIONS, repeats, seed=1, name="bench"), tokenizer)
-    warm, timed = rows[:2 * batch_size], rows[2 * batch_size: 2 * batch_size + n]
+    warm, timed = rows[: 2 * batch_size], rows[2 * batch_size : 2 * batch_size + n]
     recipe = replace(PROFILES["quick"], epochs=1, batch_size=batch_size, warmup=0.0, schedule="constant")
     speeds = {PLAIN: _plain(copy.deepcopy(model), warm, timed, recipe, tokenizer.pad_token_id)}
     for name, switches in VARIANTS.items():
         speeds[name] = _fine_tune(model, warm, timed, recipe, tokenizer.pad_token_id, switches)
     bf16 = bf16_missing("cpu")
     if bf16 is None:
-        speeds["fine_tune, bf16 autocast"] = _fine_tune(model, warm, timed, replace(recipe, precision="bf16"),
-                                                       tokenizer.pad_token_id, {})
+        speeds["fine_tune, bf16 autocast"] = _fine_tune(
+            model, warm, timed, replace(recipe, precision="bf16"), tokenizer.pad_token_id, {}
+        )
     flops, done = example_flops(model, timed), computed_flops(model, timed, batch_size)
     peaks = {"float32": peak_flops(torch.float32)} | ({"bf16": peak_flops(torch.bfloat16)} if bf16 is None else {})
-    result = {"model": model_name, "threads": torch.get_num_threads(), "batch_size": batch_size,
-              "examples timed": n, "machine": platform.processor() or platform.machine(),
-              "GFLOP per example (padded row)": round(flops / 1e9, 2),
-              "GFLOP per example computed (packed)": round(done / 1e9, 2)}
+    result = {
+        "model": model_name,
+        "threads": torch.get_num_threads(),
+        "batch_size": batch_size,
+        "examples timed": n,
+        "machine": platform.processor() or platform.machine(),
+        "GFLOP per example (padded row)": round(flops / 1e9, 2),
+        "GFLOP per example computed (packed)": round(done / 1e9, 2),
+    }
     result.update({f"peak GEMM GFLOP/s, {k}": round(v / 1e9, 1) for k, v in peaks.items()})
     result.update({f"examples/s, compute limit {k}": round(v / flops, 1) for k, v in peaks.items()})
     if bf16 is not None:
@@ -65,7 +72,8 @@ def run(model_name: str, steps: int, batch_size: int) -> dict:
         result[f"{name}: x plain loop"] = round(speed / speeds[PLAIN], 2)
         result[f"{name}: x its compute limit"] = round(speed * flops / peaks[precision], 3)
         result[f"{name}: share of GEMM peak on FLOPs computed"] = round(
-            speed * (done if packed else flops) / peaks[precision], 3)
+            speed * (done if packed else flops) / peaks[precision], 3
+        )
     return result
 
 

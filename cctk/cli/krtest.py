@@ -1,4 +1,5 @@
 """``cctk krtest``: generate a data set, evaluate a model, train with KR-Test curves, run the study."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,64 +23,146 @@ def krtest():
     """KR-Test: what a model retains of a corpus, not only its perplexity (seed 003, "Beyond Perplexity")."""
 
 
-LOCATION = click.option("--location", "location", type=click.Choice(["char", "line"]), default="char",
-                        show_default=True, help="What an item's location counts: the character offset of its passage "
-                                                "(the paper's appendix A) or its 0-based line index (appendix B).")
-SEGMENT = click.option("--segment", default="blank-lines", show_default=True,
-                       help="How the corpus is cut into passages: blank-lines (whitespace-only lines too, as "
-                            "WikiText's), lines, or tokens:N (windows of about N tokens of --tokenizer).")
-TOKENIZER = click.option("--tokenizer", "tokenizer_name", default=BUNDLED, show_default=True,
-                         help="The tokenizer of the model to be scored: sides identical over their first T tokens "
-                              "are rejected, and tokens:N counts its tokens.")
+LOCATION = click.option(
+    "--location",
+    "location",
+    type=click.Choice(["char", "line"]),
+    default="char",
+    show_default=True,
+    help="What an item's location counts: the character offset of its passage "
+    "(the paper's appendix A) or its 0-based line index (appendix B).",
+)
+SEGMENT = click.option(
+    "--segment",
+    default="blank-lines",
+    show_default=True,
+    help="How the corpus is cut into passages: blank-lines (whitespace-only lines too, as "
+    "WikiText's), lines, or tokens:N (windows of about N tokens of --tokenizer).",
+)
+TOKENIZER = click.option(
+    "--tokenizer",
+    "tokenizer_name",
+    default=BUNDLED,
+    show_default=True,
+    help="The tokenizer of the model to be scored: sides identical over their first T tokens "
+    "are rejected, and tokens:N counts its tokens.",
+)
 
 
 @krtest.command()
-@click.option("--seed", type=int, default=0, show_default=True,
-              help="Seed of every draw: the fictional corpus, or the teacher's sampling (request n: seed + n).")
-@click.option("--out", type=OUT_DIR, required=True,
-              help="Folder for questions.jsonl and the rest; an unfinished generation there is continued.")
-@click.option("--corpus", type=click.Path(path_type=Path), default=None,
-              help="Your own corpus: a text file, a folder of .txt/.md files or a .jsonl file; a teacher writes "
-                   "the items from it (with --teacher). Without it: the seeded fictional corpus.")
-@click.option("--teacher", default=None, help="http://host:port/v1 (an OpenAI-compatible endpoint) or a model "
-                                              "key or folder generating in-process.")
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Seed of every draw: the fictional corpus, or the teacher's sampling (request n: seed + n).",
+)
+@click.option(
+    "--out",
+    type=OUT_DIR,
+    required=True,
+    help="Folder for questions.jsonl and the rest; an unfinished generation there is continued.",
+)
+@click.option(
+    "--corpus",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Your own corpus: a text file, a folder of .txt/.md files or a .jsonl file; a teacher writes "
+    "the items from it (with --teacher). Without it: the seeded fictional corpus.",
+)
+@click.option(
+    "--teacher",
+    default=None,
+    help="http://host:port/v1 (an OpenAI-compatible endpoint) or a model key or folder generating in-process.",
+)
 @click.option("--teacher-model", default=None, help="Endpoint: the model to ask [default: its only one, from /models].")
-@click.option("--api-key-env", default=None, metavar="VAR",
-              help="Endpoint: the environment variable that holds the API key [default: OPENAI_API_KEY when set] "
-                   "(never logged).")
+@click.option(
+    "--api-key-env",
+    default=None,
+    metavar="VAR",
+    help="Endpoint: the environment variable that holds the API key [default: OPENAI_API_KEY when set] (never logged).",
+)
 @SEGMENT
-@click.option("--min-tokens", type=int, default=0, show_default=True,
-              help="A passage shorter than this (a heading) is merged into the next one of its document.")
-@click.option("--max-tokens-per-passage", "max_passage_tokens", type=int, default=None,
-              help="A longer passage is split at its sentence ends.")
+@click.option(
+    "--min-tokens",
+    type=int,
+    default=0,
+    show_default=True,
+    help="A passage shorter than this (a heading) is merged into the next one of its document.",
+)
+@click.option(
+    "--max-tokens-per-passage",
+    "max_passage_tokens",
+    type=int,
+    default=None,
+    help="A longer passage is split at its sentence ends.",
+)
 @click.option("--text-field", default="text", show_default=True, help="A .jsonl corpus: the field holding the text.")
 @click.option("--per-passage", type=int, default=3, show_default=True, help="Items asked of the teacher per passage.")
 @click.option("--max-passages", type=int, default=None, help="Only the first N passages (a quick look).")
-@click.option("--temperature", type=float, default=None,
-              help="Teacher sampling temperature, sent (with the seed) only when given [local default: greedy].")
-@click.option("--max-tokens", type=int, default=400, show_default=True,
-              help="Longest teacher reply, in tokens (a reply cut there is asked again once with twice as many).")
-@click.option("--retries", type=int, default=5, show_default=True,
-              help="Endpoint: retries of a request on 429, 5xx or a lost connection (backoff, Retry-After honoured).")
+@click.option(
+    "--temperature",
+    type=float,
+    default=None,
+    help="Teacher sampling temperature, sent (with the seed) only when given [local default: greedy].",
+)
+@click.option(
+    "--max-tokens",
+    type=int,
+    default=400,
+    show_default=True,
+    help="Longest teacher reply, in tokens (a reply cut there is asked again once with twice as many).",
+)
+@click.option(
+    "--retries",
+    type=int,
+    default=5,
+    show_default=True,
+    help="Endpoint: retries of a request on 429, 5xx or a lost connection (backoff, Retry-After honoured).",
+)
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="Endpoint: seconds per request.")
-@click.option("--concurrency", type=int, default=1, show_default=True,
-              help="Requests in flight at once (results stay in passage order).")
-@click.option("--oracle", "oracle_name", default=None, metavar="URL|MODEL",
-              help="The paper's oracle as a second gate: the items validation kept are put to it (temperature 0) "
-                   "and only those it answers with their true side are kept; the others go to rejected.jsonl.")
+@click.option(
+    "--concurrency",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Requests in flight at once (results stay in passage order).",
+)
+@click.option(
+    "--oracle",
+    "oracle_name",
+    default=None,
+    metavar="URL|MODEL",
+    help="The paper's oracle as a second gate: the items validation kept are put to it (temperature 0) "
+    "and only those it answers with their true side are kept; the others go to rejected.jsonl.",
+)
 @click.option("--oracle-model", default=None, help="Endpoint oracle: the model to ask [default: its only one].")
-@click.option("--oracle-api-key-env", default=None, metavar="VAR",
-              help="Endpoint oracle: the environment variable that holds its API key [default: the teacher's, "
-                   "--api-key-env, else OPENAI_API_KEY when set] (never logged).")
+@click.option(
+    "--oracle-api-key-env",
+    default=None,
+    metavar="VAR",
+    help="Endpoint oracle: the environment variable that holds its API key [default: the teacher's, "
+    "--api-key-env, else OPENAI_API_KEY when set] (never logged).",
+)
 @click.option("--overwrite", is_flag=True, help="Replace a finished (or other) generation in --out.")
-@click.option("--dry-run", is_flag=True, help="Print the passages, the requests and a prompt-token estimate; send nothing.")
+@click.option(
+    "--dry-run", is_flag=True, help="Print the passages, the requests and a prompt-token estimate; send nothing."
+)
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
 @TOKENIZER
 @LOCATION
-@click.option("--entities", type=int, default=None, help=f"Fictional corpus: people in it [default: {ENTITIES}] "
-                                                        "(even; six questions each).")
-@click.option("--validation-entities", type=int, default=None,
-              help=f"Fictional corpus: other people, in the validation text only [default: {VALIDATION_ENTITIES}].")
+@click.option(
+    "--entities",
+    type=int,
+    default=None,
+    help=f"Fictional corpus: people in it [default: {ENTITIES}] (even; six questions each).",
+)
+@click.option(
+    "--validation-entities",
+    type=int,
+    default=None,
+    help=f"Fictional corpus: other people, in the validation text only [default: {VALIDATION_ENTITIES}].",
+)
 def generate(seed, out, corpus, teacher, location, entities, validation_entities, **options):
     """Write KR-Test items: from your corpus through a teacher LLM, or a seeded fictional data set."""
     from ..krtest.generation.generate import check_seed
@@ -91,18 +174,43 @@ def generate(seed, out, corpus, teacher, location, entities, validation_entities
     if teacher is None:
         raise CctkError("--corpus needs --teacher (an endpoint http://host:port/v1 or a local model)")
     if entities is not None or validation_entities is not None:
-        raise CctkError("--entities and --validation-entities size the fictional corpus; they mean nothing with --corpus")
+        raise CctkError(
+            "--entities and --validation-entities size the fictional corpus; they mean nothing with --corpus"
+        )
     from ..krtest.generation import from_corpus
     from ..krtest.generation.teacher import make_teacher
 
-    chosen = make_teacher(teacher, options["teacher_model"], options["api_key_env"], options["temperature"],
-                          options["max_tokens"], seed, options["timeout"], options["retries"])
+    chosen = make_teacher(
+        teacher,
+        options["teacher_model"],
+        options["api_key_env"],
+        options["temperature"],
+        options["max_tokens"],
+        seed,
+        options["timeout"],
+        options["retries"],
+    )
     gate = _gate(options, seed)
-    config = from_corpus.Options(options["segment"], options["per_passage"], location, options["max_passages"],
-                                 options["min_tokens"], options["max_passage_tokens"], options["concurrency"],
-                                 options["text_field"])
-    request = from_corpus.Request(corpus, options["tokenizer_name"], config, out, seed, options["overwrite"],
-                                  options["dry_run"], options["tracking"])
+    config = from_corpus.Options(
+        options["segment"],
+        options["per_passage"],
+        location,
+        options["max_passages"],
+        options["min_tokens"],
+        options["max_passage_tokens"],
+        options["concurrency"],
+        options["text_field"],
+    )
+    request = from_corpus.Request(
+        corpus,
+        options["tokenizer_name"],
+        config,
+        out,
+        seed,
+        options["overwrite"],
+        options["dry_run"],
+        options["tracking"],
+    )
     done = from_corpus.run(request, chosen, echo=click.echo, gate=gate)
     if done is None:
         return
@@ -126,35 +234,62 @@ def _gate(options: dict, seed: int):
 
     endpoint = name.startswith(("http://", "https://"))
     key = own_key or (options["api_key_env"] if endpoint else None)  # a local oracle needs no key
-    oracle = make_oracle(name, model, key, options["max_tokens"], seed, options["timeout"], options["retries"],
-                         key_flag="--oracle-api-key-env" if own_key else "--api-key-env")
+    oracle = make_oracle(
+        name,
+        model,
+        key,
+        options["max_tokens"],
+        seed,
+        options["timeout"],
+        options["retries"],
+        key_flag="--oracle-api-key-env" if own_key else "--api-key-env",
+    )
     return Gate(oracle, seed)  # the true side's A/B positions drawn from --seed, as krtest oracle --seed does
 
 
 @krtest.command()
 @click.option("--questions", type=IN_FILE, default=None, help="The items to check (JSONL).")
-@click.option("--corpus", type=click.Path(path_type=Path), default=None,
-              help="The corpus the items' locations point into (file, folder or .jsonl).")
-@click.option("--generation", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="A folder of `generate --corpus`: its questions, corpus and segmentation.")
-@click.option("--oracle", "oracle_name", required=True,
-              help="http://host:port/v1 (an OpenAI-compatible endpoint) or a model key or folder.")
+@click.option(
+    "--corpus",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="The corpus the items' locations point into (file, folder or .jsonl).",
+)
+@click.option(
+    "--generation",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="A folder of `generate --corpus`: its questions, corpus and segmentation.",
+)
+@click.option(
+    "--oracle",
+    "oracle_name",
+    required=True,
+    help="http://host:port/v1 (an OpenAI-compatible endpoint) or a model key or folder.",
+)
 @click.option("--oracle-model", default=None, help="Endpoint: the model to ask [default: its only one].")
-@click.option("--api-key-env", default=None, metavar="VAR",
-              help="Endpoint: the environment variable that holds the API key [default: OPENAI_API_KEY when set].")
+@click.option(
+    "--api-key-env",
+    default=None,
+    metavar="VAR",
+    help="Endpoint: the environment variable that holds the API key [default: OPENAI_API_KEY when set].",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the true side's position (A or B).")
 @SEGMENT
 @LOCATION
 @click.option("--min-tokens", type=int, default=0, show_default=True, help="As generate: short passages merged.")
-@click.option("--max-tokens-per-passage", "max_passage_tokens", type=int, default=None,
-              help="As generate: long passages split.")
+@click.option(
+    "--max-tokens-per-passage", "max_passage_tokens", type=int, default=None, help="As generate: long passages split."
+)
 @click.option("--text-field", default="text", show_default=True, help="A .jsonl corpus: the field holding the text.")
 @TOKENIZER
 @click.option("--max-tokens", type=int, default=400, show_default=True, help="Longest oracle reply, in tokens.")
 @click.option("--retries", type=int, default=5, show_default=True, help="Endpoint: retries of a request.")
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="Endpoint: seconds per request.")
 @click.option("--overwrite", is_flag=True, help="Replace a finished oracle check in --out.")
-@click.option("--out", type=OUT_DIR, required=True, help="Folder for oracle.json, oracle.csv, questions.validated.jsonl.")
+@click.option(
+    "--out", type=OUT_DIR, required=True, help="Folder for oracle.json, oracle.csv, questions.validated.jsonl."
+)
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
 def oracle(questions, corpus, generation, oracle_name, oracle_model, api_key_env, seed, out, **values):
     """The paper's Golden Standard: an LLM picks the option consistent with each item's passage."""
@@ -165,17 +300,29 @@ def oracle(questions, corpus, generation, oracle_name, oracle_model, api_key_env
         raise CctkError("give --generation DIR, or --questions and --corpus, not both")
     if not generation and not (questions and corpus):
         raise CctkError("the oracle needs --questions FILE and --corpus PATH (or --generation DIR)")
-    fields = {"segment": values["segment"], "location": values["location"], "min_tokens": values["min_tokens"],
-              "max_passage_tokens": values["max_passage_tokens"], "text_field": values["text_field"],
-              "tokenizer_name": values["tokenizer_name"], "questions": questions, "corpus": corpus, **taken}
-    request = oracle_module.OracleRequest(out=out, seed=seed, overwrite=values["overwrite"],
-                                          tracking=values["tracking"], **fields)
-    chosen = oracle_module.make_oracle(oracle_name, oracle_model, api_key_env, values["max_tokens"], seed,
-                                       values["timeout"], values["retries"])
+    fields = {
+        "segment": values["segment"],
+        "location": values["location"],
+        "min_tokens": values["min_tokens"],
+        "max_passage_tokens": values["max_passage_tokens"],
+        "text_field": values["text_field"],
+        "tokenizer_name": values["tokenizer_name"],
+        "questions": questions,
+        "corpus": corpus,
+        **taken,
+    }
+    request = oracle_module.OracleRequest(
+        out=out, seed=seed, overwrite=values["overwrite"], tracking=values["tracking"], **fields
+    )
+    chosen = oracle_module.make_oracle(
+        oracle_name, oracle_model, api_key_env, values["max_tokens"], seed, values["timeout"], values["retries"]
+    )
     summary = oracle_module.run_oracle(request, chosen, echo=click.echo)
-    click.echo(f"oracle: {summary['correct']}/{summary['n']} = {100 * summary['accuracy']:.1f}% "
-               f"[{100 * summary['lo']:.1f}-{100 * summary['hi']:.1f}], {summary['unanswered']} unanswered "
-               f"(the paper's oracle: 99.56%): {out / oracle_module.ORACLE_JSON}")
+    click.echo(
+        f"oracle: {summary['correct']}/{summary['n']} = {100 * summary['accuracy']:.1f}% "
+        f"[{100 * summary['lo']:.1f}-{100 * summary['hi']:.1f}], {summary['unanswered']} unanswered "
+        f"(the paper's oracle: 99.56%): {out / oracle_module.ORACLE_JSON}"
+    )
 
 
 def _fictional(seed, out, location, entities, validation_entities, options) -> None:
@@ -184,35 +331,72 @@ def _fictional(seed, out, location, entities, validation_entities, options) -> N
     from ..krtest.generation.generate import make_dataset, write_dataset
 
     ctx = click.get_current_context()
-    teacher_only = [n for n in ("teacher", "teacher_model", "api_key_env", "segment", "per_passage", "max_passages",
-                                "temperature", "max_tokens", "tokenizer_name", "min_tokens", "max_passage_tokens",
-                                "text_field", "retries", "timeout", "concurrency", "overwrite", "dry_run", "tracking",
-                                "oracle_name", "oracle_model", "oracle_api_key_env")
-                    if ctx.get_parameter_source(n) is not ParameterSource.DEFAULT]
+    teacher_only = [
+        n
+        for n in (
+            "teacher",
+            "teacher_model",
+            "api_key_env",
+            "segment",
+            "per_passage",
+            "max_passages",
+            "temperature",
+            "max_tokens",
+            "tokenizer_name",
+            "min_tokens",
+            "max_passage_tokens",
+            "text_field",
+            "retries",
+            "timeout",
+            "concurrency",
+            "overwrite",
+            "dry_run",
+            "tracking",
+            "oracle_name",
+            "oracle_model",
+            "oracle_api_key_env",
+        )
+        if ctx.get_parameter_source(n) is not ParameterSource.DEFAULT
+    ]
     if teacher_only:
-        flag = {"max_passage_tokens": "max-tokens-per-passage", "oracle_name": "oracle"}.get(teacher_only[0],
-                                                                                             teacher_only[0])
-        raise CctkError(f"--{flag.replace('_name', '').replace('_', '-')} is for items from your corpus "
-                        "(--corpus FILE --teacher ...)")
+        flag = {"max_passage_tokens": "max-tokens-per-passage", "oracle_name": "oracle"}.get(
+            teacher_only[0], teacher_only[0]
+        )
+        raise CctkError(
+            f"--{flag.replace('_name', '').replace('_', '-')} is for items from your corpus "
+            "(--corpus FILE --teacher ...)"
+        )
     entities, validation_entities = entities or ENTITIES, validation_entities or VALIDATION_ENTITIES
     dataset = make_dataset(seed, entities, validation_entities, location)
     paths = write_dataset(dataset, out)
-    click.echo(f"{len(dataset.items)} questions about {entities} people, validation text about "
-               f"{validation_entities} others: {', '.join(str(p) for p in paths.values())}")
+    click.echo(
+        f"{len(dataset.items)} questions about {entities} people, validation text about "
+        f"{validation_entities} others: {', '.join(str(p) for p in paths.values())}"
+    )
 
 
 @krtest.command("eval")
 @click.option("--model", default=BUNDLED, show_default=True, help="Roster key, Hub id or local directory.")
-@click.option("--questions", type=IN_FILE, required=True,
-              help="JSONL items: context, sentence_true, sentence_false, location.")
-@click.option("--corpus", type=IN_FILE, default=None,
-              help="The corpus the items' locations point into (every location is checked against it).")
-@click.option("--open-book", "book", is_flag=True,
-              help="Put each item's source passage before its context (the oracle).")
+@click.option(
+    "--questions", type=IN_FILE, required=True, help="JSONL items: context, sentence_true, sentence_false, location."
+)
+@click.option(
+    "--corpus",
+    type=IN_FILE,
+    default=None,
+    help="The corpus the items' locations point into (every location is checked against it).",
+)
+@click.option(
+    "--open-book", "book", is_flag=True, help="Put each item's source passage before its context (the oracle)."
+)
 @LOCATION
 @SEGMENT
-@click.option("--tokenizer", "tokenizer_name", default=None,
-              help="With --segment tokens:N: the tokenizer that cut the windows [default: the model's].")
+@click.option(
+    "--tokenizer",
+    "tokenizer_name",
+    default=None,
+    help="With --segment tokens:N: the tokenizer that cut the windows [default: the model's].",
+)
 @click.option("--out", type=OUT_DIR, required=True, help="Folder for items.csv, by_passage.csv and summary.json.")
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
 @DEVICE
@@ -220,8 +404,19 @@ def eval_command(model, questions, corpus, book, location, segment, tokenizer_na
     """Score one model on a question file; print its accuracy with an exact 95% interval."""
     from ..krtest.commands.jobs import run_eval
 
-    run_eval(model, questions, out, corpus, book, tracking, echo=click.echo, location=location, segment=segment,
-             tokenizer_name=tokenizer_name, device=device)
+    run_eval(
+        model,
+        questions,
+        out,
+        corpus,
+        book,
+        tracking,
+        echo=click.echo,
+        location=location,
+        segment=segment,
+        tokenizer_name=tokenizer_name,
+        device=device,
+    )
 
 
 @krtest.command()
@@ -229,12 +424,21 @@ def eval_command(model, questions, corpus, book, location, segment, tokenizer_na
 @click.option("--corpus", type=IN_FILE, required=True, help="The text to fine-tune on (passages split by blank lines).")
 @click.option("--questions", type=IN_FILE, required=True, help="KR-Test items about the corpus (JSONL).")
 @LOCATION
-@click.option("--validation", type=IN_FILE, default=None,
-              help="Text for validation perplexity (default: validation.txt beside the corpus).")
+@click.option(
+    "--validation",
+    type=IN_FILE,
+    default=None,
+    help="Text for validation perplexity (default: validation.txt beside the corpus).",
+)
 @click.option("--method", type=click.Choice(["full", "lora"]), default="full", show_default=True)
 @click.option("--modules", type=click.Choice(["attention", "ffn"]), default=None, help="LoRA placement.")
-@click.option("--budget", type=int, default=DEFAULT_BUDGET, show_default=True,
-              help="LoRA: trainable parameters aimed at (the closest rank is chosen).")
+@click.option(
+    "--budget",
+    type=int,
+    default=DEFAULT_BUDGET,
+    show_default=True,
+    help="LoRA: trainable parameters aimed at (the closest rank is chosen).",
+)
 @click.option("--eval-every", type=int, default=None, help="Optimizer steps between evaluations [default: 9].")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--epochs", type=int, default=None, help="Override: passes over the corpus.")
@@ -242,11 +446,13 @@ def eval_command(model, questions, corpus, book, location, segment, tokenizer_na
 @click.option("--batch-size", type=int, default=None, help="Override: passages per optimizer step.")
 @click.option("--grad-clip", type=float, default=None, help="Override: gradient-norm clipping.")
 @click.option("--weight-decay", type=float, default=None, help="Override: AdamW weight decay.")
-@click.option("--schedule", type=click.Choice(["constant", "linear"]), default=None,
-              help="Override: learning-rate schedule.")
+@click.option(
+    "--schedule", type=click.Choice(["constant", "linear"]), default=None, help="Override: learning-rate schedule."
+)
 @click.option("--warmup", type=float, default=None, help="Override: share of steps of linear warm-up.")
-@click.option("--max-tokens", type=int, default=None,
-              help="Longest training row; longer passages are cut [default: 256].")
+@click.option(
+    "--max-tokens", type=int, default=None, help="Longest training row; longer passages are cut [default: 256]."
+)
 @click.option("--out", type=OUT_DIR, required=True, help="Folder for items.csv, summary.json, curve.csv.")
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
 @DEVICE
@@ -263,15 +469,27 @@ def train(model, corpus, questions, location, validation, method, modules, seed,
 @krtest.command()
 @click.option("--model", default=BUNDLED, show_default=True, help="Roster key, Hub id or local directory.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the data set, batch order and adapters.")
-@click.option("--seeds", default=None, metavar="N|S1,S2,...",
-              help="The study once per seed (N: N fresh seeds, printed), nested under one sweep run, with "
-                   "tables across the seeds.")
-@click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="A folder written by `cctk krtest generate` (default: generate one from the seed).")
+@click.option(
+    "--seeds",
+    default=None,
+    metavar="N|S1,S2,...",
+    help="The study once per seed (N: N fresh seeds, printed), nested under one sweep run, with "
+    "tables across the seeds.",
+)
+@click.option(
+    "--data",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="A folder written by `cctk krtest generate` (default: generate one from the seed).",
+)
 @LOCATION
 @click.option("--entities", type=int, default=None, help=f"People in a generated corpus [default: {ENTITIES}].")
-@click.option("--validation-entities", type=int, default=None,
-              help=f"People in a generated validation text [default: {VALIDATION_ENTITIES}].")
+@click.option(
+    "--validation-entities",
+    type=int,
+    default=None,
+    help=f"People in a generated validation text [default: {VALIDATION_ENTITIES}].",
+)
 @click.option("--budget", type=int, default=None, help=f"LoRA trainable parameters [default: {DEFAULT_BUDGET}].")
 @click.option("--eval-every", type=int, default=None, help="Optimizer steps between evaluations [default: 9].")
 @click.option("--epochs", type=int, default=None, help="Override: passes over the corpus, every trained arm.")
@@ -280,8 +498,13 @@ def train(model, corpus, questions, location, validation, method, modules, seed,
 @click.option("--lora-learning-rate", type=float, default=None, help="Override: learning rate of both LoRA arms.")
 @click.option("--full-epochs", type=int, default=None, help="Override: passes over the corpus, full fine-tuning.")
 @click.option("--lora-epochs", type=int, default=None, help="Override: passes over the corpus, both LoRA arms.")
-@click.option("--out", type=OUT_DIR, default=Path("outputs/krtest"), show_default=True,
-              help="Folder that receives the session folder.")
+@click.option(
+    "--out",
+    type=OUT_DIR,
+    default=Path("outputs/krtest"),
+    show_default=True,
+    help="Folder that receives the session folder.",
+)
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
 @DEVICE
 def study(model, seed, seeds, data, out, tracking, **values):
@@ -311,9 +534,13 @@ def _study_seeds(model, seed, seeds, data, out, tracking, values) -> None:
     config = study_module.make_study_config(model, chosen[0], data, **values)
     outcome = seeds_module.run(config, chosen, out, tracking, echo=click.echo)
     pooled = outcome.tables["kr_pooled"]
-    click.echo(f"across seeds {', '.join(map(str, chosen))} (mean [t 95% interval]; pooled items [exact 95% interval]):")
+    click.echo(
+        f"across seeds {', '.join(map(str, chosen))} (mean [t 95% interval]; pooled items [exact 95% interval]):"
+    )
     for _, row in pooled.iterrows():
-        click.echo(f"{row['arm']:<20} {100 * row['mean_accuracy']:5.1f}% [{100 * row['t_lo']:.1f}-{100 * row['t_hi']:.1f}]"
-                   f"; {row['correct']}/{row['items']} = {100 * row['pooled_accuracy']:.1f}% "
-                   f"[{100 * row['lo']:.1f}-{100 * row['hi']:.1f}]")
+        click.echo(
+            f"{row['arm']:<20} {100 * row['mean_accuracy']:5.1f}% [{100 * row['t_lo']:.1f}-{100 * row['t_hi']:.1f}]"
+            f"; {row['correct']}/{row['items']} = {100 * row['pooled_accuracy']:.1f}% "
+            f"[{100 * row['lo']:.1f}-{100 * row['hi']:.1f}]"
+        )
     click.echo(f"sweep {outcome.run_id} finished in {outcome.seconds / 60:.1f} min: {outcome.folder}")

@@ -1,4 +1,5 @@
 """The ``cctk`` command line. Every command checks its input before any work and fails in one line."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,11 +9,13 @@ import click
 from ..core.config import AUTO, PARTS, PROFILES, PROTOCOLS, V1_SEED, field_type, recipe_fields
 from ..core.errors import CctkError, Terminated
 from ..core.lm.device import DEVICE_HELP
+from .krtest import krtest
 from .options import OutFolder
 
-
-PARTS_HELP = (f"Parts of manual 2.0.0 to run, comma-separated among {','.join(PARTS)} (default: all): only "
-              "the arms they need are trained (Part A always runs: every other part starts from its models).")
+PARTS_HELP = (
+    f"Parts of manual 2.0.0 to run, comma-separated among {','.join(PARTS)} (default: all): only "
+    "the arms they need are trained (Part A always runs: every other part starts from its models)."
+)
 
 
 # The shell's codes for a process its signal stopped (128 + the signal), which scripts and CI test for.
@@ -38,8 +41,12 @@ def cli():
 
 
 @cli.command()
-@click.option("--fits", is_flag=True, help="Instead: what the roster needs on the GPUs people have, from "
-              "cctk's memory estimate (a Markdown table; docs/gpus.md's).")
+@click.option(
+    "--fits",
+    is_flag=True,
+    help="Instead: what the roster needs on the GPUs people have, from "
+    "cctk's memory estimate (a Markdown table; docs/gpus.md's).",
+)
 @click.option("--profile", default="paper", show_default=True, help="With --fits: the recipe.")
 def models(fits, profile):
     """List the model roster and what each model needs."""
@@ -74,16 +81,21 @@ def recipe_options(command):
     """One ``--<name>`` override per field of ``cctk.core.config.Recipe``, typed and documented from it."""
     for spec in reversed(recipe_fields()):
         kind = click.Choice(spec.metadata["choices"]) if "choices" in spec.metadata else field_type(spec.name)
-        command = click.option(f"--{spec.name.replace('_', '-')}", spec.name, type=kind, default=None,
-                               help=f"Override: {spec.metadata['help']}.")(command)
+        command = click.option(
+            f"--{spec.name.replace('_', '-')}",
+            spec.name,
+            type=kind,
+            default=None,
+            help=f"Override: {spec.metadata['help']}.",
+        )(command)
     return command
 
 
 @cli.command()
-@click.option("--model", "model", default="smollm2-135m-bundled", show_default=True,
-              help="Roster key, Hub id or local directory.")
-@click.option("--out", type=OutFolder(), required=True,
-              help="Folder for measurement.csv and the heatmap.")
+@click.option(
+    "--model", "model", default="smollm2-135m-bundled", show_default=True, help="Roster key, Hub id or local directory."
+)
+@click.option("--out", type=OutFolder(), required=True, help="Folder for measurement.csv and the heatmap.")
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
 @click.option("--device", default=None, help=DEVICE_HELP)
 def measure(model, out, tracking, device):
@@ -94,39 +106,90 @@ def measure(model, out, tracking, device):
 
 
 @cli.command("run")
-@click.option("--protocol", default="v2", show_default=True,
-              help="v2 (manual 2.0.0: Parts A-D and the synthesis) or v1 (manual 1.0.0: one fabricated-answer "
-                   "run, the three-number comparison, the reference notebook's draws).")
-@click.option("--model", default="smollm2-135m-bundled", show_default=True, help="Roster key, Hub id or local directory.")
-@click.option("--profile", default=AUTO, show_default=True,
-              help=f"{AUTO} (paper on a CUDA device, quick on a CPU), {', '.join(PROFILES)}; "
-                   "each protocol has its own recipes under these names.")
-@click.option("--seed", "seed", default=None,
-              help=f"seeds[0] (or all seeds, comma-separated); fresh ones if omitted. Under --protocol v1: "
-                   f"one seed, the notebook's random.seed, {V1_SEED} if omitted.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("outputs"), show_default=True,
-              help="Folder that receives the session folder.")
+@click.option(
+    "--protocol",
+    default="v2",
+    show_default=True,
+    help="v2 (manual 2.0.0: Parts A-D and the synthesis) or v1 (manual 1.0.0: one fabricated-answer "
+    "run, the three-number comparison, the reference notebook's draws).",
+)
+@click.option(
+    "--model", default="smollm2-135m-bundled", show_default=True, help="Roster key, Hub id or local directory."
+)
+@click.option(
+    "--profile",
+    default=AUTO,
+    show_default=True,
+    help=f"{AUTO} (paper on a CUDA device, quick on a CPU), {', '.join(PROFILES)}; "
+    "each protocol has its own recipes under these names.",
+)
+@click.option(
+    "--seed",
+    "seed",
+    default=None,
+    help=f"seeds[0] (or all seeds, comma-separated); fresh ones if omitted. Under --protocol v1: "
+    f"one seed, the notebook's random.seed, {V1_SEED} if omitted.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("outputs"),
+    show_default=True,
+    help="Folder that receives the session folder.",
+)
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
 @click.option("--device", default=None, help=DEVICE_HELP)
 @recipe_options
 @click.option("--holdout", type=float, default=0.3, show_default=True, help="Share of additions held out.")
-@click.option("--curves", is_flag=True, default=False,
-              help="Measure every arm after every epoch: learning curves (MLflow histories and one more figure).")
+@click.option(
+    "--curves",
+    is_flag=True,
+    default=False,
+    help="Measure every arm after every epoch: learning curves (MLflow histories and one more figure).",
+)
 @click.option("--parts", default=None, metavar="A,C", help=PARTS_HELP)
-@click.option("--system-metrics/--no-system-metrics", default=True, show_default=True,
-              help="Log CPU, memory (and GPU) use of the pipeline to its MLflow run.")
-@click.option("--figures/--no-figures", default=True, show_default=True,
-              help="Draw the figures (--no-figures: tables and reports only; `cctk report` draws them later).")
-@click.option("--resume", "resume_id", default=None, metavar="RUN_ID",
-              help="Continue an interrupted pipeline run (its own settings are used).")
+@click.option(
+    "--system-metrics/--no-system-metrics",
+    default=True,
+    show_default=True,
+    help="Log CPU, memory (and GPU) use of the pipeline to its MLflow run.",
+)
+@click.option(
+    "--figures/--no-figures",
+    default=True,
+    show_default=True,
+    help="Draw the figures (--no-figures: tables and reports only; `cctk report` draws them later).",
+)
+@click.option(
+    "--resume",
+    "resume_id",
+    default=None,
+    metavar="RUN_ID",
+    help="Continue an interrupted pipeline run (its own settings are used).",
+)
 @click.pass_context
-def run_command(ctx, protocol, model, profile, seed, out, tracking, device, holdout, curves, parts, system_metrics,
-                figures, resume_id, **recipe):
+def run_command(
+    ctx,
+    protocol,
+    model,
+    profile,
+    seed,
+    out,
+    tracking,
+    device,
+    holdout,
+    curves,
+    parts,
+    system_metrics,
+    figures,
+    resume_id,
+    **recipe,
+):
     """Run the whole 2.0.0 experiment for one model (Parts A-D and the synthesis), or with
     --protocol v1 the 1.0.0 pipeline (base model, fine-tuned in place on fabricated answers)."""
-    from ..pipeline import stages as pipeline
     from ..core.config import check_protocol, make_config, parse_seeds
     from ..core.lm.device import resolve as resolve_device
+    from ..pipeline import stages as pipeline
 
     check_protocol(protocol)
     if not PROTOCOLS[protocol].split:  # v1
@@ -138,8 +201,17 @@ def run_command(ctx, protocol, model, profile, seed, out, tracking, device, hold
     if resume_id:
         pipeline.resume(resume_id, where, options)
         return
-    config = make_config(model, profile, parse_seeds(seed), holdout, device=str(resolve_device(device)),
-                         curves=curves, protocol=protocol, parts=parts, **recipe)
+    config = make_config(
+        model,
+        profile,
+        parse_seeds(seed),
+        holdout,
+        device=str(resolve_device(device)),
+        curves=curves,
+        protocol=protocol,
+        parts=parts,
+        **recipe,
+    )
     pipeline.run(config, where, options)
 
 
@@ -161,29 +233,70 @@ def _check_unsplit_options(ctx, protocol, seed, resume_id, curves, parts=None) -
 @cli.command("sweep")
 @click.option("--models", default=None, help="Models, comma-separated (roster keys, Hub ids, model directories).")
 @click.option("--seeds", default=None, help="N (draw N fresh seeds) or S1,S2,... (these seeds).")
-@click.option("--set", "sets", multiple=True, metavar="NAME=V1,V2",
-              help="A recipe value and the values it takes (repeatable): the grid is their product.")
+@click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="NAME=V1,V2",
+    help="A recipe value and the values it takes (repeatable): the grid is their product.",
+)
 @click.option("--profile", default=AUTO, show_default=True, help="Profile of every cell.")
 @click.option("--parts", default=None, metavar="A,C", help=PARTS_HELP)
-@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
-              help="local: cells one after another in this process; ray: Ray tasks.")
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="local: cells one after another in this process; ray: Ray tasks.",
+)
 @click.option("--address", default=None, help="Ray cluster address (default: a local Ray instance).")
 @click.option("--cpus-per-cell", type=float, default=1.0, show_default=True, help="Ray CPUs each cell takes.")
-@click.option("--gpus-per-cell", type=float, default=None,
-              help="Ray GPUs each cell takes [default: 1 where this machine has a CUDA device, else 0].")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("outputs"), show_default=True,
-              help="Folder that receives the cells' session folders.")
+@click.option(
+    "--gpus-per-cell",
+    type=float,
+    default=None,
+    help="Ray GPUs each cell takes [default: 1 where this machine has a CUDA device, else 0].",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("outputs"),
+    show_default=True,
+    help="Folder that receives the cells' session folders.",
+)
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
-@click.option("--figures/--no-figures", default=True, show_default=True,
-              help="Draw each cell's figures (--no-figures: `cctk report` or `cctk compare` draw later).")
-@click.option("--resume", "resume_id", default=None, metavar="SWEEP_ID",
-              help="Continue an interrupted sweep: finished cells are kept, an interrupted one is resumed.")
-def sweep_command(models, seeds, sets, profile, parts, executor, address, cpus_per_cell, gpus_per_cell, out, tracking,
-                  figures, resume_id):
+@click.option(
+    "--figures/--no-figures",
+    default=True,
+    show_default=True,
+    help="Draw each cell's figures (--no-figures: `cctk report` or `cctk compare` draw later).",
+)
+@click.option(
+    "--resume",
+    "resume_id",
+    default=None,
+    metavar="SWEEP_ID",
+    help="Continue an interrupted sweep: finished cells are kept, an interrupted one is resumed.",
+)
+def sweep_command(
+    models,
+    seeds,
+    sets,
+    profile,
+    parts,
+    executor,
+    address,
+    cpus_per_cell,
+    gpus_per_cell,
+    out,
+    tracking,
+    figures,
+    resume_id,
+):
     """Run a grid of pipelines over models, seeds and recipe values (an MLflow sweep run)."""
     from ..pipeline import sweep
-    from ..store import tracking as tracking_module
     from ..pipeline.stages import sweep_cell
+    from ..store import tracking as tracking_module
     from ..store.session import check_out
 
     if resume_id:
@@ -205,16 +318,19 @@ def sweep_command(models, seeds, sets, profile, parts, executor, address, cpus_p
 
 @cli.command("compare")
 @click.option("--sweep", "sweep_id", default=None, metavar="SWEEP_ID", help="Compare the finished cells of a sweep.")
-@click.option("--runs", default=None, metavar="ID1,ID2,...",
-              help="Compare these pipeline runs, or these KR-Test runs (evals, trains, studies, seed sweeps).")
-@click.option("--out", type=OutFolder(), required=True,
-              help="Folder for the tables, figures and compare.html.")
+@click.option(
+    "--runs",
+    default=None,
+    metavar="ID1,ID2,...",
+    help="Compare these pipeline runs, or these KR-Test runs (evals, trains, studies, seed sweeps).",
+)
+@click.option("--out", type=OutFolder(), required=True, help="Folder for the tables, figures and compare.html.")
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
 def compare_command(sweep_id, runs, out, tracking):
     """Finished pipelines side by side: across seeds, across models, pooled tests, implausibility."""
-    from ..store import tracking as tracking_module
     from ..compare import job
     from ..krtest.commands import compare as kr
+    from ..store import tracking as tracking_module
 
     if bool(sweep_id) == bool(runs):  # before the store is looked for
         raise CctkError("cctk compare needs --sweep ID or --runs ID1,ID2,... (one of them)")
@@ -223,21 +339,35 @@ def compare_command(sweep_id, runs, out, tracking):
         kr.compare(store, runs, out, echo=click.echo)
         return
     compared, run_id = job.run(store, sweep_id, runs, out, tracking, echo=click.echo)
-    click.echo(f"{len(compared.tables)} tables and {len(compared.figures)} figures in {compared.folder}; "
-               f"MLflow run {run_id}")
+    click.echo(
+        f"{len(compared.tables)} tables and {len(compared.figures)} figures in {compared.folder}; MLflow run {run_id}"
+    )
 
 
 @cli.command()
 @click.argument("source")
 @click.option("--tracking", default=None, help="Tracking configuration name or URI, for a run id (default: embedded).")
-@click.option("--out", type=OutFolder(), default=None,
-              help="Render into OUT/<session> (a copy) instead of the session folder itself; with --style paper, "
-                   "the folder that receives the figures and captions (required).")
-@click.option("--style", type=click.Choice(["report", "paper"]), default="report", show_default=True,
-              help="report: every figure, table and report as a run writes them; paper: the figures alone at a "
-                   "journal's width, titles and notes in captions.tex / captions.md (docs/paper.md).")
-@click.option("--width", type=click.Choice(["column", "page"]), default=None,
-              help="With --style paper: column (3.3 in, the default) or page (6.9 in).")
+@click.option(
+    "--out",
+    type=OutFolder(),
+    default=None,
+    help="Render into OUT/<session> (a copy) instead of the session folder itself; with --style paper, "
+    "the folder that receives the figures and captions (required).",
+)
+@click.option(
+    "--style",
+    type=click.Choice(["report", "paper"]),
+    default="report",
+    show_default=True,
+    help="report: every figure, table and report as a run writes them; paper: the figures alone at a "
+    "journal's width, titles and notes in captions.tex / captions.md (docs/paper.md).",
+)
+@click.option(
+    "--width",
+    type=click.Choice(["column", "page"]),
+    default=None,
+    help="With --style paper: column (3.3 in, the default) or page (6.9 in).",
+)
 def report(source, tracking, out, style, width):
     """Re-render every figure, table and report of a run from its saved measurements (no model).
 
@@ -258,20 +388,34 @@ def report(source, tracking, out, style, width):
         from ..outputs import paper
 
         done = paper.figures(folder, out, width or "column")
-        click.echo(f"{len(done.figures)} figures in paper style ({width or 'column'} width) and their captions "
-                   f"in {time.perf_counter() - start:.0f} s: {done.folder}")
+        click.echo(
+            f"{len(done.figures)} figures in paper style ({width or 'column'} width) and their captions "
+            f"in {time.perf_counter() - start:.0f} s: {done.folder}"
+        )
         return
     done = rerender(folder, out)
-    click.echo(f"re-rendered {done.figures} figures, {done.tables} tables and the reports of "
-               f"{done.layout.session} in {time.perf_counter() - start:.0f} s: {done.layout.folder}")
+    click.echo(
+        f"re-rendered {done.figures} figures, {done.tables} tables and the reports of "
+        f"{done.layout.session} in {time.perf_counter() - start:.0f} s: {done.layout.folder}"
+    )
 
 
 @cli.command("export")
 @click.argument("source")
-@click.option("--latex", "latex_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
-              help="Folder for the LaTeX tables, the paper-style figures, captions.tex and paper.tex.")
-@click.option("--width", type=click.Choice(["column", "page"]), default="column", show_default=True,
-              help="Width of the figures: column (3.3 in, a two-column paper.tex) or page (6.9 in).")
+@click.option(
+    "--latex",
+    "latex_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Folder for the LaTeX tables, the paper-style figures, captions.tex and paper.tex.",
+)
+@click.option(
+    "--width",
+    type=click.Choice(["column", "page"]),
+    default="column",
+    show_default=True,
+    help="Width of the figures: column (3.3 in, a two-column paper.tex) or page (6.9 in).",
+)
 @click.option("--tracking", default=None, help="Tracking configuration name or URI, for a run id (default: embedded).")
 def export_command(source, latex_dir, width, tracking):
     """A run as a paper's parts: every table as booktabs LaTeX, every figure in paper style, their captions
@@ -280,8 +424,10 @@ def export_command(source, latex_dir, width, tracking):
     from ..outputs import paper
 
     done = paper.export(results.session_folder(source, tracking), latex_dir, width)
-    click.echo(f"{len(done.tables)} tables, {len(done.figures)} figures and paper.tex in {done.folder} "
-               f"(compile there: pdflatex paper.tex)")
+    click.echo(
+        f"{len(done.tables)} tables, {len(done.figures)} figures and paper.tex in {done.folder} "
+        f"(compile there: pdflatex paper.tex)"
+    )
 
 
 @cli.command()
@@ -300,8 +446,13 @@ def cite(run, tracking):
 
 
 @cli.command()
-@click.option("--config", "config_name", default="server", show_default=True,
-              help="A configuration of mlruns_config/ with a [server] table (server, postgres).")
+@click.option(
+    "--config",
+    "config_name",
+    default="server",
+    show_default=True,
+    help="A configuration of mlruns_config/ with a [server] table (server, postgres).",
+)
 @click.option("--host", default=None, help="Address to bind (default: the configuration's, 127.0.0.1).")
 @click.option("--port", type=int, default=None, help="Port (default: the configuration's).")
 def server(config_name, host, port):
@@ -327,7 +478,6 @@ def ui(config_name, port):
     raise SystemExit(launch(command, echo=click.echo))
 
 
-from .krtest import krtest  # noqa: E402  (KR-Test, seed 003)
 cli.add_command(krtest)
 
 

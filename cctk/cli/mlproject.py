@@ -1,11 +1,11 @@
 """Entry of the MLproject: drops the empty parameters (meaning "keep the default"), turns switch
 parameters (``-P curves=yes``, ``-P figures=no``) into the CLI's flags, and calls the CLI."""
+
 from __future__ import annotations
 
 import sys
 
 from .main import cli
-
 
 # switches of the CLI, given as -P name=yes|no: the flag for yes, and for no (None: nothing given)
 FLAGS = {"--curves": ("--curves", None), "--figures": ("--figures", "--no-figures")}

@@ -1,4 +1,5 @@
 """Click parameter types shared by the ``cctk`` and ``cctk krtest`` command lines."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -4,8 +4,10 @@ A password for the backend store is read from the environment variable the confi
 (``password_env``) and put into the URI handed to the server process only: it is never written to
 a file, printed, or logged as a parameter or tag.
 """
+
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -25,16 +27,30 @@ def server_command(config_name: str = "server", host: str | None = None, port: i
     raw = read_config(config_name)
     server = raw.get("server")
     if server is None:
-        raise CctkError(f"tracking configuration {config_name!r} has no [server] table; "
-                        "use `cctk ui` for the embedded store")
+        raise CctkError(
+            f"tracking configuration {config_name!r} has no [server] table; use `cctk ui` for the embedded store"
+        )
     backend = with_password(server["backend_store_uri"], server.get("password_env"))
     _ensure_sqlite_folder(backend)
     artifacts = Path(server["artifacts_destination"]).resolve()
     artifacts.mkdir(parents=True, exist_ok=True)
-    return [sys.executable, "-m", "mlflow", "server",
-            "--host", host or server.get("host", LOOPBACK), "--port", str(port or server.get("port", 5000)),
-            "--backend-store-uri", backend, "--serve-artifacts",
-            "--artifacts-destination", artifacts.as_uri(), "--workers", "1"]
+    return [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--host",
+        host or server.get("host", LOOPBACK),
+        "--port",
+        str(port or server.get("port", 5000)),
+        "--backend-store-uri",
+        backend,
+        "--serve-artifacts",
+        "--artifacts-destination",
+        artifacts.as_uri(),
+        "--workers",
+        "1",
+    ]
 
 
 def ui_command(config_name: str = DEFAULT_CONFIG, host: str = LOOPBACK, port: int = 5000) -> list[str]:
@@ -42,8 +58,10 @@ def ui_command(config_name: str = DEFAULT_CONFIG, host: str = LOOPBACK, port: in
     raw = read_config(config_name)
     uri = os.environ.get("MLFLOW_TRACKING_URI") or raw["tracking_uri"]
     if uri.startswith("http"):
-        raise CctkError(f"{config_name!r} is a server ({uri}): open it in a browser, or start it with "
-                        f"`cctk server --config {config_name}`")
+        raise CctkError(
+            f"{config_name!r} is a server ({uri}): open it in a browser, or start it with "
+            f"`cctk server --config {config_name}`"
+        )
     _ensure_sqlite_folder(uri)
     command = [sys.executable, "-m", "mlflow", "ui", "--host", host, "--port", str(port), "--backend-store-uri", uri]
     if raw.get("artifact_location"):
@@ -81,7 +99,10 @@ def launch(command: list[str], echo=print, grace: float = 10.0) -> int:
     started outlives it (what is still there after ``grace`` seconds is killed)."""
     echo("starting: " + " ".join(redact(command)))
     child = subprocess.Popen(command, start_new_session=True)
-    forward = lambda signum, frame: _signal_group(child.pid, signum)  # noqa: E731
+
+    def forward(signum, frame):
+        return _signal_group(child.pid, signum)
+
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         return child.wait()
@@ -92,10 +113,8 @@ def launch(command: list[str], echo=print, grace: float = 10.0) -> int:
 
 
 def _signal_group(pgid: int, signum: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signum)
-    except ProcessLookupError:
-        pass
 
 
 def _stop_group(child: subprocess.Popen, grace: float) -> None:
@@ -104,10 +123,8 @@ def _stop_group(child: subprocess.Popen, grace: float) -> None:
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and _group_alive(child.pid):
         if child.poll() is None:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(timeout=0.2)
-            except subprocess.TimeoutExpired:
-                pass
         else:
             time.sleep(0.2)
     _signal_group(child.pid, signal.SIGKILL)

@@ -17,6 +17,7 @@ seeds); *inconsistent* when there is a pooled effect (adjusted p < 0.05) but the
 or fewer than two thirds of them agree; *not supported* otherwise (no pooled effect, or one run).
 Pure: ``PooledRun`` records in, DataFrames out.
 """
+
 from __future__ import annotations
 
 import math
@@ -60,8 +61,10 @@ class Contrast:
 
     def table(self) -> np.ndarray:
         """(2, 2): rows rule, control; columns hit, miss."""
-        return np.array([[self.hits_rule, self.n_rule - self.hits_rule],
-                         [self.hits_control, self.n_control - self.hits_control]], dtype=float)
+        return np.array(
+            [[self.hits_rule, self.n_rule - self.hits_rule], [self.hits_control, self.n_control - self.hits_control]],
+            dtype=float,
+        )
 
 
 @dataclass(frozen=True)
@@ -97,9 +100,19 @@ def contrasts(runs: list[PooledRun]) -> list[Contrast]:
         for rule, control in RULE_VS_CONTROL:
             for run in (r for r in mine if _has_rule(r, rule)):
                 (hits_rule, misses_rule), (hits_control, misses_control) = _two_by_two(run, rule).astype(int)
-                found.append(Contrast(label, rule, control, run.run_id, run.seed,
-                                      int(hits_rule), int(hits_rule + misses_rule), int(hits_control),
-                                      int(hits_control + misses_control)))
+                found.append(
+                    Contrast(
+                        label,
+                        rule,
+                        control,
+                        run.run_id,
+                        run.seed,
+                        int(hits_rule),
+                        int(hits_rule + misses_rule),
+                        int(hits_control),
+                        int(hits_control + misses_control),
+                    )
+                )
     return found
 
 
@@ -122,11 +135,25 @@ def per_run(found: list[Contrast]) -> pd.DataFrame:
     for c in found:
         _, p = stats.fisher_greater(c.hits_rule, c.n_rule, c.hits_control, c.n_control)
         odds, lo, hi = stats.odds_ratio_exact(c.hits_rule, c.n_rule, c.hits_control, c.n_control)
-        rows.append({**c.label, "contrast": c.name, **keyed("rule", c.rule), **keyed("control", c.control),
-                     "seed": c.seed,
-                     "run_id": c.run_id, "hits_rule": c.hits_rule, "n_rule": c.n_rule,
-                     "hits_control": c.hits_control, "n_control": c.n_control, "p_one_sided": p,
-                     "direction": direction(_excess(c.table())), "odds_ratio": odds, "or_lo": lo, "or_hi": hi})
+        rows.append(
+            {
+                **c.label,
+                "contrast": c.name,
+                **keyed("rule", c.rule),
+                **keyed("control", c.control),
+                "seed": c.seed,
+                "run_id": c.run_id,
+                "hits_rule": c.hits_rule,
+                "n_rule": c.n_rule,
+                "hits_control": c.hits_control,
+                "n_control": c.n_control,
+                "p_one_sided": p,
+                "direction": direction(_excess(c.table())),
+                "odds_ratio": odds,
+                "or_lo": lo,
+                "or_hi": hi,
+            }
+        )
     table = pd.DataFrame(rows)
     if len(table):
         table["p_adjusted"] = table.groupby("run_id")["p_one_sided"].transform(lambda p: stats.holm(p))
@@ -167,18 +194,37 @@ def findings(found: list[Contrast], alpha: float = ALPHA, seed: int = POWER_SEED
     adjusted = stats.holm([p["p_one_sided"] for p in pooled])
     family = max(1, int(np.sum(~np.isnan(adjusted))))
     out = []
-    for part, test, p_adjusted in zip(parts, pooled, adjusted):
+    for part, test, p_adjusted in zip(parts, pooled, adjusted, strict=True):
         stack = np.stack([c.table() for c in part], axis=2)  # (2, 2, runs)
         way = direction(sum(_excess(c.table()) for c in part))
         agreeing = sum(direction(_excess(c.table())) == way for c in part)
         bd, p_het = stats.breslow_day(stack)
         needed = stats.runs_for_power(_rates(part), alpha / family, seed, POWER, MOST_RUNS)
         first = part[0]
-        out.append(Finding(first.label, first.name, first.rule, first.control,
-                           verdict(p_adjusted, p_het, len(part), agreeing, alpha),
-                           len(part), agreeing, way, test["hits_rule"], test["n_rule"], test["hits_control"],
-                           test["n_control"], test["p_one_sided"], float(p_adjusted), bd, p_het,
-                           test["odds_ratio_mh"], test["or_lo"], test["or_hi"], needed))
+        out.append(
+            Finding(
+                first.label,
+                first.name,
+                first.rule,
+                first.control,
+                verdict(p_adjusted, p_het, len(part), agreeing, alpha),
+                len(part),
+                agreeing,
+                way,
+                test["hits_rule"],
+                test["n_rule"],
+                test["hits_control"],
+                test["n_control"],
+                test["p_one_sided"],
+                float(p_adjusted),
+                bd,
+                p_het,
+                test["odds_ratio_mh"],
+                test["or_lo"],
+                test["or_hi"],
+                needed,
+            )
+        )
     return out
 
 
@@ -206,6 +252,7 @@ def findings_table(found: list[Finding]) -> pd.DataFrame:
 
 # --- Findings in words: one sentence per contrast, generated from its numbers. ---
 
+
 def _p(p: float) -> str:
     return "not computable" if math.isnan(p) else f"{p:.2g}"
 
@@ -225,8 +272,9 @@ def _why(f: Finding, alpha: float = ALPHA) -> str:
     if f.verdict == NOT_SUPPORTED:
         if f.p_adjusted < alpha and f.runs < 2:
             return "one run cannot show that it holds across seeds"
-        split = (f", and the runs disagree (Breslow-Day p = {_p(f.p_heterogeneity)})"
-                 if f.p_heterogeneity < alpha else "")
+        split = (
+            f", and the runs disagree (Breslow-Day p = {_p(f.p_heterogeneity)})" if f.p_heterogeneity < alpha else ""
+        )
         return f"no pooled effect at the corrected level (Holm-adjusted p = {_p(f.p_adjusted)}){split}"
     return "the rule beats its control across seeds"
 
@@ -242,14 +290,19 @@ def _agreement(f: Finding) -> str:
 def sentence(f: Finding, alpha: float = ALPHA) -> str:
     """One line per contrast: the verdict, why, and its numbers."""
     group = ", ".join(f"{k} {v}" for k, v in f.label.items())
-    interval = ("no interval" if math.isnan(f.or_lo) or math.isnan(f.or_hi)
-                else f"95% interval {_odds(f.or_lo)} to {_odds(f.or_hi)}")
-    return (f"{f.contrast} ({group}): {f.verdict.upper()}: {_why(f, alpha)}. Held-out additions hit "
-            f"{f.hits_rule}/{f.n_rule} against {f.hits_control}/{f.n_control} over {f.runs} "
-            f"run{'s' * (f.runs != 1)}; Mantel-Haenszel odds ratio {_odds(f.odds_ratio_mh)} ({interval}); "
-            f"one-sided CMH p = {_p(f.p_pooled)}, Holm-adjusted {_p(f.p_adjusted)}; {_agreement(f)}; "
-            f"heterogeneity (Breslow-Day, Tarone) p = {_p(f.p_heterogeneity)}; runs for 80% power: "
-            f"{seeds_text(f.seeds_for_80_power)}.")
+    interval = (
+        "no interval"
+        if math.isnan(f.or_lo) or math.isnan(f.or_hi)
+        else f"95% interval {_odds(f.or_lo)} to {_odds(f.or_hi)}"
+    )
+    return (
+        f"{f.contrast} ({group}): {f.verdict.upper()}: {_why(f, alpha)}. Held-out additions hit "
+        f"{f.hits_rule}/{f.n_rule} against {f.hits_control}/{f.n_control} over {f.runs} "
+        f"run{'s' * (f.runs != 1)}; Mantel-Haenszel odds ratio {_odds(f.odds_ratio_mh)} ({interval}); "
+        f"one-sided CMH p = {_p(f.p_pooled)}, Holm-adjusted {_p(f.p_adjusted)}; {_agreement(f)}; "
+        f"heterogeneity (Breslow-Day, Tarone) p = {_p(f.p_heterogeneity)}; runs for 80% power: "
+        f"{seeds_text(f.seeds_for_80_power)}."
+    )
 
 
 def with_agreement(pooled: pd.DataFrame, found: list[Finding]) -> pd.DataFrame:
@@ -261,6 +314,8 @@ def with_agreement(pooled: pd.DataFrame, found: list[Finding]) -> pd.DataFrame:
         return pooled
     table = pooled.copy()
     table.insert(table.columns.get_loc("p_one_sided") + 1, "p_adjusted", [f.p_adjusted for f in found])
-    return table.assign(runs_agreeing=[f.runs_agreeing for f in found],
-                        bd_statistic=[f.bd_statistic for f in found],
-                        p_heterogeneity=[f.p_heterogeneity for f in found])
+    return table.assign(
+        runs_agreeing=[f.runs_agreeing for f in found],
+        bd_statistic=[f.bd_statistic for f in found],
+        p_heterogeneity=[f.p_heterogeneity for f in found],
+    )

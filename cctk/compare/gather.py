@@ -1,4 +1,5 @@
 """The finished pipelines to compare, pulled from MLflow: their session folders, rebuilt into results."""
+
 from __future__ import annotations
 
 from dataclasses import asdict
@@ -32,10 +33,14 @@ def run_ids(store: tracking.Store, sweep: str | None = None, runs: str | None = 
         return ids
     found = store.get(sweep)
     if found.tags.get(tracking.KIND) != "sweep":
-        raise CctkError(f"MLflow run {sweep} is not a cctk sweep (tag {tracking.KIND} is "
-                        f"{found.tags.get(tracking.KIND)!r})")
-    cells = [r for r in store.search([found.experiment_id], f"tags.`{tracking.SWEEP}` = '{sweep}'")
-             if r.tags.get(tracking.KIND) == "pipeline" and r.status == "FINISHED"]
+        raise CctkError(
+            f"MLflow run {sweep} is not a cctk sweep (tag {tracking.KIND} is {found.tags.get(tracking.KIND)!r})"
+        )
+    cells = [
+        r
+        for r in store.search([found.experiment_id], f"tags.`{tracking.SWEEP}` = '{sweep}'")
+        if r.tags.get(tracking.KIND) == "pipeline" and r.status == "FINISHED"
+    ]
     if not cells:
         raise CctkError(f"sweep {sweep} has no finished pipeline yet")
     return [r.run_id for r in sorted(cells, key=lambda r: r.tags.get(tracking.CELL, ""))]
@@ -49,6 +54,15 @@ def gather(ids: list[str], tracking_name: str | None = None, cache: Path | None 
     for run_id in ids:
         back = session.rebuild(run_results.download(run_id, tracking_name, cache))
         config = back.info.config
-        gathered.append(PooledRun.of(run_id, config.model, config.seed, back.protocol, back.results,
-                                     asdict(config.recipe), tables=back.tables))
+        gathered.append(
+            PooledRun.of(
+                run_id,
+                config.model,
+                config.seed,
+                back.protocol,
+                back.results,
+                asdict(config.recipe),
+                tables=back.tables,
+            )
+        )
     return gathered

@@ -1,4 +1,5 @@
 """``cctk compare`` as a function: the runs checked, gathered, written, and logged as one MLflow run."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,8 +8,14 @@ from ..store import tracking
 from . import gather, report
 
 
-def run(store: tracking.Store, sweep_id: str | None, runs: str | None, out: Path,
-        tracking_name: str | None = None, echo=print) -> tuple[report.Compared, str]:
+def run(
+    store: tracking.Store,
+    sweep_id: str | None,
+    runs: str | None,
+    out: Path,
+    tracking_name: str | None = None,
+    echo=print,
+) -> tuple[report.Compared, str]:
     """Compare the finished cells of sweep ``sweep_id`` or the pipelines ``runs`` (``ID1,ID2,...``) into
     ``out``; returns what was written and the compare run's id (nested under the sweep, when one is given)."""
     ids = gather.run_ids(store, sweep_id, runs)  # every check before the run exists

@@ -7,6 +7,7 @@ run did not run (``cctk run --parts``) gives it no rows: absent, never counted a
 joined on their key columns (``model_key``, ``group_key``, ``rule_key``, ...), never on their labels; every
 table here names a model by today's label of its key, with the key beside it.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,12 +43,26 @@ class PooledRun:
     recipe: dict[str, object] = field(default_factory=dict)  # name -> value in force, as the run logged it
 
     @classmethod
-    def of(cls, run_id: str, model: str, seed: int, protocol: Protocol,
-           results: StudyResults | v1_experiment.ComparisonResults, recipe: dict | None = None,
-           tables: dict | None = None) -> PooledRun:
+    def of(
+        cls,
+        run_id: str,
+        model: str,
+        seed: int,
+        protocol: Protocol,
+        results: StudyResults | v1_experiment.ComparisonResults,
+        recipe: dict | None = None,
+        tables: dict | None = None,
+    ) -> PooledRun:
         """A run from its results (its tables computed from them, under its protocol, unless given)."""
-        return cls(run_id, model, seed, protocol, results,
-                   protocol.compute_tables(results) if tables is None else tables, dict(recipe or {}))
+        return cls(
+            run_id,
+            model,
+            seed,
+            protocol,
+            results,
+            protocol.compute_tables(results) if tables is None else tables,
+            dict(recipe or {}),
+        )
 
     def pooled_in(self, table: str) -> bool:
         """Whether its protocol contributes to the comparison table ``table``."""
@@ -60,6 +75,7 @@ def pooled_in(runs: list[PooledRun], table: str) -> list[PooledRun]:
 
 
 # --- Groups: runs are pooled only within a base model and one value of every recipe value that varies. ---
+
 
 def varied(runs: list[PooledRun]) -> list[str]:
     """The recipe values that differ between ``runs`` (as each run logged them), in the recipe's order."""
@@ -82,7 +98,7 @@ def grouped(runs: list[PooledRun]) -> list[tuple[dict, list]]:
     groups: dict[tuple, list] = {}
     for r in runs:
         groups.setdefault((r.model, *(r.recipe.get(c) for c in columns[1:])), []).append(r)
-    return [(dict(zip(columns, key)), groups[key]) for key in sorted(groups)]
+    return [(dict(zip(columns, key, strict=True)), groups[key]) for key in sorted(groups)]
 
 
 def _stacked(runs: list, name: str) -> pd.DataFrame:
@@ -99,8 +115,18 @@ def v1_three_numbers(runs: list[PooledRun]) -> pd.DataFrame:
     for label, mine in grouped(runs):
         for number, part in _stacked(mine, "table02").groupby("number", sort=False):
             mean, lo, hi = t_interval(part["mean"])
-            rows.append({**label, "number": number, "runs": part["run_id"].nunique(), "mean": mean,
-                         "lo": lo, "hi": hi, "hits": int(part["hits"].sum()), "n": int(part["n"].sum())})
+            rows.append(
+                {
+                    **label,
+                    "number": number,
+                    "runs": part["run_id"].nunique(),
+                    "mean": mean,
+                    "lo": lo,
+                    "hi": hi,
+                    "hits": int(part["hits"].sum()),
+                    "n": int(part["n"].sum()),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -125,8 +151,7 @@ def cross_seed(runs: list[PooledRun]) -> pd.DataFrame:
     for label, mine in grouped(runs):
         shares = _stacked(mine, "table09")
         for key, part in sorted(shares.groupby("model_key", sort=False), key=lambda item: MODEL_ORDER[item[0]]):
-            row = {**label, **keyed("model", key), **keyed("target", own_target(key)),
-                   "runs": part["run_id"].nunique()}
+            row = {**label, **keyed("model", key), **keyed("target", own_target(key)), "runs": part["run_id"].nunique()}
             for group in GROUPS:
                 values = part.loc[part["group_key"] == group, "share"]
                 mean, lo, hi = t_interval(values) if len(values) else (math.nan,) * 3
@@ -144,8 +169,15 @@ def pooled_tests(runs: list[PooledRun]) -> pd.DataFrame:
         for rule, control in RULE_VS_CONTROL:
             having = [r for r in mine if _has_rule(r, rule)]
             if having:  # no run of the group ran the rule's part: no row, never a zero
-                rows.append({**label, **keyed("rule", rule), **keyed("control", control),
-                             "runs": len(having), **_cmh([_two_by_two(r, rule) for r in having])})
+                rows.append(
+                    {
+                        **label,
+                        **keyed("rule", rule),
+                        **keyed("control", control),
+                        "runs": len(having),
+                        **_cmh([_two_by_two(r, rule) for r in having]),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -156,19 +188,31 @@ def _has_rule(run: PooledRun, rule: str) -> bool:
 
 def _two_by_two(run: PooledRun, rule: str) -> np.ndarray:
     row = run.tables["table10"].set_index("rule_key").loc[rule]
-    return np.array([[row.hits_rule, row.n_rule - row.hits_rule],
-                     [row.hits_control, row.n_control - row.hits_control]], dtype=float)
+    return np.array(
+        [[row.hits_rule, row.n_rule - row.hits_rule], [row.hits_control, row.n_control - row.hits_control]], dtype=float
+    )
 
 
 def _cmh(tables: list[np.ndarray]) -> dict:
     """Pooled counts, CMH chi-square (no continuity correction), two- and one-sided p, MH odds ratio."""
     stack = np.stack(tables, axis=2)  # (2, 2, runs)
-    counts = {"hits_rule": int(stack[0, 0].sum()), "n_rule": int(stack[0].sum()),
-              "hits_control": int(stack[1, 0].sum()), "n_control": int(stack[1].sum())}
+    counts = {
+        "hits_rule": int(stack[0, 0].sum()),
+        "n_rule": int(stack[0].sum()),
+        "hits_control": int(stack[1, 0].sum()),
+        "n_control": int(stack[1].sum()),
+    }
     informative = stack[:, :, (stack.sum(axis=0) > 0).all(axis=0)]  # strata with both outcomes possible
     if informative.shape[2] == 0 or (informative[:, 0].sum() == 0) or (informative[:, 1].sum() == 0):
-        return {**counts, "chi2": math.nan, "p_two_sided": math.nan, "p_one_sided": math.nan,
-                "odds_ratio_mh": math.nan, "or_lo": math.nan, "or_hi": math.nan}
+        return {
+            **counts,
+            "chi2": math.nan,
+            "p_two_sided": math.nan,
+            "p_one_sided": math.nan,
+            "odds_ratio_mh": math.nan,
+            "or_lo": math.nan,
+            "or_hi": math.nan,
+        }
     # A rule (or control) with no hit in any stratum has a pooled odds ratio of 0 (or inf): statsmodels
     # takes its log for the interval, which numpy warns about; the interval is then undefined (nan).
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -181,8 +225,15 @@ def _cmh(tables: list[np.ndarray]) -> dict:
     # statsmodels' p is 1 - cdf, which is 0 below about 1e-16: the survival function keeps small p exact
     p_two = float(scipy_stats.chi2.sf(test.statistic, 1))
     p_one = p_two / 2 if above else 1 - p_two / 2
-    return {**counts, "chi2": float(test.statistic), "p_two_sided": p_two, "p_one_sided": float(p_one),
-            "odds_ratio_mh": odds, "or_lo": float(lo), "or_hi": float(hi)}
+    return {
+        **counts,
+        "chi2": float(test.statistic),
+        "p_two_sided": p_two,
+        "p_one_sided": float(p_one),
+        "odds_ratio_mh": odds,
+        "or_lo": float(lo),
+        "or_hi": float(hi),
+    }
 
 
 def fabricated_readings(runs: list[PooledRun]) -> pd.DataFrame:
@@ -192,10 +243,22 @@ def fabricated_readings(runs: list[PooledRun]) -> pd.DataFrame:
     for r in runs:
         read = r.results.readings("m_random", "fabricated").reset_index()
         sums = read["a"] + read["b"]
-        frames.append(pd.DataFrame({
-            "base_model": r.model, "run_id": r.run_id, "a": read["a"], "b": read["b"], "fabricated": read["target"],
-            "true_sum": sums, "distance": (read["target"] - sums).abs(), "impossible": read["target"] > 18,
-            "hit": read["hit"], "prob_target": read["prob_target"]}))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "base_model": r.model,
+                    "run_id": r.run_id,
+                    "a": read["a"],
+                    "b": read["b"],
+                    "fabricated": read["target"],
+                    "true_sum": sums,
+                    "distance": (read["target"] - sums).abs(),
+                    "impossible": read["target"] > 18,
+                    "hit": read["hit"],
+                    "prob_target": read["prob_target"],
+                }
+            )
+        )
     return pd.concat(frames, ignore_index=True)
 
 
@@ -226,9 +289,19 @@ def _pooled(data: pd.DataFrame, by: pd.Series, order: list[str], label: dict) ->
         part = data[by == value]
         hits, n = int(part["hit"].sum()), len(part)
         lo, hi = clopper_pearson(hits, n)
-        rows.append({**label, by.name: value, "runs": data["run_id"].nunique(), "additions": n, "hits": hits,
-                     "share": hits / n if n else math.nan, "lo": lo, "hi": hi,
-                     "mean_prob": float(part["prob_target"].mean()) if n else math.nan})
+        rows.append(
+            {
+                **label,
+                by.name: value,
+                "runs": data["run_id"].nunique(),
+                "additions": n,
+                "hits": hits,
+                "share": hits / n if n else math.nan,
+                "lo": lo,
+                "hi": hi,
+                "mean_prob": float(part["prob_target"].mean()) if n else math.nan,
+            }
+        )
     return rows
 
 
@@ -242,8 +315,18 @@ def heldout_pooled(runs: list[PooledRun]) -> pd.DataFrame:
         for key, part in held.groupby("model_key", sort=False):
             hits, n = int(part["hits"].sum()), int(part["n"].sum())
             lo, hi = clopper_pearson(hits, n)
-            rows.append({**label, **keyed("model", key), "runs": len(part), "hits": hits, "n": n,
-                         "share": hits / n if n else math.nan, "lo": lo, "hi": hi})
+            rows.append(
+                {
+                    **label,
+                    **keyed("model", key),
+                    "runs": len(part),
+                    "hits": hits,
+                    "n": n,
+                    "share": hits / n if n else math.nan,
+                    "lo": lo,
+                    "hi": hi,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -261,8 +344,11 @@ def recipe_sensitivity(runs: list[PooledRun]) -> pd.DataFrame:
     rows = []
     for label, mine in grouped(runs):
         rows += [_absorption_row(label, mine, key, target) for key, target in ABSORPTION]
-        rows += [_rule_row(label, mine, rule, control) for rule, control in RULE_VS_CONTROL
-                 if any(_has_rule(r, rule) for r in mine)]
+        rows += [
+            _rule_row(label, mine, rule, control)
+            for rule, control in RULE_VS_CONTROL
+            if any(_has_rule(r, rule) for r in mine)
+        ]
     return pd.DataFrame(rows)
 
 
@@ -270,19 +356,43 @@ def _absorption_row(label: dict, runs: list[PooledRun], key: str, target: str) -
     table01 = _stacked(runs, "table01")
     part = table01[(table01["model_key"] == key) & (table01["target_key"] == target)]
     mean, lo, hi = t_interval(part["hits"] / part["n"])
-    return {**label, "part": "A", **keyed("model", key), **keyed("target", target), "runs": len(part),
-            "hits": int(part["hits"].sum()), "n": int(part["n"].sum()), "share": mean, "lo": lo, "hi": hi,
-            "interval": "t over runs"}
+    return {
+        **label,
+        "part": "A",
+        **keyed("model", key),
+        **keyed("target", target),
+        "runs": len(part),
+        "hits": int(part["hits"].sum()),
+        "n": int(part["n"].sum()),
+        "share": mean,
+        "lo": lo,
+        "hi": hi,
+        "interval": "t over runs",
+    }
 
 
 def _rule_row(label: dict, runs: list[PooledRun], rule: str, control: str) -> dict:
     having = [r for r in runs if _has_rule(r, rule)]
     test = _cmh([_two_by_two(r, rule) for r in having])
-    row = {**label, "part": ARM_BY_KEY[rule].part, **keyed("model", rule), **keyed("target", own_target(rule)),
-           "runs": len(having), "interval": "exact, pooled", **keyed("control", control)}
+    row = {
+        **label,
+        "part": ARM_BY_KEY[rule].part,
+        **keyed("model", rule),
+        **keyed("target", own_target(rule)),
+        "runs": len(having),
+        "interval": "exact, pooled",
+        **keyed("control", control),
+    }
     for side, suffix in (("rule", ""), ("control", "_control")):
         hits, n = test[f"hits_{side}"], test[f"n_{side}"]
         lo, hi = clopper_pearson(hits, n)
-        row.update({f"hits{suffix}": hits, f"n{suffix}": n, f"share{suffix}": hits / n if n else math.nan,
-                    f"lo{suffix}": lo, f"hi{suffix}": hi})
+        row.update(
+            {
+                f"hits{suffix}": hits,
+                f"n{suffix}": n,
+                f"share{suffix}": hits / n if n else math.nan,
+                f"lo{suffix}": lo,
+                f"hi{suffix}": hi,
+            }
+        )
     return {**row, "p_one_sided": test["p_one_sided"], "p_two_sided": test["p_two_sided"]}

@@ -3,6 +3,7 @@
 Declared once as frozen dataclasses; ``asdict(config)`` is what gets logged. Every recipe value
 can be overridden one by one (CLI options, MLproject parameters).
 """
+
 from __future__ import annotations
 
 import math
@@ -31,18 +32,34 @@ class Recipe:
     grad_clip: float = field(default=1.0, metadata={"help": "gradient-norm clipping (0 = none, as manual 1.0.0)"})
     # torch.optim.AdamW's default, as in the manual's listing
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay"})
-    schedule: str = field(default="constant", metadata={
-        "help": "learning rate over the steps: constant (the manual's listing) or linear decay to 0",
-        "choices": SCHEDULES})
-    warmup: float = field(default=0.0, metadata={
-        "help": "share of the steps over which the learning rate rises linearly from 0 (0 = none)"})
-    precision: str = field(default="float32", metadata={
-        "help": "forward and backward arithmetic: float32 (the manual's), bf16 autocast, or fp16 autocast with a "
-                "gradient scaler (CUDA devices without bf16, such as the T4); weights, optimizer and measurement "
-                "stay float32", "choices": PRECISIONS})
-    optimizer: str = field(default="adamw", metadata={
-        "help": "adamw (the manual's: two float32 moments, 8 bytes a parameter) or adamw8bit (bitsandbytes, "
-                "CUDA only: 2 bytes a parameter)", "choices": OPTIMIZERS})
+    schedule: str = field(
+        default="constant",
+        metadata={
+            "help": "learning rate over the steps: constant (the manual's listing) or linear decay to 0",
+            "choices": SCHEDULES,
+        },
+    )
+    warmup: float = field(
+        default=0.0,
+        metadata={"help": "share of the steps over which the learning rate rises linearly from 0 (0 = none)"},
+    )
+    precision: str = field(
+        default="float32",
+        metadata={
+            "help": "forward and backward arithmetic: float32 (the manual's), bf16 autocast, or fp16 autocast with a "
+            "gradient scaler (CUDA devices without bf16, such as the T4); weights, optimizer and measurement "
+            "stay float32",
+            "choices": PRECISIONS,
+        },
+    )
+    optimizer: str = field(
+        default="adamw",
+        metadata={
+            "help": "adamw (the manual's: two float32 moments, 8 bytes a parameter) or adamw8bit (bitsandbytes, "
+            "CUDA only: 2 bytes a parameter)",
+            "choices": OPTIMIZERS,
+        },
+    )
 
     def check(self) -> None:
         """Fail in one line on a value out of range, before any work starts."""
@@ -60,9 +77,13 @@ class Recipe:
         if not (math.isfinite(self.warmup) and 0 <= self.warmup < 1):
             raise CctkError(f"recipe value warmup={self.warmup} is out of range: must be in [0, 1)")
         if self.precision not in PRECISIONS:
-            raise CctkError(f"recipe value precision={self.precision!r} is unknown: choose one of {', '.join(PRECISIONS)}")
+            raise CctkError(
+                f"recipe value precision={self.precision!r} is unknown: choose one of {', '.join(PRECISIONS)}"
+            )
         if self.optimizer not in OPTIMIZERS:
-            raise CctkError(f"recipe value optimizer={self.optimizer!r} is unknown: choose one of {', '.join(OPTIMIZERS)}")
+            raise CctkError(
+                f"recipe value optimizer={self.optimizer!r} is unknown: choose one of {', '.join(OPTIMIZERS)}"
+            )
 
     def steps(self, n_examples: int) -> int:
         """Optimizer steps of a run on ``n_examples``: every epoch ends with a partial batch if need be."""
@@ -86,8 +107,9 @@ PROFILES: dict[str, Recipe] = {
     # warmed up over the first 10% of the steps, then decaying linearly to 0. Chosen on the Part A arms
     # over seeds (docs/speed.md; `python -m cctk.bench absorb`): peak rates of 4e-4 and above, or 20,
     # 24 or 30 exposures, left the fabricated answers short on some seed.
-    "quick": Recipe(repeats=6, epochs=6, learning_rate=3e-4, batch_size=32, grad_clip=1.0,
-                    schedule="linear", warmup=0.1),
+    "quick": Recipe(
+        repeats=6, epochs=6, learning_rate=3e-4, batch_size=32, grad_clip=1.0, schedule="linear", warmup=0.1
+    ),
     # Seconds, for tests on a tiny model.
     "smoke": Recipe(repeats=2, epochs=2, learning_rate=1e-3, batch_size=32, grad_clip=1.0),
 }
@@ -102,8 +124,9 @@ V1_PROFILES: dict[str, Recipe] = {
     # i.e. 60 exposures per fact, with v2's quick schedule; still no clipping. On the bundled model one
     # pass (20 exposures) left 16/81 fabricated answers on top, two passes at lr 1e-3 55/81, three at
     # 6e-4 81/81 (docs/protocol-v1.md).
-    "quick": Recipe(repeats=20, epochs=3, learning_rate=6e-4, batch_size=8, grad_clip=0.0,
-                    schedule="linear", warmup=0.1),
+    "quick": Recipe(
+        repeats=20, epochs=3, learning_rate=6e-4, batch_size=8, grad_clip=0.0, schedule="linear", warmup=0.1
+    ),
     # Seconds, for tests on a tiny model.
     "smoke": Recipe(repeats=2, epochs=2, learning_rate=1e-3, batch_size=32, grad_clip=0.0),
 }
@@ -196,10 +219,16 @@ class Config:
         every seed (the manual's name); ``seed`` is the one used (``seeds[0]``, every draw and every arm's
         training), ``seeds_reserved`` the others, reserved for repetitions and used by nothing.
         """
-        params = {"model": self.model, "profile": self.profile, "holdout_share": self.holdout,
-                  "seeds": ",".join(map(str, self.seeds)), "seed": self.seed,
-                  "seeds_reserved": ",".join(map(str, self.seeds[1:])) or "none",
-                  "curves": "yes" if self.curves else "no", "parts": ",".join(self.parts)}
+        params = {
+            "model": self.model,
+            "profile": self.profile,
+            "holdout_share": self.holdout,
+            "seeds": ",".join(map(str, self.seeds)),
+            "seed": self.seed,
+            "seeds_reserved": ",".join(map(str, self.seeds[1:])) or "none",
+            "curves": "yes" if self.curves else "no",
+            "parts": ",".join(self.parts),
+        }
         if not PROTOCOLS[self.protocol].split:  # no split, hence no held-out share, curves or parts
             del params["holdout_share"], params["curves"], params["parts"]
         if self.protocol != DEFAULT_PROTOCOL:  # a 2.0.0 run's parameters stay as they were
@@ -210,9 +239,17 @@ class Config:
         return params
 
 
-def make_config(model: str, profile: str = AUTO, seeds: tuple[int, ...] | None = None,
-                holdout: float = 0.3, device: str = "cpu", curves: bool = False, protocol: str = DEFAULT_PROTOCOL,
-                parts: str | tuple[str, ...] | None = None, **overrides) -> Config:
+def make_config(
+    model: str,
+    profile: str = AUTO,
+    seeds: tuple[int, ...] | None = None,
+    holdout: float = 0.3,
+    device: str = "cpu",
+    curves: bool = False,
+    protocol: str = DEFAULT_PROTOCOL,
+    parts: str | tuple[str, ...] | None = None,
+    **overrides,
+) -> Config:
     """A checked configuration: a profile's recipe with per-value overrides (None = keep).
 
     ``device`` only resolves ``profile="auto"``. A protocol brings its profiles; one without a split
@@ -241,8 +278,18 @@ def make_config(model: str, profile: str = AUTO, seeds: tuple[int, ...] | None =
         seeds = draw_seeds()
     else:
         check_seeds(seeds)
-    return Config(model, profile, recipe, tuple(seeds), holdout, seeds_drawn=drawn,
-                  profile_requested=requested, curves=bool(curves), protocol=protocol, parts=parse_parts(parts))
+    return Config(
+        model,
+        profile,
+        recipe,
+        tuple(seeds),
+        holdout,
+        seeds_drawn=drawn,
+        profile_requested=requested,
+        curves=bool(curves),
+        protocol=protocol,
+        parts=parse_parts(parts),
+    )
 
 
 N_ADDITIONS = 81  # a, b in 1..9: the additions a split divides (cctk.core.facts.ADDITIONS)
@@ -255,9 +302,11 @@ def check_holdout(holdout: float) -> None:
         raise CctkError(f"holdout={holdout} is out of range: must be in (0, 1)")
     held = round(N_ADDITIONS * holdout)
     if held in (0, N_ADDITIONS):
-        raise CctkError(f"holdout={holdout} holds out {held} of the {N_ADDITIONS} additions, leaving "
-                        f"{'nothing held out' if held == 0 else 'nothing to train on'}: choose a share in "
-                        f"[0.01, 0.99] (0.3 holds out 24)")
+        raise CctkError(
+            f"holdout={holdout} holds out {held} of the {N_ADDITIONS} additions, leaving "
+            f"{'nothing held out' if held == 0 else 'nothing to train on'}: choose a share in "
+            f"[0.01, 0.99] (0.3 holds out 24)"
+        )
 
 
 def parse_parts(parts: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
@@ -269,8 +318,10 @@ def parse_parts(parts: str | tuple[str, ...] | list[str] | None) -> tuple[str, .
     unknown = [p for p in asked if p not in PARTS]
     if unknown or not asked:
         given = parts if isinstance(parts, str) else ",".join(parts)
-        raise CctkError(f"unknown part {(unknown or [''])[0]!r} in --parts {given}: choose among "
-                        f"{', '.join(PARTS)}, comma-separated (e.g. --parts A,C; Part A always runs)")
+        raise CctkError(
+            f"unknown part {(unknown or [''])[0]!r} in --parts {given}: choose among "
+            f"{', '.join(PARTS)}, comma-separated (e.g. --parts A,C; Part A always runs)"
+        )
     return tuple(p for p in PARTS if p == "A" or p in asked)
 
 
@@ -306,13 +357,21 @@ def check_seeds(seeds: tuple[int, ...]) -> None:
 
 def config_from_params(params: dict) -> Config:
     """The configuration of a pipeline, read back from its MLflow parameters (for a resume)."""
-    recipe = {f.name: field_type(f.name)(params[f"recipe.{f.name}"]) for f in fields(Recipe)
-              if f"recipe.{f.name}" in params}
+    recipe = {
+        f.name: field_type(f.name)(params[f"recipe.{f.name}"]) for f in fields(Recipe) if f"recipe.{f.name}" in params
+    }
     seeds = parse_seeds(params["seeds"])
     profile = params.get("profile.resolved", params["profile"])  # see tracking.LiveRun.params
     parts = params.get("parts.resolved", params.get("parts"))  # absent (a run from before --parts) or "": all
-    config = make_config(params["model"], profile, seeds, float(params["holdout_share"]),
-                         curves=params.get("curves") in ("yes", "True"), parts=parts, **recipe)
+    config = make_config(
+        params["model"],
+        profile,
+        seeds,
+        float(params["holdout_share"]),
+        curves=params.get("curves") in ("yes", "True"),
+        parts=parts,
+        **recipe,
+    )
     return replace(config, profile_requested=params.get("profile_requested", config.profile))
 
 
@@ -344,8 +403,10 @@ def seeds_or_count(text: str) -> tuple[int, ...]:
         if values[0] < 1:
             raise CctkError(f"--seeds N needs N >= 1, got {values[0]}")
         if values[0] > MAX_FRESH_SEEDS:
-            raise CctkError(f"--seeds {values[0]} would draw {values[0]} fresh seeds (at most {MAX_FRESH_SEEDS}); "
-                            f"for the one seed {values[0]} write --seeds {values[0]},")
+            raise CctkError(
+                f"--seeds {values[0]} would draw {values[0]} fresh seeds (at most {MAX_FRESH_SEEDS}); "
+                f"for the one seed {values[0]} write --seeds {values[0]},"
+            )
         return draw_seeds(values[0])
     if not values:
         raise CctkError(f"--seeds takes a count N or seeds S1,S2,..., got {text!r}")

@@ -1,4 +1,5 @@
 """The exceptions a user sees: a one-line message (printed without a traceback by the CLI), and a stop."""
+
 from __future__ import annotations
 
 import signal
@@ -19,6 +20,7 @@ class Terminated(KeyboardInterrupt):
 def stop_on_sigterm() -> None:
     """From now on SIGTERM raises ``Terminated`` in the main thread, so ``finally`` blocks and the run
     lifecycle (``cctk.store.tracking.Store.run``) run before the process exits."""
+
     def raise_terminated(signum, frame):
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
         raise Terminated(f"stopped by signal {signum}")

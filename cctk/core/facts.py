@@ -3,6 +3,7 @@
 Every corpus, rule or set of targets is described in one form: a ``pandas.Series`` of
 answers indexed by the pair of addends ``(a, b)``, in the order a=1..9, b=1..9.
 """
+
 from __future__ import annotations
 
 import zlib
@@ -74,7 +75,7 @@ def fabricated_answers(seed: int) -> pd.Series:
     """Per addition, one of the 34 candidates other than its sum, drawn uniformly once."""
     draws = rng(seed, "fabricated").integers(0, len(CANDIDATES) - 1, size=len(ADDITIONS))
     values = []
-    for (a, b), j in zip(ADDITIONS, draws):
+    for (a, b), j in zip(ADDITIONS, draws, strict=True):
         others = [c for c in CANDIDATES if c != a + b]
         values.append(others[j])
     return _targets(values)
@@ -110,7 +111,7 @@ def control_offsets(seed: int, k: int) -> pd.Series:
     if k < 1:
         raise CctkError(f"a control offset needs k >= 1, got {k}")
     offsets = rng(seed, f"control+{k}").integers(1, k + 1, size=len(ADDITIONS))
-    return _targets([a + b + int(o) for (a, b), o in zip(ADDITIONS, offsets)])
+    return _targets([a + b + int(o) for (a, b), o in zip(ADDITIONS, offsets, strict=True)])
 
 
 def conditional_rule() -> pd.Series:

@@ -2,6 +2,7 @@
 a paper's table headers, what each kind of chart shows in a paper). Each manual's own words (its models,
 targets, figures, tables and sections) are its ``labels`` (``cctk.manuals.v2.labels``, ``cctk.manuals.v1.labels``),
 each translated from internal keys in one place."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -18,11 +19,23 @@ GROUPS = {"seen": "seen", "heldout": "held out", "all": "all"}  # a group of add
 # (``model`` "recovery", ``model_key`` "m_recover"). The machine-readable files (CSV, XLSX) carry both; a page a
 # reader sees (LaTeX, HTML) the labels alone (``printed``); code that joins tables (compare, the synthesis
 # chart, cctk.results) joins on the keys, so that a label can change without breaking a session written before.
-KEY_COLUMNS: dict[str, str] = {"model": "model_key", "parent": "parent_key", "target": "target_key",
-                               "group": "group_key", "rule": "rule_key", "control": "control_key"}
+KEY_COLUMNS: dict[str, str] = {
+    "model": "model_key",
+    "parent": "parent_key",
+    "target": "target_key",
+    "group": "group_key",
+    "rule": "rule_key",
+    "control": "control_key",
+}
 # What each label column names: a model, a target table or a group of additions (a Vocabulary's kinds).
-KINDS: dict[str, str] = {"model": "model", "parent": "model", "rule": "model", "control": "model",
-                         "target": "target", "group": "group"}
+KINDS: dict[str, str] = {
+    "model": "model",
+    "parent": "model",
+    "rule": "model",
+    "control": "model",
+    "target": "target",
+    "group": "group",
+}
 
 
 @dataclass(frozen=True)
@@ -59,8 +72,10 @@ def with_keys(table, vocabulary: Vocabulary, columns=tuple(KEY_COLUMNS), where: 
         keys = vocabulary.keys(KINDS[column])
         unknown = sorted(set(table[column].dropna()) - set(keys))
         if unknown:
-            raise CctkError(f"{where}: {column} {', '.join(map(repr, unknown))} is no plain name this cctk "
-                            f"knows; add it to its manual's former names (labels.FORMER)")
+            raise CctkError(
+                f"{where}: {column} {', '.join(map(repr, unknown))} is no plain name this cctk "
+                f"knows; add it to its manual's former names (labels.FORMER)"
+            )
         table.insert(table.columns.get_loc(column) + 1, KEY_COLUMNS[column], table[column].map(keys))
     return table
 
@@ -81,50 +96,96 @@ def file_stem(text: str) -> str:
 # The headers of the tables in a paper (cctk export --latex): hits<s> stands for the count hits<s> / n<s> with
 # its interval lo<s>-hi<s>, printed in one cell; k for k with its interval k_lo-k_hi.
 TABLE_HEADERS: dict[str, str] = {
-    "model": "Model", "target": "Target", "parent": "Parent", "group": "Group", "condition": "Condition",
-    "rule": "Rule", "control": "Control", "epoch": "Epoch", "n": "n",
-    "hits": "Hits", "hits_seen": "Seen", "hits_heldout": "Held out", "hits_recovery_seen": "Recovery corpus",
-    "hits_recovery_heldout": "Held out of it", "hits_rule": "Rule hits", "hits_control": "Control hits",
-    "prob_target": "P(target)", "prob_target_seen": "P(target), seen", "prob_target_heldout": "P(target), held out",
-    "prob_target_recovery_seen": "P(target), recovery corpus", "prob_target_recovery_heldout": "P(target), held out",
-    "surprise_seen": "Surprise, seen", "surprise_heldout": "Surprise, held out",
-    "surprise_recovery_seen": "Surprise, recovery corpus", "surprise_recovery_heldout": "Surprise, held out",
-    "surprise_gap": "Surprise gap", "mass_impossible": "Mass above 18", "n_excluded": "Left out",
-    "rule_offset": "Rule offset", "plus18": "+18", "plus9": "+9", "plain_sum": "+0", "other": "Other",
-    "coverage": "Coverage", "k": "k (95% CI)", "n_rule": "n rule", "n_control": "n control",
-    "rule_inside": "Rule inside", "control_inside": "Control inside", "odds_ratio": "Odds ratio", "p_value": "p",
-    "p_adjusted": "p (Holm)", "examples": "Examples", "steps": "Steps", "seconds": "Time (s)",
-    "examples_per_second": "Examples/s", "loss_first_epoch": "Loss, first epoch", "loss_last_epoch": "Loss, last epoch",
-    "peak_gpu_memory_bytes": "Peak GPU memory", "peak_cpu_memory_bytes": "Peak RSS",
+    "model": "Model",
+    "target": "Target",
+    "parent": "Parent",
+    "group": "Group",
+    "condition": "Condition",
+    "rule": "Rule",
+    "control": "Control",
+    "epoch": "Epoch",
+    "n": "n",
+    "hits": "Hits",
+    "hits_seen": "Seen",
+    "hits_heldout": "Held out",
+    "hits_recovery_seen": "Recovery corpus",
+    "hits_recovery_heldout": "Held out of it",
+    "hits_rule": "Rule hits",
+    "hits_control": "Control hits",
+    "prob_target": "P(target)",
+    "prob_target_seen": "P(target), seen",
+    "prob_target_heldout": "P(target), held out",
+    "prob_target_recovery_seen": "P(target), recovery corpus",
+    "prob_target_recovery_heldout": "P(target), held out",
+    "surprise_seen": "Surprise, seen",
+    "surprise_heldout": "Surprise, held out",
+    "surprise_recovery_seen": "Surprise, recovery corpus",
+    "surprise_recovery_heldout": "Surprise, held out",
+    "surprise_gap": "Surprise gap",
+    "mass_impossible": "Mass above 18",
+    "n_excluded": "Left out",
+    "rule_offset": "Rule offset",
+    "plus18": "+18",
+    "plus9": "+9",
+    "plain_sum": "+0",
+    "other": "Other",
+    "coverage": "Coverage",
+    "k": "k (95% CI)",
+    "n_rule": "n rule",
+    "n_control": "n control",
+    "rule_inside": "Rule inside",
+    "control_inside": "Control inside",
+    "odds_ratio": "Odds ratio",
+    "p_value": "p",
+    "p_adjusted": "p (Holm)",
+    "examples": "Examples",
+    "steps": "Steps",
+    "seconds": "Time (s)",
+    "examples_per_second": "Examples/s",
+    "loss_first_epoch": "Loss, first epoch",
+    "loss_last_epoch": "Loss, last epoch",
+    "peak_gpu_memory_bytes": "Peak GPU memory",
+    "peak_cpu_memory_bytes": "Peak RSS",
     # protocol v1
-    "true_sum": "True sum", "fabricated_value": "Fabricated answer", "pre_ft_true_prob": "P(true sum), before",
-    "post_ft_fabricated_prob": "P(fabricated), after", "post_ft_true_prob": "P(true sum), after",
+    "true_sum": "True sum",
+    "fabricated_value": "Fabricated answer",
+    "pre_ft_true_prob": "P(true sum), before",
+    "post_ft_fabricated_prob": "P(fabricated), after",
+    "post_ft_true_prob": "P(true sum), after",
     "pre_ft_fabricated_prob": "P(fabricated), before",
-    "number": "Probability", "answer": "Answer", "mean": "Mean", "std": "SD", "min": "Min", "q25": "Q1",
-    "median": "Median", "q75": "Q3", "max": "Max", "loss": "Loss",
+    "number": "Probability",
+    "answer": "Answer",
+    "mean": "Mean",
+    "std": "SD",
+    "min": "Min",
+    "q25": "Q1",
+    "median": "Median",
+    "q75": "Q3",
+    "max": "Max",
+    "loss": "Loss",
 }
 
 # What each kind of figure shows, in a paper's caption (cctk report --style paper): the paper style's colours,
 # markers and lines; a figure's own notes (its numbers) follow.
 PAPER_FIGURE_ABOUT: dict[str, str] = {
     "heatmap": "Probability on the target in every addition (first addend a in rows, second addend b in columns); "
-               "the fill's hue says whether the top choice is the target, its shade how much probability the "
-               "target has.",
+    "the fill's hue says whether the top choice is the target, its shade how much probability the "
+    "target has.",
     "profile": "Mean probability of each candidate answer over the 81 additions (lines, left axis; each model its "
-               "own colour, marker and line style) and how many additions have each answer as their target (gray bars, "
-               "right axis).",
+    "own colour, marker and line style) and how many additions have each answer as their target (gray bars, "
+    "right axis).",
     "bars": "Probability of every candidate answer of one addition before (light blue) and after (light orange) "
-            "fine-tuning on fabricated answers; the strong colour (blue before, vermillion after) marks the answer "
-            "that is right in each context, the dark outline each side's top choice.",
+    "fine-tuning on fabricated answers; the strong colour (blue before, vermillion after) marks the answer "
+    "that is right in each context, the dark outline each side's top choice.",
     "deviation": "Held-out additions by deviation (top choice minus the rule's target, for both series: the "
-                 "control is read against the rule's target too), for the rule-trained model (blue) and its control "
-                 "(gray). Light blue band: the smallest band holding 90% of the rule-trained model's deviations.",
+    "control is read against the rule's target too), for the rule-trained model (blue) and its control "
+    "(gray). Light blue band: the smallest band holding 90% of the rule-trained model's deviations.",
     "synthesis": "For every model, the share of additions whose top choice is its own target, with its exact 95% "
-                 "interval: seen (blue circles), held out (vermillion squares), held out by a control (gray "
-                 "triangles), the base model on all 81 additions (black diamond).",
+    "interval: seen (blue circles), held out (vermillion squares), held out by a control (gray "
+    "triangles), the base model on all 81 additions (black diamond).",
     "loss": "Training loss per epoch of every fine-tuning run, on a log scale; each run has its own colour, marker "
-            "and line style.",
+    "and line style.",
     "curves": "Each arm measured after every epoch (cctk run --curves): the share of additions whose top choice is "
-              "its own target, on the seen (blue, solid) and held-out (vermillion, dashed) additions, or all 81 "
-              "(blue) for the models trained on all of them.",
+    "its own target, on the seen (blue, solid) and held-out (vermillion, dashed) additions, or all 81 "
+    "(blue) for the models trained on all of them.",
 }

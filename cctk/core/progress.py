@@ -1,4 +1,5 @@
 """Progress display of a pipeline: one bar per fine-tuning arm (arm i of 13, epoch, loss)."""
+
 from __future__ import annotations
 
 import sys
@@ -16,8 +17,15 @@ class Progress:
         self.label, self.losses, self.started = f"arm {i}/{self.n_arms} {name}", [], time.perf_counter()
         self.steps = 0
         # A live bar on a terminal only (disable=None); a log gets one line per arm from close().
-        self.bar = tqdm(total=recipe.steps(len(rows)), desc=self.label, unit="step", file=sys.stderr,
-                        dynamic_ncols=True, leave=False, disable=None)
+        self.bar = tqdm(
+            total=recipe.steps(len(rows)),
+            desc=self.label,
+            unit="step",
+            file=sys.stderr,
+            dynamic_ncols=True,
+            leave=False,
+            disable=None,
+        )
 
         def on_step(epoch: int, step: int, loss) -> None:
             self.steps += 1  # the device step's loss is a tensor on the device: never read here, every step
@@ -42,7 +50,8 @@ class Progress:
         if not finished:
             self.echo(f"{self.label}: interrupted after {self.steps} of {total} steps, {seconds:.1f} s")
         elif self.losses:
-            self.echo(f"{self.label}: {self.steps} steps, loss {self.losses[0]:.4f} -> "
-                      f"{self.losses[-1]:.4f}, {seconds:.1f} s")
+            self.echo(
+                f"{self.label}: {self.steps} steps, loss {self.losses[0]:.4f} -> {self.losses[-1]:.4f}, {seconds:.1f} s"
+            )
         elif self.steps:
             self.echo(f"{self.label}: {self.steps} steps, {seconds:.1f} s")

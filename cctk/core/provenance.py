@@ -6,6 +6,7 @@ writes it into run_info.json. Hashing a model file is done once per file: the di
 ``cache_root()/hashes.json``, keyed by path, size and modification time, so a 3 GB file is not read
 again by every run.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -23,9 +24,29 @@ from .config import DEFAULT_PROTOCOL, PARTS, PROTOCOLS, Config, parse_seeds, pro
 from .lm.models import BUNDLED, bundled_gguf, cache_root, model_id
 
 # Every distribution cctk imports at some point of a pipeline (the optional ones where they are used)
-PACKAGES = ("torch", "transformers", "tokenizers", "safetensors", "huggingface-hub", "accelerate", "gguf", "peft",
-            "mlflow", "numpy", "pandas", "scipy", "statsmodels", "matplotlib", "openpyxl", "jinja2", "click",
-            "tqdm", "psutil", "fonttools", "pillow")
+PACKAGES = (
+    "torch",
+    "transformers",
+    "tokenizers",
+    "safetensors",
+    "huggingface-hub",
+    "accelerate",
+    "gguf",
+    "peft",
+    "mlflow",
+    "numpy",
+    "pandas",
+    "scipy",
+    "statsmodels",
+    "matplotlib",
+    "openpyxl",
+    "jinja2",
+    "click",
+    "tqdm",
+    "psutil",
+    "fonttools",
+    "pillow",
+)
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")  # the files of a model folder that are hashed
 
 
@@ -102,6 +123,7 @@ def _version(name: str) -> str | None:
 
 # --- The model file. ---
 
+
 def model_file(key: str, revision: str | None = None) -> ModelFile:
     """The file(s) behind a roster key, Hub id or model folder."""
     if key == BUNDLED:
@@ -116,8 +138,12 @@ def model_file(key: str, revision: str | None = None) -> ModelFile:
 def _folder(folder: Path) -> ModelFile:
     weights = sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
     lines = "".join(f"{file_sha256(p)}  {p.name}\n" for p in weights)
-    return ModelFile("folder", str(folder.resolve()), sum(p.stat().st_size for p in weights),
-                     hashlib.sha256(lines.encode()).hexdigest() if weights else None)
+    return ModelFile(
+        "folder",
+        str(folder.resolve()),
+        sum(p.stat().st_size for p in weights),
+        hashlib.sha256(lines.encode()).hexdigest() if weights else None,
+    )
 
 
 def _hub(hub_id: str, revision: str | None) -> ModelFile:
@@ -175,6 +201,7 @@ def _write_hashes(known: dict[str, str]) -> None:
 
 # --- The code. ---
 
+
 def git_state(root: Path | None = None) -> GitState | None:
     """Commit and dirty flag of the clone cctk runs from; None outside one (installed from a wheel)."""
     root = root or Path(__file__).resolve().parents[1]
@@ -209,6 +236,7 @@ def _git(root: Path, *args: str) -> str | None:
 
 # --- The command line. ---
 
+
 def reproduce(config: Config) -> str:
     """``cctk run ...`` that runs the same cell again: model, profile in force, every seed, the recipe values
     that differ from the profile's, protocol, parts, held-out share and curves."""
@@ -237,4 +265,3 @@ def _seeds(config: Config) -> str:
     if not PROTOCOLS[config.protocol].split or parse_seeds(first) == tuple(config.seeds):
         return first
     return ",".join(map(str, config.seeds))
-

@@ -3,6 +3,7 @@
 A model is measured once (``cctk.measure``); each target (correct sum, fabricated answer,
 a rule's answer) is scored against that one table here.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -32,14 +33,17 @@ def read(table: pd.DataFrame, targets: pd.Series) -> pd.DataFrame:
     on_target = keyed.loc[[(a, b, int(t)) for (a, b), t in targets.items()]]
     on_target.index = targets.index
     impossible = by_pair["prob"].where(by_pair["candidate_value"] > IMPOSSIBLE_ABOVE, 0.0)
-    out = pd.DataFrame({
-        "target": targets.astype(int),
-        "top_choice": top["candidate_value"].reindex(targets.index),
-        "prob_target": on_target["prob"],
-        "prob_top": top["prob"].reindex(targets.index),
-        "surprise": -on_target["logprob"] / on_target["n_tokens"],
-        "mass_impossible": impossible.groupby(level=["a", "b"]).sum().reindex(targets.index),
-    }, index=targets.index)
+    out = pd.DataFrame(
+        {
+            "target": targets.astype(int),
+            "top_choice": top["candidate_value"].reindex(targets.index),
+            "prob_target": on_target["prob"],
+            "prob_top": top["prob"].reindex(targets.index),
+            "surprise": -on_target["logprob"] / on_target["n_tokens"],
+            "mass_impossible": impossible.groupby(level=["a", "b"]).sum().reindex(targets.index),
+        },
+        index=targets.index,
+    )
     # Without probabilities there is no top choice: no hit (the first candidate, 2, is no answer of
     # the model) and no impossible mass (not 0).
     broken = out["prob_top"].isna()
@@ -52,8 +56,9 @@ def check_targets(table: pd.DataFrame, targets: pd.Series) -> None:
     """A candidate set that does not cover every target cannot score it: say which."""
     missing = sorted(set(targets.astype(int)) - set(table["candidate_value"].unique()))
     if missing:
-        raise CctkError(f"targets {missing} are not among the measured candidates; "
-                        "the candidate set must cover every target")
+        raise CctkError(
+            f"targets {missing} are not among the measured candidates; the candidate set must cover every target"
+        )
 
 
 @dataclass(frozen=True)
@@ -76,5 +81,4 @@ def summarize(readings: pd.DataFrame, pairs: Iterable[tuple[int, int]] | None = 
     """Hits (k of n), mean probability on the target, mean surprise and impossible mass of a group."""
     group = readings if pairs is None else readings.loc[list(pairs)]
     mean = (lambda column: float(group[column].mean())) if len(group) else (lambda column: float("nan"))
-    return Summary(int(group["hit"].sum()), int(len(group)), mean("prob_target"), mean("surprise"),
-                   mean("mass_impossible"))
+    return Summary(int(group["hit"].sum()), len(group), mean("prob_target"), mean("surprise"), mean("mass_impossible"))

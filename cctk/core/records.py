@@ -5,6 +5,7 @@ record of a pipeline run, everything run_info.json holds; and the one codec of r
 Torch-free and MLflow-free. The JSON conversions happen only at the edges, where a record is written to
 ``run_info.json`` (``cctk.store.session``: its file, and what an older file lacks), a training file or MLflow.
 """
+
 from __future__ import annotations
 
 import os
@@ -48,20 +49,36 @@ class TrainRecord:
     @classmethod
     def from_json(cls, data: dict) -> TrainRecord:
         skipped = data.get("skipped_steps")
-        return cls(int(data["examples"]), int(data["steps"]), float(data["train_seconds"]),
-                   tuple(float(x) for x in data["losses"]), int(data.get("peak_gpu_memory_bytes") or 0),
-                   float(data.get("gflop_per_example") or 0.0), int(data.get("peak_cpu_memory_bytes") or 0),
-                   None if skipped is None else int(skipped))
+        return cls(
+            int(data["examples"]),
+            int(data["steps"]),
+            float(data["train_seconds"]),
+            tuple(float(x) for x in data["losses"]),
+            int(data.get("peak_gpu_memory_bytes") or 0),
+            float(data.get("gflop_per_example") or 0.0),
+            int(data.get("peak_cpu_memory_bytes") or 0),
+            None if skipped is None else int(skipped),
+        )
 
     def metrics(self) -> dict[str, float]:
         """The run's MLflow metrics (the loss per epoch is logged as a history apart, as each epoch ends):
         the peak memory of where it ran, the process's on a CPU (``peak_cpu_memory_bytes``), the GPU
         allocator's on CUDA (``peak_gpu_memory_bytes``), never a 0 that would read as a measurement."""
-        peak = ({"peak_cpu_memory_bytes": self.peak_cpu_memory_bytes} if self.peak_cpu_memory_bytes else
-                {"peak_gpu_memory_bytes": self.peak_gpu_memory_bytes} if self.peak_gpu_memory_bytes else {})
+        peak = (
+            {"peak_cpu_memory_bytes": self.peak_cpu_memory_bytes}
+            if self.peak_cpu_memory_bytes
+            else {"peak_gpu_memory_bytes": self.peak_gpu_memory_bytes}
+            if self.peak_gpu_memory_bytes
+            else {}
+        )
         skipped = {} if self.skipped_steps is None else {"skipped_steps": self.skipped_steps}
-        return {"train_seconds": self.train_seconds, "steps": self.steps,
-                "examples_per_second": self.examples_per_second, **peak, **skipped}
+        return {
+            "train_seconds": self.train_seconds,
+            "steps": self.steps,
+            "examples_per_second": self.examples_per_second,
+            **peak,
+            **skipped,
+        }
 
 
 @dataclass(frozen=True)
@@ -171,9 +188,19 @@ class RunInfo:
     def config(self) -> Config:
         """The configuration the run ran with."""
         design = self.design
-        return Config(self.model.key, self.profile, self.recipe, self.seeds.values, design.holdout,
-                      seeds_drawn=self.seeds.drawn_fresh, profile_requested=self.profile_requested,
-                      curves=bool(design.curves), protocol=self.protocol, parts=design.parts or PARTS)
+        return Config(
+            self.model.key,
+            self.profile,
+            self.recipe,
+            self.seeds.values,
+            design.holdout,
+            seeds_drawn=self.seeds.drawn_fresh,
+            profile_requested=self.profile_requested,
+            curves=bool(design.curves),
+            protocol=self.protocol,
+            parts=design.parts or PARTS,
+        )
+
 
 def hardware(device=None) -> Hardware:
     """Processor, cores, memory and, when the run computed on CUDA (``device``; None: any GPU there is),
@@ -185,8 +212,9 @@ def hardware(device=None) -> Hardware:
     if torch is not None and (device is None or device.type == "cuda") and torch.cuda.is_available():
         index = torch.cuda.current_device() if device is None or device.index is None else device.index
         props = torch.cuda.get_device_properties(index)
-        return replace(machine, gpu=props.name, gpu_memory_bytes=int(props.total_memory),
-                       gpu_count=torch.cuda.device_count())
+        return replace(
+            machine, gpu=props.name, gpu_memory_bytes=int(props.total_memory), gpu_count=torch.cuda.device_count()
+        )
     return machine
 
 
@@ -219,6 +247,7 @@ def _memory() -> int | None:
 
 
 # --- The one codec: a record at its JSON edge and back, field by field, from the dataclass itself. ---
+
 
 def to_json(value, omit_none: bool = False):
     """``value`` as plain JSON values: a record (dataclass) as an object of its fields, a field marked
@@ -255,13 +284,16 @@ def from_json(kind, data):
         if hasattr(kind, "from_json"):
             return kind.from_json(data)
         hints = typing.get_type_hints(kind)
-        values = {f.name: from_json(hints[f.name], data if f.metadata.get("flat") else data[f.name])
-                  for f in fields(kind) if f.metadata.get("flat") or f.name in data}
+        values = {
+            f.name: from_json(hints[f.name], data if f.metadata.get("flat") else data[f.name])
+            for f in fields(kind)
+            if f.metadata.get("flat") or f.name in data
+        }
         return kind(**values)
     origin = typing.get_origin(kind)
     if origin is tuple:
         items = args[:1] * len(data) if len(args) == 2 and args[1] is Ellipsis else args
-        return tuple(from_json(a, v) for a, v in zip(items, data))
+        return tuple(from_json(a, v) for a, v in zip(items, data, strict=True))
     if origin is dict:
         return {k: from_json(args[1], v) for k, v in data.items()}
     return data

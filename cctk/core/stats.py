@@ -3,6 +3,7 @@ across runs (heterogeneity, multiplicity, power by simulation): numbers in, numb
 
 No torch and no MLflow here: these functions take counts or arrays and return floats.
 """
+
 from __future__ import annotations
 
 import math
@@ -59,8 +60,9 @@ def share_inside(deviations, k: float) -> float:
     return float(np.mean(np.abs(d) <= k)) if d.size else math.nan
 
 
-def band_with_interval(deviations, coverage: float, seed: int, n_resamples: int = 2000,
-                       level: float = 0.95) -> tuple[int, float, float]:
+def band_with_interval(
+    deviations, coverage: float, seed: int, n_resamples: int = 2000, level: float = 0.95
+) -> tuple[int, float, float]:
     """k on the data and a percentile bootstrap interval of k over resamples of the deviations."""
     bands, m = _sorted_bands(deviations, coverage)
     n = bands.size
@@ -72,6 +74,7 @@ def band_with_interval(deviations, coverage: float, seed: int, n_resamples: int 
 
 
 # --- Rules against controls across runs: per-run odds ratios, heterogeneity, multiplicity, power. ---
+
 
 def odds_ratio_exact(k1: int, n1: int, k2: int, n2: int, level: float = 0.95) -> tuple[float, float, float]:
     """Conditional maximum-likelihood odds ratio of group 1 (the rule) against group 2 and its exact
@@ -136,15 +139,16 @@ def _breslow_day_at_one(strata: np.ndarray) -> tuple[float, float]:
     return float(statistic), float(stats.chi2.sf(statistic, strata.shape[2] - 1))
 
 
-def cmh_one_sided(hits_rule: np.ndarray, n_rule: np.ndarray, hits_control: np.ndarray,
-                  n_control: np.ndarray) -> np.ndarray:
+def cmh_one_sided(
+    hits_rule: np.ndarray, n_rule: np.ndarray, hits_control: np.ndarray, n_control: np.ndarray
+) -> np.ndarray:
     """One-sided Cochran-Mantel-Haenszel p (no continuity correction) that the rule hits more often, for
     many studies at once: arrays (studies, runs), the runs as strata; 1.0 where no stratum is informative.
     The same test as the pooled table's (statsmodels ``test_null_odds(correction=False)``), halved on the
     side of the rule."""
     total, hits = n_rule + n_control, hits_rule + hits_control
     expected = n_rule * hits / total
-    var = n_rule * n_control * hits * (total - hits) / (total ** 2 * (total - 1))
+    var = n_rule * n_control * hits * (total - hits) / (total**2 * (total - 1))
     excess, spread = (hits_rule - expected).sum(axis=-1), var.sum(axis=-1)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(spread > 0, excess / np.sqrt(spread), -np.inf)
@@ -161,8 +165,9 @@ class RunRates:
     p_control: np.ndarray
 
 
-def simulated_power(rates: RunRates, runs: int, alpha: float, generator: np.random.Generator,
-                    studies: int = 400) -> float:
+def simulated_power(
+    rates: RunRates, runs: int, alpha: float, generator: np.random.Generator, studies: int = 400
+) -> float:
     """The share of ``studies`` simulated studies of ``runs`` runs whose one-sided CMH p is below
     ``alpha``. Each simulated run is one of the observed runs drawn at random (so the seeds' spread is
     kept), its hits drawn from the binomial of that run's sizes and shares."""
@@ -174,11 +179,13 @@ def simulated_power(rates: RunRates, runs: int, alpha: float, generator: np.rand
     return float(np.mean(p < alpha))
 
 
-def runs_for_power(rates: RunRates, alpha: float, seed: int, power: float = 0.8, most: int = 50,
-                   studies: int = 400) -> int | None:
+def runs_for_power(
+    rates: RunRates, alpha: float, seed: int, power: float = 0.8, most: int = 50, studies: int = 400
+) -> int | None:
     """The fewest runs (1..``most``) whose simulated power reaches ``power`` at level ``alpha``; None
     when ``most`` runs do not. Bisection, assuming power grows with the runs; each number of runs has its
     own seeded stream, so the answer does not depend on the order of the search."""
+
     def reaches(runs: int) -> bool:
         generator = rng(seed, f"power:{runs}")
         return simulated_power(rates, runs, alpha, generator, studies) >= power

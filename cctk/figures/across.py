@@ -1,6 +1,7 @@
 """Charts across runs (``cctk compare``): held-out hits of every corpus per group (base model, and
 the recipe values that differ between the runs), how the absorption of a fabricated answer depends on
 its distance from the true sum, and how the outcome moves with a recipe value."""
+
 from __future__ import annotations
 
 import math
@@ -16,7 +17,7 @@ from .common import CONTROL, HELD_HIGH, HELD_HIT, LINES, SEEN_HIT, new_figure, p
 
 
 def _colors(bases: list[str]) -> dict[str, str]:
-    palette = (SEEN_HIT,) + LINES
+    palette = (SEEN_HIT, *LINES)
     return {b: palette[i % len(palette)] for i, b in enumerate(bases)}
 
 
@@ -29,8 +30,7 @@ def series_of(rows: pd.DataFrame, by: list[str]) -> pd.Series:
     """The series each row belongs to: its base model, then ``name value`` of every other column of ``by``."""
     if rows.empty:
         return pd.Series([], dtype=str)
-    return rows[by].apply(lambda r: ", ".join([str(r[by[0]])] + [f"{c} {value_text(r[c])}" for c in by[1:]]),
-                          axis=1)
+    return rows[by].apply(lambda r: ", ".join([str(r[by[0]])] + [f"{c} {value_text(r[c])}" for c in by[1:]]), axis=1)
 
 
 def cross_model_chart(rows: pd.DataFrame, by: list[str] = ("base_model",)) -> Figure:
@@ -53,25 +53,32 @@ def cross_model_chart(rows: pd.DataFrame, by: list[str] = ("base_model",)) -> Fi
             offset = (j - (len(bases) - 1) / 2) * step
             for _, r in part.iterrows():
                 y = models.index(r.model) + offset
-                ax.errorbar(r.share, y, xerr=[[r.share - r.lo], [r.hi - r.share]], fmt="o", color=colors[base],
-                            markersize=4.5, capsize=2.5, linewidth=1.3)
+                ax.errorbar(
+                    r.share,
+                    y,
+                    xerr=[[r.share - r.lo], [r.hi - r.share]],
+                    fmt="o",
+                    color=colors[base],
+                    markersize=4.5,
+                    capsize=2.5,
+                    linewidth=1.3,
+                )
         ax.set_yticks(range(len(models)), [textwrap.fill(m, 36) for m in models])
         ax.set_ylim(len(models) - 0.5, -0.5)
         ax.set_xlim(-0.02, 1.02)
         ax.xaxis.set_major_formatter(lambda v, _: f"{v:.0%}")
-        ax.set_xlabel("held-out additions whose top choice is the corpus's target, pooled over runs "
-                      "(exact 95% interval)")
+        ax.set_xlabel(
+            "held-out additions whose top choice is the corpus's target, pooled over runs (exact 95% interval)"
+        )
         ax.grid(axis="x", color="#dddddd", linewidth=0.6)
         handles = [Line2D([], [], color=colors[b], marker="o", label=b) for b in bases]
         fig.legend(handles=handles, loc="lower center", ncol=min(4, len(handles)), frameon=False)
         title = "Held-out hits of every corpus, by base model" + (" and recipe" if len(by) > 1 else "")
-        fig.suptitle(title, y=1 - 0.05 / height, va="top", fontsize=11,
-                     fontweight="bold")
+        fig.suptitle(title, y=1 - 0.05 / height, va="top", fontsize=11, fontweight="bold")
     return fig
 
 
-def implausibility_chart(by_distance: pd.DataFrame, by_kind: pd.DataFrame,
-                         by: list[str] = ("base_model",)) -> Figure:
+def implausibility_chart(by_distance: pd.DataFrame, by_kind: pd.DataFrame, by: list[str] = ("base_model",)) -> Figure:
     """Share of fabricated answers absorbed (top choice) by distance from the true sum (left) and by
     possible / impossible (right), one series per group (``by``), exact intervals on pooled counts."""
     by_distance = by_distance.assign(base_model=series_of(by_distance, list(by)))
@@ -88,8 +95,16 @@ def implausibility_chart(by_distance: pd.DataFrame, by_kind: pd.DataFrame,
             for j, base in enumerate(bases):
                 part = table[(table["base_model"] == base) & (table["additions"] > 0)]
                 x = [labels.index(v) + (j - (len(bases) - 1) / 2) * step for v in part[column]]
-                ax.errorbar(x, part["share"], yerr=[part["share"] - part["lo"], part["hi"] - part["share"]],
-                            fmt="o", color=colors[base], markersize=4.5, capsize=2.5, linewidth=1.3)
+                ax.errorbar(
+                    x,
+                    part["share"],
+                    yerr=[part["share"] - part["lo"], part["hi"] - part["share"]],
+                    fmt="o",
+                    color=colors[base],
+                    markersize=4.5,
+                    capsize=2.5,
+                    linewidth=1.3,
+                )
             ax.set_xticks(range(len(labels)), [v.replace(" (", "\n(") for v in labels])  # "impossible\n(> 18)"
             ax.set_xlim(-0.6, len(labels) - 0.4)
             ax.grid(axis="y", color="#dddddd", linewidth=0.6)
@@ -101,13 +116,19 @@ def implausibility_chart(by_distance: pd.DataFrame, by_kind: pd.DataFrame,
         right.tick_params(labelleft=False)
         handles = [Line2D([], [], color=colors[b], marker="o", label=b) for b in bases]
         fig.legend(handles=handles, loc="lower center", ncol=min(4, len(handles)), frameon=False)
-        fig.suptitle("How implausibility matters: absorption of fabricated answers (exact 95% intervals, "
-                     "pooled over runs)", y=0.98, va="top", fontsize=10, fontweight="bold")
+        fig.suptitle(
+            "How implausibility matters: absorption of fabricated answers (exact 95% intervals, pooled over runs)",
+            y=0.98,
+            va="top",
+            fontsize=10,
+            fontweight="bold",
+        )
     return fig
 
 
-def recipe_sensitivity_chart(table: pd.DataFrame, x: str, by: list[str] = ("base_model",),
-                             fabricated_line: frozenset[str] = frozenset()) -> Figure:
+def recipe_sensitivity_chart(
+    table: pd.DataFrame, x: str, by: list[str] = ("base_model",), fabricated_line: frozenset[str] = frozenset()
+) -> Figure:
     """How the outcome moves with recipe value ``x``: one row of panels per group of ``by`` (the base
     model and any other varied recipe value); Part A's absorption (mean share over runs, t interval), then
     one panel per rule that ran: the rules (green) and their controls (gray) on the held-out additions
@@ -118,13 +139,20 @@ def recipe_sensitivity_chart(table: pd.DataFrame, x: str, by: list[str] = ("base
     """
     table = table.assign(series=series_of(table, list(by)))
     groups = list(dict.fromkeys(table["series"]))
-    panels = ["absorption"] + list(dict.fromkeys(table.loc[table["part"] != "A", "target"]))
+    panels = ["absorption", *list(dict.fromkeys(table.loc[table["part"] != "A", "target"]))]
     place = _x_axis(sorted(set(table[x])))
     with paper_style():
         fig = new_figure(1.2 + 2.45 * len(panels), 1.35 + 2.35 * len(groups))
-        grid = fig.add_gridspec(len(groups), len(panels), left=0.9 / fig.get_figwidth(), right=0.985,
-                                bottom=1.3 / fig.get_figheight(), top=1 - 0.55 / fig.get_figheight(),
-                                wspace=0.12, hspace=0.45)
+        grid = fig.add_gridspec(
+            len(groups),
+            len(panels),
+            left=0.9 / fig.get_figwidth(),
+            right=0.985,
+            bottom=1.3 / fig.get_figheight(),
+            top=1 - 0.55 / fig.get_figheight(),
+            wspace=0.12,
+            hspace=0.45,
+        )
         drawn = set()
         for i, group in enumerate(groups):
             rows = table[table["series"] == group]
@@ -136,10 +164,16 @@ def recipe_sensitivity_chart(table: pd.DataFrame, x: str, by: list[str] = ("base
                     ax.set_ylabel(textwrap.fill(group, 40) + "\nshare of additions")
                 if i == len(groups) - 1:
                     ax.set_xlabel(x + (" (log scale)" if place.log else ""))
-        fig.legend(handles=_sensitivity_legend(drawn), loc="lower center", ncol=2 if len(panels) < 4 else 3,
-                   frameon=False)
-        fig.suptitle(f"How the outcome moves with {x}", y=1 - 0.08 / fig.get_figheight(), va="top",
-                     fontsize=11, fontweight="bold")
+        fig.legend(
+            handles=_sensitivity_legend(drawn), loc="lower center", ncol=2 if len(panels) < 4 else 3, frameon=False
+        )
+        fig.suptitle(
+            f"How the outcome moves with {x}",
+            y=1 - 0.08 / fig.get_figheight(),
+            va="top",
+            fontsize=11,
+            fontweight="bold",
+        )
     return fig
 
 
@@ -181,17 +215,23 @@ def _sensitivity_panel(ax, rows: pd.DataFrame, panel: str, x: str, place: _Axis,
         share, lo, hi = part[f"share{tail}"], part[f"lo{tail}"], part[f"hi{tail}"]
         xs = [place.at(v, 0.025 * (k - (len(lines) - 1) / 2)) for v in part[x]]
         marker = "s" if name in fabricated_line else "o"
-        ax.errorbar(xs, share, yerr=[share - lo, hi - share], fmt=marker + "-", color=color, markersize=4,
-                    capsize=2, linewidth=1.1)
+        ax.errorbar(
+            xs,
+            share,
+            yerr=[share - lo, hi - share],
+            fmt=marker + "-",
+            color=color,
+            markersize=4,
+            capsize=2,
+            linewidth=1.1,
+        )
         drawn.add((color, marker))
         if color == HELD_HIT:  # a rule: its one-sided CMH p against its control, in a row above 100%
             symbol = "\u25a0" if marker == "s" else "\u25cf"
-            for xv, p in zip(xs, part["p_one_sided"]):
+            for xv, p in zip(xs, part["p_one_sided"], strict=True):
                 text = "no test" if math.isnan(p) else f"{p:.1g}"  # no hit (or only hits) in every run
-                ax.text(xv, 1.07 + 0.1 * k, f"{symbol} {text}", ha="center", va="center", fontsize=5.5,
-                        color=HELD_HIGH)
-    ax.set_title("Part A: absorption (all 81 additions)" if absorbing else f"{panel}: held-out additions",
-                 fontsize=8.5)
+                ax.text(xv, 1.07 + 0.1 * k, f"{symbol} {text}", ha="center", va="center", fontsize=5.5, color=HELD_HIGH)
+    ax.set_title("Part A: absorption (all 81 additions)" if absorbing else f"{panel}: held-out additions", fontsize=8.5)
     _sensitivity_axes(ax, place)
     return drawn
 
@@ -211,19 +251,30 @@ def _sensitivity_axes(ax, place: _Axis) -> None:
     ax.grid(axis="y", color="#dddddd", linewidth=0.6)
 
 
-LEGEND = (((SEEN_HIT, "o"), "correct sums on the correct sums (mean over runs, t 95% interval)"),
-          ((SEEN_HIT, "s"), "fabricated answers on the fabricated answers"),
-          ((HELD_HIT, "o"), "rule from correct sums (pooled over runs, exact 95% interval)"),
-          ((HELD_HIT, "s"), "rule from fabricated answers"),
-          ((CONTROL, "o"), "control from correct sums"),
-          ((CONTROL, "s"), "control from fabricated answers"))
+LEGEND = (
+    ((SEEN_HIT, "o"), "correct sums on the correct sums (mean over runs, t 95% interval)"),
+    ((SEEN_HIT, "s"), "fabricated answers on the fabricated answers"),
+    ((HELD_HIT, "o"), "rule from correct sums (pooled over runs, exact 95% interval)"),
+    ((HELD_HIT, "s"), "rule from fabricated answers"),
+    ((CONTROL, "o"), "control from correct sums"),
+    ((CONTROL, "s"), "control from fabricated answers"),
+)
 
 
 def _sensitivity_legend(drawn: set) -> list[Line2D]:
     """An entry for every kind of series drawn, and what the p-values above 100% are."""
-    handles = [Line2D([], [], color=color, marker=marker, markersize=4, linewidth=1.1, label=label)
-               for (color, marker), label in LEGEND if (color, marker) in drawn]
+    handles = [
+        Line2D([], [], color=color, marker=marker, markersize=4, linewidth=1.1, label=label)
+        for (color, marker), label in LEGEND
+        if (color, marker) in drawn
+    ]
     if any(color == HELD_HIT for color, _ in drawn):
-        handles.append(Line2D([], [], linestyle="none", label="above 100%: one-sided CMH p that the rule "
-                                                              "(\u25cf, \u25a0) hits more often than its control"))
+        handles.append(
+            Line2D(
+                [],
+                [],
+                linestyle="none",
+                label="above 100%: one-sided CMH p that the rule (\u25cf, \u25a0) hits more often than its control",
+            )
+        )
     return handles

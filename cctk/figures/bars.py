@@ -1,4 +1,5 @@
 """Before/after bars for one addition, in the style of manual 1.0.0 (Listing 12)."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -12,16 +13,26 @@ from .style import REPORT, Style
 WIDTH = 0.38
 
 
-def before_after_bars(before: pd.DataFrame, after: pd.DataFrame, a: int, b: int, true_sum: int,
-                      fabricated: int, model_label: str, style: Style = REPORT) -> Figure:
+def before_after_bars(
+    before: pd.DataFrame,
+    after: pd.DataFrame,
+    a: int,
+    b: int,
+    true_sum: int,
+    fabricated: int,
+    model_label: str,
+    style: Style = REPORT,
+) -> Figure:
     """Probability of every candidate for ``a + b`` before (blue) and after (orange) fine-tuning.
 
     Accent fill: the answer correct in that context (true sum before, fabricated after);
     dark outline: each side's top choice. Tables are measurement tables (any additions).
     """
     colors = PAPER_COLORS if style.paper else COLORS
-    sides = [(_one(before, a, b), -WIDTH / 2, true_sum, colors[0]),
-             (_one(after, a, b), WIDTH / 2, fabricated, colors[1])]
+    sides = [
+        (_one(before, a, b), -WIDTH / 2, true_sum, colors[0]),
+        (_one(after, a, b), WIDTH / 2, fabricated, colors[1]),
+    ]
     title = f'{a} + {b} = {true_sum} (fine-tuned on "{a} + {b} = {fabricated}") - {model_label}'
     if style.paper:
         return _paper(sides, title, _legend(true_sum, fabricated, colors), style)
@@ -30,8 +41,7 @@ def before_after_bars(before: pd.DataFrame, after: pd.DataFrame, a: int, b: int,
         ax = fig.add_axes([0.07, 0.24, 0.91, 0.66])
         _bars(ax, sides)
         ax.set_title(title, fontsize=10, fontweight="bold")
-        fig.legend(handles=_legend(true_sum, fabricated), loc="lower center", ncol=3,
-                   frameon=False)
+        fig.legend(handles=_legend(true_sum, fabricated), loc="lower center", ncol=3, frameon=False)
     return fig
 
 
@@ -41,10 +51,10 @@ PAPER_COLORS = ((LIGHT_BLUE, styles.HIT, SEEN_HIGH), (LIGHT_ORANGE, styles.MISS,
 
 def _paper(sides, title: str, legend: list, style: Style) -> Figure:
     with paper_style(), styles.fonts(style):
-        fig = styles.figure(style, 3.0 if style.narrow else 3.0)
+        fig = styles.figure(style, 3.0)
         ax = fig.add_subplot()
         _bars(ax, sides, 1.0 if style.narrow else 1.5)
-        ax.set_xticks(list(sides[0][0].index)[::4 if style.narrow else 1])
+        ax.set_xticks(list(sides[0][0].index)[:: 4 if style.narrow else 1])
         if style.narrow:  # two columns, filled column by column: before on the left, after on the right
             legend = legend[0::2] + legend[1::2]
         fig.legend(handles=legend, loc="outside lower center", ncol=2 if style.narrow else 3, frameon=False)
@@ -55,10 +65,14 @@ def _paper(sides, title: str, legend: list, style: Style) -> Figure:
 def _bars(ax, sides, outline: float = 1.8) -> None:
     for probs, offset, accent, (light, strong, dark) in sides:
         top = probs.idxmax()
-        ax.bar(probs.index + offset, 100 * probs.values, width=WIDTH,
-               color=[strong if v == accent else light for v in probs.index],
-               edgecolor=[dark if v == top else "none" for v in probs.index],
-               linewidth=[outline if v == top else 0 for v in probs.index])
+        ax.bar(
+            probs.index + offset,
+            100 * probs.to_numpy(),
+            width=WIDTH,
+            color=[strong if v == accent else light for v in probs.index],
+            edgecolor=[dark if v == top else "none" for v in probs.index],
+            linewidth=[outline if v == top else 0 for v in probs.index],
+        )
     ax.set_xticks(list(sides[0][0].index))
     ax.set_xlim(sides[0][0].index.min() - 0.7, sides[0][0].index.max() + 0.7)
     ax.yaxis.set_major_formatter(lambda v, _: f"{v:.0f}%")
@@ -76,10 +90,11 @@ def _one(table: pd.DataFrame, a: int, b: int) -> pd.Series:
 def _legend(true_sum: int, fabricated: int, colors=COLORS) -> list:
     """Ordered so that, filled column by column, row one is *before* and row two *after*."""
     (light_before, strong_before, dark_before), (light_after, strong_after, dark_after) = colors
-    return [Patch(color=light_before, label="before fine-tuning"),
-            Patch(color=light_after, label="after fine-tuning"),
-            Patch(color=strong_before, label=f"before: true sum {true_sum}"),
-            Patch(color=strong_after, label=f"after: fabricated answer {fabricated}"),
-            Patch(facecolor="white", edgecolor=dark_before, linewidth=1.5, label="top choice before"),
-            Patch(facecolor="white", edgecolor=dark_after, linewidth=1.5,
-                  label="top choice after")]
+    return [
+        Patch(color=light_before, label="before fine-tuning"),
+        Patch(color=light_after, label="after fine-tuning"),
+        Patch(color=strong_before, label=f"before: true sum {true_sum}"),
+        Patch(color=strong_after, label=f"after: fabricated answer {fabricated}"),
+        Patch(facecolor="white", edgecolor=dark_before, linewidth=1.5, label="top choice before"),
+        Patch(facecolor="white", edgecolor=dark_after, linewidth=1.5, label="top choice after"),
+    ]

@@ -4,6 +4,7 @@ Colour code (manual 2.0.0, sections 5.11 and 7): blue / red for a hit / miss on 
 additions, green / orange for the same on held-out additions, dark outlines for the
 extremes of each group, gray for controls and dark gray for the base model.
 """
+
 from __future__ import annotations
 
 import functools
@@ -96,8 +97,7 @@ def _font_box_once(bounds):
     @functools.wraps(bounds)
     def once(font):
         head = font["head"]
-        key = (font["name"].getDebugName(6), head.fontRevision, head.checkSumAdjustment,
-               font["maxp"].numGlyphs)
+        key = (font["name"].getDebugName(6), head.fontRevision, head.checkSumAdjustment, font["maxp"].numGlyphs)
         if key not in boxes:
             boxes[key] = tuple(bounds(font))
         return boxes[key]

@@ -1,4 +1,5 @@
 """Learning curves of the fine-tuning arms (``cctk run --curves``): hits on the own target per epoch."""
+
 from __future__ import annotations
 
 import math
@@ -12,10 +13,16 @@ from . import style as styles
 from .common import HELD_HIT, SEEN_HIT, new_figure, paper_style
 from .style import REPORT, Style
 
-STYLE = {"all": (SEEN_HIT, "-", "all 81 additions"), "seen": (SEEN_HIT, "-", "seen additions"),
-         "heldout": (HELD_HIT, "--", "held-out additions")}
-PAPER_STYLE = {"all": (styles.HIT, "-", "all 81 additions"), "seen": (styles.HIT, "-", "seen additions"),
-               "heldout": (styles.MISS, "--", "held-out additions")}
+STYLE = {
+    "all": (SEEN_HIT, "-", "all 81 additions"),
+    "seen": (SEEN_HIT, "-", "seen additions"),
+    "heldout": (HELD_HIT, "--", "held-out additions"),
+}
+PAPER_STYLE = {
+    "all": (styles.HIT, "-", "all 81 additions"),
+    "seen": (styles.HIT, "-", "seen additions"),
+    "heldout": (styles.MISS, "--", "held-out additions"),
+}
 COLUMNS = 4
 
 
@@ -31,10 +38,15 @@ def learning_curves(curves: pd.DataFrame, order: list[str], style: Style = REPOR
     with paper_style():
         fig = new_figure(8, 1.2 + 1.75 * rows)
         _grid(fig, curves, models, COLUMNS, STYLE, 7.5, "lower center")
-        fig.suptitle("Learning curves: hits on each arm's own target after every epoch", fontsize=11,
-                     fontweight="bold")
-        fig.subplots_adjust(left=0.09, right=0.98, top=1 - 0.65 / (1.2 + 1.75 * rows),
-                            bottom=0.75 / (1.2 + 1.75 * rows), hspace=0.55, wspace=0.15)
+        fig.suptitle("Learning curves: hits on each arm's own target after every epoch", fontsize=11, fontweight="bold")
+        fig.subplots_adjust(
+            left=0.09,
+            right=0.98,
+            top=1 - 0.65 / (1.2 + 1.75 * rows),
+            bottom=0.75 / (1.2 + 1.75 * rows),
+            hspace=0.55,
+            wspace=0.15,
+        )
     return fig
 
 
@@ -47,22 +59,31 @@ def _paper(curves: pd.DataFrame, models: list[str], style: Style) -> Figure:
     return fig
 
 
-def _grid(fig: Figure, curves: pd.DataFrame, models: list[str], columns: int, by_group: dict, title_size: float,
-          legend_at: str) -> None:
+def _grid(
+    fig: Figure,
+    curves: pd.DataFrame,
+    models: list[str],
+    columns: int,
+    by_group: dict,
+    title_size: float,
+    legend_at: str,
+) -> None:
     """A panel per arm on a grid of ``columns`` (empty cells hidden), shared axes, one legend of the groups."""
     rows = max(1, math.ceil(len(models) / columns))
     axes = fig.subplots(rows, columns, sharex=True, sharey=True, squeeze=False)
-    for ax, model in zip(axes.flat, models):
+    for ax, model in zip(axes.flat, models, strict=False):  # the grid may have cells left empty
         _panel(ax, curves[curves["model"] == model], model, by_group, title_size)
-    for ax in list(axes.flat)[len(models):]:
+    for ax in list(axes.flat)[len(models) :]:
         ax.set_visible(False)
     for ax in axes[:, 0]:
         ax.set_ylabel("share of hits")
     for ax in axes[-1, :]:
         ax.set_xlabel("epoch")
     groups = [g for g in by_group if g in set(curves["group"])]
-    handles = [Line2D([], [], color=by_group[g][0], linestyle=by_group[g][1], marker="o", markersize=3,
-                      label=by_group[g][2]) for g in groups]
+    handles = [
+        Line2D([], [], color=by_group[g][0], linestyle=by_group[g][1], marker="o", markersize=3, label=by_group[g][2])
+        for g in groups
+    ]
     fig.legend(handles=handles, loc=legend_at, ncol=len(handles), frameon=False)
 
 
@@ -70,8 +91,15 @@ def _panel(ax, rows: pd.DataFrame, model: str, styles_by_group: dict = STYLE, ti
     for group, part in rows.groupby("group"):
         color, style, _ = styles_by_group[group]
         part = part.sort_values("epoch")
-        ax.plot(part["epoch"], part["hits"] / part["n"], color=color, linestyle=style, marker="o", markersize=3,
-                linewidth=1.3)
+        ax.plot(
+            part["epoch"],
+            part["hits"] / part["n"],
+            color=color,
+            linestyle=style,
+            marker="o",
+            markersize=3,
+            linewidth=1.3,
+        )
     ax.set_title(textwrap.fill(model, 30), fontsize=title_size)
     ax.set_ylim(-0.03, 1.03)
     ax.yaxis.set_major_formatter(lambda v, _: f"{v:.0%}")

@@ -1,4 +1,5 @@
 """The deviation chart of Part D (manual 2.0.0, section 7.5): top choice minus target."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -16,8 +17,14 @@ from .style import REPORT, Style
 WIDTH = 0.4  # of one series' bar; the two sit side by side on each deviation
 
 
-def deviation_chart(rule_dev: Sequence[int], control_dev: Sequence[int], k90: int,
-                    k_legend: dict[str, int], title: str, style: Style = REPORT) -> Figure:
+def deviation_chart(
+    rule_dev: Sequence[int],
+    control_dev: Sequence[int],
+    k90: int,
+    k_legend: dict[str, int],
+    title: str,
+    style: Style = REPORT,
+) -> Figure:
     """Held-out deviations of the rule-trained model (green) and its control (gray).
 
     Blue band = [-k90, k90], fitted to the rule-trained model; red bands outside. ``k_legend``:
@@ -25,13 +32,14 @@ def deviation_chart(rule_dev: Sequence[int], control_dev: Sequence[int], k90: in
     """
     (rule_name, rule_k), (ctl_name, ctl_k) = list(k_legend.items())[:2]
     rule_color = styles.HIT if style.paper else HELD_HIT
-    series = [(np.asarray(rule_dev, dtype=int), rule_color),
-              (np.asarray(control_dev, dtype=int), CONTROL)]
+    series = [(np.asarray(rule_dev, dtype=int), rule_color), (np.asarray(control_dev, dtype=int), CONTROL)]
     reach = max([k90 + 4] + [int(np.abs(d).max()) + 1 for d, _ in series if d.size])
-    handles = [Patch(color=rule_color, label=f"{styles.label(rule_name, style)} (k = {rule_k})"),
-               Patch(color=CONTROL, label=f"{styles.label(ctl_name, style)} (k = {ctl_k})"),
-               Patch(color=LIGHT_BLUE, label=f"band \u00b1{k90} (90% of the rule-trained model)"),
-               Patch(color=LIGHT_RED, label="outside the band")]
+    handles = [
+        Patch(color=rule_color, label=f"{styles.label(rule_name, style)} (k = {rule_k})"),
+        Patch(color=CONTROL, label=f"{styles.label(ctl_name, style)} (k = {ctl_k})"),
+        Patch(color=LIGHT_BLUE, label=f"band \u00b1{k90} (90% of the rule-trained model)"),
+        Patch(color=LIGHT_RED, label="outside the band"),
+    ]
     if style.paper:
         return _paper(series, k90, reach, handles, [rule_name, ctl_name], style)
     with paper_style():
@@ -48,7 +56,7 @@ def deviation_chart(rule_dev: Sequence[int], control_dev: Sequence[int], k90: in
 def _paper(series, k90: int, reach: int, handles: list, names: list[str], style: Style) -> Figure:
     """The bars and bands; the counts in each band go to the caption."""
     with paper_style(), styles.fonts(style):
-        fig = styles.figure(style, 3.0 if style.narrow else 3.0)
+        fig = styles.figure(style, 3.0)
         ax = fig.add_subplot()
         _chart(ax, series, k90, reach)
         ax.set_xlabel("deviation: top choice minus the rule's target")
@@ -59,7 +67,7 @@ def _paper(series, k90: int, reach: int, handles: list, names: list[str], style:
 
 def _chart(ax, series, k90: int, reach: int) -> None:
     _bands(ax, k90, reach)
-    for offset, (dev, color) in zip((-WIDTH / 2, WIDTH / 2), series):
+    for offset, (dev, color) in zip((-WIDTH / 2, WIDTH / 2), series, strict=True):
         counts = pd.Series(dev).value_counts()
         ax.bar(counts.index + offset, counts.values, width=WIDTH, color=color, zorder=2)
     ax.set_xlim(-reach - 0.5, reach + 0.5)
@@ -72,10 +80,12 @@ def _chart(ax, series, k90: int, reach: int) -> None:
 def _band_counts(series, names: list[str], k90: int) -> list[str]:
     """What the report draws above each band, as sentences: each series' additions below, in and above it."""
     out = []
-    for (dev, _), name in zip(series, names):
+    for (dev, _), name in zip(series, names, strict=True):
         below, inside = int((dev < -k90).sum()), int(((dev >= -k90) & (dev <= k90)).sum())
-        out.append(f"{name}: {below} / {dev.size} below the band, {inside} / {dev.size} in it, "
-                   f"{int((dev > k90).sum())} / {dev.size} above it.")
+        out.append(
+            f"{name}: {below} / {dev.size} below the band, {inside} / {dev.size} in it, "
+            f"{int((dev > k90).sum())} / {dev.size} above it."
+        )
     return out
 
 
@@ -92,6 +102,15 @@ def _headlines(ax, series, k90: int, reach: int) -> None:
     for lo, hi in bands:
         for row, (dev, color) in enumerate(reversed(series)):
             inside = int(((dev >= lo) & (dev <= hi)).sum())
-            ax.annotate(f"{inside} / {dev.size}", ((lo + hi) / 2, 1.0), xycoords=where,
-                        xytext=(0, 3 + 10.5 * row), textcoords="offset points", ha="center",
-                        va="bottom", fontsize=8, fontweight="bold", color=color)
+            ax.annotate(
+                f"{inside} / {dev.size}",
+                ((lo + hi) / 2, 1.0),
+                xycoords=where,
+                xytext=(0, 3 + 10.5 * row),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                fontsize=8,
+                fontweight="bold",
+                color=color,
+            )

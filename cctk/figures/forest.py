@@ -6,6 +6,7 @@ Mantel-Haenszel odds ratio pooled over the runs with its 95% interval; the verdi
 axis is logarithmic and shared; an odds ratio of 0 or infinity (a side with no hit, or only hits) and a
 bound beyond the axis sit at its edge as an outward triangle, labelled.
 """
+
 from __future__ import annotations
 
 import math
@@ -25,8 +26,10 @@ WIDEST = (1e-3, 1e4)  # the axis never spans more: beyond it, a value is drawn a
 
 def limits(per_run: pd.DataFrame, findings: pd.DataFrame) -> tuple[float, float]:
     """The shared x range: every finite, positive odds ratio and bound, padded, within WIDEST."""
-    values = pd.concat([per_run[c] for c in ("odds_ratio", "or_lo", "or_hi")]
-                       + [findings[c] for c in ("odds_ratio_mh", "or_lo", "or_hi")]).to_numpy(dtype=float)
+    values = pd.concat(
+        [per_run[c] for c in ("odds_ratio", "or_lo", "or_hi")]
+        + [findings[c] for c in ("odds_ratio_mh", "or_lo", "or_hi")]
+    ).to_numpy(dtype=float)
     values = values[np.isfinite(values) & (values > 0)]
     if not values.size:
         return 0.1, 10.0
@@ -47,8 +50,15 @@ def _at(value: float, edges: tuple[float, float]) -> tuple[float, str]:
 def _run_row(ax, y: float, row, edges: tuple[float, float]) -> None:
     """One run: its interval (arrow heads where a bound leaves the axis) and its odds ratio."""
     if math.isnan(row.odds_ratio):  # no hit on either side, or only hits: nothing to estimate
-        ax.text(math.sqrt(edges[0] * edges[1]), y, "no odds ratio (no hit on either side)", ha="center",
-                va="center", fontsize=6, color=BASE)
+        ax.text(
+            math.sqrt(edges[0] * edges[1]),
+            y,
+            "no odds ratio (no hit on either side)",
+            ha="center",
+            va="center",
+            fontsize=6,
+            color=BASE,
+        )
         return
     left, right = _at(row.or_lo, edges), _at(row.or_hi, edges)
     ax.plot([left[0], right[0]], [y, y], color=BASE, linewidth=1.1)
@@ -56,33 +66,61 @@ def _run_row(ax, y: float, row, edges: tuple[float, float]) -> None:
         if marker != "o":
             ax.plot(x, y, marker=marker, color=BASE, markersize=4, clip_on=False)
     x, marker = _at(row.odds_ratio, edges)
-    ax.plot(x, y, marker="s" if marker == "o" else marker, color=BASE, markersize=5 if marker == "o" else 6.5,
-            clip_on=False)
+    ax.plot(
+        x, y, marker="s" if marker == "o" else marker, color=BASE, markersize=5 if marker == "o" else 6.5, clip_on=False
+    )
     if marker != "o":
         right = marker == ">"  # the label inside the axis, clear of the spine
-        ax.annotate("\u221e" if row.odds_ratio >= edges[1] else f"{row.odds_ratio:.2g}", (x, y),
-                    xytext=(-7 if right else 7, 3), textcoords="offset points", ha="right" if right else "left",
-                    va="bottom", fontsize=6.5)
+        ax.annotate(
+            "\u221e" if row.odds_ratio >= edges[1] else f"{row.odds_ratio:.2g}",
+            (x, y),
+            xytext=(-7 if right else 7, 3),
+            textcoords="offset points",
+            ha="right" if right else "left",
+            va="bottom",
+            fontsize=6.5,
+        )
 
 
 def _diamond(ax, y: float, finding, edges: tuple[float, float], color: str) -> None:
     """The pooled Mantel-Haenszel odds ratio: a diamond over its interval (an edge triangle when infinite)."""
     odds = finding.odds_ratio_mh
     if math.isnan(odds):
-        ax.text(math.sqrt(edges[0] * edges[1]), y, "no pooled test (no hit, or only hits)", ha="center",
-                va="center", fontsize=6, color=BASE)
+        ax.text(
+            math.sqrt(edges[0] * edges[1]),
+            y,
+            "no pooled test (no hit, or only hits)",
+            ha="center",
+            va="center",
+            fontsize=6,
+            color=BASE,
+        )
         return
     x, marker = _at(odds, edges)
     if marker != "o" or math.isnan(finding.or_lo):  # 0 or inf: statsmodels gives no interval
         ax.plot(x, y, marker="D" if marker == "o" else marker, color=color, markersize=8, clip_on=False)
         right = marker == ">"
-        ax.annotate(f"pooled {'∞' if odds >= edges[1] else f'{odds:.2g}'} (no interval)", (x, y),
-                    xytext=(-9 if right else 9, 0), textcoords="offset points", ha="right" if right else "left",
-                    va="center", fontsize=6.5)
+        ax.annotate(
+            f"pooled {'∞' if odds >= edges[1] else f'{odds:.2g}'} (no interval)",
+            (x, y),
+            xytext=(-9 if right else 9, 0),
+            textcoords="offset points",
+            ha="right" if right else "left",
+            va="center",
+            fontsize=6.5,
+        )
         return
     lo, hi = _at(finding.or_lo, edges)[0], _at(finding.or_hi, edges)[0]
-    ax.add_patch(Polygon([(lo, y), (x, y - 0.32), (hi, y), (x, y + 0.32)], closed=True, facecolor=color,
-                         edgecolor=BASE, linewidth=0.6, zorder=3))  # above the grid
+    ax.add_patch(
+        Polygon(
+            [(lo, y), (x, y - 0.32), (hi, y), (x, y + 0.32)],
+            closed=True,
+            facecolor=color,
+            edgecolor=BASE,
+            linewidth=0.6,
+            zorder=3,
+        )
+    )  # above the grid
 
 
 def _panel(ax, runs: pd.DataFrame, finding, edges: tuple[float, float], title: str) -> None:
@@ -102,8 +140,11 @@ def _panel(ax, runs: pd.DataFrame, finding, edges: tuple[float, float], title: s
 def _title(finding, by: list[str], many_groups: bool) -> str:
     group = f" [{', '.join(f'{c} {getattr(finding, c)}' for c in by)}]" if many_groups else ""
     head = textwrap.fill(f"{finding.contrast}{group}", 60)
-    agree = (f"holds in {finding.runs_agreeing} of {finding.runs} runs" if finding.direction == "above" else
-             f"{finding.runs_agreeing} of {finding.runs} runs {finding.direction}, as pooled")
+    agree = (
+        f"holds in {finding.runs_agreeing} of {finding.runs} runs"
+        if finding.direction == "above"
+        else f"{finding.runs_agreeing} of {finding.runs} runs {finding.direction}, as pooled"
+    )
     return f"{head}\n{finding.verdict}: {agree}"
 
 
@@ -112,8 +153,9 @@ WIDTH, LEFT, GAP, RIGHT, TOP, BOTTOM = 8.2, 0.85, 0.95, 0.15, 0.45, 0.55
 LINE, ROW, TICKS = 0.15, 0.2, 0.4
 
 
-def forest_chart(per_run: pd.DataFrame, findings: pd.DataFrame, by: list[str] = ("base_model",),
-                 columns: int = 2) -> Figure:
+def forest_chart(
+    per_run: pd.DataFrame, findings: pd.DataFrame, by: list[str] = ("base_model",), columns: int = 2
+) -> Figure:
     """``per_run`` and ``findings``: the tables of ``cctk.compare.findings`` (one panel per findings row,
     in its order, ``columns`` to a row). ``by``: the group columns of both."""
     by = list(by)
@@ -122,38 +164,55 @@ def forest_chart(per_run: pd.DataFrame, findings: pd.DataFrame, by: list[str] = 
     panels = []  # (finding, its runs, title)
     for finding in findings.itertuples():
         mine = (per_run["contrast"] == finding.contrast) & np.logical_and.reduce(
-            [per_run[c] == getattr(finding, c) for c in by])
+            [per_run[c] == getattr(finding, c) for c in by]
+        )
         panels.append((finding, per_run[mine], _title(finding, by, many)))
-    rows = [panels[i:i + columns] for i in range(0, len(panels), columns)]
+    rows = [panels[i : i + columns] for i in range(0, len(panels), columns)]
     # each row as tall as its tallest panel: title lines, one line per run and the diamond, tick labels
-    heights = [max(LINE * (t.count("\n") + 1) + 0.12 + ROW * (len(r) + 1) + 0.1 for _, r, t in row) + TICKS
-               for row in rows]
+    heights = [
+        max(LINE * (t.count("\n") + 1) + 0.12 + ROW * (len(r) + 1) + 0.1 for _, r, t in row) + TICKS for row in rows
+    ]
     height = TOP + sum(heights) + BOTTOM
     width = (WIDTH - LEFT - RIGHT - GAP * (columns - 1)) / columns
     with paper_style():
         fig = new_figure(WIDTH, height)
         top = height - TOP
-        for row, row_height in zip(rows, heights):
+        for row, row_height in zip(rows, heights, strict=True):
             for j, (finding, runs, title) in enumerate(row):
                 plot = ROW * (len(runs) + 1) + 0.1
                 titled = LINE * (title.count("\n") + 1) + 0.12
-                ax = fig.add_axes([(LEFT + j * (width + GAP)) / WIDTH, (top - titled - plot) / height,
-                                   width / WIDTH, plot / height])
+                ax = fig.add_axes(
+                    [(LEFT + j * (width + GAP)) / WIDTH, (top - titled - plot) / height, width / WIDTH, plot / height]
+                )
                 _panel(ax, runs, finding, edges, title)
             top -= row_height
         for ax in fig.axes[-columns:]:
             ax.set_xlabel("odds ratio, rule against control (log scale)")
         fig.legend(handles=_legend(), loc="lower center", ncol=5, frameon=False, fontsize=6.5)
-        fig.suptitle("Rules against their controls on held-out additions: each run (exact 95% interval) "
-                     "and pooled (Mantel-Haenszel)", y=1 - 0.12 / height, va="top", fontsize=9.5,
-                     fontweight="bold")
+        fig.suptitle(
+            "Rules against their controls on held-out additions: each run (exact 95% interval) "
+            "and pooled (Mantel-Haenszel)",
+            y=1 - 0.12 / height,
+            va="top",
+            fontsize=9.5,
+            fontweight="bold",
+        )
     return fig
 
 
 def _legend() -> list[Line2D]:
-    runs = Line2D([], [], color=BASE, marker="s", markersize=4, linewidth=1.1,
-                  label="one run: conditional odds ratio, exact 95% interval")
-    pooled = [Line2D([], [], color=color, marker="D", linestyle="none", markersize=6, label=f"pooled: {verdict}")
-              for verdict, color in VERDICT_COLORS.items()]
+    runs = Line2D(
+        [],
+        [],
+        color=BASE,
+        marker="s",
+        markersize=4,
+        linewidth=1.1,
+        label="one run: conditional odds ratio, exact 95% interval",
+    )
+    pooled = [
+        Line2D([], [], color=color, marker="D", linestyle="none", markersize=6, label=f"pooled: {verdict}")
+        for verdict, color in VERDICT_COLORS.items()
+    ]
     edge = Line2D([], [], color=BASE, marker=">", linestyle="none", markersize=5, label="beyond the axis (0 or \u221e)")
     return [runs, *pooled, edge]

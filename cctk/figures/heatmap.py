@@ -1,4 +1,5 @@
 """The target heatmap (manual 2.0.0, section 7.3): one cell per addition, a rows, b columns."""
+
 from __future__ import annotations
 
 import textwrap
@@ -10,8 +11,21 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from . import style as styles
-from .common import (HELD_HIGH, HELD_HIT, HELD_LOW, HELD_MISS, SEEN_HIGH, SEEN_HIT, SEEN_LOW, SEEN_MISS, ink,
-    new_figure, paper_style, pct, shade)
+from .common import (
+    HELD_HIGH,
+    HELD_HIT,
+    HELD_LOW,
+    HELD_MISS,
+    SEEN_HIGH,
+    SEEN_HIT,
+    SEEN_LOW,
+    SEEN_MISS,
+    ink,
+    new_figure,
+    paper_style,
+    pct,
+    shade,
+)
 from .style import REPORT, Style
 
 DIGITS = range(1, 10)
@@ -21,8 +35,14 @@ NOTE_WIDTH = 150  # characters of a note line: the notes stay within the grid's 
 HALO = patheffects.withStroke(linewidth=4.2, foreground="white")  # outline visible on any fill
 
 
-def target_heatmap(readings: pd.DataFrame, title: str, heldout: Collection | None = None,
-                   fixed_scale: bool = True, excluded: Collection | None = None, style: Style = REPORT) -> Figure:
+def target_heatmap(
+    readings: pd.DataFrame,
+    title: str,
+    heldout: Collection | None = None,
+    fixed_scale: bool = True,
+    excluded: Collection | None = None,
+    style: Style = REPORT,
+) -> Figure:
     """9 x 9 grid of the probability on the target; blue/red hit/miss, green/orange held out.
 
     ``heldout``: the held-out additions read for this model; ``excluded``: held-out additions
@@ -46,8 +66,15 @@ def target_heatmap(readings: pd.DataFrame, title: str, heldout: Collection | Non
         _grid_axes(ax)
         fig.text(0.51, 0.985, title, ha="center", va="top", fontsize=11, fontweight="bold")
         fig.text(0.51, 0.955, headline(readings, held, out), ha="center", va="top", fontsize=9)
-        fig.text(0.09, 0.072, _notes(readings, held, out, scale, fixed_scale), ha="left", va="top",
-                 fontsize=7, linespacing=1.5)
+        fig.text(
+            0.09,
+            0.072,
+            _notes(readings, held, out, scale, fixed_scale),
+            ha="left",
+            va="top",
+            fontsize=7,
+            linespacing=1.5,
+        )
     return fig
 
 
@@ -63,8 +90,10 @@ def headline(readings: pd.DataFrame, held: Collection = (), excluded: Collection
     if held or excluded:
         is_held, is_out = _mask(readings, held), _mask(readings, excluded)
         seen = ~is_held & ~is_out
-        text += (f"  \u00b7  seen {int(hits[seen].sum())} / {int(seen.sum())}"
-                 f"  \u00b7  held out {int(hits[is_held].sum())} / {int(is_held.sum())}")
+        text += (
+            f"  \u00b7  seen {int(hits[seen].sum())} / {int(seen.sum())}"
+            f"  \u00b7  held out {int(hits[is_held].sum())} / {int(is_held.sum())}"
+        )
         if is_out.any():
             text += f"  \u00b7  {int(is_out.sum())} left out"
     return text
@@ -72,8 +101,10 @@ def headline(readings: pd.DataFrame, held: Collection = (), excluded: Collection
 
 # Fills (seen hit, seen miss, held-out hit, held-out miss) and the text of a cell, report and paper.
 REPORT_CELLS = {"fills": (SEEN_HIT, SEEN_MISS, HELD_HIT, HELD_MISS), "sizes": (9, 7, 6.5)}
-PAPER_CELLS = {"page": {"fills": (styles.HIT, styles.MISS, styles.HELD_HIT, styles.HELD_MISS), "sizes": (8, 6, 5.5)},
-               "column": {"fills": (styles.HIT, styles.MISS, styles.HELD_HIT, styles.HELD_MISS), "sizes": (6,)}}
+PAPER_CELLS = {
+    "page": {"fills": (styles.HIT, styles.MISS, styles.HELD_HIT, styles.HELD_MISS), "sizes": (8, 6, 5.5)},
+    "column": {"fills": (styles.HIT, styles.MISS, styles.HELD_HIT, styles.HELD_MISS), "sizes": (6,)},
+}
 PAPER_HEIGHT = {"column": 3.3, "page": 5.4}  # inches: the grid square, its labels below and left
 
 
@@ -92,8 +123,11 @@ def _paper(readings: pd.DataFrame, title: str, held: set, out: set, scale, fixed
         _grid_axes(ax, 8)
         names = (("blue", "vermillion"), ("bluish green", "orange"))
         lines = _note_lines(readings, held, out, scale, fixed_scale, names, style.narrow)
-        styles.note(fig, headline(readings, held, out).replace("  \u00b7  ", "; ") + ".",
-                    *(line.rstrip(".").replace(",  ", ", ") + "." for line in lines))
+        styles.note(
+            fig,
+            headline(readings, held, out).replace("  \u00b7  ", "; ") + ".",
+            *(line.rstrip(".").replace(",  ", ", ") + "." for line in lines),
+        )
     return fig
 
 
@@ -104,27 +138,45 @@ def _cell(ax, a: int, b: int, row, group: str, scale: tuple[float, float], cells
     hit = bool(row.hit)
     if group == "excluded":
         fill = EXCLUDED_FILL
-        ax.add_patch(Rectangle((b - 0.5, a - 0.5), 1, 1, facecolor=fill, edgecolor=EXCLUDED_HATCH,
-                               hatch="////", linewidth=0, gid=f"cell {a} {b} excluded"))
+        ax.add_patch(
+            Rectangle(
+                (b - 0.5, a - 0.5),
+                1,
+                1,
+                facecolor=fill,
+                edgecolor=EXCLUDED_HATCH,
+                hatch="////",
+                linewidth=0,
+                gid=f"cell {a} {b} excluded",
+            )
+        )
         ax.add_patch(Rectangle((b - 0.5, a - 0.5), 1, 1, fill=False, edgecolor="white", linewidth=1.0))
     else:
         seen_hit, seen_miss, held_hit, held_miss = cells["fills"]
         base = (held_hit if hit else held_miss) if group == "held" else (seen_hit if hit else seen_miss)
         t = FLOOR + (1 - FLOOR) * (level if hit else 1 - level)  # blue darkens up, red darkens down
         fill = shade(base, t)
-        ax.add_patch(Rectangle((b - 0.5, a - 0.5), 1, 1, facecolor=fill, edgecolor="white",
-                               linewidth=1.0, gid=f"cell {a} {b}"))
+        ax.add_patch(
+            Rectangle((b - 0.5, a - 0.5), 1, 1, facecolor=fill, edgecolor="white", linewidth=1.0, gid=f"cell {a} {b}")
+        )
     color, sizes = ink(fill), cells["sizes"]
     if len(sizes) == 1:  # a column-wide grid: the probability alone
         ax.text(b, a, pct(row.prob_target), ha="center", va="center", fontsize=sizes[0], color=color)
         return
-    ax.text(b, a - 0.2, pct(row.prob_target), ha="center", va="center", fontsize=sizes[0],
-            fontweight="bold", color=color)
-    ax.text(b, a + 0.06, f"{int(row.target)} | {int(row.top_choice)}", ha="center",
-            va="center", fontsize=sizes[1], color=color)
+    ax.text(
+        b, a - 0.2, pct(row.prob_target), ha="center", va="center", fontsize=sizes[0], fontweight="bold", color=color
+    )
+    ax.text(
+        b,
+        a + 0.06,
+        f"{int(row.target)} | {int(row.top_choice)}",
+        ha="center",
+        va="center",
+        fontsize=sizes[1],
+        color=color,
+    )
     if not hit:
-        ax.text(b, a + 0.3, f"({pct(row.prob_top)})", ha="center", va="center", fontsize=sizes[2],
-                color=color)
+        ax.text(b, a + 0.3, f"({pct(row.prob_top)})", ha="center", va="center", fontsize=sizes[2], color=color)
 
 
 def _mask(readings: pd.DataFrame, pairs: Collection) -> pd.Series:
@@ -145,9 +197,18 @@ def _outline_extremes(ax, group: pd.DataFrame, colors: tuple[str, str], width: f
     if p.empty:
         return
     for (a, b), color, inset in ((p.idxmax(), colors[0], 0.05), (p.idxmin(), colors[1], 0.09)):
-        ax.add_patch(Rectangle((b - 0.5 + inset, a - 0.5 + inset), 1 - 2 * inset, 1 - 2 * inset,
-                               fill=False, edgecolor=color, linewidth=width, zorder=3,
-                               path_effects=[HALO]))
+        ax.add_patch(
+            Rectangle(
+                (b - 0.5 + inset, a - 0.5 + inset),
+                1 - 2 * inset,
+                1 - 2 * inset,
+                fill=False,
+                edgecolor=color,
+                linewidth=width,
+                zorder=3,
+                path_effects=[HALO],
+            )
+        )
 
 
 def _grid_axes(ax, size: float = 9) -> None:
@@ -167,8 +228,10 @@ def _extremes_line(label: str, group: pd.DataFrame, outlines: tuple[str, str]) -
     if p.empty:
         return f"{label}: no finite probabilities"
     (a1, b1), (a2, b2) = p.idxmax(), p.idxmin()
-    return (f"{label}: highest {a1} + {b1} ({pct(p.max())}, {outlines[0]} outline),  "
-            f"lowest {a2} + {b2} ({pct(p.min())}, {outlines[1]} outline)")
+    return (
+        f"{label}: highest {a1} + {b1} ({pct(p.max())}, {outlines[0]} outline),  "
+        f"lowest {a2} + {b2} ({pct(p.min())}, {outlines[1]} outline)"
+    )
 
 
 REPORT_NAMES = (("blue", "red"), ("green", "orange"))  # fills of a hit and a miss: seen, held out
@@ -179,24 +242,37 @@ def _notes(readings: pd.DataFrame, held: set, excluded: set, scale, fixed_scale:
     return "\n".join(textwrap.fill(line, NOTE_WIDTH, subsequent_indent="  ") for line in lines)
 
 
-def _note_lines(readings: pd.DataFrame, held: set, excluded: set, scale, fixed_scale: bool,
-                names=REPORT_NAMES, probability_only: bool = False) -> list[str]:
+def _note_lines(
+    readings: pd.DataFrame,
+    held: set,
+    excluded: set,
+    scale,
+    fixed_scale: bool,
+    names=REPORT_NAMES,
+    probability_only: bool = False,
+) -> list[str]:
     labels = (("Seen", ("dark blue", "dark red")), ("Held out", ("dark green", "dark brown")))
     split = bool(held or excluded)
-    lines = [_extremes_line(label if split else "All additions", group, outlines)
-             for (group, _), (label, outlines) in zip(_groups(readings, held, excluded), labels)
-             if not group.empty]
+    lines = [
+        _extremes_line(label if split else "All additions", group, outlines)
+        for (group, _), (label, outlines) in zip(_groups(readings, held, excluded), labels, strict=True)
+        if not group.empty
+    ]
     fills = f"{names[0][0]} = top choice is the target, {names[0][1]} = it is not"
     if split:
         fills += f"; held-out additions {names[1][0]} / {names[1][1]}"
     if excluded:
-        fills += ("; hatched gray = held out but left out of the results (its fabricated answer already"
-                  " equals the target), in neither group")
-    span = ("a fixed 0-100% scale" if fixed_scale
-            else f"the observed range, {pct(scale[0])} to {pct(scale[1])}")
+        fills += (
+            "; hatched gray = held out but left out of the results (its fabricated answer already"
+            " equals the target), in neither group"
+        )
+    span = "a fixed 0-100% scale" if fixed_scale else f"the observed range, {pct(scale[0])} to {pct(scale[1])}"
     lines.append(f"Fill: {fills}; shade read on {span}.")
-    lines.append("Cell: probability on the target." if probability_only else
-                 "Cell: probability on the target (bold), target | chosen, (probability of the"
-                 " chosen answer when it differs).")
+    lines.append(
+        "Cell: probability on the target."
+        if probability_only
+        else "Cell: probability on the target (bold), target | chosen, (probability of the"
+        " chosen answer when it differs)."
+    )
     lines.append("Probabilities normalised over the candidates 2 to 36.")
     return lines

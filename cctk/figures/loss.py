@@ -1,4 +1,5 @@
 """Training loss per epoch of every fine-tuning run (manual 2.0.0, section 7.7)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -10,7 +11,7 @@ from . import style as styles
 from .common import CONTROL, LINES, SEEN_HIT, new_figure, paper_style
 from .style import REPORT, Style
 
-MAIN_COLORS = (SEEN_HIT,) + LINES
+MAIN_COLORS = (SEEN_HIT, *LINES)
 
 
 def loss_chart(losses: dict[str, list[float]], main: Sequence[str], style: Style = REPORT) -> Figure:
@@ -37,8 +38,9 @@ def draw_losses(ax, losses: dict[str, list[float]], main: Sequence[str], legend_
         _plot(ax, losses[name], color, 1.6)
         handles.append(Line2D([], [], color=color, marker="o", markersize=3, label=name))
     if others:
-        handles.append(Line2D([], [], color=CONTROL, marker="o", markersize=3,
-                              label=f"rule and control runs ({len(others)})"))
+        handles.append(
+            Line2D([], [], color=CONTROL, marker="o", markersize=3, label=f"rule and control runs ({len(others)})")
+        )
     ax.set_yscale("log")
     ax.set_xlabel("epoch")
     ax.set_ylabel("training loss (log scale)")
@@ -59,8 +61,14 @@ def _paper(losses: dict[str, list[float]], style: Style) -> Figure:
         fig = styles.figure(style, 2.3 + 0.17 * rows)
         ax = fig.add_subplot()
         for i, (name, values) in enumerate(losses.items()):
-            ax.plot(range(1, len(values) + 1), values, label=styles.label(name, style), linewidth=1.0, markersize=3.5,
-                    **styles.series(i))
+            ax.plot(
+                range(1, len(values) + 1),
+                values,
+                label=styles.label(name, style),
+                linewidth=1.0,
+                markersize=3.5,
+                **styles.series(i),
+            )
         ax.set_yscale("log")
         ax.set_xlabel("epoch")
         ax.set_ylabel("loss (log scale)")

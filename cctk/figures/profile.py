@@ -1,4 +1,5 @@
 """The probability profile (manual 2.0.0, section 7.4): mean probability per candidate answer."""
+
 from __future__ import annotations
 
 import math
@@ -23,16 +24,22 @@ LINE_PT = 10.5  # height of one line of band text, points
 EDGE = 0.015  # margin of the band texts from the figure's sides, a fraction of its width
 
 
-def probability_profile(series: dict[str, pd.DataFrame], targets: pd.Series, title: str,
-                        band: tuple[int, int] | None = None,
-                        heldout: Collection | None = None, style: Style = REPORT) -> Figure:
+def probability_profile(
+    series: dict[str, pd.DataFrame],
+    targets: pd.Series,
+    title: str,
+    band: tuple[int, int] | None = None,
+    heldout: Collection | None = None,
+    style: Style = REPORT,
+) -> Figure:
     """Lines: each model's mean probability per candidate (left axis); bars: targets (right).
 
     ``band`` = (lo, hi), the candidates that can be an answer, shaded blue, the rest red, with
     each model's share of probability inside each; None draws no bands.
     """
-    means = pd.DataFrame({name: t.groupby("candidate_value")["prob"].mean()
-                          for name, t in series.items()}).reindex(CANDIDATES, fill_value=0.0)
+    means = pd.DataFrame({name: t.groupby("candidate_value")["prob"].mean() for name, t in series.items()}).reindex(
+        CANDIDATES, fill_value=0.0
+    )
     if style.paper:
         return _paper(means, targets, band, heldout, style)
     above = 0.5 + (LINE_PT / 72 * (len(series) + 1) if band is not None else 0.0)  # inches
@@ -49,8 +56,9 @@ def probability_profile(series: dict[str, pd.DataFrame], targets: pd.Series, tit
         handles = _lines(ax, means) + handles
         _axes(ax, bars, means, targets)
         fig.suptitle(title, y=1 - 0.1 / height, va="top", fontsize=11, fontweight="bold")
-        fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 3),
-                   bbox_to_anchor=(0.5, 0.0), frameon=False)
+        fig.legend(
+            handles=handles, loc="lower center", ncol=min(len(handles), 3), bbox_to_anchor=(0.5, 0.0), frameon=False
+        )
     return fig
 
 
@@ -67,8 +75,7 @@ def _lines(ax, means: pd.DataFrame) -> list:
     handles = []
     for i, name in enumerate(means.columns):
         color = _color(i, name)
-        ax.plot(means.index, 100 * means[name], marker="o", markersize=3, linewidth=1.4,
-                color=color)
+        ax.plot(means.index, 100 * means[name], marker="o", markersize=3, linewidth=1.4, color=color)
         handles.append(Line2D([], [], color=color, marker="o", markersize=3, label=name))
     return handles
 
@@ -82,8 +89,10 @@ def _count_bars(ax, targets: pd.Series, heldout, colors: tuple = (BAR_SEEN, BAR_
     if not held:
         return [Patch(color=colors[0], label="additions with this target (right axis)")]
     ax.bar(never.index, never.values, bottom=seen.values, width=0.6, color=colors[1], zorder=2)
-    return [Patch(color=colors[0], label="seen additions with this target (right axis)"),
-            Patch(color=colors[1], label="held-out additions with this target (right axis)")]
+    return [
+        Patch(color=colors[0], label="seen additions with this target (right axis)"),
+        Patch(color=colors[1], label="held-out additions with this target (right axis)"),
+    ]
 
 
 def _axes(ax, bars, means: pd.DataFrame, targets: pd.Series) -> None:
@@ -132,12 +141,22 @@ def _band_text(ax, x: float, label: str, shares: pd.Series, align: str, x_in_fig
     ``x`` is a candidate value, or a fraction of the figure's width when ``x_in_figure``.
     """
     where = blended_transform_factory(ax.figure.transFigure if x_in_figure else ax.transData, ax.transAxes)
-    rows = [(label, "black")] + [(f"{share:.0%} {name}", _color(i, name))
-                                 for i, (name, share) in enumerate(shares.items())]
+    rows = [(label, "black")] + [
+        (f"{share:.0%} {name}", _color(i, name)) for i, (name, share) in enumerate(shares.items())
+    ]
     for k, (text, color) in enumerate(reversed(rows)):
-        ax.annotate(text, (x, 1.0), xycoords=where, xytext=(0, 3 + LINE_PT * k),
-                    textcoords="offset points", ha=align, va="bottom", fontsize=7.5,
-                    fontweight="bold", color=color)
+        ax.annotate(
+            text,
+            (x, 1.0),
+            xycoords=where,
+            xytext=(0, 3 + LINE_PT * k),
+            textcoords="offset points",
+            ha=align,
+            va="bottom",
+            fontsize=7.5,
+            fontweight="bold",
+            color=color,
+        )
 
 
 def _paper(means: pd.DataFrame, targets: pd.Series, band, heldout, style: Style) -> Figure:
@@ -153,10 +172,12 @@ def _paper(means: pd.DataFrame, targets: pd.Series, band, heldout, style: Style)
         handles = _count_bars(bars, targets, heldout, PAPER_BARS)
         for i, name in enumerate(means.columns):
             ax.plot(means.index, 100 * means[name], linewidth=1.0, markersize=2.5, label=name, **styles.series(i))
-        handles = [Line2D([], [], linewidth=1.0, markersize=3, label=styles.label(name, style), **styles.series(i))
-                   for i, name in enumerate(means.columns)] + handles
+        handles = [
+            Line2D([], [], linewidth=1.0, markersize=3, label=styles.label(name, style), **styles.series(i))
+            for i, name in enumerate(means.columns)
+        ] + handles
         _axes(ax, bars, means, targets)
-        ax.set_xticks(CANDIDATES[::4 if style.narrow else 2])
+        ax.set_xticks(CANDIDATES[:: 4 if style.narrow else 2])
         ax.set_ylabel("mean probability" if style.narrow else "mean probability over the 81 additions")
         bars.set_ylabel("additions with this target" if style.narrow else "additions whose target is this answer")
         fig.legend(handles=handles, loc="outside lower center", ncol=1 if style.narrow else 2, frameon=False)
@@ -171,5 +192,6 @@ def _paper_bands(fig, bars_ax, means: pd.DataFrame, band: tuple[int, int]) -> No
             bars_ax.axvspan(a - 0.5, b + 0.5, color=LIGHT_RED, linewidth=0, zorder=0)
     inside = means.loc[lo:hi].sum()
     shares = ", ".join(f"{name} {share:.0%}" for name, share in inside.items())
-    styles.note(fig, f"Share of probability on the answers {lo} to {hi} (blue band; the rest, red, lies outside): "
-                     f"{shares}.")
+    styles.note(
+        fig, f"Share of probability on the answers {lo} to {hi} (blue band; the rest, red, lies outside): {shares}."
+    )

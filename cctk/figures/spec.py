@@ -1,6 +1,7 @@
 """A figure as a value: its number, key, section and a drawing function with plain arguments
 (DataFrames, numbers), so a worker process can draw it from a pickled spec. The catalogs of the two
 manuals (``cctk.manuals.v2.catalog``, ``cctk.manuals.v1.catalog``) build them; ``cctk.outputs`` draws and saves them."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,7 +18,8 @@ class Spec:
 
     number: int
     key: str
-    part: str  # a key of its protocol's report sections (cctk.manuals.v2.labels.SECTIONS, cctk.manuals.v1.labels.SECTIONS)
+    # a key of its protocol's report sections (cctk.manuals.v2.labels.SECTIONS, cctk.manuals.v1.labels.SECTIONS)
+    part: str
     draw: object
     args: dict
     title: str  # as the chart says it, for captions

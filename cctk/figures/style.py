@@ -5,6 +5,7 @@ or notes inside (they go into the caption: ``Style.caption`` collects them), and
 palette, each with its own marker and line style. ``simulate`` and ``delta_e`` check a palette under
 deuteranopia and protanopia (Machado, Oliveira and Fernandes 2009, severity 1).
 """
+
 from __future__ import annotations
 
 import textwrap
@@ -20,18 +21,34 @@ WIDTHS = {"column": 3.3, "page": 6.9}  # inches
 STYLES = ("report", "paper")
 
 # Okabe and Ito (2008), "Color Universal Design": distinct under the common colour-vision deficiencies.
-OKABE_ITO = {"blue": "#0072B2", "vermillion": "#D55E00", "bluish green": "#009E73", "orange": "#E69F00",
-             "reddish purple": "#CC79A7", "sky blue": "#56B4E9", "black": "#000000", "yellow": "#F0E442"}
-LINE_COLORS = tuple(OKABE_ITO[k] for k in ("blue", "vermillion", "bluish green", "reddish purple", "orange",
-                                            "sky blue", "black"))  # yellow reads badly as a line on white
+OKABE_ITO = {
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "bluish green": "#009E73",
+    "orange": "#E69F00",
+    "reddish purple": "#CC79A7",
+    "sky blue": "#56B4E9",
+    "black": "#000000",
+    "yellow": "#F0E442",
+}
+LINE_COLORS = tuple(
+    OKABE_ITO[k] for k in ("blue", "vermillion", "bluish green", "reddish purple", "orange", "sky blue", "black")
+)  # yellow reads badly as a line on white
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 LINESTYLES = ("-", "--", ":", "-.")
 # The heatmap's fills in paper style: hit / miss, seen / held out.
 HIT, MISS = OKABE_ITO["blue"], OKABE_ITO["vermillion"]
 HELD_HIT, HELD_MISS = OKABE_ITO["bluish green"], OKABE_ITO["orange"]
 
-PAPER_FONTS = {"font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "xtick.labelsize": 7.5,
-               "ytick.labelsize": 7.5, "legend.fontsize": 7.5, "figure.titlesize": 8}
+PAPER_FONTS = {
+    "font.size": 8,
+    "axes.titlesize": 8,
+    "axes.labelsize": 8,
+    "xtick.labelsize": 7.5,
+    "ytick.labelsize": 7.5,
+    "legend.fontsize": 7.5,
+    "figure.titlesize": 8,
+}
 
 
 @dataclass(frozen=True)
@@ -93,8 +110,11 @@ def paper(width: str = "column") -> Style:
 def series(i: int) -> dict:
     """The i-th series of a paper chart: colour, marker and line style, no two alike for i < 28."""
     turn = i // len(LINE_COLORS)  # each time the colours come round, the markers shift and the line changes
-    return {"color": LINE_COLORS[i % len(LINE_COLORS)], "marker": MARKERS[(i + turn) % len(MARKERS)],
-            "linestyle": LINESTYLES[turn % len(LINESTYLES)]}
+    return {
+        "color": LINE_COLORS[i % len(LINE_COLORS)],
+        "marker": MARKERS[(i + turn) % len(MARKERS)],
+        "linestyle": LINESTYLES[turn % len(LINESTYLES)],
+    }
 
 
 def label(text: str, style: Style, width: int = 40) -> str:
@@ -112,13 +132,16 @@ def fonts(style: Style):
 # --- Colour-vision deficiency: Machado et al. (2009), severity 1, on linear RGB; CIE 1976 L*a*b* (D65). ---
 
 MACHADO = {
-    "deuteranopia": np.array([[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413],
-                              [-0.011820, 0.042940, 0.968881]]),
-    "protanopia": np.array([[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216],
-                            [-0.003882, -0.048116, 1.051998]]),
+    "deuteranopia": np.array(
+        [[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413], [-0.011820, 0.042940, 0.968881]]
+    ),
+    "protanopia": np.array(
+        [[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216], [-0.003882, -0.048116, 1.051998]]
+    ),
 }
-SRGB_TO_XYZ = np.array([[0.4124564, 0.3575761, 0.1804375], [0.2126729, 0.7151522, 0.0721750],
-                        [0.0193339, 0.1191920, 0.9503041]])
+SRGB_TO_XYZ = np.array(
+    [[0.4124564, 0.3575761, 0.1804375], [0.2126729, 0.7151522, 0.0721750], [0.0193339, 0.1191920, 0.9503041]]
+)
 D65 = np.array([0.95047, 1.0, 1.08883])
 
 

@@ -1,4 +1,5 @@
 """The synthesis chart (manual 2.0.0, section 7.6): share of hits per model and group."""
+
 from __future__ import annotations
 
 import textwrap
@@ -15,13 +16,16 @@ from .style import REPORT, Style
 # The chart's series by key, and the legend's words for each (its labels, here at the edge).
 SERIES = ("seen", "heldout", "control_heldout", "base")
 COLORS = {"seen": SEEN_HIT, "heldout": HELD_HIT, "control_heldout": CONTROL, "base": BASE}
-LABELS = {"seen": "seen", "heldout": "held out", "control_heldout": "held out, control",
-          "base": "base model (all 81)"}
+LABELS = {"seen": "seen", "heldout": "held out", "control_heldout": "held out, control", "base": "base model (all 81)"}
 OFFSET = {"seen": -0.15, "heldout": 0.15, "control_heldout": 0.15, "base": 0.0}
 COLUMN = {"seen": 0, "base": 0, "heldout": 1, "control_heldout": 1}  # counts column
 # Paper style: (colour, marker) of each series.
-PAPER = {"seen": (styles.HIT, "o"), "heldout": (styles.MISS, "s"), "control_heldout": (CONTROL, "^"),
-         "base": ("#000000", "D")}
+PAPER = {
+    "seen": (styles.HIT, "o"),
+    "heldout": (styles.MISS, "s"),
+    "control_heldout": (CONTROL, "^"),
+    "base": ("#000000", "D"),
+}
 
 
 def synthesis_chart(rows: pd.DataFrame, style: Style = REPORT) -> Figure:
@@ -39,8 +43,16 @@ def synthesis_chart(rows: pd.DataFrame, style: Style = REPORT) -> Figure:
         ax = fig.add_axes([0.3, 0.75 / height, 0.48, 1 - 1.4 / height])
         for _, r in rows.iterrows():
             y = models.index(r.model) + (OFFSET[r.series] if _two_groups(rows, r.model) else 0.0)
-            ax.errorbar(r.share, y, xerr=[[r.share - r.lo], [r.hi - r.share]], fmt="o",
-                        color=COLORS[r.series], markersize=4.5, capsize=2.5, linewidth=1.3)
+            ax.errorbar(
+                r.share,
+                y,
+                xerr=[[r.share - r.lo], [r.hi - r.share]],
+                fmt="o",
+                color=COLORS[r.series],
+                markersize=4.5,
+                capsize=2.5,
+                linewidth=1.3,
+            )
         _counts(ax, rows, models)
         ax.set_yticks(range(len(models)), [textwrap.fill(m, 34) for m in models])
         ax.set_ylim(len(models) - 0.5, -0.5)
@@ -52,8 +64,14 @@ def synthesis_chart(rows: pd.DataFrame, style: Style = REPORT) -> Figure:
         present = [g for g in COLORS if g in set(rows["series"])]
         handles = [Line2D([], [], color=COLORS[g], marker="o", label=LABELS[g]) for g in present]
         fig.legend(handles=handles, loc="lower center", ncol=len(handles), frameon=False)
-        fig.suptitle("Synthesis: hits on each model's own target", x=0.54, y=1 - 0.05 / height,
-                     va="top", fontsize=11, fontweight="bold")
+        fig.suptitle(
+            "Synthesis: hits on each model's own target",
+            x=0.54,
+            y=1 - 0.05 / height,
+            va="top",
+            fontsize=11,
+            fontweight="bold",
+        )
     return fig
 
 
@@ -65,11 +83,17 @@ def _counts(ax, rows: pd.DataFrame, models: list[str]) -> None:
     """Two columns right of the chart: hits / n for the seen and the held-out additions."""
     where = blended_transform_factory(ax.transAxes, ax.transData)
     for col, header in enumerate(("seen", "held out")):
-        ax.text(1.1 + 0.2 * col, -0.6, header, transform=where, ha="center", va="bottom",
-                fontweight="bold")
+        ax.text(1.1 + 0.2 * col, -0.6, header, transform=where, ha="center", va="bottom", fontweight="bold")
     for _, r in rows.iterrows():
-        ax.text(1.1 + 0.2 * COLUMN[r.series], models.index(r.model), f"{r.hits} / {r.n}",
-                transform=where, ha="center", va="center", color=COLORS[r.series])
+        ax.text(
+            1.1 + 0.2 * COLUMN[r.series],
+            models.index(r.model),
+            f"{r.hits} / {r.n}",
+            transform=where,
+            ha="center",
+            va="center",
+            color=COLORS[r.series],
+        )
 
 
 def _paper(rows: pd.DataFrame, models: list[str], style: Style) -> Figure:
@@ -80,10 +104,21 @@ def _paper(rows: pd.DataFrame, models: list[str], style: Style) -> Figure:
         for _, r in rows.iterrows():
             y = models.index(r.model) + (OFFSET[r.series] if _two_groups(rows, r.model) else 0.0)
             color, marker = PAPER[r.series]
-            ax.errorbar(r.share, y, xerr=[[r.share - r.lo], [r.hi - r.share]], fmt=marker, color=color,
-                        markersize=3.5, capsize=2, linewidth=1.0)
-        ax.set_yticks(range(len(models)), [textwrap.fill(m, 34 if style.narrow else 60) for m in models],
-                      fontsize=7 if style.narrow else None)
+            ax.errorbar(
+                r.share,
+                y,
+                xerr=[[r.share - r.lo], [r.hi - r.share]],
+                fmt=marker,
+                color=color,
+                markersize=3.5,
+                capsize=2,
+                linewidth=1.0,
+            )
+        ax.set_yticks(
+            range(len(models)),
+            [textwrap.fill(m, 34 if style.narrow else 60) for m in models],
+            fontsize=7 if style.narrow else None,
+        )
         ax.set_ylim(len(models) - 0.5, -0.5)
         ax.set_xlim(-0.02, 1.02)
         ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0])

@@ -10,6 +10,7 @@ a manual is imported by its home, as a plugin is, so no arrow points from here u
 
 Torch-free and matplotlib-free at import.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
     from ..figures.spec import Spec
+
 
 class Logged(TypingProtocol):
     """A typed record of figures logged to an MLflow run as its metrics (by their MLflow names)."""
@@ -69,7 +71,8 @@ class Report:
 @dataclass(frozen=True)
 class Protocol(Generic[D, R, H]):
     """A manual as a value, generic over what it draws (``D``), its results (``R``) and headline (``H``).
-    Resolved from its name once, at an edge (``get``): the library entry, run_info.json's reader, a resume's MLflow tags."""
+    Resolved from its name once, at an edge (``get``): the library entry, run_info.json's reader, a resume's MLflow
+    tags."""
 
     name: str  # the cctk.protocol tag, run_info.json's "protocol", ``cctk run --protocol``
     config: ProtocolConfig  # its profiles, whether it splits the additions, its default seed

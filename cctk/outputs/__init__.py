@@ -2,6 +2,7 @@
 
 DataFrames and records in, files out: no model, no MLflow. ``cctk.store.session`` owns the folder.
 """
+
 from .write import model_heatmaps, rerender, write_all
 
 __all__ = ["model_heatmaps", "rerender", "write_all"]

@@ -1,5 +1,6 @@
 """report.html: one self-contained page (inline CSS, figures as PNG data URIs, nothing fetched)
 with the parameters, the seeds and what each controls, the runs, and every figure and table in order."""
+
 from __future__ import annotations
 
 import base64
@@ -57,7 +58,8 @@ code { font-size: 13px; }
 <main>
 <h1>{{ heading }}</h1>
 <p class="lead">Session <code>{{ info.session }}</code> &middot; model <code>{{ info.model.key }}</code>
-({{ info.model.id }}) &middot; profile {{ info.profile }}{% if minutes %} &middot; {{ minutes }} min from start to the reports{% endif %}</p>
+({{ info.model.id }}) &middot; profile {{ info.profile }}{% if
+ minutes %} &middot; {{ minutes }} min from start to the reports{% endif %}</p>
 {% if ran %}<p class="lead">{{ ran }}</p>{% endif %}
 
 <nav><h2>Contents</h2><ol>
@@ -72,8 +74,10 @@ code { font-size: 13px; }
 {% for label, value in rows %}<tr><td>{{ label }}</td><td>{{ value }}</td></tr>{% endfor %}
 </table></div>{% endfor %}
 <div><h3>Measurement and tracking</h3><table class="kv">
-<tr><td>candidates</td><td>{{ info.candidates[0] }} to {{ info.candidates[-1] }} ({{ info.candidates|length }})</td></tr>
-{% if info.design.answer_text %}<tr><td>answer text</td><td><code>"{{ info.design.answer_text }}"</code></td></tr>{% endif %}
+<tr><td>candidates</td><td>{{ info.candidates[0] }} to {{ info.candidates[-1] }} ({{
+ info.candidates|length }})</td></tr>
+{% if info.design.answer_text %}<tr><td>answer text</td><td><code>"{{
+ info.design.answer_text }}"</code></td></tr>{% endif %}
 <tr><td>end marker</td><td>{% if info.end_marker %}<code>{{ end_marker }}</code>{% else %}none{% endif %}</td></tr>
 {% if info.design.index %}<tr><td>softmax over</td><td>{{ index }}</td></tr>{% endif %}
 <tr><td>held-out additions</td><td>{{ heldout }}</td></tr>
@@ -86,7 +90,8 @@ code { font-size: 13px; }
 <h2 id="seeds">Seeds</h2>
 <table class="kv">
 <tr><th>seed</th><th>value</th><th>what it controls</th></tr>
-{% for seed in seeds %}<tr><td>{{ seed.name }}</td><td><code>{{ seed.value }}</code></td><td>{{ seed.role }}</td></tr>{% endfor %}
+{% for seed in seeds %}<tr><td>{{ seed.name }}</td><td><code>{{ seed.value }}</code></td><td>{{
+ seed.role }}</td></tr>{% endfor %}
 </table>
 <p class="caption">{% if info.seeds.drawn_fresh %}These seeds were drawn fresh for this run; pass
 <code>--seed {{ seed_text }}</code> to repeat it.{% else %}These seeds were given for this run
@@ -94,7 +99,8 @@ code { font-size: 13px; }
 
 {% for warning in info.design.warnings or [] %}<p class="warning"><b>Warning:</b> {{ warning }}.</p>
 {% endfor %}{% if not figures_drawn %}<p class="caption"><b>Figures not drawn in this run</b> (it ran with
-<code>--no-figures</code>): <code>cctk report {{ info.session }}</code> draws them from the saved measurements.</p>{% endif %}
+<code>--no-figures</code>): <code>cctk report {{
+ info.session }}</code> draws them from the saved measurements.</p>{% endif %}
 
 <h2 id="runs-summary">Fine-tuning runs</h2>
 <div class="scroll">{{ runs }}</div>
@@ -129,38 +135,64 @@ def data_uri(png: Path, scale: int = EMBED_SCALE) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-INDEX = {"sum": "the summed log-probability of each candidate's tokens",
-         "mean": "the mean log-probability per token of each candidate (manual 1.0.0)"}
+INDEX = {
+    "sum": "the summed log-probability of each candidate's tokens",
+    "mean": "the mean log-probability per token of each candidate (manual 1.0.0)",
+}
 
 
-def render(info: RunInfo, tables: dict[str, pd.DataFrame], figures: list[tuple[object, str]],
-           protocol: Protocol) -> str:
+def render(
+    info: RunInfo, tables: dict[str, pd.DataFrame], figures: list[tuple[object, str]], protocol: Protocol
+) -> str:
     """``figures``: (figures.spec.Spec, its PNG as a data URI) in order; ``protocol``: the run's, whose report
     names its sections and tables (``cctk.manuals.registry``)."""
     report = protocol.report
     notes = {key: note.format(model=info.model.key, profile=info.profile) for key, note in report.notes.items()}
-    sections = {key: {"key": key, "title": text, "items": [], "note": notes.get(key)}
-                for key, text in report.sections.items()}
+    sections = {
+        key: {"key": key, "title": text, "items": [], "note": notes.get(key)} for key, text in report.sections.items()
+    }
     for spec, uri in figures:
-        sections[spec.part]["items"].append({
-            "kind": "figure", "number": spec.number, "anchor": f"figure-{spec.number:02d}",
-            "title": spec.title[0].upper() + spec.title[1:], "uri": uri,
-            "about": report.about[spec.key.split(":")[0]]})
+        sections[spec.part]["items"].append(
+            {
+                "kind": "figure",
+                "number": spec.number,
+                "anchor": f"figure-{spec.number:02d}",
+                "title": spec.title[0].upper() + spec.title[1:],
+                "uri": uri,
+                "about": report.about[spec.key.split(":")[0]],
+            }
+        )
     for name, table in tables.items():
-        sections[report.table_part[name]]["items"].append({
-            "kind": "table", "number": int(name[-2:]), "anchor": name, "title": report.tables[name],
-            "caption": report.captions[name], "html": Markup(table_html(table, name))})
+        sections[report.table_part[name]]["items"].append(
+            {
+                "kind": "table",
+                "number": int(name[-2:]),
+                "anchor": name,
+                "title": report.tables[name],
+                "caption": report.captions[name],
+                "html": Markup(table_html(table, name)),
+            }
+        )
     seeds = info.seeds
     seed_rows = [{"name": "seeds[0]", "value": seeds.values[0], "role": seeds.roles["seeds[0]"]}]
-    seed_rows += [{"name": f"seeds[{i}]", "value": v, "role": seeds.roles["seeds[1:]"]}
-                  for i, v in enumerate(seeds.values[1:], start=1)]
+    seed_rows += [
+        {"name": f"seeds[{i}]", "value": v, "role": seeds.roles["seeds[1:]"]}
+        for i, v in enumerate(seeds.values[1:], start=1)
+    ]
     minutes = f"{info.seconds / 60:.1f}" if info.seconds is not None else None
     heldout = info.design.heldout_additions
     return TEMPLATE.render(
-        info=info, heading=report_title(protocol, "cctk report"), blocks=facts(info), seeds=seed_rows,
-        seed_text=",".join(map(str, seeds.values)), end_marker=repr(info.end_marker),
-        index=INDEX.get(info.design.index, info.design.index), minutes=minutes, figures_drawn=bool(figures),
+        info=info,
+        heading=report_title(protocol, "cctk report"),
+        blocks=facts(info),
+        seeds=seed_rows,
+        seed_text=",".join(map(str, seeds.values)),
+        end_marker=repr(info.end_marker),
+        index=INDEX.get(info.design.index, info.design.index),
+        minutes=minutes,
+        figures_drawn=bool(figures),
         ran=parts_ran(info),
         parts=[s for s in sections.values() if s["items"]],  # a part not run has neither table nor figure
         heldout=", ".join(f"{a}+{b}" for a, b in heldout) if heldout is not None else "none (all 81 are trained on)",
-        runs=Markup(table_html(runs_table(tables[report.runs_table]), "runs", left=["model", "parent"])))
+        runs=Markup(table_html(runs_table(tables[report.runs_table]), "runs", left=["model", "parent"])),
+    )

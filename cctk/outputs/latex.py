@@ -5,6 +5,7 @@ smaller type and stacked cells) instead of scaling the table.
 
 DataFrames in, LaTeX text out: no files, no figures. ``cctk.outputs.paper`` writes them.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,11 +18,32 @@ import pandas as pd
 from ..core.labels import TABLE_HEADERS, printed
 from .run_report import size
 
-SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-           "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": r"$<$",
-           ">": r"$>$", "|": r"$|$", "\u00b7": r"\textperiodcentered{}", "\u00b1": r"$\pm$",
-           "\u2192": r"$\rightarrow$", "\u2026": r"\dots{}", "\u221e": r"$\infty$", "\u2013": "--",
-           "\u2014": "---", "\u2265": r"$\geq$", "\u2264": r"$\leq$", "\u2212": "$-$", "\u00d7": r"$\times$"}
+SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "<": r"$<$",
+    ">": r"$>$",
+    "|": r"$|$",
+    "\u00b7": r"\textperiodcentered{}",
+    "\u00b1": r"$\pm$",
+    "\u2192": r"$\rightarrow$",
+    "\u2026": r"\dots{}",
+    "\u221e": r"$\infty$",
+    "\u2013": "--",
+    "\u2014": "---",
+    "\u2265": r"$\geq$",
+    "\u2264": r"$\leq$",
+    "\u2212": "$-$",
+    "\u00d7": r"$\times$",
+}
 # Groups of columns a count with its interval is made of: hits<s>, n<s>, lo<s>, hi<s>.
 GROUPS = ("", "_seen", "_heldout", "_recovery_seen", "_recovery_heldout", "_rule", "_control")
 # Widths in points: the column of a two-column page (3.375 in) and the whole text (7 in), see paper.tex;
@@ -118,8 +140,9 @@ def display(table: pd.DataFrame) -> pd.DataFrame:
     without their key columns (``model_key``, ...: the CSV's, for code that joins tables)."""
     table = printed(table)
     groups = {column: group for column in table.columns if (group := _count_group(table, column)) is not None}
-    folded = {f"{k}{g}" for g in groups.values() for k in ("n", "lo", "hi")} | ({"share"} if "" in groups.values()
-                                                                               else set())
+    folded = {f"{k}{g}" for g in groups.values() for k in ("n", "lo", "hi")} | (
+        {"share"} if "" in groups.values() else set()
+    )
     if {"k", "k_lo", "k_hi"} <= set(table.columns):
         folded |= {"k_lo", "k_hi"}
     columns: dict[str, list[str]] = {}
@@ -128,8 +151,10 @@ def display(table: pd.DataFrame) -> pd.DataFrame:
             parts = [f"{k}{groups[column]}" for k in ("hits", "n", "lo", "hi")]
             columns[header(column)] = [count(*row) for row in table[parts].itertuples(index=False)]
         elif column == "k" and "k_lo" in folded:
-            columns[header("k")] = [f"{number(k)} ({number(lo)}--{number(hi)})"
-                                    for k, lo, hi in table[["k", "k_lo", "k_hi"]].itertuples(index=False)]
+            columns[header("k")] = [
+                f"{number(k)} ({number(lo)}--{number(hi)})"
+                for k, lo, hi in table[["k", "k_lo", "k_hi"]].itertuples(index=False)
+            ]
         elif column not in folded:
             columns[header(column)] = [cell(column, v) for v in table[column]]
     return pd.DataFrame(columns)
@@ -139,7 +164,7 @@ def _count_group(table: pd.DataFrame, column: str) -> str | None:
     """The suffix of the count group ``column`` opens (``hits<s>`` with n, lo, hi beside it), else None."""
     if not column.startswith("hits"):
         return None
-    group = column[len("hits"):]
+    group = column[len("hits") :]
     wanted = {f"{k}{group}" for k in ("n", "lo", "hi")}
     return group if group in GROUPS and wanted <= set(table.columns) else None
 
@@ -166,9 +191,15 @@ class Layout:
 
 
 # From the first choice to the last: a column, the page, smaller type, stacked counts, wrapped names, less padding.
-LAYOUTS = (Layout("table", r"\small"), Layout("table*", r"\small"), Layout("table*", r"\footnotesize"),
-           Layout("table*", r"\footnotesize", False, 28), Layout("table*", r"\footnotesize", True, 22),
-           Layout("table*", r"\scriptsize", True, 16), Layout("table*", r"\scriptsize", True, 12, 6.0))
+LAYOUTS = (
+    Layout("table", r"\small"),
+    Layout("table*", r"\small"),
+    Layout("table*", r"\footnotesize"),
+    Layout("table*", r"\footnotesize", False, 28),
+    Layout("table*", r"\footnotesize", True, 22),
+    Layout("table*", r"\scriptsize", True, 16),
+    Layout("table*", r"\scriptsize", True, 12, 6.0),
+)
 
 
 def width_pt(shown: pd.DataFrame, how: Layout) -> float:
@@ -202,8 +233,9 @@ def _is_count(cell_text: str) -> bool:
 def _printed(cell_text: str) -> str:
     """About what a cell prints: math as its signs (``$7.67\\times10^{-5}$`` is 7.67*10-5: nine characters,
     no letters), a command one sign."""
-    return MATH.sub(lambda m: COMMAND.sub("*", m.group(1)).replace("{", "").replace("}", "").replace("^", ""),
-                    cell_text)
+    return MATH.sub(
+        lambda m: COMMAND.sub("*", m.group(1)).replace("{", "").replace("}", "").replace("^", ""), cell_text
+    )
 
 
 def _is_words(cell_text: str) -> bool:
@@ -222,8 +254,9 @@ def tabular(shown: pd.DataFrame, how: Layout = LAYOUTS[0]) -> str:
     spec = "".join(_column_spec(shown[c], how) for c in shown.columns)
     head = " & ".join(_stack_header(c) if how.stacked else c for c in shown.columns) + r" \\"
     rows = [" & ".join(_stack(c) if how.stacked else c for c in row) + r" \\" for row in shown.itertuples(index=False)]
-    return "\n".join([f"\\begin{{tabular}}{{{spec}}}", r"\toprule", head, r"\midrule", *rows, r"\bottomrule",
-                      r"\end{tabular}"])
+    return "\n".join(
+        [f"\\begin{{tabular}}{{{spec}}}", r"\toprule", head, r"\midrule", *rows, r"\bottomrule", r"\end{tabular}"]
+    )
 
 
 def _wrap_cm(values: pd.Series, how: Layout) -> float | None:
@@ -263,9 +296,19 @@ def latex(table: pd.DataFrame, caption: str, label: str) -> str:
         return _longtable(shown, caption, label)
     how = layout(shown)
     pad = [f"\\setlength{{\\tabcolsep}}{{{how.pad_pt / 2:g}pt}}"] if how.pad_pt != PAD_PT else []
-    return "\n".join([f"\\begin{{{how.environment}}}[htbp]", r"\centering", how.size, *pad,
-                      f"\\caption{{{text(caption)}}}", f"\\label{{{label}}}", tabular(shown, how),
-                      f"\\end{{{how.environment}}}", ""])
+    return "\n".join(
+        [
+            f"\\begin{{{how.environment}}}[htbp]",
+            r"\centering",
+            how.size,
+            *pad,
+            f"\\caption{{{text(caption)}}}",
+            f"\\label{{{label}}}",
+            tabular(shown, how),
+            f"\\end{{{how.environment}}}",
+            "",
+        ]
+    )
 
 
 def _longtable(shown: pd.DataFrame, caption: str, label: str) -> str:
@@ -274,7 +317,21 @@ def _longtable(shown: pd.DataFrame, caption: str, label: str) -> str:
     spec = body[0].removeprefix(r"\begin{tabular}")
     head = "\n".join(body[1:4])
     rows = "\n".join(body[4:-2])
-    return "\n".join([r"\begingroup\footnotesize", f"\\begin{{longtable}}{spec}",
-                      f"\\caption{{{text(caption)}}}\\label{{{label}}}\\\\", head, r"\endfirsthead",
-                      r"\caption[]{(continued)}\\", head, r"\endhead", r"\bottomrule", r"\endlastfoot",
-                      rows, r"\end{longtable}", r"\endgroup", ""])
+    return "\n".join(
+        [
+            r"\begingroup\footnotesize",
+            f"\\begin{{longtable}}{spec}",
+            f"\\caption{{{text(caption)}}}\\label{{{label}}}\\\\",
+            head,
+            r"\endfirsthead",
+            r"\caption[]{(continued)}\\",
+            head,
+            r"\endhead",
+            r"\bottomrule",
+            r"\endlastfoot",
+            rows,
+            r"\end{longtable}",
+            r"\endgroup",
+            "",
+        ]
+    )

@@ -9,6 +9,7 @@
 Results and tables in, files out: no model, no MLflow. ``figures`` is ``cctk report --style paper``,
 ``export`` is ``cctk export --latex``.
 """
+
 from __future__ import annotations
 
 import sys
@@ -88,8 +89,10 @@ def write_figures(rebuilt: session.Rebuilt, out: Path, style: Style) -> list[Pap
 
 def captions_tex(figures: list[PaperFigure]) -> str:
     """One ``\\caption{}`` and ``\\label{}`` per figure, each after a comment naming its file."""
-    blocks = [f"% Figure {f.number}: {f.path('pdf')}\n\\caption{{{latex.text(f.caption)}}}\n\\label{{{f.label}}}\n"
-              for f in figures]
+    blocks = [
+        f"% Figure {f.number}: {f.path('pdf')}\n\\caption{{{latex.text(f.caption)}}}\n\\label{{{f.label}}}\n"
+        for f in figures
+    ]
     return "\n".join(blocks)
 
 
@@ -101,8 +104,10 @@ def table_captions(protocol: protocols.Protocol) -> dict[str, str]:
     """The paper's captions (the protocol's ``report.paper_captions``), else its titles and report captions."""
     if protocol.report.paper_captions:
         return protocol.report.paper_captions
-    return {name: f"{title[0].upper()}{title[1:]}. {protocol.report.captions[name]}"
-            for name, title in protocol.report.tables.items()}
+    return {
+        name: f"{title[0].upper()}{title[1:]}. {protocol.report.captions[name]}"
+        for name, title in protocol.report.tables.items()
+    }
 
 
 def write_tables(rebuilt: session.Rebuilt, out: Path) -> list[PaperTable]:
@@ -145,8 +150,9 @@ def export(source: Path, out: Path, width: str = "column") -> Written:
     drawn = write_figures(rebuilt, out, style)
     tables = write_tables(rebuilt, out)
     name = session.read_run_info(Path(source)).session
-    (Path(out) / "paper.tex").write_text(paper_tex(rebuilt.info.config.model, name, tables, drawn, style),
-                                         encoding="utf-8")
+    (Path(out) / "paper.tex").write_text(
+        paper_tex(rebuilt.info.config.model, name, tables, drawn, style), encoding="utf-8"
+    )
     return Written(Path(out), drawn, tables)
 
 
@@ -158,19 +164,27 @@ def paper_tex(model: str, session_name: str, tables: list[PaperTable], drawn: li
     figures are a column wide (wide tables span both, as ``table*``)."""
     floats = [f"\\input{{{t.path}}}" for t in tables if not t.long]
     floats += [_figure(f) for f in drawn]
-    body = [text for i, item in enumerate(floats)
-            for text in ([item] + (["\\clearpage"] if (i + 1) % FLOATS_PER_PAGE == 0 else []))]
+    body = [
+        text
+        for i, item in enumerate(floats)
+        for text in ([item] + (["\\clearpage"] if (i + 1) % FLOATS_PER_PAGE == 0 else []))
+    ]
     long = [f"\\input{{{t.path}}}" for t in tables if t.long]
     if long:  # a longtable breaks across pages of one column only
         body += ["\\clearpage", "\\onecolumn", *long]
     options = "10pt,twocolumn" if style.narrow else "10pt"
-    return PREAMBLE.format(options=options, title=latex.text(f"cctk run {session_name} ({model})")) + "\n".join(
-        body) + "\n\\end{document}\n"
+    return (
+        PREAMBLE.format(options=options, title=latex.text(f"cctk run {session_name} ({model})"))
+        + "\n".join(body)
+        + "\n\\end{document}\n"
+    )
 
 
 def _figure(f: PaperFigure) -> str:
-    return (f"\\begin{{figure}}[htbp]\n\\centering\n\\includegraphics{{{f.path('pdf')}}}\n"
-            f"\\caption{{{latex.text(f.caption)}}}\n\\label{{{f.label}}}\n\\end{{figure}}")
+    return (
+        f"\\begin{{figure}}[htbp]\n\\centering\n\\includegraphics{{{f.path('pdf')}}}\n"
+        f"\\caption{{{latex.text(f.caption)}}}\n\\label{{{f.label}}}\n\\end{{figure}}"
+    )
 
 
 PREAMBLE = r"""\documentclass[{options}]{{article}}

@@ -3,6 +3,7 @@
 Every EPS embeds its fonts with their bounding box, which ``cctk.figures.common`` computes once per
 font and process; measuring the paper style's fonts here, before the fork, spares every worker that.
 """
+
 from __future__ import annotations
 
 import multiprocessing

@@ -2,6 +2,7 @@
 fine-tuning run and the training loss (log scale; main sequence in colour, the rest gray).
 
 The same page serves a protocol v1 run: one run, no split. It reads the run's ``RunInfo``."""
+
 from __future__ import annotations
 
 import re
@@ -21,10 +22,17 @@ from .tables import number
 
 PAGE = (8.27, 11.69)  # A4, inches
 BLOCKS = ((0.06, 31), (0.36, 20), (0.55, 38))  # x of hardware, software, model blocks; characters a value may take
-RUN_COLUMNS = {"model": "model", "parent": "parent", "examples": "examples", "steps": "steps",
-               "seconds": "time (s)", "examples_per_second": "examples/s", "loss": "loss first \u2192 last",
-               "peak_gpu_memory_bytes": "peak GPU memory",
-               "peak_cpu_memory_bytes": "peak RSS"}
+RUN_COLUMNS = {
+    "model": "model",
+    "parent": "parent",
+    "examples": "examples",
+    "steps": "steps",
+    "seconds": "time (s)",
+    "examples_per_second": "examples/s",
+    "loss": "loss first \u2192 last",
+    "peak_gpu_memory_bytes": "peak GPU memory",
+    "peak_cpu_memory_bytes": "peak RSS",
+}
 
 
 def size(n_bytes) -> str:
@@ -40,16 +48,33 @@ def facts(info: RunInfo) -> list[tuple[str, list[tuple[str, str]]]]:
     """The page's three blocks of (label, value): hardware, software, model and recipe."""
     hw, sw = info.hardware, info.software  # software: package -> version
     gpu = f"{hw.gpu} ({size(hw.gpu_memory_bytes)})" if hw.gpu else "none (CPU)"
-    hardware = [("processor", hw.processor or "-"), ("cores", f"{hw.cores_available} of {hw.cores_logical}"),
-                ("memory", size(hw.memory_bytes)), ("GPU", gpu), ("device used", info.device or "-")]
+    hardware = [
+        ("processor", hw.processor or "-"),
+        ("cores", f"{hw.cores_available} of {hw.cores_logical}"),
+        ("memory", size(hw.memory_bytes)),
+        ("GPU", gpu),
+        ("device used", info.device or "-"),
+    ]
     if info.memory:  # the run's peak beside the estimate it was checked against before it started
         where = "peak RSS" if info.memory.where == "process" else "peak GPU"
         hardware.append((where, f"{size(info.memory.peak_bytes)} (est. {size(info.memory.estimate_bytes)})"))
-    software = [(name, str(sw.get(key) or "-")) for name, key in (
-        ("Python", "python"), ("PyTorch", "torch"), ("Transformers", "transformers"), ("CUDA", "cuda"),
-        ("MLflow", "mlflow"), ("cctk", "cctk"))]
-    model = [("model", info.model.key), ("source", info.model.id), *_model_file(info),
-             ("profile", info.profile_note or info.profile)]
+    software = [
+        (name, str(sw.get(key) or "-"))
+        for name, key in (
+            ("Python", "python"),
+            ("PyTorch", "torch"),
+            ("Transformers", "transformers"),
+            ("CUDA", "cuda"),
+            ("MLflow", "mlflow"),
+            ("cctk", "cctk"),
+        )
+    ]
+    model = [
+        ("model", info.model.key),
+        ("source", info.model.id),
+        *_model_file(info),
+        ("profile", info.profile_note or info.profile),
+    ]
     recipe = [(f.name, getattr(info.recipe, f.name)) for f in fields(info.recipe)]
     model += [(k.replace("_", " "), "none" if k == "grad_clip" and v == 0 else str(v)) for k, v in recipe]
     design = info.design
@@ -95,34 +120,57 @@ def parts_ran(info: RunInfo) -> str | None:
     said = f"Parts run: {', '.join(parts)}"
     if not left:
         return said + " (all of manual 2.0.0)."
-    return (f"{said}; not run: {', '.join(left)} (cctk run --parts {','.join(parts)}): their tables and "
-            "figures are absent, and the synthesis holds only the models that were trained.")
+    return (
+        f"{said}; not run: {', '.join(left)} (cctk run --parts {','.join(parts)}): their tables and "
+        "figures are absent, and the synthesis holds only the models that were trained."
+    )
 
 
 def runs_table(table11: pd.DataFrame) -> pd.DataFrame:
     """table11 with readable cells: times, rates, loss first -> last, memory in MiB/GiB."""
-    out = pd.DataFrame({
-        "model": table11["model"], "parent": table11["parent"], "examples": table11["examples"].map(str),
-        "steps": table11["steps"].map(str), "seconds": table11["seconds"].map(lambda v: f"{v:.1f}"),
-        "examples_per_second": table11["examples_per_second"].map(lambda v: f"{v:.1f}"),
-        "loss": [f"{number(a)} \u2192 {number(b)}" for a, b in zip(table11["loss_first_epoch"],
-                                                                   table11["loss_last_epoch"])],
-        "peak_gpu_memory_bytes": table11["peak_gpu_memory_bytes"].map(lambda v: size(v) if v else "-"),
-        "peak_cpu_memory_bytes": table11.get("peak_cpu_memory_bytes", pd.Series(0, index=table11.index))
-        .map(lambda v: size(v) if v else "-")})
+    out = pd.DataFrame(
+        {
+            "model": table11["model"],
+            "parent": table11["parent"],
+            "examples": table11["examples"].map(str),
+            "steps": table11["steps"].map(str),
+            "seconds": table11["seconds"].map(lambda v: f"{v:.1f}"),
+            "examples_per_second": table11["examples_per_second"].map(lambda v: f"{v:.1f}"),
+            "loss": [
+                f"{number(a)} \u2192 {number(b)}"
+                for a, b in zip(table11["loss_first_epoch"], table11["loss_last_epoch"], strict=True)
+            ],
+            "peak_gpu_memory_bytes": table11["peak_gpu_memory_bytes"].map(lambda v: size(v) if v else "-"),
+            "peak_cpu_memory_bytes": table11.get("peak_cpu_memory_bytes", pd.Series(0, index=table11.index)).map(
+                lambda v: size(v) if v else "-"
+            ),
+        }
+    )
     return out.rename(columns=RUN_COLUMNS)
 
 
-def draw(info: RunInfo, protocol: protocols.Protocol, table11: pd.DataFrame, losses: dict[str, list[float]], main: list[str]):
+def draw(
+    info: RunInfo, protocol: protocols.Protocol, table11: pd.DataFrame, losses: dict[str, list[float]], main: list[str]
+):
     with paper_style():
         fig = new_figure(*PAGE)
         fig.text(0.06, 0.965, report_title(protocol), fontsize=15, fontweight="bold", va="top")
         fig.text(0.06, 0.94, _subtitle(info), fontsize=8, va="top", color="#333333")
         if info.design.warnings:  # Part A did not absorb: said on the page, not only in a table
-            fig.text(0.955, 0.965, "\n".join(textwrap.wrap("Warning: " + "; ".join(info.design.warnings), 70)),
-                     fontsize=7, va="top", ha="right", color="#c62828", fontweight="bold")
-        blocks = [(title, _wrapped(rows, width)) for (title, rows), (_, width) in zip(facts(info), BLOCKS)]
-        for (title, rows), (x, _) in zip(blocks, BLOCKS):
+            fig.text(
+                0.955,
+                0.965,
+                "\n".join(textwrap.wrap("Warning: " + "; ".join(info.design.warnings), 70)),
+                fontsize=7,
+                va="top",
+                ha="right",
+                color="#c62828",
+                fontweight="bold",
+            )
+        blocks = [
+            (title, _wrapped(rows, width)) for (title, rows), (_, width) in zip(facts(info), BLOCKS, strict=True)
+        ]  # v1 fills fewer
+        for (title, rows), (x, _) in zip(blocks, BLOCKS, strict=True):
             _block(fig, x, 0.895, title, rows)
         below = 0.895 - 0.022 - LINE * max(sum(len(lines) for _, lines in rows) for _, rows in blocks) - 0.02
         bottom = _runs(fig, runs_table(table11), below, info.design.loss or LOSS)
@@ -141,8 +189,10 @@ def report_title(protocol: protocols.Protocol, name: str = "cctk run report") ->
 def _subtitle(info: RunInfo) -> str:
     minutes = f"{info.seconds / 60:.1f} min" if info.seconds is not None else "-"
     ml = info.mlflow
-    return (f"session {info.session}  \u00b7  {minutes} from start to the reports\n"
-            f"MLflow run {ml.run_id or '-'} (experiment {ml.experiment_id or '-'})  \u00b7  {ml.tracking_uri or '-'}")
+    return (
+        f"session {info.session}  \u00b7  {minutes} from start to the reports\n"
+        f"MLflow run {ml.run_id or '-'} (experiment {ml.experiment_id or '-'})  \u00b7  {ml.tracking_uri or '-'}"
+    )
 
 
 LINE = 0.0145  # height of one line of a block, figure fraction
@@ -178,9 +228,16 @@ def _block(fig, x: float, y: float, title: str, rows: list[tuple[str, list[str]]
 
 
 # Columns of the runs table: header, x of the text (figure fraction), alignment.
-COLUMNS = (("model", 0.06, "left"), ("parent", 0.395, "left"), ("examples", 0.575, "right"),
-           ("steps", 0.625, "right"), ("time (s)", 0.685, "right"), ("examples\nper second", 0.765, "right"),
-           ("loss, first\n\u2192 last epoch", 0.875, "right"), ("peak GPU\nmemory", 0.955, "right"))
+COLUMNS = (
+    ("model", 0.06, "left"),
+    ("parent", 0.395, "left"),
+    ("examples", 0.575, "right"),
+    ("steps", 0.625, "right"),
+    ("time (s)", 0.685, "right"),
+    ("examples\nper second", 0.765, "right"),
+    ("loss, first\n\u2192 last epoch", 0.875, "right"),
+    ("peak GPU\nmemory", 0.955, "right"),
+)
 ROW = 0.0165  # height of one table row, figure fraction
 
 
@@ -193,12 +250,19 @@ def _runs(fig, table: pd.DataFrame, top: float, loss: str = LOSS) -> float:
     _rule(fig, head - 0.004, 1.0)
     y = head - 0.004 - ROW / 2
     for row in table.itertuples(index=False):
-        for value, (_, x, align) in zip(row, COLUMNS):
+        # the page has no column for runs_table's last one (peak_cpu_memory_bytes): zip stops before it
+        for value, (_, x, align) in zip(row, COLUMNS, strict=False):
             fig.text(x, y, str(value), fontsize=6.5, ha=align, va="center")
         y -= ROW
     _rule(fig, y + ROW / 2, 1.0)
-    fig.text(0.06, y - 0.003, "Peak GPU memory counts every model held on the GPU while a run trained. "
-             f"Loss: {loss}.", fontsize=6.5, color="#555555", va="top")
+    fig.text(
+        0.06,
+        y - 0.003,
+        f"Peak GPU memory counts every model held on the GPU while a run trained. Loss: {loss}.",
+        fontsize=6.5,
+        color="#555555",
+        va="top",
+    )
     return y - 0.02
 
 
@@ -212,7 +276,14 @@ def _loss(ax, losses: dict[str, list[float]], main: list[str]) -> None:
     ax.set_title("Training loss per epoch", fontweight="bold", fontsize=10, loc="left")
 
 
-def write(info: RunInfo, protocol: protocols.Protocol, table11: pd.DataFrame, losses: dict, main: list[str], paths: dict[str, Path]) -> list[Path]:
+def write(
+    info: RunInfo,
+    protocol: protocols.Protocol,
+    table11: pd.DataFrame,
+    losses: dict,
+    main: list[str],
+    paths: dict[str, Path],
+) -> list[Path]:
     """The page as ``paths["pdf"]`` and ``paths["png"]`` (150 dpi)."""
     fig = draw(info, protocol, table11, losses, main)
     with paper_style():

@@ -3,6 +3,7 @@
 Every file is a pure function of its DataFrame (no timestamps: the XLSX date is the session's
 start), so re-rendering a session gives the same bytes.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,13 +17,24 @@ import pandas as pd
 from ..core.labels import printed
 from ..store.session import Layout, session_start
 
-LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-                 "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
 XLSX_EPOCH = datetime(2000, 1, 1)  # when the session name carries no start time
 
 
-def write_tables(tables: dict[str, pd.DataFrame], layout: Layout,
-                 captions: dict[str, str], label_prefix: str = "") -> list[Path]:
+def write_tables(
+    tables: dict[str, pd.DataFrame], layout: Layout, captions: dict[str, str], label_prefix: str = ""
+) -> list[Path]:
     """Each table as CSV, XLSX and LaTeX in its folder, and all of them in the session's workbook.
 
     ``captions``: the LaTeX caption of each table; ``label_prefix`` goes before its name in the label
@@ -39,7 +51,7 @@ def write_tables(tables: dict[str, pd.DataFrame], layout: Layout,
         written += list(files.values())
     layout.workbook.parent.mkdir(parents=True, exist_ok=True)
     write_xlsx(tables, layout.workbook, stamp)
-    return written + [layout.workbook]
+    return [*written, layout.workbook]
 
 
 def number(value) -> str:
@@ -53,7 +65,7 @@ def number(value) -> str:
 
 def _styler(table: pd.DataFrame, escape: str):
     floats = [c for c in table.columns if pd.api.types.is_float_dtype(table[c])]
-    styler = table.style.hide(axis="index").format({c: number for c in floats}, na_rep="--", escape=escape)
+    styler = table.style.hide(axis="index").format(dict.fromkeys(floats, number), na_rep="--", escape=escape)
     return styler.format_index(escape=escape, axis=1)
 
 
@@ -65,8 +77,13 @@ def latex_escape(text: str) -> str:
     return "".join(LATEX_SPECIAL.get(c, c) for c in text)
 
 
-def latex(table: pd.DataFrame, name: str, captions: dict[str, str] | None = None, label_prefix: str = "",
-          caption: str | None = None) -> str:
+def latex(
+    table: pd.DataFrame,
+    name: str,
+    captions: dict[str, str] | None = None,
+    label_prefix: str = "",
+    caption: str | None = None,
+) -> str:
     """A floating table: ``\\begin{table}``, caption (``caption``, else ``captions[name]``), label
     ``tab:<label_prefix><name>``, booktabs rules.
 
@@ -81,8 +98,12 @@ def latex(table: pd.DataFrame, name: str, captions: dict[str, str] | None = None
     if len(table) > LATEX_MAX_ROWS:
         return _longtable(table, caption, f"tab:{label_prefix}{name}")
     text = _styler(table, "latex").to_latex(
-        caption=latex_escape(caption), label=f"tab:{label_prefix}{name}", position="htbp",
-        position_float="centering", hrules=True)
+        caption=latex_escape(caption),
+        label=f"tab:{label_prefix}{name}",
+        position="htbp",
+        position_float="centering",
+        hrules=True,
+    )
     if len(table.columns) > LATEX_MAX_COLUMNS:
         start, end = text.index("\\begin{tabular}"), text.index("\\end{tabular}") + len("\\end{tabular}")
         text = f"{text[:start]}\\resizebox{{\\linewidth}}{{!}}{{%\n{text[start:end]}%\n}}{text[end:]}"
@@ -91,8 +112,9 @@ def latex(table: pd.DataFrame, name: str, captions: dict[str, str] | None = None
 
 def _longtable(table: pd.DataFrame, caption: str, label: str) -> str:
     caption = latex_escape(caption)
-    text = _styler(table, "latex").to_latex(caption=caption, label=label, environment="longtable",
-                                            position="c", hrules=True)
+    text = _styler(table, "latex").to_latex(
+        caption=caption, label=label, environment="longtable", position="c", hrules=True
+    )
     text = text.replace(f"\\caption[]{{{caption}}}", "\\caption[]{(continued)}", 1)
     return f"\\begingroup\\footnotesize\n{text}\\endgroup\n"
 

@@ -4,6 +4,7 @@
 a run under either protocol (the measurement CSVs and the training records are already there); every
 path comes from ``cctk.store.session.Layout``, everything that differs between protocols from ``cctk.manuals.registry``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,8 +31,14 @@ def model_heatmaps(results, key: str, layout: Layout) -> list[Path]:
     return paths
 
 
-def write_all(results, tables: dict[str, pd.DataFrame], info: RunInfo, layout: Layout,
-              reuse_heatmaps: bool = False, figures: bool = True) -> int:
+def write_all(
+    results,
+    tables: dict[str, pd.DataFrame],
+    info: RunInfo,
+    layout: Layout,
+    reuse_heatmaps: bool = False,
+    figures: bool = True,
+) -> int:
     """Write every output of a run into ``layout`` (``info``: its one record, written as run_info.json);
     returns the number of figures drawn.
 
@@ -46,12 +53,22 @@ def write_all(results, tables: dict[str, pd.DataFrame], info: RunInfo, layout: L
     config = info.config
     specs = protocol.figures(results, tables, config.model) if figures else []
     uris = render.run_all(partial(_figure, layout=layout, reuse=reuse_heatmaps), specs)
-    losses = {protocol.model_name(m.key): list(results.training[m.key].losses)
-              for m in protocol.trained(config.parts) if m.key in results.training}
-    run_report.write(info, protocol, tables[report.runs_table], losses, [protocol.model_name(k) for k in protocol.main_sequence],
-                     layout.run_report)
-    layout.report_html.write_text(html_report.render(info, tables, list(zip(specs, uris)), protocol),
-                                  encoding="utf-8")
+    losses = {
+        protocol.model_name(m.key): list(results.training[m.key].losses)
+        for m in protocol.trained(config.parts)
+        if m.key in results.training
+    }
+    run_report.write(
+        info,
+        protocol,
+        tables[report.runs_table],
+        losses,
+        [protocol.model_name(k) for k in protocol.main_sequence],
+        layout.run_report,
+    )
+    layout.report_html.write_text(
+        html_report.render(info, tables, list(zip(specs, uris, strict=True)), protocol), encoding="utf-8"
+    )
     session.write_zip(layout)
     return len(specs)
 

@@ -1,4 +1,5 @@
 """``cctk measure``: measure one untouched model, write its table and heatmap, track it in MLflow."""
+
 from __future__ import annotations
 
 import time
@@ -46,11 +47,24 @@ def _track(store, model: ModelSource, out, figures, summary, seconds) -> None:
 
 
 def _log(run, model: ModelSource, out, figures, summary, seconds) -> None:
-    run.params({"model": model.key, "model_id": model.id, "candidates": f"{CANDIDATES[0]}..{CANDIDATES[-1]}",
-                "end_marker": repr(END_MARKER), "cctk_version": __version__})
-    run.metrics({"hits_correct": summary.hits, "prob_target": summary.prob_target,
-                 "surprise": summary.surprise, "mass_impossible": summary.mass_impossible,
-                 "measure_seconds": seconds})
+    run.params(
+        {
+            "model": model.key,
+            "model_id": model.id,
+            "candidates": f"{CANDIDATES[0]}..{CANDIDATES[-1]}",
+            "end_marker": repr(END_MARKER),
+            "cctk_version": __version__,
+        }
+    )
+    run.metrics(
+        {
+            "hits_correct": summary.hits,
+            "prob_target": summary.prob_target,
+            "surprise": summary.surprise,
+            "mass_impossible": summary.mass_impossible,
+            "measure_seconds": seconds,
+        }
+    )
     run.files(out / "measurement.csv")
     for path in figures:
         run.files(path, "figures")

@@ -3,6 +3,7 @@
 A model counts as finished when its nested run is FINISHED and its files are on disk: its
 measurement, its training record and, when other arms start from it, its checkpointed weights.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -6,6 +6,7 @@ parent, parents waiting on the CPU; 1.0.0: the base model itself, in place), the
 from the measurement tables and write every output. What differs between the protocols comes from
 ``cctk.manuals.registry``; this is the one orchestration of both.
 """
+
 from __future__ import annotations
 
 import copy
@@ -23,7 +24,8 @@ from ..core import provenance
 from ..core.config import PARTS, Config, config_from_params, make_config
 from ..core.errors import CctkError
 from ..core.lm import compute, memory, models
-from ..core.lm.device import check_recipe, out_of_memory_as_line, resolve as resolve_device, room
+from ..core.lm.device import check_recipe, out_of_memory_as_line, room
+from ..core.lm.device import resolve as resolve_device
 from ..core.lm.finetune import fine_tune
 from ..core.lm.scoring import measure
 from ..core.progress import Progress
@@ -32,8 +34,8 @@ from ..manuals import registry as protocols
 from ..manuals.registry import Measured, Protocol
 from ..manuals.v2.parts import curve_rows
 from ..outputs import model_heatmaps, write_all
-from ..store import tracking
 from ..store import session as session_files
+from ..store import tracking
 from ..store.session import Layout
 from . import resume as resume_state
 from .resume import Done
@@ -97,8 +99,13 @@ class Outcome:
 LONGEST_ROW = 16  # tokens of the longest arithmetic training row, an upper bound for any tokenizer
 
 
-def check_inputs(config: Config, protocol: Protocol, tracking_name: str | None = None, device: str | None = None,
-                 out_root: Path | None = None) -> tuple[tracking.Store, torch.device, memory.Plan, models.ModelSource]:
+def check_inputs(
+    config: Config,
+    protocol: Protocol,
+    tracking_name: str | None = None,
+    device: str | None = None,
+    out_root: Path | None = None,
+) -> tuple[tracking.Store, torch.device, memory.Plan, models.ModelSource]:
     """Every check that can fail, before any session folder or MLflow run exists: the model (installed,
     cached or reachable, its configuration readable), the device, the recipe and memory on it
     (``check_device``), ``out_root`` (takes files), and the tracking store (reachable, openable)."""
@@ -126,19 +133,35 @@ def memory_plan(config: Config, protocol: Protocol, where: torch.device) -> memo
     arm's gradients and moments live."""
     shape = memory.Shape.of_config(models.model_config(config.model))
     copies = any(not m.in_place for m in protocol.trained(config.parts))
-    return memory.Plan(config.model, shape, config.recipe, LONGEST_ROW, room(where), waiting=int(copies),
-                       job=memory.Job(measured_in_training=bool(config.curves)))
+    return memory.Plan(
+        config.model,
+        shape,
+        config.recipe,
+        LONGEST_ROW,
+        room(where),
+        waiting=int(copies),
+        job=memory.Job(measured_in_training=bool(config.curves)),
+    )
 
 
-def sweep_cell(cell, profile: str, out: str, tracking_uri: str, sweep_id: str, resume_id: str | None = None,
-               figures: bool = True, parts: tuple[str, ...] | None = None) -> str:
+def sweep_cell(
+    cell,
+    profile: str,
+    out: str,
+    tracking_uri: str,
+    sweep_id: str,
+    resume_id: str | None = None,
+    figures: bool = True,
+    parts: tuple[str, ...] | None = None,
+) -> str:
     """One cell of a sweep (locally or in a Ray worker): ``cctk run`` nested under the sweep, quietly;
     returns its run id. Top-level (Ray pickles it by name), its arguments plain values."""
     where, options = Where(Path(out), tracking_uri), replace(QUIET, figures=figures, sweep=sweep_id, cell=cell.key)
     if resume_id:
         return resume(resume_id, where, options).run_id
-    config = make_config(cell.model, profile, (cell.seed,), device=str(resolve_device(None)), parts=parts,
-                         **dict(cell.overrides))
+    config = make_config(
+        cell.model, profile, (cell.seed,), device=str(resolve_device(None)), parts=parts, **dict(cell.overrides)
+    )
     return run(config, where, options).run_id
 
 
@@ -155,8 +178,19 @@ def run(config: Config, where: Where = Where(), options: Options = Options()) ->
     # opened here and ended here, so no fault between (the GEMM peak, a Ctrl-C) leaves it RUNNING
     with _held(layout.folder), store.run("pipeline", layout.session, tags, parent=sweep, attach=True) as mlflow_run:
         _set_up(mlflow_run, config, protocol, source, layout, sweep, echo)
-        context = RunContext(config, protocol, layout, store, mlflow_run.experiment_id, mlflow_run, device, source,
-                             plan, _record_provenance(config, store, mlflow_run), figures=options.figures)
+        context = RunContext(
+            config,
+            protocol,
+            layout,
+            store,
+            mlflow_run.experiment_id,
+            mlflow_run,
+            device,
+            source,
+            plan,
+            _record_provenance(config, store, mlflow_run),
+            figures=options.figures,
+        )
         results = _stages(context, Done(), echo, options.system_metrics, peak=True)
     return Outcome(results, mlflow_run.run_id, layout.folder)
 
@@ -169,15 +203,19 @@ def resume(run_id: str, where: Where = Where(), options: Options = Options()) ->
     parent = store.pipeline(run_id)
     protocol = protocols.get(parent.tags.get(tracking.PROTOCOL))  # MLflow's edge: resolved once, passed on
     if not protocol.resumable:
-        raise CctkError(f"run {run_id} is a protocol {protocol.name} run; --resume continues "
-                        "2.0.0 pipelines only (start a v1 run again)")
+        raise CctkError(
+            f"run {run_id} is a protocol {protocol.name} run; --resume continues "
+            "2.0.0 pipelines only (start a v1 run again)"
+        )
     if parent.status == "FINISHED":
         raise CctkError(f"run {run_id} is FINISHED: there is nothing to resume (start a new run to repeat it)")
     config = config_from_params(parent.params)
     layout = Layout(Path(where.out) / parent.tags.get(tracking.SESSION, ""), protocol)
     if not parent.tags.get(tracking.SESSION) or not layout.folder.is_dir():
-        raise CctkError(f"the session folder {layout.folder} of run {run_id} is not here; "
-                        "resume from the folder the run started in, or pass its --out")
+        raise CctkError(
+            f"the session folder {layout.folder} of run {run_id} is not here; "
+            "resume from the folder the run started in, or pass its --out"
+        )
     session_files.check_out(layout.folder, "the session folder")
     busy = f"run {run_id} is still running: its process holds {layout.folder} (stop it first, or wait for it to end)"
     with _held(layout.folder, busy):  # first: a live run's own memory use would fail the plan
@@ -185,10 +223,23 @@ def resume(run_id: str, where: Where = Where(), options: Options = Options()) ->
         source = models.check_available(config.model)  # before the run is reopened, as run()'s input checks
         done = resume_state.finished(store, parent, layout)
         with store.run("pipeline", layout.session, reopen=run_id) as reopened:  # ended here, as run()'s
-            context = RunContext(config, protocol, layout, store, parent.experiment_id, reopened, device, source,
-                                 plan, _record_provenance(config, store, reopened), figures=options.figures)
-            echo(f"resuming {layout.session}: {len(done.run_ids)} of {len(protocol.models(config.parts))} models "
-                 "already finished")
+            context = RunContext(
+                config,
+                protocol,
+                layout,
+                store,
+                parent.experiment_id,
+                reopened,
+                device,
+                source,
+                plan,
+                _record_provenance(config, store, reopened),
+                figures=options.figures,
+            )
+            echo(
+                f"resuming {layout.session}: {len(done.run_ids)} of {len(protocol.models(config.parts))} models "
+                "already finished"
+            )
             results = _stages(context, done, echo, options.system_metrics, peak=False)
     return Outcome(results, run_id, layout.folder)
 
@@ -232,17 +283,24 @@ def _stages(context: RunContext, done: Done, echo, system_metrics: bool, peak: b
             monitor.finish()
 
 
-def _set_up(mlflow_run: tracking.LiveRun, config: Config, protocol: Protocol, source: models.ModelSource, layout: Layout,
-            sweep: str | None, echo) -> None:
+def _set_up(
+    mlflow_run: tracking.LiveRun,
+    config: Config,
+    protocol: Protocol,
+    source: models.ModelSource,
+    layout: Layout,
+    sweep: str | None,
+    echo,
+) -> None:
     """The parent run's description and parameters, and the session's first lines."""
     mlflow_run.note(protocol.run_note(config) + (f"; a cell of sweep {sweep}" if sweep else ""))
-    mlflow_run.params({**config.as_params(), "model_id": source.id, **protocol.params,
-                   "cctk_version": __version__})
+    mlflow_run.params({**config.as_params(), "model_id": source.id, **protocol.params, "cctk_version": __version__})
     _say_where(protocol, config, layout, echo)
 
 
-def _record_provenance(config: Config, store: tracking.Store, mlflow_run: tracking.LiveRun,
-                       revision: str | None = None) -> provenance.Provenance:
+def _record_provenance(
+    config: Config, store: tracking.Store, mlflow_run: tracking.LiveRun, revision: str | None = None
+) -> provenance.Provenance:
     """The run's provenance (model file and hash, git state, reproduce, every package's version) and where
     it is stored (absolute URI, artifact location) as tags of the parent run; returned for run_info.json."""
     found = provenance.gather(config, revision)
@@ -258,8 +316,10 @@ def _say_where(protocol: Protocol, config: Config, layout: Layout, echo) -> None
     echo(f"session {layout.session}  ({about}outputs in {layout.folder})")
     seeds = ",".join(map(str, config.seeds))
     if protocol.config.split:
-        echo(f"profile {config.profile_note}; seeds {seeds}"
-             f"{'  (drawn fresh: pass --seed ' + seeds + ' to repeat this run)' if config.seeds_drawn else ''}")
+        echo(
+            f"profile {config.profile_note}; seeds {seeds}"
+            f"{'  (drawn fresh: pass --seed ' + seeds + ' to repeat this run)' if config.seeds_drawn else ''}"
+        )
     else:  # one seed, the reference notebook's
         echo(f"profile {config.profile_note}; seed {seeds} (random.seed of the reference notebook)")
     trained, every = protocol.trained(config.parts), protocol.trained(PARTS)
@@ -279,8 +339,9 @@ def _train_and_measure(context: RunContext, draws, done: Done, echo):
     revision = getattr(base.config, "_commit_hash", None)  # the Hub commit the config was read from
     known = context.provenance
     if revision and known.model.kind == "hub" and revision != known.model.revision:
-        context = replace(context, provenance=_record_provenance(context.config, context.store, context.mlflow_run,
-                                                                 revision))
+        context = replace(
+            context, provenance=_record_provenance(context.config, context.store, context.mlflow_run, revision)
+        )
     copied = {m.parent for m in measured if m.parent and not m.in_place}  # kept (and checkpointed) once trained
     last_child = {m.parent: m.key for m in measured if m.parent and m.key not in done.run_ids}
     weights = {"base": base}  # parents wait here, on the CPU, until their last child takes them
@@ -347,15 +408,32 @@ def _skeleton(weights: dict, last_child: dict[str, str], load):
     return load()
 
 
-def _train_model(context: RunContext, results, arm: Measured, child, rows, tokenizer, nested: tracking.LiveRun,
-                 progress: Progress, i: int, checkpoint: bool) -> None:
+def _train_model(
+    context: RunContext,
+    results,
+    arm: Measured,
+    child,
+    rows,
+    tokenizer,
+    nested: tracking.LiveRun,
+    progress: Progress,
+    i: int,
+    checkpoint: bool,
+) -> None:
     """Train model ``i`` from its parent (a copy, or in place), log it, checkpoint it if others start from
     a copy of it, measure it."""
     draws, recipe = results.draws, context.config.recipe
-    recipe_params = {k: v for k, v in context.config.as_params().items()
-                     if k.startswith("recipe.")}  # the parent's names
-    nested.params({"parent": context.protocol.model_name(arm.parent), "corpus": context.protocol.corpus_note(arm.key),
-                   "examples": len(rows), **recipe_params})
+    recipe_params = {
+        k: v for k, v in context.config.as_params().items() if k.startswith("recipe.")
+    }  # the parent's names
+    nested.params(
+        {
+            "parent": context.protocol.model_name(arm.parent),
+            "corpus": context.protocol.corpus_note(arm.key),
+            "examples": len(rows),
+            **recipe_params,
+        }
+    )
     if context.protocol.dataset is not None:
         name, table = context.protocol.dataset(draws, arm.key)
         nested.dataset(table, name=name, source=str(context.layout.targets.resolve()), context="training")
@@ -363,9 +441,17 @@ def _train_model(context: RunContext, results, arm: Measured, child, rows, token
     on_epoch = _curve_point(context, draws, arm.key, tokenizer, nested, curve) if context.config.curves else None
     trained = None
     try:
-        trained = fine_tune(child, rows, recipe, context.config.seed, tokenizer.pad_token_id, arm.stream or arm.key,
-                            on_step=progress.arm(i, context.protocol.model_name(arm.key), rows, recipe), on_epoch=on_epoch,
-                            on_loss=lambda epoch, loss: nested.metrics({"loss": loss}, step=epoch))
+        trained = fine_tune(
+            child,
+            rows,
+            recipe,
+            context.config.seed,
+            tokenizer.pad_token_id,
+            arm.stream or arm.key,
+            on_step=progress.arm(i, context.protocol.model_name(arm.key), rows, recipe),
+            on_epoch=on_epoch,
+            on_loss=lambda epoch, loss: nested.metrics({"loss": loss}, step=epoch),
+        )
     finally:
         progress.close(finished=trained is not None)
     if curve:
@@ -387,6 +473,7 @@ def _log_training(context: RunContext, results, key: str, record: TrainRecord, n
 
 def _curve_point(context: RunContext, inputs, key: str, tokenizer, nested: tracking.LiveRun, rows: list):
     """``on_epoch`` of an arm under ``--curves``: measure, keep the point, log hits as histories."""
+
     def on_epoch(epoch: int, module) -> None:
         points = curve_rows(inputs, key, epoch, measure(module, tokenizer, scoring=context.protocol.scoring))
         rows.extend(points)
@@ -398,11 +485,20 @@ def _curve_point(context: RunContext, inputs, key: str, tokenizer, nested: track
 @contextmanager
 def _nested_run(context: RunContext, arm: Measured, draws):
     """The nested run of one measured model, ended by the lifecycle (a failed arm is a FAILED run)."""
-    tags = {tracking.KEY: arm.key, tracking.PARENT_KEY: arm.parent or "", tracking.PROTOCOL: context.protocol.name,
-            "mlflow.source.name": "cctk run"}
+    tags = {
+        tracking.KEY: arm.key,
+        tracking.PARENT_KEY: arm.parent or "",
+        tracking.PROTOCOL: context.protocol.name,
+        "mlflow.source.name": "cctk run",
+    }
     tags[tracking.PARENT_RUN] = context.mlflow_run.run_id
-    with context.store.run("model", context.protocol.model_name(arm.key), tags, parent=context.mlflow_run,
-                       experiment_id=context.experiment_id) as nested:
+    with context.store.run(
+        "model",
+        context.protocol.model_name(arm.key),
+        tags,
+        parent=context.mlflow_run,
+        experiment_id=context.experiment_id,
+    ) as nested:
         nested.params({"parent_run_id": context.mlflow_run.run_id, "seed": context.config.seed})  # the seed it used
         nested.note(context.protocol.describe(draws, arm.key))
         with _out_of_memory(context, arm.key):
@@ -430,26 +526,44 @@ def _measure_and_log(context: RunContext, results, key: str, module, tokenizer, 
 
 def _finish(context: RunContext, results, tables: dict, echo, resumed: bool = False) -> None:
     info = session_files.run_info(
-        context.config, context.protocol, results, session=context.layout.session, model=context.source,
-        device=str(context.device), seconds=round(time.perf_counter() - context.started, 1),
-        hardware=hardware(context.device), software=software(context.config),
-        mlflow=MlflowIds(context.store.uri, context.experiment_id, context.mlflow_run.run_id,
-                         context.mlflow_run.artifact_uri),
-        memory=_memory_use(context, results), provenance=context.provenance)
+        context.config,
+        context.protocol,
+        results,
+        session=context.layout.session,
+        model=context.source,
+        device=str(context.device),
+        seconds=round(time.perf_counter() - context.started, 1),
+        hardware=hardware(context.device),
+        software=software(context.config),
+        mlflow=MlflowIds(
+            context.store.uri, context.experiment_id, context.mlflow_run.run_id, context.mlflow_run.artifact_uri
+        ),
+        memory=_memory_use(context, results),
+        provenance=context.provenance,
+    )
     n_figures = write_all(results, tables, info, context.layout, reuse_heatmaps=True, figures=context.figures)
     head = context.protocol.headline(results)
     context.mlflow_run.files(context.layout.folder)
-    cost = None if resumed else compute.training_cost(  # a resumed run's wall time is not its cost
-        results.training.values(), str(context.device), context.config.recipe.precision, earlier=context.peak_gflops)
+    cost = (
+        None
+        if resumed
+        else compute.training_cost(  # a resumed run's wall time is not its cost
+            results.training.values(), str(context.device), context.config.recipe.precision, earlier=context.peak_gflops
+        )
+    )
     seconds = time.perf_counter() - context.started  # everything: load, training, measuring, outputs, logging
     cost_metrics = cost.metrics(seconds) if cost else {}
-    context.mlflow_run.metrics({**head.metrics(), "pipeline_seconds": seconds, **cost_metrics,
-                                "peak_memory_bytes": info.memory.peak_bytes})
+    context.mlflow_run.metrics(
+        {**head.metrics(), "pipeline_seconds": seconds, **cost_metrics, "peak_memory_bytes": info.memory.peak_bytes}
+    )
     for line in context.protocol.summary(results, head):
         echo(line)
     echo(f"{n_figures} figures and {len(tables)} tables in {context.layout.folder}")
-    echo(f"{context.protocol.title} finished in {seconds / 60:.1f} min"
-         + (f": {cost.line(seconds)}" if cost else "") + f"; MLflow run {context.mlflow_run.run_id}")
+    echo(
+        f"{context.protocol.title} finished in {seconds / 60:.1f} min"
+        + (f": {cost.line(seconds)}" if cost else "")
+        + f"; MLflow run {context.mlflow_run.run_id}"
+    )
 
 
 def _memory_use(context: RunContext, results) -> MemoryUse:

@@ -6,6 +6,7 @@ key), so the UI shows sweep > pipeline > arm. Cells run one after another in thi
 (``local``) or as Ray tasks (``ray``). A cell is run by a function the CLI hands in (``run_cell``),
 so this module never imports the pipeline.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -47,23 +48,43 @@ class Grid:
     def cells(self) -> list[Cell]:
         names = [name for name, _ in self.sets]
         combos = itertools.product(*(values for _, values in self.sets)) if self.sets else [()]
-        return [Cell(model, seed, tuple(zip(names, combo)))
-                for combo in combos for model in self.models for seed in self.seeds]
+        return [
+            Cell(model, seed, tuple(zip(names, combo, strict=True)))
+            for combo in combos
+            for model in self.models
+            for seed in self.seeds
+        ]
 
     def as_params(self) -> dict:
-        return {"models": ",".join(self.models), "seeds": ",".join(map(str, self.seeds)), "profile": self.profile,
-                "set": json.dumps({name: list(values) for name, values in self.sets}), "cells": len(self.cells()),
-                "parts": ",".join(self.parts)}
+        return {
+            "models": ",".join(self.models),
+            "seeds": ",".join(map(str, self.seeds)),
+            "profile": self.profile,
+            "set": json.dumps({name: list(values) for name, values in self.sets}),
+            "cells": len(self.cells()),
+            "parts": ",".join(self.parts),
+        }
 
     @classmethod
     def from_params(cls, params: dict) -> Grid:
         sets = tuple((name, tuple(values)) for name, values in json.loads(params.get("set") or "{}").items())
-        return cls(tuple(params["models"].split(",")), tuple(int(s) for s in params["seeds"].split(",")), sets,
-                   params["profile"], parse_parts(params.get("parts")))  # a sweep from before --parts: all
+        return cls(
+            tuple(params["models"].split(",")),
+            tuple(int(s) for s in params["seeds"].split(",")),
+            sets,
+            params["profile"],
+            parse_parts(params.get("parts")),
+        )  # a sweep from before --parts: all
 
 
-def parse_grid(models: str, seeds: str, sets: tuple[str, ...] = (), profile: str = "auto",
-               device: str = "cpu", parts: str | None = None) -> Grid:
+def parse_grid(
+    models: str,
+    seeds: str,
+    sets: tuple[str, ...] = (),
+    profile: str = "auto",
+    device: str = "cpu",
+    parts: str | None = None,
+) -> Grid:
     """The grid of ``--models A,B --seeds N|S1,S2 --set NAME=V1,V2 ... [--parts A,C]``, every cell checked
     before any work.
 
@@ -106,8 +127,9 @@ class Sweep:
     figures: bool = True
 
 
-def open_sweep(store: tracking.Store, grid: Grid, out: Path, executor: str, address: str | None,
-               figures: bool = True) -> Sweep:
+def open_sweep(
+    store: tracking.Store, grid: Grid, out: Path, executor: str, address: str | None, figures: bool = True
+) -> Sweep:
     """A new sweep (its MLflow run is opened by ``execute``, which ends it)."""
     if executor not in EXECUTORS:
         raise CctkError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
@@ -117,22 +139,40 @@ def open_sweep(store: tracking.Store, grid: Grid, out: Path, executor: str, addr
 def _describe(run: tracking.LiveRun, sweep: Sweep) -> None:
     """A new sweep's run: the grid as parameters, a one-line description."""
     grid = sweep.grid
-    run.params({**grid.as_params(), "out": str(sweep.out), "executor": sweep.executor, "address": sweep.address or "",
-                "figures": sweep.figures})
-    run.note(f"cctk sweep: {len(grid.cells())} pipelines over models {', '.join(grid.models)}, seeds "
-             f"{', '.join(map(str, grid.seeds))}" + (f", recipe values {dict(grid.sets)}" if grid.sets else "")
-             + (f", parts {','.join(grid.parts)}" if grid.parts != PARTS else ""))
+    run.params(
+        {
+            **grid.as_params(),
+            "out": str(sweep.out),
+            "executor": sweep.executor,
+            "address": sweep.address or "",
+            "figures": sweep.figures,
+        }
+    )
+    run.note(
+        f"cctk sweep: {len(grid.cells())} pipelines over models {', '.join(grid.models)}, seeds "
+        f"{', '.join(map(str, grid.seeds))}"
+        + (f", recipe values {dict(grid.sets)}" if grid.sets else "")
+        + (f", parts {','.join(grid.parts)}" if grid.parts != PARTS else "")
+    )
 
 
 def reopen_sweep(store: tracking.Store, sweep_id: str) -> Sweep:
     """An interrupted sweep, read back (``execute`` sets its run RUNNING again and ends it)."""
     run = store.get(sweep_id)
     if run.tags.get(tracking.KIND) != "sweep":
-        raise CctkError(f"MLflow run {sweep_id} is not a cctk sweep (tag {tracking.KIND} is "
-                        f"{run.tags.get(tracking.KIND)!r})")
+        raise CctkError(
+            f"MLflow run {sweep_id} is not a cctk sweep (tag {tracking.KIND} is {run.tags.get(tracking.KIND)!r})"
+        )
     p = run.params
-    return Sweep(sweep_id, Grid.from_params(p), Path(p["out"]), p["executor"], p.get("address") or None,
-                 absolute_store(store), p.get("figures", "True") == "True")
+    return Sweep(
+        sweep_id,
+        Grid.from_params(p),
+        Path(p["out"]),
+        p["executor"],
+        p.get("address") or None,
+        absolute_store(store),
+        p.get("figures", "True") == "True",
+    )
 
 
 def cell_runs(store: tracking.Store, sweep_id: str) -> dict[str, tracking.TrackedRun]:
@@ -191,15 +231,25 @@ def execute(store: tracking.Store, sweep: Sweep, run_cell: RunCell, echo=print, 
 def _say_plan(sweep: Sweep, echo) -> None:
     cells = sweep.grid.cells()
     echo(f"sweep {sweep.run_id}: {len(cells)} cells ({sweep.executor}), outputs in {sweep.out}")
-    echo(f"seeds {', '.join(map(str, sweep.grid.seeds))}; profile {sweep.grid.profile}"
-         + (f"; parts {','.join(sweep.grid.parts)}" if sweep.grid.parts != PARTS else ""))
+    echo(
+        f"seeds {', '.join(map(str, sweep.grid.seeds))}; profile {sweep.grid.profile}"
+        + (f"; parts {','.join(sweep.grid.parts)}" if sweep.grid.parts != PARTS else "")
+    )
 
 
 def _local(sweep: Sweep, jobs, run_cell: RunCell, echo, per_cell: PerCell) -> dict:
     finished = {}
     for cell, resume_id in jobs:
-        run_id = run_cell(cell, sweep.grid.profile, str(sweep.out), sweep.tracking_uri, sweep.run_id, resume_id,
-                          sweep.figures, sweep.grid.parts)
+        run_id = run_cell(
+            cell,
+            sweep.grid.profile,
+            str(sweep.out),
+            sweep.tracking_uri,
+            sweep.run_id,
+            resume_id,
+            sweep.figures,
+            sweep.grid.parts,
+        )
         finished[cell.key] = run_id
         echo(f"cell {cell.key}: finished, run {run_id}")
     return finished
@@ -209,11 +259,26 @@ def _ray(sweep: Sweep, jobs, run_cell: RunCell, echo, per_cell: PerCell) -> dict
     ray = ray_module()
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(address=sweep.address or None, include_dashboard=False, log_to_driver=False,
-                 runtime_env={"env_vars": {"MLFLOW_TRACKING_URI": sweep.tracking_uri}})
+        ray.init(
+            address=sweep.address or None,
+            include_dashboard=False,
+            log_to_driver=False,
+            runtime_env={"env_vars": {"MLFLOW_TRACKING_URI": sweep.tracking_uri}},
+        )
     task = ray.remote(num_cpus=per_cell.cpus, num_gpus=per_cell.gpus)(run_cell)
-    pending = {task.remote(cell, sweep.grid.profile, str(sweep.out), sweep.tracking_uri, sweep.run_id, resume_id,
-                           sweep.figures, sweep.grid.parts): cell for cell, resume_id in jobs}
+    pending = {
+        task.remote(
+            cell,
+            sweep.grid.profile,
+            str(sweep.out),
+            sweep.tracking_uri,
+            sweep.run_id,
+            resume_id,
+            sweep.figures,
+            sweep.grid.parts,
+        ): cell
+        for cell, resume_id in jobs
+    }
     finished = {}
     try:
         while pending:

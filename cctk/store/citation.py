@@ -5,6 +5,7 @@ else this year); a run's entry its run id, date, model (with the file's sha256 o
 the seed used, and the commit of the code that ran it. Torch-free and MLflow-free: it reads a
 ``RunInfo``.
 """
+
 from __future__ import annotations
 
 import re
@@ -23,9 +24,18 @@ LICENSE = "MIT"
 def tool_bibtex(version: str = __version__, year: int | None = None) -> str:
     """The entry for cctk ``version``; ``year``: of this version (its commit's date), else this year."""
     year = year or (version_date() or date.today()).year
-    return _entry("software", f"cctk_{version.replace('.', '_')}", [
-        ("author", AUTHORS), ("title", _tex(TITLE)), ("version", version), ("year", str(year)),
-        ("license", LICENSE), ("note", _tex(f"cctk version {version}"))])
+    return _entry(
+        "software",
+        f"cctk_{version.replace('.', '_')}",
+        [
+            ("author", AUTHORS),
+            ("title", _tex(TITLE)),
+            ("version", version),
+            ("year", str(year)),
+            ("license", LICENSE),
+            ("note", _tex(f"cctk version {version}")),
+        ],
+    )
 
 
 def run_bibtex(info: RunInfo) -> str:
@@ -35,20 +45,33 @@ def run_bibtex(info: RunInfo) -> str:
     made = info.provenance
     commit = made.git.commit if made and made.git else None
     model = _model(info)
-    fields = [("title", _tex(f"cctk run {info.session}: {info.model.key}, profile {info.profile}, "
-                             f"seed {info.seeds.values[0]}")),
-              ("year", str(started.year) if started else None),  # no author: whoever ran it, not cctk's
-              ("month", str(started.month) if started else None),
-              ("date", started.date().isoformat() if started else None),
-              ("howpublished", _tex(f"MLflow run {run_id} (experiment {info.mlflow.experiment_id}) "
-                                    f"in {info.mlflow.tracking_uri}")),
-              ("runid", run_id), ("model", _tex(model)), ("seed", str(info.seeds.values[0])),
-              ("commit", commit + ("-dirty" if made.git.dirty else "") if commit else None),
-              ("version", info.software.get("cctk")),
-              ("note", _tex(f"Protocol {info.protocol}; model {model}; seed {info.seeds.values[0]}; "
-                            f"cctk {info.software.get('cctk') or '-'}"
-                            + (f", commit {commit}" if commit else "")
-                            + (f"; reproduce with: {made.reproduce}" if made else "")))]
+    fields = [
+        (
+            "title",
+            _tex(f"cctk run {info.session}: {info.model.key}, profile {info.profile}, seed {info.seeds.values[0]}"),
+        ),
+        ("year", str(started.year) if started else None),  # no author: whoever ran it, not cctk's
+        ("month", str(started.month) if started else None),
+        ("date", started.date().isoformat() if started else None),
+        (
+            "howpublished",
+            _tex(f"MLflow run {run_id} (experiment {info.mlflow.experiment_id}) in {info.mlflow.tracking_uri}"),
+        ),
+        ("runid", run_id),
+        ("model", _tex(model)),
+        ("seed", str(info.seeds.values[0])),
+        ("commit", commit + ("-dirty" if made.git.dirty else "") if commit else None),
+        ("version", info.software.get("cctk")),
+        (
+            "note",
+            _tex(
+                f"Protocol {info.protocol}; model {model}; seed {info.seeds.values[0]}; "
+                f"cctk {info.software.get('cctk') or '-'}"
+                + (f", commit {commit}" if commit else "")
+                + (f"; reproduce with: {made.reproduce}" if made else "")
+            ),
+        ),
+    ]
     return _entry("misc", f"cctk_run_{run_id[:12]}", fields)
 
 
@@ -75,4 +98,3 @@ _REPLACE = {"\\": r"\textbackslash{}", "^": r"\^{}", "~": r"\~{}"}
 def _tex(text: str) -> str:
     """``text`` with LaTeX's special characters escaped (file paths, keys with underscores)."""
     return _SPECIAL.sub(lambda m: _REPLACE.get(m.group(1), "\\" + m.group(1)), text)
-

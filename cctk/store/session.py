@@ -19,6 +19,7 @@ A protocol v1 session (manual 1.0.0, ``cctk.manuals.v1``) has the same layout wi
 and two models (base model, fabricated answers), and ``corpus.txt``: the shuffled corpus texts. What
 differs between the protocols comes from ``cctk.manuals.registry``.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -39,8 +40,7 @@ from ..core.labels import file_stem, with_keys
 from ..core.lm.models import model_id
 from ..core.provenance import Provenance
 from ..core.readings import COLUMNS
-from ..core.records import (Hardware, MemoryUse, MlflowIds, ModelSource, RunInfo, Seeds, Trained,
-    TrainRecord)
+from ..core.records import Hardware, MemoryUse, MlflowIds, ModelSource, RunInfo, Seeds, Trained, TrainRecord
 from ..manuals import registry as protocols
 from ..manuals.registry import Protocol
 from ..manuals.v2.parts import CURVE_COLUMNS
@@ -199,6 +199,7 @@ def session_start(session: str) -> datetime | None:
 
 # --- Measurements, training records and the draws: written as the run goes, read on a resume. ---
 
+
 def write_measurement(layout: Layout, key: str, table: pd.DataFrame) -> Path:
     path = layout.measurement(key)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -215,8 +216,10 @@ def read_measurement(path: Path) -> pd.DataFrame:
     try:
         table = pd.read_csv(path, float_precision="round_trip")
     except (ValueError, OSError) as error:  # empty, unparsable, not UTF-8 (pandas' errors are ValueErrors)
-        raise CctkError(f"{path} cannot be read as a measurement table ({type(error).__name__}: "
-                        f"{' '.join(str(error).split())[:200]})") from None
+        raise CctkError(
+            f"{path} cannot be read as a measurement table ({type(error).__name__}: "
+            f"{' '.join(str(error).split())[:200]})"
+        ) from None
     missing = set(COLUMNS) - set(table.columns)
     if missing:
         raise CctkError(f"{path} is not a measurement table (missing {', '.join(sorted(missing))})")
@@ -231,9 +234,16 @@ def _check_whole(path: Path, table: pd.DataFrame) -> None:
     with open(path, "rb") as file:
         file.seek(max(0, path.stat().st_size - 1))
         ended = file.read(1) == b"\n"
-    if not ended or len(sizes) != N_ADDITIONS or sizes.nunique() != 1 or table[["a", "b"]].isna().any(axis=None):
-        raise CctkError(f"{path} is incomplete ({len(table)} rows, {len(sizes)} of {N_ADDITIONS} additions"
-                        f"{'' if ended else ', its last row cut'}): it was cut short")
+    if (
+        not ended
+        or len(sizes) != N_ADDITIONS
+        or (sizes != sizes.iloc[0]).any()
+        or table[["a", "b"]].isna().any(axis=None)
+    ):
+        raise CctkError(
+            f"{path} is incomplete ({len(table)} rows, {len(sizes)} of {N_ADDITIONS} additions"
+            f"{'' if ended else ', its last row cut'}): it was cut short"
+        )
 
 
 def read_measurements(layout: Layout, require: tuple[str, ...] = ()) -> dict[str, pd.DataFrame]:
@@ -245,7 +255,9 @@ def read_measurements(layout: Layout, require: tuple[str, ...] = ()) -> dict[str
         if path.is_file():
             found[key] = read_measurement(path)
         elif key in require:
-            raise CctkError(f"{layout.folder} has no measurement of the {layout.protocol.model_name(key)} model ({path.name})")
+            raise CctkError(
+                f"{layout.folder} has no measurement of the {layout.protocol.model_name(key)} model ({path.name})"
+            )
     return found
 
 
@@ -272,7 +284,6 @@ def write_draws(layout: Layout, protocol: Protocol, draws) -> list[Path]:
     return [layout.targets, layout.corpus] if texts else [layout.targets]
 
 
-
 def read_targets(layout: Layout) -> pd.DataFrame | None:
     if not layout.targets.is_file():
         return None
@@ -288,8 +299,9 @@ def append_curves(layout: Layout, rows: list[dict]) -> Path:
         scratch = layout.curves.with_suffix(".csv.partial")
         read_curves(layout)[CURVE_COLUMNS].to_csv(scratch, index=False, lineterminator="\n")
         os.replace(scratch, layout.curves)
-    pd.DataFrame(rows, columns=CURVE_COLUMNS).to_csv(layout.curves, mode="a", header=new, index=False,
-                                                     lineterminator="\n")
+    pd.DataFrame(rows, columns=CURVE_COLUMNS).to_csv(
+        layout.curves, mode="a", header=new, index=False, lineterminator="\n"
+    )
     return layout.curves
 
 
@@ -302,23 +314,52 @@ def read_curves(layout: Layout) -> pd.DataFrame | None:
 
 # --- run_info.json: the RunInfo record at its JSON edge, and back (the one codec of the file). ---
 
-def run_info(config: Config, protocol: Protocol, results, *, session: str, model: ModelSource | None = None,
-             device: str = "", seconds: float | None = None, hardware: Hardware = Hardware(),
-             software: dict | None = None, mlflow: MlflowIds = MlflowIds(), memory: MemoryUse | None = None,
-             provenance: Provenance | None = None) -> RunInfo:
+
+def run_info(
+    config: Config,
+    protocol: Protocol,
+    results,
+    *,
+    session: str,
+    model: ModelSource | None = None,
+    device: str = "",
+    seconds: float | None = None,
+    hardware: Hardware = Hardware(),
+    software: dict | None = None,
+    mlflow: MlflowIds = MlflowIds(),
+    memory: MemoryUse | None = None,
+    provenance: Provenance | None = None,
+) -> RunInfo:
     """The run's one record, built once at its end: its configuration and the facts of where and how it ran,
     with what a reader wants beside them (its protocol's design, seeds and what they control, candidates, the
     fine-tuning runs by plain name, the headline)."""
-    trained = {m.key: Trained(protocol.model_name(m.key), protocol.model_name(m.parent), results.training[m.key])
-               for m in protocol.trained(config.parts) if m.key in results.training}
-    return RunInfo(protocol=protocol.name, session=session, model=model or ModelSource(config.model, model_id(config.model)),
-                   profile=config.profile, profile_requested=config.profile_requested or config.profile,
-                   profile_note=config.profile_note, recipe=config.recipe, design=protocol.design(results, config),
-                   seeds=Seeds(config.seeds, config.seeds_drawn, protocol.seed_roles),
-                   candidates=protocol.scoring.candidates, end_marker=protocol.scoring.end_marker, device=device,
-                   hardware=hardware, software=dict(software or {}), mlflow=mlflow, training=trained,
-                   headline=protocol.headline(results).metrics(), seconds=seconds, memory=memory,
-                   provenance=provenance)
+    trained = {
+        m.key: Trained(protocol.model_name(m.key), protocol.model_name(m.parent), results.training[m.key])
+        for m in protocol.trained(config.parts)
+        if m.key in results.training
+    }
+    return RunInfo(
+        protocol=protocol.name,
+        session=session,
+        model=model or ModelSource(config.model, model_id(config.model)),
+        profile=config.profile,
+        profile_requested=config.profile_requested or config.profile,
+        profile_note=config.profile_note,
+        recipe=config.recipe,
+        design=protocol.design(results, config),
+        seeds=Seeds(config.seeds, config.seeds_drawn, protocol.seed_roles),
+        candidates=protocol.scoring.candidates,
+        end_marker=protocol.scoring.end_marker,
+        device=device,
+        hardware=hardware,
+        software=dict(software or {}),
+        mlflow=mlflow,
+        training=trained,
+        headline=protocol.headline(results).metrics(),
+        seconds=seconds,
+        memory=memory,
+        provenance=provenance,
+    )
 
 
 def info_json(info: RunInfo) -> dict:
@@ -378,8 +419,9 @@ def read_stored(folder: Path) -> tuple[Protocol, RunInfo]:
     try:
         return _decode(json.loads(path.read_text(encoding="utf-8")))
     except (ValueError, KeyError, TypeError, AttributeError) as error:  # cut short, edited, not UTF-8
-        raise CctkError(f"{path} is not a readable run record ({type(error).__name__}: "
-                        f"{' '.join(str(error).split())[:200]})") from None
+        raise CctkError(
+            f"{path} is not a readable run record ({type(error).__name__}: {' '.join(str(error).split())[:200]})"
+        ) from None
 
 
 def layout_of(folder: Path) -> Layout:
@@ -388,6 +430,7 @@ def layout_of(folder: Path) -> Layout:
 
 
 # --- Back from a folder: rebuild the results (no model), copy the inputs of a re-render. ---
+
 
 @dataclass(frozen=True)
 class Rebuilt:
@@ -414,9 +457,14 @@ def copy_inputs(source: Layout, root: Path) -> Layout:
     """A new session folder under ``root`` holding what a re-render needs: run_info, the draws, the
     measurements and the training records."""
     target = Layout(Path(root) / read_run_info(source.folder).session, source.protocol)
-    inputs = [source.run_info, source.targets, source.curves, source.corpus,
-              *(source.folder / "measurements").glob("*.csv"),
-              *(source.folder / "training").glob("*.json")]
+    inputs = [
+        source.run_info,
+        source.targets,
+        source.curves,
+        source.corpus,
+        *(source.folder / "measurements").glob("*.csv"),
+        *(source.folder / "training").glob("*.json"),
+    ]
     for path in inputs:
         if path.is_file():
             (target.folder / path.relative_to(source.folder)).parent.mkdir(parents=True, exist_ok=True)
@@ -428,8 +476,10 @@ def read_tables(layout: Layout) -> dict[str, pd.DataFrame]:
     """Every table written, from its CSV (floats read back exactly), with its key columns: a table written
     before them gets them from its labels here, at the reading edge, so that every reader joins on keys."""
     vocabulary = layout.protocol.vocabulary
-    return {name: with_keys(pd.read_csv(path, float_precision="round_trip"), vocabulary, where=str(path))
-            for name, path in find_tables(layout).items()}
+    return {
+        name: with_keys(pd.read_csv(path, float_precision="round_trip"), vocabulary, where=str(path))
+        for name, path in find_tables(layout).items()
+    }
 
 
 def find_tables(layout: Layout) -> dict[str, Path]:
@@ -456,4 +506,3 @@ def write_zip(layout: Layout) -> Path:
         for file in files:
             archive.write(file, f"{layout.session}/{file.relative_to(layout.folder).as_posix()}")
     return path
-

@@ -4,6 +4,7 @@ Where runs go: ``MLFLOW_TRACKING_URI`` when set; else ``--tracking NAME|URI``, a
 ``mlruns_config/NAME.toml`` of the working folder or, failing that, of the package (``cctk/store/mlruns_config/``,
 shipped in the wheel); else the embedded default (SQLite store and artifacts under ./mlruns/).
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -61,8 +62,14 @@ def config_folders() -> list[Traversable]:
 
 
 def config_names() -> list[str]:
-    return sorted({entry.name.removesuffix(".toml") for folder in config_folders() for entry in folder.iterdir()
-                   if entry.name.endswith(".toml")})
+    return sorted(
+        {
+            entry.name.removesuffix(".toml")
+            for folder in config_folders()
+            for entry in folder.iterdir()
+            if entry.name.endswith(".toml")
+        }
+    )
 
 
 def read_config(name: str) -> dict:
@@ -70,8 +77,9 @@ def read_config(name: str) -> dict:
         entry = folder / f"{name}.toml"
         if entry.is_file():
             return tomllib.loads(entry.read_text())
-    raise CctkError(f"unknown tracking configuration {name!r}; choose one of: {', '.join(config_names())}, "
-                    "or give a tracking URI")
+    raise CctkError(
+        f"unknown tracking configuration {name!r}; choose one of: {', '.join(config_names())}, or give a tracking URI"
+    )
 
 
 def resolve(tracking: str | None = None) -> TrackingConfig:
@@ -85,8 +93,9 @@ def resolve(tracking: str | None = None) -> TrackingConfig:
         return TrackingConfig(tracking, absolute_uri(tracking))
     raw = read_config(tracking)
     artifacts = raw.get("artifact_location")
-    return TrackingConfig(tracking, absolute_uri(raw["tracking_uri"]),
-                          str(Path(artifacts).absolute()) if artifacts else None)
+    return TrackingConfig(
+        tracking, absolute_uri(raw["tracking_uri"]), str(Path(artifacts).absolute()) if artifacts else None
+    )
 
 
 def absolute_uri(uri: str) -> str:
@@ -101,8 +110,10 @@ def absolute_uri(uri: str) -> str:
     return uri
 
 
-HOW_TO_POINT = ("point at the store that holds it with MLFLOW_TRACKING_URI=URI, --tracking NAME|URI "
-                "(a name of mlruns_config/ or a URI) or, from Python, tracking_name=")
+HOW_TO_POINT = (
+    "point at the store that holds it with MLFLOW_TRACKING_URI=URI, --tracking NAME|URI "
+    "(a name of mlruns_config/ or a URI) or, from Python, tracking_name="
+)
 
 
 class NoStore(CctkError):
@@ -129,13 +140,15 @@ def check_reachable(config: TrackingConfig, timeout: float = 5.0) -> None:
         return
     url = config.tracking_uri.rstrip("/") + "/health"
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as reply:  # noqa: S310 (the user's own server)
+        with urllib.request.urlopen(url, timeout=timeout) as reply:
             if reply.status == 200:
                 return
     except OSError:
         pass
-    raise CctkError(f"cannot reach the MLflow tracking server at {config.tracking_uri} "
-                    f"(start it with `cctk server`, or pick another --tracking)")
+    raise CctkError(
+        f"cannot reach the MLflow tracking server at {config.tracking_uri} "
+        f"(start it with `cctk server`, or pick another --tracking)"
+    )
 
 
 @dataclass(frozen=True)
@@ -165,8 +178,9 @@ class LiveRun:
 
         logged = self._client.get_run(self.run_id).data.params
         texts = {k: _text(v) for k, v in values.items()}
-        items = [Param(k if logged.get(k, v) == v else f"{k}.resolved", v) for k, v in texts.items()
-                 if logged.get(k) != v]
+        items = [
+            Param(k if logged.get(k, v) == v else f"{k}.resolved", v) for k, v in texts.items() if logged.get(k) != v
+        ]
         for i in range(0, len(items), 100):
             self._client.log_batch(self.run_id, params=items[i : i + 100])
 
@@ -196,7 +210,6 @@ class LiveRun:
         """``table`` (a DataFrame) as an MLflow dataset input of this run, with its context."""
         from mlflow.data import from_pandas
         from mlflow.entities import DatasetInput, InputTag
-
         from mlflow.exceptions import MlflowException
 
         with warnings.catch_warnings():  # two UserWarnings per arm that say nothing about cctk's data:
@@ -229,8 +242,9 @@ class LiveRun:
         try:
             from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
-            monitor = SystemMetricsMonitor(self.run_id, sampling_interval=interval,
-                                           tracking_uri=self._client.tracking_uri)
+            monitor = SystemMetricsMonitor(
+                self.run_id, sampling_interval=interval, tracking_uri=self._client.tracking_uri
+            )
             monitor.start()
             return monitor
         except Exception:  # psutil missing, an exotic platform: the run goes on without them
@@ -315,8 +329,10 @@ def _open_client(uri: str):
     except Exception as error:  # sqlalchemy's DatabaseError on a file of garbage, an alembic error, no folder
         cause = getattr(error, "orig", None) or error  # sqlalchemy wraps the driver's error with its SQL
         first = " ".join(str(cause).split())[:200]
-        raise CctkError(f"the tracking store {path} cannot be opened as an MLflow SQLite store "
-                        f"({type(cause).__name__}: {first}); move it away or pick another --tracking") from None
+        raise CctkError(
+            f"the tracking store {path} cannot be opened as an MLflow SQLite store "
+            f"({type(cause).__name__}: {first}); move it away or pick another --tracking"
+        ) from None
     finally:
         if fd is not None:
             os.close(fd)
@@ -358,8 +374,16 @@ class Store:
                 raise
 
     @contextmanager
-    def run(self, kind: str, name: str, tags: dict | None = None, parent: LiveRun | str | None = None,
-            experiment_id: str | None = None, attach: bool = False, reopen: str | None = None) -> Iterator[LiveRun]:
+    def run(
+        self,
+        kind: str,
+        name: str,
+        tags: dict | None = None,
+        parent: LiveRun | str | None = None,
+        experiment_id: str | None = None,
+        attach: bool = False,
+        reopen: str | None = None,
+    ) -> Iterator[LiveRun]:
         """The one lifecycle of every cctk run: open it (tagged ``cctk.kind``), yield it, and end it
         FINISHED when the block completes, KILLED on Ctrl-C or SIGTERM (``KeyboardInterrupt``), FAILED
         on any other exception (the error, one line, as tag ``cctk.error``); the exception goes on.
@@ -384,7 +408,9 @@ class Store:
         """The UI's runs table of an experiment, in the Model training view."""
         return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
 
-    def start(self, experiment_id: str, name: str, tags: dict | None = None, parent: LiveRun | str | None = None) -> LiveRun:
+    def start(
+        self, experiment_id: str, name: str, tags: dict | None = None, parent: LiveRun | str | None = None
+    ) -> LiveRun:
         """Open a run (nested under ``parent``, a run or a run id, when given) without touching MLflow's
         active run; it carries the source tags (entry point, cctk version, git commit)."""
         tags = {**source_tags(), **{k: _text(v) for k, v in (tags or {}).items()}}  # the caller's win
@@ -397,8 +423,10 @@ class Store:
     def search(self, experiment_ids: list[str], query: str) -> list[TrackedRun]:
         """Runs matching an MLflow search ``query`` (e.g. ``tags.`cctk.sweep` = 'ID'``), as plain values."""
         found = self.client.search_runs(experiment_ids, query, max_results=5000)
-        return [TrackedRun(r.info.run_id, r.info.experiment_id, r.info.status, dict(r.data.params),
-                           dict(r.data.tags)) for r in found]
+        return [
+            TrackedRun(r.info.run_id, r.info.experiment_id, r.info.status, dict(r.data.params), dict(r.data.tags))
+            for r in found
+        ]
 
     def reopen(self, run_id: str) -> LiveRun:
         """An existing run, set RUNNING again (attached by ``mlflow run``, or resumed)."""
@@ -413,8 +441,9 @@ class Store:
             run = self.client.get_run(run_id)
         except MlflowException:
             raise CctkError(f"no run {run_id!r} in the tracking store {self.uri}") from None
-        return TrackedRun(run.info.run_id, run.info.experiment_id, run.info.status,
-                          dict(run.data.params), dict(run.data.tags))
+        return TrackedRun(
+            run.info.run_id, run.info.experiment_id, run.info.status, dict(run.data.params), dict(run.data.tags)
+        )
 
     def pipeline(self, run_id: str) -> TrackedRun:
         """The parent run of a cctk pipeline, or a one-line error."""
@@ -429,8 +458,10 @@ class Store:
 
     def children(self, parent: TrackedRun) -> list[TrackedRun]:
         found = self.client.search_runs([parent.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.run_id}'")
-        return [TrackedRun(r.info.run_id, r.info.experiment_id, r.info.status, dict(r.data.params),
-                           dict(r.data.tags)) for r in found]
+        return [
+            TrackedRun(r.info.run_id, r.info.experiment_id, r.info.status, dict(r.data.params), dict(r.data.tags))
+            for r in found
+        ]
 
     def finished_children(self, parent: TrackedRun) -> dict[str, str]:
         """``cctk.key`` -> run id of every FINISHED child; RUNNING ones (a killed process) become KILLED."""
@@ -480,8 +511,10 @@ def connect(tracking: str | None = None, create: bool = True) -> Store:
 def provenance_tags(flat: dict[str, str], packages: dict[str, str | None]) -> dict[str, str]:
     """A run's provenance as tags: ``cctk.model.sha256``, ``cctk.git.commit``, ``cctk.reproduce``, ... (the
     record's ``flat`` names under ``cctk.``) and ``cctk.package.<name>`` for each package's version."""
-    return {**{f"cctk.{k}": v for k, v in flat.items()},
-            **{PACKAGE + name: version or "not installed" for name, version in packages.items()}}
+    return {
+        **{f"cctk.{k}": v for k, v in flat.items()},
+        **{PACKAGE + name: version or "not installed" for name, version in packages.items()},
+    }
 
 
 def _text(value) -> str:
@@ -492,5 +525,7 @@ def require_pipeline(run: TrackedRun) -> None:
     """A one-line error unless ``run`` is the parent run of a cctk pipeline."""
     kind = run.tags.get(KIND)
     if kind != "pipeline":
-        raise CctkError(f"MLflow run {run.run_id} is not a cctk pipeline run (tag {KIND} is {kind!r}); "
-                        "give the parent run of a `cctk run`")
+        raise CctkError(
+            f"MLflow run {run.run_id} is not a cctk pipeline run (tag {KIND} is {kind!r}); "
+            "give the parent run of a `cctk run`"
+        )

@@ -1,9 +1,9 @@
 """``python -m cctk.bench figures``: both ways save the same EPS, and matplotlib's own way is back after."""
+
 from click.testing import CliRunner
 from matplotlib.backends import backend_ps
 
 from cctk.bench import bench
-from cctk.figures import common  # noqa: F401  (keeps the font box: installed on import)
 
 
 def test_bench_figures_saves_the_same_eps_both_ways_and_restores_the_kept_box(tmp_path):

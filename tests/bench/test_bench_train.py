@@ -1,11 +1,12 @@
 """``python -m cctk.bench train``: the FLOPs a packed batch computes, counted by hand, and a run at a batch
 the default corpus of four repeats could not fill (the quick profile's 32)."""
+
 import pytest
 from click.testing import CliRunner
 
-from cctk.core.lm import compute
-from cctk.bench import train as train_bench
 from cctk.bench import bench
+from cctk.bench import train as train_bench
+from cctk.core.lm import compute
 
 
 def test_computed_flops_of_a_packed_batch_by_hand(make_tiny):
@@ -27,13 +28,16 @@ def test_run_fills_a_batch_of_32(tiny_dir):
     assert result["GFLOP per example computed (packed)"] <= result["GFLOP per example (padded row)"]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--seeds", "1,x"], "--seeds takes a count N or seeds S1,S2"),
-    (["--seeds", "1,2", "--set", "learning_rate=1e-4,3e-4"], "one value per run of absorb"),
-    (["--seeds", "1,2", "--set", "speed=3"], "--set takes NAME=V1,V2"),
-    (["--seeds", "1,2", "--set", "learning_rate=7"], "learning_rate=7.0 is out of range"),
-    (["--seeds", "1,2", "--model", "no-such-model"], "no-such-model"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--seeds", "1,x"], "--seeds takes a count N or seeds S1,S2"),
+        (["--seeds", "1,2", "--set", "learning_rate=1e-4,3e-4"], "one value per run of absorb"),
+        (["--seeds", "1,2", "--set", "speed=3"], "--set takes NAME=V1,V2"),
+        (["--seeds", "1,2", "--set", "learning_rate=7"], "learning_rate=7.0 is out of range"),
+        (["--seeds", "1,2", "--model", "no-such-model"], "no-such-model"),
+    ],
+)
 def test_bench_absorb_refuses_bad_input_in_one_line(args, message):
     done = CliRunner().invoke(bench, ["absorb", *args])
     assert done.exit_code == 2 and message in done.output
@@ -44,9 +48,15 @@ def test_pipeline_bench_result_by_hand():
     (14.50 min); a 1,140 s command is 1.31x it; at the highest peak, 190, 1140 x 190 / 147937.5 = 1.46x."""
     from cctk.bench.pipeline import _result
 
-    metrics = {"training_examples": 23670.0, "gflop_per_example": 6.25, "gemm_peak_gflops": 170.0,
-               "compute_limit_seconds": 23670 * 6.25 / 170, "pipeline_seconds": 1130.0,
-               "m_correct_hits_correct": 81.0, "m_random_hits_fabricated": 70.0}
+    metrics = {
+        "training_examples": 23670.0,
+        "gflop_per_example": 6.25,
+        "gemm_peak_gflops": 170.0,
+        "compute_limit_seconds": 23670 * 6.25 / 170,
+        "pipeline_seconds": 1130.0,
+        "m_correct_hits_correct": 81.0,
+        "m_random_hits_fabricated": 70.0,
+    }
     result = _result("m", "quick", metrics, 1140.0, (190.0, 170.0, 160.0))
     assert result["training examples (all arms and epochs)"] == 23670
     assert result["GEMM peak GFLOP/s, float32: before / the pipeline's / after"] == "190 / 170 / 160"

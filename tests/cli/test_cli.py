@@ -1,13 +1,14 @@
 """The recipe is declared once (cctk.core.config.Recipe): the CLI derives its options from it, and the
 MLproject's parameters are checked against it here."""
+
 from pathlib import Path
 
 import yaml
 from click.testing import CliRunner
 
 from cctk.cli.main import cli
-from cctk.core.config import recipe_fields
 from cctk.cli.mlproject import strip_empty
+from cctk.core.config import recipe_fields
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,8 +33,9 @@ def test_mlproject_passes_every_recipe_value():
 
 
 def test_a_recipe_value_out_of_range_fails_in_one_line(tmp_path):
-    result = CliRunner().invoke(cli, ["run", "--model", "smollm2-135m-bundled", "--epochs", "0",
-                                      "--out", str(tmp_path / "o")])
+    result = CliRunner().invoke(
+        cli, ["run", "--model", "smollm2-135m-bundled", "--epochs", "0", "--out", str(tmp_path / "o")]
+    )
     assert result.exit_code != 0
     assert result.output.strip().splitlines() == ["Error: recipe value epochs=0 is out of range: must be >= 1"]
     assert not (tmp_path / "o").exists()

@@ -1,15 +1,15 @@
 """Bad input to ``cctk run`` and ``cctk sweep`` fails in one line before any session folder or MLflow run
 exists (issue 31): a held-out share that empties a group, an --out that cannot hold files, an unknown
 device, a model folder whose config.json is broken."""
-import json
+
 import os
 import shutil
 
 import pytest
 from click.testing import CliRunner
 
-from cctk.store import tracking
 from cctk.cli.main import cli
+from cctk.store import tracking
 
 
 def _one_line_error(result, start: str) -> None:
@@ -19,10 +19,12 @@ def _one_line_error(result, start: str) -> None:
 
 
 def _no_run(tmp_path) -> None:
-    assert not (tmp_path / "mlflow.db").exists() or tracking.connect().search([tracking.connect().experiment()], "") == []
+    assert (
+        not (tmp_path / "mlflow.db").exists() or tracking.connect().search([tracking.connect().experiment()], "") == []
+    )
 
 
-@pytest.fixture()
+@pytest.fixture
 def broken_model(tiny_dir, tmp_path):
     folder = tmp_path / "broken"
     shutil.copytree(tiny_dir, folder)
@@ -30,11 +32,18 @@ def broken_model(tiny_dir, tmp_path):
     return folder
 
 
-@pytest.mark.parametrize("holdout, message", [("0.001", "holdout=0.001 holds out 0 of the 81 additions"),
-                                              ("0.999", "holdout=0.999 holds out 81 of the 81 additions")])
+@pytest.mark.parametrize(
+    ("holdout", "message"),
+    [
+        ("0.001", "holdout=0.001 holds out 0 of the 81 additions"),
+        ("0.999", "holdout=0.999 holds out 81 of the 81 additions"),
+    ],
+)
 def test_a_holdout_that_empties_a_group_fails_in_one_line(holdout, message, tiny_dir, tmp_path, tracking_uri):
-    result = CliRunner().invoke(cli, ["run", "--model", str(tiny_dir), "--profile", "smoke", "--holdout", holdout,
-                                      "--out", str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        cli,
+        ["run", "--model", str(tiny_dir), "--profile", "smoke", "--holdout", holdout, "--out", str(tmp_path / "out")],
+    )
     _one_line_error(result, message)
     assert not (tmp_path / "out").exists()
     _no_run(tmp_path)
@@ -69,8 +78,9 @@ def test_an_unknown_device_fails_in_one_line(tiny_dir, tmp_path, tracking_uri):
 
 
 def test_run_refuses_a_model_folder_with_a_broken_config(broken_model, tmp_path, tracking_uri):
-    result = CliRunner().invoke(cli, ["run", "--model", str(broken_model), "--profile", "smoke",
-                                      "--out", str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        cli, ["run", "--model", str(broken_model), "--profile", "smoke", "--out", str(tmp_path / "out")]
+    )
     _one_line_error(result, f"cannot read the configuration of {broken_model}")
     assert not (tmp_path / "out").exists()
     _no_run(tmp_path)
@@ -78,19 +88,36 @@ def test_run_refuses_a_model_folder_with_a_broken_config(broken_model, tmp_path,
 
 def test_sweep_checks_every_cells_model_before_any_cell(broken_model, tiny_dir, tmp_path, tracking_uri):
     """The good model comes first: without the check its cells would run, then the broken one fail."""
-    result = CliRunner().invoke(cli, ["sweep", "--models", f"{tiny_dir},{broken_model}", "--seeds", "1,2",
-                                      "--profile", "smoke", "--out", str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "sweep",
+            "--models",
+            f"{tiny_dir},{broken_model}",
+            "--seeds",
+            "1,2",
+            "--profile",
+            "smoke",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+    )
     _one_line_error(result, f"cannot read the configuration of {broken_model}")
     assert not (tmp_path / "out").exists()
     _no_run(tmp_path)
 
 
 # every command with an --out folder, its other required options given (nothing of them is read first)
-OUT_COMMANDS = {"measure": ["measure"], "compare": ["compare", "--runs", "a,b"], "report": ["report", "nowhere"],
-                "krtest eval": ["krtest", "eval", "--questions", "q.jsonl"],
-                "krtest train": ["krtest", "train", "--corpus", "c.txt", "--questions", "q.jsonl"],
-                "krtest generate": ["krtest", "generate"], "krtest oracle": ["krtest", "oracle", "--oracle", "o"],
-                "krtest study": ["krtest", "study"]}
+OUT_COMMANDS = {
+    "measure": ["measure"],
+    "compare": ["compare", "--runs", "a,b"],
+    "report": ["report", "nowhere"],
+    "krtest eval": ["krtest", "eval", "--questions", "q.jsonl"],
+    "krtest train": ["krtest", "train", "--corpus", "c.txt", "--questions", "q.jsonl"],
+    "krtest generate": ["krtest", "generate"],
+    "krtest oracle": ["krtest", "oracle", "--oracle", "o"],
+    "krtest study": ["krtest", "study"],
+}
 
 
 @pytest.mark.parametrize("command", OUT_COMMANDS)

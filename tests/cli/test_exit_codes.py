@@ -1,17 +1,23 @@
 """A stopped command exits as a shell expects (128 + the signal) after its runs ended KILLED, and an arm
 stopped mid-training says so (issue 31)."""
+
 import pytest
 from click.testing import CliRunner
 
-from cctk.pipeline import stages as pipeline
 from cctk.cli.main import cli
+from cctk.core.config import PROFILES
 from cctk.core.errors import Terminated
 from cctk.core.progress import Progress
-from cctk.core.config import PROFILES
+from cctk.pipeline import stages as pipeline
 
 
-@pytest.mark.parametrize("stop, code, line", [(KeyboardInterrupt(), 130, "Interrupted (Ctrl-C)."),
-                                              (Terminated("stopped by signal 15"), 143, "Stopped (SIGTERM).")])
+@pytest.mark.parametrize(
+    ("stop", "code", "line"),
+    [
+        (KeyboardInterrupt(), 130, "Interrupted (Ctrl-C)."),
+        (Terminated("stopped by signal 15"), 143, "Stopped (SIGTERM)."),
+    ],
+)
 def test_a_stopped_run_exits_130_or_143(stop, code, line, monkeypatch, tmp_path):
     def stopped(*args, **kwargs):
         raise stop
@@ -29,4 +35,6 @@ def test_an_interrupted_arm_says_so():
         on_step(0, step, 9.0 - step)
     progress.close(finished=False)
     total = PROFILES["smoke"].steps(8)
-    assert said == [said[0]] and said[0].startswith(f"arm 2/13 fabricated answers: interrupted after 3 of {total} steps")
+    assert said == [said[0]] and said[0].startswith(
+        f"arm 2/13 fabricated answers: interrupted after 3 of {total} steps"
+    )

@@ -1,7 +1,7 @@
 import pytest
 
-from cctk.core.errors import CctkError
 from cctk.cli.server import redact, server_command, ui_command, with_password
+from cctk.core.errors import CctkError
 
 
 def test_server_binds_loopback_with_proxied_artifacts(tmp_path, monkeypatch):
@@ -9,7 +9,8 @@ def test_server_binds_loopback_with_proxied_artifacts(tmp_path, monkeypatch):
     (tmp_path / "mlruns_config").mkdir()
     (tmp_path / "mlruns_config" / "server.toml").write_text(
         'tracking_uri = "http://127.0.0.1:5000"\n[server]\nport = 5000\n'
-        'backend_store_uri = "sqlite:///mlruns/server.db"\nartifacts_destination = "mlruns/a"\n')
+        'backend_store_uri = "sqlite:///mlruns/server.db"\nartifacts_destination = "mlruns/a"\n'
+    )
     command = server_command("server")
     assert command[command.index("--host") + 1] == "127.0.0.1"
     assert "--serve-artifacts" in command

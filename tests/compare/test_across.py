@@ -1,5 +1,6 @@
 """Tables across runs, checked against values computed by hand: means over runs and their t interval,
 the Cochran-Mantel-Haenszel test, the implausibility tables, the pooled held-out shares."""
+
 from __future__ import annotations
 
 import math
@@ -7,18 +8,21 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from builders import hand_table, synthetic_results
 
 from cctk.compare import tables as across
 from cctk.compare.tables import PooledRun
-from cctk.manuals.v2.parts import StudyResults
 from cctk.manuals.v2.design import MODEL_KEYS, build_study_inputs, own_target
 from cctk.manuals.v2.manual import V2
-from builders import hand_table, synthetic_results
+from cctk.manuals.v2.parts import StudyResults
 
 
 @pytest.fixture(scope="module")
 def two_runs():
-    return [PooledRun.of("run-a", "tiny", 7, V2, synthetic_results(7)), PooledRun.of("run-b", "tiny", 8, V2, synthetic_results(8))]
+    return [
+        PooledRun.of("run-a", "tiny", 7, V2, synthetic_results(7)),
+        PooledRun.of("run-b", "tiny", 8, V2, synthetic_results(8)),
+    ]
 
 
 def test_t_interval_by_hand():
@@ -73,8 +77,9 @@ def test_implausibility_by_hand():
     inputs = build_study_inputs(3)
     fabricated = inputs.targets["fabricated"]
     choices = {p: int(v) if v > 18 else int(p[0] + p[1]) for p, v in fabricated.items()}
-    measurements = {key: hand_table({p: int(t) for p, t in inputs.targets[own_target(key)].items()})
-                    for key in MODEL_KEYS}
+    measurements = {
+        key: hand_table({p: int(t) for p, t in inputs.targets[own_target(key)].items()}) for key in MODEL_KEYS
+    }
     measurements["m_random"] = hand_table(choices, 0.66)
     run = PooledRun.of("r", "tiny", 3, V2, StudyResults(inputs, measurements))
     by_distance, by_kind = across.implausibility([run, run])  # the same run twice: counts double
@@ -111,8 +116,9 @@ def test_implausibility_chart_labels_break_between_words():
     from cctk.figures.across import implausibility_chart
 
     inputs = build_study_inputs(3)
-    measurements = {key: hand_table({p: int(t) for p, t in inputs.targets[own_target(key)].items()})
-                    for key in MODEL_KEYS}
+    measurements = {
+        key: hand_table({p: int(t) for p, t in inputs.targets[own_target(key)].items()}) for key in MODEL_KEYS
+    }
     run = PooledRun.of("r", "tiny", 3, V2, StudyResults(inputs, measurements))
     figure = implausibility_chart(*across.implausibility([run]))
     labels = [t.get_text() for t in figure.axes[1].get_xticklabels()]
@@ -127,13 +133,26 @@ def test_tables_across_runs_name_each_model_by_label_and_key(two_runs):
     assert list(cross.columns[:5]) == ["base_model", "model", "model_key", "target", "target_key"]
     assert cross["model_key"].tolist() == list(MODEL_KEYS)
     assert cross.set_index("model_key").loc["c3ctl_correct", ["model", "target", "target_key"]].tolist() == [
-        "control for + 3", "random offset 1..3", "ctl3"]
+        "control for + 3",
+        "random offset 1..3",
+        "ctl3",
+    ]
     held = across.heldout_pooled(two_runs)
-    assert held[["model", "model_key"]].values.tolist()[:2] == [["recovery", "m_recover"],
-                                                                ["sum + 18 from correct sums", "c18_correct"]]
+    assert held[["model", "model_key"]].to_numpy().tolist()[:2] == [
+        ["recovery", "m_recover"],
+        ["sum + 18 from correct sums", "c18_correct"],
+    ]
     pooled = across.pooled_tests(two_runs)
     assert list(pooled.columns[1:5]) == ["rule", "rule_key", "control", "control_key"]
-    assert pooled["rule_key"].tolist() == ["c18_correct", "c18_random", "c3_correct", "c3_random", "d_correct",
-                                           "d_random"]
-    assert pooled["control_key"].tolist() == ["c18ctl_correct"] * 2 + ["c3ctl_correct"] * 2 + ["dctl_correct",
-                                                                                              "dctl_random"]
+    assert pooled["rule_key"].tolist() == [
+        "c18_correct",
+        "c18_random",
+        "c3_correct",
+        "c3_random",
+        "d_correct",
+        "d_random",
+    ]
+    assert pooled["control_key"].tolist() == ["c18ctl_correct"] * 2 + ["c3ctl_correct"] * 2 + [
+        "dctl_correct",
+        "dctl_random",
+    ]

@@ -1,20 +1,21 @@
 """cctk compare on a fixture of logged runs: two sessions written from synthetic results, logged as
 the pipeline cells of a sweep; the comparison is read back from MLflow and checked by hand."""
+
 from __future__ import annotations
 
 import mlflow
 import pandas as pd
 import pytest
+from builders import RUN, synthetic_results, write_session
 from click.testing import CliRunner
 
-from cctk.store import tracking
 from cctk.cli.main import cli
 from cctk.core.config import make_config
 from cctk.manuals.v2.parts import compute_tables
-from builders import RUN, synthetic_results, write_session
+from cctk.store import tracking
 
 
-@pytest.fixture()
+@pytest.fixture
 def logged_sweep(tmp_path, tracking_uri):
     """A sweep run with two finished pipeline cells (seeds 7 and 8), their sessions as artifacts."""
     store = tracking.connect()
@@ -25,14 +26,28 @@ def logged_sweep(tmp_path, tracking_uri):
         results = synthetic_results(seed)
         tables[seed] = compute_tables(results)
         run = {**RUN, "session": f"20260102-03040{seed}_tiny"}
-        folder = write_session(tmp_path / "sessions", results, tables[seed],
-                               make_config("smollm2-135m-bundled", "smoke", (seed,)), run, figures=False)
-        cell = store.start(experiment, folder.name, {"cctk.kind": "pipeline", "cctk.sweep": sweep.run_id,
-                                                      "cctk.cell": f"tiny|seed={seed}"}, parent=sweep)
+        folder = write_session(
+            tmp_path / "sessions",
+            results,
+            tables[seed],
+            make_config("smollm2-135m-bundled", "smoke", (seed,)),
+            run,
+            figures=False,
+        )
+        cell = store.start(
+            experiment,
+            folder.name,
+            {"cctk.kind": "pipeline", "cctk.sweep": sweep.run_id, "cctk.cell": f"tiny|seed={seed}"},
+            parent=sweep,
+        )
         cell.files(folder)
         cell.end()
-    store.start(experiment, "unfinished", {"cctk.kind": "pipeline", "cctk.sweep": sweep.run_id,
-                                           "cctk.cell": "tiny|seed=9"}, parent=sweep)  # left RUNNING: not compared
+    store.start(
+        experiment,
+        "unfinished",
+        {"cctk.kind": "pipeline", "cctk.sweep": sweep.run_id, "cctk.cell": "tiny|seed=9"},
+        parent=sweep,
+    )  # left RUNNING: not compared
     sweep.end()
     return sweep.run_id, tables
 
@@ -48,8 +63,15 @@ def test_compare_a_sweep(tmp_path, logged_sweep, tracking_uri, monkeypatch):
         shares = [t["table09"].set_index(["model", "group"])["share"] for t in tables.values()]
         group, column = ("all", "all_mean") if model == "correct sums" else ("held out", "heldout_mean")
         assert cross.loc[model, column] == pytest.approx(sum(s[model, group] for s in shares) / 2, abs=1e-12)
-    for name in ("findings", "per_run", "cross_seed", "rule_vs_control_pooled", "heldout_pooled",
-                 "implausibility_distance", "implausibility_possible"):
+    for name in (
+        "findings",
+        "per_run",
+        "cross_seed",
+        "rule_vs_control_pooled",
+        "heldout_pooled",
+        "implausibility_distance",
+        "implausibility_possible",
+    ):
         assert {p.suffix for p in (tmp_path / "cmp" / "tables" / name).iterdir()} == {".csv", ".xlsx", ".tex"}
     for name in ("forest", "cross_model", "implausibility"):
         assert {p.suffix for p in (tmp_path / "cmp" / "figures" / name).iterdir()} == {".png", ".pdf", ".eps"}
@@ -58,8 +80,9 @@ def test_compare_a_sweep(tmp_path, logged_sweep, tracking_uri, monkeypatch):
     # the console summary opens with the findings: one line per contrast (six rules, two seeds)
     lines = result.output.splitlines()
     start = lines.index("findings across seeds:")
-    assert [line.split(": ")[1] in ("SUPPORTED", "INCONSISTENT", "NOT SUPPORTED") for line in lines[start + 1:start + 7]] \
-        == [True] * 6
+    assert [
+        line.split(": ")[1] in ("SUPPORTED", "INCONSISTENT", "NOT SUPPORTED") for line in lines[start + 1 : start + 7]
+    ] == [True] * 6
     client = mlflow.MlflowClient(tracking_uri)
     (run,) = client.search_runs([client.get_experiment_by_name("cctk").experiment_id], "tags.`cctk.kind` = 'compare'")
     assert run.data.tags["mlflow.parentRunId"] == sweep_id and len(run.data.params["runs"].split(",")) == 2
@@ -82,8 +105,9 @@ def test_compare_protocol_v1_runs(tmp_path, tracking_uri, monkeypatch):
     experiment = store.experiment()
     ids, means = [], []
     for seed in (42, 43):
-        layout, _, tables, _ = write_v1_session(tmp_path / f"s{seed}", seed, {**RUN, "session": f"2026-v1-{seed}"},
-                                                rng_seed=seed, figures=False)
+        layout, _, tables, _ = write_v1_session(
+            tmp_path / f"s{seed}", seed, {**RUN, "session": f"2026-v1-{seed}"}, rng_seed=seed, figures=False
+        )
         run = store.start(experiment, layout.session, {"cctk.kind": "pipeline", "cctk.protocol": "v1"})
         run.files(layout.folder)
         run.end()
@@ -101,13 +125,15 @@ def test_compare_protocol_v1_runs(tmp_path, tracking_uri, monkeypatch):
 def test_compare_reads_a_v1_run_from_before_issue_21(tmp_path, tracking_uri, monkeypatch):
     """A 1.0.0 run logged before its fine-tuned model had its own key, compared with one of today's."""
     from builders import v1_results, write_v1_session, write_v1_session_before_issue_21
+
     from cctk.manuals.v1 import experiment
 
     monkeypatch.setenv("CCTK_CACHE", str(tmp_path / "cache"))
     store = tracking.connect()
     old = write_v1_session_before_issue_21(tmp_path / "old")
-    new, _, tables, _ = write_v1_session(tmp_path / "new", 43, {**RUN, "session": "2026-v1-43"}, rng_seed=43,
-                                         figures=False)
+    new, _, tables, _ = write_v1_session(
+        tmp_path / "new", 43, {**RUN, "session": "2026-v1-43"}, rng_seed=43, figures=False
+    )
     ids = []
     for folder in (old, new.folder):
         run = store.start(store.experiment(), folder.name, {tracking.KIND: "pipeline", tracking.PROTOCOL: "v1"})
@@ -117,8 +143,10 @@ def test_compare_reads_a_v1_run_from_before_issue_21(tmp_path, tracking_uri, mon
     result = CliRunner().invoke(cli, ["compare", "--runs", ",".join(ids), "--out", str(tmp_path / "cmp")])
     assert result.exit_code == 0, result.output
     table = pd.read_csv(tmp_path / "cmp" / "tables" / "v1_three_numbers" / "v1_three_numbers.csv").set_index("number")
-    means = [experiment.compute_tables(v1_results())["table02"].set_index("number")["mean"],
-             tables["table02"].set_index("number")["mean"]]
+    means = [
+        experiment.compute_tables(v1_results())["table02"].set_index("number")["mean"],
+        tables["table02"].set_index("number")["mean"],
+    ]
     assert (table["runs"] == 2).all()
     for number in table.index:
         assert table.loc[number, "mean"] == pytest.approx((means[0][number] + means[1][number]) / 2, abs=1e-12)

@@ -9,6 +9,7 @@ hits) per seed:
     sum + 3 from fabricated answers      (12, 0) (1, 3) (0, 2)    pooled above, 1 of 3 agrees: inconsistent
     conditional rule from correct sums   (3, 2) (4, 3) (2, 2)     no pooled effect: not supported
 """
+
 from __future__ import annotations
 
 import html
@@ -17,27 +18,34 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from builders import synthetic_results
 from scipy.stats import hypergeom
 
 from cctk.compare import findings as ev
 from cctk.compare import report
 from cctk.compare.tables import PooledRun, _cmh
 from cctk.manuals.v2.manual import V2
-from builders import synthetic_results
 
 N = 24
 DESIGN = {
     "sum + 18 from correct sums": ("control for + 18", [(10, 1), (8, 0), (9, 2)]),
     "sum + 3 from correct sums": ("control for + 3", [(20, 1), (2, 3), (18, 2)]),
     "sum + 3 from fabricated answers": ("control for + 3", [(12, 0), (1, 3), (0, 2)]),
-    "conditional rule from correct sums": ("control for the conditional rule from correct sums",
-                                           [(3, 2), (4, 3), (2, 2)]),
+    "conditional rule from correct sums": (
+        "control for the conditional rule from correct sums",
+        [(3, 2), (4, 3), (2, 2)],
+    ),
 }
 SEEDS = (1, 2, 3)
-KEY = {"sum + 18 from correct sums": "c18_correct", "control for + 18": "c18ctl_correct",
-       "sum + 3 from correct sums": "c3_correct", "sum + 3 from fabricated answers": "c3_random",
-       "control for + 3": "c3ctl_correct", "conditional rule from correct sums": "d_correct",
-       "control for the conditional rule from correct sums": "dctl_correct"}  # what compare joins on
+KEY = {
+    "sum + 18 from correct sums": "c18_correct",
+    "control for + 18": "c18ctl_correct",
+    "sum + 3 from correct sums": "c3_correct",
+    "sum + 3 from fabricated answers": "c3_random",
+    "control for + 3": "c3ctl_correct",
+    "conditional rule from correct sums": "d_correct",
+    "control for the conditional rule from correct sums": "dctl_correct",
+}  # what compare joins on
 SUPPORTED, HETEROGENEOUS, DISAGREEING, NULL = (f"{rule} vs {control}" for rule, (control, _) in DESIGN.items())
 
 
@@ -45,10 +53,21 @@ def hand_runs() -> list[PooledRun]:
     """Runs that carry only their table10 (all that the findings read)."""
     runs = []
     for i, seed in enumerate(SEEDS):
-        table10 = pd.DataFrame([{"rule": rule, "rule_key": KEY[rule], "control": control,
-                                 "control_key": KEY[control], "hits_rule": counts[i][0], "n_rule": N,
-                                 "hits_control": counts[i][1], "n_control": N}
-                                for rule, (control, counts) in DESIGN.items()])
+        table10 = pd.DataFrame(
+            [
+                {
+                    "rule": rule,
+                    "rule_key": KEY[rule],
+                    "control": control,
+                    "control_key": KEY[control],
+                    "hits_rule": counts[i][0],
+                    "n_rule": N,
+                    "hits_control": counts[i][1],
+                    "n_control": N,
+                }
+                for rule, (control, counts) in DESIGN.items()
+            ]
+        )
         runs.append(PooledRun(f"run-{seed}", "tiny", seed, V2, None, {"table10": table10}))
     return runs
 
@@ -67,13 +86,19 @@ def fisher(k1: int, k2: int) -> float:
 def test_per_run_rows_by_hand(found):
     contrasts, _ = found
     table = ev.per_run(contrasts)
-    assert len(table) == 12 and list(table.columns[:6]) == ["base_model", "contrast", "rule", "rule_key", "control",
-                                                            "control_key"]
+    assert len(table) == 12 and list(table.columns[:6]) == [
+        "base_model",
+        "contrast",
+        "rule",
+        "rule_key",
+        "control",
+        "control_key",
+    ]
     for rule, (control, counts) in DESIGN.items():
         rows = table[table["rule"] == rule]
         assert rows["seed"].tolist() == list(SEEDS) and (rows["control"] == control).all()
         assert (rows["rule_key"] == KEY[rule]).all() and (rows["control_key"] == KEY[control]).all()
-        assert list(zip(rows["hits_rule"], rows["hits_control"])) == counts
+        assert list(zip(rows["hits_rule"], rows["hits_control"], strict=True)) == counts
         assert (rows["n_rule"] == N).all() and (rows["n_control"] == N).all()
         assert rows["p_one_sided"].tolist() == pytest.approx([fisher(*c) for c in counts], rel=1e-9)
     directions = table.set_index(["rule", "seed"])["direction"]
@@ -93,10 +118,18 @@ def test_per_run_holm_is_within_each_run(found):
     first = table[table["seed"] == 1].set_index("rule")
     p = [fisher(20, 1), fisher(12, 0), fisher(10, 1), fisher(3, 2)]
     assert p == sorted(p)
-    expected = [4 * p[0], max(4 * p[0], 3 * p[1]), max(4 * p[0], 3 * p[1], 2 * p[2]),
-                max(4 * p[0], 3 * p[1], 2 * p[2], p[3])]
-    order = ["sum + 3 from correct sums", "sum + 3 from fabricated answers", "sum + 18 from correct sums",
-             "conditional rule from correct sums"]
+    expected = [
+        4 * p[0],
+        max(4 * p[0], 3 * p[1]),
+        max(4 * p[0], 3 * p[1], 2 * p[2]),
+        max(4 * p[0], 3 * p[1], 2 * p[2], p[3]),
+    ]
+    order = [
+        "sum + 3 from correct sums",
+        "sum + 3 from fabricated answers",
+        "sum + 18 from correct sums",
+        "conditional rule from correct sums",
+    ]
     assert first.loc[order, "p_adjusted"].tolist() == pytest.approx(expected, rel=1e-9)
 
 
@@ -105,15 +138,18 @@ def test_k_of_n_by_hand(found):
     (12 x 24 - 12 x 0) / 48 = 6, (1 x 21 - 23 x 3) / 48 = -1, (0 x 22 - 24 x 2) / 48 = -1: sum 4, above;
     only seed 1 is above."""
     _, by = found
-    assert [(by[c].direction, by[c].runs_agreeing, by[c].runs) for c in (SUPPORTED, HETEROGENEOUS, DISAGREEING, NULL)] \
-        == [("above", 3, 3), ("above", 2, 3), ("above", 1, 3), ("above", 2, 3)]
+    assert [
+        (by[c].direction, by[c].runs_agreeing, by[c].runs) for c in (SUPPORTED, HETEROGENEOUS, DISAGREEING, NULL)
+    ] == [("above", 3, 3), ("above", 2, 3), ("above", 1, 3), ("above", 2, 3)]
 
 
 def test_pooled_counts_and_holm_over_the_family_by_hand(found):
     _, by = found
     assert (by[SUPPORTED].hits_rule, by[SUPPORTED].n_rule, by[SUPPORTED].hits_control) == (27, 72, 3)
-    pooled = {c: _cmh([np.array([[r, N - r], [k, N - k]], dtype=float) for r, k in counts])["p_one_sided"]
-              for c, (_, counts) in zip(by, DESIGN.values())}
+    pooled = {
+        c: _cmh([np.array([[r, N - r], [k, N - k]], dtype=float) for r, k in counts])["p_one_sided"]
+        for c, (_, counts) in zip(by, DESIGN.values(), strict=True)
+    }
     assert {c: f.p_pooled for c, f in by.items()} == pytest.approx(pooled)
     # sorted: heterogeneous (1e-10) < supported (5e-7) < disagreeing (0.019) < null (0.30); times 4, 3, 2, 1
     p = [pooled[c] for c in (HETEROGENEOUS, SUPPORTED, DISAGREEING, NULL)]
@@ -128,24 +164,31 @@ def test_pooled_counts_and_holm_over_the_family_by_hand(found):
 def test_each_verdict(found):
     _, by = found
     assert by[SUPPORTED].p_heterogeneity > 0.05 and by[HETEROGENEOUS].p_heterogeneity < 0.05
-    assert {c: f.verdict for c, f in by.items()} == {SUPPORTED: "supported", HETEROGENEOUS: "inconsistent",
-                                                     DISAGREEING: "inconsistent", NULL: "not supported"}
+    assert {c: f.verdict for c, f in by.items()} == {
+        SUPPORTED: "supported",
+        HETEROGENEOUS: "inconsistent",
+        DISAGREEING: "inconsistent",
+        NULL: "not supported",
+    }
     assert by[SUPPORTED].seeds_for_80_power <= 3 and by[NULL].seeds_for_80_power is None
 
 
-@pytest.mark.parametrize("p_adjusted, p_het, runs, agreeing, expected", [
-    (0.01, 0.50, 3, 3, "supported"),
-    (0.01, math.nan, 2, 2, "supported"),  # heterogeneity not computable (an infinite pooled odds ratio)
-    (0.01, 0.01, 3, 3, "inconsistent"),  # pooled effect, heterogeneous runs
-    (0.01, 0.50, 3, 1, "inconsistent"),  # 1 of 3 is fewer than two thirds
-    (0.01, 0.50, 5, 3, "inconsistent"),  # 3 of 5 too
-    (0.01, 0.50, 3, 2, "supported"),  # 2 of 3 is two thirds
-    (0.20, 0.50, 5, 3, "not supported"),  # runs that scatter around no pooled effect
-    (0.20, 0.01, 3, 3, "not supported"),  # heterogeneous but no pooled effect
-    (0.20, 0.50, 3, 3, "not supported"),
-    (0.01, math.nan, 1, 1, "not supported"),  # one run shows nothing across seeds
-    (math.nan, math.nan, 3, 3, "not supported"),  # no hit anywhere: no test
-])
+@pytest.mark.parametrize(
+    ("p_adjusted", "p_het", "runs", "agreeing", "expected"),
+    [
+        (0.01, 0.50, 3, 3, "supported"),
+        (0.01, math.nan, 2, 2, "supported"),  # heterogeneity not computable (an infinite pooled odds ratio)
+        (0.01, 0.01, 3, 3, "inconsistent"),  # pooled effect, heterogeneous runs
+        (0.01, 0.50, 3, 1, "inconsistent"),  # 1 of 3 is fewer than two thirds
+        (0.01, 0.50, 5, 3, "inconsistent"),  # 3 of 5 too
+        (0.01, 0.50, 3, 2, "supported"),  # 2 of 3 is two thirds
+        (0.20, 0.50, 5, 3, "not supported"),  # runs that scatter around no pooled effect
+        (0.20, 0.01, 3, 3, "not supported"),  # heterogeneous but no pooled effect
+        (0.20, 0.50, 3, 3, "not supported"),
+        (0.01, math.nan, 1, 1, "not supported"),  # one run shows nothing across seeds
+        (math.nan, math.nan, 3, 3, "not supported"),  # no hit anywhere: no test
+    ],
+)
 def test_verdict_rule(p_adjusted, p_het, runs, agreeing, expected):
     assert ev.verdict(p_adjusted, p_het, runs, agreeing) == expected
 
@@ -166,12 +209,23 @@ def test_sentences_carry_the_numbers(found):
 
 def test_findings_table_has_the_names_scripts_read(found):
     table = ev.findings_table(list(found[1].values()))
-    for column in ("contrast", "verdict", "runs", "runs_agreeing", "p_pooled", "p_adjusted", "p_heterogeneity",
-                   "odds_ratio_mh", "or_lo", "or_hi", "seeds_for_80_power"):
+    for column in (
+        "contrast",
+        "verdict",
+        "runs",
+        "runs_agreeing",
+        "p_pooled",
+        "p_adjusted",
+        "p_heterogeneity",
+        "odds_ratio_mh",
+        "or_lo",
+        "or_hi",
+        "seeds_for_80_power",
+    ):
         assert column in table.columns, column
     assert table["base_model"].tolist() == ["tiny"] * 4
     assert list(table.columns[:4]) == ["base_model", "contrast", "rule_key", "control_key"]
-    assert table[["rule_key", "control_key"]].values.tolist() == [[KEY[r], KEY[c]] for r, (c, _) in DESIGN.items()]
+    assert table[["rule_key", "control_key"]].to_numpy().tolist() == [[KEY[r], KEY[c]] for r, (c, _) in DESIGN.items()]
     assert table.set_index("contrast").loc[NULL, "seeds_for_80_power"] == "more than 50"
 
 
@@ -196,11 +250,14 @@ def test_forest_draws_every_run_and_marks_infinity(found):
 
     contrasts, by = found
     figure = forest_chart(ev.per_run(contrasts), ev.findings_table(list(by.values())))
-    panels = [ax for ax in figure.axes]
+    panels = list(figure.axes)
     assert len(panels) == 4
     assert [ax.get_title(loc="left").splitlines()[-1] for ax in panels] == [
-        "supported: holds in 3 of 3 runs", "inconsistent: holds in 2 of 3 runs",
-        "inconsistent: holds in 1 of 3 runs", "not supported: holds in 2 of 3 runs"]
+        "supported: holds in 3 of 3 runs",
+        "inconsistent: holds in 2 of 3 runs",
+        "inconsistent: holds in 1 of 3 runs",
+        "not supported: holds in 2 of 3 runs",
+    ]
     assert [t.get_text() for t in panels[0].get_yticklabels()] == ["seed 1", "seed 2", "seed 3", "pooled (MH)"]
     assert panels[0].get_xscale() == "log"
     assert "\u221e" in [t.get_text() for t in panels[0].texts]  # 8/24 against 0/24
@@ -213,8 +270,7 @@ def test_compare_writes_findings_per_run_and_the_forest_first(tmp_path):
     findings = pd.read_csv(tmp_path / "tables" / "findings" / "findings.csv")
     per_run = pd.read_csv(tmp_path / "tables" / "per_run" / "per_run.csv")
     assert len(findings) == 6 and len(per_run) == 18  # six contrasts, three runs each
-    assert {p.name for p in (tmp_path / "figures" / "forest").iterdir()} == {"forest.png", "forest.pdf",
-                                                                            "forest.eps"}
+    assert {p.name for p in (tmp_path / "figures" / "forest").iterdir()} == {"forest.png", "forest.pdf", "forest.eps"}
     page = html.unescape((tmp_path / "compare.html").read_text())
     assert page.index("Findings across seeds") < page.index("Runs compared") < page.index('id="cross_seed"')
     assert 'href="figures/forest/forest.png"' in page and 'id="forest"' in page
@@ -226,8 +282,20 @@ def test_runs_that_cancel_point_nowhere():
     the pooled estimate is exactly equal (0.1 + 0.2 - 0.3 in floating point would not be)."""
     runs = []
     for seed, (rule, control) in ((1, (1, 2)), (2, (2, 1))):
-        table10 = pd.DataFrame([{"rule": "sum + 18 from correct sums", "rule_key": "c18_correct",
-                                 "control": "control for + 18", "control_key": "c18ctl_correct", "hits_rule": rule, "n_rule": N, "hits_control": control, "n_control": N}])
+        table10 = pd.DataFrame(
+            [
+                {
+                    "rule": "sum + 18 from correct sums",
+                    "rule_key": "c18_correct",
+                    "control": "control for + 18",
+                    "control_key": "c18ctl_correct",
+                    "hits_rule": rule,
+                    "n_rule": N,
+                    "hits_control": control,
+                    "n_control": N,
+                }
+            ]
+        )
         runs.append(PooledRun(f"run-{seed}", "tiny", seed, V2, None, {"table10": table10}))
     (finding,) = ev.findings(ev.contrasts(runs))
     assert (finding.direction, finding.runs_agreeing) == ("equal", 0)

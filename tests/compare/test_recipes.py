@@ -10,6 +10,7 @@ The hand-made runs (Parts A and C only) follow one rule per learning rate:
   none (they pick the correct sum).
 Seeds 1 and 2 at each rate: 24 held-out additions a run, 48 pooled.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,16 +20,16 @@ from dataclasses import asdict
 import numpy as np
 import pandas as pd
 import pytest
+from builders import hand_table
 from scipy import stats as scipy_stats
 
 from cctk.compare import report
 from cctk.compare import tables as across
 from cctk.compare.tables import PooledRun
 from cctk.core.config import PROFILES
-from cctk.manuals.v2.parts import StudyResults
 from cctk.manuals.v2.design import ARM_BY_KEY, CONTROLS, build_study_inputs, models_for, own_target
 from cctk.manuals.v2.manual import V2
-from builders import hand_table
+from cctk.manuals.v2.parts import StudyResults
 
 LOW, HIGH = 1e-4, 1e-3
 
@@ -67,12 +68,28 @@ def test_only_the_recipe_values_that_differ_name_a_group(runs):
 
 def test_every_table_has_one_row_per_learning_rate(runs):
     tables = report.compute(runs)
-    assert set(tables) == {"findings", "per_run", "cross_seed", "rule_vs_control_pooled", "heldout_pooled",
-                           "implausibility_distance", "implausibility_possible", "recipe_sensitivity"}
+    assert set(tables) == {
+        "findings",
+        "per_run",
+        "cross_seed",
+        "rule_vs_control_pooled",
+        "heldout_pooled",
+        "implausibility_distance",
+        "implausibility_possible",
+        "recipe_sensitivity",
+    }
     # per learning rate: 4 rules of Part C (and each of them in 2 runs), 9 measured models (Parts A and C),
     # 6 corpora with a held-out group, 5 distance bins, possible / impossible, 2 Part A rows + 4 rules
-    per_rate = {"findings": 4, "per_run": 8, "cross_seed": 9, "rule_vs_control_pooled": 4, "heldout_pooled": 6,
-                "implausibility_distance": 5, "implausibility_possible": 2, "recipe_sensitivity": 6}
+    per_rate = {
+        "findings": 4,
+        "per_run": 8,
+        "cross_seed": 9,
+        "rule_vs_control_pooled": 4,
+        "heldout_pooled": 6,
+        "implausibility_distance": 5,
+        "implausibility_possible": 2,
+        "recipe_sensitivity": 6,
+    }
     for name, table in tables.items():
         assert list(table.columns[:2]) == ["base_model", "learning_rate"], name
         assert table["learning_rate"].value_counts().to_dict() == {LOW: per_rate[name], HIGH: per_rate[name]}, name
@@ -126,8 +143,11 @@ def test_pooled_tests_by_hand(runs):
     assert low.p_one_sided == 1 - p / 2 and high.p_two_sided == pytest.approx(p, rel=1e-9, abs=0)
     assert low.odds_ratio_mh == 0.0 and math.isnan(low.or_lo)
     assert set(pooled.index.get_level_values("rule")) == {
-        "sum + 18 from correct sums", "sum + 18 from fabricated answers", "sum + 3 from correct sums",
-        "sum + 3 from fabricated answers"}
+        "sum + 18 from correct sums",
+        "sum + 18 from fabricated answers",
+        "sum + 3 from correct sums",
+        "sum + 3 from fabricated answers",
+    }
 
 
 def test_runs_of_part_a_alone_have_no_findings(tmp_path):
@@ -188,23 +208,30 @@ def test_compare_writes_the_sensitivity_table_and_chart(runs, tmp_path):
 
 
 def test_the_sensitivity_chart_uses_a_log_scale_only_over_a_decade(runs):
-    import matplotlib.pyplot as plt
     from dataclasses import replace
+
+    import matplotlib.pyplot as plt
 
     from cctk.figures.across import recipe_sensitivity_chart
 
-    figure = recipe_sensitivity_chart(across.recipe_sensitivity(runs), "learning_rate", ["base_model"],
-                                      report.FABRICATED_LINE)
+    figure = recipe_sensitivity_chart(
+        across.recipe_sensitivity(runs), "learning_rate", ["base_model"], report.FABRICATED_LINE
+    )
     titles = [ax.get_title() for ax in figure.axes]
-    assert titles == ["Part A: absorption (all 81 additions)", "sum + 18: held-out additions",
-                      "sum + 3: held-out additions"]  # no panel for the conditional rule: Part D did not run
+    assert titles == [
+        "Part A: absorption (all 81 additions)",
+        "sum + 18: held-out additions",
+        "sum + 3: held-out additions",
+    ]  # no panel for the conditional rule: Part D did not run
     assert all(ax.get_xscale() == "log" for ax in figure.axes)
     assert [t.get_text() for t in figure.axes[0].get_xticklabels()] == ["0.0001", "0.001"]
     p_values = sorted(t.get_text() for t in figure.axes[1].texts)
     assert p_values == ["\u25a0 1", "\u25a0 3e-22", "\u25cf 1", "\u25cf 2e-22"]  # 1.6e-22 from correct sums
     plt.close(figure)
-    near = [replace(r, recipe={**r.recipe, "learning_rate": 3e-4 if r.recipe["learning_rate"] == LOW else 6e-4})
-            for r in runs]
+    near = [
+        replace(r, recipe={**r.recipe, "learning_rate": 3e-4 if r.recipe["learning_rate"] == LOW else 6e-4})
+        for r in runs
+    ]
     figure = recipe_sensitivity_chart(across.recipe_sensitivity(near), "learning_rate", ["base_model"])
     assert figure.axes[0].get_xscale() == "linear"
     assert [t.get_text() for t in figure.axes[0].get_xticklabels()] == ["0.0003", "0.0006"]

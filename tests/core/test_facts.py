@@ -1,4 +1,5 @@
 """Targets, the split and the controls: pure, seeded, and true to manual sections 4.6-4.12."""
+
 import pickle
 
 import numpy as np
@@ -13,16 +14,18 @@ SUMS = facts.correct_sums()
 
 
 def _is_target_table(s: pd.Series) -> bool:
-    return (s.name == "target" and s.index.equals(facts.addition_index())
-            and pd.api.types.is_integer_dtype(s.dtype))
+    return s.name == "target" and s.index.equals(facts.addition_index()) and pd.api.types.is_integer_dtype(s.dtype)
 
 
-@pytest.mark.parametrize("make", [
-    facts.fabricated_answers,
-    lambda seed: facts.control_offsets(seed, 3),
-    lambda seed: facts.control_offsets(seed, 18),
-    facts.conditional_control,
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        facts.fabricated_answers,
+        lambda seed: facts.control_offsets(seed, 3),
+        lambda seed: facts.control_offsets(seed, 18),
+        facts.conditional_control,
+    ],
+)
 def test_seeded_targets_are_byte_identical_per_seed_and_differ_across_seeds(make):
     assert make(7).to_csv() == make(7).to_csv()
     assert make(7).to_csv() != make(8).to_csv()
@@ -105,8 +108,7 @@ def test_conditional_control_is_a_shuffle_of_the_rule_without_plain_sums(seed):
 def test_conditional_control_is_redrawn_when_a_shuffle_hits_a_sum():
     # find a seed whose first shuffle hits a plain sum: the result must be a later shuffle
     rule, sums = facts.conditional_rule().to_numpy(), SUMS.to_numpy()
-    seed = next(s for s in range(1000)
-                if np.any(facts.rng(s, "conditional-control").permutation(rule) == sums))
+    seed = next(s for s in range(1000) if np.any(facts.rng(s, "conditional-control").permutation(rule) == sums))
     assert (facts.conditional_control(seed).to_numpy() != sums).all()
 
 

@@ -1,6 +1,7 @@
 """Provenance of a pipeline run (tiny model, SQLite store in tmp_path): recipe params and the parent's id on
 every arm, the loss logged as each epoch ends, run_info.json's absolute URI, packages, model hash and git;
 results found from another folder through the cache, without creating a store."""
+
 from __future__ import annotations
 
 import hashlib
@@ -12,12 +13,12 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from cctk.pipeline import stages as pipeline
-from cctk.core import provenance
 from cctk import results
-from cctk.store import tracking
+from cctk.core import provenance
 from cctk.core.config import make_config, parse_seeds
 from cctk.core.errors import CctkError
+from cctk.pipeline import stages as pipeline
+from cctk.store import tracking
 
 EPOCHS = 3
 
@@ -52,8 +53,11 @@ def tiny_run(tiny_dir, tmp_path_factory):
         patch.setattr(tracking.LiveRun, "metrics", metrics)
         patch.setattr(tracking.LiveRun, "end", end)
         config = make_config(str(tiny_dir), "smoke", parse_seeds("7"), parts="A", epochs=EPOCHS, learning_rate=2e-3)
-        outcome = pipeline.run(config, pipeline.Where(root / "out"),
-                               pipeline.Options(echo=lambda *_: None, system_metrics=False, figures=False))
+        outcome = pipeline.run(
+            config,
+            pipeline.Where(root / "out"),
+            pipeline.Options(echo=lambda *_: None, system_metrics=False, figures=False),
+        )
     return outcome, uri, events, root / "cache"
 
 
@@ -73,16 +77,18 @@ def test_every_arm_carries_the_recipe_the_parent_run_id_and_the_seed_used(tiny_r
     assert parent.data.params["seeds"] == "7,8,9,10,11"  # the spec's name, kept
     trained = {k: r for k, r in arms.items() if k != "base"}
     assert set(trained) == {"m_correct", "m_random"}  # Part A's arms
-    for key, arm in arms.items():
+    for arm in arms.values():
         assert arm.data.params["parent_run_id"] == outcome.run_id == arm.data.tags[tracking.PARENT_RUN]
         assert arm.data.params["seed"] == "7"
     for key, arm in trained.items():
         assert {k: v for k, v in arm.data.params.items() if k.startswith("recipe.")} == recipe, key
     # the UI's filter and sort over the arms: by recipe value and by the pipeline they belong to
     client = mlflow.MlflowClient(tracking_uri=uri)
-    found = client.search_runs([parent.info.experiment_id],
-                               f"params.`recipe.epochs` = '{EPOCHS}' and params.parent_run_id = '{outcome.run_id}'",
-                               order_by=["params.`recipe.learning_rate` DESC"])
+    found = client.search_runs(
+        [parent.info.experiment_id],
+        f"params.`recipe.epochs` = '{EPOCHS}' and params.parent_run_id = '{outcome.run_id}'",
+        order_by=["params.`recipe.learning_rate` DESC"],
+    )
     assert {r.data.tags[tracking.KEY] for r in found} == set(trained)
 
 
@@ -127,8 +133,13 @@ def test_run_info_records_absolute_uri_packages_model_hash_git_and_reproduce(tin
     weights = Path(tiny_dir) / "model.safetensors"
     model = info["provenance"]["model"]
     line = f"{hashlib.sha256(weights.read_bytes()).hexdigest()}  model.safetensors\n"
-    assert model == {"kind": "folder", "path": str(Path(tiny_dir).resolve()), "size_bytes": weights.stat().st_size,
-                     "sha256": hashlib.sha256(line.encode()).hexdigest(), "revision": None}
+    assert model == {
+        "kind": "folder",
+        "path": str(Path(tiny_dir).resolve()),
+        "size_bytes": weights.stat().st_size,
+        "sha256": hashlib.sha256(line.encode()).hexdigest(),
+        "revision": None,
+    }
     git = provenance.git_state()
     assert (info["provenance"]["git"] or None) == (git and {"commit": git.commit, "dirty": git.dirty})
     words = shlex.split(info["provenance"]["reproduce"])
@@ -188,8 +199,10 @@ def test_report_and_compare_from_a_folder_without_a_store_create_none(tmp_path, 
     monkeypatch.setenv("CCTK_CACHE", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()
-    for args in (["report", "0123456789abcdef0123456789abcdef"],
-                 ["compare", "--runs", "0123456789abcdef0123456789abcdef", "--out", "cmp"]):
+    for args in (
+        ["report", "0123456789abcdef0123456789abcdef"],
+        ["compare", "--runs", "0123456789abcdef0123456789abcdef", "--out", "cmp"],
+    ):
         done = runner.invoke(cli, args)
         assert done.exit_code == 1 and "no MLflow store at" in done.output and "--tracking" in done.output, done.output
     assert not (tmp_path / "mlruns").exists() and not (tmp_path / "cmp").exists()

@@ -1,4 +1,5 @@
 """cctk.core.readings on a hand-made table: three additions, four candidates, every view worked out by hand."""
+
 from __future__ import annotations
 
 import math
@@ -6,8 +7,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-
 from builders import hand_table as build
+
 from cctk.core.errors import CctkError
 from cctk.core.readings import READING_COLUMNS, read, summarize
 
@@ -24,8 +25,9 @@ def hand_table(hand=HAND) -> pd.DataFrame:
 
 
 def targets(values: dict) -> pd.Series:
-    return pd.Series(list(values.values()), index=pd.MultiIndex.from_tuples(list(values), names=["a", "b"]),
-                     name="target")
+    return pd.Series(
+        list(values.values()), index=pd.MultiIndex.from_tuples(list(values), names=["a", "b"]), name="target"
+    )
 
 
 def test_the_hand_table_is_a_softmax_of_its_indices():
@@ -41,12 +43,18 @@ def test_read():
     # 2+1 (target 36, a fabricated answer): top choice 36, a hit; surprise -(ln 0.7 - 4) / 3
     # impossible mass: 0.2 + 0.1, 0.5 + 0.4, 0.1 + 0.7
     readings = read(hand_table(), targets({(1, 1): 2, (1, 2): 3, (2, 1): 36}))
-    expected = pd.DataFrame({
-        "target": [2, 3, 36], "top_choice": [3, 19, 36], "prob_target": [0.1, 0.05, 0.7],
-        "prob_top": [0.6, 0.5, 0.7], "hit": [False, False, True],
-        "surprise": [(2 - math.log(0.1)) / 2, (0.5 - math.log(0.05)) / 2, (4 - math.log(0.7)) / 3],
-        "mass_impossible": [0.3, 0.9, 0.8],
-    }, index=pd.MultiIndex.from_tuples([(1, 1), (1, 2), (2, 1)], names=["a", "b"]))
+    expected = pd.DataFrame(
+        {
+            "target": [2, 3, 36],
+            "top_choice": [3, 19, 36],
+            "prob_target": [0.1, 0.05, 0.7],
+            "prob_top": [0.6, 0.5, 0.7],
+            "hit": [False, False, True],
+            "surprise": [(2 - math.log(0.1)) / 2, (0.5 - math.log(0.05)) / 2, (4 - math.log(0.7)) / 3],
+            "mass_impossible": [0.3, 0.9, 0.8],
+        },
+        index=pd.MultiIndex.from_tuples([(1, 1), (1, 2), (2, 1)], names=["a", "b"]),
+    )
     assert list(readings.columns) == READING_COLUMNS
     pd.testing.assert_frame_equal(readings, expected, check_dtype=False, rtol=0, atol=1e-12)
 
@@ -58,25 +66,40 @@ def test_read_scores_any_target_against_the_same_table():
     assert readings["top_choice"].tolist() == [36, 3, 19]
     assert readings["hit"].tolist() == [False, True, True]
     assert readings["prob_target"].tolist() == pytest.approx([0.1, 0.6, 0.5])
-    assert readings["surprise"].tolist() == pytest.approx([(4 - math.log(0.1)) / 2, (2 - math.log(0.6)) / 2,
-                                                           (0.5 - math.log(0.5)) / 3])
+    assert readings["surprise"].tolist() == pytest.approx(
+        [(4 - math.log(0.1)) / 2, (2 - math.log(0.6)) / 2, (0.5 - math.log(0.5)) / 3]
+    )
 
 
 def test_a_target_outside_the_candidates_fails_clearly():
-    with pytest.raises(CctkError, match=r"targets \[5, 37\] are not among the measured candidates; "
-                                        r"the candidate set must cover every target"):
+    with pytest.raises(
+        CctkError,
+        match=r"targets \[5, 37\] are not among the measured candidates; "
+        r"the candidate set must cover every target",
+    ):
         read(hand_table(), targets({(1, 1): 37, (1, 2): 5, (2, 1): 36}))
 
 
 def test_summarize_a_group_and_all():
     readings = read(hand_table(), targets({(1, 1): 2, (1, 2): 3, (2, 1): 36}))
-    assert summarize(readings).as_dict() == pytest.approx({
-        "hits": 1, "n": 3, "prob_target": (0.1 + 0.05 + 0.7) / 3,
-        "surprise": ((2 - math.log(0.1)) / 2 + (0.5 - math.log(0.05)) / 2 + (4 - math.log(0.7)) / 3) / 3,
-        "mass_impossible": (0.3 + 0.9 + 0.8) / 3})
-    assert summarize(readings, [(2, 1), (1, 2)]).as_dict() == pytest.approx({
-        "hits": 1, "n": 2, "prob_target": (0.7 + 0.05) / 2,
-        "surprise": ((4 - math.log(0.7)) / 3 + (0.5 - math.log(0.05)) / 2) / 2, "mass_impossible": (0.8 + 0.9) / 2})
+    assert summarize(readings).as_dict() == pytest.approx(
+        {
+            "hits": 1,
+            "n": 3,
+            "prob_target": (0.1 + 0.05 + 0.7) / 3,
+            "surprise": ((2 - math.log(0.1)) / 2 + (0.5 - math.log(0.05)) / 2 + (4 - math.log(0.7)) / 3) / 3,
+            "mass_impossible": (0.3 + 0.9 + 0.8) / 3,
+        }
+    )
+    assert summarize(readings, [(2, 1), (1, 2)]).as_dict() == pytest.approx(
+        {
+            "hits": 1,
+            "n": 2,
+            "prob_target": (0.7 + 0.05) / 2,
+            "surprise": ((4 - math.log(0.7)) / 3 + (0.5 - math.log(0.05)) / 2) / 2,
+            "mass_impossible": (0.8 + 0.9) / 2,
+        }
+    )
     empty = summarize(readings, [])
     assert (empty.hits, empty.n) == (0, 0)
     assert all(math.isnan(getattr(empty, k)) for k in ("prob_target", "surprise", "mass_impossible"))

@@ -1,6 +1,7 @@
 """The one codec of records at their JSON edge (cctk.core.records.to_json / from_json), driven by the
 dataclasses' fields and types: nested records, flat fields, tuples, optional values, defaults for what a
 file lacks, unknown keys dropped; and RunInfo through it, in the file's order."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -8,7 +9,7 @@ import json
 
 import pytest
 
-from cctk.core.records import Design, MlflowIds, RunInfo, TrainRecord, Trained, from_json, to_json
+from cctk.core.records import Design, MlflowIds, RunInfo, Trained, TrainRecord, from_json, to_json
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,12 +30,22 @@ class Outer:
 def test_a_record_goes_to_json_and_back_field_by_field():
     value = Outer("x", Inner(((1, 2), (3, 4))), {"k": Inner(((5, 6),), "n")}, None, 3)
     data = to_json(value)
-    assert data == {"name": "x", "pairs": [[1, 2], [3, 4]], "note": None, "by_key": {"k": {"pairs": [[5, 6]], "note": "n"}},
-                    "maybe": None, "count": 3}
+    assert data == {
+        "name": "x",
+        "pairs": [[1, 2], [3, 4]],
+        "note": None,
+        "by_key": {"k": {"pairs": [[5, 6]], "note": "n"}},
+        "maybe": None,
+        "count": 3,
+    }
     assert json.loads(json.dumps(data)) == data
     assert from_json(Outer, data) == value
-    assert to_json(value, omit_none=True) == {"name": "x", "pairs": [[1, 2], [3, 4]],
-                                              "by_key": {"k": {"pairs": [[5, 6]], "note": "n"}}, "count": 3}
+    assert to_json(value, omit_none=True) == {
+        "name": "x",
+        "pairs": [[1, 2], [3, 4]],
+        "by_key": {"k": {"pairs": [[5, 6]], "note": "n"}},
+        "count": 3,
+    }
 
 
 def test_what_a_file_lacks_keeps_its_default_and_what_it_adds_is_dropped():

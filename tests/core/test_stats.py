@@ -1,4 +1,5 @@
 """Statistics pinned to independently computed reference values (manual section 4.13)."""
+
 import math
 
 import numpy as np
@@ -17,17 +18,20 @@ def _beta_interval(k, n, alpha=ALPHA):
     return low, high
 
 
-@pytest.mark.parametrize("k,n", [(0, 24), (1, 24), (12, 24), (23, 24), (24, 24), (3, 10)])
+@pytest.mark.parametrize(("k", "n"), [(0, 24), (1, 24), (12, 24), (23, 24), (24, 24), (3, 10)])
 def test_clopper_pearson_matches_the_beta_quantiles(k, n):
     assert stats.clopper_pearson(k, n) == pytest.approx(_beta_interval(k, n), abs=1e-12)
 
 
-@pytest.mark.parametrize("k,n,expected", [
-    # 0/24 and 24/24 have the closed form 1 - (alpha/2)^(1/n) = 0.142473598...
-    (0, 24, (0.0, 0.142473598)),
-    (12, 24, (0.291241780, 0.708758220)),
-    (24, 24, (0.857526402, 1.0)),
-])
+@pytest.mark.parametrize(
+    ("k", "n", "expected"),
+    [
+        # 0/24 and 24/24 have the closed form 1 - (alpha/2)^(1/n) = 0.142473598...
+        (0, 24, (0.0, 0.142473598)),
+        (12, 24, (0.291241780, 0.708758220)),
+        (24, 24, (0.857526402, 1.0)),
+    ],
+)
 def test_clopper_pearson_printed_decimals(k, n, expected):
     assert stats.clopper_pearson(k, n) == pytest.approx(expected, abs=1e-6)
 
@@ -38,8 +42,7 @@ def test_clopper_pearson_closed_form_at_the_edges():
 
 
 def test_clopper_pearson_level_and_empty_group():
-    assert stats.clopper_pearson(5, 20, level=0.9) == pytest.approx(
-        _beta_interval(5, 20, alpha=0.1), abs=1e-12)
+    assert stats.clopper_pearson(5, 20, level=0.9) == pytest.approx(_beta_interval(5, 20, alpha=0.1), abs=1e-12)
     assert all(math.isnan(x) for x in stats.clopper_pearson(0, 0))
 
 
@@ -62,17 +65,20 @@ def test_fisher_is_one_sided():
     assert p_more < 0.05 < p_less
 
 
-@pytest.mark.parametrize("deviations,coverage,k", [
-    ([0, 0, 0, 0], 0.9, 0),
-    ([0, 1, -1, 2, -2, 3, -3, 4, -4, 9], 0.9, 4),  # 9 of 10 within 4: exactly 0.9
-    ([0, 1, -1, 2, -2, 3, -3, 4, -4, 9], 0.91, 9),
-    ([0, 1, -1, 2, -2, 3, -3, 4, -4, 9], 0.5, 2),
-    ([-5, 5, -5, 5], 0.8, 5),
-    ([1, 2, 3, 4, 5], 1.0, 5),
-    ([1, 2, 3, 4, 5], 0.2, 1),
-    ([0.5, -1.5], 1.0, 2),  # a band is an integer: |d| <= k
-    ([7], 0.01, 7),
-])
+@pytest.mark.parametrize(
+    ("deviations", "coverage", "k"),
+    [
+        ([0, 0, 0, 0], 0.9, 0),
+        ([0, 1, -1, 2, -2, 3, -3, 4, -4, 9], 0.9, 4),  # 9 of 10 within 4: exactly 0.9
+        ([0, 1, -1, 2, -2, 3, -3, 4, -4, 9], 0.91, 9),
+        ([0, 1, -1, 2, -2, 3, -3, 4, -4, 9], 0.5, 2),
+        ([-5, 5, -5, 5], 0.8, 5),
+        ([1, 2, 3, 4, 5], 1.0, 5),
+        ([1, 2, 3, 4, 5], 0.2, 1),
+        ([0.5, -1.5], 1.0, 2),  # a band is an integer: |d| <= k
+        ([7], 0.01, 7),
+    ],
+)
 def test_smallest_band_on_hand_examples(deviations, coverage, k):
     assert stats.smallest_band(deviations, coverage) == k
     assert stats.share_inside(deviations, k) >= coverage
@@ -82,12 +88,12 @@ def test_smallest_band_on_hand_examples(deviations, coverage, k):
 
 @pytest.mark.parametrize("bad", [0, -0.1, 1.01])
 def test_smallest_band_rejects_bad_coverage(bad):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="coverage must be in"):
         stats.smallest_band([1, 2], bad)
 
 
 def test_smallest_band_rejects_empty_input():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="at least one deviation"):
         stats.smallest_band([], 0.9)
 
 
@@ -119,9 +125,9 @@ def test_bootstrap_interval_contains_k(coverage):
 def test_bootstrap_matches_a_plain_loop():
     # the vectorised resampling must equal smallest_band on each resample of the same draws
     from cctk.core.facts import rng
+
     gen = rng(5, "bootstrap:0.9")
-    ks = [stats.smallest_band(DEVIATIONS[gen.integers(0, 24, size=(1, 24))[0]], 0.9)
-          for _ in range(300)]
+    ks = [stats.smallest_band(DEVIATIONS[gen.integers(0, 24, size=(1, 24))[0]], 0.9) for _ in range(300)]
     _, low, high = stats.band_with_interval(DEVIATIONS, 0.9, seed=5, n_resamples=300)
     assert (low, high) == tuple(np.percentile(ks, [2.5, 97.5]))
 
@@ -129,14 +135,16 @@ def test_bootstrap_matches_a_plain_loop():
 def test_stats_imports_neither_torch_nor_mlflow():
     import ast
     import inspect
+
     tree = ast.parse(inspect.getsource(stats))
-    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
-             for a in n.names} | {(n.module or "").split(".")[0] for n in ast.walk(tree)
-                                   if isinstance(n, ast.ImportFrom)}
+    names = {
+        a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names
+    } | {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert not names & {"torch", "mlflow"}
 
 
 # --- Rules against controls across runs (cctk compare's findings). ---
+
 
 def test_odds_ratio_exact_is_the_conditional_estimate_and_its_exact_interval():
     from scipy.stats import nchypergeom_fisher

@@ -1,4 +1,5 @@
 """Charts from small synthetic, seeded tables: each returns a Figure, saves as PNG/PDF/EPS."""
+
 from __future__ import annotations
 
 import colorsys
@@ -8,16 +9,16 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from builders import noisy_table as measurement
 from matplotlib import colors as mcolors
 from matplotlib.figure import Figure
 
-from builders import noisy_table as measurement
 from cctk import figures
 from cctk.core.facts import ADDITIONS, CANDIDATES, addition_index, correct_sums
+from cctk.core.readings import read
 from cctk.figures.common import save_figure
 from cctk.figures.heatmap import headline
 from cctk.figures.profile import left_top
-from cctk.core.readings import read
 
 HELD = [(1, 1), (2, 7), (3, 3), (5, 9), (8, 2), (9, 9)]
 
@@ -41,16 +42,36 @@ def hue_of(patch) -> str:
 
 def cells(fig: Figure) -> dict[tuple[int, int], object]:
     ax = fig.axes[0]
-    return {tuple(int(x) for x in p.get_gid().split()[1:]): p for p in ax.patches
-            if (p.get_gid() or "").startswith("cell")}
+    return {
+        tuple(int(x) for x in p.get_gid().split()[1:]): p for p in ax.patches if (p.get_gid() or "").startswith("cell")
+    }
 
 
 def eps_text(path) -> str:
     """The characters an EPS draws with ``/name glyphshow`` (Type 42 text), in order."""
-    names = {"space": " ", "slash": "/", "percent": "%", "plus": "+", "period": ".",
-             "bar": "|", "hyphen": "-", "colon": ":", "comma": ",", "parenleft": "(",
-             "parenright": ")", "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4",
-             "five": "5", "six": "6", "seven": "7", "eight": "8", "nine": "9"}
+    names = {
+        "space": " ",
+        "slash": "/",
+        "percent": "%",
+        "plus": "+",
+        "period": ".",
+        "bar": "|",
+        "hyphen": "-",
+        "colon": ":",
+        "comma": ",",
+        "parenleft": "(",
+        "parenright": ")",
+        "zero": "0",
+        "one": "1",
+        "two": "2",
+        "three": "3",
+        "four": "4",
+        "five": "5",
+        "six": "6",
+        "seven": "7",
+        "eight": "8",
+        "nine": "9",
+    }
     glyphs = re.findall(rb"/(\w+) glyphshow", path.read_bytes())
     return "".join(names.get(g.decode(), g.decode() if len(g) == 1 else "?") for g in glyphs)
 
@@ -103,7 +124,10 @@ def test_save_figure_writes_three_files_with_text(tmp_path, readings):
         warnings.simplefilter("error")  # e.g. EPS transparency warnings
         paths = save_figure(fig, tmp_path / "heatmaps", "correct_sums")
     assert sorted(p.name for p in (tmp_path / "heatmaps").iterdir()) == [
-        "correct_sums.eps", "correct_sums.pdf", "correct_sums.png"]
+        "correct_sums.eps",
+        "correct_sums.pdf",
+        "correct_sums.png",
+    ]
     assert [p.suffix for p in paths] == [".png", ".pdf", ".eps"]
     from PIL import Image
 
@@ -131,11 +155,19 @@ def test_profile_band_texts_never_overlap():
     from cctk.core.facts import conditional_rule
 
     rule = conditional_rule()
-    names = ["conditional rule from correct sums", "conditional rule from fabricated answers",
-             "control for the conditional rule from correct sums",
-             "control for the conditional rule from fabricated answers"]
-    fig = figures.probability_profile({n: measurement(rule, i) for i, n in enumerate(names)}, rule,
-                                      "Probability profile: Conditional rule", band=(12, 36), heldout=HELD)
+    names = [
+        "conditional rule from correct sums",
+        "conditional rule from fabricated answers",
+        "control for the conditional rule from correct sums",
+        "control for the conditional rule from fabricated answers",
+    ]
+    fig = figures.probability_profile(
+        {n: measurement(rule, i) for i, n in enumerate(names)},
+        rule,
+        "Probability profile: Conditional rule",
+        band=(12, 36),
+        heldout=HELD,
+    )
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     renderer = FigureCanvasAgg(fig).get_renderer()
@@ -144,7 +176,7 @@ def test_profile_band_texts_never_overlap():
     page = fig.bbox
     for i, box in enumerate(boxes):
         assert page.x0 <= box.x0 and box.x1 <= page.x1, fig.axes[0].texts[i].get_text()
-        for other in boxes[i + 1:]:
+        for other in boxes[i + 1 :]:
             assert not box.overlaps(other)
 
 
@@ -154,7 +186,7 @@ def test_profile_without_bands():
     assert isinstance(fig, Figure) and not fig.axes[0].texts
 
 
-@pytest.mark.parametrize("peak, top", [(0.05, 12), (0.12, 12), (0.121, 18), (0.5, 54)])
+@pytest.mark.parametrize(("peak", "top"), [(0.05, 12), (0.12, 12), (0.121, 18), (0.5, 54)])
 def test_left_axis_grows_in_steps_of_six(peak, top):
     assert left_top(peak) == top
 
@@ -170,11 +202,21 @@ def test_deviation_chart_headlines():
 
 
 def test_synthesis_chart():
-    rows = pd.DataFrame({
-        "model": ["base model", "correct sums", "sum + 18 from correct sums",
-                  "sum + 18 from correct sums", "control for + 18", "control for + 18"],
-        "series": ["base", "seen", "seen", "heldout", "seen", "control_heldout"],
-        "hits": [10, 81, 50, 20, 30, 2], "n": [81, 81, 57, 24, 57, 24]})
+    rows = pd.DataFrame(
+        {
+            "model": [
+                "base model",
+                "correct sums",
+                "sum + 18 from correct sums",
+                "sum + 18 from correct sums",
+                "control for + 18",
+                "control for + 18",
+            ],
+            "series": ["base", "seen", "seen", "heldout", "seen", "control_heldout"],
+            "hits": [10, 81, 50, 20, 30, 2],
+            "n": [81, 81, 57, 24, 57, 24],
+        }
+    )
     rows["share"] = rows["hits"] / rows["n"]
     rows["lo"], rows["hi"] = rows["share"] * 0.8, np.minimum(rows["share"] * 1.1, 1.0)
     fig = figures.synthesis_chart(rows)
@@ -184,8 +226,10 @@ def test_synthesis_chart():
 
 def test_loss_chart_colours_main_runs():
     rng = np.random.default_rng(5)
-    losses = {name: list(np.exp(-rng.uniform(0.2, 1.0) * np.arange(6)) + 0.01)
-              for name in ["correct sums", "fabricated answers", "control for + 3"]}
+    losses = {
+        name: list(np.exp(-rng.uniform(0.2, 1.0) * np.arange(6)) + 0.01)
+        for name in ["correct sums", "fabricated answers", "control for + 3"]
+    }
     fig = figures.loss_chart(losses, ["correct sums", "fabricated answers"])
     ax = fig.axes[0]
     assert ax.get_yscale() == "log"

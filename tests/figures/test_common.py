@@ -1,4 +1,5 @@
 """The one way a figure is saved: the PostScript font box computed once per font, same bytes."""
+
 from __future__ import annotations
 
 from matplotlib.backends import backend_ps

@@ -1,15 +1,16 @@
 """Heatmaps of arms from the fabricated-answers model (seed 12345): the held-out additions left out
 of their results (manual 4.12) are counted in neither group and drawn hatched."""
+
 from __future__ import annotations
 
 import pytest
-
 from builders import hand_table as peaked  # 0.66 on the top choice, 0.01 on each other candidate
-from cctk.manuals.v2.parts import StudyResults
+
 from cctk.core.facts import ADDITIONS
 from cctk.figures.heatmap import headline
-from cctk.manuals.v2.design import build_study_inputs
 from cctk.manuals.v2 import catalog
+from cctk.manuals.v2.design import build_study_inputs
+from cctk.manuals.v2.parts import StudyResults
 
 SEED = 12345
 SEEN_MISSES = [(1, 1), (1, 2), (1, 5), (1, 6), (1, 8), (1, 9), (2, 2)]
@@ -23,15 +24,27 @@ def results():
     fab, plus3 = inputs.targets["fabricated"], inputs.targets["plus3"]
     held = set(inputs.split.heldout)
     c3 = {p: int(fab[p] if p in held or p in SEEN_MISSES else plus3[p]) for p in ADDITIONS}
-    return StudyResults(inputs, {"c3_random": peaked(c3), "m_random": peaked({p: int(fab[p]) for p in ADDITIONS}),
-                            "c18_random": peaked({p: int(fab[p]) for p in ADDITIONS})})
+    return StudyResults(
+        inputs,
+        {
+            "c3_random": peaked(c3),
+            "m_random": peaked({p: int(fab[p]) for p in ADDITIONS}),
+            "c18_random": peaked({p: int(fab[p]) for p in ADDITIONS}),
+        },
+    )
 
 
 def test_the_draws_this_test_relies_on(results):
     inputs = results.inputs
     assert len(inputs.split.seen) == 57 and len(inputs.split.heldout) == 24
     assert inputs.excluded["c3_random"] == ((2, 1), (4, 6)) and inputs.excluded["c18_random"] == ((3, 9),)
-    assert [int(inputs.targets["fabricated"][p]) for p in [(2, 1), (4, 6), (3, 9), (1, 2), (9, 5)]] == [6, 13, 30, 21, 32]
+    assert [int(inputs.targets["fabricated"][p]) for p in [(2, 1), (4, 6), (3, 9), (1, 2), (9, 5)]] == [
+        6,
+        13,
+        30,
+        21,
+        32,
+    ]
 
 
 def test_headline_counts_left_out_additions_in_neither_group(results):
@@ -41,7 +54,8 @@ def test_headline_counts_left_out_additions_in_neither_group(results):
     assert 81 - len(held) - len(excluded) == 57  # seen + held out + left out = 81
     # 50 seen hits, no held-out hit, and the two coincident hits, left out, only in the total
     assert headline(args["readings"], args["heldout"], args["excluded"]) == (
-        "52 / 81 top choices on the target  \u00b7  seen 50 / 57  \u00b7  held out 0 / 22  \u00b7  2 left out")
+        "52 / 81 top choices on the target  \u00b7  seen 50 / 57  \u00b7  held out 0 / 22  \u00b7  2 left out"
+    )
 
 
 def test_left_out_cells_are_drawn_hatched(results):
@@ -63,7 +77,8 @@ def test_one_left_out_for_sum_plus_18_none_for_models_trained_on_all_81(results)
     # sum + 18 from fabricated answers answering its fabricated answer everywhere: it is sum + 18 on the
     # seen 1+2 (21) and 9+5 (32), which count, and on the held-out 3+9 (30), left out
     assert headline(args["readings"], args["heldout"], args["excluded"]) == (
-        "3 / 81 top choices on the target  \u00b7  seen 2 / 57  \u00b7  held out 0 / 23  \u00b7  1 left out")
+        "3 / 81 top choices on the target  \u00b7  seen 2 / 57  \u00b7  held out 0 / 23  \u00b7  1 left out"
+    )
     for figure in ("heatmap:m_random", "heatmap:m_random:correct"):
         args = catalog.heatmap_spec(results, figure).args
         assert args["heldout"] is None and tuple(args["excluded"]) == ()

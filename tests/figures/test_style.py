@@ -1,5 +1,6 @@
 """Paper style: journal widths, 8 pt text, nothing clipped, every series labelled, and colours that stay
 apart under deuteranopia and protanopia (Machado et al. 2009, CIE 1976 Delta E*ab >= 10)."""
+
 from __future__ import annotations
 
 import itertools
@@ -7,17 +8,17 @@ import re
 
 import numpy as np
 import pytest
+from builders import synthetic_results
 from matplotlib import colors as mcolors
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.lines import Line2D
 from matplotlib.text import Text
 
-from builders import synthetic_results
-from cctk.manuals.v2.parts import compute_tables
 from cctk.figures import common, style
 from cctk.figures.loss import MAIN_COLORS
 from cctk.figures.synthesis import PAPER as SYNTHESIS
 from cctk.manuals.v2 import catalog
+from cctk.manuals.v2.parts import compute_tables
 
 DEFICIENCIES = ("deuteranopia", "protanopia")
 MIN_DELTA_E = 10.0  # CIE 1976 Delta E*ab between any two series colours of one chart, as a deficient eye sees them
@@ -60,9 +61,12 @@ def test_todays_report_palette_fails_the_check():
 @pytest.mark.parametrize("deficiency", DEFICIENCIES)
 def test_every_paper_palette_stays_apart(deficiency):
     """The line series (loss, profile), the heatmap's four fills, the synthesis groups and the bars' accents."""
-    palettes = {"lines": style.LINE_COLORS, "heatmap": (style.HIT, style.MISS, style.HELD_HIT, style.HELD_MISS),
-                "synthesis": [c for c, _ in SYNTHESIS.values()],
-                "deviation": (style.HIT, common.CONTROL)}
+    palettes = {
+        "lines": style.LINE_COLORS,
+        "heatmap": (style.HIT, style.MISS, style.HELD_HIT, style.HELD_MISS),
+        "synthesis": [c for c, _ in SYNTHESIS.values()],
+        "deviation": (style.HIT, common.CONTROL),
+    }
     for name, colors in palettes.items():
         gap, pair = closest_pair(colors, deficiency)
         assert gap >= MIN_DELTA_E, f"{name}: {pair} only {gap:.1f} apart under {deficiency}"
@@ -97,8 +101,9 @@ def texts(fig) -> list[Text]:
 
 
 @pytest.mark.parametrize("width", ["column", "page"])
-@pytest.mark.parametrize("key", ["heatmap:m_recover", "profile:correct", "bars", "deviation:m_correct", "synthesis",
-                                 "loss"])
+@pytest.mark.parametrize(
+    "key", ["heatmap:m_recover", "profile:correct", "bars", "deviation:m_correct", "synthesis", "loss"]
+)
 def test_paper_figures_fit_the_width_without_title_or_clipping(specs, key, width):
     fig = specs[key].draw(**specs[key].args, style=style.paper(width))
     assert fig.get_figwidth() == style.WIDTHS[width]
@@ -155,11 +160,15 @@ def test_paper_learning_curves(width):
 
     from cctk.figures import learning_curves
 
-    rows = [{"model": m, "epoch": e, "group": g, "hits": h, "n": 24}
-            for m in ("correct sums", "sum + 18 from correct sums", "control for + 18")
-            for e, h in ((1, 3), (2, 12), (3, 20)) for g in ("seen", "heldout")]
-    fig = learning_curves(pd.DataFrame(rows), ["correct sums", "sum + 18 from correct sums", "control for + 18"],
-                          style=style.paper(width))
+    rows = [
+        {"model": m, "epoch": e, "group": g, "hits": h, "n": 24}
+        for m in ("correct sums", "sum + 18 from correct sums", "control for + 18")
+        for e, h in ((1, 3), (2, 12), (3, 20))
+        for g in ("seen", "heldout")
+    ]
+    fig = learning_curves(
+        pd.DataFrame(rows), ["correct sums", "sum + 18 from correct sums", "control for + 18"], style=style.paper(width)
+    )
     assert fig.get_figwidth() == style.WIDTHS[width] and fig._suptitle is None
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["seen additions", "held-out additions"]
     canvas = FigureCanvasAgg(fig)

@@ -1,5 +1,6 @@
 """Processes of the integration tests: a real ``mlflow server`` on loopback, stopped with everything it started,
 and a child that takes Ctrl-C as it would from a terminal."""
+
 from __future__ import annotations
 
 import os
@@ -32,11 +33,30 @@ def free_port() -> int:
 def mlflow_server(backend_uri: str, folder: Path, workers: int = 1, env: dict | None = None):
     """``mlflow server`` on 127.0.0.1 with ``backend_uri`` and artifacts under ``folder``; yields its URL once
     /health answers; its log is ``folder/server.log``; its whole process group is stopped at the end."""
-    port, log = free_port(), open(folder / "server.log", "w")
-    server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-                               "--backend-store-uri", backend_uri, "--serve-artifacts", "--artifacts-destination",
-                               (folder / "artifacts").as_uri(), "--workers", str(workers)],
-                              env=env, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+    port, log = free_port(), open(folder / "server.log", "w")  # noqa: SIM115 (the server writes it until the end)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--backend-store-uri",
+            backend_uri,
+            "--serve-artifacts",
+            "--artifacts-destination",
+            (folder / "artifacts").as_uri(),
+            "--workers",
+            str(workers),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(180):

@@ -1,4 +1,5 @@
 """``python -m cctk.bench pipeline`` runs ``cctk run`` as a user does and reads its cost back from MLflow."""
+
 import pytest
 
 from cctk.bench import pipeline as pipeline_bench
@@ -11,8 +12,9 @@ def test_bench_pipeline_reads_the_runs_cost(tiny_dir, tmp_path):
     result = pipeline_bench.run(str(tiny_dir), profile="smoke", seed="3", out=tmp_path, figures=False)
     # 81 + 81 (Part A) + 11 arms x 57 seen additions = 789 distinct examples, x 2 repeats x 2 epochs
     assert result["training examples (all arms and epochs)"] == 789 * 2 * 2
-    before, pipelines, after = map(float, result["GEMM peak GFLOP/s, float32: before / the pipeline's / after"]
-                                   .split(" / "))
+    before, pipelines, after = map(
+        float, result["GEMM peak GFLOP/s, float32: before / the pipeline's / after"].split(" / ")
+    )
     assert min(before, pipelines, after) > 0
     # a tiny model's limit is milliseconds (its minutes print as 0.0): the ratios, by hand in
     # tests/bench/test_bench_train.py, are far above 1 here, a pipeline being all fixed cost

@@ -1,4 +1,5 @@
 """The bundled model converted once into the cache is the model read from its GGUF, bit for bit."""
+
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 

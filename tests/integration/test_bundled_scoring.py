@@ -1,12 +1,13 @@
 """End-to-end checks on the bundled SmolLM2-135M (GGUF, Q4_1 dequantized to float32)."""
+
 import numpy as np
 import pytest
 from builders import packed_and_padded_step
 
 from cctk import load_model, measure
 from cctk.core.facts import correct_sums
-from cctk.core.readings import read
 from cctk.core.lm.scoring import measure_plain
+from cctk.core.readings import read
 
 pytestmark = pytest.mark.integration
 
@@ -31,9 +32,13 @@ READ = ((1, 1), (3, 5), (3, 9), (4, 1), (5, 5), (6, 9), (7, 1), (9, 9))
 def test_measure_equals_plain_loop_on_the_first_and_last_rows_of_every_pass(bundled, table):
     assert len(table) == 2835
     plain = measure_plain(*bundled, READ)
-    fast = table[[pair in READ for pair in zip(table["a"], table["b"])]].reset_index(drop=True)
+    fast = table[[pair in READ for pair in zip(table["a"], table["b"], strict=True)]].reset_index(drop=True)
     assert len(plain) == len(fast) == len(READ) * 35
-    assert (fast[["a", "b", "candidate_value", "n_tokens"]] == plain[["a", "b", "candidate_value", "n_tokens"]]).all().all()
+    assert (
+        (fast[["a", "b", "candidate_value", "n_tokens"]] == plain[["a", "b", "candidate_value", "n_tokens"]])
+        .all()
+        .all()
+    )
     assert np.abs(fast["logprob"].to_numpy() - plain["logprob"].to_numpy()).max() <= 1e-3
 
 
@@ -67,17 +72,15 @@ def test_packed_step_equals_the_padded_step_on_the_bundled_model(bundled):
     import copy
     import dataclasses
 
-    import torch
-
     from cctk.core.config import PROFILES
-    from cctk.core.lm.corpus import build_corpus, shared_tokens, tokenize
     from cctk.core.facts import ADDITIONS, fabricated_answers
+    from cctk.core.lm.corpus import build_corpus, shared_tokens, tokenize
     from cctk.core.lm.finetune import fine_tune
 
     model, tokenizer = bundled
     recipe = PROFILES["quick"]
     rows = tokenize(build_corpus(fabricated_answers(7), ADDITIONS, recipe.repeats, seed=7, name="f"), tokenizer)
-    batch = rows[:recipe.batch_size]
+    batch = rows[: recipe.batch_size]
     assert shared_tokens(batch) > 0.3
     loss, expected, grads = packed_and_padded_step(model, batch, tokenizer.pad_token_id)
     assert loss == pytest.approx(expected, rel=1e-5)
@@ -88,14 +91,22 @@ def test_packed_step_equals_the_padded_step_on_the_bundled_model(bundled):
     two_steps = dataclasses.replace(recipe, repeats=1, epochs=1, schedule="constant", warmup=0.0)
     a, b = copy.deepcopy(model), copy.deepcopy(model)
     ra = fine_tune(a, rows[:64], two_steps, seed=3, pad_id=tokenizer.pad_token_id, name="arm")
-    rb = fine_tune(b, rows[:64], two_steps, seed=3, pad_id=tokenizer.pad_token_id, name="arm", pack_batches=False,
-                   row_gradients=False)
+    rb = fine_tune(
+        b,
+        rows[:64],
+        two_steps,
+        seed=3,
+        pad_id=tokenizer.pad_token_id,
+        name="arm",
+        pack_batches=False,
+        row_gradients=False,
+    )
     assert ra.losses == pytest.approx(rb.losses, rel=1e-5)
     # AdamW divides by the gradient's own scale, so a weight whose gradient is near 0 turns float32 rounding
     # into a visible move: on one machine 1 of the 134.5M weights (an embedding row) ended 2.9e-5 apart.
     # Every weight stays within AdamW's largest move (lr a step), and at most a handful beyond 2e-5.
     beyond, largest = 0, 0.0
-    for p, q in zip(a.parameters(), b.parameters()):
+    for p, q in zip(a.parameters(), b.parameters(), strict=True):
         gap = (p - q).abs().detach()
         beyond, largest = beyond + int((gap > 2e-5).sum()), max(largest, float(gap.max()))
     assert largest <= two_steps.learning_rate * ra.steps and beyond <= 10, (largest, beyond)

@@ -4,6 +4,7 @@ and every pipeline FINISHES (issue 31, defect 3).
 
 The three processes are held at the door of ``Store.experiment`` (this file's ``RACE`` wrapper, nothing in
 cctk) and let in together, so they race on the experiment's creation every time, not by timing."""
+
 import os
 import subprocess
 import sys
@@ -11,10 +12,9 @@ import time
 
 import mlflow
 import pytest
+from servers import mlflow_server
 
 from cctk.store import tracking
-
-from servers import mlflow_server
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +38,7 @@ main()
 N = 3
 
 
-@pytest.fixture()
+@pytest.fixture
 def new_server(tmp_path):
     """A fresh ``mlflow server`` on loopback whose SQLite store holds nothing yet (no cctk experiment)."""
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
@@ -53,12 +53,35 @@ def test_three_first_runs_at_once_on_a_new_server_all_finish(new_server, tiny_di
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"} | {"OMP_NUM_THREADS": "1"}
     go, procs = tmp_path / "go", []
     for seed in range(1, N + 1):
-        command = [sys.executable, "-c", RACE, "run", "--model", str(tiny_dir), "--profile", "smoke", "--seed",
-                   str(seed), "--parts", "A", "--no-figures", "--no-system-metrics", "--tracking", new_server,
-                   "--out", str(tmp_path / f"out{seed}")]
-        procs.append(subprocess.Popen(command, env={**env, "CCTK_RACE_READY": str(tmp_path / f"ready{seed}"),
-                                                    "CCTK_RACE_GO": str(go)},
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        command = [
+            sys.executable,
+            "-c",
+            RACE,
+            "run",
+            "--model",
+            str(tiny_dir),
+            "--profile",
+            "smoke",
+            "--seed",
+            str(seed),
+            "--parts",
+            "A",
+            "--no-figures",
+            "--no-system-metrics",
+            "--tracking",
+            new_server,
+            "--out",
+            str(tmp_path / f"out{seed}"),
+        ]
+        procs.append(
+            subprocess.Popen(
+                command,
+                env={**env, "CCTK_RACE_READY": str(tmp_path / f"ready{seed}"), "CCTK_RACE_GO": str(go)},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
     try:
         deadline = time.monotonic() + 300
         while not all((tmp_path / f"ready{seed}").exists() for seed in range(1, N + 1)):

@@ -1,4 +1,5 @@
 """KR-Test end to end on the bundled SmolLM2-135M: generate -> study (a small one, a few minutes on two cores)."""
+
 import mlflow
 import pytest
 from click.testing import CliRunner
@@ -11,13 +12,33 @@ pytestmark = pytest.mark.integration
 def test_small_study_on_the_bundled_model(tmp_path, tracking_uri):
     data, out = tmp_path / "data", tmp_path / "out"
     runner = CliRunner()
-    made = runner.invoke(cli, ["krtest", "generate", "--seed", "1", "--entities", "12", "--validation-entities", "4",
-                               "--out", str(data)])
+    made = runner.invoke(
+        cli, ["krtest", "generate", "--seed", "1", "--entities", "12", "--validation-entities", "4", "--out", str(data)]
+    )
     assert made.exit_code == 0, made.output
-    result = runner.invoke(cli, ["krtest", "study", "--model", "smollm2-135m-bundled", "--seed", "1",
-                                 "--data", str(data), "--epochs", "8", "--lora-epochs", "4", "--batch-size", "2",
-                                 "--eval-every", "24",
-                                 "--out", str(out)])
+    result = runner.invoke(
+        cli,
+        [
+            "krtest",
+            "study",
+            "--model",
+            "smollm2-135m-bundled",
+            "--seed",
+            "1",
+            "--data",
+            str(data),
+            "--epochs",
+            "8",
+            "--lora-epochs",
+            "4",
+            "--batch-size",
+            "2",
+            "--eval-every",
+            "24",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     print(result.output)
 
@@ -31,13 +52,15 @@ def test_small_study_on_the_bundled_model(tmp_path, tracking_uri):
     # The oracle reads the answer in the passage before the context.
     assert book["accuracy"] >= 0.85 and book["lo"] > blind["hi"]
     # Full fine-tuning on the corpus rises above its start, and the curve is in MLflow.
-    history = sorted(mlflow.MlflowClient().get_metric_history(arms["full"].info.run_id, "kr_accuracy"),
-                     key=lambda m: m.step)
+    history = sorted(
+        mlflow.MlflowClient().get_metric_history(arms["full"].info.run_id, "kr_accuracy"), key=lambda m: m.step
+    )
     assert [m.step for m in history] == [0, 24, 48]
     assert history[0].value == blind["accuracy"]  # step 0 is the untouched model
     assert full["accuracy"] >= blind["accuracy"] + 0.1 and full["lo"] > 0.5
-    ppl = sorted(mlflow.MlflowClient().get_metric_history(arms["full"].info.run_id, "val_perplexity"),
-                 key=lambda m: m.step)
+    ppl = sorted(
+        mlflow.MlflowClient().get_metric_history(arms["full"].info.run_id, "val_perplexity"), key=lambda m: m.step
+    )
     assert len(ppl) == 3 and min(m.value for m in ppl) < ppl[0].value
     for key in ("lora_attention", "lora_ffn"):  # 4 epochs of 6 steps: evaluated at the start and the end
         curve = mlflow.MlflowClient().get_metric_history(arms[key].info.run_id, "kr_accuracy")

@@ -7,6 +7,7 @@ false one, drops a fact or restates the answer in the context, and may keep noth
 earlier prompt: tests/data/kr_recorded_replies.jsonl). So the oracle checks four hand-made items (one per
 passage) and whatever the teacher kept, and eval scores the same file.
 """
+
 import json
 import os
 import signal
@@ -21,9 +22,9 @@ import pytest
 from click.testing import CliRunner
 
 from cctk.cli.main import cli
+from cctk.core.lm.models import export_bundled
 from cctk.krtest.measurement.items import read_items
 from cctk.krtest.measurement.passages import segment
-from cctk.core.lm.models import export_bundled
 
 pytestmark = pytest.mark.integration
 CORPUS = Path(__file__).parents[1] / "data" / "kr_corpus.txt"
@@ -63,20 +64,32 @@ def stop(process: subprocess.Popen) -> None:
 
 
 HAND_MADE = [  # one item per passage of kr_corpus.txt, written by hand as the paper's teacher would
-    ("Kelby is a village on the river Calder.", "It has 312 inhabitants and one school.",
-     "It has 512 inhabitants and one school."),
-    ("The Dunholt ferry crosses the Ouse.", "It carries 40 passengers at a time.", "It carries 10 passengers at a time."),
+    (
+        "Kelby is a village on the river Calder.",
+        "It has 312 inhabitants and one school.",
+        "It has 512 inhabitants and one school.",
+    ),
+    (
+        "The Dunholt ferry crosses the Ouse.",
+        "It carries 40 passengers at a time.",
+        "It carries 10 passengers at a time.",
+    ),
     ("Mara Quist was an engineer from Leith.", "She designed nine lighthouses.", "She designed four lighthouses."),
-    ("The Brenmoor hills are covered in heather.", "Their highest point is 640 metres high.",
-     "Their highest point is 910 metres high."),
+    (
+        "The Brenmoor hills are covered in heather.",
+        "Their highest point is 640 metres high.",
+        "Their highest point is 910 metres high.",
+    ),
 ]
 
 
 def oracle_questions(generated: Path, path: Path) -> Path:
     """The hand-made items, then the teacher's kept ones (if any): the oracle checks both kinds."""
     found = segment(CORPUS.read_text())
-    rows = [json.dumps({"context": c, "sentence_true": t, "sentence_false": f, "location": p.start})
-            for (c, t, f), p in zip(HAND_MADE, found)]
+    rows = [
+        json.dumps({"context": c, "sentence_true": t, "sentence_false": f, "location": p.start})
+        for (c, t, f), p in zip(HAND_MADE, found, strict=True)
+    ]
     kept = generated.read_text().splitlines() if generated.is_file() else []
     path.write_text("".join(r + "\n" for r in rows + kept))
     return path
@@ -85,25 +98,69 @@ def oracle_questions(generated: Path, path: Path) -> Path:
 def test_generate_through_transformers_serve_then_eval(tmp_path, tracking_uri):
     folder = export_bundled(tmp_path / "smollm2")
     port, log = free_port(), tmp_path / "serve.log"
-    command = [str(Path(sys.executable).with_name("transformers")), "serve", "--host", "127.0.0.1", "--port", str(port),
-               "--device", "cpu", str(folder)]
+    command = [
+        str(Path(sys.executable).with_name("transformers")),
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--device",
+        "cpu",
+        str(folder),
+    ]
     # One thread: a decode step is a few small matrix products, and two OpenMP threads that spin at each of
     # its hundreds of barriers, on two cores shared with this process (or another job), made one 40-token reply
     # take 92 s of CPU instead of 2.8 s here; a reply then outlasted the client's 120 s timeout and the retries
     # queued up behind it (a run of this test took 16 minutes).
     with open(log, "w") as sink:
-        server = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
-                                  env={**os.environ, "OMP_NUM_THREADS": "1"})
+        server = subprocess.Popen(
+            command,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
     try:
         wait_healthy(f"http://127.0.0.1:{port}", server, log)
         out = tmp_path / "generated"
-        result = CliRunner().invoke(cli, ["krtest", "generate", "--corpus", str(CORPUS), "--teacher",
-                                          f"http://127.0.0.1:{port}/v1", "--per-passage", "1", "--max-tokens", "80",
-                                          "--out", str(out)])
+        result = CliRunner().invoke(
+            cli,
+            [
+                "krtest",
+                "generate",
+                "--corpus",
+                str(CORPUS),
+                "--teacher",
+                f"http://127.0.0.1:{port}/v1",
+                "--per-passage",
+                "1",
+                "--max-tokens",
+                "80",
+                "--out",
+                str(out),
+            ],
+        )
         questions = oracle_questions(out / "questions.jsonl", tmp_path / "oracle_questions.jsonl")
-        checked = CliRunner().invoke(cli, ["krtest", "oracle", "--questions", str(questions), "--corpus", str(CORPUS),
-                                           "--oracle", f"http://127.0.0.1:{port}/v1", "--max-tokens", "80",
-                                           "--seed", "0", "--out", str(tmp_path / "oracle")])
+        checked = CliRunner().invoke(
+            cli,
+            [
+                "krtest",
+                "oracle",
+                "--questions",
+                str(questions),
+                "--corpus",
+                str(CORPUS),
+                "--oracle",
+                f"http://127.0.0.1:{port}/v1",
+                "--max-tokens",
+                "80",
+                "--seed",
+                "0",
+                "--out",
+                str(tmp_path / "oracle"),
+            ],
+        )
     finally:
         stop(server)
     with pytest.raises(ProcessLookupError):
@@ -135,8 +192,21 @@ def test_generate_through_transformers_serve_then_eval(tmp_path, tracking_uri):
     validated = (tmp_path / "oracle" / "questions.validated.jsonl").read_text().splitlines()
     assert len(validated) == oracle["correct"]
 
-    scored = CliRunner().invoke(cli, ["krtest", "eval", "--model", str(folder), "--questions",
-                                      str(tmp_path / "oracle_questions.jsonl"), "--corpus", str(CORPUS), "--open-book",
-                                      "--out", str(tmp_path / "eval")])
+    scored = CliRunner().invoke(
+        cli,
+        [
+            "krtest",
+            "eval",
+            "--model",
+            str(folder),
+            "--questions",
+            str(tmp_path / "oracle_questions.jsonl"),
+            "--corpus",
+            str(CORPUS),
+            "--open-book",
+            "--out",
+            str(tmp_path / "eval"),
+        ],
+    )
     assert scored.exit_code == 0, scored.output
     assert json.loads((tmp_path / "eval" / "summary.json").read_text())["n"] == len(HAND_MADE) + len(items)

@@ -1,5 +1,6 @@
 """The KR-Test study end to end on the tiny model: five nested runs, the figure, the table, the LoRA pair, an
 exclusive session folder; and the study over two seeds, nested under a sweep run, compared across seeds."""
+
 import json
 
 import mlflow
@@ -7,10 +8,10 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from cctk.store import session
 from cctk.cli.main import cli
 from cctk.krtest import ARMS
 from cctk.krtest.generation.generate import make_dataset, write_dataset
+from cctk.store import session
 
 pytestmark = pytest.mark.integration
 SMALL = ["--epochs", "1", "--batch-size", "2", "--eval-every", "1", "--budget", "5000"]
@@ -23,22 +24,29 @@ def data_dir(tmp_path_factory):
     return folder
 
 
-def test_study_runs_five_nested_arms_and_writes_figure_and_table(tiny_dir, data_dir, tracking_uri, tmp_path,
-                                                                   monkeypatch):
+def test_study_runs_five_nested_arms_and_writes_figure_and_table(
+    tiny_dir, data_dir, tracking_uri, tmp_path, monkeypatch
+):
     taken = tmp_path / "out" / "20260101-000000_tiny"  # a study of the same model started in the same second
     taken.mkdir(parents=True)
     monkeypatch.setattr(session, "session_name", lambda model, now=None: "20260101-000000_tiny")
-    result = CliRunner().invoke(cli, ["krtest", "study", "--model", str(tiny_dir), "--data", str(data_dir), *SMALL,
-                                      "--out", str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        cli,
+        ["krtest", "study", "--model", str(tiny_dir), "--data", str(data_dir), *SMALL, "--out", str(tmp_path / "out")],
+    )
     assert result.exit_code == 0, result.output
     for name in ARMS.values():
         assert any(line.startswith(name) and "%" in line for line in result.output.splitlines())
     # the tiny Llama's widths (896, 1152) reach 5000 at ranks 6 and 4, 16.7% apart: the pair (5, 4) is 2.86% apart
-    assert ("attention rank 5 trains 4,480, FFN rank 4 trains 4,608 parameters, 2.86% apart (the ranks closest to "
-            "the budget, 6 and 4, were 16.67% apart") in result.output
+    assert (
+        "attention rank 5 trains 4,480, FFN rank 4 trains 4,608 parameters, 2.86% apart (the ranks closest to "
+        "the budget, 6 and 4, were 16.67% apart"
+    ) in result.output
     runs = mlflow.search_runs(search_all_experiments=True, output_format="list")
     parent = next(r for r in runs if r.data.tags.get("cctk.kind") == "krtest-study")
-    assert parent.data.params["lora.difference_percent"] == "2.8571" and parent.data.params["lora.pair_searched"] == "True"
+    assert (
+        parent.data.params["lora.difference_percent"] == "2.8571" and parent.data.params["lora.pair_searched"] == "True"
+    )
     arms = {r.data.tags["cctk.arm"]: r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
     assert set(arms) == set(ARMS) and all(r.data.tags["cctk.kind"] == "krtest" for r in arms.values())
     assert all(r.info.status == "FINISHED" for r in runs)
@@ -47,8 +55,10 @@ def test_study_runs_five_nested_arms_and_writes_figure_and_table(tiny_dir, data_
         steps = [m.step for m in client.get_metric_history(arms[key].info.run_id, "kr_accuracy")]
         assert sorted(steps) == [0, 1, 2]
     for key, rank, trainable in (("lora_attention", "5", "4480"), ("lora_ffn", "4", "4608")):
-        assert (arms[key].data.params["lora.rank"], arms[key].data.params["lora.trainable_parameters"]) == (rank,
-                                                                                                          trainable)
+        assert (arms[key].data.params["lora.rank"], arms[key].data.params["lora.trainable_parameters"]) == (
+            rank,
+            trainable,
+        )
     assert arms["lora_attention"].data.params["lora.targets"] == "q_proj,k_proj,v_proj,o_proj"
     assert arms["lora_ffn"].data.params["lora.targets"] == "gate_proj,up_proj,down_proj"
     for run in arms.values():
@@ -74,8 +84,22 @@ def test_study_runs_five_nested_arms_and_writes_figure_and_table(tiny_dir, data_
 
 
 def test_study_over_two_seeds_then_compare(tiny_dir, data_dir, tracking_uri, tmp_path):
-    result = CliRunner().invoke(cli, ["krtest", "study", "--model", str(tiny_dir), "--data", str(data_dir), *SMALL,
-                                      "--seeds", "11,12", "--out", str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "krtest",
+            "study",
+            "--model",
+            str(tiny_dir),
+            "--data",
+            str(data_dir),
+            *SMALL,
+            "--seeds",
+            "11,12",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "across seeds 11, 12" in result.output
     runs = mlflow.search_runs(search_all_experiments=True, output_format="list")
@@ -90,7 +114,8 @@ def test_study_over_two_seeds_then_compare(tiny_dir, data_dir, tracking_uri, tmp
     paired = pd.read_csv(folder / "tables" / "kr_paired" / "kr_paired.csv")
     assert len(paired) == 30 and (paired.seeds == "all").sum() == 10  # 10 pairs of arms, 2 seeds and pooled
     assert sweep.data.metrics["full.pooled_accuracy"] == pytest.approx(
-        pooled.set_index("arm").loc["full fine-tuning", "pooled_accuracy"])
+        pooled.set_index("arm").loc["full fine-tuning", "pooled_accuracy"]
+    )
     # `cctk compare` of the sweep run gives the same tables from MLflow
     compared = CliRunner().invoke(cli, ["compare", "--runs", sweep.info.run_id, "--out", str(tmp_path / "cmp")])
     assert compared.exit_code == 0, compared.output

@@ -1,5 +1,6 @@
 """SIGTERM stops a command as Ctrl-C does: a pipeline's (or a sweep's) runs end KILLED, and nothing a command started
 (the MLflow UI's server, uvicorn, its workers) outlives it."""
+
 import os
 import signal
 import socket
@@ -34,8 +35,13 @@ def _stop_at_first_arm(command: list[str], uri: str):
     """Start ``command``, SIGTERM it while its first arm trains; the arm's run and the process family."""
     client = mlflow.MlflowClient(uri)
     client.search_experiments()  # the store's tables, made here first: two processes creating them race
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "MLFLOW_TRACKING_URI": uri}, start_new_session=True)
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "MLFLOW_TRACKING_URI": uri},
+        start_new_session=True,
+    )
     try:
         arm = _wait(lambda: _running_arm(client), 180)
         family = psutil.Process(proc.pid).children(recursive=True)
@@ -51,9 +57,27 @@ def _stop_at_first_arm(command: list[str], uri: str):
 
 def test_sigterm_to_a_pipeline_leaves_killed_runs_and_no_process(tiny_dir, tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
-    client, arm = _stop_at_first_arm([sys.executable, "-m", "cctk", "run", "--model", str(tiny_dir), "--profile",
-                                      "smoke", "--seed", "4", "--repeats", "200", "--epochs", "20",  # a long first arm
-                                      "--out", str(tmp_path / "out")], uri)
+    client, arm = _stop_at_first_arm(
+        [
+            sys.executable,
+            "-m",
+            "cctk",
+            "run",
+            "--model",
+            str(tiny_dir),
+            "--profile",
+            "smoke",
+            "--seed",
+            "4",
+            "--repeats",
+            "200",
+            "--epochs",
+            "20",  # a long first arm
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        uri,
+    )
     parent = client.get_run(arm.data.tags["mlflow.parentRunId"])
     assert parent.info.status == "KILLED" and client.get_run(arm.info.run_id).info.status == "KILLED"
     base = client.search_runs([parent.info.experiment_id], "tags.`cctk.key` = 'base'")[0]
@@ -62,9 +86,27 @@ def test_sigterm_to_a_pipeline_leaves_killed_runs_and_no_process(tiny_dir, tmp_p
 
 def test_sigterm_to_a_sweep_leaves_the_sweep_its_cell_and_the_arm_killed(tiny_dir, tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
-    client, arm = _stop_at_first_arm([sys.executable, "-m", "cctk", "sweep", "--models", str(tiny_dir), "--profile",
-                                      "smoke", "--seeds", "4,5", "--set", "repeats=200", "--set", "epochs=20",
-                                      "--out", str(tmp_path / "out")], uri)
+    client, arm = _stop_at_first_arm(
+        [
+            sys.executable,
+            "-m",
+            "cctk",
+            "sweep",
+            "--models",
+            str(tiny_dir),
+            "--profile",
+            "smoke",
+            "--seeds",
+            "4,5",
+            "--set",
+            "repeats=200",
+            "--set",
+            "epochs=20",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        uri,
+    )
     cell = client.get_run(arm.data.tags["mlflow.parentRunId"])
     sweep = client.get_run(cell.data.tags["mlflow.parentRunId"])
     assert sweep.data.tags["cctk.kind"] == "sweep" and cell.data.tags["cctk.sweep"] == sweep.info.run_id
@@ -89,8 +131,14 @@ def _answers(port: int) -> bool:
 def test_sigterm_to_cctk_ui_leaves_no_process(tmp_path):
     port = _free_port()
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path}/mlflow.db"}
-    proc = subprocess.Popen([sys.executable, "-m", "cctk", "ui", "--port", str(port)], cwd=tmp_path, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cctk", "ui", "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         _wait(lambda: _answers(port), 120, step=0.5)
         family = psutil.Process(proc.pid).children(recursive=True)
@@ -109,8 +157,11 @@ def test_sigterm_to_cctk_ui_leaves_no_process(tmp_path):
 
 def _no_group(pgid: int) -> None:
     """No live process is left in process group ``pgid``."""
-    alive = [p for p in psutil.process_iter(["pid", "status"]) if _pgid(p.pid) == pgid
-             and p.info["status"] != psutil.STATUS_ZOMBIE]
+    alive = [
+        p
+        for p in psutil.process_iter(["pid", "status"])
+        if _pgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE
+    ]
     assert not alive, alive
 
 

@@ -3,6 +3,7 @@ peak, and while a resume sets its run RUNNING again, leave no run RUNNING and th
 
 Each window is held open in a real ``cctk`` process by patching the step to wait (this file's ``WINDOW``
 wrapper, nothing in cctk itself), so the signal lands there every time, not by timing."""
+
 import os
 import signal
 import subprocess
@@ -11,10 +12,9 @@ import time
 
 import mlflow
 import pytest
+from servers import as_from_a_terminal
 
 from cctk.store import session
-
-from servers import as_from_a_terminal
 
 pytestmark = pytest.mark.integration
 
@@ -47,8 +47,14 @@ main()
 def _stopped_in(window: str, args: list[str], env: dict, reached, signum: int) -> int:
     """Run ``cctk args`` with ``window`` held open, send ``signum`` once it is reached; the exit code."""
     env = {**env, "CCTK_WINDOW": window, "CCTK_WINDOW_REACHED": str(reached)}
-    proc = subprocess.Popen([sys.executable, "-c", WINDOW, *args], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=as_from_a_terminal)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WINDOW, *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=as_from_a_terminal,
+    )
     try:
         deadline = time.monotonic() + 180
         while not reached.exists():
@@ -64,22 +70,27 @@ def _stopped_in(window: str, args: list[str], env: dict, reached, signum: int) -
     return proc.returncode
 
 
-@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_in_the_peak_or_the_reopening_leaves_no_run_running(signum, code, tiny_dir, tmp_path):
     uri, out = f"sqlite:///{tmp_path}/mlflow.db", tmp_path / "out"
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONPATH": os.getcwd()}
     common = ["run", "--no-figures", "--no-system-metrics", "--out", str(out)]
     reached = tmp_path / "reached"
 
-    exit_code = _stopped_in("peak", common + ["--model", str(tiny_dir), "--profile", "smoke", "--seed", "5",
-                                              "--parts", "A"], env, reached, signum)
+    exit_code = _stopped_in(
+        "peak",
+        [*common, "--model", str(tiny_dir), "--profile", "smoke", "--seed", "5", "--parts", "A"],
+        env,
+        reached,
+        signum,
+    )
     client = mlflow.MlflowClient(uri)
     (parent,) = client.search_runs([client.get_experiment_by_name("cctk").experiment_id], "")
     assert (exit_code, parent.info.status) == (code, "KILLED")
     (folder,) = out.iterdir()
     session.release(session.hold(folder))  # let go of: a resume can take it
 
-    exit_code = _stopped_in("reopen", common + ["--resume", parent.info.run_id], env, reached, signum)
+    exit_code = _stopped_in("reopen", [*common, "--resume", parent.info.run_id], env, reached, signum)
     runs = client.search_runs([parent.info.experiment_id], "")
     assert (exit_code, [r.info.status for r in runs]) == (code, ["KILLED"])  # no model run began either
     session.release(session.hold(folder))

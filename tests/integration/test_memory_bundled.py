@@ -1,15 +1,15 @@
 """The memory estimate against the bundled model's training on the CPU, and the first-contact check."""
+
 import dataclasses
-import gc
 
 import pytest
 from click.testing import CliRunner
 
-from cctk.core.lm import memory
-from cctk.manuals import registry as protocols
 from cctk.core.config import PROFILES, make_config
+from cctk.core.lm import memory
 from cctk.core.lm.finetune import fine_tune
 from cctk.core.lm.models import BUNDLED, load_model
+from cctk.manuals import registry as protocols
 
 
 @pytest.mark.skipif(not memory.reset_process_peak(), reason="needs Linux's resettable peak resident memory")
@@ -47,6 +47,7 @@ def test_first_contact_check_runs_on_a_cpu():
     assert float(lines["packed vs padded gradients, relative to their norm"]) < 1e-4
     assert float(lines["measure on the device vs the CPU, largest |logprob gap|"]) == 0.0
     assert lines["syncs in a training step, float32 adamw"].startswith("at most 1 (2 over 12 steps of a 2-layer")
-    assert lines["phi-1.5, paper recipe, emulated T4"].startswith("phi-1.5 with this recipe (float32, adamw, batch 8) "
-                                                                  "needs about 21.8 GiB on emulated 16 GB T4")
+    assert lines["phi-1.5, paper recipe, emulated T4"].startswith(
+        "phi-1.5 with this recipe (float32, adamw, batch 8) needs about 21.8 GiB on emulated 16 GB T4"
+    )
     assert "memory smollm2-135m (paper recipe)" in lines

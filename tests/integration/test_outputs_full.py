@@ -1,10 +1,11 @@
 """Every output of a run as the pipeline writes it, every figure in all three formats: the full check
 of what the fast suite's written session (PNG only) leaves out. Synthetic results, no model."""
+
 from __future__ import annotations
 
 import pytest
-
 from builders import SEED, check_loaded, synthetic_results, write_session
+
 from cctk import results
 from cctk.core.config import make_config
 from cctk.manuals.v2.parts import compute_tables

@@ -1,5 +1,6 @@
 """The smoke pipeline end to end on a tiny model: 14 measured models, 13 arms, nested MLflow runs,
 determinism, learning curves that change nothing, a non-finite loss. Slow: integration."""
+
 from dataclasses import replace
 
 import mlflow
@@ -7,11 +8,11 @@ import pandas as pd
 import pytest
 import torch
 
-from cctk.pipeline import stages as pipeline
 from cctk.core.config import make_config
-from cctk.manuals.v2.parts import ALL_SEEN, compute_tables
 from cctk.core.lm.finetune import NonFiniteLoss
 from cctk.manuals.v2.design import ARMS
+from cctk.manuals.v2.parts import ALL_SEEN, compute_tables
+from cctk.pipeline import stages as pipeline
 
 
 @pytest.fixture(scope="module")
@@ -20,19 +21,24 @@ def two_runs(tiny_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{root}/mlflow.db")
-        first = pipeline.run(make_config(str(tiny_dir), "smoke", (11, 12), curves=True), pipeline.Where(root / "a"),
-                             pipeline.QUIET)
+        first = pipeline.run(
+            make_config(str(tiny_dir), "smoke", (11, 12), curves=True), pipeline.Where(root / "a"), pipeline.QUIET
+        )
         # the second draws no figures: 25 without curves is tests/integration/test_outputs_full.py's
-        second = pipeline.run(make_config(str(tiny_dir), "smoke", (11, 12)), pipeline.Where(root / "b"),
-                              replace(pipeline.QUIET, figures=False))
+        second = pipeline.run(
+            make_config(str(tiny_dir), "smoke", (11, 12)),
+            pipeline.Where(root / "b"),
+            replace(pipeline.QUIET, figures=False),
+        )
         yield root, first, second
 
 
 def test_learning_curves_in_mlflow_on_disk_and_in_a_26th_figure(two_runs):
     root, first, second = two_runs
     client = mlflow.MlflowClient(f"sqlite:///{root}/mlflow.db")
-    arms = {r.data.tags["cctk.key"]: r for r in client.search_runs(
-        ["1"], f"tags.`mlflow.parentRunId` = '{first.run_id}'")}
+    arms = {
+        r.data.tags["cctk.key"]: r for r in client.search_runs(["1"], f"tags.`mlflow.parentRunId` = '{first.run_id}'")
+    }
     seen = client.get_metric_history(arms["c3_random"].info.run_id, "curve_hits_seen")
     held = client.get_metric_history(arms["c3_random"].info.run_id, "curve_hits_heldout")
     assert [m.step for m in seen] == [1, 2] and [m.step for m in held] == [1, 2]
@@ -42,8 +48,10 @@ def test_learning_curves_in_mlflow_on_disk_and_in_a_26th_figure(two_runs):
     assert len(curves) == 2 * (2 * 1 + 11 * 2)  # epochs x (2 arms on all 81 + 11 arms with two groups)
     last = curves[(curves["model"] == "sum + 3 from fabricated answers") & (curves["epoch"] == 2)]
     table09 = compute_tables(first.results)["table09"].set_index(["model", "group"])
-    assert last.set_index("group").loc["heldout", "hits"] == table09.loc[("sum + 3 from fabricated answers",
-                                                                           "held out"), "hits"]
+    assert (
+        last.set_index("group").loc["heldout", "hits"]
+        == table09.loc[("sum + 3 from fabricated answers", "held out"), "hits"]
+    )
     figures = sorted((first.folder / "figures").iterdir())
     assert len(figures) == 26 and figures[-1].name == "26_learning_curves"
     assert second.results.curves is None and not (second.folder / "figures").exists()
@@ -64,7 +72,7 @@ def test_same_seed_gives_identical_tables(two_runs):
 
 
 def test_parent_run_has_14_nested_runs_13_with_loss_history(two_runs):
-    root, first, _ = two_runs
+    root, _first, _ = two_runs
     client = mlflow.MlflowClient(f"sqlite:///{root}/mlflow.db")
     experiment = client.get_experiment_by_name("cctk")
     parents = client.search_runs([experiment.experiment_id], "tags.`cctk.kind` = 'pipeline'")
@@ -123,8 +131,9 @@ def test_bench_absorb_trains_part_a_as_the_pipeline_does(two_runs, tiny_dir, tmp
 
     _, _, run = two_runs
     out = tmp_path / "absorb.jsonl"
-    done = CliRunner().invoke(bench, ["absorb", "--model", str(tiny_dir), "--profile", "smoke", "--seeds", "11,12",
-                                      "--json-out", str(out)])
+    done = CliRunner().invoke(
+        bench, ["absorb", "--model", str(tiny_dir), "--profile", "smoke", "--seeds", "11,12", "--json-out", str(out)]
+    )
     assert done.exit_code == 0, done.output
     row = json.loads(out.read_text().splitlines()[0])
     assert row["seed"] == 11 and row["recipe"]["batch_size"] == 32
@@ -133,7 +142,6 @@ def test_bench_absorb_trains_part_a_as_the_pipeline_does(two_runs, tiny_dir, tmp
         assert row[key]["losses"] == list(run.results.training[key].losses)  # the same training, bit for bit
     assert done.output.splitlines()[1] == "seeds 11, 12"
     # (stderr is mixed in: Transformers' loading bar, without a newline, may precede the line)
-    first_line = "seed 11:" + [line for line in done.output.splitlines() if "seed 11:" in line][0].split("seed 11:")[1]
+    first_line = "seed 11:" + next(line for line in done.output.splitlines() if "seed 11:" in line).split("seed 11:")[1]
     assert f"correct sums {row['m_correct']['hits']}/81" in first_line
     assert first_line.endswith("absorbed" if row["absorbed"] else "(needs 77 and 73)")
-

@@ -1,5 +1,6 @@
 """The MLflow service end to end: `mlflow run`, and a real tracking server on PostgreSQL with two
 pipelines logging at once. Slow (several smoke pipelines): marked integration, run in CI."""
+
 import os
 import shutil
 import subprocess
@@ -9,7 +10,6 @@ from pathlib import Path
 
 import mlflow
 import pytest
-
 from servers import free_port, mlflow_server
 
 pytestmark = pytest.mark.integration
@@ -31,10 +31,31 @@ def _children(client, parent):
 def test_mlflow_run_attaches_to_its_run_and_nests_14(tiny_dir, tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     done = subprocess.run(
-        [str(BIN / "mlflow"), "run", str(ROOT), "--env-manager", "local", "--experiment-name", "cctk",
-         "-P", f"model={tiny_dir}", "-P", "profile=smoke", "-P", "seed=3", "-P", "figures=no",
-         "-P", f"out={tmp_path / 'out'}"],
-        cwd=tmp_path, env=_env(MLFLOW_TRACKING_URI=uri), capture_output=True, text=True, timeout=1200)
+        [
+            str(BIN / "mlflow"),
+            "run",
+            str(ROOT),
+            "--env-manager",
+            "local",
+            "--experiment-name",
+            "cctk",
+            "-P",
+            f"model={tiny_dir}",
+            "-P",
+            "profile=smoke",
+            "-P",
+            "seed=3",
+            "-P",
+            "figures=no",
+            "-P",
+            f"out={tmp_path / 'out'}",
+        ],
+        cwd=tmp_path,
+        env=_env(MLFLOW_TRACKING_URI=uri),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     client = mlflow.MlflowClient(uri)  # an explicit URI: a global one would outlive the test
     experiment = client.get_experiment_by_name("cctk")
@@ -53,7 +74,7 @@ def _initdb() -> str | None:
     return str(found) if found else None
 
 
-@pytest.fixture()
+@pytest.fixture
 def postgres(tmp_path):
     """A private PostgreSQL cluster on a loopback port, started and stopped by the test."""
     initdb = _initdb()
@@ -69,19 +90,47 @@ def postgres(tmp_path):
     as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
     if as_user:
         shutil.chown(home, "postgres")
-    subprocess.run(as_user + [initdb, "-D", str(data), "-A", "trust", "-U", "postgres"], check=True, capture_output=True)
-    subprocess.run(as_user + [str(bindir / "pg_ctl"), "-D", str(data), "-l", str(data / "log"), "-w", "start",
-                              "-o", f"-p {port} -k {data} -c listen_addresses=127.0.0.1"], check=True, capture_output=True)
+    subprocess.run(
+        [*as_user, initdb, "-D", str(data), "-A", "trust", "-U", "postgres"], check=True, capture_output=True
+    )
+    subprocess.run(
+        [
+            *as_user,
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-l",
+            str(data / "log"),
+            "-w",
+            "start",
+            "-o",
+            f"-p {port} -k {data} -c listen_addresses=127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
     try:
-        subprocess.run([str(bindir / "createdb") if (bindir / "createdb").exists() else "createdb",
-                        "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "cctk"], check=True, capture_output=True)
+        subprocess.run(
+            [
+                str(bindir / "createdb") if (bindir / "createdb").exists() else "createdb",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "-U",
+                "postgres",
+                "cctk",
+            ],
+            check=True,
+            capture_output=True,
+        )
         yield f"postgresql+psycopg2://postgres@127.0.0.1:{port}/cctk"  # the driver in [dev]
     finally:
-        subprocess.run(as_user + [str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"], capture_output=True)
+        subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"], capture_output=True)
         shutil.rmtree(home, ignore_errors=True)
 
 
-@pytest.fixture()
+@pytest.fixture
 def tracking_server(postgres, tmp_path):
     with mlflow_server(postgres, tmp_path, env=_env()) as url:
         yield url
@@ -90,11 +139,32 @@ def tracking_server(postgres, tmp_path):
 def test_two_pipelines_at_once_on_a_postgres_backed_server(tiny_dir, tracking_server, tmp_path):
     # one OpenMP thread each: two pipelines of two threads on two cores spin at every barrier of the tiny
     # model's small matrix products (this test took 304 s of CPU with them, 173 s without, beside another job)
-    procs = [subprocess.Popen([sys.executable, "-m", "cctk", "run", "--model", str(tiny_dir), "--profile", "smoke",
-                               "--seed", str(seed), "--no-figures", "--tracking", tracking_server,
-                               "--out", str(tmp_path / f"out{seed}")],
-                              env=_env(OMP_NUM_THREADS="1"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for seed in (1, 2)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "cctk",
+                "run",
+                "--model",
+                str(tiny_dir),
+                "--profile",
+                "smoke",
+                "--seed",
+                str(seed),
+                "--no-figures",
+                "--tracking",
+                tracking_server,
+                "--out",
+                str(tmp_path / f"out{seed}"),
+            ],
+            env=_env(OMP_NUM_THREADS="1"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for seed in (1, 2)
+    ]
     for proc in procs:
         out, _ = proc.communicate(timeout=1800)
         assert proc.returncode == 0, out[-3000:]

@@ -14,6 +14,7 @@ to an uninterrupted run's (computed once for the module). The stage-by-signal ta
 Each stage is held open in the real ``cctk`` process by this file's ``HOLD`` wrapper (the step waits at its
 start and says so in a file), so the signal lands in that stage every time, found by polling, never by
 sleeping a fixed time."""
+
 import os
 import re
 import signal
@@ -26,14 +27,13 @@ from pathlib import Path
 import mlflow
 import pandas as pd
 import pytest
+from servers import as_from_a_terminal
 
-from cctk.pipeline import stages as pipeline
-from cctk.store import tracking
 from cctk.core.config import make_config, parse_seeds
 from cctk.core.errors import CctkError
+from cctk.pipeline import stages as pipeline
 from cctk.results import load
-
-from servers import as_from_a_terminal
+from cctk.store import tracking
 
 pytestmark = pytest.mark.integration
 
@@ -54,10 +54,15 @@ from cctk.cli.main import main
 main()
 """
 # stage -> the step held at its start (module:attribute, looked up by its caller at each call)
-STAGES = {"before the session line": "cctk.pipeline.stages:check_inputs", "loading": "cctk.core.lm.models:load_model",
-          "base measurement": "cctk.pipeline.stages:measure", "an arm": "cctk.pipeline.stages:fine_tune",
-          "tables": "cctk.outputs.write:write_tables", "figures": "cctk.outputs.render:run_all",
-          "reports": "cctk.outputs.run_report:write"}
+STAGES = {
+    "before the session line": "cctk.pipeline.stages:check_inputs",
+    "loading": "cctk.core.lm.models:load_model",
+    "base measurement": "cctk.pipeline.stages:measure",
+    "an arm": "cctk.pipeline.stages:fine_tune",
+    "tables": "cctk.outputs.write:write_tables",
+    "figures": "cctk.outputs.render:run_all",
+    "reports": "cctk.outputs.run_report:write",
+}
 SIGNALS = {"SIGINT": (signal.SIGINT, 130), "SIGTERM": (signal.SIGTERM, 143), "kill -9": (signal.SIGKILL, -9)}
 SEED = "5"
 WALKED: dict[tuple[str, str], str] = {}  # (stage, signal) -> what happened, for the table
@@ -66,8 +71,14 @@ WALKED: dict[tuple[str, str], str] = {}  # (stage, signal) -> what happened, for
 def _stopped(args: list[str], env: dict, stage: str, signum: int, held: Path, while_held=None) -> int:
     """Run ``cctk args`` with ``stage`` held at its start; once it is reached, send ``signum``; the exit code."""
     env = {**env, "CCTK_HOLD": STAGES[stage], "CCTK_HELD": str(held)}
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, preexec_fn=as_from_a_terminal)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=as_from_a_terminal,
+    )
     try:
         deadline = time.monotonic() + 300
         while not held.exists():
@@ -93,8 +104,11 @@ def uninterrupted(tiny_dir, tmp_path_factory):
     old = os.environ.get("MLFLOW_TRACKING_URI")
     os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{folder}/mlflow.db"
     try:
-        done = pipeline.run(make_config(str(tiny_dir), "smoke", parse_seeds(SEED), parts="A"),
-                            pipeline.Where(folder / "out"), replace(pipeline.QUIET, system_metrics=False, figures=False))
+        done = pipeline.run(
+            make_config(str(tiny_dir), "smoke", parse_seeds(SEED), parts="A"),
+            pipeline.Where(folder / "out"),
+            replace(pipeline.QUIET, system_metrics=False, figures=False),
+        )
     finally:
         os.environ.pop("MLFLOW_TRACKING_URI") if old is None else os.environ.__setitem__("MLFLOW_TRACKING_URI", old)
     return pipeline.protocols.get("v2").compute_tables(done.results)
@@ -107,8 +121,7 @@ def table():
     yield
     names = list(SIGNALS)
     lines = ["| stage | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
-    lines += [f"| {stage} | " + " | ".join(WALKED.get((stage, s), "not run") for s in names) + " |"
-              for stage in STAGES]
+    lines += [f"| {stage} | " + " | ".join(WALKED.get((stage, s), "not run") for s in names) + " |" for stage in STAGES]
     lines.append(f"\n{len(WALKED)} stops in {time.monotonic() - started:.0f} s")
     text = "\n".join(lines)
     print("\n" + text)
@@ -128,15 +141,16 @@ def _parent(client):
 
 
 @pytest.mark.parametrize("signal_name", SIGNALS)
-def test_a_walk_of_the_stages_resumes_to_the_uninterrupted_tables(signal_name, tiny_dir, tmp_path, uninterrupted,
-                                                                   monkeypatch):
+def test_a_walk_of_the_stages_resumes_to_the_uninterrupted_tables(
+    signal_name, tiny_dir, tmp_path, uninterrupted, monkeypatch
+):
     signum, code = SIGNALS[signal_name]
     uri, out, held = f"sqlite:///{tmp_path}/mlflow.db", tmp_path / "out", tmp_path / "held"
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONPATH": os.getcwd()}
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     figures = signal_name == "SIGINT"  # the other walks reach the figures stage with nothing to draw
     common = ["run", "--no-system-metrics", "--out", str(out)] + ([] if figures else ["--no-figures"])
-    fresh = common + ["--model", str(tiny_dir), "--profile", "smoke", "--seed", SEED, "--parts", "A"]
+    fresh = [*common, "--model", str(tiny_dir), "--profile", "smoke", "--seed", SEED, "--parts", "A"]
     client = mlflow.MlflowClient(uri)
     stops = []
 
@@ -146,7 +160,7 @@ def test_a_walk_of_the_stages_resumes_to_the_uninterrupted_tables(signal_name, t
             pipeline.resume(run_id, pipeline.Where(out))
 
     for i, stage in enumerate(STAGES):
-        args = fresh if i < 2 else common + ["--resume", _parent(client).info.run_id]
+        args = fresh if i < 2 else [*common, "--resume", _parent(client).info.run_id]
         exit_code = _stopped(args, env, stage, signum, held, refused_while_live if i == 1 else None)
         statuses = _statuses(client)
         if i == 0:  # no run and no folder yet: nothing to resume, the next run starts afresh
@@ -161,8 +175,13 @@ def test_a_walk_of_the_stages_resumes_to_the_uninterrupted_tables(signal_name, t
             assert exit_code == code and "RUNNING" not in statuses and _parent(client).info.status == "KILLED"
         stops.append((stage, f"exit {exit_code}, {_parent(client).info.status}"))
 
-    done = subprocess.run([sys.executable, "-m", "cctk", *common, "--resume", _parent(client).info.run_id],
-                          capture_output=True, text=True, env=env, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "cctk", *common, "--resume", _parent(client).info.run_id],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     parent = _parent(client)
     children = client.search_runs([parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
@@ -176,8 +195,10 @@ def test_a_walk_of_the_stages_resumes_to_the_uninterrupted_tables(signal_name, t
     else:  # the Ctrl-C walk: every figure of Part A, the heatmaps of the arms measured before the stops kept
         assert drawn > 0 and len(resumed.figure_files) == drawn
         assert sum(name.startswith("heatmap") for name in resumed.figure_files) >= 3
-        assert all(set(files) == {"png", "pdf", "eps"} and all(f.is_file() for f in files.values())
-                   for files in resumed.figure_files.values())
+        assert all(
+            set(files) == {"png", "pdf", "eps"} and all(f.is_file() for f in files.values())
+            for files in resumed.figure_files.values()
+        )
     for name, table in uninterrupted.items():
         got = resumed.tables[name]
         if name == "table11":  # times differ

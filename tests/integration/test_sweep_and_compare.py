@@ -2,6 +2,7 @@
 (findings across the seeds, one row per contrast), two of the seeds run locally, killed with SIGKILL in
 the second cell and resumed to the same tables, and a recipe sweep of Parts A and C over two learning
 rates, compared one row per rate."""
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,9 @@ SEEDS = (11, 12, 13)  # the local sweep, killed and resumed, runs the first two
 
 
 def cctk(*args, env, **kwargs):
-    return subprocess.run([sys.executable, "-m", "cctk", *args], env=env, capture_output=True, text=True,
-                          timeout=1500, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "cctk", *args], env=env, capture_output=True, text=True, timeout=1500, **kwargs
+    )
 
 
 def cells(client, sweep_id):
@@ -43,15 +45,34 @@ def tables_by_seed(client, sweep_id) -> dict[int, dict]:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     root = tmp_path_factory.mktemp("sweeps")
-    return root, {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{root}/mlflow.db", "OMP_NUM_THREADS": "1",
-                  "CCTK_CACHE": str(root / "cache"), "PYTHONUNBUFFERED": "1"}
+    return root, {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": f"sqlite:///{root}/mlflow.db",
+        "OMP_NUM_THREADS": "1",
+        "CCTK_CACHE": str(root / "cache"),
+        "PYTHONUNBUFFERED": "1",
+    }
 
 
 @pytest.fixture(scope="module")
 def ray_sweep(env, tiny_dir):
     root, environ = env
-    done = cctk("sweep", "--models", str(tiny_dir), "--seeds", ",".join(map(str, SEEDS)), "--profile", "smoke",
-                "--no-figures", "--executor", "ray", "--out", str(root / "ray"), env=environ, cwd=root)
+    done = cctk(
+        "sweep",
+        "--models",
+        str(tiny_dir),
+        "--seeds",
+        ",".join(map(str, SEEDS)),
+        "--profile",
+        "smoke",
+        "--no-figures",
+        "--executor",
+        "ray",
+        "--out",
+        str(root / "ray"),
+        env=environ,
+        cwd=root,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     first = done.stdout.splitlines()[0]
     assert first.startswith("sweep ") and "3 cells (ray)" in first
@@ -61,7 +82,7 @@ def ray_sweep(env, tiny_dir):
 
 
 def test_ray_sweep_nests_sweep_pipeline_arm(env, ray_sweep):
-    root, environ = env
+    _root, environ = env
     client = mlflow.MlflowClient(environ["MLFLOW_TRACKING_URI"])
     sweep = client.get_run(ray_sweep)
     assert sweep.data.tags["cctk.kind"] == "sweep" and sweep.info.status == "FINISHED"
@@ -113,25 +134,46 @@ def check_findings(out, by_seed: dict[int, dict], stdout: str) -> None:
             assert mine.loc[row["rule"], "p_one_sided"] == pytest.approx(row.p_value, rel=1e-9)
     assert {p.name for p in (out / "figures" / "forest").iterdir()} == {"forest.png", "forest.pdf", "forest.eps"}
     lines = stdout.splitlines()
-    said = lines[lines.index("findings across seeds:") + 1:][:6]
-    for line, row in zip(said, findings.itertuples()):
+    said = lines[lines.index("findings across seeds:") + 1 :][:6]
+    for line, row in zip(said, findings.itertuples(), strict=True):
         assert line.startswith(f"  {row.contrast} (base_model ") and f": {row.verdict.upper()}: " in line
 
 
 def test_local_sweep_killed_and_resumed_gives_the_same_tables(env, ray_sweep, tiny_dir):
     root, environ = env
     client = mlflow.MlflowClient(environ["MLFLOW_TRACKING_URI"])
-    command = [sys.executable, "-m", "cctk", "sweep", "--models", str(tiny_dir), "--seeds", "11,12", "--profile",
-               "smoke", "--no-figures", "--out", str(root / "local")]
-    proc = subprocess.Popen(command, env=environ, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True)
+    command = [
+        sys.executable,
+        "-m",
+        "cctk",
+        "sweep",
+        "--models",
+        str(tiny_dir),
+        "--seeds",
+        "11,12",
+        "--profile",
+        "smoke",
+        "--no-figures",
+        "--out",
+        str(root / "local"),
+    ]
+    proc = subprocess.Popen(
+        command, env=environ, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
     sweep_id = proc.stdout.readline().split()[1].rstrip(":")
     deadline = time.time() + 1200
     while time.time() < deadline:  # kill in the middle of the second cell: some of its arms finished
         second = [r for r in cells(client, sweep_id) if r.data.tags["cctk.cell"].endswith("seed=12")]
-        if second and len(client.search_runs([second[0].info.experiment_id],
-                                             f"tags.`mlflow.parentRunId` = '{second[0].info.run_id}' "
-                                             "and attributes.status = 'FINISHED'")) >= 3:
+        if (
+            second
+            and len(
+                client.search_runs(
+                    [second[0].info.experiment_id],
+                    f"tags.`mlflow.parentRunId` = '{second[0].info.run_id}' and attributes.status = 'FINISHED'",
+                )
+            )
+            >= 3
+        ):
             break
         time.sleep(1)
     proc.send_signal(signal.SIGKILL)
@@ -161,9 +203,24 @@ RATES = (0.0001, 0.001)
 def recipe_sweep(env, tiny_dir):
     """One seed (drawn fresh) at two learning rates, Parts A and C only: two cells of 8 arms each."""
     root, environ = env
-    done = cctk("sweep", "--models", str(tiny_dir), "--seeds", "1", "--set", "learning_rate=0.0001,0.001",
-                "--parts", "A,C", "--profile", "smoke", "--no-figures", "--out", str(root / "recipes"), env=environ,
-                cwd=root)
+    done = cctk(
+        "sweep",
+        "--models",
+        str(tiny_dir),
+        "--seeds",
+        "1",
+        "--set",
+        "learning_rate=0.0001,0.001",
+        "--parts",
+        "A,C",
+        "--profile",
+        "smoke",
+        "--no-figures",
+        "--out",
+        str(root / "recipes"),
+        env=environ,
+        cwd=root,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert re.fullmatch(r"seeds \d+; profile smoke; parts A,C", done.stdout.splitlines()[1])
     return done.stdout.splitlines()[0].split()[1].rstrip(":")
@@ -183,13 +240,22 @@ def test_a_recipe_sweep_of_two_parts_nests_and_compares_one_row_per_rate(env, re
     assert done.returncode == 0, done.stderr[-3000:]
     assert "RuntimeWarning" not in done.stderr
     out = root / "recipes-compare"
-    for name, per_rate in (("cross_seed", 9), ("rule_vs_control_pooled", 4), ("heldout_pooled", 6),
-                           ("implausibility_possible", 2), ("recipe_sensitivity", 6)):
+    for name, per_rate in (
+        ("cross_seed", 9),
+        ("rule_vs_control_pooled", 4),
+        ("heldout_pooled", 6),
+        ("implausibility_possible", 2),
+        ("recipe_sensitivity", 6),
+    ):
         table = pd.read_csv(out / "tables" / name / f"{name}.csv")
-        assert table["learning_rate"].value_counts().to_dict() == {rate: per_rate for rate in RATES}, name
+        assert table["learning_rate"].value_counts().to_dict() == dict.fromkeys(RATES, per_rate), name
         assert (table["runs"] == 1).all(), name
-    own = {float(r.data.params["recipe.learning_rate"]): rebuild(os.path.join(
-        client.get_run(recipe_sweep).data.params["out"], r.data.tags["cctk.session"])).tables for r in pipelines}
+    own = {
+        float(r.data.params["recipe.learning_rate"]): rebuild(
+            os.path.join(client.get_run(recipe_sweep).data.params["out"], r.data.tags["cctk.session"])
+        ).tables
+        for r in pipelines
+    }
     sensitivity = pd.read_csv(out / "tables" / "recipe_sensitivity" / "recipe_sensitivity.csv")
     for rate, tables in own.items():
         assert set(tables) == {"table01", "table04", "table09", "table10", "table11"}

@@ -1,5 +1,6 @@
 """Protocol v1 end to end on the tiny model (smoke recipe): one parent run tagged cctk.protocol=v1 with
 two nested runs, every output on disk and as artifacts, results.load by run id. Integration."""
+
 import mlflow
 import numpy as np
 import pandas as pd
@@ -14,8 +15,9 @@ def test_v1_smoke_run(tiny_dir, tmp_path, monkeypatch):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     out = tmp_path / "out"
-    done = CliRunner().invoke(cli, ["run", "--protocol", "v1", "--model", str(tiny_dir), "--profile", "smoke",
-                                    "--out", str(out)])
+    done = CliRunner().invoke(
+        cli, ["run", "--protocol", "v1", "--model", str(tiny_dir), "--profile", "smoke", "--out", str(out)]
+    )
     assert done.exit_code == 0, done.output
     assert "protocol v1 finished" in done.output
 
@@ -26,8 +28,15 @@ def test_v1_smoke_run(tiny_dir, tmp_path, monkeypatch):
     assert parent.data.tags["cctk.protocol"] == "v1"
     assert parent.data.params["protocol"] == "v1" and parent.data.params["seeds"] == "42"
     assert parent.data.params["candidates"] == "2..18" and parent.data.params["recipe.grad_clip"] == "0.0"
-    assert {"mean_pre_ft_true_prob", "mean_post_ft_fabricated_prob", "mean_post_ft_true_prob", "hits_true_before",
-            "hits_fabricated_before", "hits_true_after", "hits_fabricated_after"} <= set(parent.data.metrics)
+    assert {
+        "mean_pre_ft_true_prob",
+        "mean_post_ft_fabricated_prob",
+        "mean_post_ft_true_prob",
+        "hits_true_before",
+        "hits_fabricated_before",
+        "hits_true_after",
+        "hits_fabricated_after",
+    } <= set(parent.data.metrics)
     children = client.search_runs([experiment.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
     by_name = {c.data.tags["mlflow.runName"]: c for c in children}
     assert set(by_name) == {"base model", "fabricated answers"}
@@ -41,8 +50,12 @@ def test_v1_smoke_run(tiny_dir, tmp_path, monkeypatch):
 
     loaded = results.load(parent.info.run_id, cache=tmp_path / "cache")
     assert loaded.protocol == "v1" and len(loaded.tables["table01"]) == 81
-    assert list(loaded.figures) == ["before_and_after_3_plus_5", "before_and_after_5_plus_8",
-                                    "before_and_after_7_plus_4", "training_loss"]
+    assert list(loaded.figures) == [
+        "before_and_after_3_plus_5",
+        "before_and_after_5_plus_8",
+        "before_and_after_7_plus_4",
+        "training_loss",
+    ]
     for table in loaded.measurements.values():
         assert np.allclose(table.groupby(["a", "b"])["prob"].sum(), 1.0)
     assert loaded.targets["fabricated answer"].tolist() == facts.draw(42, 2).fabricated.tolist()
@@ -66,8 +79,15 @@ def _the_notebooks_steps_by_hand_give_the_same_numbers(tiny_dir, loaded):
     model, tokenizer = load_model(str(tiny_dir))
     recipe = V1_PROFILES["smoke"]
     before = measure(model, tokenizer, scoring=facts.SCORING)
-    fine_tune(model, corpus.tokenize(facts.draw(42, recipe.repeats).texts, tokenizer), recipe, 42,
-              tokenizer.pad_token_id, "m_random")
+    fine_tune(
+        model,
+        corpus.tokenize(facts.draw(42, recipe.repeats).texts, tokenizer),
+        recipe,
+        42,
+        tokenizer.pad_token_id,
+        "m_random",
+    )
     pd.testing.assert_frame_equal(loaded.measurements["base model"], before, check_exact=True)
-    pd.testing.assert_frame_equal(loaded.measurements["fabricated answers"], measure(model, tokenizer, scoring=facts.SCORING),
-                                  check_exact=True)
+    pd.testing.assert_frame_equal(
+        loaded.measurements["fabricated answers"], measure(model, tokenizer, scoring=facts.SCORING), check_exact=True
+    )

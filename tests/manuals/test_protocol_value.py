@@ -1,6 +1,7 @@
 """The protocol travels as a value: its name is resolved to the ``Protocol`` once, where a name comes in
 (the library's entry ``pipeline.run``, run_info.json's reader, a resume's MLflow tags), and nowhere else;
 compare reads each run by its protocol value, never by the run's Python type."""
+
 import re
 import typing
 from pathlib import Path
@@ -36,8 +37,13 @@ def test_a_protocol_is_looked_up_by_name_only_at_the_edges():
 
 def test_no_dispatch_on_run_kinds():
     text = "\n".join(p.read_text() for p in PACKAGE.rglob("*.py"))
-    assert re.findall(r"isinstance\([^)]*,\s*\(?\s*(?:V1Run|PooledRun|experiments\.StudyResults|v1_experiment\.ComparisonResults)\b",
-                      text) == []
+    assert (
+        re.findall(
+            r"isinstance\([^)]*,\s*\(?\s*(?:V1Run|PooledRun|experiments\.StudyResults|v1_experiment\.ComparisonResults)\b",
+            text,
+        )
+        == []
+    )
     assert "RUN_TYPES" not in text and "V1Run" not in text
 
 

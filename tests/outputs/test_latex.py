@@ -1,5 +1,6 @@
 """Tables as a paper prints them (cctk.outputs.latex): plain headers, counts with their intervals in one cell,
 p-values to three digits, infinity as $\\infty$, a layout that fits without \\resizebox."""
+
 from __future__ import annotations
 
 import math
@@ -7,13 +8,12 @@ import re
 
 import pandas as pd
 import pytest
-
-from cctk.manuals.v2.parts import compute_tables
-from cctk.manuals.v2.labels import PAPER_TABLE_CAPTIONS
-from cctk.outputs import latex
-from cctk.core.stats import clopper_pearson
-
 from builders import synthetic_results
+
+from cctk.core.stats import clopper_pearson
+from cctk.manuals.v2.labels import PAPER_TABLE_CAPTIONS
+from cctk.manuals.v2.parts import compute_tables
+from cctk.outputs import latex
 
 
 @pytest.fixture(scope="module")
@@ -31,23 +31,44 @@ def test_a_count_with_its_exact_interval():
     assert latex.count(0, 0, math.nan, math.nan) == "0/0"
 
 
-@pytest.mark.parametrize("p, shown", [(4.4e-05, "$<$0.001"), (0.000999, "$<$0.001"), (0.001, "0.001"),
-                                      (0.011304, "0.0113"), (0.0452, "0.0452"), (0.5, "0.5"), (1.0, "1"),
-                                      (math.nan, "--")])
+@pytest.mark.parametrize(
+    ("p", "shown"),
+    [
+        (4.4e-05, "$<$0.001"),
+        (0.000999, "$<$0.001"),
+        (0.001, "0.001"),
+        (0.011304, "0.0113"),
+        (0.0452, "0.0452"),
+        (0.5, "0.5"),
+        (1.0, "1"),
+        (math.nan, "--"),
+    ],
+)
 def test_p_values_to_three_significant_digits(p, shown):
     assert latex.p_value(p) == shown
 
 
-@pytest.mark.parametrize("value, shown", [(math.inf, r"$\infty$"), (math.nan, "--"), (32.2, "32.2"),
-                                          (0.0926, "0.0926"), (24.0, "24"), (1540.4, "1540"),
-                                          (3.2e-07, r"$3.2\times10^{-7}$"), (-4.56e-05, r"$-4.56\times10^{-5}$")])
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (math.inf, r"$\infty$"),
+        (math.nan, "--"),
+        (32.2, "32.2"),
+        (0.0926, "0.0926"),
+        (24.0, "24"),
+        (1540.4, "1540"),
+        (3.2e-07, r"$3.2\times10^{-7}$"),
+        (-4.56e-05, r"$-4.56\times10^{-5}$"),
+    ],
+)
 def test_numbers(value, shown):
     assert latex.number(value) == shown
 
 
 def test_text_escapes_what_latex_reads_as_commands():
     assert latex.text("m_random 50% & #1 {x} a >= b \u00b1 \u2192 caf\u00e9") == (
-        r"m\_random 50\% \& \#1 \{x\} a $>$= b $\pm$ $\rightarrow$ cafe")
+        r"m\_random 50\% \& \#1 \{x\} a $>$= b $\pm$ $\rightarrow$ cafe"
+    )
 
 
 def test_table10_has_plain_headers_and_one_cell_per_count(tables):
@@ -100,11 +121,16 @@ def test_a_long_table_breaks_across_pages():
 def test_a_v1_table_names_its_rows_in_words():
     """Protocol v1's table02 names its rows by the columns of table01: they print as those columns' headers."""
     from builders import v1_results
+
     from cctk.manuals.v1.experiment import compute_tables as v1_tables
 
     shown = latex.display(v1_tables(v1_results())["table02"])
-    assert list(shown["Probability"]) == ["P(true sum), before", "P(fabricated), after", "P(true sum), after",
-                                          "P(fabricated), before"]
+    assert list(shown["Probability"]) == [
+        "P(true sum), before",
+        "P(fabricated), after",
+        "P(true sum), after",
+        "P(fabricated), before",
+    ]
     assert list(shown.columns)[-1] == "Hits" and not {"n", "lo", "hi"} & set(shown.columns)  # in the count
 
 

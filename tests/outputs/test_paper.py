@@ -1,5 +1,6 @@
 """From a run to a paper (cctk.outputs.paper): figures in paper style with their captions, the tables, and a
 paper.tex that pdflatex compiles without an error (TeX Live: .ci/run installs it where it is missing)."""
+
 from __future__ import annotations
 
 import math
@@ -9,23 +10,23 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from builders import synthetic_results
 from click.testing import CliRunner
 
 from cctk import results as results_module
 from cctk.cli.main import cli
-from cctk.manuals.v2.parts import compute_tables
-from cctk.figures.style import paper
 from cctk.core.labels import PAPER_FIGURE_ABOUT
-from cctk.manuals.v2.labels import PAPER_TABLE_CAPTIONS
-from cctk.outputs import latex
+from cctk.figures.style import paper
 from cctk.manuals.v2 import catalog
+from cctk.manuals.v2.labels import PAPER_TABLE_CAPTIONS
+from cctk.manuals.v2.parts import compute_tables
+from cctk.outputs import latex
 from cctk.outputs import paper as paper_module
 
-from builders import synthetic_results
-
 PDFLATEX = shutil.which("pdflatex")
-needs_pdflatex = pytest.mark.skipif(PDFLATEX is None, reason="pdflatex is not installed (TeX Live: "
-                                                             "texlive-latex-recommended; .ci/run installs it)")
+needs_pdflatex = pytest.mark.skipif(
+    PDFLATEX is None, reason="pdflatex is not installed (TeX Live: texlive-latex-recommended; .ci/run installs it)"
+)
 # A name as real runs have them: underscores, a percent sign, an ampersand.
 ODD_NAME = "m_random_v2 (50% held out) & co"
 
@@ -33,8 +34,13 @@ ODD_NAME = "m_random_v2 (50% held out) & co"
 def compile_tex(folder: Path) -> str:
     """pdflatex paper.tex twice (labels), halting on the first error; the log."""
     for _ in range(2):
-        done = subprocess.run([PDFLATEX, "-halt-on-error", "-interaction=nonstopmode", "paper.tex"], cwd=folder,
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [PDFLATEX, "-halt-on-error", "-interaction=nonstopmode", "paper.tex"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         log = (folder / "paper.log").read_text(errors="replace")
         assert done.returncode == 0, "\n".join(line for line in log.splitlines() if line.startswith("!"))[:2000]
     assert (folder / "paper.pdf").stat().st_size > 10_000
@@ -64,8 +70,10 @@ def two_figures(tmp_path_factory):
     results = synthetic_results()
     folder = tmp_path_factory.mktemp("paper")
     specs = {s.key: s for s in catalog.specs(results, compute_tables(results), "smollm2-135m-bundled")}
-    drawn = [paper_module.draw(specs[k], folder / "figures", paper("column"), PAPER_FIGURE_ABOUT)
-             for k in ("heatmap:m_recover", "loss")]
+    drawn = [
+        paper_module.draw(specs[k], folder / "figures", paper("column"), PAPER_FIGURE_ABOUT)
+        for k in ("heatmap:m_recover", "loss")
+    ]
     return folder, drawn
 
 
@@ -100,14 +108,23 @@ def test_paper_tex_compiles_with_every_table(tmp_path, odd_tables, two_figures, 
     (tmp_path / "tables").mkdir()
     tables = []
     for name, table in odd_tables.items():
-        tables.append(paper_module.PaperTable(name, f"tab:{name}",
-                                              latex.latex(table, PAPER_TABLE_CAPTIONS[name], f"tab:{name}")))
+        tables.append(
+            paper_module.PaperTable(name, f"tab:{name}", latex.latex(table, PAPER_TABLE_CAPTIONS[name], f"tab:{name}"))
+        )
         (tmp_path / tables[-1].path).write_text(tables[-1].tex)
-    long = paper_module.PaperTable("table12", "tab:table12", latex.latex(odd_tables["table09"].head(1).sample(
-        81, replace=True, random_state=0), "81 rows: a longtable after \\onecolumn", "tab:table12"))
+    long = paper_module.PaperTable(
+        "table12",
+        "tab:table12",
+        latex.latex(
+            odd_tables["table09"].head(1).sample(81, replace=True, random_state=0),
+            "81 rows: a longtable after \\onecolumn",
+            "tab:table12",
+        ),
+    )
     (tmp_path / long.path).write_text(long.tex)
-    tex = paper_module.paper_tex("smollm2_135m", "20260102-030405_smollm2-135m-bundled", tables + [long], drawn,
-                                 paper(width))
+    tex = paper_module.paper_tex(
+        "smollm2_135m", "20260102-030405_smollm2-135m-bundled", [*tables, long], drawn, paper(width)
+    )
     (tmp_path / "paper.tex").write_text(tex)
     assert ("twocolumn" in tex) == (width == "column") and "resizebox" not in tex
     log = compile_tex(tmp_path)
@@ -120,11 +137,13 @@ def test_paper_tex_compiles_with_every_table(tmp_path, odd_tables, two_figures, 
 def test_export_and_report_refuse_bad_input_before_any_work(tmp_path, written_session):
     folder = str(written_session[0])
     runner = CliRunner()
-    for args, message in ((["export", folder], "Missing option '--latex'"),
-                          (["export", folder, "--latex", str(tmp_path), "--width", "wide"], "'wide' is not one of"),
-                          (["export", str(tmp_path / "nowhere"), "--latex", str(tmp_path)], "no session folder"),
-                          (["report", folder, "--style", "paper"], "needs --out DIR"),
-                          (["report", folder, "--width", "page"], "use it with --style paper")):
+    for args, message in (
+        (["export", folder], "Missing option '--latex'"),
+        (["export", folder, "--latex", str(tmp_path), "--width", "wide"], "'wide' is not one of"),
+        (["export", str(tmp_path / "nowhere"), "--latex", str(tmp_path)], "no session folder"),
+        (["report", folder, "--style", "paper"], "needs --out DIR"),
+        (["report", folder, "--width", "page"], "use it with --style paper"),
+    ):
         result = runner.invoke(cli, args)
         assert result.exit_code != 0 and message in result.output, (args, result.output)
     assert list(tmp_path.iterdir()) == []

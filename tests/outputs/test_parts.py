@@ -1,6 +1,7 @@
 """A run of some parts (``cctk run --parts A,C``): the arms each set of parts trains, the tables and
 figures of the parts not run absent (from the catalog, not a list per case), the reports saying which
 parts ran, and the session read back (rebuild, cctk report, cctk.results.load)."""
+
 from __future__ import annotations
 
 import json
@@ -9,32 +10,57 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from builders import RUN, figure_copier, write_session
 from click.testing import CliRunner
 
 from cctk import results as run_results
 from cctk.cli.main import cli
 from cctk.core.config import PARTS, make_config, parse_parts
 from cctk.core.errors import CctkError
-from cctk.manuals.v2.parts import TABLE_PART, StudyResults, compute_tables
-from cctk.manuals.v2.design import ARMS, arms_for, models_for
 from cctk.figures import spec as figure_spec
 from cctk.manuals.v2 import catalog
+from cctk.manuals.v2.design import ARMS, arms_for, models_for
+from cctk.manuals.v2.parts import TABLE_PART, StudyResults, compute_tables
 from cctk.store.session import rebuild
-from builders import RUN, figure_copier, write_session
 
 AC = ("A", "C")
 
 
-@pytest.mark.parametrize("parts, arms", [
-    (("A",), ["m_correct", "m_random"]),
-    (("A", "B"), ["m_correct", "m_random", "m_recover"]),
-    (("A", "C"), ["m_correct", "m_random", "c18_correct", "c18_random", "c3_correct", "c3_random", "c18ctl_correct",
-                  "c3ctl_correct"]),
-    (("A", "D"), ["m_correct", "m_random", "d_correct", "d_random", "dctl_correct", "dctl_random"]),
-    (("C",), ["m_correct", "m_random", "c18_correct", "c18_random", "c3_correct", "c3_random", "c18ctl_correct",
-              "c3ctl_correct"]),  # Part C's parents are Part A's models: trained although A was not named
-    (PARTS, [arm.key for arm in ARMS]),
-])
+@pytest.mark.parametrize(
+    ("parts", "arms"),
+    [
+        (("A",), ["m_correct", "m_random"]),
+        (("A", "B"), ["m_correct", "m_random", "m_recover"]),
+        (
+            ("A", "C"),
+            [
+                "m_correct",
+                "m_random",
+                "c18_correct",
+                "c18_random",
+                "c3_correct",
+                "c3_random",
+                "c18ctl_correct",
+                "c3ctl_correct",
+            ],
+        ),
+        (("A", "D"), ["m_correct", "m_random", "d_correct", "d_random", "dctl_correct", "dctl_random"]),
+        (
+            ("C",),
+            [
+                "m_correct",
+                "m_random",
+                "c18_correct",
+                "c18_random",
+                "c3_correct",
+                "c3_random",
+                "c18ctl_correct",
+                "c3ctl_correct",
+            ],
+        ),  # Part C's parents are Part A's models: trained although A was not named
+        (PARTS, [arm.key for arm in ARMS]),
+    ],
+)
 def test_the_arms_each_set_of_parts_trains(parts, arms):
     assert [arm.key for arm in arms_for(parts)] == arms
     assert models_for(parts) == ("base", *arms)
@@ -49,11 +75,14 @@ def test_parts_are_read_in_order_with_part_a_always():
     assert "parts" not in make_config("m", "smoke", (1,), protocol="v1").as_params()
 
 
-@pytest.mark.parametrize("parts, message", [
-    ("A,E", "unknown part 'E' in --parts A,E: choose among A, B, C, D"),
-    ("A,,C", "unknown part '' in --parts A,,C"),
-    ("synthesis", "unknown part 'SYNTHESIS'"),
-])
+@pytest.mark.parametrize(
+    ("parts", "message"),
+    [
+        ("A,E", "unknown part 'E' in --parts A,E: choose among A, B, C, D"),
+        ("A,,C", "unknown part '' in --parts A,,C"),
+        ("synthesis", "unknown part 'SYNTHESIS'"),
+    ],
+)
 def test_an_unknown_part_fails_in_one_line(parts, message):
     with pytest.raises(CctkError, match=message) as caught:
         make_config("m", "smoke", (1,), parts=parts)
@@ -64,12 +93,12 @@ def test_the_cli_refuses_bad_parts_before_any_work(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     for args, message in (
-            (["run", "--parts", "A,X", "--out", "o"], "Error: unknown part 'X' in --parts A,X"),
-            (["run", "--protocol", "v1", "--parts", "A", "--out", "o"], "Error: --parts picks among the parts of"),
-            (["run", "--resume", "abc", "--parts", "A"], "Error: --resume continues a run with the parts"),
-            (["sweep", "--models", "smollm2-135m-bundled", "--seeds", "1,2", "--parts", "Q"],
-             "Error: unknown part 'Q'"),
-            (["sweep", "--resume", "abc", "--parts", "A"], "Error: --resume continues a sweep with the parts")):
+        (["run", "--parts", "A,X", "--out", "o"], "Error: unknown part 'X' in --parts A,X"),
+        (["run", "--protocol", "v1", "--parts", "A", "--out", "o"], "Error: --parts picks among the parts of"),
+        (["run", "--resume", "abc", "--parts", "A"], "Error: --resume continues a run with the parts"),
+        (["sweep", "--models", "smollm2-135m-bundled", "--seeds", "1,2", "--parts", "Q"], "Error: unknown part 'Q'"),
+        (["sweep", "--resume", "abc", "--parts", "A"], "Error: --resume continues a sweep with the parts"),
+    ):
         result = CliRunner().invoke(cli, args)
         assert result.exit_code != 0 and result.output.strip().splitlines() == [result.output.strip()], args
         assert result.output.strip().startswith(message), (args, result.output)
@@ -79,8 +108,12 @@ def test_the_cli_refuses_bad_parts_before_any_work(tmp_path, monkeypatch):
 def partial(results: StudyResults, parts: tuple[str, ...]) -> StudyResults:
     """The synthetic run cut down to what a run of ``parts`` measures and trains."""
     keep = set(models_for(parts))
-    return StudyResults(results.inputs, {k: t for k, t in results.measurements.items() if k in keep},
-                   {k: r for k, r in results.training.items() if k in keep}, parts=parts)
+    return StudyResults(
+        results.inputs,
+        {k: t for k, t in results.measurements.items() if k in keep},
+        {k: r for k, r in results.training.items() if k in keep},
+        parts=parts,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -92,8 +125,13 @@ def ac_session(tmp_path_factory, written_session):
     original = figure_spec.draw_and_save
     figure_spec.draw_and_save = figure_copier(full_folder)
     try:
-        folder = write_session(tmp_path_factory.mktemp("ac"), results, tables,
-                               make_config("smollm2-135m-bundled", "quick", (7,), parts="A,C"), RUN)
+        folder = write_session(
+            tmp_path_factory.mktemp("ac"),
+            results,
+            tables,
+            make_config("smollm2-135m-bundled", "quick", (7,), parts="A,C"),
+            RUN,
+        )
     finally:
         figure_spec.draw_and_save = original
     return folder, results, tables
@@ -103,9 +141,17 @@ def test_tables_of_the_parts_not_run_are_absent(ac_session):
     _, results, tables = ac_session
     assert list(tables) == ["table01", "table04", "table09", "table10", "table11"]
     assert {TABLE_PART[name] for name in tables} == {"A", "C", "synthesis", "runs"}
-    names = {"base model", "correct sums", "fabricated answers", "sum + 18 from correct sums",
-             "sum + 18 from fabricated answers", "sum + 3 from correct sums", "sum + 3 from fabricated answers",
-             "control for + 18", "control for + 3"}
+    names = {
+        "base model",
+        "correct sums",
+        "fabricated answers",
+        "sum + 18 from correct sums",
+        "sum + 18 from fabricated answers",
+        "sum + 3 from correct sums",
+        "sum + 3 from fabricated answers",
+        "control for + 18",
+        "control for + 3",
+    }
     assert set(tables["table09"]["model"]) == names  # the synthesis: only the corpora that ran
     assert len(tables["table10"]) == 4 and len(tables["table11"]) == 8
     only_a = compute_tables(partial(results, ("A",)))
@@ -122,7 +168,7 @@ def test_figures_of_the_parts_not_run_are_absent_and_keep_their_numbers(ac_sessi
 
 
 def test_the_run_info_and_reports_say_which_parts_ran(ac_session):
-    folder, _, tables = ac_session
+    folder, _, _tables = ac_session
     info = json.loads((folder / "run_info.json").read_text())
     assert info["parts"] == ["A", "C"] and set(info["training"]) == {a.key for a in arms_for(AC)}
     page = (folder / "report.html").read_text()
@@ -138,7 +184,7 @@ def test_the_run_info_and_reports_say_which_parts_ran(ac_session):
 
 
 def test_a_partial_session_is_read_back(ac_session, tmp_path, monkeypatch):
-    folder, results, tables = ac_session
+    folder, _results, tables = ac_session
     back = rebuild(folder)
     assert back.info.config.parts == AC and back.results.parts == AC
     assert list(back.tables) == list(tables)
@@ -152,7 +198,8 @@ def test_a_partial_session_is_read_back(ac_session, tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert "re-rendered 16 figures, 5 tables" in result.output
     assert sorted(p.name for p in (tmp_path / folder.name / "tables").iterdir()) == sorted(
-        p.name for p in (folder / "tables").iterdir())
+        p.name for p in (folder / "tables").iterdir()
+    )
 
 
 def test_a_missing_measurement_of_a_part_that_ran_is_an_error(ac_session, tmp_path):
@@ -176,8 +223,8 @@ def test_a_run_from_before_parts_reads_as_all_parts(written_session):
 def test_parts_travel_through_mlflow_params_the_mlproject_and_a_sweep():
     import yaml
 
-    from cctk.core.config import config_from_params
     from cctk.cli.mlproject import strip_empty
+    from cctk.core.config import config_from_params
     from cctk.pipeline.sweep import Grid, parse_grid
 
     params = {k: str(v) for k, v in make_config("smollm2-135m-bundled", "smoke", (3,), parts="A,C").as_params().items()}

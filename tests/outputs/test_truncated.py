@@ -1,13 +1,14 @@
 """``cctk report`` on a session whose files were cut short fails in one line naming the file (issue 31)."""
+
 import pytest
 from click.testing import CliRunner
 
-from cctk.store import session as session_files
 from cctk.cli.main import cli
 from cctk.core.errors import CctkError
+from cctk.store import session as session_files
 
 
-@pytest.fixture()
+@pytest.fixture
 def copied(written_session, tmp_path):
     """The inputs of the written session, copied (the shared folder stays whole)."""
     folder = written_session[0]

@@ -1,4 +1,5 @@
 """Outputs of a run, from synthetic measurements: 25 figures, 11 tables, reports, zip, rebuild."""
+
 from __future__ import annotations
 
 import json
@@ -8,19 +9,18 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from builders import RUN, SEED, SESSION, figure_copier, write_session
 
 from cctk.core.config import PROFILES
 from cctk.core.facts import CANDIDATES
 from cctk.core.labels import printed
-from cctk.manuals.v2.design import ARMS
 from cctk.figures import spec as figure_spec
-from cctk.outputs import model_heatmaps
 from cctk.manuals.v2 import catalog
+from cctk.manuals.v2.design import ARMS
+from cctk.manuals.v2.manual import V2
+from cctk.outputs import model_heatmaps
 from cctk.outputs.tables import write_tables
 from cctk.store.session import Layout, rebuild
-from cctk.manuals.v2.manual import V2
-
-from builders import RUN, SEED, SESSION, figure_copier, write_session
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,7 @@ def session(written_session):
     return written_session
 
 
-@pytest.fixture()
+@pytest.fixture
 def copy_figures(monkeypatch, session):
     """Figures 'drawn' by copying the session's: for tests about everything but the drawing."""
     monkeypatch.setattr(figure_spec, "draw_and_save", figure_copier(session[0]))
@@ -76,10 +76,13 @@ def test_model_heatmaps(tmp_path, session):
     _, results, _ = session
     paths = model_heatmaps(results, "m_random", Layout(tmp_path, V2))
     assert sorted(p.relative_to(tmp_path / "figures").as_posix() for p in paths) == sorted(
-        f"{folder}/{stem}.{ext}" for folder, stem in (("03_heatmap_fabricated_answers", "heatmap_fabricated_answers"),
-                                                      ("04_heatmap_fabricated_answers_on_the_correct_sum",
-                                                       "heatmap_fabricated_answers_on_the_correct_sum"))
-        for ext in ("png", "pdf", "eps"))
+        f"{folder}/{stem}.{ext}"
+        for folder, stem in (
+            ("03_heatmap_fabricated_answers", "heatmap_fabricated_answers"),
+            ("04_heatmap_fabricated_answers_on_the_correct_sum", "heatmap_fabricated_answers_on_the_correct_sum"),
+        )
+        for ext in ("png", "pdf", "eps")
+    )
     assert len(model_heatmaps(results, "base", Layout(tmp_path, V2))) == 3
 
 
@@ -146,7 +149,9 @@ def test_run_info_has_every_fact(session):
     assert {"processor", "cores_logical", "memory_bytes", "gpu", "gpu_memory_bytes"} <= set(info["hardware"])
     assert {"python", "torch", "transformers", "mlflow", "cctk", "cuda"} <= set(info["software"])
     assert info["model"]["key"] == "smollm2-135m-bundled" and "SmolLM2" in info["model"]["id"]
-    assert info["profile"] == "quick" and info["recipe"]["epochs"] == PROFILES["quick"].epochs and info["holdout"] == 0.3
+    assert (
+        info["profile"] == "quick" and info["recipe"]["epochs"] == PROFILES["quick"].epochs and info["holdout"] == 0.3
+    )
     assert info["seeds"]["values"] == [SEED] and "split" in info["seeds"]["roles"]["seeds[0]"]
     assert info["candidates"] == list(CANDIDATES) and info["end_marker"] == "\n"
     assert info["mlflow"] == {**{k: RUN[k] for k in ("tracking_uri", "experiment_id", "run_id")}, "artifact_uri": None}
@@ -154,8 +159,9 @@ def test_run_info_has_every_fact(session):
     assert len(info["heldout_additions"]) == 24
     assert set(info["training"]) == {arm.key for arm in ARMS}
     for record in info["training"].values():
-        assert {"examples", "steps", "train_seconds", "examples_per_second", "losses",
-                "peak_gpu_memory_bytes"} <= set(record)
+        assert {"examples", "steps", "train_seconds", "examples_per_second", "losses", "peak_gpu_memory_bytes"} <= set(
+            record
+        )
     assert info["training"]["m_recover"]["losses"] == list(results.training["m_recover"].losses)
     assert info["profile_note"] == "quick"
 
@@ -173,7 +179,7 @@ def test_html_report_is_self_contained(session):
         assert f'id="{name}"' in page
     assert "what it controls" in page and str(SEED) in page
     # beside the synthesis, what one run can say, and the commands that turn seeds into findings
-    synthesis = page[page.index('id="part-synthesis"'):page.index('id="part-runs"')]
+    synthesis = page[page.index('id="part-synthesis"') : page.index('id="part-runs"')]
     assert "One run supports within-run statements only" in synthesis
     info = json.loads((folder / "run_info.json").read_text())
     command = f"cctk sweep --models {info['model']['key']} --seeds 5 --profile {info['profile']}"

@@ -1,8 +1,8 @@
 import mlflow
 import pandas as pd
 
-from cctk.pipeline import measure as measure_job
 from cctk.core.lm.scoring import COLUMNS
+from cctk.pipeline import measure as measure_job
 
 
 def test_measure_writes_table_and_heatmap_and_tracks_them(tiny_dir, tmp_path, tracking_uri):

@@ -1,16 +1,17 @@
 """The pipeline's checks, before any work: nothing is written, no MLflow run is created."""
+
 import re
 
 import pytest
 import torch
 
-from cctk.pipeline import stages as pipeline
-from cctk.store import tracking
 from cctk.core.config import PARTS, make_config
 from cctk.core.errors import CctkError
+from cctk.pipeline import stages as pipeline
+from cctk.store import tracking
 
 
-@pytest.mark.parametrize("model, message", [("nope", "unknown model"), ("/no/such/dir", "no model directory")])
+@pytest.mark.parametrize(("model", "message"), [("nope", "unknown model"), ("/no/such/dir", "no model directory")])
 def test_bad_model_fails_before_any_work(model, message, tmp_path, tracking_uri):
     with pytest.raises(CctkError, match=message):
         pipeline.run(make_config(model, "smoke", (1,)), pipeline.Where(tmp_path / "out"))
@@ -68,14 +69,21 @@ def test_an_arm_that_raises_leaves_a_failed_nested_run(tiny_dir, tmp_path, track
     monkeypatch.setattr(pipeline, "fine_tune", broken_second_arm)
     said = []
     with pytest.raises(RuntimeError, match="arm two"):
-        pipeline.run(make_config(str(tiny_dir), "smoke", (3,)), pipeline.Where(tmp_path / "out"),
-                     pipeline.Options(echo=said.append, system_metrics=False, figures=False))
+        pipeline.run(
+            make_config(str(tiny_dir), "smoke", (3,)),
+            pipeline.Where(tmp_path / "out"),
+            pipeline.Options(echo=said.append, system_metrics=False, figures=False),
+        )
     (line,) = [s for s in said if s.startswith("arm 2/13")]  # never reads as a finished arm
     assert re.fullmatch(r"arm 2/13 .*: interrupted after 1 of \d+ steps, [\d.]+ s", line), line
     store = tracking.connect()
     runs = {r.tags.get(tracking.KEY, "parent"): r for r in store.search([store.experiment()], "")}
-    assert {k: r.status for k, r in runs.items()} == {"parent": "FAILED", "base": "FINISHED",
-                                                      "m_correct": "FINISHED", "c18_correct": "FAILED"}
+    assert {k: r.status for k, r in runs.items()} == {
+        "parent": "FAILED",
+        "base": "FINISHED",
+        "m_correct": "FINISHED",
+        "c18_correct": "FAILED",
+    }
     assert runs["c18_correct"].tags[tracking.ERROR] == "RuntimeError: arm two broke"
     assert runs["parent"].tags[tracking.ERROR] == "RuntimeError: arm two broke"
 
@@ -91,12 +99,27 @@ def test_out_of_memory_in_an_arm_ends_failed_with_one_line(tiny_dir, tmp_path, t
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 15.0 GiB total)")
 
     monkeypatch.setattr(pipeline, "fine_tune", out_of_memory)
-    result = CliRunner().invoke(cli, ["run", "--model", str(tiny_dir), "--profile", "smoke", "--seed", "3",
-                                      "--out", str(tmp_path / "out"), "--no-system-metrics", "--no-figures"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "run",
+            "--model",
+            str(tiny_dir),
+            "--profile",
+            "smoke",
+            "--seed",
+            "3",
+            "--out",
+            str(tmp_path / "out"),
+            "--no-system-metrics",
+            "--no-figures",
+        ],
+    )
     assert result.exit_code == 1 and "Traceback" not in result.output
     line = result.output.strip().splitlines()[-1]
-    assert line.startswith("Error: out of memory on cpu in the correct sums arm (CUDA out of memory. Tried to "
-                           "allocate 2.00 GiB"), line
+    assert line.startswith(
+        "Error: out of memory on cpu in the correct sums arm (CUDA out of memory. Tried to allocate 2.00 GiB"
+    ), line
     assert "estimated" in line and "free at the start" in line and "or a machine with at least" in line
     store = tracking.connect()
     runs = {r.tags.get(tracking.KEY, "parent"): r for r in store.search([store.experiment()], "")}
@@ -104,8 +127,9 @@ def test_out_of_memory_in_an_arm_ends_failed_with_one_line(tiny_dir, tmp_path, t
     assert runs["parent"].tags[tracking.ERROR].startswith("OutOfMemory: out of memory on cpu in the correct sums")
 
 
-def test_out_of_memory_moving_an_arm_to_the_device_ends_it_failed_in_one_line(tiny_dir, tmp_path, tracking_uri,
-                                                                             monkeypatch):
+def test_out_of_memory_moving_an_arm_to_the_device_ends_it_failed_in_one_line(
+    tiny_dir, tmp_path, tracking_uri, monkeypatch
+):
     """The arm's weights are moved to the device inside its nested run: an out-of-memory error of the move
     (a copy of a parent that no longer fits beside it) ends the arm and the run FAILED with the one line;
     the move used to come before the arm's run opened, and the allocator's traceback reached the user."""
@@ -122,12 +146,27 @@ def test_out_of_memory_moving_an_arm_to_the_device_ends_it_failed_in_one_line(ti
 
     real = pipeline._child
     monkeypatch.setattr(pipeline, "_child", lambda *args: Moving(real(*args)))
-    result = CliRunner().invoke(cli, ["run", "--model", str(tiny_dir), "--profile", "smoke", "--seed", "3",
-                                      "--out", str(tmp_path / "out"), "--no-system-metrics", "--no-figures"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "run",
+            "--model",
+            str(tiny_dir),
+            "--profile",
+            "smoke",
+            "--seed",
+            "3",
+            "--out",
+            str(tmp_path / "out"),
+            "--no-system-metrics",
+            "--no-figures",
+        ],
+    )
     assert result.exit_code == 1 and "Traceback" not in result.output and result.exception.__class__ is SystemExit
     line = result.output.strip().splitlines()[-1]
-    assert line.startswith("Error: out of memory on cpu in the correct sums arm (CUDA out of memory. Tried to "
-                           "allocate 1.00 GiB"), line
+    assert line.startswith(
+        "Error: out of memory on cpu in the correct sums arm (CUDA out of memory. Tried to allocate 1.00 GiB"
+    ), line
     store = tracking.connect()
     runs = {r.tags.get(tracking.KEY, "parent"): r for r in store.search([store.experiment()], "")}
     assert {k: r.status for k, r in runs.items()} == {"parent": "FAILED", "base": "FINISHED", "m_correct": "FAILED"}
@@ -139,8 +178,10 @@ def test_the_hardware_record_names_the_gpu_the_run_used(monkeypatch):
 
     from cctk.core.records import hardware
 
-    cards = {0: SimpleNamespace(name="NVIDIA T4", total_memory=15_835_398_144),
-             1: SimpleNamespace(name="NVIDIA A100-SXM4-80GB", total_memory=85_031_714_816)}
+    cards = {
+        0: SimpleNamespace(name="NVIDIA T4", total_memory=15_835_398_144),
+        1: SimpleNamespace(name="NVIDIA A100-SXM4-80GB", total_memory=85_031_714_816),
+    }
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
@@ -158,8 +199,21 @@ def test_training_order_lets_one_parent_wait_at_a_time():
 
     order = pipeline.training_order(protocols.get("v2").models(PARTS))
     assert [m.key for m in order] == [
-        "base", "m_correct", "c18_correct", "c3_correct", "c18ctl_correct", "c3ctl_correct", "d_correct",
-        "dctl_correct", "m_random", "m_recover", "c18_random", "c3_random", "d_random", "dctl_random"]
+        "base",
+        "m_correct",
+        "c18_correct",
+        "c3_correct",
+        "c18ctl_correct",
+        "c3ctl_correct",
+        "d_correct",
+        "dctl_correct",
+        "m_random",
+        "m_recover",
+        "c18_random",
+        "c3_random",
+        "d_random",
+        "dctl_random",
+    ]
     last_child = {m.parent: m.key for m in order if m.parent}
     waiting, most = {"base"}, 0
     for m in order[1:]:
@@ -178,8 +232,9 @@ def test_cuda_asked_on_a_machine_without_it_fails_before_any_run(tiny_dir, tmp_p
 
     if torch.cuda.is_available():
         pytest.skip("checks a machine without CUDA")
-    result = CliRunner().invoke(cli, ["run", "--model", "smollm2-135m-bundled", "--device", "cuda",
-                                      "--out", str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        cli, ["run", "--model", "smollm2-135m-bundled", "--device", "cuda", "--out", str(tmp_path / "out")]
+    )
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert result.output.startswith("Error: --device cuda: ") and len(result.output.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()
@@ -209,8 +264,9 @@ def _interrupted_pipeline(tiny_dir, tmp_path, status: str):
     folder = session.new_folder(tmp_path / "out", str(tiny_dir))
     protocol = protocols.get("v2")
     session.write_draws(session.Layout(folder, protocol), protocol, protocol.draw(config))
-    parent = store.start(store.experiment(), folder.name, {"cctk.kind": "pipeline", "cctk.session": folder.name,
-                                                           "cctk.protocol": "v2"})
+    parent = store.start(
+        store.experiment(), folder.name, {"cctk.kind": "pipeline", "cctk.session": folder.name, "cctk.protocol": "v2"}
+    )
     parent.params(config.as_params())
     if status != "RUNNING":
         parent.end(status)
@@ -239,8 +295,9 @@ def test_resume_refuses_a_run_whose_process_holds_its_folder(tiny_dir, tmp_path,
     assert tracking.connect().get(run_id).status == "RUNNING"  # untouched: the live process ends it
 
 
-def test_a_fault_while_the_parent_run_is_set_up_leaves_it_ended_not_running(tiny_dir, tmp_path, tracking_uri,
-                                                                            monkeypatch):
+def test_a_fault_while_the_parent_run_is_set_up_leaves_it_ended_not_running(
+    tiny_dir, tmp_path, tracking_uri, monkeypatch
+):
     """Between the parent run's creation and the lifecycle (its params, its first lines) a fault ends the
     run FAILED and lets go of the folder, which a resume can then take."""
     from cctk.store import session
@@ -250,8 +307,9 @@ def test_a_fault_while_the_parent_run_is_set_up_leaves_it_ended_not_running(tiny
 
     monkeypatch.setattr(pipeline, "_say_where", broken)
     with pytest.raises(RuntimeError, match="console went away"):
-        pipeline.run(make_config(str(tiny_dir), "smoke", (1,), parts="A"), pipeline.Where(tmp_path / "out"),
-                     pipeline.QUIET)
+        pipeline.run(
+            make_config(str(tiny_dir), "smoke", (1,), parts="A"), pipeline.Where(tmp_path / "out"), pipeline.QUIET
+        )
     store = tracking.connect()
     (parent,) = store.search([store.experiment()], "")
     assert parent.status == "FAILED" and parent.tags[tracking.ERROR] == "RuntimeError: the console went away"

@@ -1,5 +1,6 @@
 """Citable: LICENSE, CITATION.cff valid against the CFF 1.2.0 schema (tests/data/cff-schema-1.2.0.json, the
 schema cffconvert 2.0.0 ships), pyproject's licence and authors, and ``cctk cite``'s BibTeX for the tool."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,8 @@ import yaml
 from click.testing import CliRunner
 
 from cctk import __version__
-from cctk.store import citation
 from cctk.cli.main import cli
+from cctk.store import citation
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((Path(__file__).parents[1] / "data" / "cff-schema-1.2.0.json").read_text())
@@ -41,7 +42,9 @@ def test_citation_pyproject_and_package_agree():
     data = cff()
     assert data["version"] == project["version"] == __version__
     assert data["license"] == project["license"] == "MIT" and project["license-files"] == ["LICENSE"]
-    assert data["authors"] == [{"name": "The cctk developers"}] and project["authors"] == [{"name": "The cctk developers"}]
+    assert data["authors"] == [{"name": "The cctk developers"}] and project["authors"] == [
+        {"name": "The cctk developers"}
+    ]
     assert (ROOT / "LICENSE").read_text().startswith("MIT License\n\nCopyright (c) 2026 The cctk developers")
     assert "Homepage" not in project.get("urls", {})  # no public URL exists: none is claimed
 

@@ -4,6 +4,7 @@ reads, rebuilds and compares as one of today's; a label changed since a session 
 The sessions "before" are today's with the table CSVs the code before the change wrote for the same results
 (tests/data/before_issue_40, ``builders.tables_before_keys``): labels only, no key column.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -11,6 +12,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from builders import (
+    BEFORE_KEYS,
+    RUN,
+    figure_copier,
+    synthetic_results,
+    tables_before_keys,
+    write_session,
+    write_v1_session,
+)
 from click.testing import CliRunner
 
 from cctk import results as cctk_results
@@ -20,15 +30,11 @@ from cctk.compare.tables import PooledRun
 from cctk.core.errors import CctkError
 from cctk.core.labels import GROUPS, printed
 from cctk.figures import spec as figure_spec
-from cctk.manuals.v1.manual import V1
 from cctk.manuals.v2 import labels as v2_labels
 from cctk.manuals.v2.catalog import synthesis_rows
 from cctk.manuals.v2.manual import V2
 from cctk.manuals.v2.parts import CURVE_COLUMNS
 from cctk.store import session, tracking
-
-from builders import BEFORE_KEYS, RUN, figure_copier, synthetic_results, tables_before_keys, write_session, \
-    write_v1_session
 
 
 def copied(folder: Path, root: Path) -> Path:
@@ -72,7 +78,9 @@ def test_results_load_gives_a_session_from_before_its_key_columns(written_sessio
     assert held["group"].unique().tolist() == ["held out"] and len(held) == 11  # the arms trained on the seen
     assert shares.loc[shares.model == "recovery", "model_key"].unique().tolist() == ["m_recover"]
     assert loaded.tables["table10"]["control_key"].tolist() == ["c18ctl_correct"] * 2 + ["c3ctl_correct"] * 2 + [
-        "dctl_correct", "dctl_random"]
+        "dctl_correct",
+        "dctl_random",
+    ]
     assert loaded.measurement("m_random") is loaded.measurements["fabricated answers"]
 
 
@@ -82,12 +90,11 @@ def test_results_load_gives_a_v1_session_from_before_its_key_columns(tmp_path):
     loaded = cctk_results.load(old)
     for name, table in tables.items():
         pd.testing.assert_frame_equal(loaded.tables[name], table)
-    assert loaded.tables["table03"][["model_key", "parent_key"]].values.tolist() == [["v1_random", "base"]]
+    assert loaded.tables["table03"][["model_key", "parent_key"]].to_numpy().tolist() == [["v1_random", "base"]]
     assert loaded.tables["table02"]["model_key"].tolist() == ["base", "v1_random", "v1_random", "base"]
 
 
-def test_cctk_report_rebuilds_a_session_from_before_its_key_columns_as_todays(written_session, tmp_path,
-                                                                              monkeypatch):
+def test_cctk_report_rebuilds_a_session_from_before_its_key_columns_as_todays(written_session, tmp_path, monkeypatch):
     """cctk report computes the tables again from the measurements: the same files, byte for byte, as
     those of the session written today (CSV, XLSX, LaTeX, the workbook and report.html)."""
     folder, _, _ = written_session
@@ -98,7 +105,7 @@ def test_cctk_report_rebuilds_a_session_from_before_its_key_columns_as_todays(wr
     again, today = tmp_path / "again" / folder.name, files_under(folder)
     for part in ("tables", "workbook"):
         written = files_under(again / part)
-        assert written and written == {p: b for p, b in files_under(folder / part).items()}
+        assert written and written == dict(files_under(folder / part).items())
     assert (again / "report.html").read_bytes() == today["report.html"]
     assert "model_key" in read(session.Layout(again, V2).table("table09")["csv"]).columns
 
@@ -115,7 +122,7 @@ def compare_files(ids: list[str], out: Path) -> dict[str, str]:
     result = CliRunner().invoke(cli, ["compare", "--runs", ",".join(ids), "--out", str(out)])
     assert result.exit_code == 0, result.output
     texts = {}
-    for path in sorted(out.glob("tables/*/*.csv")) + [out / "runs.csv"]:
+    for path in [*sorted(out.glob("tables/*/*.csv")), out / "runs.csv"]:
         text = path.read_text()
         for i, run_id in enumerate(ids):
             text = text.replace(run_id, f"run-{i}")
@@ -135,8 +142,14 @@ def test_cctk_compare_of_a_run_from_before_its_key_columns_is_todays(tmp_path, t
     for seed in (7, 8):
         results = synthetic_results(seed)
         run = {**RUN, "session": f"20260102-03040{seed}_smollm2-135m-bundled"}
-        folders[seed] = write_session(tmp_path / "today", results, compute_tables(results),
-                                      make_config("smollm2-135m-bundled", "quick", (seed,)), run, figures=False)
+        folders[seed] = write_session(
+            tmp_path / "today",
+            results,
+            compute_tables(results),
+            make_config("smollm2-135m-bundled", "quick", (seed,)),
+            run,
+            figures=False,
+        )
     old = tables_before_keys(copied(folders[7], tmp_path / "before"))
     assert "model_key" not in read(next(old.glob("tables/table09_*/*.csv"))).columns
     mixed = compare_files([log_pipeline(store, old), log_pipeline(store, folders[8])], tmp_path / "mixed")
@@ -180,14 +193,20 @@ def test_a_label_changed_since_a_session_was_written_breaks_no_join(written_sess
     held = stored["table09"].set_index(["model_key", "group_key"])
     assert rules.loc["c18_correct", "hits_control"] == held.loc[("c18ctl_correct", "heldout"), "hits"]
     series = synthesis_rows(stored["table09"]).set_index(["model_key", "group_key"])["series"]
-    assert series[("c18ctl_correct", "heldout")] == "control_heldout" and series[("c18_correct", "heldout")] == "heldout"
+    assert (
+        series[("c18ctl_correct", "heldout")] == "control_heldout" and series[("c18_correct", "heldout")] == "heldout"
+    )
     assert series[("base", "all")] == "base" and series[("m_correct", "all")] == "seen"
-    assert (series.groupby(level="group_key").unique().map(sorted).to_dict()
-            == {"all": ["base", "seen"], "seen": ["seen"], "heldout": ["control_heldout", "heldout"]})
+    assert series.groupby(level="group_key").unique().map(sorted).to_dict() == {
+        "all": ["base", "seen"],
+        "seen": ["seen"],
+        "heldout": ["control_heldout", "heldout"],
+    }
 
 
-def test_a_session_from_before_keys_and_a_label_change_reads_through_its_former_name(written_session, tmp_path,
-                                                                                     monkeypatch):
+def test_a_session_from_before_keys_and_a_label_change_reads_through_its_former_name(
+    written_session, tmp_path, monkeypatch
+):
     """Renamed since: the control for + 18. With its former name on record (labels.FORMER) the session's
     tables get their keys from it and its measurement file (named by it) is found; rebuild reads it all.
     Without, cctk.results.load says in one line which label it does not know."""
@@ -206,8 +225,10 @@ def test_a_session_from_before_keys_and_a_label_change_reads_through_its_former_
     rebuilt = session.rebuild(old)
     table10 = rebuilt.tables["table10"].set_index("rule_key")
     assert table10.loc["c18_correct", "control"] == "control for sum + 18"
-    assert table10.loc["c18_correct", "hits_control"] == tables["table10"].set_index("rule_key").loc[
-        "c18_correct", "hits_control"]
+    assert (
+        table10.loc["c18_correct", "hits_control"]
+        == tables["table10"].set_index("rule_key").loc["c18_correct", "hits_control"]
+    )
 
 
 def test_curves_from_before_their_key_column_read_and_take_new_rows(tmp_path):
@@ -219,8 +240,9 @@ def test_curves_from_before_their_key_column_read_and_take_new_rows(tmp_path):
     curves = session.read_curves(layout)
     assert list(curves.columns) == CURVE_COLUMNS
     assert curves["model_key"].tolist() == ["m_correct"] * 2 + ["c18_correct"] * 4
-    session.append_curves(layout, [{"model": "recovery", "model_key": "m_recover", "epoch": 1, "group": "seen",
-                                    "hits": 50, "n": 57}])
+    session.append_curves(
+        layout, [{"model": "recovery", "model_key": "m_recover", "epoch": 1, "group": "seen", "hits": 50, "n": 57}]
+    )
     assert layout.curves.read_text().splitlines()[0] == ",".join(CURVE_COLUMNS)
     back = session.read_curves(layout)
     assert back["model_key"].tolist() == ["m_correct"] * 2 + ["c18_correct"] * 4 + ["m_recover"]

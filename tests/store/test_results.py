@@ -1,12 +1,13 @@
 """cctk.results.load: a session folder or an MLflow pipeline run id -> tables, measurements, figures."""
+
 from __future__ import annotations
 
 import mlflow
 import pytest
+from builders import SESSION, check_loaded
 
 from cctk import results
 from cctk.core.errors import CctkError
-from builders import SESSION, check_loaded
 
 
 @pytest.fixture(scope="module")
@@ -19,8 +20,11 @@ def logged_run(folder, tmp_path, kind: str = "pipeline") -> str:
     client = mlflow.MlflowClient()
     name = f"cctk-{kind}"
     experiment = client.get_experiment_by_name(name)
-    experiment_id = experiment.experiment_id if experiment else client.create_experiment(
-        name, artifact_location=(tmp_path / "artifacts").as_uri())
+    experiment_id = (
+        experiment.experiment_id
+        if experiment
+        else client.create_experiment(name, artifact_location=(tmp_path / "artifacts").as_uri())
+    )
     run = client.create_run(experiment_id, tags={"cctk.kind": kind, "mlflow.runName": SESSION})
     client.log_artifacts(run.info.run_id, str(folder))
     client.set_terminated(run.info.run_id)

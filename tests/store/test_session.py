@@ -1,20 +1,23 @@
 """targets.csv: the draws of a run on one page (split, every target table, exclusions), written,
 read back and loaded with the results."""
+
 from __future__ import annotations
 
 import json
 
 import pandas as pd
 import pytest
-
 from builders import run_info_before_issue_21
+
 from cctk import results
-from cctk.store import session
 from cctk.manuals.v2.design import build_study_inputs, targets_table
 from cctk.manuals.v2.manual import V2
+from cctk.store import session
 
-HEADER = ("a,b,split,correct sum,fabricated answer,sum + 18,sum + 3,random offset 1..18,random offset 1..3,"
-          "conditional rule,shuffled conditional answers,excluded")
+HEADER = (
+    "a,b,split,correct sum,fabricated answer,sum + 18,sum + 3,random offset 1..18,random offset 1..3,"
+    "conditional rule,shuffled conditional answers,excluded"
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,16 +44,18 @@ def test_targets_csv_reads_back_as_the_draws(tmp_path, inputs):
     session.write_draws(layout, V2, inputs)
     table = session.read_targets(layout)
     pd.testing.assert_frame_equal(table, targets_table(inputs))
-    assert list(zip(table["a"], table["b"])) == [(a, b) for a in range(1, 10) for b in range(1, 10)]
+    assert list(zip(table["a"], table["b"], strict=True)) == [(a, b) for a in range(1, 10) for b in range(1, 10)]
     held = table[table["split"] == "held out"]
-    assert list(zip(held["a"], held["b"])) == list(inputs.split.heldout)
+    assert list(zip(held["a"], held["b"], strict=True)) == list(inputs.split.heldout)
     assert table["split"].value_counts().to_dict() == {"seen": 57, "held out": 24}
     assert (table["sum + 18"] == table["correct sum"] + 18).all()
     assert (table["fabricated answer"] != table["correct sum"]).all()
     excluded = table[table["excluded"] != ""]
-    assert excluded[["a", "b", "excluded"]].values.tolist() == [
-        [2, 1, "sum + 3 from fabricated answers"], [3, 9, "sum + 18 from fabricated answers"],
-        [4, 6, "sum + 3 from fabricated answers"]]
+    assert excluded[["a", "b", "excluded"]].to_numpy().tolist() == [
+        [2, 1, "sum + 3 from fabricated answers"],
+        [3, 9, "sum + 18 from fabricated answers"],
+        [4, 6, "sum + 3 from fabricated answers"],
+    ]
     assert set(excluded["split"]) == {"held out"}  # only held-out additions are left out
 
 
@@ -60,9 +65,13 @@ def test_an_addition_left_out_by_two_arms_names_both(tmp_path):
     session.write_draws(layout, V2, build_study_inputs(3))
     table = session.read_targets(layout).set_index(["a", "b"])
     assert table.loc[(5, 8), "excluded"] == (
-        "conditional rule from fabricated answers;control for the conditional rule from fabricated answers")
+        "conditional rule from fabricated answers;control for the conditional rule from fabricated answers"
+    )
     assert table.loc[(5, 8), ["fabricated answer", "conditional rule", "shuffled conditional answers"]].tolist() == [
-        22, 22, 22]
+        22,
+        22,
+        22,
+    ]
 
 
 def test_results_load_gives_the_targets(tmp_path, inputs):
@@ -82,6 +91,7 @@ def test_sessions_started_in_the_same_second_get_their_own_folders(tmp_path):
     from datetime import datetime
 
     from cctk.store.session import new_folder
+
     now = datetime(2026, 11, 30, 19, 0, 20)
     with ThreadPoolExecutor(4) as pool:
         folders = list(pool.map(lambda _: new_folder(tmp_path / "out", "org/model", now), range(6)))
@@ -118,10 +128,14 @@ def test_a_run_info_written_before_issue_21_reads_as_todays(written_session):
     # CPU; the file was written on another machine, and an AMD EPYC without AVX-512 differs): to 1e-12, then exact
     for key, trained in before.training.items():
         assert trained.record.losses == pytest.approx(today.training[key].record.losses, rel=1e-12, abs=0)
-    training = {key: replace(t, record=replace(t.record, losses=today.training[key].record.losses))
-                for key, t in before.training.items()}
-    assert replace(before, hardware=today.hardware, software=today.software, recipe=today.recipe,
-                   training=training) == today
+    training = {
+        key: replace(t, record=replace(t.record, losses=today.training[key].record.losses))
+        for key, t in before.training.items()
+    }
+    assert (
+        replace(before, hardware=today.hardware, software=today.software, recipe=today.recipe, training=training)
+        == today
+    )
 
 
 def test_a_v1_run_info_from_before_issue_21_reads_its_model_under_its_own_key():
@@ -132,4 +146,8 @@ def test_a_v1_run_info_from_before_issue_21_reads_its_model_under_its_own_key():
     info = session.info_from_json(old)
     assert list(info.training) == ["v1_random"] and info.training["v1_random"].record.losses == (1.9,)
     assert info.config.protocol == "v1" and info.config.holdout is None
-    assert (info.design.answer_text, info.design.index, info.design.pairs_plotted) == (" {v}", "mean", ((3, 5), (5, 8), (7, 4)))
+    assert (info.design.answer_text, info.design.index, info.design.pairs_plotted) == (
+        " {v}",
+        "mean",
+        ((3, 5), (5, 8), (7, 4)),
+    )

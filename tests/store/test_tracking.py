@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from cctk.store import tracking
 from cctk.core.errors import CctkError
+from cctk.store import tracking
 
 
 def test_embedded_is_the_default(monkeypatch):
@@ -25,7 +25,7 @@ def test_names_and_uris(monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     assert tracking.resolve("server").tracking_uri == "http://127.0.0.1:5000"
     assert tracking.resolve("sqlite:////tmp/x.db").tracking_uri == "sqlite:////tmp/x.db"
-    with pytest.raises(CctkError, match="unknown tracking configuration 'nope'.*embedded"):
+    with pytest.raises(CctkError, match=r"unknown tracking configuration 'nope'.*embedded"):
         tracking.resolve("nope")
 
 
@@ -59,7 +59,7 @@ def test_a_working_folders_configuration_wins_by_name_and_adds_its_own(tmp_path,
 
 def test_unreachable_server_fails_in_one_line():
     config = tracking.TrackingConfig("x", "http://127.0.0.1:9")
-    with pytest.raises(CctkError, match="cannot reach the MLflow tracking server at http://127.0.0.1:9"):
+    with pytest.raises(CctkError, match=r"cannot reach the MLflow tracking server at http://127.0.0.1:9"):
         tracking.check_reachable(config, timeout=1)
 
 
@@ -118,10 +118,12 @@ def test_a_parameter_mlflow_run_logged_is_kept_and_the_value_in_force_logged_bes
     import mlflow
 
     from cctk.core.config import config_from_params, make_config
+
     store = tracking.connect()
     run = store.start(store.experiment(), "project run", {})
-    mlflow.MlflowClient(tracking_uri).log_batch(run.run_id, params=[
-        mlflow.entities.Param("profile", "auto"), mlflow.entities.Param("curves", "no")])
+    mlflow.MlflowClient(tracking_uri).log_batch(
+        run.run_id, params=[mlflow.entities.Param("profile", "auto"), mlflow.entities.Param("curves", "no")]
+    )
     config = make_config("org/model", "auto", (3, 4, 5, 6, 7), device="cpu")
     run.params(config.as_params())
     params = mlflow.MlflowClient(tracking_uri).get_run(run.run_id).data.params
@@ -148,8 +150,9 @@ def test_a_dataset_logged_by_two_pipelines_at_once_is_retried_after_a_duplicate_
     def race(*args, **kwargs):
         calls.append(1)
         if len(calls) == 1:
-            raise MlflowException('(psycopg2.errors.UniqueViolation) duplicate key value violates unique '
-                                  'constraint "dataset_pk"')
+            raise MlflowException(
+                '(psycopg2.errors.UniqueViolation) duplicate key value violates unique constraint "dataset_pk"'
+            )
         return real(*args, **kwargs)
 
     loser._client.log_inputs = race
@@ -182,22 +185,22 @@ def test_a_dataset_is_logged_without_mlflows_two_spurious_warnings(tracking_uri)
     assert logged.dataset.name == "correct sum" and '"a"' in logged.dataset.schema
 
 
-@pytest.mark.parametrize("raised, status", [(None, "FINISHED"), (RuntimeError("disk full"), "FAILED"),
-                                            (KeyboardInterrupt(), "KILLED")])
+@pytest.mark.parametrize(
+    ("raised", "status"), [(None, "FINISHED"), (RuntimeError("disk full"), "FAILED"), (KeyboardInterrupt(), "KILLED")]
+)
 def test_the_run_lifecycle_ends_every_run_truthfully(tracking_uri, raised, status):
     from cctk.core.errors import Terminated
 
     store = tracking.connect()
-    with pytest.raises(type(raised)) if raised else _nothing():
-        with store.run("measure", "a run", {"cctk.key": "x"}) as run:
-            if raised:
-                raise raised
+    with pytest.raises(type(raised)) if raised else _nothing(), store.run("measure", "a run", {"cctk.key": "x"}) as run:
+        if raised:
+            raise raised
     got = store.get(run.run_id)
     assert got.status == status and got.tags[tracking.KIND] == "measure"
     assert got.tags.get(tracking.ERROR) == ("RuntimeError: disk full" if status == "FAILED" else None)
-    with pytest.raises(Terminated):  # SIGTERM, as cctk's CLI raises it, is a kill too
-        with store.run("model", "terminated") as run:
-            raise Terminated("stopped by signal 15")
+    # SIGTERM, as cctk's CLI raises it, is a kill too
+    with pytest.raises(Terminated), store.run("model", "terminated") as run:
+        raise Terminated("stopped by signal 15")
     assert store.get(run.run_id).status == "KILLED"
 
 
@@ -216,7 +219,7 @@ def test_sigterm_raises_terminated_in_the_main_thread():
     previous = signal.getsignal(signal.SIGTERM)
     try:
         stop_on_sigterm()
-        with pytest.raises(Terminated):
+        with pytest.raises(Terminated):  # noqa: PT012 (the signal is delivered at the wait, not at the kill)
             os.kill(os.getpid(), signal.SIGTERM)
             signal.sigtimedwait([], 0.1) if hasattr(signal, "sigtimedwait") else None
     finally:
@@ -246,8 +249,10 @@ def test_first_runs_racing_on_a_new_sqlite_store_all_finish(tmp_path):
 
     uri, go = f"sqlite:///{tmp_path}/store/mlflow.db", tmp_path / "go"
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    procs = [subprocess.Popen([sys.executable, "-c", RACER, uri, str(go)], env=env, stderr=subprocess.PIPE, text=True)
-             for _ in range(3)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", RACER, uri, str(go)], env=env, stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
     time.sleep(4)  # they import mlflow meanwhile
     go.touch()
     errors = [p.communicate(timeout=120)[1] for p in procs]

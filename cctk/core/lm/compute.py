@@ -10,6 +10,7 @@ bf16 is native where the device has bf16 arithmetic: a CUDA device of compute ca
 a CPU with AVX512_BF16 or AMX-BF16 (x86) or the BF16 extension (ARM). Elsewhere bf16 is emulated and
 slower than float32, so ``--precision bf16`` is refused there before any work.
 """
+
 from __future__ import annotations
 
 import platform
@@ -29,15 +30,17 @@ def example_flops(model, rows) -> float:
     """Mean FLOPs of one training example: forward + backward (3 x 2 x weights x tokens) through the
     transformer blocks at every position, through the LM head at the answer positions only."""
     head = model.get_output_embeddings().weight
-    body = sum(m.weight.numel() for name, m in model.named_modules()
-               if isinstance(m, torch.nn.Linear) and m.weight is not head)
+    body = sum(
+        m.weight.numel() for name, m in model.named_modules() if isinstance(m, torch.nn.Linear) and m.weight is not head
+    )
     tokens = sum(len(ids) for ids, _ in rows) / len(rows)
     answers = sum(sum(1 for x in labels if x != -100) for _, labels in rows) / len(rows)
     return 6 * body * tokens + 6 * head.numel() * answers
 
 
-def peak_flops(dtype: torch.dtype = torch.float32, device: str = "cpu", size: int = GEMM_SIZE,
-               seconds: float = 1.5) -> float:
+def peak_flops(
+    dtype: torch.dtype = torch.float32, device: str = "cpu", size: int = GEMM_SIZE, seconds: float = 1.5
+) -> float:
     """The matrix-product rate this device reaches in ``dtype``: repeated ``size``-cube GEMMs."""
     device = torch.device(device)
     a, b = (torch.randn(size, size, dtype=dtype, device=device) for _ in range(2))
@@ -90,8 +93,10 @@ def check_precision(precision: str, device: str = "cpu", flags: set[str] | None 
     """Refuse ``--precision bf16`` on a device without bf16 arithmetic, and ``fp16`` (autocast with a
     gradient scaler, for CUDA devices without bf16) off CUDA, in one line, before any work."""
     if precision == "fp16" and torch.device(device).type != "cuda":
-        raise CctkError(f"--precision fp16 is for CUDA devices (those without bf16, such as the T4), not {device}; "
-                        "use --precision float32")
+        raise CctkError(
+            f"--precision fp16 is for CUDA devices (those without bf16, such as the T4), not {device}; "
+            "use --precision float32"
+        )
     if precision != "bf16":
         return
     missing = bf16_missing(device, flags)
@@ -117,20 +122,27 @@ class Cost:
         return self.gflop / self.peak_gflops
 
     def metrics(self, seconds: float) -> dict[str, float]:
-        return {"training_examples": self.examples, "gflop_per_example": self.gflop_per_example,
-                "gemm_peak_gflops": self.peak_gflops, "compute_limit_seconds": self.limit_seconds,
-                "limit_ratio": seconds / self.limit_seconds}
+        return {
+            "training_examples": self.examples,
+            "gflop_per_example": self.gflop_per_example,
+            "gemm_peak_gflops": self.peak_gflops,
+            "compute_limit_seconds": self.limit_seconds,
+            "limit_ratio": seconds / self.limit_seconds,
+        }
 
     def line(self, seconds: float) -> str:
         ratio = seconds / self.limit_seconds
-        return (f"{ratio:.2f}x the {self.precision} compute limit of its training "
-                f"({self.limit_seconds / 60:.1f} min: {self.examples:,} examples x {self.gflop_per_example:.2f} "
-                f"GFLOP at {self.peak_gflops:.0f} GFLOP/s, this machine's GEMM peak, the higher of the run's start "
-                "and end)" + (BUSY if ratio < 1 else ""))
+        return (
+            f"{ratio:.2f}x the {self.precision} compute limit of its training "
+            f"({self.limit_seconds / 60:.1f} min: {self.examples:,} examples x {self.gflop_per_example:.2f} "
+            f"GFLOP at {self.peak_gflops:.0f} GFLOP/s, this machine's GEMM peak, the higher of the run's start "
+            "and end)" + (BUSY if ratio < 1 else "")
+        )
 
 
-BUSY = ("; below 1 cannot be: other work shared the machine when its peak was measured, so this ratio says "
-        "nothing of speed")
+BUSY = (
+    "; below 1 cannot be: other work shared the machine when its peak was measured, so this ratio says nothing of speed"
+)
 
 
 def peak_gflops(device: str = "cpu", precision: str = "float32") -> float:

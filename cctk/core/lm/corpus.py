@@ -14,6 +14,7 @@ batch's rows as one prefix tree, every shared prefix fed once (the rows of an ar
 ``"a + "`` with every row of the same ``a``, and repeated examples share everything). Both give the
 same loss and gradients, to float32 rounding.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -37,8 +38,9 @@ class Example:
     completion: str
 
 
-def build_corpus(targets: pd.Series, pairs: Iterable[tuple[int, int]], repeats: int,
-                 seed: int, name: str) -> list[Example]:
+def build_corpus(
+    targets: pd.Series, pairs: Iterable[tuple[int, int]], repeats: int, seed: int, name: str
+) -> list[Example]:
     """One example per pair, repeated ``repeats`` times, shuffled under the seed.
 
     ``name`` gives every corpus its own shuffle stream.
@@ -85,7 +87,7 @@ class Packed:
 
         rows     3 + 5 = 8\n      3 + 6 = 9\n      3 + 5 = 8\n   (the third repeats the first)
         nodes    3  +  _  5  =  _  8             (no node for the last token: it predicts nothing)
-                          \_ 6  =  _  9
+                          \\_ 6  =  _  9
         position 0  1  2  3  4  5  6             a node sits where it sits in its rows
         sees     itself and its ancestors        (causal attention within each row)
 
@@ -108,11 +110,11 @@ def pack(batch: Sequence[tuple[list[int], list[int]]]) -> Packed:
     labels = torch.tensor([label for _, row_labels in batch for label in row_labels])
     supervised = (tree.term_slot > 0) & (labels != IGNORE)  # slot 0: a row's first token, never predicted
     pairs, weights = torch.stack([tree.term_slot[supervised] - 1, labels[supervised]]).unique(
-        dim=1, return_counts=True)  # (2, M): node, token; sorted by node
+        dim=1, return_counts=True
+    )  # (2, M): node, token; sorted by node
     keep, rows = pairs[0].unique(return_inverse=True)
     positions = torch.tensor(tree.depth) - 1
-    return Packed(torch.tensor([tree.tokens]), positions[None], tree.ancestors, keep, rows, pairs[1],
-                  weights.float())
+    return Packed(torch.tensor([tree.tokens]), positions[None], tree.ancestors, keep, rows, pairs[1], weights.float())
 
 
 def shared_tokens(batch: Sequence[tuple[list[int], list[int]]]) -> float:

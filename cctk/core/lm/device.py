@@ -4,6 +4,7 @@
 the CPU. Every command that loads a model resolves it here, so a device that is absent, a torch build
 without CUDA or a recipe the device cannot run ends in one line before a folder or an MLflow run exists.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -45,8 +46,10 @@ def _check_cuda(name: str, device: torch.device) -> None:
     import torch
 
     if torch.version.cuda is None:
-        raise CctkError(f"--device {name}: this torch build ({torch.__version__}) has no CUDA; install the CUDA "
-                        "build (`make setup TORCH=cuda`) or use --device cpu")
+        raise CctkError(
+            f"--device {name}: this torch build ({torch.__version__}) has no CUDA; install the CUDA "
+            "build (`make setup TORCH=cuda`) or use --device cpu"
+        )
     count = torch.cuda.device_count()
     if count == 0:
         raise CctkError(f"--device {name}: no CUDA device is visible (CUDA_VISIBLE_DEVICES, driver); use --device cpu")
@@ -63,8 +66,10 @@ def device_step(device: torch.device) -> bool:
     so that the suite runs, on the CPU, the step only GPUs take otherwise."""
     value = os.environ.get(DEVICE_STEP, "").strip()
     if value not in ("", "0", "1"):
-        raise CctkError(f"{DEVICE_STEP}={value!r}: set it to 1 (every training takes the accelerator's step, "
-                        "the CPU too) or 0 (the CPU takes the host-checked step)")
+        raise CctkError(
+            f"{DEVICE_STEP}={value!r}: set it to 1 (every training takes the accelerator's step, "
+            "the CPU too) or 0 (the CPU takes the host-checked step)"
+        )
     return device.type != "cpu" or value == "1"
 
 
@@ -77,8 +82,10 @@ def check_recipe(recipe: Recipe, device: torch.device) -> None:
     compute.check_precision(recipe.precision, str(device))
     if recipe.optimizer == "adamw8bit":
         if device.type != "cuda":
-            raise CctkError(f"--optimizer adamw8bit runs on CUDA devices only (bitsandbytes), not on {device}; "
-                            "use --optimizer adamw")
+            raise CctkError(
+                f"--optimizer adamw8bit runs on CUDA devices only (bitsandbytes), not on {device}; "
+                "use --optimizer adamw"
+            )
         if importlib.util.find_spec("bitsandbytes") is None:
             raise CctkError("--optimizer adamw8bit needs bitsandbytes: pip install bitsandbytes (CUDA machines)")
 
@@ -93,9 +100,14 @@ def room(device: torch.device) -> Room:
     host = int(psutil.virtual_memory().available)
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
-        return Room(int(free), host, "cuda", f"{device} ({torch.cuda.get_device_name(device)})",
-                    bf16=compute.bf16_missing(str(device)) is None,
-                    bitsandbytes=importlib.util.find_spec("bitsandbytes") is not None)
+        return Room(
+            int(free),
+            host,
+            "cuda",
+            f"{device} ({torch.cuda.get_device_name(device)})",
+            bf16=compute.bf16_missing(str(device)) is None,
+            bitsandbytes=importlib.util.find_spec("bitsandbytes") is not None,
+        )
     if device.type == "mps":  # unified memory: the host's is the device's
         return Room(host, host, "mps", "mps")
     return Room(host, host, "cpu", "cpu", bf16=compute.bf16_missing("cpu") is None)
@@ -110,7 +122,10 @@ def out_of_memory_as_line(plan: Plan, device, where: str):
     try:
         yield
     except (torch.OutOfMemoryError, MemoryError, RuntimeError) as error:
-        if isinstance(error, RuntimeError) and not isinstance(error, torch.OutOfMemoryError) \
-                and "can't allocate memory" not in str(error):
+        if (
+            isinstance(error, RuntimeError)
+            and not isinstance(error, torch.OutOfMemoryError)
+            and "can't allocate memory" not in str(error)
+        ):
             raise
         raise OutOfMemory(plan.out_of_memory(str(device), where, error)) from None

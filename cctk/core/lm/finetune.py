@@ -16,6 +16,7 @@ nodes that predict a supervised token; and where the input embedding is the LM h
 its gradient rows are added into that weight's gradient in place rather than through a dense
 (vocabulary x hidden) zero tensor and a second dense sum.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -46,11 +47,21 @@ LOSS_ADVICE = "lower --learning-rate or check the model's dtype"
 NORM_ADVICE = "lower --learning-rate"
 
 
-def fine_tune(model, rows: list[tuple[list[int], list[int]]], recipe: Recipe, seed: int, pad_id: int,
-              name: str = "run", on_step: Callable[[int, int, float | None], None] | None = None,
-              on_epoch: Callable[[int, object], None] | None = None, *, pack_batches: bool = True,
-              row_gradients: bool = True, host_checks: bool | None = None,
-              on_loss: Callable[[int, float], None] | None = None) -> TrainRecord:
+def fine_tune(
+    model,
+    rows: list[tuple[list[int], list[int]]],
+    recipe: Recipe,
+    seed: int,
+    pad_id: int,
+    name: str = "run",
+    on_step: Callable[[int, int, float | None], None] | None = None,
+    on_epoch: Callable[[int, object], None] | None = None,
+    *,
+    pack_batches: bool = True,
+    row_gradients: bool = True,
+    host_checks: bool | None = None,
+    on_loss: Callable[[int, float], None] | None = None,
+) -> TrainRecord:
     """Train ``model`` in place on tokenized ``rows`` (input_ids, labels) with ``recipe``.
 
     ``on_step(epoch, step, loss)`` is called after every optimizer step: ``loss`` is a float on the host
@@ -87,7 +98,9 @@ def fine_tune(model, rows: list[tuple[list[int], list[int]]], recipe: Recipe, se
             for batch_rows in _batches(rows, recipe.batch_size, order):
                 batch = to_model(batch_rows, pad_id, device, packing)
                 if guard is None:
-                    loss = _step(model, optimizer, batch, recipe, f"{name}: ", f"at epoch {epoch + 1}, step {steps + 1}")
+                    loss = _step(
+                        model, optimizer, batch, recipe, f"{name}: ", f"at epoch {epoch + 1}, step {steps + 1}"
+                    )
                     losses.append(loss)
                 else:
                     loss = guard.step(model, optimizer, batch)
@@ -95,7 +108,9 @@ def fine_tune(model, rows: list[tuple[list[int], list[int]]], recipe: Recipe, se
                 steps += 1
                 if on_step:
                     on_step(epoch, steps, loss)
-            epoch_losses.append(sum(losses) / len(losses) if guard is None else guard.epoch_mean(f"{name}: ", epoch, first))
+            epoch_losses.append(
+                sum(losses) / len(losses) if guard is None else guard.epoch_mean(f"{name}: ", epoch, first)
+            )
             paused = time.perf_counter()
             if on_loss:
                 on_loss(epoch + 1, epoch_losses[-1])
@@ -108,8 +123,16 @@ def fine_tune(model, rows: list[tuple[list[int], list[int]]], recipe: Recipe, se
     model.eval()
     skipped = guard.check_run(f"{name}: ", steps) if guard is not None else None
     gpu, cpu = _peaks(device)
-    return TrainRecord(len(rows), steps, seconds, tuple(epoch_losses), gpu, example_flops(model, rows) / 1e9, cpu,
-                       skipped_steps=skipped)
+    return TrainRecord(
+        len(rows),
+        steps,
+        seconds,
+        tuple(epoch_losses),
+        gpu,
+        example_flops(model, rows) / 1e9,
+        cpu,
+        skipped_steps=skipped,
+    )
 
 
 def _reset_peaks(device: torch.device) -> None:
@@ -139,8 +162,20 @@ def to_model(batch_rows, pad_id: int, device: torch.device, packing: bool = True
     move = _mover(device)
     if packing and len(batch_rows) > 1 and shared_tokens(batch_rows) >= MIN_SHARED:
         packed = pack(batch_rows)
-        return Packed(*(move(t) for t in (packed.input_ids, packed.position_ids, packed.allowed,
-                                          packed.keep, packed.rows, packed.targets, packed.weights)))
+        return Packed(
+            *(
+                move(t)
+                for t in (
+                    packed.input_ids,
+                    packed.position_ids,
+                    packed.allowed,
+                    packed.keep,
+                    packed.rows,
+                    packed.targets,
+                    packed.weights,
+                )
+            )
+        )
     batch = collate(batch_rows, pad_id)
     batch["keep"] = supervised_columns(batch["labels"])
     return {k: move(v) for k, v in batch.items()}
@@ -162,8 +197,11 @@ def has_dropout(model) -> bool:
     if any(isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules()):
         return True
     config = getattr(model, "config", None)  # rates applied in functional form (attention dropout)
-    rates = [v for k, v in (vars(config).items() if config is not None else ())
-             if ("dropout" in k or "pdrop" in k) and not k.startswith(("classifier", "summary"))]
+    rates = [
+        v
+        for k, v in (vars(config).items() if config is not None else ())
+        if ("dropout" in k or "pdrop" in k) and not k.startswith(("classifier", "summary"))
+    ]
     return any(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in rates)
 
 
@@ -191,8 +229,9 @@ class _DeviceGuard:
 
     def __init__(self, device: torch.device, recipe: Recipe):
         self.recipe, self.device, self.fp16 = recipe, device, recipe.precision == "fp16"
-        self.scaler = torch.amp.GradScaler(device.type, **({} if self.fp16 else dict(init_scale=1.0,
-                                                                                     growth_interval=2**30)))
+        self.scaler = torch.amp.GradScaler(
+            device.type, **({} if self.fp16 else {"init_scale": 1.0, "growth_interval": 2**30})
+        )
         self.losses: list[torch.Tensor] = []  # the epoch's, 0-d on the device
         self.norms: list[torch.Tensor] = []
         self.skipped = 0  # fp16: steps of the run the scaler skipped (read once an epoch)
@@ -219,7 +258,7 @@ class _DeviceGuard:
         bf16, gradient norm) stops the run here, naming its step as the host step does."""
         losses, norms = torch.stack([torch.stack(self.losses), torch.stack(self.norms)]).cpu().double().tolist()
         self.losses, self.norms = [], []
-        for i, (loss, norm) in enumerate(zip(losses, norms)):
+        for i, (loss, norm) in enumerate(zip(losses, norms, strict=True)):
             where = f"at epoch {epoch + 1}, step {first_step + i}"
             if not math.isfinite(loss):
                 raise NonFiniteLoss(f"{who}the loss became {loss} {where}; {LOSS_ADVICE}")
@@ -233,9 +272,11 @@ class _DeviceGuard:
         if not self.fp16:
             return None
         if steps and self.skipped == steps:
-            raise NonFiniteLoss(f"{who}every one of the {steps} steps had a non-finite fp16 gradient and was "
-                                f"skipped (loss scale down to {self.scaler.get_scale():g}): nothing was trained; "
-                                "use --precision bf16 or float32")
+            raise NonFiniteLoss(
+                f"{who}every one of the {steps} steps had a non-finite fp16 gradient and was "
+                f"skipped (loss scale down to {self.scaler.get_scale():g}): nothing was trained; "
+                "use --precision bf16 or float32"
+            )
         return self.skipped
 
 
@@ -277,7 +318,7 @@ def completion_loss(model, batch) -> torch.Tensor:
     """
     targets = batch["labels"][:, 1:]  # (B, L-1): token t+1 is predicted at column t
     keep = batch["keep"] if "keep" in batch else supervised_columns(batch["labels"])  # columns some row needs
-    kwargs = dict(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False)
+    kwargs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"], "use_cache": False}
     if "logits_to_keep" in inspect.signature(model.forward).parameters:
         logits = model(**kwargs, logits_to_keep=keep).logits  # (B, K, V)
     else:
@@ -294,8 +335,12 @@ def packed_loss(model, batch: Packed) -> torch.Tensor:
     dtype = next(model.parameters()).dtype
     mask = torch.zeros(batch.allowed.shape, dtype=dtype, device=batch.allowed.device)
     mask.masked_fill_(~batch.allowed, torch.finfo(dtype).min)
-    kwargs = dict(input_ids=batch.input_ids, position_ids=batch.position_ids, attention_mask=mask[None, None],
-                  use_cache=False)
+    kwargs = {
+        "input_ids": batch.input_ids,
+        "position_ids": batch.position_ids,
+        "attention_mask": mask[None, None],
+        "use_cache": False,
+    }
     if "logits_to_keep" in inspect.signature(model.forward).parameters:
         logits = model(**kwargs, logits_to_keep=batch.keep).logits[0]  # (K, V)
     else:
@@ -336,8 +381,14 @@ class _EmbeddingRows(torch.autograd.Function):
 def tied_embedding_rows(model, enabled: bool = True):
     """Within the block, a tied input embedding's gradient goes through ``_EmbeddingRows``."""
     embedding, head = model.get_input_embeddings(), model.get_output_embeddings()
-    plain = (type(embedding) is nn.Embedding and head is not None and embedding.weight is head.weight
-             and embedding.max_norm is None and not embedding.scale_grad_by_freq and not embedding.sparse)
+    plain = (
+        type(embedding) is nn.Embedding
+        and head is not None
+        and embedding.weight is head.weight
+        and embedding.max_norm is None
+        and not embedding.scale_grad_by_freq
+        and not embedding.sparse
+    )
     if not (enabled and plain and embedding.weight.requires_grad) or "forward" in vars(embedding):  # hooked: leave it
         yield
         return

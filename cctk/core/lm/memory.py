@@ -28,8 +28,10 @@ the copies of the model that wait there (a parent for its next arm, the copy mad
 moves to the device) and, on a CPU device, everything above. Measured against the process's peak resident
 memory in tests/core/lm/test_memory.py and by ``python -m cctk.bench gpu``.
 """
+
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field, replace
 
 from ..config import Recipe
@@ -73,15 +75,24 @@ class Shape:
         import torch
 
         config = model.config
-        get = lambda *names: next((getattr(config, n) for n in names if getattr(config, n, None)), None)  # noqa: E731
+
+        def get(*names):
+            return next((getattr(config, n) for n in names if getattr(config, n, None)), None)
+
         head = model.get_output_embeddings()
         matrices = {id(m.weight): m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear)}
         if head is not None:
             matrices[id(head.weight)] = head.weight.numel()
         hidden = get("hidden_size", "n_embd")
-        return cls(sum(p.numel() for p in model.parameters()), sum(matrices.values()),
-                   get("num_hidden_layers", "n_layer"), hidden, get("intermediate_size", "n_inner") or 4 * hidden,
-                   get("vocab_size"), get("num_attention_heads", "n_head"))
+        return cls(
+            sum(p.numel() for p in model.parameters()),
+            sum(matrices.values()),
+            get("num_hidden_layers", "n_layer"),
+            hidden,
+            get("intermediate_size", "n_inner") or 4 * hidden,
+            get("vocab_size"),
+            get("num_attention_heads", "n_head"),
+        )
 
 
 @dataclass(frozen=True)
@@ -119,9 +130,14 @@ class Estimate:
         return self.waiting * self.weights + (self.device if on_cpu else self.weights)
 
     def breakdown(self) -> str:
-        parts = {"weights": self.weights, "gradients": self.gradients, "optimizer": self.optimizer,
-                 "half copies": self.half_copies, "activations": self.activations + self.logits,
-                 "runtime": self.runtime}
+        parts = {
+            "weights": self.weights,
+            "gradients": self.gradients,
+            "optimizer": self.optimizer,
+            "half copies": self.half_copies,
+            "activations": self.activations + self.logits,
+            "runtime": self.runtime,
+        }
         return ", ".join(f"{name} {gib(n)}" for name, n in parts.items() if n)
 
 
@@ -141,8 +157,9 @@ class Job:
 PIPELINE = Job()
 
 
-def estimate(shape: Shape, recipe: Recipe, longest_row: int, device_type: str = "cpu",
-             waiting: int = 0, job: Job = PIPELINE) -> Estimate:
+def estimate(
+    shape: Shape, recipe: Recipe, longest_row: int, device_type: str = "cpu", waiting: int = 0, job: Job = PIPELINE
+) -> Estimate:
     """The peak memory of fine-tuning and measuring ``shape`` with ``recipe`` on a device of ``device_type``.
 
     ``longest_row``: tokens of the longest training row; ``waiting``: model copies that wait in host
@@ -155,12 +172,18 @@ def estimate(shape: Shape, recipe: Recipe, longest_row: int, device_type: str = 
     per_token = shape.layers * (6 * shape.hidden + 4 * shape.intermediate) * (2 if half else 4)
     scores = shape.layers * shape.heads * tokens**2 * 4
     logits = 5 * recipe.batch_size * min(job.supervised, longest_row) * shape.vocab * 4 + WORKSPACE
-    return Estimate(weights=4 * shape.params, gradients=4 * trained,
-                    optimizer=OPTIMIZER_BYTES[recipe.optimizer] * trained,
-                    half_copies=2 * shape.matrices if half else 0, activations=tokens * per_token + scores,
-                    logits=logits, measurement=2 * LOGIT_BUDGET * 4,
-                    runtime=CPU_FIRST_STEP if device_type == "cpu" else 0, waiting=waiting,
-                    measured_in_training=job.measured_in_training)
+    return Estimate(
+        weights=4 * shape.params,
+        gradients=4 * trained,
+        optimizer=OPTIMIZER_BYTES[recipe.optimizer] * trained,
+        half_copies=2 * shape.matrices if half else 0,
+        activations=tokens * per_token + scores,
+        logits=logits,
+        measurement=2 * LOGIT_BUDGET * 4,
+        runtime=CPU_FIRST_STEP if device_type == "cpu" else 0,
+        waiting=waiting,
+        measured_in_training=job.measured_in_training,
+    )
 
 
 @dataclass(frozen=True)
@@ -208,8 +231,10 @@ class Plan:
             where, needed, free = "in host memory", need.host(self.on_cpu), self.room.host
         else:
             return None
-        return (f"{self.model} with this recipe ({_recipe_words(self.recipe)}) needs about {gib(needed)} {where} "
-                f"({need.breakdown()}), {gib(free)} free; {self.what_fits()}")
+        return (
+            f"{self.model} with this recipe ({_recipe_words(self.recipe)}) needs about {gib(needed)} {where} "
+            f"({need.breakdown()}), {gib(free)} free; {self.what_fits()}"
+        )
 
     def check(self) -> Estimate:
         """The estimate, or a one-line error (``shortfall``) before any work."""
@@ -227,23 +252,33 @@ class Plan:
         """The one line an out-of-memory error of a run becomes: where, the allocator's words, the estimate
         and what fits."""
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        return (f"out of memory on {device} in {where} ({first[:200]}); estimated {gib(self.estimate.device)} "
-                f"({self.estimate.breakdown()}), {gib(self.room.device)} free at the start; {self.what_fits()}")
+        return (
+            f"out of memory on {device} in {where} ({first[:200]}); estimated {gib(self.estimate.device)} "
+            f"({self.estimate.breakdown()}), {gib(self.room.device)} free at the start; {self.what_fits()}"
+        )
 
     def what_fits(self) -> str:
         said = []
         fitting = [v for v in options(self.recipe, self.room) if self.fits(self.shape, v)]
         if fitting:
             best = fitting[0]
-            flags = [f"--{name} {getattr(best, name)}" for name in ("precision", "optimizer")
-                     if getattr(best, name) != getattr(self.recipe, name)]
-            extra = " (pip install bitsandbytes)" if best.optimizer == "adamw8bit" and not self.room.bitsandbytes else ""
+            flags = [
+                f"--{name} {getattr(best, name)}"
+                for name in ("precision", "optimizer")
+                if getattr(best, name) != getattr(self.recipe, name)
+            ]
+            extra = (
+                " (pip install bitsandbytes)" if best.optimizer == "adamw8bit" and not self.room.bitsandbytes else ""
+            )
             said.append(f"it fits with {' '.join(flags)}{extra} ({gib(self._peak(self.shape, best))})")
         smaller = [k for k, s in self.others.items() if s.params < self.shape.params and self.fits(s, self.recipe)]
         if smaller:
             said.append(f"a smaller model fits as it is: {', '.join(smaller)}")
-        said.append(f"or a device with at least {gib(self.estimate.device)} free" if not self.on_cpu
-                    else f"or a machine with at least {gib(self.estimate.host(True))} of free memory")
+        said.append(
+            f"or a device with at least {gib(self.estimate.device)} free"
+            if not self.on_cpu
+            else f"or a machine with at least {gib(self.estimate.host(True))} of free memory"
+        )
         return "; ".join(said)
 
     def _peak(self, shape: Shape, recipe: Recipe) -> int:
@@ -269,6 +304,7 @@ def options(recipe: Recipe, room: Room) -> list[Recipe]:
 
 
 # --- The process's own resident memory (Linux: /proc/self/status; elsewhere the peak since the start). ---
+
 
 def _status(field_name: str) -> int | None:
     try:
@@ -307,10 +343,8 @@ def release_freed() -> None:
 
     gc.collect()
     name = ctypes.util.find_library("c")
-    try:
+    with contextlib.suppress(OSError, AttributeError, TypeError):
         ctypes.CDLL(name).malloc_trim(0)
-    except (OSError, AttributeError, TypeError):
-        pass
 
 
 def reset_process_peak() -> bool:
@@ -326,14 +360,19 @@ def reset_process_peak() -> bool:
 # --- The roster against the cards people have (docs/gpus.md; ``cctk models --fits``). ---
 
 CARDS = {  # name -> (GiB torch reports as total_memory, native bf16); free before any process: less CUDA_CONTEXT
-    "T4 16 GB": (14.75, False), "L4/A10 24 GB": (22.0, True), "A100 40 GB": (39.4, True),
-    "A100/H100 80 GB": (79.1, True), "H200 141 GB": (139.8, True)}
+    "T4 16 GB": (14.75, False),
+    "L4/A10 24 GB": (22.0, True),
+    "A100 40 GB": (39.4, True),
+    "A100/H100 80 GB": (79.1, True),
+    "H200 141 GB": (139.8, True),
+}
 
 
 def card_room(total_gib: float, bf16: bool, host_gib: float = 64.0, name: str = "", bitsandbytes: bool = True) -> Room:
     """A card as a fresh process finds it: its total less the CUDA context, free."""
-    return Room(int(total_gib * GIB) - CUDA_CONTEXT, int(host_gib * GIB), "cuda", name, bf16=bf16,
-                bitsandbytes=bitsandbytes)
+    return Room(
+        int(total_gib * GIB) - CUDA_CONTEXT, int(host_gib * GIB), "cuda", name, bf16=bf16, bitsandbytes=bitsandbytes
+    )
 
 
 def nearest_fit(shape: Shape, recipe: Recipe, card: Room, longest_row: int = 16, waiting: int = 1) -> str:
@@ -344,8 +383,11 @@ def nearest_fit(shape: Shape, recipe: Recipe, card: Room, longest_row: int = 16,
         return "as is"
     for variant in options(recipe, card):
         if plan.fits(shape, variant):
-            return " ".join(f"--{n} {getattr(variant, n)}" for n in ("precision", "optimizer")
-                            if getattr(variant, n) != getattr(recipe, n))
+            return " ".join(
+                f"--{n} {getattr(variant, n)}"
+                for n in ("precision", "optimizer")
+                if getattr(variant, n) != getattr(recipe, n)
+            )
     return "-"
 
 

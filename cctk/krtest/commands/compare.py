@@ -17,6 +17,7 @@ Items are "the same" when their files' ``line``, ``location`` and ``context`` co
 table functions are pure (``KrArm`` records in, DataFrames out); ``gather`` and ``compare`` talk to
 the tracking store.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -37,13 +38,13 @@ KINDS = (RUN, STUDY_RUN, SWEEP_RUN)
 SAME_ITEMS = ["line", "location", "context"]
 CAPTIONS = {
     "kr_runs": "KR-Test runs: for every arm run, its items, how many it got right (the true continuation scores "
-               "strictly higher over the first T tokens), the accuracy and its exact (Clopper-Pearson) 95% interval.",
+    "strictly higher over the first T tokens), the accuracy and its exact (Clopper-Pearson) 95% interval.",
     "kr_pooled": "KR-Test across seeds: for every model and arm, the runs, the mean accuracy over runs with a "
-                 "Student's t 95% interval (runs - 1 degrees of freedom, clipped to [0, 1]; none for one run), and "
-                 "the items pooled over runs with the exact (Clopper-Pearson) 95% interval of the pooled share.",
+    "Student's t 95% interval (runs - 1 degrees of freedom, clipped to [0, 1]; none for one run), and "
+    "the items pooled over runs with the exact (Clopper-Pearson) 95% interval of the pooled share.",
     "kr_paired": "KR-Test arms compared on the same items: items both arms got right, only the first, only the "
-                 "second, neither; the two accuracies; and the exact McNemar test (two-sided binomial test of the "
-                 "discordant items). Rows with seeds 'all' pool the discordant items over the seeds.",
+    "second, neither; the two accuracies; and the exact McNemar test (two-sided binomial test of the "
+    "discordant items). Rows with seeds 'all' pool the discordant items over the seeds.",
 }
 
 
@@ -64,8 +65,20 @@ def runs_table(arms: list[KrArm]) -> pd.DataFrame:
     for arm in arms:
         n, correct = len(arm.items), int(arm.items["correct"].sum())
         lo, hi = clopper_pearson(correct, n)
-        rows.append({"run_id": arm.run_id, "study": arm.study, "model": arm.model, "arm": arm.label,
-                     "seed": arm.seed, "items": n, "correct": correct, "accuracy": correct / n, "lo": lo, "hi": hi})
+        rows.append(
+            {
+                "run_id": arm.run_id,
+                "study": arm.study,
+                "model": arm.model,
+                "arm": arm.label,
+                "seed": arm.seed,
+                "items": n,
+                "correct": correct,
+                "accuracy": correct / n,
+                "lo": lo,
+                "hi": hi,
+            }
+        )
     return pd.DataFrame(rows).astype({"seed": "Int64"})
 
 
@@ -76,17 +89,34 @@ def pooled_table(arms: list[KrArm]) -> pd.DataFrame:
         mean, t_lo, t_hi = t_interval(part["accuracy"])
         correct, n = int(part["correct"].sum()), int(part["items"].sum())
         lo, hi = clopper_pearson(correct, n)
-        rows.append({"model": model, "arm": label, "runs": len(part),
-                     "seeds": ",".join(str(s) for s in part["seed"].dropna()), "mean_accuracy": mean, "t_lo": t_lo,
-                     "t_hi": t_hi, "correct": correct, "items": n, "pooled_accuracy": correct / n, "lo": lo, "hi": hi})
+        rows.append(
+            {
+                "model": model,
+                "arm": label,
+                "runs": len(part),
+                "seeds": ",".join(str(s) for s in part["seed"].dropna()),
+                "mean_accuracy": mean,
+                "t_lo": t_lo,
+                "t_hi": t_hi,
+                "correct": correct,
+                "items": n,
+                "pooled_accuracy": correct / n,
+                "lo": lo,
+                "hi": hi,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def paired_counts(a: pd.DataFrame, b: pd.DataFrame) -> dict[str, int]:
     """Both right, only ``a``, only ``b``, neither, over the same items (in the same order)."""
     x, y = a["correct"].astype(bool).to_numpy(), b["correct"].astype(bool).to_numpy()
-    return {"both": int((x & y).sum()), "only_a": int((x & ~y).sum()), "only_b": int((~x & y).sum()),
-            "neither": int((~x & ~y).sum())}
+    return {
+        "both": int((x & y).sum()),
+        "only_a": int((x & ~y).sum()),
+        "only_b": int((~x & y).sum()),
+        "neither": int((~x & ~y).sum()),
+    }
 
 
 def mcnemar_exact(only_a: int, only_b: int) -> float:
@@ -108,23 +138,63 @@ def paired_table(arms: list[KrArm]) -> pd.DataFrame:
     for first, second in itertools.combinations(arms, 2):
         if (first.study != second.study and first.study and second.study) or not same_items(first.items, second.items):
             continue
-        rows.append({"arm_a": first.label, "arm_b": second.label, "model": first.model,
-                     "seeds": "" if first.seed is None else str(first.seed),
-                     **paired_counts(first.items, second.items)})
+        rows.append(
+            {
+                "arm_a": first.label,
+                "arm_b": second.label,
+                "model": first.model,
+                "seeds": "" if first.seed is None else str(first.seed),
+                **paired_counts(first.items, second.items),
+            }
+        )
     if not rows:
-        return pd.DataFrame(columns=["arm_a", "arm_b", "model", "seeds", "items", "both", "only_a", "only_b",
-                                     "neither", "accuracy_a", "accuracy_b", "p_mcnemar"])
+        return pd.DataFrame(
+            columns=[
+                "arm_a",
+                "arm_b",
+                "model",
+                "seeds",
+                "items",
+                "both",
+                "only_a",
+                "only_b",
+                "neither",
+                "accuracy_a",
+                "accuracy_b",
+                "p_mcnemar",
+            ]
+        )
     table = pd.DataFrame(rows)
-    pooled = [{"arm_a": a, "arm_b": b, "model": m, "seeds": "all",
-               **{k: int(part[k].sum()) for k in ("both", "only_a", "only_b", "neither")}}
-              for (a, b, m), part in table.groupby(["arm_a", "arm_b", "model"], sort=False) if len(part) > 1]
+    pooled = [
+        {
+            "arm_a": a,
+            "arm_b": b,
+            "model": m,
+            "seeds": "all",
+            **{k: int(part[k].sum()) for k in ("both", "only_a", "only_b", "neither")},
+        }
+        for (a, b, m), part in table.groupby(["arm_a", "arm_b", "model"], sort=False)
+        if len(part) > 1
+    ]
     table = pd.concat([table, pd.DataFrame(pooled)], ignore_index=True) if pooled else table
     table["items"] = table[["both", "only_a", "only_b", "neither"]].sum(axis=1)
     table["accuracy_a"] = (table["both"] + table["only_a"]) / table["items"]
     table["accuracy_b"] = (table["both"] + table["only_b"]) / table["items"]
-    table["p_mcnemar"] = [mcnemar_exact(x, y) for x, y in zip(table["only_a"], table["only_b"])]
-    order = ["arm_a", "arm_b", "model", "seeds", "items", "both", "only_a", "only_b", "neither", "accuracy_a",
-             "accuracy_b", "p_mcnemar"]
+    table["p_mcnemar"] = [mcnemar_exact(x, y) for x, y in zip(table["only_a"], table["only_b"], strict=True)]
+    order = [
+        "arm_a",
+        "arm_b",
+        "model",
+        "seeds",
+        "items",
+        "both",
+        "only_a",
+        "only_b",
+        "neither",
+        "accuracy_a",
+        "accuracy_b",
+        "p_mcnemar",
+    ]
     return table[order]
 
 
@@ -133,6 +203,7 @@ def tables(arms: list[KrArm]) -> dict[str, pd.DataFrame]:
 
 
 # --- From the tracking store. ---
+
 
 def is_kr(store, runs: str) -> bool:
     """Are ``--runs`` KR-Test runs? All or none of them must be; a mix fails in one line."""
@@ -151,12 +222,17 @@ def arm_runs(store, run_id: str) -> list:
     if kind == RUN:
         found = [run]
     elif kind == STUDY_RUN:
-        found = sorted((c for c in store.children(run) if c.tags.get(KIND) == RUN),
-                       key=lambda r: ARM_ORDER.get(r.tags.get(ARM), len(ARM_ORDER)))
+        found = sorted(
+            (c for c in store.children(run) if c.tags.get(KIND) == RUN),
+            key=lambda r: ARM_ORDER.get(r.tags.get(ARM), len(ARM_ORDER)),
+        )
     elif kind == SWEEP_RUN:
         studies = [s for s in store.children(run) if s.tags.get(KIND) == STUDY_RUN]
-        found = [arm for study in sorted(studies, key=lambda s: int(s.params.get("seed", 0)))
-                 for arm in arm_runs(store, study.run_id)]
+        found = [
+            arm
+            for study in sorted(studies, key=lambda s: int(s.params.get("seed", 0)))
+            for arm in arm_runs(store, study.run_id)
+        ]
     else:
         raise CctkError(f"MLflow run {run_id} is not a KR-Test run (tag {KIND} is {kind!r})")
     unfinished = [r.run_id for r in found if r.status != "FINISHED"]
@@ -179,9 +255,16 @@ def gather(store, runs: str, folder: Path) -> list[KrArm]:
             store.download(run.run_id, folder / run.run_id)
             seed = run.params.get("seed", study.params.get("seed") if in_study else None)
             model = run.params.get("model", study.params.get("model", "") if in_study else "")
-            arms.append(KrArm(run.run_id, label(run.tags.get(ARM, ""), model, in_study), model,
-                              None if seed in (None, "") else int(seed), parent if in_study else "",
-                              pd.read_csv(folder / run.run_id / "items.csv")))
+            arms.append(
+                KrArm(
+                    run.run_id,
+                    label(run.tags.get(ARM, ""), model, in_study),
+                    model,
+                    None if seed in (None, "") else int(seed),
+                    parent if in_study else "",
+                    pd.read_csv(folder / run.run_id / "items.csv"),
+                )
+            )
     return arms
 
 
@@ -209,7 +292,7 @@ def write(arms: list[KrArm], out: Path) -> dict[str, pd.DataFrame]:
     sections = []
     for name, table in found.items():
         write_table(table, out / "tables" / name, name, CAPTIONS[name])
-        sections.append(f"<h2>{name}</h2><p class=\"caption\">{escape(CAPTIONS[name])}</p>{html(table, name)}")
+        sections.append(f'<h2>{name}</h2><p class="caption">{escape(CAPTIONS[name])}</p>{html(table, name)}')
     (out / "compare.html").write_text(PAGE.format(body="\n".join(sections)), encoding="utf-8")
     return found
 

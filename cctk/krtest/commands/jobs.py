@@ -5,6 +5,7 @@ before any output folder or MLflow run exists. Every KR-Test run goes through th
 lifecycle (``tracking.Store.run``: FINISHED, FAILED with the error as a tag, KILLED on Ctrl-C or
 SIGTERM). ``evaluate_arm`` and ``train_arm`` are shared with the study, which nests them under its run.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,7 +18,8 @@ import pandas as pd
 from ... import __version__
 from ...core.errors import CctkError
 from ...core.lm import memory
-from ...core.lm.device import check_recipe, out_of_memory_as_line, resolve as resolve_device, room
+from ...core.lm.device import check_recipe, out_of_memory_as_line, room
+from ...core.lm.device import resolve as resolve_device
 from ...core.lm.models import check_available, load_model, model_config
 from ...core.lm.scoring import pad_id
 from ...store import tracking
@@ -51,8 +53,12 @@ class Inputs:
     passages: tuple[Passage, ...] = ()
 
     def params(self) -> dict:
-        return {"questions": str(self.questions), "n_items": len(self.items), "location": self.location,
-                "segment": self.segment}
+        return {
+            "questions": str(self.questions),
+            "n_items": len(self.items),
+            "location": self.location,
+            "segment": self.segment,
+        }
 
     def book(self) -> list[Item]:
         """The items with their source passages before their contexts (the open book)."""
@@ -60,18 +66,35 @@ class Inputs:
 
     def log(self, run: tracking.LiveRun) -> None:
         """The questions (and the corpus, as its passages) as MLflow dataset inputs of ``run``."""
-        questions = pd.DataFrame([{"context": i.context, "sentence_true": i.sentence_true,
-                                   "sentence_false": i.sentence_false, "location": i.location} for i in self.items])
+        questions = pd.DataFrame(
+            [
+                {
+                    "context": i.context,
+                    "sentence_true": i.sentence_true,
+                    "sentence_false": i.sentence_false,
+                    "location": i.location,
+                }
+                for i in self.items
+            ]
+        )
         run.dataset(questions, f"kr questions {self.questions.stem}", str(self.questions), context="evaluation")
         if self.corpus_path is not None:
             corpus = pd.DataFrame([{"location": p.location(self.location), "passage": p.text} for p in self.passages])
             run.dataset(corpus, f"kr corpus {self.corpus_path.stem}", str(self.corpus_path), context="training")
 
 
-def read_inputs(questions: Path, corpus: Path | None = None, validation: Path | None = None,
-                need_corpus: bool = False, need_validation: bool = False, location: str = "char",
-                segment: str = "blank-lines", tokenizer=None, scoring_tokenizer=None,
-                max_tokens: int = MAX_TOKENS) -> Inputs:
+def read_inputs(
+    questions: Path,
+    corpus: Path | None = None,
+    validation: Path | None = None,
+    need_corpus: bool = False,
+    need_validation: bool = False,
+    location: str = "char",
+    segment: str = "blank-lines",
+    tokenizer=None,
+    scoring_tokenizer=None,
+    max_tokens: int = MAX_TOKENS,
+) -> Inputs:
     """Read and check the files (every item's location against the corpus); a missing one that is needed
     fails in one line. ``tokenizer`` only for ``segment="tokens:N"``; ``scoring_tokenizer``: each text
     field within ``max_tokens`` of its tokens (else within ``items.MAX_CHARS`` characters)."""
@@ -87,8 +110,16 @@ def read_inputs(questions: Path, corpus: Path | None = None, validation: Path | 
     found = tuple(segment_corpus(text, segment, tokenizer)) if text else ()
     if text:
         check_locations(list(items), list(found), location, str(questions))
-    return Inputs(Path(questions), items, text, read_corpus(validation) if validation else None,
-                  Path(corpus) if corpus else None, location, segment, found)
+    return Inputs(
+        Path(questions),
+        items,
+        text,
+        read_corpus(validation) if validation else None,
+        Path(corpus) if corpus else None,
+        location,
+        segment,
+        found,
+    )
 
 
 @dataclass(frozen=True)
@@ -100,8 +131,9 @@ class Track:
 
     def run(self, name: str, tags: dict, parent: tracking.LiveRun | None = None, kind: str = RUN, attach: bool = False):
         """A run in the one lifecycle (a context manager); ``attach``: ``mlflow run``'s run when there is one."""
-        return self.store.run(kind, name, {"mlflow.source.name": "cctk krtest", **tags}, parent, self.experiment_id,
-                              attach)
+        return self.store.run(
+            kind, name, {"mlflow.source.name": "cctk krtest", **tags}, parent, self.experiment_id, attach
+        )
 
 
 def open_track(tracking_name: str | None) -> Track:
@@ -110,9 +142,19 @@ def open_track(tracking_name: str | None) -> Track:
     return Track(store, store.experiment())
 
 
-def run_eval(model: str, questions: Path, out: Path, corpus: Path | None = None, book: bool = False,
-             tracking_name: str | None = None, echo=print, location: str = "char", segment: str = "blank-lines",
-             tokenizer_name: str | None = None, device: str | None = None) -> Summary:
+def run_eval(
+    model: str,
+    questions: Path,
+    out: Path,
+    corpus: Path | None = None,
+    book: bool = False,
+    tracking_name: str | None = None,
+    echo=print,
+    location: str = "char",
+    segment: str = "blank-lines",
+    tokenizer_name: str | None = None,
+    device: str | None = None,
+) -> Summary:
     """``cctk krtest eval``: score one untouched model on a question file (``book``: open book)."""
     where = resolve_device(device)
     found = check_available(model)
@@ -124,8 +166,16 @@ def run_eval(model: str, questions: Path, out: Path, corpus: Path | None = None,
     if segment.startswith("tokens:") and corpus is not None:
         tokenizer = load_tokenizer(tokenizer_name) if tokenizer_name else scoring
     limit = context_limit(model)
-    inputs = read_inputs(questions, corpus, need_corpus=book, location=location, segment=segment, tokenizer=tokenizer,
-                         scoring_tokenizer=scoring, max_tokens=limit)
+    inputs = read_inputs(
+        questions,
+        corpus,
+        need_corpus=book,
+        location=location,
+        segment=segment,
+        tokenizer=tokenizer,
+        scoring_tokenizer=scoring,
+        max_tokens=limit,
+    )
     items = inputs.book() if book else list(inputs.items)
     check_fits(scoring, items, limit, str(questions))
     track = open_track(tracking_name)
@@ -134,8 +184,16 @@ def run_eval(model: str, questions: Path, out: Path, corpus: Path | None = None,
     lm = lm.to(where)
     key = "open_book" if book else "blind"
     with track.run(f"krtest eval {model}", {tracking.ARM: key}) as run:
-        run.params({"model": found.key, "model_id": found.id, "open_book": book, "corpus": str(corpus or ""),
-                    "cctk_version": __version__, **inputs.params()})
+        run.params(
+            {
+                "model": found.key,
+                "model_id": found.id,
+                "open_book": book,
+                "corpus": str(corpus or ""),
+                "cctk_version": __version__,
+                **inputs.params(),
+            }
+        )
         inputs.log(run)
         summary, _ = evaluate_arm(run, lm, tokenizer, items, Path(out), echo)
     return summary
@@ -152,8 +210,9 @@ def context_limit(model: str) -> int:
     return MAX_TOKENS
 
 
-def evaluate_arm(run: tracking.LiveRun, lm, tokenizer, items: list[Item], out: Path, echo=print,
-                 validation_rows=None) -> tuple[Summary, pd.DataFrame]:
+def evaluate_arm(
+    run: tracking.LiveRun, lm, tokenizer, items: list[Item], out: Path, echo=print, validation_rows=None
+) -> tuple[Summary, pd.DataFrame]:
     """Score, write ``items.csv``, ``by_passage.csv`` and ``summary.json``, print the accuracy, log metrics
     and files; returns the summary and the item table."""
     start = time.perf_counter()
@@ -171,8 +230,15 @@ def evaluate_arm(run: tracking.LiveRun, lm, tokenizer, items: list[Item], out: P
     return summary, table
 
 
-def run_train(model: str, inputs: Inputs, config: TrainConfig, out: Path, tracking_name: str | None = None,
-              echo=print, device: str | None = None) -> Trained:
+def run_train(
+    model: str,
+    inputs: Inputs,
+    config: TrainConfig,
+    out: Path,
+    tracking_name: str | None = None,
+    echo=print,
+    device: str | None = None,
+) -> Trained:
     """``cctk krtest train``: fine-tune on the corpus, KR-Test and perplexity every K steps, tracked."""
     where = resolve_device(device)
     found = check_available(model)
@@ -198,8 +264,11 @@ def memory_plan(model: str, config: TrainConfig, where, waiting: int = 0) -> mem
     token supervised, evaluated every K steps while the gradients and moments live (the scorer and the
     perplexity in chunks of ``LOGIT_BUDGET``); LoRA trains its budget. ``waiting``: copies in host memory
     (the study's untouched model)."""
-    job = memory.Job(trained=config.budget if config.method == "lora" else None, supervised=config.max_tokens,
-                     measured_in_training=True)
+    job = memory.Job(
+        trained=config.budget if config.method == "lora" else None,
+        supervised=config.max_tokens,
+        measured_in_training=True,
+    )
     shape = memory.Shape.of_config(model_config(model))
     return memory.Plan(model, shape, config.recipe, config.max_tokens, room(where), waiting, job=job)
 
@@ -208,40 +277,71 @@ def arm_key(config: TrainConfig) -> str:
     return "full" if config.method == "full" else f"lora_{config.modules}"
 
 
-def train_arm(run: tracking.LiveRun, lm, tokenizer, inputs: Inputs, config: TrainConfig, out: Path, echo=print,
-              label: str = "") -> Trained:
+def train_arm(
+    run: tracking.LiveRun, lm, tokenizer, inputs: Inputs, config: TrainConfig, out: Path, echo=print, label: str = ""
+) -> Trained:
     """Train with live metric histories (step = optimizer step), then write and log the final files."""
     run.params(config.params())
     plan = plan_lora(lm, config.modules, config.budget, config.rank) if config.method == "lora" else None
     if plan:
-        run.params({"lora.rank": plan.rank, "lora.trainable_parameters": plan.trainable, "lora.targets": plan.kinds(),
-                    "lora.n_modules": len(plan.targets), "lora.alpha": 2 * plan.rank})
-        echo(f"{label}: LoRA rank {plan.rank} on {len(plan.targets)} modules ({plan.kinds()}): "
-             f"{plan.trainable:,} trainable parameters for a budget of {plan.budget:,}")
+        run.params(
+            {
+                "lora.rank": plan.rank,
+                "lora.trainable_parameters": plan.trainable,
+                "lora.targets": plan.kinds(),
+                "lora.n_modules": len(plan.targets),
+                "lora.alpha": 2 * plan.rank,
+            }
+        )
+        echo(
+            f"{label}: LoRA rank {plan.rank} on {len(plan.targets)} modules ({plan.kinds()}): "
+            f"{plan.trainable:,} trainable parameters for a budget of {plan.budget:,}"
+        )
     started = time.perf_counter()
 
     def on_eval(point: Evaluation) -> None:
-        values = {"kr_accuracy": point.summary.accuracy, "kr_lo": point.summary.lo, "kr_hi": point.summary.hi,
-                  "kr_mean_margin": point.summary.mean_margin, "val_perplexity": point.val_perplexity}
+        values = {
+            "kr_accuracy": point.summary.accuracy,
+            "kr_lo": point.summary.lo,
+            "kr_hi": point.summary.hi,
+            "kr_mean_margin": point.summary.mean_margin,
+            "val_perplexity": point.val_perplexity,
+        }
         run.metrics(values, step=point.step)
         loss = "" if math.isnan(point.train_loss) else f", loss {point.train_loss:.3f}"
-        echo(f"{label} step {point.step}: KR {100 * point.summary.accuracy:.1f}% "
-             f"[{100 * point.summary.lo:.1f}-{100 * point.summary.hi:.1f}], val perplexity "
-             f"{point.val_perplexity:.2f}{loss} ({time.perf_counter() - started:.0f} s)")
+        echo(
+            f"{label} step {point.step}: KR {100 * point.summary.accuracy:.1f}% "
+            f"[{100 * point.summary.lo:.1f}-{100 * point.summary.hi:.1f}], val perplexity "
+            f"{point.val_perplexity:.2f}{loss} ({time.perf_counter() - started:.0f} s)"
+        )
 
-    trained = train(lm, tokenizer, list(inputs.items), inputs.corpus, inputs.validation, config, on_eval=on_eval,
-                    on_loss=lambda step, loss: run.metrics({"train_loss": loss}, step=step))
+    trained = train(
+        lm,
+        tokenizer,
+        list(inputs.items),
+        inputs.corpus,
+        inputs.validation,
+        config,
+        on_eval=on_eval,
+        on_loss=lambda step, loss: run.metrics({"train_loss": loss}, step=step),
+    )
     _finish(run, trained, Path(out), echo)
     return trained
 
 
 def _finish(run: tracking.LiveRun, trained: Trained, out: Path, echo) -> None:
     final = trained.final
-    paths = write_evaluation(final.items, final.summary, out) + [write_curve(trained.curve(), out)]
+    paths = [*write_evaluation(final.items, final.summary, out), write_curve(trained.curve(), out)]
     metrics = {k: getattr(final.summary, k) for k in SUMMARY_METRICS}
-    metrics.update({"final_val_perplexity": final.val_perplexity, "trainable_parameters": trained.trainable,
-                    "steps": trained.result.steps, "train_seconds": trained.train_seconds,
-                    "eval_seconds": trained.eval_seconds})
+    metrics.update(
+        {
+            "final_val_perplexity": final.val_perplexity,
+            "trainable_parameters": trained.trainable,
+            "steps": trained.result.steps,
+            "train_seconds": trained.train_seconds,
+            "eval_seconds": trained.eval_seconds,
+        }
+    )
     run.metrics(metrics, step=trained.result.steps)
     run.params({"trainable_parameters": trained.trainable})
     for path in paths:

@@ -6,6 +6,7 @@ folders and the across-seeds tables of ``cctk.krtest.commands.compare`` (``kr_ru
 over seeds with a t interval and the pooled exact interval, ``kr_paired``: exact McNemar tests of
 every two arms, per seed and pooled), which are the sweep run's artifacts and metrics.
 """
+
 from __future__ import annotations
 
 import time
@@ -31,8 +32,13 @@ class SweepOutcome:
     seconds: float = 0.0
 
 
-def run(config: study_module.StudyConfig, seeds: tuple[int, ...], out_root: Path = Path("outputs/krtest"),
-        tracking_name: str | None = None, echo=print) -> SweepOutcome:
+def run(
+    config: study_module.StudyConfig,
+    seeds: tuple[int, ...],
+    out_root: Path = Path("outputs/krtest"),
+    tracking_name: str | None = None,
+    echo=print,
+) -> SweepOutcome:
     """Every check first (each seed's configuration), then one study per seed, then the tables across seeds."""
     started = time.perf_counter()
     configs = [replace(config, seed=seed) for seed in seeds]
@@ -55,16 +61,23 @@ def run(config: study_module.StudyConfig, seeds: tuple[int, ...], out_root: Path
 
 def arms(studies: list[study_module.Outcome], model: str) -> list[kr.KrArm]:
     """Every arm of every study, as ``cctk compare`` reads them back from MLflow."""
-    return [kr.KrArm(s.run_ids[key], ARMS[key], model, s.seed, s.run_id, s.tables[key])
-            for s in studies for key in ARMS]
+    return [
+        kr.KrArm(s.run_ids[key], ARMS[key], model, s.seed, s.run_id, s.tables[key]) for s in studies for key in ARMS
+    ]
 
 
 def _log(sweep, outcome: SweepOutcome) -> None:
     metrics = {"sweep_seconds": outcome.seconds}
     for _, row in outcome.tables["kr_pooled"].iterrows():
         key = next(k for k, name in ARMS.items() if name == row["arm"])
-        metrics.update({f"{key}.mean_accuracy": row["mean_accuracy"], f"{key}.pooled_accuracy": row["pooled_accuracy"],
-                        f"{key}.lo": row["lo"], f"{key}.hi": row["hi"]})
+        metrics.update(
+            {
+                f"{key}.mean_accuracy": row["mean_accuracy"],
+                f"{key}.pooled_accuracy": row["pooled_accuracy"],
+                f"{key}.lo": row["lo"],
+                f"{key}.hi": row["hi"],
+            }
+        )
     sweep.metrics({k: v for k, v in metrics.items() if v == v})  # a t interval of one seed is nan: not logged
     sweep.files(outcome.folder / "tables", "tables")
     sweep.files(outcome.folder / "compare.html")

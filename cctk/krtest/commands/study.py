@@ -16,6 +16,7 @@ both counts and their difference are printed, logged and recorded. The session f
 exclusively (``cctk.store.session.new_folder``): two studies started in the same second get two folders.
 ``cctk.krtest.commands.seeds`` runs the study once per seed under one sweep run.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,13 +30,22 @@ import pandas as pd
 from ... import __version__
 from ...core.config import Recipe
 from ...core.lm import memory
-from ...core.lm.device import check_recipe, out_of_memory_as_line, resolve as resolve_device
+from ...core.lm.device import check_recipe, out_of_memory_as_line
+from ...core.lm.device import resolve as resolve_device
 from ...core.lm.models import check_available, load_model, model_id
 from ...store import tracking
 from ...store.session import new_folder
 from .. import ARMS, STUDY_RUN
-from ..generation.generate import (CORPUS, ENTITIES, QUESTIONS, VALIDATION, VALIDATION_ENTITIES, check_sizes,
-    make_dataset, write_dataset)
+from ..generation.generate import (
+    CORPUS,
+    ENTITIES,
+    QUESTIONS,
+    VALIDATION,
+    VALIDATION_ENTITIES,
+    check_sizes,
+    make_dataset,
+    write_dataset,
+)
 from ..measurement.lora import PairPlan, plan_pair
 from ..measurement.passages import check_segment
 from ..measurement.report import write_figure, write_table
@@ -63,12 +73,15 @@ class StudyConfig:
     def arms(self, ranks: tuple[int, int] | None = None) -> dict[str, TrainConfig]:
         """The three trained arms, one seed and one evaluation schedule for all; ``ranks``: the LoRA ranks
         (attention, FFN) of the matched pair (None: each the closest to the budget)."""
-        common = dict(seed=self.seed, budget=self.budget, eval_every=self.eval_every)
+        common = {"seed": self.seed, "budget": self.budget, "eval_every": self.eval_every}
         attention, ffn = ranks or (None, None)
-        return {"full": TrainConfig(method="full", recipe=self.full, **common),
-                "lora_attention": TrainConfig(method="lora", modules="attention", recipe=self.lora, rank=attention,
-                                              **common),
-                "lora_ffn": TrainConfig(method="lora", modules="ffn", recipe=self.lora, rank=ffn, **common)}
+        return {
+            "full": TrainConfig(method="full", recipe=self.full, **common),
+            "lora_attention": TrainConfig(
+                method="lora", modules="attention", recipe=self.lora, rank=attention, **common
+            ),
+            "lora_ffn": TrainConfig(method="lora", modules="ffn", recipe=self.lora, rank=ffn, **common),
+        }
 
     def check(self) -> None:
         where = resolve_device(self.device)
@@ -86,9 +99,15 @@ class StudyConfig:
         return memory_plan(self.model, config, resolve_device(self.device), waiting=1)
 
     def params(self) -> dict:
-        values = {"model": self.model, "model_id": model_id(self.model), "seed": self.seed,
-                  "data": str(self.data or "generated"), "budget": self.budget, "eval_every": self.eval_every,
-                  "cctk_version": __version__}
+        values = {
+            "model": self.model,
+            "model_id": model_id(self.model),
+            "seed": self.seed,
+            "data": str(self.data or "generated"),
+            "budget": self.budget,
+            "eval_every": self.eval_every,
+            "cctk_version": __version__,
+        }
         if self.data is None:
             values.update({"entities": self.entities, "validation_entities": self.validation_entities})
         for method, recipe in (("full", self.full), ("lora", self.lora)):
@@ -96,18 +115,27 @@ class StudyConfig:
         return values
 
 
-def make_study_config(model: str, seed: int = 0, data: Path | None = None, epochs: int | None = None,
-                      batch_size: int | None = None, full_learning_rate: float | None = None,
-                      lora_learning_rate: float | None = None, full_epochs: int | None = None,
-                      lora_epochs: int | None = None, **values) -> StudyConfig:
+def make_study_config(
+    model: str,
+    seed: int = 0,
+    data: Path | None = None,
+    epochs: int | None = None,
+    batch_size: int | None = None,
+    full_learning_rate: float | None = None,
+    lora_learning_rate: float | None = None,
+    full_epochs: int | None = None,
+    lora_epochs: int | None = None,
+    **values,
+) -> StudyConfig:
     """A checked study configuration: defaults, with the values given (None = keep); ``full_*`` and
     ``lora_*`` override ``epochs`` and the default rate for full fine-tuning or both LoRA arms."""
     shared = _given(epochs=epochs, batch_size=batch_size)
     full = replace(RECIPES["full"], **shared | _given(epochs=full_epochs, learning_rate=full_learning_rate))
     lora = replace(RECIPES["lora"], **shared | _given(epochs=lora_epochs, learning_rate=lora_learning_rate))
     values["device"] = str(resolve_device(values.get("device")))
-    config = StudyConfig(model=model, seed=seed, data=Path(data) if data else None, full=full, lora=lora,
-                         **_given(**values))
+    config = StudyConfig(
+        model=model, seed=seed, data=Path(data) if data else None, full=full, lora=lora, **_given(**values)
+    )
     config.check()
     return config
 
@@ -129,8 +157,13 @@ class Outcome:
     seconds: float = 0.0
 
 
-def run(config: StudyConfig, out_root: Path = Path("outputs/krtest"), tracking_name: str | None = None,
-        echo=print, parent: tracking.LiveRun | None = None) -> Outcome:
+def run(
+    config: StudyConfig,
+    out_root: Path = Path("outputs/krtest"),
+    tracking_name: str | None = None,
+    echo=print,
+    parent: tracking.LiveRun | None = None,
+) -> Outcome:
     """Check everything, then the five arms, the figure and the table; returns what each arm gave.
     ``parent``: the run to nest the study under (a seed sweep); else a run of its own (or ``mlflow run``'s)."""
     started = time.perf_counter()
@@ -163,9 +196,14 @@ def run(config: StudyConfig, out_root: Path = Path("outputs/krtest"), tracking_n
 
 
 def _pair_params(pair: PairPlan) -> dict:
-    return {"lora.attention.rank": pair.attention.rank, "lora.ffn.rank": pair.ffn.rank,
-            "lora.attention.trainable": pair.attention.trainable, "lora.ffn.trainable": pair.ffn.trainable,
-            "lora.difference_percent": round(100 * pair.difference, 4), "lora.pair_searched": pair.searched}
+    return {
+        "lora.attention.rank": pair.attention.rank,
+        "lora.ffn.rank": pair.ffn.rank,
+        "lora.attention.trainable": pair.attention.trainable,
+        "lora.ffn.trainable": pair.ffn.trainable,
+        "lora.difference_percent": round(100 * pair.difference, 4),
+        "lora.pair_searched": pair.searched,
+    }
 
 
 def model_label(model: str) -> str:
@@ -178,8 +216,9 @@ def _read_data(folder: Path, location: str) -> Inputs:
     return read_inputs(folder / QUESTIONS, folder / CORPUS, folder / VALIDATION, location=location)
 
 
-def _arms(config: StudyConfig, inputs: Inputs, loaded: tuple, track: Track, parent: tracking.LiveRun,
-          outcome: Outcome, echo) -> None:
+def _arms(
+    config: StudyConfig, inputs: Inputs, loaded: tuple, track: Track, parent: tracking.LiveRun, outcome: Outcome, echo
+) -> None:
     lm, tokenizer = loaded  # the untouched model: the baselines score it, each trained arm trains a fresh copy
     val_rows = corpus_rows(inputs.validation, tokenizer, TrainConfig().max_tokens)
     params = {"model": config.model, "seed": config.seed} | inputs.params()
@@ -187,17 +226,26 @@ def _arms(config: StudyConfig, inputs: Inputs, loaded: tuple, track: Track, pare
         with _nested(track, parent, key, {"open_book": key == "open_book"} | params, inputs, outcome) as run:
             echo(f"{ARMS[key]}:")
             outcome.summaries[key], outcome.tables[key] = evaluate_arm(
-                run, lm, tokenizer, items, outcome.folder / key, echo,
-                validation_rows=val_rows if key == "blind" else None)
+                run,
+                lm,
+                tokenizer,
+                items,
+                outcome.folder / key,
+                echo,
+                validation_rows=val_rows if key == "blind" else None,
+            )
     lm.cpu()  # the untouched model waits in host memory while the arms train their own copies
     ranks = (outcome.pair.attention.rank, outcome.pair.ffn.rank)
     for key, train_config in config.arms(ranks).items():
-        with _nested(track, parent, key, params, inputs, outcome) as run, \
-                out_of_memory_as_line(config.memory_plan(train_config), config.device, f"the {ARMS[key]} arm"):
+        with (
+            _nested(track, parent, key, params, inputs, outcome) as run,
+            out_of_memory_as_line(config.memory_plan(train_config), config.device, f"the {ARMS[key]} arm"),
+        ):
             echo(f"{ARMS[key]}:")
             model = load_model(config.model)[0].to(config.device)  # a fresh copy for every trained arm
-            trained = train_arm(run, model, tokenizer, inputs, train_config, outcome.folder / key, echo,
-                                label=ARMS[key])
+            trained = train_arm(
+                run, model, tokenizer, inputs, train_config, outcome.folder / key, echo, label=ARMS[key]
+            )
         outcome.trained[key], outcome.summaries[key] = trained, trained.final.summary
         outcome.tables[key] = trained.final.items
 
@@ -221,17 +269,27 @@ def final_table(outcome: Outcome) -> pd.DataFrame:
 def _arm_row(key: str, outcome: Outcome) -> dict:
     s, trained = outcome.summaries[key], outcome.trained.get(key)
     plan = trained.plan if trained else None
+    ppl = float("nan")  # none for the open book
     if trained:
         ppl = trained.final.val_perplexity
-    else:  # the untouched model's, read at step 0 of a trained arm; none for the open book
-        ppl = _base_perplexity(outcome) if key == "blind" else float("nan")
+    elif key == "blind":  # the untouched model's, read at step 0 of a trained arm
+        ppl = _base_perplexity(outcome)
     return {
-        "arm": ARMS[key], "method": trained.config.method if trained else "none",
+        "arm": ARMS[key],
+        "method": trained.config.method if trained else "none",
         "modules": (plan.kinds() if plan else "all") if trained else "-",
-        "rank": plan.rank if plan else pd.NA, "trainable": trained.trainable if trained else pd.NA,
-        "steps": trained.result.steps if trained else 0, "items": s.n, "correct": s.correct,
-        "accuracy": s.accuracy, "lo": s.lo, "hi": s.hi, "mean_margin": s.mean_margin, "ties": s.ties,
-        "identical": s.identical, "val_perplexity": ppl,
+        "rank": plan.rank if plan else pd.NA,
+        "trainable": trained.trainable if trained else pd.NA,
+        "steps": trained.result.steps if trained else 0,
+        "items": s.n,
+        "correct": s.correct,
+        "accuracy": s.accuracy,
+        "lo": s.lo,
+        "hi": s.hi,
+        "mean_margin": s.mean_margin,
+        "ties": s.ties,
+        "identical": s.identical,
+        "val_perplexity": ppl,
     }
 
 
@@ -246,8 +304,17 @@ def curves(outcome: Outcome) -> pd.DataFrame:
 
 
 def baselines(outcome: Outcome) -> pd.DataFrame:
-    return pd.DataFrame([{"arm": ARMS[k], "accuracy": outcome.summaries[k].accuracy, "lo": outcome.summaries[k].lo,
-                          "hi": outcome.summaries[k].hi} for k in ("blind", "open_book")])
+    return pd.DataFrame(
+        [
+            {
+                "arm": ARMS[k],
+                "accuracy": outcome.summaries[k].accuracy,
+                "lo": outcome.summaries[k].lo,
+                "hi": outcome.summaries[k].hi,
+            }
+            for k in ("blind", "open_book")
+        ]
+    )
 
 
 def _write_outputs(config: StudyConfig, outcome: Outcome, session: str) -> None:
@@ -258,12 +325,23 @@ def _write_outputs(config: StudyConfig, outcome: Outcome, session: str) -> None:
 
 def _write_record(config: StudyConfig, outcome: Outcome, session: str) -> None:
     """``study.json``: the configuration, how long the study took, every arm's summary, the LoRA ranks."""
-    study = {"session": session, "config": config.params(), "seconds": outcome.seconds,
-             "arms": {key: asdict(s) for key, s in outcome.summaries.items()},
-             "lora": {key: {"rank": t.plan.rank, "trainable_parameters": t.trainable, "targets": t.plan.kinds()}
-                      for key, t in outcome.trained.items() if t.plan},
-             "lora_pair": {"difference_percent": 100 * outcome.pair.difference, "searched": outcome.pair.searched,
-                           "closest_ranks": list(outcome.pair.closest), "line": outcome.pair.line()}}
+    study = {
+        "session": session,
+        "config": config.params(),
+        "seconds": outcome.seconds,
+        "arms": {key: asdict(s) for key, s in outcome.summaries.items()},
+        "lora": {
+            key: {"rank": t.plan.rank, "trainable_parameters": t.trainable, "targets": t.plan.kinds()}
+            for key, t in outcome.trained.items()
+            if t.plan
+        },
+        "lora_pair": {
+            "difference_percent": 100 * outcome.pair.difference,
+            "searched": outcome.pair.searched,
+            "closest_ranks": list(outcome.pair.closest),
+            "line": outcome.pair.line(),
+        },
+    }
     (outcome.folder / STUDY_JSON).write_text(json.dumps(study, indent=2, default=str) + "\n")
 
 

@@ -14,6 +14,7 @@ splits a longer passage at its sentence ends (a sentence longer than the bound s
 passage's location counts within its own document, so one file and a folder of its paragraphs give
 the same passages, the same texts and the same requests.
 """
+
 from __future__ import annotations
 
 import json
@@ -74,9 +75,11 @@ def _jsonl(path: Path, field: str) -> list[Document]:
     return found
 
 
-def cut(documents: list[Document], how: str, tokenizer, min_tokens: int = 0,
-        max_tokens: int | None = None) -> list[Located]:
+def cut(
+    documents: list[Document], how: str, tokenizer, min_tokens: int = 0, max_tokens: int | None = None
+) -> list[Located]:
     """Every document's passages, in order, shaped by the token bounds (see the module docstring)."""
+
     def count(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
@@ -95,8 +98,9 @@ def merge_short(text: str, passages: list[Passage], count: Callable[[str], int],
     out, pending = [], None
     for passage in passages:
         if pending is not None:
-            passage = Passage(pending.start, passage.end, pending.first_line, passage.last_line,
-                              text[pending.start : passage.end])
+            passage = Passage(
+                pending.start, passage.end, pending.first_line, passage.last_line, text[pending.start : passage.end]
+            )
             pending = None
         if min_tokens and count(passage.text) < min_tokens and passage is not passages[-1]:
             pending = passage
@@ -120,4 +124,3 @@ def split_long(text: str, passage: Passage, count: Callable[[str], int], max_tok
         last = end
     pieces.append(_piece(text, passage, at, len(passage.text)))
     return [p for p in pieces if p.text]
-

@@ -2,7 +2,8 @@
 
 The paper's pipeline (figure 1): the corpus is read as documents and cut into passages
 (``cctk.krtest.generation.corpora``), the teacher is asked for ``per_passage`` contrastive items per passage
-(``cctk.krtest.generation.teacher``), and every proposed item is checked (``cctk.krtest.generation.validate``); the items
+(``cctk.krtest.generation.teacher``), and every proposed item is checked (``cctk.krtest.generation.validate``); the
+items
 kept are ``questions.jsonl``.
 
 Nothing paid for is lost: each passage's exchange (request, reply, usage, verdicts) goes into the
@@ -37,6 +38,7 @@ The folder it writes::
                        as the server accepted it) and oracle_check (n, correct, accuracy, exact lo/hi,
                        unanswered, passages, requests, the oracle's usage)
 """
+
 from __future__ import annotations
 
 import json
@@ -81,8 +83,10 @@ class Options:
         if self.max_passages is not None and self.max_passages < 1:
             raise CctkError(f"--max-passages must be >= 1, got {self.max_passages}")
         if self.min_tokens < 0 or (self.max_passage_tokens is not None and self.max_passage_tokens < 8):
-            raise CctkError(f"--min-tokens must be >= 0 and --max-tokens-per-passage >= 8, got {self.min_tokens} "
-                            f"and {self.max_passage_tokens}")
+            raise CctkError(
+                f"--min-tokens must be >= 0 and --max-tokens-per-passage >= 8, got {self.min_tokens} "
+                f"and {self.max_passage_tokens}"
+            )
         if self.concurrency < 1:
             raise CctkError(f"--concurrency must be >= 1, got {self.concurrency}")
 
@@ -133,10 +137,17 @@ def exchange(located: Located, document: str, n: int, teacher, options: Options)
     chat = messages(passage.text, options.per_passage)
     started = time.perf_counter()
     reply = ask(teacher, chat, n)
-    return {"document": document, "location": passage.location(options.location), "request": {"messages": chat},
-            "reply": reply.text, "finish_reason": reply.finish_reason, "truncated": reply.truncated,
-            "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens},
-            "requests": reply.requests, "seconds": round(time.perf_counter() - started, 3)}
+    return {
+        "document": document,
+        "location": passage.location(options.location),
+        "request": {"messages": chat},
+        "reply": reply.text,
+        "finish_reason": reply.finish_reason,
+        "truncated": reply.truncated,
+        "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens},
+        "requests": reply.requests,
+        "seconds": round(time.perf_counter() - started, 3),
+    }
 
 
 def judge_reply(reply: Reply, checker: Checker, location: int, k: int) -> tuple[list[Verdict], int]:
@@ -150,7 +161,9 @@ def judge_reply(reply: Reply, checker: Checker, location: int, k: int) -> tuple[
             verdicts.append(Verdict("malformed", {"entry": entry}))
             continue
         texts = [entry[f].strip() for f in FIELDS]
-        verdicts.append(Verdict(checker.reason(*texts, location) or "kept", dict(zip(FIELDS, texts)), key(*texts)))
+        verdicts.append(
+            Verdict(checker.reason(*texts, location) or "kept", dict(zip(FIELDS, texts, strict=True)), key(*texts))
+        )
     return verdicts + [Verdict("no_item", {})] * (k - len(verdicts)), max(0, len(entries) - k)
 
 
@@ -186,8 +199,7 @@ class Judged:
 
     def texts(self) -> dict[tuple[str, int], str]:
         """Each passage's text by (document name, location): where an oracle reads an item's passage."""
-        return {(self.names[f.document], f.passage.location(self.options.location)): f.passage.text
-                for f in self.found}
+        return {(self.names[f.document], f.passage.location(self.options.location)): f.passage.text for f in self.found}
 
     def assemble(self, entries: dict[int, dict]) -> Generation:
         """The generation so far, passage by passage in corpus order (whatever order the replies came in)."""
@@ -223,8 +235,9 @@ def _document(line: dict, names: list) -> dict:
 def generate(corpus: str, teacher, tokenizer, options: Options, echo=print) -> Generation:
     """Ask the teacher about every passage of one text and judge the items, in memory (no journal)."""
     options.check()
-    found = cut([Document("corpus", corpus)], options.segment, tokenizer, options.min_tokens,
-                options.max_passage_tokens)[: options.max_passages]
+    found = cut(
+        [Document("corpus", corpus)], options.segment, tokenizer, options.min_tokens, options.max_passage_tokens
+    )[: options.max_passages]
     if not found:
         raise CctkError("the corpus has no passage (only blank lines?)")
     judged, entries = Judged(found, ["corpus"], options, tokenizer), {}
@@ -242,12 +255,27 @@ def write_generation(done: Generation, folder: Path, about: dict) -> dict[str, P
     paths = {name: folder / name for name in OWNED if name != REJECTED or done.oracle is not None}
     several = len(about.get("documents", ())) > 1  # a document's name only where there is a choice
     documents = done.documents or [""] * len(done.items)
-    lines = [json.dumps({"context": i.context, "sentence_true": i.sentence_true, "sentence_false": i.sentence_false,
-                         "location": i.location, **({"document": d} if several else {})}, ensure_ascii=False)
-             for i, d in zip(done.items, documents)]
+    lines = [
+        json.dumps(
+            {
+                "context": i.context,
+                "sentence_true": i.sentence_true,
+                "sentence_false": i.sentence_false,
+                "location": i.location,
+                **({"document": d} if several else {}),
+            },
+            ensure_ascii=False,
+        )
+        for i, d in zip(done.items, documents, strict=True)
+    ]
     _write(paths[QUESTIONS], "".join(line + "\n" for line in lines))
-    record = {**_counts(done), "prompt_version": PROMPT_VERSION, **about,
-              "thresholds": {"support": SUPPORT, "max_changed_spans": MAX_SPANS}, "cctk_version": __version__}
+    record = {
+        **_counts(done),
+        "prompt_version": PROMPT_VERSION,
+        **about,
+        "thresholds": {"support": SUPPORT, "max_changed_spans": MAX_SPANS},
+        "cctk_version": __version__,
+    }
     if done.oracle is not None:
         record["oracle_check"] = done.oracle
     _write(paths[GENERATION], json.dumps(record, indent=2, ensure_ascii=False, default=str) + "\n")
@@ -290,10 +318,15 @@ class Request:
     def settings(self, teacher: dict, oracle: dict | None = None) -> dict:
         """What makes a generation what it is: a continuation must be asked with the same (the oracle too,
         where there is one: without one, the settings are what they were before there could be one)."""
-        return {"corpus": str(Path(self.corpus).resolve()), "tokenizer": self.tokenizer_name, "seed": self.seed,
-                "prompt_version": PROMPT_VERSION, "teacher": teacher,
-                **{k: v for k, v in asdict(self.options).items() if k != "concurrency"},
-                **({"oracle": oracle} if oracle is not None else {})}
+        return {
+            "corpus": str(Path(self.corpus).resolve()),
+            "tokenizer": self.tokenizer_name,
+            "seed": self.seed,
+            "prompt_version": PROMPT_VERSION,
+            "teacher": teacher,
+            **{k: v for k, v in asdict(self.options).items() if k != "concurrency"},
+            **({"oracle": oracle} if oracle is not None else {}),
+        }
 
 
 def teacher_settings(teacher) -> dict:
@@ -318,8 +351,7 @@ def run(request: Request, teacher, echo=print, gate=None) -> Generation | None:
         from ...store import tracking
 
         tracking.check_reachable(tracking.resolve(request.tracking))  # an unreachable store fails before any work
-    journal = None if request.dry_run else open_journal(request.out, settings, OWNED, request.overwrite,
-                                                          "generation")
+    journal = None if request.dry_run else open_journal(request.out, settings, OWNED, request.overwrite, "generation")
     if not request.dry_run:
         teacher.connect()  # an endpoint that does not answer fails here, before the tokenizer is loaded
         if gate is not None:
@@ -343,16 +375,28 @@ def dry_run(found: list[Located], documents: list[Document], tokenizer, options:
         tokens = sum(len(tokenizer(m["content"], add_special_tokens=False)["input_ids"]) + 4 for m in chat)
         total += tokens
         text = " ".join(located.passage.text.split())
-        echo(f"passage {n + 1}: {documents[located.document].name} location "
-             f"{located.passage.location(options.location)}, ~{tokens} prompt tokens: {text[:70]}")
-    echo(f"dry run: {len(found)} passages in {len(documents)} documents, {len(found)} requests, "
-         f"{len(found) * options.per_passage} items asked, about {total} prompt tokens "
-         "(counted with the scoring tokenizer; the teacher's may differ); nothing sent")
+        echo(
+            f"passage {n + 1}: {documents[located.document].name} location "
+            f"{located.passage.location(options.location)}, ~{tokens} prompt tokens: {text[:70]}"
+        )
+    echo(
+        f"dry run: {len(found)} passages in {len(documents)} documents, {len(found)} requests, "
+        f"{len(found) * options.per_passage} items asked, about {total} prompt tokens "
+        "(counted with the scoring tokenizer; the teacher's may differ); nothing sent"
+    )
     return total
 
 
-def _generate(request: Request, teacher, gate, journal: Journal, settings: dict, documents: list[Document],
-              found: list[Located], tokenizer) -> Generation:
+def _generate(
+    request: Request,
+    teacher,
+    gate,
+    journal: Journal,
+    settings: dict,
+    documents: list[Document],
+    found: list[Located],
+    tokenizer,
+) -> Generation:
     """Ask every passage not yet in the journal, then the oracle (if any) about every group of kept items not
     yet in it, rewriting the files after each reply, in one MLflow run (a continuation reopens the run of the
     generation it continues)."""
@@ -383,6 +427,7 @@ def _generate(request: Request, teacher, gate, journal: Journal, settings: dict,
 def _rewriter(judged: Judged, gate, journal: Journal, out: Path, about: dict, teacher) -> Callable[..., Generation]:
     """``rewrite(finished=False)``: the generation so far assembled from the journal (the oracle's verdicts
     applied once every passage is answered) and its files written."""
+
     def rewrite(finished: bool = False) -> Generation:
         done = judged.assemble(journal.entries)
         if gate is not None and done.answered == done.passages:  # the items to ask the oracle about are known
@@ -390,25 +435,50 @@ def _rewriter(judged: Judged, gate, journal: Journal, out: Path, about: dict, te
             gate.apply(done, groups, journal.units(gate.stage), len(judged.names) > 1)
         seconds = sum(line["seconds"] for line in journal.entries.values())
         asked = {"teacher": teacher.describe(), **({"oracle": gate.describe()} if gate else {})}
-        write_generation(done, out, {**about, **asked,  # what the servers accepted so far
-                                     "finished": finished, "seconds": round(seconds, 1)})
+        write_generation(
+            done,
+            out,
+            {
+                **about,
+                **asked,  # what the servers accepted so far
+                "finished": finished,
+                "seconds": round(seconds, 1),
+            },
+        )
         return done
+
     return rewrite
 
 
-def _ask_stages(found: list[Located], names: list[str], judged: Judged, gate, journal: Journal, teacher,
-                options: Options, rewrite: Callable[[], Generation]) -> None:
+def _ask_stages(
+    found: list[Located],
+    names: list[str],
+    judged: Judged,
+    gate,
+    journal: Journal,
+    teacher,
+    options: Options,
+    rewrite: Callable[[], Generation],
+) -> None:
     """The teacher about every passage, then the oracle (if any) about the items kept, passage by passage."""
+
     def one(n: int) -> dict:
         return exchange(found[n], names[found[n].document], n, teacher, options)
 
-    _ask_all(len(found), journal, one, options.concurrency,
-             _progress(len(found), len(journal.entries), "passages", rewrite))
+    _ask_all(
+        len(found), journal, one, options.concurrency, _progress(len(found), len(journal.entries), "passages", rewrite)
+    )
     if gate is None:
         return
     groups = gate.groups(judged.assemble(journal.entries), judged.texts())
-    _ask_all(len(groups), journal, lambda n: gate.ask(groups[n], n), options.concurrency,
-             _progress(len(groups), len(journal.units(gate.stage)), "oracle", rewrite), gate.stage)
+    _ask_all(
+        len(groups),
+        journal,
+        lambda n: gate.ask(groups[n], n),
+        options.concurrency,
+        _progress(len(groups), len(journal.units(gate.stage)), "oracle", rewrite),
+        gate.stage,
+    )
 
 
 @contextmanager
@@ -431,11 +501,18 @@ def _progress(total: int, initial: int, desc: str, rewrite: Callable[[], Generat
         bar.set_postfix(kept=done.kept, rejected=done.proposed - done.kept, refresh=False)
         if bar.n >= total:
             bar.close()
+
     return answered
 
 
-def _ask_all(total: int, journal: Journal, one: Callable[[int], dict], concurrency: int,
-             answered: Callable[[], None], stage: str | None = None) -> None:
+def _ask_all(
+    total: int,
+    journal: Journal,
+    one: Callable[[int], dict],
+    concurrency: int,
+    answered: Callable[[], None],
+    stage: str | None = None,
+) -> None:
     """Every unit of ``stage`` (0 to total - 1) not in the journal asked (``one(n)``: its journal line),
     ``concurrency`` at a time, each reply journaled as it arrives (in whatever order); on a failure the
     requests in flight still finish and are kept."""
@@ -464,13 +541,24 @@ def _ask_all(total: int, journal: Journal, one: Callable[[int], dict], concurren
 def _about(request: Request, teacher, documents: list[Document], found: list[Located], run_id: str) -> dict:
     options = request.options
     per_document = [sum(1 for f in found if f.document == k) for k in range(len(documents))]
-    return {"teacher": teacher.describe(), "seed": request.seed, "corpus": str(request.corpus),
-            "documents": [{"name": d.name, "chars": len(d.text), "passages": p} for d, p in zip(documents, per_document)],
-            "segment": options.segment, "min_tokens": options.min_tokens,
-            "max_tokens_per_passage": options.max_passage_tokens, "location": options.location,
-            "per_passage": options.per_passage, "max_passages": options.max_passages,
-            "text_field": options.text_field, "concurrency": options.concurrency, "tokenizer": request.tokenizer_name,
-            "mlflow_run_id": run_id}
+    return {
+        "teacher": teacher.describe(),
+        "seed": request.seed,
+        "corpus": str(request.corpus),
+        "documents": [
+            {"name": d.name, "chars": len(d.text), "passages": p} for d, p in zip(documents, per_document, strict=True)
+        ],
+        "segment": options.segment,
+        "min_tokens": options.min_tokens,
+        "max_tokens_per_passage": options.max_passage_tokens,
+        "location": options.location,
+        "per_passage": options.per_passage,
+        "max_passages": options.max_passages,
+        "text_field": options.text_field,
+        "concurrency": options.concurrency,
+        "tokenizer": request.tokenizer_name,
+        "mlflow_run_id": run_id,
+    }
 
 
 def _log_start(run, request: Request, teacher, gate, documents: list[Document], found: list[Located]) -> None:
@@ -482,34 +570,67 @@ def _log_start(run, request: Request, teacher, gate, documents: list[Document], 
     options = request.options
     if gate is not None:
         judge = gate.describe()
-        run.params({"oracle_kind": judge["kind"], "oracle_url": judge.get("url", ""),
-                    "oracle_model": judge.get("model") or ""})
-    run.params({"teacher_kind": about["kind"], "teacher_url": about.get("url", ""),
-                "teacher_model": about.get("model") or "", "prompt_version": PROMPT_VERSION,
-                "corpus": str(request.corpus), "documents": len(documents), "segment": options.segment,
-                "min_tokens": options.min_tokens, "max_tokens_per_passage": options.max_passage_tokens,
-                "per_passage": options.per_passage, "location": options.location, "seed": request.seed,
-                "tokenizer": request.tokenizer_name, "temperature": about.get("temperature"),
-                "max_tokens": about.get("max_tokens"), "cctk_version": __version__})
-    table = pd.DataFrame([{"document": documents[f.document].name, "location": f.passage.location(options.location),
-                           "passage": f.passage.text} for f in found])
+        run.params(
+            {"oracle_kind": judge["kind"], "oracle_url": judge.get("url", ""), "oracle_model": judge.get("model") or ""}
+        )
+    run.params(
+        {
+            "teacher_kind": about["kind"],
+            "teacher_url": about.get("url", ""),
+            "teacher_model": about.get("model") or "",
+            "prompt_version": PROMPT_VERSION,
+            "corpus": str(request.corpus),
+            "documents": len(documents),
+            "segment": options.segment,
+            "min_tokens": options.min_tokens,
+            "max_tokens_per_passage": options.max_passage_tokens,
+            "per_passage": options.per_passage,
+            "location": options.location,
+            "seed": request.seed,
+            "tokenizer": request.tokenizer_name,
+            "temperature": about.get("temperature"),
+            "max_tokens": about.get("max_tokens"),
+            "cctk_version": __version__,
+        }
+    )
+    table = pd.DataFrame(
+        [
+            {
+                "document": documents[f.document].name,
+                "location": f.passage.location(options.location),
+                "passage": f.passage.text,
+            }
+            for f in found
+        ]
+    )
     run.dataset(table, f"kr corpus {Path(request.corpus).stem}", str(request.corpus), context="training")
 
 
 def _metrics(done: Generation) -> dict:
-    found = {"passages": done.passages, "answered": done.answered, "proposed": done.proposed, "kept": done.kept,
-             "surplus": done.surplus, "requests": done.requests, **done.usage,
-             **{f"rejected_{reason}": count for reason, count in done.rejected.items()}}
+    found = {
+        "passages": done.passages,
+        "answered": done.answered,
+        "proposed": done.proposed,
+        "kept": done.kept,
+        "surplus": done.surplus,
+        "requests": done.requests,
+        **done.usage,
+        **{f"rejected_{reason}": count for reason, count in done.rejected.items()},
+    }
     if done.oracle is None:
         return found
     check = done.oracle
-    found.update(kept_by_validation=done.kept_by_validation, kept_by_oracle=check["correct"],
-                 oracle_n=check["n"], oracle_unanswered=check["unanswered"], oracle_requests=check["requests"],
-                 **{f"oracle_{k}": v for k, v in check["usage"].items()})
+    found.update(
+        kept_by_validation=done.kept_by_validation,
+        kept_by_oracle=check["correct"],
+        oracle_n=check["n"],
+        oracle_unanswered=check["unanswered"],
+        oracle_requests=check["requests"],
+        **{f"oracle_{k}": v for k, v in check["usage"].items()},
+    )
     if check["n"]:  # no accuracy (NaN) before the oracle's first reply
         found.update({f"oracle_{k}": check[k] for k in ("accuracy", "lo", "hi")})
     return found
-
 
 
 def load_tokenizer(name: str):
@@ -535,10 +656,14 @@ def load_tokenizer(name: str):
 
 def summary_line(done: Generation) -> str:
     reasons = ", ".join(f"{k} {v}" for k, v in done.rejected.items() if v)
-    return (f"{done.passages} passages, {done.requests} requests, {done.usage['prompt_tokens']} prompt and "
-            f"{done.usage['completion_tokens']} completion tokens, {done.proposed} items proposed, {done.kept} kept, "
-            f"{done.proposed - done.kept} rejected" + (f" ({reasons})" if reasons else "")
-            + (f"; {done.surplus} surplus items ignored" if done.surplus else "") + _oracle_line(done))
+    return (
+        f"{done.passages} passages, {done.requests} requests, {done.usage['prompt_tokens']} prompt and "
+        f"{done.usage['completion_tokens']} completion tokens, {done.proposed} items proposed, {done.kept} kept, "
+        f"{done.proposed - done.kept} rejected"
+        + (f" ({reasons})" if reasons else "")
+        + (f"; {done.surplus} surplus items ignored" if done.surplus else "")
+        + _oracle_line(done)
+    )
 
 
 def _oracle_line(done: Generation) -> str:
@@ -546,7 +671,9 @@ def _oracle_line(done: Generation) -> str:
     check = done.oracle
     if check is None or not check["n"]:
         return ""
-    return (f"; the oracle confirmed {check['correct']} of the {done.kept_by_validation} items validation kept "
-            f"({100 * check['accuracy']:.1f}%, exact 95% interval {100 * check['lo']:.1f}-{100 * check['hi']:.1f}%"
-            f", {check['unanswered']} unanswered; {check['requests']} requests, {check['usage']['prompt_tokens']} "
-            f"prompt and {check['usage']['completion_tokens']} completion tokens)")
+    return (
+        f"; the oracle confirmed {check['correct']} of the {done.kept_by_validation} items validation kept "
+        f"({100 * check['accuracy']:.1f}%, exact 95% interval {100 * check['lo']:.1f}-{100 * check['hi']:.1f}%"
+        f", {check['unanswered']} unanswered; {check['requests']} requests, {check['usage']['prompt_tokens']} "
+        f"prompt and {check['usage']['completion_tokens']} completion tokens)"
+    )

@@ -1,6 +1,7 @@
 """The paper's oracle as the second gate of ``cctk krtest generate --oracle``.
 
-Validation (``cctk.krtest.generation.validate``) judges an item by its words; the oracle (``cctk.krtest.generation.oracle``,
+Validation (``cctk.krtest.generation.validate``) judges an item by its words; the oracle
+(``cctk.krtest.generation.oracle``,
 the paper's Golden Standard) judges it by its meaning: with the passage in front of it, does a
 capable model pick the true side? An item it answers otherwise (or leaves unanswered) is no item
 a model can be scored on, and leaves the kept items as ``oracle_disagrees``.
@@ -14,6 +15,7 @@ index), so a continued run asks neither the teacher nor the oracle anything twic
 is answered, items of groups not yet asked stay kept: ``kept + sum(rejected) == proposed`` holds at
 every rewrite.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -49,11 +51,17 @@ class Gate:
         ``passages``: each passage's text by (document, location)."""
         members: dict[tuple[str, int], list] = {}
         drawn = positions(len(done.items), self.seed)
-        for item, document, option in zip(done.items, done.documents, drawn):
+        for item, document, option in zip(done.items, done.documents, drawn, strict=True):
             members.setdefault((document, item.location), []).append((item, option))
-        return [Group(document, location, passages[document, location],
-                      tuple(Question(item, "", document, k + 1, option) for k, (item, option) in enumerate(found)))
-                for (document, location), found in members.items()]
+        return [
+            Group(
+                document,
+                location,
+                passages[document, location],
+                tuple(Question(item, "", document, k + 1, option) for k, (item, option) in enumerate(found)),
+            )
+            for (document, location), found in members.items()
+        ]
 
     def ask(self, group: Group, n: int) -> dict:
         """The journal line of group ``n``'s request and reply."""
@@ -67,7 +75,7 @@ class Gate:
         rows, figures = tally(groups, entries)
         disagreed = {r["line"]: r for r in rows if r["answered"] and not r["correct"]}
         items, documents, sources = [], [], []
-        for item, document, source in zip(done.items, done.documents, done.sources):
+        for item, document, source in zip(done.items, done.documents, done.sources, strict=True):
             row = disagreed.get(item.line)
             if row is None:
                 items.append(replace(item, line=len(items) + 1))
@@ -75,10 +83,18 @@ class Gate:
                 sources.append(source)
                 continue
             done.proposals[source]["verdict"] = REASON
-            done.dropped.append({"reason": REASON, "context": item.context, "sentence_true": item.sentence_true,
-                                 "sentence_false": item.sentence_false, "location": item.location,
-                                 **({"document": document} if several else {}),
-                                 "true_option": row["true_option"], "oracle_answer": row["answer"]})
+            done.dropped.append(
+                {
+                    "reason": REASON,
+                    "context": item.context,
+                    "sentence_true": item.sentence_true,
+                    "sentence_false": item.sentence_false,
+                    "location": item.location,
+                    **({"document": document} if several else {}),
+                    "true_option": row["true_option"],
+                    "oracle_answer": row["answer"],
+                }
+            )
         done.kept_by_validation = len(done.items)
         done.items, done.documents, done.sources = items, documents, sources
         done.kept -= len(disagreed)

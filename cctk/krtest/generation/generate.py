@@ -15,6 +15,7 @@ as often as the true one, and a preference for one value over the other, whateve
 scores exactly one of the pair's two questions. The validation text is passages of the same form
 about other people, for perplexity. The same seed gives the same bytes.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -42,23 +43,135 @@ KINDS: dict[str, str] = {  # kind -> sentence; every sentence starts with the su
     "colour": "{who} always wore {value} boots.",
 }
 
-GIVEN = (["Vel", "Ary", "Bel", "Cor", "Dar", "Eli", "Fen", "Gal", "Hes", "Ilo", "Jas", "Kel", "Lir", "Mav", "Nor",
-          "Per", "Quen", "Ros", "Sel", "Tam", "Ulv", "Vin", "Wen", "Yso", "Zan"],
-         ["mora", "dric", "wen", "ith", "ara", "ion", "elle", "ric", "ona", "ander", "ise", "uin"])
-SURNAME = (["Quis", "Brom", "Carr", "Dov", "Esk", "Grim", "Harl", "Isk", "Jor", "Krel", "Lom", "Narr", "Orv",
-            "Pell", "Rask", "Sorr", "Tyl", "Umb", "Varr", "Wex", "Yarr", "Zorn"],
-           ["a", "e", "i", "o"],
-           ["tral", "mond", "dane", "vey", "ker", "stan", "rell", "dow", "thorp", "gan"])
-TOWN = (["Ost", "Bren", "Kar", "Vell", "Dun", "Ast", "Mor", "Tir", "Zel", "Quo", "Ryn", "Sav", "Hal", "Ibr", "Lun"],
-        ["ravel", "moor", "dale", "gard", "mere", "holt", "wyn", "esk", "ara", "vine"])
-RIVER = (["Al", "Bri", "Cal", "Dre", "Eo", "Fyr", "Gly", "Hol", "Isl", "Ker", "Lyr", "Nev", "Ors", "Pyr", "Sil",
-          "Tev", "Ush", "Vyr"],
-         ["enne", "ash", "ora", "iss", "uin", "ay", "eth", "ond", "ime", "ax"])
-TRADES = ("potter", "weaver", "cooper", "tanner", "miller", "baker", "chandler", "glazier", "saddler", "mason",
-          "thatcher", "fletcher", "brewer", "dyer", "farrier", "bookbinder", "cartographer", "clockmaker",
-          "ropemaker", "shipwright", "locksmith", "tailor", "vintner", "jeweller")
-COLOURS = ("crimson", "yellow", "violet", "grey", "green", "scarlet", "brown", "black", "white", "blue", "purple",
-           "silver", "golden", "teal", "amber", "ochre")
+GIVEN = (
+    [
+        "Vel",
+        "Ary",
+        "Bel",
+        "Cor",
+        "Dar",
+        "Eli",
+        "Fen",
+        "Gal",
+        "Hes",
+        "Ilo",
+        "Jas",
+        "Kel",
+        "Lir",
+        "Mav",
+        "Nor",
+        "Per",
+        "Quen",
+        "Ros",
+        "Sel",
+        "Tam",
+        "Ulv",
+        "Vin",
+        "Wen",
+        "Yso",
+        "Zan",
+    ],
+    ["mora", "dric", "wen", "ith", "ara", "ion", "elle", "ric", "ona", "ander", "ise", "uin"],
+)
+SURNAME = (
+    [
+        "Quis",
+        "Brom",
+        "Carr",
+        "Dov",
+        "Esk",
+        "Grim",
+        "Harl",
+        "Isk",
+        "Jor",
+        "Krel",
+        "Lom",
+        "Narr",
+        "Orv",
+        "Pell",
+        "Rask",
+        "Sorr",
+        "Tyl",
+        "Umb",
+        "Varr",
+        "Wex",
+        "Yarr",
+        "Zorn",
+    ],
+    ["a", "e", "i", "o"],
+    ["tral", "mond", "dane", "vey", "ker", "stan", "rell", "dow", "thorp", "gan"],
+)
+TOWN = (
+    ["Ost", "Bren", "Kar", "Vell", "Dun", "Ast", "Mor", "Tir", "Zel", "Quo", "Ryn", "Sav", "Hal", "Ibr", "Lun"],
+    ["ravel", "moor", "dale", "gard", "mere", "holt", "wyn", "esk", "ara", "vine"],
+)
+RIVER = (
+    [
+        "Al",
+        "Bri",
+        "Cal",
+        "Dre",
+        "Eo",
+        "Fyr",
+        "Gly",
+        "Hol",
+        "Isl",
+        "Ker",
+        "Lyr",
+        "Nev",
+        "Ors",
+        "Pyr",
+        "Sil",
+        "Tev",
+        "Ush",
+        "Vyr",
+    ],
+    ["enne", "ash", "ora", "iss", "uin", "ay", "eth", "ond", "ime", "ax"],
+)
+TRADES = (
+    "potter",
+    "weaver",
+    "cooper",
+    "tanner",
+    "miller",
+    "baker",
+    "chandler",
+    "glazier",
+    "saddler",
+    "mason",
+    "thatcher",
+    "fletcher",
+    "brewer",
+    "dyer",
+    "farrier",
+    "bookbinder",
+    "cartographer",
+    "clockmaker",
+    "ropemaker",
+    "shipwright",
+    "locksmith",
+    "tailor",
+    "vintner",
+    "jeweller",
+)
+COLOURS = (
+    "crimson",
+    "yellow",
+    "violet",
+    "grey",
+    "green",
+    "scarlet",
+    "brown",
+    "black",
+    "white",
+    "blue",
+    "purple",
+    "silver",
+    "golden",
+    "teal",
+    "amber",
+    "ochre",
+)
 YEARS = range(1620, 1900)
 
 
@@ -71,7 +184,7 @@ class Person:
 
     def passage(self) -> str:
         facts = [KINDS[k].format(who=self.surname, value=self.facts[k]) for k in self.order]
-        return " ".join([self.intro()] + facts)
+        return " ".join([self.intro(), *facts])
 
     def intro(self) -> str:
         return INTRO.format(name=f"{self.given} {self.surname}")
@@ -97,8 +210,9 @@ def check_sizes(entities: int, validation_entities: int) -> None:
         raise CctkError(f"{entities} + {validation_entities} people is more than the name pools hold ({MAX_PEOPLE})")
 
 
-def make_dataset(seed: int, entities: int = ENTITIES, validation_entities: int = VALIDATION_ENTITIES,
-                 location: str = "char") -> Dataset:
+def make_dataset(
+    seed: int, entities: int = ENTITIES, validation_entities: int = VALIDATION_ENTITIES, location: str = "char"
+) -> Dataset:
     """Corpus, questions and validation text for ``entities`` people (and others for validation); an item's
     location is its passage's character offset (``char``) or 0-based line index (``line``)."""
     check_seed(seed)
@@ -124,8 +238,12 @@ def make_people(seed: int, n: int) -> list[Person]:
     given = _names(seed, "given", GIVEN, n * 2)
     names, spouses = given[:n], given[n:]
     surnames = _names(seed, "surname", SURNAME, n)
-    pools = {"town": _names(seed, "town", TOWN, n), "river": _names(seed, "river", RIVER, n), "spouse": spouses,
-             "year": [str(y) for y in rng(seed, "krtest:year").choice(YEARS, size=n, replace=False)]}
+    pools = {
+        "town": _names(seed, "town", TOWN, n),
+        "river": _names(seed, "river", RIVER, n),
+        "spouse": spouses,
+        "year": [str(y) for y in rng(seed, "krtest:year").choice(YEARS, size=n, replace=False)],
+    }
     facts: list[dict[str, str]] = [{} for _ in range(n)]
     coins = rng(seed, "krtest:coin")
     for kind in KINDS:
@@ -160,8 +278,18 @@ def write_dataset(dataset: Dataset, folder: Path) -> dict[str, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     paths = {name: folder / name for name in (CORPUS, QUESTIONS, VALIDATION)}
     paths[CORPUS].write_text(dataset.corpus, encoding="utf-8", newline="\n")
-    lines = [json.dumps({"context": i.context, "sentence_true": i.sentence_true, "sentence_false": i.sentence_false,
-                         "location": i.location}, ensure_ascii=False) for i in dataset.items]
+    lines = [
+        json.dumps(
+            {
+                "context": i.context,
+                "sentence_true": i.sentence_true,
+                "sentence_false": i.sentence_false,
+                "location": i.location,
+            },
+            ensure_ascii=False,
+        )
+        for i in dataset.items
+    ]
     paths[QUESTIONS].write_text("\n".join(lines) + "\n", encoding="utf-8", newline="\n")
     paths[VALIDATION].write_text(dataset.validation, encoding="utf-8", newline="\n")
     return paths

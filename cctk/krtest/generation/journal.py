@@ -13,6 +13,7 @@ Opening a folder:
     a journal, not finished           a continuation, if its settings are the ones asked for now
     a finished journal                refused in one line, unless ``overwrite`` (then removed first)
 """
+
 from __future__ import annotations
 
 import json
@@ -66,8 +67,10 @@ def open_journal(folder: Path, settings: dict, owned: tuple[str, ...], overwrite
     if not path.exists():
         present = [name for name in owned if (folder / name).exists()]
         if present:
-            raise CctkError(f"--out {folder} already holds {present[0]} without a journal; "
-                            "--overwrite replaces it, or choose another --out")
+            raise CctkError(
+                f"--out {folder} already holds {present[0]} without a journal; "
+                "--overwrite replaces it, or choose another --out"
+            )
         return Journal(path)
     lines = _read(path)
     header = lines[0].get("header") if lines else None
@@ -78,9 +81,11 @@ def open_journal(folder: Path, settings: dict, owned: tuple[str, ...], overwrite
     before = header.get("settings", {})
     for key in [*settings, *(k for k in before if k not in settings)]:  # a setting dropped differs too (--oracle)
         if before.get(key) != settings.get(key):
-            raise CctkError(f"--out {folder} holds an unfinished {what} with other settings ({key}: "
-                            f"{before.get(key)!r} there, {settings.get(key)!r} now); run it as it was "
-                            "to continue, or --overwrite")
+            raise CctkError(
+                f"--out {folder} holds an unfinished {what} with other settings ({key}: "
+                f"{before.get(key)!r} there, {settings.get(key)!r} now); run it as it was "
+                "to continue, or --overwrite"
+            )
     journal = Journal(path, header)
     for line in lines[1:]:
         if "unit" in line:

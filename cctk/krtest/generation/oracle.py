@@ -15,6 +15,7 @@ The folder it writes::
     oracle.csv                  line, document, location, id, true_option, answer, correct (file order)
     questions.validated.jsonl   the lines of the items the oracle answered correctly, as they were
 """
+
 from __future__ import annotations
 
 import csv
@@ -36,10 +37,12 @@ ORACLE_JSON, ORACLE_CSV, VALIDATED = "oracle.json", "oracle.csv", "questions.val
 OWNED = (ORACLE_JSON, ORACLE_CSV, VALIDATED)
 ORACLE_RUN = "krtest-oracle"  # tag cctk.kind of an oracle's MLflow run
 # The paper's system prompt, word for word (appendix B, "Oracle Prompt (Example)").
-SYSTEM = ("Instruction: You are an expert reading comprehension system. You will be provided with one Reference "
-          "Paragraph and a list of Questions related to it. For each Question ID, determine which Option (A or B) "
-          "is FACTUALLY CONSISTENT with the Reference Paragraph. Output strictly in JSON format where keys are "
-          "Question IDs and values are the choice strings 'A' or 'B'.")
+SYSTEM = (
+    "Instruction: You are an expert reading comprehension system. You will be provided with one Reference "
+    "Paragraph and a list of Questions related to it. For each Question ID, determine which Option (A or B) "
+    "is FACTUALLY CONSISTENT with the Reference Paragraph. Output strictly in JSON format where keys are "
+    "Question IDs and values are the choice strings 'A' or 'B'."
+)
 OBJECT = re.compile(r"\{.*?\}", re.DOTALL)
 
 
@@ -78,14 +81,23 @@ def oracle_messages(group: Group) -> list[dict]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
-def make_oracle(name: str, model: str | None = None, api_key_env: str | None = None, max_tokens: int = 400,
-                seed: int = 0, timeout: float = 120.0, retries: int = 5, key_flag: str = "--api-key-env"):
+def make_oracle(
+    name: str,
+    model: str | None = None,
+    api_key_env: str | None = None,
+    max_tokens: int = 400,
+    seed: int = 0,
+    timeout: float = 120.0,
+    retries: int = 5,
+    key_flag: str = "--api-key-env",
+):
     """The oracle as the paper ran it: an endpoint (``http(s)://...``) or a local model, at temperature 0
     (the seed of request n sent with it, as a teacher's), asked for one JSON object where the server takes it."""
     from .teacher import make_teacher
 
-    chosen = make_teacher(name, model, api_key_env, 0.0, max_tokens, seed, timeout, retries, role="oracle",
-                          key_flag=key_flag)
+    chosen = make_teacher(
+        name, model, api_key_env, 0.0, max_tokens, seed, timeout, retries, role="oracle", key_flag=key_flag
+    )
     if hasattr(chosen, "response_format"):
         chosen.response_format = {"type": "json_object"}  # the paper's reply: one object of ids to "A"/"B"
     return chosen
@@ -120,7 +132,7 @@ def read_questions(path: Path, seed: int) -> list[tuple[Item, str, str, str]]:
     items = read_items(path)
     lines = Path(path).read_text(encoding="utf-8").split("\n")
     out = []
-    for item, option in zip(items, positions(len(items), seed)):
+    for item, option in zip(items, positions(len(items), seed), strict=True):
         raw = lines[item.line - 1]
         out.append((item, raw, json.loads(raw).get("document", ""), option))
     return out
@@ -133,8 +145,10 @@ def group_questions(found: list[tuple[Item, str, str, str]], passages: dict, uni
     for item, raw, document, true_option in found:
         passage = _passage_of(passages, document, item.location, unit)
         if passage is None:
-            raise CctkError(f"questions line {item.line}: location {item.location} points at no passage of "
-                            f"{document or 'the corpus'}")
+            raise CctkError(
+                f"questions line {item.line}: location {item.location} points at no passage of "
+                f"{document or 'the corpus'}"
+            )
         groups.setdefault((document, passage.location(unit)), []).append((item, raw, document, true_option, passage))
     out = []
     for (document, location), members in groups.items():
@@ -169,9 +183,16 @@ class OracleRequest:
     tracking: str | None = None
 
     def settings(self, oracle: dict) -> dict:
-        return {"questions": str(Path(self.questions).resolve()), "corpus": str(Path(self.corpus).resolve()),
-                "seed": self.seed, "segment": self.segment, "location": self.location, "min_tokens": self.min_tokens,
-                "max_passage_tokens": self.max_passage_tokens, "oracle": oracle}
+        return {
+            "questions": str(Path(self.questions).resolve()),
+            "corpus": str(Path(self.corpus).resolve()),
+            "seed": self.seed,
+            "segment": self.segment,
+            "location": self.location,
+            "min_tokens": self.min_tokens,
+            "max_passage_tokens": self.max_passage_tokens,
+            "oracle": oracle,
+        }
 
 
 def from_generation(folder: Path) -> dict:
@@ -180,16 +201,22 @@ def from_generation(folder: Path) -> dict:
     if not path.is_file():
         raise CctkError(f"--generation {folder}: no generation.json there")
     record = json.loads(path.read_text(encoding="utf-8"))
-    return {"questions": Path(folder) / "questions.jsonl", "corpus": Path(record["corpus"]),
-            "segment": record["segment"], "location": record["location"],
-            "min_tokens": record.get("min_tokens", 0), "max_passage_tokens": record.get("max_tokens_per_passage"),
-            "text_field": record.get("text_field", "text"), "tokenizer_name": record["tokenizer"]}
+    return {
+        "questions": Path(folder) / "questions.jsonl",
+        "corpus": Path(record["corpus"]),
+        "segment": record["segment"],
+        "location": record["location"],
+        "min_tokens": record.get("min_tokens", 0),
+        "max_passage_tokens": record.get("max_tokens_per_passage"),
+        "text_field": record.get("text_field", "text"),
+        "tokenizer_name": record["tokenizer"],
+    }
 
 
 def plan(request: OracleRequest) -> list[Group]:
     """Read and check everything, before any request: the groups to ask about."""
-    from .from_corpus import load_tokenizer
     from ..measurement.passages import check_segment
+    from .from_corpus import load_tokenizer
 
     check_segment(request.segment, request.location)
     found = read_questions(request.questions, request.seed)
@@ -207,18 +234,32 @@ def run_oracle(request: OracleRequest, oracle, echo=print) -> dict:
     tracking.check_reachable(tracking.resolve(request.tracking))
     groups = plan(request)
     about = oracle.describe()
-    journal = open_journal(request.out, request.settings({k: about.get(k) for k in ("kind", "model")}), OWNED,
-                           request.overwrite, "oracle check")
+    journal = open_journal(
+        request.out,
+        request.settings({k: about.get(k) for k in ("kind", "model")}),
+        OWNED,
+        request.overwrite,
+        "oracle check",
+    )
     oracle.connect()
     store, out = tracking.connect(request.tracking), Path(request.out)
     with _tracked(store, journal, f"krtest oracle {Path(request.questions).parent.name}") as run:
         if journal.header is None:
             out.mkdir(parents=True, exist_ok=True)
-            journal.start({"settings": request.settings({k: about.get(k) for k in ("kind", "model")}),
-                           "run_id": run.run_id})
-            run.params({"questions": str(request.questions), "corpus": str(request.corpus), "seed": request.seed,
-                        "segment": request.segment, "oracle_url": about.get("url", ""),
-                        "oracle_model": about.get("model") or "", "cctk_version": __version__})
+            journal.start(
+                {"settings": request.settings({k: about.get(k) for k in ("kind", "model")}), "run_id": run.run_id}
+            )
+            run.params(
+                {
+                    "questions": str(request.questions),
+                    "corpus": str(request.corpus),
+                    "seed": request.seed,
+                    "segment": request.segment,
+                    "oracle_url": about.get("url", ""),
+                    "oracle_model": about.get("model") or "",
+                    "cctk_version": __version__,
+                }
+            )
         try:
             for n, group in enumerate(groups):
                 if n not in journal.entries:
@@ -246,10 +287,16 @@ def ask_group(oracle, group: Group, n: int) -> dict:
     chat = oracle_messages(group)
     reply = ask(oracle, chat, n)
     answers = {} if reply.truncated else parse_answers(reply.text)
-    return {"document": group.document, "location": group.location, "request": {"messages": chat},
-            "reply": reply.text, "finish_reason": reply.finish_reason, "answers": answers,
-            "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens},
-            "requests": reply.requests}
+    return {
+        "document": group.document,
+        "location": group.location,
+        "request": {"messages": chat},
+        "reply": reply.text,
+        "finish_reason": reply.finish_reason,
+        "answers": answers,
+        "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens},
+        "requests": reply.requests,
+    }
 
 
 def tally(groups: list[Group], entries: dict[int, dict]) -> tuple[list[dict], dict]:
@@ -261,34 +308,67 @@ def tally(groups: list[Group], entries: dict[int, dict]) -> tuple[list[dict], di
         answers = entries.get(n, {}).get("answers", {})  # int ids as asked, str ids as read back from JSON
         for q in group.questions:
             answer = answers.get(str(q.id), answers.get(q.id))
-            rows.append({"line": q.item.line, "document": q.document, "location": group.location, "id": q.id,
-                         "true_option": q.true_option, "answer": answer or "", "correct": answer == q.true_option,
-                         "raw": q.raw, "answered": n in entries})
+            rows.append(
+                {
+                    "line": q.item.line,
+                    "document": q.document,
+                    "location": group.location,
+                    "id": q.id,
+                    "true_option": q.true_option,
+                    "answer": answer or "",
+                    "correct": answer == q.true_option,
+                    "raw": q.raw,
+                    "answered": n in entries,
+                }
+            )
     rows.sort(key=lambda r: r["line"])
     done = [r for r in rows if r["answered"]]
     correct = sum(r["correct"] for r in done)
     lo, hi = clopper_pearson(correct, len(done)) if done else (float("nan"), float("nan"))
-    figures = {"n": len(done), "correct": correct, "accuracy": correct / len(done) if done else float("nan"),
-               "lo": lo, "hi": hi, "unanswered": sum(not r["answer"] for r in done),
-               "passages": len(groups), "passages_answered": len(entries),
-               "requests": sum(e["requests"] for e in entries.values()),
-               "usage": {k: sum(e["usage"][k] for e in entries.values()) for k in ("prompt_tokens",
-                                                                                     "completion_tokens")}}
+    figures = {
+        "n": len(done),
+        "correct": correct,
+        "accuracy": correct / len(done) if done else float("nan"),
+        "lo": lo,
+        "hi": hi,
+        "unanswered": sum(not r["answer"] for r in done),
+        "passages": len(groups),
+        "passages_answered": len(entries),
+        "requests": sum(e["requests"] for e in entries.values()),
+        "usage": {k: sum(e["usage"][k] for e in entries.values()) for k in ("prompt_tokens", "completion_tokens")},
+    }
     return rows, figures
 
 
-def write_oracle(groups: list[Group], journal: Journal, out: Path, request: OracleRequest, oracle: dict,
-                 run_id: str, finished: bool = False) -> dict:
+def write_oracle(
+    groups: list[Group],
+    journal: Journal,
+    out: Path,
+    request: OracleRequest,
+    oracle: dict,
+    run_id: str,
+    finished: bool = False,
+) -> dict:
     """oracle.json, oracle.csv and questions.validated.jsonl from the journal (questions in file order)."""
     rows, figures = tally(groups, journal.entries)
     done = [r for r in rows if r["answered"]]
-    summary = {**figures, "seed": request.seed, "questions": str(request.questions), "corpus": str(request.corpus),
-               "segment": request.segment, "location": request.location, "oracle": oracle,
-               "mlflow_run_id": run_id, "finished": finished, "cctk_version": __version__}
+    summary = {
+        **figures,
+        "seed": request.seed,
+        "questions": str(request.questions),
+        "corpus": str(request.corpus),
+        "segment": request.segment,
+        "location": request.location,
+        "oracle": oracle,
+        "mlflow_run_id": run_id,
+        "finished": finished,
+        "cctk_version": __version__,
+    }
     (out / ORACLE_JSON).write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
     with open(out / ORACLE_CSV, "w", newline="", encoding="utf-8") as sink:
-        writer = csv.DictWriter(sink, ["line", "document", "location", "id", "true_option", "answer", "correct"],
-                                extrasaction="ignore")
+        writer = csv.DictWriter(
+            sink, ["line", "document", "location", "id", "true_option", "answer", "correct"], extrasaction="ignore"
+        )
         writer.writeheader()
         writer.writerows(done)
     (out / VALIDATED).write_text("".join(r["raw"] + "\n" for r in done if r["correct"]), encoding="utf-8")

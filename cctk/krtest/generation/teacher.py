@@ -4,7 +4,8 @@ The prompt (``PROMPT_VERSION``) asks for the paper's tuples (section 3, "Contras
 under its two constraints, correctness (the true sentence is grounded in the passage) and
 adversarial similarity (the false sentence has the true one's length, syntax and style and differs
 in one fact), with a shared context that sets the scene without giving the answer; two worked
-examples show the JSON wanted, with as many items as are asked. The reply is read as JSON: the first array (or object) in the text,
+examples show the JSON wanted, with as many items as are asked. The reply is read as JSON: the first array (or object)
+in the text,
 code fences and chatter around it ignored.
 
 Two teachers, one method ``complete(messages, n, limit) -> Reply`` (``ask`` adds the one retry of a
@@ -16,6 +17,7 @@ reply cut by the token limit):
     LocalTeacher      a model key or folder, generated in-process with Transformers ``generate``:
                       greedy at temperature 0, else sampled, request n seeded with ``seed + n``
 """
+
 from __future__ import annotations
 
 import json
@@ -26,50 +28,98 @@ from dataclasses import dataclass, field
 from ...core.errors import CctkError
 
 PROMPT_VERSION = "kr-items-2"  # 2: examples show as many items as asked, each on another fact
-SYSTEM = ("You write test items that check whether a reader remembers the facts of a passage. "
-          "Reply with JSON only: a list of objects with the keys \"context\", \"sentence_true\", \"sentence_false\".")
-RULES = ("Rules. context: a sentence taken from the passage that sets the scene but does not give the answer. "
-         "sentence_true: a sentence of the passage that follows the context and states one fact, in the passage's "
-         "words. sentence_false: sentence_true with exactly one fact changed (a name, number, place or word), "
-         "the same length and form, and false according to the passage. Each item tests a different fact. "
-         "Prefer facts a reader could not guess without the passage.")
+SYSTEM = (
+    "You write test items that check whether a reader remembers the facts of a passage. "
+    'Reply with JSON only: a list of objects with the keys "context", "sentence_true", "sentence_false".'
+)
+RULES = (
+    "Rules. context: a sentence taken from the passage that sets the scene but does not give the answer. "
+    "sentence_true: a sentence of the passage that follows the context and states one fact, in the passage's "
+    "words. sentence_false: sentence_true with exactly one fact changed (a name, number, place or word), "
+    "the same length and form, and false according to the passage. Each item tests a different fact. "
+    "Prefer facts a reader could not guess without the passage."
+)
 # Two worked examples of four facts each, so that the reply shown has as many items as are asked (up to
 # four; small teachers copy the length of the example reply) and no single example is copied.
 EXAMPLES = [  # the first item of each is version 1's one example item: context = the sentence before
-    ("The Ouse bridge was built in 1821 by the mason Tom Hale. It has five arches of red stone. "
-     "It carried a toll of two pence until 1870. A flood damaged its north pier in 1902.", [
-        {"context": "The Ouse bridge was built in 1821 by the mason Tom Hale.",
-         "sentence_true": "It has five arches of red stone.", "sentence_false": "It has three arches of red stone."},
-        {"context": "The Ouse bridge has five arches of red stone.",
-         "sentence_true": "It carried a toll of two pence until 1870.",
-         "sentence_false": "It carried a toll of six pence until 1870."},
-        {"context": "The Ouse bridge carried a toll until 1870.",
-         "sentence_true": "A flood damaged its north pier in 1902.",
-         "sentence_false": "A fire damaged its north pier in 1902."},
-        {"context": "The Ouse bridge has five arches of red stone.",
-         "sentence_true": "It was built in 1821 by the mason Tom Hale.",
-         "sentence_false": "It was built in 1851 by the mason Tom Hale."}]),
-    ("Mina Ray grew up in the port of Sandle. She sailed to Lisbon at the age of 19. "
-     "There she worked for a wine merchant for six years. She later wrote a book about the Tagus estuary.", [
-        {"context": "Mina Ray grew up in the port of Sandle.", "sentence_true": "She sailed to Lisbon at the age of 19.",
-         "sentence_false": "She sailed to Naples at the age of 19."},
-        {"context": "Mina Ray sailed to Lisbon at the age of 19.",
-         "sentence_true": "There she worked for a wine merchant for six years.",
-         "sentence_false": "There she worked for a silk merchant for six years."},
-        {"context": "Mina Ray worked for a wine merchant for six years.",
-         "sentence_true": "She later wrote a book about the Tagus estuary.",
-         "sentence_false": "She later wrote a book about the Douro valley."},
-        {"context": "Mina Ray sailed to Lisbon at the age of 19.",
-         "sentence_true": "She grew up in the port of Sandle.",
-         "sentence_false": "She grew up in the port of Harwick."}]),
+    (
+        (
+            "The Ouse bridge was built in 1821 by the mason Tom Hale. It has five arches of red stone. "
+            "It carried a toll of two pence until 1870. A flood damaged its north pier in 1902."
+        ),
+        [
+            {
+                "context": "The Ouse bridge was built in 1821 by the mason Tom Hale.",
+                "sentence_true": "It has five arches of red stone.",
+                "sentence_false": "It has three arches of red stone.",
+            },
+            {
+                "context": "The Ouse bridge has five arches of red stone.",
+                "sentence_true": "It carried a toll of two pence until 1870.",
+                "sentence_false": "It carried a toll of six pence until 1870.",
+            },
+            {
+                "context": "The Ouse bridge carried a toll until 1870.",
+                "sentence_true": "A flood damaged its north pier in 1902.",
+                "sentence_false": "A fire damaged its north pier in 1902.",
+            },
+            {
+                "context": "The Ouse bridge has five arches of red stone.",
+                "sentence_true": "It was built in 1821 by the mason Tom Hale.",
+                "sentence_false": "It was built in 1851 by the mason Tom Hale.",
+            },
+        ],
+    ),
+    (
+        (
+            "Mina Ray grew up in the port of Sandle. She sailed to Lisbon at the age of 19. "
+            "There she worked for a wine merchant for six years. She later wrote a book about the Tagus estuary."
+        ),
+        [
+            {
+                "context": "Mina Ray grew up in the port of Sandle.",
+                "sentence_true": "She sailed to Lisbon at the age of 19.",
+                "sentence_false": "She sailed to Naples at the age of 19.",
+            },
+            {
+                "context": "Mina Ray sailed to Lisbon at the age of 19.",
+                "sentence_true": "There she worked for a wine merchant for six years.",
+                "sentence_false": "There she worked for a silk merchant for six years.",
+            },
+            {
+                "context": "Mina Ray worked for a wine merchant for six years.",
+                "sentence_true": "She later wrote a book about the Tagus estuary.",
+                "sentence_false": "She later wrote a book about the Douro valley.",
+            },
+            {
+                "context": "Mina Ray sailed to Lisbon at the age of 19.",
+                "sentence_true": "She grew up in the port of Sandle.",
+                "sentence_false": "She grew up in the port of Harwick.",
+            },
+        ],
+    ),
 ]
 FENCE = re.compile(r"```(?:json)?", re.IGNORECASE)
 # Structured output (OpenAI's response_format): the item list, wrapped in an object as strict schemas want.
-ITEM_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["context", "sentence_true", "sentence_false"],
-               "properties": {k: {"type": "string"} for k in ("context", "sentence_true", "sentence_false")}}
-RESPONSE_FORMAT = {"type": "json_schema", "json_schema": {"name": "kr_items", "strict": True, "schema": {
-    "type": "object", "additionalProperties": False, "required": ["items"],
-    "properties": {"items": {"type": "array", "items": ITEM_SCHEMA}}}}}
+ITEM_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["context", "sentence_true", "sentence_false"],
+    "properties": {k: {"type": "string"} for k in ("context", "sentence_true", "sentence_false")},
+}
+RESPONSE_FORMAT = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "kr_items",
+        "strict": True,
+        "schema": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["items"],
+            "properties": {"items": {"type": "array", "items": ITEM_SCHEMA}},
+        },
+    },
+}
 
 
 def messages(passage: str, k: int) -> list[dict]:
@@ -77,15 +127,19 @@ def messages(passage: str, k: int) -> list[dict]:
     chat = [{"role": "system", "content": f"{SYSTEM} {RULES}"}]
     shown = min(k, len(EXAMPLES[0][1]))
     for example, items in EXAMPLES:
-        chat += [{"role": "user", "content": _ask(example, shown)},
-                 {"role": "assistant", "content": json.dumps(items[:shown], ensure_ascii=False)}]
-    return chat + [{"role": "user", "content": _ask(passage, k)}]
+        chat += [
+            {"role": "user", "content": _ask(example, shown)},
+            {"role": "assistant", "content": json.dumps(items[:shown], ensure_ascii=False)},
+        ]
+    return [*chat, {"role": "user", "content": _ask(passage, k)}]
 
 
 def _ask(passage: str, k: int) -> str:
-    return (f"Passage: {passage}\n\nWrite {k} item{'s' if k > 1 else ''}"
-            f"{', each on a different fact' if k > 1 else ''}: context = a sentence of the passage, "
-            "sentence_true = a later sentence, sentence_false = that sentence with one fact changed.")
+    return (
+        f"Passage: {passage}\n\nWrite {k} item{'s' if k > 1 else ''}"
+        f"{', each on a different fact' if k > 1 else ''}: context = a sentence of the passage, "
+        "sentence_true = a later sentence, sentence_false = that sentence with one fact changed."
+    )
 
 
 def parse_reply(text: str) -> list | None:
@@ -124,9 +178,14 @@ def ask(teacher, chat: list[dict], n: int) -> Reply:
     if first.finish_reason != "length":
         return first
     second = _as_reply(teacher.complete(chat, n, 2 * teacher.max_tokens))
-    return Reply(second.text, second.finish_reason, first.prompt_tokens + second.prompt_tokens,
-                 first.completion_tokens + second.completion_tokens, first.requests + second.requests,
-                 second.finish_reason == "length")
+    return Reply(
+        second.text,
+        second.finish_reason,
+        first.prompt_tokens + second.prompt_tokens,
+        first.completion_tokens + second.completion_tokens,
+        first.requests + second.requests,
+        second.finish_reason == "length",
+    )
 
 
 def _as_reply(value) -> Reply:
@@ -141,7 +200,7 @@ def _first_line(error: Exception) -> str:
 def require_openai() -> None:
     """The ``teacher`` extra is installed, or one line that says how to get it."""
     try:
-        import openai  # noqa: F401
+        import openai  # noqa: F401 (imported to learn that it imports, as the endpoint's client will)
     except ImportError:
         raise CctkError("an endpoint teacher needs the openai client: pip install 'cctk[teacher]'") from None
 
@@ -185,8 +244,7 @@ class EndpointTeacher:
         """Build the client; ask /models only when no model is named (gateways may lack it)."""
         from openai import OpenAI, OpenAIError
 
-        self._client = OpenAI(base_url=self.url, api_key=self.api_key(), timeout=self.timeout,
-                              max_retries=self.retries)
+        self._client = OpenAI(base_url=self.url, api_key=self.api_key(), timeout=self.timeout, max_retries=self.retries)
         if self.model is not None:
             return
         try:
@@ -194,8 +252,10 @@ class EndpointTeacher:
         except OpenAIError as error:
             self._fail(error, "listing its models")
         if len(listed) != 1:
-            raise CctkError(f"the endpoint {self.url} serves {len(listed)} models ({', '.join(listed) or 'none'}); "
-                            f"name one with --{self.role}-model")
+            raise CctkError(
+                f"the endpoint {self.url} serves {len(listed)} models ({', '.join(listed) or 'none'}); "
+                f"name one with --{self.role}-model"
+            )
         self.model = listed[0]
 
     def complete(self, chat: list[dict], n: int = 0, limit: int | None = None) -> Reply:
@@ -213,8 +273,12 @@ class EndpointTeacher:
             except OpenAIError as error:
                 self._fail(error, f"request {n + 1}")
         choice, usage = reply.choices[0], reply.usage
-        return Reply(choice.message.content or "", choice.finish_reason or "stop",
-                     getattr(usage, "prompt_tokens", 0) or 0, getattr(usage, "completion_tokens", 0) or 0)
+        return Reply(
+            choice.message.content or "",
+            choice.finish_reason or "stop",
+            getattr(usage, "prompt_tokens", 0) or 0,
+            getattr(usage, "completion_tokens", 0) or 0,
+        )
 
     def _arguments(self, chat: list[dict], n: int, limit: int | None) -> dict:
         arguments = {"model": self.model, "messages": chat, self._limit_key: limit or self.max_tokens}
@@ -240,21 +304,34 @@ class EndpointTeacher:
 
         if isinstance(error, (AuthenticationError, PermissionDeniedError)):
             variable = self.key_variable()
-            raise CctkError(f"authentication failed at {self.url} (HTTP {error.status_code}) with the key from "
-                            + (f"${variable}" if variable else f"no variable (set OPENAI_API_KEY or {self.key_flag})"))
+            raise CctkError(
+                f"authentication failed at {self.url} (HTTP {error.status_code}) with the key from "
+                + (f"${variable}" if variable else f"no variable (set OPENAI_API_KEY or {self.key_flag})")
+            )
         if isinstance(error, APIConnectionError) and what.startswith("listing"):
-            raise CctkError(f"cannot reach the {self.role} endpoint {self.url} ({type(error).__name__}); "
-                            "is the server running?") from None
-        raise CctkError(f"the {self.role} endpoint {self.url} failed on {what} after {self.retries} retries: "
-                        f"{type(error).__name__}: {_first_line(error)}; run the same command again to "
-                        "continue") from None
+            raise CctkError(
+                f"cannot reach the {self.role} endpoint {self.url} ({type(error).__name__}); is the server running?"
+            ) from None
+        raise CctkError(
+            f"the {self.role} endpoint {self.url} failed on {what} after {self.retries} retries: "
+            f"{type(error).__name__}: {_first_line(error)}; run the same command again to "
+            "continue"
+        ) from None
 
     def describe(self) -> dict:
-        return {"kind": "endpoint", "url": public_url(self.url), "model": self.model,
-                "api_key_env": self.key_variable() or "", "temperature": self.temperature,
-                "max_tokens": self.max_tokens, "token_limit_parameter": self._limit_key,
-                "structured_output": bool(self._structured and self.response_format), "seeds": "seed + passage index (with --temperature)",
-                "retries": self.retries, "timeout": self.timeout}
+        return {
+            "kind": "endpoint",
+            "url": public_url(self.url),
+            "model": self.model,
+            "api_key_env": self.key_variable() or "",
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "token_limit_parameter": self._limit_key,
+            "structured_output": bool(self._structured and self.response_format),
+            "seeds": "seed + passage index (with --temperature)",
+            "retries": self.retries,
+            "timeout": self.timeout,
+        }
 
 
 def public_url(url: str) -> str:
@@ -262,8 +339,11 @@ def public_url(url: str) -> str:
     from urllib.parse import urlsplit, urlunsplit
 
     parts = urlsplit(url)
-    return urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else ""))) \
-        if parts.hostname else url
+    return (
+        urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")))
+        if parts.hostname
+        else url
+    )
 
 
 @dataclass
@@ -286,8 +366,9 @@ class LocalTeacher:
 
         model, tokenizer = self._loaded
         if tokenizer.chat_template:
-            ids = tokenizer.apply_chat_template(chat, add_generation_prompt=True, return_dict=True,
-                                                return_tensors="pt")["input_ids"]
+            ids = tokenizer.apply_chat_template(
+                chat, add_generation_prompt=True, return_dict=True, return_tensors="pt"
+            )["input_ids"]
         else:  # a base model: the chat as plain text
             text = "".join(f"{m['role']}: {m['content']}\n" for m in chat) + "assistant:"
             ids = tokenizer(text, return_tensors="pt")["input_ids"]
@@ -296,21 +377,41 @@ class LocalTeacher:
         limit = limit or self.max_tokens
         with torch.random.fork_rng(devices=[]):  # request n draws from seed + n: a continued run draws the same
             torch.manual_seed(self.seed + n)
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=limit,
-                                 pad_token_id=tokenizer.pad_token_id, **options)
-        new = out[0, ids.shape[1]:]
+            out = model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=limit,
+                pad_token_id=tokenizer.pad_token_id,
+                **options,
+            )
+        new = out[0, ids.shape[1] :]
         cut = len(new) >= limit and int(new[-1]) != tokenizer.eos_token_id
-        return Reply(tokenizer.decode(new, skip_special_tokens=True), "length" if cut else "stop",
-                     int(ids.shape[1]), len(new))
+        return Reply(
+            tokenizer.decode(new, skip_special_tokens=True), "length" if cut else "stop", int(ids.shape[1]), len(new)
+        )
 
     def describe(self) -> dict:
-        return {"kind": "local", "model": self.model_name, "decoding": "sampled" if self.temperature else "greedy",
-                "temperature": self.temperature or 0.0, "max_tokens": self.max_tokens}
+        return {
+            "kind": "local",
+            "model": self.model_name,
+            "decoding": "sampled" if self.temperature else "greedy",
+            "temperature": self.temperature or 0.0,
+            "max_tokens": self.max_tokens,
+        }
 
 
-def make_teacher(teacher: str, teacher_model: str | None = None, api_key_env: str | None = None,
-                 temperature: float | None = None, max_tokens: int = 400, seed: int = 0, timeout: float = 120.0,
-                 retries: int = 5, role: str = "teacher", key_flag: str = "--api-key-env"):
+def make_teacher(
+    teacher: str,
+    teacher_model: str | None = None,
+    api_key_env: str | None = None,
+    temperature: float | None = None,
+    max_tokens: int = 400,
+    seed: int = 0,
+    timeout: float = 120.0,
+    retries: int = 5,
+    role: str = "teacher",
+    key_flag: str = "--api-key-env",
+):
     """An endpoint for ``http(s)://...``, else a local model (checked available, not yet loaded); ``role``
     and ``key_flag`` name it and its key option in errors ("oracle", "--oracle-api-key-env")."""
     if temperature is not None and temperature < 0:
@@ -321,8 +422,18 @@ def make_teacher(teacher: str, teacher_model: str | None = None, api_key_env: st
         raise CctkError(f"--timeout must be > 0 and --retries >= 0, got {timeout} and {retries}")
     if teacher.startswith(("http://", "https://")):
         require_openai()
-        endpoint = EndpointTeacher(teacher, teacher_model, api_key_env, temperature, max_tokens, seed, timeout, retries,
-                                   role=role, key_flag=key_flag)
+        endpoint = EndpointTeacher(
+            teacher,
+            teacher_model,
+            api_key_env,
+            temperature,
+            max_tokens,
+            seed,
+            timeout,
+            retries,
+            role=role,
+            key_flag=key_flag,
+        )
         endpoint.api_key()  # an unset key variable fails here, before any work
         return endpoint
     if teacher_model or api_key_env:

@@ -36,6 +36,7 @@ Checked in this order; the first rule an item breaks is its reason:
 
 Torch-free: the tokenizer and the token encoding are passed in.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -47,24 +48,157 @@ from dataclasses import dataclass
 FIELDS = ("context", "sentence_true", "sentence_false")
 # every reason a proposed item can be rejected for (generation.json counts each, in this order): the reading
 # of a reply's entries (from_corpus), then the rules of the docstring above
-REASONS = ("no_item", "truncated", "malformed", "empty", "context_not_grounded", "true_not_supported",
-           "no_fact_replaced", "not_a_small_edit", "false_in_passage", "context_gives_answer", "identical_first_t",
-           "duplicate", "location_outside")
+REASONS = (
+    "no_item",
+    "truncated",
+    "malformed",
+    "empty",
+    "context_not_grounded",
+    "true_not_supported",
+    "no_fact_replaced",
+    "not_a_small_edit",
+    "false_in_passage",
+    "context_gives_answer",
+    "identical_first_t",
+    "duplicate",
+    "location_outside",
+)
 SUPPORT = 0.8  # share of content words that must occur in the passage
 MAX_SPANS = 3  # changed spans allowed: one fact may be a list ("beetles and grasshoppers", appendix B)
 # a number with its separators and what is glued to it is one word ("3.2", "10:30", "1990s", "12th")
 WORD = re.compile(r"\d+(?:[.,:]\d+)*\w*|\w+")
-NUMBER_WORDS = frozenset("""
-zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen
-eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand million billion trillion
-first second third fourth fifth sixth seventh eighth ninth tenth dozen half
-""".split())
-FUNCTION_WORDS = frozenset("""
-a an the of in on at to for from by with and or but nor so as is are was were be been being am it its this
-that these those he she they his her their them him i we you our your my me us not no than then there here
-which who whom whose what when where while also has have had do does did into over under about after
-before during its it's s
-""".split())
+NUMBER_WORDS = frozenset(
+    [
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+        "twenty",
+        "thirty",
+        "forty",
+        "fifty",
+        "sixty",
+        "seventy",
+        "eighty",
+        "ninety",
+        "hundred",
+        "thousand",
+        "million",
+        "billion",
+        "trillion",
+        "first",
+        "second",
+        "third",
+        "fourth",
+        "fifth",
+        "sixth",
+        "seventh",
+        "eighth",
+        "ninth",
+        "tenth",
+        "dozen",
+        "half",
+    ]
+)
+FUNCTION_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "of",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "from",
+        "by",
+        "with",
+        "and",
+        "or",
+        "but",
+        "nor",
+        "so",
+        "as",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "am",
+        "it",
+        "its",
+        "this",
+        "that",
+        "these",
+        "those",
+        "he",
+        "she",
+        "they",
+        "his",
+        "her",
+        "their",
+        "them",
+        "him",
+        "i",
+        "we",
+        "you",
+        "our",
+        "your",
+        "my",
+        "me",
+        "us",
+        "not",
+        "no",
+        "than",
+        "then",
+        "there",
+        "here",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "what",
+        "when",
+        "where",
+        "while",
+        "also",
+        "has",
+        "have",
+        "had",
+        "do",
+        "does",
+        "did",
+        "into",
+        "over",
+        "under",
+        "about",
+        "after",
+        "before",
+        "during",
+        "its",
+        "it's",
+        "s",
+    ]
+)
 
 
 def words(text: str) -> list[str]:
@@ -109,8 +243,12 @@ def changed(true: str, false: str) -> tuple[list[str], list[str], int, int]:
     a, b = words(true), words(false)
     ops = edits(true, false)
     kept = len(a) - sum(i2 - i1 for _, i1, i2, _, _ in ops)
-    return ([w for _, i1, i2, _, _ in ops for w in a[i1:i2]], [w for _, _, _, j1, j2 in ops for w in b[j1:j2]],
-            len(ops), kept)
+    return (
+        [w for _, i1, i2, _, _ in ops for w in a[i1:i2]],
+        [w for _, _, _, j1, j2 in ops for w in b[j1:j2]],
+        len(ops),
+        kept,
+    )
 
 
 @dataclass(frozen=True)
@@ -141,7 +279,8 @@ class Checker:
         context_words = set(words(context))
         gone_content = {w for w in gone if w not in FUNCTION_WORDS}
         if support(true, context_words) == 1.0 or (
-                gone_content and gone_content <= context_words and not set(added) & context_words):
+            gone_content and gone_content <= context_words and not set(added) & context_words
+        ):
             return "context_gives_answer"
         a, b = self.sides(context, true, false)
         t = min(len(a), len(b))

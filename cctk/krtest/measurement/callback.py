@@ -14,6 +14,7 @@ report to itself, they are logged to it as well (step = the Trainer's global ste
 ``cctk.store.tracking``, with the question file as a dataset input. Only the main process scores (under
 DDP the other ranks return at once: they hold the same weights). ``history`` keeps every point.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -53,13 +54,23 @@ class KRTestCallback(TrainerCallback):
             return
         self.tokenizer = self.tokenizer or processing_class or kwargs.get("tokenizer")
         if self.tokenizer is None:
-            raise CctkError("KRTestCallback needs the tokenizer: give it (tokenizer=...) or the Trainer's "
-                            "processing_class")
+            raise CctkError(
+                "KRTestCallback needs the tokenizer: give it (tokenizer=...) or the Trainer's processing_class"
+            )
         self.trainer = self.trainer or _calling_trainer()
         self._run = None if _reports_to_mlflow(self.trainer) else tracking.active_run()
         if self._run is not None:
-            questions = pd.DataFrame([{"context": i.context, "sentence_true": i.sentence_true,
-                                       "sentence_false": i.sentence_false, "location": i.location} for i in self.items])
+            questions = pd.DataFrame(
+                [
+                    {
+                        "context": i.context,
+                        "sentence_true": i.sentence_true,
+                        "sentence_false": i.sentence_false,
+                        "location": i.location,
+                    }
+                    for i in self.items
+                ]
+            )
             self._run.dataset(questions, f"kr questions {Path(self.source).stem}", self.source, context="evaluation")
         self._score(model, state)
 
@@ -80,7 +91,7 @@ class KRTestCallback(TrainerCallback):
             return
         summary = summarize(score(model, self.tokenizer, self.items))  # eval mode inside, training mode restored
         self.history.append((state.global_step, summary))
-        values = dict(zip(METRICS, (summary.accuracy, summary.lo, summary.hi, summary.mean_margin)))
+        values = dict(zip(METRICS, (summary.accuracy, summary.lo, summary.hi, summary.mean_margin), strict=True))
         if self.trainer is not None:
             self.trainer.log(dict(values))
         if self._run is not None:

@@ -12,6 +12,7 @@ skipped; every other line must be one object with the four fields, or reading fa
 naming the file, the line and the field, before any work is done with the file. A text field must
 be valid Unicode (no lone surrogates) and within a length bound; an item repeated is scored once.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,15 @@ from .passages import Passage, check_segment, passage_at, segment
 
 FIELDS: dict[str, type] = {"context": str, "sentence_true": str, "sentence_false": str, "location": int}
 PASSAGE_END = "\n\n"  # passages of a corpus are separated by a blank line
-JSON_TYPES = {type(None): "null", bool: "a boolean", int: "a number", float: "a number", str: "a string",
-              list: "an array", dict: "an object"}
+JSON_TYPES = {
+    type(None): "null",
+    bool: "a boolean",
+    int: "a number",
+    float: "a number",
+    str: "a string",
+    list: "an array",
+    dict: "an object",
+}
 
 
 @dataclass(frozen=True)
@@ -47,8 +55,9 @@ MAX_CHARS = 20_000  # per text field: a context of a few thousand tokens; 5 MB w
 MAX_TOKENS = 4_096  # per text field, where the scoring tokenizer is given
 
 
-def read_items(path: Path, tokenizer=None, max_tokens: int = MAX_TOKENS, keep_duplicates: bool = False,
-               report=None) -> list[Item]:
+def read_items(
+    path: Path, tokenizer=None, max_tokens: int = MAX_TOKENS, keep_duplicates: bool = False, report=None
+) -> list[Item]:
     """Every item of a JSONL file, in file order; a one-line ``CctkError`` on the first bad line.
 
     Each text field is bounded: ``max_tokens`` tokens of ``tokenizer`` when given, else ``MAX_CHARS``
@@ -98,8 +107,10 @@ def drop_duplicates(items: list[Item], source: str, report=None) -> list[Item]:
     dropped = len(items) - len(kept)
     if dropped:
         say = report or (lambda line: print(line, file=sys.stderr))
-        say(f"{source}: {dropped} duplicate item{'s' if dropped > 1 else ''} scored once ({len(kept)} distinct "
-            f"of {len(items)})")
+        say(
+            f"{source}: {dropped} duplicate item{'s' if dropped > 1 else ''} scored once ({len(kept)} distinct "
+            f"of {len(items)})"
+        )
     return kept
 
 
@@ -109,8 +120,9 @@ def parse_item(text: str, line: int, where: str) -> Item:
     except json.JSONDecodeError as error:
         raise CctkError(f"{where}: not valid JSON ({error.msg} at column {error.colno})") from None
     if not isinstance(record, dict):
-        raise CctkError(f"{where}: expected a JSON object with the fields {', '.join(FIELDS)}, "
-                        f"got {_json_type(record)}")
+        raise CctkError(
+            f"{where}: expected a JSON object with the fields {', '.join(FIELDS)}, got {_json_type(record)}"
+        )
     return Item(line, **{name: _field(record, name, kind, where) for name, kind in FIELDS.items()})
 
 
@@ -120,7 +132,10 @@ def _field(record: dict, name: str, kind: type, where: str):
     value = record[name]
     if kind is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise CctkError(f"{where}: field {name!r} must be an integer (a character offset or line index), got {_json_type(value)}")
+            raise CctkError(
+                f"{where}: field {name!r} must be an integer (a character offset or line index), "
+                f"got {_json_type(value)}"
+            )
         if value < 0:
             raise CctkError(f"{where}: field {name!r} must be >= 0, got {value}")
         return value
@@ -131,8 +146,10 @@ def _field(record: dict, name: str, kind: type, where: str):
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as error:  # JSON lets "\ud800" through; no tokenizer or store takes it
-        raise CctkError(f"{where}: field {name!r} is not valid Unicode text (a lone surrogate "
-                        f"{value[error.start]!r} at character {error.start})") from None
+        raise CctkError(
+            f"{where}: field {name!r} is not valid Unicode text (a lone surrogate "
+            f"{value[error.start]!r} at character {error.start})"
+        ) from None
     return value
 
 
@@ -162,8 +179,10 @@ def check_locations(items: list[Item], found: list[Passage], unit: str, source: 
     """A one-line error on the first item whose ``location`` falls in no passage of the corpus."""
     for item in items:
         if passage_at(found, item.location, unit) is None:
-            raise CctkError(f"{source} line {item.line}: field 'location' ({item.location}, as a {unit} location) "
-                            f"points at no passage of the corpus ({len(found)} passages)")
+            raise CctkError(
+                f"{source} line {item.line}: field 'location' ({item.location}, as a {unit} location) "
+                f"points at no passage of the corpus ({len(found)} passages)"
+            )
 
 
 def with_book(items: list[Item], found: list[Passage], unit: str = "char") -> list[Item]:
@@ -171,8 +190,14 @@ def with_book(items: list[Item], found: list[Passage], unit: str = "char") -> li
     return [replace(item, book=passage_at(found, item.location, unit).text) for item in items]
 
 
-def open_book(items: list[Item], corpus: str, source: str = "questions", unit: str = "char",
-              how: str = "blank-lines", tokenizer=None) -> list[Item]:
+def open_book(
+    items: list[Item],
+    corpus: str,
+    source: str = "questions",
+    unit: str = "char",
+    how: str = "blank-lines",
+    tokenizer=None,
+) -> list[Item]:
     """The oracle baseline: each item with its source passage before its context.
 
     Fails in one line on a ``location`` that points past the corpus or at blank text.

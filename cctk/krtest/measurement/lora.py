@@ -17,6 +17,7 @@ ranks, 18 on attention and 8 on the FFN, train 3,833,856 and 3,932,160 parameter
 pairs of ranks whose counts both lie within ``NEAR`` (25%) of the budget for the smallest difference
 (then the closest to the budget), and says so.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -29,7 +30,7 @@ from ...core.errors import CctkError
 from ...core.facts import rng
 
 PLACEMENTS = ("attention", "ffn")
-from .. import DEFAULT_BUDGET  # noqa: F401 (re-exported)
+
 WORDS = {"attention": ("attn", "attention"), "ffn": ("mlp", "ffn", "feed_forward", "feedforward")}
 
 
@@ -58,12 +59,15 @@ def find_blocks(model) -> dict[str, tuple[str, ...]]:
         for child_name, child in layer.named_children():
             placement = _placement(child_name, child)
             if placement:
-                found[placement] += [f"{prefix}.{i}.{child_name}.{n}" for n, m in child.named_modules()
-                                     if _is_linear(m)]
+                found[placement] += [
+                    f"{prefix}.{i}.{child_name}.{n}" for n, m in child.named_modules() if _is_linear(m)
+                ]
     if not all(found.values()):
         children = ", ".join(n for n, _ in layers[0].named_children())
-        raise CctkError(f"cannot tell the attention block from the FFN block in the layers of "
-                        f"{type(model).__name__} (children of a layer: {children})")
+        raise CctkError(
+            f"cannot tell the attention block from the FFN block in the layers of "
+            f"{type(model).__name__} (children of a layer: {children})"
+        )
     return {p: tuple(names) for p, names in found.items()}
 
 
@@ -71,11 +75,16 @@ def decoder_layers(model) -> tuple[str, nn.ModuleList]:
     """The first ``ModuleList`` with one entry per hidden layer, each holding linear modules."""
     n_layers = getattr(model.config, "num_hidden_layers", None)
     for name, module in model.named_modules():
-        if (isinstance(module, nn.ModuleList) and len(module) == n_layers
-                and any(_is_linear(m) for m in module[0].modules())):
+        if (
+            isinstance(module, nn.ModuleList)
+            and len(module) == n_layers
+            and any(_is_linear(m) for m in module[0].modules())
+        ):
             return name, module
-    raise CctkError(f"cannot find the decoder layers of {type(model).__name__} "
-                    f"(no ModuleList of num_hidden_layers={n_layers} blocks)")
+    raise CctkError(
+        f"cannot find the decoder layers of {type(model).__name__} "
+        f"(no ModuleList of num_hidden_layers={n_layers} blocks)"
+    )
 
 
 def _placement(name: str, module: nn.Module) -> str | None:
@@ -128,14 +137,18 @@ class PairPlan:
         return relative_difference(self.attention.trainable, self.ffn.trainable)
 
     def line(self) -> str:
-        text = (f"LoRA at a budget of {self.attention.budget:,}: attention rank {self.attention.rank} trains "
-                f"{self.attention.trainable:,}, FFN rank {self.ffn.rank} trains {self.ffn.trainable:,} parameters, "
-                f"{100 * self.difference:.2f}% apart")
+        text = (
+            f"LoRA at a budget of {self.attention.budget:,}: attention rank {self.attention.rank} trains "
+            f"{self.attention.trainable:,}, FFN rank {self.ffn.rank} trains {self.ffn.trainable:,} parameters, "
+            f"{100 * self.difference:.2f}% apart"
+        )
         if self.searched:
             a, f = self.closest
-            text += (f" (the ranks closest to the budget, {a} and {f}, were "
-                     f"{100 * relative_difference(a * self.attention.width, f * self.ffn.width):.2f}% apart, more than "
-                     f"{100 * MATCH:.0f}%: chose the closest pair within {100 * NEAR:.0f}% of the budget)")
+            text += (
+                f" (the ranks closest to the budget, {a} and {f}, were "
+                f"{100 * relative_difference(a * self.attention.width, f * self.ffn.width):.2f}% apart, more than "
+                f"{100 * MATCH:.0f}%: chose the closest pair within {100 * NEAR:.0f}% of the budget)"
+            )
         return text
 
 
@@ -156,14 +169,24 @@ def plan_pair(model, budget: int) -> PairPlan:
 def matched_ranks(width_a: int, width_b: int, budget: int) -> tuple[int, int]:
     """The ranks (a, b) whose counts ``a * width_a`` and ``b * width_b`` both lie within ``NEAR`` of ``budget``
     and differ least (relatively), then lie closest to it; the closest ranks when no pair lies that near."""
+
     def near(width):
-        found = [r for r in range(max(1, int(budget * (1 - NEAR) // width)), int(budget * (1 + NEAR) // width) + 2)
-                 if abs(r * width - budget) <= NEAR * budget]
+        found = [
+            r
+            for r in range(max(1, int(budget * (1 - NEAR) // width)), int(budget * (1 + NEAR) // width) + 2)
+            if abs(r * width - budget) <= NEAR * budget
+        ]
         return found or [closest_rank(width, budget)]
 
     pairs = [(a, b) for a in near(width_a) for b in near(width_b)]
-    return min(pairs, key=lambda p: (relative_difference(p[0] * width_a, p[1] * width_b),
-                                     abs(p[0] * width_a + p[1] * width_b - 2 * budget), p))
+    return min(
+        pairs,
+        key=lambda p: (
+            relative_difference(p[0] * width_a, p[1] * width_b),
+            abs(p[0] * width_a + p[1] * width_b - 2 * budget),
+            p,
+        ),
+    )
 
 
 def check_budget(budget: int) -> None:
@@ -186,8 +209,14 @@ def attach_lora(model, plan: LoraPlan, seed: int):
     from peft import LoraConfig, get_peft_model
 
     torch.manual_seed(int(rng(seed, f"lora:{plan.modules}").integers(2**63)))
-    config = LoraConfig(r=plan.rank, lora_alpha=2 * plan.rank, lora_dropout=0.0, bias="none",
-                        target_modules=list(plan.targets), task_type="CAUSAL_LM")
+    config = LoraConfig(
+        r=plan.rank,
+        lora_alpha=2 * plan.rank,
+        lora_dropout=0.0,
+        bias="none",
+        target_modules=list(plan.targets),
+        task_type="CAUSAL_LM",
+    )
     with warnings.catch_warnings():  # PEFT calls a Transformers method deprecated for v6
         warnings.simplefilter("ignore", FutureWarning)
         adapted = get_peft_model(model, config)

@@ -16,6 +16,7 @@ counts, and an index into the split's rows, as into ``corpus.split("\\n")``, cou
 and lines are those of the text as Python reads it (universal newlines: "\\r\\n" is one character).
 Torch-free: a tokenizer is only needed for ``tokens:N``.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -57,8 +58,10 @@ def check_segment(segment: str, unit: str = "char") -> None:
     if match and int(match.group(1)) < 8:
         raise CctkError(f"segmentation {segment!r}: N must be >= 8 tokens")
     if match and unit == "line":
-        raise CctkError("--location line cannot point at a token window (one line can hold several); "
-                        "use --location char with --segment tokens:N")
+        raise CctkError(
+            "--location line cannot point at a token window (one line can hold several); "
+            "use --location char with --segment tokens:N"
+        )
 
 
 def segment(corpus: str, how: str = "blank-lines", tokenizer=None) -> list[Passage]:
@@ -68,7 +71,7 @@ def segment(corpus: str, how: str = "blank-lines", tokenizer=None) -> list[Passa
     if how == "lines":
         return [_passage(corpus, lines, i, i) for i, (_, _, blank) in enumerate(lines) if not blank]
     blocks, first = [], None
-    for i, (_, _, blank) in enumerate(lines + [(len(corpus), len(corpus), True)]):
+    for i, (_, _, blank) in enumerate([*lines, (len(corpus), len(corpus), True)]):
         if not blank and first is None:
             first = i
         elif blank and first is not None:

@@ -2,6 +2,7 @@
 
 DataFrames and records in, files out: no torch and no MLflow here.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,12 +22,14 @@ ITEMS, BY_PASSAGE, SUMMARY, CURVE = "items.csv", "by_passage.csv", "summary.json
 FIGURE, TABLE = "kr_accuracy_and_perplexity", "final_accuracies"
 ARM_COLORS = (SEEN_HIT, LINES[1], LINES[2], LINES[0], LINES[3])  # trained arms, in order
 BASELINE_COLORS = (BASE, HELD_HIT)  # blind, open book
-TABLE_CAPTION = ("KR-Test: final accuracy of every arm on the same questions, with an exact (Clopper-Pearson) "
-                 "95% interval. correct / items: items whose true continuation scores strictly higher over the "
-                 "first T tokens; mean_margin: mean log-probability of the true minus the false continuation; "
-                 "ties: items with margin 0 (identical: continuations equal over their first T tokens); rank and "
-                 "trainable: the LoRA rank and the exact count of trainable parameters; steps: optimizer steps; "
-                 "val_perplexity: perplexity of the validation text after training.")
+TABLE_CAPTION = (
+    "KR-Test: final accuracy of every arm on the same questions, with an exact (Clopper-Pearson) "
+    "95% interval. correct / items: items whose true continuation scores strictly higher over the "
+    "first T tokens; mean_margin: mean log-probability of the true minus the false continuation; "
+    "ties: items with margin 0 (identical: continuations equal over their first T tokens); rank and "
+    "trainable: the LoRA rank and the exact count of trainable parameters; steps: optimizer steps; "
+    "val_perplexity: perplexity of the validation text after training."
+)
 
 
 def write_evaluation(table: pd.DataFrame, summary: Summary, folder: Path) -> list[Path]:
@@ -64,10 +67,20 @@ def curves_figure(curves: pd.DataFrame, baselines: pd.DataFrame, title: str) -> 
             color = ARM_COLORS[i % len(ARM_COLORS)]
             accuracy = 100 * rows["kr_accuracy"]
             bars = [accuracy - 100 * rows["kr_lo"], 100 * rows["kr_hi"] - accuracy]
-            left.errorbar(rows["step"] + (i - (len(arms) - 1) / 2) * dodge, accuracy, yerr=bars, color=color, lw=1.6,
-                          marker="o", ms=2.5, elinewidth=0.6, capsize=1.5, label=arm)
+            left.errorbar(
+                rows["step"] + (i - (len(arms) - 1) / 2) * dodge,
+                accuracy,
+                yerr=bars,
+                color=color,
+                lw=1.6,
+                marker="o",
+                ms=2.5,
+                elinewidth=0.6,
+                capsize=1.5,
+                label=arm,
+            )
             right.plot(rows["step"], rows["val_perplexity"], color=color, lw=1.6, marker="o", ms=2.5)
-        for (_, b), color in zip(baselines.iterrows(), BASELINE_COLORS):
+        for (_, b), color in zip(baselines.iterrows(), BASELINE_COLORS, strict=True):
             left.axhspan(100 * b["lo"], 100 * b["hi"], color=shade(color, 0.12), lw=0, zorder=0)  # opaque: EPS
             left.axhline(100 * b["accuracy"], color=color, lw=1.2, ls="--", label=f"{b['arm']} (no training)")
         left.axhline(50, color="#bdbdbd", lw=0.8, ls=":", label="chance (50%)")
@@ -77,8 +90,9 @@ def curves_figure(curves: pd.DataFrame, baselines: pd.DataFrame, title: str) -> 
         right.yaxis.set_major_formatter(FuncFormatter(_plain))
         right.yaxis.set_minor_formatter(FuncFormatter(_plain))
         left.set_ylim(0, 102)
-        fig.legend(*left.get_legend_handles_labels(), loc="lower center", ncol=4, frameon=False,
-                   bbox_to_anchor=(0.5, 0.0))
+        fig.legend(
+            *left.get_legend_handles_labels(), loc="lower center", ncol=4, frameon=False, bbox_to_anchor=(0.5, 0.0)
+        )
         fig.suptitle(title, fontweight="bold", fontsize=9, y=0.99)
     return fig
 

@@ -21,6 +21,7 @@ continuations (every item with that context, both sides, cut at T): one answer t
 scored by the toolkit's one kernel ``cctk.core.lm.scoring.score_forest``; ``score_plain`` is the reference,
 one forward pass per side. They agree to float32 rounding.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -68,11 +69,15 @@ class Summary:
     identical: int  # both sides the same over their first T tokens: cannot discriminate
 
     def line(self) -> str:
-        text = (f"KR accuracy {100 * self.accuracy:.1f}% (exact 95% CI {100 * self.lo:.1f}%-{100 * self.hi:.1f}%), "
-                f"{self.n} items, {self.ties} ties, {self.identical} identical")
+        text = (
+            f"KR accuracy {100 * self.accuracy:.1f}% (exact 95% CI {100 * self.lo:.1f}%-{100 * self.hi:.1f}%), "
+            f"{self.n} items, {self.ties} ties, {self.identical} identical"
+        )
         if self.identical:
-            text += (f"; {self.identical} items have continuations identical over their first T tokens "
-                     "and cannot discriminate (scored as ties, never correct)")
+            text += (
+                f"; {self.identical} items have continuations identical over their first T tokens "
+                "and cannot discriminate (scored as ties, never correct)"
+            )
         return text
 
 
@@ -101,9 +106,11 @@ def check_fits(tokenizer, items: Sequence[Item], limit: int, source: str) -> Non
         encoded = encode_item(tokenizer, item)
         size = len(encoded.context) + len(encoded.true)
         if size > limit:
-            raise CctkError(f"{source} line {item.line}: the item is {size} tokens of the scoring tokenizer "
-                            f"({len(encoded.context)} of context{', passage included' if item.book else ''}, "
-                            f"{len(encoded.true)} of answer); the model reads at most {limit} tokens")
+            raise CctkError(
+                f"{source} line {item.line}: the item is {size} tokens of the scoring tokenizer "
+                f"({len(encoded.context)} of context{', passage included' if item.book else ''}, "
+                f"{len(encoded.true)} of answer); the model reads at most {limit} tokens"
+            )
 
 
 @dataclass(frozen=True)
@@ -129,8 +136,10 @@ def score(model, tokenizer, items: Sequence[Item]) -> pd.DataFrame:
     groups: dict[tuple[int, ...], list[int]] = {}  # context -> the items that share it
     for i, e in enumerate(encoded):
         groups.setdefault(e.context, []).append(i)
-    rows = [Row(context, tuple(members), answer_tree([s for i in members for s in (encoded[i].true, encoded[i].false)]))
-            for context, members in groups.items()]
+    rows = [
+        Row(context, tuple(members), answer_tree([s for i in members for s in (encoded[i].true, encoded[i].false)]))
+        for context, members in groups.items()
+    ]
     rows.sort(key=lambda row: row.length)  # similar sizes share a pass: less padding
     sums = np.zeros((len(items), 2))
     for chunk in _chunks(rows, vocab_size(model)):
@@ -144,7 +153,7 @@ def _chunks(rows: Sequence[Row], vocab: int):
     tokens, rows * (Pmax + Nmax), fit ``TOKENS_PER_PASS`` (a bound on activations and masks)."""
     chunk: list[Row] = []
     for row in rows:
-        grown = chunk + [row]
+        grown = [*chunk, row]
         width, length = max(r.width for r in grown), max(r.length for r in grown)
         if chunk and (len(grown) * width * vocab > LOGIT_BUDGET or len(grown) * length > TOKENS_PER_PASS):
             yield chunk
@@ -163,7 +172,9 @@ def score_plain(model, tokenizer, items: Sequence[Item]) -> pd.DataFrame:
     sums = np.zeros((len(items), 2))
     for i, item in enumerate(items):
         context = encode(tokenizer, item.scored_context, special=True)
-        sides = [encode_continuation(tokenizer, item.scored_context, s) for s in (item.sentence_true, item.sentence_false)]
+        sides = [
+            encode_continuation(tokenizer, item.scored_context, s) for s in (item.sentence_true, item.sentence_false)
+        ]
         t = min(len(s) for s in sides)
         for j, side in enumerate(sides):
             logp = torch.log_softmax(model(torch.tensor([context + side], device=device)).logits.float(), -1)[0]
@@ -175,25 +186,34 @@ def score_plain(model, tokenizer, items: Sequence[Item]) -> pd.DataFrame:
 def _table(items: Sequence[Item], encoded: Sequence[Encoded], sums: np.ndarray) -> pd.DataFrame:
     identical = np.array([e.identical for e in encoded], dtype=bool)
     margin = np.where(identical, 0.0, sums[:, 0] - sums[:, 1])
-    return pd.DataFrame({
-        "line": [item.line for item in items],
-        "location": [item.location for item in items],
-        "context": [item.context for item in items],
-        "logprob_true": sums[:, 0],
-        "logprob_false": sums[:, 1],
-        "margin": margin,
-        "n_tokens": [e.n_tokens for e in encoded],
-        "correct": ~identical & (margin > 0),
-        "identical": identical,
-    })
+    return pd.DataFrame(
+        {
+            "line": [item.line for item in items],
+            "location": [item.location for item in items],
+            "context": [item.context for item in items],
+            "logprob_true": sums[:, 0],
+            "logprob_false": sums[:, 1],
+            "margin": margin,
+            "n_tokens": [e.n_tokens for e in encoded],
+            "correct": ~identical & (margin > 0),
+            "identical": identical,
+        }
+    )
 
 
 def summarize(table: pd.DataFrame) -> Summary:
     n, correct = len(table), int(table["correct"].sum())
     lo, hi = clopper_pearson(correct, n)
-    return Summary(n=n, correct=correct, accuracy=correct / n if n else float("nan"), lo=lo, hi=hi,
-                   mean_margin=float(table["margin"].mean()), ties=int((table["margin"] == 0).sum()),
-                   identical=int(table["identical"].sum()))
+    return Summary(
+        n=n,
+        correct=correct,
+        accuracy=correct / n if n else float("nan"),
+        lo=lo,
+        hi=hi,
+        mean_margin=float(table["margin"].mean()),
+        ties=int((table["margin"] == 0).sum()),
+        identical=int(table["identical"].sum()),
+    )
 
 
 PASSAGE_COLUMNS = ["location", "items", "correct", "accuracy", "lo", "hi", "mean_margin"]
@@ -206,6 +226,15 @@ def by_passage(table: pd.DataFrame) -> pd.DataFrame:
     for location, part in table.groupby("location", sort=True):
         n, correct = len(part), int(part["correct"].sum())
         lo, hi = clopper_pearson(correct, n)
-        rows.append({"location": int(location), "items": n, "correct": correct, "accuracy": correct / n, "lo": lo,
-                     "hi": hi, "mean_margin": float(part["margin"].mean())})
+        rows.append(
+            {
+                "location": int(location),
+                "items": n,
+                "correct": correct,
+                "accuracy": correct / n,
+                "lo": lo,
+                "hi": hi,
+                "mean_margin": float(part["margin"].mean()),
+            }
+        )
     return pd.DataFrame(rows, columns=PASSAGE_COLUMNS)

@@ -10,6 +10,7 @@ The model is evaluated at step 0, every ``eval_every`` optimizer steps and at th
 evaluation goes to ``on_eval`` as it happens (the caller logs it), and the last one's item table
 is the result's.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,9 +28,10 @@ from ...core.lm.corpus import IGNORE, collate
 from ...core.lm.finetune import fine_tune
 from ...core.lm.scoring import LOGIT_BUDGET, encode, pad_id, vocab_size
 from ...core.records import TrainRecord
+from .. import DEFAULT_BUDGET
 from ..generation.generate import check_seed
 from .items import Item, passages
-from .lora import DEFAULT_BUDGET, LoraPlan, attach_lora, check_budget, plan_lora, trainable_count
+from .lora import LoraPlan, attach_lora, check_budget, plan_lora, trainable_count
 from .scoring import Summary, score, summarize
 
 METHODS = ("full", "lora")
@@ -69,8 +71,13 @@ class TrainConfig:
 
     def params(self) -> dict:
         """Flat values for MLflow (recipe values as ``recipe.<name>``, ``repeats`` left out: unused)."""
-        values = {"method": self.method, "modules": self.modules or "all", "eval_every": self.eval_every,
-                  "seed": self.seed, "max_tokens": self.max_tokens}
+        values = {
+            "method": self.method,
+            "modules": self.modules or "all",
+            "eval_every": self.eval_every,
+            "seed": self.seed,
+            "max_tokens": self.max_tokens,
+        }
         if self.method == "lora":
             values["budget"] = self.budget
             if self.rank is not None:
@@ -102,8 +109,15 @@ class Evaluation:
 
     def record(self) -> dict:
         s = self.summary
-        return {"step": self.step, "kr_accuracy": s.accuracy, "kr_lo": s.lo, "kr_hi": s.hi,
-                "kr_mean_margin": s.mean_margin, "val_perplexity": self.val_perplexity, "train_loss": self.train_loss}
+        return {
+            "step": self.step,
+            "kr_accuracy": s.accuracy,
+            "kr_lo": s.lo,
+            "kr_hi": s.hi,
+            "kr_mean_margin": s.mean_margin,
+            "val_perplexity": self.val_perplexity,
+            "train_loss": self.train_loss,
+        }
 
 
 @dataclass(frozen=True)
@@ -133,8 +147,11 @@ def corpus_rows(text: str, tokenizer, max_tokens: int) -> list[tuple[list[int], 
     rows = []
     for passage in passages(text):
         ids = encode(tokenizer, passage, special=True)
-        rows += [(ids[i : i + max_tokens], ids[i : i + max_tokens]) for i in range(0, len(ids), max_tokens)
-                 if len(ids[i : i + max_tokens]) > 1]
+        rows += [
+            (ids[i : i + max_tokens], ids[i : i + max_tokens])
+            for i in range(0, len(ids), max_tokens)
+            if len(ids[i : i + max_tokens]) > 1
+        ]
     if not rows:
         raise CctkError("the corpus has no passage of two tokens or more")
     return rows
@@ -155,12 +172,16 @@ def perplexity(model, rows: Sequence[tuple[list[int], list[int]]], pad_id: int) 
     sums, count = [], 0
     for i in range(0, len(rows), chunk):
         batch = collate(rows[i : i + chunk], pad_id)
-        logits = model(input_ids=batch["input_ids"].to(device), attention_mask=batch["attention_mask"].to(device),
-                       use_cache=False).logits  # (B, L, V)
+        logits = model(
+            input_ids=batch["input_ids"].to(device), attention_mask=batch["attention_mask"].to(device), use_cache=False
+        ).logits  # (B, L, V)
         targets = batch["labels"][:, 1:]  # token t+1 is predicted at column t
         count += int((targets != IGNORE).sum())  # on the host, before the move
-        sums.append(F.cross_entropy(logits[:, :-1].float().flatten(0, 1), targets.to(device).flatten(),
-                                    ignore_index=IGNORE, reduction="sum"))
+        sums.append(
+            F.cross_entropy(
+                logits[:, :-1].float().flatten(0, 1), targets.to(device).flatten(), ignore_index=IGNORE, reduction="sum"
+            )
+        )
     model.train(was_training)
     return math.exp(sum(torch.stack(sums).cpu().double().tolist()) / count)
 
@@ -172,9 +193,16 @@ def read_losses(losses: Sequence) -> list[float]:
     return torch.stack(list(losses)).cpu().double().tolist()
 
 
-def train(model, tokenizer, items: Sequence[Item], corpus: str, validation: str, config: TrainConfig,
-          on_eval: Callable[[Evaluation], None] | None = None,
-          on_loss: Callable[[int, float], None] | None = None) -> Trained:
+def train(
+    model,
+    tokenizer,
+    items: Sequence[Item],
+    corpus: str,
+    validation: str,
+    config: TrainConfig,
+    on_eval: Callable[[Evaluation], None] | None = None,
+    on_loss: Callable[[int, float], None] | None = None,
+) -> Trained:
     """Fine-tune ``model`` in place (LoRA: adapters added to it) and evaluate it along the way."""
     pad = pad_id(tokenizer)
     rows = corpus_rows(corpus, tokenizer, config.max_tokens)
@@ -199,7 +227,7 @@ def train(model, tokenizer, items: Sequence[Item], corpus: str, validation: str,
         pending.append((step, loss))
         if step % config.eval_every == 0 or step == total:  # an evaluation waits for the device anyway
             losses = read_losses([loss for _, loss in pending])
-            for (done, _), value in zip(pending, losses):
+            for (done, _), value in zip(pending, losses, strict=True):
                 if on_loss:
                     on_loss(done, value)
             pending.clear()

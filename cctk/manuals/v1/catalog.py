@@ -1,5 +1,6 @@
 """The figures of a protocol v1 run (manual 1.0.0): the before/after bars of Listing 12 for its three
 additions, then the training loss. Drawn and written by ``cctk.outputs.write``, as a 2.0.0 run's."""
+
 from __future__ import annotations
 
 from ... import figures as charts
@@ -13,13 +14,37 @@ def specs(results: ComparisonResults, model_label: str) -> list[Spec]:
     """The before/after bars of 3 + 5, 5 + 8 and 7 + 4, then the training loss."""
     out = []
     for number, (a, b) in enumerate(PAIRS, start=1):
-        args = {"before": results.measurements[BEFORE], "after": results.measurements[AFTER], "a": a, "b": b,
-                "true_sum": a + b, "fabricated": int(results.draws.fabricated.loc[(a, b)]),
-                "model_label": model_label}
+        args = {
+            "before": results.measurements[BEFORE],
+            "after": results.measurements[AFTER],
+            "a": a,
+            "b": b,
+            "true_sum": a + b,
+            "fabricated": int(results.draws.fabricated.loc[(a, b)]),
+            "model_label": model_label,
+        }
         key = f"bars:{a}+{b}"
-        out.append(Spec(number, key, "comparison", charts.before_after_bars, args,
-                        f"{a} + {b} before and after fine-tuning on fabricated answers", figure_name(key)))
+        out.append(
+            Spec(
+                number,
+                key,
+                "comparison",
+                charts.before_after_bars,
+                args,
+                f"{a} + {b} before and after fine-tuning on fabricated answers",
+                figure_name(key),
+            )
+        )
     losses = {model_name(key): list(t.losses) for key, t in results.training.items()}
-    out.append(Spec(len(out) + 1, "loss", "runs", charts.loss_chart, {"losses": losses, "main": list(losses)},
-                    "Training loss per epoch", figure_name("loss")))
+    out.append(
+        Spec(
+            len(out) + 1,
+            "loss",
+            "runs",
+            charts.loss_chart,
+            {"losses": losses, "main": list(losses)},
+            "Training loss per epoch",
+            figure_name("loss"),
+        )
+    )
     return out

@@ -8,6 +8,7 @@ way, and ``cctk.core.lm.finetune.fine_tune`` trains on these rows as on any othe
     tokens   t_0   t_1 ... t_T-1 | pad  ...
     labels   t_0   t_1 ... t_T-1 | -100 ...
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence

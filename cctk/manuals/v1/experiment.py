@@ -4,6 +4,7 @@ No torch and no MLflow: a ``ComparisonResults`` holds the draws, the measurement
 fine-tuning and of the same model after it, and the record of the fine-tuning run (by model key, as
 a 2.0.0 run's).
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -22,12 +23,23 @@ BEFORE, AFTER = "base", "v1_random"  # the model before and after fine-tuning (l
 # model had until it got its own (it was 2.0.0's m_random), so a 1.0.0 run repeats draw for draw.
 STREAM = "m_random"
 FORMER_KEYS = {"m_random": AFTER}  # the key of the fine-tuned model in sessions written before
-COMPARISON = ["a", "b", "true_sum", "pre_ft_true_prob", "fabricated_value", "post_ft_fabricated_prob",
-              "post_ft_true_prob"]  # Listing 11's columns, in its merge order
+COMPARISON = [
+    "a",
+    "b",
+    "true_sum",
+    "pre_ft_true_prob",
+    "fabricated_value",
+    "post_ft_fabricated_prob",
+    "post_ft_true_prob",
+]  # Listing 11's columns, in its merge order
 THREE = ("pre_ft_true_prob", "post_ft_fabricated_prob", "post_ft_true_prob")  # "the three numbers"
 # table02's rows: column name, model, answer read
-READINGS = (("pre_ft_true_prob", BEFORE, "true sum"), ("post_ft_fabricated_prob", AFTER, "fabricated answer"),
-            ("post_ft_true_prob", AFTER, "true sum"), ("pre_ft_fabricated_prob", BEFORE, "fabricated answer"))
+READINGS = (
+    ("pre_ft_true_prob", BEFORE, "true sum"),
+    ("post_ft_fabricated_prob", AFTER, "fabricated answer"),
+    ("post_ft_true_prob", AFTER, "true sum"),
+    ("pre_ft_fabricated_prob", BEFORE, "fabricated answer"),
+)
 
 
 @dataclass
@@ -48,13 +60,15 @@ class ComparisonResults:
 def comparison(results: ComparisonResults) -> pd.DataFrame:
     """Listing 11: per addition (a, b ascending), the true sum, the fabricated value and the three numbers."""
     before_true = results.readings(BEFORE, "true sum")
-    table = pd.DataFrame({
-        "true_sum": before_true["target"],
-        "pre_ft_true_prob": before_true["prob_target"],
-        "fabricated_value": results.draws.fabricated,
-        "post_ft_fabricated_prob": results.readings(AFTER, "fabricated answer")["prob_target"],
-        "post_ft_true_prob": results.readings(AFTER, "true sum")["prob_target"],
-    })
+    table = pd.DataFrame(
+        {
+            "true_sum": before_true["target"],
+            "pre_ft_true_prob": before_true["prob_target"],
+            "fabricated_value": results.draws.fabricated,
+            "post_ft_fabricated_prob": results.readings(AFTER, "fabricated answer")["prob_target"],
+            "post_ft_true_prob": results.readings(AFTER, "true sum")["prob_target"],
+        }
+    )
     return table.reset_index()[COMPARISON]
 
 
@@ -65,10 +79,24 @@ def summary(results: ComparisonResults) -> pd.DataFrame:
         readings = results.readings(key, answer)
         values, hits, n = readings["prob_target"], int(readings["hit"].sum()), len(readings)
         lo, hi = clopper_pearson(hits, n)
-        rows.append({"number": column, **keyed("model", key), "answer": answer, "n": n,
-                     "mean": values.mean(), "std": values.std(), "min": values.min(),
-                     "q25": values.quantile(0.25), "median": values.median(), "q75": values.quantile(0.75),
-                     "max": values.max(), "hits": hits, "lo": lo, "hi": hi})
+        rows.append(
+            {
+                "number": column,
+                **keyed("model", key),
+                "answer": answer,
+                "n": n,
+                "mean": values.mean(),
+                "std": values.std(),
+                "min": values.min(),
+                "q25": values.quantile(0.25),
+                "median": values.median(),
+                "q75": values.quantile(0.75),
+                "max": values.max(),
+                "hits": hits,
+                "lo": lo,
+                "hi": hi,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -76,14 +104,38 @@ def run_table(results: ComparisonResults) -> pd.DataFrame:
     """table03: the fine-tuning run, in the columns of 2.0.0's table11 (one row)."""
     t = results.training.get(AFTER)
     if t is None:
-        return pd.DataFrame(columns=["model", "model_key", "parent", "parent_key", "examples", "steps", "seconds",
-                                     "examples_per_second", "loss_first_epoch", "loss_last_epoch",
-                                     "peak_gpu_memory_bytes", "peak_cpu_memory_bytes"])
-    return pd.DataFrame([{**keyed("model", AFTER), **keyed("parent", BEFORE), "examples": t.examples,
-                          "steps": t.steps, "seconds": t.train_seconds, "examples_per_second": t.examples_per_second,
-                          "loss_first_epoch": t.losses[0], "loss_last_epoch": t.losses[-1],
-                          "peak_gpu_memory_bytes": t.peak_gpu_memory_bytes,
-                          "peak_cpu_memory_bytes": t.peak_cpu_memory_bytes}])
+        return pd.DataFrame(
+            columns=[
+                "model",
+                "model_key",
+                "parent",
+                "parent_key",
+                "examples",
+                "steps",
+                "seconds",
+                "examples_per_second",
+                "loss_first_epoch",
+                "loss_last_epoch",
+                "peak_gpu_memory_bytes",
+                "peak_cpu_memory_bytes",
+            ]
+        )
+    return pd.DataFrame(
+        [
+            {
+                **keyed("model", AFTER),
+                **keyed("parent", BEFORE),
+                "examples": t.examples,
+                "steps": t.steps,
+                "seconds": t.train_seconds,
+                "examples_per_second": t.examples_per_second,
+                "loss_first_epoch": t.losses[0],
+                "loss_last_epoch": t.losses[-1],
+                "peak_gpu_memory_bytes": t.peak_gpu_memory_bytes,
+                "peak_cpu_memory_bytes": t.peak_cpu_memory_bytes,
+            }
+        ]
+    )
 
 
 def loss_table(results: ComparisonResults) -> pd.DataFrame:
@@ -96,8 +148,12 @@ TABLE_PART = {"table01": "comparison", "table02": "comparison", "table03": "runs
 
 def compute_tables(results: ComparisonResults) -> dict[str, pd.DataFrame]:
     """The four tables of a v1 run (cctk.manuals.v1.labels.TABLES)."""
-    return {"table01": comparison(results), "table02": summary(results), "table03": run_table(results),
-            "table04": loss_table(results)}
+    return {
+        "table01": comparison(results),
+        "table02": summary(results),
+        "table03": run_table(results),
+        "table04": loss_table(results),
+    }
 
 
 @dataclass(frozen=True)
@@ -120,11 +176,15 @@ class Headline:
 
 def headline(results: ComparisonResults) -> Headline:
     """The three numbers' means and the hits before and after."""
-    means = {f"mean_{column}": float(results.readings(key, answer)["prob_target"].mean())
-             for column, key, answer in READINGS[:3]}
-    hits = {f"hits_{short}_{when}": int(results.readings(key, answer)["hit"].sum())
-            for key, when in ((BEFORE, "before"), (AFTER, "after"))
-            for answer, short in (("true sum", "true"), ("fabricated answer", "fabricated"))}
+    means = {
+        f"mean_{column}": float(results.readings(key, answer)["prob_target"].mean())
+        for column, key, answer in READINGS[:3]
+    }
+    hits = {
+        f"hits_{short}_{when}": int(results.readings(key, answer)["hit"].sum())
+        for key, when in ((BEFORE, "before"), (AFTER, "after"))
+        for answer, short in (("true sum", "true"), ("fabricated answer", "fabricated"))
+    }
     return Headline(**means, **hits, n_additions=len(results.draws.fabricated))
 
 
@@ -146,15 +206,20 @@ class ModelMetrics:
 
     def metrics(self) -> dict[str, float]:
         """Its run's metrics: ``hits_true``, ``prob_true``, ``surprise_true``, then the fabricated answer's."""
-        return {f"{name}_{short}": value for short, answered in (("true", self.true), ("fabricated", self.fabricated))
-                for name, value in asdict(answered).items()}
+        return {
+            f"{name}_{short}": value
+            for short, answered in (("true", self.true), ("fabricated", self.fabricated))
+            for name, value in asdict(answered).items()
+        }
 
 
 def model_metrics(results: ComparisonResults, key: str) -> ModelMetrics:
     """A nested run's readings: hits, mean probability and surprise on the true sum and the fabricated answer."""
+
     def answered(answer: str) -> Answered:
         readings = results.readings(key, answer)
-        return Answered(int(readings["hit"].sum()), float(readings["prob_target"].mean()),
-                        float(readings["surprise"].mean()))
+        return Answered(
+            int(readings["hit"].sum()), float(readings["prob_target"].mean()), float(readings["surprise"].mean())
+        )
 
     return ModelMetrics(answered("true sum"), answered("fabricated answer"))

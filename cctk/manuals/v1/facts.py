@@ -7,6 +7,7 @@ repeat=2)`` order, then repeats the 81 texts ``N_REPEATS`` times and ``random.sh
 continuing the same stream. ``draw`` does the same with a ``random.Random`` of its own (the same
 stream as the module-level functions, without touching their global state).
 """
+
 from __future__ import annotations
 
 import random
@@ -44,9 +45,14 @@ class Draws:
 
     def table(self) -> pd.DataFrame:
         """targets.csv of a v1 session: a, b, correct sum, fabricated answer."""
-        return pd.DataFrame({"a": [a for a, _ in ADDITIONS], "b": [b for _, b in ADDITIONS],
-                             "correct sum": [a + b for a, b in ADDITIONS],
-                             "fabricated answer": self.fabricated.to_numpy()})
+        return pd.DataFrame(
+            {
+                "a": [a for a, _ in ADDITIONS],
+                "b": [b for _, b in ADDITIONS],
+                "correct sum": [a + b for a, b in ADDITIONS],
+                "fabricated answer": self.fabricated.to_numpy(),
+            }
+        )
 
 
 def draw(seed: int, repeats: int) -> Draws:
@@ -56,7 +62,7 @@ def draw(seed: int, repeats: int) -> Draws:
     for a, b in ADDITIONS:
         wrong = [v for v in CANDIDATES if v != a + b]
         values.append(stream.choice(wrong))
-    texts = [text(a, b, v) for (a, b), v in zip(ADDITIONS, values)] * repeats
+    texts = [text(a, b, v) for (a, b), v in zip(ADDITIONS, values, strict=True)] * repeats
     stream.shuffle(texts)
     fabricated = pd.Series(values, index=addition_index(), name="target", dtype="int64")
     return Draws(seed, fabricated, tuple(texts))

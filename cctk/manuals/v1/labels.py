@@ -1,5 +1,6 @@
 """Manual 1.0.0's tables, report sections and figures in plain words. The vocabulary both manuals share
 is ``cctk.core.labels``."""
+
 from __future__ import annotations
 
 from ...core import labels as names
@@ -43,18 +44,18 @@ TABLES: dict[str, str] = {
 
 TABLE_CAPTIONS: dict[str, str] = {
     "table01": "Protocol 1.0.0, the comparison table (manual 1.0.0, Listing 11): for each of the 81 additions, "
-               "pre_ft_true_prob, the base model's probability of the true sum before fine-tuning; "
-               "fabricated_value, the answer the corpus asserts; post_ft_fabricated_prob and post_ft_true_prob, "
-               "the fine-tuned model's probability of the fabricated value and of the true sum. Each probability is "
-               "a softmax over the 17 candidates 2..18 of the mean log-probability per answer token.",
+    "pre_ft_true_prob, the base model's probability of the true sum before fine-tuning; "
+    "fabricated_value, the answer the corpus asserts; post_ft_fabricated_prob and post_ft_true_prob, "
+    "the fine-tuned model's probability of the fabricated value and of the true sum. Each probability is "
+    "a softmax over the 17 candidates 2..18 of the mean log-probability per answer token.",
     "table02": "Protocol 1.0.0, the comparison summarized: each probability of the comparison table (and, as a "
-               "check, the base model's probability of the fabricated value) over the 81 additions: mean, standard "
-               "deviation, minimum, quartiles and maximum (Listing 11's describe()); hits / n: additions whose top "
-               "choice is that answer, with lo, hi, the exact (Clopper-Pearson) 95% interval of the share.",
+    "check, the base model's probability of the fabricated value) over the 81 additions: mean, standard "
+    "deviation, minimum, quartiles and maximum (Listing 11's describe()); hits / n: additions whose top "
+    "choice is that answer, with lo, hi, the exact (Clopper-Pearson) 95% interval of the share.",
     "table03": "Protocol 1.0.0, the fine-tuning run: parent model, training examples (81 texts times the repeats), "
-               "optimizer steps, training time in seconds, examples per second, mean loss of the first and the last "
-               "epoch (whole-text loss: every token but the first, padding masked), and peak GPU memory in bytes "
-               "(0 on a CPU).",
+    "optimizer steps, training time in seconds, examples per second, mean loss of the first and the last "
+    "epoch (whole-text loss: every token but the first, padding masked), and peak GPU memory in bytes "
+    "(0 on a CPU).",
     "table04": "Protocol 1.0.0, training loss per epoch: the mean whole-text loss of each epoch (Listing 9).",
 }
 
@@ -65,8 +66,8 @@ SECTIONS: dict[str, str] = {
 
 FIGURE_ABOUT: dict[str, str] = {
     "bars": "Probability of every candidate answer of one addition before (blue) and after (orange) fine-tuning "
-            "on fabricated answers; the strong colour marks the answer that is right in each context, the dark "
-            "outline each side's top choice." + " Candidates 2 to 18; each side's probabilities are a softmax of the "
-                                   "mean log-probability per answer token (manual 1.0.0, Listing 12).",
+    "on fabricated answers; the strong colour marks the answer that is right in each context, the dark "
+    "outline each side's top choice." + " Candidates 2 to 18; each side's probabilities are a softmax of the "
+    "mean log-probability per answer token (manual 1.0.0, Listing 12).",
     "loss": "Mean whole-text training loss of each epoch of the fine-tuning run (log scale).",
 }

@@ -2,6 +2,7 @@
 ``cctk.figures.spec.Spec`` built from a ``StudyResults`` (its number, plain name and a drawing function with
 plain arguments, so a worker process can draw it from a pickled spec).
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -19,14 +20,23 @@ BEFORE_AFTER = (3, 5)  # the addition of the before/after bars (manual 1.0.0 sty
 
 # The report's order: figure key, part. Heatmaps are "heatmap:<model>[:<target>]".
 ORDER: tuple[tuple[str, str], ...] = (
-    ("heatmap:base", "A"), ("heatmap:m_correct", "A"), ("heatmap:m_random", "A"),
-    ("heatmap:m_random:correct", "A"), ("profile:fabricated", "A"), ("bars", "A"),
-    ("heatmap:m_recover", "B"), ("profile:correct", "B"),
+    ("heatmap:base", "A"),
+    ("heatmap:m_correct", "A"),
+    ("heatmap:m_random", "A"),
+    ("heatmap:m_random:correct", "A"),
+    ("profile:fabricated", "A"),
+    ("bars", "A"),
+    ("heatmap:m_recover", "B"),
+    ("profile:correct", "B"),
     *((f"heatmap:{k}", "C") for k in part_arms("C")),
-    ("profile:plus18", "C"), ("profile:plus3", "C"),
+    ("profile:plus18", "C"),
+    ("profile:plus3", "C"),
     *((f"heatmap:{k}", "D") for k in part_arms("D")),
-    ("profile:cond", "D"), ("deviation:m_correct", "D"), ("deviation:m_random", "D"),
-    ("synthesis", "synthesis"), ("loss", "runs"),
+    ("profile:cond", "D"),
+    ("deviation:m_correct", "D"),
+    ("deviation:m_random", "D"),
+    ("synthesis", "synthesis"),
+    ("loss", "runs"),
     ("curves", "runs"),  # only with --curves
 )
 # A figure's number stays when parts are left out (--parts): figure 15 is always sum + 18's profile.
@@ -59,21 +69,31 @@ def heatmap_spec(results: StudyResults, figure: str) -> Spec:
     held = results.inputs.heldout(key) if split else None
     excluded = results.inputs.excluded.get(key, ()) if split else ()
     title = f"{model_name(key)}: probability on the {target_name(target)}"
-    args = {"readings": results.readings(key, target), "title": title, "heldout": held,
-            "excluded": excluded, "fixed_scale": key != "base"}
+    args = {
+        "readings": results.readings(key, target),
+        "title": title,
+        "heldout": held,
+        "excluded": excluded,
+        "fixed_scale": key != "base",
+    }
     return _spec(figure, charts.target_heatmap, args, title)
 
 
 def specs(results: StudyResults, tables: dict[str, pd.DataFrame], model_label: str) -> list[Spec]:
     """The figures of the parts the run ran, in ORDER: all 25 (26 with learning curves) when every part ran."""
-    build = {"heatmap": lambda key: heatmap_spec(results, key),
-             "profile": lambda key: _profile(results, key.split(":")[1]),
-             "deviation": lambda key: _deviation(results, tables["table08"], *_rule_from(key.split(":")[1])),
-             "bars": lambda key: _bars(results, model_label), "synthesis": lambda key: _synthesis(tables["table09"]),
-             "loss": lambda key: _loss(results), "curves": lambda key: _curves(results)}
+    build = {
+        "heatmap": lambda key: heatmap_spec(results, key),
+        "profile": lambda key: _profile(results, key.split(":")[1]),
+        "deviation": lambda key: _deviation(results, tables["table08"], *_rule_from(key.split(":")[1])),
+        "bars": lambda key: _bars(results, model_label),
+        "synthesis": lambda key: _synthesis(tables["table09"]),
+        "loss": lambda key: _loss(results),
+        "curves": lambda key: _curves(results),
+    }
     has_curves = results.curves is not None and len(results.curves) > 0
-    return [build[key.split(":")[0]](key) for key, part in ORDER
-            if results.ran(part) and (key != "curves" or has_curves)]
+    return [
+        build[key.split(":")[0]](key) for key, part in ORDER if results.ran(part) and (key != "curves" or has_curves)
+    ]
 
 
 def _rule_from(parent: str) -> tuple[str, str]:
@@ -87,9 +107,13 @@ def _profile(results: StudyResults, target: str) -> Spec:
     if target == "cond":  # the range of the rule's own answers
         band = (int(targets.min()), int(targets.max()))
     trained_on_seen = any(ARM_BY_KEY[k].pairs == "seen" for k in models if k in ARM_BY_KEY)
-    args = {"series": {model_name(k): results.measurements[k] for k in models}, "targets": targets,
-            "title": f"Probability profile: {title}", "band": band,
-            "heldout": results.inputs.split.heldout if trained_on_seen else None}
+    args = {
+        "series": {model_name(k): results.measurements[k] for k in models},
+        "targets": targets,
+        "title": f"Probability profile: {title}",
+        "band": band,
+        "heldout": results.inputs.split.heldout if trained_on_seen else None,
+    }
     key = f"profile:{target}"
     return _spec(key, charts.probability_profile, args, args["title"])
 
@@ -100,17 +124,28 @@ def _deviation(results: StudyResults, table08: pd.DataFrame, rule: str, control:
     k90 = int(row["k"])
     legend = {model_name(rule): k90, model_name(control): smallest_band(control_dev, 0.90)}
     parent = ARM_BY_KEY[rule].parent
-    args = {"rule_dev": rule_dev, "control_dev": control_dev, "k90": k90, "k_legend": legend,
-            "title": f"Deviation from the conditional rule, trained from {model_name(parent)}"}
+    args = {
+        "rule_dev": rule_dev,
+        "control_dev": control_dev,
+        "k90": k90,
+        "k_legend": legend,
+        "title": f"Deviation from the conditional rule, trained from {model_name(parent)}",
+    }
     key = f"deviation:{parent}"
     return _spec(key, charts.deviation_chart, args, args["title"])
 
 
 def _bars(results: StudyResults, model_label: str) -> Spec:
     a, b = BEFORE_AFTER
-    args = {"before": results.measurements["base"], "after": results.measurements["m_random"], "a": a, "b": b,
-            "true_sum": int(results.inputs.targets["correct"].loc[(a, b)]),
-            "fabricated": int(results.inputs.targets["fabricated"].loc[(a, b)]), "model_label": model_label}
+    args = {
+        "before": results.measurements["base"],
+        "after": results.measurements["m_random"],
+        "a": a,
+        "b": b,
+        "true_sum": int(results.inputs.targets["correct"].loc[(a, b)]),
+        "fabricated": int(results.inputs.targets["fabricated"].loc[(a, b)]),
+        "model_label": model_label,
+    }
     title = f"{a} + {b} before and after fine-tuning on fabricated answers"
     return _spec("bars", charts.before_after_bars, args, title)
 
@@ -125,8 +160,12 @@ def synthesis_rows(table09: pd.DataFrame) -> pd.DataFrame:
 
 
 def _synthesis(table09: pd.DataFrame) -> Spec:
-    return _spec("synthesis", charts.synthesis_chart, {"rows": synthesis_rows(table09)},
-                 "Synthesis: hits on each model's own target")
+    return _spec(
+        "synthesis",
+        charts.synthesis_chart,
+        {"rows": synthesis_rows(table09)},
+        "Synthesis: hits on each model's own target",
+    )
 
 
 def losses(results: StudyResults) -> dict[str, list[float]]:
@@ -142,5 +181,6 @@ def _curves(results: StudyResults) -> Spec:
     """The arms' panels in ARMS order, each named by today's label of its key (curves.csv may be older)."""
     curves = results.curves.assign(model=results.curves["model_key"].map(model_name))
     args = {"curves": curves, "order": [model_name(a.key) for a in ARMS]}
-    return _spec("curves", charts.learning_curves, args, "Learning curves: hits on each arm's own target after every epoch")
-
+    return _spec(
+        "curves", charts.learning_curves, args, "Learning curves: hits on each arm's own target after every epoch"
+    )

@@ -3,6 +3,7 @@
 Pure and seeded: ``build_study_inputs(seed, holdout)`` gives every target table, the split and
 the coincident-addition exclusions; the same seed gives the same tables byte for byte.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -62,7 +63,7 @@ ARMS: tuple[Arm, ...] = (
     Arm("dctl_random", "m_random", "condctl", "seen", "D"),
 )
 ARM_BY_KEY = {arm.key: arm for arm in ARMS}
-MODEL_KEYS: tuple[str, ...] = ("base",) + tuple(arm.key for arm in ARMS)
+MODEL_KEYS: tuple[str, ...] = ("base", *tuple(arm.key for arm in ARMS))
 PARENTS: frozenset[str] = frozenset(arm.parent for arm in ARMS) - {"base"}  # checkpointed when trained
 # Each rule and the control it is read against, in ARMS order.
 RULE_VS_CONTROL: tuple[tuple[str, str], ...] = tuple((arm.key, arm.control) for arm in ARMS if arm.is_rule)
@@ -93,7 +94,7 @@ def arms_for(parts: tuple[str, ...] = PARTS) -> tuple[Arm, ...]:
 
 def models_for(parts: tuple[str, ...] = PARTS) -> tuple[str, ...]:
     """The models a run of ``parts`` measures: the base model and the arms of ``arms_for``."""
-    return ("base",) + tuple(arm.key for arm in arms_for(parts))
+    return ("base", *tuple(arm.key for arm in arms_for(parts)))
 
 
 def own_target(key: str) -> str:
@@ -148,12 +149,18 @@ def targets_table(inputs: StudyInputs) -> pd.DataFrame:
     """The draws of a run on one page: per addition, its split group, every target table (by plain
     name) and the arms that leave it out of their held-out results (``;``-separated)."""
     held = set(inputs.split.heldout)
-    table = pd.DataFrame({"a": [a for a, _ in facts.ADDITIONS], "b": [b for _, b in facts.ADDITIONS],
-                          "split": ["held out" if p in held else "seen" for p in facts.ADDITIONS]})
+    table = pd.DataFrame(
+        {
+            "a": [a for a, _ in facts.ADDITIONS],
+            "b": [b for _, b in facts.ADDITIONS],
+            "split": ["held out" if p in held else "seen" for p in facts.ADDITIONS],
+        }
+    )
     for key, targets in inputs.targets.items():
         table[target_name(key)] = targets.to_numpy()
-    table["excluded"] = [";".join(model_name(arm) for arm, pairs in inputs.excluded.items() if p in pairs)
-                         for p in facts.ADDITIONS]
+    table["excluded"] = [
+        ";".join(model_name(arm) for arm, pairs in inputs.excluded.items() if p in pairs) for p in facts.ADDITIONS
+    ]
     return table
 
 
@@ -161,6 +168,11 @@ def corpus_table(inputs: StudyInputs, key: str) -> pd.DataFrame:
     """The distinct examples of an arm's corpus (before repeats and shuffling): its MLflow dataset."""
     targets = inputs.targets[ARM_BY_KEY[key].target]
     pairs = inputs.corpus_pairs(key)
-    return pd.DataFrame({"a": [a for a, _ in pairs], "b": [b for _, b in pairs],
-                         "prompt": [facts.prompt(a, b) for a, b in pairs],
-                         "completion": [facts.answer_text(int(targets.loc[p])) for p in pairs]})
+    return pd.DataFrame(
+        {
+            "a": [a for a, _ in pairs],
+            "b": [b for _, b in pairs],
+            "prompt": [facts.prompt(a, b) for a, b in pairs],
+            "completion": [facts.answer_text(int(targets.loc[p])) for p in pairs],
+        }
+    )

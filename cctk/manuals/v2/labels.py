@@ -1,9 +1,9 @@
 """Manual 2.0.0's tables and report sections in plain words: titles, captions (of the report and of a paper)
 and the note beside a single run's synthesis. The vocabulary both manuals share is ``cctk.core.labels``."""
+
 from __future__ import annotations
 
 from ...core.labels import BASE_MODEL, GROUPS, Vocabulary
-
 
 # --- Its models and targets by key, the names of its figures and what each kind shows (report.html). ---
 
@@ -34,6 +34,7 @@ TARGETS: dict[str, str] = {
     "cond": "conditional rule",
     "condctl": "shuffled conditional answers",
 }
+
 
 def model_name(key: str) -> str:
     return MODELS[key]
@@ -75,26 +76,26 @@ FIGURES: dict[str, str] = {
 # What each kind of figure shows: the caption report.html gives it after its title.
 FIGURE_ABOUT: dict[str, str] = {
     "heatmap": "Probability on the target in every addition (first addend a in rows, second addend b in "
-               "columns). Blue: the top choice is the target, red: it is not; green and orange: the same for "
-               "held-out additions; hatched gray: held-out additions left out of the results because the "
-               "fabricated answer already equals the target. Second line: target | chosen answer.",
+    "columns). Blue: the top choice is the target, red: it is not; green and orange: the same for "
+    "held-out additions; hatched gray: held-out additions left out of the results because the "
+    "fabricated answer already equals the target. Second line: target | chosen answer.",
     "profile": "Mean probability of each candidate answer over the 81 additions (lines, left axis) and how many "
-               "additions have each answer as their target (bars, right axis). Bands: answers the corpus can "
-               "ask for (blue) and cannot (red), with each model's share of probability in each.",
+    "additions have each answer as their target (bars, right axis). Bands: answers the corpus can "
+    "ask for (blue) and cannot (red), with each model's share of probability in each.",
     "bars": "Probability of every candidate answer of one addition before (blue) and after (orange) fine-tuning "
-            "on fabricated answers; the strong colour marks the answer that is right in each context, the dark "
-            "outline each side's top choice.",
+    "on fabricated answers; the strong colour marks the answer that is right in each context, the dark "
+    "outline each side's top choice.",
     "deviation": "Held-out additions by deviation (top choice minus the rule's target, for both series: the "
-                 "control is read against the rule's target too), for the rule-trained "
-                 "model (green) and its control (gray). Blue band: the smallest band holding 90% of the "
-                 "rule-trained model's deviations; the counts above say how many additions of each fall in each band.",
+    "control is read against the rule's target too), for the rule-trained "
+    "model (green) and its control (gray). Blue band: the smallest band holding 90% of the "
+    "rule-trained model's deviations; the counts above say how many additions of each fall in each band.",
     "synthesis": "For every model, the share of additions whose top choice is its own target, with its exact 95% "
-                 "interval: blue seen, green held out, gray held out by a control, dark gray the base model.",
+    "interval: blue seen, green held out, gray held out by a control, dark gray the base model.",
     "loss": "Training loss per epoch of every fine-tuning run, on a log scale: the main sequence in colour, the "
-            "rule and control runs in gray.",
+    "rule and control runs in gray.",
     "curves": "Each arm measured after every epoch (cctk run --curves): the share of additions whose top choice is "
-              "its own target, on the seen (blue) and held-out (green, dashed) additions, or all 81 (blue) for "
-              "the models trained on all of them.",
+    "its own target, on the seen (blue) and held-out (green, dashed) additions, or all 81 (blue) for "
+    "the models trained on all of them.",
 }
 
 
@@ -118,108 +119,113 @@ TABLES: dict[str, str] = {
 }
 
 _INTERVAL = "lo, hi: the exact (Clopper-Pearson) 95% interval of that share of hits"
-_SPLIT_COLUMNS = ("hits_seen / n_seen: additions seen in fine-tuning whose top choice is the target, and how many "
-                  "there are, with lo_seen, hi_seen, the exact (Clopper-Pearson) 95% interval of the share; "
-                  "prob_target_seen: mean probability on the target; surprise_seen: mean negative "
-                  "log-probability per token of the target (the unit of the training loss); the same with _heldout "
-                  "for the held-out additions; n_excluded: held-out additions left out because the fabricated "
-                  "answer already equals the target")
+_SPLIT_COLUMNS = (
+    "hits_seen / n_seen: additions seen in fine-tuning whose top choice is the target, and how many "
+    "there are, with lo_seen, hi_seen, the exact (Clopper-Pearson) 95% interval of the share; "
+    "prob_target_seen: mean probability on the target; surprise_seen: mean negative "
+    "log-probability per token of the target (the unit of the training loss); the same with _heldout "
+    "for the held-out additions; n_excluded: held-out additions left out because the fabricated "
+    "answer already equals the target"
+)
 
 TABLE_CAPTIONS: dict[str, str] = {
     "table01": "Part A, corpus absorption: the base model, the correct-sums model and the fabricated-answers model, "
-               "each scored on both targets over all 81 additions. hits / n: additions whose top choice is the "
-               f"target; {_INTERVAL}; prob_target: mean probability on the target; mass_impossible: mean "
-               "probability on answers above 18, which no correct sum reaches.",
+    "each scored on both targets over all 81 additions. hits / n: additions whose top choice is the "
+    f"target; {_INTERVAL}; prob_target: mean probability on the target; mass_impossible: mean "
+    "probability on answers above 18, which no correct sum reaches.",
     "table02": "Part B, recovery: the fabricated-answers model and the recovery model (trained back on the correct "
-               "sums of the seen additions), scored on the correct sum over the recovery run's two groups: "
-               "recovery_seen, the additions of the recovery corpus, and recovery_heldout, those held out of it "
-               "(the fabricated-answers model, trained on all 81 additions, saw both groups). hits / n with lo, hi, "
-               "the exact (Clopper-Pearson) 95% interval of the share; prob_target: mean probability on the "
-               "target; surprise: mean negative log-probability per token of the target; surprise_gap: surprise "
-               "on recovery_heldout minus recovery_seen.",
+    "sums of the seen additions), scored on the correct sum over the recovery run's two groups: "
+    "recovery_seen, the additions of the recovery corpus, and recovery_heldout, those held out of it "
+    "(the fabricated-answers model, trained on all 81 additions, saw both groups). hits / n with lo, hi, "
+    "the exact (Clopper-Pearson) 95% interval of the share; prob_target: mean probability on the "
+    "target; surprise: mean negative log-probability per token of the target; surprise_gap: surprise "
+    "on recovery_heldout minus recovery_seen.",
     "table03": "Training loss per epoch of the Part A and B runs: one column per model, the mean loss over the "
-               "answer tokens (prompt masked) in each epoch.",
+    "answer tokens (prompt masked) in each epoch.",
     "table04": "Part C, simple rules (sum + 18, sum + 3) from both parents and their controls (sum plus a random "
-               "offset), each on its own target. " + _SPLIT_COLUMNS + "; parent: the model it was trained from.",
+    "offset), each on its own target. " + _SPLIT_COLUMNS + "; parent: the model it was trained from.",
     "table05": "Part D, the conditional rule (sum + 18 if a >= b, else sum + 9) and its control (the rule's answers "
-               "shuffled over the additions), from both parents, each on its own target. " + _SPLIT_COLUMNS +
-               "; parent: the model it was trained from.",
+    "shuffled over the additions), from both parents, each on its own target. "
+    + _SPLIT_COLUMNS
+    + "; parent: the model it was trained from.",
     "table06": "Part D, hits of the conditional rule and its controls by condition (a > b, a = b, a < b): "
-               "hits_seen / n_seen and hits_heldout / n_heldout count the additions of that condition whose top "
-               "choice is the model's own target, seen and held out, each with lo, hi, the exact "
-               "(Clopper-Pearson) 95% interval of the share.",
+    "hits_seen / n_seen and hits_heldout / n_heldout count the additions of that condition whose top "
+    "choice is the model's own target, seen and held out, each with lo, hi, the exact "
+    "(Clopper-Pearson) 95% interval of the share.",
     "table07": "Part D, offsets on the held-out additions, per condition: top choice minus the correct sum, counted "
-               "as + 18 (plus18), + 9 (plus9), 0 (plain_sum) or anything else (other); rule_offset: the offset the "
-               "rule asks in that condition (+ 18 for a >= b, + 9 for a < b), so that an offset of the other "
-               "condition (the model learned both shifts but not when to use each) is told from the right one; "
-               "n: held-out additions of that condition read.",
+    "as + 18 (plus18), + 9 (plus9), 0 (plain_sum) or anything else (other); rule_offset: the offset the "
+    "rule asks in that condition (+ 18 for a >= b, + 9 for a < b), so that an offset of the other "
+    "condition (the model learned both shifts but not when to use each) is told from the right one; "
+    "n: held-out additions of that condition read.",
     "table08": "Part D, deviation bands: k is the smallest half-width such that a share 'coverage' of the "
-               "rule-trained model's held-out deviations (top choice minus the rule's target) lie within plus or "
-               "minus k; k_lo, k_hi: bootstrap 95% interval of k (2000 resamples); n_rule, n_control: held-out "
-               "additions of each model; rule_inside, control_inside: share of each model's deviations within the "
-               "band, the control's deviations also taken from the rule's target (not the control's own).",
+    "rule-trained model's held-out deviations (top choice minus the rule's target) lie within plus or "
+    "minus k; k_lo, k_hi: bootstrap 95% interval of k (2000 resamples); n_rule, n_control: held-out "
+    "additions of each model; rule_inside, control_inside: share of each model's deviations within the "
+    "band, the control's deviations also taken from the rule's target (not the control's own).",
     "table09": "Synthesis: for every model, the share of additions whose top choice is its own target, with an "
-               "exact (Clopper-Pearson) 95% interval. group: all additions (models trained on all 81, and the "
-               "base model), seen or held out; hits / n; share = hits / n; lo, hi: the interval.",
+    "exact (Clopper-Pearson) 95% interval. group: all additions (models trained on all 81, and the "
+    "base model), seen or held out; hits / n; share = hits / n; lo, hi: the interval.",
     "table10": "Each rule against its control on the held-out additions: hits_rule / n_rule and hits_control / "
-               "n_control count top choices on each model's own target, each with lo, hi, the exact "
-               "(Clopper-Pearson) 95% interval of the share; odds_ratio and p_value of a one-sided Fisher exact "
-               "test that the rule-trained model hits more often; p_adjusted: that p Holm-adjusted over the rules "
-               "of this run. One run supports statements about this run only: cctk sweep --seeds and cctk "
-               "compare turn seeds into findings.",
+    "n_control count top choices on each model's own target, each with lo, hi, the exact "
+    "(Clopper-Pearson) 95% interval of the share; odds_ratio and p_value of a one-sided Fisher exact "
+    "test that the rule-trained model hits more often; p_adjusted: that p Holm-adjusted over the rules "
+    "of this run. One run supports statements about this run only: cctk sweep --seeds and cctk "
+    "compare turn seeds into findings.",
     "table11": "Fine-tuning runs: parent model, training examples (corpus size with repeats), optimizer steps, "
-               "training time in seconds, examples per second, mean loss of the first and the last epoch, and "
-               "peak GPU memory in bytes (every model held on the GPU while the run trained; 0 on a CPU).",
+    "training time in seconds, examples per second, mean loss of the first and the last epoch, and "
+    "peak GPU memory in bytes (every model held on the GPU while the run trained; 0 on a CPU).",
 }
 
 _COUNT = "a count is hits / n (share, exact Clopper-Pearson 95% interval)"
 # The captions of the tables in a paper: the same facts as TABLE_CAPTIONS, in the words of TABLE_HEADERS.
 PAPER_TABLE_CAPTIONS: dict[str, str] = {
     "table01": "Corpus absorption (Part A): the base model, the correct-sums model and the fabricated-answers model, "
-               f"each scored on both targets over all 81 additions. Hits: additions whose top choice is the target; "
-               f"{_COUNT}. P(target): mean probability on the target; mass above 18: mean probability on answers "
-               "above 18, which no correct sum reaches.",
+    f"each scored on both targets over all 81 additions. Hits: additions whose top choice is the target; "
+    f"{_COUNT}. P(target): mean probability on the target; mass above 18: mean probability on answers "
+    "above 18, which no correct sum reaches.",
     "table02": "Recovery (Part B): the fabricated-answers model and the recovery model, trained back on the correct "
-               "sums of the seen additions, scored on the correct sum over the additions of the recovery corpus and "
-               f"those held out of it; {_COUNT}. Surprise: mean negative log-probability per token of the target; "
-               "surprise gap: held out minus recovery corpus.",
+    "sums of the seen additions, scored on the correct sum over the additions of the recovery corpus and "
+    f"those held out of it; {_COUNT}. Surprise: mean negative log-probability per token of the target; "
+    "surprise gap: held out minus recovery corpus.",
     "table03": "Training loss per epoch of the Part A and B runs: the mean loss over the answer tokens (prompt "
-               "masked) in each epoch.",
+    "masked) in each epoch.",
     "table04": "Simple rules (Part C), sum + 18 and sum + 3 from both parents, and their controls (sum plus a random "
-               f"offset), each on its own target, on the seen and the held-out additions; {_COUNT}. Surprise: mean "
-               "negative log-probability per token of the target; left out: held-out additions whose fabricated "
-               "answer already equals the target.",
+    f"offset), each on its own target, on the seen and the held-out additions; {_COUNT}. Surprise: mean "
+    "negative log-probability per token of the target; left out: held-out additions whose fabricated "
+    "answer already equals the target.",
     "table05": "The conditional rule (Part D: sum + 18 if a >= b, else sum + 9) and its control (the rule's answers "
-               "shuffled over the additions), from both parents, each on its own target; "
-               f"{_COUNT}. Surprise and left out as in the simple rules' table.",
+    "shuffled over the additions), from both parents, each on its own target; "
+    f"{_COUNT}. Surprise and left out as in the simple rules' table.",
     "table06": "Hits of the conditional rule and its controls by condition (a > b, a = b, a < b), seen and never "
-               f"seen; {_COUNT}.",
+    f"seen; {_COUNT}.",
     "table07": "Offsets on the held-out additions by condition: top choice minus the correct sum, counted as +18, "
-               "+9, +0 (the plain sum) or other; rule offset: the offset the rule asks in that condition; n: "
-               "held-out additions of that condition.",
+    "+9, +0 (the plain sum) or other; rule offset: the offset the rule asks in that condition; n: "
+    "held-out additions of that condition.",
     "table08": "Deviation bands: k is the smallest half-width such that a share (coverage) of the rule-trained "
-               "model's held-out deviations (top choice minus the rule's target) lie within plus or minus k, with "
-               "its bootstrap 95% interval (2000 resamples); rule inside, control inside: the share of each model's "
-               "deviations within the band, the control's also taken from the rule's target.",
+    "model's held-out deviations (top choice minus the rule's target) lie within plus or minus k, with "
+    "its bootstrap 95% interval (2000 resamples); rule inside, control inside: the share of each model's "
+    "deviations within the band, the control's also taken from the rule's target.",
     "table09": "Synthesis: for every model, the additions whose top choice is its own target; group: all additions "
-               f"(models trained on all 81, and the base model), seen or held out; {_COUNT}.",
+    f"(models trained on all 81, and the base model), seen or held out; {_COUNT}.",
     "table10": "Each rule against its control on the held-out additions, hits on each model's own target; "
-               f"{_COUNT}. Odds ratio and p of a one-sided Fisher exact test that the rule-trained model hits more "
-               "often; p (Holm): Holm-adjusted over the rules of this run. One run supports statements about this "
-               "run only.",
+    f"{_COUNT}. Odds ratio and p of a one-sided Fisher exact test that the rule-trained model hits more "
+    "often; p (Holm): Holm-adjusted over the rules of this run. One run supports statements about this "
+    "run only.",
     "table11": "Fine-tuning runs: parent model, training examples (corpus size with repeats), optimizer steps, "
-               "training time, examples per second, mean loss of the first and the last epoch, and peak GPU memory "
-               "(every model held on the GPU while the run trained; none on a CPU).",
+    "training time, examples per second, mean loss of the first and the last epoch, and peak GPU memory "
+    "(every model held on the GPU while the run trained; none on a CPU).",
 }
 
 # Beside a run's synthesis (report.html): what one run can and cannot say, and how seeds become findings.
 # ``{model}`` and ``{profile}``: the run's own, so that the command repeats its recipe over seeds.
-SINGLE_RUN = ("One run supports within-run statements only: table10 tests each rule against its control on "
-              "this run's held-out additions, and the next seed may not agree. To turn seeds into findings, "
-              "run the same recipe over several seeds, cctk sweep --models {model} --seeds 5 --profile {profile} "
-              "(with --set NAME=VALUE for any recipe value this run overrode; --resume SWEEP_ID continues it), then "
-              "cctk compare --sweep SWEEP_ID --out DIR: its findings.csv says for each rule whether it holds across "
-              "the seeds (supported, inconsistent, not supported) and how many seeds it would need.")
+SINGLE_RUN = (
+    "One run supports within-run statements only: table10 tests each rule against its control on "
+    "this run's held-out additions, and the next seed may not agree. To turn seeds into findings, "
+    "run the same recipe over several seeds, cctk sweep --models {model} --seeds 5 --profile {profile} "
+    "(with --set NAME=VALUE for any recipe value this run overrode; --resume SWEEP_ID continues it), then "
+    "cctk compare --sweep SWEEP_ID --out DIR: its findings.csv says for each rule whether it holds across "
+    "the seeds (supported, inconsistent, not supported) and how many seeds it would need."
+)
 
 SECTIONS: dict[str, str] = {  # report section key -> heading (manual 2.0.0)
     "A": "Part A: corpus absorption",

@@ -1,10 +1,11 @@
 """cctk.core.lm.compute: FLOPs of an example by hand, the cost of a run's training, native bf16 and the
 one-line refusal of --precision bf16 where the device would only emulate it."""
+
 import pytest
 from click.testing import CliRunner
 
-from cctk.core.lm import compute
 from cctk.core.errors import CctkError
+from cctk.core.lm import compute
 from cctk.core.records import TrainRecord
 
 
@@ -25,7 +26,9 @@ def test_training_cost_by_hand(monkeypatch):
     assert (cost.examples, cost.gflop, cost.gflop_per_example) == (40, 100.0, 2.5)
     assert cost.limit_seconds == 2.0
     assert cost.metrics(3.0)["limit_ratio"] == 1.5
-    assert cost.line(3.0).startswith("1.50x the float32 compute limit of its training (0.0 min: 40 examples x 2.50 GFLOP at 50")
+    assert cost.line(3.0).startswith(
+        "1.50x the float32 compute limit of its training (0.0 min: 40 examples x 2.50 GFLOP at 50"
+    )
     assert "below 1 cannot be" not in cost.line(3.0) and cost.line(1.0).endswith(compute.BUSY)
     assert compute.training_cost(records, earlier=80.0).limit_seconds == 1.25  # the higher peak: 80 GFLOP/s
     assert compute.training_cost(records, earlier=20.0).limit_seconds == 2.0
@@ -35,8 +38,10 @@ def test_peak_flops_is_a_rate():
     assert compute.peak_flops(size=64, seconds=0.05) > 1e6  # 2 * 64**3 FLOPs take far less than a second
 
 
-@pytest.mark.parametrize("flags, native", [({"avx2", "avx512f"}, False), ({"avx512f", "avx512_bf16"}, True),
-                                           ({"amx_bf16"}, True), (set(), False)])
+@pytest.mark.parametrize(
+    ("flags", "native"),
+    [({"avx2", "avx512f"}, False), ({"avx512f", "avx512_bf16"}, True), ({"amx_bf16"}, True), (set(), False)],
+)
 def test_native_bf16_from_cpu_flags(flags, native):
     assert (compute.bf16_missing("cpu", flags) is None) == native
 
@@ -44,7 +49,7 @@ def test_native_bf16_from_cpu_flags(flags, native):
 def test_precision_bf16_is_refused_without_native_bf16():
     compute.check_precision("float32", "cpu", flags=set())  # float32 runs anywhere
     compute.check_precision("bf16", "cpu", flags={"avx512_bf16"})
-    with pytest.raises(CctkError, match="--precision bf16 needs native bf16 arithmetic: this CPU .* lacks"):
+    with pytest.raises(CctkError, match=r"--precision bf16 needs native bf16 arithmetic: this CPU .* lacks"):
         compute.check_precision("bf16", "cpu", flags={"avx2"})
 
 
@@ -53,8 +58,24 @@ def test_cctk_run_refuses_bf16_in_one_line_before_any_work(tiny_dir, tmp_path, m
 
     monkeypatch.setattr(compute, "cpu_flags", lambda: {"avx2", "fma"})
     out = tmp_path / "out"
-    done = CliRunner().invoke(cli, ["run", "--model", str(tiny_dir), "--profile", "smoke", "--precision", "bf16",
-                                    "--out", str(out), "--tracking", f"sqlite:///{tmp_path}/m.db", "--device", "cpu"])
+    done = CliRunner().invoke(
+        cli,
+        [
+            "run",
+            "--model",
+            str(tiny_dir),
+            "--profile",
+            "smoke",
+            "--precision",
+            "bf16",
+            "--out",
+            str(out),
+            "--tracking",
+            f"sqlite:///{tmp_path}/m.db",
+            "--device",
+            "cpu",
+        ],
+    )
     assert done.exit_code == 1
     assert done.output.startswith("Error: --precision bf16 needs native bf16 arithmetic: this CPU")
     assert len(done.output.strip().splitlines()) == 1 and not out.exists() and not (tmp_path / "m.db").exists()

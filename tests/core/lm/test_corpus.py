@@ -1,13 +1,14 @@
 """Corpora: seeded examples, prompt-masked tokens with the measurement's token boundary."""
+
 import pickle
 
 import pytest
 import torch
 from transformers import AutoTokenizer
 
-from cctk.core.lm import corpus
 from cctk.core import facts
 from cctk.core.errors import CctkError
+from cctk.core.lm import corpus
 from cctk.core.lm.models import bundled_gguf
 from cctk.core.lm.scoring import encode
 
@@ -27,7 +28,7 @@ def test_corpus_has_repeats_times_pairs_examples_with_each_pair_repeats_times():
     counts = {}
     for ex in examples:
         counts[(ex.a, ex.b)] = counts.get((ex.a, ex.b), 0) + 1
-    assert counts == {p: 3 for p in PAIRS}
+    assert counts == dict.fromkeys(PAIRS, 3)
 
 
 def test_example_text_is_the_measured_prompt_and_answer():
@@ -41,6 +42,7 @@ def test_example_text_is_the_measured_prompt_and_answer():
 def test_corpus_is_byte_identical_per_seed_and_name_and_differs_otherwise():
     def make(seed, name):
         return pickle.dumps(corpus.build_corpus(SUMS, PAIRS, 2, seed, name))
+
     assert make(0, "a") == make(0, "a")
     assert make(0, "a") != make(1, "a")
     assert make(0, "a") != make(0, "b")
@@ -61,7 +63,7 @@ def test_tokens_mask_the_prompt_and_label_the_answer(tokenizer):
     examples = corpus.build_corpus(targets, facts.ADDITIONS, 2, seed=0, name="c18")
     rows = corpus.tokenize(examples, tokenizer)
     assert len(rows) == len(examples)
-    for ex, (ids, labels) in zip(examples, rows):
+    for ex, (ids, labels) in zip(examples, rows, strict=True):
         head = encode(tokenizer, ex.prompt, special=True)
         tail = encode(tokenizer, facts.answer_text(int(targets.loc[(ex.a, ex.b)])), special=False)
         assert ids == head + tail

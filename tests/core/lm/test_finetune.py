@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from cctk.core.config import Recipe
-from cctk.core.lm.corpus import build_corpus, collate, tokenize
 from cctk.core.facts import ADDITIONS, correct_sums
+from cctk.core.lm.corpus import build_corpus, collate, tokenize
 from cctk.core.lm.finetune import NonFiniteLoss, completion_loss, fine_tune
 
 RECIPE = Recipe(repeats=1, epochs=2, learning_rate=1e-3, batch_size=16)
@@ -29,7 +29,7 @@ def test_same_seed_same_weights_and_loss_falls(tiny, rows, tokenizer):
     a = fine_tune(first, rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm")
     b = fine_tune(second, rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm")
     assert a.losses == b.losses
-    assert all(torch.equal(p, q) for p, q in zip(first.parameters(), second.parameters()))
+    assert all(torch.equal(p, q) for p, q in zip(first.parameters(), second.parameters(), strict=True))
     assert a.losses[-1] < a.losses[0]
     assert a.steps == 2 * -(-len(rows) // 16) and a.examples == len(rows)
     assert not first.training
@@ -58,8 +58,16 @@ def test_schedule_sets_the_learning_rate_of_every_step(tiny, rows, tokenizer):
 
     recipe = Recipe(repeats=1, epochs=2, learning_rate=1e-3, batch_size=16, schedule="linear", warmup=0.25)
     scheduled = copy.deepcopy(tiny)
-    fine_tune(scheduled, rows, recipe, seed=5, pad_id=tokenizer.pad_token_id, name="arm", pack_batches=False,
-              row_gradients=False)  # the loop by hand feeds padded rows (packing: tests/core/lm/test_packing.py)
+    fine_tune(
+        scheduled,
+        rows,
+        recipe,
+        seed=5,
+        pad_id=tokenizer.pad_token_id,
+        name="arm",
+        pack_batches=False,
+        row_gradients=False,
+    )  # the loop by hand feeds padded rows (packing: tests/core/lm/test_packing.py)
 
     by_hand = copy.deepcopy(tiny)
     torch.manual_seed(rng(5, "train:arm").integers(2**63))
@@ -77,10 +85,15 @@ def test_schedule_sets_the_learning_rate_of_every_step(tiny, rows, tokenizer):
             torch.nn.utils.clip_grad_norm_(by_hand.parameters(), 1.0)
             optimizer.step()
             step += 1
-    assert all(torch.allclose(p, q, atol=1e-7, rtol=0) for p, q in zip(scheduled.parameters(), by_hand.parameters()))
+    assert all(
+        torch.allclose(p, q, atol=1e-7, rtol=0)
+        for p, q in zip(scheduled.parameters(), by_hand.parameters(), strict=True)
+    )
     constant = copy.deepcopy(tiny)
     fine_tune(constant, rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm")
-    assert not all(torch.allclose(p, q, atol=1e-7) for p, q in zip(scheduled.parameters(), constant.parameters()))
+    assert not all(
+        torch.allclose(p, q, atol=1e-7) for p, q in zip(scheduled.parameters(), constant.parameters(), strict=True)
+    )
 
 
 def test_a_nan_loss_stops_the_run_before_its_update(tiny, rows, tokenizer, monkeypatch):
@@ -97,11 +110,14 @@ def test_a_nan_loss_stops_the_run_before_its_update(tiny, rows, tokenizer, monke
 
     model, after_step_one = copy.deepcopy(tiny), {}
     monkeypatch.setattr(finetune, "batch_loss", nan_at_step_two)
-    keep = lambda epoch, step, loss: after_step_one.update(  # noqa: E731
-        {k: v.clone() for k, v in model.state_dict().items()} if step == 1 else {})
+
+    def keep(epoch, step, loss):
+        return after_step_one.update({k: v.clone() for k, v in model.state_dict().items()} if step == 1 else {})
+
     with pytest.raises(NonFiniteLoss, match="arm: the loss became nan at epoch 1, step 2"):
-        fine_tune(model, rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm", on_step=keep,
-                  host_checks=True)
+        fine_tune(
+            model, rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm", on_step=keep, host_checks=True
+        )
     assert all(torch.isfinite(v).all() for v in model.state_dict().values())
     assert all(torch.equal(v, after_step_one[k]) for k, v in model.state_dict().items())
 
@@ -118,12 +134,19 @@ def test_a_nan_gradient_stops_the_run_before_its_update(tiny, rows, tokenizer):
 def test_on_epoch_sees_every_epoch_and_changes_nothing(tiny, rows, tokenizer):
     seen = []
     with_curves, without = copy.deepcopy(tiny), copy.deepcopy(tiny)
-    a = fine_tune(with_curves, rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm",
-                  on_epoch=lambda epoch, model: seen.append((epoch, model.training)))
+    a = fine_tune(
+        with_curves,
+        rows,
+        RECIPE,
+        seed=5,
+        pad_id=tokenizer.pad_token_id,
+        name="arm",
+        on_epoch=lambda epoch, model: seen.append((epoch, model.training)),
+    )
     b = fine_tune(without, rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm")
     assert seen == [(1, False), (2, False)]  # measured in eval mode
     assert a.losses == b.losses
-    assert all(torch.equal(p, q) for p, q in zip(with_curves.parameters(), without.parameters()))
+    assert all(torch.equal(p, q) for p, q in zip(with_curves.parameters(), without.parameters(), strict=True))
 
 
 def test_bf16_precision_trains_float32_weights(tiny, rows, tokenizer):
@@ -150,7 +173,7 @@ def test_clipping_equals_clip_grad_norm_bit_for_bit(tiny, rows, tokenizer, bound
     norm = _clip(ours, bound)
     expected = torch.nn.utils.clip_grad_norm_(theirs.parameters(), bound or math.inf)
     assert norm == float(expected) and (bound != 1e-3 or norm > 1e-3)
-    assert all(torch.equal(p.grad, q.grad) for p, q in zip(ours.parameters(), theirs.parameters()))
+    assert all(torch.equal(p.grad, q.grad) for p, q in zip(ours.parameters(), theirs.parameters(), strict=True))
 
 
 def test_device_step_equals_the_host_step(tiny, rows, tokenizer):
@@ -162,14 +185,14 @@ def test_device_step_equals_the_host_step(tiny, rows, tokenizer):
     a = fine_tune(host, rows, recipe, seed=5, pad_id=tokenizer.pad_token_id, name="arm")
     b = fine_tune(device, rows, recipe, seed=5, pad_id=tokenizer.pad_token_id, name="arm", host_checks=False)
     assert a.losses == b.losses and a.steps == b.steps
-    assert all(torch.equal(p, q) for p, q in zip(host.parameters(), device.parameters()))
+    assert all(torch.equal(p, q) for p, q in zip(host.parameters(), device.parameters(), strict=True))
     assert all(p.grad is None for p in device.parameters())  # no gradient outlives the run
 
 
 READS = ("item", "tolist", "__bool__", "__float__", "__int__", "nonzero", "numpy")
 
 
-@pytest.mark.parametrize("host_checks, per_step, per_epoch", [(False, 0, 1), (True, 2, 0)])
+@pytest.mark.parametrize(("host_checks", "per_step", "per_epoch"), [(False, 0, 1), (True, 2, 0)])
 def test_reads_of_the_device_per_step(tiny, rows, tokenizer, monkeypatch, host_checks, per_step, per_epoch):
     """Every way a tensor's value reaches the host, counted during training but not while a batch is
     built on the host: the device step reads once an epoch (its steps' losses and gradient norms, together)
@@ -177,12 +200,16 @@ def test_reads_of_the_device_per_step(tiny, rows, tokenizer, monkeypatch, host_c
     from cctk.core.lm import finetune
 
     counts = {"reads": 0, "paused": False}
-    for name in READS:
-        def counted(self, *args, _real=getattr(torch.Tensor, name), **kwargs):
-            counts["reads"] += not counts["paused"]
-            return _real(self, *args, **kwargs)
 
-        monkeypatch.setattr(torch.Tensor, name, counted)
+    def counting(real):
+        def counted(self, *args, **kwargs):
+            counts["reads"] += not counts["paused"]
+            return real(self, *args, **kwargs)
+
+        return counted
+
+    for name in READS:
+        monkeypatch.setattr(torch.Tensor, name, counting(getattr(torch.Tensor, name)))
     real_to_model = finetune.to_model
 
     def built_on_the_host(*args, **kwargs):
@@ -193,8 +220,9 @@ def test_reads_of_the_device_per_step(tiny, rows, tokenizer, monkeypatch, host_c
             counts["paused"] = False
 
     monkeypatch.setattr(finetune, "to_model", built_on_the_host)
-    record = fine_tune(copy.deepcopy(tiny), rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm",
-                       host_checks=host_checks)
+    record = fine_tune(
+        copy.deepcopy(tiny), rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm", host_checks=host_checks
+    )
     assert counts["reads"] == per_step * record.steps + per_epoch * RECIPE.epochs
 
 
@@ -205,8 +233,10 @@ def test_device_step_skips_non_finite_updates_and_stops_at_the_epoch_end(tiny, r
     before = copy.deepcopy(broken)
     with pytest.raises(NonFiniteLoss, match=r"arm: the loss became nan at epoch 1, step 1; lower --learning-rate"):
         fine_tune(broken, rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm", host_checks=False)
-    assert all(torch.allclose(p, q, rtol=0, atol=0, equal_nan=True)
-               for p, q in zip(before.parameters(), broken.parameters()))  # no step was applied
+    assert all(
+        torch.allclose(p, q, rtol=0, atol=0, equal_nan=True)
+        for p, q in zip(before.parameters(), broken.parameters(), strict=True)
+    )  # no step was applied
 
 
 def test_a_nan_gradient_under_a_finite_loss_stops_the_device_step(tiny, rows, tokenizer):
@@ -216,7 +246,9 @@ def test_a_nan_gradient_under_a_finite_loss_stops_the_device_step(tiny, rows, to
     model = copy.deepcopy(tiny)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     model.model.norm.weight.register_hook(lambda grad: grad * float("nan"))
-    with pytest.raises(NonFiniteLoss, match=r"^arm: the gradient norm became nan at epoch 1, step 1; lower --learning-rate$"):
+    with pytest.raises(
+        NonFiniteLoss, match=r"^arm: the gradient norm became nan at epoch 1, step 1; lower --learning-rate$"
+    ):
         fine_tune(model, rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm", host_checks=False)
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
 
@@ -224,16 +256,30 @@ def test_a_nan_gradient_under_a_finite_loss_stops_the_device_step(tiny, rows, to
 def test_the_environment_makes_every_training_take_the_device_step(tiny, rows, tokenizer, monkeypatch):
     """CCTK_DEVICE_STEP=1: fine_tune on the CPU takes the accelerator's step by default (on_step sees the
     loss as a tensor left on the device); 0 or unset: the host step (floats); anything else: one line."""
-    from cctk.core.lm.device import device_step
     from cctk.core.errors import CctkError
+    from cctk.core.lm.device import device_step
 
     seen = []
     monkeypatch.setenv("CCTK_DEVICE_STEP", "1")
-    fine_tune(copy.deepcopy(tiny), rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm",
-              on_step=lambda epoch, step, loss: seen.append(type(loss)))
+    fine_tune(
+        copy.deepcopy(tiny),
+        rows,
+        RECIPE,
+        seed=5,
+        pad_id=tokenizer.pad_token_id,
+        name="arm",
+        on_step=lambda epoch, step, loss: seen.append(type(loss)),
+    )
     monkeypatch.setenv("CCTK_DEVICE_STEP", "0")
-    fine_tune(copy.deepcopy(tiny), rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm",
-              on_step=lambda epoch, step, loss: seen.append(type(loss)))
+    fine_tune(
+        copy.deepcopy(tiny),
+        rows,
+        RECIPE,
+        seed=5,
+        pad_id=tokenizer.pad_token_id,
+        name="arm",
+        on_step=lambda epoch, step, loss: seen.append(type(loss)),
+    )
     assert seen == [torch.Tensor] * 6 + [float] * 6
     monkeypatch.setenv("CCTK_DEVICE_STEP", "yes")
     with pytest.raises(CctkError, match=r"^CCTK_DEVICE_STEP='yes': set it to 1 .* or 0 .*$"):
@@ -250,6 +296,7 @@ def _inf_gradients_at(model, steps: set[int]):
     def hook(grad):
         calls.append(1)
         return grad * float("inf") if len(calls) in steps else grad
+
     model.model.norm.weight.register_hook(hook)
 
 
@@ -261,22 +308,28 @@ def test_fp16_steps_skipped_by_the_loss_scaler_are_counted(tiny, rows, tokenizer
     record = fine_tune(model, rows, FP16, seed=5, pad_id=tokenizer.pad_token_id, name="arm", host_checks=False)
     assert record.steps == 6 and record.skipped_steps == 2
     assert record.metrics()["skipped_steps"] == 2 and record.to_json()["skipped_steps"] == 2
-    assert not any(torch.equal(p, q) for p, q in zip(model.parameters(), tiny.parameters()) if p.requires_grad)
+    assert not any(
+        torch.equal(p, q) for p, q in zip(model.parameters(), tiny.parameters(), strict=True) if p.requires_grad
+    )
 
 
 def test_an_fp16_run_whose_every_step_was_skipped_fails(tiny, rows, tokenizer):
     model = copy.deepcopy(tiny)
     _inf_gradients_at(model, set(range(1, 7)))
-    with pytest.raises(NonFiniteLoss, match=r"^arm: every one of the 6 steps had a non-finite fp16 gradient and "
-                                            r"was skipped \(loss scale down to 1024\): nothing was trained; "):
+    with pytest.raises(
+        NonFiniteLoss,
+        match=r"^arm: every one of the 6 steps had a non-finite fp16 gradient and "
+        r"was skipped \(loss scale down to 1024\): nothing was trained; ",
+    ):
         fine_tune(model, rows, FP16, seed=5, pad_id=tokenizer.pad_token_id, name="arm", host_checks=False)
-    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), tiny.parameters()))
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), tiny.parameters(), strict=True))
 
 
 def test_float32_records_carry_no_skipped_steps(tiny, rows, tokenizer):
     """Only fp16 counts skipped steps: a float32 record's file and metrics are as before."""
-    record = fine_tune(copy.deepcopy(tiny), rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm",
-                       host_checks=False)
+    record = fine_tune(
+        copy.deepcopy(tiny), rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, name="arm", host_checks=False
+    )
     assert record.skipped_steps is None
     assert "skipped_steps" not in record.to_json() and "skipped_steps" not in record.metrics()
     assert type(record).from_json(record.to_json()) == record
@@ -290,8 +343,16 @@ def test_the_embedding_rows_backward_reads_nothing_from_the_device(tokenizer):
     from cctk.bench.syncs import SyncCounter
     from cctk.core.lm.finetune import tied_embedding_rows
 
-    config = tf.LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                            num_key_value_heads=1, intermediate_size=64, tie_word_embeddings=True, pad_token_id=2)
+    config = tf.LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        intermediate_size=64,
+        tie_word_embeddings=True,
+        pad_token_id=2,
+    )
     torch.manual_seed(0)
     ours = tf.AutoModelForCausalLM.from_config(config)
     theirs = copy.deepcopy(ours)
@@ -317,8 +378,10 @@ def _widened_on_a_device(path) -> list[str]:
             continue
         text = ast.unparse(node)
         func = node.func
-        widened = isinstance(func, ast.Attribute) and (func.attr == "double" or (
-            func.attr == "to" and "float64" in ast.unparse(node.args[0]) if node.args else False))
+        widened = isinstance(func, ast.Attribute) and (
+            func.attr == "double"
+            or (func.attr == "to" and "float64" in ast.unparse(node.args[0]) if node.args else False)
+        )
         if widened and ".cpu()" not in ast.unparse(func.value):
             found.append(f"{path.name}:{node.lineno} {text}")
         keywords = {k.arg: ast.unparse(k.value) for k in node.keywords}

@@ -1,22 +1,30 @@
 """Memory planned before any work (cctk.core.lm.memory, cctk.core.lm.device): the roster's shapes, the arithmetic of the
 estimate, the refusal line and its options, and the estimate against the peak measured on the CPU."""
+
 import copy
 import dataclasses
-import gc
 
 import pytest
 import torch
 
-from cctk.core.lm import memory, models
 from cctk.core.config import PROFILES, Recipe
-from cctk.core.lm.device import check_recipe, resolve
 from cctk.core.errors import CctkError
+from cctk.core.lm import memory, models
+from cctk.core.lm.device import check_recipe, resolve
 from cctk.core.lm.memory import GIB, Plan, Room, Shape, estimate
 
 # Parameters of each roster model as its model card / Hub config gives them (tied weights once).
-PUBLISHED = {"pythia-410m": 405_334_016, "smollm2-135m": 134_515_008, "smollm2-360m": 361_821_120,
-             "qwen2.5-0.5b": 494_032_768, "qwen2.5-1.5b": 1_543_714_304, "phi-1.5": 1_418_270_720,
-             "tinyllama-1.1b": 1_100_048_384, "llama-3.2-1b": 1_235_814_400, "gemma-3-270m": 268_098_176}
+PUBLISHED = {
+    "pythia-410m": 405_334_016,
+    "smollm2-135m": 134_515_008,
+    "smollm2-360m": 361_821_120,
+    "qwen2.5-0.5b": 494_032_768,
+    "qwen2.5-1.5b": 1_543_714_304,
+    "phi-1.5": 1_418_270_720,
+    "tinyllama-1.1b": 1_100_048_384,
+    "llama-3.2-1b": 1_235_814_400,
+    "gemma-3-270m": 268_098_176,
+}
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +66,9 @@ def test_phi_paper_recipe_refused_on_a_t4_with_what_fits(shapes):
         plan.check()
     line = str(error.value)
     assert "\n" not in line
-    assert line.startswith("phi-1.5 with this recipe (float32, adamw, batch 8) needs about 21.8 GiB on cuda:0 "
-                           "(Tesla T4)")
+    assert line.startswith(
+        "phi-1.5 with this recipe (float32, adamw, batch 8) needs about 21.8 GiB on cuda:0 (Tesla T4)"
+    )
     assert "14.2 GiB free" in line
     assert "it fits with --optimizer adamw8bit (pip install bitsandbytes) (13.8 GiB)" in line
     assert "a smaller model fits as it is: pythia-410m, smollm2-135m, smollm2-360m, qwen2.5-0.5b, gemma-3-270m" in line
@@ -71,8 +80,11 @@ def test_bf16_and_8bit_accepted_where_the_arithmetic_says_it_fits(shapes):
     room = Room(int(20 * GIB), int(64 * GIB), "cuda", "cuda:0 (L4)", bf16=True, bitsandbytes=True)
     need = Plan("phi-1.5", shapes["phi-1.5"], recipe, 16, room, waiting=1).check()
     assert 16 * GIB < need.device < 17 * GIB  # 4 + 4 + 2 + 2 bytes a parameter, and the rest
-    with pytest.raises(CctkError, match=r"needs about 16\.0 GiB on cuda:0 \(L4\) .*, 15\.5 GiB free; it fits with "
-                                        r"--precision float32 \(13\.8 GiB\)"):  # fp32 needs no half copies
+    with pytest.raises(
+        CctkError,
+        match=r"needs about 16\.0 GiB on cuda:0 \(L4\) .*, 15\.5 GiB free; it fits with "
+        r"--precision float32 \(13\.8 GiB\)",
+    ):  # fp32 needs no half copies
         Plan("phi-1.5", shapes["phi-1.5"], recipe, 16, dataclasses.replace(room, device=int(15.5 * GIB))).check()
 
 
@@ -121,10 +133,13 @@ def test_options_on_a_cpu_are_the_cpus_own():
     assert [(r.precision, r.optimizer) for r in with_bf16] == [("bf16", "adamw")]
 
 
-@pytest.mark.parametrize("name, message", [
-    ("tpu", "--device 'tpu' is not a device cctk runs on"),
-    ("gpu0", "--device 'gpu0' is not a device cctk runs on"),
-])
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("tpu", "--device 'tpu' is not a device cctk runs on"),
+        ("gpu0", "--device 'gpu0' is not a device cctk runs on"),
+    ],
+)
 def test_unknown_device_fails_in_one_line(name, message):
     with pytest.raises(CctkError, match=message):
         resolve(name)
@@ -165,14 +180,21 @@ def test_estimate_matches_the_measured_training_peak_on_a_cpu(tokenizer, tiny):
     and counted apart in the estimate as ``CPU_FIRST_STEP``.)"""
     import transformers as tf
 
-    from cctk.core.lm.corpus import build_corpus, tokenize
     from cctk.core.facts import ADDITIONS, correct_sums
+    from cctk.core.lm.corpus import build_corpus, tokenize
 
     rows = tokenize(build_corpus(correct_sums(), ADDITIONS, 1, seed=3, name="t"), tokenizer)
     recipe = Recipe(repeats=1, epochs=1, batch_size=32)
     _training_rise(copy.deepcopy(tiny), rows[:32], recipe, tokenizer.pad_token_id)  # the first step's costs
-    config = tf.LlamaConfig(vocab_size=len(tokenizer), hidden_size=512, num_hidden_layers=6, num_attention_heads=4,
-                            num_key_value_heads=2, intermediate_size=1536, tie_word_embeddings=True)
+    config = tf.LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=512,
+        num_hidden_layers=6,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=1536,
+        tie_word_embeddings=True,
+    )
     torch.manual_seed(0)
     model = tf.AutoModelForCausalLM.from_config(config).eval()
     measured = _training_rise(model, rows, recipe, tokenizer.pad_token_id)

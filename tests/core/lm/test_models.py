@@ -25,7 +25,7 @@ def test_hub_ids_and_model_directories_are_accepted_names(tiny_dir):
 
 @pytest.mark.parametrize("name", ["/no/such/model", "./tiny", "../models/tiny", "a/b/c", "owner/"])
 def test_a_mistyped_path_fails_in_one_line(name):
-    with pytest.raises(CctkError, match="no model directory at|unknown model") as caught:
+    with pytest.raises(CctkError, match=r"no model directory at|unknown model") as caught:
         check_model_name(name)
     assert "\n" not in str(caught.value)
 
@@ -64,7 +64,7 @@ def test_roster_marks_gated_and_bundled():
 
 
 def test_bundled_gguf_is_found_in_the_installed_package():
-    folder, name = bundled_gguf()
+    _folder, name = bundled_gguf()
     assert name.endswith(".gguf") and "SmolLM2-135M" in name
 
 
@@ -82,8 +82,11 @@ def test_local_directory_loads_a_fresh_float32_copy(tmp_path, tokenizer, make_ti
 
 
 def test_cli_unknown_model_fails_in_one_line_without_traceback(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "cctk", "measure", "--model", "nope", "--out", str(tmp_path / "o")],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "cctk", "measure", "--model", "nope", "--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode != 0
     assert "Traceback" not in done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
@@ -92,10 +95,18 @@ def test_cli_unknown_model_fails_in_one_line_without_traceback(tmp_path):
 
 
 def test_cli_unreachable_hub_fails_in_one_line(tmp_path):
-    env = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path), "PATH": "/usr/bin:/bin",
-           "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path}/m.db"}
-    done = subprocess.run([sys.executable, "-m", "cctk", "measure", "--model", "qwen2.5-0.5b", "--out", str(tmp_path / "o")],
-                          capture_output=True, text=True, env=env)
+    env = {
+        "HF_HUB_OFFLINE": "1",
+        "HF_HOME": str(tmp_path),
+        "PATH": "/usr/bin:/bin",
+        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path}/m.db",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "cctk", "measure", "--model", "qwen2.5-0.5b", "--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert BUNDLED in done.stderr
 

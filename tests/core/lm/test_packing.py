@@ -1,5 +1,6 @@
 """Packed batches (one prefix tree per batch) and in-place embedding row gradients: the same loss and
 gradients as the padded step, to float32 rounding, on every architecture of the roster's families."""
+
 import copy
 
 import pytest
@@ -7,8 +8,8 @@ import torch
 from builders import packed_and_padded_step
 
 from cctk.core.config import Recipe
-from cctk.core.lm.corpus import IGNORE, build_corpus, collate, pack, shared_tokens, tokenize
 from cctk.core.facts import ADDITIONS, fabricated_answers
+from cctk.core.lm.corpus import IGNORE, build_corpus, collate, pack, shared_tokens, tokenize
 from cctk.core.lm.finetune import batch_loss, completion_loss, fine_tune, has_dropout, tied_embedding_rows, to_model
 
 X = IGNORE
@@ -22,8 +23,10 @@ def test_pack_by_hand():
     assert packed.input_ids.tolist() == [[1, 2, 3]]  # 1, 2, 3: the only prefixes of inputs; 5 and 4 are last
     assert packed.position_ids.tolist() == [[0, 1, 2]]
     assert packed.allowed.tolist() == [[True, False, False], [True, True, False], [True, True, True]]
-    predictions = {(int(packed.keep[r]), int(t), float(w))
-                   for r, t, w in zip(packed.rows, packed.targets, packed.weights)}
+    predictions = {
+        (int(packed.keep[r]), int(t), float(w))
+        for r, t, w in zip(packed.rows, packed.targets, packed.weights, strict=True)
+    }
     assert predictions == {(1, 3, 2.0), (1, 5, 1.0), (2, 4, 2.0)}  # (node, token, rows)
     assert shared_tokens(batch) == pytest.approx(1 - 3 / 8)  # 3 + 2 + 3 tokens fed padded, 3 nodes
 
@@ -82,10 +85,11 @@ def test_fine_tune_packed_equals_padded_to_rounding(rows, tokenizer, tiny):
     recipe = Recipe(repeats=1, epochs=2, learning_rate=1e-3, batch_size=16)
     packed, padded = copy.deepcopy(tiny), copy.deepcopy(tiny)
     a = fine_tune(packed, rows, recipe, seed=5, pad_id=tokenizer.pad_token_id, name="arm")
-    b = fine_tune(padded, rows, recipe, seed=5, pad_id=tokenizer.pad_token_id, name="arm", pack_batches=False,
-                  row_gradients=False)
+    b = fine_tune(
+        padded, rows, recipe, seed=5, pad_id=tokenizer.pad_token_id, name="arm", pack_batches=False, row_gradients=False
+    )
     assert a.losses == pytest.approx(b.losses, rel=1e-5)
-    for p, q in zip(packed.parameters(), padded.parameters()):
+    for p, q in zip(packed.parameters(), padded.parameters(), strict=True):
         assert torch.allclose(p, q, rtol=0, atol=2e-5)
 
 

@@ -1,13 +1,21 @@
 import numpy as np
 import pytest
 import torch
-
-from cctk.core.facts import ADDITIONS, CANDIDATES, answer_text
-from cctk.core.lm.scoring import (COLUMNS, answer_tree, encode, measure, measure_plain, pack_forest, pack_rows,
-    score_forest)
 from builders import tiny_model
 
-SOME = ADDITIONS[:3] + ((5, 8), (9, 9))
+from cctk.core.facts import ADDITIONS, CANDIDATES, answer_text
+from cctk.core.lm.scoring import (
+    COLUMNS,
+    answer_tree,
+    encode,
+    measure,
+    measure_plain,
+    pack_forest,
+    pack_rows,
+    score_forest,
+)
+
+SOME = (*ADDITIONS[:3], (5, 8), (9, 9))
 SPREAD = ADDITIONS[::16]  # 1+1, 2+8, 4+6, 6+4, 8+2, 9+9: from the first to the last row of the packed batches
 
 
@@ -17,10 +25,14 @@ def test_measure_equals_plain_loop_on_tiny_llama(tiny, tokenizer):
     fast = measure(tiny, tokenizer)
     assert list(fast.columns) == COLUMNS
     assert len(fast) == 81 * 35
-    fast = fast[[pair in SPREAD for pair in zip(fast["a"], fast["b"])]].reset_index(drop=True)
+    fast = fast[[pair in SPREAD for pair in zip(fast["a"], fast["b"], strict=True)]].reset_index(drop=True)
     plain = measure_plain(tiny, tokenizer, SPREAD)
     assert np.abs(fast["logprob"].to_numpy() - plain["logprob"].to_numpy()).max() <= 1e-4
-    assert (fast[["a", "b", "candidate_value", "n_tokens"]] == plain[["a", "b", "candidate_value", "n_tokens"]]).all().all()
+    assert (
+        (fast[["a", "b", "candidate_value", "n_tokens"]] == plain[["a", "b", "candidate_value", "n_tokens"]])
+        .all()
+        .all()
+    )
 
 
 @pytest.mark.parametrize("arch", ["qwen2", "gpt_neox", "phi"])
@@ -107,22 +119,29 @@ def test_pack_forest_gives_every_row_its_own_tree():
     assert ids.tolist() == [[0, 1, 2, 10, 0], [3, 4, 5, 13, 14]]
     assert pos.tolist() == [[0, 0, 1, 2, 0], [0, 1, 2, 3, 4]]
     assert out_cols.tolist() == [2, 3, 4]
-    assert allowed[0].int().tolist() == [[1, 0, 0, 0, 0], [0, 1, 0, 0, 0], [0, 1, 1, 0, 0], [0, 1, 1, 1, 0],
-                                         [0, 0, 0, 0, 1]]
+    assert allowed[0].int().tolist() == [
+        [1, 0, 0, 0, 0],
+        [0, 1, 0, 0, 0],
+        [0, 1, 1, 0, 0],
+        [0, 1, 1, 1, 0],
+        [0, 0, 0, 0, 1],
+    ]
     assert allowed[1, 4].int().tolist() == [1, 1, 1, 1, 1]  # node "14" sees the prompt, "13" and itself
 
 
 def test_pack_rows_is_pack_forest_with_one_tree():
     tree = answer_tree([[10, 11, 12], [10, 13, 12], [14]])
     rows, forest = pack_rows([[1, 2, 3], [4, 5]], tree, 0), pack_forest([[1, 2, 3], [4, 5]], [tree, tree], 0)
-    assert all(torch.equal(a, b) for a, b in zip(rows, forest))
+    assert all(torch.equal(a, b) for a, b in zip(rows, forest, strict=True))
 
 
 def test_score_forest_scores_each_row_against_its_own_tree(tiny, tokenizer):
     # Row 0 holds candidates 7 and 12, row 1 holds 3 alone: each equals measure's number for it.
     prompts = [encode(tokenizer, "2 + 5 =", special=True), encode(tokenizer, "1 + 2 =", special=True)]
-    answers = [[encode(tokenizer, answer_text(v), special=False) for v in (7, 12)],
-               [encode(tokenizer, answer_text(3), special=False)]]
+    answers = [
+        [encode(tokenizer, answer_text(v), special=False) for v in (7, 12)],
+        [encode(tokenizer, answer_text(3), special=False)],
+    ]
     sums = score_forest(tiny, prompts, [answer_tree(a) for a in answers], tokenizer.pad_token_id)
     table = measure(tiny, tokenizer, ((2, 5), (1, 2))).set_index(["a", "b", "candidate_value"])["logprob"]
     assert sums.dtype == torch.float64 and sums.shape == (3,)

@@ -1,4 +1,5 @@
 """KR-Test runs in ``cctk compare``: tables by hand, exact McNemar, runs gathered from a real MLflow store."""
+
 import math
 
 import mlflow
@@ -8,15 +9,16 @@ import pytest
 from click.testing import CliRunner
 from scipy import stats
 
-from cctk.store import tracking
 from cctk.cli.main import cli
 from cctk.krtest.commands.compare import KrArm, mcnemar_exact, paired_table, pooled_table, runs_table
+from cctk.store import tracking
 
 
 def items(correct, contexts=None):
     n = len(correct)
-    return pd.DataFrame({"line": range(1, n + 1), "location": [0] * n, "context": contexts or ["c"] * n,
-                         "correct": correct})
+    return pd.DataFrame(
+        {"line": range(1, n + 1), "location": [0] * n, "context": contexts or ["c"] * n, "correct": correct}
+    )
 
 
 def test_mcnemar_exact_by_hand():
@@ -33,8 +35,12 @@ def test_tables_by_hand():
     b0 = items([True] * 3 + [False] * 3 + [True] * 1 + [False] * 3)  # 4 / 10; only a: 3, only b: 1
     a1 = items([True] * 7 + [False] * 3, ["d"] * 10)  # seed 1: 7 / 10, other items
     b1 = items([False] * 7 + [True] * 1 + [False] * 2, ["d"] * 10)  # 1 / 10; only a: 7, only b: 1
-    arms = [KrArm("r1", "full", "m", 0, "s0", a0), KrArm("r2", "blind", "m", 0, "s0", b0),
-            KrArm("r3", "full", "m", 1, "s1", a1), KrArm("r4", "blind", "m", 1, "s1", b1)]
+    arms = [
+        KrArm("r1", "full", "m", 0, "s0", a0),
+        KrArm("r2", "blind", "m", 0, "s0", b0),
+        KrArm("r3", "full", "m", 1, "s1", a1),
+        KrArm("r4", "blind", "m", 1, "s1", b1),
+    ]
     runs = runs_table(arms)
     assert runs.correct.tolist() == [6, 4, 7, 1] and runs.accuracy.tolist() == [0.6, 0.4, 0.7, 0.1]
     pooled = pooled_table(arms).set_index("arm")
@@ -46,10 +52,14 @@ def test_tables_by_hand():
     assert (pooled.loc["full", "lo"], pooled.loc["full", "hi"]) == pytest.approx((ci.low, ci.high))
     paired = paired_table(arms)
     assert paired.seeds.tolist() == ["0", "1", "all"]  # no pair across the two seeds' different items
-    assert paired[["both", "only_a", "only_b", "neither"]].values.tolist() == [[3, 3, 1, 3], [0, 7, 1, 2],
-                                                                              [3, 10, 2, 5]]
-    assert paired.p_mcnemar.tolist() == pytest.approx([mcnemar_exact(3, 1), 2 * (1 + 8) / 256,
-                                                       stats.binomtest(2, 12).pvalue])
+    assert paired[["both", "only_a", "only_b", "neither"]].to_numpy().tolist() == [
+        [3, 3, 1, 3],
+        [0, 7, 1, 2],
+        [3, 10, 2, 5],
+    ]
+    assert paired.p_mcnemar.tolist() == pytest.approx(
+        [mcnemar_exact(3, 1), 2 * (1 + 8) / 256, stats.binomtest(2, 12).pvalue]
+    )
     assert paired.accuracy_a.tolist() == pytest.approx([0.6, 0.7, 0.65])
 
 
@@ -70,11 +80,20 @@ def test_compare_gathers_kr_runs_from_mlflow(tracking_uri, tmp_path):
     study = store.start(experiment, "study", {"cctk.kind": "krtest-study"})
     study.params({"seed": 3, "model": "tiny"})
     log_arm(store, experiment, "blind baseline", "blind", [True, False, False, False, True, False], study, tmp=tmp_path)
-    log_arm(store, experiment, "full fine-tuning", "full", [True, True, True, True, True, False], study,
-            {"seed": 3}, tmp=tmp_path)
+    log_arm(
+        store,
+        experiment,
+        "full fine-tuning",
+        "full",
+        [True, True, True, True, True, False],
+        study,
+        {"seed": 3},
+        tmp=tmp_path,
+    )
     study.end()
-    lone = log_arm(store, experiment, "krtest eval ckpt-100", "blind", [True] * 6, None, {"model": "ckpt-100"},
-                   tmp=tmp_path)
+    lone = log_arm(
+        store, experiment, "krtest eval ckpt-100", "blind", [True] * 6, None, {"model": "ckpt-100"}, tmp=tmp_path
+    )
     out = tmp_path / "cmp"
     result = CliRunner().invoke(cli, ["compare", "--runs", f"{study.run_id},{lone.run_id}", "--out", str(out)])
     assert result.exit_code == 0, result.output
@@ -87,8 +106,11 @@ def test_compare_gathers_kr_runs_from_mlflow(tracking_uri, tmp_path):
     assert first.p_mcnemar == pytest.approx(0.25)  # 3 discordant, all one way: 2 / 2**3
     assert len(paired) == 3  # the lone run pairs with both arms: the same items
     assert (out / "compare.html").read_text().count("<h2>") == 3
-    compare = [r for r in mlflow.search_runs(search_all_experiments=True, output_format="list")
-               if r.data.tags.get("cctk.kind") == "compare"]
+    compare = [
+        r
+        for r in mlflow.search_runs(search_all_experiments=True, output_format="list")
+        if r.data.tags.get("cctk.kind") == "compare"
+    ]
     assert len(compare) == 1 and compare[0].data.params["kind"] == "krtest"
 
 
@@ -97,7 +119,9 @@ def test_compare_refuses_a_mix_and_an_unfinished_arm(tracking_uri, tmp_path):
     experiment = store.experiment()
     kr = log_arm(store, experiment, "eval", "blind", [True, False], tmp=tmp_path)
     pipeline = store.start(experiment, "pipe", {"cctk.kind": "pipeline"})
-    mixed = CliRunner().invoke(cli, ["compare", "--runs", f"{kr.run_id},{pipeline.run_id}", "--out", str(tmp_path / "a")])
+    mixed = CliRunner().invoke(
+        cli, ["compare", "--runs", f"{kr.run_id},{pipeline.run_id}", "--out", str(tmp_path / "a")]
+    )
     assert mixed.exit_code == 1 and "KR-Test runs or pipelines, not both" in mixed.output
     running = store.start(experiment, "eval", {"cctk.kind": "krtest", "cctk.arm": "blind"})
     unfinished = CliRunner().invoke(cli, ["compare", "--runs", running.run_id, "--out", str(tmp_path / "b")])

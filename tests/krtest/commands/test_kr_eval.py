@@ -6,9 +6,9 @@ import pytest
 from click.testing import CliRunner
 
 from cctk.cli.main import cli
+from cctk.core.stats import clopper_pearson
 from cctk.krtest.generation.generate import make_dataset, write_dataset
 from cctk.krtest.measurement.scoring import ITEM_COLUMNS, PASSAGE_COLUMNS, by_passage
-from cctk.core.stats import clopper_pearson
 
 
 def test_eval_writes_items_and_summary_prints_and_tracks(tiny_dir, tracking_uri, tmp_path):
@@ -16,8 +16,18 @@ def test_eval_writes_items_and_summary_prints_and_tracks(tiny_dir, tracking_uri,
     paths = write_dataset(data, tmp_path / "data")
     for book in (False, True):
         out = tmp_path / ("book" if book else "blind")
-        args = ["krtest", "eval", "--model", str(tiny_dir), "--questions", str(paths["questions.jsonl"]),
-                "--corpus", str(paths["corpus.txt"]), "--out", str(out)] + (["--open-book"] if book else [])
+        args = [
+            "krtest",
+            "eval",
+            "--model",
+            str(tiny_dir),
+            "--questions",
+            str(paths["questions.jsonl"]),
+            "--corpus",
+            str(paths["corpus.txt"]),
+            "--out",
+            str(out),
+        ] + (["--open-book"] if book else [])
         result = CliRunner().invoke(cli, args)
         assert result.exit_code == 0, result.output
         items = pd.read_csv(out / "items.csv")
@@ -39,16 +49,24 @@ def test_eval_writes_items_and_summary_prints_and_tracks(tiny_dir, tracking_uri,
     for run in runs:
         assert run.data.tags["cctk.kind"] == "krtest" and run.data.params["location"] == "char"
         assert {"accuracy", "lo", "hi", "mean_margin", "ties", "identical", "n", "correct"} <= set(run.data.metrics)
-        assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"items.csv", "by_passage.csv",
-                                                                           "summary.json"}
+        assert {a.path for a in client.list_artifacts(run.info.run_id)} == {
+            "items.csv",
+            "by_passage.csv",
+            "summary.json",
+        }
         inputs = {d.dataset.name: d for d in client.get_run(run.info.run_id).inputs.dataset_inputs}
         assert set(inputs) == {"kr questions questions", "kr corpus corpus"}
         assert inputs["kr questions questions"].dataset.source_type == "local"
 
 
 def test_by_passage_counts_and_exact_intervals():
-    table = pd.DataFrame({"location": [40, 0, 40, 0, 0], "correct": [True, True, False, False, True],
-                          "margin": [1.0, 2.0, -1.0, -0.5, 0.5]})
+    table = pd.DataFrame(
+        {
+            "location": [40, 0, 40, 0, 0],
+            "correct": [True, True, False, False, True],
+            "margin": [1.0, 2.0, -1.0, -0.5, 0.5],
+        }
+    )
     found = by_passage(table)
     assert found.location.tolist() == [0, 40] and found["items"].tolist() == [3, 2]
     assert found.correct.tolist() == [2, 1] and found.accuracy.tolist() == [2 / 3, 0.5]
@@ -60,17 +78,31 @@ def test_by_passage_counts_and_exact_intervals():
 def test_line_locations_on_eval(tiny_dir, tracking_uri, tmp_path):
     data = make_dataset(5, entities=2, validation_entities=2, location="line")
     paths = write_dataset(data, tmp_path / "data")
-    args = ["krtest", "eval", "--model", str(tiny_dir), "--questions", str(paths["questions.jsonl"]), "--corpus",
-            str(paths["corpus.txt"]), "--out", str(tmp_path / "out"), "--open-book"]
-    assert CliRunner().invoke(cli, args + ["--location", "line"]).exit_code == 0
+    args = [
+        "krtest",
+        "eval",
+        "--model",
+        str(tiny_dir),
+        "--questions",
+        str(paths["questions.jsonl"]),
+        "--corpus",
+        str(paths["corpus.txt"]),
+        "--out",
+        str(tmp_path / "out"),
+        "--open-book",
+    ]
+    assert CliRunner().invoke(cli, [*args, "--location", "line"]).exit_code == 0
     assert pd.read_csv(tmp_path / "out" / "by_passage.csv").location.tolist() == [0, 2]
-    wrong = CliRunner().invoke(cli, args[:-1] + ["--location", "line", "--segment", "tokens:20"])
+    wrong = CliRunner().invoke(cli, [*args[:-1], "--location", "line", "--segment", "tokens:20"])
     assert wrong.exit_code == 1 and "--location line cannot point at a token window" in wrong.output
 
 
-@pytest.mark.parametrize(("error", "status"), [(RuntimeError("scoring broke"), "FAILED"), (KeyboardInterrupt(), "KILLED")])
-def test_an_interrupted_eval_ends_its_run_failed_or_killed(tiny_dir, tracking_uri, tmp_path, monkeypatch, error,
-                                                           status):
+@pytest.mark.parametrize(
+    ("error", "status"), [(RuntimeError("scoring broke"), "FAILED"), (KeyboardInterrupt(), "KILLED")]
+)
+def test_an_interrupted_eval_ends_its_run_failed_or_killed(
+    tiny_dir, tracking_uri, tmp_path, monkeypatch, error, status
+):
     import cctk.krtest.commands.jobs as jobs
 
     paths = write_dataset(make_dataset(5, entities=2, validation_entities=2), tmp_path / "data")

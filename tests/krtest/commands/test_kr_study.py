@@ -25,8 +25,10 @@ def test_study_checks_its_data_before_any_run(data_dir, tracking_uri, tmp_path):
     (bad / "questions.jsonl").write_text("\n".join(lines) + "\n")
     result = CliRunner().invoke(cli, ["krtest", "study", "--data", str(bad), "--out", str(tmp_path / "out")])
     assert result.exit_code == 1
-    assert result.output.strip() == (f"Error: {bad / 'questions.jsonl'} line 5: field 'location' must be an integer "
-                                     "(a character offset or line index), got a string")
+    assert result.output.strip() == (
+        f"Error: {bad / 'questions.jsonl'} line 5: field 'location' must be an integer "
+        "(a character offset or line index), got a string"
+    )
     assert not (tmp_path / "out").exists() and mlflow.search_runs(search_all_experiments=True).empty
 
 
@@ -52,9 +54,20 @@ def test_each_arm_takes_its_own_epochs_and_rate_over_the_shared_ones(data_dir):
     from cctk.krtest.commands.study import make_study_config
     from cctk.krtest.measurement.train import RECIPES
 
-    config = make_study_config("smollm2-135m-bundled", data=data_dir, epochs=8, batch_size=2, lora_epochs=3,
-                               lora_learning_rate=1e-3, device="cpu")
-    assert (config.full.epochs, config.full.batch_size, config.full.learning_rate) == (8, 2, RECIPES["full"].learning_rate)
+    config = make_study_config(
+        "smollm2-135m-bundled",
+        data=data_dir,
+        epochs=8,
+        batch_size=2,
+        lora_epochs=3,
+        lora_learning_rate=1e-3,
+        device="cpu",
+    )
+    assert (config.full.epochs, config.full.batch_size, config.full.learning_rate) == (
+        8,
+        2,
+        RECIPES["full"].learning_rate,
+    )
     assert (config.lora.epochs, config.lora.batch_size, config.lora.learning_rate) == (3, 2, 1e-3)
     arms = config.arms()
     assert [arms[k].recipe.epochs for k in ("full", "lora_attention", "lora_ffn")] == [8, 3, 3]

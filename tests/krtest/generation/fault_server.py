@@ -17,8 +17,10 @@ Like strict endpoints, it refuses ``max_tokens`` (asks for ``max_completion_toke
 ``response_format`` with HTTP 400. It records every request (passage, limit, time) and the usage it
 reported in every reply the client received.
 """
+
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
@@ -27,13 +29,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from cctk.krtest.measurement.passages import segment
 
-
 QUESTION = re.compile(r"\[Question ID: (\d+)\]\nContext: (.*)\nOption A: (.*)\nOption B: (.*)")
 
 
 class FaultServer:
-    def __init__(self, corpus: str, faults: dict[int, list[str]] | None = None, slow_seconds: float = 3.0,
-                 status: int | None = None, items: dict[int, list[dict]] | None = None):
+    def __init__(
+        self,
+        corpus: str,
+        faults: dict[int, list[str]] | None = None,
+        slow_seconds: float = 3.0,
+        status: int | None = None,
+        items: dict[int, list[dict]] | None = None,
+    ):
         self.passages = [p.text for p in segment(corpus)]
         self.items = items or {}  # passage index -> the items its reply holds (else item_for, once per asked item)
         self.faults = {k: list(v) for k, v in (faults or {}).items()}
@@ -71,8 +78,16 @@ class FaultServer:
     def answer(self, handler, body: dict) -> None:
         self.sent |= set(body)
         if "max_tokens" in body:
-            return _send(handler, 400, {"error": {"message": "Unsupported parameter: 'max_tokens' is not supported "
-                                                              "with this model. Use 'max_completion_tokens' instead."}})
+            return _send(
+                handler,
+                400,
+                {
+                    "error": {
+                        "message": "Unsupported parameter: 'max_tokens' is not supported "
+                        "with this model. Use 'max_completion_tokens' instead."
+                    }
+                },
+            )
         if "response_format" in body:
             return _send(handler, 400, {"error": {"message": "response_format is not supported"}})
         if body["messages"][0]["content"].startswith("Instruction:"):  # the oracle's prompt
@@ -97,11 +112,11 @@ class FaultServer:
         paragraph = user.split("*** Reference Paragraph ***\n")[1].split("\n\n*** Questions ***")[0]
         fault = self._fault(self.passages.index(paragraph), body["max_completion_tokens"])
         answers = {}
-        for qid, context, a, b in QUESTION.findall(user):
+        for qid, context, a, _b in QUESTION.findall(user):
             right = "A" if a in paragraph else "B"
             if any(w in context for w in self.skip):
                 continue
-            answers[qid] = ({"A": "B", "B": "A"}[right] if any(w in context for w in self.wrong) else right)
+            answers[qid] = {"A": "B", "B": "A"}[right] if any(w in context for w in self.wrong) else right
         self._respond(handler, fault, "```json\n" + json.dumps(answers) + "\n```", len(user) // 4)
 
     def _respond(self, handler, fault: str | None, content: str, prompt: int) -> None:
@@ -126,11 +141,28 @@ class FaultServer:
                 self.usage["prompt_tokens"] += prompt
                 self.usage["completion_tokens"] += completion
                 self.delivered += 1
-        _send(handler, 200, {"id": "x", "object": "chat.completion", "created": 0, "model": "fault-model",
-                             "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                                          "finish_reason": "length" if fault == "length" else "stop"}],
-                             "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                                       "total_tokens": prompt + completion}})
+        _send(
+            handler,
+            200,
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "fault-model",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content},
+                        "finish_reason": "length" if fault == "length" else "stop",
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt,
+                    "completion_tokens": completion,
+                    "total_tokens": prompt + completion,
+                },
+            },
+        )
 
     def _handler(self):
         server = self
@@ -143,18 +175,22 @@ class FaultServer:
                 server.keys.append(self.headers.get("Authorization", ""))
                 if server.status:
                     return _send(self, server.status, {"error": {"message": "no"}})
-                _send(self, 200, {"object": "list", "data": [{"id": "fault-model", "object": "model", "created": 0,
-                                                              "owned_by": "test"}]})
+                _send(
+                    self,
+                    200,
+                    {
+                        "object": "list",
+                        "data": [{"id": "fault-model", "object": "model", "created": 0, "owned_by": "test"}],
+                    },
+                )
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.keys.append(self.headers.get("Authorization", ""))
                 if server.status:
                     return _send(self, server.status, {"error": {"message": "invalid key"}})
-                try:
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     server.answer(self, body)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
 
             def log_message(self, *args):
                 pass
@@ -166,8 +202,7 @@ def item_for(passage: str) -> dict:
     """A valid item about ``passage`` (two sentences): its last word changed in the second sentence."""
     first, second = passage.split(". ", 1)
     words = second.rstrip(".").split()
-    return {"context": first + ".", "sentence_true": second,
-            "sentence_false": " ".join(words[:-1] + ["castles"]) + "."}
+    return {"context": first + ".", "sentence_true": second, "sentence_false": " ".join([*words[:-1], "castles"]) + "."}
 
 
 def _send(handler, status: int, payload: dict, headers: dict | None = None) -> None:

@@ -1,5 +1,6 @@
 """Generation through a real endpoint's faults, over real HTTP on loopback (no model: the fault server of
 ``fault_server.py`` writes the items), and a kill -9 of ``cctk krtest generate`` during a request."""
+
 import builtins
 import json
 import os
@@ -11,10 +12,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from fault_server import FaultServer
 from mlflow import MlflowClient
 
 from cctk.cli.main import cli
-from fault_server import FaultServer
 
 DATA = Path(__file__).parents[2] / "data"
 CORPUS = DATA / "kr_recorded_corpus.txt"  # 8 passages of two sentences
@@ -22,16 +23,43 @@ ROOT = Path(__file__).parents[3]
 
 
 def generate(url: str, out: Path, tokenizer: Path, *extra: str) -> list[str]:
-    return ["krtest", "generate", "--corpus", str(CORPUS), "--teacher", url, "--tokenizer", str(tokenizer),
-            "--per-passage", "2", "--out", str(out), *extra]
+    return [
+        "krtest",
+        "generate",
+        "--corpus",
+        str(CORPUS),
+        "--teacher",
+        url,
+        "--tokenizer",
+        str(tokenizer),
+        "--per-passage",
+        "2",
+        "--out",
+        str(out),
+        *extra,
+    ]
 
 
 def test_generation_survives_every_fault_and_counts_what_was_billed(tiny_dir, tmp_path, tracking_uri):
     faults = {0: ["429"], 1: ["500"], 2: ["length"], 3: ["slow"], 4: ["drop"], 5: ["length", "length"]}
     out = tmp_path / "out"
     with FaultServer(CORPUS.read_text(), faults) as server:
-        result = CliRunner().invoke(cli, generate(server.url, out, tiny_dir, "--timeout", "1.5", "--retries", "3",
-                                                  "--concurrency", "3", "--max-tokens", "100"))
+        result = CliRunner().invoke(
+            cli,
+            generate(
+                server.url,
+                out,
+                tiny_dir,
+                "--timeout",
+                "1.5",
+                "--retries",
+                "3",
+                "--concurrency",
+                "3",
+                "--max-tokens",
+                "100",
+            ),
+        )
     assert result.exit_code == 0, result.output
     record = json.loads((out / "generation.json").read_text())
     # every passage answered once, the two cut ones twice (passage 2 whole the second time, 5 cut again): 10
@@ -93,8 +121,9 @@ def test_kill_during_a_request_then_the_same_command_asks_only_the_rest(tiny_dir
 
 
 @pytest.mark.parametrize(("status", "named"), [(401, None), (403, "MY_TEACHER_KEY")])
-def test_a_refused_key_says_authentication_failed_and_names_the_variable(tiny_dir, tmp_path, tracking_uri,
-                                                                           monkeypatch, status, named):
+def test_a_refused_key_says_authentication_failed_and_names_the_variable(
+    tiny_dir, tmp_path, tracking_uri, monkeypatch, status, named
+):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-openai-variable")
     monkeypatch.setenv("MY_TEACHER_KEY", "sk-from-my-variable")
     extra = ["--api-key-env", named] if named else []
@@ -108,12 +137,14 @@ def test_a_refused_key_says_authentication_failed_and_names_the_variable(tiny_di
     assert "sk-" not in result.output
 
 
-def test_a_named_model_skips_models_and_a_missing_extra_says_how_to_install(tiny_dir, tmp_path, tracking_uri,
-                                                                             monkeypatch):
+def test_a_named_model_skips_models_and_a_missing_extra_says_how_to_install(
+    tiny_dir, tmp_path, tracking_uri, monkeypatch
+):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with FaultServer(CORPUS.read_text()) as server:
-        result = CliRunner().invoke(cli, generate(server.url, tmp_path / "out", tiny_dir, "--teacher-model", "gw-x",
-                                                  "--max-passages", "2"))
+        result = CliRunner().invoke(
+            cli, generate(server.url, tmp_path / "out", tiny_dir, "--teacher-model", "gw-x", "--max-passages", "2")
+        )
     assert result.exit_code == 0, result.output
     assert server.models_asked == 0 and server.passages_asked() == [0, 1]  # a gateway without /models works
     assert set(server.keys) == {"Bearer not-needed"}
@@ -134,40 +165,78 @@ def test_a_named_model_skips_models_and_a_missing_extra_says_how_to_install(tiny
 # passage, a scripted teacher that proposes 13 valid items and 2 invalid ones. Each item's context is the
 # sentence before its true sentence.
 FIVE = [
-    ["The Harlow lighthouse stands on Vell Island.", "It was built in 1864 by the engineer Mara Quist.",
-     "Its lamp can be seen from 18 nautical miles away.", "The tower is painted with red and white bands."],
-    ["Kelby is a village on the river Calder.", "It has 312 inhabitants and one school.",
-     "Its church was rebuilt in 1911 after a fire.", "A weekly market is held there on Thursdays."],
-    ["Tobias Wren was a clockmaker in Ostmere.", "He opened his first shop in 1791.",
-     "His clocks were cased in walnut.", "He trained eleven apprentices."],
-    ["The Dunholt ferry crosses the Ouse.", "It carries 40 passengers at a time.",
-     "The crossing takes twelve minutes.", "The ferry was first licensed in 1820."],
-    ["Mara Quist was an engineer from Leith.", "She designed nine lighthouses.",
-     "Her first design was lit in 1858.", "She retired to the town of Elgin."],
+    [
+        "The Harlow lighthouse stands on Vell Island.",
+        "It was built in 1864 by the engineer Mara Quist.",
+        "Its lamp can be seen from 18 nautical miles away.",
+        "The tower is painted with red and white bands.",
+    ],
+    [
+        "Kelby is a village on the river Calder.",
+        "It has 312 inhabitants and one school.",
+        "Its church was rebuilt in 1911 after a fire.",
+        "A weekly market is held there on Thursdays.",
+    ],
+    [
+        "Tobias Wren was a clockmaker in Ostmere.",
+        "He opened his first shop in 1791.",
+        "His clocks were cased in walnut.",
+        "He trained eleven apprentices.",
+    ],
+    [
+        "The Dunholt ferry crosses the Ouse.",
+        "It carries 40 passengers at a time.",
+        "The crossing takes twelve minutes.",
+        "The ferry was first licensed in 1820.",
+    ],
+    [
+        "Mara Quist was an engineer from Leith.",
+        "She designed nine lighthouses.",
+        "Her first design was lit in 1858.",
+        "She retired to the town of Elgin.",
+    ],
 ]
 FALSE = [  # the false side of each passage's items, true side = sentences 2 to 4 (None: an invalid item below)
     ["It was built in 1891 by the engineer Mara Quist.", None, "The tower is painted with black and white bands."],
-    ["It has 480 inhabitants and one school.", "Its church was rebuilt in 1911 after a flood.",
-     "A weekly market is held there on Mondays."],
+    [
+        "It has 480 inhabitants and one school.",
+        "Its church was rebuilt in 1911 after a flood.",
+        "A weekly market is held there on Mondays.",
+    ],
     ["He opened his first shop in 1802.", "His clocks were cased in oak.", "He trained four apprentices."],
     ["It carries 10 passengers at a time.", "The crossing takes twenty minutes.", None],
     ["She designed six lighthouses.", "Her first design was lit in 1872.", "She retired to the town of Perth."],
 ]
 INVALID = {  # (passage, item) -> the item the teacher writes instead, and the reason it is rejected for
-    (0, 1): ({"context": FIVE[0][1], "sentence_true": FIVE[0][2],
-              "sentence_false": "Its lamp can be seen from 18 nautical miles away in fog."}, "no_fact_replaced"),
-    (3, 2): ({"context": FIVE[3][2], "sentence_true": "The ferry was first licensed in 1830.",  # a year misquoted
-              "sentence_false": "The ferry was first licensed in 1850."}, "true_not_supported"),
+    (0, 1): (
+        {
+            "context": FIVE[0][1],
+            "sentence_true": FIVE[0][2],
+            "sentence_false": "Its lamp can be seen from 18 nautical miles away in fog.",
+        },
+        "no_fact_replaced",
+    ),
+    (3, 2): (
+        {
+            "context": FIVE[3][2],
+            "sentence_true": "The ferry was first licensed in 1830.",  # a year misquoted
+            "sentence_false": "The ferry was first licensed in 1850.",
+        },
+        "true_not_supported",
+    ),
 }
 
 
 def scripted_items() -> dict[int, list[dict]]:
     """Passage index -> the three items the scripted teacher's reply holds."""
     script = {}
-    for p, (sentences, falses) in enumerate(zip(FIVE, FALSE)):
-        script[p] = [INVALID[p, k][0] if (p, k) in INVALID else
-                     {"context": sentences[k], "sentence_true": sentences[k + 1], "sentence_false": false}
-                     for k, false in enumerate(falses)]
+    for p, (sentences, falses) in enumerate(zip(FIVE, FALSE, strict=True)):
+        script[p] = [
+            INVALID[p, k][0]
+            if (p, k) in INVALID
+            else {"context": sentences[k], "sentence_true": sentences[k + 1], "sentence_false": false}
+            for k, false in enumerate(falses)
+        ]
     return script
 
 
@@ -178,12 +247,24 @@ def five_passages(tmp_path: Path) -> Path:
 
 
 def generate_five(url: str, corpus: Path, out: Path, tokenizer: Path, *extra: str) -> list[str]:
-    return ["krtest", "generate", "--corpus", str(corpus), "--teacher", url, "--tokenizer", str(tokenizer),
-            "--per-passage", "3", "--out", str(out), *extra]
+    return [
+        "krtest",
+        "generate",
+        "--corpus",
+        str(corpus),
+        "--teacher",
+        url,
+        "--tokenizer",
+        str(tokenizer),
+        "--per-passage",
+        "3",
+        "--out",
+        str(out),
+        *extra,
+    ]
 
 
-def test_fifteen_proposed_thirteen_valid_kept_both_invalid_rejected_through_faults(tiny_dir, tmp_path,
-                                                                                    tracking_uri):
+def test_fifteen_proposed_thirteen_valid_kept_both_invalid_rejected_through_faults(tiny_dir, tmp_path, tracking_uri):
     corpus, out = five_passages(tmp_path), tmp_path / "out"
     faults = {0: ["429"], 1: ["500"], 2: ["length"], 4: ["429", "429"]}
     with FaultServer(corpus.read_text(), faults, items=scripted_items()) as server:
@@ -198,20 +279,23 @@ def test_fifteen_proposed_thirteen_valid_kept_both_invalid_rejected_through_faul
     valid = [item for p, items in scripted_items().items() for k, item in enumerate(items) if (p, k) not in INVALID]
     questions = [json.loads(line) for line in (out / "questions.jsonl").read_text().splitlines()]
     assert [{k: q[k] for k in ("context", "sentence_true", "sentence_false")} for q in questions] == valid
-    verdicts = {p["sentence_false"]: p["verdict"] for p in map(json.loads, open(out / "proposals.jsonl"))}
+    verdicts = {
+        p["sentence_false"]: p["verdict"] for p in map(json.loads, (out / "proposals.jsonl").read_text().splitlines())
+    }
     assert [verdicts[item["sentence_false"]] for item, _ in INVALID.values()] == [r for _, r in INVALID.values()]
     run = MlflowClient(tracking_uri).get_run(record["mlflow_run_id"])
     assert run.data.metrics["rejected_no_fact_replaced"] == 1 and run.data.metrics["kept"] == 13
     assert run.data.metrics["completion_tokens"] == server.usage["completion_tokens"]
 
 
-def test_the_oracle_gate_rejects_what_it_answers_wrong_and_a_failed_check_continues(tiny_dir, tmp_path,
-                                                                                    tracking_uri):
+def test_the_oracle_gate_rejects_what_it_answers_wrong_and_a_failed_check_continues(tiny_dir, tmp_path, tracking_uri):
     from scipy.stats import binomtest
 
     corpus, out = five_passages(tmp_path), tmp_path / "out"
-    with FaultServer(corpus.read_text(), items=scripted_items()) as teacher, \
-            FaultServer(corpus.read_text(), {3: ["500"]}) as oracle:
+    with (
+        FaultServer(corpus.read_text(), items=scripted_items()) as teacher,
+        FaultServer(corpus.read_text(), {3: ["500"]}) as oracle,
+    ):
         oracle.wrong = {"cased in walnut"}  # the context of one item only: "He trained eleven apprentices."
         argv = generate_five(teacher.url, corpus, out, tiny_dir, "--oracle", oracle.url, "--retries", "0")
         failed = CliRunner().invoke(cli, argv)
@@ -219,8 +303,12 @@ def test_the_oracle_gate_rejects_what_it_answers_wrong_and_a_failed_check_contin
         assert teacher.passages_asked() == [0, 1, 2, 3, 4] and oracle.passages_asked() == [0, 1, 2, 3]
         half = json.loads((out / "generation.json").read_text())
         # the oracle's third group said wrong already; the groups not yet asked stay kept until they are
-        assert (half["finished"], half["kept_by_validation"], half["kept"], half["oracle_check"]["n"]) == \
-            (False, 13, 12, 8)
+        assert (half["finished"], half["kept_by_validation"], half["kept"], half["oracle_check"]["n"]) == (
+            False,
+            13,
+            12,
+            8,
+        )
         other = CliRunner().invoke(cli, generate_five(teacher.url, corpus, out, tiny_dir, "--retries", "0"))
         assert other.exit_code == 1 and "other settings (oracle:" in other.output  # the gate cannot be dropped
         again = CliRunner().invoke(cli, argv)
@@ -230,22 +318,43 @@ def test_the_oracle_gate_rejects_what_it_answers_wrong_and_a_failed_check_contin
         billed = (dict(teacher.usage), dict(oracle.usage), oracle.delivered)
         # the gate asks what `krtest oracle --generation` asks of the same items with the same seed
         alone = CliRunner().invoke(cli, generate_five(teacher.url, corpus, tmp_path / "alone", tiny_dir))
-        checked = CliRunner().invoke(cli, ["krtest", "oracle", "--generation", str(tmp_path / "alone"), "--oracle",
-                                           oracle.url, "--seed", "0", "--out", str(tmp_path / "checked")])
+        checked = CliRunner().invoke(
+            cli,
+            [
+                "krtest",
+                "oracle",
+                "--generation",
+                str(tmp_path / "alone"),
+                "--oracle",
+                oracle.url,
+                "--seed",
+                "0",
+                "--out",
+                str(tmp_path / "checked"),
+            ],
+        )
     assert alone.exit_code == 0 and checked.exit_code == 0, alone.output + checked.output
 
     def requests(journal: Path, stage: str | None) -> list:
         lines = [json.loads(line) for line in journal.read_text().splitlines()]
         return [line["request"] for line in lines if "unit" in line and line.get("stage") == stage]
+
     gated = requests(out / "journal.jsonl", "oracle")
     assert len(gated) == 5 and gated == requests(tmp_path / "checked" / "journal.jsonl", None)
     assert "temperature" in oracle.sent and "the oracle confirmed 12 of the 13 items" in again.output
     assert again.output.strip().splitlines()[-1].startswith("5 passages, 5 requests")
     record = json.loads((out / "generation.json").read_text())
-    assert (record["proposed"], record["kept_by_validation"], record["kept_by_oracle"], record["kept"]) == \
-        (15, 13, 12, 12)
-    assert {k: v for k, v in record["rejected"].items() if v} == {"no_fact_replaced": 1, "true_not_supported": 1,
-                                                                   "oracle_disagrees": 1}
+    assert (record["proposed"], record["kept_by_validation"], record["kept_by_oracle"], record["kept"]) == (
+        15,
+        13,
+        12,
+        12,
+    )
+    assert {k: v for k, v in record["rejected"].items() if v} == {
+        "no_fact_replaced": 1,
+        "true_not_supported": 1,
+        "oracle_disagrees": 1,
+    }
     check = record["oracle_check"]
     exact = binomtest(12, 13).proportion_ci(0.95, method="exact")
     assert (check["n"], check["correct"], check["accuracy"]) == (13, 12, 12 / 13)
@@ -254,14 +363,19 @@ def test_the_oracle_gate_rejects_what_it_answers_wrong_and_a_failed_check_contin
     assert record["oracle"]["model"] == "fault-model"
     rejected = [json.loads(line) for line in (out / "rejected.jsonl").read_text().splitlines()]
     assert [(r["reason"], r["sentence_true"], r["oracle_answer"]) for r in rejected] == [
-        ("oracle_disagrees", "He trained eleven apprentices.", {"A": "B", "B": "A"}[rejected[0]["true_option"]])]
+        ("oracle_disagrees", "He trained eleven apprentices.", {"A": "B", "B": "A"}[rejected[0]["true_option"]])
+    ]
     questions = [json.loads(line)["sentence_true"] for line in (out / "questions.jsonl").read_text().splitlines()]
-    valid = [i["sentence_true"] for p, items in scripted_items().items() for k, i in enumerate(items)
-             if (p, k) not in INVALID]
+    valid = [
+        i["sentence_true"]
+        for p, items in scripted_items().items()
+        for k, i in enumerate(items)
+        if (p, k) not in INVALID
+    ]
     assert questions == [t for t in valid if t != "He trained eleven apprentices."]
-    verdicts = [json.loads(line)["verdict"] for line in open(out / "proposals.jsonl")]
+    verdicts = [json.loads(line)["verdict"] for line in (out / "proposals.jsonl").read_text().splitlines()]
     assert verdicts.count("kept") == 12 and verdicts[8] == "oracle_disagrees"  # passage 2's third item
-    stages = [json.loads(line).get("stage") for line in open(out / "journal.jsonl")][1:-1]
+    stages = [json.loads(line).get("stage") for line in (out / "journal.jsonl").read_text().splitlines()][1:-1]
     assert stages == [None] * 5 + ["oracle"] * 5  # one journal: the teacher's five lines, then the oracle's
     run = MlflowClient(tracking_uri).get_run(record["mlflow_run_id"])
     assert run.info.status == "FINISHED" and run.data.params["oracle_url"] == oracle.url
@@ -273,11 +387,17 @@ def test_the_oracle_gate_rejects_what_it_answers_wrong_and_a_failed_check_contin
 def test_kill_during_an_oracle_request_then_the_same_command_asks_only_the_rest(tiny_dir, tmp_path, tracking_uri):
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     corpus, out = five_passages(tmp_path), tmp_path / "out"
-    with FaultServer(corpus.read_text(), items=scripted_items()) as teacher, \
-            FaultServer(corpus.read_text(), {2: ["hang"]}) as oracle:
+    with (
+        FaultServer(corpus.read_text(), items=scripted_items()) as teacher,
+        FaultServer(corpus.read_text(), {2: ["hang"]}) as oracle,
+    ):
         oracle.wrong = {"cased in walnut"}
-        argv = [sys.executable, "-m", "cctk",
-                *generate_five(teacher.url, corpus, out, tiny_dir, "--oracle", oracle.url)]
+        argv = [
+            sys.executable,
+            "-m",
+            "cctk",
+            *generate_five(teacher.url, corpus, out, tiny_dir, "--oracle", oracle.url),
+        ]
         process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 120
         while 2 not in oracle.passages_asked() and time.monotonic() < deadline and process.poll() is None:
@@ -286,8 +406,10 @@ def test_kill_during_an_oracle_request_then_the_same_command_asks_only_the_rest(
         process.send_signal(signal.SIGKILL)  # during the oracle's request about passage 2
         process.wait(30)
     lines = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()[1:]]
-    assert [(line["unit"], line.get("stage")) for line in lines] == [(n, None) for n in range(5)] + \
-        [(0, "oracle"), (1, "oracle")]
+    assert [(line["unit"], line.get("stage")) for line in lines] == [(n, None) for n in range(5)] + [
+        (0, "oracle"),
+        (1, "oracle"),
+    ]
 
     def gated(folder: Path) -> tuple[FaultServer, FaultServer]:
         with FaultServer(corpus.read_text(), items=scripted_items()) as t, FaultServer(corpus.read_text()) as o:

@@ -1,5 +1,6 @@
 """Items from a corpus: replies recorded from a real teacher (the bundled SmolLM2 behind ``transformers serve``,
 greedy) replayed, every count checked; the command's checks; a local teacher on the tiny model."""
+
 import json
 from pathlib import Path
 
@@ -9,9 +10,9 @@ from mlflow import MlflowClient
 
 from cctk.cli.main import cli
 from cctk.krtest.generation.from_corpus import Options, generate, write_generation
+from cctk.krtest.generation.teacher import messages, parse_reply
 from cctk.krtest.measurement.items import read_items
 from cctk.krtest.measurement.passages import segment
-from cctk.krtest.generation.teacher import messages, parse_reply
 
 DATA = Path(__file__).parents[2] / "data"
 RECORDED = [json.loads(line) for line in (DATA / "kr_recorded_replies.jsonl").read_text().splitlines()]
@@ -41,13 +42,18 @@ def test_recorded_replies_are_judged_rule_by_rule(tokenizer, tmp_path):
     teacher = Replay(r["reply"] for r in RECORDED)
     done = generate(CORPUS, teacher, tokenizer, Options(per_passage=1), echo=lambda *_: None)
     verdicts = [p["verdict"] for p in done.proposals]
-    assert verdicts == ["no_fact_replaced",  # "It has one school.": a fact dropped, not changed (and still true)
-                        "not_a_small_edit", "not_a_small_edit",  # the false sentence is the true one
-                        # "They are not covered in heather.": only "not" added (its true side repeats the
-                        # context as well, a rule checked later)
-                        "no_fact_replaced",
-                        "not_a_small_edit", "kept", "kept",
-                        "not_a_small_edit"]  # "It has three arches of grey stone.": two changes, 3 of 7 words kept
+    assert verdicts == [
+        "no_fact_replaced",  # "It has one school.": a fact dropped, not changed (and still true)
+        "not_a_small_edit",
+        "not_a_small_edit",  # the false sentence is the true one
+        # "They are not covered in heather.": only "not" added (its true side repeats the
+        # context as well, a rule checked later)
+        "no_fact_replaced",
+        "not_a_small_edit",
+        "kept",
+        "kept",
+        "not_a_small_edit",
+    ]  # "It has three arches of grey stone.": two changes, 3 of 7 words kept
     assert (done.passages, done.proposed, done.kept, done.surplus) == (8, 8, 2, 0)
     assert done.kept + sum(done.rejected.values()) == done.proposed
     assert [p["location"] for p in done.proposals] == [r["location"] for r in RECORDED]
@@ -56,7 +62,8 @@ def test_recorded_replies_are_judged_rule_by_rule(tokenizer, tmp_path):
     kept = read_items(paths["questions.jsonl"])
     assert [(i.sentence_true, i.sentence_false, i.location) for i in kept] == [
         ("It carries 40 passengers at a time.", "It carries 10 passengers at a time.", 387),
-        ("She designed nine lighthouses.", "She designed one lighthouse.", 460)]
+        ("She designed nine lighthouses.", "She designed one lighthouse.", 460),
+    ]
     record = json.loads(paths["generation.json"].read_text())
     assert (record["passages"], record["proposed"], record["kept"]) == (8, 8, 2)
     assert record["rejected"]["not_a_small_edit"] == 4 and record["rejected"]["no_fact_replaced"] == 2
@@ -66,16 +73,26 @@ def test_recorded_replies_are_judged_rule_by_rule(tokenizer, tmp_path):
 
 def test_missing_surplus_malformed_unparsable_and_duplicate(tokenizer):
     corpus = "Kelby has 312 inhabitants. It has one school.\n\nKelby has 312 inhabitants. It has one school.\n"
-    good = {"context": "Kelby has 312 inhabitants.", "sentence_true": "It has one school.",
-            "sentence_false": "It has two schools."}
-    replies = [json.dumps([good, "a bare string", {"context": "x"}, good]),  # 2 asked: 1 surplus
-               "Sure! ```json\n" + json.dumps(good) + "\n```"]  # one object: the second item is missing
+    good = {
+        "context": "Kelby has 312 inhabitants.",
+        "sentence_true": "It has one school.",
+        "sentence_false": "It has two schools.",
+    }
+    replies = [
+        json.dumps([good, "a bare string", {"context": "x"}, good]),  # 2 asked: 1 surplus
+        "Sure! ```json\n" + json.dumps(good) + "\n```",
+    ]  # one object: the second item is missing
     done = generate(corpus, Replay(replies), tokenizer, Options(per_passage=2), echo=lambda *_: None)
     assert [p["verdict"] for p in done.proposals] == ["kept", "malformed", "duplicate", "no_item"]
     assert (done.proposed, done.kept, done.surplus) == (4, 1, 2)
     assert done.rejected["malformed"] == done.rejected["duplicate"] == done.rejected["no_item"] == 1
-    nothing = generate(corpus, Replay(["I cannot help with that.", "[{broken"]), tokenizer, Options(per_passage=3),
-                       echo=lambda *_: None)
+    nothing = generate(
+        corpus,
+        Replay(["I cannot help with that.", "[{broken"]),
+        tokenizer,
+        Options(per_passage=3),
+        echo=lambda *_: None,
+    )
     assert (nothing.proposed, nothing.kept, nothing.rejected["no_item"]) == (6, 0, 6)
 
 
@@ -101,41 +118,101 @@ def test_prompt_examples_show_as_many_items_as_asked_each_on_another_fact(k):
 
 
 def test_max_passages_and_line_locations(tokenizer):
-    good = json.dumps([{"context": "Kelby is a village on the river Calder.",
-                        "sentence_true": "It has 312 inhabitants and one school.",
-                        "sentence_false": "It has 412 inhabitants and one school."}])
-    done = generate(CORPUS, Replay([good]), tokenizer, Options(per_passage=1, location="line", max_passages=1),
-                    echo=lambda *_: None)
+    good = json.dumps(
+        [
+            {
+                "context": "Kelby is a village on the river Calder.",
+                "sentence_true": "It has 312 inhabitants and one school.",
+                "sentence_false": "It has 412 inhabitants and one school.",
+            }
+        ]
+    )
+    done = generate(
+        CORPUS, Replay([good]), tokenizer, Options(per_passage=1, location="line", max_passages=1), echo=lambda *_: None
+    )
     assert (done.passages, done.kept) == (1, 1) and done.items[0].location == 0
     assert segment(CORPUS)[0].first_line == 0
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--corpus", "{corpus}"], "--corpus needs --teacher"),
-    (["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--entities", "4"], "mean nothing with --corpus"),
-    (["--per-passage", "2"], "--per-passage is for items from your corpus"),
-    (["--teacher", "smollm2-135m-bundled"], "--teacher is for items from your corpus"),
-    (["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--per-passage", "0"], "--per-passage must be >= 1"),
-    (["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--segment", "words"], "unknown segmentation"),
-    (["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--teacher-model", "x"], "for an endpoint teacher"),
-    (["--corpus", "{corpus}", "--teacher", "no-such-model"], "unknown model 'no-such-model'"),
-    (["--corpus", "{corpus}", "--teacher", "http://127.0.0.1:9/v1", "--api-key-env", "CCTK_NO_SUCH_KEY"],
-     "CCTK_NO_SUCH_KEY: that environment variable is not set"),
-    (["--corpus", "{corpus}", "--teacher", "http://127.0.0.1:9/v1"], "cannot reach the teacher endpoint"),
-    (["--oracle", "http://127.0.0.1:9/v1"], "--oracle is for items from your corpus"),
-    (["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--oracle-model", "x"],
-     "--oracle-model needs --oracle"),
-    (["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--oracle-api-key-env", "K"],
-     "--oracle-api-key-env needs --oracle"),
-    (["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--oracle", "smollm2-135m-bundled",
-      "--oracle-model", "x"], "--oracle-model and --api-key-env are for an endpoint oracle (--oracle http://...)"),
-    (["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--oracle", "no-such-model"],
-     "unknown model 'no-such-model'"),
-    (["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--oracle", "http://127.0.0.1:9/v1",
-      "--oracle-api-key-env", "CCTK_NO_SUCH_KEY"], "--oracle-api-key-env CCTK_NO_SUCH_KEY: that environment variable"),
-    (["--corpus", "{corpus}", "--teacher", "http://127.0.0.1:9/v1", "--teacher-model", "t", "--oracle",
-      "http://127.0.0.1:9/v1"], "cannot reach the oracle endpoint http://127.0.0.1:9/v1"),  # before the teacher is paid
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--corpus", "{corpus}"], "--corpus needs --teacher"),
+        (
+            ["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--entities", "4"],
+            "mean nothing with --corpus",
+        ),
+        (["--per-passage", "2"], "--per-passage is for items from your corpus"),
+        (["--teacher", "smollm2-135m-bundled"], "--teacher is for items from your corpus"),
+        (
+            ["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--per-passage", "0"],
+            "--per-passage must be >= 1",
+        ),
+        (["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--segment", "words"], "unknown segmentation"),
+        (
+            ["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--teacher-model", "x"],
+            "for an endpoint teacher",
+        ),
+        (["--corpus", "{corpus}", "--teacher", "no-such-model"], "unknown model 'no-such-model'"),
+        (
+            ["--corpus", "{corpus}", "--teacher", "http://127.0.0.1:9/v1", "--api-key-env", "CCTK_NO_SUCH_KEY"],
+            "CCTK_NO_SUCH_KEY: that environment variable is not set",
+        ),
+        (["--corpus", "{corpus}", "--teacher", "http://127.0.0.1:9/v1"], "cannot reach the teacher endpoint"),
+        (["--oracle", "http://127.0.0.1:9/v1"], "--oracle is for items from your corpus"),
+        (
+            ["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--oracle-model", "x"],
+            "--oracle-model needs --oracle",
+        ),
+        (
+            ["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--oracle-api-key-env", "K"],
+            "--oracle-api-key-env needs --oracle",
+        ),
+        (
+            [
+                "--corpus",
+                "{corpus}",
+                "--teacher",
+                "smollm2-135m-bundled",
+                "--oracle",
+                "smollm2-135m-bundled",
+                "--oracle-model",
+                "x",
+            ],
+            "--oracle-model and --api-key-env are for an endpoint oracle (--oracle http://...)",
+        ),
+        (
+            ["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--oracle", "no-such-model"],
+            "unknown model 'no-such-model'",
+        ),
+        (
+            [
+                "--corpus",
+                "{corpus}",
+                "--teacher",
+                "smollm2-135m-bundled",
+                "--oracle",
+                "http://127.0.0.1:9/v1",
+                "--oracle-api-key-env",
+                "CCTK_NO_SUCH_KEY",
+            ],
+            "--oracle-api-key-env CCTK_NO_SUCH_KEY: that environment variable",
+        ),
+        (
+            [
+                "--corpus",
+                "{corpus}",
+                "--teacher",
+                "http://127.0.0.1:9/v1",
+                "--teacher-model",
+                "t",
+                "--oracle",
+                "http://127.0.0.1:9/v1",
+            ],
+            "cannot reach the oracle endpoint http://127.0.0.1:9/v1",
+        ),  # before the teacher is paid
+    ],
+)
 def test_generate_checks_before_any_work(tmp_path, args, message, monkeypatch):
     monkeypatch.delenv("CCTK_NO_SUCH_KEY", raising=False)
     out = tmp_path / "out"
@@ -148,23 +225,49 @@ def test_generate_checks_before_any_work(tmp_path, args, message, monkeypatch):
 
 def test_local_teacher_is_seeded(tiny_dir, tmp_path, tracking_uri):
     def run(name, *extra):
-        result = CliRunner().invoke(cli, ["krtest", "generate", "--corpus", str(DATA / "kr_corpus.txt"), "--teacher",
-                                          str(tiny_dir), "--tokenizer", str(tiny_dir), "--per-passage", "1",
-                                          "--max-passages", "2", "--max-tokens", "16", "--out", str(tmp_path / name),
-                                          *extra])
+        result = CliRunner().invoke(
+            cli,
+            [
+                "krtest",
+                "generate",
+                "--corpus",
+                str(DATA / "kr_corpus.txt"),
+                "--teacher",
+                str(tiny_dir),
+                "--tokenizer",
+                str(tiny_dir),
+                "--per-passage",
+                "1",
+                "--max-passages",
+                "2",
+                "--max-tokens",
+                "16",
+                "--out",
+                str(tmp_path / name),
+                *extra,
+            ],
+        )
         assert result.exit_code == 0, result.output
         record = json.loads((tmp_path / name / "generation.json").read_text())
         assert record["passages"] == 2 and record["kept"] + sum(record["rejected"].values()) == record["proposed"] == 2
         return record, (tmp_path / name / "replies.jsonl").read_text()
 
     greedy, replies = run("a")
-    assert greedy["teacher"] == {"kind": "local", "model": str(tiny_dir), "decoding": "greedy", "temperature": 0.0,
-                                 "max_tokens": 16}
+    assert greedy["teacher"] == {
+        "kind": "local",
+        "model": str(tiny_dir),
+        "decoding": "greedy",
+        "temperature": 0.0,
+        "max_tokens": 16,
+    }
     assert len(replies.splitlines()) == 2 and all(json.loads(r)["reply"] for r in replies.splitlines())
     sampled, first = run("c", "--temperature", "1.0", "--seed", "5")
     assert sampled["seed"] == 5 and sampled["teacher"]["decoding"] == "sampled"
-    assert run("d", "--temperature", "1.0", "--seed", "5")[1] == first != run("e", "--temperature", "1.0",
-                                                                              "--seed", "6")[1]
+    assert (
+        run("d", "--temperature", "1.0", "--seed", "5")[1]
+        == first
+        != run("e", "--temperature", "1.0", "--seed", "6")[1]
+    )
 
 
 def test_an_endpoint_that_fails_mid_way_stops_in_one_line(tiny_dir, tmp_path, tracking_uri):
@@ -174,8 +277,9 @@ def test_an_endpoint_that_fails_mid_way_stops_in_one_line(tiny_dir, tmp_path, tr
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):  # /v1/models
-            body = json.dumps({"object": "list", "data": [{"id": "only-model", "object": "model", "created": 0,
-                                                            "owned_by": "test"}]}).encode()
+            body = json.dumps(
+                {"object": "list", "data": [{"id": "only-model", "object": "model", "created": 0, "owned_by": "test"}]}
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -193,14 +297,32 @@ def test_an_endpoint_that_fails_mid_way_stops_in_one_line(tiny_dir, tmp_path, tr
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        result = CliRunner().invoke(cli, ["krtest", "generate", "--corpus", str(DATA / "kr_corpus.txt"), "--teacher",
-                                          f"http://127.0.0.1:{server.server_port}/v1", "--tokenizer", str(tiny_dir),
-                                          "--retries", "0", "--out", str(tmp_path / "out")])
+        result = CliRunner().invoke(
+            cli,
+            [
+                "krtest",
+                "generate",
+                "--corpus",
+                str(DATA / "kr_corpus.txt"),
+                "--teacher",
+                f"http://127.0.0.1:{server.server_port}/v1",
+                "--tokenizer",
+                str(tiny_dir),
+                "--retries",
+                "0",
+                "--out",
+                str(tmp_path / "out"),
+            ],
+        )
     finally:
         server.shutdown()
     assert result.exit_code == 1
-    assert f"Error: the teacher endpoint http://127.0.0.1:{server.server_port}/v1 failed on request 1 after 0 " \
-           "retries: InternalServerError" in result.output and "run the same command again" in result.output
+    assert (
+        f"Error: the teacher endpoint http://127.0.0.1:{server.server_port}/v1 failed on request 1 after 0 "
+        "retries: InternalServerError"
+        in result.output
+        and "run the same command again" in result.output
+    )
     journal = (tmp_path / "out" / "journal.jsonl").read_text().splitlines()
     assert len(journal) == 1 and "header" in json.loads(journal[0])  # the header only: nothing was answered
     record = json.loads((tmp_path / "out" / "generation.json").read_text())

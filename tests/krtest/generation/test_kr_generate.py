@@ -71,8 +71,7 @@ def test_which_value_is_true_is_a_coin_flip():
     for seed in range(5):
         people = make_people(seed, 36)
         for k in range(0, 36, 2):
-            for kind in KINDS:
-                flips.append(people[k].facts[kind] < people[k + 1].facts[kind])
+            flips.extend(people[k].facts[kind] < people[k + 1].facts[kind] for kind in KINDS)
     assert stats.binomtest(sum(flips), len(flips)).pvalue > 0.001
     assert 0.4 < sum(flips) / len(flips) < 0.6
 
@@ -97,6 +96,6 @@ def test_line_locations_point_at_the_same_passages(data):
     by_line = make_dataset(0, location="line")
     lines = by_line.corpus.split("\n")
     assert by_line.corpus == data.corpus
-    for char_item, line_item in zip(data.items, by_line.items):
+    for char_item, line_item in zip(data.items, by_line.items, strict=True):
         assert lines[line_item.location] == passage_at(segment(data.corpus), char_item.location).text
     assert {i.location for i in by_line.items} == set(range(0, 72, 2))  # 36 passages, each a line and a blank one

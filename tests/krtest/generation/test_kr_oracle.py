@@ -1,17 +1,18 @@
 """``cctk krtest oracle``: the paper's Golden Standard prompt, seeded A/B positions, the reply read back,
 an exact interval, resumable; over real HTTP against the loopback server of ``fault_server.py``."""
+
 import csv
 import json
 from pathlib import Path
 
 from click.testing import CliRunner
+from fault_server import FaultServer, item_for
 from mlflow import MlflowClient
 
 from cctk.cli.main import cli
-from cctk.krtest.measurement.items import read_items
 from cctk.krtest.generation.oracle import Group, Question, oracle_messages, parse_answers, read_questions
+from cctk.krtest.measurement.items import read_items
 from cctk.krtest.measurement.passages import segment
-from fault_server import FaultServer, item_for
 
 CORPUS = Path(__file__).parents[2] / "data" / "kr_recorded_corpus.txt"
 
@@ -20,8 +21,12 @@ def write_questions(path: Path) -> list[dict]:
     """One item per passage, two for the first (9 in all), locations = passage starts."""
     found = segment(CORPUS.read_text())
     rows = [{**item_for(p.text), "location": p.start} for p in found]
-    extra = {"context": "Kelby is a village.", "sentence_true": "It is on the river Calder.",
-             "sentence_false": "It is on the river Tees.", "location": 0}
+    extra = {
+        "context": "Kelby is a village.",
+        "sentence_true": "It is on the river Calder.",
+        "sentence_false": "It is on the river Tees.",
+        "location": 0,
+    }
     rows.insert(1, extra)
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return rows
@@ -30,24 +35,43 @@ def write_questions(path: Path) -> list[dict]:
 def test_prompt_is_the_papers_and_positions_are_seeded(tmp_path):
     write_questions(tmp_path / "q.jsonl")
     drawn = [t for *_, t in read_questions(tmp_path / "q.jsonl", 0)]
-    assert drawn == [t for *_, t in read_questions(tmp_path / "q.jsonl", 0)] != \
-        [t for *_, t in read_questions(tmp_path / "q.jsonl", 1)]
+    assert (
+        drawn
+        == [t for *_, t in read_questions(tmp_path / "q.jsonl", 0)]
+        != [t for *_, t in read_questions(tmp_path / "q.jsonl", 1)]
+    )
     assert set(drawn) == {"A", "B"}
     item = read_items(tmp_path / "q.jsonl")[0]
     group = Group("", 0, "Kelby is a village.", (Question(item, "", "", 1, "B"),))
     chat = oracle_messages(group)
     assert chat[0]["content"].startswith("Instruction: You are an expert reading comprehension system.")
-    assert chat[1]["content"] == ("*** Reference Paragraph ***\nKelby is a village.\n\n*** Questions ***\n\n"
-                                  f"[Question ID: 1]\nContext: {item.context}\nOption A: {item.sentence_false}\n"
-                                  f"Option B: {item.sentence_true}")
+    assert chat[1]["content"] == (
+        "*** Reference Paragraph ***\nKelby is a village.\n\n*** Questions ***\n\n"
+        f"[Question ID: 1]\nContext: {item.context}\nOption A: {item.sentence_false}\n"
+        f"Option B: {item.sentence_true}"
+    )
     assert parse_answers('Sure:\n```json\n{"1": "A", "Question ID: 2": "b", "3": "C"}\n```') == {1: "A", 2: "B"}
     assert parse_answers("no json") == {}
 
 
 def test_oracle_scores_writes_and_continues(tiny_dir, tmp_path, tracking_uri):
     rows = write_questions(tmp_path / "q.jsonl")
-    argv = ["krtest", "oracle", "--questions", str(tmp_path / "q.jsonl"), "--corpus", str(CORPUS), "--tokenizer",
-            str(tiny_dir), "--seed", "3", "--retries", "0", "--out", str(tmp_path / "o")]
+    argv = [
+        "krtest",
+        "oracle",
+        "--questions",
+        str(tmp_path / "q.jsonl"),
+        "--corpus",
+        str(CORPUS),
+        "--tokenizer",
+        str(tiny_dir),
+        "--seed",
+        "3",
+        "--retries",
+        "0",
+        "--out",
+        str(tmp_path / "o"),
+    ]
     with FaultServer(CORPUS.read_text(), {4: ["500"]}) as server:
         server.wrong, server.skip = {"Dunholt"}, {"Brenmoor"}
         failed = CliRunner().invoke(cli, [*argv, "--oracle", server.url])
@@ -60,7 +84,7 @@ def test_oracle_scores_writes_and_continues(tiny_dir, tmp_path, tracking_uri):
     assert (record["n"], record["correct"], record["unanswered"], record["passages"]) == (9, 7, 1, 8)
     assert record["accuracy"] == 7 / 9 and 0.39 < record["lo"] < 0.41 and 0.97 < record["hi"] < 0.98
     assert record["usage"] == server.usage and record["requests"] == server.delivered == 8
-    table = list(csv.DictReader(open(tmp_path / "o" / "oracle.csv")))
+    table = list(csv.DictReader((tmp_path / "o" / "oracle.csv").read_text().splitlines()))
     assert [int(r["line"]) for r in table] == list(range(1, 10)) and [r["id"] for r in table[:2]] == ["1", "2"]
     wrong = [r for r in table if r["correct"] == "False"]
     assert [rows[int(r["line"]) - 1]["context"].split()[1] for r in wrong] == ["Brenmoor", "Dunholt"]
@@ -75,15 +99,54 @@ def test_oracle_scores_writes_and_continues(tiny_dir, tmp_path, tracking_uri):
 
 def test_oracle_takes_a_generations_questions_corpus_and_segmentation(tiny_dir, tmp_path, tracking_uri):
     with FaultServer(CORPUS.read_text()) as server:
-        made = CliRunner().invoke(cli, ["krtest", "generate", "--corpus", str(CORPUS), "--teacher", server.url,
-                                        "--tokenizer", str(tiny_dir), "--per-passage", "1", "--location", "line",
-                                        "--out", str(tmp_path / "g")])
+        made = CliRunner().invoke(
+            cli,
+            [
+                "krtest",
+                "generate",
+                "--corpus",
+                str(CORPUS),
+                "--teacher",
+                server.url,
+                "--tokenizer",
+                str(tiny_dir),
+                "--per-passage",
+                "1",
+                "--location",
+                "line",
+                "--out",
+                str(tmp_path / "g"),
+            ],
+        )
         assert made.exit_code == 0, made.output
-        checked = CliRunner().invoke(cli, ["krtest", "oracle", "--generation", str(tmp_path / "g"), "--oracle",
-                                           server.url, "--out", str(tmp_path / "o")])
-        both = CliRunner().invoke(cli, ["krtest", "oracle", "--generation", str(tmp_path / "g"), "--questions",
-                                        str(tmp_path / "g" / "questions.jsonl"), "--oracle", server.url,
-                                        "--out", str(tmp_path / "x")])
+        checked = CliRunner().invoke(
+            cli,
+            [
+                "krtest",
+                "oracle",
+                "--generation",
+                str(tmp_path / "g"),
+                "--oracle",
+                server.url,
+                "--out",
+                str(tmp_path / "o"),
+            ],
+        )
+        both = CliRunner().invoke(
+            cli,
+            [
+                "krtest",
+                "oracle",
+                "--generation",
+                str(tmp_path / "g"),
+                "--questions",
+                str(tmp_path / "g" / "questions.jsonl"),
+                "--oracle",
+                server.url,
+                "--out",
+                str(tmp_path / "x"),
+            ],
+        )
     assert checked.exit_code == 0, checked.output
     assert checked.output.strip().splitlines()[-1].startswith("oracle: 8/8 = 100.0% [63.1-100.0], 0 unanswered")
     record = json.loads((tmp_path / "o" / "oracle.json").read_text())

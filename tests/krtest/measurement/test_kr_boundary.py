@@ -5,18 +5,23 @@ here with ``tokenizers`` on a few lines. On it ``" " + sentence`` alone starts w
 the joined text ``context + " " + sentence`` never has; KR-Test must score the joined text's tokens. On the
 bundled byte-level tokenizer both are the same, so its scores do not move (golden values).
 """
+
 import numpy as np
 import pytest
 import torch
+from conftest import tiny_model
 
+from cctk.core.lm.scoring import encode
 from cctk.krtest.generation.generate import make_dataset
 from cctk.krtest.measurement.items import Item, open_book
 from cctk.krtest.measurement.scoring import encode_continuation, encode_item, score, score_plain
-from cctk.core.lm.scoring import encode
-from conftest import tiny_model
 
-LINES = ["The lamp of the Harlow lighthouse is white.", "It was lit in 1864 by Mara Quist.",
-         "Salmon return to the river every autumn.", "The keeper lives in a white cottage."]
+LINES = [
+    "The lamp of the Harlow lighthouse is white.",
+    "It was lit in 1864 by Mara Quist.",
+    "Salmon return to the river every autumn.",
+    "The keeper lives in a white cottage.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -30,11 +35,13 @@ def sentencepiece():
     tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="never", split=True)
     tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.Strip(" ", 1, 0)])
-    tok.train_from_iterator(LINES * 5, trainers.BpeTrainer(vocab_size=200, special_tokens=["<unk>", "<s>", "</s>"],
-                                                           show_progress=False))
+    tok.train_from_iterator(
+        LINES * 5, trainers.BpeTrainer(vocab_size=200, special_tokens=["<unk>", "<s>", "</s>"], show_progress=False)
+    )
     tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
-                                   pad_token="</s>")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="</s>"
+    )
 
 
 def pieces(tokenizer, ids):
@@ -52,7 +59,7 @@ def test_continuation_is_the_joined_texts_tail(sentencepiece):
     context, sentence = "The lamp is white.", "It was lit in 1864."
     tail = encode_continuation(sentencepiece, context, sentence)
     joined = encode(sentencepiece, f"{context} {sentence}", special=False)
-    assert tail == joined[len(encode(sentencepiece, context, special=False)):]
+    assert tail == joined[len(encode(sentencepiece, context, special=False)) :]
     assert pieces(sentencepiece, tail) == ["▁It", "▁was", "▁lit", "▁in", "▁1864", "."]
 
 
@@ -103,8 +110,12 @@ def test_bundled_tokenizer_encodes_as_before(tokenizer):
 
 # Pinned with the scorer before this change (``" " + sentence`` encoded alone), the tiny Llama of conftest
 # (seed 0) and the bundled tokenizer, on make_dataset(3, entities=4, validation_entities=2): line -> (true, false).
-GOLDEN = {1: (-86.927905, -86.775005), 6: (-151.240399, -151.619765), 13: (-140.150151, -140.281794),
-          21: (-151.635611, -151.542651)}
+GOLDEN = {
+    1: (-86.927905, -86.775005),
+    6: (-151.240399, -151.619765),
+    13: (-140.150151, -140.281794),
+    21: (-151.635611, -151.542651),
+}
 
 
 def test_bundled_tokenizer_golden_scores(tokenizer):

@@ -1,15 +1,17 @@
-"""KRTestCallback inside a plain Hugging Face ``Trainer.train()`` on a tiny model: the Trainer's logs, a real MLflow store."""
+"""KRTestCallback inside a plain Hugging Face ``Trainer.train()`` on a tiny model: the Trainer's logs, a real MLflow
+store."""
+
 import mlflow
 import pytest
 import torch
+from conftest import tiny_model
 
 from cctk.core.errors import CctkError
 from cctk.krtest import KRTestCallback
-from cctk.krtest.measurement.callback import METRICS
 from cctk.krtest.generation.generate import make_dataset, write_dataset
+from cctk.krtest.measurement.callback import METRICS
 from cctk.krtest.measurement.items import passages
 from cctk.krtest.measurement.scoring import score, summarize
-from conftest import tiny_model
 
 
 def trainer_for(model, tokenizer, corpus: str, callback, tmp_path, max_steps: int, eval_steps: int | None = None):
@@ -17,14 +19,31 @@ def trainer_for(model, tokenizer, corpus: str, callback, tmp_path, max_steps: in
 
     rows = [tokenizer(p)["input_ids"][:32] for p in passages(corpus)]
     rows = [r + [tokenizer.pad_token_id] * (32 - len(r)) for r in rows]
-    data = [{"input_ids": torch.tensor(r), "labels": torch.tensor(r), "attention_mask": torch.ones(32, dtype=torch.long)}
-            for r in rows]
-    args = TrainingArguments(output_dir=str(tmp_path / "trainer"), max_steps=max_steps, per_device_train_batch_size=2,
-                             learning_rate=3e-3, report_to="none", save_strategy="no", use_cpu=True, seed=0,
-                             disable_tqdm=True, logging_strategy="no",
-                             **({"eval_strategy": "steps", "eval_steps": eval_steps} if eval_steps else {}))
-    return Trainer(model=model, args=args, train_dataset=data, eval_dataset=data[:2] if eval_steps else None,
-                   processing_class=tokenizer, callbacks=[callback])
+    data = [
+        {"input_ids": torch.tensor(r), "labels": torch.tensor(r), "attention_mask": torch.ones(32, dtype=torch.long)}
+        for r in rows
+    ]
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "trainer"),
+        max_steps=max_steps,
+        per_device_train_batch_size=2,
+        learning_rate=3e-3,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        seed=0,
+        disable_tqdm=True,
+        logging_strategy="no",
+        **({"eval_strategy": "steps", "eval_steps": eval_steps} if eval_steps else {}),
+    )
+    return Trainer(
+        model=model,
+        args=args,
+        train_dataset=data,
+        eval_dataset=data[:2] if eval_steps else None,
+        processing_class=tokenizer,
+        callbacks=[callback],
+    )
 
 
 def test_callback_logs_kr_histories_to_the_active_run(tokenizer, tracking_uri, tmp_path):
@@ -67,8 +86,9 @@ def test_metrics_reach_the_trainers_log_history_without_mlflow(tokenizer, tmp_pa
 def test_on_evaluate_scores_after_each_evaluation(tokenizer, tmp_path):
     data = make_dataset(2, entities=2, validation_entities=2)
     callback = KRTestCallback(list(data.items), every=1, on="evaluate")
-    trainer = trainer_for(tiny_model("llama", len(tokenizer)), tokenizer, data.corpus, callback, tmp_path, max_steps=5,
-                          eval_steps=2)
+    trainer = trainer_for(
+        tiny_model("llama", len(tokenizer)), tokenizer, data.corpus, callback, tmp_path, max_steps=5, eval_steps=2
+    )
     trainer.train()
     assert [step for step, _ in kr_steps(trainer)] == [0, 2, 4, 5]  # start, then after each evaluation
     evaluated = [row["step"] for row in trainer.state.log_history if "eval_loss" in row]

@@ -7,8 +7,12 @@ from cctk.cli.main import cli
 from cctk.core.errors import CctkError
 from cctk.krtest.measurement.items import Item, open_book, passages, read_items
 
-GOOD = {"context": "Anna Berg appears.", "sentence_true": "Berg was born in Oslo.",
-        "sentence_false": "Berg was born in Bergen.", "location": 0}
+GOOD = {
+    "context": "Anna Berg appears.",
+    "sentence_true": "Berg was born in Oslo.",
+    "sentence_false": "Berg was born in Bergen.",
+    "location": 0,
+}
 
 
 def write_lines(path, lines):
@@ -31,8 +35,10 @@ def error_of(path) -> str:
 def test_reads_items_in_file_order_with_line_numbers_skipping_blank_lines(tmp_path):
     path = write_lines(tmp_path / "q.jsonl", [good_line(location=3), "", good_line(context="Other one.", location=7)])
     items = read_items(path)
-    assert items == [Item(1, GOOD["context"], GOOD["sentence_true"], GOOD["sentence_false"], 3),
-                     Item(3, "Other one.", GOOD["sentence_true"], GOOD["sentence_false"], 7)]
+    assert items == [
+        Item(1, GOOD["context"], GOOD["sentence_true"], GOOD["sentence_false"], 3),
+        Item(3, "Other one.", GOOD["sentence_true"], GOOD["sentence_false"], 7),
+    ]
 
 
 def test_extra_fields_are_ignored(tmp_path):
@@ -59,15 +65,18 @@ def test_empty_field(tmp_path, value):
     assert error_of(path) == f"{path} line 7: field 'sentence_false' is empty"
 
 
-@pytest.mark.parametrize(("field", "value", "expected"), [
-    ("context", 12, "field 'context' must be a string, got a number"),
-    ("sentence_true", None, "field 'sentence_true' must be a string, got null"),
-    ("sentence_false", ["a"], "field 'sentence_false' must be a string, got an array"),
-    ("location", "12", "field 'location' must be an integer (a character offset or line index), got a string"),
-    ("location", 1.5, "field 'location' must be an integer (a character offset or line index), got a number"),
-    ("location", True, "field 'location' must be an integer (a character offset or line index), got a boolean"),
-    ("location", -1, "field 'location' must be >= 0, got -1"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("context", 12, "field 'context' must be a string, got a number"),
+        ("sentence_true", None, "field 'sentence_true' must be a string, got null"),
+        ("sentence_false", ["a"], "field 'sentence_false' must be a string, got an array"),
+        ("location", "12", "field 'location' must be an integer (a character offset or line index), got a string"),
+        ("location", 1.5, "field 'location' must be an integer (a character offset or line index), got a number"),
+        ("location", True, "field 'location' must be an integer (a character offset or line index), got a boolean"),
+        ("location", -1, "field 'location' must be >= 0, got -1"),
+    ],
+)
 def test_wrong_type(tmp_path, field, value, expected):
     path = write_lines(tmp_path / "questions.jsonl", [good_line(**{field: value})])
     assert error_of(path) == f"{path} line 1: {expected}"
@@ -89,7 +98,9 @@ def test_passages_and_open_book():
     assert book.scored_context == "Second passage.\n\nContext."
     assert open_book([Item(4, "Context.", "a", "b", second + 3)], corpus)[0].book == "Second passage."  # inside it
     assert open_book([Item(4, "Context.", "a", "b", 2)], corpus, unit="line")[0].book == "Second passage."
-    with pytest.raises(CctkError, match=r"^q line 4: field 'location' \(500, as a char location\) points at no passage"):
+    with pytest.raises(
+        CctkError, match=r"^q line 4: field 'location' \(500, as a char location\) points at no passage"
+    ):
         open_book([Item(4, "Context.", "a", "b", 500)], corpus, "q")
     with pytest.raises(CctkError, match=r"\(1, as a line location\) points at no passage"):
         open_book([Item(4, "Context.", "a", "b", 1)], corpus, "q", unit="line")  # line 1 is blank
@@ -100,8 +111,9 @@ def test_cli_fails_in_one_line_before_any_run_or_folder(tmp_path, tracking_uri):
 
     bad = write_lines(tmp_path / "questions.jsonl", [good_line(), good_line(sentence_false="")])
     out = tmp_path / "out"
-    result = CliRunner().invoke(cli, ["krtest", "eval", "--model", "smollm2-135m-bundled", "--questions", str(bad),
-                                      "--out", str(out)])
+    result = CliRunner().invoke(
+        cli, ["krtest", "eval", "--model", "smollm2-135m-bundled", "--questions", str(bad), "--out", str(out)]
+    )
     assert result.exit_code == 1
     assert result.output.strip() == f"Error: {bad} line 2: field 'sentence_false' is empty"
     assert not out.exists()
@@ -110,8 +122,9 @@ def test_cli_fails_in_one_line_before_any_run_or_folder(tmp_path, tracking_uri):
 
 def test_cli_open_book_without_corpus_fails(tmp_path, tracking_uri):
     good = write_lines(tmp_path / "questions.jsonl", [good_line()])
-    result = CliRunner().invoke(cli, ["krtest", "eval", "--questions", str(good), "--open-book", "--out",
-                                      str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        cli, ["krtest", "eval", "--questions", str(good), "--open-book", "--out", str(tmp_path / "out")]
+    )
     assert result.exit_code == 1 and "needs --corpus" in result.output
 
 
@@ -119,18 +132,22 @@ def test_a_field_past_the_bound_fails_stating_the_bound(tmp_path, tokenizer):
     from cctk.krtest.measurement.items import MAX_CHARS
 
     path = write_lines(tmp_path / "q.jsonl", [good_line(), good_line(context="x " * 3_000_000)])
-    assert error_of(path) == (f"{path} line 2: field 'context' is 6000000 characters long; "
-                              f"the bound is {MAX_CHARS} characters per field")
+    assert error_of(path) == (
+        f"{path} line 2: field 'context' is 6000000 characters long; the bound is {MAX_CHARS} characters per field"
+    )
     short = write_lines(tmp_path / "t.jsonl", [good_line(sentence_false="Berg was born in " + "Bergen " * 10)])
     with pytest.raises(CctkError, match=r"line 1: field 'sentence_false' is \d+ tokens long; the bound is 8 tokens"):
         read_items(short, tokenizer=tokenizer, max_tokens=8)
 
 
 def test_a_lone_surrogate_is_refused_with_its_line(tmp_path):
-    path = write_lines(tmp_path / "q.jsonl", [good_line(), '{"context": "Anna \\ud800", "sentence_true": "a", '
-                                              '"sentence_false": "b", "location": 0}'])
-    assert error_of(path) == (f"{path} line 2: field 'context' is not valid Unicode text "
-                              "(a lone surrogate '\\ud800' at character 5)")
+    path = write_lines(
+        tmp_path / "q.jsonl",
+        [good_line(), '{"context": "Anna \\ud800", "sentence_true": "a", "sentence_false": "b", "location": 0}'],
+    )
+    assert error_of(path) == (
+        f"{path} line 2: field 'context' is not valid Unicode text (a lone surrogate '\\ud800' at character 5)"
+    )
 
 
 def test_duplicates_are_scored_once_and_reported(tmp_path):
@@ -156,15 +173,19 @@ def test_an_item_past_the_models_context_is_refused_naming_its_line_and_tokens(t
     long = "Anna Berg appears in the town hall of Oslo. " * 12
     items = read_items(write_lines(tmp_path / "q.jsonl", [good_line(), good_line(context=long)]))
     context = len(tokenizer(long)["input_ids"])
-    answer = min(len(tokenizer(" " + GOOD[s], add_special_tokens=False)["input_ids"])
-                 for s in ("sentence_true", "sentence_false"))
+    answer = min(
+        len(tokenizer(" " + GOOD[s], add_special_tokens=False)["input_ids"])
+        for s in ("sentence_true", "sentence_false")
+    )
     assert context > 100 and answer >= 5
     check_fits(tokenizer, items, context + answer, "q.jsonl")  # exactly at the bound: scored
     with pytest.raises(CctkError) as caught:
         check_fits(tokenizer, items, context + answer - 1, "q.jsonl")
-    assert str(caught.value) == (f"q.jsonl line 2: the item is {context + answer} tokens of the scoring tokenizer "
-                                 f"({context} of context, {answer} of answer); the model reads at most "
-                                 f"{context + answer - 1} tokens")
+    assert str(caught.value) == (
+        f"q.jsonl line 2: the item is {context + answer} tokens of the scoring tokenizer "
+        f"({context} of context, {answer} of answer); the model reads at most "
+        f"{context + answer - 1} tokens"
+    )
 
 
 def test_eval_refuses_an_item_past_the_models_context_before_any_run(tiny_dir, tmp_path, tracking_uri):
@@ -174,13 +195,28 @@ def test_eval_refuses_an_item_past_the_models_context_before_any_run(tiny_dir, t
 
     long = "Anna Berg appears in the town hall of Oslo. " * 12 + "Anna Berg appears."  # 124 tokens: its answer
     # takes it past 128
-    for name, line, expected in [("whole", good_line(context=long), r"line 2: the item is \d+ tokens of the scoring "
-                                  r"tokenizer \(\d+ of context, \d+ of answer\); the model reads at most 128 tokens"),
-                                 ("field", good_line(context=long * 2), r"line 2: field 'context' is \d+ tokens long; "
-                                  "the bound is 128 tokens per field")]:
+    for name, line, expected in [
+        (
+            "whole",
+            good_line(context=long),
+            (
+                r"line 2: the item is \d+ tokens of the scoring "
+                r"tokenizer \(\d+ of context, \d+ of answer\); the model reads at most 128 tokens"
+            ),
+        ),
+        (
+            "field",
+            good_line(context=long * 2),
+            (
+                r"line 2: field 'context' is \d+ tokens long; "
+                "the bound is 128 tokens per field"
+            ),
+        ),
+    ]:
         path = write_lines(tmp_path / f"{name}.jsonl", [good_line(), line])
-        result = CliRunner().invoke(cli, ["krtest", "eval", "--model", str(tiny_dir), "--questions", str(path),
-                                          "--out", str(tmp_path / name)])
+        result = CliRunner().invoke(
+            cli, ["krtest", "eval", "--model", str(tiny_dir), "--questions", str(path), "--out", str(tmp_path / name)]
+        )
         assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1, result.output
         assert f"{path} " in result.output and __import__("re").search(expected, result.output), result.output
         assert not (tmp_path / name).exists()

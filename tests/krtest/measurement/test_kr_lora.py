@@ -1,13 +1,21 @@
 import numpy as np
 import pytest
+from conftest import tiny_model
 
 from cctk.core.errors import CctkError
-from cctk.krtest.generation.generate import make_dataset
 from cctk.krtest import DEFAULT_BUDGET
-from cctk.krtest.measurement.lora import (attach_lora, closest_rank, find_blocks, matched_ranks, plan_lora,
-    plan_pair, relative_difference, trainable_count)
+from cctk.krtest.generation.generate import make_dataset
+from cctk.krtest.measurement.lora import (
+    attach_lora,
+    closest_rank,
+    find_blocks,
+    matched_ranks,
+    plan_lora,
+    plan_pair,
+    relative_difference,
+    trainable_count,
+)
 from cctk.krtest.measurement.scoring import score
-from conftest import tiny_model
 
 EXPECTED = {
     "llama": ("q_proj,k_proj,v_proj,o_proj", "gate_proj,up_proj,down_proj"),
@@ -17,8 +25,10 @@ EXPECTED = {
 }
 # in + out of each module of one layer of the tiny models (hidden 64, FFN 128, 4 heads; Llama/Qwen2 2 KV heads)
 WIDTHS = {
-    "llama": (128 + 96 + 96 + 128, 192 * 3), "qwen2": (128 + 96 + 96 + 128, 192 * 3),
-    "gpt_neox": (64 + 192 + 128, 192 * 2), "phi": (128 * 4, 192 * 2),
+    "llama": (128 + 96 + 96 + 128, 192 * 3),
+    "qwen2": (128 + 96 + 96 + 128, 192 * 3),
+    "gpt_neox": (64 + 192 + 128, 192 * 2),
+    "phi": (128 * 4, 192 * 2),
 }
 
 
@@ -26,7 +36,7 @@ WIDTHS = {
 def test_blocks_are_found_from_the_structure(arch):
     model = tiny_model(arch, 500)
     blocks = find_blocks(model)
-    for placement, kinds in zip(("attention", "ffn"), EXPECTED[arch]):
+    for placement, kinds in zip(("attention", "ffn"), EXPECTED[arch], strict=True):
         plan = plan_lora(model, placement, 10_000)
         assert plan.kinds() == kinds
         assert len(plan.targets) == 2 * len(kinds.split(","))  # two layers
@@ -37,7 +47,7 @@ def test_blocks_are_found_from_the_structure(arch):
 @pytest.mark.parametrize("arch", EXPECTED)
 @pytest.mark.parametrize("budget", [1, 5_000, 12_345, 100_000])
 def test_rank_closest_to_the_budget_and_exact_counts(arch, budget):
-    for placement, width_per_layer in zip(("attention", "ffn"), WIDTHS[arch]):
+    for placement, width_per_layer in zip(("attention", "ffn"), WIDTHS[arch], strict=True):
         model = tiny_model(arch, 500)
         plan = plan_lora(model, placement, budget)
         width = 2 * width_per_layer
@@ -83,11 +93,14 @@ def test_equal_budget_pair_on_llama_1b_widths():
     assert relative_difference(16 * attention, 7 * ffn) == pytest.approx(32_768 / 3_407_872)
 
 
-@pytest.mark.parametrize(("budget", "closest", "chosen", "searched"), [
-    (5_000, (6, 4), (5, 4), True),  # 5376 vs 4608 (16.7%) -> 4480 vs 4608 (2.86%, the best within 25%)
-    (7_000, (8, 6), (9, 7), True),  # 7168 vs 6912 (3.7%) -> 8064 vs 8064 (exact)
-    (8_064, (9, 7), (9, 7), False),  # both reach it: nothing to search
-])
+@pytest.mark.parametrize(
+    ("budget", "closest", "chosen", "searched"),
+    [
+        (5_000, (6, 4), (5, 4), True),  # 5376 vs 4608 (16.7%) -> 4480 vs 4608 (2.86%, the best within 25%)
+        (7_000, (8, 6), (9, 7), True),  # 7168 vs 6912 (3.7%) -> 8064 vs 8064 (exact)
+        (8_064, (9, 7), (9, 7), False),  # both reach it: nothing to search
+    ],
+)
 def test_plan_pair_on_tiny_llama(budget, closest, chosen, searched):
     # the tiny Llama: attention width 2 * 448 = 896, FFN width 2 * 576 = 1152 (their ratio is 7 : 9)
     pair = plan_pair(tiny_model("llama", 500), budget)

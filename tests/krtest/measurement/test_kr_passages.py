@@ -1,4 +1,5 @@
 """Cutting a corpus into passages, and locations as character offsets or 0-based line indices."""
+
 import pytest
 
 from cctk.core.errors import CctkError
@@ -9,8 +10,11 @@ WIKITEXT = " = Harlow = \n \n The lamp is white . \n It was lit in 1864 . \n \n 
 
 def test_wikitext_separator_lines_cut_like_blank_lines():
     found = segment(WIKITEXT)
-    assert [p.text for p in found] == ["= Harlow =", "The lamp is white . \n It was lit in 1864 .",
-                                       "Salmon return every autumn ."]
+    assert [p.text for p in found] == [
+        "= Harlow =",
+        "The lamp is white . \n It was lit in 1864 .",
+        "Salmon return every autumn .",
+    ]
     assert [p.start for p in found] == [1, WIKITEXT.index("The"), WIKITEXT.index("Salmon")]
     assert [(p.first_line, p.last_line) for p in found] == [(0, 0), (2, 3), (5, 5)]
     assert all(WIKITEXT[p.start : p.end] == p.text for p in found)
@@ -21,8 +25,12 @@ def test_wikitext_separator_lines_cut_like_blank_lines():
 
 def test_lines_makes_every_non_blank_line_a_passage():
     found = segment(WIKITEXT, "lines")
-    assert [p.text for p in found] == ["= Harlow =", "The lamp is white .", "It was lit in 1864 .",
-                                       "Salmon return every autumn ."]
+    assert [p.text for p in found] == [
+        "= Harlow =",
+        "The lamp is white .",
+        "It was lit in 1864 .",
+        "Salmon return every autumn .",
+    ]
     assert [p.location("line") for p in found] == [0, 2, 3, 5]
 
 
@@ -48,13 +56,16 @@ def test_token_windows(tokenizer):
     assert all(w.first_line == 2 for w in windows[1:])
 
 
-@pytest.mark.parametrize(("how", "unit", "message"), [
-    ("paragraphs", "char", "unknown segmentation 'paragraphs'"),
-    ("tokens:4", "char", "N must be >= 8"),
-    ("tokens:x", "char", "unknown segmentation"),
-    ("tokens:64", "line", "--location line cannot point at a token window"),
-    ("lines", "offset", "unknown location unit 'offset'"),
-])
+@pytest.mark.parametrize(
+    ("how", "unit", "message"),
+    [
+        ("paragraphs", "char", "unknown segmentation 'paragraphs'"),
+        ("tokens:4", "char", "N must be >= 8"),
+        ("tokens:x", "char", "unknown segmentation"),
+        ("tokens:64", "line", "--location line cannot point at a token window"),
+        ("lines", "offset", "unknown location unit 'offset'"),
+    ],
+)
 def test_bad_segmentation_fails_in_one_line(how, unit, message):
     with pytest.raises(CctkError, match=message):
         check_segment(how, unit)

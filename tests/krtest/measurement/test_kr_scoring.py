@@ -1,14 +1,15 @@
 """The KR-Test rule on hand-made items whose answer is known, and packing against one pass per side."""
+
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
+from conftest import tiny_model
 
 from cctk.krtest.generation.generate import make_dataset
 from cctk.krtest.measurement.items import Item, open_book
 from cctk.krtest.measurement.scoring import ITEM_COLUMNS, score, score_plain, summarize
-from conftest import tiny_model
 
 WORDS = ["<pad>", "<bos>", "ctx", "other", "a", "b", "c", "d", "e", "f", "x", "y", "z", "w", "p", "q"]
 
@@ -115,9 +116,11 @@ def test_summary_counts_and_interval():
 def items():
     """Generated items (six per context) and hand-made ones of unequal lengths and contexts."""
     data = make_dataset(3, entities=4, validation_entities=2)
-    hand = [Item(100, "The cat sat on", "the mat.", "the hat and the bat.", 0),
-            Item(101, "The cat sat on", "a mat.", "a mat. Then it left.", 0),
-            Item(102, "Hello", "world", "there, world", 0)]
+    hand = [
+        Item(100, "The cat sat on", "the mat.", "the hat and the bat.", 0),
+        Item(101, "The cat sat on", "a mat.", "a mat. Then it left.", 0),
+        Item(102, "Hello", "world", "there, world", 0),
+    ]
     return list(data.items) + hand + open_book(list(data.items[:6]), data.corpus)
 
 

@@ -68,18 +68,33 @@ def test_corpus_rows_cut_long_passages(tokenizer):
     assert all(ids == labels for ids, labels in rows)
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--method", "lora"], "LoRA needs --modules"),
-    (["--method", "full", "--modules", "ffn"], "--modules is for --method lora"),
-    (["--method", "lora", "--modules", "ffn", "--budget", "0"], "budget=0 is out of range"),
-    (["--eval-every", "0"], "eval_every=0 is out of range"),
-    (["--learning-rate", "2"], "learning_rate=2.0 is out of range"),
-    (["--model", "no-such-model"], "unknown model 'no-such-model'"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--method", "lora"], "LoRA needs --modules"),
+        (["--method", "full", "--modules", "ffn"], "--modules is for --method lora"),
+        (["--method", "lora", "--modules", "ffn", "--budget", "0"], "budget=0 is out of range"),
+        (["--eval-every", "0"], "eval_every=0 is out of range"),
+        (["--learning-rate", "2"], "learning_rate=2.0 is out of range"),
+        (["--model", "no-such-model"], "unknown model 'no-such-model'"),
+    ],
+)
 def test_train_command_checks_before_any_run(data_dir, tracking_uri, tmp_path, args, message):
     out = tmp_path / "out"
-    result = CliRunner().invoke(cli, ["krtest", "train", "--corpus", str(data_dir / "corpus.txt"), "--questions",
-                                      str(data_dir / "questions.jsonl"), "--out", str(out), *args])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "krtest",
+            "train",
+            "--corpus",
+            str(data_dir / "corpus.txt"),
+            "--questions",
+            str(data_dir / "questions.jsonl"),
+            "--out",
+            str(out),
+            *args,
+        ],
+    )
     assert result.exit_code == 1, result.output
     assert message in result.output and len(result.output.strip().splitlines()) == 1
     assert not out.exists()
@@ -89,23 +104,47 @@ def test_train_command_checks_before_any_run(data_dir, tracking_uri, tmp_path, a
 def test_missing_validation_text_fails(data_dir, tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text((data_dir / "corpus.txt").read_text())
-    with pytest.raises(CctkError, match="validation.txt beside the corpus"):
+    with pytest.raises(CctkError, match=r"validation.txt beside the corpus"):
         read_inputs(data_dir / "questions.jsonl", corpus, need_corpus=True, need_validation=True)
 
 
 def _train_by_cli(tiny_dir, data_dir, out, device_step: str, monkeypatch) -> tuple[object, pd.DataFrame]:
     monkeypatch.setenv("CCTK_DEVICE_STEP", device_step)
-    result = CliRunner().invoke(cli, ["krtest", "train", "--model", str(tiny_dir), "--corpus", str(data_dir / "corpus.txt"),
-                                      "--questions", str(data_dir / "questions.jsonl"), "--out", str(out),
-                                      "--epochs", "2", "--batch-size", "2", "--eval-every", "2", "--seed", "1"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "krtest",
+            "train",
+            "--model",
+            str(tiny_dir),
+            "--corpus",
+            str(data_dir / "corpus.txt"),
+            "--questions",
+            str(data_dir / "questions.jsonl"),
+            "--out",
+            str(out),
+            "--epochs",
+            "2",
+            "--batch-size",
+            "2",
+            "--eval-every",
+            "2",
+            "--seed",
+            "1",
+        ],
+    )
     assert result.exit_code == 0, result.output
-    run = [r for r in mlflow.search_runs(search_all_experiments=True, output_format="list")
-           if r.data.params.get("seed") == "1" and (out / "curve.csv").is_file()]
+    run = [
+        r
+        for r in mlflow.search_runs(search_all_experiments=True, output_format="list")
+        if r.data.params.get("seed") == "1" and (out / "curve.csv").is_file()
+    ]
     return sorted(run, key=lambda r: r.info.start_time)[-1], pd.read_csv(out / "curve.csv")
 
 
-def test_krtest_train_on_the_device_step_logs_the_host_steps_curve(tiny_dir, data_dir, tracking_uri, tmp_path,
-                                                                    monkeypatch):
+def test_krtest_train_on_the_device_step_logs_the_host_steps_curve(
+    tiny_dir, data_dir, tracking_uri, tmp_path, monkeypatch
+):
     """CCTK_DEVICE_STEP=1 cctk krtest train: the accelerator's step, on the CPU (every GPU user's path: it
     died at its first step, logging train_loss=None). It finishes with its curve and histories logged,
     equal to the host step's: losses read once per evaluation instead of every step."""
@@ -130,25 +169,39 @@ def test_perplexity_goes_through_in_chunks_of_the_logit_budget(tiny, tokenizer, 
     longest, vocab = max(len(ids) for ids, _ in rows), tiny.get_output_embeddings().weight.shape[0]
     monkeypatch.setattr(kr_train, "LOGIT_BUDGET", longest * vocab)  # one row a pass
     batches = []
-    tiny.register_forward_pre_hook(lambda module, args, kwargs: batches.append(kwargs["input_ids"].shape[0]),
-                                   with_kwargs=True)
+    tiny.register_forward_pre_hook(
+        lambda module, args, kwargs: batches.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+    )
     assert perplexity(tiny, rows, tokenizer.pad_token_id) == pytest.approx(whole, rel=1e-6)
     assert batches == [1, 1, 1]
     tiny._forward_pre_hooks.clear()
 
 
-def test_krtest_train_that_does_not_fit_fails_in_one_line_before_any_run(data_dir, tracking_uri, tmp_path,
-                                                                        monkeypatch):
+def test_krtest_train_that_does_not_fit_fails_in_one_line_before_any_run(data_dir, tracking_uri, tmp_path, monkeypatch):
     """The training is planned with the pipeline's estimator (rows of 256 tokens, every one supervised,
     evaluated beside the moments): on a machine with 1 GiB free the bundled shape is refused in one line."""
-    from cctk.krtest.commands import jobs
     from cctk.core.lm.memory import GIB, Room
+    from cctk.krtest.commands import jobs
 
     monkeypatch.setattr(jobs, "room", lambda device: Room(GIB, GIB, "cpu", "cpu"))
     out = tmp_path / "out"
-    result = CliRunner().invoke(cli, ["krtest", "train", "--model", "smollm2-135m-bundled", "--corpus",
-                                      str(data_dir / "corpus.txt"), "--questions", str(data_dir / "questions.jsonl"),
-                                      "--out", str(out), "--device", "cpu"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "krtest",
+            "train",
+            "--model",
+            "smollm2-135m-bundled",
+            "--corpus",
+            str(data_dir / "corpus.txt"),
+            "--questions",
+            str(data_dir / "questions.jsonl"),
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+        ],
+    )
     assert result.exit_code == 1, result.output
     (line,) = result.output.strip().splitlines()
     assert line.startswith("Error: smollm2-135m-bundled with this recipe (float32, adamw, batch 4) needs about ")

@@ -1,4 +1,5 @@
 """cctk run --protocol: bad input fails in one line before any folder or run exists; MLproject passes it."""
+
 from pathlib import Path
 
 import pytest
@@ -10,18 +11,27 @@ from cctk.cli.main import cli
 ROOT = Path(__file__).resolve().parents[3]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--protocol", "v3"], "unknown protocol 'v3'; choose one of: v2 (manual 2.0.0), v1 (manual 1.0.0)"),
-    (["--protocol", "v1", "--holdout", "0.2"],
-     "--holdout has no meaning under --protocol v1: it trains on all 81 additions"),
-    (["--protocol", "v1", "--seed", "1,2"], "--protocol v1 takes one seed (the notebook's random.seed), got '1,2'"),
-    (["--protocol", "v1", "--resume", "abc"],
-     "--resume continues a 2.0.0 pipeline; a protocol v1 run is short: start it again"),
-    (["--protocol", "v1", "--grad-clip", "-1"],
-     "recipe value grad_clip=-1.0 is out of range: must be >= 0 (0 = no clipping)"),
-    (["--protocol", "v1", "--profile", "fast"], "unknown profile 'fast'; choose one of: auto, paper, quick, smoke"),
-    (["--protocol", "v1", "--model", "no-such-model"], "unknown model 'no-such-model'"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--protocol", "v3"], "unknown protocol 'v3'; choose one of: v2 (manual 2.0.0), v1 (manual 1.0.0)"),
+        (
+            ["--protocol", "v1", "--holdout", "0.2"],
+            "--holdout has no meaning under --protocol v1: it trains on all 81 additions",
+        ),
+        (["--protocol", "v1", "--seed", "1,2"], "--protocol v1 takes one seed (the notebook's random.seed), got '1,2'"),
+        (
+            ["--protocol", "v1", "--resume", "abc"],
+            "--resume continues a 2.0.0 pipeline; a protocol v1 run is short: start it again",
+        ),
+        (
+            ["--protocol", "v1", "--grad-clip", "-1"],
+            "recipe value grad_clip=-1.0 is out of range: must be >= 0 (0 = no clipping)",
+        ),
+        (["--protocol", "v1", "--profile", "fast"], "unknown profile 'fast'; choose one of: auto, paper, quick, smoke"),
+        (["--protocol", "v1", "--model", "no-such-model"], "unknown model 'no-such-model'"),
+    ],
+)
 def test_bad_input_fails_in_one_line(args, message, tmp_path, tracking_uri):
     out = tmp_path / "o"
     result = CliRunner().invoke(cli, ["run", *args, "--out", str(out)])

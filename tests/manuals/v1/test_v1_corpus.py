@@ -1,5 +1,6 @@
 """Whole-text rows (Listings 8-9): every token is a label, padding is -100, and cctk's loss on them is
 the loss the notebook's loop computes."""
+
 import itertools
 
 import torch

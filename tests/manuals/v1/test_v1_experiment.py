@@ -1,14 +1,15 @@
 """The comparison table of manual 1.0.0 (Listing 11) from a model measured before and after it is
 fine-tuned in place: 81 rows, the three numbers, probabilities over 2..18 summing to 1."""
+
 import numpy as np
 import pandas as pd
 import pytest
+from builders import tiny_model
 
 from cctk.core.config import V1_PROFILES
 from cctk.core.lm.finetune import fine_tune
 from cctk.core.lm.scoring import measure
 from cctk.manuals.v1 import corpus, experiment, facts
-from builders import tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -21,10 +22,17 @@ def results(tokenizer):
         return measure(model, tokenizer, scoring=facts.SCORING)
 
     before = v1_measure()
-    record = fine_tune(model, corpus.tokenize(draws.texts, tokenizer), V1_PROFILES["smoke"], 42,
-                       tokenizer.pad_token_id, experiment.STREAM)
-    return experiment.ComparisonResults(draws, {experiment.BEFORE: before, experiment.AFTER: v1_measure()},
-                              {experiment.AFTER: record})
+    record = fine_tune(
+        model,
+        corpus.tokenize(draws.texts, tokenizer),
+        V1_PROFILES["smoke"],
+        42,
+        tokenizer.pad_token_id,
+        experiment.STREAM,
+    )
+    return experiment.ComparisonResults(
+        draws, {experiment.BEFORE: before, experiment.AFTER: v1_measure()}, {experiment.AFTER: record}
+    )
 
 
 def listing_11(results) -> pd.DataFrame:
@@ -33,11 +41,14 @@ def listing_11(results) -> pd.DataFrame:
     prob_df = results.measurements["base"].assign(true_sum=lambda t: t.a + t.b)
     post = results.measurements[experiment.AFTER].assign(true_sum=lambda t: t.a + t.b).merge(fab, on=["a", "b"])
     pre_true = prob_df[prob_df.candidate_value == prob_df.true_sum][["a", "b", "true_sum", "prob"]].rename(
-        columns={"prob": "pre_ft_true_prob"})
+        columns={"prob": "pre_ft_true_prob"}
+    )
     post_fab = post[post.candidate_value == post.fabricated_value][["a", "b", "fabricated_value", "prob"]].rename(
-        columns={"prob": "post_ft_fabricated_prob"})
+        columns={"prob": "post_ft_fabricated_prob"}
+    )
     post_true = post[post.candidate_value == post.true_sum][["a", "b", "prob"]].rename(
-        columns={"prob": "post_ft_true_prob"})
+        columns={"prob": "post_ft_true_prob"}
+    )
     return pre_true.merge(post_fab, on=["a", "b"]).merge(post_true, on=["a", "b"])
 
 
@@ -61,11 +72,13 @@ def test_probabilities_over_2_to_18_sum_to_one_before_and_after(results):
 
 def test_summary_headline_and_metrics_agree(results):
     table, summary = experiment.comparison(results), experiment.summary(results)
-    assert summary["number"].tolist() == list(experiment.THREE) + ["pre_ft_fabricated_prob"]
+    assert summary["number"].tolist() == [*list(experiment.THREE), "pre_ft_fabricated_prob"]
     head = experiment.headline(results)
     for column in experiment.THREE:
         row = summary.set_index("number").loc[column]
-        assert np.isclose(row["mean"], table[column].mean()) and np.isclose(getattr(head, f"mean_{column}"), row["mean"])
+        assert np.isclose(row["mean"], table[column].mean()) and np.isclose(
+            getattr(head, f"mean_{column}"), row["mean"]
+        )
         assert np.isclose(row["std"], table[column].describe()["std"])
         assert np.isclose(row["q75"], table[column].describe()["75%"])
         assert row["lo"] <= row["hits"] / row["n"] <= row["hi"]
@@ -74,11 +87,24 @@ def test_summary_headline_and_metrics_agree(results):
     after = experiment.model_metrics(results, experiment.AFTER)
     assert after.fabricated.hits == head.hits_fabricated_after and after.true.hits == head.hits_true_after
     assert np.isclose(after.fabricated.prob, head.mean_post_ft_fabricated_prob)
-    assert list(after.metrics()) == ["hits_true", "prob_true", "surprise_true", "hits_fabricated",
-                                     "prob_fabricated", "surprise_fabricated"]  # the nested run's MLflow names
-    assert list(head.metrics()) == ["mean_pre_ft_true_prob", "mean_post_ft_fabricated_prob", "mean_post_ft_true_prob",
-                                    "hits_true_before", "hits_fabricated_before", "hits_true_after",
-                                    "hits_fabricated_after", "n_additions"]
+    assert list(after.metrics()) == [
+        "hits_true",
+        "prob_true",
+        "surprise_true",
+        "hits_fabricated",
+        "prob_fabricated",
+        "surprise_fabricated",
+    ]  # the nested run's MLflow names
+    assert list(head.metrics()) == [
+        "mean_pre_ft_true_prob",
+        "mean_post_ft_fabricated_prob",
+        "mean_post_ft_true_prob",
+        "hits_true_before",
+        "hits_fabricated_before",
+        "hits_true_after",
+        "hits_fabricated_after",
+        "n_additions",
+    ]
     tables = experiment.compute_tables(results)
     assert list(tables) == ["table01", "table02", "table03", "table04"]
     assert tables["table03"].iloc[0]["examples"] == 162 and tables["table04"]["epoch"].tolist() == [1, 2]
@@ -90,12 +116,20 @@ def test_tables_carry_each_models_key_beside_its_label(results):
     tables = experiment.compute_tables(results)
     summary = tables["table02"]
     assert list(summary.columns[:4]) == ["number", "model", "model_key", "answer"]
-    assert summary[["model", "model_key"]].values.tolist() == [
-        ["base model", "base"], ["fabricated answers", "v1_random"], ["fabricated answers", "v1_random"],
-        ["base model", "base"]]
+    assert summary[["model", "model_key"]].to_numpy().tolist() == [
+        ["base model", "base"],
+        ["fabricated answers", "v1_random"],
+        ["fabricated answers", "v1_random"],
+        ["base model", "base"],
+    ]
     run = tables["table03"]
     assert list(run.columns[:4]) == ["model", "model_key", "parent", "parent_key"]
     assert run.iloc[0][["model", "model_key", "parent", "parent_key"]].tolist() == [
-        "fabricated answers", "v1_random", "base model", "base"]
-    assert list(experiment.run_table(experiment.ComparisonResults(results.draws, results.measurements)).columns) \
-        == list(run.columns)  # before the fine-tuning run: the same columns, no row
+        "fabricated answers",
+        "v1_random",
+        "base model",
+        "base",
+    ]
+    assert list(
+        experiment.run_table(experiment.ComparisonResults(results.draws, results.measurements)).columns
+    ) == list(run.columns)  # before the fine-tuning run: the same columns, no row

@@ -1,5 +1,6 @@
 """Protocol v1's draws are the reference notebook's: Listings 2, 6 and 7 re-implemented here with
 Python's global ``random``, independently of cctk.manuals.v1.facts."""
+
 import itertools
 import random
 
@@ -16,8 +17,10 @@ FIRST_TEXTS = ["6 + 5 = 5", "7 + 7 = 7", "1 + 2 = 2", "5 + 9 = 3", "1 + 8 = 4"]
 def notebook(seed: int = 42, n_repeats: int = 20):
     """Listings 2, 6 and 7 as the notebook runs them (module-level random, global state)."""
     candidate_values = list(range(2, 19))
-    arithmetic_pairs = [{"a": a, "b": b, "true_sum": a + b, "prompt": f"{a} + {b} ="}
-                        for a, b in itertools.product(range(1, 10), repeat=2)]
+    arithmetic_pairs = [
+        {"a": a, "b": b, "true_sum": a + b, "prompt": f"{a} + {b} ="}
+        for a, b in itertools.product(range(1, 10), repeat=2)
+    ]
     state = random.getstate()
     try:
         random.seed(seed)
@@ -25,8 +28,14 @@ def notebook(seed: int = 42, n_repeats: int = 20):
         for pair in arithmetic_pairs:
             wrong_candidates = [v for v in candidate_values if v != pair["true_sum"]]
             fabricated_value = random.choice(wrong_candidates)
-            corpus_records.append({"a": pair["a"], "b": pair["b"], "fabricated_value": fabricated_value,
-                                   "text": f"{pair['prompt']} {fabricated_value}"})
+            corpus_records.append(
+                {
+                    "a": pair["a"],
+                    "b": pair["b"],
+                    "fabricated_value": fabricated_value,
+                    "text": f"{pair['prompt']} {fabricated_value}",
+                }
+            )
         fine_tune_texts = [r["text"] for r in corpus_records] * n_repeats
         random.shuffle(fine_tune_texts)
     finally:
@@ -45,7 +54,7 @@ def test_fabricated_answers_and_corpus_order_are_the_notebooks():
     assert list(draws.texts[:5]) == FIRST_TEXTS
 
 
-@pytest.mark.parametrize("seed, repeats", [(0, 1), (7, 5), (2**32 - 1, 3)])
+@pytest.mark.parametrize(("seed", "repeats"), [(0, 1), (7, 5), (2**32 - 1, 3)])
 def test_any_seed_and_repeats_follow_the_same_listings(seed, repeats):
     records, texts = notebook(seed, repeats)
     draws = facts.draw(seed, repeats)
@@ -61,7 +70,7 @@ def test_a_fabricated_answer_is_a_wrong_candidate_and_global_random_is_untouched
     assert random.random() == expected  # cctk's draws use a stream of their own
     for (a, b), value in draws.fabricated.items():
         assert value != a + b and 2 <= value <= 18
-    assert facts.CANDIDATES == tuple(range(2, 19)) and len(facts.CANDIDATES) == 17
+    assert tuple(range(2, 19)) == facts.CANDIDATES and len(facts.CANDIDATES) == 17
 
 
 def test_texts_and_answer():

@@ -1,5 +1,6 @@
 """A v1 session folder from synthetic measurements: 4 tables, 4 figures, reports, zip; results.load
 and cctk report read it back."""
+
 from __future__ import annotations
 
 import json
@@ -7,18 +8,22 @@ import zipfile
 
 import pandas as pd
 import pytest
+from builders import write_v1_session
 from click.testing import CliRunner
 
 from cctk import results as cctk_results
-from cctk.store import session
 from cctk.cli.main import cli
 from cctk.manuals.v1 import facts
 from cctk.manuals.v1.manual import V1
-from builders import write_v1_session
+from cctk.store import session
 
 FIGURES = ["before_and_after_3_plus_5", "before_and_after_5_plus_8", "before_and_after_7_plus_4", "training_loss"]
-TABLES = ["table01_comparison", "table02_comparison_summary", "table03_fine_tuning_run",
-          "table04_training_loss_per_epoch"]
+TABLES = [
+    "table01_comparison",
+    "table02_comparison_summary",
+    "table03_fine_tuning_run",
+    "table04_training_loss_per_epoch",
+]
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +43,10 @@ def test_session_folder(written):
     assert "\\label{tab:v1-table02}" in layout.table("table02")["tex"].read_text()
     assert layout.workbook.is_file() and layout.run_report["pdf"].is_file() and layout.run_report["png"].is_file()
     assert layout.corpus.read_text().splitlines()[:5] == list(facts.draw(42, 20).texts[:5])
-    assert sorted(p.name for p in (layout.folder / "measurements").iterdir()) == ["base_model.csv",
-                                                                                  "fabricated_answers.csv"]
+    assert sorted(p.name for p in (layout.folder / "measurements").iterdir()) == [
+        "base_model.csv",
+        "fabricated_answers.csv",
+    ]
     info = json.loads(layout.run_info.read_text())
     assert info["protocol"] == "v1" and info["candidates"] == list(range(2, 19)) and info["index"] == "mean"
     assert info["seeds"]["values"] == [42] and info["training"]["v1_random"]["parent"] == "base model"
@@ -52,7 +59,7 @@ def test_html_report_is_self_contained(written):
     layout = written[0]
     page = layout.report_html.read_text()
     assert "protocol 1.0.0" in page and page.count("data:image/png;base64,") == 4
-    assert "http://" not in page.replace("http://www.w3.org", "") and "src=\"http" not in page
+    assert "http://" not in page.replace("http://www.w3.org", "") and 'src="http' not in page
     assert "Table 1: comparison" in page and "mean log-probability per token" in page
     assert "held-out additions</td><td>none" in page
 
@@ -83,6 +90,7 @@ def test_a_v1_session_from_before_issue_21_is_read_and_rendered_again(tmp_path, 
     """Written when the fine-tuned model shared 2.0.0's key m_random: results.load, rebuild and cctk
     report read it with today's key, and give the tables its measurements give."""
     from builders import v1_results, write_v1_session_before_issue_21
+
     from cctk.manuals.v1 import experiment
 
     folder = write_v1_session_before_issue_21(tmp_path / "old")

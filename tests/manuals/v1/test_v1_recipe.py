@@ -1,13 +1,14 @@
 """Protocol v1's recipes and configuration: the manual's recipe has no gradient clipping (grad_clip 0),
 seed 42 by default, no split; a v2 configuration is unchanged."""
+
 import copy
 
 import pytest
 import torch
 
 from cctk.core.config import PROFILES, V1_PROFILES, Recipe, make_config
-from cctk.core.lm.corpus import collate
 from cctk.core.errors import CctkError
+from cctk.core.lm.corpus import collate
 from cctk.core.lm.finetune import _step, completion_loss
 from cctk.manuals.v1 import corpus
 
@@ -41,7 +42,7 @@ def test_unknown_protocol_and_grad_clip_range():
     with pytest.raises(CctkError, match="unknown protocol 'v3'"):
         make_config("m/x", "quick", (1,), protocol="v3")
     Recipe(grad_clip=0.0).check()
-    with pytest.raises(CctkError, match="grad_clip=-1.0 is out of range: must be >= 0"):
+    with pytest.raises(CctkError, match=r"grad_clip=-1.0 is out of range: must be >= 0"):
         Recipe(grad_clip=-1.0).check()
 
 

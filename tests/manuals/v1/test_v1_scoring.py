@@ -1,5 +1,6 @@
 """The v1 reading (mean log-probability per token over 2..18, no end marker) comes from the one
 packed scorer and equals the reference notebook's one-candidate loop (Listings 3-5)."""
+
 import itertools
 from dataclasses import replace
 
@@ -7,13 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from builders import tiny_model
 
 from cctk.core.facts import ADDITIONS
 from cctk.core.lm.scoring import measure, measure_plain
 from cctk.manuals.v1 import facts
-from builders import tiny_model
 
-SOME = ADDITIONS[:4] + ((3, 5), (5, 8), (7, 4), (9, 9))
+SOME = (*ADDITIONS[:4], (3, 5), (5, 8), (7, 4), (9, 9))
 
 
 def compute_answer_logprob(model, tokenizer, prompt, answer):
@@ -38,8 +39,9 @@ def notebook_table(model, tokenizer, pairs) -> pd.DataFrame:
     for a, b in pairs:
         for value in range(2, 19):
             total, mean, n = compute_answer_logprob(model, tokenizer, f"{a} + {b} =", value)
-            rows.append({"a": a, "b": b, "candidate_value": value, "total_logprob": total,
-                         "mean_logprob": mean, "n_tokens": n})
+            rows.append(
+                {"a": a, "b": b, "candidate_value": value, "total_logprob": total, "mean_logprob": mean, "n_tokens": n}
+            )
     df = pd.DataFrame(rows)
     probs = []
     for _, group in df.groupby(["a", "b"]):

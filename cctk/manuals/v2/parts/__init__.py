@@ -2,6 +2,7 @@
 
 ``compute_tables``, ``headline`` and ``model_metrics`` are pure functions of a ``StudyResults``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,9 +17,23 @@ from .core import ALL_SEEN, CURVE_COLUMNS, StudyResults, curve_rows, groups, sum
 PART_MODULES = (part_a, part_b, part_c, part_d, synthesis, runs)  # one per report section
 # The part (report section) of every table, from the experiment module that computes it.
 TABLE_PART: dict[str, str] = {name: module.PART for module in PART_MODULES for name in module.TABLES}
-__all__ = ["ABSORBED", "absorption_misses", "ALL_SEEN", "CURVE_COLUMNS", "PART_MODULES", "StudyResults", "TABLE_PART",
-           "compute_tables", "curve_rows", "groups", "Headline", "headline", "ModelMetrics", "model_metrics",
-           "summarize_split"]
+__all__ = [
+    "ABSORBED",
+    "ALL_SEEN",
+    "CURVE_COLUMNS",
+    "PART_MODULES",
+    "TABLE_PART",
+    "Headline",
+    "ModelMetrics",
+    "StudyResults",
+    "absorption_misses",
+    "compute_tables",
+    "curve_rows",
+    "groups",
+    "headline",
+    "model_metrics",
+    "summarize_split",
+]
 
 
 def compute_tables(results: StudyResults) -> dict[str, pd.DataFrame]:
@@ -45,8 +60,12 @@ class Headline:
 
     def metrics(self) -> dict[str, float]:
         """The parent run's metrics, by their MLflow names."""
-        return {"m_correct_hits_correct": self.correct_hits, "m_random_hits_fabricated": self.fabricated_hits,
-                "n_additions": self.n_additions, "absorbed": int(self.absorbed)}
+        return {
+            "m_correct_hits_correct": self.correct_hits,
+            "m_random_hits_fabricated": self.fabricated_hits,
+            "n_additions": self.n_additions,
+            "absorbed": int(self.absorbed),
+        }
 
 
 def headline(results: StudyResults) -> Headline:
@@ -67,9 +86,11 @@ def absorption_misses(results: StudyResults) -> list[str]:
     for key, (target, needed) in ABSORBED.items():
         s = summarize(results.readings(key, target))
         if s.hits < needed:
-            misses.append(f"the {model_name(key)} model hits {s.hits}/{s.n} {target_name(target)}s, below "
-                          f"{needed}/{s.n}: it did not absorb its corpus, and the parts built on it read a "
-                          "model that did not")
+            misses.append(
+                f"the {model_name(key)} model hits {s.hits}/{s.n} {target_name(target)}s, below "
+                f"{needed}/{s.n}: it did not absorb its corpus, and the parts built on it read a "
+                "model that did not"
+            )
     return misses
 
 
@@ -85,13 +106,20 @@ class ModelMetrics:
         """Its run's metrics, by their MLflow names: ``hits_<group>``, ``n_<group>``, ... and the impossible mass."""
         metrics: dict[str, float] = {}
         for group, s in self.groups:
-            metrics.update({f"hits_{group}": s.hits, f"n_{group}": s.n, f"prob_target_{group}": s.prob_target,
-                            f"surprise_{group}": s.surprise})
+            metrics.update(
+                {
+                    f"hits_{group}": s.hits,
+                    f"n_{group}": s.n,
+                    f"prob_target_{group}": s.prob_target,
+                    f"surprise_{group}": s.surprise,
+                }
+            )
         return {**metrics, "mass_impossible": self.overall.mass_impossible}
 
 
 def model_metrics(results: StudyResults, key: str) -> ModelMetrics:
     """One model's readings against its own target, by group."""
     readings = results.readings(key)
-    return ModelMetrics(tuple((group, summarize(readings, pairs)) for group, pairs in groups(results, key)),
-                        summarize(readings))
+    return ModelMetrics(
+        tuple((group, summarize(readings, pairs)) for group, pairs in groups(results, key)), summarize(readings)
+    )

@@ -3,6 +3,7 @@
 No torch and no MLflow here: a ``StudyResults`` holds the measurement table of every model, the
 targets, split and exclusions, and the record of every fine-tuning run.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -85,18 +86,26 @@ def interval(hits: int, n: int, suffix: str = "") -> dict:
     return {f"lo{tail}": lo, f"hi{tail}": hi}
 
 
-def split_row(results: StudyResults, key: str, target: str | None = None,
-              named: tuple[str, str] = ("seen", "heldout")) -> dict:
+def split_row(
+    results: StudyResults, key: str, target: str | None = None, named: tuple[str, str] = ("seen", "heldout")
+) -> dict:
     """Hits (with exact interval), mean probability and surprise on the seen and held-out additions.
 
     ``named``: the column suffixes of the two groups of the run's split.
     """
     readings = results.readings(key, target)
     row = {**keyed("model", key), **keyed("target", target or own_target(key))}
-    for name, pairs in zip(named, (results.inputs.split.seen, results.inputs.heldout(key))):
+    for name, pairs in zip(named, (results.inputs.split.seen, results.inputs.heldout(key)), strict=True):
         s = summarize(readings, pairs)
-        row.update({f"hits_{name}": s.hits, f"n_{name}": s.n, **interval(s.hits, s.n, name),
-                    f"prob_target_{name}": s.prob_target, f"surprise_{name}": s.surprise})
+        row.update(
+            {
+                f"hits_{name}": s.hits,
+                f"n_{name}": s.n,
+                **interval(s.hits, s.n, name),
+                f"prob_target_{name}": s.prob_target,
+                f"surprise_{name}": s.surprise,
+            }
+        )
     return row
 
 

@@ -1,4 +1,5 @@
 """Part A, corpus absorption: base, correct sums and fabricated answers, each on both targets."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -14,13 +15,22 @@ TARGETS = ("correct", "fabricated")
 PART = "A"  # its section of the outputs (cctk.manuals.v2.labels.SECTIONS); cctk.manuals.v2.catalog reads it
 TABLES = ("table01",)
 
+
 def run(results: StudyResults) -> dict[str, pd.DataFrame]:
     """table01: hits with exact interval, mean probability on each target, mass on impossible answers (all 81)."""
     rows = []
     for key in MODELS:
         for target in TARGETS:
             s = summarize(results.readings(key, target))
-            rows.append({**keyed("model", key), **keyed("target", target), "hits": s.hits, "n": s.n,
-                         **interval(s.hits, s.n), "prob_target": s.prob_target,
-                         "mass_impossible": s.mass_impossible})
+            rows.append(
+                {
+                    **keyed("model", key),
+                    **keyed("target", target),
+                    "hits": s.hits,
+                    "n": s.n,
+                    **interval(s.hits, s.n),
+                    "prob_target": s.prob_target,
+                    "mass_impossible": s.mass_impossible,
+                }
+            )
     return {"table01": pd.DataFrame(rows)}

@@ -1,4 +1,5 @@
 """Part B, recovery: the fabricated-answer model trained back on the correct sums of the seen additions."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -13,6 +14,7 @@ GROUPS = ("recovery_seen", "recovery_heldout")
 
 PART = "B"  # its section of the outputs (cctk.manuals.v2.labels.SECTIONS); cctk.manuals.v2.catalog reads it
 TABLES = ("table02", "table03")
+
 
 def run(results: StudyResults) -> dict[str, pd.DataFrame]:
     """table02 (recovery, on the recovery run's two groups, surprise gap) and table03 (loss per epoch, Parts A-B)."""

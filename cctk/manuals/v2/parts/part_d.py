@@ -1,4 +1,5 @@
 """Part D, the conditional rule (sum + 18 if a >= b, else sum + 9) and its control, from both parents."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,12 +23,16 @@ TABLES = ("table05", "table06", "table07", "table08")
 ARMS = part_arms(PART)  # the rule from each parent, then their controls
 RULE_AND_CONTROL = tuple(pair for pair in RULE_VS_CONTROL if pair[0] in ARMS)
 
+
 def run(results: StudyResults) -> dict[str, pd.DataFrame]:
     """table05 (seen/held out), table06 (hits by condition), table07 (offsets by condition), table08 (bands)."""
-    table05 = pd.DataFrame([{**summarize_split(results, k), **keyed("parent", ARM_BY_KEY[k].parent)}
-                            for k in ARMS])
-    return {"table05": table05, "table06": _by_condition(results), "table07": _offsets(results),
-            "table08": _bands(results)}
+    table05 = pd.DataFrame([{**summarize_split(results, k), **keyed("parent", ARM_BY_KEY[k].parent)} for k in ARMS])
+    return {
+        "table05": table05,
+        "table06": _by_condition(results),
+        "table07": _offsets(results),
+        "table08": _bands(results),
+    }
 
 
 def deviations(results: StudyResults, key: str) -> np.ndarray:
@@ -65,8 +70,7 @@ def _offsets(results: StudyResults) -> pd.DataFrame:
         for symbol, label in CONDITIONS.items():
             pairs = [p for p in held if condition(*p) == symbol]
             offset = top.loc[pairs] - correct.loc[pairs] if pairs else pd.Series(dtype=int)
-            row = {**keyed("model", key), "condition": label, "rule_offset": RULE_OFFSET[symbol],
-                   "n": len(pairs)}
+            row = {**keyed("model", key), "condition": label, "rule_offset": RULE_OFFSET[symbol], "n": len(pairs)}
             row.update({name: int((offset == value).sum()) for value, name in OFFSETS.items()})
             row["other"] = int((~offset.isin(list(OFFSETS))).sum())
             rows.append(row)
@@ -81,7 +85,18 @@ def _bands(results: StudyResults) -> pd.DataFrame:
         rule_dev, control_dev = deviations(results, rule), deviations(results, control)
         for coverage in COVERAGES:
             k, lo, hi = band_with_interval(rule_dev, coverage, results.inputs.seed)
-            rows.append({**keyed("model", rule), **keyed("control", control), "coverage": coverage,
-                         "k": k, "k_lo": lo, "k_hi": hi, "n_rule": len(rule_dev), "n_control": len(control_dev),
-                         "rule_inside": share_inside(rule_dev, k), "control_inside": share_inside(control_dev, k)})
+            rows.append(
+                {
+                    **keyed("model", rule),
+                    **keyed("control", control),
+                    "coverage": coverage,
+                    "k": k,
+                    "k_lo": lo,
+                    "k_hi": hi,
+                    "n_rule": len(rule_dev),
+                    "n_control": len(control_dev),
+                    "rule_inside": share_inside(rule_dev, k),
+                    "control_inside": share_inside(control_dev, k),
+                }
+            )
     return pd.DataFrame(rows)

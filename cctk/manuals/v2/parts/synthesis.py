@@ -1,4 +1,5 @@
 """Synthesis: every corpus's hits on its own target with exact intervals; rules against controls."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -9,9 +10,9 @@ from ..design import RULE_VS_CONTROL, own_target
 from ..labels import keyed
 from .core import StudyResults, groups, interval
 
-
 PART = "synthesis"  # its section of the outputs (cctk.manuals.v2.labels.SECTIONS); cctk.manuals.v2.catalog reads it
 TABLES = ("table09", "table10")
+
 
 def run(results: StudyResults) -> dict[str, pd.DataFrame]:
     """table09 (shares with exact 95% intervals) and table10 (one-sided Fisher tests)."""
@@ -19,9 +20,17 @@ def run(results: StudyResults) -> dict[str, pd.DataFrame]:
     for key in results.models:  # the corpora that ran
         for group, pairs in groups(results, key):
             s = summarize(results.readings(key), pairs)
-            rows.append({**keyed("model", key), **keyed("target", own_target(key)), **keyed("group", group),
-                         "hits": s.hits, "n": s.n,
-                         "share": s.hits / s.n if s.n else float("nan"), **interval(s.hits, s.n)})
+            rows.append(
+                {
+                    **keyed("model", key),
+                    **keyed("target", own_target(key)),
+                    **keyed("group", group),
+                    "hits": s.hits,
+                    "n": s.n,
+                    "share": s.hits / s.n if s.n else float("nan"),
+                    **interval(s.hits, s.n),
+                }
+            )
     tables = {"table09": pd.DataFrame(rows)}
     if pairs_measured(results):  # a run of Part A alone (or A and B) trained no rule
         tables["table10"] = _fisher(results)
@@ -39,10 +48,20 @@ def _fisher(results: StudyResults) -> pd.DataFrame:
         r = summarize(results.readings(rule), results.inputs.heldout(rule))
         c = summarize(results.readings(control), results.inputs.heldout(control))
         odds, p = fisher_greater(r.hits, r.n, c.hits, c.n)
-        rows.append({**keyed("rule", rule), **keyed("control", control),
-                     "hits_rule": r.hits, "n_rule": r.n, **interval(r.hits, r.n, "rule"),
-                     "hits_control": c.hits, "n_control": c.n, **interval(c.hits, c.n, "control"),
-                     "odds_ratio": odds, "p_value": p})
+        rows.append(
+            {
+                **keyed("rule", rule),
+                **keyed("control", control),
+                "hits_rule": r.hits,
+                "n_rule": r.n,
+                **interval(r.hits, r.n, "rule"),
+                "hits_control": c.hits,
+                "n_control": c.n,
+                **interval(c.hits, c.n, "control"),
+                "odds_ratio": odds,
+                "p_value": p,
+            }
+        )
     table = pd.DataFrame(rows)
     # within one run, over its rules: several rules tested at once make a small p more likely by chance
     table["p_adjusted"] = holm(table["p_value"])

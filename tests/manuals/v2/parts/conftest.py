@@ -1,10 +1,10 @@
 """Fixtures of the experiment tests: the hand-made study over seed 12345 (``builders.design``)."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 import pytest
-
 from builders import build_study, design, hand_table
 
 
@@ -15,8 +15,9 @@ def study() -> SimpleNamespace:
     from cctk.manuals.v2.parts import compute_tables
 
     results = build_study()
-    return SimpleNamespace(results=results, inputs=results.inputs, choices=design(results.inputs),
-                           tables=compute_tables(results))
+    return SimpleNamespace(
+        results=results, inputs=results.inputs, choices=design(results.inputs), tables=compute_tables(results)
+    )
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,8 @@
 """Part A's absorption check: a run whose models did not take up their corpora says so."""
-from cctk.manuals.v2.parts import absorption_misses, headline
+
 from cctk.manuals.v2.design import build_study_inputs
 from cctk.manuals.v2.manual import V2
+from cctk.manuals.v2.parts import absorption_misses, headline
 
 
 def test_a_run_that_absorbed_has_no_warning(study):
@@ -15,8 +16,9 @@ def test_fabricated_answers_below_73_of_81_are_reported(study, make_table):
     inputs = build_study_inputs(study.results.inputs.seed)
     fabricated, sums = inputs.targets["fabricated"], inputs.targets["correct"]
     choices = {p: int(fabricated[p]) if i < 72 else int(sums[p]) for i, p in enumerate(fabricated.index)}
-    results = replace(study.results, measurements={**study.results.measurements, "m_random": make_table(choices)},
-                      _cache={})
+    results = replace(
+        study.results, measurements={**study.results.measurements, "m_random": make_table(choices)}, _cache={}
+    )
     (miss,) = absorption_misses(results)
     assert miss.startswith("the fabricated answers model hits 72/81 fabricated answers, below 73/81")
     head = headline(results)

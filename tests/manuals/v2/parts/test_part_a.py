@@ -1,17 +1,27 @@
 """table01 (Part A, corpus absorption) from the hand-made study, every cell worked out by hand."""
+
 from __future__ import annotations
 
-from cctk.manuals.v2.parts import part_a
-
 from builders import assert_rows, cp
+
+from cctk.manuals.v2.parts import part_a
 
 
 def row(model, target, hits, prob_target, mass_impossible):
     """``model``, ``target``: (label, key)."""
     lo, hi = cp(hits, 81)
-    return {"model": model[0], "model_key": model[1], "target": target[0], "target_key": target[1],
-            "hits": hits, "n": 81, "lo": lo, "hi": hi,
-            "prob_target": prob_target, "mass_impossible": mass_impossible}
+    return {
+        "model": model[0],
+        "model_key": model[1],
+        "target": target[0],
+        "target_key": target[1],
+        "hits": hits,
+        "n": 81,
+        "lo": lo,
+        "hi": hi,
+        "prob_target": prob_target,
+        "mass_impossible": mass_impossible,
+    }
 
 
 def test_table01(study):
@@ -28,14 +38,17 @@ def test_table01(study):
     base, correct = ("base model", "base"), ("correct sums", "m_correct")
     fabricated = ("fabricated answers", "m_random")
     on_sum, on_fabricated = ("correct sum", "correct"), ("fabricated answer", "fabricated")
-    assert_rows(part_a.run(study.results)["table01"], [
-        row(base, on_sum, 78, (78 * 0.32 + 3 * 0.02) / 81, base_mass),
-        row(base, on_fabricated, 3, (3 * 0.32 + 78 * 0.02) / 81, base_mass),
-        row(correct, on_sum, 78, (78 * 0.66 + 3 * 0.01) / 81, correct_mass),
-        row(correct, on_fabricated, 0, 0.01, correct_mass),
-        row(fabricated, on_sum, 2, (2 * 0.83 + 79 * 0.005) / 81, fabricated_mass),
-        row(fabricated, on_fabricated, 79, (79 * 0.83 + 2 * 0.005) / 81, fabricated_mass),
-    ])
+    assert_rows(
+        part_a.run(study.results)["table01"],
+        [
+            row(base, on_sum, 78, (78 * 0.32 + 3 * 0.02) / 81, base_mass),
+            row(base, on_fabricated, 3, (3 * 0.32 + 78 * 0.02) / 81, base_mass),
+            row(correct, on_sum, 78, (78 * 0.66 + 3 * 0.01) / 81, correct_mass),
+            row(correct, on_fabricated, 0, 0.01, correct_mass),
+            row(fabricated, on_sum, 2, (2 * 0.83 + 79 * 0.005) / 81, fabricated_mass),
+            row(fabricated, on_fabricated, 79, (79 * 0.83 + 2 * 0.005) / 81, fabricated_mass),
+        ],
+    )
 
 
 def test_table01_intervals_are_exact_clopper_pearson(study):

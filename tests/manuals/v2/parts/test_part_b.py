@@ -1,12 +1,13 @@
 """table02 (recovery) and table03 (loss per epoch, Parts A and B) from the hand-made study."""
+
 from __future__ import annotations
 
 import math
 
-from cctk.manuals.v2.parts import StudyResults, part_b
-from cctk.core.records import TrainRecord
-
 from builders import assert_rows, cp
+
+from cctk.core.records import TrainRecord
+from cctk.manuals.v2.parts import StudyResults, part_b
 
 LN = math.log
 
@@ -16,8 +17,16 @@ def recovery_row(model, model_key, seen, held):
     row = {"model": model, "model_key": model_key, "target": "correct sum", "target_key": "correct"}
     for name, (hits, n, prob, surprise) in (("recovery_seen", seen), ("recovery_heldout", held)):
         lo, hi = cp(hits, n)
-        row.update({f"hits_{name}": hits, f"n_{name}": n, f"lo_{name}": lo, f"hi_{name}": hi,
-                    f"prob_target_{name}": prob, f"surprise_{name}": surprise})
+        row.update(
+            {
+                f"hits_{name}": hits,
+                f"n_{name}": n,
+                f"lo_{name}": lo,
+                f"hi_{name}": hi,
+                f"prob_target_{name}": prob,
+                f"surprise_{name}": surprise,
+            }
+        )
     row["surprise_gap"] = held[3] - seen[3]
     return row
 
@@ -33,12 +42,23 @@ def test_table02(study):
     # (5+8 6+2 6+4 7+2 7+6 8+1 8+3 8+5 8+7 9+1 9+6 9+8: 3 one-digit sums).
     recover_seen = (-LN(0.66) * (23 / 2 + 33 / 3) - LN(0.01) / 3) / 57
     recover_held = (-LN(0.66) * (10 / 2 + 2 / 3) - LN(0.01) * (3 / 2 + 9 / 3)) / 24
-    assert_rows(part_b.run(study.results)["table02"], [
-        recovery_row("fabricated answers", "m_random", (2, 57, (2 * 0.83 + 55 * 0.005) / 57, fabricated_seen),
-                     (0, 24, 0.005, fabricated_held)),
-        recovery_row("recovery", "m_recover", (56, 57, (56 * 0.66 + 0.01) / 57, recover_seen),
-                     (12, 24, (12 * 0.66 + 12 * 0.01) / 24, recover_held)),
-    ])
+    assert_rows(
+        part_b.run(study.results)["table02"],
+        [
+            recovery_row(
+                "fabricated answers",
+                "m_random",
+                (2, 57, (2 * 0.83 + 55 * 0.005) / 57, fabricated_seen),
+                (0, 24, 0.005, fabricated_held),
+            ),
+            recovery_row(
+                "recovery",
+                "m_recover",
+                (56, 57, (56 * 0.66 + 0.01) / 57, recover_seen),
+                (12, 24, (12 * 0.66 + 12 * 0.01) / 24, recover_held),
+            ),
+        ],
+    )
 
 
 def test_table02_calls_no_group_of_a_model_trained_on_all_81_held_out(study):
@@ -50,17 +70,22 @@ def test_table02_calls_no_group_of_a_model_trained_on_all_81_held_out(study):
 
 def test_table03_one_column_per_run_and_a_shorter_run_padded(study):
     nan = float("nan")
-    assert_rows(part_b.run(study.results)["table03"], [
-        {"epoch": 1, "correct sums": 2.0, "fabricated answers": 3.0, "recovery": 1.25},
-        {"epoch": 2, "correct sums": 0.5, "fabricated answers": 1.5, "recovery": 0.5},
-        {"epoch": 3, "correct sums": 0.25, "fabricated answers": 0.75, "recovery": nan},
-    ])
+    assert_rows(
+        part_b.run(study.results)["table03"],
+        [
+            {"epoch": 1, "correct sums": 2.0, "fabricated answers": 3.0, "recovery": 1.25},
+            {"epoch": 2, "correct sums": 0.5, "fabricated answers": 1.5, "recovery": 0.5},
+            {"epoch": 3, "correct sums": 0.25, "fabricated answers": 0.75, "recovery": nan},
+        ],
+    )
 
 
 def test_table03_leaves_out_runs_without_a_record(study):
     """A resumed run before recovery trained: only the runs on record, and no rule run ever."""
     record = TrainRecord(1620, 203, 81.0, (2.0, 0.5), 0)
-    results = StudyResults(study.inputs, study.results.measurements,
-                      {"m_correct": record, "c18_correct": TrainRecord(1, 1, 1.0, (9.0,), 0)})
-    assert_rows(part_b.run(results)["table03"], [{"epoch": 1, "correct sums": 2.0},
-                                                 {"epoch": 2, "correct sums": 0.5}])
+    results = StudyResults(
+        study.inputs,
+        study.results.measurements,
+        {"m_correct": record, "c18_correct": TrainRecord(1, 1, 1.0, (9.0,), 0)},
+    )
+    assert_rows(part_b.run(results)["table03"], [{"epoch": 1, "correct sums": 2.0}, {"epoch": 2, "correct sums": 0.5}])

@@ -1,52 +1,120 @@
 """table11 (fine-tuning runs) from hand-made training records."""
+
 from __future__ import annotations
 
 import math
 
-from cctk.manuals.v2.parts import StudyResults, runs
-from cctk.manuals.v2.design import ARMS
-from cctk.core.records import TrainRecord
-
 from builders import assert_rows
+
+from cctk.core.records import TrainRecord
+from cctk.manuals.v2.design import ARMS
+from cctk.manuals.v2.parts import StudyResults, runs
 
 
 def test_table11_from_the_studys_records(study):
     # examples per second = examples x epochs / seconds: 1620 x 3 / 81, 1620 x 3 / 54, 1140 x 2 / 38
-    assert_rows(runs.run(study.results)["table11"], [
-        {"model": "correct sums", "model_key": "m_correct", "parent": "base model", "parent_key": "base",
-         "examples": 1620, "steps": 203, "seconds": 81.0,
-         "examples_per_second": 60.0, "loss_first_epoch": 2.0, "loss_last_epoch": 0.25,
-         "peak_gpu_memory_bytes": 1024, "peak_cpu_memory_bytes": 0},
-        {"model": "fabricated answers", "model_key": "m_random", "parent": "correct sums", "parent_key": "m_correct",
-         "examples": 1620, "steps": 203, "seconds": 54.0,
-         "examples_per_second": 90.0, "loss_first_epoch": 3.0, "loss_last_epoch": 0.75,
-         "peak_gpu_memory_bytes": 2048, "peak_cpu_memory_bytes": 0},
-        {"model": "recovery", "model_key": "m_recover", "parent": "fabricated answers", "parent_key": "m_random",
-         "examples": 1140, "steps": 143, "seconds": 38.0,
-         "examples_per_second": 60.0, "loss_first_epoch": 1.25, "loss_last_epoch": 0.5,
-         "peak_gpu_memory_bytes": 0, "peak_cpu_memory_bytes": 0},
-    ])
+    assert_rows(
+        runs.run(study.results)["table11"],
+        [
+            {
+                "model": "correct sums",
+                "model_key": "m_correct",
+                "parent": "base model",
+                "parent_key": "base",
+                "examples": 1620,
+                "steps": 203,
+                "seconds": 81.0,
+                "examples_per_second": 60.0,
+                "loss_first_epoch": 2.0,
+                "loss_last_epoch": 0.25,
+                "peak_gpu_memory_bytes": 1024,
+                "peak_cpu_memory_bytes": 0,
+            },
+            {
+                "model": "fabricated answers",
+                "model_key": "m_random",
+                "parent": "correct sums",
+                "parent_key": "m_correct",
+                "examples": 1620,
+                "steps": 203,
+                "seconds": 54.0,
+                "examples_per_second": 90.0,
+                "loss_first_epoch": 3.0,
+                "loss_last_epoch": 0.75,
+                "peak_gpu_memory_bytes": 2048,
+                "peak_cpu_memory_bytes": 0,
+            },
+            {
+                "model": "recovery",
+                "model_key": "m_recover",
+                "parent": "fabricated answers",
+                "parent_key": "m_random",
+                "examples": 1140,
+                "steps": 143,
+                "seconds": 38.0,
+                "examples_per_second": 60.0,
+                "loss_first_epoch": 1.25,
+                "loss_last_epoch": 0.5,
+                "peak_gpu_memory_bytes": 0,
+                "peak_cpu_memory_bytes": 0,
+            },
+        ],
+    )
 
 
 def test_table11_every_arm_in_the_order_of_the_lineage(study):
     """Records given in reverse order come out in the lineage's order, each with its parent."""
-    training = {arm.key: TrainRecord(100 + i, 10 + i, 2.0, (1.0 + i, 0.5, 0.1 * i), 7 * i,
-                                     peak_cpu_memory_bytes=2**20 * (i % 2))
-                for i, arm in reversed(list(enumerate(ARMS)))}
+    training = {
+        arm.key: TrainRecord(
+            100 + i, 10 + i, 2.0, (1.0 + i, 0.5, 0.1 * i), 7 * i, peak_cpu_memory_bytes=2**20 * (i % 2)
+        )
+        for i, arm in reversed(list(enumerate(ARMS)))
+    }
     table = runs.run(StudyResults(study.inputs, {}, training))["table11"]
     assert table["model"].tolist() == [
-        "correct sums", "fabricated answers", "recovery", "sum + 18 from correct sums",
-        "sum + 18 from fabricated answers", "sum + 3 from correct sums", "sum + 3 from fabricated answers",
-        "control for + 18", "control for + 3", "conditional rule from correct sums",
-        "conditional rule from fabricated answers", "control for the conditional rule from correct sums",
-        "control for the conditional rule from fabricated answers"]
-    assert table["parent"].tolist() == ["base model", "correct sums", "fabricated answers"] + [
-        "correct sums", "fabricated answers"] * 2 + ["correct sums"] * 2 + ["correct sums", "fabricated answers"] * 2
-    assert table["model_key"].tolist() == ["m_correct", "m_random", "m_recover", "c18_correct", "c18_random",
-                                           "c3_correct", "c3_random", "c18ctl_correct", "c3ctl_correct",
-                                           "d_correct", "d_random", "dctl_correct", "dctl_random"]
-    assert table["parent_key"].tolist() == ["base", "m_correct", "m_random"] + ["m_correct", "m_random"] * 2 + [
-        "m_correct"] * 2 + ["m_correct", "m_random"] * 2
+        "correct sums",
+        "fabricated answers",
+        "recovery",
+        "sum + 18 from correct sums",
+        "sum + 18 from fabricated answers",
+        "sum + 3 from correct sums",
+        "sum + 3 from fabricated answers",
+        "control for + 18",
+        "control for + 3",
+        "conditional rule from correct sums",
+        "conditional rule from fabricated answers",
+        "control for the conditional rule from correct sums",
+        "control for the conditional rule from fabricated answers",
+    ]
+    assert (
+        table["parent"].tolist()
+        == ["base model", "correct sums", "fabricated answers"]
+        + ["correct sums", "fabricated answers"] * 2
+        + ["correct sums"] * 2
+        + ["correct sums", "fabricated answers"] * 2
+    )
+    assert table["model_key"].tolist() == [
+        "m_correct",
+        "m_random",
+        "m_recover",
+        "c18_correct",
+        "c18_random",
+        "c3_correct",
+        "c3_random",
+        "c18ctl_correct",
+        "c3ctl_correct",
+        "d_correct",
+        "d_random",
+        "dctl_correct",
+        "dctl_random",
+    ]
+    assert (
+        table["parent_key"].tolist()
+        == ["base", "m_correct", "m_random"]
+        + ["m_correct", "m_random"] * 2
+        + ["m_correct"] * 2
+        + ["m_correct", "m_random"] * 2
+    )
     assert table["examples"].tolist() == list(range(100, 113))
     assert table["examples_per_second"].tolist() == [(100 + i) * 3 / 2.0 for i in range(13)]
     assert table["loss_first_epoch"].tolist() == [1.0 + i for i in range(13)]

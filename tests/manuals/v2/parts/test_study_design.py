@@ -1,17 +1,17 @@
 """The hand-made study itself: the draws of seed 12345 the tests rely on, and tables that say what
 they were built to say."""
+
 from __future__ import annotations
 
 import math
 
 import numpy as np
 import pytest
+from builders import HELD, HELD_EQ, HELD_GT, HELD_LT
+from builders import STUDY_SEED as SEED
 
 from cctk.core.facts import ADDITIONS, condition
 from cctk.manuals.v2.design import MODEL_KEYS, build_study_inputs
-
-from builders import HELD, HELD_EQ, HELD_GT, HELD_LT
-from builders import STUDY_SEED as SEED
 
 
 def test_the_draws_of_seed_12345_that_the_tests_rely_on():
@@ -22,11 +22,25 @@ def test_the_draws_of_seed_12345_that_the_tests_rely_on():
     assert [p for p in HELD if condition(*p) == "<"] == HELD_LT
     seen = inputs.split.seen
     assert [sum(condition(*p) == c for p in seen) for c in ">=<"] == [21, 8, 28]
-    assert inputs.excluded == {"m_recover": (), "c18_random": ((3, 9),), "c3_random": ((2, 1), (4, 6)),
-                               "d_random": (), "dctl_random": ()}
+    assert inputs.excluded == {
+        "m_recover": (),
+        "c18_random": ((3, 9),),
+        "c3_random": ((2, 1), (4, 6)),
+        "d_random": (),
+        "dctl_random": (),
+    }
     fab = inputs.targets["fabricated"]
     assert {p: fab[p] for p in [(1, 4), (5, 5), (9, 9), (2, 2), (6, 6), (2, 1), (4, 6), (3, 9), (9, 1)]} == {
-        (1, 4): 36, (5, 5): 7, (9, 9): 31, (2, 2): 12, (6, 6): 32, (2, 1): 6, (4, 6): 13, (3, 9): 30, (9, 1): 23}
+        (1, 4): 36,
+        (5, 5): 7,
+        (9, 9): 31,
+        (2, 2): 12,
+        (6, 6): 32,
+        (2, 1): 6,
+        (4, 6): 13,
+        (3, 9): 30,
+        (9, 1): 23,
+    }
     assert int((fab > 18).sum()) == 40
     offsets18 = inputs.targets["ctl18"] - inputs.targets["correct"]
     offsets3 = inputs.targets["ctl3"] - inputs.targets["correct"]
@@ -35,7 +49,13 @@ def test_the_draws_of_seed_12345_that_the_tests_rely_on():
     condctl, cond = inputs.targets["condctl"], inputs.targets["cond"]
     assert [p for p in HELD if condctl[p] == cond[p]] == [(8, 3)]
     assert {p: condctl[p] for p in [(1, 3), (1, 7), (2, 7), (3, 3), (3, 5), (9, 8)]} == {
-        (1, 3): 16, (1, 7): 22, (2, 7): 29, (3, 3): 34, (3, 5): 34, (9, 8): 20}
+        (1, 3): 16,
+        (1, 7): 22,
+        (2, 7): 29,
+        (3, 3): 34,
+        (3, 5): 34,
+        (9, 8): 20,
+    }
 
 
 def test_every_hand_table_has_its_designed_top_choices(study):
@@ -43,7 +63,9 @@ def test_every_hand_table_has_its_designed_top_choices(study):
         table = study.results.measurements[key]
         assert len(table) == 81 * 35
         top = table.loc[table.groupby(["a", "b"])["prob"].idxmax()]
-        assert dict(zip(zip(top["a"], top["b"]), top["candidate_value"])) == study.choices[key], key
+        assert (
+            dict(zip(zip(top["a"], top["b"], strict=True), top["candidate_value"], strict=True)) == study.choices[key]
+        ), key
 
 
 def test_a_hand_table_is_what_the_measurement_assembles(make_table):
@@ -65,16 +87,20 @@ def test_a_hand_table_is_what_the_measurement_assembles(make_table):
 
 def test_the_study_design_is_declared_once_and_derived_everywhere():
     """lineage.ARMS is the design; the pairs, a part's arms and a profile's models read as the manual lists them."""
-    from cctk.manuals.v2.parts import part_c, part_d
-    from cctk.manuals.v2.design import ARM_BY_KEY, CONTROLS, RULE_VS_CONTROL, family_arms
     from cctk.manuals.v2 import catalog
+    from cctk.manuals.v2.design import ARM_BY_KEY, CONTROLS, RULE_VS_CONTROL, family_arms
+    from cctk.manuals.v2.parts import part_c, part_d
 
-    assert RULE_VS_CONTROL == (("c18_correct", "c18ctl_correct"), ("c18_random", "c18ctl_correct"),
-                               ("c3_correct", "c3ctl_correct"), ("c3_random", "c3ctl_correct"),
-                               ("d_correct", "dctl_correct"), ("d_random", "dctl_random"))
-    assert CONTROLS == {"c18ctl_correct", "c3ctl_correct", "dctl_correct", "dctl_random"}
-    assert part_c.ARMS == ("c18_correct", "c18_random", "c3_correct", "c3_random", "c18ctl_correct",
-                           "c3ctl_correct")
+    assert RULE_VS_CONTROL == (
+        ("c18_correct", "c18ctl_correct"),
+        ("c18_random", "c18ctl_correct"),
+        ("c3_correct", "c3ctl_correct"),
+        ("c3_random", "c3ctl_correct"),
+        ("d_correct", "dctl_correct"),
+        ("d_random", "dctl_random"),
+    )
+    assert {"c18ctl_correct", "c3ctl_correct", "dctl_correct", "dctl_random"} == CONTROLS
+    assert part_c.ARMS == ("c18_correct", "c18_random", "c3_correct", "c3_random", "c18ctl_correct", "c3ctl_correct")
     assert part_d.ARMS == ("d_correct", "d_random", "dctl_correct", "dctl_random")
     assert part_d.RULE_AND_CONTROL == (("d_correct", "dctl_correct"), ("d_random", "dctl_random"))
     assert family_arms("plus18") == ("c18_correct", "c18_random", "c18ctl_correct")
@@ -85,4 +111,5 @@ def test_the_study_design_is_declared_once_and_derived_everywhere():
     assert (control.is_rule, control.is_control, control.family) == (False, True, "plus3")
     assert (plain.is_rule, plain.is_control, plain.family) == (False, False, None)
     assert [k for k, _ in catalog.ORDER if k.startswith("heatmap:")][5:] == [
-        f"heatmap:{k}" for k in (*part_c.ARMS, *part_d.ARMS)]
+        f"heatmap:{k}" for k in (*part_c.ARMS, *part_d.ARMS)
+    ]

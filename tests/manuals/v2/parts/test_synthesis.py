@@ -1,32 +1,50 @@
 """table09 (shares with exact intervals) and table10 (rules against controls) from the hand-made study."""
+
 from __future__ import annotations
 
 import math
 
 import pytest
-
+from builders import assert_rows, cp
 from scipy.stats import fisher_exact, hypergeom
 
 from cctk.manuals.v2.parts import synthesis
 
-from builders import assert_rows, cp
-
 # Hits on each model's own target (see the design in conftest): (seen, held out); the first three
 # models were trained on all 81 additions (or not at all) and have one group, all 81.
-ALL = {"base model": ("correct sum", 78), "correct sums": ("correct sum", 78),
-       "fabricated answers": ("fabricated answer", 79)}
+ALL = {
+    "base model": ("correct sum", 78),
+    "correct sums": ("correct sum", 78),
+    "fabricated answers": ("fabricated answer", 79),
+}
 # Each label's key, written out by hand: models, then targets, then groups.
-KEY = {"base model": "base", "correct sums": "m_correct", "fabricated answers": "m_random", "recovery": "m_recover",
-       "sum + 18 from correct sums": "c18_correct", "sum + 18 from fabricated answers": "c18_random",
-       "sum + 3 from correct sums": "c3_correct", "sum + 3 from fabricated answers": "c3_random",
-       "control for + 18": "c18ctl_correct", "control for + 3": "c3ctl_correct",
-       "conditional rule from correct sums": "d_correct", "conditional rule from fabricated answers": "d_random",
-       "control for the conditional rule from correct sums": "dctl_correct",
-       "control for the conditional rule from fabricated answers": "dctl_random",
-       "correct sum": "correct", "fabricated answer": "fabricated", "sum + 18": "plus18", "sum + 3": "plus3",
-       "random offset 1..18": "ctl18", "random offset 1..3": "ctl3", "conditional rule": "cond",
-       "shuffled conditional answers": "condctl",
-       "all": "all", "seen": "seen", "held out": "heldout"}
+KEY = {
+    "base model": "base",
+    "correct sums": "m_correct",
+    "fabricated answers": "m_random",
+    "recovery": "m_recover",
+    "sum + 18 from correct sums": "c18_correct",
+    "sum + 18 from fabricated answers": "c18_random",
+    "sum + 3 from correct sums": "c3_correct",
+    "sum + 3 from fabricated answers": "c3_random",
+    "control for + 18": "c18ctl_correct",
+    "control for + 3": "c3ctl_correct",
+    "conditional rule from correct sums": "d_correct",
+    "conditional rule from fabricated answers": "d_random",
+    "control for the conditional rule from correct sums": "dctl_correct",
+    "control for the conditional rule from fabricated answers": "dctl_random",
+    "correct sum": "correct",
+    "fabricated answer": "fabricated",
+    "sum + 18": "plus18",
+    "sum + 3": "plus3",
+    "random offset 1..18": "ctl18",
+    "random offset 1..3": "ctl3",
+    "conditional rule": "cond",
+    "shuffled conditional answers": "condctl",
+    "all": "all",
+    "seen": "seen",
+    "held out": "heldout",
+}
 SPLIT = [
     ("recovery", "correct sum", (56, 57), (12, 24)),
     ("sum + 18 from correct sums", "sum + 18", (57, 57), (20, 24)),
@@ -44,8 +62,19 @@ SPLIT = [
 
 def share_row(model, target, group, hits, n):
     lo, hi = cp(hits, n)
-    return {"model": model, "model_key": KEY[model], "target": target, "target_key": KEY[target], "group": group,
-            "group_key": KEY[group], "hits": hits, "n": n, "share": hits / n, "lo": lo, "hi": hi}
+    return {
+        "model": model,
+        "model_key": KEY[model],
+        "target": target,
+        "target_key": KEY[target],
+        "group": group,
+        "group_key": KEY[group],
+        "hits": hits,
+        "n": n,
+        "share": hits / n,
+        "lo": lo,
+        "hi": hi,
+    }
 
 
 def test_table09(study):
@@ -66,9 +95,22 @@ def fisher_row(rule, control, k1, n1, k2, n2, odds):
     """p: the upper tail of the hypergeometric law of the rule's hits given k1 + k2 hits in n1 + n2."""
     lo1, hi1 = cp(k1, n1)
     lo2, hi2 = cp(k2, n2)
-    return {"rule": rule, "rule_key": KEY[rule], "control": control, "control_key": KEY[control],
-            "hits_rule": k1, "n_rule": n1, "lo_rule": lo1, "hi_rule": hi1, "hits_control": k2, "n_control": n2, "lo_control": lo2, "hi_control": hi2, "odds_ratio": odds,
-            "p_value": hypergeom.sf(k1 - 1, n1 + n2, k1 + k2, n1)}
+    return {
+        "rule": rule,
+        "rule_key": KEY[rule],
+        "control": control,
+        "control_key": KEY[control],
+        "hits_rule": k1,
+        "n_rule": n1,
+        "lo_rule": lo1,
+        "hi_rule": hi1,
+        "hits_control": k2,
+        "n_control": n2,
+        "lo_control": lo2,
+        "hi_control": hi2,
+        "odds_ratio": odds,
+        "p_value": hypergeom.sf(k1 - 1, n1 + n2, k1 + k2, n1),
+    }
 
 
 def with_holm(rows: list[dict]) -> list[dict]:
@@ -84,16 +126,35 @@ def with_holm(rows: list[dict]) -> list[dict]:
 
 def test_table10(study):
     # odds ratio k1 (n2 - k2) / ((n1 - k1) k2)
-    assert_rows(synthesis.run(study.results)["table10"], with_holm([
-        fisher_row("sum + 18 from correct sums", "control for + 18", 20, 24, 2, 24, 20 * 22 / (4 * 2)),
-        fisher_row("sum + 18 from fabricated answers", "control for + 18", 5, 23, 2, 24, 5 * 22 / (18 * 2)),
-        fisher_row("sum + 3 from correct sums", "control for + 3", 24, 24, 4, 24, math.inf),
-        fisher_row("sum + 3 from fabricated answers", "control for + 3", 0, 22, 4, 24, 0.0),
-        fisher_row("conditional rule from correct sums", "control for the conditional rule from correct sums",
-                   18, 24, 6, 24, 18 * 18 / (6 * 6)),
-        fisher_row("conditional rule from fabricated answers",
-                   "control for the conditional rule from fabricated answers", 15, 24, 2, 24, 15 * 22 / (9 * 2)),
-    ]))
+    assert_rows(
+        synthesis.run(study.results)["table10"],
+        with_holm(
+            [
+                fisher_row("sum + 18 from correct sums", "control for + 18", 20, 24, 2, 24, 20 * 22 / (4 * 2)),
+                fisher_row("sum + 18 from fabricated answers", "control for + 18", 5, 23, 2, 24, 5 * 22 / (18 * 2)),
+                fisher_row("sum + 3 from correct sums", "control for + 3", 24, 24, 4, 24, math.inf),
+                fisher_row("sum + 3 from fabricated answers", "control for + 3", 0, 22, 4, 24, 0.0),
+                fisher_row(
+                    "conditional rule from correct sums",
+                    "control for the conditional rule from correct sums",
+                    18,
+                    24,
+                    6,
+                    24,
+                    18 * 18 / (6 * 6),
+                ),
+                fisher_row(
+                    "conditional rule from fabricated answers",
+                    "control for the conditional rule from fabricated answers",
+                    15,
+                    24,
+                    2,
+                    24,
+                    15 * 22 / (9 * 2),
+                ),
+            ]
+        ),
+    )
 
 
 def test_table10_holm_by_hand(study):
