@@ -3,7 +3,9 @@
 # (the sdist, then the wheel built from the sdist), the wheel installed into a fresh venv outside the
 # checkout, and from an empty folder: `cctk --version`, `cctk models`, a smoke pipeline of a tiny model
 # (Part A, no figures) on the default store, `cctk report RUN --out`, `import cctk.results`. It ends
-# with the run read back FINISHED from ./mlruns/ of that folder. Usage: scripts/wheel-check.sh [VENV]
+# with the run read back FINISHED from ./mlruns/ of that folder, and the tracking configurations read from
+# the wheel's package (the checkout's top-level mlruns_config/, mapped in by setup.py).
+# Usage: scripts/wheel-check.sh [VENV]
 #
 # The fresh venv takes its third-party packages from the dev venv through one .pth line (installing
 # them again costs minutes) and cctk from the wheel alone, with --no-deps: the dev venv's editable cctk

@@ -1,10 +1,13 @@
 """The checks of scripts/wheel-check.sh, one subcommand each (run by the dev venv's python for the first
 two, by the fresh venv's for the last two):
 
-  archives DIST          the wheel and the sdist hold the package and its data, no tests, outputs or store
+  archives DIST          the wheel and the sdist hold the package and its data (the tracking configurations:
+                         mlruns_config/ at the sdist's top, cctk/store/mlruns_config/ in the wheel), no tests,
+                         outputs or store
   tiny FOLDER            a tiny random Llama with the bundled tokenizer saved to FOLDER (as tests' tiny_dir)
   run-id OUTPUTS         the MLflow run id of the one session folder under OUTPUTS
-  finished RUN VENV OUT  RUN is FINISHED in ./mlruns/ of this folder, cctk came from VENV, OUT holds the report
+  finished RUN VENV OUT  RUN is FINISHED in ./mlruns/ of this folder, cctk and its tracking configurations came
+                         from VENV, OUT holds the report
 """
 
 from __future__ import annotations
@@ -15,7 +18,11 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIPPED = sorted(f"cctk/mlruns_config/{p.name}" for p in (ROOT / "cctk" / "mlruns_config").glob("*.toml"))
+# The tracking configurations: the repository's top-level mlruns_config/, the one source; the sdist keeps
+# them there, the wheel holds them inside the package
+CONFIGS = sorted(p.name for p in (ROOT / "mlruns_config").glob("*.toml"))
+IN_WHEEL = [f"cctk/store/mlruns_config/{name}" for name in CONFIGS]
+IN_SDIST = [f"mlruns_config/{name}" for name in CONFIGS]
 NEVER = {"mlruns", "__pycache__"}  # nor a store or byte code anywhere below
 
 
@@ -42,18 +49,24 @@ def archives(dist: str) -> None:
     (wheel,), (sdist,) = sorted(dist.glob("*.whl")), sorted(dist.glob("*.tar.gz"))
     version = wheel.name.split("-")[1]
     wheel_names = zipfile.ZipFile(wheel).namelist()
+    check(len(CONFIGS) >= 3, f"mlruns_config/ of the checkout holds {CONFIGS}: embedded, server, postgres at least")
     problems = archive_problems(
-        wheel_names, [*SHIPPED, "cctk/py.typed", "cctk/__main__.py"], {"cctk", f"cctk-{version}.dist-info"}
+        wheel_names, [*IN_WHEEL, "cctk/py.typed", "cctk/__main__.py"], {"cctk", f"cctk-{version}.dist-info"}
     )
     with tarfile.open(sdist) as tar:  # members under cctk-X.Y.Z/
         sdist_names = [m.name.split("/", 1)[1] for m in tar.getmembers() if m.isfile()]
     problems += archive_problems(
-        sdist_names, [*SHIPPED, "cctk/py.typed", "pyproject.toml", "README.md", "LICENSE"], {"cctk", "cctk.egg-info"}
+        sdist_names,
+        [*IN_SDIST, "cctk/py.typed", "pyproject.toml", "setup.py", "README.md", "LICENSE"],
+        {"cctk", "cctk.egg-info", "mlruns_config"},
     )
     check(not problems, "; ".join(problems))
+    print(f"{wheel.name}: {len(wheel_names)} files, among them cctk/py.typed and")
+    for name in IN_WHEEL:
+        print(f"  {name}")
     print(
-        f"{wheel.name}: {len(wheel_names)} files, {', '.join(SHIPPED)} and cctk/py.typed among them; "
-        f"{sdist.name}: {len(sdist_names)} files; neither carries tests/, outputs/ or mlruns/"
+        f"{sdist.name}: {len(sdist_names)} files, {', '.join(IN_SDIST)} at its top; "
+        "neither carries tests/, outputs/ or mlruns/"
     )
 
 
@@ -98,11 +111,18 @@ def finished(run: str, venv: str, report: str) -> None:
     check(parent.info.status == "FINISHED", f"run {run} is {parent.info.status}")
     check(statuses == ["FINISHED"] * 3, f"Part A's three models should be FINISHED nested runs: {statuses}")
     check(parent.info.artifact_uri.startswith((here / "mlruns" / "artifacts").as_uri()), parent.info.artifact_uri)
+    from cctk.store import tracking
+
+    folders = [str(f) for f in tracking.config_folders()]  # this folder has no mlruns_config/ of its own
+    shipped = Path(cctk.__file__).parent / "store" / "mlruns_config"
+    check(folders == [str(shipped)], f"the configurations were read from {folders}, not from the wheel's {shipped}")
+    check(tracking.config_names() == ["embedded", "postgres", "server"], f"names: {tracking.config_names()}")
     tables = cctk.results.load(run).tables
     check("table01" in tables and len(tables["table01"]) == 6, f"table01 of run {run}: {tables.get('table01')}")
     rendered = sorted(p.relative_to(report).as_posix() for p in report.rglob("*.png"))
     check(len(rendered) > 0, f"cctk report wrote no figure under {report}")
     print(f"cctk {cctk.__version__} from {Path(cctk.__file__).parent}")
+    print(f"tracking configurations {', '.join(tracking.config_names())} from {shipped}")
     print(
         f"run {run}: {parent.info.status} in {here}/mlruns/mlflow.db, nested {', '.join(statuses)}; "
         f"artifacts in {parent.info.artifact_uri}"

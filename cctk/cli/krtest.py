@@ -6,11 +6,13 @@ from pathlib import Path
 
 import click
 
+from ..core.config import check_seeds
 from ..core.errors import CctkError
 from ..core.lm.device import DEVICE_HELP
 from ..core.lm.models import BUNDLED
-from ..krtest import ARMS, DEFAULT_BUDGET
+from ..krtest import ARMS
 from ..krtest.generation.generate import ENTITIES, VALIDATION_ENTITIES
+from ..krtest.measurement.lora import DEFAULT_BUDGET
 from .options import OutFolder
 
 OUT_DIR = OutFolder()  # checked as it is read: it takes files, or one line before any work
@@ -165,9 +167,7 @@ TOKENIZER = click.option(
 )
 def generate(seed, out, corpus, teacher, location, entities, validation_entities, **options):
     """Write KR-Test items: from your corpus through a teacher LLM, or a seeded fictional data set."""
-    from ..krtest.generation.generate import check_seed
-
-    check_seed(seed)
+    check_seeds((seed,))
     if corpus is None:
         _fictional(seed, out, location, entities, validation_entities, options)
         return

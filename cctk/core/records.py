@@ -1,6 +1,7 @@
-"""Typed records that cross module boundaries: a fine-tuning run (``TrainRecord``) and ``RunInfo``, the one
-record of a pipeline run, everything run_info.json holds; and the one codec of records at their JSON edge
-(``to_json``, ``from_json``), driven by the dataclasses' own fields and types.
+"""Typed records that cross module boundaries: ``RunInfo``, the one record of a pipeline run, everything
+run_info.json holds (each arm's ``TrainRecord`` among it: ``cctk.core.lm.record``, where ``fine_tune`` makes
+it); and the one codec of records at their JSON edge (``to_json``, ``from_json``), driven by the
+dataclasses' own fields and types.
 
 Torch-free and MLflow-free. The JSON conversions happen only at the edges, where a record is written to
 ``run_info.json`` (``cctk.store.session``: its file, and what an older file lacks), a training file or MLflow.
@@ -13,72 +14,13 @@ import platform
 import sys
 import types
 import typing
-from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 
 from .config import PARTS, Config, Recipe
 from .lm.models import ModelSource
+from .lm.record import TrainRecord
 from .provenance import Provenance, package_versions
-
-
-@dataclass(frozen=True)
-class TrainRecord:
-    """What one fine-tuning run did: its size, time, loss per epoch and peak memory (of the GPU it ran on,
-    or of the process on a CPU)."""
-
-    examples: int
-    steps: int
-    train_seconds: float
-    losses: tuple[float, ...]  # mean loss of each epoch
-    peak_gpu_memory_bytes: int = 0
-    gflop_per_example: float = 0.0  # forward and backward, as cctk.core.lm.compute counts it (0: not recorded)
-    peak_cpu_memory_bytes: int = 0  # peak resident memory of the process during the run (0: not on a CPU)
-    skipped_steps: int | None = None  # fp16 on the device step: steps whose overflowed gradient was skipped
-
-    @property
-    def examples_per_second(self) -> float:
-        seen = self.examples * len(self.losses)
-        return seen / self.train_seconds if self.train_seconds else float("nan")
-
-    def to_json(self) -> dict:
-        data = {**asdict(self), "losses": list(self.losses), "examples_per_second": self.examples_per_second}
-        if self.skipped_steps is None:  # not counted (every precision but fp16): the file as before
-            del data["skipped_steps"]
-        return data
-
-    @classmethod
-    def from_json(cls, data: dict) -> TrainRecord:
-        skipped = data.get("skipped_steps")
-        return cls(
-            int(data["examples"]),
-            int(data["steps"]),
-            float(data["train_seconds"]),
-            tuple(float(x) for x in data["losses"]),
-            int(data.get("peak_gpu_memory_bytes") or 0),
-            float(data.get("gflop_per_example") or 0.0),
-            int(data.get("peak_cpu_memory_bytes") or 0),
-            None if skipped is None else int(skipped),
-        )
-
-    def metrics(self) -> dict[str, float]:
-        """The run's MLflow metrics (the loss per epoch is logged as a history apart, as each epoch ends):
-        the peak memory of where it ran, the process's on a CPU (``peak_cpu_memory_bytes``), the GPU
-        allocator's on CUDA (``peak_gpu_memory_bytes``), never a 0 that would read as a measurement."""
-        peak = (
-            {"peak_cpu_memory_bytes": self.peak_cpu_memory_bytes}
-            if self.peak_cpu_memory_bytes
-            else {"peak_gpu_memory_bytes": self.peak_gpu_memory_bytes}
-            if self.peak_gpu_memory_bytes
-            else {}
-        )
-        skipped = {} if self.skipped_steps is None else {"skipped_steps": self.skipped_steps}
-        return {
-            "train_seconds": self.train_seconds,
-            "steps": self.steps,
-            "examples_per_second": self.examples_per_second,
-            **peak,
-            **skipped,
-        }
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,6 @@ periodic KR and perplexity evaluations), ``callback`` (``KRTestCallback`` for an
 MLflow), ``compare`` (KR-Test runs compared: ``cctk compare --runs``), ``cli``.
 """
 
-# LoRA trainable parameters aimed at by default: on SmolLM2-135M both placements reach it exactly
-# (attention rank 33, FFN rank 20). Here, not in ``lora``, so that the CLI loads no torch to show it.
-DEFAULT_BUDGET = 3_801_600
-
 # tag cctk.kind of KR-Test runs: one that scores items (an eval, a train, a study's arm), a study, a seed sweep
 RUN, STUDY_RUN, SWEEP_RUN = "krtest", "krtest-study", "krtest-sweep"
 

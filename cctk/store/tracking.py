@@ -1,8 +1,9 @@
 """The one place that talks to MLflow: where runs are stored, and a narrow logging interface.
 
 Where runs go: ``MLFLOW_TRACKING_URI`` when set; else ``--tracking NAME|URI``, a NAME being a file
-``mlruns_config/NAME.toml`` of the working folder or, failing that, of the package (``cctk/store/mlruns_config/``,
-shipped in the wheel); else the embedded default (SQLite store and artifacts under ./mlruns/).
+``mlruns_config/NAME.toml`` of the working folder or, failing that, the shipped one (the repository's
+top-level ``mlruns_config/``, inside the wheel as ``cctk/store/mlruns_config/``); else the embedded default
+(SQLite store and artifacts under ./mlruns/).
 """
 
 from __future__ import annotations
@@ -53,12 +54,25 @@ class TrackingConfig:
     artifact_location: str | None = None  # only for stores without a server
 
 
+# The repository's top-level mlruns_config/, the one source of the shipped configurations, seen from a
+# checkout (this file is cctk/store/tracking.py of it)
+CHECKOUT_CONFIGS = Path(__file__).resolve().parents[2] / "mlruns_config"
+
+
+def shipped_configs() -> Traversable:
+    """The configurations that come with cctk: the package's own (``cctk/store/mlruns_config/``, where the
+    build puts the repository's top-level ``mlruns_config/``, so a wheel installed anywhere has them), or,
+    in a checkout, which holds no copy, that top-level folder itself."""
+    packaged = resources.files(__package__) / "mlruns_config"
+    return packaged if packaged.is_dir() else CHECKOUT_CONFIGS
+
+
 def config_folders() -> list[Traversable]:
     """Where a configuration NAME is looked up, the first holding ``NAME.toml`` winning: ``mlruns_config/``
-    of the working folder (a researcher's own or changed configurations), then the package's own, which a
-    wheel installed anywhere carries as package data."""
-    here = Path.cwd() / "mlruns_config"
-    return ([here] if here.is_dir() else []) + [resources.files(__package__) / "mlruns_config"]
+    of the working folder (a researcher's own or changed configurations), then the shipped ones (once,
+    where the working folder is the checkout's top)."""
+    here, shipped = Path.cwd() / "mlruns_config", shipped_configs()
+    return ([here] if here.is_dir() and here.resolve() != shipped else []) + [shipped]
 
 
 def config_names() -> list[str]:

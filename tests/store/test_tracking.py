@@ -5,6 +5,8 @@ import pytest
 from cctk.core.errors import CctkError
 from cctk.store import tracking
 
+ROOT = Path(__file__).resolve().parents[2]  # the checkout
+
 
 def test_embedded_is_the_default(monkeypatch):
     """./mlruns/ of the folder the command runs in, recorded as an absolute path (readable from anywhere)."""
@@ -29,18 +31,37 @@ def test_names_and_uris(monkeypatch):
         tracking.resolve("nope")
 
 
-def test_the_shipped_configurations_are_read_from_the_package_in_an_empty_folder(tmp_path, monkeypatch):
-    """A wheel installed anywhere: no mlruns_config/ where the command runs, the package's own are used,
-    and the default store is ./mlruns/ of that folder."""
+def test_the_shipped_configurations_are_the_checkouts_top_level_folder_in_an_empty_folder(tmp_path, monkeypatch):
+    """From a checkout (the tests', or ``pip install -e .``): no mlruns_config/ where the command runs, the
+    repository's top-level mlruns_config/ (the one source; the package holds no copy) gives the names, and
+    the default store is ./mlruns/ of that folder."""
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.chdir(tmp_path)
-    (shipped,) = tracking.config_folders()
-    assert str(shipped) == str(Path(tracking.__file__).parent / "mlruns_config")
+    assert not (Path(tracking.__file__).parent / "mlruns_config").exists()
+    assert tracking.config_folders() == [ROOT / "mlruns_config"]
     assert tracking.config_names() == ["embedded", "postgres", "server"]
     config = tracking.resolve(None)
     assert config.tracking_uri == f"sqlite:///{tmp_path}/mlruns/mlflow.db"
     assert config.artifact_location == str(tmp_path / "mlruns" / "artifacts")
     assert tracking.resolve("postgres").tracking_uri == "http://127.0.0.1:5001"
+
+
+def test_the_checkouts_top_as_the_working_folder_is_looked_up_once(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert tracking.config_folders() == [ROOT / "mlruns_config"]
+
+
+def test_an_installed_package_reads_its_own_copy(tmp_path, monkeypatch):
+    """A wheel installed anywhere: the build put the configurations into the package
+    (cctk/store/mlruns_config/), and those are read, not a checkout's (scripts/wheel-check.sh checks a real
+    wheel; here the package's folder is one made to look like it)."""
+    package = tmp_path / "site-packages" / "cctk" / "store"
+    (package / "mlruns_config").mkdir(parents=True)
+    (package / "mlruns_config" / "lab.toml").write_text('tracking_uri = "http://10.0.0.7:5000"\n')
+    monkeypatch.setattr(tracking.resources, "files", lambda name: package if name == "cctk.store" else None)
+    monkeypatch.chdir(tmp_path)
+    assert tracking.config_folders() == [package / "mlruns_config"]
+    assert tracking.config_names() == ["lab"]
 
 
 def test_a_working_folders_configuration_wins_by_name_and_adds_its_own(tmp_path, monkeypatch):

@@ -32,11 +32,11 @@ from torch import nn
 from ..config import Recipe
 from ..errors import CctkError
 from ..facts import rng
-from ..records import TrainRecord
 from .compute import example_flops
 from .corpus import IGNORE, Packed, collate, pack, shared_tokens
 from .device import device_step
 from .memory import process_peak, reset_process_peak
+from .record import TrainRecord
 
 
 class NonFiniteLoss(CctkError):

@@ -46,11 +46,11 @@ from ..generation.generate import (
     make_dataset,
     write_dataset,
 )
-from ..measurement.lora import PairPlan, plan_pair
+from ..measurement.lora import DEFAULT_BUDGET, PairPlan, plan_pair
 from ..measurement.passages import check_segment
 from ..measurement.report import write_figure, write_table
 from ..measurement.scoring import Summary
-from ..measurement.train import DEFAULT_BUDGET, RECIPES, TrainConfig, Trained, corpus_rows
+from ..measurement.train import RECIPES, TrainConfig, Trained, corpus_rows
 from .jobs import Inputs, Track, evaluate_arm, memory_plan, open_track, read_inputs, train_arm
 
 STUDY_JSON = "study.json"

@@ -23,6 +23,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...core.config import check_seeds
 from ...core.errors import CctkError
 from ...core.facts import rng
 from ..measurement.items import PASSAGE_END, Item
@@ -197,11 +198,6 @@ class Dataset:
     validation: str
 
 
-def check_seed(seed: int) -> None:
-    if not 0 <= seed < 2**32:
-        raise CctkError(f"seed={seed} is out of range: must be in 0..2**32-1")
-
-
 def check_sizes(entities: int, validation_entities: int) -> None:
     for name, value in (("entities", entities), ("validation entities", validation_entities)):
         if value < 2 or value % 2:
@@ -215,7 +211,7 @@ def make_dataset(
 ) -> Dataset:
     """Corpus, questions and validation text for ``entities`` people (and others for validation); an item's
     location is its passage's character offset (``char``) or 0-based line index (``line``)."""
-    check_seed(seed)
+    check_seeds((seed,))
     check_segment("blank-lines", location)
     check_sizes(entities, validation_entities)
     people = make_people(seed, entities + validation_entities)

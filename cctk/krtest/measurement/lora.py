@@ -22,12 +22,18 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, replace
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING
 
 from ...core.errors import CctkError
 from ...core.facts import rng
+
+if TYPE_CHECKING:
+    from torch import nn
+
+# LoRA trainable parameters aimed at by default: on SmolLM2-135M both placements reach it exactly
+# (attention rank 33, FFN rank 20). torch is imported where a model is walked, so that the CLI shows this
+# default without loading it.
+DEFAULT_BUDGET = 3_801_600
 
 PLACEMENTS = ("attention", "ffn")
 
@@ -73,6 +79,8 @@ def find_blocks(model) -> dict[str, tuple[str, ...]]:
 
 def decoder_layers(model) -> tuple[str, nn.ModuleList]:
     """The first ``ModuleList`` with one entry per hidden layer, each holding linear modules."""
+    from torch import nn
+
     n_layers = getattr(model.config, "num_hidden_layers", None)
     for name, module in model.named_modules():
         if (
@@ -96,10 +104,14 @@ def _placement(name: str, module: nn.Module) -> str | None:
 
 
 def _is_linear(module: nn.Module) -> bool:
+    from torch import nn
+
     return isinstance(module, nn.Linear) or type(module).__name__ == "Conv1D"  # GPT-2 style Conv1D too
 
 
 def _in_out(module: nn.Module) -> tuple[int, int]:
+    from torch import nn
+
     if isinstance(module, nn.Linear):
         return module.in_features, module.out_features
     return module.weight.shape[0], module.weight.shape[1]  # Conv1D stores (in, out)
@@ -206,6 +218,7 @@ def attach_lora(model, plan: LoraPlan, seed: int):
     B starts at zero, so the adapted model computes what the model did; A is drawn from ``seed``.
     The trainable count is checked against PEFT's own.
     """
+    import torch
     from peft import LoraConfig, get_peft_model
 
     torch.manual_seed(int(rng(seed, f"lora:{plan.modules}").integers(2**63)))

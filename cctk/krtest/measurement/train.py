@@ -22,16 +22,14 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from ...core.config import Recipe
+from ...core.config import Recipe, check_seeds
 from ...core.errors import CctkError
 from ...core.lm.corpus import IGNORE, collate
 from ...core.lm.finetune import fine_tune
 from ...core.lm.scoring import LOGIT_BUDGET, encode, pad_id, vocab_size
 from ...core.records import TrainRecord
-from .. import DEFAULT_BUDGET
-from ..generation.generate import check_seed
 from .items import Item, passages
-from .lora import LoraPlan, attach_lora, check_budget, plan_lora, trainable_count
+from .lora import DEFAULT_BUDGET, LoraPlan, attach_lora, check_budget, plan_lora, trainable_count
 from .scoring import Summary, score, summarize
 
 METHODS = ("full", "lora")
@@ -66,7 +64,7 @@ class TrainConfig:
             raise CctkError(f"eval_every={self.eval_every} is out of range: must be >= 1")
         if self.max_tokens < 2:
             raise CctkError(f"max_tokens={self.max_tokens} is out of range: must be >= 2")
-        check_seed(self.seed)
+        check_seeds((self.seed,))
         self.recipe.check()
 
     def params(self) -> dict:

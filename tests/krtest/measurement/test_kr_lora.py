@@ -3,9 +3,9 @@ import pytest
 from conftest import tiny_model
 
 from cctk.core.errors import CctkError
-from cctk.krtest import DEFAULT_BUDGET
 from cctk.krtest.generation.generate import make_dataset
 from cctk.krtest.measurement.lora import (
+    DEFAULT_BUDGET,
     attach_lora,
     closest_rank,
     find_blocks,

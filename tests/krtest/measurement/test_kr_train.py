@@ -75,6 +75,7 @@ def test_corpus_rows_cut_long_passages(tokenizer):
         (["--method", "full", "--modules", "ffn"], "--modules is for --method lora"),
         (["--method", "lora", "--modules", "ffn", "--budget", "0"], "budget=0 is out of range"),
         (["--eval-every", "0"], "eval_every=0 is out of range"),
+        (["--seed", "4294967296"], "seeds must be in 0..2**32-1 (4294967295), got 4294967296"),
         (["--learning-rate", "2"], "learning_rate=2.0 is out of range"),
         (["--model", "no-such-model"], "unknown model 'no-such-model'"),
     ],
