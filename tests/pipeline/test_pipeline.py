@@ -51,6 +51,27 @@ def test_auto_profile_is_paper_on_cuda_and_quick_on_a_cpu():
     assert make_config("m", "smoke", (1,), device="cuda").profile == "smoke"
 
 
+def test_the_auto_profile_on_a_cpu_says_why_in_the_first_lines_and_a_tag(tiny_dir, tmp_path, tracking_uri, monkeypatch):
+    """Where ``auto`` takes the CPU's recipe (no GPU here; a GPU torch cannot use ends in one line before), the
+    run says so where it starts and in tag ``cctk.auto_profile``; a profile asked for by name carries none."""
+
+    def stop(*args, **kwargs):
+        raise RuntimeError("stopped after the first lines")
+
+    monkeypatch.setattr(pipeline, "fine_tune", stop)
+    said = []
+    options = pipeline.Options(echo=said.append, system_metrics=False, figures=False)
+    with pytest.raises(RuntimeError, match="stopped"):
+        pipeline.run(
+            make_config(str(tiny_dir), "auto", (3,), device="cpu", parts="A"), pipeline.Where(tmp_path), options
+        )
+    why = "quick, the CPU's recipe (no CUDA device on this machine); --profile paper runs the manual's recipe here"
+    assert f"profile auto: {why}; seeds 3" in said
+    store = tracking.connect()
+    (parent,) = store.search([store.experiment()], f"tags.`{tracking.KIND}` = 'pipeline'")
+    assert parent.tags[pipeline.AUTO_PROFILE] == why
+
+
 def test_an_arm_that_raises_leaves_a_failed_nested_run(tiny_dir, tmp_path, tracking_uri, monkeypatch):
     """The second arm's training raises: its nested run and the pipeline are FAILED with the error as a
     tag; the base model and the first arm, finished before, stay FINISHED. (The second arm trained is
