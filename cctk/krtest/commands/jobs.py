@@ -342,6 +342,8 @@ def _finish(run: tracking.LiveRun, trained: Trained, out: Path, echo) -> None:
             "eval_seconds": trained.eval_seconds,
         }
     )
+    if trained.result.skipped_steps is not None:  # fp16: steps the loss scaler skipped, as a pipeline arm logs them
+        metrics["skipped_steps"] = trained.result.skipped_steps
     run.metrics(metrics, step=trained.result.steps)
     run.params({"trainable_parameters": trained.trainable})
     for path in paths:
