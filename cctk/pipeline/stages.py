@@ -24,7 +24,7 @@ from ..core import provenance
 from ..core.config import AUTO, PARTS, Config, config_from_params, make_config
 from ..core.errors import CctkError
 from ..core.lm import compute, memory, models
-from ..core.lm.device import auto_on_cpu, check_recipe, out_of_memory_as_line, room
+from ..core.lm.device import auto_on_cpu, check_placed, check_recipe, out_of_memory_as_line, room
 from ..core.lm.device import resolve as resolve_device
 from ..core.lm.finetune import fine_tune
 from ..core.lm.scoring import measure
@@ -372,6 +372,7 @@ def _train_and_measure(context: RunContext, draws, done: Done, echo):
         rows = context.protocol.rows(draws, arm.key, context.config.recipe, tokenizer)
         with _nested_run(context, arm, draws) as nested:  # the move is the arm's: an OOM there ends it FAILED
             child = child.to(context.device)
+            check_placed(context.plan, context.device)
             _train_model(context, results, arm, child, rows, tokenizer, nested, progress, i, arm.key in copied)
         if arm.key in copied:
             weights[arm.key] = child.cpu()

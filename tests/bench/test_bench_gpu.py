@@ -20,16 +20,16 @@ def plan(key: str, card: memory.Room) -> memory.Plan:
 
 
 @pytest.mark.parametrize(
-    ("key", "bitsandbytes", "expected"),
+    ("key", "expected"),
     [
-        ("smollm2-135m", False, ("float32", "adamw")),
-        ("qwen2.5-0.5b", False, ("float32", "adamw")),
-        ("phi-1.5", True, ("float32", "adamw8bit")),  # 13.8 GiB of a T4's 14.2
-        ("phi-1.5", False, None),  # without bitsandbytes nothing fits: fp16's half copies need more than float32
+        ("smollm2-135m", ("float32", "adamw")),
+        ("qwen2.5-0.5b", ("float32", "adamw")),
+        ("tinyllama-1.1b", ("float32", "adamw8bit")),
+        ("phi-1.5", None),  # 8-bit AdamW's 14.0 GiB passes the 13.5 GiB a T4 leaves past its margin
     ],
 )
-def test_each_shape_of_a_16_gb_card_gets_what_fits_it(key, bitsandbytes, expected):
-    t4 = memory.card_room(14.75, bf16=False, bitsandbytes=bitsandbytes, name="cuda:0 (Tesla T4)")
+def test_each_shape_of_a_16_gb_card_gets_what_fits_it(key, expected):
+    t4 = memory.card_room(14.75, bf16=False, name="cuda:0 (Tesla T4)")
     chosen = gpu.fitting_recipe(plan(key, t4))
     assert (chosen.precision, chosen.optimizer) == expected if expected else chosen is None
 
@@ -65,6 +65,6 @@ def test_a_cpu_steps_every_recipe_it_takes_and_syncs_none_inside_a_step(tokenize
 
     rows = tokenize(build_corpus(correct_sums(), ADDITIONS[:32], 1, seed=1, name="gpu"), tokenizer)
     table = gpu._syncs_per_step(torch.device("cpu"), tokenizer, rows)
-    assert "syncs in a training step, float32 adamw" in table
-    assert all(k.startswith("syncs in a training step, ") and k.split(", ")[1].split()[1] == "adamw" for k in table)
+    assert "syncs in a training step, float32 adamw" in table and "syncs in a training step, float32 adamw8bit" in table
+    assert all(k.startswith("syncs in a training step, ") for k in table)
     assert all(v.startswith("at most 0 (0 over 4 steps of a 2-layer model of ") for v in table.values()), table

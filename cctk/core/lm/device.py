@@ -153,6 +153,7 @@ def auto_on_cpu(profile: str, device: str | None) -> str:
 
 
 DEVICE_STEP = "CCTK_DEVICE_STEP"
+EIGHT_BIT_DEVICES = ("cuda", "cpu")  # where --optimizer adamw8bit runs (MPS: torchao's tensors unchecked there)
 
 
 def device_step(device: torch.device) -> bool:
@@ -176,13 +177,13 @@ def check_recipe(recipe: Recipe, device: torch.device) -> None:
     device_step(device)
     compute.check_precision(recipe.precision, str(device))
     if recipe.optimizer == "adamw8bit":
-        if device.type != "cuda":
+        if device.type not in EIGHT_BIT_DEVICES:
             raise CctkError(
-                f"--optimizer adamw8bit runs on CUDA devices only (bitsandbytes), not on {device}; "
+                f"--optimizer adamw8bit runs on CUDA devices and the CPU, not on {device} (not checked there); "
                 "use --optimizer adamw"
             )
-        if importlib.util.find_spec("bitsandbytes") is None:
-            raise CctkError("--optimizer adamw8bit needs bitsandbytes: pip install bitsandbytes (CUDA machines)")
+        if importlib.util.find_spec("torchao") is None:
+            raise CctkError("--optimizer adamw8bit keeps its moments in torchao's 8-bit tensors: pip install torchao")
 
 
 def room(device: torch.device) -> Room:
@@ -201,11 +202,21 @@ def room(device: torch.device) -> Room:
             "cuda",
             f"{device} ({torch.cuda.get_device_name(device)})",
             bf16=compute.bf16_missing(str(device)) is None,
-            bitsandbytes=importlib.util.find_spec("bitsandbytes") is not None,
         )
     if device.type == "mps":  # unified memory: the host's is the device's
         return Room(host, host, "mps", "mps")
     return Room(host, host, "cpu", "cpu", bf16=compute.bf16_missing("cpu") is None)
+
+
+def check_placed(plan: Plan, device: torch.device) -> None:
+    """Once the model is on ``device``: the rest of the job against what is free there now, less the margin
+    (other processes, and the kernels loaded since the check, have had their share); an ``OutOfMemory`` line
+    (the run ends FAILED with it) rather than the allocator's error midway. Nothing to read elsewhere."""
+    if device.type != "cuda":
+        return
+    short = plan.placed_shortfall(room(device).device)
+    if short:
+        raise OutOfMemory(short)
 
 
 @contextmanager

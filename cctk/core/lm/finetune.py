@@ -272,6 +272,7 @@ class _DeviceGuard:
         fp16 loss scale below its floor."""
         n = len(self.losses)
         scale = self.scaler._get_scale_async()  # the scale as a tensor on the device: no read of its own
+        assert scale is not None  # set by the epoch's first scale()
         values = torch.cat([torch.stack(self.losses), torch.stack(self.norms), scale.reshape(1).float()]).tolist()
         losses, norms, self.scale = values[:n], values[n : 2 * n], values[-1]
         self.losses, self.norms = [], []
@@ -434,12 +435,12 @@ def _batches(rows, batch_size: int, order):
 
 def make_optimizer(model, recipe: Recipe) -> torch.optim.Optimizer:
     """The recipe's optimizer: AdamW (fused into one kernel where this torch build has one for the device)
-    or bitsandbytes' 8-bit AdamW (CUDA only; ``cctk.core.lm.device.check_recipe`` refused it elsewhere)."""
+    or cctk's 8-bit AdamW (``cctk.core.lm.adamw8bit``: torchao's 8-bit moments, no read on the host)."""
     params = [p for p in model.parameters() if p.requires_grad]
     if recipe.optimizer == "adamw8bit":
-        import bitsandbytes
+        from .adamw8bit import AdamW8bit
 
-        return bitsandbytes.optim.AdamW8bit(params, lr=recipe.learning_rate, weight_decay=recipe.weight_decay)
+        return AdamW8bit(params, lr=recipe.learning_rate, weight_decay=recipe.weight_decay)
     try:
         return torch.optim.AdamW(params, lr=recipe.learning_rate, weight_decay=recipe.weight_decay, fused=True)
     except (RuntimeError, TypeError):
