@@ -61,6 +61,7 @@ def fine_tune(
     row_gradients: bool = True,
     host_checks: bool | None = None,
     on_loss: Callable[[int, float], None] | None = None,
+    cuda=torch.cuda,
 ) -> TrainRecord:
     """Train ``model`` in place on tokenized ``rows`` (input_ids, labels) with ``recipe``.
 
@@ -70,7 +71,8 @@ def fine_tune(
     model)`` after every epoch (1-based), the model in eval mode, then back in train mode (learning
     curves); ``on_loss(epoch, loss)`` as each epoch ends (1-based), with the epoch's mean loss, the very
     value the record's ``losses`` keeps (a caller logs the history as it grows). None changes what is
-    trained.
+    trained. ``cuda``: where a CUDA device's peak memory statistics are read (``torch.cuda``; a fake in the
+    tests, which run that branch on the CPU).
 
     ``host_checks`` (default: on the CPU only, unless ``CCTK_DEVICE_STEP=1``: ``cctk.core.lm.device.device_step``):
     read the loss and the gradient norm on the host at every step, so a non-finite value stops the run
@@ -89,7 +91,7 @@ def fine_tune(
     total = recipe.steps(len(rows))
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: recipe.lr_factor(step, total))
     guard = None if host_checks else _DeviceGuard(device, recipe)
-    _reset_peaks(device)
+    _reset_peaks(device, cuda)
     packing = pack_batches and not has_dropout(model)
     model.train()
     epoch_losses, steps, start, aside = [], 0, time.perf_counter(), 0.0
@@ -123,7 +125,7 @@ def fine_tune(
     optimizer.zero_grad(set_to_none=True)  # no gradients outlive the run (a parent waits without them)
     model.eval()
     skipped = guard.check_run(f"{name}: ", recipe.epochs - 1) if guard is not None else None
-    gpu, cpu = _peaks(device)
+    gpu, cpu = _peaks(device, cuda)
     return TrainRecord(
         len(rows),
         steps,
@@ -136,17 +138,18 @@ def fine_tune(
     )
 
 
-def _reset_peaks(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
+def _reset_peaks(device: torch.device, cuda=torch.cuda) -> None:
+    if device.type == "cuda" or cuda is not torch.cuda:
+        cuda.reset_peak_memory_stats(device)
     else:
         reset_process_peak()
 
 
-def _peaks(device: torch.device) -> tuple[int, int]:
-    """(peak GPU memory, peak resident memory of the process) of the run: each 0 where it is not the device."""
-    if device.type == "cuda":
-        return int(torch.cuda.max_memory_allocated(device)), 0
+def _peaks(device: torch.device, cuda=torch.cuda) -> tuple[int, int]:
+    """(peak GPU memory, peak resident memory of the process) of the run: each 0 where it is not the device
+    (``cuda`` other than ``torch.cuda``: a reader of a GPU's statistics, whatever the device)."""
+    if device.type == "cuda" or cuda is not torch.cuda:
+        return int(cuda.max_memory_allocated(device)), 0
     return 0, process_peak()
 
 

@@ -112,3 +112,41 @@ def test_no_cuda_device_visible_to_a_cuda_build(t4, monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
     with pytest.raises(CctkError, match=r"^--device cuda: no CUDA device is visible"):
         devices.resolve("cuda")
+
+
+def test_free_memory_read_again_once_the_model_is_placed(t4):
+    """The check before any work had 14 GiB free; once the model is on the T4 another process has taken memory:
+    the rest of the job no longer fits what is left less the margin, and the run ends in one line (the
+    ``OutOfMemory`` an arm's FAILED status carries) instead of an allocator's error midway."""
+    from cctk.core.config import PROFILES
+    from cctk.core.errors import OutOfMemory
+    from cctk.core.lm import memory, models
+
+    shape = models.roster_shapes()["qwen2.5-0.5b"]
+    plan = memory.Plan("qwen2.5-0.5b", shape, PROFILES["paper"], 16, room(torch.device("cuda:0")), waiting=1)
+    assert plan.shortfall() is None
+    rest = plan.estimate.device - plan.estimate.weights
+    t4.free = memory.free_for(rest) + 2**20
+    devices.check_placed(plan, torch.device("cuda:0"))  # the rest and its margin fit
+    t4.free = rest + 2**20  # fits, but not with the margin kept free
+    with pytest.raises(OutOfMemory, match=r"^qwen2\.5-0\.5b is on cuda:0 \(Tesla T4\), and the rest of this recipe "):
+        devices.check_placed(plan, torch.device("cuda:0"))
+    devices.check_placed(plan, torch.device("cpu"))  # nothing to read on a CPU
+
+
+def test_bench_gpu_empties_the_allocator_cache_before_it_reads_what_is_free(t4):
+    """``bench gpu`` plans each shape against the free memory read after the cache of the shapes before it was
+    emptied (it read it once, with them cached: a 16 GB card would call phi-1.5 too big)."""
+    from cctk.bench.gpu import free_room
+
+    order = []
+
+    class Cache:
+        def empty_cache(self):
+            order.append("empty_cache")
+
+    real = t4.mem_get_info
+    t4.mem_get_info = lambda device=None: (order.append("mem_get_info"), real(device))[1]
+    torch.cuda.mem_get_info = t4.mem_get_info
+    assert free_room(torch.device("cuda:0"), cache=Cache()).device == t4.free
+    assert order == ["empty_cache", "mem_get_info"]

@@ -429,3 +429,26 @@ def test_nothing_is_widened_to_float64_before_it_reaches_the_host():
     root = Path(cctk.__file__).parent
     found = [hit for path in sorted(root.rglob("*.py")) for hit in _widened_on_a_device(path)]
     assert found == []
+
+
+class CudaPeaks:
+    """The peak statistics of ``torch.cuda``, faked: what fine_tune resets and reads for a CUDA device."""
+
+    def __init__(self):
+        self.calls = []
+
+    def reset_peak_memory_stats(self, device):
+        self.calls.append(("reset", str(device)))
+
+    def max_memory_allocated(self, device):
+        self.calls.append(("read", str(device)))
+        return 3 * 2**30
+
+
+def test_the_gpu_peak_is_reset_at_the_start_and_read_at_the_end(tiny, rows, tokenizer):
+    """The CUDA branch of the peak statistics (reset_peak_memory_stats, max_memory_allocated), run on the CPU
+    through an injected reader: the record carries the GPU's peak and no process peak, as on a GPU."""
+    peaks = CudaPeaks()
+    record = fine_tune(copy.deepcopy(tiny), rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, cuda=peaks)
+    assert peaks.calls == [("reset", "cpu"), ("read", "cpu")]
+    assert (record.peak_gpu_memory_bytes, record.peak_cpu_memory_bytes) == (3 * 2**30, 0)
