@@ -358,3 +358,16 @@ def test_a_run_stopped_before_its_first_measurement_is_resumed(tiny_dir, tmp_pat
     assert said == [f"resuming {folder.name}: 0 of 3 models already finished"] and not done.run_ids
     assert status == "RUNNING" and tracking.connect().get(run_id).status == "FINISHED"
     session.release(session.hold(folder))  # let go after the run ended
+
+
+def test_the_memory_use_of_a_gpu_run_is_its_largest_arm_on_the_allocator():
+    """The CUDA branch of the run's memory use (run_info.json, the report): the GPU allocator's largest arm
+    against the estimate, not the process's resident memory."""
+    from types import SimpleNamespace
+
+    from cctk.core.records import TrainRecord
+
+    arms = {k: TrainRecord(10, 2, 1.0, (1.0,), peak, 0.1) for k, peak in (("a", 5 * 2**30), ("b", 7 * 2**30))}
+    context = SimpleNamespace(device=torch.device("cuda:0"), memory_estimate=8 * 2**30)
+    use = pipeline._memory_use(context, SimpleNamespace(training=arms))
+    assert (use.where, use.estimate_bytes, use.peak_bytes) == ("gpu", 8 * 2**30, 7 * 2**30)
