@@ -344,7 +344,7 @@ def _recipe_words(recipe: Recipe) -> str:
 def options(recipe: Recipe, room: Room) -> list[Recipe]:
     """The recipe's variants this device can run, nearest the manual's first: the optimizer, then the precision."""
     precisions = ["float32"] + (["bf16"] if room.bf16 else []) + (["fp16"] if room.device_type == "cuda" else [])
-    optimizers = ["adamw"] + (["adamw8bit"] if room.device_type in ("cuda", "cpu") else [])
+    optimizers = ["adamw"] + (["adamw8bit"] if room.device_type == "cuda" else [])
     variants = [replace(recipe, optimizer=o, precision=p) for p in precisions for o in optimizers]
     return [v for v in variants if v != recipe]
 

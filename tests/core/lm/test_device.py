@@ -104,6 +104,7 @@ def test_the_cuda_branches_of_resolve_room_and_check_recipe_on_a_fake_t4(t4):
     assert (free.device, free.device_type, free.name, free.bf16) == (14 * 2**30, "cuda", "cuda:0 (Tesla T4)", False)
     assert t4.calls == [("mem_get_info", "cuda:0")]
     check_recipe(Recipe(precision="fp16"), torch.device("cuda:0"))  # the T4's half precision
+    check_recipe(Recipe(optimizer="adamw8bit"), torch.device("cuda:0"))  # torchao is installed with cctk
     with pytest.raises(CctkError, match=r"^--precision bf16 needs native bf16 arithmetic: Tesla T4 \(compute "):
         check_recipe(Recipe(precision="bf16"), torch.device("cuda:0"))
 
