@@ -222,7 +222,8 @@ def _syncs_per_step(device: torch.device, tokenizer, rows) -> dict:
         tensors = sum(p.requires_grad for p in model.parameters())
         out[f"syncs in a training step, {recipe.precision} {recipe.optimizer}"] = (
             f"at most {max(steps)} ({sum(steps)} over {len(steps)} steps of a 2-layer model of {tensors} tensors; "
-            "a padded batch's mask costs Transformers 5.24 two reads, a packed one none), and 1 an epoch"
+            "a padded batch's mask costs Transformers 5.24 a read, two where its rows differ in length; "
+            "a packed one none), and 1 an epoch"
         )
         del model
     return out
