@@ -139,7 +139,8 @@ class SyncCounter:
             self.ops["to cpu"] += 1
             return self._copy(out, tensor)
 
-        torch.Tensor.cpu, torch.Tensor.to = counted_cpu, counted_to
+        for name, method in (("cpu", counted_cpu), ("to", counted_to)):
+            setattr(torch.Tensor, name, method)
 
     def _copy(self, out: torch.Tensor, tensor: torch.Tensor) -> torch.Tensor:
         """``out``, a copy on the host, marked so that reading it is not counted again (on a CPU, where the
