@@ -45,7 +45,8 @@ test-fast: setup  ## the inner loop: everything but tests/integration (end-to-en
 # a GPU takes, here on the CPU): fine_tune itself, the pipeline's arms, KR-Test's training, LoRA and callback,
 # the benchmarks' training and the memory plan. tests/integration/test_device_step.py (in `make test`) runs a
 # smoke pipeline and a KR-Test study on it. CI runs this after `make test` (.ci/run).
-DEVICE_STEP_TESTS := tests/core/lm/test_finetune.py tests/core/lm/test_memory.py tests/pipeline/test_pipeline.py \
+DEVICE_STEP_TESTS := tests/core/lm/test_finetune.py tests/core/lm/test_adamw8bit.py tests/core/lm/test_memory.py \
+	tests/pipeline/test_pipeline.py \
 	tests/bench tests/krtest/measurement/test_kr_train.py tests/krtest/measurement/test_kr_lora.py \
 	tests/krtest/measurement/test_kr_callback.py
 

@@ -4,7 +4,15 @@
 (statistics, experiments, figures, outputs, results) never load torch.
 """
 
+import logging
+
 __version__ = "0.1.0"
+
+# torchao (the 8-bit AdamW's moments; Transformers imports it too, wherever it is installed) logs a warning at
+# import for each of its CUDA kernel libraries it cannot load, and torch one for each of torchao's enums it
+# registers: cctk uses none of them, and the lines would open every command's output.
+for _name in ("torchao", "torch.utils._pytree"):
+    logging.getLogger(_name).setLevel(logging.ERROR)
 __all__ = ["__version__", "load_model", "measure"]
 
 

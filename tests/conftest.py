@@ -3,6 +3,7 @@ own, and a written session folder. What they are built from lives in ``builders`
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,29 @@ def tiny_dir(tmp_path_factory, tokenizer):
     tiny_model("llama", len(tokenizer)).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+FAKE_NVIDIA_SMI = """#!/bin/sh
+# nvidia-smi of a machine with a Tesla T4 on driver 535 (CUDA 12.2 at most)
+case "$*" in
+*-L*) echo "GPU 0: Tesla T4 (UUID: GPU-5a1c0c2e-0000-0000-0000-000000000000)" ;;
+*--query-gpu=driver_version*) echo "535.183.01" ;;
+*) echo "| NVIDIA-SMI 535.183.01   Driver Version: 535.183.01   CUDA Version: 12.2 |" ;;
+esac
+"""
+
+
+@pytest.fixture
+def fake_nvidia_smi(tmp_path_factory, monkeypatch):
+    """A machine whose ``nvidia-smi`` answers (a T4, driver 535) while this torch (the CPU build) cannot use
+    it: the fake first on PATH, for this process and the commands it starts."""
+    folder = tmp_path_factory.mktemp("nvidia")
+    script = folder / "nvidia-smi"
+    script.write_text(FAKE_NVIDIA_SMI)
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}:{os.environ.get('PATH', '')}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    return script
 
 
 @pytest.fixture(autouse=True)

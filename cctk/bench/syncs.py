@@ -6,13 +6,18 @@ explicit ``torch.cuda.synchronize()`` besides (bitsandbytes' 8-bit optimizers ca
 parameter). On a CPU
 nothing waits, so what is counted is what *would* wait on an accelerator, in the code an accelerator
 would run: every aten operation that needs a tensor's value on the host, seen by a ``TorchDispatchMode``
-(forward and backward passes alike), and ``tolist``/``numpy``, which read a CPU tensor's memory without
-any operation. That makes the accelerator step's reads countable in the suite, on the CPU.
+(forward and backward passes alike), ``tolist``/``numpy``, which read a CPU tensor's memory without
+any operation, and the copies to the host, ``.cpu()`` and ``.to("cpu")`` (no operation either where the
+tensor is on the CPU already); a value read from such a copy is not counted again. On a CPU run the model's
+device is the host: code that moves a tensor to ``some_tensor.device`` (a ``torch.device``) is taken for a move
+to the device and not counted; only the literal ``"cpu"`` names the host. That makes the accelerator step's
+reads countable in the suite, on the CPU.
 """
 
 from __future__ import annotations
 
 import warnings
+import weakref
 from collections import Counter
 
 import torch
@@ -33,6 +38,7 @@ HOST_VALUE_OPS = frozenset(
     }
 )
 READ_METHODS = ("tolist", "numpy")
+HOST = ("cpu", "cpu:0")  # the host, as code names it when it copies a tensor there
 
 
 def _bool_index(func, args) -> bool:
@@ -48,14 +54,22 @@ def _repeat_without_size(func, kwargs) -> bool:
     return func.__name__.startswith("repeat_interleave") and kwargs.get("output_size") is None
 
 
+def _to_host(args: tuple, kwargs: dict) -> bool:
+    """Whether ``tensor.to(*args, **kwargs)`` names the host: ``.to("cpu")``, ``.to(device="cpu")``."""
+    target = kwargs.get("device", args[0] if args else None)
+    return isinstance(target, str) and target in HOST
+
+
 class _HostValues(TorchDispatchMode):
-    def __init__(self, counts: Counter):
+    def __init__(self, counts: Counter, copied: set[int]):
         super().__init__()
-        self.counts = counts
+        self.counts, self.copied = counts, copied
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = func.__name__.split(".")[0]
+        if name == "_local_scalar_dense" and args and id(args[0]) in self.copied:  # read from a counted copy
+            return func(*args, **kwargs)
         if name in HOST_VALUE_OPS or _bool_index(func, args) or _repeat_without_size(func, kwargs):
             self.counts["boolean index" if name.startswith("index") else name] += 1
         return func(*args, **kwargs)
@@ -66,6 +80,7 @@ class SyncCounter:
 
     def __init__(self, device: torch.device):
         self.device, self.ops = torch.device(device), Counter()
+        self._copied: set[int] = set()  # ids of the copies to the host counted: reading them waits no more
         self._mode: _HostValues | None = None
         self._saved: dict = {}
         self._caught = None
@@ -99,12 +114,42 @@ class SyncCounter:
             real = self._saved[name] = getattr(torch.Tensor, name)
 
             def counted(tensor, *args, _real=real, _name=name, **kwargs):
-                self.ops[_name] += 1
+                if id(tensor) not in self._copied:
+                    self.ops[_name] += 1
                 return _real(tensor, *args, **kwargs)
 
             setattr(torch.Tensor, name, counted)
-        self._mode = _HostValues(self.ops).__enter__()
+        self._count_copies()
+        self._mode = _HostValues(self.ops, self._copied).__enter__()
         return self
+
+    def _count_copies(self) -> None:
+        """``.cpu()`` and ``.to("cpu")`` counted as the copies to the host they are on an accelerator."""
+        cpu = self._saved["cpu"] = torch.Tensor.cpu
+        to = self._saved["to"] = torch.Tensor.to
+
+        def counted_cpu(tensor, *args, **kwargs):
+            self.ops["cpu"] += 1
+            return self._copy(cpu(tensor, *args, **kwargs), tensor)
+
+        def counted_to(tensor, *args, **kwargs):
+            out = to(tensor, *args, **kwargs)
+            if not _to_host(args, kwargs):
+                return out
+            self.ops["to cpu"] += 1
+            return self._copy(out, tensor)
+
+        for name, method in (("cpu", counted_cpu), ("to", counted_to)):
+            setattr(torch.Tensor, name, method)
+
+    def _copy(self, out: torch.Tensor, tensor: torch.Tensor) -> torch.Tensor:
+        """``out``, a copy on the host, marked so that reading it is not counted again (on a CPU, where the
+        tensor is its own copy, a view of it: the tensor itself stays unmarked)."""
+        if out is tensor:
+            out = out.view_as(out)
+        self._copied.add(id(out))
+        weakref.finalize(out, self._copied.discard, id(out))
+        return out
 
     def __exit__(self, *exc) -> None:
         if self.device.type == "cuda":

@@ -1,5 +1,5 @@
-"""Entry of the MLproject: drops the empty parameters (meaning "keep the default"), turns switch
-parameters (``-P curves=yes``, ``-P figures=no``) into the CLI's flags, and calls the CLI."""
+"""Entry of the MLproject: checks the device first, drops the empty parameters (meaning "keep the default"),
+turns switch parameters (``-P curves=yes``, ``-P figures=no``) into the CLI's flags, and calls the CLI."""
 
 from __future__ import annotations
 
@@ -31,5 +31,22 @@ def strip_empty(argv: list[str]) -> list[str]:
     return out
 
 
+def check_device_first(argv: list[str]) -> None:
+    """With no ``-P device=...``: end in one line (exit 1) where this machine has an NVIDIA GPU that the
+    environment's torch cannot use (``mlflow run`` builds it from conda.yaml, which ``make setup``'s check
+    never saw), before anything else; the command itself would otherwise train on the CPU. A device given
+    is checked by the command, as ``cctk`` checks it."""
+    if "--device" in argv:
+        return
+    from ..core.lm.device import unusable_gpu
+
+    lost = unusable_gpu()
+    if lost:
+        print(f"Error: {lost}", file=sys.stderr)
+        raise SystemExit(1)
+
+
 if __name__ == "__main__":
-    cli(args=strip_empty(sys.argv[1:]), prog_name="cctk")
+    args = strip_empty(sys.argv[1:])
+    check_device_first(args)
+    cli(args=args, prog_name="cctk")

@@ -15,7 +15,7 @@ from .errors import CctkError
 N_SEEDS = 5  # seeds[0] drives every draw; the others are reserved for repetitions, as in the manual
 SCHEDULES = ("constant", "linear")  # how the learning rate moves over a run's steps
 PRECISIONS = ("float32", "bf16", "fp16")  # arithmetic of the forward and backward passes (weights stay float32)
-OPTIMIZERS = ("adamw", "adamw8bit")  # AdamW (the manual's), or bitsandbytes' 8-bit AdamW (CUDA only)
+OPTIMIZERS = ("adamw", "adamw8bit")  # AdamW (the manual's), or 8-bit AdamW (cctk.core.lm.adamw8bit)
 DEFAULT_PROTOCOL = "v2"  # what `cctk run` runs without --protocol
 V1_SEED = 42  # the reference notebook's random.seed(42): the default seed of protocol v1
 PARTS = ("A", "B", "C", "D")  # the parts of manual 2.0.0 a run can run (cctk.manuals.v2.design tags every arm with one)
@@ -55,8 +55,8 @@ class Recipe:
     optimizer: str = field(
         default="adamw",
         metadata={
-            "help": "adamw (the manual's: two float32 moments, 8 bytes a parameter) or adamw8bit (bitsandbytes, "
-            "CUDA only: 2 bytes a parameter)",
+            "help": "adamw (the manual's: two float32 moments, 8 bytes a parameter) or adamw8bit (8-bit moments "
+            "in torchao's tensors, CUDA only: about 2 bytes a parameter)",
             "choices": OPTIMIZERS,
         },
     )

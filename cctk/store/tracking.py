@@ -252,7 +252,7 @@ class LiveRun:
 
     def system_metrics(self, interval: float = 10.0):
         """Start logging CPU, memory, disk, network (and GPU where there is one) every ``interval`` s;
-        returns the monitor (``stop()`` it), or None where MLflow cannot monitor this machine."""
+        returns the monitor (``finish()`` it), or None where MLflow cannot monitor this machine."""
         try:
             from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 

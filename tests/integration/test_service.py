@@ -69,6 +69,29 @@ def test_mlflow_run_attaches_to_its_run_and_nests_14(tiny_dir, tmp_path):
     assert (folder / "report.html").is_file() and (folder / "tables").is_dir() and not (folder / "figures").exists()
 
 
+def test_mlflow_run_on_a_gpu_its_torch_cannot_use_ends_in_one_line(fake_nvidia_smi, tmp_path):
+    """`mlflow run` on a machine whose nvidia-smi answers and whose torch (the CPU build, as an environment
+    built from conda.yaml may be for the driver) cannot use the GPU: the entry point's first check ends it in
+    one line, nothing trains on the CPU, and the run `mlflow run` created ends FAILED, not RUNNING."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    parameters = ["-P", "model=smollm2-135m-bundled", "-P", f"out={tmp_path / 'out'}"]
+    done = subprocess.run(
+        [str(BIN / "mlflow"), "run", str(ROOT), "--env-manager", "local", "--experiment-name", "cctk", *parameters],
+        cwd=tmp_path,
+        env=_env(MLFLOW_TRACKING_URI=uri),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode != 0
+    said = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+    assert len(said) == 1 and said[0].startswith("Error: this machine has an NVIDIA GPU (Tesla T4, driver 535"), said
+    assert not (tmp_path / "out").exists()  # no session folder: nothing ran
+    client = mlflow.MlflowClient(uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("cctk").experiment_id])
+    assert run.info.status == "FAILED"
+
+
 def _initdb() -> str | None:
     found = shutil.which("initdb") or next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))), None)
     return str(found) if found else None

@@ -51,6 +51,27 @@ def test_auto_profile_is_paper_on_cuda_and_quick_on_a_cpu():
     assert make_config("m", "smoke", (1,), device="cuda").profile == "smoke"
 
 
+def test_the_auto_profile_on_a_cpu_says_why_in_the_first_lines_and_a_tag(tiny_dir, tmp_path, tracking_uri, monkeypatch):
+    """Where ``auto`` takes the CPU's recipe (no GPU here; a GPU torch cannot use ends in one line before), the
+    run says so where it starts and in tag ``cctk.auto_profile``; a profile asked for by name carries none."""
+
+    def stop(*args, **kwargs):
+        raise RuntimeError("stopped after the first lines")
+
+    monkeypatch.setattr(pipeline, "fine_tune", stop)
+    said = []
+    options = pipeline.Options(echo=said.append, system_metrics=False, figures=False)
+    with pytest.raises(RuntimeError, match="stopped"):
+        pipeline.run(
+            make_config(str(tiny_dir), "auto", (3,), device="cpu", parts="A"), pipeline.Where(tmp_path), options
+        )
+    why = "quick, the CPU's recipe (no CUDA device on this machine); --profile paper runs the manual's recipe here"
+    assert f"profile auto: {why}; seeds 3" in said
+    store = tracking.connect()
+    (parent,) = store.search([store.experiment()], f"tags.`{tracking.KIND}` = 'pipeline'")
+    assert parent.tags[pipeline.AUTO_PROFILE] == why
+
+
 def test_an_arm_that_raises_leaves_a_failed_nested_run(tiny_dir, tmp_path, tracking_uri, monkeypatch):
     """The second arm's training raises: its nested run and the pipeline are FAILED with the error as a
     tag; the base model and the first arm, finished before, stay FINISHED. (The second arm trained is
@@ -337,3 +358,16 @@ def test_a_run_stopped_before_its_first_measurement_is_resumed(tiny_dir, tmp_pat
     assert said == [f"resuming {folder.name}: 0 of 3 models already finished"] and not done.run_ids
     assert status == "RUNNING" and tracking.connect().get(run_id).status == "FINISHED"
     session.release(session.hold(folder))  # let go after the run ended
+
+
+def test_the_memory_use_of_a_gpu_run_is_its_largest_arm_on_the_allocator():
+    """The CUDA branch of the run's memory use (run_info.json, the report): the GPU allocator's largest arm
+    against the estimate, not the process's resident memory."""
+    from types import SimpleNamespace
+
+    from cctk.core.records import TrainRecord
+
+    arms = {k: TrainRecord(10, 2, 1.0, (1.0,), peak, 0.1) for k, peak in (("a", 5 * 2**30), ("b", 7 * 2**30))}
+    context = SimpleNamespace(device=torch.device("cuda:0"), memory_estimate=8 * 2**30)
+    use = pipeline._memory_use(context, SimpleNamespace(training=arms))
+    assert (use.where, use.estimate_bytes, use.peak_bytes) == ("gpu", 8 * 2**30, 7 * 2**30)

@@ -134,5 +134,7 @@ def test_ray_cells_ask_for_the_gpus_they_use(monkeypatch):
         sweep_module._ray(plan, [], None, print, sweep_module.per_cell(2.0, 0.5))
     assert asked == {"num_cpus": 2.0, "num_gpus": 0.5}
     assert sweep_module.per_cell().gpus == (1.0 if torch.cuda.is_available() else 0.0)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a CUDA machine: a GPU a cell by default
+    assert sweep_module.per_cell().gpus == 1.0
     with pytest.raises(CctkError, match=r"--gpus-per-cell >= 0, got 1.0 and -1"):
         sweep_module.per_cell(1.0, -1)

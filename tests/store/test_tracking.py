@@ -324,3 +324,45 @@ def test_a_new_sqlite_store_is_opened_under_its_folders_lock(tmp_path):
     os.close(fd)
     thread.join(60)
     assert opened.is_set()
+
+
+def test_the_gpu_monitor_logs_memory_use_and_power_through_nvml(tracking_uri, monkeypatch):
+    """A pipeline's system metrics on a GPU machine (``LiveRun.system_metrics``: MLflow's monitor, its GPU part
+    through NVML), run here with a fake NVML of one GPU: its memory, use and power reach the run as metrics
+    (the suite's pipelines pass ``--no-system-metrics``: no test ran this part before #46)."""
+    import time
+    from types import SimpleNamespace
+
+    import mlflow
+    from mlflow.system_metrics.metrics import gpu_monitor
+
+    class NVMLError(Exception):
+        pass
+
+    fake = SimpleNamespace(
+        NVMLError=NVMLError,
+        nvmlInit=lambda: None,
+        nvmlDeviceGetCount=lambda: 1,
+        nvmlDeviceGetHandleByIndex=lambda index: f"gpu {index}",
+        nvmlDeviceGetMemoryInfo=lambda handle: SimpleNamespace(used=6_000_000_000, total=16_000_000_000),
+        nvmlDeviceGetUtilizationRates=lambda handle: SimpleNamespace(gpu=87),
+        nvmlDeviceGetPowerUsage=lambda handle: 35_000,
+        nvmlDeviceGetEnforcedPowerLimit=lambda handle: 70_000,
+    )
+    monkeypatch.setattr(gpu_monitor, "pynvml", fake, raising=False)
+    store = tracking.connect()
+    run = store.start(store.experiment(), "monitored", {})
+    monitor = run.system_metrics(interval=0.1)
+    assert monitor is not None
+    metrics, deadline = {}, time.monotonic() + 60
+    try:
+        while "system/gpu_0_power_usage_watts" not in metrics and time.monotonic() < deadline:
+            time.sleep(0.2)
+            metrics = mlflow.MlflowClient(tracking_uri).get_run(run.run_id).data.metrics
+    finally:
+        monitor.finish()
+        run.end()
+    assert metrics["system/gpu_0_memory_usage_megabytes"] == 6000.0
+    assert metrics["system/gpu_0_memory_usage_percentage"] == 37.5
+    assert metrics["system/gpu_0_utilization_percentage"] == 87.0
+    assert metrics["system/gpu_0_power_usage_watts"] == 35.0

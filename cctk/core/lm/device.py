@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
+import subprocess
+from collections.abc import Callable
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -28,7 +31,12 @@ def resolve(name: str | None = None) -> torch.device:
     import torch
 
     if not name:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        lost = unusable_gpu()
+        if lost:  # never the CPU, and the CPU's recipe, in silence on a machine that has a GPU
+            raise CctkError(lost)
+        return torch.device("cpu")
     try:
         device = torch.device(name)
     except (RuntimeError, ValueError):
@@ -57,7 +65,98 @@ def _check_cuda(name: str, device: torch.device) -> None:
         raise CctkError(f"--device {name}: there are {count} CUDA devices (cuda:0..cuda:{count - 1})")
 
 
+# The NVIDIA driver a CUDA major version needs (CUDA's minor version compatibility), as make setup says it
+# (scripts/install-torch.sh).
+DRIVER_FOR_CUDA = {"13": "580", "12": "525", "11": "450"}
+OLDER_CUDA_INDEX = "https://download.pytorch.org/whl/cu126"  # CUDA 12.6: drivers 525 and newer
+NVIDIA_SMI_SECONDS = 15
+
+
+def nvidia_smi(*args: str) -> str | None:
+    """What ``nvidia-smi ARGS`` prints, or None where it is not on PATH, fails or hangs."""
+    path = shutil.which("nvidia-smi")
+    if path is None:
+        return None
+    try:
+        done = subprocess.run([path, *args], capture_output=True, text=True, timeout=NVIDIA_SMI_SECONDS)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def unusable_gpu(smi: Callable[..., str | None] = nvidia_smi) -> str | None:
+    """One line where this machine has an NVIDIA GPU (``nvidia-smi -L`` lists one) that this torch cannot use,
+    naming the torch build, the driver it needs, the driver found and the way out; None where torch uses the
+    GPU, where there is none, or where ``CUDA_VISIBLE_DEVICES`` hides every GPU on purpose (Ray does so for a
+    task that asks for none)."""
+    import torch
+
+    if torch.cuda.is_available() or os.environ.get("CUDA_VISIBLE_DEVICES", "x").strip() in ("", "-1"):
+        return None
+    listed = [line for line in (smi("-L") or "").splitlines() if line.startswith("GPU ")]
+    if not listed:
+        return None
+    gpu = listed[0].split(":", 1)[1].split("(UUID")[0].strip()
+    driver = ((smi("--query-gpu=driver_version", "--format=csv,noheader") or "").strip().splitlines() or ["unknown"])[0]
+    most = next(
+        (line.split("CUDA Version:")[1].split()[0] for line in (smi() or "").splitlines() if "CUDA Version:" in line),
+        "?",
+    )
+    found = f"this machine has an NVIDIA GPU ({gpu}, driver {driver}, CUDA {most} at most)"
+    if torch.version.cuda is None:
+        return (
+            f"{found} and this torch build ({torch.__version__}) has no CUDA: install a CUDA build "
+            f"({_cuda_build(driver)}), or pass --device cpu to compute on the CPU"
+        )
+    needs = DRIVER_FOR_CUDA.get(torch.version.cuda.split(".")[0])
+    if needs and _older(driver, needs):
+        return (
+            f"{found} that torch {torch.__version__} (CUDA {torch.version.cuda}) cannot use: the build needs an "
+            f"NVIDIA driver >= {needs}; update the driver, or install a build for an older CUDA "
+            f"({_cuda_build(driver)}), or pass --device cpu to compute on the CPU"
+        )
+    return (
+        f"{found} that torch {torch.__version__} (CUDA {torch.version.cuda}) does not see: check "
+        f"CUDA_VISIBLE_DEVICES ({os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}) and the driver (nvidia-smi), "
+        "or pass --device cpu to compute on the CPU"
+    )
+
+
+def _cuda_build(driver: str) -> str:
+    """How to install the CUDA build of this torch release that ``driver`` runs: PyPI's (CUDA 13, drivers
+    580 and newer) or the CUDA 12.6 build of PyTorch's index (drivers 525 and newer), with make setup or pip."""
+    import torch
+
+    release = torch.__version__.split("+")[0]
+    if _older(driver, DRIVER_FOR_CUDA["13"]):
+        return (
+            f"rm -r .venv && make setup TORCH_INDEX={OLDER_CUDA_INDEX}; "
+            f"or pip install torch=={release} --index-url {OLDER_CUDA_INDEX}"
+        )
+    return f"rm -r .venv && make setup TORCH=cuda; or pip install torch=={release} from PyPI"
+
+
+def _older(driver: str, needed: str) -> bool:
+    """Whether driver version ``driver`` (``535.183.01``) is older than major ``needed``; False where unreadable."""
+    try:
+        return int(driver.split(".")[0]) < int(needed)
+    except ValueError:
+        return False
+
+
+def auto_on_cpu(profile: str, device: str | None) -> str:
+    """Why the ``auto`` profile took ``profile``, the CPU's recipe, not the manual's ``paper``: the device asked
+    for, or no CUDA device on this machine (a GPU that torch cannot use never gets here: ``resolve`` ends in
+    ``unusable_gpu``'s line). Said in the run's first lines and its tag ``cctk.auto_profile``."""
+    why = f"--device {device}" if device else "no CUDA device on this machine"
+    return f"{profile}, the CPU's recipe ({why}); --profile paper runs the manual's recipe here"
+
+
 DEVICE_STEP = "CCTK_DEVICE_STEP"
+# Where --optimizer adamw8bit runs: CUDA, its update compiled. Uncompiled (the CPU, MPS) it costs about a
+# microsecond a value on this project's CPU (26 s a step for smollm2-135m's embedding, against 0.2 s for
+# AdamW): the suite runs it on the CPU (tests/core/lm/test_adamw8bit.py), a user should not.
+EIGHT_BIT_DEVICES = ("cuda",)
 
 
 def device_step(device: torch.device) -> bool:
@@ -81,13 +180,13 @@ def check_recipe(recipe: Recipe, device: torch.device) -> None:
     device_step(device)
     compute.check_precision(recipe.precision, str(device))
     if recipe.optimizer == "adamw8bit":
-        if device.type != "cuda":
+        if device.type not in EIGHT_BIT_DEVICES:
             raise CctkError(
-                f"--optimizer adamw8bit runs on CUDA devices only (bitsandbytes), not on {device}; "
-                "use --optimizer adamw"
+                f"--optimizer adamw8bit runs on CUDA devices (its update compiled), not on {device}, where it "
+                "would take seconds a step; use --optimizer adamw"
             )
-        if importlib.util.find_spec("bitsandbytes") is None:
-            raise CctkError("--optimizer adamw8bit needs bitsandbytes: pip install bitsandbytes (CUDA machines)")
+        if importlib.util.find_spec("torchao") is None:
+            raise CctkError("--optimizer adamw8bit keeps its moments in torchao's 8-bit tensors: pip install torchao")
 
 
 def room(device: torch.device) -> Room:
@@ -106,11 +205,21 @@ def room(device: torch.device) -> Room:
             "cuda",
             f"{device} ({torch.cuda.get_device_name(device)})",
             bf16=compute.bf16_missing(str(device)) is None,
-            bitsandbytes=importlib.util.find_spec("bitsandbytes") is not None,
         )
     if device.type == "mps":  # unified memory: the host's is the device's
         return Room(host, host, "mps", "mps")
     return Room(host, host, "cpu", "cpu", bf16=compute.bf16_missing("cpu") is None)
+
+
+def check_placed(plan: Plan, device: torch.device) -> None:
+    """Once the model is on ``device``: the rest of the job against what is free there now, less the margin
+    (other processes, and the kernels loaded since the check, have had their share); an ``OutOfMemory`` line
+    (the run ends FAILED with it) rather than the allocator's error midway. Nothing to read elsewhere."""
+    if device.type != "cuda":
+        return
+    short = plan.placed_shortfall(room(device).device)
+    if short:
+        raise OutOfMemory(short)
 
 
 @contextmanager

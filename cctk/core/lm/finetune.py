@@ -61,6 +61,7 @@ def fine_tune(
     row_gradients: bool = True,
     host_checks: bool | None = None,
     on_loss: Callable[[int, float], None] | None = None,
+    cuda=torch.cuda,
 ) -> TrainRecord:
     """Train ``model`` in place on tokenized ``rows`` (input_ids, labels) with ``recipe``.
 
@@ -70,7 +71,8 @@ def fine_tune(
     model)`` after every epoch (1-based), the model in eval mode, then back in train mode (learning
     curves); ``on_loss(epoch, loss)`` as each epoch ends (1-based), with the epoch's mean loss, the very
     value the record's ``losses`` keeps (a caller logs the history as it grows). None changes what is
-    trained.
+    trained. ``cuda``: where a CUDA device's peak memory statistics are read (``torch.cuda``; a fake in the
+    tests, which run that branch on the CPU).
 
     ``host_checks`` (default: on the CPU only, unless ``CCTK_DEVICE_STEP=1``: ``cctk.core.lm.device.device_step``):
     read the loss and the gradient norm on the host at every step, so a non-finite value stops the run
@@ -78,7 +80,8 @@ def fine_tune(
     gradient norms stay there and are read once an epoch, the clipping factor is applied there, and a
     step with a non-finite loss or gradient is skipped there (``_DeviceGuard``); the run stops with the
     same error at the end of that epoch (under fp16, whose loss scaling skips overflowed steps by design,
-    the skipped steps are counted in the record, and a run none of whose steps applied stops).
+    the skipped steps are counted in the record, and a run that skipped more than half of its steps, or
+    whose loss scale fell below 1, stops).
     """
     device = next(model.parameters()).device
     host_checks = not device_step(device) if host_checks is None else host_checks
@@ -88,7 +91,7 @@ def fine_tune(
     total = recipe.steps(len(rows))
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: recipe.lr_factor(step, total))
     guard = None if host_checks else _DeviceGuard(device, recipe)
-    _reset_peaks(device)
+    _reset_peaks(device, cuda)
     packing = pack_batches and not has_dropout(model)
     model.train()
     epoch_losses, steps, start, aside = [], 0, time.perf_counter(), 0.0
@@ -121,8 +124,8 @@ def fine_tune(
     seconds = time.perf_counter() - start - aside
     optimizer.zero_grad(set_to_none=True)  # no gradients outlive the run (a parent waits without them)
     model.eval()
-    skipped = guard.check_run(f"{name}: ", steps) if guard is not None else None
-    gpu, cpu = _peaks(device)
+    skipped = guard.check_run(f"{name}: ", recipe.epochs - 1) if guard is not None else None
+    gpu, cpu = _peaks(device, cuda)
     return TrainRecord(
         len(rows),
         steps,
@@ -135,17 +138,18 @@ def fine_tune(
     )
 
 
-def _reset_peaks(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
+def _reset_peaks(device: torch.device, cuda=torch.cuda) -> None:
+    if device.type == "cuda" or cuda is not torch.cuda:
+        cuda.reset_peak_memory_stats(device)
     else:
         reset_process_peak()
 
 
-def _peaks(device: torch.device) -> tuple[int, int]:
-    """(peak GPU memory, peak resident memory of the process) of the run: each 0 where it is not the device."""
-    if device.type == "cuda":
-        return int(torch.cuda.max_memory_allocated(device)), 0
+def _peaks(device: torch.device, cuda=torch.cuda) -> tuple[int, int]:
+    """(peak GPU memory, peak resident memory of the process) of the run: each 0 where it is not the device
+    (``cuda`` other than ``torch.cuda``: a reader of a GPU's statistics, whatever the device)."""
+    if device.type == "cuda" or cuda is not torch.cuda:
+        return int(cuda.max_memory_allocated(device)), 0
     return 0, process_peak()
 
 
@@ -213,18 +217,27 @@ def _autocast(device: torch.device, precision: str):
     return torch.autocast(device.type, dtype=HALF.get(precision, torch.bfloat16), enabled=precision in HALF)
 
 
+# fp16's loss scaling may skip steps (a scale too high for a gradient); an arm fails where it skipped so many
+# that it is not the recipe's arm any more, or where the gradients overflow fp16 whatever the scale:
+MAX_SKIPPED_SHARE = 0.5  # more than half of the recipe's updates lost (checked at the run's end: the
+# GradScaler's first steps halve its scale from 2**16 until the gradients fit, a few skips that a short run's
+# first epoch could count as a large share)
+MIN_LOSS_SCALE = 1.0  # below 1 the scaler shrinks the gradients: they overflow fp16 unscaled (every epoch's end;
+# the scale halves at each skipped step and grows back only after 2000 clean ones, GradScaler's growth_interval)
+
+
 class _DeviceGuard:
     """The step of an accelerator: nothing read back on the host until the epoch ends.
 
     A ``GradScaler`` guards the update: under fp16 it scales the loss as fp16 needs and skips a step whose
     gradient overflowed (fp16's loss scaling: a few such steps are expected); under float32 and bf16 its
     scale starts at 1 and never grows (multiplying by a power of two changes no bit), so it only skips,
-    on the device, a step whose gradient is not finite (the fused AdamW reads its flag there; other
-    optimizers cost one read a step). Each step's loss and gradient norm stay on the device, kept as they
-    are (float32), and are read together once an epoch, widened on the host (MPS has no float64): a
-    non-finite loss, or a non-finite gradient norm under float32 or bf16, stops the run there with the
-    host step's line; under fp16 the skipped steps are counted, and a run none of whose steps applied
-    stops at its end.
+    on the device, a step whose gradient is not finite (the fused AdamW and cctk's 8-bit AdamW read its flag
+    there). Each step's loss and gradient norm stay on the device, kept as they are (float32), and are read
+    together once an epoch with the loss scale: a non-finite loss, or a non-finite gradient norm under
+    float32 or bf16, stops the run there with the host step's line; under fp16 the skipped steps are counted,
+    and a loss scale below ``MIN_LOSS_SCALE`` (at an epoch's end) or more than ``MAX_SKIPPED_SHARE`` of the
+    steps skipped (at the run's end) stops it.
     """
 
     def __init__(self, device: torch.device, recipe: Recipe):
@@ -235,6 +248,8 @@ class _DeviceGuard:
         self.losses: list[torch.Tensor] = []  # the epoch's, 0-d on the device
         self.norms: list[torch.Tensor] = []
         self.skipped = 0  # fp16: steps of the run the scaler skipped (read once an epoch)
+        self.steps = 0  # steps of the epochs read so far
+        self.scale = 1.0  # the loss scale as last read
 
     def step(self, model, optimizer, batch) -> torch.Tensor:
         """One optimizer step; returns its loss, a 0-d tensor left on the device (reading it waits for it)."""
@@ -254,9 +269,15 @@ class _DeviceGuard:
         return self.losses[-1]
 
     def epoch_mean(self, who: str, epoch: int, first_step: int) -> float:
-        """The epoch's mean loss, from the one read of the epoch; a non-finite loss (or, under float32 and
-        bf16, gradient norm) stops the run here, naming its step as the host step does."""
-        losses, norms = torch.stack([torch.stack(self.losses), torch.stack(self.norms)]).cpu().double().tolist()
+        """The epoch's mean loss, from the one read of the epoch (its losses, gradient norms and the loss
+        scale, float32 values that become the host's floats exactly); a non-finite loss (or, under float32
+        and bf16, gradient norm) stops the run here, naming its step as the host step does, and so does an
+        fp16 loss scale below its floor."""
+        n = len(self.losses)
+        scale = self.scaler._get_scale_async()  # the scale as a tensor on the device: no read of its own
+        assert scale is not None  # set by the epoch's first scale()
+        values = torch.cat([torch.stack(self.losses), torch.stack(self.norms), scale.reshape(1).float()]).tolist()
+        losses, norms, self.scale = values[:n], values[n : 2 * n], values[-1]
         self.losses, self.norms = [], []
         for i, (loss, norm) in enumerate(zip(losses, norms, strict=True)):
             where = f"at epoch {epoch + 1}, step {first_step + i}"
@@ -265,19 +286,27 @@ class _DeviceGuard:
             if not math.isfinite(norm) and not self.fp16:
                 raise NonFiniteLoss(f"{who}the gradient norm became {norm} {where}; {NORM_ADVICE}")
         self.skipped += sum(not math.isfinite(n) for n in norms)
+        self.steps += n
+        if self.fp16 and self.scale < MIN_LOSS_SCALE:
+            raise NonFiniteLoss(self._overflow(who, epoch))
         return sum(losses) / len(losses)
 
-    def check_run(self, who: str, steps: int) -> int | None:
-        """fp16: the run's skipped steps, or the error of a run none of whose steps applied; else None."""
+    def check_run(self, who: str, epoch: int) -> int | None:
+        """fp16: the run's skipped steps, or its one line where more than ``MAX_SKIPPED_SHARE`` of them were
+        skipped; else None."""
         if not self.fp16:
             return None
-        if steps and self.skipped == steps:
-            raise NonFiniteLoss(
-                f"{who}every one of the {steps} steps had a non-finite fp16 gradient and was "
-                f"skipped (loss scale down to {self.scaler.get_scale():g}): nothing was trained; "
-                "use --precision bf16 or float32"
-            )
+        if self.steps and self.skipped > MAX_SKIPPED_SHARE * self.steps:
+            raise NonFiniteLoss(self._overflow(who, epoch))
         return self.skipped
+
+    def _overflow(self, who: str, epoch: int) -> str:
+        return (
+            f"{who}{self.skipped} of the {self.steps} fp16 steps were skipped ({self.skipped / self.steps:.0%}; at "
+            f"most {MAX_SKIPPED_SHARE:.0%} may be) and the loss scale is down to {self.scale:g} (floor "
+            f"{MIN_LOSS_SCALE:g}) by the end of epoch {epoch + 1}: the gradients overflow fp16; use --precision "
+            "bf16 or float32"
+        )
 
 
 def _step(model, optimizer, batch, recipe: Recipe, who: str = "", where: str = "") -> float:
@@ -409,12 +438,12 @@ def _batches(rows, batch_size: int, order):
 
 def make_optimizer(model, recipe: Recipe) -> torch.optim.Optimizer:
     """The recipe's optimizer: AdamW (fused into one kernel where this torch build has one for the device)
-    or bitsandbytes' 8-bit AdamW (CUDA only; ``cctk.core.lm.device.check_recipe`` refused it elsewhere)."""
+    or cctk's 8-bit AdamW (``cctk.core.lm.adamw8bit``: torchao's 8-bit moments, no read on the host)."""
     params = [p for p in model.parameters() if p.requires_grad]
     if recipe.optimizer == "adamw8bit":
-        import bitsandbytes
+        from .adamw8bit import AdamW8bit
 
-        return bitsandbytes.optim.AdamW8bit(params, lr=recipe.learning_rate, weight_decay=recipe.weight_decay)
+        return AdamW8bit(params, lr=recipe.learning_rate, weight_decay=recipe.weight_decay)
     try:
         return torch.optim.AdamW(params, lr=recipe.learning_rate, weight_decay=recipe.weight_decay, fused=True)
     except (RuntimeError, TypeError):

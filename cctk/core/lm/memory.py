@@ -5,19 +5,32 @@ read), in bytes::
 
     weights          4 P              float32 always (the manual's recipe; autocast leaves them float32)
     gradients        4 P_trained
-    optimizer        8 P_trained      AdamW's two float32 moments; adamw8bit (bitsandbytes): 2 P_trained
+    optimizer        8 P_trained      AdamW's two float32 moments; adamw8bit: 2.03 P_trained (8-bit codes and a
+                                      float32 scale per 256 values, each moment) + 128 MiB (its update's chunk)
     half copies      2 P_matrices     bf16/fp16 autocast keeps a half copy of each matrix for backward
     activations      T x L x (6 H + 4 I) x 4 (2 in half) + L x heads x T^2 x 4 (attention scores)
     logits           5 x K x V x 4    the LM head at the K supervised positions: logits, their rows per example,
                                       log-softmax and two gradients
     workspace        32 MiB           the kernels' scratch of a training step
-    measurement      2 x LOGIT_BUDGET x 4   the scorer's logits held at once (weights already counted); where a
-                                      job measures while it trains (``--curves``, KR-Test's evaluations every K
-                                      steps), beside the gradients and the optimizer's moments
+    measurement      c x LOGIT_BUDGET x 4   the scorer's logits held at once, c = 2 (weights already counted);
+                                      KR-Test's chunked perplexity c = 3 (the logits, a flattened copy of them,
+                                      their log-softmax: 2.9-3.0x measured, tests/krtest); where a job measures
+                                      while it trains (``--curves``, KR-Test's evaluations every K steps),
+                                      beside the gradients and the optimizer's moments
 
 T is the tokens of one batch (batch size x longest row, an upper bound of a packed batch), K the
 supervised tokens of one batch (at most 4 an arithmetic example; every token of a KR-Test passage), L
 the layers, H the hidden size, I the feed-forward size, V the vocabulary.
+
+On a GPU the plan keeps a margin of what is free (``margin``): the larger of ``MARGIN_SHARE`` of it and
+``MARGIN_FLOOR``, for what the estimate leaves out there: the caching allocator's rounding and the blocks it
+cannot reuse when batch shapes change (a share of what it holds), and what loads after the check (the
+kernels CUDA loads lazily on first use, cuBLAS's workspaces, the compiled 8-bit update's kernels: a floor).
+Neither figure was measured on a GPU here (none was lent): the share is the fragmentation PyTorch's caching
+allocator commonly shows (reserved over allocated, a few percent), the floor the 0.5 GiB that an earlier
+plan held back and that the T4's free memory then still fitted; ``python -m cctk.bench gpu`` prints the
+allocator's reserved against its allocated peak on the device at hand, to check the share. The free memory
+is read again once the model is on the device (``cctk.core.lm.device.check_placed``).
 
 The device's peak is what its allocator holds, the figure ``torch.cuda.max_memory_allocated`` measures:
 the CUDA context (about 0.5 GiB) is outside it, and outside what ``torch.cuda.mem_get_info`` reports free
@@ -45,7 +58,12 @@ CPU_FIRST_STEP = 256 * 2**20
 LOGIT_BUDGET = 2**26  # the scorer's (cctk.core.lm.scoring.LOGIT_BUDGET), kept here to stay torch-free at import
 WORKSPACE = 32 * 2**20  # scratch of the kernels of a training step, counted with the logits
 ANSWER_TOKENS = 4  # supervised tokens of one arithmetic example at most: " 36\n" is 2-4 tokens
-OPTIMIZER_BYTES = {"adamw": 8, "adamw8bit": 2}  # per trained parameter
+# per trained parameter: two float32 moments; two 8-bit ones with a float32 scale per block of 256
+OPTIMIZER_BYTES = {"adamw": 8.0, "adamw8bit": 2 * (1 + 4 / 256)}
+ADAMW8BIT_WORKSPACE = 64 * 2**21  # cctk.core.lm.adamw8bit.WORKSPACE, kept here to stay torch-free at import
+LOGIT_COPIES = 2  # the scorer's logits: the logits and their log-softmax
+MARGIN_SHARE = 0.05  # of a GPU's free memory, kept free (see the module's docstring)
+MARGIN_FLOOR = 512 * 2**20
 
 
 @dataclass(frozen=True)
@@ -152,6 +170,7 @@ class Job:
     trained: int | None = None  # trainable parameters (None: all; LoRA trains fewer)
     supervised: int = ANSWER_TOKENS  # supervised tokens of one row at most (KR-Test: the whole row)
     measured_in_training: bool = False  # measured while it trains (``--curves``; KR-Test every K steps)
+    logit_copies: int = LOGIT_COPIES  # logit budgets its measurement holds at once (KR-Test's perplexity: 3)
 
 
 PIPELINE = Job()
@@ -175,11 +194,12 @@ def estimate(
     return Estimate(
         weights=4 * shape.params,
         gradients=4 * trained,
-        optimizer=OPTIMIZER_BYTES[recipe.optimizer] * trained,
+        optimizer=int(OPTIMIZER_BYTES[recipe.optimizer] * trained)
+        + (ADAMW8BIT_WORKSPACE if recipe.optimizer == "adamw8bit" else 0),
         half_copies=2 * shape.matrices if half else 0,
         activations=tokens * per_token + scores,
         logits=logits,
-        measurement=2 * LOGIT_BUDGET * 4,
+        measurement=job.logit_copies * LOGIT_BUDGET * 4,
         runtime=CPU_FIRST_STEP if device_type == "cpu" else 0,
         waiting=waiting,
         measured_in_training=job.measured_in_training,
@@ -195,7 +215,21 @@ class Room:
     device_type: str = "cpu"
     name: str = "cpu"
     bf16: bool = False  # native bf16 arithmetic
-    bitsandbytes: bool = False  # bitsandbytes importable (adamw8bit), CUDA only
+
+    @property
+    def usable(self) -> int:
+        """What the device's jobs may plan to fill: on a GPU, what is free less ``margin``; elsewhere all."""
+        return self.device - margin(self.device) if self.device_type == "cuda" else self.device
+
+
+def free_for(need: int) -> int:
+    """The free memory a GPU job of ``need`` bytes asks for: ``need`` and the margin of that much."""
+    return max(int(need / (1 - MARGIN_SHARE)), need + MARGIN_FLOOR)
+
+
+def margin(free: int) -> int:
+    """What a GPU job leaves free of ``free`` bytes: ``MARGIN_SHARE`` of it, at least ``MARGIN_FLOOR``."""
+    return max(int(MARGIN_SHARE * free), MARGIN_FLOOR)
 
 
 @dataclass(frozen=True)
@@ -225,7 +259,7 @@ class Plan:
     def shortfall(self) -> str | None:
         """None when the job fits, else one line: what is needed where, what is free, which options fit."""
         need = self.estimate
-        if not self.on_cpu and need.device > self.room.device:
+        if not self.on_cpu and need.device > self.room.usable:
             where, needed, free = f"on {self.room.name}", need.device, self.room.device
         elif need.host(self.on_cpu) > self.room.host:
             where, needed, free = "in host memory", need.host(self.on_cpu), self.room.host
@@ -233,7 +267,22 @@ class Plan:
             return None
         return (
             f"{self.model} with this recipe ({_recipe_words(self.recipe)}) needs about {gib(needed)} {where} "
-            f"({need.breakdown()}), {gib(free)} free; {self.what_fits()}"
+            f"({need.breakdown()}), {gib(free)} free{self._kept(where)}; {self.what_fits()}"
+        )
+
+    def _kept(self, where: str) -> str:
+        return f" ({gib(margin(self.room.device))} of it kept free)" if where.startswith("on ") else ""
+
+    def placed_shortfall(self, free: int) -> str | None:
+        """Once the model's weights are on the device and ``free`` bytes are left there: None where the rest
+        of the job (everything but the weights) fits what is free less the margin, else one line."""
+        rest = self.estimate.device - self.estimate.weights
+        if self.on_cpu or rest <= free - margin(free):
+            return None
+        return (
+            f"{self.model} is on {self.room.name}, and the rest of this recipe ({_recipe_words(self.recipe)}) needs "
+            f"about {gib(rest)} more there, {gib(free)} free now ({gib(margin(free))} of it kept free: other "
+            f"processes or kernels took memory since the check); {self.what_fits()}"
         )
 
     def check(self) -> Estimate:
@@ -267,15 +316,12 @@ class Plan:
                 for name in ("precision", "optimizer")
                 if getattr(best, name) != getattr(self.recipe, name)
             ]
-            extra = (
-                " (pip install bitsandbytes)" if best.optimizer == "adamw8bit" and not self.room.bitsandbytes else ""
-            )
-            said.append(f"it fits with {' '.join(flags)}{extra} ({gib(self._peak(self.shape, best))})")
+            said.append(f"it fits with {' '.join(flags)} ({gib(self._peak(self.shape, best))})")
         smaller = [k for k, s in self.others.items() if s.params < self.shape.params and self.fits(s, self.recipe)]
         if smaller:
             said.append(f"a smaller model fits as it is: {', '.join(smaller)}")
         said.append(
-            f"or a device with at least {gib(self.estimate.device)} free"
+            f"or a device with at least {gib(free_for(self.estimate.device))} free"
             if not self.on_cpu
             else f"or a machine with at least {gib(self.estimate.host(True))} of free memory"
         )
@@ -288,7 +334,7 @@ class Plan:
     def fits(self, shape: Shape, recipe: Recipe) -> bool:
         """Whether ``shape`` with ``recipe`` fits this plan's device and host."""
         need = self._estimate(shape, recipe)
-        return (self.on_cpu or need.device <= self.room.device) and need.host(self.on_cpu) <= self.room.host
+        return (self.on_cpu or need.device <= self.room.usable) and need.host(self.on_cpu) <= self.room.host
 
 
 def _recipe_words(recipe: Recipe) -> str:
@@ -368,11 +414,9 @@ CARDS = {  # name -> (GiB torch reports as total_memory, native bf16); free befo
 }
 
 
-def card_room(total_gib: float, bf16: bool, host_gib: float = 64.0, name: str = "", bitsandbytes: bool = True) -> Room:
+def card_room(total_gib: float, bf16: bool, host_gib: float = 64.0, name: str = "") -> Room:
     """A card as a fresh process finds it: its total less the CUDA context, free."""
-    return Room(
-        int(total_gib * GIB) - CUDA_CONTEXT, int(host_gib * GIB), "cuda", name, bf16=bf16, bitsandbytes=bitsandbytes
-    )
+    return Room(int(total_gib * GIB) - CUDA_CONTEXT, int(host_gib * GIB), "cuda", name, bf16=bf16)
 
 
 def nearest_fit(shape: Shape, recipe: Recipe, card: Room, longest_row: int = 16, waiting: int = 1) -> str:

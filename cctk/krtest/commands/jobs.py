@@ -18,7 +18,7 @@ import pandas as pd
 from ... import __version__
 from ...core.errors import CctkError
 from ...core.lm import memory
-from ...core.lm.device import check_recipe, out_of_memory_as_line, room
+from ...core.lm.device import check_placed, check_recipe, out_of_memory_as_line, room
 from ...core.lm.device import resolve as resolve_device
 from ...core.lm.models import check_available, load_model, model_config
 from ...core.lm.scoring import pad_id
@@ -31,7 +31,7 @@ from ..measurement.passages import Passage, check_segment
 from ..measurement.passages import segment as segment_corpus
 from ..measurement.report import write_curve, write_evaluation
 from ..measurement.scoring import Summary, check_fits, score, summarize
-from ..measurement.train import Evaluation, TrainConfig, Trained, perplexity, train
+from ..measurement.train import PERPLEXITY_LOGIT_COPIES, Evaluation, TrainConfig, Trained, perplexity, train
 
 SUMMARY_METRICS = ("n", "correct", "accuracy", "lo", "hi", "mean_margin", "ties", "identical")
 
@@ -256,18 +256,21 @@ def run_train(
         run.params({"model": found.key, "model_id": found.id, "cctk_version": __version__, **inputs.params()})
         inputs.log(run)
         with out_of_memory_as_line(plan, where, f"the {arm_key(config)} arm"):
-            return train_arm(run, lm.to(where), tokenizer, inputs, config, Path(out), echo, label=arm_key(config))
+            lm = lm.to(where)
+            check_placed(plan, where)
+            return train_arm(run, lm, tokenizer, inputs, config, Path(out), echo, label=arm_key(config))
 
 
 def memory_plan(model: str, config: TrainConfig, where, waiting: int = 0) -> memory.Plan:
     """KR-Test training's memory against the device (``cctk.core.lm.memory``): rows of up to ``max_tokens``, each
     token supervised, evaluated every K steps while the gradients and moments live (the scorer and the
-    perplexity in chunks of ``LOGIT_BUDGET``); LoRA trains its budget. ``waiting``: copies in host memory
-    (the study's untouched model)."""
+    perplexity in chunks of ``LOGIT_BUDGET``, three budgets held at once); LoRA trains its budget. ``waiting``:
+    copies in host memory (the study's untouched model)."""
     job = memory.Job(
         trained=config.budget if config.method == "lora" else None,
         supervised=config.max_tokens,
         measured_in_training=True,
+        logit_copies=PERPLEXITY_LOGIT_COPIES,
     )
     shape = memory.Shape.of_config(model_config(model))
     return memory.Plan(model, shape, config.recipe, config.max_tokens, room(where), waiting, job=job)
@@ -342,6 +345,8 @@ def _finish(run: tracking.LiveRun, trained: Trained, out: Path, echo) -> None:
             "eval_seconds": trained.eval_seconds,
         }
     )
+    if trained.result.skipped_steps is not None:  # fp16: steps the loss scaler skipped, as a pipeline arm logs them
+        metrics["skipped_steps"] = trained.result.skipped_steps
     run.metrics(metrics, step=trained.result.steps)
     run.params({"trainable_parameters": trained.trainable})
     for path in paths:

@@ -155,6 +155,11 @@ def corpus_rows(text: str, tokenizer, max_tokens: int) -> list[tuple[list[int], 
     return rows
 
 
+# Logit budgets ``perplexity`` holds at once: the logits, the flattened copy of their shifted view and its
+# log-softmax (2.94x measured on the CPU: tests/krtest/measurement/test_kr_train.py); the memory plan's figure.
+PERPLEXITY_LOGIT_COPIES = 3
+
+
 @torch.inference_mode()
 def perplexity(model, rows: Sequence[tuple[list[int], list[int]]], pad_id: int) -> float:
     """exp of the mean negative log-likelihood per predicted token of ``rows``.

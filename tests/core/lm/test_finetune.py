@@ -318,11 +318,39 @@ def test_an_fp16_run_whose_every_step_was_skipped_fails(tiny, rows, tokenizer):
     _inf_gradients_at(model, set(range(1, 7)))
     with pytest.raises(
         NonFiniteLoss,
-        match=r"^arm: every one of the 6 steps had a non-finite fp16 gradient and "
-        r"was skipped \(loss scale down to 1024\): nothing was trained; ",
+        match=r"^arm: 6 of the 6 fp16 steps were skipped \(100%; at most 50% may be\) and the loss scale is down "
+        r"to 1024 \(floor 1\) by the end of epoch 2: ",
     ):
         fine_tune(model, rows, FP16, seed=5, pad_id=tokenizer.pad_token_id, name="arm", host_checks=False)
     assert all(torch.equal(p, q) for p, q in zip(model.parameters(), tiny.parameters(), strict=True))
+
+
+def test_an_fp16_run_that_overflows_from_its_second_step_on_fails(tiny, rows, tokenizer):
+    """Finding 4 of #46: infinite gradients from step 2 on, the loss scale halving toward 0, five of six steps
+    skipped; the arm used to end FINISHED (one step applied). More than half of the steps skipped fails it, in
+    one line naming the share and the loss scale."""
+    model = copy.deepcopy(tiny)
+    _inf_gradients_at(model, set(range(2, 7)))
+    with pytest.raises(
+        NonFiniteLoss,
+        match=r"^arm: 5 of the 6 fp16 steps were skipped \(83%; at most 50% may be\) and the loss scale is down to "
+        r"2048 \(floor 1\) by the end of epoch 2: the gradients overflow fp16; use --precision bf16 or float32$",
+    ):
+        fine_tune(model, rows, FP16, seed=5, pad_id=tokenizer.pad_token_id, name="arm", host_checks=False)
+
+
+def test_an_fp16_loss_scale_below_its_floor_fails_at_the_epoch_end(tiny, rows, tokenizer):
+    """A long run that overflows for good: the scale halves at every skipped step and falls below 1 (the
+    gradients overflow fp16 unscaled) long before the skipped share passes a half; the arm stops at that epoch's end."""
+    model = copy.deepcopy(tiny)
+    recipe = Recipe(repeats=1, epochs=3, learning_rate=1e-3, batch_size=1, precision="fp16")  # 40 steps an epoch
+    _inf_gradients_at(model, set(range(24, 1000)))  # 17 steps skipped, and one of the scaler's own: 2**16 / 2**18
+    with pytest.raises(
+        NonFiniteLoss,
+        match=r"^arm: 18 of the 40 fp16 steps were skipped \(45%; at most 50% may be\) and the loss scale is down "
+        r"to 0\.25 \(floor 1\) by the end of epoch 1: the gradients overflow fp16; use --precision bf16 or float32$",
+    ):
+        fine_tune(model, rows, recipe, seed=5, pad_id=tokenizer.pad_token_id, name="arm", host_checks=False)
 
 
 def test_float32_records_carry_no_skipped_steps(tiny, rows, tokenizer):
@@ -401,3 +429,26 @@ def test_nothing_is_widened_to_float64_before_it_reaches_the_host():
     root = Path(cctk.__file__).parent
     found = [hit for path in sorted(root.rglob("*.py")) for hit in _widened_on_a_device(path)]
     assert found == []
+
+
+class CudaPeaks:
+    """The peak statistics of ``torch.cuda``, faked: what fine_tune resets and reads for a CUDA device."""
+
+    def __init__(self):
+        self.calls = []
+
+    def reset_peak_memory_stats(self, device):
+        self.calls.append(("reset", str(device)))
+
+    def max_memory_allocated(self, device):
+        self.calls.append(("read", str(device)))
+        return 3 * 2**30
+
+
+def test_the_gpu_peak_is_reset_at_the_start_and_read_at_the_end(tiny, rows, tokenizer):
+    """The CUDA branch of the peak statistics (reset_peak_memory_stats, max_memory_allocated), run on the CPU
+    through an injected reader: the record carries the GPU's peak and no process peak, as on a GPU."""
+    peaks = CudaPeaks()
+    record = fine_tune(copy.deepcopy(tiny), rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, cuda=peaks)
+    assert peaks.calls == [("reset", "cpu"), ("read", "cpu")]
+    assert (record.peak_gpu_memory_bytes, record.peak_cpu_memory_bytes) == (3 * 2**30, 0)

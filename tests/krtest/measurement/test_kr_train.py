@@ -178,6 +178,32 @@ def test_perplexity_goes_through_in_chunks_of_the_logit_budget(tiny, tokenizer, 
     tiny._forward_pre_hooks.clear()
 
 
+def test_the_chunked_perplexity_holds_three_logit_budgets_as_its_plan_says(tiny, monkeypatch):
+    """A chunk's logits, the flattened copy of their shifted view and its log-softmax: the rise of the process's
+    resident memory over one full chunk is 3 logit budgets (2.94 measured), what KR-Test's memory plan counts
+    (``PERPLEXITY_LOGIT_COPIES``; it planned 2 before #46)."""
+    import torch
+
+    from cctk.core.lm import memory
+    from cctk.krtest.commands.jobs import memory_plan
+    from cctk.krtest.measurement import train as kr_train
+
+    generator = torch.Generator().manual_seed(0)
+    vocab = tiny.get_output_embeddings().weight.shape[0]
+    rows = [(ids := torch.randint(3, vocab, (64,), generator=generator).tolist(), ids) for _ in range(21)]
+    assert kr_train.LOGIT_BUDGET // (64 * vocab) == len(rows)  # one chunk of a full budget
+    perplexity(tiny, rows[:2], 0)  # warm
+    memory.release_freed()
+    if not memory.reset_process_peak():
+        pytest.skip("the peak resident memory cannot be reset on this system")
+    before = memory.process_memory()
+    perplexity(tiny, rows, 0)
+    copies = (memory.process_peak() - before) / (kr_train.LOGIT_BUDGET * 4)
+    assert 2.5 < copies <= kr_train.PERPLEXITY_LOGIT_COPIES + 0.25, copies
+    plan = memory_plan("smollm2-135m", make_train_config(), torch.device("cpu"))
+    assert plan.estimate.measurement == kr_train.PERPLEXITY_LOGIT_COPIES * kr_train.LOGIT_BUDGET * 4
+
+
 def test_krtest_train_that_does_not_fit_fails_in_one_line_before_any_run(data_dir, tracking_uri, tmp_path, monkeypatch):
     """The training is planned with the pipeline's estimator (rows of 256 tokens, every one supervised,
     evaluated beside the moments): on a machine with 1 GiB free the bundled shape is refused in one line."""
