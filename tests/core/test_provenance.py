@@ -387,3 +387,30 @@ def test_outside_any_repository_the_run_says_none_in_its_tags(tmp_path):
     assert flat["git.state"] == "none" and "git.commit" not in flat and "git.dirty" not in flat
     dirty = provenance.Provenance(made.model, provenance.GitState("c0ffee", True), "cctk run").flat()
     assert (dirty["git.commit"], dirty["git.dirty"], dirty["git.state"]) == ("c0ffee", "true", "dirty")
+
+
+def test_the_docs_load_table_example_runs_as_written(tiny_run):
+    """docs/mlflow.md's ``mlflow.load_table`` block, in a fresh process on the run's store (issue 48: without
+    the experiment set, MLflow finds no run with the table)."""
+    import re
+    import subprocess
+    import sys
+
+    outcome, uri, _, _ = tiny_run
+    page = (Path(__file__).resolve().parents[2] / "docs" / "mlflow.md").read_text()
+    section = page[page.index("### A table with MLflow's own client") :]
+    block = re.search(r"```python\n(.*?)```", section, flags=re.S)[1]
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
+    done = subprocess.run(
+        [sys.executable, "-c", block + "print(len(table), sorted(table.columns))"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    expected = results.load(outcome.folder).measurement("m_random")
+    assert done.stdout.split("\n")[-2] == f"{len(expected)} {sorted(expected.columns)}"
+    _, _, arms = _runs(uri, outcome.run_id)
+    alone = f"import mlflow\nmlflow.load_table('measurement_table.json', run_ids=['{arms['m_random'].info.run_id}'])"
+    failed = subprocess.run([sys.executable, "-c", alone], env=env, capture_output=True, text=True)
+    assert failed.returncode != 0 and "No runs found with the corresponding table artifact" in failed.stderr
