@@ -74,6 +74,17 @@ class RunResults:
         self.figures = Keyed("figure", self.figures)
         self.figure_files = Keyed("figure", self.figure_files)
 
+    @property
+    def protocol(self) -> str:
+        """``v2``, or ``v1``: manual 1.0.0 (cctk run --protocol v1): two models, candidates 2..18."""
+        return self.info.protocol
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        """The parts of manual 2.0.0 the run ran (``cctk run --parts``): the tables and figures of the
+        others are absent. All four for a run from before ``--parts``; none under protocol v1."""
+        return self.info.design.parts or ()
+
     def table(self, name: str | int) -> pd.DataFrame:
         """A table by its number (``9``, ``"table09"``) or by its manual's name for it, as its title or its
         files say it (``"synthesis shares"``, ``"synthesis_shares"``, ``"table09_synthesis_shares"``)."""
