@@ -168,7 +168,9 @@ def display(table: pd.DataFrame, marks: Marks = LATEX) -> pd.DataFrame:
     for column in table.columns:
         if column in groups:
             parts = [f"{k}{groups[column]}" for k in ("hits", "n", "lo", "hi")]
-            columns[header(column, marks)] = [count(*row, marks) for row in table[parts].itertuples(index=False)]
+            columns[header(column, marks)] = [
+                count(hits, n, lo, hi, marks) for hits, n, lo, hi in table[parts].itertuples(index=False)
+            ]
         elif column == "k" and "k_lo" in folded:
             columns[header("k", marks)] = [
                 f"{number(k, marks)} ({number(lo, marks)}{marks.dash}{number(hi, marks)})"
