@@ -451,9 +451,10 @@ def export_command(source, latex_dir, width, tracking, only):
         )
         return
     names = [f.stem for f in done.figures] + [t.name for t in done.tables]
+    updated = " (captions replaced in captions.tex, captions.md and paper.tex)" if done.figures else ""
     click.echo(
         f"re-rendered {', '.join(names)} in {done.folder} in {seconds:.1f} s"
-        + (f"; {done.note}" if done.note else " (captions and paper.tex updated)")
+        + (f"; {done.note}" if done.note else updated)
     )
 
 

@@ -202,7 +202,10 @@ def test_only_re_renders_the_named_figures_and_tables_in_place(tmp_path, written
     args = ["export", str(written_session[0]), "--latex", str(out), "--only", "synthesis, synthesis shares"]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
-    assert "re-rendered 24_synthesis, table09 in " in result.output and "paper.tex updated" in result.output
+    assert (
+        "re-rendered 24_synthesis, table09 in " in result.output
+        and "(captions replaced in captions.tex, captions.md and paper.tex)" in result.output
+    )
     assert sorted(p.name for p in (out / "figures").iterdir()) == ["24_synthesis.pdf", "24_synthesis.png"]
     assert [p.name for p in (out / "tables").iterdir()] == ["table09.tex"]
     md = (out / "captions.md").read_text()
