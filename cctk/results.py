@@ -5,7 +5,10 @@ run's artifacts (the session folder) into a cache first (``$CCTK_CACHE/cctk/runs
 ``~/.cache/cctk/runs/<id>``), which is read from any folder, with or without the store.
 
     r = cctk.results.load("outputs/20260101-120000_smollm2-135m-bundled")
-    r.tables["table09"]; r.measurements["correct sums"]; r.figures["synthesis"]; r.targets
+    r.tables["table09"]; r.table("synthesis shares"); r.measurements["correct sums"]; r.figures["synthesis"]
+
+A key that is not there (``r.tables["table9"]``, ``r.measurement("m_rnd")``) is a one-line ``CctkError`` (a
+``KeyError`` too) naming the closest key and every valid one.
 
 Every table carries each label column's key beside it (``model_key``, ``group_key``, ...: join on those), a
 session written before the key columns too (``cctk.store.session.read_tables``); ``r.measurement(key)`` is a
@@ -20,16 +23,36 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import pandas as pd
 
-from .core.errors import CctkError
+from .core.errors import CctkError, NoRun, UnknownKey, closest, unknown_key
+from .core.labels import file_stem
 from .core.lm.models import cache_root
 from .core.records import RunInfo
 from .store import session, tracking
 from .store.session import RUN_INFO
+
+V = TypeVar("V")
+
+
+class Keyed(dict[str, V]):
+    """A dict whose missing key is a one-line error naming the closest key and every valid one
+    (``cctk.core.errors.UnknownKey``: a ``CctkError`` and a ``KeyError``); ``in`` and ``.get`` as on a dict."""
+
+    def __init__(self, kind: str, items: Iterable[tuple[str, V]] | dict[str, V] = ()) -> None:
+        super().__init__(items)
+        self.kind = kind  # what a key names: "table", "measurement", "figure"
+
+    def __missing__(self, key: str) -> V:
+        raise unknown_key(self.kind, key, self, " in this run")
+
+    def __reduce__(self):  # pickled with its kind (dict's own would call __init__ without it)
+        return (Keyed, (self.kind, dict(self)))
 
 
 @dataclass
@@ -42,6 +65,14 @@ class RunResults:
     figure_files: dict[str, dict[str, Path]]  # figure name -> {"png": ..., "pdf": ..., "eps": ...}
     targets: pd.DataFrame | None  # targets.csv: split, every target table, exclusions (None before it existed)
     model_names: dict[str, str] = field(default_factory=dict)  # model key -> its plain name (measurements' keys)
+    table_titles: dict[str, str] = field(default_factory=dict)  # "table09" -> "synthesis shares" (its manual's)
+
+    def __post_init__(self) -> None:
+        """Every lookup by key names what exists when the key is not there."""
+        self.tables = Keyed("table", self.tables)
+        self.measurements = Keyed("measurement", self.measurements)
+        self.figures = Keyed("figure", self.figures)
+        self.figure_files = Keyed("figure", self.figure_files)
 
     @property
     def protocol(self) -> str:
@@ -54,9 +85,39 @@ class RunResults:
         others are absent. All four for a run from before ``--parts``; none under protocol v1."""
         return self.info.design.parts or ()
 
+    def table(self, name: str | int) -> pd.DataFrame:
+        """A table by its number (``9``, ``"table09"``) or by its manual's name for it, as its title or its
+        files say it (``"synthesis shares"``, ``"synthesis_shares"``, ``"table09_synthesis_shares"``)."""
+        aliases = self._table_aliases()
+        key = aliases.get(str(name).strip().lower())
+        if key is not None and key in self.tables:
+            return self.tables[key]
+        near = None if str(name).strip().isdigit() else closest(str(name).strip(), aliases)
+        hint = f" (did you mean {self._titled(aliases[near])}?)" if near else ""
+        listed = ", ".join(self._titled(k) for k in self.tables)
+        raise UnknownKey(f"no table {name!r} in this run{hint}; choose one of: {listed}")
+
+    def _table_aliases(self) -> dict[str, str]:
+        """Every name a table answers to, lower case -> its key: ``table09``, ``9``, its title, its file stem."""
+        aliases = {}
+        for key in self.tables:
+            title = self.table_titles.get(key, "")
+            stem = file_stem(title).lower()
+            names = [key, str(int(key[-2:]))] + ([title, stem, f"{key}_{stem}"] if title else [])
+            aliases.update({alias.lower(): key for alias in names})
+        return aliases
+
+    def _titled(self, key: str) -> str:
+        return f"{key} ({self.table_titles[key]})" if key in self.table_titles else key
+
     def measurement(self, key: str) -> pd.DataFrame:
-        """The measurement table of model ``key`` (``"m_random"``): by its key, whatever its plain name."""
-        return self.measurements[self.model_names[key]]
+        """The measurement table of model ``key`` (``"m_random"``): by its key, whatever its plain name (its
+        plain name, ``"fabricated answers"``, works too)."""
+        if key in self.model_names:
+            return self.measurements[self.model_names[key]]
+        if key in self.measurements:
+            return self.measurements[key]
+        raise unknown_key("model", key, self.model_names, " in this run")
 
     def to_latex(self, folder: str | os.PathLike, width: str = "column") -> Path:
         """Every table as booktabs LaTeX, every figure in paper style (``width``: column or page), captions.tex
@@ -76,11 +137,23 @@ def session_folder(source: str | os.PathLike, tracking_name: str | None = None, 
     path = Path(source)
     if path.is_dir():
         if not (path / RUN_INFO).is_file():
-            raise CctkError(f"{path} is not a cctk session folder (no {RUN_INFO})")
+            raise CctkError(f"{path} is not a cctk session folder (no {RUN_INFO}){_sessions_in(path)}")
         return path
     if path.exists() or any(sep in str(source) for sep in ("/", "\\")):  # a path, never a run id
         raise CctkError(f"no session folder at {path}")
     return download(str(source), tracking_name, cache)
+
+
+def _sessions_in(folder: Path, shown: int = 3) -> str:
+    """The session folders right inside ``folder`` (``outputs/``), the newest first, as a hint; nothing where
+    there are none."""
+    found = sorted((p for p in folder.iterdir() if (p / RUN_INFO).is_file()), key=lambda p: p.name, reverse=True)
+    if not found:
+        return ""
+    more = f", and {len(found) - shown} older" if len(found) > shown else ""
+    listed = ", ".join(str(p) for p in found[:shown])
+    n = len(found)
+    return f"; it holds {n} session folder{'s' * (n != 1)}, give {'one of them' if n > 1 else 'it'}: {listed}{more}"
 
 
 def default_cache() -> Path:
@@ -105,19 +178,30 @@ def download(run_id: str, tracking_name: str | None = None, cache: Path | None =
         ) from None
     try:
         run = store.pipeline(run_id)
-    except CctkError as error:
-        if "no run" not in str(error):
-            raise
+    except NoRun:
         if cached:
             return folder
         raise CctkError(
-            f"{run_id!r} is neither a session folder nor a run in the MLflow store {store.uri} "
-            f"(nor cached in {folder.parent}); {tracking.HOW_TO_POINT}"
+            f"{run_id!r} is neither a session folder nor a run in the MLflow store {store.uri} (nor cached in "
+            f"{folder.parent}); {_held(store, run_id)}"
         ) from None
     if run.status == "FINISHED" and cached:
         return folder  # a finished run's artifacts do not change
     _download_whole(store, run_id, folder)
     return folder
+
+
+def _held(store: tracking.Store, run_id: str) -> str:
+    """What the store does hold: its pipeline runs (the closest id to ``run_id``, the newest), or, where it
+    holds none, how to point at another store."""
+    runs = store.pipelines()
+    if not runs:
+        return f"that store holds no pipeline run; {tracking.HOW_TO_POINT}"
+    ids = [r.run_id for r in runs]
+    near = next((i for i in ids if i.startswith(run_id) or run_id.startswith(i)), None) or closest(run_id, ids)
+    newest = ", ".join(f"{r.run_id} ({r.tags.get('mlflow.runName', '?')})" for r in runs[:3])
+    hint = f"did you mean {near}? " if near else ""
+    return f"{hint}it holds {len(runs)} pipeline run{'s' * (len(runs) != 1)}, the newest {newest}"
 
 
 def _download_whole(store: tracking.Store, run_id: str, folder: Path) -> None:
@@ -141,13 +225,15 @@ def read_folder(folder: Path) -> RunResults:
     names = {key: protocol.model_name(key) for key in measured}
     files = session.find_figures(layout)
     figures = {name: paths["png"] for name, paths in files.items() if "png" in paths}
+    tables = session.read_tables(layout)  # key columns even in a session from before
     return RunResults(
         layout.folder,
         info,
-        session.read_tables(layout),  # key columns even in a session from before
+        tables,
         {names[k]: t for k, t in measured.items()},
         figures,
         files,
         session.read_targets(layout),
         names,
+        {name: protocol.report.tables[name] for name in tables if name in protocol.report.tables},
     )

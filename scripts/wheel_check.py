@@ -111,6 +111,9 @@ def finished(run: str, venv: str, report: str) -> None:
     check(parent.info.status == "FINISHED", f"run {run} is {parent.info.status}")
     check(statuses == ["FINISHED"] * 3, f"Part A's three models should be FINISHED nested runs: {statuses}")
     check(parent.info.artifact_uri.startswith((here / "mlruns" / "artifacts").as_uri()), parent.info.artifact_uri)
+    states = {r.data.tags.get("cctk.git.state") for r in [parent, *children]}  # a wheel: no repository, said so
+    check(states == {"none"}, f"a wheel's runs should say cctk.git.state=none: {states}")
+    check("mlflow.source.git.commit" not in parent.data.tags, "a wheel's run names a commit it cannot know")
     from cctk.store import tracking
 
     folders = [str(f) for f in tracking.config_folders()]  # this folder has no mlruns_config/ of its own
@@ -125,7 +128,7 @@ def finished(run: str, venv: str, report: str) -> None:
     print(f"tracking configurations {', '.join(tracking.config_names())} from {shipped}")
     print(
         f"run {run}: {parent.info.status} in {here}/mlruns/mlflow.db, nested {', '.join(statuses)}; "
-        f"artifacts in {parent.info.artifact_uri}"
+        f"artifacts in {parent.info.artifact_uri}; cctk.git.state none (a wheel)"
     )
     print(
         f"cctk.results.load: {len(tables)} tables, table01 {len(tables['table01'])} rows; "

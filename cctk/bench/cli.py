@@ -1,4 +1,5 @@
-"""The command line of the benchmarks, ``python -m cctk.bench measure | train | pipeline | absorb | figures | gpu``
+"""The command line of the benchmarks, ``python -m cctk.bench measure | train | pipeline | absorb | figures | paper |
+gpu``
 (ratios measured in one process), one module of this package per command.
 
 ``measure``: the manual's plain loop (one candidate per forward pass, end marker included)
@@ -7,8 +8,9 @@ against ``cctk.measure`` on the bundled model, over all 81 x 35 candidates by de
 compute limit. ``pipeline``: a whole quick pipeline (``cctk run``, as ``make run``), its wall time as
 a ratio of the compute limit of its training on this machine. ``absorb``: the Part A arms of a recipe
 per seed, hits against the run's thresholds. ``figures``: a heatmap saved in three formats, matplotlib's
-PostScript font box each time against the box kept per font. ``gpu``: the first contact with a device
-(``cctk.bench.gpu``).
+PostScript font box each time against the box kept per font. ``paper``: where ``cctk export`` and ``cctk report
+--style paper`` spend their time on a session, each save the way before issue 48 and now. ``gpu``: the first
+contact with a device (``cctk.bench.gpu``).
 """
 
 from __future__ import annotations
@@ -104,6 +106,17 @@ def bench_figures(repeats, json_out):
     from .figures import run
 
     _report(run(repeats), json_out)
+
+
+@bench.command("paper")
+@click.argument("source", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--width", type=click.Choice(["column", "page"]), default="column", show_default=True)
+@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+def bench_paper(source, width, json_out):
+    """A session's figures and tables in paper style, stage by stage (SOURCE: a session folder)."""
+    from .paper import run
+
+    _report(run(source, width), json_out)
 
 
 @bench.command("gpu")

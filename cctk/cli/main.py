@@ -368,7 +368,14 @@ def compare_command(sweep_id, runs, out, tracking):
     default=None,
     help="With --style paper: column (3.3 in, the default) or page (6.9 in).",
 )
-def report(source, tracking, out, style, width):
+@click.option(
+    "--only",
+    default=None,
+    metavar="NAMES",
+    help="With --style paper: these figures alone, comma-separated file names (synthesis, 24_synthesis), "
+    "their captions replaced in OUT's caption files: a re-render of one figure in seconds.",
+)
+def report(source, tracking, out, style, width, only):
     """Re-render every figure, table and report of a run from its saved measurements (no model).
 
     SOURCE is a session folder or the MLflow run id of a pipeline (its artifacts are downloaded).
@@ -380,6 +387,8 @@ def report(source, tracking, out, style, width):
 
     if style == "report" and width is not None:
         raise CctkError("--width sets the width of paper figures: use it with --style paper")
+    if style == "report" and only is not None:
+        raise CctkError("--only re-renders figures in paper style: use it with --style paper (or cctk export --only)")
     if style == "paper" and out is None:
         raise CctkError("cctk report --style paper needs --out DIR, the folder for the figures and captions")
     start = time.perf_counter()
@@ -387,10 +396,10 @@ def report(source, tracking, out, style, width):
     if style == "paper":
         from ..outputs import paper
 
-        done = paper.figures(folder, out, width or "column")
+        done = paper.figures(folder, out, width or "column", _names(only))
         click.echo(
             f"{len(done.figures)} figures in paper style ({width or 'column'} width) and their captions "
-            f"in {time.perf_counter() - start:.0f} s: {done.folder}"
+            f"in {time.perf_counter() - start:.1f} s: {done.folder}"
         )
         return
     done = rerender(folder, out)
@@ -417,17 +426,46 @@ def report(source, tracking, out, style, width):
     help="Width of the figures: column (3.3 in, a two-column paper.tex) or page (6.9 in).",
 )
 @click.option("--tracking", default=None, help="Tracking configuration name or URI, for a run id (default: embedded).")
-def export_command(source, latex_dir, width, tracking):
+@click.option(
+    "--only",
+    default=None,
+    metavar="NAMES",
+    help="These figures and tables alone, comma-separated (synthesis, 24_synthesis, table09, 'synthesis shares'), "
+    "their captions replaced in the folder's caption files and paper.tex: a re-render of one in seconds.",
+)
+def export_command(source, latex_dir, width, tracking, only):
     """A run as a paper's parts: every table as booktabs LaTeX, every figure in paper style, their captions
     and a paper.tex that compiles (pdflatex paper.tex in the folder). SOURCE as for cctk report."""
+    import time
+
     from .. import results
     from ..outputs import paper
 
-    done = paper.export(results.session_folder(source, tracking), latex_dir, width)
+    start = time.perf_counter()
+    done = paper.export(results.session_folder(source, tracking), latex_dir, width, _names(only))
+    seconds = time.perf_counter() - start
+    if only is None:
+        click.echo(
+            f"{len(done.tables)} tables, {len(done.figures)} figures and paper.tex in {done.folder} in "
+            f"{seconds:.1f} s (compile there: pdflatex paper.tex)"
+        )
+        return
+    names = [f.stem for f in done.figures] + [t.name for t in done.tables]
+    updated = " (captions replaced in captions.tex, captions.md and paper.tex)" if done.figures else ""
     click.echo(
-        f"{len(done.tables)} tables, {len(done.figures)} figures and paper.tex in {done.folder} "
-        f"(compile there: pdflatex paper.tex)"
+        f"re-rendered {', '.join(names)} in {done.folder} in {seconds:.1f} s"
+        + (f"; {done.note}" if done.note else updated)
     )
+
+
+def _names(only: str | None) -> tuple[str, ...]:
+    """``--only a,b`` -> ``("a", "b")``; nothing given: every figure and table."""
+    if only is None:
+        return ()
+    names = tuple(word.strip() for word in only.split(",") if word.strip())
+    if not names:
+        raise CctkError("--only needs the names of figures or tables, comma-separated (e.g. --only synthesis,table09)")
+    return names
 
 
 @cli.command()

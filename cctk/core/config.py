@@ -10,7 +10,7 @@ import math
 import secrets
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from .errors import CctkError
+from .errors import CctkError, closest, did_you_mean
 
 N_SEEDS = 5  # seeds[0] drives every draw; the others are reserved for repetitions, as in the manual
 SCHEDULES = ("constant", "linear")  # how the learning rate moves over a run's steps
@@ -263,7 +263,8 @@ def make_config(
     requested = profile
     profile = resolve_profile(profile, device)
     if profile not in named:
-        raise CctkError(f"unknown profile {requested!r}; choose one of: {AUTO}, {', '.join(named)}")
+        hint = did_you_mean(str(requested), [AUTO, *named])
+        raise CctkError(f"unknown profile {requested!r}{hint}; choose one of: {AUTO}, {', '.join(named)}")
     unknown = set(overrides) - set(asdict(named[profile]))
     if unknown:
         raise CctkError(f"unknown recipe values: {', '.join(sorted(unknown))}")
@@ -318,11 +319,18 @@ def parse_parts(parts: str | tuple[str, ...] | list[str] | None) -> tuple[str, .
     unknown = [p for p in asked if p not in PARTS]
     if unknown or not asked:
         given = parts if isinstance(parts, str) else ",".join(parts)
+        first = (unknown or [""])[0]
         raise CctkError(
-            f"unknown part {(unknown or [''])[0]!r} in --parts {given}: choose among "
+            f"unknown part {first!r} in --parts {given}{_part_hint(first)}: choose among "
             f"{', '.join(PARTS)}, comma-separated (e.g. --parts A,C; Part A always runs)"
         )
     return tuple(p for p in PARTS if p == "A" or p in asked)
+
+
+def _part_hint(text: str) -> str:
+    """`` (did you mean 'C'?)`` for ``PARTC``, ``PART C``, ``C.``, ``CD``; nothing where no part is near."""
+    near = closest(text.removeprefix("PART").strip(" .") or text, PARTS) if text else None
+    return f" (did you mean {near!r}?)" if near else ""
 
 
 def draw_seeds(n: int = N_SEEDS) -> tuple[int, ...]:

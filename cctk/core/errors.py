@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import signal
+from collections.abc import Iterable
 
 
 class CctkError(Exception):
@@ -11,6 +13,42 @@ class CctkError(Exception):
 
 class OutOfMemory(CctkError):
     """A device or the host ran out of memory during a run: one line with the estimate and what fits."""
+
+
+class NoRun(CctkError):
+    """The tracking store answered and holds no run of that id (not: the store could not be read)."""
+
+
+class UnknownKey(CctkError, KeyError):
+    """A lookup by a key that is not there: one line naming the closest key and every valid one. A
+    ``KeyError`` too, so that code written for a dict (``except KeyError``) keeps working."""
+
+    def __str__(self) -> str:  # KeyError's own would print the message quoted
+        return str(self.args[0]) if self.args else ""
+
+
+def closest(name: str, known: Iterable[str]) -> str | None:
+    """The known key nearest ``name`` (the same but for case, else the most alike by difflib), or None."""
+    known = list(known)
+    by_case = {k.lower(): k for k in known}
+    if name.lower() in by_case:
+        return by_case[name.lower()]
+    near = difflib.get_close_matches(name.lower(), list(by_case), n=1, cutoff=0.6)
+    return by_case[near[0]] if near else None
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``" (did you mean 'table09'?)"`` where a known key is near ``name``, else nothing."""
+    near = closest(name, known)
+    return f" (did you mean {near!r}?)" if near is not None and near != name else ""
+
+
+def unknown_key(kind: str, name: str, known: Iterable[str], where: str = "") -> UnknownKey:
+    """The error of a lookup of ``name`` among ``known`` keys of a ``kind`` (``table``, ``model``, ...):
+    ``no table 'table9' in this run (did you mean 'table09'?); choose one of: table01, table02, ...``."""
+    known = [str(k) for k in known]
+    listed = f"choose one of: {', '.join(known)}" if known else f"it has no {kind}s"
+    return UnknownKey(f"no {kind} {name!r}{where}{did_you_mean(str(name), known)}; {listed}")
 
 
 class Terminated(KeyboardInterrupt):

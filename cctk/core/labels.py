@@ -165,8 +165,29 @@ TABLE_HEADERS: dict[str, str] = {
     "loss": "Loss",
 }
 
+# How manual 2.0.0 reads each kind of chart (its section 7), where it says: the sentence that follows what a
+# chart shows in every caption of it (report.html's, through the manual's labels, and a paper's).
+READINGS: dict[str, str] = {
+    "heatmap": "The fill is read on one fixed scale, 0 to 100%, in every heatmap but the base model's (its "
+    "observed range): the same scale is what lets two heatmaps be compared by eye.",
+    "profile": "The two axes have the same number of intervals, so one set of gridlines serves both; the share "
+    "above a band is the share of each model's probability that falls inside it (the fabricated answers' "
+    "profile has no bands: every value from 2 to 36 can be a fabricated answer).",
+    "deviation": "The band is fitted to the rule-trained model, so the 90% of its additions inside it is true by "
+    "construction; what carries information is the half-width k and how many of the control's additions "
+    "fall inside the same band.",
+    "synthesis": "A model trained on all 81 additions has one point (no held-out group); a rule is read against "
+    "its control on the held-out additions, which fixes what chance and memory alone produce.",
+}
+
+
+def read_as(about: dict[str, str]) -> dict[str, str]:
+    """``about`` (what each kind of chart shows) with the manual's reading of that kind after it (``READINGS``)."""
+    return {kind: f"{text} {READINGS[kind]}" if kind in READINGS else text for kind, text in about.items()}
+
+
 # What each kind of figure shows, in a paper's caption (cctk report --style paper): the paper style's colours,
-# markers and lines; a figure's own notes (its numbers) follow.
+# markers and lines; the manual's reading follows (``read_as``), then a figure's own notes (its numbers).
 PAPER_FIGURE_ABOUT: dict[str, str] = {
     "heatmap": "Probability on the target in every addition (first addend a in rows, second addend b in columns); "
     "the fill's hue says whether the top choice is the target, its shade how much probability the "
@@ -183,9 +204,10 @@ PAPER_FIGURE_ABOUT: dict[str, str] = {
     "synthesis": "For every model, the share of additions whose top choice is its own target, with its exact 95% "
     "interval: seen (blue circles), held out (vermillion squares), held out by a control (gray "
     "triangles), the base model on all 81 additions (black diamond).",
-    "loss": "Training loss per epoch of every fine-tuning run, on a log scale; each run has its own colour, marker "
-    "and line style.",
+    "loss": "Training loss per epoch of every fine-tuning run, on a log scale; each run of the main sequence has its "
+    "own colour, marker and line style.",
     "curves": "Each arm measured after every epoch (cctk run --curves): the share of additions whose top choice is "
     "its own target, on the seen (blue, solid) and held-out (vermillion, dashed) additions, or all 81 "
     "(blue) for the models trained on all of them.",
 }
+PAPER_FIGURE_ABOUT = read_as(PAPER_FIGURE_ABOUT)

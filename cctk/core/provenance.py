@@ -80,10 +80,11 @@ class Provenance:
     reproduce: str  # the command line that runs the same cell again
 
     def flat(self) -> dict[str, str]:
-        """The record as flat ``name -> text`` pairs (MLflow tags, under ``cctk.``); absent values left out."""
+        """The record as flat ``name -> text`` pairs (MLflow tags, under ``cctk.``); absent values left out, but
+        ``git.state`` always says what was found: ``clean``, ``dirty`` or ``none``."""
         model = {f"model.{k}": str(v) for k, v in asdict(self.model).items() if v is not None}
         git = {"git.commit": self.git.commit, "git.dirty": str(self.git.dirty).lower()} if self.git else {}
-        return {**model, **git, "reproduce": self.reproduce}
+        return {**model, **git, "git.state": git_words(self.git), "reproduce": self.reproduce}
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -201,11 +202,53 @@ def _write_hashes(known: dict[str, str]) -> None:
 
 # --- The code. ---
 
+PACKAGE = Path(__file__).resolve().parents[1]  # the cctk package folder whose code runs
+
+
+def repository(package: Path = PACKAGE, cwd: Path | None = None) -> Path | None:
+    """The work tree of the git repository whose files are the code that runs; None where there is none.
+
+    Searched upward from the package (a checkout, an editable install): the repository counts where it
+    tracks the package's ``__init__.py`` (a wheel installed into a venv inside a checkout lies in an ignored
+    folder, and the checkout is not its code). Else searched upward from the working folder ``cwd`` (a
+    wheel run inside a checkout): that checkout counts where its ``cctk/`` holds the very same Python files
+    as the installed package. Neither: a wheel, a folder without git, or git not installed."""
+    package = Path(package)
+    found = _top(package)
+    if found is not None and _git(found, "ls-files", "--error-unmatch", "--", str(package / "__init__.py")) is not None:
+        return found
+    here = _top(Path.cwd() if cwd is None else Path(cwd))
+    if here is not None and _same_code(package, here / package.name):
+        return here
+    return None
+
+
+def _top(folder: Path) -> Path | None:
+    """The top of the git work tree ``folder`` lies in (git searches upward), or None."""
+    top = _git(folder, "rev-parse", "--show-toplevel") if folder.is_dir() else None
+    return Path(top) if top else None
+
+
+def _same_code(installed: Path, checkout: Path) -> bool:
+    """The same ``.py`` files, byte for byte, under both folders (no compiled caches)."""
+
+    def files(folder: Path) -> dict[Path, Path]:
+        return {p.relative_to(folder): p for p in folder.rglob("*.py") if "__pycache__" not in p.parts}
+
+    mine, theirs = files(installed), files(checkout)
+    return (
+        bool(mine)
+        and mine.keys() == theirs.keys()
+        and all(p.read_bytes() == theirs[k].read_bytes() for k, p in mine.items())
+    )
+
 
 def git_state(root: Path | None = None) -> GitState | None:
-    """Commit and dirty flag of the clone cctk runs from; None outside one (installed from a wheel)."""
-    root = root or Path(__file__).resolve().parents[1]
-    if not (root / ".git").exists():
+    """Commit and dirty flag of the repository the running code comes from (``repository()``), or of the
+    one ``root`` lies in; None where there is none (installed from a wheel): the run says so
+    (``Provenance.flat``: ``git.state`` ``none``)."""
+    root = repository() if root is None else _top(Path(root))
+    if root is None:
         return None
     commit = _git(root, "rev-parse", "HEAD")
     if not commit:
@@ -214,10 +257,16 @@ def git_state(root: Path | None = None) -> GitState | None:
     return GitState(commit, bool(changes))
 
 
+def git_words(git: GitState | None) -> str:
+    """``clean``, ``dirty`` (tracked files differ from the commit) or ``none`` (no repository: a wheel)."""
+    return "none" if git is None else "dirty" if git.dirty else "clean"
+
+
 def version_date(root: Path | None = None) -> date | None:
-    """The date of the commit cctk runs from (None outside a git clone)."""
-    root = root or Path(__file__).resolve().parents[1]
-    if not (root / ".git").exists():
+    """The date of the commit the running code comes from (``repository()``), or of the one ``root`` lies
+    in; None outside a repository."""
+    root = repository() if root is None else _top(Path(root))
+    if root is None:
         return None
     text = _git(root, "log", "-1", "--format=%cs")  # YYYY-MM-DD
     try:

@@ -6,6 +6,7 @@ No torch and no MLflow here: these functions take counts or arrays and return fl
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -15,6 +16,7 @@ from scipy import stats
 from .facts import rng
 
 
+@functools.lru_cache(maxsize=4096)  # a run's tables ask for the same few counts many times (81/81, 0/24, ...)
 def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     """Exact (Clopper-Pearson) interval of the share ``k / n``; (nan, nan) when n == 0."""
     if n == 0:

@@ -15,10 +15,10 @@ MAIN_COLORS = (SEEN_HIT, *LINES)
 
 
 def loss_chart(losses: dict[str, list[float]], main: Sequence[str], style: Style = REPORT) -> Figure:
-    """Loss per epoch on a log axis: the runs in ``main`` in colour, the rest in gray (report style);
-    in paper style every run its own colour, marker and line style, each in the legend."""
+    """Loss per epoch on a log axis: the runs in ``main`` in colour, the rest in gray (manual 2.0.0, section 7.7);
+    in paper style the runs of ``main`` each with its own colour, marker and line style, the rest in gray."""
     if style.paper:
-        return _paper(losses, style)
+        return _paper(losses, main, style)
     with paper_style():
         fig = new_figure(6, 3.6)
         ax = fig.add_axes([0.12, 0.14, 0.55, 0.74])
@@ -54,20 +54,36 @@ def _plot(ax, values: list[float], color: str, width: float) -> None:
     ax.plot(epochs, values, color=color, linewidth=width, marker="o", markersize=2.5)
 
 
-def _paper(losses: dict[str, list[float]], style: Style) -> Figure:
+def _paper(losses: dict[str, list[float]], main: Sequence[str], style: Style) -> Figure:
+    """The runs of ``main`` each in its own colour, marker and line style, each in the legend; the others (the
+    rules and their controls) thin gray lines under them, one entry: a legend that fits the chart's width
+    however many runs there are. What each gray line is: the fine-tuning runs' table (its notes say so)."""
+    shown = [name for name in main if name in losses]
+    others = [name for name in losses if name not in shown]
+    entries = len(shown) + bool(others)
     columns = 1 if style.narrow else 2
-    rows = -(-len(losses) // columns)
     with paper_style(), styles.fonts(style):
-        fig = styles.figure(style, 2.3 + 0.17 * rows)
+        fig = styles.figure(style, 2.3 + 0.17 * -(-entries // columns))
         ax = fig.add_subplot()
-        for i, (name, values) in enumerate(losses.items()):
+        for name in others:  # first: the main sequence is drawn over them
+            ax.plot(range(1, len(losses[name]) + 1), losses[name], color=CONTROL, linewidth=0.7, zorder=1)
+        for i, name in enumerate(shown):
+            values = losses[name]
             ax.plot(
                 range(1, len(values) + 1),
                 values,
                 label=styles.label(name, style),
                 linewidth=1.0,
                 markersize=3.5,
+                zorder=2,
                 **styles.series(i),
+            )
+        if others:
+            ax.plot([], [], color=CONTROL, linewidth=0.7, label=f"the {len(others)} rule and control runs")
+            styles.note(
+                fig,
+                f"Gray: the other {len(others)} runs, the rules and their controls; each run's loss in its first and "
+                "last epoch is in the fine-tuning runs' table.",
             )
         ax.set_yscale("log")
         ax.set_xlabel("epoch")

@@ -21,6 +21,7 @@ INTERVALS = 6  # both y axes: one set of gridlines serves both
 BAR_SEEN, BAR_HELD = shade(SEEN_HIT, 0.6), shade(HELD_HIT, 0.6)  # pale, so lines read on top
 PAPER_BARS = ("#d4d4d4", "#a3a3a3")  # grays: no series colour is taken by the bars
 LINE_PT = 10.5  # height of one line of band text, points
+LEGEND_ROW = 0.2  # height of one row of the report style's legend, inches
 EDGE = 0.015  # margin of the band texts from the figure's sides, a fraction of its width
 
 
@@ -43,23 +44,35 @@ def probability_profile(
     if style.paper:
         return _paper(means, targets, band, heldout, style)
     above = 0.5 + (LINE_PT / 72 * (len(series) + 1) if band is not None else 0.0)  # inches
-    height = 0.95 + 2.8 + above
+    n_handles = len(series) + (2 if heldout else 1) + (2 if band is not None else 0)
+    below = 0.6 + LEGEND_ROW * math.ceil(n_handles / 3)  # the axis' labels, then the legend's rows
+    height = below + 2.8 + above
     with paper_style():
         fig = new_figure(8, height)
-        ax = fig.add_axes([0.08, 0.95 / height, 0.84, 2.8 / height])
+        ax = fig.add_axes([0.08, below / height, 0.84, 2.8 / height])
         bars = ax.twinx()
         ax.set_zorder(bars.get_zorder() + 1)  # lines above bars and bands
         ax.patch.set_visible(False)
         if band is not None:
             _bands(bars, ax, means, band)
         handles = _count_bars(bars, targets, heldout)
-        handles = _lines(ax, means) + handles
+        handles = _lines(ax, means) + handles + (band_patches(band) if band is not None else [])
         _axes(ax, bars, means, targets)
         fig.suptitle(title, y=1 - 0.1 / height, va="top", fontsize=11, fontweight="bold")
         fig.legend(
             handles=handles, loc="lower center", ncol=min(len(handles), 3), bbox_to_anchor=(0.5, 0.0), frameon=False
         )
     return fig
+
+
+def band_patches(band: tuple[int, int], style: Style = REPORT) -> list[Patch]:
+    """The legend's entries of the two shadings (manual 2.0.0, section 7.4: the answers that can be an answer
+    of the corpus, and those that cannot)."""
+    lo, hi = band
+    return [
+        Patch(color=LIGHT_BLUE, label=styles.label(f"band {lo} to {hi}: answers the corpus can ask for", style)),
+        Patch(color=LIGHT_RED, label=styles.label("outside it: answers the corpus never asks for", style)),
+    ]
 
 
 def _color(i: int, name: str) -> str:
@@ -122,14 +135,14 @@ def _bands(bars_ax, ax, means: pd.DataFrame, band: tuple[int, int]) -> None:
     regions += [(a, b, LIGHT_RED) for a, b in outside if a <= b]
     for a, b, color in regions:
         bars_ax.axvspan(a - 0.5, b + 0.5, color=color, linewidth=0, zorder=0)
-    inside = (f"share on {lo} to {hi}", means.loc[lo:hi].sum())
+    inside = (f"share of the probability on {lo} to {hi}", means.loc[lo:hi].sum())
     widest = max(((a, b) for a, b in outside if a <= b), key=lambda r: r[1] - r[0], default=None)
     if widest is None:  # the band covers every candidate
         _band_text(ax, (lo + hi) / 2, *inside, align="center")
         return
     # Both outer regions together, on the side of the wider one; each block flush with its own edge
     # of the figure, so long model names never run into each other.
-    beyond = (f"share outside {lo} to {hi}", 1.0 - inside[1])
+    beyond = (f"share of the probability outside {lo} to {hi}", 1.0 - inside[1])
     left, right = (beyond, inside) if widest[0] < lo else (inside, beyond)
     _band_text(ax, EDGE, *left, align="left", x_in_figure=True)
     _band_text(ax, 1 - EDGE, *right, align="right", x_in_figure=True)
@@ -162,7 +175,8 @@ def _band_text(ax, x: float, label: str, shares: pd.Series, align: str, x_in_fig
 def _paper(means: pd.DataFrame, targets: pd.Series, band, heldout, style: Style) -> Figure:
     """Lines in the paper palette, each with its marker and line style; the bands' shares go to the caption."""
     with paper_style(), styles.fonts(style):
-        fig = styles.figure(style, 3.2 if style.narrow else 3.4)
+        legend_bands = (0.55 if style.narrow else 0.2) if band is not None else 0.0  # two more entries, wrapped
+        fig = styles.figure(style, (3.2 if style.narrow else 3.4) + legend_bands)
         ax = fig.add_subplot()
         bars = ax.twinx()
         ax.set_zorder(bars.get_zorder() + 1)
@@ -176,6 +190,8 @@ def _paper(means: pd.DataFrame, targets: pd.Series, band, heldout, style: Style)
             Line2D([], [], linewidth=1.0, markersize=3, label=styles.label(name, style), **styles.series(i))
             for i, name in enumerate(means.columns)
         ] + handles
+        if band is not None:
+            handles += band_patches(band, style)
         _axes(ax, bars, means, targets)
         ax.set_xticks(CANDIDATES[:: 4 if style.narrow else 2])
         ax.set_ylabel("mean probability" if style.narrow else "mean probability over the 81 additions")
@@ -193,5 +209,5 @@ def _paper_bands(fig, bars_ax, means: pd.DataFrame, band: tuple[int, int]) -> No
     inside = means.loc[lo:hi].sum()
     shares = ", ".join(f"{name} {share:.0%}" for name, share in inside.items())
     styles.note(
-        fig, f"Share of probability on the answers {lo} to {hi} (blue band; the rest, red, lies outside): {shares}."
+        fig, f"Share of the probability on the answers {lo} to {hi} (blue band; the rest, red, lies outside): {shares}."
     )

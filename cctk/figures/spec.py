@@ -4,8 +4,11 @@ manuals (``cctk.manuals.v2.catalog``, ``cctk.manuals.v1.catalog``) build them; `
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from matplotlib.figure import Figure
 
 from ..core.labels import file_stem
 from .common import save_figure
@@ -20,7 +23,7 @@ class Spec:
     key: str
     # a key of its protocol's report sections (cctk.manuals.v2.labels.SECTIONS, cctk.manuals.v1.labels.SECTIONS)
     part: str
-    draw: object
+    draw: Callable[..., Figure]
     args: dict
     title: str  # as the chart says it, for captions
     name: str  # the plain name the manual gives it (its folder and file names)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pandas as pd
@@ -69,7 +70,25 @@ def text(value) -> str:
     return "".join(out)
 
 
-def percent(share: float) -> str:
+@dataclass(frozen=True)
+class Marks:
+    """The signs a printed table is written with: LaTeX for a paper (``LATEX``), plain Unicode for a web page
+    (``PLAIN``: report.html). The cells and headers are the same words and numbers either way."""
+
+    percent: str
+    dash: str  # between an interval's bounds, and a missing value
+    less: str
+    more: str
+    infinity: str
+    times_ten: str  # a tiny number: ``{m}`` times ten to ``{e}``
+    escape: Callable[[str], str]  # plain words made safe
+
+
+LATEX = Marks("\\%", "--", "$<$", "$>$", "$\\infty$", "${m}\\times10^{{{e}}}$", text)
+PLAIN = Marks("%", "\u2013", "<", ">", "\u221e", "{m}\u00d710^{e}", str)
+
+
+def percent(share: float, marks: Marks = LATEX) -> str:
     """A share as a percent: whole numbers from 1 to 99; nearer 0 or 100 one decimal (two where one would
     round to the end itself), so that a bound near an end never reads as the end: 0.3, 99.6, 99.96."""
     value = 100 * share
@@ -79,65 +98,65 @@ def percent(share: float) -> str:
         shown = f"{value:.{digits}f}"
         if float(shown) not in (0.0, 100.0):
             return shown
-    return "$<$0.01" if value < 1 else "$>$99.99"
+    return f"{marks.less}0.01" if value < 1 else f"{marks.more}99.99"
 
 
-def count(hits, n, lo, hi) -> str:
+def count(hits, n, lo, hi, marks: Marks = LATEX) -> str:
     """``8/24 (33\\%, 16--55\\%)``: hits of n, the share and its exact 95% interval."""
     if pd.isna(hits) or pd.isna(n) or int(n) == 0:
-        return f"{'--' if pd.isna(hits) else int(hits)}/{'--' if pd.isna(n) else int(n)}"
-    share = f"{percent(int(hits) / int(n))}\\%"
+        return f"{marks.dash if pd.isna(hits) else int(hits)}/{marks.dash if pd.isna(n) else int(n)}"
+    share = f"{percent(int(hits) / int(n), marks)}{marks.percent}"
     if pd.isna(lo) or pd.isna(hi):
         return f"{int(hits)}/{int(n)} ({share})"
-    return f"{int(hits)}/{int(n)} ({share}, {percent(lo)}--{percent(hi)}\\%)"
+    return f"{int(hits)}/{int(n)} ({share}, {percent(lo, marks)}{marks.dash}{percent(hi, marks)}{marks.percent})"
 
 
-def p_value(p) -> str:
+def p_value(p, marks: Marks = LATEX) -> str:
     """Three significant digits; ``$<$0.001`` below 0.001; ``--`` when there is no test (NaN)."""
     if p is None or pd.isna(p):
-        return "--"
+        return marks.dash
     if p < 0.001:
-        return "$<$0.001"
+        return f"{marks.less}0.001"
     return f"{p:.3g}"
 
 
-def number(value) -> str:
+def number(value, marks: Marks = LATEX) -> str:
     """A float to three significant digits (``$\\infty$`` for infinity, ``--`` for NaN), integers whole."""
     if value is None or pd.isna(value):
-        return "--"
+        return marks.dash
     if math.isinf(float(value)):
-        return "$\\infty$" if value > 0 else "$-\\infty$"
+        return marks.infinity if value > 0 else f"-{marks.infinity}".replace("-$", "$-")
     if float(value).is_integer() and abs(value) < 1e15:
         return f"{int(value)}"
     if abs(value) >= 1000:
         return f"{value:.0f}"
     if abs(value) < 0.001:  # 3.2e-07 as $3.2\times10^{-7}$
         mantissa, exponent = f"{value:.2e}".split("e")
-        return f"${float(mantissa):.3g}\\times10^{{{int(exponent)}}}$"
+        return marks.times_ten.format(m=f"{float(mantissa):.3g}", e=int(exponent))
     return f"{value:.3g}"
 
 
-def cell(column: str, value) -> str:
+def cell(column: str, value, marks: Marks = LATEX) -> str:
     if column.startswith("p_"):
-        return p_value(value)
+        return p_value(value, marks)
     if column in ("peak_gpu_memory_bytes", "peak_cpu_memory_bytes"):
-        return size(value) if value else "--"
+        return size(value) if value else marks.dash
     if column in ("seconds", "examples_per_second"):
-        return "--" if pd.isna(value) else f"{value:.1f}"
+        return marks.dash if pd.isna(value) else f"{value:.1f}"
     if isinstance(value, str):  # a column name as a value (v1's table02 names its rows so): its header
-        return header(value) if "_" in value and value in TABLE_HEADERS else text(value)
-    return number(value)
+        return header(value, marks) if "_" in value and value in TABLE_HEADERS else marks.escape(value)
+    return number(value, marks)
 
 
-def header(column: str) -> str:
+def header(column: str, marks: Marks = LATEX) -> str:
     """The plain header of a column (``TABLE_HEADERS``); an unknown column its name in words."""
-    return text(TABLE_HEADERS.get(column, column.replace("_", " ")))
+    return marks.escape(TABLE_HEADERS.get(column, column.replace("_", " ")))
 
 
-def display(table: pd.DataFrame) -> pd.DataFrame:
-    """The table as the paper prints it: every cell LaTeX text, counts and intervals in one cell, headers
-    plain (``hits_seen, n_seen, lo_seen, hi_seen`` -> ``seen``: ``56/57 (98\\%, 91--100\\%)``); the labels
-    without their key columns (``model_key``, ...: the CSV's, for code that joins tables)."""
+def display(table: pd.DataFrame, marks: Marks = LATEX) -> pd.DataFrame:
+    """The table as the paper prints it: every cell text (LaTeX, or plain with ``PLAIN``), counts and intervals
+    in one cell, headers plain (``hits_seen, n_seen, lo_seen, hi_seen`` -> ``seen``: ``56/57 (98\\%,
+    91--100\\%)``); the labels without their key columns (``model_key``, ...: the CSV's, for code that joins)."""
     table = printed(table)
     groups = {column: group for column in table.columns if (group := _count_group(table, column)) is not None}
     folded = {f"{k}{g}" for g in groups.values() for k in ("n", "lo", "hi")} | (
@@ -149,14 +168,16 @@ def display(table: pd.DataFrame) -> pd.DataFrame:
     for column in table.columns:
         if column in groups:
             parts = [f"{k}{groups[column]}" for k in ("hits", "n", "lo", "hi")]
-            columns[header(column)] = [count(*row) for row in table[parts].itertuples(index=False)]
+            columns[header(column, marks)] = [
+                count(hits, n, lo, hi, marks) for hits, n, lo, hi in table[parts].itertuples(index=False)
+            ]
         elif column == "k" and "k_lo" in folded:
-            columns[header("k")] = [
-                f"{number(k)} ({number(lo)}--{number(hi)})"
+            columns[header("k", marks)] = [
+                f"{number(k, marks)} ({number(lo, marks)}{marks.dash}{number(hi, marks)})"
                 for k, lo, hi in table[["k", "k_lo", "k_hi"]].itertuples(index=False)
             ]
         elif column not in folded:
-            columns[header(column)] = [cell(column, v) for v in table[column]]
+            columns[header(column, marks)] = [cell(column, v, marks) for v in table[column]]
     return pd.DataFrame(columns)
 
 

@@ -12,14 +12,16 @@ Results and tables in, files out: no model, no MLflow. ``figures`` is ``cctk rep
 
 from __future__ import annotations
 
+import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from ..core.errors import CctkError
-from ..core.labels import PAPER_FIGURE_ABOUT
-from ..figures.common import paper_style
+from ..core.errors import CctkError, unknown_key
+from ..core.labels import PAPER_FIGURE_ABOUT, file_stem
+from ..figures.common import lean_fonts, paper_style
 from ..figures.spec import Spec
 from ..figures.style import WIDTHS, Style, notes, paper
 from ..manuals import registry as protocols
@@ -66,25 +68,54 @@ def draw(spec: Spec, folder: Path, style: Style, about: dict[str, str], prefix: 
     fig = spec.draw(**spec.args, style=style)
     stem = f"{spec.number:02d}_{spec.stem}"
     folder.mkdir(parents=True, exist_ok=True)
-    with paper_style():  # TrueType fonts in the PDF: its text stays text
+    with paper_style(), lean_fonts():  # TrueType fonts in the PDF: its text stays text
         for ext in FORMATS:
             fig.savefig(folder / f"{stem}.{ext}", dpi=300)  # no tight box: the width stays the journal's
+            fig.set_layout_engine("none")  # laid out once, by the first save: the PNG keeps those places
     pyplot = sys.modules.get("matplotlib.pyplot")
     if pyplot is not None:
         pyplot.close(fig)
     return PaperFigure(spec.number, stem, f"fig:{prefix}{spec.stem}", caption(spec, about, notes(fig)))
 
 
-def write_figures(rebuilt: session.Rebuilt, out: Path, style: Style) -> list[PaperFigure]:
-    """Every figure of a rebuilt session in ``style`` under ``out/figures``, and ``captions.tex`` / ``.md``."""
+def write_figures(
+    rebuilt: session.Rebuilt, out: Path, style: Style, only: tuple[Spec, ...] | None = None
+) -> list[PaperFigure]:
+    """Every figure of a rebuilt session in ``style`` under ``out/figures``, and ``captions.tex`` / ``.md``;
+    ``only``: these figures alone, their captions put in place of their own in the caption files there."""
     protocol = rebuilt.protocol
-    specs = protocol.figures(rebuilt.results, rebuilt.tables, rebuilt.info.config.model)
+    specs = (
+        list(only) if only is not None else protocol.figures(rebuilt.results, rebuilt.tables, rebuilt.info.config.model)
+    )
     about = {**protocol.report.about, **PAPER_FIGURE_ABOUT}
     job = partial(draw, folder=Path(out) / "figures", style=style, about=about, prefix=protocol.report.label_prefix)
-    drawn = render.run_all(job, specs)
-    (Path(out) / "captions.tex").write_text(captions_tex(drawn), encoding="utf-8")
-    (Path(out) / "captions.md").write_text(captions_md(drawn), encoding="utf-8")
+    drawn = render.run_all(job, specs, eps=False)
+    if only is None:
+        (Path(out) / "captions.tex").write_text(captions_tex(drawn), encoding="utf-8")
+        (Path(out) / "captions.md").write_text(captions_md(drawn), encoding="utf-8")
+    elif drawn:
+        _replace_blocks(Path(out) / "captions.tex", TEX_BLOCK, {f.number: captions_tex([f]) for f in drawn}, "\n")
+        _replace_blocks(Path(out) / "captions.md", MD_BLOCK, {f.number: captions_md([f]) for f in drawn}, "")
     return drawn
+
+
+TEX_BLOCK = re.compile(r"^% Figure (\d+): ", re.M)  # the first line of a figure's block in captions.tex
+MD_BLOCK = re.compile(r"^\*\*Figure (\d+)\*\* ", re.M)  # and in captions.md
+
+
+def _replace_blocks(path: Path, start: re.Pattern, new: dict[int, str], sep: str) -> None:
+    """The figure blocks of a caption file (each opened by a line ``start`` matches, numbered), those of
+    ``new`` put in place of the blocks of the same number or added, in number order."""
+    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    marks = list(start.finditer(text))
+    blocks = {
+        int(m[1]): text[m.start() : marks[i + 1].start() if i + 1 < len(marks) else len(text)].rstrip("\n") + "\n"
+        for i, m in enumerate(marks)
+    }
+    if sep == "":  # Markdown paragraphs end in a blank line
+        blocks = {number: block + "\n" for number, block in blocks.items()}
+    blocks.update(new)
+    path.write_text(sep.join(blocks[number] for number in sorted(blocks)), encoding="utf-8")
 
 
 def captions_tex(figures: list[PaperFigure]) -> str:
@@ -110,13 +141,16 @@ def table_captions(protocol: protocols.Protocol) -> dict[str, str]:
     }
 
 
-def write_tables(rebuilt: session.Rebuilt, out: Path) -> list[PaperTable]:
+def write_tables(rebuilt: session.Rebuilt, out: Path, only: Sequence[str] | None = None) -> list[PaperTable]:
+    """Every table (``only``: those named) as ``tables/tableNN.tex``."""
     protocol = rebuilt.protocol
     captions = table_captions(protocol)
     folder = Path(out) / "tables"
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for name, table in rebuilt.tables.items():
+        if only is not None and name not in only:
+            continue
         label = f"tab:{protocol.report.label_prefix}{name}"
         written.append(PaperTable(name, label, latex.latex(table, captions[name], label)))
         (folder / f"{name}.tex").write_text(written[-1].tex, encoding="utf-8")
@@ -128,6 +162,7 @@ class Written:
     folder: Path
     figures: list[PaperFigure]
     tables: list[PaperTable]
+    note: str = ""  # what an --only render left as it was
 
 
 def _start(source: Path, out: Path, width: str, option: str) -> tuple[Style, session.Rebuilt]:
@@ -138,15 +173,47 @@ def _start(source: Path, out: Path, width: str, option: str) -> tuple[Style, ses
     return paper(width), session.rebuild(Path(source))
 
 
-def figures(source: Path, out: Path, width: str = "column") -> Written:
-    """``cctk report --style paper``: every figure of a session folder in paper style, with its captions."""
+def pick(rebuilt: session.Rebuilt, only: Sequence[str], tables: bool = True) -> tuple[tuple[Spec, ...], list[str]]:
+    """The figures and tables ``--only`` names, in their order: a figure by its file name (``synthesis``,
+    ``24_synthesis``), a table by its name (``table09``) or its title (``synthesis shares``, ``synthesis_shares``).
+    A name of neither is a one-line error naming the closest and every name there is."""
+    protocol = rebuilt.protocol
+    specs = protocol.figures(rebuilt.results, rebuilt.tables, rebuilt.info.config.model)
+    figures = {name: spec for spec in specs for name in (spec.stem, f"{spec.number:02d}_{spec.stem}")}
+    titles = protocol.report.tables
+    named = {
+        alias.lower(): name
+        for name in rebuilt.tables
+        for alias in (name, titles[name], file_stem(titles[name]), session.table_stem(name, protocol))
+    }
+    asked = [word.strip() for word in only if word.strip()]
+    for word in asked:
+        if word in figures or (word.lower() in named and tables):
+            continue
+        if word.lower() in named:
+            raise CctkError(
+                f"{word} is a table: cctk report --style paper draws the figures; cctk export writes tables"
+            )
+        known = [spec.stem for spec in specs] + (list(rebuilt.tables) if tables else [])
+        raise unknown_key("figure or table" if tables else "figure", word, known, " in this run")
+    chosen = {figures[w].number: figures[w] for w in asked if w in figures}
+    return tuple(chosen[n] for n in sorted(chosen)), sorted({named[w.lower()] for w in asked if w not in figures})
+
+
+def figures(source: Path, out: Path, width: str = "column", only: Sequence[str] = ()) -> Written:
+    """``cctk report --style paper``: every figure of a session folder in paper style, with its captions
+    (``only``: those figures, their captions replaced in the caption files)."""
     style, rebuilt = _start(source, out, width, "--out")
-    return Written(Path(out), write_figures(rebuilt, out, style), [])
+    chosen = pick(rebuilt, only, tables=False)[0] if only else None
+    return Written(Path(out), write_figures(rebuilt, out, style, chosen), [])
 
 
-def export(source: Path, out: Path, width: str = "column") -> Written:
-    """``cctk export --latex``: the figures in paper style, every table and a paper.tex that inputs them."""
+def export(source: Path, out: Path, width: str = "column", only: Sequence[str] = ()) -> Written:
+    """``cctk export --latex``: the figures in paper style, every table and a paper.tex that inputs them
+    (``only``: those figures and tables; their captions replaced in the caption files and in paper.tex)."""
     style, rebuilt = _start(source, out, width, "--latex")
+    if only:
+        return _export_only(rebuilt, Path(out), style, *pick(rebuilt, only))
     drawn = write_figures(rebuilt, out, style)
     tables = write_tables(rebuilt, out)
     name = session.read_run_info(Path(source)).session
@@ -154,6 +221,29 @@ def export(source: Path, out: Path, width: str = "column") -> Written:
         paper_tex(rebuilt.info.config.model, name, tables, drawn, style), encoding="utf-8"
     )
     return Written(Path(out), drawn, tables)
+
+
+def _export_only(
+    rebuilt: session.Rebuilt, out: Path, style: Style, specs: tuple[Spec, ...], names: list[str]
+) -> Written:
+    """The figures and tables picked, into an export folder: each figure's block of paper.tex replaced (the
+    tables are ``\\input`` there: their files are the whole of them)."""
+    drawn = write_figures(rebuilt, out, style, specs)
+    tables = write_tables(rebuilt, out, names)
+    path = out / "paper.tex"
+    if not path.is_file():
+        return Written(out, drawn, tables, "no paper.tex there: cctk export without --only writes it")
+    text = path.read_text(encoding="utf-8")
+    for f in drawn:
+        block = re.compile(
+            r"\\begin\{figure\}\[htbp\]\n\\centering\n\\includegraphics\{"
+            + re.escape(f.path("pdf"))
+            + r"\}\n.*?\\end\{figure\}",
+            re.S,
+        )
+        text = block.sub(_figure(f).replace("\\", "\\\\"), text, count=1)  # a template: its backslashes doubled
+    path.write_text(text, encoding="utf-8")
+    return Written(out, drawn, tables)
 
 
 FLOATS_PER_PAGE = 4  # a \clearpage after so many floats: LaTeX holds at most 18 unplaced

@@ -22,7 +22,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from ..core.errors import CctkError
+from ..core.errors import CctkError, NoRun
 
 EXPERIMENT = "cctk"
 DEFAULT_CONFIG = "embedded"
@@ -37,6 +37,7 @@ CELL = "cctk.cell"  # the sweep cell's key
 ARM = "cctk.arm"  # KR-Test arm
 VERSION = "cctk.version"
 GIT_DIRTY = "cctk.git.dirty"  # "true" when the clone had uncommitted changes to tracked files
+GIT_STATE = "cctk.git.state"  # clean, dirty, or none (no git repository holds the code: a wheel)
 PARENT_RUN = "cctk.parent_run_id"  # an arm's pipeline run (also a param, parent_run_id)
 ERROR = "cctk.error"  # why a run FAILED: the exception, one line
 PACKAGE = "cctk.package."  # + a distribution's name: its version (a pipeline's parent run)
@@ -442,6 +443,11 @@ class Store:
             for r in found
         ]
 
+    def pipelines(self) -> list[TrackedRun]:
+        """Every pipeline's parent run in the store, of any experiment, the newest first (creates nothing)."""
+        ids = [e.experiment_id for e in self.client.search_experiments()]
+        return self.search(ids, f"tags.`{KIND}` = 'pipeline'") if ids else []
+
     def reopen(self, run_id: str) -> LiveRun:
         """An existing run, set RUNNING again (attached by ``mlflow run``, or resumed)."""
         self.client.update_run(run_id, status="RUNNING")
@@ -454,7 +460,7 @@ class Store:
         try:
             run = self.client.get_run(run_id)
         except MlflowException:
-            raise CctkError(f"no run {run_id!r} in the tracking store {self.uri}") from None
+            raise NoRun(f"no run {run_id!r} in the tracking store {self.uri}") from None
         return TrackedRun(
             run.info.run_id, run.info.experiment_id, run.info.status, dict(run.data.params), dict(run.data.tags)
         )
@@ -498,12 +504,13 @@ class Store:
 @lru_cache(maxsize=1)
 def source_tags() -> dict[str, str]:
     """Which code made a run: cctk (callers name the command), its version and, in a git clone, the commit
-    and whether the tree had changes (``cctk.git.dirty``)."""
+    and whether the tree had changes (``cctk.git.dirty``); ``cctk.git.state`` always (``none`` outside one)."""
     from .. import __version__
-    from ..core.provenance import git_state
+    from ..core.provenance import git_state, git_words
 
     tags = {"mlflow.source.name": "cctk", "mlflow.source.type": "LOCAL", VERSION: __version__}
     git = git_state()
+    tags[GIT_STATE] = git_words(git)  # "none" where no repository holds the code: said, not left out
     if git:
         tags.update({"mlflow.source.git.commit": git.commit, GIT_DIRTY: str(git.dirty).lower()})
     return tags

@@ -129,3 +129,21 @@ def test_every_out_is_checked_before_any_work(command, where, tmp_path, tracking
     result = CliRunner().invoke(cli, [*OUT_COMMANDS[command], "--out", str(out)])
     _one_line_error(result, f"--out {os.path.abspath(out)} cannot hold the outputs: ")
     assert not (tmp_path / "mlflow.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["run", "--model", "smollm2-135m-bundeld"],
+            "unknown model 'smollm2-135m-bundeld' (did you mean 'smollm2-135m-bundled'?); choose a roster key",
+        ),
+        (["run", "--parts", "A,PARTC"], "unknown part 'PARTC' in --parts A,PARTC (did you mean 'C'?): choose among"),
+        (["run", "--profile", "quik"], "unknown profile 'quik' (did you mean 'quick'?); choose one of: auto, paper"),
+    ],
+)
+def test_a_near_miss_gets_did_you_mean(args, message, tmp_path, tracking_uri):
+    """Issue 48: a name one letter off names the one meant, in the same one line, before any work."""
+    _one_line_error(CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "out")]), message)
+    assert not (tmp_path / "out").exists()
+    _no_run(tmp_path)

@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import shlex
+from datetime import date
 from pathlib import Path
 
 import mlflow
@@ -180,14 +181,27 @@ def test_results_load_from_another_folder_reads_the_cache_and_creates_no_store(t
     assert not (tmp_path / "mlruns").exists()
 
 
-def test_an_unknown_run_names_the_store_searched_and_how_to_point_elsewhere(tiny_run, tmp_path, monkeypatch):
-    _, uri, _, _ = tiny_run
+def test_an_unknown_run_in_the_right_store_names_the_runs_it_holds(tiny_run, tmp_path, monkeypatch):
+    """Issue 48: the store holds pipelines, not this one: say so, and which (not "point at another store")."""
+    outcome, uri, _, _ = tiny_run
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     with pytest.raises(CctkError) as error:
         results.load("0123456789abcdef0123456789abcdef", cache=tmp_path / "cache")
     text = str(error.value)
     assert f"nor a run in the MLflow store {uri}" in text and "\n" not in text
-    assert "MLFLOW_TRACKING_URI=URI, --tracking NAME|URI" in text and "tracking_name=" in text
+    assert f"it holds 1 pipeline run, the newest {outcome.run_id} ({outcome.folder.name})" in text
+    assert "MLFLOW_TRACKING_URI" not in text and "did you mean" not in text
+    with pytest.raises(CctkError, match=f"did you mean {outcome.run_id}\\? it holds 1 pipeline run"):
+        results.load(outcome.run_id[:8], cache=tmp_path / "cache")  # a run id cut short
+
+
+def test_an_unknown_run_in_a_store_without_pipelines_says_how_to_point_elsewhere(tmp_path, monkeypatch):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    tracking.connect(uri).experiment()  # a store with an experiment and no run
+    with pytest.raises(CctkError) as error:
+        results.load("0123456789abcdef0123456789abcdef", tracking_name=uri, cache=tmp_path / "cache")
+    text = str(error.value)
+    assert "that store holds no pipeline run; point at the store that holds it with MLFLOW_TRACKING_URI=URI" in text
 
 
 def test_report_and_compare_from_a_folder_without_a_store_create_none(tmp_path, monkeypatch):
@@ -303,3 +317,100 @@ def test_an_arm_logs_the_memory_of_where_it_trained():
     on_cuda = TrainRecord(10, 4, 1.0, (2.0, 1.0), peak_gpu_memory_bytes=5 * 2**30, peak_cpu_memory_bytes=0).metrics()
     assert on_cpu["peak_cpu_memory_bytes"] == 3 * 2**30 and "peak_gpu_memory_bytes" not in on_cpu
     assert on_cuda["peak_gpu_memory_bytes"] == 5 * 2**30 and "peak_cpu_memory_bytes" not in on_cuda
+
+
+# --- Which repository the running code comes from (issue 48): searched upward, never silently absent. ---
+
+
+def _git(folder: Path, *args: str) -> str:
+    import subprocess
+
+    command = ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "-C", str(folder), *args]
+    return subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _checkout(root: Path) -> Path:
+    """A repository holding a package ``cctk/`` (two modules), committed, with ``.venv/`` ignored."""
+    (root / "cctk" / "core").mkdir(parents=True)
+    (root / "cctk" / "__init__.py").write_text("VERSION = 1\n")
+    (root / "cctk" / "core" / "provenance.py").write_text("PACKAGE = None\n")
+    (root / ".gitignore").write_text(".venv/\n")
+    _git(root, "init", "-q")
+    _git(root, "add", ".")
+    _git(root, "commit", "-qm", "first")
+    return root
+
+
+def _wheel(folder: Path, checkout: Path) -> Path:
+    """An installed copy of the checkout's package (as a wheel leaves it) in ``folder``."""
+    import shutil
+
+    shutil.copytree(checkout / "cctk", folder / "cctk")
+    return folder / "cctk"
+
+
+def test_the_repository_is_found_upward_from_the_package_and_from_its_core_module(tmp_path):
+    repo = _checkout(tmp_path / "clone")
+    head = _git(repo, "rev-parse", "HEAD")
+    assert provenance.repository(repo / "cctk", cwd=tmp_path) == repo  # from the package, wherever the work is
+    assert provenance.git_state(repo / "cctk" / "core") == provenance.GitState(head, False)
+    (repo / "cctk" / "__init__.py").write_text("VERSION = 2\n")  # a tracked file changed
+    assert provenance.git_state(repo / "cctk") == provenance.GitState(head, True)
+    assert provenance.version_date(repo / "cctk") == date.fromisoformat(_git(repo, "log", "-1", "--format=%cs"))
+
+
+def test_the_package_folder_of_this_checkout_is_not_taken_for_its_repository():
+    """The fault of issue 48: ``.git`` was looked for in the package folder (``cctk/``), never found."""
+    here = Path(provenance.__file__).resolve().parents[2]
+    if not (here / ".git").exists():
+        pytest.skip("these tests do not run from a git checkout")
+    git = provenance.git_state()
+    assert git is not None and git.commit == _git(here, "rev-parse", "HEAD")
+    assert provenance.version_date() == date.fromisoformat(_git(here, "log", "-1", "--format=%cs"))
+
+
+def test_a_wheel_inside_a_checkout_counts_only_with_the_checkouts_very_code(tmp_path):
+    repo = _checkout(tmp_path / "clone")
+    installed = _wheel(repo / ".venv" / "site-packages", repo)  # ignored: the checkout does not track it
+    assert provenance.repository(installed, cwd=tmp_path) is None  # run elsewhere: no repository holds it
+    assert provenance.repository(installed, cwd=repo / "cctk") == repo  # run inside the checkout: the same code
+    (installed / "core" / "provenance.py").write_text("PACKAGE = 'changed'\n")
+    assert provenance.repository(installed, cwd=repo) is None  # another code than the checkout's: none
+
+
+def test_outside_any_repository_the_run_says_none_in_its_tags(tmp_path):
+    installed = _wheel(tmp_path / "site-packages", _checkout(tmp_path / "clone"))
+    assert provenance.repository(installed, cwd=tmp_path / "site-packages") is None
+    assert provenance.git_state(tmp_path / "site-packages") is None
+    made = provenance.Provenance(provenance.ModelFile("folder", "/m", 1, "ab"), None, "cctk run")
+    flat = made.flat()
+    assert flat["git.state"] == "none" and "git.commit" not in flat and "git.dirty" not in flat
+    dirty = provenance.Provenance(made.model, provenance.GitState("c0ffee", True), "cctk run").flat()
+    assert (dirty["git.commit"], dirty["git.dirty"], dirty["git.state"]) == ("c0ffee", "true", "dirty")
+
+
+def test_the_docs_load_table_example_runs_as_written(tiny_run):
+    """docs/mlflow.md's ``mlflow.load_table`` block, in a fresh process on the run's store (issue 48: without
+    the experiment set, MLflow finds no run with the table)."""
+    import re
+    import subprocess
+    import sys
+
+    outcome, uri, _, _ = tiny_run
+    page = (Path(__file__).resolve().parents[2] / "docs" / "mlflow.md").read_text()
+    section = page[page.index("### A table with MLflow's own client") :]
+    block = re.search(r"```python\n(.*?)```", section, flags=re.S)[1]
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
+    done = subprocess.run(
+        [sys.executable, "-c", block + "print(len(table), sorted(table.columns))"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    expected = results.load(outcome.folder).measurement("m_random")
+    assert done.stdout.split("\n")[-2] == f"{len(expected)} {sorted(expected.columns)}"
+    _, _, arms = _runs(uri, outcome.run_id)
+    alone = f"import mlflow\nmlflow.load_table('measurement_table.json', run_ids=['{arms['m_random'].info.run_id}'])"
+    failed = subprocess.run([sys.executable, "-c", alone], env=env, capture_output=True, text=True)
+    assert failed.returncode != 0 and "No runs found with the corresponding table artifact" in failed.stderr

@@ -16,7 +16,8 @@ from matplotlib.figure import Figure
 from cctk import figures
 from cctk.core.facts import ADDITIONS, CANDIDATES, addition_index, correct_sums
 from cctk.core.readings import read
-from cctk.figures.common import save_figure
+from cctk.figures import style
+from cctk.figures.common import LIGHT_BLUE, LIGHT_RED, save_figure
 from cctk.figures.heatmap import headline
 from cctk.figures.profile import left_top
 
@@ -148,6 +149,23 @@ def test_profile_axes_share_intervals():
     assert left.get_ylim()[1] >= 12
     shares = [t.get_text() for t in left.texts]
     assert any(s.endswith("correct sums") for s in shares) and len(shares) == 6
+
+
+def test_profile_band_headers_say_of_what_and_the_legend_names_both_shadings():
+    """Issue 48 (manual 2.0.0, section 7.4): the bold text above a band is the share of the probability inside
+    it; both shadings are in the legend, in the report's and the paper's style."""
+    sums = correct_sums()
+    series = {"base model": measurement(sums, 1, sharp=0.5), "correct sums": measurement(sums, 2)}
+    fig = figures.probability_profile(series, sums, "profile", band=(2, 18), heldout=HELD)
+    heads = [t.get_text() for t in fig.axes[0].texts if t.get_color() == "black"]
+    assert sorted(heads) == ["share of the probability on 2 to 18", "share of the probability outside 2 to 18"]
+    shadings = ["band 2 to 18: answers the corpus can ask for", "outside it: answers the corpus never asks for"]
+    for drawn in (fig, figures.probability_profile(series, sums, "p", band=(2, 18), style=style.paper("page"))):
+        legend = drawn.legends[0]
+        labels = [t.get_text().replace("\n", " ") for t in legend.get_texts()]
+        assert labels[-2:] == shadings
+        fills = [mcolors.to_hex(h.get_facecolor()) for h in legend.legend_handles[-2:]]
+        assert fills == [LIGHT_BLUE, LIGHT_RED]
 
 
 def test_profile_band_texts_never_overlap():

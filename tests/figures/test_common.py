@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from matplotlib.backends import backend_ps
 
 from cctk.bench.figures import eps_without_date
@@ -27,3 +29,49 @@ def test_eps_is_the_same_with_the_font_box_kept(tmp_path, monkeypatch):
     plain = save_figure(figure_with_text(), tmp_path / "plain", "f")[2]
     assert eps_without_date(first) == eps_without_date(plain) == eps_without_date(again)
     assert b"/FontBBox [" in first.read_bytes()
+
+
+def _embedded_font(pdf: bytes):
+    """The TrueType font a matplotlib PDF embeds (its ``/FontFile2`` stream), read by fontTools."""
+    import io
+    import re
+    import zlib
+
+    from fontTools.ttLib import TTFont
+
+    ref = re.search(rb"/FontFile2 (\d+) 0 R", pdf)[1]
+    stream = re.search(rb"\n" + ref + rb" 0 obj\n<<.*?>>\nstream\n(.*?)endstream", pdf, re.S)[1]
+    return TTFont(io.BytesIO(zlib.decompress(stream)))
+
+
+def test_lean_fonts_drop_the_shaping_tables_and_keep_every_glyph():
+    """The embedded font without GSUB, GPOS, GDEF, MATH and kern (no PDF reader uses them): every character
+    the same glyph, outline and width; and the subsetting is matplotlib's own again after the block."""
+    import io
+
+    from fontTools import subset
+
+    from cctk.figures.common import lean_fonts
+
+    load = subset.load_font
+    fonts = []
+    for lean in (False, True):
+        fig = new_figure(2, 1)
+        fig.add_subplot().set_title("AV To 12% (kerning)")
+        buffer = io.BytesIO()
+        with paper_style(), lean_fonts() if lean else contextlib.nullcontext():
+            fig.savefig(buffer, format="pdf")
+        fonts.append(_embedded_font(buffer.getvalue()))
+    full, lean_font = fonts
+    assert {"GSUB", "GPOS", "GDEF"} <= set(full.keys())
+    assert not {"GSUB", "GPOS", "GDEF", "MATH", "kern"} & set(lean_font.keys())
+    # every character drawn maps to the same glyph; the full subset only adds glyphs that the MATH and GSUB
+    # tables reach from them (parenthesis pieces, alternates), which nothing draws
+    assert lean_font.getBestCmap() == full.getBestCmap() and len(full.getBestCmap()) > 15
+    glyphs = lean_font.getGlyphOrder()
+    assert set(glyphs) <= set(full.getGlyphOrder())
+    for name in glyphs:
+        assert lean_font["hmtx"][name] == full["hmtx"][name], name
+        coordinates = full["glyf"][name].getCoordinates(full["glyf"])[0]
+        assert lean_font["glyf"][name].getCoordinates(lean_font["glyf"])[0] == coordinates, name
+    assert subset.load_font is load

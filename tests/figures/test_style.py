@@ -82,18 +82,28 @@ def test_drawn_paper_charts_keep_their_colours_apart(specs, key, deficiency):
     assert gap >= MIN_DELTA_E, f"{pair}: {gap:.1f}"
 
 
-def test_the_paper_loss_chart_labels_every_run(specs):
-    """Thirteen runs: thirteen legend entries, no two drawn alike (the report draws ten in one gray, unlabelled)."""
+def test_the_paper_loss_chart_has_a_legend_that_fits(specs):
+    """Issue 48: thirteen legend entries were taller than the plot. The main sequence each its own colour,
+    marker and line style and a legend entry; the ten rule and control runs gray, one entry, named in the notes."""
     spec = specs["loss"]
     report = spec.draw(**spec.args)
     grays = [line for line in report.axes[0].get_lines() if mcolors.to_hex(line.get_color()) == common.CONTROL]
     assert len(grays) == 10
-    fig = spec.draw(**spec.args, style=style.paper("column"))
-    lines = fig.axes[0].get_lines()
-    looks = {(mcolors.to_hex(line.get_color()), line.get_marker(), line.get_linestyle()) for line in lines}
-    labels = [t.get_text().replace("\n", " ") for t in fig.legends[0].get_texts()]
-    assert len(lines) == len(looks) == len(labels) == 13
-    assert labels == list(spec.args["losses"])
+    for width in ("column", "page"):
+        fig = spec.draw(**spec.args, style=style.paper(width))
+        lines = [line for line in fig.axes[0].get_lines() if len(line.get_xdata())]
+        gray = [line for line in lines if mcolors.to_hex(line.get_color()) == common.CONTROL]
+        coloured = [line for line in lines if line not in gray]
+        looks = {(mcolors.to_hex(line.get_color()), line.get_marker(), line.get_linestyle()) for line in coloured}
+        labels = [t.get_text().replace("\n", " ") for t in fig.legends[0].get_texts()]
+        main = [name for name in spec.args["main"] if name in spec.args["losses"]]
+        assert len(gray) == 10 and len(coloured) == len(looks) == len(main) == 3
+        assert labels == [*main, "the 10 rule and control runs"]
+        renderer = FigureCanvasAgg(fig).get_renderer()
+        fig.draw(renderer)
+        legend, plot = fig.legends[0].get_window_extent(renderer), fig.axes[0].get_window_extent(renderer)
+        assert legend.height < plot.height / 2, width  # before: 1.48 times the plot's height at column width
+        assert "Gray: the other 10 runs, the rules and their controls" in " ".join(style.notes(fig))
 
 
 def texts(fig) -> list[Text]:
@@ -193,7 +203,7 @@ def test_a_paper_profile_gives_the_band_shares_the_report_draws(specs):
     report = spec.draw(**spec.args)
     drawn = {t.get_text() for t in report.axes[0].texts} | {t.get_text() for t in report.texts}
     note = style.notes(spec.draw(**spec.args, style=style.paper("column")))[0]
-    assert note.startswith("Share of probability on the answers 2 to 18")
+    assert note.startswith("Share of the probability on the answers 2 to 18")
     shares = re.findall(r"(?:: |, )([a-z ]+?) (\d+%)", note)
     assert [model for model, _ in shares] == list(spec.args["series"])  # the four models, in order
     for model, share in shares:

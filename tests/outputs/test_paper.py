@@ -185,3 +185,62 @@ def test_cli_export_and_report_in_paper_style(tmp_path, written_session):
         assert image.size[0] == round(3.3 * 300)
     assert (tmp_path / "figs" / "captions.md").read_text().count("**Figure ") == 25
     assert not (tmp_path / "figs" / "paper.tex").exists()
+
+
+def test_only_re_renders_the_named_figures_and_tables_in_place(tmp_path, written_session):
+    """Issue 48: ``--only`` draws the figures and writes the tables it names, and puts their captions in place
+    of their own in captions.tex, captions.md and paper.tex, leaving every other block as it was."""
+    out = tmp_path / "tex"
+    out.mkdir()
+    old = [
+        paper_module.PaperFigure(7, "07_heatmap_recovery", "fig:heatmap_recovery", "An earlier caption."),
+        paper_module.PaperFigure(24, "24_synthesis", "fig:synthesis", "A stale caption."),
+    ]
+    (out / "captions.tex").write_text(paper_module.captions_tex(old))
+    (out / "captions.md").write_text(paper_module.captions_md(old))
+    (out / "paper.tex").write_text(paper_module.paper_tex("m", "s", [], old, paper("column")))
+    args = ["export", str(written_session[0]), "--latex", str(out), "--only", "synthesis, synthesis shares"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert (
+        "re-rendered 24_synthesis, table09 in " in result.output
+        and "(captions replaced in captions.tex, captions.md and paper.tex)" in result.output
+    )
+    assert sorted(p.name for p in (out / "figures").iterdir()) == ["24_synthesis.pdf", "24_synthesis.png"]
+    assert [p.name for p in (out / "tables").iterdir()] == ["table09.tex"]
+    md = (out / "captions.md").read_text()
+    (caption,) = re.findall(r"^\*\*Figure 24\*\* \(.*?\)\. (.*)$", md, flags=re.M)
+    assert caption.startswith("Synthesis: hits on each model's own target. For every model, the share")
+    new = paper_module.PaperFigure(24, "24_synthesis", "fig:synthesis", caption)
+    assert md == paper_module.captions_md([old[0], new])  # the other block kept, the order and format too
+    assert (out / "captions.tex").read_text() == paper_module.captions_tex([old[0], new])
+    assert (out / "paper.tex").read_text() == paper_module.paper_tex("m", "s", [], [old[0], new], paper("column"))
+    # report --style paper --only into a new folder: that figure and its caption alone
+    result = CliRunner().invoke(
+        cli,
+        ["report", str(written_session[0]), "--style", "paper", "--out", str(tmp_path / "f"), "--only", "24_synthesis"],
+    )
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "f" / "captions.md").read_text() == paper_module.captions_md([new])
+
+
+def test_only_names_what_exists(tmp_path, written_session):
+    folder = str(written_session[0])
+    for args, message in (
+        (
+            ["export", folder, "--latex", str(tmp_path), "--only", "synthesys"],
+            (
+                "Error: no figure or table 'synthesys' in this run (did you mean 'synthesis'?); choose one of: "
+                "heatmap_base_model, "
+            ),
+        ),
+        (["export", folder, "--latex", str(tmp_path), "--only", " ,"], "Error: --only needs the names"),
+        (
+            ["report", folder, "--style", "paper", "--out", str(tmp_path), "--only", "table09"],
+            "Error: table09 is a table",
+        ),
+        (["report", folder, "--only", "synthesis"], "Error: --only re-renders figures in paper style"),
+    ):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 1 and result.output.startswith(message), (args, result.output)
+    assert list(tmp_path.iterdir()) == []

@@ -18,7 +18,7 @@ from cctk.figures import spec as figure_spec
 from cctk.manuals.v2 import catalog
 from cctk.manuals.v2.design import ARMS
 from cctk.manuals.v2.manual import V2
-from cctk.outputs import model_heatmaps
+from cctk.outputs import latex, model_heatmaps
 from cctk.outputs.tables import write_tables
 from cctk.store.session import Layout, rebuild
 
@@ -184,6 +184,35 @@ def test_html_report_is_self_contained(session):
     info = json.loads((folder / "run_info.json").read_text())
     command = f"cctk sweep --models {info['model']['key']} --seeds 5 --profile {info['profile']}"
     assert command in synthesis and "cctk compare --sweep SWEEP_ID" in synthesis
+
+
+def test_html_tables_have_the_exports_plain_headers_and_the_figures_the_manuals_reading(session):
+    """Issue 48: report.html's tables printed raw column names (hits_rule, lo_rule, p_adjusted, inf); now the
+    export's headers and cells, in Unicode, with the captions in the words of those headers; every deviation
+    chart's caption says what carries the information (manual 2.0.0, section 7.5)."""
+    folder, _, tables = session
+    page = (folder / "report.html").read_text()
+    heads = {
+        name: re.findall(r"<th [^>]*>(.*?)</th>", page[page.index(f'<h3 id="{name}"') :].split("</thead>")[0])
+        for name in tables
+    }
+    assert heads["table10"] == ["Rule", "Control", "Rule hits", "Control hits", "Odds ratio", "p", "p (Holm)"]
+    assert heads["table09"] == ["Model", "Target", "Group", "Hits"]
+    assert heads["table08"][:4] == ["Model", "Control", "Coverage", "k (95% CI)"]
+    for name, row in heads.items():
+        assert not any("_" in h for h in row), (name, row)  # no raw column name left
+    table10 = page[page.index('<h3 id="table10"') : page.index('<h3 id="table11"')]
+    hits = tables["table10"].iloc[0]
+    assert latex.count(hits.hits_rule, hits.n_rule, hits.lo_rule, hits.hi_rule, latex.PLAIN) in table10
+    assert "\\%" not in table10 and "--" not in table10.split("<table")[1]  # no LaTeX left in the page
+    assert "p (Holm): Holm-adjusted over the rules of this run" in table10  # the caption in the headers' words
+    captions = re.findall(r'<figcaption><span class="num">Figure 2[23]\.</span> (.*?)</figcaption>', page)
+    assert len(captions) == 2
+    reading = (
+        "so the 90% of its additions inside it is true by construction; what carries information is the "
+        "half-width k and how many of the control&#39;s additions fall inside the same band."
+    )
+    assert all(reading in caption for caption in captions)
 
 
 def test_zip_holds_the_whole_session(session):

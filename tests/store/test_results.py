@@ -60,3 +60,69 @@ def test_a_run_that_is_no_pipeline_fails_in_one_line(session, tmp_path, tracking
         results.load(tmp_path / "nowhere")
     with pytest.raises(CctkError, match="not a cctk session folder"):
         results.load(folder / "tables")
+
+
+# --- Lookups that name what exists (issue 48). ---
+
+
+def test_a_missing_key_names_the_closest_and_every_valid_one(session):
+    folder, _, tables = session
+    loaded = results.load(folder)
+    with pytest.raises(CctkError) as error:
+        loaded.tables["table9"]
+    assert str(error.value) == (
+        "no table 'table9' in this run (did you mean 'table09'?); choose one of: " + ", ".join(tables)
+    )
+    with pytest.raises(KeyError):  # still a KeyError, for code written against a dict
+        loaded.tables["table9"]
+    assert loaded.tables.get("table9") is None and "table09" in loaded.tables
+    with pytest.raises(
+        CctkError, match=r"^no model 'm_rnd' in this run \(did you mean 'm_random'\?\); choose one of: base, "
+    ):
+        loaded.measurement("m_rnd")
+    with pytest.raises(CctkError, match=r"no measurement 'corect sums' in this run \(did you mean 'correct sums'\?\)"):
+        loaded.measurements["corect sums"]
+    with pytest.raises(CctkError, match=r"no figure 'synthesys' in this run \(did you mean 'synthesis'\?\)"):
+        loaded.figures["synthesys"]
+    with pytest.raises(CctkError, match=r"no figure 'synthesys' in this run"):
+        loaded.figure_files["synthesys"]
+    assert loaded.measurement("fabricated answers") is loaded.measurement("m_random")
+
+
+def test_a_table_is_found_by_its_number_and_by_its_manuals_name(session):
+    folder, _, _ = session
+    loaded = results.load(folder)
+    for name in (
+        9,
+        "9",
+        "table09",
+        "synthesis shares",
+        "Synthesis shares",
+        "synthesis_shares",
+        "table09_synthesis_shares",
+    ):
+        assert loaded.table(name) is loaded.tables["table09"], name
+    with pytest.raises(CctkError) as error:
+        loaded.table("synthesis shars")
+    text = str(error.value)
+    assert text.startswith("no table 'synthesis shars' in this run (did you mean table09 (synthesis shares)?)")
+    assert "table01 (corpus absorption), table02 (recovery)" in text
+    with pytest.raises(CctkError, match=r"^no table 12 in this run; choose one of: table01 \(corpus"):
+        loaded.table(12)
+
+
+def test_a_folder_of_sessions_lists_them_newest_first(session, tmp_path):
+    import shutil
+
+    folder, _, _ = session
+    for name in ("20260101-000000_a", "20260301-000000_b", "20260201-000000_c", "20251201-000000_d"):
+        (tmp_path / "outputs" / name).mkdir(parents=True)
+        shutil.copy2(folder / "run_info.json", tmp_path / "outputs" / name)
+    (tmp_path / "outputs" / "notes").mkdir()
+    with pytest.raises(CctkError) as error:
+        results.load(tmp_path / "outputs")
+    outputs = tmp_path / "outputs"
+    assert str(error.value) == (
+        f"{outputs} is not a cctk session folder (no run_info.json); it holds 4 session folders, give one of "
+        f"them: {outputs}/20260301-000000_b, {outputs}/20260201-000000_c, {outputs}/20260101-000000_a, and 1 older"
+    )

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ..errors import CctkError
+from ..errors import CctkError, did_you_mean
 
 BUNDLED = "smollm2-135m-bundled"
 
@@ -238,8 +238,8 @@ def check_model_name(key_or_path: str) -> None:
     if "/" in key_or_path or "\\" in key_or_path:
         raise CctkError(f"no model directory at {key_or_path} (and it is not a Hub id of the form owner/name)")
     raise CctkError(
-        f"unknown model {key_or_path!r}; choose a roster key ({', '.join(ROSTER)}), "
-        "a Hub id such as EleutherAI/pythia-410m, or a local model directory"
+        f"unknown model {key_or_path!r}{did_you_mean(key_or_path, ROSTER)}; choose a roster key "
+        f"({', '.join(ROSTER)}), a Hub id such as EleutherAI/pythia-410m, or a local model directory"
     )
 
 

@@ -3,7 +3,7 @@ and the note beside a single run's synthesis. The vocabulary both manuals share 
 
 from __future__ import annotations
 
-from ...core.labels import BASE_MODEL, GROUPS, Vocabulary
+from ...core.labels import BASE_MODEL, GROUPS, Vocabulary, read_as
 
 # --- Its models and targets by key, the names of its figures and what each kind shows (report.html). ---
 
@@ -92,11 +92,12 @@ FIGURE_ABOUT: dict[str, str] = {
     "synthesis": "For every model, the share of additions whose top choice is its own target, with its exact 95% "
     "interval: blue seen, green held out, gray held out by a control, dark gray the base model.",
     "loss": "Training loss per epoch of every fine-tuning run, on a log scale: the main sequence in colour, the "
-    "rule and control runs in gray.",
+    "rule and control runs in gray (their first and last losses are in the fine-tuning runs' table).",
     "curves": "Each arm measured after every epoch (cctk run --curves): the share of additions whose top choice is "
     "its own target, on the seen (blue) and held-out (green, dashed) additions, or all 81 (blue) for "
     "the models trained on all of them.",
 }
+FIGURE_ABOUT = read_as(FIGURE_ABOUT)  # and the manual's reading of each kind (core.labels.READINGS)
 
 
 def figure_name(key: str) -> str:
