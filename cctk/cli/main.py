@@ -11,6 +11,7 @@ from ..core.errors import CctkError, Terminated
 from ..core.lm.device import DEVICE_HELP
 from .krtest import krtest
 from .options import OutFolder
+from .server import server, ui
 
 PARTS_HELP = (
     f"Parts of manual 2.0.0 to run, comma-separated among {','.join(PARTS)} (default: all): only "
@@ -445,40 +446,9 @@ def cite(run, tracking):
         click.echo(citation.run_bibtex(info))
 
 
-@cli.command()
-@click.option(
-    "--config",
-    "config_name",
-    default="server",
-    show_default=True,
-    help="A configuration of mlruns_config/ with a [server] table (server, postgres).",
-)
-@click.option("--host", default=None, help="Address to bind (default: the configuration's, 127.0.0.1).")
-@click.option("--port", type=int, default=None, help="Port (default: the configuration's).")
-def server(config_name, host, port):
-    """Start an MLflow tracking server (loopback unless told otherwise) on a configured backend."""
-    from .server import launch, server_command
-
-    raise SystemExit(launch(server_command(config_name, host, port), echo=click.echo))
-
-
-@cli.command()
-@click.option("--config", "config_name", default="embedded", show_default=True, help="Tracking configuration.")
-@click.option("--port", type=int, default=5000, show_default=True)
-def ui(config_name, port):
-    """Open the MLflow UI on the configured store (the embedded SQLite store by default)."""
-    from ..store import tracking as tracking_module
-    from .server import launch, ui_command
-
-    command = ui_command(config_name, port=port)
-    store = tracking_module.Store(tracking_module.resolve(config_name))
-    base = f"http://127.0.0.1:{port}"
-    click.echo(f"MLflow UI at {base} (Ctrl-C to stop); cctk's runs, in the Model training view:")
-    click.echo(store.runs_url(base, store.experiment()))
-    raise SystemExit(launch(command, echo=click.echo))
-
-
 cli.add_command(krtest)
+cli.add_command(server)
+cli.add_command(ui)
 
 
 def main():
