@@ -133,8 +133,8 @@ def users_add(name: str, password_env: str | None, tracking: str) -> None:
     accounts = _accounts(tracking)
     accounts.add(name, password)
     click.echo(
-        f"user {name!r} added on {accounts.store.uri}; she reads every experiment the default permission lets her; "
-        f"give her one to write to: cctk server users grant {name} EXPERIMENT EDIT"
+        f"user {name!r} added on {accounts.store.uri}: the default permission holds on every experiment until "
+        f"a grant (an experiment to write to: cctk server users grant {name} EXPERIMENT EDIT)"
     )
 
 

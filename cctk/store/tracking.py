@@ -677,13 +677,11 @@ class Store:
     def permission(self, experiment_id: str) -> str | None:
         """What the user may do on an experiment (READ, EDIT, MANAGE, ...), as MLflow's basic-auth app resolves
         it for her own requests; None where the server has no such app (anyone may do anything)."""
-        from mlflow.server.auth.client import AuthServiceClient
-
         who = user()
         if who is None or not self.uri.startswith(ON_SERVER):
             return None
         try:
-            return AuthServiceClient(self.uri).get_user_permission(who, "experiment", experiment_id).permission
+            return _auth_client(self.uri).get_user_permission(who, "experiment", experiment_id).permission
         except Exception as error:
             if http_status(error) == 404:  # no basic-auth app: the route is not served
                 return None
@@ -799,13 +797,11 @@ class Accounts:
     that client lacks (listing users and their grants) calls the app's routes directly."""
 
     def __init__(self, store: Store):
-        from mlflow.server.auth.client import AuthServiceClient
-
         if not store.uri.startswith(ON_SERVER):
             raise CctkError(
                 f"{store.uri} is no tracking server: users are a server's (cctk server, with [server.auth])"
             )
-        self.store, self._auth = store, AuthServiceClient(store.uri)
+        self.store, self._auth = store, _auth_client(store.uri)
 
     def add(self, name: str, password: str) -> None:
         self._call(lambda: self._auth.create_user(name, password), f"add user {name!r}")
@@ -820,7 +816,7 @@ class Accounts:
         return experiment_id
 
     def list(self) -> list[Account]:
-        from mlflow.server.auth.routes import LIST_USER_PERMISSIONS, LIST_USERS
+        from mlflow.server.auth.routes import LIST_USER_PERMISSIONS, LIST_USERS  # imported by _auth_client
 
         users = self._call(lambda: self._get(LIST_USERS, {})["users"], "list users")
         return [
@@ -829,7 +825,7 @@ class Accounts:
         ]
 
     def _grants(self, route: str, name: str) -> tuple[tuple[str, str], ...]:
-        rows = self._call(lambda: self._get(route, {"username": name})["permissions"], f"list {name!r}'s grants")
+        rows = self._call(lambda: self._get(route, {"username": name})["permissions"], "list the users' grants")
         names = {}
         for row in rows:
             if row["resource_type"] == "experiment" and row["resource_pattern"] not in names:
@@ -863,6 +859,15 @@ class Accounts:
             if line is None:
                 raise
             raise line from None
+
+
+def _auth_client(uri: str):
+    """MLflow's client of the basic-auth app at ``uri``."""
+    with warnings.catch_warnings():  # the server's modules, imported for their routes, warn of their own
+        warnings.simplefilter("ignore")  # deprecations (starlette's WSGI middleware): not a user's concern
+        from mlflow.server.auth.client import AuthServiceClient
+
+    return AuthServiceClient(uri)
 
 
 def _message(error: BaseException) -> str:

@@ -1,13 +1,15 @@
 """Processes of the integration tests: a real ``mlflow server`` on loopback, stopped with everything it started,
-and a child that takes Ctrl-C as it would from a terminal."""
+a private PostgreSQL cluster, and a child that takes Ctrl-C as it would from a terminal."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -72,3 +74,53 @@ def mlflow_server(backend_uri: str, folder: Path, workers: int = 1, env: dict | 
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
         log.close()
+
+
+def _initdb() -> str | None:
+    found = shutil.which("initdb") or next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))), None)
+    return str(found) if found else None
+
+
+@contextmanager
+def postgres_cluster(password: str | None = None):
+    """A private PostgreSQL cluster on a loopback port with a database ``cctk``, started and stopped here;
+    yields its URI for the superuser ``postgres`` (no password in it). With ``password``, the cluster asks
+    for it (scram-sha-256) on every connection; without, it trusts loopback."""
+    initdb = _initdb()
+    if initdb is None:
+        if os.environ.get("CI"):
+            pytest.fail("PostgreSQL is missing: .ci/run installs it")
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql)")
+    # PostgreSQL refuses to run as root: as root, the cluster belongs to the postgres user, in a
+    # folder of its own (pytest's tmp_path sits under a folder only root may enter).
+    bindir, port = Path(initdb).parent, free_port()
+    home = Path(tempfile.mkdtemp(prefix="cctk-pg-"))
+    data = home / "data"
+    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    method = ["-A", "trust"]
+    if password is not None:
+        (home / "pw").write_text(password + "\n")
+        method = ["-A", "scram-sha-256", f"--pwfile={home / 'pw'}"]
+    if as_user:
+        shutil.chown(home, "postgres")
+        if password is not None:
+            shutil.chown(home / "pw", "postgres")
+    subprocess.run([*as_user, initdb, "-D", str(data), *method, "-U", "postgres"], check=True, capture_output=True)
+    (home / "pw").unlink(missing_ok=True)
+    start = [*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-l", str(data / "log"), "-w", "start"]
+    subprocess.run(
+        [*start, "-o", f"-p {port} -k {data} -c listen_addresses=127.0.0.1"], check=True, capture_output=True
+    )
+    try:
+        createdb = str(bindir / "createdb") if (bindir / "createdb").exists() else "createdb"
+        env = {**os.environ, **({"PGPASSWORD": password} if password is not None else {})}
+        subprocess.run(
+            [createdb, "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "cctk"],
+            check=True,
+            capture_output=True,
+            env=env,
+        )
+        yield f"postgresql+psycopg2://postgres@127.0.0.1:{port}/cctk"  # the driver in [dev]
+    finally:
+        subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"], capture_output=True)
+        shutil.rmtree(home, ignore_errors=True)
