@@ -327,7 +327,8 @@ def sweep_command(
 )
 @click.option("--out", type=OutFolder(), required=True, help="Folder for the tables, figures and compare.html.")
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
-def compare_command(sweep_id, runs, out, tracking):
+@click.option("--no-log", is_flag=True, help="Log no MLflow run of the comparison (a reader who may not write).")
+def compare_command(sweep_id, runs, out, tracking, no_log):
     """Finished pipelines side by side: across seeds, across models, pooled tests, implausibility."""
     from ..compare import job
     from ..krtest.commands import compare as kr
@@ -335,13 +336,14 @@ def compare_command(sweep_id, runs, out, tracking):
 
     if bool(sweep_id) == bool(runs):  # before the store is looked for
         raise CctkError("cctk compare needs --sweep ID or --runs ID1,ID2,... (one of them)")
-    store = tracking_module.connect(tracking, create=False)  # runs to compare: never a new, empty store
+    store = tracking_module.connect(tracking, create=False, writes=not no_log)  # never a new, empty store
     if runs and not sweep_id and kr.is_kr(store, runs):  # KR-Test runs: their own tables (cctk.krtest.commands.compare)
         kr.compare(store, runs, out, echo=click.echo)
         return
-    compared, run_id = job.run(store, sweep_id, runs, out, tracking, echo=click.echo)
+    compared, run_id = job.run(store, sweep_id, runs, out, tracking, echo=click.echo, log=not no_log)
     click.echo(
-        f"{len(compared.tables)} tables and {len(compared.figures)} figures in {compared.folder}; MLflow run {run_id}"
+        f"{len(compared.tables)} tables and {len(compared.figures)} figures in {compared.folder}; "
+        + (f"MLflow run {run_id}" if run_id else "no MLflow run (--no-log)")
     )
 
 

@@ -124,3 +124,85 @@ def postgres_cluster(password: str | None = None):
     finally:
         subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"], capture_output=True)
         shutil.rmtree(home, ignore_errors=True)
+
+
+class FaultyProxy:
+    """A proxy on loopback in front of a tracking server, faulty as told: ``fail(path, n)`` answers the next
+    ``n`` requests whose path holds ``path`` with 503 (a server restarting); ``drop(path)`` drops every
+    connection, unanswered, from the first such request on (a server gone) until ``heal()``. ``served``
+    counts what it did: {"503": n, "dropped": n, "passed": n}."""
+
+    def __init__(self, upstream: str):
+        import http.server
+        import threading
+        from urllib.parse import urlsplit
+
+        self.upstream = urlsplit(upstream)
+        self.failing: dict[str, int] = {}
+        self.dropping: str | None = None
+        self.down = False
+        self.served = {"503": 0, "dropped": 0, "passed": 0}
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # quiet
+                pass
+
+            def handle_one(self):
+                proxy.relay(self)
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = handle_one
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def fail(self, path: str, times: int) -> None:
+        self.failing[path] = times
+
+    def drop(self, path: str) -> None:
+        self.dropping = path
+
+    def heal(self) -> None:
+        self.failing, self.dropping, self.down = {}, None, False
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def relay(self, handler) -> None:
+        import http.client
+
+        body = handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
+        path = handler.path
+        if self.down or (self.dropping and self.dropping in path):
+            self.down = True  # from the first such request on, every request
+            self.served["dropped"] += 1
+            handler.close_connection = True
+            return
+        for part, left in self.failing.items():
+            if left > 0 and part in path:
+                self.failing[part] = left - 1
+                self.served["503"] += 1
+                handler.send_response(503)
+                handler.send_header("Content-Length", "0")
+                handler.end_headers()
+                return
+        upstream = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=120)
+        headers = {k: v for k, v in handler.headers.items() if k.lower() not in ("connection", "keep-alive")}
+        upstream.request(handler.command, path, body=body or None, headers=headers)
+        reply = upstream.getresponse()
+        data = reply.read()
+        handler.send_response(reply.status)
+        for key, value in reply.getheaders():
+            if key.lower() not in ("transfer-encoding", "connection", "content-length"):
+                handler.send_header(key, value)
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
+        upstream.close()
+        self.served["passed"] += 1
