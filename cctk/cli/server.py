@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
@@ -251,6 +251,23 @@ def launch_process(
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         _stop_group(child, grace)
+
+
+@contextlib.contextmanager
+def running(command: list[str], env: dict[str, str], url: str, log: Path) -> Iterator[float]:
+    """``command`` started in a process group of its own (its output into ``log``), until ``url``/health
+    answers (yields the seconds that took); stopped, the whole group, as the block ends."""
+    started = time.monotonic()
+    with log.open("w") as out:
+        child = subprocess.Popen(
+            command, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        if not _wait_ready(child, url):
+            raise CctkError(f"the server did not start: {log.read_text()[-2000:]}")
+        yield time.monotonic() - started
+    finally:
+        _stop_group(child, 10.0)
 
 
 def _wait_ready(child: subprocess.Popen, url: str) -> bool:

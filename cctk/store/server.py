@@ -44,7 +44,7 @@ SERVER_KEYS = {
     "workers",
     "auth",
 }
-AUTH_KEYS = {"database_uri", "admin", "admin_password_env", "default_permission"}
+AUTH_KEYS = {"database_uri", "admin", "admin_password_env", "default_permission", "cache_seconds"}
 
 
 @dataclass(frozen=True)
@@ -52,12 +52,15 @@ class AuthSettings:
     """``[server.auth]``: MLflow's basic-auth app. Its users and permissions live in ``database_uri`` (by
     default the backend store's own database: its tables are apart from the runs'), the admin is created
     on the first start with the password in ``admin_password_env``, and a user with no grant on an
-    experiment holds ``default_permission`` there (READ: the lab reads everything, writes what it owns)."""
+    experiment holds ``default_permission`` there (READ: the lab reads everything, writes what it owns).
+    ``cache_seconds``: how long a worker trusts a checked password (MLflow's ``auth_cache_ttl_seconds``; 0,
+    MLflow's default, checks the slow hash on every request: docs/mlflow.md has the load check's figures)."""
 
     database_uri: str
     admin: str = "admin"
     admin_password_env: str = "CCTK_ADMIN_PASSWORD"
     default_permission: str = "READ"
+    cache_seconds: int = 0
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,7 @@ def _auth(table: dict | None, server: dict, config_name: str) -> AuthSettings | 
         admin=table.get("admin", "admin"),
         admin_password_env=table.get("admin_password_env", "CCTK_ADMIN_PASSWORD"),
         default_permission=default,
+        cache_seconds=int(table.get("cache_seconds", 0)),
     )
 
 
@@ -191,6 +195,7 @@ def _auth_environment(settings: ServerSettings, auth: AuthSettings) -> dict[str,
         "database_uri": database,
         "admin_username": auth.admin,
         "authorization_function": "mlflow.server.auth:authenticate_request_basic_auth",
+        "auth_cache_ttl_seconds": str(auth.cache_seconds),
     }
     with ini.open("w") as file:
         file.write("# Written by cctk server from the [server.auth] table; it holds no secret.\n")

@@ -570,6 +570,8 @@ class Store:
         self.uri = config.tracking_uri
         self.client = Guarded(_open_client(self.uri), self.uri)
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bar per downloaded file
+        # nor MLflow's two lines per ended run on a server, whose links open the GenAI view: cctk prints its own
+        os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
     def experiment(self, name: str | None = None) -> str:
         """The id of experiment ``name`` (``experiment_name()`` by default), created (with the configured
