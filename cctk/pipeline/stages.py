@@ -293,7 +293,8 @@ def _set_up(
     echo,
 ) -> None:
     """The parent run's description and parameters, and the session's first lines."""
-    mlflow_run.note(protocol.run_note(config) + (f"; a cell of sweep {sweep}" if sweep else ""))
+    note = protocol.run_note(config) + (f"; a cell of sweep {sweep}" if sweep else "")
+    mlflow_run.note(f"{note}. {tracking.nested_runs_hint(mlflow_run.run_id)}")
     mlflow_run.params({**config.as_params(), "model_id": source.id, **protocol.params, "cctk_version": __version__})
     _say_where(protocol, config, layout, echo)
 
@@ -564,6 +565,7 @@ def _finish(context: RunContext, results, tables: dict, echo, resumed: bool = Fa
         + (f": {cost.line(seconds)}" if cost else "")
         + f"; MLflow run {context.mlflow_run.run_id}"
     )
+    echo(tracking.run_link(context.store, context.experiment_id, context.mlflow_run.run_id))
 
 
 def _memory_use(context: RunContext, results) -> MemoryUse:

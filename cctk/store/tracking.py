@@ -758,6 +758,25 @@ def connect(tracking: str | None = None, create: bool = True, writes: bool | Non
     return store
 
 
+def nested_runs_hint(run_id: str) -> str:
+    """How to see a parent's nested runs in the MLflow UI (its runs table folds them under the parent)."""
+    return (
+        "Its models are nested runs, folded under it in the runs table: the + beside its name (Expand child "
+        f"runs) lists them, as does the search tags.mlflow.parentRunId = '{run_id}'; drag the Run Name "
+        "column wider to read long names whole"
+    )
+
+
+def run_link(store: Store, experiment_id: str, run_id: str) -> str:
+    """Where to see a run: its page in the UI of its server (the Model training view), or the command that
+    opens the UI on an embedded store at it."""
+    if store.uri.startswith(ON_SERVER):
+        return f"MLflow UI: {store.runs_url(store.uri, experiment_id, run_id)}"
+    name = store.config.name
+    where = "" if name in (DEFAULT_CONFIG, "MLFLOW_TRACKING_URI") else f" --tracking {name}"
+    return f"MLflow UI: cctk ui {run_id}{where}"
+
+
 def provenance_tags(flat: dict[str, str], packages: dict[str, str | None]) -> dict[str, str]:
     """A run's provenance as tags: ``cctk.model.sha256``, ``cctk.git.commit``, ``cctk.reproduce``, ... (the
     record's ``flat`` names under ``cctk.``) and ``cctk.package.<name>`` for each package's version."""
