@@ -921,7 +921,7 @@ def server_state(uri: str) -> ServerState:
     seconds = time.monotonic() - started
     auth = _answer(uri + "/api/2.0/mlflow/experiments/search?max_results=1", login=False) == 401
     metrics = {200: "on", 401: "on (its admin reads them)", 403: "on (its admin reads them)"}.get(
-        _answer(uri + "/metrics", login=True), "off"
+        _answer(uri + "/metrics", login=True) or 0, "off"
     )
     store = Store(TrackingConfig("status", uri))
     ids = [e.experiment_id for e in store.client.search_experiments(max_results=1000)]
