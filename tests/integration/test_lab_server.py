@@ -56,6 +56,12 @@ class Lab:
             timeout=timeout,
         )
 
+    def accounts(self, who: str):
+        from cctk.store import tracking
+
+        os.environ.update(MLFLOW_TRACKING_USERNAME=who, MLFLOW_TRACKING_PASSWORD=PASSWORDS[who])
+        return tracking.Accounts(tracking.Store(tracking.TrackingConfig("lab", self.url)))
+
     def client(self, who: str = "admin"):
         """MLflow's own client as ``who``, for the checks (credentials in the environment, as MLflow reads them)."""
         import mlflow
@@ -111,13 +117,21 @@ def lab(tmp_path_factory):
                     break
                 time.sleep(0.5)
             assert "answers" in log.read_text(), log.read_text()[-3000:]
-            for name in ("alice", "bob", "carol"):
-                done = lab.cctk("server", "users", "add", name, "--password-env", "NEW", "--tracking", "lab",
-                                who="admin", NEW=PASSWORDS[name])  # fmt: skip
-                assert done.returncode == 0, done.stderr[-2000:]
-            for name in ("alice", "bob"):
-                done = lab.cctk("server", "users", "grant", name, name, "EDIT", "--tracking", "lab", who="admin")
-                assert done.returncode == 0, done.stderr[-2000:]
+            # Alice as the docs give it, by the command line; Bob and Carol by the same calls, in this process
+            done = lab.cctk("server", "users", "add", "alice", "--password-env", "NEW", "--tracking", "lab",
+                            who="admin", NEW=PASSWORDS["alice"])  # fmt: skip
+            assert done.returncode == 0 and "user 'alice' added" in done.stdout, done.stderr[-2000:]
+            done = lab.cctk("server", "users", "grant", "alice", "alice", "EDIT", "--tracking", "lab", who="admin")
+            assert done.returncode == 0 and "'alice' has EDIT on experiment 'alice'" in done.stdout, done.stderr
+            accounts = lab.accounts("admin")
+            accounts.add("bob", PASSWORDS["bob"])
+            accounts.add("carol", PASSWORDS["carol"])
+            accounts.grant("bob", "bob", "EDIT")
+            assert [(a.name, a.admin, a.grants) for a in accounts.list()][1:] == [
+                ("alice", False, (("alice", "EDIT"),)),
+                ("bob", False, (("bob", "EDIT"),)),
+                ("carol", False, ()),
+            ]
             yield lab
         finally:
             server.send_signal(signal.SIGTERM)  # cctk passes it to the server's whole process group
@@ -236,14 +250,15 @@ def test_the_permission_matrix(lab, monkeypatch):
     assert lab.client("admin").get_run(own["alice"][1]).info.lifecycle_stage == "active"  # nothing was deleted
 
 
-def test_refusals_come_before_any_work(lab, tiny_dir):
+def test_refusals_come_before_any_work(lab, tiny_dir, monkeypatch):
     """A run that may not write fails in one line before any session folder or model: the viewer on A's
-    experiment (403: READ only), B on A's, a wrong password (401), no login at all (401)."""
+    experiment (403: READ only) and a wrong password (401), by the command line; B on A's and no login
+    at all, by the check every command makes as it connects."""
+    from cctk.store import tracking
+
     cases = {
         "carol": ("carol", {"MLFLOW_EXPERIMENT_NAME": "alice"}, "user 'carol' has READ on experiment 'alice'"),
-        "bob": ("bob", {"MLFLOW_EXPERIMENT_NAME": "alice"}, "user 'bob' has READ on experiment 'alice'"),
         "wrong": ("bob", {"MLFLOW_TRACKING_PASSWORD": "not-his"}, "does not accept user 'bob' (401)"),
-        "anonymous": (None, {}, "asks who you are (401): set MLFLOW_TRACKING_USERNAME"),
     }
     for case, (who, extra, expected) in cases.items():
         out = lab.folder / f"refused-{case}"
@@ -252,9 +267,19 @@ def test_refusals_come_before_any_work(lab, tiny_dir):
         )
         assert expected in _error(done), case
         assert not out.exists()  # nothing made: no session folder, no run
-    assert not lab.client().search_runs(
-        [lab.client().get_experiment_by_name("alice").experiment_id], "tags.`cctk.kind` = 'pipeline'"
-    )
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "alice")
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "bob")
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", PASSWORDS["bob"])
+    with pytest.raises(tracking.Refused, match="user 'bob' has READ on experiment 'alice' on http"):
+        tracking.connect(lab.url)
+    tracking.connect(lab.url, writes=False)  # a read is his to make
+    monkeypatch.delenv("MLFLOW_TRACKING_USERNAME")
+    monkeypatch.delenv("MLFLOW_TRACKING_PASSWORD")
+    with pytest.raises(tracking.Refused, match=r"asks who you are \(401\)"):
+        tracking.connect(lab.url, writes=False)
+    client = lab.client()
+    alice = client.get_experiment_by_name("alice").experiment_id
+    assert not client.search_runs([alice], "tags.`cctk.kind` = 'pipeline'")
 
 
 def test_a_pipeline_rides_out_503s_and_a_server_gone_leaves_it_resumable(lab, tiny_dir):
