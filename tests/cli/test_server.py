@@ -68,6 +68,7 @@ def test_the_passwords_reach_the_server_through_its_environment_only(folder, mon
         "database_uri": "postgresql+psycopg2://cctk@127.0.0.1:5432/cctk",  # the backend's database, no password
         "admin_username": "admin",
         "authorization_function": "mlflow.server.auth:authenticate_request_basic_auth",
+        "auth_cache_ttl_seconds": "0",  # MLflow's default: no cache_seconds in the table
     }
 
 
