@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -233,7 +234,7 @@ def launch_process(
     grace: float = 10.0,
 ) -> int:
     """Run ``command`` (its environment added ``env``) in a process group of its own until it exits; once
-    ``ready_url``/health answers, ``on_ready(seconds)``. Ctrl-C or SIGTERM to cctk goes to the whole group
+    ``ready_url`` answers, ``on_ready(seconds)``. Ctrl-C or SIGTERM to cctk goes to the whole group
     (MLflow's server, uvicorn and their workers) and cctk waits for it, so nothing it started outlives it
     (what is still there after ``grace`` seconds is killed)."""
     started = time.monotonic()
@@ -255,8 +256,8 @@ def launch_process(
 
 @contextlib.contextmanager
 def running(command: list[str], env: dict[str, str], url: str, log: Path) -> Iterator[float]:
-    """``command`` started in a process group of its own (its output into ``log``), until ``url``/health
-    answers (yields the seconds that took); stopped, the whole group, as the block ends."""
+    """``command`` started in a process group of its own (its output into ``log``), until ``url`` answers
+    (yields the seconds that took); stopped, the whole group, as the block ends."""
     started = time.monotonic()
     with log.open("w") as out:
         child = subprocess.Popen(
@@ -271,12 +272,14 @@ def running(command: list[str], env: dict[str, str], url: str, log: Path) -> Ite
 
 
 def _wait_ready(child: subprocess.Popen, url: str) -> bool:
-    """Whether ``url``/health answered before ``child`` exited."""
+    """Whether ``url`` answered (its page: the UI itself, not only /health, which answers seconds before the
+    first page does; a 401 of a server that asks who one is is an answer) before ``child`` exited."""
     while child.poll() is None:
         try:
-            with urllib.request.urlopen(url + "/health", timeout=2) as reply:
-                if reply.status == 200:
-                    return True
+            with urllib.request.urlopen(url + "/", timeout=5) as reply:
+                return reply.status == 200
+        except urllib.error.HTTPError:
+            return True
         except OSError:
             time.sleep(0.25)
     return False
