@@ -19,11 +19,16 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING
 
 import click
 
 from ..core.errors import CctkError
 from ..store.server import LOOPBACK, PERMISSIONS
+
+if TYPE_CHECKING:
+    from ..store.tracking import Accounts, TrackingConfig
 
 Echo = Callable[[str], None]
 
@@ -161,7 +166,7 @@ def users_list(tracking: str) -> None:
         click.echo(f"{account.name}{' (admin)' if account.admin else ''}: {grants or 'no grant'}")
 
 
-def _accounts(tracking: str):
+def _accounts(tracking: str) -> Accounts:
     from ..store import tracking as tracking_module
 
     return tracking_module.Accounts(tracking_module.connect(tracking, create=False, writes=False))
@@ -201,7 +206,7 @@ def ui(run: str | None, tracking: str | None, former: str | None, port: int) -> 
     raise SystemExit(launch_process(command, {}, click.echo, f"http://{LOOPBACK}:{port}", ready))
 
 
-def _link(config, run: str | None, base: str | None = None) -> str:
+def _link(config: TrackingConfig, run: str | None, base: str | None = None) -> str:
     """The UI's page of ``run``, else of the runs of the experiment runs go to, else its experiments."""
     from ..store import tracking as tracking_module
 
@@ -216,7 +221,7 @@ def _link(config, run: str | None, base: str | None = None) -> str:
     return store.runs_url(base, experiment.experiment_id)
 
 
-def ui_command(config, port: int = 5000) -> list[str]:
+def ui_command(config: TrackingConfig, port: int = 5000) -> list[str]:
     """``mlflow ui`` on an embedded store that exists, on loopback."""
     command = [sys.executable, "-m", "mlflow", "ui", "--host", LOOPBACK, "--port", str(port)]
     command += ["--backend-store-uri", config.tracking_uri]
@@ -240,8 +245,8 @@ def launch_process(
     started = time.monotonic()
     child = subprocess.Popen(command, env={**os.environ, **env}, start_new_session=True)
 
-    def forward(signum, frame):
-        return _signal_group(child.pid, signum)
+    def forward(signum: int, frame: FrameType | None) -> None:
+        _signal_group(child.pid, signum)
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -21,17 +21,22 @@ import tomllib
 import urllib.error
 import urllib.request
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..core.errors import CctkError
 from ..core.records import ui_link
+
+if TYPE_CHECKING:  # MLflow itself is imported on first use: the light layers never load it
+    from mlflow import MlflowClient
+    from mlflow.server.auth.client import AuthServiceClient
 
 EXPERIMENT = "cctk"
 DEFAULT_CONFIG = "embedded"
@@ -285,15 +290,15 @@ class Guarded:
     """An MLflow client whose refusals and outages are one line each (``Refused``, ``Unreachable``); every
     other error goes on as MLflow raised it. Attributes (``tracking_uri``) are the client's."""
 
-    def __init__(self, client, uri: str):
+    def __init__(self, client: MlflowClient, uri: str):
         self._client, self._uri = client, uri
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         found = getattr(self._client, name)
         if not callable(found) or not self._uri.startswith(ON_SERVER):
             return found
 
-        def call(*args, **kwargs):
+        def call(*args: Any, **kwargs: Any) -> Any:
             try:
                 return found(*args, **kwargs)
             except CctkError:
@@ -321,14 +326,17 @@ class Guarded:
     def _experiment(self, method: str, args: tuple, kwargs: dict) -> str | None:
         """The name of the experiment the call touched (looked up for the line; None where it cannot be)."""
         first = args[0] if args else next(iter(kwargs.values()), None)
+        if isinstance(first, list | tuple):  # search_runs' experiment ids
+            first = first[0] if first else None
+        if first is None:
+            return None
         try:
             if method == "get_experiment_by_name":
                 return str(first)
-            if method in _BY_EXPERIMENT:
-                first = first[0] if isinstance(first, list | tuple) else first
-            else:
-                first = self._client.get_run(first).info.experiment_id
-            return self._client.get_experiment(first).name
+            experiment_id = (
+                str(first) if method in _BY_EXPERIMENT else self._client.get_run(str(first)).info.experiment_id
+            )
+            return self._client.get_experiment(experiment_id).name
         except Exception:  # the user may not read it either: the line says what it can
             return None
 
@@ -863,7 +871,7 @@ class Accounts:
         reply = http_request(get_default_host_creds(self.store.uri), route, "GET", params=params)
         return verify_rest_response(reply, route).json()
 
-    def _call(self, call, what: str):
+    def _call(self, call: Callable[[], Any], what: str) -> Any:
         """``call()``; a refusal or an error is one line naming what was asked."""
         try:
             return call()
@@ -882,7 +890,7 @@ class Accounts:
             raise line from None
 
 
-def _auth_client(uri: str):
+def _auth_client(uri: str) -> AuthServiceClient:
     """MLflow's client of the basic-auth app at ``uri``."""
     with warnings.catch_warnings():  # the server's modules, imported for their routes, warn of their own
         warnings.simplefilter("ignore")  # deprecations (starlette's WSGI middleware): not a user's concern
