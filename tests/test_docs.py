@@ -52,6 +52,8 @@ def parse(group: click.Group, prog: str, argv: list[str], elided: bool = False) 
         ctx = group.make_context(prog, list(argv))
         while isinstance(command, click.Group):
             rest = [*getattr(ctx, "_protected_args", ctx.protected_args), *ctx.args]
+            if not rest and command.invoke_without_command:  # `cctk server --config lab`: the group runs
+                break
             name, command, rest = command.resolve_command(ctx, rest)
             ctx = command.make_context(name, rest, parent=ctx)
     except click.MissingParameter:
@@ -87,6 +89,8 @@ def check(words: list[str], elided: bool = False) -> str:
     from cctk.bench import bench
     from cctk.cli.main import cli
 
+    while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0]):  # `VAR=value cctk ...`: the command
+        words = words[1:]
     if words[:2] == ["pip", "install"]:
         return check_pip(words)
     if words[0] == "make":
@@ -112,7 +116,15 @@ def check(words: list[str], elided: bool = False) -> str:
     raise AssertionError(f"a documented command this test cannot check: `{shlex.join(words)}`")
 
 
-OTHER_TOOLS = ("cd", "pdflatex")  # the docs' commands of other programs (a paper compiled): not cctk's to check
+# the docs' commands of other programs (a paper compiled, a lab's database and shell): not cctk's to check
+OTHER_TOOLS = ("cd", "pdflatex", "createuser", "createdb", "export", "read")
+
+
+def _unbracketed(word: str) -> str:
+    """A synopsis word without its optional-part brackets (``[--seed``, ``7]``); a bracket inside a word is
+    its own (``.[server]``, a package with an extra)."""
+    word = word.removeprefix("[")
+    return word if "[" in word else word.rstrip("]")
 
 
 def concrete(command: str) -> list[tuple[list[str], bool]]:
@@ -131,7 +143,7 @@ def concrete(command: str) -> list[tuple[list[str], bool]]:
     out = []
     for words in commands:
         elided = "..." in words
-        words = [w.strip("[]") for w in words if w != "..."]
+        words = [_unbracketed(w) for w in words if w != "..."]
         words = [w for w in words if w]
         while "|" in words:  # `measure | train`: the words on either side are alternatives
             i = words.index("|")

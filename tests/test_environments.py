@@ -84,13 +84,13 @@ def test_the_checker_finds_a_loose_pin_a_missing_extra_and_no_constraints():
     drifted = {"dependencies": ["python=3.11.7", "pip", {"pip": ["torch==2.12.0", "mlflow>=2.16", ".[dev]"]}]}
     problems = conda_problems(drifted, makefile, constraints)
     assert problems[0] == "no `-c constraints.txt` (make setup installs under it)"
-    assert problems[1] == "cctk with extras ['dev', 'ray', 'teacher'] (make setup's), found [['dev']]"
+    assert problems[1] == "cctk with extras ['dev', 'ray', 'server', 'teacher'] (make setup's), found [['dev']]"
     assert problems[2:] == [
         "'torch==2.12.0': constraints.txt pins torch==2.13.0",
         "'mlflow>=2.16': constraints.txt pins mlflow==3.17.2",
     ]
     assert conda_problems(
-        {"dependencies": [{"pip": ["-c constraints.txt", ".[dev,ray,teacher]"]}]}, makefile, constraints
+        {"dependencies": [{"pip": ["-c constraints.txt", ".[dev,ray,teacher,server]"]}]}, makefile, constraints
     ) == ["no torch==2.13.0 (make setup installs it first, at constraints.txt's pin)"]
 
 

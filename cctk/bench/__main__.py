@@ -1,4 +1,4 @@
-"""``python -m cctk.bench measure | train | pipeline | absorb | gpu``."""
+"""``python -m cctk.bench measure | train | pipeline | absorb | figures | gpu | server``."""
 
 from .cli import bench
 

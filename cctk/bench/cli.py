@@ -1,6 +1,5 @@
 """The command line of the benchmarks, ``python -m cctk.bench measure | train | pipeline | absorb | figures | paper |
-gpu``
-(ratios measured in one process), one module of this package per command.
+gpu | server`` (ratios measured in one process), one module of this package per command.
 
 ``measure``: the manual's plain loop (one candidate per forward pass, end marker included)
 against ``cctk.measure`` on the bundled model, over all 81 x 35 candidates by default.
@@ -10,7 +9,8 @@ a ratio of the compute limit of its training on this machine. ``absorb``: the Pa
 per seed, hits against the run's thresholds. ``figures``: a heatmap saved in three formats, matplotlib's
 PostScript font box each time against the box kept per font. ``paper``: where ``cctk export`` and ``cctk report
 --style paper`` spend their time on a session, each save the way before issue 48 and now. ``gpu``: the first
-contact with a device (``cctk.bench.gpu``).
+contact with a device (``cctk.bench.gpu``). ``server``: a bounded load check of a tracking server
+(``cctk.bench.server``).
 """
 
 from __future__ import annotations
@@ -184,3 +184,29 @@ def bench_absorb(model, seeds, profile, sets, json_out):
         if json_out:
             with json_out.open("a") as f:
                 f.write(json.dumps({"model": model, "profile": profile, "recipe": asdict(recipe), **row}) + "\n")
+
+
+@bench.command("server")
+@click.option("--clients", type=click.IntRange(min=1), default=8, show_default=True, help="Client processes.")
+@click.option("--seconds", type=click.FloatRange(min=1), default=60, show_default=True, help="How long each logs.")
+@click.option("--tracking", "url", default=None, help="A running server's URL (default: one of its own).")
+@click.option("--auth/--no-auth", default=True, show_default=True, help="Its own server: MLflow's basic-auth on.")
+@click.option(
+    "--backend-store-uri",
+    default=None,
+    help="Its own server's store (default: SQLite in a temporary folder); PostgreSQL takes PGPASSWORD.",
+)
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Its own server's.")
+@click.option(
+    "--auth-cache",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Its own server: seconds a checked password is trusted ([server.auth] cache_seconds).",
+)
+@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+def bench_server(clients, seconds, url, auth, backend_store_uri, workers, auth_cache, json_out):
+    """Load check: clients logging metrics for a while; writes, lost writes, requests a second, p50/p99."""
+    from .server import run
+
+    _report(run(clients, seconds, url, auth, backend_store_uri, workers, auth_cache), json_out)

@@ -11,6 +11,7 @@ from ..core.errors import CctkError, Terminated
 from ..core.lm.device import DEVICE_HELP
 from .krtest import krtest
 from .options import OutFolder
+from .server import server, ui
 
 PARTS_HELP = (
     f"Parts of manual 2.0.0 to run, comma-separated among {','.join(PARTS)} (default: all): only "
@@ -326,7 +327,8 @@ def sweep_command(
 )
 @click.option("--out", type=OutFolder(), required=True, help="Folder for the tables, figures and compare.html.")
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
-def compare_command(sweep_id, runs, out, tracking):
+@click.option("--no-log", is_flag=True, help="Log no MLflow run of the comparison (a reader who may not write).")
+def compare_command(sweep_id, runs, out, tracking, no_log):
     """Finished pipelines side by side: across seeds, across models, pooled tests, implausibility."""
     from ..compare import job
     from ..krtest.commands import compare as kr
@@ -334,13 +336,14 @@ def compare_command(sweep_id, runs, out, tracking):
 
     if bool(sweep_id) == bool(runs):  # before the store is looked for
         raise CctkError("cctk compare needs --sweep ID or --runs ID1,ID2,... (one of them)")
-    store = tracking_module.connect(tracking, create=False)  # runs to compare: never a new, empty store
+    store = tracking_module.connect(tracking, create=False, writes=not no_log)  # never a new, empty store
     if runs and not sweep_id and kr.is_kr(store, runs):  # KR-Test runs: their own tables (cctk.krtest.commands.compare)
         kr.compare(store, runs, out, echo=click.echo)
         return
-    compared, run_id = job.run(store, sweep_id, runs, out, tracking, echo=click.echo)
+    compared, run_id = job.run(store, sweep_id, runs, out, tracking, echo=click.echo, log=not no_log)
     click.echo(
-        f"{len(compared.tables)} tables and {len(compared.figures)} figures in {compared.folder}; MLflow run {run_id}"
+        f"{len(compared.tables)} tables and {len(compared.figures)} figures in {compared.folder}; "
+        + (f"MLflow run {run_id}" if run_id else "no MLflow run (--no-log)")
     )
 
 
@@ -483,40 +486,9 @@ def cite(run, tracking):
         click.echo(citation.run_bibtex(info))
 
 
-@cli.command()
-@click.option(
-    "--config",
-    "config_name",
-    default="server",
-    show_default=True,
-    help="A configuration of mlruns_config/ with a [server] table (server, postgres).",
-)
-@click.option("--host", default=None, help="Address to bind (default: the configuration's, 127.0.0.1).")
-@click.option("--port", type=int, default=None, help="Port (default: the configuration's).")
-def server(config_name, host, port):
-    """Start an MLflow tracking server (loopback unless told otherwise) on a configured backend."""
-    from .server import launch, server_command
-
-    raise SystemExit(launch(server_command(config_name, host, port), echo=click.echo))
-
-
-@cli.command()
-@click.option("--config", "config_name", default="embedded", show_default=True, help="Tracking configuration.")
-@click.option("--port", type=int, default=5000, show_default=True)
-def ui(config_name, port):
-    """Open the MLflow UI on the configured store (the embedded SQLite store by default)."""
-    from ..store import tracking as tracking_module
-    from .server import launch, ui_command
-
-    command = ui_command(config_name, port=port)
-    store = tracking_module.Store(tracking_module.resolve(config_name))
-    base = f"http://127.0.0.1:{port}"
-    click.echo(f"MLflow UI at {base} (Ctrl-C to stop); cctk's runs, in the Model training view:")
-    click.echo(store.runs_url(base, store.experiment()))
-    raise SystemExit(launch(command, echo=click.echo))
-
-
 cli.add_command(krtest)
+cli.add_command(server)
+cli.add_command(ui)
 
 
 def main():

@@ -1,8 +1,10 @@
-"""``cctk server`` and ``cctk ui``: MLflow's own server and UI on a configured store, on loopback.
+"""``cctk server`` and ``cctk ui``: MLflow's own tracking server and UI on a configured store, stopped with cctk.
 
-A password for the backend store is read from the environment variable the configuration names
-(``password_env``) and put into the URI handed to the server process only: it is never written to
-a file, printed, or logged as a parameter or tag.
+``cctk server`` starts ``mlflow server`` from a configuration's ``[server]`` table (``cctk.store.server``
+builds its command line, which holds no secret, and its environment, which carries them); ``cctk server
+status`` says whether a server answers and what it holds; ``cctk server users add|list|grant`` manage its
+accounts (MLflow's basic-auth app), as its admin. ``cctk ui`` opens the MLflow UI on a store that exists (at
+a run, given one) and prints its link once it answers.
 """
 
 from __future__ import annotations
@@ -13,103 +15,279 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from urllib.parse import quote, urlsplit, urlunsplit
+from types import FrameType
+from typing import TYPE_CHECKING
+
+import click
 
 from ..core.errors import CctkError
-from ..store.tracking import DEFAULT_CONFIG, read_config
+from ..store.server import LOOPBACK, PERMISSIONS
 
-LOOPBACK = "127.0.0.1"
+if TYPE_CHECKING:
+    from ..store.tracking import Accounts, TrackingConfig
+
+Echo = Callable[[str], None]
 
 
-def server_command(config_name: str = "server", host: str | None = None, port: int | None = None) -> list[str]:
-    """The ``mlflow server`` command line of a named configuration (with its [server] table)."""
-    raw = read_config(config_name)
-    server = raw.get("server")
-    if server is None:
-        raise CctkError(
-            f"tracking configuration {config_name!r} has no [server] table; use `cctk ui` for the embedded store"
+@click.group(invoke_without_command=True)
+@click.option(
+    "--config",
+    "config_name",
+    default="server",
+    show_default=True,
+    help="A configuration of mlruns_config/ with a [server] table (server, postgres).",
+)
+@click.option("--host", default=None, help="Address to bind (default: the configuration's, 127.0.0.1).")
+@click.option("--port", type=int, default=None, help="Port (default: the configuration's).")
+@click.option(
+    "--no-auth",
+    is_flag=True,
+    help="Start without authentication even off loopback, where a server without [server.auth] is refused.",
+)
+@click.pass_context
+def server(ctx: click.Context, config_name: str, host: str | None, port: int | None, no_auth: bool) -> None:
+    """Start an MLflow tracking server on a configured backend (loopback unless told otherwise); `status`
+    asks one how it is, `users` manages its accounts."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from ..store.server import launch, read_settings
+
+    started = launch(read_settings(config_name), host, port, no_auth)
+    click.echo("starting: " + " ".join(started.command))  # no secret in it: those are in its environment
+    auth = started.settings.auth
+    if auth is not None and not no_auth:
+        click.echo(
+            f"authentication on: admin {auth.admin!r}, default permission {auth.default_permission}; "
+            "accounts with `cctk server users add`"
         )
-    backend = with_password(server["backend_store_uri"], server.get("password_env"))
-    _ensure_sqlite_folder(backend)
-    artifacts = Path(server["artifacts_destination"]).resolve()
-    artifacts.mkdir(parents=True, exist_ok=True)
-    return [
-        sys.executable,
-        "-m",
-        "mlflow",
-        "server",
-        "--host",
-        host or server.get("host", LOOPBACK),
-        "--port",
-        str(port or server.get("port", 5000)),
-        "--backend-store-uri",
-        backend,
-        "--serve-artifacts",
-        "--artifacts-destination",
-        artifacts.as_uri(),
-        "--workers",
-        "1",
-    ]
+    elif no_auth:
+        click.echo("authentication OFF (--no-auth): anyone who reaches the port may read, write and delete runs")
+
+    def ready(seconds: float) -> None:
+        click.echo(f"tracking server at {started.url} answers ({seconds:.0f} s): clients use --tracking {started.url}")
+
+    raise SystemExit(launch_process(started.command, started.env, click.echo, started.url, ready))
 
 
-def ui_command(config_name: str = DEFAULT_CONFIG, host: str = LOOPBACK, port: int = 5000) -> list[str]:
-    """``mlflow ui`` on the embedded store (or any configuration with a tracking URI of its own)."""
-    raw = read_config(config_name)
-    uri = os.environ.get("MLFLOW_TRACKING_URI") or raw["tracking_uri"]
-    if uri.startswith("http"):
+@server.command("status")
+@click.option("--tracking", default="server", show_default=True, help="The server: a configuration name or its URL.")
+def status(tracking: str) -> None:
+    """Whether the server answers, its store, authentication on or off, its metrics, its runs by status."""
+    from ..store import tracking as tracking_module
+
+    uri = tracking_module.resolve(tracking).tracking_uri
+    if not uri.startswith(("http://", "https://")):
+        raise CctkError(f"{tracking!r} is no server ({uri}): `cctk server status` asks a tracking server")
+    state = tracking_module.server_state(uri)
+    if not state.answers:
+        raise CctkError(f"the tracking server at {uri} does not answer (start it with `cctk server`)")
+    who = tracking_module.user()
+    click.echo(f"server   {uri} answers ({state.seconds:.2f} s)")
+    click.echo(f"store    {_store_of(tracking)}")
+    click.echo(
+        "auth     " + ("on (MLflow basic-auth)" + (f", you are {who!r}" if who else "") if state.auth else "off")
+    )
+    click.echo(f"metrics  {state.metrics}" + (f": {uri}/metrics (Prometheus)" if state.metrics != "off" else ""))
+    counts = ", ".join(f"{k} {v}" for k, v in (state.runs or {}).items())
+    click.echo(f"runs     {counts} in {state.experiments} experiments" + (f" {who!r} may read" if who else ""))
+
+
+def _store_of(tracking: str) -> str:
+    """The backend store a configuration names (no password: the file holds none), or where to ask."""
+    from ..store.server import read_settings
+
+    try:
+        settings = read_settings(tracking)
+    except CctkError:
+        return "known to its admin (give --tracking with the configuration's name)"
+    return f"{settings.backend_store_uri}, artifacts {settings.artifacts_destination} ({settings.config}.toml)"
+
+
+@server.group("users")
+def users() -> None:
+    """A server's accounts (MLflow's basic-auth app), as its admin: MLFLOW_TRACKING_USERNAME and
+    MLFLOW_TRACKING_PASSWORD name the admin's account."""
+
+
+TRACKING = click.option(
+    "--tracking", default="server", show_default=True, help="The server: a configuration name or its URL."
+)
+
+
+@users.command("add")
+@click.argument("name")
+@click.option(
+    "--password-env",
+    default=None,
+    metavar="VAR",
+    help="Take the new user's password from this environment variable (default: asked for, hidden). Never "
+    "an argument: the process list shows arguments to every user of the host.",
+)
+@TRACKING
+def users_add(name: str, password_env: str | None, tracking: str) -> None:
+    """Add user NAME (a researcher or a viewer: what she may do is granted per experiment)."""
+    if password_env:
+        password = os.environ.get(password_env)
+        if not password:
+            raise CctkError(f"--password-env {password_env}: the variable is not set")
+    else:
+        password = click.prompt(f"password for {name}", hide_input=True, confirmation_prompt=True)
+    accounts = _accounts(tracking)
+    accounts.add(name, password)
+    click.echo(
+        f"user {name!r} added on {accounts.store.uri}: the default permission holds on every experiment until "
+        f"a grant (an experiment to write to: cctk server users grant {name} EXPERIMENT EDIT)"
+    )
+
+
+@users.command("grant")
+@click.argument("name")
+@click.argument("experiment")
+@click.argument("permission", type=click.Choice(PERMISSIONS))
+@TRACKING
+def users_grant(name: str, experiment: str, permission: str, tracking: str) -> None:
+    """Give user NAME PERMISSION on EXPERIMENT (created if new): READ reads it, EDIT also writes runs to it,
+    MANAGE also deletes them and grants others."""
+    accounts = _accounts(tracking)
+    experiment_id = accounts.grant(name, experiment, permission)
+    click.echo(f"{name!r} has {permission} on experiment {experiment!r} (id {experiment_id}) of {accounts.store.uri}")
+
+
+@users.command("list")
+@TRACKING
+def users_list(tracking: str) -> None:
+    """Every user, admin or not, and her grants on experiments (the default permission holds elsewhere)."""
+    for account in _accounts(tracking).list():
+        grants = ", ".join(f"{permission} on {experiment!r}" for experiment, permission in account.grants)
+        click.echo(f"{account.name}{' (admin)' if account.admin else ''}: {grants or 'no grant'}")
+
+
+def _accounts(tracking: str) -> Accounts:
+    from ..store import tracking as tracking_module
+
+    return tracking_module.Accounts(tracking_module.connect(tracking, create=False, writes=False))
+
+
+@click.command()
+@click.argument("run", required=False)
+@click.option(
+    "--tracking",
+    default=None,
+    help="The store: a configuration name or a URI (default: embedded, ./mlruns/; MLFLOW_TRACKING_URI wins).",
+)
+@click.option("--config", "former", default=None, hidden=True)  # the option's former name
+@click.option("--port", type=int, default=5000, show_default=True)
+def ui(run: str | None, tracking: str | None, former: str | None, port: int) -> None:
+    """Open the MLflow UI on a store runs were written to (at RUN, a run id, when given); it creates none."""
+    from ..store import tracking as tracking_module
+
+    config = tracking_module.resolve(tracking or former)
+    if config.tracking_uri.startswith(("http://", "https://")):  # its server is its UI
+        tracking_module.check_reachable(config)
+        click.echo(f"the runs of {config.tracking_uri} are served by its server: {_link(config, run)}")
+        return
+    why = tracking_module.missing_store(config)
+    if why:
         raise CctkError(
-            f"{config_name!r} is a server ({uri}): open it in a browser, or start it with "
-            f"`cctk server --config {config_name}`"
+            f"{why}: `cctk ui` opens a store runs were written to and creates none; run it in the folder "
+            "that holds mlruns/, or give --tracking NAME|URI"
         )
-    _ensure_sqlite_folder(uri)
-    command = [sys.executable, "-m", "mlflow", "ui", "--host", host, "--port", str(port), "--backend-store-uri", uri]
-    if raw.get("artifact_location"):
-        command += ["--default-artifact-root", Path(raw["artifact_location"]).resolve().as_uri()]
+    link = _link(config, run, f"http://{LOOPBACK}:{port}")
+    click.echo(f"starting the MLflow UI on {config.tracking_uri} (Ctrl-C to stop) ...")
+
+    def ready(seconds: float) -> None:
+        click.echo(f"MLflow UI at http://{LOOPBACK}:{port} answers ({seconds:.0f} s); cctk's runs: {link}")
+
+    command = ui_command(config, port)
+    raise SystemExit(launch_process(command, {}, click.echo, f"http://{LOOPBACK}:{port}", ready))
+
+
+def _link(config: TrackingConfig, run: str | None, base: str | None = None) -> str:
+    """The UI's page of ``run``, else of the runs of the experiment runs go to, else its experiments."""
+    from ..store import tracking as tracking_module
+
+    store = tracking_module.Store(config)
+    base = base or config.tracking_uri
+    if run:
+        found = store.get(run)  # no such run: one line
+        return store.runs_url(base, found.experiment_id, found.run_id)
+    experiment = store.client.get_experiment_by_name(tracking_module.experiment_name())
+    if experiment is None:
+        return f"{base}/#/experiments?workflowType=machine_learning"
+    return store.runs_url(base, experiment.experiment_id)
+
+
+def ui_command(config: TrackingConfig, port: int = 5000) -> list[str]:
+    """``mlflow ui`` on an embedded store that exists, on loopback."""
+    command = [sys.executable, "-m", "mlflow", "ui", "--host", LOOPBACK, "--port", str(port)]
+    command += ["--backend-store-uri", config.tracking_uri]
+    if config.artifact_location:
+        command += ["--default-artifact-root", Path(config.artifact_location).resolve().as_uri()]
     return command
 
 
-def with_password(uri: str, password_env: str | None) -> str:
-    """Insert the password from ``password_env`` (if set) into a database URI."""
-    if not password_env or not os.environ.get(password_env):
-        return uri
-    parts = urlsplit(uri)
-    if parts.username is None:
-        raise CctkError(f"{password_env} is set but the backend store URI names no user")
-    netloc = f"{parts.username}:{quote(os.environ[password_env], safe='')}@{parts.hostname}"
-    if parts.port:
-        netloc += f":{parts.port}"
-    return urlunsplit(parts._replace(netloc=netloc))
+def launch_process(
+    command: list[str],
+    env: dict[str, str],
+    echo: Echo = print,
+    ready_url: str | None = None,
+    on_ready: Callable[[float], None] | None = None,
+    grace: float = 10.0,
+) -> int:
+    """Run ``command`` (its environment added ``env``) in a process group of its own until it exits; once
+    ``ready_url`` answers, ``on_ready(seconds)``. Ctrl-C or SIGTERM to cctk goes to the whole group
+    (MLflow's server, uvicorn and their workers) and cctk waits for it, so nothing it started outlives it
+    (what is still there after ``grace`` seconds is killed)."""
+    started = time.monotonic()
+    child = subprocess.Popen(command, env={**os.environ, **env}, start_new_session=True)
 
-
-def redact(command: list[str]) -> list[str]:
-    """The command as it may be printed: any password in a URI replaced by ***."""
-    out = []
-    for part in command:
-        parts = urlsplit(part) if "://" in part else None
-        if parts is not None and parts.password:
-            part = part.replace(f":{parts.password}@", ":***@")
-        out.append(part)
-    return out
-
-
-def launch(command: list[str], echo=print, grace: float = 10.0) -> int:
-    """Run ``command`` in a process group of its own until it exits; Ctrl-C or SIGTERM to cctk goes to the
-    whole group (MLflow's server, uvicorn and their workers) and cctk waits for it, so nothing it
-    started outlives it (what is still there after ``grace`` seconds is killed)."""
-    echo("starting: " + " ".join(redact(command)))
-    child = subprocess.Popen(command, start_new_session=True)
-
-    def forward(signum, frame):
-        return _signal_group(child.pid, signum)
+    def forward(signum: int, frame: FrameType | None) -> None:
+        _signal_group(child.pid, signum)
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
+        if ready_url and _wait_ready(child, ready_url) and on_ready:
+            on_ready(time.monotonic() - started)
         return child.wait()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         _stop_group(child, grace)
+
+
+@contextlib.contextmanager
+def running(command: list[str], env: dict[str, str], url: str, log: Path) -> Iterator[float]:
+    """``command`` started in a process group of its own (its output into ``log``), until ``url`` answers
+    (yields the seconds that took); stopped, the whole group, as the block ends."""
+    started = time.monotonic()
+    with log.open("w") as out:
+        child = subprocess.Popen(
+            command, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        if not _wait_ready(child, url):
+            raise CctkError(f"the server did not start: {log.read_text()[-2000:]}")
+        yield time.monotonic() - started
+    finally:
+        _stop_group(child, 10.0)
+
+
+def _wait_ready(child: subprocess.Popen, url: str) -> bool:
+    """Whether ``url`` answered (its page: the UI itself, not only /health, which answers seconds before the
+    first page does; a 401 of a server that asks who one is is an answer) before ``child`` exited."""
+    while child.poll() is None:
+        try:
+            with urllib.request.urlopen(url + "/", timeout=5) as reply:
+                return reply.status == 200
+        except urllib.error.HTTPError:
+            return True
+        except OSError:
+            time.sleep(0.25)
+    return False
 
 
 def _signal_group(pgid: int, signum: int) -> None:
@@ -137,8 +315,3 @@ def _group_alive(pgid: int) -> bool:
         return True
     except ProcessLookupError:
         return False
-
-
-def _ensure_sqlite_folder(uri: str) -> None:
-    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)

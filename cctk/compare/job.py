@@ -1,4 +1,5 @@
-"""``cctk compare`` as a function: the runs checked, gathered, written, and logged as one MLflow run."""
+"""``cctk compare`` as a function: the runs checked, gathered, written, and logged as one MLflow run (unless
+the reader may not write: ``log=False``)."""
 
 from __future__ import annotations
 
@@ -15,19 +16,26 @@ def run(
     out: Path,
     tracking_name: str | None = None,
     echo=print,
-) -> tuple[report.Compared, str]:
+    log: bool = True,
+) -> tuple[report.Compared, str | None]:
     """Compare the finished cells of sweep ``sweep_id`` or the pipelines ``runs`` (``ID1,ID2,...``) into
-    ``out``; returns what was written and the compare run's id (nested under the sweep, when one is given)."""
+    ``out``; returns what was written and the compare run's id (nested under the sweep, when one is given;
+    None where ``log`` is off: a reader who may not write compares all the same)."""
     ids = gather.run_ids(store, sweep_id, runs)  # every check before the run exists
     echo(f"comparing {len(ids)} pipelines ...")
-    tags = {"mlflow.source.name": "cctk compare", **({tracking.SWEEP: sweep_id} if sweep_id else {})}
-    with store.run("compare", f"compare {len(ids)} runs", tags, parent=sweep_id) as logged:
-        logged.params({"runs": ",".join(ids), "sweep": sweep_id or ""})
-        logged.note(f"cctk compare of {len(ids)} pipelines" + (f" of sweep {sweep_id}" if sweep_id else ""))
+    run_id = None
+    if log:
+        tags = {"mlflow.source.name": "cctk compare", **({tracking.SWEEP: sweep_id} if sweep_id else {})}
+        with store.run("compare", f"compare {len(ids)} runs", tags, parent=sweep_id) as logged:
+            logged.params({"runs": ",".join(ids), "sweep": sweep_id or ""})
+            logged.note(f"cctk compare of {len(ids)} pipelines" + (f" of sweep {sweep_id}" if sweep_id else ""))
+            compared = report.write(gather.gather(ids, tracking_name), out, sweep_id)
+            logged.files(compared.folder)  # forest.png/.pdf/.eps and findings.csv among them
+        run_id = logged.run_id
+    else:
         compared = report.write(gather.gather(ids, tracking_name), out, sweep_id)
-        logged.files(compared.folder)  # forest.png/.pdf/.eps and findings.csv among them
     if compared.findings:  # the console summary opens with the findings in words, as compare.html does
         echo("findings across seeds:")
         for line in compared.findings:
             echo(f"  {line}")
-    return compared, logged.run_id
+    return compared, run_id

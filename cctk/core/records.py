@@ -57,6 +57,22 @@ class MlflowIds:
     run_id: str | None = None
     artifact_uri: str | None = None  # the parent run's artifact location
 
+    @property
+    def url(self) -> str | None:
+        """The run's page in the MLflow UI where its store is a server; None for an embedded store, whose UI
+        is started with ``cctk ui RUN_ID``."""
+        uri = self.tracking_uri or ""
+        if not uri.startswith(("http://", "https://")) or not self.experiment_id:
+            return None
+        return ui_link(uri, self.experiment_id, self.run_id)
+
+
+def ui_link(base: str, experiment_id: str, run_id: str | None = None) -> str:
+    """A link into the MLflow UI at ``base``: an experiment's runs table, or one run's page. It carries
+    ``workflowType=machine_learning``: without it MLflow 3 opens the GenAI view ("Evaluations"), not the runs."""
+    path = f"#/experiments/{experiment_id}" + (f"/runs/{run_id}" if run_id else "/runs")
+    return f"{base.rstrip('/')}/{path}?workflowType=machine_learning"
+
 
 @dataclass(frozen=True)
 class Seeds:

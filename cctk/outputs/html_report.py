@@ -86,6 +86,8 @@ code { font-size: 13px; }
 <tr><td>MLflow tracking URI</td><td><code>{{ info.mlflow.tracking_uri }}</code></td></tr>
 <tr><td>experiment id</td><td><code>{{ info.mlflow.experiment_id }}</code></td></tr>
 <tr><td>run id</td><td><code>{{ info.mlflow.run_id }}</code></td></tr>
+{% if info.mlflow.url %}<tr><td>MLflow UI</td><td><a href="{{ info.mlflow.url }}">the run's page</a></td></tr>
+{% endif %}
 </table></div>
 </div>
 

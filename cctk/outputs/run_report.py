@@ -192,6 +192,7 @@ def _subtitle(info: RunInfo) -> str:
     return (
         f"session {info.session}  \u00b7  {minutes} from start to the reports\n"
         f"MLflow run {ml.run_id or '-'} (experiment {ml.experiment_id or '-'})  \u00b7  {ml.tracking_uri or '-'}"
+        + (f"\n{ml.url}" if ml.url else "")
     )
 
 

@@ -297,7 +297,8 @@ def _set_up(
     """The parent run's description and parameters, and the session's first lines; where the ``auto``
     profile took the CPU's recipe, why, in those lines and in tag ``cctk.auto_profile`` (``device``: the
     device asked for, None where none was)."""
-    mlflow_run.note(protocol.run_note(config) + (f"; a cell of sweep {sweep}" if sweep else ""))
+    note = protocol.run_note(config) + (f"; a cell of sweep {sweep}" if sweep else "")
+    mlflow_run.note(f"{note}. {tracking.nested_runs_hint(mlflow_run.run_id)}")
     mlflow_run.params({**config.as_params(), "model_id": source.id, **protocol.params, "cctk_version": __version__})
     auto = (
         auto_on_cpu(config.profile, device) if config.profile_requested == AUTO and config.profile != "paper" else None
@@ -576,6 +577,7 @@ def _finish(context: RunContext, results, tables: dict, echo, resumed: bool = Fa
         + (f": {cost.line(seconds)}" if cost else "")
         + f"; MLflow run {context.mlflow_run.run_id}"
     )
+    echo(tracking.run_link(context.store, context.experiment_id, context.mlflow_run.run_id))
 
 
 def _memory_use(context: RunContext, results) -> MemoryUse:

@@ -58,6 +58,7 @@ def run_bibtex(info: RunInfo) -> str:
             _tex(f"MLflow run {run_id} (experiment {info.mlflow.experiment_id}) in {info.mlflow.tracking_uri}"),
         ),
         ("runid", run_id),
+        ("url", info.mlflow.url),  # the run's page in its server's UI (the Model training view)
         ("model", _tex(model)),
         ("seed", str(info.seeds.values[0])),
         ("commit", commit + ("-dirty" if made.git.dirty else "") if commit else None),

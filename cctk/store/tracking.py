@@ -4,25 +4,40 @@ Where runs go: ``MLFLOW_TRACKING_URI`` when set; else ``--tracking NAME|URI``, a
 ``mlruns_config/NAME.toml`` of the working folder or, failing that, the shipped one (the repository's
 top-level ``mlruns_config/``, inside the wheel as ``cctk/store/mlruns_config/``); else the embedded default
 (SQLite store and artifacts under ./mlruns/).
+
+On a shared server (MLflow's basic-auth app), the client is who ``MLFLOW_TRACKING_USERNAME`` and
+``MLFLOW_TRACKING_PASSWORD`` say (MLflow reads them; cctk never takes a password as an argument), and runs go
+to the experiment ``MLFLOW_EXPERIMENT_NAME`` names (``cctk`` when unset). A refusal (401, 403) is one line
+naming who, which experiment and what permission is missing (``Refused``); a server that stops answering past
+MLflow's own retries is one line too (``Unreachable``), and the runs it leaves open say so.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import re
 import time
 import tomllib
+import urllib.error
 import urllib.request
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from ..core.errors import CctkError, NoRun
+from ..core.records import ui_link
+
+if TYPE_CHECKING:  # MLflow itself is imported on first use: the light layers never load it
+    from mlflow import MlflowClient
+    from mlflow.server.auth.client import AuthServiceClient
 
 EXPERIMENT = "cctk"
 DEFAULT_CONFIG = "embedded"
@@ -102,15 +117,27 @@ def resolve(tracking: str | None = None) -> TrackingConfig:
     absolute: a run records where it is, wherever it is read from later."""
     env = os.environ.get("MLFLOW_TRACKING_URI")
     if env:
-        return TrackingConfig("MLFLOW_TRACKING_URI", absolute_uri(env))
+        return TrackingConfig("MLFLOW_TRACKING_URI", absolute_uri(_no_password(env)))
     tracking = tracking or DEFAULT_CONFIG
     if "://" in tracking or tracking.startswith("sqlite:"):
-        return TrackingConfig(tracking, absolute_uri(tracking))
+        return TrackingConfig(tracking, absolute_uri(_no_password(tracking)))
     raw = read_config(tracking)
     artifacts = raw.get("artifact_location")
     return TrackingConfig(
         tracking, absolute_uri(raw["tracking_uri"]), str(Path(artifacts).absolute()) if artifacts else None
     )
+
+
+def _no_password(uri: str) -> str:
+    """``uri`` as it is, unless it carries a password (``http://alice:secret@host``): a run records its store's
+    URI (tag, run_info.json, the report) and a sweep hands it to every worker, so a password there would be
+    everywhere; MLflow's client takes it from the environment instead."""
+    if uri.startswith(("http://", "https://")) and urlsplit(uri).password is not None:
+        raise CctkError(
+            "the tracking URI carries a password: give the server's address alone and the account in "
+            "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (MLflow's client reads them)"
+        )
+    return uri
 
 
 def absolute_uri(uri: str) -> str:
@@ -134,6 +161,26 @@ HOW_TO_POINT = (
 class NoStore(CctkError):
     """A read found no store at the configured place (a SQLite file that does not exist, a server that
     does not answer): nothing was created there."""
+
+
+class Refused(CctkError):
+    """The tracking server refused a request: it does not know the user (401) or the user lacks a permission
+    on the experiment (403). One line: who, which experiment, what is missing, who can grant it."""
+
+
+class Unreachable(CctkError):
+    """The tracking server stopped answering (503s, refused or dropped connections) past MLflow's retries.
+    ``left_running``: the runs that could not be ended there, so show RUNNING until resumed."""
+
+    def __init__(self, why: str, left_running: tuple[str, ...] = ()):
+        self.why, self.left_running = why, left_running
+        tail = (
+            f"; run{'s' if len(left_running) > 1 else ''} {', '.join(left_running)} could not be ended there and "
+            "stay RUNNING: resume once the server answers (cctk run --resume RUN_ID for a pipeline)"
+            if left_running
+            else ""
+        )
+        super().__init__(why + tail)
 
 
 def missing_store(config: TrackingConfig) -> str | None:
@@ -164,6 +211,181 @@ def check_reachable(config: TrackingConfig, timeout: float = 5.0) -> None:
         f"cannot reach the MLflow tracking server at {config.tracking_uri} "
         f"(start it with `cctk server`, or pick another --tracking)"
     )
+
+
+# -- who may do what on a shared server: refusals and outages as one line ------------------------------------
+
+ON_SERVER = ("http://", "https://")
+# What a client call needs on the experiment it touches, in MLflow's basic-auth levels (READ < EDIT < MANAGE).
+_READS = ("get_", "search_", "list_", "download_")
+_MANAGES = ("delete_", "restore_")
+_DOING = {"READ": "read", "EDIT": "write to", "MANAGE": "delete runs of"}
+# The calls whose first argument is an experiment id (or a list of them); every other call's is a run id.
+_BY_EXPERIMENT = {"create_run", "get_experiment", "set_experiment_tag", "delete_experiment", "search_runs"}
+
+
+def user() -> str | None:
+    """Who this process is to a tracking server: ``MLFLOW_TRACKING_USERNAME``, which MLflow's client sends."""
+    return os.environ.get("MLFLOW_TRACKING_USERNAME") or None
+
+
+def experiment_name() -> str:
+    """The experiment runs go to: MLflow's own ``MLFLOW_EXPERIMENT_NAME`` where set (a researcher's own on a
+    shared server), else ``cctk``."""
+    return os.environ.get("MLFLOW_EXPERIMENT_NAME") or EXPERIMENT
+
+
+def needs(method: str) -> str:
+    """The permission a client call needs on its experiment (a refusal names it)."""
+    return "READ" if method.startswith(_READS) else "MANAGE" if method.startswith(_MANAGES) else "EDIT"
+
+
+def http_status(error: BaseException) -> int | None:
+    """The HTTP status a tracking server answered a failed call with (401, 403, 404, ...); None where no answer
+    came (an outage) or the error is no answer of a server at all."""
+    from mlflow.exceptions import MlflowException
+
+    if outage(error) is not None:
+        return None
+    response = getattr(error, "response", None)  # requests' HTTPError: the artifact proxy's answer
+    if response is not None and getattr(response, "status_code", None):
+        return int(response.status_code)
+    return error.get_http_status_code() if isinstance(error, MlflowException) else None
+
+
+def outage(error: BaseException) -> str | None:
+    """Why no answer came, where ``error`` (or what it wraps) is a connection refused or dropped, a timeout,
+    or a server still answering 5xx after MLflow's retries; None otherwise."""
+    import requests
+
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, requests.exceptions.RetryError | requests.exceptions.ConnectionError):
+            text = str(seen)
+            codes = re.search(r"too many (\d+) error responses", text)
+            if codes:
+                return f"it answered {codes.group(1)} past the client's retries"
+            return "the connection was refused" if "refused" in text.lower() else "the connection was dropped"
+        if isinstance(seen, requests.exceptions.Timeout | requests.exceptions.ChunkedEncodingError):
+            return "it stopped answering mid-request"
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def refusal(status: int, uri: str, method: str, experiment: str | None) -> Refused:
+    """The one line of a 401 or 403: who, which experiment, what permission is missing and who grants it."""
+    who = user()
+    if status == 401:
+        if who is None:
+            return Refused(
+                f"the tracking server at {uri} asks who you are (401): set MLFLOW_TRACKING_USERNAME and "
+                "MLFLOW_TRACKING_PASSWORD to your account on it (its admin makes one: cctk server users add)"
+            )
+        return Refused(
+            f"the tracking server at {uri} does not accept user {who!r} (401): no such user, or "
+            "MLFLOW_TRACKING_PASSWORD is not hers"
+        )
+    if method == "create_experiment":
+        return Refused(f"user {who!r} may not create experiments on {uri} (403): ask its admin for one")
+    level = needs(method)
+    where = f"experiment {experiment!r}" if experiment else "this experiment"
+    grant = f"cctk server users grant {who} {experiment} {level}" if experiment else "cctk server users grant"
+    return Refused(
+        f"user {who!r} may not {_DOING[level]} {where} on {uri} (403): that needs {level} there; "
+        f"the server's admin grants it ({grant})"
+        + (f", or write to an experiment of your own (MLFLOW_EXPERIMENT_NAME={who})" if level == "EDIT" else "")
+    )
+
+
+class Guarded:
+    """An MLflow client whose refusals and outages are one line each (``Refused``, ``Unreachable``); every
+    other error goes on as MLflow raised it. Attributes (``tracking_uri``) are the client's."""
+
+    def __init__(self, client: MlflowClient, uri: str):
+        self._client, self._uri = client, uri
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._client, name)
+        if not callable(found) or not self._uri.startswith(ON_SERVER):
+            return found
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return found(*args, **kwargs)
+            except CctkError:
+                raise
+            except Exception as error:
+                line = self.translated(error, name, args, kwargs)
+                if line is None:
+                    raise
+                raise line from None
+
+        return call
+
+    def translated(self, error: Exception, method: str, args: tuple, kwargs: dict) -> CctkError | None:
+        """``error`` as one line, or None where it is no refusal or outage."""
+        why = outage(error)
+        if why is not None:
+            return Unreachable(
+                f"the tracking server at {self._uri} stopped answering while cctk called {method}: {why}"
+            )
+        status = http_status(error)
+        if status in (401, 403):
+            return refusal(status, self._uri, method, self._experiment(method, args, kwargs) if status == 403 else None)
+        return None
+
+    def _experiment(self, method: str, args: tuple, kwargs: dict) -> str | None:
+        """The name of the experiment the call touched (looked up for the line; None where it cannot be)."""
+        first = args[0] if args else next(iter(kwargs.values()), None)
+        if isinstance(first, list | tuple):  # search_runs' experiment ids
+            first = first[0] if first else None
+        if first is None:
+            return None
+        try:
+            if method == "get_experiment_by_name":
+                return str(first)
+            experiment_id = (
+                str(first) if method in _BY_EXPERIMENT else self._client.get_run(str(first)).info.experiment_id
+            )
+            return self._client.get_experiment(experiment_id).name
+        except Exception:  # the user may not read it either: the line says what it can
+            return None
+
+
+def check_access(store: Store, writes: bool) -> None:
+    """On a server, before any work: whether it knows the user (a 401 fails here) and, for a command that
+    writes, whether she may write to the experiment its runs go to (READ only fails here, not after an hour
+    of training). A server without MLflow's basic-auth app lets anyone write: nothing more is asked."""
+    if not store.uri.startswith(ON_SERVER):
+        return
+    name = experiment_name()
+    found = store.client.get_experiment_by_name(name)  # a login the server refuses: Refused, one line
+    if not writes or found is None or user() is None:
+        return  # a new experiment is its creator's (MANAGE): any user may create one
+    have = store.permission(found.experiment_id)
+    if have is not None and have not in ("EDIT", "MANAGE"):
+        raise Refused(
+            f"user {user()!r} has {have} on experiment {name!r} on {store.uri}: a run needs EDIT there; "
+            f"the server's admin grants it (cctk server users grant {user()} {name} EDIT), or write to an "
+            f"experiment of your own (MLFLOW_EXPERIMENT_NAME={user()})"
+        )
+
+
+def _left_running(run: LiveRun, gone: Unreachable) -> Unreachable:
+    """``gone`` once ``run`` is ended FAILED (the server answers again), or naming ``run`` among the runs
+    left RUNNING. One try, no retries: MLflow's client already waited minutes for the call that failed."""
+    previous = os.environ.get("MLFLOW_HTTP_REQUEST_MAX_RETRIES")
+    os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "0"  # read by MLflow's client on every request
+    try:
+        run.failed(gone)
+        return gone
+    except Unreachable:
+        return Unreachable(gone.why, (*gone.left_running, run.run_id))
+    finally:
+        if previous is None:
+            os.environ.pop("MLFLOW_HTTP_REQUEST_MAX_RETRIES", None)
+        else:
+            os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = previous
 
 
 @dataclass(frozen=True)
@@ -289,17 +511,23 @@ class LiveRun:
 @contextmanager
 def ending(run: LiveRun) -> Iterator[LiveRun]:
     """End ``run`` as the block ends: FINISHED, KILLED (``KeyboardInterrupt``, SIGTERM) or FAILED (any
-    other exception, recorded as tag ``cctk.error``); the exception goes on. ``Store.run`` opens every
-    run inside it."""
+    other exception, recorded as tag ``cctk.error``); the exception goes on. A server that stopped answering
+    (``Unreachable``) gets one quick try; where it fails, the run is named as left RUNNING (resumable).
+    ``Store.run`` opens every run inside it."""
     try:
         yield run
     except KeyboardInterrupt:
         run.end("KILLED")
         raise
+    except Unreachable as gone:  # the server stopped answering: end it if it answers again, else say so
+        raise _left_running(run, gone) from None
     except BaseException as error:
         run.failed(error)
         raise
-    run.end("FINISHED")
+    try:
+        run.end("FINISHED")
+    except Unreachable as gone:
+        raise Unreachable(gone.why, (*gone.left_running, run.run_id)) from None
 
 
 def active_run() -> LiveRun | None:
@@ -359,11 +587,15 @@ class Store:
     def __init__(self, config: TrackingConfig):
         self.config = config
         self.uri = config.tracking_uri
-        self.client = _open_client(self.uri)
+        self.client = Guarded(_open_client(self.uri), self.uri)
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bar per downloaded file
+        # nor MLflow's two lines per ended run on a server, whose links open the GenAI view: cctk prints its own
+        os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
-    def experiment(self, name: str = EXPERIMENT) -> str:
-        """The id of experiment ``name``, created (with the configured artifact folder) if needed."""
+    def experiment(self, name: str | None = None) -> str:
+        """The id of experiment ``name`` (``experiment_name()`` by default), created (with the configured
+        artifact folder) if needed."""
+        name = name or experiment_name()
         found = self.client.get_experiment_by_name(name)
         if found is None:
             location = None
@@ -419,9 +651,9 @@ class Store:
                 run.tags({**tags, "mlflow.runName": name, VERSION: source_tags()[VERSION]})
             yield run
 
-    def runs_url(self, base: str, experiment_id: str) -> str:
-        """The UI's runs table of an experiment, in the Model training view."""
-        return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+    def runs_url(self, base: str, experiment_id: str, run_id: str | None = None) -> str:
+        """The UI's runs table of an experiment (or one run's page), in the Model training view."""
+        return ui_link(base, experiment_id, run_id)
 
     def start(
         self, experiment_id: str, name: str, tags: dict | None = None, parent: LiveRun | str | None = None
@@ -459,11 +691,30 @@ class Store:
 
         try:
             run = self.client.get_run(run_id)
-        except MlflowException:
-            raise NoRun(f"no run {run_id!r} in the tracking store {self.uri}") from None
+        except MlflowException as error:  # a refusal or an outage is a CctkError of its own, raised as it is
+            if error.error_code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
+                raise NoRun(f"no run {run_id!r} in the tracking store {self.uri}") from None
+            first = " ".join(str(error).split())[:300]
+            raise CctkError(f"the tracking store {self.uri} could not read run {run_id!r}: {first}") from None
         return TrackedRun(
             run.info.run_id, run.info.experiment_id, run.info.status, dict(run.data.params), dict(run.data.tags)
         )
+
+    def permission(self, experiment_id: str) -> str | None:
+        """What the user may do on an experiment (READ, EDIT, MANAGE, ...), as MLflow's basic-auth app resolves
+        it for her own requests; None where the server has no such app (anyone may do anything)."""
+        who = user()
+        if who is None or not self.uri.startswith(ON_SERVER):
+            return None
+        try:
+            return _auth_client(self.uri).get_user_permission(who, "experiment", experiment_id).permission
+        except Exception as error:
+            if http_status(error) == 404:  # no basic-auth app: the route is not served
+                return None
+            line = self.client.translated(error, "get_experiment", (experiment_id,), {})
+            if line is None:
+                raise
+            raise line from None
 
     def pipeline(self, run_id: str) -> TrackedRun:
         """The parent run of a cctk pipeline, or a one-line error."""
@@ -516,17 +767,39 @@ def source_tags() -> dict[str, str]:
     return tags
 
 
-def connect(tracking: str | None = None, create: bool = True) -> Store:
+def connect(tracking: str | None = None, create: bool = True, writes: bool | None = None) -> Store:
     """The store runs go to (checked reachable), through a client of its own. ``create=False`` (a read:
     ``results.load``, ``cctk report``, ``cctk compare``): a store that is not there fails (``NoStore``)
-    rather than being created empty."""
+    rather than being created empty. On a server, the user is checked known and, where the command
+    ``writes`` (by default, where it may ``create``), allowed to write to the experiment (``check_access``)."""
     config = resolve(tracking)
     if not create:
         why = missing_store(config)
         if why:
             raise NoStore(f"{why}; {HOW_TO_POINT}")
     check_reachable(config)
-    return Store(config)
+    store = Store(config)
+    check_access(store, create if writes is None else writes)
+    return store
+
+
+def nested_runs_hint(run_id: str) -> str:
+    """How to see a parent's nested runs in the MLflow UI (its runs table folds them under the parent)."""
+    return (
+        "Its models are nested runs, folded under it in the runs table: the + beside its name (Expand child "
+        f"runs) lists them, as does the search tags.mlflow.parentRunId = '{run_id}'; drag the Run Name "
+        "column wider to read long names whole"
+    )
+
+
+def run_link(store: Store, experiment_id: str, run_id: str) -> str:
+    """Where to see a run: its page in the UI of its server (the Model training view), or the command that
+    opens the UI on an embedded store at it."""
+    if store.uri.startswith(ON_SERVER):
+        return f"MLflow UI: {store.runs_url(store.uri, experiment_id, run_id)}"
+    name = store.config.name
+    where = "" if name in (DEFAULT_CONFIG, "MLFLOW_TRACKING_URI") else f" --tracking {name}"
+    return f"MLflow UI: cctk ui {run_id}{where}"
 
 
 def provenance_tags(flat: dict[str, str], packages: dict[str, str | None]) -> dict[str, str]:
@@ -550,3 +823,152 @@ def require_pipeline(run: TrackedRun) -> None:
             f"MLflow run {run.run_id} is not a cctk pipeline run (tag {KIND} is {kind!r}); "
             "give the parent run of a `cctk run`"
         )
+
+
+# -- a shared server: its accounts (MLflow's basic-auth app) and its state -----------------------------------
+
+
+@dataclass(frozen=True)
+class Account:
+    """A user of a server with MLflow's basic-auth app, and her grants: (experiment name, permission)."""
+
+    name: str
+    admin: bool
+    grants: tuple[tuple[str, str], ...] = ()
+
+
+class Accounts:
+    """The users of a server and their permissions on experiments, through MLflow's own client of its
+    basic-auth app (``AuthServiceClient``), as the admin ``MLFLOW_TRACKING_USERNAME`` names. Only what
+    that client lacks (listing users and their grants) calls the app's routes directly."""
+
+    def __init__(self, store: Store):
+        if not store.uri.startswith(ON_SERVER):
+            raise CctkError(
+                f"{store.uri} is no tracking server: users are a server's (cctk server, with [server.auth])"
+            )
+        self.store, self._auth = store, _auth_client(store.uri)
+
+    def add(self, name: str, password: str) -> None:
+        self._call(lambda: self._auth.create_user(name, password), f"add user {name!r}")
+
+    def grant(self, name: str, experiment: str, permission: str) -> str:
+        """Give ``name`` ``permission`` on ``experiment`` (created, as the admin's, if it is new); its id."""
+        experiment_id = self.store.experiment(experiment)
+        self._call(
+            lambda: self._auth.grant_user_permission(name, "experiment", experiment_id, permission),
+            f"grant {permission} on experiment {experiment!r} to {name!r}",
+        )
+        return experiment_id
+
+    def list(self) -> list[Account]:
+        from mlflow.server.auth.routes import LIST_USER_PERMISSIONS, LIST_USERS  # imported by _auth_client
+
+        users = self._call(lambda: self._get(LIST_USERS, {})["users"], "list users")
+        return [
+            Account(u["username"], bool(u["is_admin"]), self._grants(LIST_USER_PERMISSIONS, u["username"]))
+            for u in sorted(users, key=lambda u: u["username"])
+        ]
+
+    def _grants(self, route: str, name: str) -> tuple[tuple[str, str], ...]:
+        rows = self._call(lambda: self._get(route, {"username": name})["permissions"], "list the users' grants")
+        names = {}
+        for row in rows:
+            if row["resource_type"] == "experiment" and row["resource_pattern"] not in names:
+                pattern = row["resource_pattern"]
+                names[pattern] = "*" if pattern == "*" else self.store.client.get_experiment(pattern).name
+        return tuple(
+            sorted((names[r["resource_pattern"]], r["permission"]) for r in rows if r["resource_type"] == "experiment")
+        )
+
+    def _get(self, route: str, params: dict) -> dict:
+        from mlflow.utils.credentials import get_default_host_creds
+        from mlflow.utils.rest_utils import http_request, verify_rest_response
+
+        reply = http_request(get_default_host_creds(self.store.uri), route, "GET", params=params)
+        return verify_rest_response(reply, route).json()
+
+    def _call(self, call: Callable[[], Any], what: str) -> Any:
+        """``call()``; a refusal or an error is one line naming what was asked."""
+        try:
+            return call()
+        except Exception as error:
+            status = http_status(error)
+            if status == 403:
+                line: CctkError | None = Refused(
+                    f"user {user()!r} may not {what} on {self.store.uri} (403): only its admin may"
+                )
+            elif status is not None and status != 401:
+                line = CctkError(f"cannot {what} on {self.store.uri}: {_message(error)}")
+            else:  # a refused login, no answer, or no error of the server's
+                line = self.store.client.translated(error, "get_experiment", (), {})
+            if line is None:
+                raise
+            raise line from None
+
+
+def _auth_client(uri: str) -> AuthServiceClient:
+    """MLflow's client of the basic-auth app at ``uri``."""
+    with warnings.catch_warnings():  # the server's modules, imported for their routes, warn of their own
+        warnings.simplefilter("ignore")  # deprecations (starlette's WSGI middleware): not a user's concern
+        from mlflow.server.auth.client import AuthServiceClient
+
+    return AuthServiceClient(uri)
+
+
+def _message(error: BaseException) -> str:
+    """MLflow's own words of a refused request, one line."""
+    text = getattr(error, "message", None) or str(error)
+    return " ".join(str(text).split())[:300]
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """What ``cctk server status`` prints: whether the server answers, whether it asks who one is, whether it
+    serves Prometheus metrics (and to whom), and its runs by status, of the experiments the user may read."""
+
+    url: str
+    answers: bool
+    seconds: float | None = None
+    auth: bool | None = None
+    metrics: str | None = None  # "on", "on (its admin reads them)", "off"
+    experiments: int = 0
+    runs: dict[str, int] | None = None
+
+
+def server_state(uri: str) -> ServerState:
+    """The state of the server at ``uri`` (see ``ServerState``), asked as the user the environment names."""
+    started = time.monotonic()
+    try:
+        check_reachable(TrackingConfig("status", uri), timeout=5)
+    except CctkError:
+        return ServerState(uri, False)
+    seconds = time.monotonic() - started
+    auth = _answer(uri + "/api/2.0/mlflow/experiments/search?max_results=1", login=False) == 401
+    metrics = {200: "on", 401: "on (its admin reads them)", 403: "on (its admin reads them)"}.get(
+        _answer(uri + "/metrics", login=True) or 0, "off"
+    )
+    store = Store(TrackingConfig("status", uri))
+    ids = [e.experiment_id for e in store.client.search_experiments(max_results=1000)]
+    runs = {
+        status: len(store.client.search_runs(ids, f"attributes.status = '{status}'", max_results=50000)) if ids else 0
+        for status in ("RUNNING", *STATUSES)
+    }
+    return ServerState(uri, True, seconds, auth, metrics, len(ids), runs)
+
+
+def _answer(url: str, login: bool) -> int | None:
+    """The HTTP status ``url`` answers with, anonymously or with the environment's login."""
+    import base64
+
+    request = urllib.request.Request(url)
+    if login and user() and os.environ.get("MLFLOW_TRACKING_PASSWORD"):
+        token = base64.b64encode(f"{user()}:{os.environ['MLFLOW_TRACKING_PASSWORD']}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return reply.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return None

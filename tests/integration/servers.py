@@ -1,13 +1,15 @@
 """Processes of the integration tests: a real ``mlflow server`` on loopback, stopped with everything it started,
-and a child that takes Ctrl-C as it would from a terminal."""
+a private PostgreSQL cluster, and a child that takes Ctrl-C as it would from a terminal."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -72,3 +74,135 @@ def mlflow_server(backend_uri: str, folder: Path, workers: int = 1, env: dict | 
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
         log.close()
+
+
+def _initdb() -> str | None:
+    found = shutil.which("initdb") or next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))), None)
+    return str(found) if found else None
+
+
+@contextmanager
+def postgres_cluster(password: str | None = None):
+    """A private PostgreSQL cluster on a loopback port with a database ``cctk``, started and stopped here;
+    yields its URI for the superuser ``postgres`` (no password in it). With ``password``, the cluster asks
+    for it (scram-sha-256) on every connection; without, it trusts loopback."""
+    initdb = _initdb()
+    if initdb is None:
+        if os.environ.get("CI"):
+            pytest.fail("PostgreSQL is missing: .ci/run installs it")
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql)")
+    # PostgreSQL refuses to run as root: as root, the cluster belongs to the postgres user, in a
+    # folder of its own (pytest's tmp_path sits under a folder only root may enter).
+    bindir, port = Path(initdb).parent, free_port()
+    home = Path(tempfile.mkdtemp(prefix="cctk-pg-"))
+    data = home / "data"
+    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    method = ["-A", "trust"]
+    if password is not None:
+        (home / "pw").write_text(password + "\n")
+        method = ["-A", "scram-sha-256", f"--pwfile={home / 'pw'}"]
+    if as_user:
+        shutil.chown(home, "postgres")
+        if password is not None:
+            shutil.chown(home / "pw", "postgres")
+    subprocess.run([*as_user, initdb, "-D", str(data), *method, "-U", "postgres"], check=True, capture_output=True)
+    (home / "pw").unlink(missing_ok=True)
+    start = [*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-l", str(data / "log"), "-w", "start"]
+    subprocess.run(
+        [*start, "-o", f"-p {port} -k {data} -c listen_addresses=127.0.0.1"], check=True, capture_output=True
+    )
+    try:
+        createdb = str(bindir / "createdb") if (bindir / "createdb").exists() else "createdb"
+        env = {**os.environ, **({"PGPASSWORD": password} if password is not None else {})}
+        subprocess.run(
+            [createdb, "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "cctk"],
+            check=True,
+            capture_output=True,
+            env=env,
+        )
+        yield f"postgresql+psycopg2://postgres@127.0.0.1:{port}/cctk"  # the driver in [dev]
+    finally:
+        subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"], capture_output=True)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+class FaultyProxy:
+    """A proxy on loopback in front of a tracking server, faulty as told: ``fail(path, n)`` answers the next
+    ``n`` requests whose path holds ``path`` with 503 (a server restarting); ``drop(path)`` drops every
+    connection, unanswered, from the first such request on (a server gone) until ``heal()``. ``served``
+    counts what it did: {"503": n, "dropped": n, "passed": n}."""
+
+    def __init__(self, upstream: str):
+        import http.server
+        import threading
+        from urllib.parse import urlsplit
+
+        self.upstream = urlsplit(upstream)
+        self.failing: dict[str, int] = {}
+        self.dropping: str | None = None
+        self.down = False
+        self.served = {"503": 0, "dropped": 0, "passed": 0}
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # quiet
+                pass
+
+            def handle_one(self):
+                proxy.relay(self)
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = handle_one
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def fail(self, path: str, times: int) -> None:
+        self.failing[path] = times
+
+    def drop(self, path: str) -> None:
+        self.dropping = path
+
+    def heal(self) -> None:
+        self.failing, self.dropping, self.down = {}, None, False
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def relay(self, handler) -> None:
+        import http.client
+
+        body = handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
+        path = handler.path
+        if self.down or (self.dropping and self.dropping in path):
+            self.down = True  # from the first such request on, every request
+            self.served["dropped"] += 1
+            handler.close_connection = True
+            return
+        for part, left in self.failing.items():
+            if left > 0 and part in path:
+                self.failing[part] = left - 1
+                self.served["503"] += 1
+                handler.send_response(503)
+                handler.send_header("Content-Length", "0")
+                handler.end_headers()
+                return
+        upstream = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=120)
+        headers = {k: v for k, v in handler.headers.items() if k.lower() not in ("connection", "keep-alive")}
+        upstream.request(handler.command, path, body=body or None, headers=headers)
+        reply = upstream.getresponse()
+        data = reply.read()
+        handler.send_response(reply.status)
+        for key, value in reply.getheaders():
+            if key.lower() not in ("transfer-encoding", "connection", "content-length"):
+                handler.send_header(key, value)
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
+        upstream.close()
+        self.served["passed"] += 1

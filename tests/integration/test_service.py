@@ -2,15 +2,13 @@
 pipelines logging at once. Slow (several smoke pipelines): marked integration, run in CI."""
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import mlflow
 import pytest
-from servers import free_port, mlflow_server
+from servers import mlflow_server, postgres_cluster
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,65 +90,11 @@ def test_mlflow_run_on_a_gpu_its_torch_cannot_use_ends_in_one_line(fake_nvidia_s
     assert run.info.status == "FAILED"
 
 
-def _initdb() -> str | None:
-    found = shutil.which("initdb") or next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))), None)
-    return str(found) if found else None
-
-
 @pytest.fixture
-def postgres(tmp_path):
+def postgres():
     """A private PostgreSQL cluster on a loopback port, started and stopped by the test."""
-    initdb = _initdb()
-    if initdb is None:
-        if os.environ.get("CI"):
-            pytest.fail("PostgreSQL is missing: .ci/run installs it")
-        pytest.skip("PostgreSQL is not installed (apt-get install postgresql)")
-    # PostgreSQL refuses to run as root: as root, the cluster belongs to the postgres user, in a
-    # folder of its own (pytest's tmp_path sits under a folder only root may enter).
-    bindir, port = Path(initdb).parent, free_port()
-    home = Path(tempfile.mkdtemp(prefix="cctk-pg-"))
-    data = home / "data"
-    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-    if as_user:
-        shutil.chown(home, "postgres")
-    subprocess.run(
-        [*as_user, initdb, "-D", str(data), "-A", "trust", "-U", "postgres"], check=True, capture_output=True
-    )
-    subprocess.run(
-        [
-            *as_user,
-            str(bindir / "pg_ctl"),
-            "-D",
-            str(data),
-            "-l",
-            str(data / "log"),
-            "-w",
-            "start",
-            "-o",
-            f"-p {port} -k {data} -c listen_addresses=127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    try:
-        subprocess.run(
-            [
-                str(bindir / "createdb") if (bindir / "createdb").exists() else "createdb",
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "-U",
-                "postgres",
-                "cctk",
-            ],
-            check=True,
-            capture_output=True,
-        )
-        yield f"postgresql+psycopg2://postgres@127.0.0.1:{port}/cctk"  # the driver in [dev]
-    finally:
-        subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"], capture_output=True)
-        shutil.rmtree(home, ignore_errors=True)
+    with postgres_cluster() as uri:
+        yield uri
 
 
 @pytest.fixture

@@ -73,3 +73,17 @@ def test_cite_of_an_unknown_run_fails_in_one_line_before_any_output(tmp_path, mo
 
 def test_special_characters_are_escaped():
     assert citation._tex("/tmp/a_b 50% & #1") == r"/tmp/a\_b 50\% \& \#1"
+
+
+def test_a_run_on_a_server_is_cited_with_its_page_in_the_model_training_view(written_session):
+    """A run link cctk prints carries workflowType=machine_learning: without it MLflow opens the GenAI view."""
+    from dataclasses import replace
+
+    from cctk.core.records import MlflowIds
+    from cctk.store import session
+
+    info = session.read_run_info(written_session[0])
+    assert info.mlflow.url is None and "url" not in fields(citation.run_bibtex(info))  # an embedded store
+    served = replace(info, mlflow=MlflowIds("http://lab:5001", "3", "abc123"))
+    link = "http://lab:5001/#/experiments/3/runs/abc123?workflowType=machine_learning"
+    assert served.mlflow.url == link and fields(citation.run_bibtex(served))["url"] == link

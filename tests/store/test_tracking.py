@@ -366,3 +366,98 @@ def test_the_gpu_monitor_logs_memory_use_and_power_through_nvml(tracking_uri, mo
     assert metrics["system/gpu_0_memory_usage_percentage"] == 37.5
     assert metrics["system/gpu_0_utilization_percentage"] == 87.0
     assert metrics["system/gpu_0_power_usage_watts"] == 35.0
+
+
+def test_a_missing_run_is_no_run_and_other_failures_say_what_failed(tracking_uri):
+    """Before: every MlflowException of get_run (a refusal, the network) became "no run"."""
+    from mlflow.exceptions import MlflowException
+
+    store = tracking.connect()
+    with pytest.raises(tracking.NoRun, match="no run 'deadbeef' in the tracking store"):
+        store.get("deadbeef")
+
+    def broken(run_id):
+        raise MlflowException("database is locked", error_code="INTERNAL_ERROR")
+
+    store.client.get_run = broken
+    with pytest.raises(CctkError, match="could not read run 'abc': database is locked") as raised:
+        store.get("abc")
+    assert not isinstance(raised.value, tracking.NoRun)
+
+
+def test_a_tracking_uri_with_a_password_is_refused(monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    with pytest.raises(CctkError, match="the tracking URI carries a password: give the server's address alone"):
+        tracking.resolve("http://alice:secret@127.0.0.1:5000")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "https://alice:secret@lab.example")
+    with pytest.raises(CctkError, match="MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"):
+        tracking.resolve(None)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://alice@lab.example")  # a user, no password: as it is
+    assert tracking.resolve(None).tracking_uri == "http://alice@lab.example"
+
+
+def test_runs_go_to_the_experiment_mlflow_experiment_name_names(tracking_uri, monkeypatch):
+    store = tracking.connect()
+    assert store.client.get_experiment(store.experiment()).name == "cctk"
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "alice")
+    assert store.client.get_experiment(store.experiment()).name == "alice"
+
+
+def test_a_refusal_names_who_which_experiment_and_what_is_missing(monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_USERNAME", raising=False)
+    assert "asks who you are (401): set MLFLOW_TRACKING_USERNAME" in str(tracking.refusal(401, "http://s", "x", None))
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "bob")
+    assert "does not accept user 'bob' (401)" in str(tracking.refusal(401, "http://s", "get_run", None))
+    line = str(tracking.refusal(403, "http://s", "log_batch", "alice"))
+    assert line.startswith("user 'bob' may not write to experiment 'alice' on http://s (403): that needs EDIT there")
+    assert "cctk server users grant bob alice EDIT" in line and "MLFLOW_EXPERIMENT_NAME=bob" in line
+    assert "may not delete runs of experiment 'alice'" in str(tracking.refusal(403, "http://s", "delete_run", "alice"))
+    assert tracking.needs("search_runs") == "READ" and tracking.needs("set_terminated") == "EDIT"
+
+
+def test_a_server_that_does_not_answer_is_unreachable_in_one_line(monkeypatch):
+    """A refused connection, past MLflow's retries (none here), is one line naming the server and the call."""
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    store = tracking.Store(tracking.TrackingConfig("x", "http://127.0.0.1:9"))
+    with pytest.raises(tracking.Unreachable, match=r"^the tracking server at http://127.0.0.1:9 stopped answering"):
+        store.client.get_experiment_by_name("cctk")
+
+
+class _GoneRun:
+    """A run whose server stopped answering: every call to end it fails as a real one would."""
+
+    run_id = "r1"
+
+    def failed(self, error):
+        raise tracking.Unreachable("the tracking server at http://s stopped answering")
+
+    end = failed
+
+
+class _BackRun(_GoneRun):
+    """A run whose server answers again by the time it is ended."""
+
+    def failed(self, error):
+        self.ended = ("FAILED", str(error))
+
+
+def _a_parent_and_its_arm_gone() -> None:
+    parent = _GoneRun()
+    parent.run_id = "r0"
+    with tracking.ending(parent), tracking.ending(_GoneRun()):
+        raise tracking.Unreachable("gone")
+
+
+def test_a_run_the_server_cannot_end_is_named_as_left_running_and_the_command_fails():
+    with pytest.raises(tracking.Unreachable) as raised, tracking.ending(_GoneRun()):
+        raise tracking.Unreachable("the tracking server at http://s stopped answering while cctk called log_batch")
+    assert raised.value.left_running == ("r1",)
+    assert str(raised.value).endswith("run r1 could not be ended there and stay RUNNING: resume once the server "
+                                      "answers (cctk run --resume RUN_ID for a pipeline)")  # fmt: skip
+    with pytest.raises(tracking.Unreachable) as outer:
+        _a_parent_and_its_arm_gone()
+    assert outer.value.left_running == ("r1", "r0") and "runs r1, r0 could not be ended" in str(outer.value)
+    back = _BackRun()
+    with pytest.raises(tracking.Unreachable) as again, tracking.ending(back):
+        raise tracking.Unreachable("gone")
+    assert back.ended == ("FAILED", "gone") and again.value.left_running == ()
