@@ -540,7 +540,11 @@ def _init(ray, address: str | None, environment: dict, timeout: float = CONNECT_
     waiting.start()
     waiting.join(timeout)
     if waiting.is_alive():
-        raise CctkError(_no_cluster(address, timeout, "something answers there, but no Ray head"))
+        raise CctkError(
+            _no_cluster(address, timeout, "something answers there, but no Ray head let this process in")
+            + "; a cluster with token authentication needs RAY_AUTH_MODE=token and its token (RAY_AUTH_TOKEN) "
+            "in this machine's environment"
+        )
     if failed:
         raise CctkError(_no_cluster(address, timeout, one_line(failed[0])))
 
