@@ -112,7 +112,7 @@ def check(words: list[str], elided: bool = False) -> str:
     raise AssertionError(f"a documented command this test cannot check: `{shlex.join(words)}`")
 
 
-OTHER_TOOLS = ("cd", "pdflatex")  # the docs' commands of other programs (a paper compiled): not cctk's to check
+OTHER_TOOLS = ("cd", "pdflatex", "ray")  # other programs (a paper compiled, a Ray cluster started): not cctk's to check
 
 
 def concrete(command: str) -> list[tuple[list[str], bool]]:

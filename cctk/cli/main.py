@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -11,6 +12,10 @@ from ..core.errors import CctkError, Terminated
 from ..core.lm.device import DEVICE_HELP
 from .krtest import krtest
 from .options import OutFolder
+
+if TYPE_CHECKING:
+    from ..pipeline.sweep import Sweep
+    from ..store.tracking import Store
 
 RETRIES = 3  # cctk.pipeline.sweep.RETRIES (the CLI imports the pipeline only when a command runs)
 
@@ -328,6 +333,7 @@ def sweep_command(
             raise CctkError(
                 "--out names a folder here; with --address each cell keeps its files in MLflow: leave it out"
             )
+        sweep.check_cluster(address)  # something answers there, before the store is touched
     per_cell = sweep.per_cell(cpus_per_cell, gpus_per_cell)
     if resume_id:
         store, plan = _reopened_sweep(resume_id, parts, address, retries, tracking)
@@ -340,7 +346,19 @@ def sweep_command(
     sweep.execute(store, plan, sweep_cell, echo=click.echo, per_cell=per_cell)
 
 
-def _new_sweep(models, seeds, sets, profile, parts, executor, address, retries, out, tracking, figures):
+def _new_sweep(
+    models: str | None,
+    seeds: str | None,
+    sets: tuple[str, ...],
+    profile: str,
+    parts: str | None,
+    executor: str,
+    address: str | None,
+    retries: int | None,
+    out: Path,
+    tracking: str | None,
+    figures: bool,
+) -> tuple[Store, Sweep]:
     """A new sweep, every check before the store is touched."""
     from ..pipeline import sweep
     from ..store import tracking as tracking_module
@@ -356,7 +374,9 @@ def _new_sweep(models, seeds, sets, profile, parts, executor, address, retries, 
     return store, sweep.open_sweep(store, grid, out, executor, address, figures, retries)
 
 
-def _reopened_sweep(resume_id, parts, address, retries, tracking):
+def _reopened_sweep(
+    resume_id: str, parts: str | None, address: str | None, retries: int | None, tracking: str | None
+) -> tuple[Store, Sweep]:
     """An interrupted sweep, read back; ``address``: the cluster it goes on with (default: its own)."""
     from ..pipeline import sweep
     from ..store import tracking as tracking_module

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -39,6 +40,9 @@ from ..store import tracking
 from ..store.session import Layout
 from . import resume as resume_state
 from .resume import Done
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,9 @@ class Outcome:
     run_id: str
     folder: Path
 
+
+# What a resume hands ``_finished_weights``: the run's draws, tokenizer, finished models and console.
+Resumed = tuple[Any, "PreTrainedTokenizerBase", Done, Callable[[str], None]]
 
 LONGEST_ROW = 16  # tokens of the longest arithmetic training row, an upper bound for any tokenizer
 
@@ -357,9 +364,8 @@ def _train_and_measure(context: RunContext, draws, done: Done, echo):
             base.cpu()
             continue
         if arm.parent not in weights:  # finished before an interruption: checkpointed, or trained again
-            weights[arm.parent] = _finished_weights(
-                context, (draws, tokenizer, done, echo), weights, last_child, arm.parent
-            )
+            resumed = (draws, tokenizer, done, echo)
+            weights[arm.parent] = _finished_weights(context, arm.parent, weights, last_child, resumed)
         child = _child(weights, arm, last_child)
         rows = context.protocol.rows(draws, arm.key, context.config.recipe, tokenizer)
         with _nested_run(context, arm, draws) as nested:  # the move is the arm's: an OOM there ends it FAILED
@@ -371,11 +377,12 @@ def _train_and_measure(context: RunContext, draws, done: Done, echo):
     return results, context
 
 
-def _finished_weights(context: RunContext, resumed: tuple, weights: dict, last_child: dict[str, str], key: str):
+def _finished_weights(
+    context: RunContext, key: str, weights: dict[str, torch.nn.Module], last_child: dict[str, str], resumed: Resumed
+) -> torch.nn.Module:
     """A finished model's weights, for arms that start from it: in memory, its checkpoint, or, where the
     checkpoint is gone (written on a machine that was lost), trained again from its parent as the first time
-    (seeded by its name: the same weights), its run saying so (tag ``cctk.trained_again``). ``resumed``: the
-    run's draws, tokenizer, finished models and console."""
+    (seeded by its name: the same weights), its run saying so (tag ``cctk.trained_again``)."""
     draws, tokenizer, done, echo = resumed
     arm = next(m for m in context.protocol.models(context.config.parts) if m.key == key)
     if key in weights:
@@ -385,7 +392,7 @@ def _finished_weights(context: RunContext, resumed: tuple, weights: dict, last_c
     if context.layout.checkpoint(key).is_file():
         skeleton = _skeleton(weights, last_child, lambda: models.load_model(context.source, keep=False)[0])
         return resume_state.load_checkpoint(skeleton, context.layout, key)
-    model = _finished_weights(context, resumed, weights, last_child, arm.parent).to(context.device)
+    model = _finished_weights(context, arm.parent, weights, last_child, resumed).to(context.device)
     rows = context.protocol.rows(draws, key, context.config.recipe, tokenizer)
     fine_tune(model, rows, context.config.recipe, context.config.seed, tokenizer.pad_token_id, arm.stream or key)
     resume_state.save_checkpoint(model, context.layout, key)

@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from ..core.config import PARTS, config_from_params, make_config, parse_parts, parse_set, seeds_or_count
@@ -31,6 +33,9 @@ from ..core.errors import CctkError
 from ..core.lm.device import GPU_SHARE
 from ..core.lm.models import check_available, model_config
 from ..store import tracking
+
+if TYPE_CHECKING:
+    from ray import ObjectRef
 
 EXECUTORS = ("local", "ray")
 
@@ -226,6 +231,7 @@ def cell_runs(store: tracking.Store, sweep_id: str) -> dict[str, tracking.Tracke
 
 # run_cell(cell, profile, out, tracking_uri, sweep_id, resume_id, figures, parts) -> the cell's run id
 RunCell = Callable[..., str]
+Echo = Callable[[str], None]  # the console's lines
 
 
 @dataclass(frozen=True)
@@ -331,7 +337,9 @@ def per_cell(cpus: float = 1.0, gpus: float | None = None) -> PerCell:
     return PerCell(cpus, gpus)
 
 
-def execute(store: tracking.Store, sweep: Sweep, run_cell: RunCell, echo=print, per_cell: PerCell = PerCell()) -> dict:
+def execute(
+    store: tracking.Store, sweep: Sweep, run_cell: RunCell, echo: Echo = print, per_cell: PerCell = PerCell()
+) -> dict[str, str]:
     """Connect to the cluster (Ray), open the sweep's run (a new one, or the interrupted one again), run every
     cell not yet finished (interrupted ones are resumed), one cell's failure stopping no other, and end the
     run here: FINISHED, FAILED when a cell failed, or KILLED (Ctrl-C, SIGTERM). No cell's run is left
@@ -363,7 +371,7 @@ def execute(store: tracking.Store, sweep: Sweep, run_cell: RunCell, echo=print, 
     return {**{k: r.run_id for k, r in started.items() if r.status == "FINISHED"}, **finished_ids(ends)}
 
 
-def _finished_before(cell: Cell, started: dict[str, tracking.TrackedRun], echo) -> bool:
+def _finished_before(cell: Cell, started: dict[str, tracking.TrackedRun], echo: Echo) -> bool:
     previous = started.get(cell.key)
     if previous is not None and previous.status == "FINISHED":
         echo(f"cell {cell.key}: finished before, run {previous.run_id}")
@@ -390,7 +398,7 @@ def _raise_failed(ends: dict[str, CellEnd], cells: int) -> None:
         )
 
 
-def _say_plan(sweep: Sweep, store: tracking.Store, echo) -> None:
+def _say_plan(sweep: Sweep, store: tracking.Store, echo: Echo) -> None:
     """The sweep's first lines: its id, and where its results are (a folder here, or MLflow alone: the
     experiment and the server, for a cluster's cells), then its seeds, profile and parts."""
     cells = sweep.grid.cells()
@@ -409,7 +417,7 @@ def _say_plan(sweep: Sweep, store: tracking.Store, echo) -> None:
     )
 
 
-def _local(jobs: list[CellJob], run_cell: RunCell, echo, ends: dict[str, CellEnd]) -> None:
+def _local(jobs: list[CellJob], run_cell: RunCell, echo: Echo, ends: dict[str, CellEnd]) -> None:
     """The cells one after another in this process; a cell that fails (its run ended FAILED by the
     pipeline itself) stops no other."""
     for job in jobs:
@@ -421,7 +429,7 @@ def _local(jobs: list[CellJob], run_cell: RunCell, echo, ends: dict[str, CellEnd
         _say_end(end, echo)
 
 
-def _say_end(end: CellEnd, echo) -> None:
+def _say_end(end: CellEnd, echo: Echo) -> None:
     echo(f"cell {end.key}: " + (f"finished, run {end.run_id}" if end.error is None else f"FAILED: {end.error}"))
 
 
@@ -432,7 +440,15 @@ def one_line(error: BaseException) -> str:
     return " ".join(text.split())[:1000]
 
 
-def _ray(ray, sweep: Sweep, jobs: list[CellJob], run_cell: RunCell, echo, per_cell: PerCell, ends: dict) -> None:
+def _ray(
+    ray: ModuleType,
+    sweep: Sweep,
+    jobs: list[CellJob],
+    run_cell: RunCell,
+    echo: Echo,
+    per_cell: PerCell,
+    ends: dict[str, CellEnd],
+) -> None:
     """The cells as Ray tasks, each tried again up to ``sweep.retries`` times where its worker or node is
     lost (the attempt resumes the cell's own run); waits for every cell. Ctrl-C or SIGTERM cancels the
     cells still running (their runs end KILLED)."""
@@ -451,7 +467,7 @@ def _ray(ray, sweep: Sweep, jobs: list[CellJob], run_cell: RunCell, echo, per_ce
         raise
 
 
-def _ended(ray, ref, cell: Cell, retries: int) -> CellEnd:
+def _ended(ray: ModuleType, ref: ObjectRef, cell: Cell, retries: int) -> CellEnd:
     """A Ray task's outcome: the cell's run id; the cell's own error (``RayTaskError`` carries it as
     ``cause``); or, where Ray lost the task on every attempt (its worker or node died each time), that."""
     try:
@@ -478,7 +494,7 @@ def settle(store: tracking.Store, sweep_id: str, ends: dict[str, CellEnd]) -> No
 
 
 @contextmanager
-def _connected(sweep: Sweep) -> Iterator:
+def _connected(sweep: Sweep) -> Iterator[ModuleType | None]:
     """Ray for the sweep (None for ``local``), connected before the sweep's run exists: to the cluster at
     ``--address`` (no cluster answering fails in one line within ``CONNECT_TIMEOUT``), or a local instance
     started here. The workers get the tracking URI, and nothing else of this process's environment
@@ -521,7 +537,7 @@ def _no_cluster(address: str, timeout: float, why: str) -> str:
     )
 
 
-def _init(ray, address: str | None, environment: dict, timeout: float = CONNECT_TIMEOUT) -> None:
+def _init(ray: ModuleType, address: str | None, environment: dict, timeout: float = CONNECT_TIMEOUT) -> None:
     """``ray.init``: a local instance, or the cluster at ``address`` given ``timeout`` seconds to connect (a
     port that answers but is no Ray head would hold it for many minutes), waiting in a thread of its own
     that is left behind when the time is up."""
@@ -578,7 +594,7 @@ def check_artifacts(store: tracking.Store) -> None:
         )
 
 
-def ray_module():
+def ray_module() -> ModuleType:
     """Ray, or a one-line error saying how to install it (it is an optional extra)."""
     try:
         import ray
