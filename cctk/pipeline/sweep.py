@@ -367,7 +367,8 @@ def execute(
     finally:
         if opened is not None:  # the cells' processes are gone now: what they left RUNNING is ended
             settle(store, opened, ends)
-    echo(f"sweep {sweep.run_id} finished; compare it with: cctk compare --sweep {sweep.run_id} --out DIR")
+    where = f" --tracking {sweep.tracking_uri}" if sweep.out is None else ""  # a cluster's: the server
+    echo(f"sweep {sweep.run_id} finished; compare it with: cctk compare --sweep {sweep.run_id}{where} --out DIR")
     return {**{k: r.run_id for k, r in started.items() if r.status == "FINISHED"}, **finished_ids(ends)}
 
 

@@ -22,6 +22,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import mlflow
 import pandas as pd
@@ -31,6 +32,7 @@ from servers import free_port, mlflow_server
 
 from cctk import results
 
+pytest.importorskip("ray")  # the optional extra
 SEEDS = "11,12"
 RAY = Path(sys.executable).with_name("ray")
 # Node death is noticed within seconds, not the default ~30 s (GCS health checks of the raylets).
@@ -42,6 +44,7 @@ class Node:
     process: subprocess.Popen  # `ray start --block`: the node's processes are its children
     temp: Path  # Ray's own folder (sockets, logs)
     disk: Path  # the node's disk, as its workers see it (TMPDIR): where cells write their session folders
+    log: IO[str]  # what `ray start` prints
 
 
 @dataclass
@@ -69,7 +72,7 @@ class Cluster:
         process = subprocess.Popen(
             [*command, *args], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
-        self.nodes.append(Node(process, temp, disk))
+        self.nodes.append(Node(process, temp, disk, log))
         return self.nodes[-1]
 
     def start_head(self) -> None:
@@ -117,6 +120,7 @@ class Cluster:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(node.process.pid, signal.SIGKILL)
             node.process.wait(timeout=30)
+            node.log.close()
             shutil.rmtree(node.temp, ignore_errors=True)
 
 
@@ -384,6 +388,7 @@ def test_a_sweep_that_loses_its_driver_is_resumed_on_the_same_cluster(root, env,
         [*command, "--tracking", server], env=env, cwd=root, capture_output=True, text=True, timeout=900
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    print(done.stdout)  # the resumed sweep's lines
     assert sum("finished, run" in line for line in done.stdout.splitlines()) == 2, done.stdout
     check_truthful(client, sweep_id)
     assert all(r.data.tags.get("cctk.attempt") == "2" for r in cells(client, sweep_id))
