@@ -116,8 +116,8 @@ def check(words: list[str], elided: bool = False) -> str:
     raise AssertionError(f"a documented command this test cannot check: `{shlex.join(words)}`")
 
 
-# the docs' commands of other programs (a paper compiled, a lab's database and shell): not cctk's to check
-OTHER_TOOLS = ("cd", "pdflatex", "createuser", "createdb", "export", "read")
+# the docs' commands of other programs (a paper compiled, a lab's database and shell, a Ray cluster): not cctk's
+OTHER_TOOLS = ("cd", "pdflatex", "createuser", "createdb", "export", "read", "ray")
 
 
 def _unbracketed(word: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -12,6 +13,12 @@ from ..core.lm.device import DEVICE_HELP
 from .krtest import krtest
 from .options import OutFolder
 from .server import server, ui
+
+if TYPE_CHECKING:
+    from ..pipeline.sweep import Sweep
+    from ..store.tracking import Store
+
+RETRIES = 3  # cctk.pipeline.sweep.RETRIES (the CLI imports the pipeline only when a command runs)
 
 PARTS_HELP = (
     f"Parts of manual 2.0.0 to run, comma-separated among {','.join(PARTS)} (default: all): only "
@@ -250,20 +257,34 @@ def _check_unsplit_options(ctx, protocol, seed, resume_id, curves, parts=None) -
     show_default=True,
     help="local: cells one after another in this process; ray: Ray tasks.",
 )
-@click.option("--address", default=None, help="Ray cluster address (default: a local Ray instance).")
+@click.option(
+    "--address",
+    default=None,
+    metavar="HOST:PORT",
+    help="A Ray cluster's head (as `ray start --head` prints it; default: a local Ray instance). Needs a "
+    "tracking server every machine reaches (--tracking); the cells keep their files in MLflow.",
+)
 @click.option("--cpus-per-cell", type=float, default=1.0, show_default=True, help="Ray CPUs each cell takes.")
 @click.option(
     "--gpus-per-cell",
     type=float,
     default=None,
-    help="Ray GPUs each cell takes [default: 1 where this machine has a CUDA device, else 0].",
+    help="Ray GPUs each cell takes, 0 to 1 (a fraction shares a GPU) [default: 1 where the cluster, or "
+    "without --address this machine, has a GPU, else 0].",
+)
+@click.option(
+    "--retries",
+    type=int,
+    default=None,
+    help=f"Ray: times a cell is tried again where its worker or node is lost, the attempt resuming its run "
+    f"[default: {RETRIES}, Ray's own].",
 )
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("outputs"),
     show_default=True,
-    help="Folder that receives the cells' session folders.",
+    help="Folder that receives the cells' session folders (not with --address: there MLflow holds them).",
 )
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
 @click.option(
@@ -277,9 +298,12 @@ def _check_unsplit_options(ctx, protocol, seed, resume_id, curves, parts=None) -
     "resume_id",
     default=None,
     metavar="SWEEP_ID",
-    help="Continue an interrupted sweep: finished cells are kept, an interrupted one is resumed.",
+    help="Continue an interrupted sweep: finished cells are kept, an interrupted one is resumed (on the "
+    "cluster at --address, where given).",
 )
+@click.pass_context
 def sweep_command(
+    ctx,
     models,
     seeds,
     sets,
@@ -289,6 +313,7 @@ def sweep_command(
     address,
     cpus_per_cell,
     gpus_per_cell,
+    retries,
     out,
     tracking,
     figures,
@@ -298,23 +323,73 @@ def sweep_command(
     from ..pipeline import sweep
     from ..pipeline.stages import sweep_cell
     from ..store import tracking as tracking_module
+
+    if not resume_id:
+        sweep.check_executor(executor, address)
+        if retries is not None and executor == "local":
+            raise CctkError("--retries is for --executor ray (Ray tries a lost cell again)")
+    if address:  # a cluster's workers reach a tracking server, never this machine's files
+        sweep.check_cluster_store(tracking_module.resolve(tracking).tracking_uri)
+        if ctx.get_parameter_source("out") is not click.core.ParameterSource.DEFAULT:
+            raise CctkError(
+                "--out names a folder here; with --address each cell keeps its files in MLflow: leave it out"
+            )
+        sweep.check_cluster(address)  # something answers there, before the store is touched
+    per_cell = sweep.per_cell(cpus_per_cell, gpus_per_cell)
+    if resume_id:
+        store, plan = _reopened_sweep(resume_id, parts, address, retries, tracking)
+    else:
+        store, plan = _new_sweep(
+            models, seeds, sets, profile, parts, executor, address, retries, out, tracking, figures
+        )
+    if plan.address:
+        sweep.check_artifacts(store)
+    sweep.execute(store, plan, sweep_cell, echo=click.echo, per_cell=per_cell)
+
+
+def _new_sweep(
+    models: str | None,
+    seeds: str | None,
+    sets: tuple[str, ...],
+    profile: str,
+    parts: str | None,
+    executor: str,
+    address: str | None,
+    retries: int | None,
+    out: Path,
+    tracking: str | None,
+    figures: bool,
+) -> tuple[Store, Sweep]:
+    """A new sweep, every check before the store is touched."""
+    from ..pipeline import sweep
+    from ..store import tracking as tracking_module
     from ..store.session import check_out
 
-    if resume_id:
-        if parts is not None:
-            raise CctkError("--resume continues a sweep with the parts it was started with; leave out --parts")
-        store = tracking_module.connect(tracking)
-        plan = sweep.reopen_sweep(store, resume_id)
-        sweep.check_executor(plan.executor, plan.address)
-    else:  # every check before the store is touched
-        if not models or not seeds:
-            raise CctkError("cctk sweep needs --models and --seeds (or --resume SWEEP_ID)")
-        sweep.check_executor(executor, address)
-        grid = sweep.parse_grid(models, seeds, sets, profile, parts=parts)
+    if not models or not seeds:
+        raise CctkError("cctk sweep needs --models and --seeds (or --resume SWEEP_ID)")
+    grid = sweep.parse_grid(models, seeds, sets, profile, parts=parts)
+    if not address:
         check_out(out)
-        store = tracking_module.connect(tracking)
-        plan = sweep.open_sweep(store, grid, out, executor, address, figures)
-    sweep.execute(store, plan, sweep_cell, echo=click.echo, per_cell=sweep.per_cell(cpus_per_cell, gpus_per_cell))
+    store = tracking_module.connect(tracking)
+    retries = sweep.RETRIES if retries is None else retries
+    return store, sweep.open_sweep(store, grid, out, executor, address, figures, retries)
+
+
+def _reopened_sweep(
+    resume_id: str, parts: str | None, address: str | None, retries: int | None, tracking: str | None
+) -> tuple[Store, Sweep]:
+    """An interrupted sweep, read back; ``address``: the cluster it goes on with (default: its own)."""
+    from ..pipeline import sweep
+    from ..store import tracking as tracking_module
+
+    if parts is not None:
+        raise CctkError("--resume continues a sweep with the parts it was started with; leave out --parts")
+    store = tracking_module.connect(tracking)
+    plan = sweep.reopen_sweep(store, resume_id, address, retries)
+    sweep.check_executor(plan.executor, plan.address)
+    if plan.address:
+        sweep.check_cluster_store(plan.tracking_uri)
+    return store, plan
 
 
 @cli.command("compare")

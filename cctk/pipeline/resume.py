@@ -1,7 +1,10 @@
 """What an interrupted pipeline already finished, read back from its MLflow runs and session folder.
 
-A model counts as finished when its nested run is FINISHED and its files are on disk: its
-measurement, its training record and, when other arms start from it, its checkpointed weights.
+A model counts as finished when its nested run is FINISHED and its files are there: its measurement
+and its training record, on disk or, where the session folder is not (a sweep's cell resumed on another
+machine than the one that was lost), from its MLflow run. The weights of a finished parent of unfinished
+arms are checkpointed to disk; where the checkpoint is gone with its machine, the parent is trained
+again (``cctk.pipeline.stages``).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ def finished(store: Store, parent: TrackedRun, layout: Layout) -> Done:
     """Read back every finished model of a pipeline; stale RUNNING children are marked KILLED."""
     done = Done()
     for key, run_id in store.finished_children(parent).items():
+        _fetch(store, run_id, layout, key)
         measurement, record = layout.measurement(key), session.read_training(layout, key)
         if not measurement.is_file() or (key != "base" and record is None):
             continue  # finished in MLflow but its files are gone: measure it again
@@ -43,6 +47,15 @@ def finished(store: Store, parent: TrackedRun, layout: Layout) -> Done:
         if record is not None:
             done.training[key] = record
     return done
+
+
+def _fetch(store: Store, run_id: str, layout: Layout, key: str) -> None:
+    """A finished model's measurement and training record, from its MLflow run where the session folder
+    lacks them (they were written on a machine that was lost): the run logged both as it finished."""
+    wanted = {"measurement": layout.measurement(key), "training": layout.training(key)}
+    for folder, path in wanted.items():
+        if not path.is_file() and not (folder == "training" and key == "base"):
+            store.fetch(run_id, f"{folder}/{path.name}", path)
 
 
 def save_checkpoint(model, layout: Layout, key: str) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -39,6 +40,9 @@ from ..store import tracking
 from ..store.session import Layout
 from . import resume as resume_state
 from .resume import Done
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,9 @@ class Outcome:
 
 
 AUTO_PROFILE = "cctk.auto_profile"  # tag: why the auto profile took the CPU's recipe (absent where it did not)
+# What a resume hands ``_finished_weights``: the run's draws, tokenizer, finished models and console.
+Resumed = tuple[Any, "PreTrainedTokenizerBase", Done, Callable[[str], None]]
+
 LONGEST_ROW = 16  # tokens of the longest arithmetic training row, an upper bound for any tokenizer
 
 
@@ -212,6 +219,8 @@ def resume(run_id: str, where: Where = Where(), options: Options = Options()) ->
         raise CctkError(f"run {run_id} is FINISHED: there is nothing to resume (start a new run to repeat it)")
     config = config_from_params(parent.params)
     layout = Layout(Path(where.out) / parent.tags.get(tracking.SESSION, ""), protocol)
+    if options.sweep and parent.tags.get(tracking.SESSION):  # a cell on another machine than its lost one's:
+        layout.folder.mkdir(parents=True, exist_ok=True)  # what it finished comes back from MLflow
     if not parent.tags.get(tracking.SESSION) or not layout.folder.is_dir():
         raise CctkError(
             f"the session folder {layout.folder} of run {run_id} is not here; "
@@ -366,9 +375,9 @@ def _train_and_measure(context: RunContext, draws, done: Done, echo):
                 _measure_and_log(context, results, arm.key, base.to(context.device), tokenizer, nested)
             base.cpu()
             continue
-        if arm.parent not in weights:  # finished before an interruption: its weights were checkpointed
-            skeleton = _skeleton(weights, last_child, lambda: models.load_model(context.source, keep=False)[0])
-            weights[arm.parent] = resume_state.load_checkpoint(skeleton, context.layout, arm.parent)
+        if arm.parent not in weights:  # finished before an interruption: checkpointed, or trained again
+            resumed = (draws, tokenizer, done, echo)
+            weights[arm.parent] = _finished_weights(context, arm.parent, weights, last_child, resumed)
         child = _child(weights, arm, last_child)
         rows = context.protocol.rows(draws, arm.key, context.config.recipe, tokenizer)
         with _nested_run(context, arm, draws) as nested:  # the move is the arm's: an OOM there ends it FAILED
@@ -379,6 +388,31 @@ def _train_and_measure(context: RunContext, draws, done: Done, echo):
             weights[arm.key] = child.cpu()
         del child
     return results, context
+
+
+def _finished_weights(
+    context: RunContext, key: str, weights: dict[str, torch.nn.Module], last_child: dict[str, str], resumed: Resumed
+) -> torch.nn.Module:
+    """A finished model's weights, for arms that start from it: in memory, its checkpoint, or, where the
+    checkpoint is gone (written on a machine that was lost), trained again from its parent as the first time
+    (seeded by its name: the same weights), its run saying so (tag ``cctk.trained_again``)."""
+    draws, tokenizer, done, echo = resumed
+    arm = next(m for m in context.protocol.models(context.config.parts) if m.key == key)
+    if key in weights:
+        return copy.deepcopy(weights[key])
+    if arm.parent is None:
+        return models.load_model(context.source, keep=False)[0]
+    if context.layout.checkpoint(key).is_file():
+        skeleton = _skeleton(weights, last_child, lambda: models.load_model(context.source, keep=False)[0])
+        return resume_state.load_checkpoint(skeleton, context.layout, key)
+    model = _finished_weights(context, arm.parent, weights, last_child, resumed).to(context.device)
+    rows = context.protocol.rows(draws, key, context.config.recipe, tokenizer)
+    fine_tune(model, rows, context.config.recipe, context.config.seed, tokenizer.pad_token_id, arm.stream or key)
+    resume_state.save_checkpoint(model, context.layout, key)
+    why = "its checkpoint was not where the pipeline resumed (written on a machine that was lost): trained again"
+    tracking.LiveRun(done.run_ids[key], context.store.client).tags({tracking.TRAINED_AGAIN: why})
+    echo(f"{context.protocol.model_name(key)}: {why}, seeded as before")
+    return model.cpu()
 
 
 def training_order(measured: tuple[Measured, ...]) -> tuple[Measured, ...]:

@@ -3,23 +3,39 @@
 The sweep is a run tagged ``cctk.kind=sweep`` with the grid as parameters; every cell is an ordinary
 pipeline run nested under it and tagged ``cctk.sweep`` (the sweep's id) and ``cctk.cell`` (the cell's
 key), so the UI shows sweep > pipeline > arm. Cells run one after another in this process
-(``local``) or as Ray tasks (``ray``). A cell is run by a function the CLI hands in (``run_cell``),
-so this module never imports the pipeline.
+(``local``) or as Ray tasks (``ray``), on a local instance or a cluster (``--address``). A cell has one
+pipeline run, whatever happens to the processes that run it: an attempt that Ray makes again (its worker
+or node was lost) or a resumed sweep continues the cell's own run (``run_attempt``), and a run that no
+process runs any more when the sweep ends is ended (``settle``). A cell is run by a function the CLI hands
+in (``run_cell``), so this module never imports the pipeline.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
-from ..core.config import PARTS, make_config, parse_parts, parse_set, seeds_or_count
+from ..core.config import PARTS, config_from_params, make_config, parse_parts, parse_set, seeds_or_count
 from ..core.errors import CctkError
-from ..core.lm.device import unusable_gpu
+from ..core.lm.device import GPU_SHARE, unusable_gpu
 from ..core.lm.models import check_available, model_config
 from ..store import tracking
+
+if TYPE_CHECKING:
+    from ray import ObjectRef
 
 EXECUTORS = ("local", "ray")
 
@@ -120,24 +136,43 @@ def absolute_store(store: tracking.Store) -> str:
     return uri
 
 
+RETRIES = 3  # Ray's own default for a task whose worker or node was lost: tried again up to 3 times
+CONNECT_TIMEOUT = 20.0  # seconds a Ray cluster at --address has to answer before the sweep gives up
+SCRATCH = "cctk-sweeps"  # a cluster cell's session folder: <the worker's temporary folder>/cctk-sweeps/<sweep>/
+
+
 @dataclass(frozen=True)
 class Sweep:
     run_id: str | None  # None until ``execute`` opens a new sweep's run
     grid: Grid
-    out: Path
+    out: Path | None  # None on a cluster: each cell writes in its worker's temporary folder, and logs it all
     executor: str
     address: str | None
     tracking_uri: str
     figures: bool = True
+    retries: int = RETRIES  # Ray: attempts after the first, for a cell whose worker or node was lost
 
 
 def open_sweep(
-    store: tracking.Store, grid: Grid, out: Path, executor: str, address: str | None, figures: bool = True
+    store: tracking.Store,
+    grid: Grid,
+    out: Path,
+    executor: str,
+    address: str | None,
+    figures: bool = True,
+    retries: int = RETRIES,
 ) -> Sweep:
     """A new sweep (its MLflow run is opened by ``execute``, which ends it)."""
     if executor not in EXECUTORS:
         raise CctkError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
-    return Sweep(None, grid, Path(out).resolve(), executor, address, absolute_store(store), figures)
+    where = None if address else Path(out).resolve()
+    return Sweep(None, grid, where, executor, address, absolute_store(store), figures, check_retries(retries))
+
+
+def check_retries(retries: int) -> int:
+    if retries < 0:
+        raise CctkError(f"--retries takes 0 or more attempts after a cell's first, got {retries}")
+    return retries
 
 
 def _describe(run: tracking.LiveRun, sweep: Sweep) -> None:
@@ -146,10 +181,11 @@ def _describe(run: tracking.LiveRun, sweep: Sweep) -> None:
     run.params(
         {
             **grid.as_params(),
-            "out": str(sweep.out),
+            "out": str(sweep.out or ""),  # "": a cluster's cells keep their files in MLflow only
             "executor": sweep.executor,
             "address": sweep.address or "",
             "figures": sweep.figures,
+            "retries": sweep.retries,
         }
     )
     run.note(
@@ -160,143 +196,409 @@ def _describe(run: tracking.LiveRun, sweep: Sweep) -> None:
     )
 
 
-def reopen_sweep(store: tracking.Store, sweep_id: str) -> Sweep:
-    """An interrupted sweep, read back (``execute`` sets its run RUNNING again and ends it)."""
+def reopen_sweep(store: tracking.Store, sweep_id: str, address: str | None = None, retries: int | None = None) -> Sweep:
+    """An interrupted sweep, read back (``execute`` sets its run RUNNING again and ends it). ``address``:
+    the cluster it goes on with, where that differs from the one it started on (a head started again)."""
     run = store.get(sweep_id)
     if run.tags.get(tracking.KIND) != "sweep":
         raise CctkError(
             f"MLflow run {sweep_id} is not a cctk sweep (tag {tracking.KIND} is {run.tags.get(tracking.KIND)!r})"
         )
     p = run.params
+    address = address or p.get("address") or None
     return Sweep(
         sweep_id,
         Grid.from_params(p),
-        Path(p["out"]),
+        None if address or not p.get("out") else Path(p["out"]),
         p["executor"],
-        p.get("address") or None,
+        address,
         absolute_store(store),
         p.get("figures", "True") == "True",
+        check_retries(retries if retries is not None else int(p.get("retries", RETRIES))),
     )
 
 
 def cell_runs(store: tracking.Store, sweep_id: str) -> dict[str, tracking.TrackedRun]:
-    """The pipeline run of every cell started so far, by cell key (the latest, if a cell ran twice)."""
+    """The pipeline run of every cell started so far, by cell key: its FINISHED one, else its latest (a
+    cell has one run; an attempt that could not be resumed leaves a KILLED one beside it)."""
     runs = store.search([store.get(sweep_id).experiment_id], f"tags.`{tracking.SWEEP}` = '{sweep_id}'")
-    return {r.tags[tracking.CELL]: r for r in runs if tracking.CELL in r.tags}
+    found: dict[str, tracking.TrackedRun] = {}
+    for run in runs:  # the latest first (MLflow orders a search by start time, newest first)
+        key = run.tags.get(tracking.CELL)
+        if key is None or run.tags.get(tracking.KIND) != "pipeline":
+            continue
+        if key not in found or (run.status == "FINISHED" and found[key].status != "FINISHED"):
+            found[key] = run
+    return found
 
 
 # run_cell(cell, profile, out, tracking_uri, sweep_id, resume_id, figures, parts) -> the cell's run id
 RunCell = Callable[..., str]
+Echo = Callable[[str], None]  # the console's lines
+
+
+@dataclass(frozen=True)
+class CellJob:
+    """What one attempt at a cell is handed (plain values: a Ray task pickles them)."""
+
+    cell: Cell
+    profile: str
+    out: str | None  # None: the worker's temporary folder (a cluster)
+    tracking_uri: str
+    sweep_id: str
+    figures: bool
+    parts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CellEnd:
+    """How a cell ended: its run id, or the one line it failed with."""
+
+    key: str
+    run_id: str | None = None
+    error: str | None = None
+
+
+def run_attempt(run_cell: RunCell, job: CellJob) -> str:
+    """One attempt at a cell, wherever it runs (this process, a Ray worker, a retry on another node): the
+    cell's earlier run, if any, is continued as ``cctk run --resume`` continues one (every finished arm
+    kept), never a second one opened; returns the cell's run id."""
+    store = tracking.connect(job.tracking_uri)
+    earlier = cell_runs(store, job.sweep_id).get(job.cell.key)
+    if earlier is not None and earlier.status == "FINISHED":
+        return earlier.run_id  # finished, but the word never reached the driver (its node was lost after)
+    resume_id = _resumable(store, earlier)
+    out = job.out or str(Path(tempfile.gettempdir()) / SCRATCH / job.sweep_id)
+    with gpu_share():
+        run_id = run_cell(job.cell, job.profile, out, job.tracking_uri, job.sweep_id, resume_id, job.figures, job.parts)
+    if job.out is None:  # everything is in MLflow: the worker's disk keeps nothing of it
+        shutil.rmtree(Path(out) / store.get(run_id).tags.get(tracking.SESSION, "-"), ignore_errors=True)
+    return run_id
+
+
+def _resumable(store: tracking.Store, earlier: tracking.TrackedRun | None) -> str | None:
+    """The id of the cell's earlier run when it can be resumed; one that cannot (its attempt was lost before
+    it logged its configuration) is ended KILLED, a tag saying why, and the cell starts a run of its own."""
+    if earlier is None:
+        return None
+    try:
+        config_from_params(earlier.params)
+    except (KeyError, ValueError, CctkError) as error:
+        why = f"not resumable: its attempt was lost before it logged its configuration ({type(error).__name__})"
+        end_run(store, earlier, "KILLED", why)
+        return None
+    attempt = int(earlier.tags.get(tracking.ATTEMPT, "1")) + 1
+    tracking.LiveRun(earlier.run_id, store.client).tags({tracking.ATTEMPT: attempt})
+    return earlier.run_id
+
+
+def end_run(store: tracking.Store, run: tracking.TrackedRun, status: str, why: str) -> None:
+    """End a run no process runs any more, and its RUNNING children: ``status`` (FAILED or KILLED), ``why``
+    as tag ``cctk.error`` (FAILED) or ``cctk.ended`` (KILLED)."""
+    tag = tracking.ERROR if status == "FAILED" else tracking.ENDED
+    for stale in [*(c for c in store.children(run) if c.status == "RUNNING"), run]:
+        live = tracking.LiveRun(stale.run_id, store.client)
+        live.tags({tag: why})
+        live.end(status)
+
+
+@contextmanager
+def gpu_share() -> Iterator[None]:
+    """Inside a Ray task given part of a GPU (``--gpus-per-cell 0.5``), that share, for the memory plan to
+    count only it; Ray itself shows the task only the GPUs it was given (``CUDA_VISIBLE_DEVICES``)."""
+    ray = sys.modules.get("ray")
+    share = None
+    if ray is not None and ray.is_initialized():
+        share = ray.get_runtime_context().get_assigned_resources().get("GPU")
+    if not share or share >= 1:
+        yield
+        return
+    os.environ[GPU_SHARE] = repr(float(share))
+    try:
+        yield
+    finally:
+        del os.environ[GPU_SHARE]  # the worker process may run another cell next
 
 
 @dataclass(frozen=True)
 class PerCell:
     """What one Ray task asks of the cluster: CPUs, and GPUs (Ray hides every GPU from a task that asks for
-    none, so a cell on a GPU machine would run the CPU recipe)."""
+    none, so a cell on a GPU machine would run the CPU recipe). ``gpus`` None: one where the cluster has a
+    GPU, none elsewhere."""
 
     cpus: float = 1.0
-    gpus: float = 0.0
+    gpus: float | None = None
 
 
 def per_cell(cpus: float = 1.0, gpus: float | None = None) -> PerCell:
-    """``gpus`` None: one GPU a cell where this machine has a CUDA device, none elsewhere."""
-    if gpus is None:
-        import torch
-
-        gpus = 1.0 if torch.cuda.is_available() else 0.0
-    if cpus <= 0 or gpus < 0:
-        raise CctkError(f"--cpus-per-cell must be > 0 and --gpus-per-cell >= 0, got {cpus} and {gpus}")
+    """A cell trains on one device: up to one GPU, a fraction sharing one between cells."""
+    if cpus <= 0 or (gpus is not None and not 0 <= gpus <= 1):
+        raise CctkError(
+            f"--cpus-per-cell must be > 0 and --gpus-per-cell between 0 and 1 (a cell trains on one GPU; "
+            f"a fraction shares one), got {cpus} and {gpus}"
+        )
     return PerCell(cpus, gpus)
 
 
-def execute(store: tracking.Store, sweep: Sweep, run_cell: RunCell, echo=print, per_cell: PerCell = PerCell()) -> dict:
-    """Open the sweep's run (a new one, or the interrupted one again), run every cell not yet finished
-    (interrupted ones are resumed) and end the run here: FINISHED, FAILED or KILLED (Ctrl-C, SIGTERM).
-    Returns cell key -> run id."""
+def execute(
+    store: tracking.Store, sweep: Sweep, run_cell: RunCell, echo: Echo = print, per_cell: PerCell = PerCell()
+) -> dict[str, str]:
+    """Connect to the cluster (Ray), open the sweep's run (a new one, or the interrupted one again), run every
+    cell not yet finished (interrupted ones are resumed), one cell's failure stopping no other, and end the
+    run here: FINISHED, FAILED when a cell failed, or KILLED (Ctrl-C, SIGTERM). No cell's run is left
+    RUNNING. Returns cell key -> run id of the finished cells."""
     tags = {"mlflow.source.name": "cctk sweep"}
-    with store.run("sweep", f"sweep {len(sweep.grid.cells())} cells", tags, reopen=sweep.run_id) as run:
-        if sweep.run_id is None:
-            _describe(run, sweep)
-        sweep = replace(sweep, run_id=run.run_id)
-        _say_plan(sweep, echo)
-        started = cell_runs(store, sweep.run_id)
-        jobs = []
-        for cell in sweep.grid.cells():
-            previous = started.get(cell.key)
-            if previous is not None and previous.status == "FINISHED":
-                echo(f"cell {cell.key}: finished before, run {previous.run_id}")
-                continue
-            jobs.append((cell, previous.run_id if previous is not None else None))
-        finished = (_ray if sweep.executor == "ray" else _local)(sweep, jobs, run_cell, echo, per_cell)
-    echo(f"sweep {sweep.run_id} finished; compare it with: cctk compare --sweep {sweep.run_id} --out DIR")
-    return {**{k: r.run_id for k, r in started.items() if r.status == "FINISHED"}, **finished}
+    ends: dict[str, CellEnd] = {}
+    opened = None
+    try:
+        with (
+            _connected(sweep) as ray,
+            store.run("sweep", f"sweep {len(sweep.grid.cells())} cells", tags, reopen=sweep.run_id) as run,
+        ):
+            if sweep.run_id is None:
+                _describe(run, sweep)
+            sweep = replace(sweep, run_id=run.run_id)
+            opened = run.run_id
+            _say_plan(sweep, store, echo)
+            started = cell_runs(store, opened)
+            jobs = [_job(sweep, cell) for cell in sweep.grid.cells() if not _finished_before(cell, started, echo)]
+            if ray is None:
+                _local(jobs, run_cell, echo, ends)
+            else:
+                _ray(ray, sweep, jobs, run_cell, echo, per_cell, ends)
+            _raise_failed(ends, len(jobs))
+    finally:
+        if opened is not None:  # the cells' processes are gone now: what they left RUNNING is ended
+            settle(store, opened, ends)
+    where = f" --tracking {sweep.tracking_uri}" if sweep.out is None else ""  # a cluster's: the server
+    echo(f"sweep {sweep.run_id} finished; compare it with: cctk compare --sweep {sweep.run_id}{where} --out DIR")
+    return {**{k: r.run_id for k, r in started.items() if r.status == "FINISHED"}, **finished_ids(ends)}
 
 
-def _say_plan(sweep: Sweep, echo) -> None:
+def _finished_before(cell: Cell, started: dict[str, tracking.TrackedRun], echo: Echo) -> bool:
+    previous = started.get(cell.key)
+    if previous is not None and previous.status == "FINISHED":
+        echo(f"cell {cell.key}: finished before, run {previous.run_id}")
+        return True
+    return False
+
+
+def _job(sweep: Sweep, cell: Cell) -> CellJob:
+    assert sweep.run_id is not None
+    out = None if sweep.out is None else str(sweep.out)
+    return CellJob(cell, sweep.grid.profile, out, sweep.tracking_uri, sweep.run_id, sweep.figures, sweep.grid.parts)
+
+
+def finished_ids(ends: dict[str, CellEnd]) -> dict[str, str]:
+    return {key: end.run_id for key, end in ends.items() if end.run_id is not None}
+
+
+def _raise_failed(ends: dict[str, CellEnd], cells: int) -> None:
+    """The sweep fails (after every cell has ended) when a cell failed, naming each one and why."""
+    failed = [end for end in ends.values() if end.error is not None]
+    if failed:
+        raise CctkError(
+            f"{len(failed)} of {cells} cells failed: " + "; ".join(f"cell {end.key}: {end.error}" for end in failed)
+        )
+
+
+def _say_plan(sweep: Sweep, store: tracking.Store, echo: Echo) -> None:
+    """The sweep's first lines: its id, and where its results are (a folder here, or MLflow alone: the
+    experiment and the server, for a cluster's cells), then its seeds, profile and parts."""
     cells = sweep.grid.cells()
-    echo(f"sweep {sweep.run_id}: {len(cells)} cells ({sweep.executor}), outputs in {sweep.out}")
+    if sweep.out is None:
+        experiment = store.get(sweep.run_id).experiment_id if sweep.run_id else "?"
+        where = (
+            f"(ray cluster at {sweep.address}), results in MLflow experiment {tracking.EXPERIMENT} "
+            f"(id {experiment}) at {sweep.tracking_uri}"
+        )
+    else:
+        where = f"({sweep.executor}), outputs in {sweep.out}"
+    echo(f"sweep {sweep.run_id}: {len(cells)} cells {where}")
     echo(
         f"seeds {', '.join(map(str, sweep.grid.seeds))}; profile {sweep.grid.profile}"
         + (f"; parts {','.join(sweep.grid.parts)}" if sweep.grid.parts != PARTS else "")
     )
 
 
-def _local(sweep: Sweep, jobs, run_cell: RunCell, echo, per_cell: PerCell) -> dict:
-    finished = {}
-    for cell, resume_id in jobs:
-        run_id = run_cell(
-            cell,
-            sweep.grid.profile,
-            str(sweep.out),
-            sweep.tracking_uri,
-            sweep.run_id,
-            resume_id,
-            sweep.figures,
-            sweep.grid.parts,
-        )
-        finished[cell.key] = run_id
-        echo(f"cell {cell.key}: finished, run {run_id}")
-    return finished
+def _local(jobs: list[CellJob], run_cell: RunCell, echo: Echo, ends: dict[str, CellEnd]) -> None:
+    """The cells one after another in this process; a cell that fails (its run ended FAILED by the
+    pipeline itself) stops no other."""
+    for job in jobs:
+        try:
+            end = CellEnd(job.cell.key, run_id=run_attempt(run_cell, job))
+        except Exception as error:  # any failure of one cell is that cell's, said in one line
+            end = CellEnd(job.cell.key, error=one_line(error))
+        ends[end.key] = end
+        _say_end(end, echo)
 
 
-def _ray(sweep: Sweep, jobs, run_cell: RunCell, echo, per_cell: PerCell) -> dict:
-    ray = ray_module()
-    started_here = not ray.is_initialized()
-    if started_here:
-        ray.init(
-            address=sweep.address or None,
-            include_dashboard=False,
-            log_to_driver=False,
-            runtime_env={"env_vars": {"MLFLOW_TRACKING_URI": sweep.tracking_uri}},
-        )
-    task = ray.remote(num_cpus=per_cell.cpus, num_gpus=per_cell.gpus)(run_cell)
-    pending = {
-        task.remote(
-            cell,
-            sweep.grid.profile,
-            str(sweep.out),
-            sweep.tracking_uri,
-            sweep.run_id,
-            resume_id,
-            sweep.figures,
-            sweep.grid.parts,
-        ): cell
-        for cell, resume_id in jobs
-    }
-    finished = {}
+def _say_end(end: CellEnd, echo: Echo) -> None:
+    echo(f"cell {end.key}: " + (f"finished, run {end.run_id}" if end.error is None else f"FAILED: {end.error}"))
+
+
+def one_line(error: BaseException) -> str:
+    """A cell's failure as the line users read: a ``CctkError``'s own words, else the exception's type and
+    words (whitespace folded)."""
+    text = str(error) if isinstance(error, CctkError) else f"{type(error).__name__}: {error}"
+    return " ".join(text.split())[:1000]
+
+
+def _ray(
+    ray: ModuleType,
+    sweep: Sweep,
+    jobs: list[CellJob],
+    run_cell: RunCell,
+    echo: Echo,
+    per_cell: PerCell,
+    ends: dict[str, CellEnd],
+) -> None:
+    """The cells as Ray tasks, each tried again up to ``sweep.retries`` times where its worker or node is
+    lost (the attempt resumes the cell's own run); waits for every cell. Ctrl-C or SIGTERM cancels the
+    cells still running (their runs end KILLED)."""
+    gpus = per_cell.gpus if per_cell.gpus is not None else float(ray.cluster_resources().get("GPU", 0) >= 1)
+    task = ray.remote(num_cpus=per_cell.cpus, num_gpus=gpus, max_retries=sweep.retries)(run_attempt)
+    pending = {task.remote(run_cell, job): job.cell for job in jobs}
     try:
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             cell = pending.pop(ready[0])
-            finished[cell.key] = ray.get(ready[0])
-            echo(f"cell {cell.key}: finished, run {finished[cell.key]}")
+            ends[cell.key] = _ended(ray, ready[0], cell, sweep.retries)
+            _say_end(ends[cell.key], echo)
+    except KeyboardInterrupt:
+        for ref in pending:
+            ray.cancel(ref, force=True)  # the sweep ends KILLED; ``settle`` ends their runs KILLED
+        raise
+
+
+def _ended(ray: ModuleType, ref: ObjectRef, cell: Cell, retries: int) -> CellEnd:
+    """A Ray task's outcome: the cell's run id; the cell's own error (``RayTaskError`` carries it as
+    ``cause``); or, where Ray lost the task on every attempt (its worker or node died each time), that."""
+    try:
+        return CellEnd(cell.key, run_id=ray.get(ref))
+    except ray.exceptions.RayTaskError as error:
+        return CellEnd(cell.key, error=one_line(error.cause if error.cause is not None else error))
+    except ray.exceptions.RayError as error:
+        lost = one_line(error).split(". ")[0]
+        return CellEnd(cell.key, error=f"its Ray task was lost on all {retries + 1} attempts (last: {lost})")
+
+
+def settle(store: tracking.Store, sweep_id: str, ends: dict[str, CellEnd]) -> None:
+    """Once no cell of the sweep runs any more: a cell run still RUNNING (its process was lost and no attempt
+    continued it, or the sweep was stopped) is ended FAILED with its cell's error, else KILLED; so are its
+    RUNNING arms."""
+    for key, run in cell_runs(store, sweep_id).items():
+        if run.status != "RUNNING":
+            continue
+        end = ends.get(key)
+        if end is not None and end.error is not None:
+            end_run(store, run, "FAILED", end.error)
+        else:
+            end_run(store, run, "KILLED", "the sweep stopped while this cell ran, and nothing continued it")
+
+
+@contextmanager
+def _connected(sweep: Sweep) -> Iterator[ModuleType | None]:
+    """Ray for the sweep (None for ``local``), connected before the sweep's run exists: to the cluster at
+    ``--address`` (no cluster answering fails in one line within ``CONNECT_TIMEOUT``), or a local instance
+    started here. The workers get the tracking URI, and nothing else of this process's environment
+    (credentials come from each machine's own)."""
+    if sweep.executor != "ray":
+        yield None
+        return
+    ray = ray_module()
+    if ray.is_initialized():  # a caller's own session (the tests', a notebook's): theirs to end
+        yield ray
+        return
+    environment = {"env_vars": {"MLFLOW_TRACKING_URI": sweep.tracking_uri}}
+    if sweep.address:
+        check_cluster(sweep.address)
+    _init(ray, sweep.address, environment)
+    try:
+        yield ray
     finally:
-        if started_here:
-            ray.shutdown()
-    return finished
+        ray.shutdown()
 
 
-def ray_module():
+def check_cluster(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """Something answers at ``address`` (HOST:PORT, the head's address as ``ray start --head`` prints it),
+    or one line within ``timeout`` seconds, before any run exists (Ray itself would retry for minutes)."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise CctkError(
+            f"--address takes HOST:PORT of a Ray cluster's head (as `ray start --head` prints it), got {address!r}"
+        )
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as error:
+        raise CctkError(_no_cluster(address, timeout, error.strerror or type(error).__name__)) from None
+
+
+def _no_cluster(address: str, timeout: float, why: str) -> str:
+    return (
+        f"no Ray cluster answers at {address} ({why}; connection timeout {timeout:g} s): start one with "
+        "`ray start --head`, or give the address its head printed"
+    )
+
+
+def _init(ray: ModuleType, address: str | None, environment: dict, timeout: float = CONNECT_TIMEOUT) -> None:
+    """``ray.init``: a local instance, or the cluster at ``address`` given ``timeout`` seconds to connect (a
+    port that answers but is no Ray head would hold it for many minutes), waiting in a thread of its own
+    that is left behind when the time is up."""
+    if not address:
+        ray.init(include_dashboard=False, log_to_driver=False, runtime_env=environment)
+        return
+    failed: list[BaseException] = []
+
+    def connect() -> None:
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, runtime_env=environment)
+        except BaseException as error:  # said in one line below
+            failed.append(error)
+
+    waiting = threading.Thread(target=connect, daemon=True)
+    waiting.start()
+    waiting.join(timeout)
+    if waiting.is_alive():
+        raise CctkError(
+            _no_cluster(address, timeout, "something answers there, but no Ray head let this process in")
+            + "; a cluster with token authentication needs RAY_AUTH_MODE=token and its token (RAY_AUTH_TOKEN) "
+            "in this machine's environment"
+        )
+    if failed:
+        raise CctkError(_no_cluster(address, timeout, one_line(failed[0])))
+
+
+def check_cluster_store(uri: str) -> None:
+    """A cluster's cells run on other machines: the store must be a tracking server they all reach, never
+    a local file (each machine would write its own), and its URI carries no password (each machine takes
+    its credentials from its own environment: MLFLOW_TRACKING_USERNAME, MLFLOW_TRACKING_PASSWORD)."""
+    if not uri.startswith(("http://", "https://")):
+        raise CctkError(
+            f"--address runs the cells on other machines, which cannot reach the local store {uri}: use a "
+            "tracking server (start one with `cctk server`, then --tracking server, or a configuration with a "
+            "[server] table)"
+        )
+    if urlsplit(uri).password is not None:
+        raise CctkError(
+            "the tracking URI carries a password: give it to every machine in MLFLOW_TRACKING_USERNAME and "
+            "MLFLOW_TRACKING_PASSWORD instead (the URI is handed to the cells and recorded)"
+        )
+
+
+def check_artifacts(store: tracking.Store) -> None:
+    """The experiment keeps its artifacts where every machine reaches them: through the server (proxied,
+    ``mlflow-artifacts:``) or in an object store, never on a local disk."""
+    location = store.artifact_location(store.experiment())
+    if urlsplit(location).scheme in ("", "file"):
+        raise CctkError(
+            f"experiment {tracking.EXPERIMENT} on {store.uri} keeps its artifacts at {location}, a local folder "
+            "that other machines cannot reach: serve them through the server (`cctk server` does: "
+            "mlflow server --serve-artifacts), in a new experiment"
+        )
+
+
+def ray_module() -> ModuleType:
     """Ray, or a one-line error saying how to install it (it is an optional extra)."""
     try:
         import ray

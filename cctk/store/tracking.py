@@ -55,6 +55,9 @@ GIT_DIRTY = "cctk.git.dirty"  # "true" when the clone had uncommitted changes to
 GIT_STATE = "cctk.git.state"  # clean, dirty, or none (no git repository holds the code: a wheel)
 PARENT_RUN = "cctk.parent_run_id"  # an arm's pipeline run (also a param, parent_run_id)
 ERROR = "cctk.error"  # why a run FAILED: the exception, one line
+ENDED = "cctk.ended"  # why cctk ended KILLED a run that no process ran any more (a lost node, a stopped sweep)
+TRAINED_AGAIN = "cctk.trained_again"  # a finished arm whose weights a resume trained again, and why
+ATTEMPT = "cctk.attempt"  # a sweep cell's run: the attempt running it (2 and up: resumed after one was lost)
 PACKAGE = "cctk.package."  # + a distribution's name: its version (a pipeline's parent run)
 TRACKING_URI = "cctk.tracking_uri"  # the store's absolute URI, as the run recorded it
 ARTIFACT_URI = "cctk.artifact_uri"  # the run's artifact location
@@ -739,10 +742,31 @@ class Store:
         finished = {}
         for child in self.children(parent):
             if child.status == "RUNNING":
+                self.client.set_tag(child.run_id, ENDED, "its process was gone when the pipeline was resumed")
                 self.client.set_terminated(child.run_id, "KILLED")
             elif child.status == "FINISHED" and KEY in child.tags:
                 finished[child.tags[KEY]] = child.run_id
         return finished
+
+    def artifact_location(self, experiment_id: str) -> str:
+        """Where an experiment's runs keep their artifacts (``mlflow-artifacts:/...`` when the server proxies
+        them)."""
+        return self.client.get_experiment(experiment_id).artifact_location
+
+    def fetch(self, run_id: str, artifact: str, path: Path) -> bool:
+        """One artifact file of a run, to ``path``; False where the run has no such file."""
+        import tempfile
+
+        from mlflow.exceptions import MlflowException
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=path.parent) as scratch:
+            try:
+                got = Path(self.client.download_artifacts(run_id, artifact, scratch))
+            except (MlflowException, OSError):
+                return False
+            got.replace(path)  # whole or not at all
+        return True
 
     def download(self, run_id: str, folder: Path, skip_suffix: str = ".zip") -> None:
         """Every top-level artifact of ``run_id`` (but those ending in ``skip_suffix``) into ``folder``."""

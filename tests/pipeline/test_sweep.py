@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
@@ -84,57 +85,313 @@ def test_ray_missing_fails_in_one_line(monkeypatch):
         sweep.check_executor("ray", None)
 
 
-@pytest.mark.parametrize(
-    ("raised", "status"),
-    [(None, "FINISHED"), (RuntimeError("cell broke"), "FAILED"), (Terminated("stopped by signal 15"), "KILLED")],
-)
-def test_a_sweep_run_ends_as_its_cells_end(tracking_uri, tmp_path, raised, status):
-    """The sweep run goes through the run lifecycle: FINISHED, FAILED with the error as a tag, or KILLED
-    when a cell is stopped by SIGTERM (which cctk's CLI raises as ``Terminated``)."""
+def new_sweep(tmp_path, seeds: str = "3,5") -> tuple[tracking.Store, sweep.Sweep]:
     store = tracking.connect()
-    plan = sweep.open_sweep(
-        store, sweep.parse_grid("smollm2-135m-bundled", "3,5", (), "smoke"), tmp_path, "local", None
-    )
+    grid = sweep.parse_grid("smollm2-135m-bundled", seeds, (), "smoke")
+    return store, sweep.open_sweep(store, grid, tmp_path, "local", None)
 
-    def run_cell(cell, *args):
-        if raised is not None:
-            raise raised
+
+def pipelines(store: tracking.Store) -> list[tracking.TrackedRun]:
+    return store.search([store.experiment()], f"tags.`{tracking.KIND}` = 'pipeline'")
+
+
+def test_a_sweep_ends_finished_or_killed_as_its_cells_end(tracking_uri, tmp_path):
+    """FINISHED when every cell finished; KILLED when a cell is stopped by SIGTERM (which cctk's CLI raises as
+    ``Terminated``): the stop goes on at once, no other cell starts."""
+    store, plan = new_sweep(tmp_path)
+    assert sweep.execute(store, plan, lambda cell, *_: f"run-{cell.seed}", echo=lambda *_: None) == {
+        "smollm2-135m-bundled|seed=3": "run-3",
+        "smollm2-135m-bundled|seed=5": "run-5",
+    }
+    called = []
+
+    def stopped(cell, *_):
+        called.append(cell.seed)
+        raise Terminated("stopped by signal 15")
+
+    with pytest.raises(Terminated):
+        sweep.execute(store, plan, stopped, echo=lambda *_: None)
+    assert called == [3]
+    runs = store.search([store.experiment()], f"tags.`{tracking.KIND}` = 'sweep'")
+    assert sorted(r.status for r in runs) == ["FINISHED", "KILLED"]
+
+
+def test_a_failed_cell_stops_no_other_and_fails_the_sweep_naming_it(tracking_uri, tmp_path):
+    store, plan = new_sweep(tmp_path)
+    said, called = [], []
+
+    def run_cell(cell, *_):
+        called.append(cell.seed)
+        if cell.seed == 3:
+            raise RuntimeError("cell\nbroke")
         return f"run-{cell.seed}"
 
-    with pytest.raises(type(raised)) if raised else contextlib.nullcontext():
-        assert sweep.execute(store, plan, run_cell, echo=lambda *_: None) == {
-            "smollm2-135m-bundled|seed=3": "run-3",
-            "smollm2-135m-bundled|seed=5": "run-5",
-        }
+    with pytest.raises(CctkError) as failed:
+        sweep.execute(store, plan, run_cell, echo=said.append)
+    line = "1 of 2 cells failed: cell smollm2-135m-bundled|seed=3: RuntimeError: cell broke"
+    assert str(failed.value) == line and called == [3, 5]
+    assert "cell smollm2-135m-bundled|seed=3: FAILED: RuntimeError: cell broke" in said
+    assert "cell smollm2-135m-bundled|seed=5: finished, run run-5" in said
     (ended,) = store.search([store.experiment()], f"tags.`{tracking.KIND}` = 'sweep'")
-    assert ended.status == status and ended.tags[tracking.KIND] == "sweep"
-    assert ended.tags.get(tracking.ERROR) == ("RuntimeError: cell broke" if status == "FAILED" else None)
+    assert ended.status == "FAILED" and ended.tags[tracking.ERROR] == f"CctkError: {line}"
 
 
-def test_ray_cells_ask_for_the_gpus_they_use(monkeypatch):
-    """Ray hides the GPUs from a task that asks for none: a cell asks for --gpus-per-cell (default: 1 where
-    CUDA is here, 0 elsewhere), and its CPUs."""
+def open_cell_run(store: tracking.Store, plan: sweep.Sweep, seed: int, params: bool = True) -> str:
+    """A cell's pipeline run as an attempt leaves it when its process is lost: RUNNING, with a RUNNING arm."""
+    from cctk.core.config import make_config
+
+    cell = sweep.Cell("smollm2-135m-bundled", seed)
+    tags = {tracking.KIND: "pipeline", tracking.SWEEP: plan.run_id, tracking.CELL: cell.key}
+    run = store.start(store.experiment(), "cell", tags, parent=plan.run_id)
+    if params:
+        run.params(make_config(cell.model, "smoke", (seed,)).as_params())
+    store.start(store.experiment(), "arm", {tracking.KIND: "model", tracking.KEY: "m_correct"}, parent=run)
+    return run.run_id
+
+
+def test_an_attempt_at_a_cell_resumes_the_run_its_lost_attempt_left(tracking_uri, tmp_path):
+    """Ray tries a cell again where its node was lost; the new attempt finds the cell's RUNNING run and
+    resumes it (the next attempt's number as tag ``cctk.attempt``); one that finished is not run again; one
+    lost before it logged its configuration is ended KILLED, saying why, and the cell starts afresh."""
+    store, plan = new_sweep(tmp_path)
+    with store.run("sweep", "sweep") as opened:
+        plan = replace(plan, run_id=opened.run_id)
+        lost, early = open_cell_run(store, plan, 3), open_cell_run(store, plan, 5, params=False)
+        asked = {}
+
+        def run_cell(cell, profile, out, uri, sweep_id, resume_id, figures, parts):
+            asked[cell.seed] = (resume_id, out)
+            return resume_id or f"new-{cell.seed}"
+
+        jobs = {seed: sweep._job(plan, sweep.Cell("smollm2-135m-bundled", seed)) for seed in (3, 5)}
+        assert sweep.run_attempt(run_cell, jobs[3]) == lost
+        assert asked[3] == (lost, str(tmp_path)) and store.get(lost).tags[tracking.ATTEMPT] == "2"
+        assert sweep.run_attempt(run_cell, jobs[5]) == "new-5" and asked[5][0] is None
+        killed = store.get(early)
+        assert killed.status == "KILLED" and killed.tags[tracking.ENDED].startswith("not resumable: its attempt")
+        assert [c.status for c in store.children(killed)] == ["KILLED"]
+        store.client.set_terminated(lost, "FINISHED")
+        asked.clear()
+        assert sweep.run_attempt(run_cell, jobs[3]) == lost and not asked
+
+
+def test_settle_ends_what_no_process_runs_failed_or_killed(tracking_uri, tmp_path):
+    """When a sweep's cells have all ended, a cell run still RUNNING is ended: FAILED with its cell's error
+    (Ray lost it on every attempt), else KILLED (the sweep was stopped); its RUNNING arms with it."""
+    store, plan = new_sweep(tmp_path)
+    with store.run("sweep", "sweep") as opened:
+        plan = replace(plan, run_id=opened.run_id)
+        failed, stopped = open_cell_run(store, plan, 3), open_cell_run(store, plan, 5)
+        key = sweep.Cell("smollm2-135m-bundled", 3).key
+        sweep.settle(store, plan.run_id, {key: sweep.CellEnd(key, error="its Ray task was lost")})
+    for run_id, status, tag, why in (
+        (failed, "FAILED", tracking.ERROR, "its Ray task was lost"),
+        (stopped, "KILLED", tracking.ENDED, "the sweep stopped while this cell ran, and nothing continued it"),
+    ):
+        run = store.get(run_id)
+        assert run.status == status and run.tags[tag] == why
+        assert [(c.status, c.tags[tag]) for c in store.children(run)] == [(status, why)]
+    assert not [r for r in pipelines(store) if r.status == "RUNNING"]
+
+
+class FakeRay:
+    """Ray as a sweep's driver sees it: tasks run here at once; ``lost`` cells' tasks open their run and are
+    lost (their worker died on every attempt), as ``ray.get`` then says."""
+
+    def __init__(self, lost: tuple[int, ...] = (), gpus: float = 0.0):
+        import ray
+
+        self.exceptions = ray.exceptions
+        self.asked: dict = {}
+        self.lost, self.gpus, self.results = lost, gpus, {}
+
+    def remote(self, **resources):
+        self.asked.update(resources)
+        return self
+
+    def __call__(self, function):
+        self.function = function
+        return self
+
+    def cluster_resources(self):
+        return {"CPU": 2.0, "GPU": self.gpus}
+
+    def wait(self, refs, num_returns):
+        return refs[:num_returns], refs[num_returns:]
+
+    def get(self, ref):
+        outcome = self.results[ref]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+
+def test_ray_cells_ask_for_their_resources_and_retries_and_a_cell_lost_every_time_fails(tracking_uri, tmp_path):
+    """Each task asks for its CPUs, GPUs (default: one where the cluster has a GPU) and Ray's retries; a cell
+    whose worker died on every attempt fails in one line and its run ends FAILED, the other cell finishes."""
+    import ray
+
+    store, plan = new_sweep(tmp_path)
+    fake = FakeRay(lost=(3,), gpus=1.0)
+
+    def submit(run_cell, job):  # what ray.remote(...)(run_attempt).remote(run_cell, job) does here
+        ref = f"ref-{job.cell.seed}"
+        if job.cell.seed in fake.lost:
+            open_cell_run(store, replace(plan, run_id=job.sweep_id), job.cell.seed)
+            fake.results[ref] = ray.exceptions.WorkerCrashedError()
+        else:
+            fake.results[ref] = sweep.run_attempt(run_cell, job)
+        return ref
+
+    fake.remote = lambda **resources: (
+        fake.asked.update(resources) or (lambda f: type("T", (), {"remote": staticmethod(submit)}))
+    )
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(pytest.MonkeyPatch.context()).setattr(
+            sweep, "_connected", lambda s: contextlib.nullcontext(fake)
+        )
+        with pytest.raises(
+            CctkError,
+            match=r"^1 of 2 cells failed: cell smollm2-135m-bundled\|seed=3: its Ray task was lost on all 4 attempts",
+        ):
+            sweep.execute(
+                store,
+                replace(plan, executor="ray"),
+                lambda cell, *_: f"run-{cell.seed}",
+                echo=lambda *_: None,
+                per_cell=sweep.per_cell(2.0),
+            )
+    assert fake.asked == {"num_cpus": 2.0, "num_gpus": 1.0, "max_retries": 3}
+    (cell_run,) = pipelines(store)
+    assert cell_run.status == "FAILED" and "lost on all 4 attempts" in cell_run.tags[tracking.ERROR]
+
+
+def test_a_cell_given_half_a_gpu_plans_with_half_of_it(monkeypatch):
+    """A Ray task given 0.5 GPU: the memory plan counts half the GPU it was given (a fake reader of it here,
+    on the CPU), and says so in the device's name."""
+    import sys
+
     import torch
 
-    from cctk.pipeline import sweep as sweep_module
+    from cctk.core.lm import compute, device
 
-    asked = {}
+    class Context:
+        def get_assigned_resources(self):
+            return {"CPU": 1.0, "GPU": 0.5}
 
-    class FakeRay:
+    fake_ray = type(
+        "Ray", (), {"is_initialized": staticmethod(lambda: True), "get_runtime_context": staticmethod(Context)}
+    )
+    monkeypatch.setitem(sys.modules, "ray", fake_ray)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda d=None: (30 * 2**30, 40 * 2**30))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "Fake GPU 40 GB")
+    monkeypatch.setattr(compute, "bf16_missing", lambda d: None)
+    with sweep.gpu_share():
+        room = device.room(torch.device("cuda"))
+    assert room.device == 20 * 2**30 and room.name == "cuda (Fake GPU 40 GB, 0.5 of it)"
+    assert device.room(torch.device("cuda")).device == 30 * 2**30  # the share ends with the cell
+    monkeypatch.setenv("CCTK_GPU_SHARE", "2")
+    with pytest.raises(CctkError, match="CCTK_GPU_SHARE='2'"):
+        device.gpu_share()
+
+
+def test_a_cell_that_does_not_fit_its_gpu_fails_in_one_line_and_the_others_run(tracking_uri, tmp_path, monkeypatch):
+    """The node of cell seed=3 has a small GPU (a fake memory reader): its memory plan, read on that GPU,
+    refuses it in one line naming the GPU; seed=5's node has room and its cell runs."""
+    from cctk.core.config import make_config
+    from cctk.core.lm.memory import Room
+    from cctk.manuals import registry
+    from cctk.pipeline import stages
+
+    store, plan = new_sweep(tmp_path)
+    rooms = {
+        3: Room(2**30, 64 * 2**30, "cuda", "cuda:0 (Fake GPU 1 GB)"),
+        5: Room(80 * 2**30, 64 * 2**30, "cuda", "cuda:0 (Fake GPU 80 GB)"),
+    }
+
+    def run_cell(cell, *_):  # the checks of stages.run, on the node's GPU
+        monkeypatch.setattr(stages, "room", lambda where: rooms[cell.seed])
+        monkeypatch.setattr(stages, "check_recipe", lambda recipe, where: None)
+        stages.check_device(make_config(cell.model, "smoke", (cell.seed,)), registry.get("v2"), None)
+        return f"run-{cell.seed}"
+
+    with pytest.raises(CctkError) as failed:
+        sweep.execute(store, plan, run_cell, echo=lambda *_: None)
+    assert str(failed.value).startswith(
+        "1 of 2 cells failed: cell smollm2-135m-bundled|seed=3: smollm2-135m-bundled with this recipe"
+    )
+    assert "on cuda:0 (Fake GPU 1 GB)" in str(failed.value) and "\n" not in str(failed.value)
+
+
+def test_a_cluster_refuses_a_local_store_before_anything_exists(tmp_path, monkeypatch):
+    """With --address: a SQLite or file store, or a URI with a password, fails in one line before any store,
+    run or connection; a wrong address fails within seconds, naming the connection timeout."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    base = [
+        "sweep",
+        "--models",
+        "smollm2-135m-bundled",
+        "--seeds",
+        "1,2",
+        "--executor",
+        "ray",
+        "--address",
+        "127.0.0.1:1",
+    ]
+    for extra, message in (
+        ([], "cannot reach the local store sqlite:///"),
+        (["--tracking", "file:///nowhere/runs"], "cannot reach the local store file:///nowhere/runs"),
+        (["--tracking", "http://me:secret@127.0.0.1:5000"], "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"),
+        (["--tracking", "server", "--out", "here"], "leave it out"),
+    ):
+        result = CliRunner().invoke(cli, [*base, *extra])
+        assert result.exit_code == 1 and message in result.output.strip().splitlines()[-1], result.output
+    assert not list(tmp_path.iterdir())
+    with pytest.raises(
+        CctkError, match=r"^no Ray cluster answers at 127.0.0.1:1 \(Connection refused; connection timeout 20 s\)"
+    ):
+        sweep.check_cluster("127.0.0.1:1")
+    with pytest.raises(CctkError, match="HOST:PORT"):
+        sweep.check_cluster("nowhere")
+
+
+def test_a_cluster_needs_artifacts_the_workers_reach(tracking_uri, tmp_path):
+    store = tracking.connect()
+    with pytest.raises(CctkError, match="a local folder that other machines cannot reach"):
+        sweep.check_artifacts(store)
+
+
+def test_workers_get_the_tracking_uri_and_no_credentials(monkeypatch):
+    """The cluster's workers are handed the tracking URI, never this machine's MLflow credentials (each
+    machine takes its own from its environment)."""
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "secret")
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "me")
+    seen = {}
+
+    class Ray:
         def is_initialized(self):
-            return True
+            return False
 
-        def remote(self, **resources):
-            asked.update(resources)
-            raise RuntimeError("stop here")
+        def init(self, **kwargs):
+            seen.update(kwargs)
 
-    monkeypatch.setattr(sweep_module, "ray_module", lambda: FakeRay())
-    plan = type("Plan", (), {"address": None, "tracking_uri": "sqlite:///x.db"})()
-    with pytest.raises(RuntimeError, match="stop here"):
-        sweep_module._ray(plan, [], None, print, sweep_module.per_cell(2.0, 0.5))
-    assert asked == {"num_cpus": 2.0, "num_gpus": 0.5}
-    assert sweep_module.per_cell().gpus == (1.0 if torch.cuda.is_available() else 0.0)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a CUDA machine: a GPU a cell by default
-    assert sweep_module.per_cell().gpus == 1.0
-    with pytest.raises(CctkError, match=r"--gpus-per-cell >= 0, got 1.0 and -1"):
-        sweep_module.per_cell(1.0, -1)
+        def shutdown(self):
+            seen["shut"] = True
+
+    monkeypatch.setattr(sweep, "ray_module", Ray)
+    monkeypatch.setattr(sweep, "check_cluster", lambda address: None)
+    plan = sweep.Sweep(None, sweep.parse_grid("smollm2-135m-bundled", "1,2"), None, "ray", "h:1", "http://h:5000")
+    with sweep._connected(plan):
+        pass
+    assert seen["runtime_env"] == {"env_vars": {"MLFLOW_TRACKING_URI": "http://h:5000"}} and seen["address"] == "h:1"
+    assert "secret" not in repr(seen) and seen["shut"]
+
+
+def test_gpus_per_cell_is_one_device_at_most():
+    assert sweep.per_cell().gpus is None and sweep.per_cell(2.0, 0.5) == sweep.PerCell(2.0, 0.5)
+    with pytest.raises(CctkError, match=r"--gpus-per-cell between 0 and 1 .* got 1.0 and 2"):
+        sweep.per_cell(1.0, 2)
+    import importlib
+
+    assert importlib.import_module("cctk.cli.main").RETRIES == sweep.RETRIES

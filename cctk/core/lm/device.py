@@ -198,12 +198,13 @@ def room(device: torch.device) -> Room:
 
     host = int(psutil.virtual_memory().available)
     if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
+        free, total = torch.cuda.mem_get_info(device)
+        share = gpu_share()
         return Room(
-            int(free),
+            min(int(free), int(total * share)),  # a share of a GPU (a sweep's cell): only that share is the run's
             host,
             "cuda",
-            f"{device} ({torch.cuda.get_device_name(device)})",
+            f"{device} ({torch.cuda.get_device_name(device)}{f', {share:g} of it' if share < 1 else ''})",
             bf16=compute.bf16_missing(str(device)) is None,
         )
     if device.type == "mps":  # unified memory: the host's is the device's
@@ -220,6 +221,22 @@ def check_placed(plan: Plan, device: torch.device) -> None:
     short = plan.placed_shortfall(room(device).device)
     if short:
         raise OutOfMemory(short)
+
+
+GPU_SHARE = "CCTK_GPU_SHARE"
+
+
+def gpu_share() -> float:
+    """The share of its GPU this process may use: 1, or what ``CCTK_GPU_SHARE`` says (a sweep's Ray task given
+    a fraction of a GPU sets it: ``--gpus-per-cell 0.5``)."""
+    value = os.environ.get(GPU_SHARE, "").strip()
+    try:
+        share = float(value) if value else 1.0
+    except ValueError:
+        share = 0.0
+    if not 0 < share <= 1:
+        raise CctkError(f"{GPU_SHARE}={value!r}: the share of a GPU this run may use, above 0 and at most 1")
+    return share
 
 
 @contextmanager
