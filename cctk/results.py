@@ -42,17 +42,14 @@ class RunResults:
     figure_files: dict[str, dict[str, Path]]  # figure name -> {"png": ..., "pdf": ..., "eps": ...}
     targets: pd.DataFrame | None  # targets.csv: split, every target table, exclusions (None before it existed)
     model_names: dict[str, str] = field(default_factory=dict)  # model key -> its plain name (measurements' keys)
+    # the parts of its manual the run ran (``cctk run --parts``): the tables and figures of the others are absent;
+    # all four of manual 2.0.0 for a run from before ``--parts``, none under a manual without parts (1.0.0)
+    parts: tuple[str, ...] = ()
 
     @property
     def protocol(self) -> str:
         """``v2``, or ``v1``: manual 1.0.0 (cctk run --protocol v1): two models, candidates 2..18."""
         return self.info.protocol
-
-    @property
-    def parts(self) -> tuple[str, ...]:
-        """The parts of manual 2.0.0 the run ran (``cctk run --parts``): the tables and figures of the
-        others are absent. All four for a run from before ``--parts``; none under protocol v1."""
-        return self.info.design.parts or ()
 
     def measurement(self, key: str) -> pd.DataFrame:
         """The measurement table of model ``key`` (``"m_random"``): by its key, whatever its plain name."""
@@ -150,4 +147,5 @@ def read_folder(folder: Path) -> RunResults:
         files,
         session.read_targets(layout),
         names,
+        protocol.parts(info.config.options),
     )

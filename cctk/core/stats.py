@@ -1,5 +1,6 @@
-"""Exact and resampled intervals (manual 2.0.0, section 4.13), and the tests of rules against controls
-across runs (heterogeneity, multiplicity, power by simulation): numbers in, numbers out.
+"""Exact and resampled intervals (manual 2.0.0, section 4.13), Student's t interval of a mean over runs, and the
+tests of rules against controls across runs (heterogeneity, multiplicity, power by simulation): numbers in,
+numbers out.
 
 No torch and no MLflow here: these functions take counts or arrays and return floats.
 """
@@ -21,6 +22,17 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
         return math.nan, math.nan
     ci = stats.binomtest(k, n).proportion_ci(confidence_level=level, method="exact")
     return float(ci.low), float(ci.high)
+
+
+def t_interval(values, level: float = 0.95) -> tuple[float, float, float]:
+    """Mean of ``values`` and its Student's t interval (k - 1 degrees of freedom), clipped to [0, 1];
+    nan bounds for fewer than two values."""
+    x = np.asarray(values, dtype=float)
+    mean = float(x.mean()) if x.size else math.nan
+    if x.size < 2:
+        return mean, math.nan, math.nan
+    half = stats.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
+    return mean, max(0.0, mean - half), min(1.0, mean + half)
 
 
 def fisher_greater(k1: int, n1: int, k2: int, n2: int) -> tuple[float, float]:

@@ -55,7 +55,7 @@ def write_all(
     uris = render.run_all(partial(_figure, layout=layout, reuse=reuse_heatmaps), specs)
     losses = {
         protocol.model_name(m.key): list(results.training[m.key].losses)
-        for m in protocol.trained(config.parts)
+        for m in protocol.trained(config.options)
         if m.key in results.training
     }
     run_report.write(

@@ -29,8 +29,9 @@ import pandas as pd
 import pytest
 from servers import as_from_a_terminal
 
-from cctk.core.config import make_config, parse_seeds
+from cctk.core.config import parse_seeds
 from cctk.core.errors import CctkError
+from cctk.manuals.registry import make_config
 from cctk.pipeline import stages as pipeline
 from cctk.results import load
 from cctk.store import tracking

@@ -51,7 +51,7 @@ def test_results_load_reads_each_session_and_its_run(store):
     assert list(v1.tables) == ["table01", "table02", "table03", "table04"]
     assert sorted(v1.measurements) == ["base model", "fabricated answers"]
     v2 = results.load(store.session(Landed.V2))
-    assert v2.protocol == "v2" and v2.parts == ("A",) and v2.info.config.holdout == 0.3
+    assert v2.protocol == "v2" and v2.parts == ("A",) and v2.info.config.options.holdout == 0.3
     assert list(v2.tables) == ["table01", "table09", "table11"]
     assert list(v2.model_names) == ["base", "m_correct", "m_random"]
     for name, run_id, folder in ((Landed.V1, Landed.RUN_V1, v1), (Landed.V2, Landed.RUN_V2, v2)):

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ....core.config import PARTS
 from ....core.readings import read, summarize
 from ....core.records import TrainRecord
 from ....core.stats import clopper_pearson
+from ..config import PARTS
 from ..design import ARMS, MODEL_KEYS, StudyInputs, models_for, own_target
 from ..labels import keyed
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ....core.facts import condition
 from ....core.stats import band_with_interval, share_inside
 from ..design import ARM_BY_KEY, RULE_VS_CONTROL, part_arms
+from ..facts import condition
 from ..labels import keyed
 from .core import StudyResults, interval, summarize_split
 

@@ -27,10 +27,11 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
-from ..core import stats
-from ..manuals.v2.design import RULE_VS_CONTROL
-from ..manuals.v2.labels import keyed, model_name
-from .tables import PooledRun, _cmh, _has_rule, _two_by_two, grouped
+from ....core import stats
+from ...pooled import grouped
+from ..design import RULE_VS_CONTROL
+from ..labels import keyed, model_name
+from .tables import Study, _cmh, _has_rule, _two_by_two
 
 ALPHA = 0.05
 POWER = 0.8
@@ -44,7 +45,7 @@ ABOVE, EQUAL, BELOW = "above", "equal", "below"
 class Contrast:
     """One rule against its control in one run, on the held-out additions (the run's table10 row)."""
 
-    label: dict  # the group: base model and the varied recipe values (``tables.grouped``)
+    label: dict  # the group: base model and the varied recipe values (``cctk.manuals.pooled.grouped``)
     rule: str  # keys (``c18_correct``, ``c18ctl_correct``): runs are matched on them, named at the edge
     control: str
     run_id: str
@@ -93,7 +94,7 @@ class Finding:
     seeds_for_80_power: int | None  # None: more than MOST_RUNS
 
 
-def contrasts(runs: list[PooledRun]) -> list[Contrast]:
+def contrasts(runs: list[Study]) -> list[Contrast]:
     """Every rule against its control in every run that ran it, group by group (``grouped``'s order)."""
     found = []
     for label, mine in grouped(runs):
