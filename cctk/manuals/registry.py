@@ -108,7 +108,7 @@ class Report:
     sections: dict[str, str]  # report section key -> heading
     table_part: dict[str, str]  # tableNN -> its section
     about: dict[str, str]  # figure kind -> what it shows
-    runs_table: str  # the table of fine-tuning runs
+    runs_table: str | None = None  # its table of fine-tuning runs (None: the reports list them from the run record)
     label_prefix: str = ""  # before a table's name in its LaTeX label
     paper_captions: dict[str, str] | None = None  # a paper's table captions (None: built from titles and captions)
     notes: dict[str, str] = field(default_factory=dict)  # section -> a paragraph under its heading
@@ -202,7 +202,7 @@ class Protocol(ABC, Generic[OptionsT, D, R, H, S]):
     version: ClassVar[str]  # of its manual, in report titles
     about: ClassVar[str]  # what it runs, in a few words (``cctk run --help``)
     profiles: ClassVar[Mapping[str, Recipe]]  # its named recipes: paper, quick, smoke
-    options_type: ClassVar[type[Options]]  # the record of its options (``OptionsT``)
+    options_type: ClassVar[type[Any]] = NoOptions  # the record of its options (``OptionsT``)
     design_type: ClassVar[type[Design[Any]]]  # the record of its design (``S``)
     scoring: ClassVar[Scoring]
     report: ClassVar[Report]
@@ -250,13 +250,18 @@ class Protocol(ABC, Generic[OptionsT, D, R, H, S]):
             for f in fields(cls.options_type)
         )
 
-    @abstractmethod
     def options(self, **given: Any) -> OptionsT:
-        """Its options from what was given by name (None: the default), checked: a one-line ``CctkError`` else."""
+        """Its options from what was given by name (None: the default), checked: a one-line ``CctkError`` else. A
+        manual without options (``NoOptions``) refuses any."""
+        unknown = sorted(name for name, value in given.items() if value is not None)
+        if unknown:
+            raise CctkError(f"{self.manual} (protocol {self.name}) takes no option {', '.join(unknown)}")
+        options: OptionsT = self.options_type()
+        return options
 
-    @abstractmethod
     def options_from_params(self, params: Mapping[str, str]) -> OptionsT:
-        """Its options, read back from the parameters a pipeline logged (a resume)."""
+        """Its options, read back from the parameters a pipeline logged (a resume); a manual without options: none."""
+        return self.options()
 
     def configure(
         self,

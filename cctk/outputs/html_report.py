@@ -14,7 +14,7 @@ from PIL import Image
 
 from ..core.records import RunInfo
 from ..manuals.registry import Protocol
-from .run_report import facts, report_title, runs_table
+from .run_report import facts, fine_tuning_runs, report_title, runs_table
 from .tables import html as table_html
 
 EMBED_SCALE = 2  # the 300 dpi PNGs are embedded at 150 dpi
@@ -184,5 +184,5 @@ def render(
         figures_drawn=bool(figures),
         ran=protocol.ran(info.design),
         parts=[s for s in sections.values() if s["items"]],  # a part not run has neither table nor figure
-        runs=Markup(table_html(runs_table(tables[report.runs_table]), "runs", left=["model", "parent"])),
+        runs=Markup(table_html(runs_table(fine_tuning_runs(info, protocol, tables)), "runs", left=["model", "parent"])),
     )

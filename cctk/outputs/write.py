@@ -61,7 +61,7 @@ def write_all(
     run_report.write(
         info,
         protocol,
-        tables[report.runs_table],
+        run_report.fine_tuning_runs(info, protocol, tables),
         losses,
         [protocol.model_name(k) for k in protocol.main_sequence],
         layout.run_report,

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import pandas as pd
 
 from ...core.config import Config, NoOptions, Recipe
-from ...core.errors import CctkError
 from ...core.records import Design, TrainRecord
 from ..registry import Measured, Protocol, Report, Row
 from . import experiment as v1_experiment
@@ -55,7 +54,6 @@ class NotebookManual(
     version = "1.0.0"
     about = "one fabricated-answer run, the three-number comparison, the reference notebook's draws"
     profiles = PROFILES
-    options_type = NoOptions
     design_type = NotebookDesign
     scoring = v1_facts.SCORING
     report = Report(
@@ -85,14 +83,6 @@ class NotebookManual(
     main_sequence = (AFTER,)
     seed = SEED
     renamed = v1_experiment.FORMER_KEYS
-
-    def options(self, **given: Any) -> NoOptions:
-        if given:
-            raise CctkError(f"{self.manual} (protocol {self.name}) takes no option {', '.join(sorted(given))}")
-        return NoOptions()
-
-    def options_from_params(self, params: Mapping[str, str]) -> NoOptions:
-        return NoOptions()
 
     def seeds_line(self, config: Config[NoOptions]) -> str:
         """One seed, the reference notebook's."""
