@@ -62,7 +62,7 @@ def test_protocol_is_an_abstract_generic_base_of_typed_methods():
     assert abc.ABC in protocols.Protocol.__mro__ and len(protocols.Protocol.__parameters__) == 5
     annotations = protocols.Protocol.__annotations__
     assert not [name for name, kind in annotations.items() if re.search(r"\bobject\b|Callable", str(kind))]
-    assert {"models", "draw", "rows", "compute_tables", "headline", "design", "figures", "options"} <= set(
+    assert {"models", "draw", "rows", "compute_tables", "headline", "design", "figures"} <= set(
         protocols.Protocol.__abstractmethods__
     )
     assert isinstance(V2, StudyManual) and isinstance(V1, NotebookManual)

@@ -8,6 +8,7 @@ a 2.0.0 run's).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import pandas as pd
 
@@ -47,7 +48,7 @@ class ComparisonResults:
     draws: Draws
     measurements: dict[str, pd.DataFrame]  # BEFORE, AFTER -> measurement table (candidates 2..18)
     training: dict[str, TrainRecord] = field(default_factory=dict)  # AFTER -> the fine-tuning run
-    _cache: dict = field(default_factory=dict, repr=False)
+    _cache: dict[tuple[str, str], pd.DataFrame] = field(default_factory=dict, repr=False)
 
     def readings(self, key: str, answer: str) -> pd.DataFrame:
         """``cctk.core.readings.read`` of model ``key`` on the true sum or the fabricated answer."""
@@ -176,11 +177,11 @@ class Headline:
 
 def headline(results: ComparisonResults) -> Headline:
     """The three numbers' means and the hits before and after."""
-    means = {
+    means: dict[str, Any] = {
         f"mean_{column}": float(results.readings(key, answer)["prob_target"].mean())
         for column, key, answer in READINGS[:3]
     }
-    hits = {
+    hits: dict[str, Any] = {
         f"hits_{short}_{when}": int(results.readings(key, answer)["hit"].sum())
         for key, when in ((BEFORE, "before"), (AFTER, "after"))
         for answer, short in (("true sum", "true"), ("fabricated answer", "fabricated"))

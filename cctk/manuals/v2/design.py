@@ -68,7 +68,7 @@ ARM_BY_KEY = {arm.key: arm for arm in ARMS}
 MODEL_KEYS: tuple[str, ...] = ("base", *tuple(arm.key for arm in ARMS))
 PARENTS: frozenset[str] = frozenset(arm.parent for arm in ARMS) - {"base"}  # checkpointed when trained
 # Each rule and the control it is read against, in ARMS order.
-RULE_VS_CONTROL: tuple[tuple[str, str], ...] = tuple((arm.key, arm.control) for arm in ARMS if arm.is_rule)
+RULE_VS_CONTROL: tuple[tuple[str, str], ...] = tuple((arm.key, arm.control) for arm in ARMS if arm.control is not None)
 CONTROLS: frozenset[str] = frozenset(control for _, control in RULE_VS_CONTROL)
 # The arms that are neither a rule nor a control (Parts A and B): in colour on the loss charts.
 MAIN_SEQUENCE: tuple[str, ...] = tuple(arm.key for arm in ARMS if not (arm.is_rule or arm.is_control))

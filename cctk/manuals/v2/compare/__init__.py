@@ -4,6 +4,9 @@ control run by run and pooled, with verdicts in words (``findings``), and the ch
 
 from __future__ import annotations
 
+import pandas as pd
+from matplotlib.figure import Figure
+
 from ....figures.across import cross_model_chart, implausibility_chart, recipe_sensitivity_chart
 from ....figures.forest import forest_chart
 from ...pooled import Comparison, group_columns, varied
@@ -105,10 +108,10 @@ def compare(runs: list[Study], found: list[evidence.Finding] | None = None) -> C
 FOREST_NOTE = "The forest plot shows every run and the pooled odds ratio of each contrast."
 
 
-def charts(runs: list[Study], tables: dict) -> dict:
+def charts(runs: list[Study], tables: dict[str, pd.DataFrame]) -> dict[str, Figure]:
     """The figures of a comparison, by name, each drawn from its table where there is one."""
     by = group_columns(runs)
-    drawn = {}
+    drawn: dict[str, Figure] = {}
     if "findings" in tables:
         drawn["forest"] = forest_chart(tables["per_run"], tables["findings"], by)
     if "recipe_sensitivity" in tables:  # x: the first varied value; any other splits the rows of panels

@@ -22,8 +22,10 @@ from ...pooled import PooledRun, grouped, stacked, varied
 from ..design import ARM_BY_KEY, ARMS, MODEL_KEYS, RULE_VS_CONTROL, own_target
 from ..labels import keyed
 from ..parts import StudyResults
+from ..parts.core import Row
 
 Study = PooledRun[StudyResults]  # a 2.0.0 run, pooled
+Label = dict[str, object]  # a group: its base model and the values of the varied recipe values (``grouped``)
 DISTANCE_BINS = ((1, 2), (3, 5), (6, 9), (10, 17), (18, 34))  # |fabricated answer - true sum|
 GROUPS = ("all", "seen", "heldout")  # group keys: the columns <group>_mean, _lo, _hi
 
@@ -34,11 +36,17 @@ MODEL_ORDER = {k: i for i, k in enumerate(MODEL_KEYS)}
 def cross_seed(runs: list[Study]) -> pd.DataFrame:
     """One row per group and measured model: runs, and per group of additions (all, seen, held out) the
     mean share of hits on the model's own target over runs with a t interval over runs."""
-    rows = []
+    rows: list[Row] = []
     for label, mine in grouped(runs):
         shares = stacked(mine, "table09")
-        for key, part in sorted(shares.groupby("model_key", sort=False), key=lambda item: MODEL_ORDER[item[0]]):
-            row = {**label, **keyed("model", key), **keyed("target", own_target(key)), "runs": part["run_id"].nunique()}
+        for key, part in sorted(shares.groupby("model_key", sort=False), key=lambda item: MODEL_ORDER[str(item[0])]):
+            key = str(key)
+            row: Row = {
+                **label,
+                **keyed("model", key),
+                **keyed("target", own_target(key)),
+                "runs": part["run_id"].nunique(),
+            }
             for group in GROUPS:
                 values = part.loc[part["group_key"] == group, "share"]
                 mean, lo, hi = t_interval(values) if len(values) else (math.nan,) * 3
@@ -51,7 +59,7 @@ def pooled_tests(runs: list[Study]) -> pd.DataFrame:
     """Each rule against its control on the held-out additions, pooled over the runs of a group (those
     that ran the rule's part): Cochran-Mantel-Haenszel test with the runs as strata, and the
     Mantel-Haenszel pooled odds ratio."""
-    rows = []
+    rows: list[Row] = []
     for label, mine in grouped(runs):
         for rule, control in RULE_VS_CONTROL:
             having = [r for r in mine if _has_rule(r, rule)]
@@ -80,7 +88,7 @@ def _two_by_two(run: Study, rule: str) -> np.ndarray:
     )
 
 
-def _cmh(tables: list[np.ndarray]) -> dict:
+def _cmh(tables: list[np.ndarray]) -> Row:
     """Pooled counts, CMH chi-square (no continuity correction), two- and one-sided p, MH odds ratio."""
     stack = np.stack(tables, axis=2)  # (2, 2, runs)
     counts = {
@@ -170,8 +178,8 @@ def _bin(distance: int) -> str:
     return next(f"{lo}-{hi}" for lo, hi in DISTANCE_BINS if lo <= distance <= hi)
 
 
-def _pooled(data: pd.DataFrame, by: pd.Series, order: list[str], label: dict) -> list[dict]:
-    rows = []
+def _pooled(data: pd.DataFrame, by: pd.Series, order: list[str], label: Label) -> list[Row]:
+    rows: list[Row] = []
     for value in order:
         part = data[by == value]
         hits, n = int(part["hit"].sum()), len(part)
@@ -179,7 +187,7 @@ def _pooled(data: pd.DataFrame, by: pd.Series, order: list[str], label: dict) ->
         rows.append(
             {
                 **label,
-                by.name: value,
+                str(by.name): value,
                 "runs": data["run_id"].nunique(),
                 "additions": n,
                 "hits": hits,
@@ -195,11 +203,12 @@ def _pooled(data: pd.DataFrame, by: pd.Series, order: list[str], label: dict) ->
 def heldout_pooled(runs: list[Study]) -> pd.DataFrame:
     """Held-out hit share of every corpus trained on the seen additions, pooled over the runs of each
     group (hits and additions summed), with the exact interval of the pooled share: the chart's data."""
-    rows = []
+    rows: list[Row] = []
     for label, mine in grouped(runs):
         shares = stacked(mine, "table09")
         held = shares[shares["group_key"] == "heldout"]
-        for key, part in held.groupby("model_key", sort=False):
+        for model, part in held.groupby("model_key", sort=False):
+            key = str(model)
             hits, n = int(part["hits"].sum()), int(part["n"].sum())
             lo, hi = clopper_pearson(hits, n)
             rows.append(
@@ -228,7 +237,7 @@ def recipe_sensitivity(runs: list[Study]) -> pd.DataFrame:
     Empty when no recipe value differs between the runs."""
     if not varied(runs):
         return pd.DataFrame()
-    rows = []
+    rows: list[Row] = []
     for label, mine in grouped(runs):
         rows += [_absorption_row(label, mine, key, target) for key, target in ABSORPTION]
         rows += [
@@ -239,7 +248,7 @@ def recipe_sensitivity(runs: list[Study]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _absorption_row(label: dict, runs: list[Study], key: str, target: str) -> dict:
+def _absorption_row(label: Label, runs: list[Study], key: str, target: str) -> Row:
     table01 = stacked(runs, "table01")
     part = table01[(table01["model_key"] == key) & (table01["target_key"] == target)]
     mean, lo, hi = t_interval(part["hits"] / part["n"])
@@ -258,7 +267,7 @@ def _absorption_row(label: dict, runs: list[Study], key: str, target: str) -> di
     }
 
 
-def _rule_row(label: dict, runs: list[Study], rule: str, control: str) -> dict:
+def _rule_row(label: Label, runs: list[Study], rule: str, control: str) -> Row:
     having = [r for r in runs if _has_rule(r, rule)]
     test = _cmh([_two_by_two(r, rule) for r in having])
     row = {

@@ -6,14 +6,14 @@ import pandas as pd
 
 from ..design import ARMS
 from ..labels import keyed
-from .core import StudyResults
+from .core import Row, StudyResults
 
 PART = "runs"  # its section of the outputs (cctk.manuals.v2.labels.SECTIONS); cctk.manuals.v2.catalog reads it
 TABLES = ("table11",)
 
 
 def run(results: StudyResults) -> dict[str, pd.DataFrame]:
-    rows = []
+    rows: list[Row] = []
     for arm in ARMS:
         t = results.training.get(arm.key)
         if t is None:
