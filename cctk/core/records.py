@@ -128,7 +128,7 @@ class Seeds:
 
 
 @dataclass(frozen=True)
-class Trained:
+class TrainedModel:
     """A fine-tuning run as run_info.json lists it: the model's and its parent's plain names, and its record
     (its fields beside the two names, in the file)."""
 
@@ -172,7 +172,7 @@ class RunInfo:
     hardware: Hardware = field(default_factory=Hardware)
     software: dict[str, str | None] = field(default_factory=dict)  # package -> version
     mlflow: MlflowIds = field(default_factory=MlflowIds)
-    training: dict[str, Trained] = field(default_factory=dict)  # model key -> its run
+    training: dict[str, TrainedModel] = field(default_factory=dict)  # model key -> its run
     headline: dict[str, float] = field(default_factory=dict)  # the parent run's metrics, as logged
     seconds: float | None = None
     memory: MemoryUse | None = None  # None in a file from before memory was planned

@@ -52,7 +52,7 @@ class Logged(TypingProtocol):
     def metrics(self) -> dict[str, float]: ...
 
 
-class Options(TypingProtocol):
+class ManualOptions(TypingProtocol):
     """What a manual's options record does besides holding its fields (a frozen dataclass; each field's metadata is
     its command-line option: ``option``, its help; ``flag``: a switch; ``metavar``)."""
 
@@ -82,7 +82,7 @@ class Results(TypingProtocol[D_co]):
 
 
 Row = tuple[list[int], list[int]]  # a training row: its input ids and labels (-100: not learned)
-OptionsT = TypeVar("OptionsT", bound=Options)  # its options (2.0.0's StudyOptions; NoOptions for a manual without any)
+OptionsT = TypeVar("OptionsT", bound=ManualOptions)  # its options (2.0.0's StudyOptions; NoOptions: none)
 D = TypeVar("D")  # what it draws before training (2.0.0's StudyInputs, 1.0.0's Draws)
 R = TypeVar("R", bound=Results[Any])  # its results (2.0.0's StudyResults, 1.0.0's ComparisonResults)
 H = TypeVar("H", bound=Logged)  # its headline (the parent run's metrics)

@@ -1,8 +1,8 @@
 """Everything a run leaves in its session folder, written from its results and its run record.
 
 ``write_all`` writes the figures, tables, workbook, run_info.json, run report, HTML report and zip of
-a run under either protocol (the measurement CSVs and the training records are already there); every
-path comes from ``cctk.store.session.Layout``, everything that differs between protocols from ``cctk.manuals.registry``.
+a run under any manual (the measurement CSVs and the training records are already there); every path comes
+from ``cctk.store.session.Layout``, everything that differs between the manuals from the run's ``Protocol``.
 """
 
 from __future__ import annotations

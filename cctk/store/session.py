@@ -41,12 +41,22 @@ from ..core.labels import file_stem, with_keys
 from ..core.lm.models import model_id
 from ..core.provenance import Provenance
 from ..core.readings import COLUMNS
-from ..core.records import Design, Hardware, MemoryUse, MlflowIds, ModelSource, RunInfo, Seeds, Trained, TrainRecord
+from ..core.records import (
+    Design,
+    Hardware,
+    MemoryUse,
+    MlflowIds,
+    ModelSource,
+    RunInfo,
+    Seeds,
+    TrainedModel,
+    TrainRecord,
+)
 from ..manuals import registry as protocols
-from ..manuals.registry import Options, Protocol, Results
+from ..manuals.registry import ManualOptions, Protocol, Results
 
 RUN_INFO = "run_info.json"
-OptionsT = TypeVar("OptionsT", bound=Options)  # a manual's options
+OptionsT = TypeVar("OptionsT", bound=ManualOptions)  # a manual's options
 D = TypeVar("D")  # its draws
 R = TypeVar("R", bound=Results[Any])  # its results
 FORMATS = ("png", "pdf", "eps")  # every figure, in this order
@@ -335,7 +345,7 @@ def run_info(
     with what a reader wants beside them (its protocol's design, seeds and what they control, candidates, the
     fine-tuning runs by plain name, the headline)."""
     trained = {
-        m.key: Trained(protocol.model_name(m.key), protocol.model_name(m.parent), results.training[m.key])
+        m.key: TrainedModel(protocol.model_name(m.key), protocol.model_name(m.parent), results.training[m.key])
         for m in protocol.trained(config.options)
         if m.parent is not None and m.key in results.training
     }

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from cctk.core.records import Design, MlflowIds, RunInfo, Trained, TrainRecord, from_json, to_json
+from cctk.core.records import Design, MlflowIds, RunInfo, TrainedModel, TrainRecord, from_json, to_json
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,11 +56,11 @@ def test_what_a_file_lacks_keeps_its_default_and_what_it_adds_is_dropped():
 
 
 def test_a_record_with_its_own_edge_keeps_it():
-    """TrainRecord writes examples_per_second beside its fields; Trained spreads it beside two names."""
+    """TrainRecord writes examples_per_second beside its fields; TrainedModel spreads it beside two names."""
     record = TrainRecord(40, 6, 2.0, (1.5, 1.25), 0, 0.06, 900)
-    data = to_json(Trained("correct sums", "base model", record))
+    data = to_json(TrainedModel("correct sums", "base model", record))
     assert list(data)[:4] == ["model", "parent", "examples", "steps"] and data["examples_per_second"] == 40.0
-    assert from_json(Trained, data) == Trained("correct sums", "base model", record)
+    assert from_json(TrainedModel, data) == TrainedModel("correct sums", "base model", record)
 
 
 def test_run_info_is_written_in_its_fields_order_design_flat_and_absent_values_left_out(written_session):
