@@ -86,3 +86,50 @@ def test_a_manual_pickles_as_itself_into_another_process():
             ("v2", "StudyManual", "base model"),
             ("v1", "NotebookManual", "base model"),
         ]
+
+
+def _code_of(folder: Path) -> tuple[set[str], set[str]]:
+    """(string constants but docstrings, names and attributes) of every module under ``folder``."""
+    import ast
+
+    strings, names = set(), set()
+    for path in folder.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and ast.get_docstring(node) is not None
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                strings.add(node.value)
+            elif isinstance(node, (ast.Name, ast.arg)):
+                names.add(getattr(node, "id", None) or node.arg)
+            elif isinstance(node, ast.Attribute):
+                names.add(node.attr)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names.add(node.module)
+    return strings, names
+
+
+def test_the_core_holds_no_manual_and_no_default_one():
+    """docs/design.md: nothing below the registry defaults to either manual, and the core knows nothing of their
+    designs: no manual's name, parts, held-out share, design fields or profiles in cctk/core or cctk/figures."""
+    for folder in (PACKAGE / "core", PACKAGE / "figures"):
+        strings, names = _code_of(folder)
+        assert not {"v1", "v2"} & strings, folder
+        manual_words = {"PARTS", "HOLDOUT", "holdout", "heldout_additions", "DEFAULT_PROTOCOL", "PROTOCOLS", "PROFILES"}
+        assert not manual_words & names, (folder, manual_words & names)
+        assert not [n for n in names if "manuals" in n], folder
+
+
+def test_no_module_outside_the_manuals_names_one():
+    """``grep -rn "manuals\\.v[12]\\|PROTOCOLS" cctk --include=*.py`` outside cctk/manuals/: nothing."""
+    found = [
+        f"{path.relative_to(PACKAGE)}:{number}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if PACKAGE / "manuals" not in path.parents
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if re.search(r"manuals\.v[12]|PROTOCOLS", line)
+    ]
+    assert found == []
