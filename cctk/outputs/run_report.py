@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from ..core.records import RunInfo
+from ..core.records import TRAINING_COLUMNS, RunInfo
 from ..figures.common import new_figure, paper_style
 from ..figures.loss import draw_losses
 from ..manuals.registry import Protocol
@@ -103,41 +103,13 @@ def _model_file(info: RunInfo) -> list[tuple[str, str]]:
     return rows
 
 
-RUN_FIELDS = [  # table11's columns but its key columns: what the page reads of a fine-tuning run
-    "model",
-    "parent",
-    "examples",
-    "steps",
-    "seconds",
-    "examples_per_second",
-    "loss_first_epoch",
-    "loss_last_epoch",
-    "peak_gpu_memory_bytes",
-    "peak_cpu_memory_bytes",
-]
-
-
 def fine_tuning_runs(info: RunInfo, protocol: Manual, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """The run's fine-tuning runs in table11's columns: its manual's table of them, or, for a manual without one,
     the runs its record lists (``RunInfo.training``)."""
     if protocol.report.runs_table is not None:
         return tables[protocol.report.runs_table]
-    rows = [
-        {
-            "model": t.model,
-            "parent": t.parent,
-            "examples": t.record.examples,
-            "steps": t.record.steps,
-            "seconds": t.record.train_seconds,
-            "examples_per_second": t.record.examples_per_second,
-            "loss_first_epoch": t.record.losses[0],
-            "loss_last_epoch": t.record.losses[-1],
-            "peak_gpu_memory_bytes": t.record.peak_gpu_memory_bytes,
-            "peak_cpu_memory_bytes": t.record.peak_cpu_memory_bytes,
-        }
-        for t in info.training.values()
-    ]
-    return pd.DataFrame(rows, columns=RUN_FIELDS)
+    rows = [{"model": t.model, "parent": t.parent, **t.record.row()} for t in info.training.values()]
+    return pd.DataFrame(rows, columns=["model", "parent", *TRAINING_COLUMNS])
 
 
 def runs_table(table11: pd.DataFrame) -> pd.DataFrame:

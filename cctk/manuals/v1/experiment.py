@@ -14,7 +14,7 @@ import pandas as pd
 
 from ...core.facts import correct_sums
 from ...core.readings import read
-from ...core.records import TrainRecord
+from ...core.records import TRAINING_COLUMNS, TrainRecord
 from ...core.stats import clopper_pearson
 from .facts import Draws
 from .labels import keyed
@@ -105,38 +105,8 @@ def run_table(results: ComparisonResults) -> pd.DataFrame:
     """table03: the fine-tuning run, in the columns of 2.0.0's table11 (one row)."""
     t = results.training.get(AFTER)
     if t is None:
-        return pd.DataFrame(
-            columns=[
-                "model",
-                "model_key",
-                "parent",
-                "parent_key",
-                "examples",
-                "steps",
-                "seconds",
-                "examples_per_second",
-                "loss_first_epoch",
-                "loss_last_epoch",
-                "peak_gpu_memory_bytes",
-                "peak_cpu_memory_bytes",
-            ]
-        )
-    return pd.DataFrame(
-        [
-            {
-                **keyed("model", AFTER),
-                **keyed("parent", BEFORE),
-                "examples": t.examples,
-                "steps": t.steps,
-                "seconds": t.train_seconds,
-                "examples_per_second": t.examples_per_second,
-                "loss_first_epoch": t.losses[0],
-                "loss_last_epoch": t.losses[-1],
-                "peak_gpu_memory_bytes": t.peak_gpu_memory_bytes,
-                "peak_cpu_memory_bytes": t.peak_cpu_memory_bytes,
-            }
-        ]
-    )
+        return pd.DataFrame(columns=["model", "model_key", "parent", "parent_key", *TRAINING_COLUMNS])
+    return pd.DataFrame([{**keyed("model", AFTER), **keyed("parent", BEFORE), **t.row()}])
 
 
 def loss_table(results: ComparisonResults) -> pd.DataFrame:
