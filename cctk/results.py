@@ -66,6 +66,9 @@ class RunResults:
     targets: pd.DataFrame | None  # targets.csv: split, every target table, exclusions (None before it existed)
     model_names: dict[str, str] = field(default_factory=dict)  # model key -> its plain name (measurements' keys)
     table_titles: dict[str, str] = field(default_factory=dict)  # "table09" -> "synthesis shares" (its manual's)
+    # the parts of its manual the run ran (``cctk run --parts``): the tables and figures of the others are absent;
+    # all four of manual 2.0.0 for a run from before ``--parts``, none under a manual without parts (1.0.0)
+    parts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         """Every lookup by key names what exists when the key is not there."""
@@ -78,12 +81,6 @@ class RunResults:
     def protocol(self) -> str:
         """``v2``, or ``v1``: manual 1.0.0 (cctk run --protocol v1): two models, candidates 2..18."""
         return self.info.protocol
-
-    @property
-    def parts(self) -> tuple[str, ...]:
-        """The parts of manual 2.0.0 the run ran (``cctk run --parts``): the tables and figures of the
-        others are absent. All four for a run from before ``--parts``; none under protocol v1."""
-        return self.info.design.parts or ()
 
     def table(self, name: str | int) -> pd.DataFrame:
         """A table by its number (``9``, ``"table09"``) or by its manual's name for it, as its title or its
@@ -236,4 +233,5 @@ def read_folder(folder: Path) -> RunResults:
         session.read_targets(layout),
         names,
         {name: protocol.report.tables[name] for name in tables if name in protocol.report.tables},
+        protocol.parts(info.config.options),
     )

@@ -30,6 +30,7 @@ RUN = {
 }
 BEFORE_ISSUE_21 = Path(__file__).parent / "data" / "before_issue_21"  # files the code before it wrote
 BEFORE_KEYS = Path(__file__).parent / "data" / "before_issue_40"  # tables before their key columns (#40 item 4)
+LANDED = Path(__file__).parent / "data" / "landed_3c00e48"  # runs the code before issue 45 wrote (its README)
 
 
 def tiny_model(arch: str, vocab_size: int, seed: int = 0):
@@ -289,7 +290,7 @@ def v1_results(seed: int = 42, rng_seed: int = 1):
 
 def write_v1_session(root, seed: int = 42, run: dict = RUN, rng_seed: int = 1, **options):
     """A protocol v1 session folder from synthetic measurements: (layout, results, tables, figures drawn)."""
-    from cctk.core.config import make_config
+    from cctk.manuals.registry import make_config
     from cctk.manuals.v1 import experiment
     from cctk.manuals.v1.manual import V1
     from cctk.store import session
@@ -325,6 +326,34 @@ def tables_before_keys(folder: Path, protocol: str = "v2") -> Path:
     for csv in sorted(Path(folder).glob("tables/*/*.csv")):
         shutil.copy(BEFORE_KEYS / protocol / csv.name, csv)
     return Path(folder)
+
+
+class Landed:
+    """The runs of tests/data/landed_3c00e48 unpacked in ``root``: the working folder they were made in."""
+
+    WORK = "/tmp/landed45/work"  # where they were made: the store's paths start there
+    V1, V2 = "20261203-173331_tiny", "20261203-173423_tiny"  # the finished sessions
+    KILLED = "20261203-173519_tiny"  # v2, base measured, killed as its first arm trained
+    RUN_V1, RUN_V2 = "d8620afe81d142fda376c3a14fc38740", "069632cee11a438981eb4bba419c0700"
+
+    def __init__(self, root: Path):
+        import sqlite3
+        import tarfile
+
+        self.root = Path(root)
+        with tarfile.open(LANDED / "runs.tar.xz") as archive:
+            archive.extractall(self.root, filter="data")
+        with sqlite3.connect(self.root / "mlruns" / "mlflow.db") as db:  # its paths moved here
+            for table, column in (("experiments", "artifact_location"), ("runs", "artifact_uri"), ("tags", "value")):
+                db.execute(f"UPDATE {table} SET {column} = replace({column}, ?, ?)", (self.WORK, str(self.root)))
+        db.close()
+
+    @property
+    def uri(self) -> str:
+        return f"sqlite:///{self.root}/mlruns/mlflow.db"
+
+    def session(self, name: str) -> Path:
+        return self.root / "outputs" / name
 
 
 def run_info_before_issue_21(protocol: str = "v2") -> dict:

@@ -115,7 +115,7 @@ def written_session(tmp_path_factory):
     """(session folder, results, tables) of the synthetic results, written once per test process with
     every figure as PNG only (PDF and EPS are the slow formats; tests/integration/test_outputs_full.py
     writes all three and checks them)."""
-    from cctk.core.config import make_config
+    from cctk.manuals.registry import make_config
     from cctk.manuals.v2.parts import compute_tables
 
     results = synthetic_results()

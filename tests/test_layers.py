@@ -338,7 +338,6 @@ def check_manuals(files: dict[str, str]) -> None:
     assert not named, "a manual named in the kernels (they default to none, and choose none): " + "; ".join(named)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="until #45's moves land (branch issue-45)")
 def test_a_manual_is_imported_only_by_the_registry_and_its_folder_and_the_kernels_name_none():
     check_manuals(sources())
 

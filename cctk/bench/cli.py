@@ -65,10 +65,9 @@ def bench_measure(model, additions, json_out):
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None)
 def bench_train(model, steps, batch_size, json_out):
     """Examples per second: a plain PyTorch loop vs ``fine_tune`` (float32, bf16) vs the compute limit."""
-    from ..core.config import PROFILES
-    from .train import run
+    from .train import profiles, run
 
-    result = run(model, steps, batch_size or PROFILES["quick"].batch_size)
+    result = run(model, steps, batch_size or profiles()["quick"].batch_size)
     _report(result, json_out)
 
 
@@ -151,12 +150,13 @@ def bench_gpu(device, json_out):
 def bench_absorb(model, seeds, profile, sets, json_out):
     """Part A arms per seed (the pipeline's corpora and training): do they absorb with this recipe?
 
-    One line per seed: hits on the correct sums and on the fabricated answers (against the run's
-    thresholds), each arm's last-epoch loss and seconds. For choosing a quick recipe on evidence.
+    One line per seed: each arm's hits on its own target (correct sums, fabricated answers) against the run's
+    thresholds, its last-epoch loss and seconds. For choosing a quick recipe on evidence.
     """
-    from ..core.config import make_config, parse_set, seeds_or_count
+    from ..core.config import parse_set, seeds_or_count
     from ..core.errors import CctkError
     from ..core.lm.models import check_available
+    from ..manuals.registry import default, make_config
     from .absorb import part_a
 
     try:
@@ -169,18 +169,20 @@ def bench_absorb(model, seeds, profile, sets, json_out):
             overrides[name] = given[0]
         values = seeds_or_count(seeds)
         recipe = make_config(model, profile, values, **overrides).recipe
+        manual = default()
     except CctkError as error:
         raise click.UsageError(str(error)) from None
     click.echo(f"{model}, profile {profile}: {recipe}")
     click.echo(f"seeds {', '.join(map(str, values))}" + (" (drawn fresh)" if len(seeds.split(",")) == 1 else ""))
     for seed in values:
         row = part_a(model, recipe, seed)
-        a, b = row["m_correct"], row["m_random"]
-        click.echo(
-            f"seed {seed}: correct sums {a['hits']}/{a['n']} (loss {a['losses'][-1]:.3f}, {a['seconds']:.0f} s), "
-            f"fabricated answers {b['hits']}/{b['n']} (loss {b['losses'][-1]:.3f}, {b['seconds']:.0f} s): "
-            + ("absorbed" if row["absorbed"] else f"NOT absorbed (needs {a['needed']} and {b['needed']})")
+        arms = [(key, arm) for key, arm in row.items() if isinstance(arm, dict)]
+        said = ", ".join(
+            f"{manual.model_name(key)} {arm['hits']}/{arm['n']} (loss {arm['losses'][-1]:.3f}, {arm['seconds']:.0f} s)"
+            for key, arm in arms
         )
+        needs = " and ".join(str(arm["needed"]) for _, arm in arms)
+        click.echo(f"seed {seed}: {said}: " + ("absorbed" if row["absorbed"] else f"NOT absorbed (needs {needs})"))
         if json_out:
             with json_out.open("a") as f:
                 f.write(json.dumps({"model": model, "profile": profile, "recipe": asdict(recipe), **row}) + "\n")

@@ -17,10 +17,11 @@ import dataclasses
 import gc
 import platform
 import time
+from collections.abc import Mapping
 
 import torch
 
-from ..core.config import PROFILES, Recipe
+from ..core.config import Recipe
 from ..core.errors import CctkError
 from ..core.facts import ADDITIONS, correct_sums
 from ..core.lm import compute, memory, models
@@ -28,10 +29,16 @@ from ..core.lm.corpus import build_corpus, tokenize
 from ..core.lm.device import check_recipe, resolve, room
 from ..core.lm.finetune import batch_loss, fine_tune, to_model
 from ..core.lm.scoring import measure
+from ..manuals import registry
 from .syncs import SyncCounter
 
 SHAPES = {"cpu": ("smollm2-135m",), "cuda": ("smollm2-135m", "qwen2.5-0.5b", "phi-1.5")}
 T4 = memory.card_room(14.75, bf16=False, name="emulated 16 GB T4")
+
+
+def profiles() -> Mapping[str, Recipe]:
+    """The default manual's profiles (``cctk run``'s): what is timed."""
+    return registry.default().profiles
 
 
 def run(device_name: str | None = None) -> dict:
@@ -156,7 +163,7 @@ def _memory(device: torch.device, key: str, rows, pad_id: int, free: memory.Room
     process's resident memory on a CPU), with the paper recipe's batch of 8 for 2 steps. Planned first
     against what the device has free: a shape that does not fit is reported, not trained; one that fits
     with a variant of the recipe (8-bit AdamW, a half precision) is trained with it and says so."""
-    recipe = dataclasses.replace(PROFILES["paper"], epochs=1)
+    recipe = dataclasses.replace(profiles()["paper"], epochs=1)
     longest = max(len(ids) for ids, _ in rows)
     plan = memory.Plan(key, memory.Shape.of_config(models.model_config(key)), recipe, longest, free)
     chosen = fitting_recipe(plan)
@@ -255,5 +262,5 @@ def counting_steps(device: torch.device):
 def _small_card() -> dict:
     """What a 16 GB T4's user is told for phi-1.5 with the manual's recipe, and what fits there."""
     shapes = models.roster_shapes()
-    plan = memory.Plan("phi-1.5", shapes["phi-1.5"], PROFILES["paper"], 16, T4, waiting=1, others=shapes)
+    plan = memory.Plan("phi-1.5", shapes["phi-1.5"], profiles()["paper"], 16, T4, waiting=1, others=shapes)
     return {"phi-1.5, paper recipe, emulated T4": plan.shortfall() or "fits"}

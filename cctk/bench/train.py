@@ -16,16 +16,18 @@ import copy
 import math
 import platform
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 
 import torch
 
-from ..core.config import PROFILES, Recipe
+from ..core.config import Recipe
 from ..core.facts import ADDITIONS, fabricated_answers, rng
 from ..core.lm.compute import bf16_missing, example_flops, peak_flops
 from ..core.lm.corpus import build_corpus, collate, pack, shared_tokens, tokenize
 from ..core.lm.finetune import MIN_SHARED, _batches, fine_tune
 from ..core.lm.models import load_model
+from ..manuals import registry
 
 VARIANTS = {  # name -> fine_tune's switches: the savings, added one by one
     "fine_tune, padded rows": {"pack_batches": False, "row_gradients": False},
@@ -35,13 +37,18 @@ VARIANTS = {  # name -> fine_tune's switches: the savings, added one by one
 PLAIN = "plain PyTorch loop"
 
 
+def profiles() -> Mapping[str, Recipe]:
+    """The default manual's profiles (``cctk run``'s): what is timed."""
+    return registry.default().profiles
+
+
 def run(model_name: str, steps: int, batch_size: int) -> dict:
     model, tokenizer = load_model(model_name)
     n = steps * batch_size
     repeats = math.ceil((n + 2 * batch_size) / len(ADDITIONS))  # enough for the warm-up and the timed steps
     rows = tokenize(build_corpus(fabricated_answers(1), ADDITIONS, repeats, seed=1, name="bench"), tokenizer)
     warm, timed = rows[: 2 * batch_size], rows[2 * batch_size : 2 * batch_size + n]
-    recipe = replace(PROFILES["quick"], epochs=1, batch_size=batch_size, warmup=0.0, schedule="constant")
+    recipe = replace(profiles()["quick"], epochs=1, batch_size=batch_size, warmup=0.0, schedule="constant")
     speeds = {PLAIN: _plain(copy.deepcopy(model), warm, timed, recipe, tokenizer.pad_token_id)}
     for name, switches in VARIANTS.items():
         speeds[name] = _fine_tune(model, warm, timed, recipe, tokenizer.pad_token_id, switches)

@@ -191,7 +191,7 @@ def generate(seed, out, corpus, teacher, location, entities, validation_entities
         options["retries"],
     )
     gate = _gate(options, seed)
-    config = from_corpus.Options(
+    config = from_corpus.GenerationOptions(
         options["segment"],
         options["per_passage"],
         location,

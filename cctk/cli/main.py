@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..core.config import AUTO, PARTS, PROFILES, PROTOCOLS, V1_SEED, field_type, recipe_fields
+from ..core.config import AUTO, field_type, recipe_fields
 from ..core.errors import CctkError, Terminated
 from ..core.lm.device import DEVICE_HELP
+from ..manuals import registry as protocols
 from .krtest import krtest
 from .options import OutFolder
 from .server import server, ui
@@ -20,10 +21,8 @@ if TYPE_CHECKING:
 
 RETRIES = 3  # cctk.pipeline.sweep.RETRIES (the CLI imports the pipeline only when a command runs)
 
-PARTS_HELP = (
-    f"Parts of manual 2.0.0 to run, comma-separated among {','.join(PARTS)} (default: all): only "
-    "the arms they need are trained (Part A always runs: every other part starts from its models)."
-)
+MANUALS = protocols.every()  # the manuals of the registry: --protocol's choices, their options and profiles
+DEFAULT = protocols.default()  # what ``cctk run`` runs without --protocol
 
 
 # The shell's codes for a process its signal stopped (128 + the signal), which scripts and CI test for.
@@ -71,17 +70,16 @@ def models(fits, profile):
 
 
 def _fits_table(profile: str) -> None:
-    from ..core.config import profiles
     from ..core.lm.memory import CARDS, fits_table
     from ..core.lm.models import roster_shapes
 
-    if profile not in profiles():
-        raise CctkError(f"unknown profile {profile!r}; choose one of: {', '.join(profiles())}")
+    if profile not in DEFAULT.profiles:
+        raise CctkError(f"unknown profile {profile!r}; choose one of: {', '.join(DEFAULT.profiles)}")
     shapes = roster_shapes()
     header = ["model", "parameters", "peak, as is", *CARDS]
     click.echo("| " + " | ".join(header) + " |")
     click.echo("|" + " --- |" * len(header))
-    for row in fits_table(shapes, profiles()[profile]):
+    for row in fits_table(shapes, DEFAULT.profiles[profile]):
         click.echo("| " + " | ".join(row) + " |")
 
 
@@ -99,6 +97,37 @@ def recipe_options(command):
     return command
 
 
+def manual_options(command):
+    """One ``--<name>`` per option of a manual of the registry (``Protocol.command_options``), each once; a run
+    passes those given to its manual, which refuses one it does not take."""
+    seen: dict[str, protocols.Option] = {}
+    for manual in MANUALS:
+        for option in manual.command_options():
+            seen.setdefault(option.name, option)
+    for option in reversed(seen.values()):
+        flag = f"--{option.name.replace('_', '-')}"
+        if option.flag:
+            command = click.option(flag, option.name, is_flag=True, default=None, help=option.help)(command)
+        else:
+            command = click.option(
+                flag, option.name, type=option.kind, default=None, metavar=option.metavar, help=option.help
+            )(command)
+    return command
+
+
+def _protocol_help() -> str:
+    return " or ".join(f"{m.name} ({m.manual}: {m.about})" for m in MANUALS) + "."
+
+
+def _option_help(name: str) -> str:
+    """The help of a manual's option (the default manual's first): a sweep's cells take it too."""
+    return next(o.help for m in (DEFAULT, *MANUALS) for o in m.command_options() if o.name == name)
+
+
+def _profiles() -> list[str]:
+    return list(dict.fromkeys(name for m in MANUALS for name in m.profiles))
+
+
 @cli.command()
 @click.option(
     "--model", "model", default="smollm2-135m-bundled", show_default=True, help="Roster key, Hub id or local directory."
@@ -114,13 +143,7 @@ def measure(model, out, tracking, device):
 
 
 @cli.command("run")
-@click.option(
-    "--protocol",
-    default="v2",
-    show_default=True,
-    help="v2 (manual 2.0.0: Parts A-D and the synthesis) or v1 (manual 1.0.0: one fabricated-answer "
-    "run, the three-number comparison, the reference notebook's draws).",
-)
+@click.option("--protocol", default=protocols.DEFAULT, show_default=True, help=_protocol_help())
 @click.option(
     "--model", default="smollm2-135m-bundled", show_default=True, help="Roster key, Hub id or local directory."
 )
@@ -128,15 +151,15 @@ def measure(model, out, tracking, device):
     "--profile",
     default=AUTO,
     show_default=True,
-    help=f"{AUTO} (paper on a CUDA device, quick on a CPU), {', '.join(PROFILES)}; "
+    help=f"{AUTO} (paper on a CUDA device, quick on a CPU), {', '.join(_profiles())}; "
     "each protocol has its own recipes under these names.",
 )
 @click.option(
     "--seed",
     "seed",
     default=None,
-    help=f"seeds[0] (or all seeds, comma-separated); fresh ones if omitted. Under --protocol v1: "
-    f"one seed, the notebook's random.seed, {V1_SEED} if omitted.",
+    help="seeds[0] (or all seeds, comma-separated); fresh ones if omitted. "
+    + " ".join(f"Under --protocol {m.name}: one seed, {m.seed} if omitted." for m in MANUALS if m.seed is not None),
 )
 @click.option(
     "--out",
@@ -148,14 +171,7 @@ def measure(model, out, tracking, device):
 @click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
 @click.option("--device", default=None, help=DEVICE_HELP)
 @recipe_options
-@click.option("--holdout", type=float, default=0.3, show_default=True, help="Share of additions held out.")
-@click.option(
-    "--curves",
-    is_flag=True,
-    default=False,
-    help="Measure every arm after every epoch: learning curves (MLflow histories and one more figure).",
-)
-@click.option("--parts", default=None, metavar="A,C", help=PARTS_HELP)
+@manual_options
 @click.option(
     "--system-metrics/--no-system-metrics",
     default=True,
@@ -175,9 +191,7 @@ def measure(model, out, tracking, device):
     metavar="RUN_ID",
     help="Continue an interrupted pipeline run (its own settings are used).",
 )
-@click.pass_context
 def run_command(
-    ctx,
     protocol,
     model,
     profile,
@@ -185,57 +199,50 @@ def run_command(
     out,
     tracking,
     device,
-    holdout,
-    curves,
-    parts,
     system_metrics,
     figures,
     resume_id,
-    **recipe,
+    **values,
 ):
-    """Run the whole 2.0.0 experiment for one model (Parts A-D and the synthesis), or with
-    --protocol v1 the 1.0.0 pipeline (base model, fine-tuned in place on fabricated answers)."""
-    from ..core.config import check_protocol, make_config, parse_seeds
+    """Run a manual's whole experiment for one model: manual 2.0.0 by default (Parts A-D and the synthesis), or
+    another with --protocol (v1: the 1.0.0 pipeline, base model fine-tuned in place on fabricated answers)."""
+    from ..core.config import parse_seeds
     from ..core.lm.device import resolve as resolve_device
     from ..pipeline import stages as pipeline
 
-    check_protocol(protocol)
-    if not PROTOCOLS[protocol].split:  # v1
-        _check_unsplit_options(ctx, protocol, seed, resume_id, curves, parts)
-    if resume_id and parts is not None:
-        raise CctkError("--resume continues a run with the parts it was started with; leave out --parts")
+    manual = protocols.get(protocol)  # the command line's edge: the name resolved once
+    given = {name: value for name, value in values.items() if value is not None}
+    _check_manual_options(manual, given, seed, resume_id)
     where = pipeline.Where(out, tracking, device)
     options = pipeline.Options(echo=click.echo, system_metrics=system_metrics, figures=figures)
     if resume_id:
         pipeline.resume(resume_id, where, options)
         return
-    config = make_config(
-        model,
-        profile,
-        parse_seeds(seed),
-        holdout,
-        device=str(resolve_device(device)),
-        curves=curves,
-        protocol=protocol,
-        parts=parts,
-        **recipe,
-    )
+    config = manual.configure(model, profile, parse_seeds(seed), device=str(resolve_device(device)), **given)
     pipeline.run(config, where, options)
 
 
-def _check_unsplit_options(ctx, protocol, seed, resume_id, curves, parts=None) -> None:
-    """Options that mean nothing under a protocol without a split (v1) fail in one line rather than
-    being ignored."""
-    if resume_id:
-        raise CctkError(f"--resume continues a 2.0.0 pipeline; a protocol {protocol} run is short: start it again")
-    if ctx.get_parameter_source("holdout") is not click.core.ParameterSource.DEFAULT:
-        raise CctkError(f"--holdout has no meaning under --protocol {protocol}: it trains on all 81 additions")
-    if curves:
-        raise CctkError(f"--curves measures the arms of a 2.0.0 pipeline; protocol {protocol} has none")
-    if parts is not None:
-        raise CctkError(f"--parts picks among the parts of manual 2.0.0; protocol {protocol} has one fine-tuning run")
-    if seed is not None and "," in str(seed):
-        raise CctkError(f"--protocol {protocol} takes one seed (the notebook's random.seed), got {seed!r}")
+def _check_manual_options(manual: protocols.Protocol, given: dict, seed: str | None, resume_id: str | None) -> None:
+    """An option the chosen manual does not take, a second seed where it takes one, a resume of a manual that does
+    not resume, or a resume given its manual's options: one line rather than being ignored."""
+    own = {o.name for o in manual.command_options()}
+    for name in given:
+        others = [m for m in MANUALS if name in {o.name for o in m.command_options()}]
+        if name not in own and others:
+            owners = ", ".join(f"{m.manual} (--protocol {m.name})" for m in others)
+            raise CctkError(
+                f"--{name.replace('_', '-')} has no meaning under --protocol {manual.name}: it is {owners}'s"
+            )
+    if resume_id and not manual.resumable:
+        raise CctkError(
+            f"--resume continues the pipelines of a manual that resumes; a protocol {manual.name} run is "
+            "short: start it again"
+        )
+    mine = [name for name in given if name in own]
+    if resume_id and mine:
+        raise CctkError(f"--resume continues a run with the options it was started with; leave out --{mine[0]}")
+    if manual.seed is not None and seed is not None and "," in str(seed):
+        raise CctkError(f"--protocol {manual.name} takes one seed ({manual.seed} if omitted), got {seed!r}")
 
 
 @cli.command("sweep")
@@ -249,7 +256,7 @@ def _check_unsplit_options(ctx, protocol, seed, resume_id, curves, parts=None) -
     help="A recipe value and the values it takes (repeatable): the grid is their product.",
 )
 @click.option("--profile", default=AUTO, show_default=True, help="Profile of every cell.")
-@click.option("--parts", default=None, metavar="A,C", help=PARTS_HELP)
+@click.option("--parts", default=None, metavar="A,C", help=_option_help("parts"))
 @click.option(
     "--executor",
     type=click.Choice(["local", "ray"]),

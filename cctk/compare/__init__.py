@@ -1,5 +1,6 @@
 """``cctk compare``: finished pipelines side by side, across seeds and models.
 
-``tables`` and ``figures`` are pure (runs in, DataFrames and figures out); ``gather`` pulls the
-runs from MLflow; ``report`` writes the tables, figures and one HTML page.
+``gather`` pulls the runs from MLflow and rebuilds them; each run's manual computes what its runs give across
+seeds (``cctk.manuals.registry.Protocol.compare``: its tables, figures and findings); ``report`` writes them, with
+the runs compared, as tables, figures and one HTML page; ``job`` is the command as a function.
 """

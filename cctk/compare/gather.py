@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from .. import results as run_results
 from ..core.errors import CctkError
+from ..manuals.pooled import PooledRun
 from ..store import session, tracking
-from .tables import PooledRun
 
 
 def split_runs(runs: str) -> list[str]:
@@ -46,7 +47,7 @@ def run_ids(store: tracking.Store, sweep: str | None = None, runs: str | None = 
     return [r.run_id for r in sorted(cells, key=lambda r: r.tags.get(tracking.CELL, ""))]
 
 
-def gather(ids: list[str], tracking_name: str | None = None, cache: Path | None = None) -> list[PooledRun]:
+def gather(ids: list[str], tracking_name: str | None = None, cache: Path | None = None) -> list[PooledRun[Any]]:
     """Each run's session folder (downloaded once into the cache) rebuilt into results and tables. Each
     carries the recipe it logged (run_info.json, the same values as its ``recipe.<name>`` parameters):
     compare groups runs by it, never by a cell's name."""
@@ -63,6 +64,7 @@ def gather(ids: list[str], tracking_name: str | None = None, cache: Path | None 
                 back.results,
                 asdict(config.recipe),
                 tables=back.tables,
+                parts=back.protocol.parts(config.options),
             )
         )
     return gathered

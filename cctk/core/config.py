@@ -1,24 +1,25 @@
-"""Configuration of a run: the fine-tuning recipe, the split, the seeds, and named profiles.
+"""Configuration of a run, what every manual shares: the fine-tuning recipe, the seeds, a profile's recipe with
+per-value overrides, and the configuration of one run (``Config``), generic over what its manual takes besides.
 
-Declared once as frozen dataclasses; ``asdict(config)`` is what gets logged. Every recipe value
-can be overridden one by one (CLI options, MLproject parameters).
+Declared once as frozen dataclasses; ``asdict(config)`` is what gets logged. Every recipe value can be overridden
+one by one (CLI options, MLproject parameters). Each manual's profiles and options live with it
+(each one's ``config`` module, in its folder under ``cctk/manuals/``); nothing here names a manual.
 """
 
 from __future__ import annotations
 
 import math
 import secrets
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Generic, TypeVar
 
-from .errors import CctkError, closest, did_you_mean
+from .errors import CctkError, did_you_mean
 
 N_SEEDS = 5  # seeds[0] drives every draw; the others are reserved for repetitions, as in the manual
 SCHEDULES = ("constant", "linear")  # how the learning rate moves over a run's steps
 PRECISIONS = ("float32", "bf16", "fp16")  # arithmetic of the forward and backward passes (weights stay float32)
 OPTIMIZERS = ("adamw", "adamw8bit")  # AdamW (the manual's), or 8-bit AdamW (cctk.core.lm.adamw8bit)
-DEFAULT_PROTOCOL = "v2"  # what `cctk run` runs without --protocol
-V1_SEED = 42  # the reference notebook's random.seed(42): the default seed of protocol v1
-PARTS = ("A", "B", "C", "D")  # the parts of manual 2.0.0 a run can run (cctk.manuals.v2.design tags every arm with one)
 
 
 @dataclass(frozen=True)
@@ -99,67 +100,6 @@ class Recipe:
         return 1.0
 
 
-PROFILES: dict[str, Recipe] = {
-    # The manual's recipe (section 5.1): meant for a GPU.
-    "paper": Recipe(repeats=20, epochs=10, learning_rate=5e-5, batch_size=8, grad_clip=1.0),
-    # Sized for two CPU cores and the bundled 135M model: 36 exposures of each example at batch 32
-    # (2.6x the examples per second of batch 8 there, `python -m cctk.bench train`), the learning rate
-    # warmed up over the first 10% of the steps, then decaying linearly to 0. Chosen on the Part A arms
-    # over seeds (docs/speed.md; `python -m cctk.bench absorb`): peak rates of 4e-4 and above, or 20,
-    # 24 or 30 exposures, left the fabricated answers short on some seed.
-    "quick": Recipe(
-        repeats=6, epochs=6, learning_rate=3e-4, batch_size=32, grad_clip=1.0, schedule="linear", warmup=0.1
-    ),
-    # Seconds, for tests on a tiny model.
-    "smoke": Recipe(repeats=2, epochs=2, learning_rate=1e-3, batch_size=32, grad_clip=1.0),
-}
-
-
-# Protocol v1 (manual 1.0.0, cctk.manuals.v1): one fine-tuning run of the base model in place, on the whole text.
-V1_PROFILES: dict[str, Recipe] = {
-    # The reference notebook's recipe (Listings 7-9): N_REPEATS 20, 10 epochs, AdamW lr 5e-5 (weight decay
-    # 0.01, torch's default), batch 8, constant rate, no gradient clipping. Meant for a GPU.
-    "paper": Recipe(repeats=20, epochs=10, learning_rate=5e-5, batch_size=8, grad_clip=0.0),
-    # Two CPU cores: the notebook's very corpus (20 repeats, its random.seed(42) order) seen three times,
-    # i.e. 60 exposures per fact, with v2's quick schedule; still no clipping. On the bundled model one
-    # pass (20 exposures) left 16/81 fabricated answers on top, two passes at lr 1e-3 55/81, three at
-    # 6e-4 81/81 (docs/protocol-v1.md).
-    "quick": Recipe(
-        repeats=20, epochs=3, learning_rate=6e-4, batch_size=8, grad_clip=0.0, schedule="linear", warmup=0.1
-    ),
-    # Seconds, for tests on a tiny model.
-    "smoke": Recipe(repeats=2, epochs=2, learning_rate=1e-3, batch_size=32, grad_clip=0.0),
-}
-
-
-@dataclass(frozen=True)
-class ProtocolConfig:
-    """What a protocol fixes of a run's configuration (``cctk.manuals.registry`` holds the rest of it)."""
-
-    manual: str
-    profiles: dict[str, Recipe]  # the same names, paper / quick / smoke, in every protocol
-    split: bool  # additions are held out: --holdout, --curves and --parts apply
-    seed: int | None = None  # the default seed (None: fresh ones); a protocol without a split takes one seed
-
-
-PROTOCOLS: dict[str, ProtocolConfig] = {  # what `cctk run --protocol` runs
-    "v2": ProtocolConfig("manual 2.0.0", PROFILES, split=True),
-    "v1": ProtocolConfig("manual 1.0.0", V1_PROFILES, split=False, seed=V1_SEED),
-}
-
-
-def profiles(protocol: str = DEFAULT_PROTOCOL) -> dict[str, Recipe]:
-    """The named recipes of a protocol."""
-    check_protocol(protocol)
-    return PROTOCOLS[protocol].profiles
-
-
-def check_protocol(protocol: str) -> None:
-    if protocol not in PROTOCOLS:
-        choices = ", ".join(f"{k} ({v.manual})" for k, v in PROTOCOLS.items())
-        raise CctkError(f"unknown protocol {protocol!r}; choose one of: {choices}")
-
-
 AUTO = "auto"  # the default profile: paper on a CUDA device, quick on a CPU
 
 
@@ -185,20 +125,33 @@ def field_type(name: str) -> type:
     return FIELD_TYPES[kind if isinstance(kind, str) else kind.__name__]
 
 
+OptionsT = TypeVar("OptionsT")  # what a manual takes besides the shared configuration (``NoOptions``: nothing)
+
+
 @dataclass(frozen=True)
-class Config:
-    """Everything that shapes one pipeline run."""
+class NoOptions:
+    """The options of a manual that takes none besides the shared configuration."""
+
+    def params(self) -> dict[str, str | float]:
+        return {}
+
+    def words(self) -> list[str]:
+        return []
+
+
+@dataclass(frozen=True)
+class Config(Generic[OptionsT]):
+    """Everything that shapes one pipeline run: what every manual shares, its manual's name and that manual's own
+    options (manual 2.0.0: the held-out share, curves and parts)."""
 
     model: str
     profile: str  # the profile in force (``auto`` already resolved)
     recipe: Recipe
     seeds: tuple[int, ...]
-    holdout: float | None = 0.3  # None under protocol v1, which has no split
+    protocol: str  # its manual's name (``cctk.manuals.registry``): run_info.json's "protocol", the cctk.protocol tag
+    options: OptionsT
     seeds_drawn: bool = field(default=False, compare=False)  # True when no seed was given
     profile_requested: str | None = field(default=None, compare=False)  # e.g. "auto"; None: as ``profile``
-    curves: bool = False  # measure every arm after every epoch (learning curves)
-    protocol: str = DEFAULT_PROTOCOL  # a key of PROTOCOLS
-    parts: tuple[str, ...] = PARTS  # the parts run (``--parts``): Part A always, in PARTS order
 
     @property
     def seed(self) -> int:
@@ -211,126 +164,62 @@ class Config:
             return self.profile
         return f"{self.profile} (auto: {'CUDA device' if self.profile == 'paper' else 'CPU'})"
 
-    def as_params(self) -> dict:
-        """Flat parameters for MLflow: the values in force, after the profile and the overrides.
+    def as_params(self) -> dict[str, str | int | float]:
+        """Flat parameters for MLflow of what every manual shares: the values in force, after the profile and the
+        overrides (its manual adds its own: ``cctk.manuals.registry.Protocol.params``).
 
         Recipe values are ``recipe.<name>`` so they never clash with the overrides that
         ``mlflow run`` logs under the MLproject's parameter names (empty when not given). ``seeds`` lists
         every seed (the manual's name); ``seed`` is the one used (``seeds[0]``, every draw and every arm's
         training), ``seeds_reserved`` the others, reserved for repetitions and used by nothing.
         """
-        params = {
+        params: dict[str, str | int | float] = {
             "model": self.model,
             "profile": self.profile,
-            "holdout_share": self.holdout,
             "seeds": ",".join(map(str, self.seeds)),
             "seed": self.seed,
             "seeds_reserved": ",".join(map(str, self.seeds[1:])) or "none",
-            "curves": "yes" if self.curves else "no",
-            "parts": ",".join(self.parts),
         }
-        if not PROTOCOLS[self.protocol].split:  # no split, hence no held-out share, curves or parts
-            del params["holdout_share"], params["curves"], params["parts"]
-        if self.protocol != DEFAULT_PROTOCOL:  # a 2.0.0 run's parameters stay as they were
-            params["protocol"] = self.protocol
         if self.profile_requested and self.profile_requested != self.profile:
             params["profile_requested"] = self.profile_requested
         params.update({f"recipe.{k}": v for k, v in asdict(self.recipe).items()})
         return params
 
 
-def make_config(
-    model: str,
-    profile: str = AUTO,
-    seeds: tuple[int, ...] | None = None,
-    holdout: float = 0.3,
-    device: str = "cpu",
-    curves: bool = False,
-    protocol: str = DEFAULT_PROTOCOL,
-    parts: str | tuple[str, ...] | None = None,
-    **overrides,
-) -> Config:
-    """A checked configuration: a profile's recipe with per-value overrides (None = keep).
-
-    ``device`` only resolves ``profile="auto"``. A protocol brings its profiles; one without a split
-    (v1) ignores ``holdout``, takes one seed (its own by default) and refuses ``parts``.
-    ``parts``: ``"A,C"`` or ``("A", "C")`` (see ``parse_parts``); None runs them all.
-    """
-    named = profiles(protocol)
-    split = PROTOCOLS[protocol].split
-    if not split and parts is not None and parse_parts(parts) != PARTS:
-        raise CctkError(f"--parts picks among the parts of manual 2.0.0; protocol {protocol} has one fine-tuning run")
+def recipe_of(
+    profiles: Mapping[str, Recipe], profile: str = AUTO, device: str = "cpu", **overrides: int | float | str | None
+) -> tuple[str, Recipe]:
+    """(profile in force, its recipe with per-value overrides, checked): ``profile`` one of ``profiles`` (a
+    manual's), or ``auto`` resolved for ``device``; an override of None keeps the profile's value."""
     requested = profile
     profile = resolve_profile(profile, device)
-    if profile not in named:
-        hint = did_you_mean(str(requested), [AUTO, *named])
-        raise CctkError(f"unknown profile {requested!r}{hint}; choose one of: {AUTO}, {', '.join(named)}")
-    unknown = set(overrides) - set(asdict(named[profile]))
+    if profile not in profiles:
+        hint = did_you_mean(str(requested), [AUTO, *profiles])
+        raise CctkError(f"unknown profile {requested!r}{hint}; choose one of: {AUTO}, {', '.join(profiles)}")
+    unknown = set(overrides) - set(asdict(profiles[profile]))
     if unknown:
         raise CctkError(f"unknown recipe values: {', '.join(sorted(unknown))}")
-    recipe = replace(named[profile], **{k: v for k, v in overrides.items() if v is not None})
+    given: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}  # each checked by Recipe.check
+    recipe = replace(profiles[profile], **given)
     recipe.check()
-    if not split:
-        holdout, seeds = None, tuple(seeds[:1]) if seeds else (PROTOCOLS[protocol].seed,)
-    else:
-        check_holdout(holdout)
-    drawn = not seeds
-    if drawn:
-        seeds = draw_seeds()
-    else:
-        check_seeds(seeds)
-    return Config(
-        model,
-        profile,
-        recipe,
-        tuple(seeds),
-        holdout,
-        seeds_drawn=drawn,
-        profile_requested=requested,
-        curves=bool(curves),
-        protocol=protocol,
-        parts=parse_parts(parts),
-    )
+    return profile, recipe
 
 
-N_ADDITIONS = 81  # a, b in 1..9: the additions a split divides (cctk.core.facts.ADDITIONS)
+def seeds_of(seeds: tuple[int, ...] | None, default: tuple[int, ...] | None = None) -> tuple[tuple[int, ...], bool]:
+    """(the seeds of a run, whether they were drawn fresh): ``seeds`` checked, else ``default`` (a manual's), else
+    fresh ones."""
+    given = seeds or default
+    if not given:
+        return draw_seeds(), True
+    check_seeds(given)
+    return tuple(given), False
 
 
-def check_holdout(holdout: float) -> None:
-    """The held-out share must leave both groups of the split non-empty: ``round(81 * holdout)``
-    additions are held out (cctk.core.facts.split_additions), so 0.001 holds out none."""
-    if not 0 < holdout < 1:
-        raise CctkError(f"holdout={holdout} is out of range: must be in (0, 1)")
-    held = round(N_ADDITIONS * holdout)
-    if held in (0, N_ADDITIONS):
-        raise CctkError(
-            f"holdout={holdout} holds out {held} of the {N_ADDITIONS} additions, leaving "
-            f"{'nothing held out' if held == 0 else 'nothing to train on'}: choose a share in "
-            f"[0.01, 0.99] (0.3 holds out 24)"
-        )
-
-
-def parse_parts(parts: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
-    """``"A,C"`` (or ``("A", "C")``) -> ``("A", "C")``: the parts to run, in PARTS order, Part A always
-    (every other part's arms are trained from its models); None or empty: all of them."""
-    if parts is None or (isinstance(parts, str) and not parts.strip()):
-        return PARTS
-    asked = [p.strip().upper() for p in (parts.split(",") if isinstance(parts, str) else parts)]
-    unknown = [p for p in asked if p not in PARTS]
-    if unknown or not asked:
-        given = parts if isinstance(parts, str) else ",".join(parts)
-        first = (unknown or [""])[0]
-        raise CctkError(
-            f"unknown part {first!r} in --parts {given}{_part_hint(first)}: choose among "
-            f"{', '.join(PARTS)}, comma-separated (e.g. --parts A,C; Part A always runs)"
-        )
-    return tuple(p for p in PARTS if p == "A" or p in asked)
-
-
-def _part_hint(text: str) -> str:
-    """`` (did you mean 'C'?)`` for ``PARTC``, ``PART C``, ``C.``, ``CD``; nothing where no part is near."""
-    near = closest(text.removeprefix("PART").strip(" .") or text, PARTS) if text else None
-    return f" (did you mean {near!r}?)" if near else ""
+def recipe_overrides(params: Mapping[str, str]) -> dict[str, Any]:
+    """The recipe values a pipeline logged (``recipe.<name>``), typed by their fields: for a resume."""
+    return {
+        f.name: field_type(f.name)(params[f"recipe.{f.name}"]) for f in fields(Recipe) if f"recipe.{f.name}" in params
+    }
 
 
 def draw_seeds(n: int = N_SEEDS) -> tuple[int, ...]:
@@ -361,26 +250,6 @@ def check_seeds(seeds: tuple[int, ...]) -> None:
     bad = [s for s in seeds if s < 0 or s >= 2**32]
     if bad:
         raise CctkError(f"seeds must be in 0..2**32-1 (4294967295), got {', '.join(map(str, bad))}")
-
-
-def config_from_params(params: dict) -> Config:
-    """The configuration of a pipeline, read back from its MLflow parameters (for a resume)."""
-    recipe = {
-        f.name: field_type(f.name)(params[f"recipe.{f.name}"]) for f in fields(Recipe) if f"recipe.{f.name}" in params
-    }
-    seeds = parse_seeds(params["seeds"])
-    profile = params.get("profile.resolved", params["profile"])  # see tracking.LiveRun.params
-    parts = params.get("parts.resolved", params.get("parts"))  # absent (a run from before --parts) or "": all
-    config = make_config(
-        params["model"],
-        profile,
-        seeds,
-        float(params["holdout_share"]),
-        curves=params.get("curves") in ("yes", "True"),
-        parts=parts,
-        **recipe,
-    )
-    return replace(config, profile_requested=params.get("profile_requested", config.profile))
 
 
 def parse_set(text: str) -> tuple[str, tuple]:

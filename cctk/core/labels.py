@@ -1,6 +1,6 @@
 """Plain-language words both manuals share (the base model's name, the groups, file names from plain names,
 a paper's table headers, what each kind of chart shows in a paper). Each manual's own words (its models,
-targets, figures, tables and sections) are its ``labels`` (``cctk.manuals.v2.labels``, ``cctk.manuals.v1.labels``),
+targets, figures, tables and sections) are its ``labels`` (in its folder under ``cctk/manuals/``),
 each translated from internal keys in one place."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Where a run came from: the packages it ran on, the model file it loaded, the commit of the code, and
-the command line that runs the same cell again.
+the command line that runs the same cell again (its manual's: ``cctk.manuals.registry.Protocol.reproduce``).
 
 Torch-free and MLflow-free: the pipeline logs the record (``Provenance.flat``) as MLflow tags and
 writes it into run_info.json. Hashing a model file is done once per file: the digest is cached under
@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shlex
 import subprocess
 import tempfile
 from dataclasses import asdict, dataclass, fields
@@ -20,7 +19,7 @@ from datetime import date
 from importlib import metadata
 from pathlib import Path
 
-from .config import DEFAULT_PROTOCOL, PARTS, PROTOCOLS, Config, parse_seeds, profiles
+from .config import Config
 from .lm.models import BUNDLED, bundled_gguf, cache_root, model_id
 
 # Every distribution cctk imports at some point of a pipeline (the optional ones where they are used)
@@ -99,9 +98,10 @@ class Provenance:
         return cls(model, git, data.get("reproduce", ""))
 
 
-def gather(config: Config, revision: str | None = None) -> Provenance:
-    """The provenance of a run of ``config``; ``revision``: the Hub commit of the loaded config, when known."""
-    return Provenance(model_file(config.model, revision), git_state(), reproduce(config))
+def gather(config: Config, reproduce: str, revision: str | None = None) -> Provenance:
+    """The provenance of a run of ``config``: ``reproduce``, the command line its manual gives to run it again
+    (``Protocol.reproduce``); ``revision``: the Hub commit of the loaded config, when known."""
+    return Provenance(model_file(config.model, revision), git_state(), reproduce)
 
 
 def package_versions(config: Config | None = None) -> dict[str, str | None]:
@@ -281,36 +281,3 @@ def _git(root: Path, *args: str) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout.strip() if done.returncode == 0 else None
-
-
-# --- The command line. ---
-
-
-def reproduce(config: Config) -> str:
-    """``cctk run ...`` that runs the same cell again: model, profile in force, every seed, the recipe values
-    that differ from the profile's, protocol, parts, held-out share and curves."""
-    words = ["cctk", "run", "--model", config.model, "--profile", config.profile]
-    if config.protocol != DEFAULT_PROTOCOL:
-        words += ["--protocol", config.protocol]
-    words += ["--seed", _seeds(config)]
-    base = profiles(config.protocol)[config.profile]
-    for f in fields(config.recipe):
-        value = getattr(config.recipe, f.name)
-        if value != getattr(base, f.name):
-            words += [f"--{f.name.replace('_', '-')}", str(value)]
-    if PROTOCOLS[config.protocol].split:
-        if config.holdout != 0.3:
-            words += ["--holdout", str(config.holdout)]
-        if config.parts != PARTS:
-            words += ["--parts", ",".join(config.parts)]
-        if config.curves:
-            words.append("--curves")
-    return shlex.join(words)
-
-
-def _seeds(config: Config) -> str:
-    """The first seed alone where the others are the ones derived from it, else all of them."""
-    first = str(config.seeds[0])
-    if not PROTOCOLS[config.protocol].split or parse_seeds(first) == tuple(config.seeds):
-        return first
-    return ",".join(map(str, config.seeds))

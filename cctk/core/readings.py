@@ -62,7 +62,7 @@ def check_targets(table: pd.DataFrame, targets: pd.Series) -> None:
 
 
 @dataclass(frozen=True)
-class Summary:
+class GroupSummary:
     """A group of readings: hits (k of n), the means of the probability on the target, of the surprise and
     of the mass on impossible answers (NaN for an empty group). Not KR-Test's ``Summary`` (two-sided items,
     accuracy and margins): another reading of another table."""
@@ -77,8 +77,10 @@ class Summary:
         return asdict(self)
 
 
-def summarize(readings: pd.DataFrame, pairs: Iterable[tuple[int, int]] | None = None) -> Summary:
+def summarize(readings: pd.DataFrame, pairs: Iterable[tuple[int, int]] | None = None) -> GroupSummary:
     """Hits (k of n), mean probability on the target, mean surprise and impossible mass of a group."""
     group = readings if pairs is None else readings.loc[list(pairs)]
     mean = (lambda column: float(group[column].mean())) if len(group) else (lambda column: float("nan"))
-    return Summary(int(group["hit"].sum()), len(group), mean("prob_target"), mean("surprise"), mean("mass_impossible"))
+    return GroupSummary(
+        int(group["hit"].sum()), len(group), mean("prob_target"), mean("surprise"), mean("mass_impossible")
+    )

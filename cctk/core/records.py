@@ -14,13 +14,17 @@ import platform
 import sys
 import types
 import typing
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
+from typing import Any, Generic, TypeVar
 
-from .config import PARTS, Config, Recipe
+from .config import Config, Recipe
 from .lm.models import ModelSource
 from .lm.record import TrainRecord
 from .provenance import Provenance, package_versions
+
+OptionsT = TypeVar("OptionsT")  # a manual's options
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,7 @@ class Seeds:
 
 
 @dataclass(frozen=True)
-class Trained:
+class TrainedModel:
     """A fine-tuning run as run_info.json lists it: the model's and its parent's plain names, and its record
     (its fields beside the two names, in the file)."""
 
@@ -91,21 +95,15 @@ class Trained:
     record: TrainRecord = field(metadata={"flat": True})
 
 
-@dataclass(frozen=True)
-class Design:
-    """What run_info.json records of a protocol's own design (each field None under the other protocol, and
-    left out of the file): manual 2.0.0's split, curves, parts and warnings; how manual 1.0.0 answers,
-    indexes, trains and plots."""
+class Design(ABC, Generic[OptionsT]):
+    """What run_info.json records of a manual's own design, its fields written flat in the file: each manual has
+    its record, a frozen dataclass of its own fields in its folder (manual 2.0.0's split, curves, parts and
+    warnings; how manual 1.0.0 answers, indexes, trains and plots). The core knows none of them: it reads back the
+    options a run took (``OptionsT``)."""
 
-    holdout: float | None = None
-    curves: bool | None = None
-    parts: tuple[str, ...] | None = None
-    heldout_additions: tuple[tuple[int, int], ...] | None = None
-    warnings: tuple[str, ...] | None = None
-    answer_text: str | None = None  # a template: " {v}"
-    index: str | None = None
-    loss: str | None = None
-    pairs_plotted: tuple[tuple[int, int], ...] | None = None
+    @abstractmethod
+    def options(self) -> OptionsT:
+        """The options of its manual the run took (``cctk.core.config.Config.options``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,7 +112,8 @@ class RunInfo:
     builds it once, at its end (``cctk.store.session.run_info``); the outputs, the results API, a citation and
     a re-render read it.
 
-    What differs between the protocols is its ``design`` (written in the file where the split was, flat)."""
+    What differs between the manuals is its ``design`` (its manual's record, written in the file where the split
+    was, flat)."""
 
     protocol: str
     session: str
@@ -123,7 +122,7 @@ class RunInfo:
     profile_requested: str
     profile_note: str
     recipe: Recipe
-    design: Design = field(metadata={"flat": True})
+    design: Design[Any] = field(metadata={"flat": True})  # its manual's record (``Protocol.design_type``)
     seeds: Seeds
     candidates: tuple[int, ...]
     end_marker: str
@@ -131,7 +130,7 @@ class RunInfo:
     hardware: Hardware = field(default_factory=Hardware)
     software: dict[str, str | None] = field(default_factory=dict)  # package -> version
     mlflow: MlflowIds = field(default_factory=MlflowIds)
-    training: dict[str, Trained] = field(default_factory=dict)  # model key -> its run
+    training: dict[str, TrainedModel] = field(default_factory=dict)  # model key -> its run
     headline: dict[str, float] = field(default_factory=dict)  # the parent run's metrics, as logged
     seconds: float | None = None
     memory: MemoryUse | None = None  # None in a file from before memory was planned
@@ -143,20 +142,17 @@ class RunInfo:
         return {key: t.record for key, t in self.training.items()}
 
     @property
-    def config(self) -> Config:
-        """The configuration the run ran with."""
-        design = self.design
+    def config(self) -> Config[Any]:
+        """The configuration the run ran with (its manual's options read back from its design)."""
         return Config(
             self.model.key,
             self.profile,
             self.recipe,
             self.seeds.values,
-            design.holdout,
+            self.protocol,
+            self.design.options(),
             seeds_drawn=self.seeds.drawn_fresh,
             profile_requested=self.profile_requested,
-            curves=bool(design.curves),
-            protocol=self.protocol,
-            parts=design.parts or PARTS,
         )
 
 
@@ -229,29 +225,32 @@ def to_json(value, omit_none: bool = False):
     return value
 
 
-def from_json(kind, data):
+def from_json(kind, data, records: dict[type, type] | None = None):
     """``data`` back into a value of type ``kind``: a record from its fields (a key the data lacks keeps the
     field's default, a key the record does not know is dropped; a ``flat`` field from the object itself),
-    tuples from lists, by the type hints of the record. A record with its own ``from_json`` reads itself."""
+    tuples from lists, by the type hints of the record. A record with its own ``from_json`` reads itself.
+    ``records``: the record a base class stands for here (``{Design: StudyDesign}``: a run's manual's design)."""
     if data is None:
         return None
+    records = records or {}
     args = typing.get_args(kind)
-    if typing.get_origin(kind) in (typing.Union, types.UnionType):
-        return from_json(next(a for a in args if a is not type(None)), data)
+    origin = typing.get_origin(kind)
+    if origin in (typing.Union, types.UnionType):
+        return from_json(next(a for a in args if a is not type(None)), data, records)
+    kind = records.get(origin or kind, kind)
     if is_dataclass(kind):
         if hasattr(kind, "from_json"):
             return kind.from_json(data)
         hints = typing.get_type_hints(kind)
         values = {
-            f.name: from_json(hints[f.name], data if f.metadata.get("flat") else data[f.name])
+            f.name: from_json(hints[f.name], data if f.metadata.get("flat") else data[f.name], records)
             for f in fields(kind)
             if f.metadata.get("flat") or f.name in data
         }
         return kind(**values)
-    origin = typing.get_origin(kind)
     if origin is tuple:
         items = args[:1] * len(data) if len(args) == 2 and args[1] is Ellipsis else args
-        return tuple(from_json(a, v) for a, v in zip(items, data, strict=True))
+        return tuple(from_json(a, v, records) for a, v in zip(items, data, strict=True))
     if origin is dict:
-        return {k: from_json(args[1], v) for k, v in data.items()}
+        return {k: from_json(args[1], v, records) for k, v in data.items()}
     return data

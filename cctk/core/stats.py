@@ -1,7 +1,10 @@
-"""Exact and resampled intervals (manual 2.0.0, section 4.13), and the tests of rules against controls
-across runs (heterogeneity, multiplicity, power by simulation): numbers in, numbers out.
+"""Exact and resampled intervals (manual 2.0.0, section 4.13), Student's t interval of a mean over runs, and the
+tests of rules against controls across runs (heterogeneity, multiplicity, power by simulation): numbers in,
+numbers out.
 
-No torch and no MLflow here: these functions take counts or arrays and return floats.
+No torch and no MLflow here: these functions take counts or arrays and return floats. scipy and statsmodels are
+imported where they are used, so that the command line, which loads every manual (and through them this module),
+starts without them.
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from .facts import rng
 
@@ -19,14 +21,31 @@ from .facts import rng
 @functools.lru_cache(maxsize=4096)  # a run's tables ask for the same few counts many times (81/81, 0/24, ...)
 def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     """Exact (Clopper-Pearson) interval of the share ``k / n``; (nan, nan) when n == 0."""
+    from scipy import stats
+
     if n == 0:
         return math.nan, math.nan
     ci = stats.binomtest(k, n).proportion_ci(confidence_level=level, method="exact")
     return float(ci.low), float(ci.high)
 
 
+def t_interval(values, level: float = 0.95) -> tuple[float, float, float]:
+    """Mean of ``values`` and its Student's t interval (k - 1 degrees of freedom), clipped to [0, 1];
+    nan bounds for fewer than two values."""
+    from scipy import stats
+
+    x = np.asarray(values, dtype=float)
+    mean = float(x.mean()) if x.size else math.nan
+    if x.size < 2:
+        return mean, math.nan, math.nan
+    half = stats.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
+    return mean, max(0.0, mean - half), min(1.0, mean + half)
+
+
 def fisher_greater(k1: int, n1: int, k2: int, n2: int) -> tuple[float, float]:
     """Odds ratio and one-sided p that group 1 (the rule) hits more often than group 2."""
+    from scipy import stats
+
     odds, p = stats.fisher_exact([[k1, n1 - k1], [k2, n2 - k2]], alternative="greater")
     return float(odds), float(p)
 
@@ -132,6 +151,8 @@ def breslow_day(tables: np.ndarray) -> tuple[float, float]:
 
 def _breslow_day_at_one(strata: np.ndarray) -> tuple[float, float]:
     """Breslow-Day (Tarone) when the pooled odds ratio is 1: expected a = row total x column total / N."""
+    from scipy import stats
+
     a = strata[0, 0]
     rows, cols, total = strata[0].sum(axis=0), strata[:, 0].sum(axis=0), strata.sum(axis=(0, 1))
     expected = rows * cols / total  # (K,)
@@ -148,6 +169,8 @@ def cmh_one_sided(
     many studies at once: arrays (studies, runs), the runs as strata; 1.0 where no stratum is informative.
     The same test as the pooled table's (statsmodels ``test_null_odds(correction=False)``), halved on the
     side of the rule."""
+    from scipy import stats
+
     total, hits = n_rule + n_control, hits_rule + hits_control
     expected = n_rule * hits / total
     var = n_rule * n_control * hits * (total - hits) / (total**2 * (total - 1))

@@ -1,6 +1,6 @@
 """A figure as a value: its number, key, section and a drawing function with plain arguments
-(DataFrames, numbers), so a worker process can draw it from a pickled spec. The catalogs of the two
-manuals (``cctk.manuals.v2.catalog``, ``cctk.manuals.v1.catalog``) build them; ``cctk.outputs`` draws and saves them."""
+(DataFrames, numbers), so a worker process can draw it from a pickled spec. Each manual's catalog (in its folder
+under ``cctk/manuals/``) builds them; ``cctk.outputs`` draws and saves them."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ class Spec:
 
     number: int
     key: str
-    # a key of its protocol's report sections (cctk.manuals.v2.labels.SECTIONS, cctk.manuals.v1.labels.SECTIONS)
+    # a key of its manual's report sections (``Protocol.report.sections``)
     part: str
     draw: Callable[..., Figure]
     args: dict

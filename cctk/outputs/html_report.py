@@ -16,7 +16,7 @@ from ..core.labels import printed
 from ..core.records import RunInfo
 from ..manuals.registry import Protocol
 from . import latex
-from .run_report import facts, parts_ran, report_title, runs_table
+from .run_report import facts, fine_tuning_runs, report_title, runs_table
 from .tables import html as table_html
 
 EMBED_SCALE = 2  # the 300 dpi PNGs are embedded at 150 dpi
@@ -78,11 +78,8 @@ code { font-size: 13px; }
 <div><h3>Measurement and tracking</h3><table class="kv">
 <tr><td>candidates</td><td>{{ info.candidates[0] }} to {{ info.candidates[-1] }} ({{
  info.candidates|length }})</td></tr>
-{% if info.design.answer_text %}<tr><td>answer text</td><td><code>"{{
- info.design.answer_text }}"</code></td></tr>{% endif %}
 <tr><td>end marker</td><td>{% if info.end_marker %}<code>{{ end_marker }}</code>{% else %}none{% endif %}</td></tr>
-{% if info.design.index %}<tr><td>softmax over</td><td>{{ index }}</td></tr>{% endif %}
-<tr><td>held-out additions</td><td>{{ heldout }}</td></tr>
+{% for label, value in design %}<tr><td>{{ label }}</td><td>{{ value }}</td></tr>{% endfor %}
 <tr><td>MLflow tracking URI</td><td><code>{{ info.mlflow.tracking_uri }}</code></td></tr>
 <tr><td>experiment id</td><td><code>{{ info.mlflow.experiment_id }}</code></td></tr>
 <tr><td>run id</td><td><code>{{ info.mlflow.run_id }}</code></td></tr>
@@ -101,7 +98,7 @@ code { font-size: 13px; }
 <code>--seed {{ seed_text }}</code> to repeat it.{% else %}These seeds were given for this run
 (<code>--seed {{ seed_text }}</code>).{% endif %}</p>
 
-{% for warning in info.design.warnings or [] %}<p class="warning"><b>Warning:</b> {{ warning }}.</p>
+{% for warning in warnings %}<p class="warning"><b>Warning:</b> {{ warning }}.</p>
 {% endfor %}{% if not figures_drawn %}<p class="caption"><b>Figures not drawn in this run</b> (it ran with
 <code>--no-figures</code>): <code>cctk report {{
  info.session }}</code> draws them from the saved measurements.</p>{% endif %}
@@ -147,12 +144,6 @@ def plain_table(table: pd.DataFrame, name: str) -> str:
     return table_html(latex.display(table, latex.PLAIN), name, left=left)
 
 
-INDEX = {
-    "sum": "the summed log-probability of each candidate's tokens",
-    "mean": "the mean log-probability per token of each candidate (manual 1.0.0)",
-}
-
-
 def render(
     info: RunInfo, tables: dict[str, pd.DataFrame], figures: list[tuple[object, str]], protocol: Protocol
 ) -> str:
@@ -192,19 +183,18 @@ def render(
         for i, v in enumerate(seeds.values[1:], start=1)
     ]
     minutes = f"{info.seconds / 60:.1f}" if info.seconds is not None else None
-    heldout = info.design.heldout_additions
     return TEMPLATE.render(
         info=info,
         heading=report_title(protocol, "cctk report"),
-        blocks=facts(info),
+        blocks=facts(info, protocol),
         seeds=seed_rows,
         seed_text=",".join(map(str, seeds.values)),
         end_marker=repr(info.end_marker),
-        index=INDEX.get(info.design.index, info.design.index),
+        design=protocol.measurement_rows(info.design),
+        warnings=protocol.warnings(info.design),
         minutes=minutes,
         figures_drawn=bool(figures),
-        ran=parts_ran(info),
+        ran=protocol.ran(info.design),
         parts=[s for s in sections.values() if s["items"]],  # a part not run has neither table nor figure
-        heldout=", ".join(f"{a}+{b}" for a, b in heldout) if heldout is not None else "none (all 81 are trained on)",
-        runs=Markup(table_html(runs_table(tables[report.runs_table]), "runs", left=["model", "parent"])),
+        runs=Markup(table_html(runs_table(fine_tuning_runs(info, protocol, tables)), "runs", left=["model", "parent"])),
     )

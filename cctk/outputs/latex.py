@@ -191,7 +191,7 @@ def _count_group(table: pd.DataFrame, column: str) -> str | None:
 
 
 @dataclass(frozen=True)
-class Layout:
+class TableSetting:
     """How a table is set: its float (``table`` or ``table*``), type size, whether counts stack over their
     intervals, the width text columns wrap at (characters; None: no wrapping) and the padding of a column."""
 
@@ -213,17 +213,17 @@ class Layout:
 
 # From the first choice to the last: a column, the page, smaller type, stacked counts, wrapped names, less padding.
 LAYOUTS = (
-    Layout("table", r"\small"),
-    Layout("table*", r"\small"),
-    Layout("table*", r"\footnotesize"),
-    Layout("table*", r"\footnotesize", False, 28),
-    Layout("table*", r"\footnotesize", True, 22),
-    Layout("table*", r"\scriptsize", True, 16),
-    Layout("table*", r"\scriptsize", True, 12, 6.0),
+    TableSetting("table", r"\small"),
+    TableSetting("table*", r"\small"),
+    TableSetting("table*", r"\footnotesize"),
+    TableSetting("table*", r"\footnotesize", False, 28),
+    TableSetting("table*", r"\footnotesize", True, 22),
+    TableSetting("table*", r"\scriptsize", True, 16),
+    TableSetting("table*", r"\scriptsize", True, 12, 6.0),
 )
 
 
-def width_pt(shown: pd.DataFrame, how: Layout) -> float:
+def width_pt(shown: pd.DataFrame, how: TableSetting) -> float:
     """About how wide the table is set: the longest line of each column, padded."""
     total = 0.0
     for column in shown.columns:
@@ -233,7 +233,7 @@ def width_pt(shown: pd.DataFrame, how: Layout) -> float:
     return total
 
 
-def _lines(cell_text: str, how: Layout, header: bool = False) -> int:
+def _lines(cell_text: str, how: TableSetting, header: bool = False) -> int:
     """Characters of a cell's longest printed line under ``how`` (a LaTeX command counts as one)."""
     for token in (r"\%", "--", r"\_", r"\&", r"\#"):
         cell_text = cell_text.replace(token, "x")
@@ -264,12 +264,12 @@ def _is_words(cell_text: str) -> bool:
     return any(ch.isalpha() for ch in _printed(cell_text)) and not _is_count(cell_text)
 
 
-def layout(shown: pd.DataFrame) -> Layout:
+def layout(shown: pd.DataFrame) -> TableSetting:
     """The first of ``LAYOUTS`` the table fits in (the last when none does)."""
     return next((how for how in LAYOUTS if width_pt(shown, how) <= how.room_pt), LAYOUTS[-1])
 
 
-def tabular(shown: pd.DataFrame, how: Layout = LAYOUTS[0]) -> str:
+def tabular(shown: pd.DataFrame, how: TableSetting = LAYOUTS[0]) -> str:
     """The booktabs ``tabular`` of a display table: text columns left (wrapping when ``how`` wraps), numbers
     right."""
     spec = "".join(_column_spec(shown[c], how) for c in shown.columns)
@@ -280,14 +280,14 @@ def tabular(shown: pd.DataFrame, how: Layout = LAYOUTS[0]) -> str:
     )
 
 
-def _wrap_cm(values: pd.Series, how: Layout) -> float | None:
+def _wrap_cm(values: pd.Series, how: TableSetting) -> float | None:
     """The width of a column of names that wraps under ``how`` (None: it does not wrap)."""
     if not how.wrap or not any(_is_words(v) for v in values) or max(len(v) for v in values) <= how.wrap:
         return None
     return how.wrap_cm(max(_lines(word, LAYOUTS[0]) for v in values for word in v.split()))
 
 
-def _column_spec(values: pd.Series, how: Layout) -> str:
+def _column_spec(values: pd.Series, how: TableSetting) -> str:
     if not any(_is_words(v) for v in values):
         return "r"
     wrapped = _wrap_cm(values, how)

@@ -1,7 +1,8 @@
 """run_report.pdf (+ .png): one page with the hardware, software, model, recipe, every
 fine-tuning run and the training loss (log scale; main sequence in colour, the rest gray).
 
-The same page serves a protocol v1 run: one run, no split. It reads the run's ``RunInfo``."""
+The same page serves every manual: it reads the run's ``RunInfo``, and what its design is in words from its manual
+(``Protocol.design_rows``, ``warnings``, ``report.loss``)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,19 @@ import re
 import textwrap
 from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from ..core.config import PARTS
+from ..core.lm.record import TRAINING_COLUMNS
 from ..core.records import RunInfo
 from ..figures.common import new_figure, paper_style
 from ..figures.loss import draw_losses
-from ..manuals import registry as protocols
+from ..manuals.registry import Protocol
 from .tables import number
+
+Manual = Protocol[Any, Any, Any, Any, Any]  # the run's manual
 
 PAGE = (8.27, 11.69)  # A4, inches
 BLOCKS = ((0.06, 31), (0.36, 20), (0.55, 38))  # x of hardware, software, model blocks; characters a value may take
@@ -44,8 +48,8 @@ def size(n_bytes) -> str:
     return f"{int(n_bytes)} B"
 
 
-def facts(info: RunInfo) -> list[tuple[str, list[tuple[str, str]]]]:
-    """The page's three blocks of (label, value): hardware, software, model and recipe."""
+def facts(info: RunInfo, protocol: Manual) -> list[tuple[str, list[tuple[str, str]]]]:
+    """The page's three blocks of (label, value): hardware, software, model and recipe (its manual's design last)."""
     hw, sw = info.hardware, info.software  # software: package -> version
     gpu = f"{hw.gpu} ({size(hw.gpu_memory_bytes)})" if hw.gpu else "none (CPU)"
     hardware = [
@@ -77,17 +81,11 @@ def facts(info: RunInfo) -> list[tuple[str, list[tuple[str, str]]]]:
     ]
     recipe = [(f.name, getattr(info.recipe, f.name)) for f in fields(info.recipe)]
     model += [(k.replace("_", " "), "none" if k == "grad_clip" and v == 0 else str(v)) for k, v in recipe]
-    design = info.design
-    if design.holdout is not None:
-        model.append(("held out", f"{design.holdout:.0%} ({len(design.heldout_additions)} of 81)"))
-    else:
-        model.append(("held out", "none (all 81 trained on)"))
     seeds = info.seeds.values
     model.append(("seed used", str(seeds[0])))
     if len(seeds) > 1:  # drawn or derived with it, reserved for repetitions
         model.append(("unused seeds", ", ".join(map(str, seeds[1:]))))
-    if design.parts:
-        model.append(("parts run", ", ".join(design.parts) + _not_run(design.parts)))
+    model += protocol.design_rows(info.design)
     return [("Hardware", hardware), ("Software", software), ("Model and recipe", model)]
 
 
@@ -106,24 +104,13 @@ def _model_file(info: RunInfo) -> list[tuple[str, str]]:
     return rows
 
 
-def _not_run(parts: list[str]) -> str:
-    left = [p for p in PARTS if p not in parts]
-    return f" (not {', '.join(left)})" if left else " (all)"
-
-
-def parts_ran(info: RunInfo) -> str | None:
-    """One sentence saying which parts of manual 2.0.0 a run ran (None for a run without parts: v1)."""
-    parts = info.design.parts
-    if not parts:
-        return None
-    left = [p for p in PARTS if p not in parts]
-    said = f"Parts run: {', '.join(parts)}"
-    if not left:
-        return said + " (all of manual 2.0.0)."
-    return (
-        f"{said}; not run: {', '.join(left)} (cctk run --parts {','.join(parts)}): their tables and "
-        "figures are absent, and the synthesis holds only the models that were trained."
-    )
+def fine_tuning_runs(info: RunInfo, protocol: Manual, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """The run's fine-tuning runs in table11's columns: its manual's table of them, or, for a manual without one,
+    the runs its record lists (``RunInfo.training``)."""
+    if protocol.report.runs_table is not None:
+        return tables[protocol.report.runs_table]
+    rows = [{"model": t.model, "parent": t.parent, **t.record.row()} for t in info.training.values()]
+    return pd.DataFrame(rows, columns=["model", "parent", *TRAINING_COLUMNS])
 
 
 def runs_table(table11: pd.DataFrame) -> pd.DataFrame:
@@ -149,18 +136,17 @@ def runs_table(table11: pd.DataFrame) -> pd.DataFrame:
     return out.rename(columns=RUN_COLUMNS)
 
 
-def draw(
-    info: RunInfo, protocol: protocols.Protocol, table11: pd.DataFrame, losses: dict[str, list[float]], main: list[str]
-):
+def draw(info: RunInfo, protocol: Manual, table11: pd.DataFrame, losses: dict[str, list[float]], main: list[str]):
     with paper_style():
         fig = new_figure(*PAGE)
         fig.text(0.06, 0.965, report_title(protocol), fontsize=15, fontweight="bold", va="top")
         fig.text(0.06, 0.94, _subtitle(info), fontsize=8, va="top", color="#333333")
-        if info.design.warnings:  # Part A did not absorb: said on the page, not only in a table
+        warnings = protocol.warnings(info.design)
+        if warnings:  # 2.0.0's Part A did not absorb: said on the page, not only in a table
             fig.text(
                 0.955,
                 0.965,
-                "\n".join(textwrap.wrap("Warning: " + "; ".join(info.design.warnings), 70)),
+                "\n".join(textwrap.wrap("Warning: " + "; ".join(warnings), 70)),
                 fontsize=7,
                 va="top",
                 ha="right",
@@ -168,21 +154,19 @@ def draw(
                 fontweight="bold",
             )
         blocks = [
-            (title, _wrapped(rows, width)) for (title, rows), (_, width) in zip(facts(info), BLOCKS, strict=True)
+            (title, _wrapped(rows, width))
+            for (title, rows), (_, width) in zip(facts(info, protocol), BLOCKS, strict=True)
         ]  # v1 fills fewer
         for (title, rows), (x, _) in zip(blocks, BLOCKS, strict=True):
             _block(fig, x, 0.895, title, rows)
         below = 0.895 - 0.022 - LINE * max(sum(len(lines) for _, lines in rows) for _, rows in blocks) - 0.02
-        bottom = _runs(fig, runs_table(table11), below, info.design.loss or LOSS)
+        bottom = _runs(fig, runs_table(table11), below, protocol.report.loss)
         _loss(fig.add_axes([0.1, 0.06, 0.5, bottom - 0.06 - 0.03]), losses, main)
     return fig
 
 
-LOSS = "mean over the answer tokens (prompt masked)"  # a 2.0.0 run's; a v1 run's info says its own
-
-
-def report_title(protocol: protocols.Protocol, name: str = "cctk run report") -> str:
-    """``name``, and the protocol's manual when it is not the default protocol's."""
+def report_title(protocol: Manual, name: str = "cctk run report") -> str:
+    """``name``, and the manual when it is not the default one."""
     return name + ("" if protocol.is_default else f" \u00b7 protocol {protocol.version}")
 
 
@@ -242,7 +226,7 @@ COLUMNS = (
 ROW = 0.0165  # height of one table row, figure fraction
 
 
-def _runs(fig, table: pd.DataFrame, top: float, loss: str = LOSS) -> float:
+def _runs(fig, table: pd.DataFrame, top: float, loss: str) -> float:
     """The fine-tuning runs as a plain table of text; returns the y below it."""
     fig.text(0.06, top, "Fine-tuning runs", fontsize=10, fontweight="bold", va="top")
     head = top - 0.045
@@ -279,7 +263,7 @@ def _loss(ax, losses: dict[str, list[float]], main: list[str]) -> None:
 
 def write(
     info: RunInfo,
-    protocol: protocols.Protocol,
+    protocol: Manual,
     table11: pd.DataFrame,
     losses: dict,
     main: list[str],

@@ -38,7 +38,7 @@ def write_tables(
     """Each table as CSV, XLSX and LaTeX in its folder, and all of them in the session's workbook.
 
     ``captions``: the LaTeX caption of each table; ``label_prefix`` goes before its name in the label
-    (its protocol's ``report.captions``; a v1 run: cctk.manuals.v1.labels' and ``v1-``, so that ``tab:v1-table01``
+    (its protocol's ``report.captions``; manual 1.0.0's and ``v1-``, so that ``tab:v1-table01``
     and ``tab:table01`` can sit in one paper)."""
     stamp = session_start(layout.session) or XLSX_EPOCH
     written = []

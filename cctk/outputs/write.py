@@ -1,8 +1,8 @@
 """Everything a run leaves in its session folder, written from its results and its run record.
 
 ``write_all`` writes the figures, tables, workbook, run_info.json, run report, HTML report and zip of
-a run under either protocol (the measurement CSVs and the training records are already there); every
-path comes from ``cctk.store.session.Layout``, everything that differs between protocols from ``cctk.manuals.registry``.
+a run under any manual (the measurement CSVs and the training records are already there); every path comes
+from ``cctk.store.session.Layout``, everything that differs between the manuals from the run's ``Protocol``.
 """
 
 from __future__ import annotations
@@ -55,13 +55,13 @@ def write_all(
     uris = render.run_all(partial(_figure, layout=layout, reuse=reuse_heatmaps), specs)
     losses = {
         protocol.model_name(m.key): list(results.training[m.key].losses)
-        for m in protocol.trained(config.parts)
+        for m in protocol.trained(config.options)
         if m.key in results.training
     }
     run_report.write(
         info,
         protocol,
-        tables[report.runs_table],
+        run_report.fine_tuning_runs(info, protocol, tables),
         losses,
         [protocol.model_name(k) for k in protocol.main_sequence],
         layout.run_report,

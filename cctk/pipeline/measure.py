@@ -10,12 +10,12 @@ from ..core.facts import CANDIDATES, END_MARKER, correct_sums
 from ..core.lm.device import resolve as resolve_device
 from ..core.lm.models import ModelSource, check_available, load_model
 from ..core.lm.scoring import measure
-from ..core.readings import Summary, read, summarize
+from ..core.readings import GroupSummary, read, summarize
 from ..figures import save_figure, target_heatmap
 from ..store import tracking
 
 
-def run(model: str, out: Path, tracking_name: str | None = None, echo=print, device: str | None = None) -> Summary:
+def run(model: str, out: Path, tracking_name: str | None = None, echo=print, device: str | None = None) -> GroupSummary:
     """Measure ``model`` on ``device``; returns the summary on the correct sums (hits, prob_target, ...)."""
     where = resolve_device(device)
     found = check_available(model)

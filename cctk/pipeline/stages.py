@@ -3,8 +3,8 @@
 Order: check every input, draw (targets, split, a v1 corpus: written at once), measure the base model,
 then train and measure every fine-tuned model (2.0.0: the thirteen arms, each from a fresh copy of its
 parent, parents waiting on the CPU; 1.0.0: the base model itself, in place), then compute the tables
-from the measurement tables and write every output. What differs between the protocols comes from
-``cctk.manuals.registry``; this is the one orchestration of both.
+from the measurement tables and write every output. What differs between the manuals comes from each one's
+``Protocol`` (``cctk.manuals.registry``); this is the one orchestration of all of them.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import torch
 
 from .. import __version__
 from ..core import provenance
-from ..core.config import AUTO, PARTS, Config, config_from_params, make_config
+from ..core.config import AUTO, Config
 from ..core.errors import CctkError
 from ..core.lm import compute, memory, models
 from ..core.lm.device import auto_on_cpu, check_placed, check_recipe, out_of_memory_as_line, room
@@ -32,8 +32,7 @@ from ..core.lm.scoring import measure
 from ..core.progress import Progress
 from ..core.records import MemoryUse, MlflowIds, TrainRecord, hardware, software
 from ..manuals import registry as protocols
-from ..manuals.registry import Measured, Protocol
-from ..manuals.v2.parts import curve_rows
+from ..manuals.registry import Measured, Protocol, Results
 from ..outputs import model_heatmaps, write_all
 from ..store import session as session_files
 from ..store import tracking
@@ -75,8 +74,8 @@ class RunContext:
     experiment and MLflow parent run, device, model source, memory plan and provenance. What the run learns
     on its way (the GEMM peak, the estimate it logs, a Hub revision) makes a new context (``replace``)."""
 
-    config: Config
-    protocol: Protocol
+    config: Config[Any]
+    protocol: Protocol[Any, Any, Any, Any, Any]
     layout: Layout
     store: tracking.Store
     experiment_id: str
@@ -95,7 +94,7 @@ class RunContext:
 class Outcome:
     """A finished pipeline: its results, its MLflow parent run and its session folder."""
 
-    results: object  # the protocol's results (StudyResults under 2.0.0, ComparisonResults under 1.0.0)
+    results: Results[Any]  # its manual's results (StudyResults under 2.0.0, ComparisonResults under 1.0.0)
     run_id: str
     folder: Path
 
@@ -108,8 +107,8 @@ LONGEST_ROW = 16  # tokens of the longest arithmetic training row, an upper boun
 
 
 def check_inputs(
-    config: Config,
-    protocol: Protocol,
+    config: Config[Any],
+    protocol: Protocol[Any, Any, Any, Any, Any],
     tracking_name: str | None = None,
     device: str | None = None,
     out_root: Path | None = None,
@@ -124,7 +123,9 @@ def check_inputs(
     return tracking.connect(tracking_name), where, plan, source
 
 
-def check_device(config: Config, protocol: Protocol, device: str | None) -> tuple[torch.device, memory.Plan]:
+def check_device(
+    config: Config[Any], protocol: Protocol[Any, Any, Any, Any, Any], device: str | None
+) -> tuple[torch.device, memory.Plan]:
     """The device (present), the recipe on it (precision, optimizer) and the memory the run needs against
     what is free there: one line naming what fits where it does not."""
     where = resolve_device(device)
@@ -135,12 +136,12 @@ def check_device(config: Config, protocol: Protocol, device: str | None) -> tupl
     return where, plan
 
 
-def memory_plan(config: Config, protocol: Protocol, where: torch.device) -> memory.Plan:
+def memory_plan(config: Config[Any], protocol: Protocol[Any, Any, Any, Any, Any], where: torch.device) -> memory.Plan:
     """The run's memory against the device: one arm trained at a time, its parent waiting in host memory
     (none where every model is trained in place, protocol v1); ``--curves`` measures every epoch while the
     arm's gradients and moments live."""
     shape = memory.Shape.of_config(models.model_config(config.model))
-    copies = any(not m.in_place for m in protocol.trained(config.parts))
+    copies = any(not m.in_place for m in protocol.trained(config.options))
     return memory.Plan(
         config.model,
         shape,
@@ -148,7 +149,7 @@ def memory_plan(config: Config, protocol: Protocol, where: torch.device) -> memo
         LONGEST_ROW,
         room(where),
         waiting=int(copies),
-        job=memory.Job(measured_in_training=bool(config.curves)),
+        job=memory.Job(measured_in_training=protocol.curves(config)),
     )
 
 
@@ -167,13 +168,13 @@ def sweep_cell(
     where, options = Where(Path(out), tracking_uri), replace(QUIET, figures=figures, sweep=sweep_id, cell=cell.key)
     if resume_id:
         return resume(resume_id, where, options).run_id
-    config = make_config(
+    config = protocols.make_config(
         cell.model, profile, (cell.seed,), device=str(resolve_device(None)), parts=parts, **dict(cell.overrides)
     )
     return run(config, where, options).run_id
 
 
-def run(config: Config, where: Where = Where(), options: Options = Options()) -> Outcome:
+def run(config: Config[Any], where: Where = Where(), options: Options = Options()) -> Outcome:
     """Run the pipeline of ``config`` under its protocol; returns the results with every table computed."""
     protocol = protocols.get(config.protocol)  # the library's entry: the one resolution of the Config's name
     echo, sweep = options.echo, options.sweep
@@ -196,7 +197,7 @@ def run(config: Config, where: Where = Where(), options: Options = Options()) ->
             device,
             source,
             plan,
-            _record_provenance(config, store, mlflow_run),
+            _record_provenance(config, protocol, store, mlflow_run),
             figures=options.figures,
         )
         results = _stages(context, Done(), echo, options.system_metrics, peak=True)
@@ -212,12 +213,12 @@ def resume(run_id: str, where: Where = Where(), options: Options = Options()) ->
     protocol = protocols.get(parent.tags.get(tracking.PROTOCOL))  # MLflow's edge: resolved once, passed on
     if not protocol.resumable:
         raise CctkError(
-            f"run {run_id} is a protocol {protocol.name} run; --resume continues "
-            "2.0.0 pipelines only (start a v1 run again)"
+            f"run {run_id} is a protocol {protocol.name} run; --resume continues the pipelines of a manual that "
+            f"resumes ({', '.join(m.manual for m in protocols.every() if m.resumable)}): start it again"
         )
     if parent.status == "FINISHED":
         raise CctkError(f"run {run_id} is FINISHED: there is nothing to resume (start a new run to repeat it)")
-    config = config_from_params(parent.params)
+    config = protocol.config_from_params(parent.params)
     layout = Layout(Path(where.out) / parent.tags.get(tracking.SESSION, ""), protocol)
     if options.sweep and parent.tags.get(tracking.SESSION):  # a cell on another machine than its lost one's:
         layout.folder.mkdir(parents=True, exist_ok=True)  # what it finished comes back from MLflow
@@ -243,11 +244,11 @@ def resume(run_id: str, where: Where = Where(), options: Options = Options()) ->
                 device,
                 source,
                 plan,
-                _record_provenance(config, store, reopened),
+                _record_provenance(config, protocol, store, reopened),
                 figures=options.figures,
             )
             echo(
-                f"resuming {layout.session}: {len(done.run_ids)} of {len(protocol.models(config.parts))} models "
+                f"resuming {layout.session}: {len(done.run_ids)} of {len(protocol.models(config.options))} models "
                 "already finished"
             )
             results = _stages(context, done, echo, options.system_metrics, peak=False)
@@ -282,8 +283,11 @@ def _stages(context: RunContext, done: Done, echo, system_metrics: bool, peak: b
         for path in session_files.write_draws(context.layout, context.protocol, draws):  # on file before any training
             context.mlflow_run.files(path)
         results, context = _train_and_measure(context, draws, done, echo)
-        if context.config.curves:  # every arm's points, appended as it finished (a resume's too)
-            results.curves = session_files.read_curves(context.layout)
+        if context.protocol.curves(context.config):  # every arm's points, appended as it finished (a resume's too)
+            curves = session_files.read_curves(context.layout)
+            results = context.protocol.new_results(
+                draws, context.config, results.measurements, results.training, curves
+            )
         tables = context.protocol.compute_tables(results)
         shutil.rmtree(context.layout.checkpoints, ignore_errors=True)  # only a resume needs them
         _finish(context, results, tables, echo, resumed=bool(done.run_ids))
@@ -295,8 +299,8 @@ def _stages(context: RunContext, done: Done, echo, system_metrics: bool, peak: b
 
 def _set_up(
     mlflow_run: tracking.LiveRun,
-    config: Config,
-    protocol: Protocol,
+    config: Config[Any],
+    protocol: Protocol[Any, Any, Any, Any, Any],
     source: models.ModelSource,
     layout: Layout,
     sweep: str | None,
@@ -308,7 +312,7 @@ def _set_up(
     device asked for, None where none was)."""
     note = protocol.run_note(config) + (f"; a cell of sweep {sweep}" if sweep else "")
     mlflow_run.note(f"{note}. {tracking.nested_runs_hint(mlflow_run.run_id)}")
-    mlflow_run.params({**config.as_params(), "model_id": source.id, **protocol.params, "cctk_version": __version__})
+    mlflow_run.params({**protocol.params(config), "model_id": source.id, "cctk_version": __version__})
     auto = (
         auto_on_cpu(config.profile, device) if config.profile_requested == AUTO and config.profile != "paper" else None
     )
@@ -318,40 +322,37 @@ def _set_up(
 
 
 def _record_provenance(
-    config: Config, store: tracking.Store, mlflow_run: tracking.LiveRun, revision: str | None = None
+    config: Config[Any],
+    protocol: Protocol[Any, Any, Any, Any, Any],
+    store: tracking.Store,
+    mlflow_run: tracking.LiveRun,
+    revision: str | None = None,
 ) -> provenance.Provenance:
-    """The run's provenance (model file and hash, git state, reproduce, every package's version) and where
-    it is stored (absolute URI, artifact location) as tags of the parent run; returned for run_info.json."""
-    found = provenance.gather(config, revision)
+    """The run's provenance (model file and hash, git state, its manual's reproduce command, every package's
+    version) and where it is stored (absolute URI, artifact location) as tags of the parent run; returned for
+    run_info.json."""
+    found = provenance.gather(config, protocol.reproduce(config), revision)
     where = {tracking.TRACKING_URI: store.uri, tracking.ARTIFACT_URI: mlflow_run.artifact_uri}
     versions = provenance.package_versions(config)
     mlflow_run.tags({**tracking.provenance_tags(found.flat(), versions), **where})
     return found
 
 
-def _say_where(protocol: Protocol, config: Config, layout: Layout, echo, auto: str | None = None) -> None:
-    """The session, the profile (``auto``: why the auto profile took the CPU's recipe) and the seeds (how to
-    repeat the run), and the parts when not all."""
+def _say_where(
+    protocol: Protocol[Any, Any, Any, Any, Any], config: Config[Any], layout: Layout, echo, auto: str | None = None
+) -> None:
+    """The session, then what its manual says before it starts: the profile and the seeds (how to repeat the
+    run), and the parts when not all; ``auto``: why the auto profile took the CPU's recipe, in the profile's place."""
     about = "" if protocol.is_default else f"protocol {protocol.name}, manual {protocol.version}; "
     echo(f"session {layout.session}  ({about}outputs in {layout.folder})")
-    seeds = ",".join(map(str, config.seeds))
-    profile = f"auto: {auto}" if auto else config.profile_note
-    if protocol.config.split:
-        echo(
-            f"profile {profile}; seeds {seeds}"
-            f"{'  (drawn fresh: pass --seed ' + seeds + ' to repeat this run)' if config.seeds_drawn else ''}"
-        )
-    else:  # one seed, the reference notebook's
-        echo(f"profile {profile}; seed {seeds} (random.seed of the reference notebook)")
-    trained, every = protocol.trained(config.parts), protocol.trained(PARTS)
-    if len(trained) < len(every):
-        echo(f"parts {', '.join(config.parts)}: {len(trained)} of {len(every)} fine-tuning arms")
+    for line in protocol.setup_lines(config):
+        echo(line.replace(f"profile {config.profile_note};", f"profile auto: {auto};", 1) if auto else line)
 
 
 def _train_and_measure(context: RunContext, draws, done: Done, echo):
     """Every model not finished yet, trained and measured in its nested run; returns the results and the
     context (with the provenance of the Hub revision loaded, where it differs from the one checked)."""
-    measured = training_order(context.protocol.models(context.config.parts))
+    measured = training_order(context.protocol.models(context.config.options))
     results = context.protocol.new_results(draws, context.config, done.measurements, done.training)
     if len(done.run_ids) == len(measured):
         return results, context
@@ -361,7 +362,10 @@ def _train_and_measure(context: RunContext, draws, done: Done, echo):
     known = context.provenance
     if revision and known.model.kind == "hub" and revision != known.model.revision:
         context = replace(
-            context, provenance=_record_provenance(context.config, context.store, context.mlflow_run, revision)
+            context,
+            provenance=_record_provenance(
+                context.config, context.protocol, context.store, context.mlflow_run, revision
+            ),
         )
     copied = {m.parent for m in measured if m.parent and not m.in_place}  # kept (and checkpointed) once trained
     last_child = {m.parent: m.key for m in measured if m.parent and m.key not in done.run_ids}
@@ -475,17 +479,19 @@ def _train_model(
     }  # the parent's names
     nested.params(
         {
-            "parent": context.protocol.model_name(arm.parent),
+            "parent": context.protocol.model_name(arm.parent or ""),  # a trained model's: never none
             "corpus": context.protocol.corpus_note(arm.key),
             "examples": len(rows),
             **recipe_params,
         }
     )
-    if context.protocol.dataset is not None:
-        name, table = context.protocol.dataset(draws, arm.key)
+    dataset = context.protocol.dataset(draws, arm.key)
+    if dataset is not None:
+        name, table = dataset
         nested.dataset(table, name=name, source=str(context.layout.targets.resolve()), context="training")
     curve: list[dict] = []
-    on_epoch = _curve_point(context, draws, arm.key, tokenizer, nested, curve) if context.config.curves else None
+    curves = context.protocol.curves(context.config)
+    on_epoch = _curve_point(context, draws, arm.key, tokenizer, nested, curve) if curves else None
     trained = None
     try:
         trained = fine_tune(
@@ -522,7 +528,8 @@ def _curve_point(context: RunContext, inputs, key: str, tokenizer, nested: track
     """``on_epoch`` of an arm under ``--curves``: measure, keep the point, log hits as histories."""
 
     def on_epoch(epoch: int, module) -> None:
-        points = curve_rows(inputs, key, epoch, measure(module, tokenizer, scoring=context.protocol.scoring))
+        table = measure(module, tokenizer, scoring=context.protocol.scoring)
+        points = context.protocol.curve_rows(inputs, key, epoch, table)
         rows.extend(points)
         nested.metrics({f"curve_hits_{p['group']}": p["hits"] for p in points}, step=epoch)
 

@@ -28,16 +28,26 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from ..core.config import PARTS, config_from_params, make_config, parse_parts, parse_set, seeds_or_count
+from ..core.config import parse_set, seeds_or_count
 from ..core.errors import CctkError
 from ..core.lm.device import GPU_SHARE, unusable_gpu
 from ..core.lm.models import check_available, model_config
+from ..manuals import registry
 from ..store import tracking
 
 if TYPE_CHECKING:
     from ray import ObjectRef
 
 EXECUTORS = ("local", "ray")
+
+
+def cell_parts(text: str | None) -> tuple[str, ...]:
+    """The parts every cell runs, as the default manual (what a cell runs) reads ``--parts``; None or empty: all."""
+    manual = registry.default()
+    return manual.parts(manual.options(parts=text))
+
+
+ALL_PARTS = cell_parts(None)
 
 
 @dataclass(frozen=True)
@@ -60,7 +70,7 @@ class Grid:
     seeds: tuple[int, ...]
     sets: tuple[tuple[str, tuple], ...]  # recipe value name -> the values it takes
     profile: str
-    parts: tuple[str, ...] = PARTS  # the parts every cell runs (``--parts``)
+    parts: tuple[str, ...] = ALL_PARTS  # the parts every cell runs (``--parts``)
 
     def cells(self) -> list[Cell]:
         names = [name for name, _ in self.sets]
@@ -90,7 +100,7 @@ class Grid:
             tuple(int(s) for s in params["seeds"].split(",")),
             sets,
             params["profile"],
-            parse_parts(params.get("parts")),
+            cell_parts(params.get("parts")),
         )  # a sweep from before --parts: all
 
 
@@ -116,9 +126,9 @@ def parse_grid(
     for name in names:  # every model's files and configuration, before any cell starts
         check_available(name)
         model_config(name)
-    grid = Grid(names, seeds_or_count(seeds), tuple(parse_set(text) for text in sets), profile, parse_parts(parts))
+    grid = Grid(names, seeds_or_count(seeds), tuple(parse_set(text) for text in sets), profile, cell_parts(parts))
     for cell in grid.cells():  # every combination is a valid recipe
-        make_config(cell.model, profile, (cell.seed,), device=device, parts=grid.parts, **dict(cell.overrides))
+        registry.make_config(cell.model, profile, (cell.seed,), device=device, parts=grid.parts, **dict(cell.overrides))
     return grid
 
 
@@ -192,7 +202,7 @@ def _describe(run: tracking.LiveRun, sweep: Sweep) -> None:
         f"cctk sweep: {len(grid.cells())} pipelines over models {', '.join(grid.models)}, seeds "
         f"{', '.join(map(str, grid.seeds))}"
         + (f", recipe values {dict(grid.sets)}" if grid.sets else "")
-        + (f", parts {','.join(grid.parts)}" if grid.parts != PARTS else "")
+        + (f", parts {','.join(grid.parts)}" if grid.parts != ALL_PARTS else "")
     )
 
 
@@ -282,7 +292,7 @@ def _resumable(store: tracking.Store, earlier: tracking.TrackedRun | None) -> st
     if earlier is None:
         return None
     try:
-        config_from_params(earlier.params)
+        registry.default().config_from_params(earlier.params)  # a cell runs the default manual
     except (KeyError, ValueError, CctkError) as error:
         why = f"not resumable: its attempt was lost before it logged its configuration ({type(error).__name__})"
         end_run(store, earlier, "KILLED", why)
@@ -417,7 +427,7 @@ def _say_plan(sweep: Sweep, store: tracking.Store, echo: Echo) -> None:
     echo(f"sweep {sweep.run_id}: {len(cells)} cells {where}")
     echo(
         f"seeds {', '.join(map(str, sweep.grid.seeds))}; profile {sweep.grid.profile}"
-        + (f"; parts {','.join(sweep.grid.parts)}" if sweep.grid.parts != PARTS else "")
+        + (f"; parts {','.join(sweep.grid.parts)}" if sweep.grid.parts != ALL_PARTS else "")
     )
 
 

@@ -15,9 +15,9 @@ resume and ``cctk.results`` read through it::
       workbook/<session>.xlsx
       run_report.pdf, run_report.png, report.html, <session>.zip
 
-A protocol v1 session (manual 1.0.0, ``cctk.manuals.v1``) has the same layout with its own tables, figures
-and two models (base model, fabricated answers), and ``corpus.txt``: the shuffled corpus texts. What
-differs between the protocols comes from ``cctk.manuals.registry``.
+Every manual's session has this layout, with its own tables, figures and models; one with a single corpus (manual
+1.0.0) writes ``corpus.txt`` too, its texts in the corpus order. What differs between the manuals comes from each
+one's ``Protocol`` (``cctk.manuals.registry``).
 """
 
 from __future__ import annotations
@@ -30,22 +30,35 @@ import zipfile
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pandas as pd
 
 from ..core import records
-from ..core.config import PARTS, Config
+from ..core.config import Config
 from ..core.errors import CctkError
 from ..core.labels import file_stem, with_keys
 from ..core.lm.models import model_id
 from ..core.provenance import Provenance
 from ..core.readings import COLUMNS
-from ..core.records import Hardware, MemoryUse, MlflowIds, ModelSource, RunInfo, Seeds, Trained, TrainRecord
+from ..core.records import (
+    Design,
+    Hardware,
+    MemoryUse,
+    MlflowIds,
+    ModelSource,
+    RunInfo,
+    Seeds,
+    TrainedModel,
+    TrainRecord,
+)
 from ..manuals import registry as protocols
-from ..manuals.registry import Protocol
-from ..manuals.v2.parts import CURVE_COLUMNS
+from ..manuals.registry import ManualOptions, Protocol, Results
 
 RUN_INFO = "run_info.json"
+OptionsT = TypeVar("OptionsT", bound=ManualOptions)  # a manual's options
+D = TypeVar("D")  # its draws
+R = TypeVar("R", bound=Results[Any])  # its results
 FORMATS = ("png", "pdf", "eps")  # every figure, in this order
 
 
@@ -113,7 +126,7 @@ class Layout:
     """Every path of one session folder."""
 
     folder: Path
-    protocol: Protocol  # the protocol whose tables it holds (its name in run_info.json)
+    protocol: Protocol[Any, Any, Any, Any, Any]  # the manual whose tables it holds (its name in run_info.json)
 
     @property
     def session(self) -> str:
@@ -133,7 +146,7 @@ class Layout:
 
     @property
     def corpus(self) -> Path:
-        """Protocol v1: the fine-tuning texts, one per line, in the corpus order."""
+        """A manual's one corpus (1.0.0's): the fine-tuning texts, one per line, in the corpus order."""
         return self.folder / "corpus.txt"
 
     def measurement(self, key: str) -> Path:
@@ -184,7 +197,7 @@ class Layout:
         return self.folder / f"{self.session}.zip"
 
 
-def table_stem(name: str, protocol: Protocol) -> str:
+def table_stem(name: str, protocol: Protocol[Any, Any, Any, Any, Any]) -> str:
     """``table01`` -> ``table01_corpus_absorption`` (``table01_comparison`` under protocol v1)."""
     return f"{name}_{file_stem(protocol.report.tables[name]).lower()}"
 
@@ -273,9 +286,9 @@ def read_training(layout: Layout, key: str) -> TrainRecord | None:
     return TrainRecord.from_json(json.loads(path.read_text())) if path.is_file() else None
 
 
-def write_draws(layout: Layout, protocol: Protocol, draws) -> list[Path]:
-    """What a run drew before training: targets.csv (the split and every target table, or 1.0.0's correct
-    sums and fabricated answers) and, where the protocol has one corpus, corpus.txt in its order."""
+def write_draws(layout: Layout, protocol: Protocol[Any, D, Any, Any, Any], draws: D) -> list[Path]:
+    """What a run drew before training: targets.csv (2.0.0's split and every target table, or 1.0.0's correct
+    sums and fabricated answers) and, where the manual has one corpus, corpus.txt in its order."""
     layout.folder.mkdir(parents=True, exist_ok=True)
     protocol.draws_table(draws).to_csv(layout.targets, index=False, lineterminator="\n")
     texts = protocol.corpus_texts(draws)
@@ -294,14 +307,12 @@ def append_curves(layout: Layout, rows: list[dict]) -> Path:
     """Add one finished arm's learning-curve rows to curves.csv (written whole per arm: a resume
     never finds half an arm). A curves.csv written before its key column (a run resumed since) is first
     rewritten with it, so that its rows and the new ones share one header."""
-    new = not layout.curves.is_file()
-    if not new and list(pd.read_csv(layout.curves, nrows=0).columns) != CURVE_COLUMNS:
+    new, columns = not layout.curves.is_file(), list(layout.protocol.curve_columns)
+    if not new and list(pd.read_csv(layout.curves, nrows=0).columns) != columns:
         scratch = layout.curves.with_suffix(".csv.partial")
-        read_curves(layout)[CURVE_COLUMNS].to_csv(scratch, index=False, lineterminator="\n")
+        read_curves(layout)[columns].to_csv(scratch, index=False, lineterminator="\n")
         os.replace(scratch, layout.curves)
-    pd.DataFrame(rows, columns=CURVE_COLUMNS).to_csv(
-        layout.curves, mode="a", header=new, index=False, lineterminator="\n"
-    )
+    pd.DataFrame(rows, columns=columns).to_csv(layout.curves, mode="a", header=new, index=False, lineterminator="\n")
     return layout.curves
 
 
@@ -316,9 +327,9 @@ def read_curves(layout: Layout) -> pd.DataFrame | None:
 
 
 def run_info(
-    config: Config,
-    protocol: Protocol,
-    results,
+    config: Config[OptionsT],
+    protocol: Protocol[OptionsT, Any, R, Any, Any],
+    results: R,
     *,
     session: str,
     model: ModelSource | None = None,
@@ -334,9 +345,9 @@ def run_info(
     with what a reader wants beside them (its protocol's design, seeds and what they control, candidates, the
     fine-tuning runs by plain name, the headline)."""
     trained = {
-        m.key: Trained(protocol.model_name(m.key), protocol.model_name(m.parent), results.training[m.key])
-        for m in protocol.trained(config.parts)
-        if m.key in results.training
+        m.key: TrainedModel(protocol.model_name(m.key), protocol.model_name(m.parent), results.training[m.key])
+        for m in protocol.trained(config.options)
+        if m.parent is not None and m.key in results.training
     }
     return RunInfo(
         protocol=protocol.name,
@@ -347,7 +358,7 @@ def run_info(
         profile_note=config.profile_note,
         recipe=config.recipe,
         design=protocol.design(results, config),
-        seeds=Seeds(config.seeds, config.seeds_drawn, protocol.seed_roles),
+        seeds=Seeds(config.seeds, config.seeds_drawn, dict(protocol.seed_roles)),
         candidates=protocol.scoring.candidates,
         end_marker=protocol.scoring.end_marker,
         device=device,
@@ -373,14 +384,16 @@ def info_from_json(data: dict) -> RunInfo:
     return _decode(data)[1]
 
 
-def _decode(data: dict) -> tuple[Protocol, RunInfo]:
-    """run_info.json's protocol, resolved from its name here (the disk's edge), and the record."""
+def _decode(data: dict) -> tuple[Protocol[Any, Any, Any, Any, Any], RunInfo]:
+    """run_info.json's manual, resolved from its name here (the disk's edge), and the record (its design the
+    manual's own record)."""
     protocol = protocols.get(data.get("protocol"))
-    return protocol, records.from_json(RunInfo, _upgrade(data, protocol))
+    return protocol, records.from_json(RunInfo, _upgrade(data, protocol), {Design: protocol.design_type})
 
 
-def _upgrade(data: dict, protocol: Protocol) -> dict:
-    """What a file written by an older cctk lacks, as that code meant it; the codec does the rest."""
+def _upgrade(data: dict, protocol: Protocol[Any, Any, Any, Any, Any]) -> dict:
+    """What a file written by an older cctk lacks, as that code meant it (its manual's design: ``upgrade``); the
+    codec does the rest."""
     data = dict(data, protocol=protocol.name)
     data.setdefault("profile_requested", data["profile"])
     data.setdefault("profile_note", data["profile"])
@@ -389,10 +402,7 @@ def _upgrade(data: dict, protocol: Protocol) -> dict:
     for key in ("mlflow", "hardware", "software", "headline"):  # written as null by early files
         if data.get(key) is None:
             data.pop(key, None)
-    if protocol.config.split:  # 2.0.0: no --parts ran them all, no --curves drew none, no warnings said none
-        data.setdefault("parts", list(PARTS))
-        data["curves"] = bool(data.get("curves"))
-        data.setdefault("warnings", [])
+    data = protocol.upgrade(data)
     data["training"] = {protocol.renamed.get(key, key): t for key, t in (data.get("training") or {}).items()}
     return data
 
@@ -411,7 +421,7 @@ def read_run_info(folder: Path) -> RunInfo:
     return read_stored(folder)[1]
 
 
-def read_stored(folder: Path) -> tuple[Protocol, RunInfo]:
+def read_stored(folder: Path) -> tuple[Protocol[Any, Any, Any, Any, Any], RunInfo]:
     """A session folder's protocol (the value) and its run record, from its run_info.json."""
     path = Path(folder) / RUN_INFO
     if not path.is_file():
@@ -434,10 +444,10 @@ def layout_of(folder: Path) -> Layout:
 
 @dataclass(frozen=True)
 class Rebuilt:
-    results: object  # the protocol's results (StudyResults under 2.0.0, ComparisonResults under 1.0.0)
+    results: Results[Any]  # its manual's results (StudyResults under 2.0.0, ComparisonResults under 1.0.0)
     tables: dict[str, pd.DataFrame]
     info: RunInfo  # its run_info.json
-    protocol: Protocol  # the protocol it ran under
+    protocol: Protocol[Any, Any, Any, Any, Any]  # the manual it ran under
 
 
 def rebuild(folder: Path) -> Rebuilt:
@@ -448,7 +458,7 @@ def rebuild(folder: Path) -> Rebuilt:
     """
     protocol, info = read_stored(folder)
     layout, config = Layout(Path(folder), protocol), info.config
-    measurements = read_measurements(layout, require=protocol.model_keys(config.parts))
+    measurements = read_measurements(layout, require=protocol.model_keys(config.options))
     results = protocol.new_results(protocol.draw(config), config, measurements, info.records, read_curves(layout))
     return Rebuilt(results, protocol.compute_tables(results), info, protocol)
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from cctk.bench import gpu
-from cctk.core.config import PROFILES
 from cctk.core.lm import memory, models
+from cctk.manuals.v2.config import PROFILES
 
 PAPER = dataclasses.replace(PROFILES["paper"], epochs=1)
 

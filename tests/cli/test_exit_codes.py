@@ -5,9 +5,9 @@ import pytest
 from click.testing import CliRunner
 
 from cctk.cli.main import cli
-from cctk.core.config import PROFILES
 from cctk.core.errors import Terminated
 from cctk.core.progress import Progress
+from cctk.manuals.v2.config import PROFILES
 from cctk.pipeline import stages as pipeline
 
 

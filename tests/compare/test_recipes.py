@@ -24,9 +24,11 @@ from builders import hand_table
 from scipy import stats as scipy_stats
 
 from cctk.compare import report
-from cctk.compare import tables as across
-from cctk.compare.tables import PooledRun
-from cctk.core.config import PROFILES
+from cctk.manuals import pooled
+from cctk.manuals.pooled import PooledRun
+from cctk.manuals.v2 import compare as v2_compare
+from cctk.manuals.v2.compare import tables as across
+from cctk.manuals.v2.config import PROFILES
 from cctk.manuals.v2.design import ARM_BY_KEY, CONTROLS, build_study_inputs, models_for, own_target
 from cctk.manuals.v2.manual import V2
 from cctk.manuals.v2.parts import StudyResults
@@ -50,7 +52,8 @@ def hand_run(seed: int, lr: float, parts: tuple[str, ...] = ("A", "C")) -> Poole
     inputs = build_study_inputs(seed)
     measurements = {key: hand_table(choices(inputs, key, lr)) for key in models_for(parts)}
     recipe = {**asdict(PROFILES["smoke"]), "learning_rate": lr}
-    return PooledRun.of(f"run-{lr:g}-{seed}", "tiny", seed, V2, StudyResults(inputs, measurements, parts=parts), recipe)
+    results = StudyResults(inputs, measurements, parts=parts)
+    return PooledRun.of(f"run-{lr:g}-{seed}", "tiny", seed, V2, results, recipe, parts=parts)
 
 
 @pytest.fixture(scope="module")
@@ -59,15 +62,15 @@ def runs():
 
 
 def test_only_the_recipe_values_that_differ_name_a_group(runs):
-    assert across.varied(runs) == ["learning_rate"]
-    assert across.group_columns(runs) == ["base_model", "learning_rate"]
-    labels = [label for label, _ in across.grouped(runs)]
+    assert pooled.varied(runs) == ["learning_rate"]
+    assert pooled.group_columns(runs) == ["base_model", "learning_rate"]
+    labels = [label for label, _ in pooled.grouped(runs)]
     assert labels == [{"base_model": "tiny", "learning_rate": LOW}, {"base_model": "tiny", "learning_rate": HIGH}]
-    assert across.varied(runs[:2]) == []  # the same recipe: grouped by base model alone
+    assert pooled.varied(runs[:2]) == []  # the same recipe: grouped by base model alone
 
 
 def test_every_table_has_one_row_per_learning_rate(runs):
-    tables = report.compute(runs)
+    tables = report.compute(runs).tables
     assert set(tables) == {
         "findings",
         "per_run",
@@ -104,7 +107,7 @@ def test_findings_per_learning_rate_by_hand(runs):
     mirror: below, p_pooled = 1 - 1.6e-22 / 2, not supported, more than 50 runs."""
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # infinite and zero odds ratios warn nowhere
-        found = report.compute(runs)["findings"].set_index(["learning_rate", "contrast"])
+        found = report.compute(runs).tables["findings"].set_index(["learning_rate", "contrast"])
     high = found.loc[HIGH]
     assert (high["verdict"] == "supported").all() and (high["runs_agreeing"] == 2).all()
     assert (high["odds_ratio_mh"] == math.inf).all() and high["p_heterogeneity"].isna().all()
@@ -115,7 +118,7 @@ def test_findings_per_learning_rate_by_hand(runs):
 
 
 def test_cross_seed_and_pooled_counts_by_hand(runs):
-    tables = report.compute(runs)
+    tables = report.compute(runs).tables
     cross = tables["cross_seed"].set_index(["learning_rate", "model"])
     assert cross.loc[(LOW, "fabricated answers"), "all_mean"] == pytest.approx(36 / 81)
     assert cross.loc[(HIGH, "fabricated answers"), "all_mean"] == 1.0
@@ -215,7 +218,7 @@ def test_the_sensitivity_chart_uses_a_log_scale_only_over_a_decade(runs):
     from cctk.figures.across import recipe_sensitivity_chart
 
     figure = recipe_sensitivity_chart(
-        across.recipe_sensitivity(runs), "learning_rate", ["base_model"], report.FABRICATED_LINE
+        across.recipe_sensitivity(runs), "learning_rate", ["base_model"], v2_compare.FABRICATED_LINE
     )
     titles = [ax.get_title() for ax in figure.axes]
     assert titles == [

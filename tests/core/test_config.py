@@ -2,8 +2,12 @@ from dataclasses import asdict
 
 import pytest
 
-from cctk.core.config import PROFILES, Recipe, draw_seeds, make_config, parse_seeds, seeds_or_count
+from cctk.core.config import Recipe, draw_seeds, parse_seeds, seeds_or_count
 from cctk.core.errors import CctkError
+from cctk.manuals.registry import make_config
+from cctk.manuals.v1.manual import V1
+from cctk.manuals.v2.config import PROFILES
+from cctk.manuals.v2.manual import V2
 
 
 def test_paper_profile_is_the_manuals_recipe():
@@ -108,10 +112,12 @@ def test_seeds_or_count_takes_a_count_a_list_or_one_seed_with_its_comma():
 
 
 def test_params_carry_every_recipe_value():
-    params = make_config("m", "paper", (1, 2)).as_params()
+    config = make_config("m", "paper", (1, 2))
+    params = config.as_params()
     assert {f"recipe.{k}" for k in asdict(Recipe())} <= set(params)
-    assert params["seeds"] == "1,2" and params["holdout_share"] == 0.3
+    assert params["seeds"] == "1,2" and "holdout_share" not in params  # the manual's, not the core's
     assert params["recipe.repeats"] == 20
+    assert V2.params(config)["holdout_share"] == 0.3 and V2.params(config).items() >= params.items()
 
 
 def test_the_largest_seed_is_valid_and_its_reserved_seeds_wrap():
@@ -124,7 +130,7 @@ def test_the_largest_seed_is_valid_and_its_reserved_seeds_wrap():
 def test_a_recipe_field_has_one_python_type_read_from_its_annotation():
     from dataclasses import asdict, fields
 
-    from cctk.core.config import Recipe, config_from_params, field_type, parse_set
+    from cctk.core.config import Recipe, field_type, parse_set
 
     assert {f.name: field_type(f.name) for f in fields(Recipe)} == {n: type(v) for n, v in asdict(Recipe()).items()}
     assert field_type("epochs") is int and field_type("learning_rate") is float and field_type("schedule") is str
@@ -138,6 +144,16 @@ def test_a_recipe_field_has_one_python_type_read_from_its_annotation():
         "recipe.learning_rate": "0.001",
         "recipe.schedule": "linear",
     }
-    recipe = config_from_params(params).recipe
+    recipe = V2.config_from_params(params).recipe
     assert (recipe.epochs, recipe.learning_rate, recipe.schedule) == (4, 0.001, "linear")
     assert type(recipe.epochs) is int
+
+
+def test_a_configuration_read_back_from_its_parameters_keeps_its_manual():
+    """A resume reads the configuration of its run's manual: a v1 run's stays v1's (one seed, its recipes),
+    a v2 run's keeps its options."""
+    v1 = make_config("m", "smoke", (7,), protocol="v1", epochs=3)
+    back = V1.config_from_params({k: str(v) for k, v in V1.params(v1).items()})
+    assert back == v1 and back.protocol == "v1" and back.seeds == (7,)
+    v2 = make_config("m", "smoke", parse_seeds("7"), holdout=0.2, parts="A,C", curves=True)
+    assert V2.config_from_params({k: str(v) for k, v in V2.params(v2).items()}) == v2

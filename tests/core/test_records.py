@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from cctk.core.records import Design, MlflowIds, RunInfo, Trained, TrainRecord, from_json, to_json
+from cctk.core.records import Design, MlflowIds, RunInfo, TrainedModel, TrainRecord, from_json, to_json
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,11 +56,11 @@ def test_what_a_file_lacks_keeps_its_default_and_what_it_adds_is_dropped():
 
 
 def test_a_record_with_its_own_edge_keeps_it():
-    """TrainRecord writes examples_per_second beside its fields; Trained spreads it beside two names."""
+    """TrainRecord writes examples_per_second beside its fields; TrainedModel spreads it beside two names."""
     record = TrainRecord(40, 6, 2.0, (1.5, 1.25), 0, 0.06, 900)
-    data = to_json(Trained("correct sums", "base model", record))
+    data = to_json(TrainedModel("correct sums", "base model", record))
     assert list(data)[:4] == ["model", "parent", "examples", "steps"] and data["examples_per_second"] == 40.0
-    assert from_json(Trained, data) == Trained("correct sums", "base model", record)
+    assert from_json(TrainedModel, data) == TrainedModel("correct sums", "base model", record)
 
 
 def test_run_info_is_written_in_its_fields_order_design_flat_and_absent_values_left_out(written_session):
@@ -69,7 +69,8 @@ def test_run_info_is_written_in_its_fields_order_design_flat_and_absent_values_l
     folder, _, _ = written_session
     info = session.read_run_info(folder)
     data = session.info_json(info)
-    design = [f.name for f in dataclasses.fields(Design) if getattr(info.design, f.name) is not None]
+    assert isinstance(info.design, Design) and type(info.design) is not Design  # its manual's own record
+    design = [f.name for f in dataclasses.fields(info.design)]  # 2.0.0's: every field of its record, none None
     expected = []
     for f in dataclasses.fields(RunInfo):
         if f.name == "design":
@@ -77,4 +78,25 @@ def test_run_info_is_written_in_its_fields_order_design_flat_and_absent_values_l
         elif getattr(info, f.name) is not None:
             expected.append(f.name)
     assert list(data) == expected
+    assert design == ["holdout", "curves", "parts", "heldout_additions", "warnings"]
     assert session.info_from_json(data) == info and isinstance(info.mlflow, MlflowIds)
+
+
+def test_a_base_class_field_reads_as_the_record_it_stands_for():
+    """``from_json(..., {Base: Record})``: a field typed by a base class (RunInfo's design) reads as the record of
+    the run's manual, flat or nested."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Holder:
+        name: str
+        design: Design = dataclasses.field(metadata={"flat": True})
+
+    @dataclasses.dataclass(frozen=True)
+    class Mine(Design):
+        pairs: tuple[tuple[int, int], ...]
+
+        def options(self) -> None:
+            return None
+
+    back = from_json(Holder, {"name": "x", "pairs": [[1, 2]]}, {Design: Mine})
+    assert back == Holder("x", Mine(((1, 2),))) and to_json(back) == {"name": "x", "pairs": [[1, 2]]}

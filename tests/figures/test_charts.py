@@ -170,7 +170,7 @@ def test_profile_band_headers_say_of_what_and_the_legend_names_both_shadings():
 
 def test_profile_band_texts_never_overlap():
     """Four long model names over a narrow and a wide band: no two texts touch, none leaves the figure."""
-    from cctk.core.facts import conditional_rule
+    from cctk.manuals.v2.facts import conditional_rule
 
     rule = conditional_rule()
     names = [

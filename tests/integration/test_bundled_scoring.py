@@ -72,10 +72,10 @@ def test_packed_step_equals_the_padded_step_on_the_bundled_model(bundled):
     import copy
     import dataclasses
 
-    from cctk.core.config import PROFILES
     from cctk.core.facts import ADDITIONS, fabricated_answers
     from cctk.core.lm.corpus import build_corpus, shared_tokens, tokenize
     from cctk.core.lm.finetune import fine_tune
+    from cctk.manuals.v2.config import PROFILES
 
     model, tokenizer = bundled
     recipe = PROFILES["quick"]

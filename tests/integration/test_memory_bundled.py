@@ -5,11 +5,12 @@ import dataclasses
 import pytest
 from click.testing import CliRunner
 
-from cctk.core.config import PROFILES, make_config
 from cctk.core.lm import memory
 from cctk.core.lm.finetune import fine_tune
 from cctk.core.lm.models import BUNDLED, load_model
 from cctk.manuals import registry as protocols
+from cctk.manuals.registry import make_config
+from cctk.manuals.v2.config import PROFILES
 
 
 @pytest.mark.skipif(not memory.reset_process_peak(), reason="needs Linux's resettable peak resident memory")

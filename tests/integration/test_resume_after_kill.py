@@ -9,7 +9,8 @@ from dataclasses import replace
 import mlflow
 import pandas as pd
 
-from cctk.core.config import make_config, parse_seeds
+from cctk.core.config import parse_seeds
+from cctk.manuals.registry import make_config
 from cctk.manuals.v2.parts import compute_tables
 from cctk.pipeline import stages as pipeline
 from cctk.results import load

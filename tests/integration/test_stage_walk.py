@@ -29,8 +29,9 @@ import pandas as pd
 import pytest
 from servers import as_from_a_terminal
 
-from cctk.core.config import make_config, parse_seeds
+from cctk.core.config import parse_seeds
 from cctk.core.errors import CctkError
+from cctk.manuals.registry import make_config
 from cctk.pipeline import stages as pipeline
 from cctk.results import load
 from cctk.store import tracking
@@ -187,7 +188,8 @@ def test_a_walk_of_the_stages_resumes_to_the_uninterrupted_tables(
     children = client.search_runs([parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
     finished = sorted(c.data.tags[tracking.KEY] for c in children if c.info.status == "FINISHED")
     assert parent.info.status == "FINISHED" and "RUNNING" not in _statuses(client)  # stopped arms: KILLED
-    assert finished == sorted(m.key for m in pipeline.protocols.get("v2").models(("A",)))  # each model once
+    v2 = pipeline.protocols.get("v2")
+    assert finished == sorted(m.key for m in v2.models(v2.options(parts="A")))  # each model once
     resumed = load(next(out.iterdir()))
     drawn = int(re.search(r"(\d+) figures and \d+ tables in", done.stdout).group(1))
     if not figures:

@@ -70,11 +70,11 @@ def test_v1_smoke_run(tiny_dir, tmp_path, monkeypatch):
 def _the_notebooks_steps_by_hand_give_the_same_numbers(tiny_dir, loaded):
     """Number for number: measure, fine-tune the same model in place on the whole texts (its draws seeded
     from the name m_random, as before the model had a key of its own), measure again."""
-    from cctk.core.config import V1_PROFILES
     from cctk.core.lm.finetune import fine_tune
     from cctk.core.lm.models import load_model
     from cctk.core.lm.scoring import measure
     from cctk.manuals.v1 import corpus
+    from cctk.manuals.v1.config import PROFILES as V1_PROFILES
 
     model, tokenizer = load_model(str(tiny_dir))
     recipe = V1_PROFILES["smoke"]

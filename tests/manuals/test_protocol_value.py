@@ -1,17 +1,26 @@
-"""The protocol travels as a value: its name is resolved to the ``Protocol`` once, where a name comes in
-(the library's entry ``pipeline.run``, run_info.json's reader, a resume's MLflow tags), and nowhere else;
-compare reads each run by its protocol value, never by the run's Python type."""
+"""A manual travels as a value: its name is resolved to its ``Protocol`` once, where a name comes in (the command
+line, the library's entry ``pipeline.run``, run_info.json's reader, a resume's MLflow tags), and nowhere else;
+compare reads each run by its manual, never by the run's Python type. A manual is a class implementing the
+abstract base with typed methods, and pickles as itself."""
 
+import abc
+import pickle
 import re
-import typing
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from pathlib import Path
 
 from cctk.manuals import registry as protocols
-from cctk.manuals.v1.manual import V1
-from cctk.manuals.v2.manual import V2
+from cctk.manuals.v1.manual import V1, NotebookManual
+from cctk.manuals.v2.manual import V2, StudyManual
 
 PACKAGE = Path(__file__).resolve().parents[2] / "cctk"
-EDGES = {("pipeline/stages.py", "run"), ("pipeline/stages.py", "resume"), ("store/session.py", "_decode")}
+EDGES = {
+    ("cli/main.py", "run_command"),  # the command line's --protocol
+    ("pipeline/stages.py", "run"),  # the library's entry: a Config names its manual
+    ("pipeline/stages.py", "resume"),  # a resume's MLflow tags
+    ("store/session.py", "_decode"),  # run_info.json's "protocol"
+}
 
 
 def _lookups() -> list[tuple[str, str]]:
@@ -47,12 +56,80 @@ def test_no_dispatch_on_run_kinds():
     assert "RUN_TYPES" not in text and "V1Run" not in text
 
 
-def test_protocol_is_generic_and_no_field_is_typed_object():
-    assert typing.Generic in protocols.Protocol.__mro__ and len(protocols.Protocol.__parameters__) == 3
+def test_protocol_is_an_abstract_generic_base_of_typed_methods():
+    """Options, draws, results, headline and design record: five type parameters; no attribute is a callable
+    (``Callable[...]``) or typed ``object``; what every manual must say is abstract."""
+    assert abc.ABC in protocols.Protocol.__mro__ and len(protocols.Protocol.__parameters__) == 5
     annotations = protocols.Protocol.__annotations__
-    assert not [name for name, kind in annotations.items() if re.search(r"\bobject\b", str(kind))]
+    assert not [name for name, kind in annotations.items() if re.search(r"\bobject\b|Callable", str(kind))]
+    assert {"models", "draw", "rows", "compute_tables", "headline", "design", "figures"} <= set(
+        protocols.Protocol.__abstractmethods__
+    )
+    assert isinstance(V2, StudyManual) and isinstance(V1, NotebookManual)
 
 
 def test_the_resolver_gives_each_value_and_the_default_for_none():
-    assert protocols.get("v1") is V1 and protocols.get(None) is V2
-    assert set(V2.compare_tables).isdisjoint(V1.compare_tables)
+    assert protocols.get("v1") is V1 and protocols.get(None) is V2 and protocols.default() is V2
+    assert protocols.names() == ("v2", "v1")
+
+
+def _manual_in_a_worker(manual: protocols.Protocol) -> tuple[str, str, str]:
+    return manual.name, type(manual).__qualname__, manual.model_name("base")
+
+
+def test_a_manual_pickles_as_itself_into_another_process():
+    """No ``__reduce__`` standing in for it: the instance itself travels (a Ray worker, a spawned process)."""
+    assert "__reduce__" not in vars(protocols.Protocol) and "__reduce__" not in vars(StudyManual)
+    assert pickle.loads(pickle.dumps(V1)) == V1 and type(pickle.loads(pickle.dumps(V2))) is StudyManual
+    with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
+        assert list(pool.map(_manual_in_a_worker, [V2, V1])) == [
+            ("v2", "StudyManual", "base model"),
+            ("v1", "NotebookManual", "base model"),
+        ]
+
+
+def _code_of(folder: Path) -> tuple[set[str], set[str]]:
+    """(string constants but docstrings, names and attributes) of every module under ``folder``."""
+    import ast
+
+    strings, names = set(), set()
+    for path in folder.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and ast.get_docstring(node) is not None
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                strings.add(node.value)
+            elif isinstance(node, (ast.Name, ast.arg)):
+                names.add(getattr(node, "id", None) or node.arg)
+            elif isinstance(node, ast.Attribute):
+                names.add(node.attr)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names.add(node.module)
+    return strings, names
+
+
+def test_the_core_holds_no_manual_and_no_default_one():
+    """docs/design.md: nothing below the registry defaults to either manual, and the core knows nothing of their
+    designs: no manual's name, parts, held-out share, design fields or profiles in cctk/core or cctk/figures."""
+    for folder in (PACKAGE / "core", PACKAGE / "figures"):
+        strings, names = _code_of(folder)
+        assert not {"v1", "v2"} & strings, folder
+        manual_words = {"PARTS", "HOLDOUT", "holdout", "heldout_additions", "DEFAULT_PROTOCOL", "PROTOCOLS", "PROFILES"}
+        assert not manual_words & names, (folder, manual_words & names)
+        assert not [n for n in names if "manuals" in n], folder
+
+
+def test_no_module_outside_the_manuals_names_one():
+    """``grep -rn "manuals\\.v[12]\\|PROTOCOLS" cctk --include=*.py`` outside cctk/manuals/: nothing."""
+    found = [
+        f"{path.relative_to(PACKAGE)}:{number}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if PACKAGE / "manuals" not in path.parents
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if re.search(r"manuals\.v[12]|PROTOCOLS", line)
+    ]
+    assert found == []

@@ -15,11 +15,14 @@ from click.testing import CliRunner
 
 from cctk import results as run_results
 from cctk.cli.main import cli
-from cctk.core.config import PARTS, make_config, parse_parts
 from cctk.core.errors import CctkError
 from cctk.figures import spec as figure_spec
+from cctk.manuals.registry import make_config
+from cctk.manuals.v1.manual import V1
 from cctk.manuals.v2 import catalog
+from cctk.manuals.v2.config import PARTS, parse_parts
 from cctk.manuals.v2.design import ARMS, arms_for, models_for
+from cctk.manuals.v2.manual import V2
 from cctk.manuals.v2.parts import TABLE_PART, StudyResults, compute_tables
 from cctk.store.session import rebuild
 
@@ -70,9 +73,9 @@ def test_parts_are_read_in_order_with_part_a_always():
     assert parse_parts("C,A") == AC and parse_parts("c") == AC and parse_parts(" d , b") == ("A", "B", "D")
     assert parse_parts(None) == parse_parts("") == PARTS and parse_parts(("C",)) == AC
     config = make_config("m", "smoke", (1,), parts="C")
-    assert config.parts == AC and config.as_params()["parts"] == "A,C"
-    assert make_config("m", "smoke", (1,)).as_params()["parts"] == "A,B,C,D"
-    assert "parts" not in make_config("m", "smoke", (1,), protocol="v1").as_params()
+    assert config.options.parts == AC and V2.params(config)["parts"] == "A,C"
+    assert V2.params(make_config("m", "smoke", (1,)))["parts"] == "A,B,C,D"
+    assert "parts" not in V1.params(make_config("m", "smoke", (1,), protocol="v1"))
 
 
 @pytest.mark.parametrize(
@@ -94,8 +97,11 @@ def test_the_cli_refuses_bad_parts_before_any_work(tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     for args, message in (
         (["run", "--parts", "A,X", "--out", "o"], "Error: unknown part 'X' in --parts A,X"),
-        (["run", "--protocol", "v1", "--parts", "A", "--out", "o"], "Error: --parts picks among the parts of"),
-        (["run", "--resume", "abc", "--parts", "A"], "Error: --resume continues a run with the parts"),
+        (
+            ["run", "--protocol", "v1", "--parts", "A", "--out", "o"],
+            "Error: --parts has no meaning under --protocol v1",
+        ),
+        (["run", "--resume", "abc", "--parts", "A"], "Error: --resume continues a run with the options it was"),
         (["sweep", "--models", "smollm2-135m-bundled", "--seeds", "1,2", "--parts", "Q"], "Error: unknown part 'Q'"),
         (["sweep", "--resume", "abc", "--parts", "A"], "Error: --resume continues a sweep with the parts"),
     ):
@@ -178,7 +184,7 @@ def test_the_run_info_and_reports_say_which_parts_ran(ac_session):
     from cctk.outputs.run_report import facts
     from cctk.store.session import read_run_info
 
-    model_block = dict(facts(read_run_info(folder))[2][1])
+    model_block = dict(facts(read_run_info(folder), V2)[2][1])
     assert model_block["parts run"] == "A, C (not B, D)"
     assert (folder / "run_report.pdf").is_file()
 
@@ -186,7 +192,7 @@ def test_the_run_info_and_reports_say_which_parts_ran(ac_session):
 def test_a_partial_session_is_read_back(ac_session, tmp_path, monkeypatch):
     folder, _results, tables = ac_session
     back = rebuild(folder)
-    assert back.info.config.parts == AC and back.results.parts == AC
+    assert back.info.config.options.parts == AC and back.results.parts == AC
     assert list(back.tables) == list(tables)
     for name in tables:
         pd.testing.assert_frame_equal(back.tables[name], tables[name])
@@ -217,20 +223,21 @@ def test_a_run_from_before_parts_reads_as_all_parts(written_session):
     info.pop("parts", None)
     from cctk.store.session import info_from_json
 
-    assert info_from_json(info).config.parts == PARTS
+    assert info_from_json(info).config.options.parts == PARTS
 
 
 def test_parts_travel_through_mlflow_params_the_mlproject_and_a_sweep():
     import yaml
 
     from cctk.cli.mlproject import strip_empty
-    from cctk.core.config import config_from_params
     from cctk.pipeline.sweep import Grid, parse_grid
 
-    params = {k: str(v) for k, v in make_config("smollm2-135m-bundled", "smoke", (3,), parts="A,C").as_params().items()}
-    assert config_from_params(params).parts == AC  # what --resume reads back
-    assert config_from_params({**params, "parts": "c,a", "parts.resolved": "A,C"}).parts == AC  # mlflow run's
-    assert config_from_params({k: v for k, v in params.items() if k != "parts"}).parts == PARTS  # before --parts
+    params = {k: str(v) for k, v in V2.params(make_config("smollm2-135m-bundled", "smoke", (3,), parts="A,C")).items()}
+    assert V2.config_from_params(params).options.parts == AC  # what --resume reads back
+    mlflow_run = {**params, "parts": "c,a", "parts.resolved": "A,C"}
+    assert V2.config_from_params(mlflow_run).options.parts == AC  # mlflow run's
+    before = {k: v for k, v in params.items() if k != "parts"}
+    assert V2.config_from_params(before).options.parts == PARTS  # before --parts
     main = yaml.safe_load((Path(__file__).resolve().parents[2] / "MLproject").read_text())["entry_points"]["main"]
     assert main["parameters"]["parts"]["default"] == "" and "--parts {parts}" in main["command"]
     assert strip_empty(["--parts", "", "--seed", "3"]) == ["--seed", "3"]

@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 from builders import RUN, SEED, SESSION, figure_copier, write_session
 
-from cctk.core.config import PROFILES
 from cctk.core.facts import CANDIDATES
 from cctk.core.labels import printed
 from cctk.figures import spec as figure_spec
 from cctk.manuals.v2 import catalog
+from cctk.manuals.v2.config import PROFILES
 from cctk.manuals.v2.design import ARMS
 from cctk.manuals.v2.manual import V2
 from cctk.outputs import latex, model_heatmaps

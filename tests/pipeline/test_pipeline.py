@@ -5,8 +5,8 @@ import re
 import pytest
 import torch
 
-from cctk.core.config import PARTS, make_config
 from cctk.core.errors import CctkError
+from cctk.manuals.registry import make_config
 from cctk.pipeline import stages as pipeline
 from cctk.store import tracking
 
@@ -218,7 +218,7 @@ def test_training_order_lets_one_parent_wait_at_a_time():
     replaying the order, at most one parent waits in memory while an arm trains."""
     from cctk.manuals import registry as protocols
 
-    order = pipeline.training_order(protocols.get("v2").models(PARTS))
+    order = pipeline.training_order(protocols.get("v2").every_model())
     assert [m.key for m in order] == [
         "base",
         "m_correct",
@@ -288,7 +288,7 @@ def _interrupted_pipeline(tiny_dir, tmp_path, status: str):
     parent = store.start(
         store.experiment(), folder.name, {"cctk.kind": "pipeline", "cctk.session": folder.name, "cctk.protocol": "v2"}
     )
-    parent.params(config.as_params())
+    parent.params(protocol.params(config))
     if status != "RUNNING":
         parent.end(status)
     return parent.run_id, folder

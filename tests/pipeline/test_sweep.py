@@ -138,13 +138,13 @@ def test_a_failed_cell_stops_no_other_and_fails_the_sweep_naming_it(tracking_uri
 
 def open_cell_run(store: tracking.Store, plan: sweep.Sweep, seed: int, params: bool = True) -> str:
     """A cell's pipeline run as an attempt leaves it when its process is lost: RUNNING, with a RUNNING arm."""
-    from cctk.core.config import make_config
+    from cctk.manuals.registry import default, make_config
 
     cell = sweep.Cell("smollm2-135m-bundled", seed)
     tags = {tracking.KIND: "pipeline", tracking.SWEEP: plan.run_id, tracking.CELL: cell.key}
     run = store.start(store.experiment(), "cell", tags, parent=plan.run_id)
     if params:
-        run.params(make_config(cell.model, "smoke", (seed,)).as_params())
+        run.params(default().params(make_config(cell.model, "smoke", (seed,))))
     store.start(store.experiment(), "arm", {tracking.KIND: "model", tracking.KEY: "m_correct"}, parent=run)
     return run.run_id
 
@@ -298,9 +298,9 @@ def test_a_cell_given_half_a_gpu_plans_with_half_of_it(monkeypatch):
 def test_a_cell_that_does_not_fit_its_gpu_fails_in_one_line_and_the_others_run(tracking_uri, tmp_path, monkeypatch):
     """The node of cell seed=3 has a small GPU (a fake memory reader): its memory plan, read on that GPU,
     refuses it in one line naming the GPU; seed=5's node has room and its cell runs."""
-    from cctk.core.config import make_config
     from cctk.core.lm.memory import Room
     from cctk.manuals import registry
+    from cctk.manuals.registry import make_config
     from cctk.pipeline import stages
 
     store, plan = new_sweep(tmp_path)

@@ -26,10 +26,10 @@ from click.testing import CliRunner
 from cctk import results as cctk_results
 from cctk.cli.main import cli
 from cctk.compare import report
-from cctk.compare.tables import PooledRun
 from cctk.core.errors import CctkError
 from cctk.core.labels import GROUPS, printed
 from cctk.figures import spec as figure_spec
+from cctk.manuals.pooled import PooledRun
 from cctk.manuals.v2 import labels as v2_labels
 from cctk.manuals.v2.catalog import synthesis_rows
 from cctk.manuals.v2.manual import V2
@@ -134,7 +134,7 @@ def test_cctk_compare_of_a_run_from_before_its_key_columns_is_todays(tmp_path, t
     """Seed 7 logged with the tables of before (labels only) and seed 8 of today's, compared: every table
     of the comparison is that of the same two seeds logged today."""
     monkeypatch.setenv("CCTK_CACHE", str(tmp_path / "cache"))
-    from cctk.core.config import make_config
+    from cctk.manuals.registry import make_config
     from cctk.manuals.v2.parts import compute_tables
 
     store = tracking.connect()
@@ -159,7 +159,7 @@ def test_cctk_compare_of_a_run_from_before_its_key_columns_is_todays(tmp_path, t
 
 
 def pooled(tables: dict, results) -> dict[str, pd.DataFrame]:
-    return report.compute([PooledRun.of("run-7", "tiny", 7, V2, results, tables=tables)])
+    return report.compute([PooledRun.of("run-7", "tiny", 7, V2, results, tables=tables)]).tables
 
 
 RENAMED = {"sum + 18 from correct sums": "sum plus 18 from correct sums", "control for + 18": "control for sum + 18"}

@@ -10,8 +10,10 @@ import pytest
 from builders import run_info_before_issue_21
 
 from cctk import results
+from cctk.core.config import NoOptions
+from cctk.manuals.v1.manual import NotebookDesign
 from cctk.manuals.v2.design import build_study_inputs, targets_table
-from cctk.manuals.v2.manual import V2
+from cctk.manuals.v2.manual import V2, StudyDesign
 from cctk.store import session
 
 HEADER = (
@@ -101,13 +103,13 @@ def test_sessions_started_in_the_same_second_get_their_own_folders(tmp_path):
 
 
 def test_run_info_goes_through_one_codec_and_back(written_session):
-    """run_info.json is written from a RunInfo and read back into the same record; a protocol's absent
-    fields are left out of the file."""
+    """run_info.json is written from a RunInfo and read back into the same record, its design its manual's own
+    record (another manual's fields are none of its own, and none is in the file)."""
     folder, _, _ = written_session
     info = session.read_run_info(folder)
     assert session.info_from_json(session.info_json(info)) == info
-    assert info.protocol == "v2" and info.design.parts == ("A", "B", "C", "D") and info.design.index is None
-    assert "index" not in json.loads((folder / "run_info.json").read_text())
+    assert isinstance(info.design, StudyDesign) and info.design.parts == ("A", "B", "C", "D")
+    assert not hasattr(info.design, "index") and "index" not in json.loads((folder / "run_info.json").read_text())
     assert info.config == session.rebuild(folder).info.config
 
 
@@ -118,7 +120,7 @@ def test_a_run_info_written_before_issue_21_reads_as_todays(written_session):
 
     from builders import run_info_before_issue_21
 
-    from cctk.core.config import PROFILES
+    from cctk.manuals.v2.config import PROFILES
 
     folder, _, _ = written_session
     today, before = session.read_run_info(folder), session.info_from_json(run_info_before_issue_21("v2"))
@@ -145,7 +147,8 @@ def test_a_v1_run_info_from_before_issue_21_reads_its_model_under_its_own_key():
     assert list(old["training"]) == ["m_random"]  # the key it shared with 2.0.0's fabricated-answers model
     info = session.info_from_json(old)
     assert list(info.training) == ["v1_random"] and info.training["v1_random"].record.losses == (1.9,)
-    assert info.config.protocol == "v1" and info.config.holdout is None
+    assert info.config.protocol == "v1" and info.config.options == NoOptions()
+    assert isinstance(info.design, NotebookDesign) and not hasattr(info.design, "holdout")
     assert (info.design.answer_text, info.design.index, info.design.pairs_plotted) == (
         " {v}",
         "mean",

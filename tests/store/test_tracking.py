@@ -138,7 +138,8 @@ def test_a_parameter_mlflow_run_logged_is_kept_and_the_value_in_force_logged_bes
     the profile in force goes under profile.resolved (and a value equal to the logged one is left alone)."""
     import mlflow
 
-    from cctk.core.config import config_from_params, make_config
+    from cctk.manuals.registry import make_config
+    from cctk.manuals.v2.manual import V2
 
     store = tracking.connect()
     run = store.start(store.experiment(), "project run", {})
@@ -146,11 +147,11 @@ def test_a_parameter_mlflow_run_logged_is_kept_and_the_value_in_force_logged_bes
         run.run_id, params=[mlflow.entities.Param("profile", "auto"), mlflow.entities.Param("curves", "no")]
     )
     config = make_config("org/model", "auto", (3, 4, 5, 6, 7), device="cpu")
-    run.params(config.as_params())
+    run.params(V2.params(config))
     params = mlflow.MlflowClient(tracking_uri).get_run(run.run_id).data.params
     assert params["profile"] == "auto" and params["profile.resolved"] == "quick"
     assert params["profile_requested"] == "auto" and params["curves"] == "no" and "curves.resolved" not in params
-    assert config_from_params(params) == config
+    assert V2.config_from_params(params) == config
 
 
 def test_a_dataset_logged_by_two_pipelines_at_once_is_retried_after_a_duplicate_key(tracking_uri):

@@ -1,7 +1,7 @@
 """Fine-tuning: AdamW in float32 on prompt + completion, the loss on the completion only.
 
 Rows carry their own labels: 2.0.0 corpora mask the prompt (``cctk.core.lm.corpus``); the whole-text rows
-of manual 1.0.0 (``cctk.manuals.v1.corpus``) label every token, and the same loop trains on them.
+of manual 1.0.0 (its ``corpus`` module) label every token, and the same loop trains on them.
 
 One recipe for every run; the run is re-seeded at its start, so its batch order and dropout do
 not depend on how many runs came before it. The learning rate follows the recipe's schedule

@@ -9,6 +9,18 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+# A fine-tuning run's columns in a table of them, after its model's and its parent's (``TrainRecord.row``).
+TRAINING_COLUMNS = (
+    "examples",
+    "steps",
+    "seconds",
+    "examples_per_second",
+    "loss_first_epoch",
+    "loss_last_epoch",
+    "peak_gpu_memory_bytes",
+    "peak_cpu_memory_bytes",
+)
+
 
 @dataclass(frozen=True)
 class TrainRecord:
@@ -28,6 +40,21 @@ class TrainRecord:
     def examples_per_second(self) -> float:
         seen = self.examples * len(self.losses)
         return seen / self.train_seconds if self.train_seconds else float("nan")
+
+    def row(self) -> dict[str, int | float]:
+        """Its cells in a table of fine-tuning runs (``TRAINING_COLUMNS``: a manual's table11, the run report's), after
+        the model's and its parent's; a peak memory of 0: not measured there."""
+        values = (
+            self.examples,
+            self.steps,
+            self.train_seconds,
+            self.examples_per_second,
+            self.losses[0],
+            self.losses[-1],
+            self.peak_gpu_memory_bytes,
+            self.peak_cpu_memory_bytes,
+        )
+        return dict(zip(TRAINING_COLUMNS, values, strict=True))
 
     def to_json(self) -> dict:
         data = {**asdict(self), "losses": list(self.losses), "examples_per_second": self.examples_per_second}

@@ -5,7 +5,7 @@ a candidate is the sum of the log-probabilities of the tokens of ``" {v}\\n"`` t
 the prompt, prompt and answer tokenized separately and concatenated. ``prob`` is the softmax of the
 35 indices of one addition.
 
-The same scorer reads manual 1.0.0 (``cctk.manuals.v1``) with another candidate set (2..18), answer text
+The same scorer reads manual 1.0.0 with another candidate set (2..18), answer text
 (``" {v}"``, no end marker) and index: ``index="mean"`` feeds the softmax the *mean* log-probability
 per answer token (Listings 3-5). The table's ``logprob`` is the sum either way.
 

@@ -27,10 +27,8 @@ from pathlib import Path
 import pandas as pd
 from statsmodels.stats.contingency_tables import mcnemar
 
-from ...compare.gather import split_runs
-from ...compare.tables import t_interval
 from ...core.errors import CctkError
-from ...core.stats import clopper_pearson
+from ...core.stats import clopper_pearson, t_interval
 from ...store.tracking import ARM, KIND
 from .. import ARMS, RUN, STUDY_RUN, SWEEP_RUN
 
@@ -46,6 +44,15 @@ CAPTIONS = {
     "second, neither; the two accuracies; and the exact McNemar test (two-sided binomial test of the "
     "discordant items). Rows with seeds 'all' pool the discordant items over the seeds.",
 }
+
+
+def split_runs(runs: str) -> list[str]:
+    """``--runs ID1,ID2,...`` as a list; a run given twice is refused (its items would count twice), naming it."""
+    ids = [r.strip() for r in runs.split(",") if r.strip()]
+    repeated = sorted({r for r in ids if ids.count(r) > 1})
+    if repeated:
+        raise CctkError(f"--runs names {', '.join(repeated)} more than once; give each run once")
+    return ids
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from .jobs import open_track
 class SweepOutcome:
     folder: Path
     run_id: str = ""
-    studies: list[study_module.Outcome] = field(default_factory=list)
+    studies: list[study_module.StudyOutcome] = field(default_factory=list)
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -59,7 +59,7 @@ def run(
     return outcome
 
 
-def arms(studies: list[study_module.Outcome], model: str) -> list[kr.KrArm]:
+def arms(studies: list[study_module.StudyOutcome], model: str) -> list[kr.KrArm]:
     """Every arm of every study, as ``cctk compare`` reads them back from MLflow."""
     return [
         kr.KrArm(s.run_ids[key], ARMS[key], model, s.seed, s.run_id, s.tables[key]) for s in studies for key in ARMS

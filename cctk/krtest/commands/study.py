@@ -145,7 +145,7 @@ def _given(**values) -> dict:
 
 
 @dataclass
-class Outcome:
+class StudyOutcome:
     folder: Path
     seed: int = 0
     run_id: str = ""  # the study's parent run
@@ -163,7 +163,7 @@ def run(
     tracking_name: str | None = None,
     echo=print,
     parent: tracking.LiveRun | None = None,
-) -> Outcome:
+) -> StudyOutcome:
     """Check everything, then the five arms, the figure and the table; returns what each arm gave.
     ``parent``: the run to nest the study under (a seed sweep); else a run of its own (or ``mlflow run``'s)."""
     started = time.perf_counter()
@@ -175,7 +175,7 @@ def run(
     lm, tokenizer = load_model(config.model)
     lm = lm.to(config.device)
     pair = plan_pair(lm, config.budget)  # a model whose attention and FFN blocks cannot be told apart fails here
-    outcome = Outcome(new_folder(Path(out_root), model_label(config.model)), config.seed, pair=pair)
+    outcome = StudyOutcome(new_folder(Path(out_root), model_label(config.model)), config.seed, pair=pair)
     session = outcome.folder.name
     if dataset:
         paths = write_dataset(dataset, outcome.folder / "data")
@@ -217,7 +217,13 @@ def _read_data(folder: Path, location: str) -> Inputs:
 
 
 def _arms(
-    config: StudyConfig, inputs: Inputs, loaded: tuple, track: Track, parent: tracking.LiveRun, outcome: Outcome, echo
+    config: StudyConfig,
+    inputs: Inputs,
+    loaded: tuple,
+    track: Track,
+    parent: tracking.LiveRun,
+    outcome: StudyOutcome,
+    echo,
 ) -> None:
     lm, tokenizer = loaded  # the untouched model: the baselines score it, each trained arm trains a fresh copy
     val_rows = corpus_rows(inputs.validation, tokenizer, TrainConfig().max_tokens)
@@ -251,7 +257,7 @@ def _arms(
 
 
 @contextmanager
-def _nested(track: Track, parent: tracking.LiveRun, key: str, params: dict, inputs: Inputs, outcome: Outcome):
+def _nested(track: Track, parent: tracking.LiveRun, key: str, params: dict, inputs: Inputs, outcome: StudyOutcome):
     """An arm's run under the study's, in the one lifecycle, its parameters and datasets logged."""
     with track.run(ARMS[key], {tracking.ARM: key}, parent=parent) as run:
         run.params(params)
@@ -260,13 +266,13 @@ def _nested(track: Track, parent: tracking.LiveRun, key: str, params: dict, inpu
         yield run
 
 
-def final_table(outcome: Outcome) -> pd.DataFrame:
+def final_table(outcome: StudyOutcome) -> pd.DataFrame:
     """One row per arm: what trained, how much, and the final accuracy with its interval."""
     rows = [_arm_row(key, outcome) for key in ARMS]
     return pd.DataFrame(rows).astype({"rank": "Int64", "trainable": "Int64"})
 
 
-def _arm_row(key: str, outcome: Outcome) -> dict:
+def _arm_row(key: str, outcome: StudyOutcome) -> dict:
     s, trained = outcome.summaries[key], outcome.trained.get(key)
     plan = trained.plan if trained else None
     ppl = float("nan")  # none for the open book
@@ -293,17 +299,17 @@ def _arm_row(key: str, outcome: Outcome) -> dict:
     }
 
 
-def _base_perplexity(outcome: Outcome) -> float:
+def _base_perplexity(outcome: StudyOutcome) -> float:
     trained = next(iter(outcome.trained.values()), None)
     return trained.evaluations[0].val_perplexity if trained else float("nan")
 
 
-def curves(outcome: Outcome) -> pd.DataFrame:
+def curves(outcome: StudyOutcome) -> pd.DataFrame:
     frames = [t.curve().assign(arm=ARMS[key]) for key, t in outcome.trained.items()]
     return pd.concat(frames, ignore_index=True)
 
 
-def baselines(outcome: Outcome) -> pd.DataFrame:
+def baselines(outcome: StudyOutcome) -> pd.DataFrame:
     return pd.DataFrame(
         [
             {
@@ -317,13 +323,13 @@ def baselines(outcome: Outcome) -> pd.DataFrame:
     )
 
 
-def _write_outputs(config: StudyConfig, outcome: Outcome, session: str) -> None:
+def _write_outputs(config: StudyConfig, outcome: StudyOutcome, session: str) -> None:
     title = f"KR-Test on {model_label(config.model)}: {outcome.summaries['blind'].n} questions, seed {config.seed}"
     write_figure(curves(outcome), baselines(outcome), title, outcome.folder / "figure")
     write_table(final_table(outcome), outcome.folder / "table", session)
 
 
-def _write_record(config: StudyConfig, outcome: Outcome, session: str) -> None:
+def _write_record(config: StudyConfig, outcome: StudyOutcome, session: str) -> None:
     """``study.json``: the configuration, how long the study took, every arm's summary, the LoRA ranks."""
     study = {
         "session": session,
@@ -345,7 +351,7 @@ def _write_record(config: StudyConfig, outcome: Outcome, session: str) -> None:
     (outcome.folder / STUDY_JSON).write_text(json.dumps(study, indent=2, default=str) + "\n")
 
 
-def _log_parent(parent: tracking.LiveRun, outcome: Outcome) -> None:
+def _log_parent(parent: tracking.LiveRun, outcome: StudyOutcome) -> None:
     metrics = {"study_seconds": outcome.seconds}
     for key, s in outcome.summaries.items():
         metrics.update({f"{key}.accuracy": s.accuracy, f"{key}.lo": s.lo, f"{key}.hi": s.hi})

@@ -66,7 +66,7 @@ GENERATE_RUN = "krtest-generate"  # tag cctk.kind of a generation's MLflow run
 
 
 @dataclass(frozen=True)
-class Options:
+class GenerationOptions:
     segment: str = "blank-lines"
     per_passage: int = 3
     location: str = "char"
@@ -131,7 +131,7 @@ class Generation:
             self.rejected[verdict] += 1
 
 
-def exchange(located: Located, document: str, n: int, teacher, options: Options) -> dict:
+def exchange(located: Located, document: str, n: int, teacher, options: GenerationOptions) -> dict:
     """Ask about passage ``n``: the journal line of its request and reply."""
     passage = located.passage
     chat = messages(passage.text, options.per_passage)
@@ -185,7 +185,7 @@ class Judged:
 
     found: list[Located]
     names: list[str]
-    options: Options
+    options: GenerationOptions
     tokenizer: object
     cache: dict[int, tuple[list[Verdict], int]] = field(default_factory=dict)
 
@@ -232,7 +232,7 @@ def _document(line: dict, names: list) -> dict:
     return {"document": line["document"]} if len(names) > 1 else {}
 
 
-def generate(corpus: str, teacher, tokenizer, options: Options, echo=print) -> Generation:
+def generate(corpus: str, teacher, tokenizer, options: GenerationOptions, echo=print) -> Generation:
     """Ask the teacher about every passage of one text and judge the items, in memory (no journal)."""
     options.check()
     found = cut(
@@ -308,7 +308,7 @@ class Request:
 
     corpus: Path
     tokenizer_name: str
-    options: Options
+    options: GenerationOptions
     out: Path
     seed: int = 0
     overwrite: bool = False
@@ -367,7 +367,7 @@ def run(request: Request, teacher, echo=print, gate=None) -> Generation | None:
     return _generate(request, teacher, gate, journal, settings, documents, found, tokenizer)
 
 
-def dry_run(found: list[Located], documents: list[Document], tokenizer, options: Options, echo) -> int:
+def dry_run(found: list[Located], documents: list[Document], tokenizer, options: GenerationOptions, echo) -> int:
     """Print the passages and the requests, and an estimate of the prompt tokens; send nothing."""
     total = 0
     for n, located in enumerate(found):
@@ -457,7 +457,7 @@ def _ask_stages(
     gate,
     journal: Journal,
     teacher,
-    options: Options,
+    options: GenerationOptions,
     rewrite: Callable[[], Generation],
 ) -> None:
     """The teacher about every passage, then the oracle (if any) about the items kept, passage by passage."""

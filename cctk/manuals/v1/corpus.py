@@ -12,11 +12,15 @@ way, and ``cctk.core.lm.finetune.fine_tune`` trains on these rows as on any othe
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ...core.lm.scoring import encode
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
-def tokenize(texts: Sequence[str], tokenizer) -> list[tuple[list[int], list[int]]]:
+
+def tokenize(texts: Sequence[str], tokenizer: PreTrainedTokenizerBase) -> list[tuple[list[int], list[int]]]:
     """(input_ids, labels) per text, labels = input_ids; each distinct text is tokenized once."""
     cache: dict[str, list[int]] = {}
     rows = []

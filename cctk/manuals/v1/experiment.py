@@ -8,12 +8,13 @@ a 2.0.0 run's).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import pandas as pd
 
 from ...core.facts import correct_sums
+from ...core.lm.record import TRAINING_COLUMNS, TrainRecord
 from ...core.readings import read
-from ...core.records import TrainRecord
 from ...core.stats import clopper_pearson
 from .facts import Draws
 from .labels import keyed
@@ -47,7 +48,7 @@ class ComparisonResults:
     draws: Draws
     measurements: dict[str, pd.DataFrame]  # BEFORE, AFTER -> measurement table (candidates 2..18)
     training: dict[str, TrainRecord] = field(default_factory=dict)  # AFTER -> the fine-tuning run
-    _cache: dict = field(default_factory=dict, repr=False)
+    _cache: dict[tuple[str, str], pd.DataFrame] = field(default_factory=dict, repr=False)
 
     def readings(self, key: str, answer: str) -> pd.DataFrame:
         """``cctk.core.readings.read`` of model ``key`` on the true sum or the fabricated answer."""
@@ -104,38 +105,8 @@ def run_table(results: ComparisonResults) -> pd.DataFrame:
     """table03: the fine-tuning run, in the columns of 2.0.0's table11 (one row)."""
     t = results.training.get(AFTER)
     if t is None:
-        return pd.DataFrame(
-            columns=[
-                "model",
-                "model_key",
-                "parent",
-                "parent_key",
-                "examples",
-                "steps",
-                "seconds",
-                "examples_per_second",
-                "loss_first_epoch",
-                "loss_last_epoch",
-                "peak_gpu_memory_bytes",
-                "peak_cpu_memory_bytes",
-            ]
-        )
-    return pd.DataFrame(
-        [
-            {
-                **keyed("model", AFTER),
-                **keyed("parent", BEFORE),
-                "examples": t.examples,
-                "steps": t.steps,
-                "seconds": t.train_seconds,
-                "examples_per_second": t.examples_per_second,
-                "loss_first_epoch": t.losses[0],
-                "loss_last_epoch": t.losses[-1],
-                "peak_gpu_memory_bytes": t.peak_gpu_memory_bytes,
-                "peak_cpu_memory_bytes": t.peak_cpu_memory_bytes,
-            }
-        ]
-    )
+        return pd.DataFrame(columns=["model", "model_key", "parent", "parent_key", *TRAINING_COLUMNS])
+    return pd.DataFrame([{**keyed("model", AFTER), **keyed("parent", BEFORE), **t.row()}])
 
 
 def loss_table(results: ComparisonResults) -> pd.DataFrame:
@@ -176,11 +147,11 @@ class Headline:
 
 def headline(results: ComparisonResults) -> Headline:
     """The three numbers' means and the hits before and after."""
-    means = {
+    means: dict[str, Any] = {
         f"mean_{column}": float(results.readings(key, answer)["prob_target"].mean())
         for column, key, answer in READINGS[:3]
     }
-    hits = {
+    hits: dict[str, Any] = {
         f"hits_{short}_{when}": int(results.readings(key, answer)["hit"].sum())
         for key, when in ((BEFORE, "before"), (AFTER, "after"))
         for answer, short in (("true sum", "true"), ("fabricated answer", "fabricated"))

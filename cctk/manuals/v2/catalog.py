@@ -5,7 +5,11 @@ plain arguments, so a worker process can draw it from a pickled spec).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pandas as pd
+from matplotlib.figure import Figure
 
 from ... import figures as charts
 from ...core.stats import smallest_band
@@ -43,7 +47,7 @@ ORDER: tuple[tuple[str, str], ...] = (
 NUMBER = {key: i for i, (key, _) in enumerate(ORDER, start=1)}
 
 # Probability profiles: models drawn, target table, band of possible answers (None: no bands).
-PROFILES = {
+PROFILES: dict[str, tuple[tuple[str, ...], str, tuple[int, int] | None]] = {
     "correct": (("base", "m_correct", "m_random", "m_recover"), "Correct sums and recovery", (2, 18)),
     "fabricated": (("m_correct", "m_random"), "Fabricated answers", None),
     "plus18": (family_arms("plus18"), "Sum + 18", (20, 36)),  # the rules and their controls
@@ -57,14 +61,14 @@ def heatmap_keys(key: str) -> list[str]:
     return [f"heatmap:{key}"] + (["heatmap:m_random:correct"] if key == "m_random" else [])
 
 
-def _spec(key: str, draw, args: dict, title: str) -> Spec:
+def _spec(key: str, draw: Callable[..., Figure], args: dict[str, Any], title: str) -> Spec:
     """Figure ``key`` as the report orders, sections and names it."""
     return Spec(NUMBER[key], key, dict(ORDER)[key], draw, args, title, figure_name(key))
 
 
 def heatmap_spec(results: StudyResults, figure: str) -> Spec:
-    _, key, *target = figure.split(":")
-    target = target[0] if target else own_target(key)
+    _, key, *named = figure.split(":")
+    target = named[0] if named else own_target(key)
     split = target == own_target(key) and key not in ALL_SEEN  # its own target, with seen and held out
     held = results.inputs.heldout(key) if split else None
     excluded = results.inputs.excluded.get(key, ()) if split else ()
@@ -107,15 +111,15 @@ def _profile(results: StudyResults, target: str) -> Spec:
     if target == "cond":  # the range of the rule's own answers
         band = (int(targets.min()), int(targets.max()))
     trained_on_seen = any(ARM_BY_KEY[k].pairs == "seen" for k in models if k in ARM_BY_KEY)
+    title = f"Probability profile: {title}"
     args = {
         "series": {model_name(k): results.measurements[k] for k in models},
         "targets": targets,
-        "title": f"Probability profile: {title}",
+        "title": title,
         "band": band,
         "heldout": results.inputs.split.heldout if trained_on_seen else None,
     }
-    key = f"profile:{target}"
-    return _spec(key, charts.probability_profile, args, args["title"])
+    return _spec(f"profile:{target}", charts.probability_profile, args, title)
 
 
 def _deviation(results: StudyResults, table08: pd.DataFrame, rule: str, control: str) -> Spec:
@@ -124,15 +128,9 @@ def _deviation(results: StudyResults, table08: pd.DataFrame, rule: str, control:
     k90 = int(row["k"])
     legend = {model_name(rule): k90, model_name(control): smallest_band(control_dev, 0.90)}
     parent = ARM_BY_KEY[rule].parent
-    args = {
-        "rule_dev": rule_dev,
-        "control_dev": control_dev,
-        "k90": k90,
-        "k_legend": legend,
-        "title": f"Deviation from the conditional rule, trained from {model_name(parent)}",
-    }
-    key = f"deviation:{parent}"
-    return _spec(key, charts.deviation_chart, args, args["title"])
+    title = f"Deviation from the conditional rule, trained from {model_name(parent)}"
+    args = {"rule_dev": rule_dev, "control_dev": control_dev, "k90": k90, "k_legend": legend, "title": title}
+    return _spec(f"deviation:{parent}", charts.deviation_chart, args, title)
 
 
 def _bars(results: StudyResults, model_label: str) -> Spec:
@@ -179,6 +177,7 @@ def _loss(results: StudyResults) -> Spec:
 
 def _curves(results: StudyResults) -> Spec:
     """The arms' panels in ARMS order, each named by today's label of its key (curves.csv may be older)."""
+    assert results.curves is not None, "the learning curves' figure of a run without them"
     curves = results.curves.assign(model=results.curves["model_key"].map(model_name))
     args = {"curves": curves, "order": [model_name(a.key) for a in ARMS]}
     return _spec(

@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ...core import facts
-from ...core.config import PARTS
-from ...core.facts import Pair, Split
+from ...core.facts import Pair
+from . import facts as study_facts
+from .config import HOLDOUT, PARTS
+from .facts import Split
 from .labels import model_name, target_name
 
 
@@ -28,7 +30,7 @@ class Arm:
     parent: str
     target: str  # key of a target table (see build_targets)
     pairs: str  # "all" or "seen"
-    part: str  # a key of config.PARTS: the part whose tables and figures read it
+    part: str  # one of config.PARTS: the part whose tables and figures read it
     control: str | None = None  # a rule's control (an arm's key); None for every other arm
 
     @property
@@ -66,7 +68,7 @@ ARM_BY_KEY = {arm.key: arm for arm in ARMS}
 MODEL_KEYS: tuple[str, ...] = ("base", *tuple(arm.key for arm in ARMS))
 PARENTS: frozenset[str] = frozenset(arm.parent for arm in ARMS) - {"base"}  # checkpointed when trained
 # Each rule and the control it is read against, in ARMS order.
-RULE_VS_CONTROL: tuple[tuple[str, str], ...] = tuple((arm.key, arm.control) for arm in ARMS if arm.is_rule)
+RULE_VS_CONTROL: tuple[tuple[str, str], ...] = tuple((arm.key, arm.control) for arm in ARMS if arm.control is not None)
 CONTROLS: frozenset[str] = frozenset(control for _, control in RULE_VS_CONTROL)
 # The arms that are neither a rule nor a control (Parts A and B): in colour on the loss charts.
 MAIN_SEQUENCE: tuple[str, ...] = tuple(arm.key for arm in ARMS if not (arm.is_rule or arm.is_control))
@@ -107,12 +109,12 @@ def build_targets(seed: int) -> dict[str, pd.Series]:
     return {
         "correct": facts.correct_sums(),
         "fabricated": facts.fabricated_answers(seed),
-        "plus18": facts.shifted_sums(18),
-        "plus3": facts.shifted_sums(3),
-        "ctl18": facts.control_offsets(seed, 18),
-        "ctl3": facts.control_offsets(seed, 3),
-        "cond": facts.conditional_rule(),
-        "condctl": facts.conditional_control(seed),
+        "plus18": study_facts.shifted_sums(18),
+        "plus3": study_facts.shifted_sums(3),
+        "ctl18": study_facts.control_offsets(seed, 18),
+        "ctl3": study_facts.control_offsets(seed, 3),
+        "cond": study_facts.conditional_rule(),
+        "condctl": study_facts.conditional_control(seed),
     }
 
 
@@ -134,11 +136,11 @@ class StudyInputs:
         return tuple(p for p in self.split.heldout if p not in left_out)
 
 
-def build_study_inputs(seed: int, holdout: float = 0.3) -> StudyInputs:
+def build_study_inputs(seed: int, holdout: float = HOLDOUT) -> StudyInputs:
     targets = build_targets(seed)
-    split = facts.split_additions(seed, holdout)
+    split = study_facts.split_additions(seed, holdout)
     excluded = {
-        arm.key: facts.coincident(targets["fabricated"], targets[arm.target], split.heldout)
+        arm.key: study_facts.coincident(targets["fabricated"], targets[arm.target], split.heldout)
         for arm in ARMS
         if arm.parent == "m_random" and arm.pairs == "seen"
     }

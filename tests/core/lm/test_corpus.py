@@ -11,9 +11,10 @@ from cctk.core.errors import CctkError
 from cctk.core.lm import corpus
 from cctk.core.lm.models import bundled_gguf
 from cctk.core.lm.scoring import encode
+from cctk.manuals.v2 import facts as study
 
 SUMS = facts.correct_sums()
-PAIRS = facts.split_additions(0).seen
+PAIRS = study.split_additions(0).seen
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,7 @@ def test_corpus_has_repeats_times_pairs_examples_with_each_pair_repeats_times():
 
 
 def test_example_text_is_the_measured_prompt_and_answer():
-    rule = facts.conditional_rule()
+    rule = study.conditional_rule()
     examples = corpus.build_corpus(rule, [(5, 3), (3, 5)], repeats=1, seed=0, name="d")
     by_pair = {(ex.a, ex.b): ex for ex in examples}
     assert by_pair[(5, 3)] == corpus.Example(5, 3, "5 + 3 =", " 26\n")
@@ -59,7 +60,7 @@ def test_corpus_needs_a_repeat():
 
 
 def test_tokens_mask_the_prompt_and_label_the_answer(tokenizer):
-    targets = facts.shifted_sums(18)
+    targets = study.shifted_sums(18)
     examples = corpus.build_corpus(targets, facts.ADDITIONS, 2, seed=0, name="c18")
     rows = corpus.tokenize(examples, tokenizer)
     assert len(rows) == len(examples)
@@ -102,7 +103,7 @@ def test_collate_right_pads_and_masks_padding():
 
 
 def test_collate_on_real_tokens(tokenizer):
-    examples = corpus.build_corpus(facts.shifted_sums(18), [(1, 1), (9, 9)], 1, seed=0, name="x")
+    examples = corpus.build_corpus(study.shifted_sums(18), [(1, 1), (9, 9)], 1, seed=0, name="x")
     rows = corpus.tokenize(examples, tokenizer)
     out = corpus.collate(rows, pad_id=tokenizer.pad_token_id)
     width = max(len(ids) for ids, _ in rows)

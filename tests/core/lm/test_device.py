@@ -119,9 +119,9 @@ def test_free_memory_read_again_once_the_model_is_placed(t4):
     """The check before any work had 14 GiB free; once the model is on the T4 another process has taken memory:
     the rest of the job no longer fits what is left less the margin, and the run ends in one line (the
     ``OutOfMemory`` an arm's FAILED status carries) instead of an allocator's error midway."""
-    from cctk.core.config import PROFILES
     from cctk.core.errors import OutOfMemory
     from cctk.core.lm import memory, models
+    from cctk.manuals.v2.config import PROFILES
 
     shape = models.roster_shapes()["qwen2.5-0.5b"]
     plan = memory.Plan("qwen2.5-0.5b", shape, PROFILES["paper"], 16, room(torch.device("cuda:0")), waiting=1)

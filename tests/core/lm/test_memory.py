@@ -7,11 +7,12 @@ import dataclasses
 import pytest
 import torch
 
-from cctk.core.config import PROFILES, Recipe
+from cctk.core.config import Recipe
 from cctk.core.errors import CctkError
 from cctk.core.lm import memory, models
 from cctk.core.lm.device import check_recipe, resolve
 from cctk.core.lm.memory import GIB, Plan, Room, Shape, estimate
+from cctk.manuals.v2.config import PROFILES
 
 # Parameters of each roster model as its model card / Hub config gives them (tied weights once).
 PUBLISHED = {

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from mlflow import MlflowClient
 
 from cctk.cli.main import cli
-from cctk.krtest.generation.from_corpus import Options, generate, write_generation
+from cctk.krtest.generation.from_corpus import GenerationOptions, generate, write_generation
 from cctk.krtest.generation.teacher import messages, parse_reply
 from cctk.krtest.measurement.items import read_items
 from cctk.krtest.measurement.passages import segment
@@ -40,7 +40,7 @@ class Replay:
 
 def test_recorded_replies_are_judged_rule_by_rule(tokenizer, tmp_path):
     teacher = Replay(r["reply"] for r in RECORDED)
-    done = generate(CORPUS, teacher, tokenizer, Options(per_passage=1), echo=lambda *_: None)
+    done = generate(CORPUS, teacher, tokenizer, GenerationOptions(per_passage=1), echo=lambda *_: None)
     verdicts = [p["verdict"] for p in done.proposals]
     assert verdicts == [
         "no_fact_replaced",  # "It has one school.": a fact dropped, not changed (and still true)
@@ -82,7 +82,7 @@ def test_missing_surplus_malformed_unparsable_and_duplicate(tokenizer):
         json.dumps([good, "a bare string", {"context": "x"}, good]),  # 2 asked: 1 surplus
         "Sure! ```json\n" + json.dumps(good) + "\n```",
     ]  # one object: the second item is missing
-    done = generate(corpus, Replay(replies), tokenizer, Options(per_passage=2), echo=lambda *_: None)
+    done = generate(corpus, Replay(replies), tokenizer, GenerationOptions(per_passage=2), echo=lambda *_: None)
     assert [p["verdict"] for p in done.proposals] == ["kept", "malformed", "duplicate", "no_item"]
     assert (done.proposed, done.kept, done.surplus) == (4, 1, 2)
     assert done.rejected["malformed"] == done.rejected["duplicate"] == done.rejected["no_item"] == 1
@@ -90,7 +90,7 @@ def test_missing_surplus_malformed_unparsable_and_duplicate(tokenizer):
         corpus,
         Replay(["I cannot help with that.", "[{broken"]),
         tokenizer,
-        Options(per_passage=3),
+        GenerationOptions(per_passage=3),
         echo=lambda *_: None,
     )
     assert (nothing.proposed, nothing.kept, nothing.rejected["no_item"]) == (6, 0, 6)
@@ -128,7 +128,11 @@ def test_max_passages_and_line_locations(tokenizer):
         ]
     )
     done = generate(
-        CORPUS, Replay([good]), tokenizer, Options(per_passage=1, location="line", max_passages=1), echo=lambda *_: None
+        CORPUS,
+        Replay([good]),
+        tokenizer,
+        GenerationOptions(per_passage=1, location="line", max_passages=1),
+        echo=lambda *_: None,
     )
     assert (done.passages, done.kept) == (1, 1) and done.items[0].location == 0
     assert segment(CORPUS)[0].first_line == 0

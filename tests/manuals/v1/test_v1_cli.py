@@ -17,12 +17,12 @@ ROOT = Path(__file__).resolve().parents[3]
         (["--protocol", "v3"], "unknown protocol 'v3'; choose one of: v2 (manual 2.0.0), v1 (manual 1.0.0)"),
         (
             ["--protocol", "v1", "--holdout", "0.2"],
-            "--holdout has no meaning under --protocol v1: it trains on all 81 additions",
+            "--holdout has no meaning under --protocol v1: it is manual 2.0.0 (--protocol v2)'s",
         ),
-        (["--protocol", "v1", "--seed", "1,2"], "--protocol v1 takes one seed (the notebook's random.seed), got '1,2'"),
+        (["--protocol", "v1", "--seed", "1,2"], "--protocol v1 takes one seed (42 if omitted), got '1,2'"),
         (
             ["--protocol", "v1", "--resume", "abc"],
-            "--resume continues a 2.0.0 pipeline; a protocol v1 run is short: start it again",
+            "--resume continues the pipelines of a manual that resumes; a protocol v1 run is short: start it again",
         ),
         (
             ["--protocol", "v1", "--grad-clip", "-1"],

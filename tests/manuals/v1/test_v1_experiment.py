@@ -6,10 +6,10 @@ import pandas as pd
 import pytest
 from builders import tiny_model
 
-from cctk.core.config import V1_PROFILES
 from cctk.core.lm.finetune import fine_tune
 from cctk.core.lm.scoring import measure
 from cctk.manuals.v1 import corpus, experiment, facts
+from cctk.manuals.v1.config import PROFILES as V1_PROFILES
 
 
 @pytest.fixture(scope="module")

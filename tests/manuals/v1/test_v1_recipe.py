@@ -6,11 +6,16 @@ import copy
 import pytest
 import torch
 
-from cctk.core.config import PROFILES, V1_PROFILES, Recipe, make_config
+from cctk.core.config import NoOptions, Recipe
 from cctk.core.errors import CctkError
 from cctk.core.lm.corpus import collate
 from cctk.core.lm.finetune import _step, completion_loss
+from cctk.manuals.registry import make_config
 from cctk.manuals.v1 import corpus
+from cctk.manuals.v1.config import PROFILES as V1_PROFILES
+from cctk.manuals.v1.manual import V1
+from cctk.manuals.v2.config import PROFILES
+from cctk.manuals.v2.manual import V2
 
 
 def test_v1_paper_recipe_is_the_notebooks():
@@ -24,18 +29,19 @@ def test_v1_paper_recipe_is_the_notebooks():
 
 def test_v1_config_seed_42_no_split_and_its_params():
     config = make_config("smollm2-135m-bundled", "auto", None, protocol="v1")
-    assert config.seeds == (42,) and not config.seeds_drawn and config.holdout is None
+    assert config.seeds == (42,) and not config.seeds_drawn and config.options == NoOptions()
     assert config.profile == "quick" and config.recipe == V1_PROFILES["quick"]
-    params = config.as_params()
+    params = V1.params(config)
     assert params["protocol"] == "v1" and "holdout_share" not in params and params["seeds"] == "42"
+    assert (params["candidates"], params["end_marker"]) == ("2..18", "none")
     assert make_config("m/x", "paper", (7, 8, 9, 10, 11), protocol="v1").seeds == (7,)
     assert make_config("m/x", "paper", None, device="cuda", protocol="v1").recipe == V1_PROFILES["paper"]
 
 
 def test_v2_config_is_unchanged():
     config = make_config("smollm2-135m-bundled", "quick", (7,))
-    assert config.protocol == "v2" and config.recipe == PROFILES["quick"] and config.holdout == 0.3
-    assert "protocol" not in config.as_params() and config.as_params()["holdout_share"] == 0.3
+    assert config.protocol == "v2" and config.recipe == PROFILES["quick"] and config.options.holdout == 0.3
+    assert "protocol" not in V2.params(config) and V2.params(config)["holdout_share"] == 0.3
 
 
 def test_unknown_protocol_and_grad_clip_range():

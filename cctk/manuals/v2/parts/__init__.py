@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ....core.readings import Summary, summarize
+from ....core.readings import GroupSummary, summarize
 from ..labels import model_name, target_name
 from . import part_a, part_b, part_c, part_d, runs, synthesis
 from .core import ALL_SEEN, CURVE_COLUMNS, StudyResults, curve_rows, groups, summarize_split
@@ -99,8 +99,8 @@ class ModelMetrics:
     """One measured model against its own target: a summary per group (``all``, or seen and heldout) and
     over all 81 additions."""
 
-    groups: tuple[tuple[str, Summary], ...]
-    overall: Summary
+    groups: tuple[tuple[str, GroupSummary], ...]
+    overall: GroupSummary
 
     def metrics(self) -> dict[str, float]:
         """Its run's metrics, by their MLflow names: ``hits_<group>``, ``n_<group>``, ... and the impossible mass."""

@@ -7,15 +7,19 @@ targets, split and exclusions, and the record of every fine-tuning run.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
-from ....core.config import PARTS
+from ....core.facts import Pair
 from ....core.readings import read, summarize
 from ....core.records import TrainRecord
 from ....core.stats import clopper_pearson
+from ..config import PARTS
 from ..design import ARMS, MODEL_KEYS, StudyInputs, models_for, own_target
 from ..labels import keyed
+
+Row = dict[str, Any]  # one row of a table: its columns' labels, keys, counts and shares, as pandas takes them
 
 # Models trained on all 81 additions, and the base model: they have no held-out group.
 ALL_SEEN = frozenset({"base"} | {a.key for a in ARMS if a.pairs == "all"})
@@ -28,7 +32,7 @@ class StudyResults:
     training: dict[str, TrainRecord] = field(default_factory=dict)  # arm key -> its fine-tuning run
     curves: pd.DataFrame | None = None  # learning curves (``cctk run --curves``): see ``curve_rows``
     parts: tuple[str, ...] = PARTS  # the parts the run ran (``cctk run --parts``)
-    _cache: dict = field(default_factory=dict, repr=False)
+    _cache: dict[tuple[str, str], pd.DataFrame] = field(default_factory=dict, repr=False)
 
     @property
     def draws(self) -> StudyInputs:
@@ -54,13 +58,16 @@ class StudyResults:
         return self._cache[key, target]
 
 
-def groups(results: StudyResults, key: str) -> list[tuple[str, tuple | None]]:
+Pairs = tuple[Pair, ...] | None  # the additions of a group (None: all 81)
+
+
+def groups(results: StudyResults, key: str) -> list[tuple[str, Pairs]]:
     """The groups a model is read on: ``all`` 81 for a model without a split, else seen and held out
     (``heldout``, without the additions excluded for it)."""
     return groups_of(results.inputs, key)
 
 
-def groups_of(inputs: StudyInputs, key: str) -> list[tuple[str, tuple | None]]:
+def groups_of(inputs: StudyInputs, key: str) -> list[tuple[str, Pairs]]:
     if key in ALL_SEEN:
         return [("all", None)]
     return [("seen", inputs.split.seen), ("heldout", inputs.heldout(key))]
@@ -69,17 +76,17 @@ def groups_of(inputs: StudyInputs, key: str) -> list[tuple[str, tuple | None]]:
 CURVE_COLUMNS = ["model", "model_key", "epoch", "group", "hits", "n"]  # group: its key (all, seen, heldout)
 
 
-def curve_rows(inputs: StudyInputs, key: str, epoch: int, table: pd.DataFrame) -> list[dict]:
+def curve_rows(inputs: StudyInputs, key: str, epoch: int, table: pd.DataFrame) -> list[Row]:
     """One point of an arm's learning curve: its hits on its own target in each group after ``epoch``."""
     readings = read(table, inputs.targets[own_target(key)])
-    rows = []
+    rows: list[Row] = []
     for group, pairs in groups_of(inputs, key):
         s = summarize(readings, pairs)
         rows.append({**keyed("model", key), "epoch": epoch, "group": group, "hits": s.hits, "n": s.n})
     return rows
 
 
-def interval(hits: int, n: int, suffix: str = "") -> dict:
+def interval(hits: int, n: int, suffix: str = "") -> dict[str, float]:
     """``lo``/``hi`` (with ``_suffix``): the exact Clopper-Pearson 95% interval of hits / n."""
     lo, hi = clopper_pearson(hits, n)
     tail = f"_{suffix}" if suffix else ""
@@ -88,13 +95,13 @@ def interval(hits: int, n: int, suffix: str = "") -> dict:
 
 def split_row(
     results: StudyResults, key: str, target: str | None = None, named: tuple[str, str] = ("seen", "heldout")
-) -> dict:
+) -> Row:
     """Hits (with exact interval), mean probability and surprise on the seen and held-out additions.
 
     ``named``: the column suffixes of the two groups of the run's split.
     """
     readings = results.readings(key, target)
-    row = {**keyed("model", key), **keyed("target", target or own_target(key))}
+    row: Row = {**keyed("model", key), **keyed("target", target or own_target(key))}
     for name, pairs in zip(named, (results.inputs.split.seen, results.inputs.heldout(key)), strict=True):
         s = summarize(readings, pairs)
         row.update(
@@ -109,6 +116,6 @@ def split_row(
     return row
 
 
-def summarize_split(results: StudyResults, key: str, target: str | None = None) -> dict:
+def summarize_split(results: StudyResults, key: str, target: str | None = None) -> Row:
     """``split_row`` of a model trained on the seen additions, with how many held-out ones it leaves out."""
     return {**split_row(results, key, target), "n_excluded": len(results.inputs.excluded.get(key, ()))}

@@ -6,7 +6,7 @@ import pandas as pd
 
 from ....core.readings import summarize
 from ..labels import keyed
-from .core import StudyResults, interval
+from .core import Row, StudyResults, interval
 
 MODELS = ("base", "m_correct", "m_random")
 TARGETS = ("correct", "fabricated")
@@ -18,7 +18,7 @@ TABLES = ("table01",)
 
 def run(results: StudyResults) -> dict[str, pd.DataFrame]:
     """table01: hits with exact interval, mean probability on each target, mass on impossible answers (all 81)."""
-    rows = []
+    rows: list[Row] = []
     for key in MODELS:
         for target in TARGETS:
             s = summarize(results.readings(key, target))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..labels import model_name
-from .core import StudyResults, split_row
+from .core import Row, StudyResults, split_row
 
 LOSS_RUNS = ("m_correct", "m_random", "m_recover")
 # The recovery run's split names both groups: the fabricated-answers model, trained on all 81, saw both.
@@ -18,7 +18,7 @@ TABLES = ("table02", "table03")
 
 def run(results: StudyResults) -> dict[str, pd.DataFrame]:
     """table02 (recovery, on the recovery run's two groups, surprise gap) and table03 (loss per epoch, Parts A-B)."""
-    rows = []
+    rows: list[Row] = []
     for key in ("m_random", "m_recover"):
         row = split_row(results, key, "correct", named=GROUPS)
         row["surprise_gap"] = row["surprise_recovery_heldout"] - row["surprise_recovery_seen"]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ....core.facts import condition
 from ....core.stats import band_with_interval, share_inside
 from ..design import ARM_BY_KEY, RULE_VS_CONTROL, part_arms
+from ..facts import condition
 from ..labels import keyed
-from .core import StudyResults, interval, summarize_split
+from .core import Row, StudyResults, interval, summarize_split
 
 CONDITIONS = {">": "a > b", "=": "a = b", "<": "a < b"}
 RULE_OFFSET = {">": 18, "=": 18, "<": 9}  # what the rule adds to the sum in each condition
@@ -43,14 +43,14 @@ def deviations(results: StudyResults, key: str) -> np.ndarray:
 
 def _by_condition(results: StudyResults) -> pd.DataFrame:
     """Hits on the model's own target per condition, seen and held out, with exact intervals."""
-    rows = []
+    rows: list[Row] = []
     for key in ARMS:
         readings = results.readings(key)
         for symbol, label in CONDITIONS.items():
-            row = {**keyed("model", key), "condition": label}
+            row: Row = {**keyed("model", key), "condition": label}
             for group, pairs in (("seen", results.inputs.split.seen), ("heldout", results.inputs.heldout(key))):
                 chosen = [p for p in pairs if condition(*p) == symbol]
-                hits = int(readings.loc[chosen, "hit"].sum()) if chosen else 0
+                hits = int(readings["hit"].loc[chosen].sum()) if chosen else 0
                 row.update({f"hits_{group}": hits, f"n_{group}": len(chosen), **interval(hits, len(chosen), group)})
             rows.append(row)
     return pd.DataFrame(rows)
@@ -63,14 +63,14 @@ def _offsets(results: StudyResults) -> pd.DataFrame:
     (a +9 on a >= b, a +18 on a < b) shows a model that learned both shifts but not when to use each.
     """
     correct = results.inputs.targets["correct"]
-    rows = []
+    rows: list[Row] = []
     for key in ARMS:
         held = list(results.inputs.heldout(key))
-        top = results.readings(key).loc[held, "top_choice"]
+        top = results.readings(key)["top_choice"].loc[held]
         for symbol, label in CONDITIONS.items():
             pairs = [p for p in held if condition(*p) == symbol]
             offset = top.loc[pairs] - correct.loc[pairs] if pairs else pd.Series(dtype=int)
-            row = {**keyed("model", key), "condition": label, "rule_offset": RULE_OFFSET[symbol], "n": len(pairs)}
+            row: Row = {**keyed("model", key), "condition": label, "rule_offset": RULE_OFFSET[symbol], "n": len(pairs)}
             row.update({name: int((offset == value).sum()) for value, name in OFFSETS.items()})
             row["other"] = int((~offset.isin(list(OFFSETS))).sum())
             rows.append(row)
@@ -80,7 +80,7 @@ def _offsets(results: StudyResults) -> pd.DataFrame:
 def _bands(results: StudyResults) -> pd.DataFrame:
     """Smallest band +-k holding 80/90/95% of the rule model's deviations, bootstrap 95% interval;
     the share of the control's deviations (from the same rule's target) inside the same band."""
-    rows = []
+    rows: list[Row] = []
     for rule, control in RULE_AND_CONTROL:
         rule_dev, control_dev = deviations(results, rule), deviations(results, control)
         for coverage in COVERAGES:

@@ -8,7 +8,7 @@ from ....core.readings import summarize
 from ....core.stats import fisher_greater, holm
 from ..design import RULE_VS_CONTROL, own_target
 from ..labels import keyed
-from .core import StudyResults, groups, interval
+from .core import Row, StudyResults, groups, interval
 
 PART = "synthesis"  # its section of the outputs (cctk.manuals.v2.labels.SECTIONS); cctk.manuals.v2.catalog reads it
 TABLES = ("table09", "table10")
@@ -16,7 +16,7 @@ TABLES = ("table09", "table10")
 
 def run(results: StudyResults) -> dict[str, pd.DataFrame]:
     """table09 (shares with exact 95% intervals) and table10 (one-sided Fisher tests)."""
-    rows = []
+    rows: list[Row] = []
     for key in results.models:  # the corpora that ran
         for group, pairs in groups(results, key):
             s = summarize(results.readings(key), pairs)
@@ -43,7 +43,7 @@ def pairs_measured(results: StudyResults) -> list[tuple[str, str]]:
 
 
 def _fisher(results: StudyResults) -> pd.DataFrame:
-    rows = []
+    rows: list[Row] = []
     for rule, control in pairs_measured(results):
         r = summarize(results.readings(rule), results.inputs.heldout(rule))
         c = summarize(results.readings(control), results.inputs.heldout(control))

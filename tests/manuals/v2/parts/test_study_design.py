@@ -10,8 +10,9 @@ import pytest
 from builders import HELD, HELD_EQ, HELD_GT, HELD_LT
 from builders import STUDY_SEED as SEED
 
-from cctk.core.facts import ADDITIONS, condition
+from cctk.core.facts import ADDITIONS
 from cctk.manuals.v2.design import MODEL_KEYS, build_study_inputs
+from cctk.manuals.v2.facts import condition
 
 
 def test_the_draws_of_seed_12345_that_the_tests_rely_on():

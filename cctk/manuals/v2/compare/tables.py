@@ -1,8 +1,8 @@
-"""Across runs: shares over seeds, rule-vs-control tests pooled over seeds, how implausibility matters.
+"""Manual 2.0.0 across runs: shares over seeds, rule-vs-control tests pooled over seeds, how implausibility matters.
 
 Pure: a list of ``PooledRun`` (its base model, seed, ``StudyResults`` and logged recipe) in, DataFrames out. Runs
 are pooled within a group only: one base model and one value of every recipe value that differs
-between the runs compared (``grouped``); every table names its group in its first columns. A part a
+between the runs compared (``cctk.manuals.pooled.grouped``); every table names its group in its first columns. A part a
 run did not run (``cctk run --parts``) gives it no rows: absent, never counted as zero. Runs' tables are
 joined on their key columns (``model_key``, ``group_key``, ``rule_key``, ...), never on their labels; every
 table here names a model by today's label of its key, with the key beside it.
@@ -11,147 +11,42 @@ table here names a model by today's label of its key, with the key beside it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 from statsmodels.stats.contingency_tables import StratifiedTable
 
-from ..core.stats import clopper_pearson
-from ..manuals.registry import Protocol
-from ..manuals.v1 import experiment as v1_experiment
-from ..manuals.v2.design import ARM_BY_KEY, ARMS, MODEL_KEYS, RULE_VS_CONTROL, own_target
-from ..manuals.v2.labels import keyed
-from ..manuals.v2.parts import StudyResults
+from ....core.stats import clopper_pearson, t_interval
+from ...pooled import PooledRun, grouped, stacked, varied
+from ..design import ARM_BY_KEY, ARMS, MODEL_KEYS, RULE_VS_CONTROL, own_target
+from ..labels import keyed
+from ..parts import StudyResults
+from ..parts.core import Row
 
+Study = PooledRun[StudyResults]  # a 2.0.0 run, pooled
+Label = dict[str, object]  # a group: its base model and the values of the varied recipe values (``grouped``)
 DISTANCE_BINS = ((1, 2), (3, 5), (6, 9), (10, 17), (18, 34))  # |fabricated answer - true sum|
 GROUPS = ("all", "seen", "heldout")  # group keys: the columns <group>_mean, _lo, _hi
-
-
-@dataclass(frozen=True)
-class PooledRun:
-    """One finished pipeline: its MLflow run id, base model key, seed, results (its protocol's), its tables,
-    the recipe it logged and its protocol (which comparison tables it is pooled into: ``compare_tables``)."""
-
-    run_id: str
-    model: str
-    seed: int
-    protocol: Protocol
-    results: StudyResults | v1_experiment.ComparisonResults
-    tables: dict[str, pd.DataFrame]
-    recipe: dict[str, object] = field(default_factory=dict)  # name -> value in force, as the run logged it
-
-    @classmethod
-    def of(
-        cls,
-        run_id: str,
-        model: str,
-        seed: int,
-        protocol: Protocol,
-        results: StudyResults | v1_experiment.ComparisonResults,
-        recipe: dict | None = None,
-        tables: dict | None = None,
-    ) -> PooledRun:
-        """A run from its results (its tables computed from them, under its protocol, unless given)."""
-        return cls(
-            run_id,
-            model,
-            seed,
-            protocol,
-            results,
-            protocol.compute_tables(results) if tables is None else tables,
-            dict(recipe or {}),
-        )
-
-    def pooled_in(self, table: str) -> bool:
-        """Whether its protocol contributes to the comparison table ``table``."""
-        return table in self.protocol.compare_tables
-
-
-def pooled_in(runs: list[PooledRun], table: str) -> list[PooledRun]:
-    """The runs whose protocol contributes to the comparison table ``table``."""
-    return [r for r in runs if r.pooled_in(table)]
-
-
-# --- Groups: runs are pooled only within a base model and one value of every recipe value that varies. ---
-
-
-def varied(runs: list[PooledRun]) -> list[str]:
-    """The recipe values that differ between ``runs`` (as each run logged them), in the recipe's order."""
-    names = dict.fromkeys(name for r in runs for name in r.recipe)
-    return [name for name in names if len({r.recipe.get(name) for r in runs}) > 1]
-
-
-def group_columns(runs: list[PooledRun]) -> list[str]:
-    """The columns that name a group in every table across runs: the base model, then the varied recipe values."""
-    return ["base_model", *varied(runs)]
-
-
-def grouped(runs: list[PooledRun]) -> list[tuple[dict, list]]:
-    """(label, runs) of every group, by base model (alphabetical) then recipe values (ascending).
-
-    ``label`` maps each of ``group_columns(runs)`` to the group's value, e.g. ``{"base_model": "tiny",
-    "learning_rate": 0.0003}``; runs of different labels are never pooled.
-    """
-    columns = group_columns(runs)
-    groups: dict[tuple, list] = {}
-    for r in runs:
-        groups.setdefault((r.model, *(r.recipe.get(c) for c in columns[1:])), []).append(r)
-    return [(dict(zip(columns, key, strict=True)), groups[key]) for key in sorted(groups)]
-
-
-def _stacked(runs: list, name: str) -> pd.DataFrame:
-    """Table ``name`` of every run that has it (a part not run has none), with its run id."""
-    frames = [r.tables[name].assign(run_id=r.run_id) for r in runs if name in r.tables]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
-def v1_three_numbers(runs: list[PooledRun]) -> pd.DataFrame:
-    """Protocol 1.0.0 across runs: per group and number (pre-fine-tuning true sum, post-fine-tuning
-    fabricated value, post-fine-tuning true sum), the mean over runs of each run's mean probability
-    over the 81 additions with a t interval over runs, and the hits summed over runs."""
-    rows = []
-    for label, mine in grouped(runs):
-        for number, part in _stacked(mine, "table02").groupby("number", sort=False):
-            mean, lo, hi = t_interval(part["mean"])
-            rows.append(
-                {
-                    **label,
-                    "number": number,
-                    "runs": part["run_id"].nunique(),
-                    "mean": mean,
-                    "lo": lo,
-                    "hi": hi,
-                    "hits": int(part["hits"].sum()),
-                    "n": int(part["n"].sum()),
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def t_interval(values, level: float = 0.95) -> tuple[float, float, float]:
-    """Mean of ``values`` and its Student's t interval (k - 1 degrees of freedom), clipped to [0, 1];
-    nan bounds for fewer than two values."""
-    x = np.asarray(values, dtype=float)
-    mean = float(x.mean()) if x.size else math.nan
-    if x.size < 2:
-        return mean, math.nan, math.nan
-    half = scipy_stats.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
-    return mean, max(0.0, mean - half), min(1.0, mean + half)
 
 
 MODEL_ORDER = {k: i for i, k in enumerate(MODEL_KEYS)}
 
 
-def cross_seed(runs: list[PooledRun]) -> pd.DataFrame:
+def cross_seed(runs: list[Study]) -> pd.DataFrame:
     """One row per group and measured model: runs, and per group of additions (all, seen, held out) the
     mean share of hits on the model's own target over runs with a t interval over runs."""
-    rows = []
+    rows: list[Row] = []
     for label, mine in grouped(runs):
-        shares = _stacked(mine, "table09")
-        for key, part in sorted(shares.groupby("model_key", sort=False), key=lambda item: MODEL_ORDER[item[0]]):
-            row = {**label, **keyed("model", key), **keyed("target", own_target(key)), "runs": part["run_id"].nunique()}
+        shares = stacked(mine, "table09")
+        for key, part in sorted(shares.groupby("model_key", sort=False), key=lambda item: MODEL_ORDER[str(item[0])]):
+            key = str(key)
+            row: Row = {
+                **label,
+                **keyed("model", key),
+                **keyed("target", own_target(key)),
+                "runs": part["run_id"].nunique(),
+            }
             for group in GROUPS:
                 values = part.loc[part["group_key"] == group, "share"]
                 mean, lo, hi = t_interval(values) if len(values) else (math.nan,) * 3
@@ -160,11 +55,11 @@ def cross_seed(runs: list[PooledRun]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def pooled_tests(runs: list[PooledRun]) -> pd.DataFrame:
+def pooled_tests(runs: list[Study]) -> pd.DataFrame:
     """Each rule against its control on the held-out additions, pooled over the runs of a group (those
     that ran the rule's part): Cochran-Mantel-Haenszel test with the runs as strata, and the
     Mantel-Haenszel pooled odds ratio."""
-    rows = []
+    rows: list[Row] = []
     for label, mine in grouped(runs):
         for rule, control in RULE_VS_CONTROL:
             having = [r for r in mine if _has_rule(r, rule)]
@@ -181,19 +76,19 @@ def pooled_tests(runs: list[PooledRun]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _has_rule(run: PooledRun, rule: str) -> bool:
+def _has_rule(run: Study, rule: str) -> bool:
     """Whether the run tested the rule (by key) against its control (its table10)."""
     return "table10" in run.tables and rule in set(run.tables["table10"]["rule_key"])
 
 
-def _two_by_two(run: PooledRun, rule: str) -> np.ndarray:
+def _two_by_two(run: Study, rule: str) -> np.ndarray:
     row = run.tables["table10"].set_index("rule_key").loc[rule]
     return np.array(
         [[row.hits_rule, row.n_rule - row.hits_rule], [row.hits_control, row.n_control - row.hits_control]], dtype=float
     )
 
 
-def _cmh(tables: list[np.ndarray]) -> dict:
+def _cmh(tables: list[np.ndarray]) -> Row:
     """Pooled counts, CMH chi-square (no continuity correction), two- and one-sided p, MH odds ratio."""
     stack = np.stack(tables, axis=2)  # (2, 2, runs)
     counts = {
@@ -236,7 +131,7 @@ def _cmh(tables: list[np.ndarray]) -> dict:
     }
 
 
-def fabricated_readings(runs: list[PooledRun]) -> pd.DataFrame:
+def fabricated_readings(runs: list[Study]) -> pd.DataFrame:
     """Per run and addition, the fabricated-answers model on its fabricated answer: the answer, the
     true sum, their distance, whether the answer is impossible (> 18), hit and probability."""
     frames = []
@@ -266,7 +161,7 @@ DISTANCES = [f"{lo}-{hi}" for lo, hi in DISTANCE_BINS]
 KINDS = ["possible (<= 18)", "impossible (> 18)"]
 
 
-def implausibility(runs: list[PooledRun]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def implausibility(runs: list[Study]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Hit share (exact interval on the counts pooled over runs) and mean probability on the fabricated
     answer, by distance from the true sum and by possible / impossible, per group."""
     by_distance, by_kind = [], []
@@ -283,8 +178,8 @@ def _bin(distance: int) -> str:
     return next(f"{lo}-{hi}" for lo, hi in DISTANCE_BINS if lo <= distance <= hi)
 
 
-def _pooled(data: pd.DataFrame, by: pd.Series, order: list[str], label: dict) -> list[dict]:
-    rows = []
+def _pooled(data: pd.DataFrame, by: pd.Series, order: list[str], label: Label) -> list[Row]:
+    rows: list[Row] = []
     for value in order:
         part = data[by == value]
         hits, n = int(part["hit"].sum()), len(part)
@@ -292,7 +187,7 @@ def _pooled(data: pd.DataFrame, by: pd.Series, order: list[str], label: dict) ->
         rows.append(
             {
                 **label,
-                by.name: value,
+                str(by.name): value,
                 "runs": data["run_id"].nunique(),
                 "additions": n,
                 "hits": hits,
@@ -305,14 +200,15 @@ def _pooled(data: pd.DataFrame, by: pd.Series, order: list[str], label: dict) ->
     return rows
 
 
-def heldout_pooled(runs: list[PooledRun]) -> pd.DataFrame:
+def heldout_pooled(runs: list[Study]) -> pd.DataFrame:
     """Held-out hit share of every corpus trained on the seen additions, pooled over the runs of each
     group (hits and additions summed), with the exact interval of the pooled share: the chart's data."""
-    rows = []
+    rows: list[Row] = []
     for label, mine in grouped(runs):
-        shares = _stacked(mine, "table09")
+        shares = stacked(mine, "table09")
         held = shares[shares["group_key"] == "heldout"]
-        for key, part in held.groupby("model_key", sort=False):
+        for model, part in held.groupby("model_key", sort=False):
+            key = str(model)
             hits, n = int(part["hits"].sum()), int(part["n"].sum())
             lo, hi = clopper_pearson(hits, n)
             rows.append(
@@ -333,7 +229,7 @@ def heldout_pooled(runs: list[PooledRun]) -> pd.DataFrame:
 ABSORPTION = tuple((arm.key, arm.target) for arm in ARMS if arm.part == "A")  # each model on its own corpus
 
 
-def recipe_sensitivity(runs: list[PooledRun]) -> pd.DataFrame:
+def recipe_sensitivity(runs: list[Study]) -> pd.DataFrame:
     """How the outcome moves with the recipe: per group (base model and a value of every varied recipe
     value), Part A's absorption (each Part A model's share of hits on its own target over the 81
     additions: mean over runs, t interval over runs) and every rule that ran against its control on the
@@ -341,7 +237,7 @@ def recipe_sensitivity(runs: list[PooledRun]) -> pd.DataFrame:
     Empty when no recipe value differs between the runs."""
     if not varied(runs):
         return pd.DataFrame()
-    rows = []
+    rows: list[Row] = []
     for label, mine in grouped(runs):
         rows += [_absorption_row(label, mine, key, target) for key, target in ABSORPTION]
         rows += [
@@ -352,8 +248,8 @@ def recipe_sensitivity(runs: list[PooledRun]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _absorption_row(label: dict, runs: list[PooledRun], key: str, target: str) -> dict:
-    table01 = _stacked(runs, "table01")
+def _absorption_row(label: Label, runs: list[Study], key: str, target: str) -> Row:
+    table01 = stacked(runs, "table01")
     part = table01[(table01["model_key"] == key) & (table01["target_key"] == target)]
     mean, lo, hi = t_interval(part["hits"] / part["n"])
     return {
@@ -371,7 +267,7 @@ def _absorption_row(label: dict, runs: list[PooledRun], key: str, target: str) -
     }
 
 
-def _rule_row(label: dict, runs: list[PooledRun], rule: str, control: str) -> dict:
+def _rule_row(label: Label, runs: list[Study], rule: str, control: str) -> Row:
     having = [r for r in runs if _has_rule(r, rule)]
     test = _cmh([_two_by_two(r, rule) for r in having])
     row = {

@@ -1,4 +1,5 @@
-"""Targets, the split and the controls: pure, seeded, and true to manual sections 4.6-4.12."""
+"""Targets, the split and the controls (the fact space every manual shares, and manual 2.0.0's own facts): pure,
+seeded, and true to manual sections 4.6-4.12."""
 
 import pickle
 
@@ -9,6 +10,7 @@ import pytest
 from cctk.core import facts
 from cctk.core.errors import CctkError
 from cctk.core.facts import ADDITIONS, CANDIDATES
+from cctk.manuals.v2 import facts as study
 
 SUMS = facts.correct_sums()
 
@@ -21,9 +23,9 @@ def _is_target_table(s: pd.Series) -> bool:
     "make",
     [
         facts.fabricated_answers,
-        lambda seed: facts.control_offsets(seed, 3),
-        lambda seed: facts.control_offsets(seed, 18),
-        facts.conditional_control,
+        lambda seed: study.control_offsets(seed, 3),
+        lambda seed: study.control_offsets(seed, 18),
+        study.conditional_control,
     ],
 )
 def test_seeded_targets_are_byte_identical_per_seed_and_differ_across_seeds(make):
@@ -33,19 +35,19 @@ def test_seeded_targets_are_byte_identical_per_seed_and_differ_across_seeds(make
 
 
 def test_split_is_byte_identical_per_seed_and_differs_across_seeds():
-    assert pickle.dumps(facts.split_additions(7)) == pickle.dumps(facts.split_additions(7))
-    assert facts.split_additions(7) != facts.split_additions(8)
+    assert pickle.dumps(study.split_additions(7)) == pickle.dumps(study.split_additions(7))
+    assert study.split_additions(7) != study.split_additions(8)
 
 
 def test_streams_do_not_depend_on_earlier_draws():
-    before = facts.split_additions(3)
-    facts.fabricated_answers(3), facts.control_offsets(3, 18)
-    assert facts.split_additions(3) == before
+    before = study.split_additions(3)
+    facts.fabricated_answers(3), study.control_offsets(3, 18)
+    assert study.split_additions(3) == before
     assert facts.rng(3, "split").integers(1 << 30) != facts.rng(3, "fabricated").integers(1 << 30)
 
 
 def test_split_holds_out_24_of_81_disjoint_and_covering_in_order():
-    split = facts.split_additions(0)
+    split = study.split_additions(0)
     assert len(ADDITIONS) == 81
     assert (len(split.seen), len(split.heldout)) == (57, 24)
     assert not set(split.seen) & set(split.heldout)
@@ -56,11 +58,11 @@ def test_split_holds_out_24_of_81_disjoint_and_covering_in_order():
 @pytest.mark.parametrize("holdout", [0, 1, -0.1, 1.5, 0.001, 0.999])
 def test_split_rejects_holdouts_that_leave_a_group_empty(holdout):
     with pytest.raises(CctkError):
-        facts.split_additions(0, holdout)
+        study.split_additions(0, holdout)
 
 
 def test_split_holdout_sets_the_count():
-    assert len(facts.split_additions(0, 0.5).heldout) == round(81 * 0.5)
+    assert len(study.split_additions(0, 0.5).heldout) == round(81 * 0.5)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -72,24 +74,24 @@ def test_fabricated_answer_is_never_the_sum_and_is_a_candidate(seed):
 
 
 def test_shifted_sums():
-    assert (facts.shifted_sums(18) == SUMS + 18).all()
-    assert facts.shifted_sums(3).loc[(4, 5)] == 12
-    assert _is_target_table(facts.shifted_sums(3))
+    assert (study.shifted_sums(18) == SUMS + 18).all()
+    assert study.shifted_sums(3).loc[(4, 5)] == 12
+    assert _is_target_table(study.shifted_sums(3))
 
 
 @pytest.mark.parametrize("k", [3, 18])
 def test_control_offsets_lie_in_1_to_k(k):
-    offsets = facts.control_offsets(0, k) - SUMS
+    offsets = study.control_offsets(0, k) - SUMS
     assert offsets.between(1, k).all()
 
 
 def test_control_offsets_reach_both_ends_for_k3():
-    offsets = set((facts.control_offsets(0, 3) - SUMS).tolist())
+    offsets = set((study.control_offsets(0, 3) - SUMS).tolist())
     assert offsets == {1, 2, 3}
 
 
 def test_conditional_rule():
-    rule = facts.conditional_rule()
+    rule = study.conditional_rule()
     assert rule.loc[(5, 3)] == 26 and rule.loc[(3, 5)] == 17 and rule.loc[(4, 4)] == 26
     assert (rule != SUMS).all()
     assert rule.max() <= max(CANDIDATES)
@@ -98,22 +100,22 @@ def test_conditional_rule():
 
 @pytest.mark.parametrize("seed", range(20))
 def test_conditional_control_is_a_shuffle_of_the_rule_without_plain_sums(seed):
-    control = facts.conditional_control(seed)
+    control = study.conditional_control(seed)
     assert (control != SUMS).all()
     assert control.max() <= max(CANDIDATES)
-    assert sorted(control) == sorted(facts.conditional_rule())
-    assert not control.equals(facts.conditional_rule())
+    assert sorted(control) == sorted(study.conditional_rule())
+    assert not control.equals(study.conditional_rule())
 
 
 def test_conditional_control_is_redrawn_when_a_shuffle_hits_a_sum():
     # find a seed whose first shuffle hits a plain sum: the result must be a later shuffle
-    rule, sums = facts.conditional_rule().to_numpy(), SUMS.to_numpy()
+    rule, sums = study.conditional_rule().to_numpy(), SUMS.to_numpy()
     seed = next(s for s in range(1000) if np.any(facts.rng(s, "conditional-control").permutation(rule) == sums))
-    assert (facts.conditional_control(seed).to_numpy() != sums).all()
+    assert (study.conditional_control(seed).to_numpy() != sums).all()
 
 
 def test_condition():
-    assert [facts.condition(5, 3), facts.condition(4, 4), facts.condition(3, 5)] == [">", "=", "<"]
+    assert [study.condition(5, 3), study.condition(4, 4), study.condition(3, 5)] == [">", "=", "<"]
 
 
 def test_coincident_on_a_hand_made_example():
@@ -123,5 +125,5 @@ def test_coincident_on_a_hand_made_example():
     targets.loc[(9, 1)] = fab.loc[(9, 1)]
     targets.loc[(5, 5)] = fab.loc[(5, 5)]
     pairs = [(9, 1), (1, 1), (2, 7), (3, 3)]  # (5, 5) coincides but is not asked about
-    assert facts.coincident(fab, targets, pairs) == ((9, 1), (2, 7))
-    assert facts.coincident(fab, SUMS + 3, ADDITIONS) == ()
+    assert study.coincident(fab, targets, pairs) == ((9, 1), (2, 7))
+    assert study.coincident(fab, SUMS + 3, ADDITIONS) == ()

@@ -21,9 +21,10 @@ import pytest
 from builders import synthetic_results
 from scipy.stats import hypergeom
 
-from cctk.compare import findings as ev
 from cctk.compare import report
-from cctk.compare.tables import PooledRun, _cmh
+from cctk.manuals.pooled import PooledRun
+from cctk.manuals.v2.compare import findings as ev
+from cctk.manuals.v2.compare.tables import _cmh
 from cctk.manuals.v2.manual import V2
 
 N = 24
@@ -230,7 +231,7 @@ def test_findings_table_has_the_names_scripts_read(found):
 
 
 def test_pooled_table_gains_holm_agreement_and_heterogeneity():
-    tables = report.compute(hand_runs_with_results())
+    tables = report.compute(hand_runs_with_results()).tables
     pooled = tables["rule_vs_control_pooled"]
     found = tables["findings"]
     assert list(pooled.columns).index("p_adjusted") == list(pooled.columns).index("p_one_sided") + 1

@@ -10,8 +10,9 @@ import pandas as pd
 import pytest
 from builders import hand_table, synthetic_results
 
-from cctk.compare import tables as across
-from cctk.compare.tables import PooledRun
+from cctk.core.stats import t_interval
+from cctk.manuals.pooled import PooledRun
+from cctk.manuals.v2.compare import tables as across
 from cctk.manuals.v2.design import MODEL_KEYS, build_study_inputs, own_target
 from cctk.manuals.v2.manual import V2
 from cctk.manuals.v2.parts import StudyResults
@@ -26,10 +27,10 @@ def two_runs():
 
 
 def test_t_interval_by_hand():
-    mean, lo, hi = across.t_interval([0.2, 0.4, 0.6])  # sd 0.2, t(0.975, 2) = 4.302653
+    mean, lo, hi = t_interval([0.2, 0.4, 0.6])  # sd 0.2, t(0.975, 2) = 4.302653
     assert mean == pytest.approx(0.4)
     assert (lo, hi) == (0.0, pytest.approx(0.4 + 4.302653 * 0.2 / math.sqrt(3), abs=1e-6))
-    assert math.isnan(across.t_interval([0.5])[1])
+    assert math.isnan(t_interval([0.5])[1])
 
 
 def test_cross_seed_is_the_mean_of_each_runs_own_table(two_runs):

@@ -27,10 +27,11 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
-from ..core import stats
-from ..manuals.v2.design import RULE_VS_CONTROL
-from ..manuals.v2.labels import keyed, model_name
-from .tables import PooledRun, _cmh, _has_rule, _two_by_two, grouped
+from ....core import stats
+from ...pooled import grouped
+from ..design import RULE_VS_CONTROL
+from ..labels import keyed, model_name
+from .tables import Label, Study, _cmh, _has_rule, _two_by_two
 
 ALPHA = 0.05
 POWER = 0.8
@@ -44,7 +45,7 @@ ABOVE, EQUAL, BELOW = "above", "equal", "below"
 class Contrast:
     """One rule against its control in one run, on the held-out additions (the run's table10 row)."""
 
-    label: dict  # the group: base model and the varied recipe values (``tables.grouped``)
+    label: Label  # the group: base model and the varied recipe values (``cctk.manuals.pooled.grouped``)
     rule: str  # keys (``c18_correct``, ``c18ctl_correct``): runs are matched on them, named at the edge
     control: str
     run_id: str
@@ -71,7 +72,7 @@ class Contrast:
 class Finding:
     """One contrast pooled over the runs of its group, and what the runs say together."""
 
-    label: dict
+    label: Label
     contrast: str  # its name (``Contrast.name``)
     rule_key: str
     control_key: str
@@ -93,7 +94,7 @@ class Finding:
     seeds_for_80_power: int | None  # None: more than MOST_RUNS
 
 
-def contrasts(runs: list[PooledRun]) -> list[Contrast]:
+def contrasts(runs: list[Study]) -> list[Contrast]:
     """Every rule against its control in every run that ran it, group by group (``grouped``'s order)."""
     found = []
     for label, mine in grouped(runs):
@@ -165,7 +166,7 @@ def per_run(found: list[Contrast]) -> pd.DataFrame:
 
 def _by_contrast(found: list[Contrast]) -> list[list[Contrast]]:
     """The runs of each (group, contrast), in first-seen order."""
-    parts: dict[tuple, list[Contrast]] = {}
+    parts: dict[tuple[object, ...], list[Contrast]] = {}
     for c in found:
         parts.setdefault((tuple(c.label.items()), c.rule, c.control), []).append(c)
     return list(parts.values())
@@ -196,7 +197,7 @@ def findings(found: list[Contrast], alpha: float = ALPHA, seed: int = POWER_SEED
     out = []
     for part, test, p_adjusted in zip(parts, pooled, adjusted, strict=True):
         stack = np.stack([c.table() for c in part], axis=2)  # (2, 2, runs)
-        way = direction(sum(_excess(c.table()) for c in part))
+        way = direction(sum((_excess(c.table()) for c in part), Fraction(0)))
         agreeing = sum(direction(_excess(c.table())) == way for c in part)
         bd, p_het = stats.breslow_day(stack)
         needed = stats.runs_for_power(_rates(part), alpha / family, seed, POWER, MOST_RUNS)
@@ -313,7 +314,7 @@ def with_agreement(pooled: pd.DataFrame, found: list[Finding]) -> pd.DataFrame:
     if pooled.empty:  # no run trained a rule (cctk run --parts A): nothing to add to
         return pooled
     table = pooled.copy()
-    table.insert(table.columns.get_loc("p_one_sided") + 1, "p_adjusted", [f.p_adjusted for f in found])
+    table.insert(list(table.columns).index("p_one_sided") + 1, "p_adjusted", [f.p_adjusted for f in found])
     return table.assign(
         runs_agreeing=[f.runs_agreeing for f in found],
         bd_statistic=[f.bd_statistic for f in found],

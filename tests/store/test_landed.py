@@ -1,0 +1,96 @@
+"""Runs the landed code wrote before issue 45 (tests/data/landed_3c00e48: a v1 and a v2 smoke run of the tiny model,
+tracked in an embedded store) read, re-render and compare with today's code as they did then: run_info.json read
+and written back byte for byte, every table rebuilt by ``cctk report`` byte for byte, ``cctk.results.load`` of the
+folder and of the run id alike, ``cctk compare`` the same tables. A resume of its killed run is
+tests/integration/test_landed_resume.py's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from builders import Landed
+from click.testing import CliRunner
+
+from cctk import results
+from cctk.cli.main import cli
+from cctk.figures import spec as figure_spec
+from cctk.store import session
+
+
+@pytest.fixture(scope="module")
+def landed(tmp_path_factory) -> Landed:
+    return Landed(tmp_path_factory.mktemp("landed"))
+
+
+@pytest.fixture
+def store(landed, tmp_path, monkeypatch) -> Landed:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", landed.uri)
+    monkeypatch.setenv("CCTK_CACHE", str(tmp_path / "cache"))
+    return landed
+
+
+def files_under(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize(("name", "protocol"), [(Landed.V1, "v1"), (Landed.V2, "v2")])
+def test_run_info_reads_and_writes_back_byte_for_byte(landed, name, protocol):
+    folder = landed.session(name)
+    info = session.read_run_info(folder)
+    assert info.protocol == protocol and info.config.protocol == protocol
+    text = (folder / session.RUN_INFO).read_text()
+    assert json.dumps(session.info_json(info), indent=2) + "\n" == text
+
+
+def test_results_load_reads_each_session_and_its_run(store):
+    v1 = results.load(store.session(Landed.V1))
+    assert v1.protocol == "v1" and v1.parts == () and v1.info.seeds.values == (42,)
+    assert list(v1.tables) == ["table01", "table02", "table03", "table04"]
+    assert sorted(v1.measurements) == ["base model", "fabricated answers"]
+    v2 = results.load(store.session(Landed.V2))
+    assert v2.protocol == "v2" and v2.parts == ("A",) and v2.info.config.options.holdout == 0.3
+    assert list(v2.tables) == ["table01", "table09", "table11"]
+    assert list(v2.model_names) == ["base", "m_correct", "m_random"]
+    for name, run_id, folder in ((Landed.V1, Landed.RUN_V1, v1), (Landed.V2, Landed.RUN_V2, v2)):
+        by_id = results.load(run_id)
+        assert by_id.info == folder.info, name
+        for table, frame in folder.tables.items():
+            pd.testing.assert_frame_equal(by_id.tables[table], frame)
+        for model, frame in folder.measurements.items():
+            pd.testing.assert_frame_equal(by_id.measurements[model], frame)
+
+
+def placeholder(spec: figure_spec.Spec, out: Path) -> list[Path]:
+    """A figure's PNG of one pixel (the reports embed it), not drawn."""
+    from PIL import Image
+
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{spec.stem}.png"
+    Image.new("RGB", (1, 1)).save(path)
+    return [path]
+
+
+@pytest.mark.parametrize("name", [Landed.V1, Landed.V2])
+def test_cctk_report_rebuilds_every_table_byte_for_byte(landed, name, tmp_path, monkeypatch):
+    """Tables, workbook and run report's tables computed again from the measurements: the files the landed code
+    wrote (the figures are not drawn here: the runs had none, and the drawing is not what is tested)."""
+    monkeypatch.setattr(figure_spec, "draw_and_save", placeholder)
+    folder = landed.session(name)
+    done = CliRunner().invoke(cli, ["report", str(folder), "--out", str(tmp_path)])
+    assert done.exit_code == 0, done.output
+    for part in ("tables", "workbook"):
+        again, before = files_under(tmp_path / name / part), files_under(folder / part)
+        assert again and again == before, part
+
+
+@pytest.mark.parametrize(("protocol", "run_id"), [("v1", Landed.RUN_V1), ("v2", Landed.RUN_V2)])
+def test_cctk_compare_gives_the_landed_tables(store, protocol, run_id, tmp_path):
+    out = tmp_path / "compare"
+    done = CliRunner().invoke(cli, ["compare", "--runs", run_id, "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    landed = store.root / "compare" / protocol
+    written = {p: b for p, b in files_under(out).items() if p.endswith(".csv")}
+    assert written == files_under(landed)
