@@ -141,18 +141,6 @@ def draw(info: RunInfo, protocol: Manual, table11: pd.DataFrame, losses: dict[st
         fig = new_figure(*PAGE)
         fig.text(0.06, 0.965, report_title(protocol), fontsize=15, fontweight="bold", va="top")
         fig.text(0.06, 0.94, _subtitle(info), fontsize=8, va="top", color="#333333")
-        warnings = protocol.warnings(info.design)
-        if warnings:  # 2.0.0's Part A did not absorb: said on the page, not only in a table
-            fig.text(
-                0.955,
-                0.965,
-                "\n".join(textwrap.wrap("Warning: " + "; ".join(warnings), 70)),
-                fontsize=7,
-                va="top",
-                ha="right",
-                color="#c62828",
-                fontweight="bold",
-            )
         blocks = [
             (title, _wrapped(rows, width))
             for (title, rows), (_, width) in zip(facts(info, protocol), BLOCKS, strict=True)
@@ -160,6 +148,11 @@ def draw(info: RunInfo, protocol: Manual, table11: pd.DataFrame, losses: dict[st
         for (title, rows), (x, _) in zip(blocks, BLOCKS, strict=True):
             _block(fig, x, 0.895, title, rows)
         below = 0.895 - 0.022 - LINE * max(sum(len(lines) for _, lines in rows) for _, rows in blocks) - 0.02
+        warnings = protocol.warnings(info.design)
+        if warnings:  # 2.0.0's Part A did not absorb: said on the page, across it, above the runs it concerns
+            lines = textwrap.wrap("Warning: " + "; ".join(warnings), 120)
+            fig.text(0.06, below, "\n".join(lines), fontsize=7, va="top", color="#c62828", fontweight="bold")
+            below -= LINE * len(lines) + 0.015
         bottom = _runs(fig, runs_table(table11), below, protocol.report.loss)
         _loss(fig.add_axes([0.1, 0.06, 0.5, bottom - 0.06 - 0.03]), losses, main)
     return fig
@@ -215,13 +208,14 @@ def _block(fig, x: float, y: float, title: str, rows: list[tuple[str, list[str]]
 # Columns of the runs table: header, x of the text (figure fraction), alignment.
 COLUMNS = (
     ("model", 0.06, "left"),
-    ("parent", 0.395, "left"),
-    ("examples", 0.575, "right"),
-    ("steps", 0.625, "right"),
-    ("time (s)", 0.685, "right"),
-    ("examples\nper second", 0.765, "right"),
-    ("loss, first\n\u2192 last epoch", 0.875, "right"),
-    ("peak GPU\nmemory", 0.955, "right"),
+    ("parent", 0.36, "left"),
+    ("examples", 0.545, "right"),
+    ("steps", 0.59, "right"),
+    ("time\n(s)", 0.635, "right"),
+    ("examples\nper second", 0.72, "right"),
+    ("loss, first\n\u2192 last epoch", 0.815, "right"),
+    ("peak GPU\nmemory", 0.885, "right"),
+    ("peak\nRSS", 0.955, "right"),
 )
 ROW = 0.0165  # height of one table row, figure fraction
 
@@ -235,20 +229,20 @@ def _runs(fig, table: pd.DataFrame, top: float, loss: str) -> float:
     _rule(fig, head - 0.004, 1.0)
     y = head - 0.004 - ROW / 2
     for row in table.itertuples(index=False):
-        # the page has no column for runs_table's last one (peak_cpu_memory_bytes): zip stops before it
-        for value, (_, x, align) in zip(row, COLUMNS, strict=False):
+        for value, (_, x, align) in zip(row, COLUMNS, strict=True):
             fig.text(x, y, str(value), fontsize=6.5, ha=align, va="center")
         y -= ROW
     _rule(fig, y + ROW / 2, 1.0)
     fig.text(
         0.06,
         y - 0.003,
-        f"Peak GPU memory counts every model held on the GPU while a run trained. Loss: {loss}.",
+        "Peak GPU memory counts every model held on the GPU while a run trained; peak RSS is the resident memory of "
+        f"the process where a run trained on the CPU.\nLoss: {loss}.",
         fontsize=6.5,
         color="#555555",
         va="top",
     )
-    return y - 0.02
+    return y - 0.035
 
 
 def _rule(fig, y: float, width: float) -> None:
