@@ -29,7 +29,7 @@ from functools import lru_cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from ..core.errors import CctkError, NoRun
@@ -74,6 +74,7 @@ STATUSES = ("FINISHED", "FAILED", "KILLED")
 Value = str | int | float | bool | None
 # The MLflow UI opens an experiment of this kind on its runs table ("Model training"), not on GenAI traces.
 EXPERIMENT_KIND = "custom_model_development"
+T = TypeVar("T")  # what a call to the server answers
 
 
 @dataclass(frozen=True)
@@ -910,15 +911,17 @@ class Accounts:
     def list(self) -> list[Account]:
         from mlflow.server.auth.routes import LIST_USER_PERMISSIONS, LIST_USERS  # imported by _auth_client
 
-        users = self._call(lambda: self._get(LIST_USERS, {})["users"], "list users")
+        users: list[dict[str, Any]] = self._call(lambda: self._get(LIST_USERS, {})["users"], "list users")
         return [
             Account(u["username"], bool(u["is_admin"]), self._grants(LIST_USER_PERMISSIONS, u["username"]))
             for u in sorted(users, key=lambda u: u["username"])
         ]
 
     def _grants(self, route: str, name: str) -> tuple[tuple[str, str], ...]:
-        rows = self._call(lambda: self._get(route, {"username": name})["permissions"], "list the users' grants")
-        names = {}
+        rows: list[dict[str, str]] = self._call(
+            lambda: self._get(route, {"username": name})["permissions"], "list the users' grants"
+        )
+        names: dict[str, str] = {}  # experiment id (or "*") -> its name
         for row in rows:
             if row["resource_type"] == "experiment" and row["resource_pattern"] not in names:
                 pattern = row["resource_pattern"]
@@ -935,7 +938,7 @@ class Accounts:
         found: dict[str, Any] = verify_rest_response(reply, route).json()  # the app's JSON object
         return found
 
-    def _call(self, call: Callable[[], Any], what: str) -> Any:
+    def _call(self, call: Callable[[], T], what: str) -> T:
         """``call()``; a refusal or an error is one line naming what was asked."""
         try:
             return call()
