@@ -161,7 +161,7 @@ def draw(info: RunInfo, protocol: Manual, table11: pd.DataFrame, losses: dict[st
             _block(fig, x, 0.895, title, rows)
         below = 0.895 - 0.022 - LINE * max(sum(len(lines) for _, lines in rows) for _, rows in blocks) - 0.02
         bottom = _runs(fig, runs_table(table11), below, protocol.report.loss)
-        _loss(fig.add_axes([0.1, 0.06, 0.5, bottom - 0.06 - 0.03]), losses, main)
+        _loss(fig.add_axes((0.1, 0.06, 0.5, bottom - 0.06 - 0.03)), losses, main)
     return fig
 
 
