@@ -161,8 +161,13 @@ def judge_reply(reply: Reply, checker: Checker, location: int, k: int) -> tuple[
             verdicts.append(Verdict("malformed", {"entry": entry}))
             continue
         texts = [entry[f].strip() for f in FIELDS]
+        context, true, false = texts
         verdicts.append(
-            Verdict(checker.reason(*texts, location) or "kept", dict(zip(FIELDS, texts, strict=True)), key(*texts))
+            Verdict(
+                checker.reason(context, true, false, location) or "kept",
+                dict(zip(FIELDS, texts, strict=True)),
+                key(context, true, false),
+            )
         )
     return verdicts + [Verdict("no_item", {})] * (k - len(verdicts)), max(0, len(entries) - k)
 
@@ -213,7 +218,8 @@ class Judged:
                 done.judge(verdict, line["location"], {**v.record, **_document(line, self.names)})
                 if verdict == "kept":
                     seen.add(v.key)
-                    done.items.append(Item(len(done.items) + 1, *(v.record[f] for f in FIELDS), line["location"]))
+                    context, true, false = (v.record[f] for f in FIELDS)
+                    done.items.append(Item(len(done.items) + 1, context, true, false, line["location"]))
                     done.documents.append(line["document"])
                     done.sources.append(len(done.proposals) - 1)
         return done
@@ -364,6 +370,7 @@ def run(request: Request, teacher, echo=print, gate=None) -> Generation | None:
     if request.dry_run:
         dry_run(found, documents, tokenizer, options, echo)
         return None
+    assert journal is not None  # opened above for every run but a dry one
     return _generate(request, teacher, gate, journal, settings, documents, found, tokenizer)
 
 
@@ -620,6 +627,7 @@ def _metrics(done: Generation) -> dict:
     if done.oracle is None:
         return found
     check = done.oracle
+    assert done.kept_by_validation is not None  # Gate.apply sets it with the oracle's figures
     found.update(
         kept_by_validation=done.kept_by_validation,
         kept_by_oracle=check["correct"],
