@@ -481,10 +481,10 @@ def report(source, tracking, out, style, width, only):
     if style == "paper":
         from ..outputs import paper
 
-        done = paper.figures(folder, out, width or "column", _names(only))
+        drawn = paper.figures(folder, out, width or "column", _names(only))
         click.echo(
-            f"{len(done.figures)} figures in paper style ({width or 'column'} width) and their captions "
-            f"in {time.perf_counter() - start:.1f} s: {done.folder}"
+            f"{len(drawn.figures)} figures in paper style ({width or 'column'} width) and their captions "
+            f"in {time.perf_counter() - start:.1f} s: {drawn.folder}"
         )
         return
     done = rerender(folder, out)

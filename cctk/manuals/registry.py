@@ -37,7 +37,8 @@ from ..core.config import (
 from ..core.errors import CctkError
 from ..core.facts import Scoring
 from ..core.labels import Vocabulary
-from ..core.records import Design, TrainRecord
+from ..core.lm.record import TrainRecord
+from ..core.records import Design
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

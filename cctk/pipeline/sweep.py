@@ -20,7 +20,7 @@ import socket
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ray import ObjectRef
 
 EXECUTORS = ("local", "ray")
+Value = int | float | str  # a recipe value a sweep sets (``--set NAME=V1,V2``), typed by its field
 
 
 def cell_parts(text: str | None) -> tuple[str, ...]:
@@ -56,7 +57,7 @@ class Cell:
 
     model: str
     seed: int
-    overrides: tuple[tuple[str, object], ...] = ()
+    overrides: tuple[tuple[str, Value], ...] = ()
 
     @property
     def key(self) -> str:
@@ -68,7 +69,7 @@ class Cell:
 class Grid:
     models: tuple[str, ...]
     seeds: tuple[int, ...]
-    sets: tuple[tuple[str, tuple], ...]  # recipe value name -> the values it takes
+    sets: tuple[tuple[str, tuple[Value, ...]], ...]  # recipe value name -> the values it takes
     profile: str
     parts: tuple[str, ...] = ALL_PARTS  # the parts every cell runs (``--parts``)
 
@@ -82,7 +83,7 @@ class Grid:
             for seed in self.seeds
         ]
 
-    def as_params(self) -> dict:
+    def as_params(self) -> dict[str, str | int]:
         return {
             "models": ",".join(self.models),
             "seeds": ",".join(map(str, self.seeds)),
@@ -93,7 +94,7 @@ class Grid:
         }
 
     @classmethod
-    def from_params(cls, params: dict) -> Grid:
+    def from_params(cls, params: Mapping[str, str]) -> Grid:
         sets = tuple((name, tuple(values)) for name, values in json.loads(params.get("set") or "{}").items())
         return cls(
             tuple(params["models"].split(",")),
@@ -128,7 +129,15 @@ def parse_grid(
         model_config(name)
     grid = Grid(names, seeds_or_count(seeds), tuple(parse_set(text) for text in sets), profile, cell_parts(parts))
     for cell in grid.cells():  # every combination is a valid recipe
-        registry.make_config(cell.model, profile, (cell.seed,), device=device, parts=grid.parts, **dict(cell.overrides))
+        registry.make_config(
+            cell.model,
+            profile,
+            (cell.seed,),
+            device=device,
+            parts=grid.parts,
+            protocol=registry.DEFAULT,  # a cell runs the default manual
+            **dict(cell.overrides),
+        )
     return grid
 
 
@@ -481,7 +490,7 @@ def _ray(
         raise
 
 
-def _ended(ray: ModuleType, ref: ObjectRef, cell: Cell, retries: int) -> CellEnd:
+def _ended(ray: ModuleType, ref: ObjectRef[str], cell: Cell, retries: int) -> CellEnd:
     """A Ray task's outcome: the cell's run id; the cell's own error (``RayTaskError`` carries it as
     ``cause``); or, where Ray lost the task on every attempt (its worker or node died each time), that."""
     try:
@@ -551,7 +560,9 @@ def _no_cluster(address: str, timeout: float, why: str) -> str:
     )
 
 
-def _init(ray: ModuleType, address: str | None, environment: dict, timeout: float = CONNECT_TIMEOUT) -> None:
+def _init(
+    ray: ModuleType, address: str | None, environment: dict[str, dict[str, str]], timeout: float = CONNECT_TIMEOUT
+) -> None:
     """``ray.init``: a local instance, or the cluster at ``address`` given ``timeout`` seconds to connect (a
     port that answers but is no Ray head would hold it for many minutes), waiting in a thread of its own
     that is left behind when the time is up."""
