@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from ray import ObjectRef
 
 EXECUTORS = ("local", "ray")
-Value = int | float | str  # a recipe value a sweep sets (``--set NAME=V1,V2``), typed by its field
 
 
 def cell_parts(text: str | None) -> tuple[str, ...]:
@@ -57,7 +56,7 @@ class Cell:
 
     model: str
     seed: int
-    overrides: tuple[tuple[str, Value], ...] = ()
+    overrides: tuple[tuple[str, registry.RecipeValue], ...] = ()
 
     @property
     def key(self) -> str:
@@ -69,7 +68,7 @@ class Cell:
 class Grid:
     models: tuple[str, ...]
     seeds: tuple[int, ...]
-    sets: tuple[tuple[str, tuple[Value, ...]], ...]  # recipe value name -> the values it takes
+    sets: tuple[tuple[str, tuple[registry.RecipeValue, ...]], ...]  # recipe value name -> the values it takes
     profile: str
     parts: tuple[str, ...] = ALL_PARTS  # the parts every cell runs (``--parts``)
 
