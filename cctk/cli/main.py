@@ -460,7 +460,9 @@ def compare_command(sweep_id, runs, out, tracking, no_log):
     help="With --style paper: these figures alone, comma-separated file names (synthesis, 24_synthesis), "
     "their captions replaced in OUT's caption files: a re-render of one figure in seconds.",
 )
-def report(source, tracking, out, style, width, only):
+def report(
+    source: str, tracking: str | None, out: Path | None, style: str, width: str | None, only: str | None
+) -> None:
     """Re-render every figure, table and report of a run from its saved measurements (no model).
 
     SOURCE is a session folder or the MLflow run id of a pipeline (its artifacts are downloaded).
@@ -481,6 +483,7 @@ def report(source, tracking, out, style, width, only):
     if style == "paper":
         from ..outputs import paper
 
+        assert out is not None  # --style paper without --out was refused above
         drawn = paper.figures(folder, out, width or "column", _names(only))
         click.echo(
             f"{len(drawn.figures)} figures in paper style ({width or 'column'} width) and their captions "

@@ -384,9 +384,8 @@ def _train_and_measure(context: RunContext, draws: Any, done: Done, echo: Echo) 
         )
     copied = {m.parent for m in measured if m.parent and not m.in_place}  # kept (and checkpointed) once trained
     last_child = {m.parent: m.key for m in measured if m.parent and m.key not in done.run_ids}
-    weights: dict[str, PreTrainedModel] = {
-        "base": base
-    }  # parents wait here, on the CPU, until their last child takes them
+    # parents wait here, on the CPU, until their last child takes them
+    weights: dict[str, PreTrainedModel] = {"base": base}
     progress = Progress(len(measured) - 1, echo)
     for i, arm in enumerate(measured):
         if arm.key in done.run_ids:
