@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -30,7 +30,7 @@ EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
 
 
 class _Group(click.Group):
-    def invoke(self, ctx):
+    def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except CctkError as error:
@@ -43,7 +43,7 @@ class _Group(click.Group):
 
 @click.group(cls=_Group)
 @click.version_option(package_name="cctk", prog_name="cctk")  # the same line however it is started
-def cli():
+def cli() -> None:
     """Fine-tune small causal LMs on arithmetic corpora and measure what they take from them."""
 
 
@@ -222,7 +222,9 @@ def run_command(
     pipeline.run(config, where, options)
 
 
-def _check_manual_options(manual: protocols.Protocol, given: dict, seed: str | None, resume_id: str | None) -> None:
+def _check_manual_options(
+    manual: protocols.Protocol[Any, Any, Any, Any, Any], given: dict[str, Any], seed: str | None, resume_id: str | None
+) -> None:
     """An option the chosen manual does not take, a second seed where it takes one, a resume of a manual that does
     not resume, or a resume given its manual's options: one line rather than being ignored."""
     own = {o.name for o in manual.command_options()}
@@ -576,7 +578,7 @@ cli.add_command(server)
 cli.add_command(ui)
 
 
-def main():
+def main() -> None:
     from ..core.errors import stop_on_sigterm
 
     stop_on_sigterm()  # SIGTERM ends runs KILLED and lets every `finally` run, as Ctrl-C does
