@@ -28,10 +28,10 @@ import numpy as np
 import pandas as pd
 
 from ....core import stats
-from ...pooled import grouped
+from ...pooled import Label, grouped
 from ..design import RULE_VS_CONTROL
 from ..labels import keyed, model_name
-from .tables import Label, Study, _cmh, _has_rule, _two_by_two
+from .tables import Study, _cmh, _has_rule, _two_by_two
 
 ALPHA = 0.05
 POWER = 0.8
