@@ -48,6 +48,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ... import __version__
 from ...core.errors import CctkError
@@ -58,6 +59,9 @@ from .corpora import Document, Located, cut, read_documents
 from .journal import JOURNAL, Journal, open_journal
 from .teacher import PROMPT_VERSION, Reply, ask, messages, parse_reply
 from .validate import FIELDS, MAX_SPANS, REASONS, SUPPORT, Checker, key
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 QUESTIONS, GENERATION, PROPOSALS, REPLIES = "questions.jsonl", "generation.json", "proposals.jsonl", "replies.jsonl"
 REJECTED = "rejected.jsonl"  # with --oracle: the items the oracle did not confirm
@@ -172,7 +176,7 @@ def judge_reply(reply: Reply, checker: Checker, location: int, k: int) -> tuple[
     return verdicts + [Verdict("no_item", {})] * (k - len(verdicts)), max(0, len(entries) - k)
 
 
-def checker_for(passage: Passage, unit: str, tokenizer) -> Checker:
+def checker_for(passage: Passage, unit: str, tokenizer: PreTrainedTokenizerBase) -> Checker:
     """The rules for the items of ``passage``, sides encoded as ``tokenizer``'s scoring sees them."""
 
     def sides(context, true, false):
@@ -191,7 +195,7 @@ class Judged:
     found: list[Located]
     names: list[str]
     options: GenerationOptions
-    tokenizer: object
+    tokenizer: PreTrainedTokenizerBase
     cache: dict[int, tuple[list[Verdict], int]] = field(default_factory=dict)
 
     def verdicts(self, n: int, line: dict) -> tuple[list[Verdict], int]:
