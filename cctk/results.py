@@ -51,7 +51,11 @@ class Keyed(dict[str, V]):
     def __missing__(self, key: str) -> V:
         raise unknown_key(self.kind, key, self, " in this run")
 
-    def __reduce__(self):  # pickled with its kind (dict's own would call __init__ without it)
+    def __reduce__(
+        self,
+    ) -> tuple[
+        type[Keyed[V]], tuple[str, dict[str, V]]
+    ]:  # pickled with its kind (dict's own would call __init__ without it)
         return (Keyed, (self.kind, dict(self)))
 
 
@@ -116,7 +120,7 @@ class RunResults:
             return self.measurements[key]
         raise unknown_key("model", key, self.model_names, " in this run")
 
-    def to_latex(self, folder: str | os.PathLike, width: str = "column") -> Path:
+    def to_latex(self, folder: str | os.PathLike[str], width: str = "column") -> Path:
         """Every table as booktabs LaTeX, every figure in paper style (``width``: column or page), captions.tex
         and a paper.tex that inputs them, in ``folder`` (``cctk export --latex``); returns paper.tex."""
         from .outputs import paper
@@ -124,12 +128,12 @@ class RunResults:
         return paper.export(self.folder, Path(folder), width).folder / "paper.tex"
 
 
-def load(source: str | os.PathLike, tracking_name: str | None = None, cache: Path | None = None) -> RunResults:
+def load(source: str | os.PathLike[str], tracking_name: str | None = None, cache: Path | None = None) -> RunResults:
     """A session folder, or the run id of a cctk pipeline in the MLflow store (``tracking_name``)."""
     return read_folder(session_folder(source, tracking_name, cache))
 
 
-def session_folder(source: str | os.PathLike, tracking_name: str | None = None, cache: Path | None = None) -> Path:
+def session_folder(source: str | os.PathLike[str], tracking_name: str | None = None, cache: Path | None = None) -> Path:
     """``source`` itself when it is a session folder, else the downloaded artifacts of run ``source``."""
     path = Path(source)
     if path.is_dir():

@@ -16,8 +16,8 @@ import pandas as pd
 from ..core.config import Recipe
 from ..core.lm.finetune import fine_tune
 from ..core.lm.models import load_model
+from ..core.lm.record import TrainRecord
 from ..core.lm.scoring import measure
-from ..core.records import TrainRecord
 from ..manuals import registry
 
 FIRST = {"parts": "A"}  # the options of a run of the first part alone

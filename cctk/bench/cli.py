@@ -156,7 +156,7 @@ def bench_absorb(model, seeds, profile, sets, json_out):
     from ..core.config import parse_set, seeds_or_count
     from ..core.errors import CctkError
     from ..core.lm.models import check_available
-    from ..manuals.registry import default, make_config
+    from ..manuals.registry import DEFAULT, default, make_config
     from .absorb import part_a
 
     try:
@@ -168,7 +168,7 @@ def bench_absorb(model, seeds, profile, sets, json_out):
                 raise CctkError(f"--set {name}: one value per run of absorb, got {len(given)}")
             overrides[name] = given[0]
         values = seeds_or_count(seeds)
-        recipe = make_config(model, profile, values, **overrides).recipe
+        recipe = make_config(model, profile, values, protocol=DEFAULT, **overrides).recipe
         manual = default()
     except CctkError as error:
         raise click.UsageError(str(error)) from None

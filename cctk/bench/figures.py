@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Protocol, cast
 
 import numpy as np
 import pandas as pd
@@ -42,9 +44,19 @@ def eps_without_date(path: Path) -> bytes:
     )
 
 
+class _KeptBounds(Protocol):
+    """matplotlib's ``_bounds`` as ``cctk.figures`` replaced it on import: the font boxes it keeps, and
+    matplotlib's own function it wraps (``__wrapped__``)."""
+
+    __wrapped__: Callable[[Any], Any]
+    boxes: dict[tuple[Any, ...], tuple[Any, ...]]
+
+    def __call__(self, font: Any) -> Any: ...
+
+
 def run(repeats: int = 3) -> dict:
     """Seconds per heatmap (three formats) each way, their ratio, and whether the EPS bytes are the same."""
-    kept = backend_ps._bounds
+    kept = cast(_KeptBounds, backend_ps._bounds)  # matplotlib's stub knows the function it replaced
     table = readings()
     with tempfile.TemporaryDirectory() as folder:
         seconds, eps = {}, {}

@@ -17,7 +17,9 @@ import dataclasses
 import gc
 import platform
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
+from unittest import mock
 
 import torch
 
@@ -237,7 +239,7 @@ def _syncs_per_step(device: torch.device, tokenizer, rows) -> dict:
 
 
 @contextlib.contextmanager
-def counting_steps(device: torch.device):
+def counting_steps(device: torch.device) -> Iterator[list[int]]:
     """Count the device's synchronisations inside each step of ``_DeviceGuard`` (not while a batch is
     built on the host, nor the epoch's own read). Yields the list of each step's count."""
     from ..core.lm import finetune
@@ -246,17 +248,14 @@ def counting_steps(device: torch.device):
     real_step = finetune._DeviceGuard.step
     with SyncCounter(device) as syncs:
 
-        def counted_step(guard, *args, **kwargs):
+        def counted_step(guard: finetune._DeviceGuard, *args: Any, **kwargs: Any) -> torch.Tensor:
             before = syncs.total
             loss = real_step(guard, *args, **kwargs)
             steps.append(syncs.total - before)
             return loss
 
-        finetune._DeviceGuard.step = counted_step
-        try:
+        with mock.patch.object(finetune._DeviceGuard, "step", counted_step):  # the real one back after
             yield steps
-        finally:
-            finetune._DeviceGuard.step = real_step
 
 
 def _small_card() -> dict:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import warnings
 import weakref
 from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -79,11 +81,12 @@ class SyncCounter:
     """``with SyncCounter(device) as syncs: ...``: ``syncs.total`` so far, ``syncs.ops`` by kind."""
 
     def __init__(self, device: torch.device):
-        self.device, self.ops = torch.device(device), Counter()
+        self.device = torch.device(device)
+        self.ops: Counter[str] = Counter()
         self._copied: set[int] = set()  # ids of the copies to the host counted: reading them waits no more
         self._mode: _HostValues | None = None
-        self._saved: dict = {}
-        self._caught = None
+        self._saved: dict[str, Callable[..., Any]] = {}  # what was replaced, put back on exit
+        self._caught: list[warnings.WarningMessage] | None = None  # the warnings of a CUDA device's syncs
 
     @property
     def total(self) -> int:
@@ -95,18 +98,16 @@ class SyncCounter:
     def __enter__(self) -> SyncCounter:
         if self.device.type == "cuda":
             self._catcher = warnings.catch_warnings(record=True)
-            self._caught = self._catcher.__enter__()
+            self._caught = caught = self._catcher.__enter__()
             warnings.simplefilter("always")
             torch.cuda.set_sync_debug_mode("warn")
             self._saved["synchronize"] = real = torch.cuda.synchronize
 
-            def synchronize(*args, **kwargs):  # counted once, whether or not the debug mode warns inside it
-                before = len(self._caught)
+            def synchronize(*args: Any, **kwargs: Any) -> None:  # counted once, whether or not it warns inside
+                before = len(caught)
                 real(*args, **kwargs)
                 self.ops["synchronize"] += 1
-                self.ops["warned inside synchronize"] += sum(
-                    "synchroniz" in str(w.message) for w in self._caught[before:]
-                )
+                self.ops["warned inside synchronize"] += sum("synchroniz" in str(w.message) for w in caught[before:])
 
             torch.cuda.synchronize = synchronize
             return self
@@ -157,6 +158,7 @@ class SyncCounter:
             torch.cuda.set_sync_debug_mode("default")
             self._catcher.__exit__(*exc)
             return
-        self._mode.__exit__(*exc)
+        if self._mode is not None:
+            self._mode.__exit__(*exc)
         for name, real in self._saved.items():
             setattr(torch.Tensor, name, real)

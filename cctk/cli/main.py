@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -30,7 +30,7 @@ EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
 
 
 class _Group(click.Group):
-    def invoke(self, ctx):
+    def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except CctkError as error:
@@ -43,7 +43,7 @@ class _Group(click.Group):
 
 @click.group(cls=_Group)
 @click.version_option(package_name="cctk", prog_name="cctk")  # the same line however it is started
-def cli():
+def cli() -> None:
     """Fine-tune small causal LMs on arithmetic corpora and measure what they take from them."""
 
 
@@ -222,7 +222,9 @@ def run_command(
     pipeline.run(config, where, options)
 
 
-def _check_manual_options(manual: protocols.Protocol, given: dict, seed: str | None, resume_id: str | None) -> None:
+def _check_manual_options(
+    manual: protocols.Protocol[Any, Any, Any, Any, Any], given: dict[str, Any], seed: str | None, resume_id: str | None
+) -> None:
     """An option the chosen manual does not take, a second seed where it takes one, a resume of a manual that does
     not resume, or a resume given its manual's options: one line rather than being ignored."""
     own = {o.name for o in manual.command_options()}
@@ -460,7 +462,9 @@ def compare_command(sweep_id, runs, out, tracking, no_log):
     help="With --style paper: these figures alone, comma-separated file names (synthesis, 24_synthesis), "
     "their captions replaced in OUT's caption files: a re-render of one figure in seconds.",
 )
-def report(source, tracking, out, style, width, only):
+def report(
+    source: str, tracking: str | None, out: Path | None, style: str, width: str | None, only: str | None
+) -> None:
     """Re-render every figure, table and report of a run from its saved measurements (no model).
 
     SOURCE is a session folder or the MLflow run id of a pipeline (its artifacts are downloaded).
@@ -481,10 +485,11 @@ def report(source, tracking, out, style, width, only):
     if style == "paper":
         from ..outputs import paper
 
-        done = paper.figures(folder, out, width or "column", _names(only))
+        assert out is not None  # --style paper without --out was refused above
+        drawn = paper.figures(folder, out, width or "column", _names(only))
         click.echo(
-            f"{len(done.figures)} figures in paper style ({width or 'column'} width) and their captions "
-            f"in {time.perf_counter() - start:.1f} s: {done.folder}"
+            f"{len(drawn.figures)} figures in paper style ({width or 'column'} width) and their captions "
+            f"in {time.perf_counter() - start:.1f} s: {drawn.folder}"
         )
         return
     done = rerender(folder, out)
@@ -573,7 +578,7 @@ cli.add_command(server)
 cli.add_command(ui)
 
 
-def main():
+def main() -> None:
     from ..core.errors import stop_on_sigterm
 
     stop_on_sigterm()  # SIGTERM ends runs KILLED and lets every `finally` run, as Ctrl-C does

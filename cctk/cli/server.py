@@ -276,13 +276,14 @@ def running(command: list[str], env: dict[str, str], url: str, log: Path) -> Ite
         _stop_group(child, 10.0)
 
 
-def _wait_ready(child: subprocess.Popen, url: str) -> bool:
+def _wait_ready(child: subprocess.Popen[bytes], url: str) -> bool:
     """Whether ``url`` answered (its page: the UI itself, not only /health, which answers seconds before the
     first page does; a 401 of a server that asks who one is is an answer) before ``child`` exited."""
     while child.poll() is None:
         try:
             with urllib.request.urlopen(url + "/", timeout=5) as reply:
-                return reply.status == 200
+                status: int = reply.status  # urlopen's reply is untyped (an HTTPResponse here)
+                return status == 200
         except urllib.error.HTTPError:
             return True
         except OSError:
@@ -295,7 +296,7 @@ def _signal_group(pgid: int, signum: int) -> None:
         os.killpg(pgid, signum)
 
 
-def _stop_group(child: subprocess.Popen, grace: float) -> None:
+def _stop_group(child: subprocess.Popen[bytes], grace: float) -> None:
     """The leader has exited or cctk is leaving: end what is left of its group, SIGTERM then SIGKILL."""
     _signal_group(child.pid, signal.SIGTERM)
     deadline = time.monotonic() + grace

@@ -32,6 +32,7 @@ def run_ids(store: tracking.Store, sweep: str | None = None, runs: str | None = 
             if store.pipeline(run_id).status != "FINISHED":
                 raise CctkError(f"pipeline run {run_id} is not finished; resume it first (cctk run --resume)")
         return ids
+    assert sweep is not None  # one of the two, checked above
     found = store.get(sweep)
     if found.tags.get(tracking.KIND) != "sweep":
         raise CctkError(

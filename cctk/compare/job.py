@@ -3,6 +3,7 @@ the reader may not write: ``log=False``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from ..store import tracking
@@ -15,7 +16,7 @@ def run(
     runs: str | None,
     out: Path,
     tracking_name: str | None = None,
-    echo=print,
+    echo: Callable[[str], None] = print,
     log: bool = True,
 ) -> tuple[report.Compared, str | None]:
     """Compare the finished cells of sweep ``sweep_id`` or the pipelines ``runs`` (``ID1,ID2,...``) into

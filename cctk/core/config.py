@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import secrets
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import Field, asdict, dataclass, field, fields, replace
 from typing import Any, Generic, TypeVar
 
 from .errors import CctkError, did_you_mean
@@ -110,7 +110,7 @@ def resolve_profile(profile: str, device: str) -> str:
     return "paper" if str(device).startswith("cuda") else "quick"
 
 
-def recipe_fields() -> list:
+def recipe_fields() -> list[Field[Any]]:
     """The recipe's fields (name, type, default, metadata help): the CLI and MLproject derive from them."""
     return list(fields(Recipe))
 
@@ -252,7 +252,7 @@ def check_seeds(seeds: tuple[int, ...]) -> None:
         raise CctkError(f"seeds must be in 0..2**32-1 (4294967295), got {', '.join(map(str, bad))}")
 
 
-def parse_set(text: str) -> tuple[str, tuple]:
+def parse_set(text: str) -> tuple[str, tuple[int | float | str, ...]]:
     """``learning_rate=1e-4,3e-4`` -> ("learning_rate", (0.0001, 0.0003)), typed by the recipe field."""
     name, sep, values = text.partition("=")
     names = [f.name for f in fields(Recipe)]

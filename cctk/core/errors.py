@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import signal
 from collections.abc import Iterable
+from types import FrameType
 
 
 class CctkError(Exception):
@@ -59,7 +60,7 @@ def stop_on_sigterm() -> None:
     """From now on SIGTERM raises ``Terminated`` in the main thread, so ``finally`` blocks and the run
     lifecycle (``cctk.store.tracking.Store.run``) run before the process exits."""
 
-    def raise_terminated(signum, frame):
+    def raise_terminated(signum: int, frame: FrameType | None) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
         raise Terminated(f"stopped by signal {signum}")
 

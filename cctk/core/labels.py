@@ -5,9 +5,14 @@ each translated from internal keys in one place."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .errors import CctkError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 BASE_MODEL = "base model"  # the one key both manuals share: the model as loaded
 
@@ -63,7 +68,9 @@ class Vocabulary:
         return {column: self.name(KINDS[column], key), KEY_COLUMNS[column]: key}
 
 
-def with_keys(table, vocabulary: Vocabulary, columns=tuple(KEY_COLUMNS), where: str = "a table"):
+def with_keys(
+    table: pd.DataFrame, vocabulary: Vocabulary, columns: Iterable[str] = tuple(KEY_COLUMNS), where: str = "a table"
+) -> pd.DataFrame:
     """``table`` (a DataFrame) with a key column right after each label column of ``columns`` that has none
     (a table written before keys), every label translated back to its key; a label ``vocabulary`` never
     had is a one-line error naming it and ``where`` (a key guessed wrong would join the wrong rows)."""
@@ -76,11 +83,13 @@ def with_keys(table, vocabulary: Vocabulary, columns=tuple(KEY_COLUMNS), where: 
                 f"{where}: {column} {', '.join(map(repr, unknown))} is no plain name this cctk "
                 f"knows; add it to its manual's former names (labels.FORMER)"
             )
-        table.insert(table.columns.get_loc(column) + 1, KEY_COLUMNS[column], table[column].map(keys))
+        at = table.columns.get_loc(column)
+        assert isinstance(at, int)  # a table's columns are unique: one position
+        table.insert(at + 1, KEY_COLUMNS[column], table[column].map(keys))
     return table
 
 
-def printed(table):
+def printed(table: pd.DataFrame) -> pd.DataFrame:
     """``table`` as a reader sees it: its labels, without their key columns."""
     return table.drop(columns=[c for c in KEY_COLUMNS.values() if c in table.columns])
 

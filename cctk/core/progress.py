@@ -4,20 +4,33 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable, Sized
+from typing import TYPE_CHECKING, NoReturn
 
 from tqdm.auto import tqdm
 
+if TYPE_CHECKING:
+    import torch
+
+    from .config import Recipe
+    from .lm.finetune import OnStep
+
 
 class Progress:
-    def __init__(self, n_arms: int, echo=print):
-        self.n_arms, self.echo, self.bar = n_arms, echo, None
+    def __init__(self, n_arms: int, echo: Callable[[str], None] = print) -> None:
+        self.n_arms, self.echo = n_arms, echo
+        self.bar: tqdm[NoReturn] | None = None  # the open arm's: a bar over no iterable, updated by hand
+        self.label = ""
+        self.losses: list[float] = []  # the open arm's losses read on the host
+        self.started = 0.0
+        self.steps = 0
 
-    def arm(self, i: int, name: str, rows, recipe):
+    def arm(self, i: int, name: str, rows: Sized, recipe: Recipe) -> OnStep:
         """Open the bar of arm ``i``; returns the ``on_step(epoch, step, loss)`` callback."""
         self.label, self.losses, self.started = f"arm {i}/{self.n_arms} {name}", [], time.perf_counter()
         self.steps = 0
         # A live bar on a terminal only (disable=None); a log gets one line per arm from close().
-        self.bar = tqdm(
+        bar = self.bar = tqdm(
             total=recipe.steps(len(rows)),
             desc=self.label,
             unit="step",
@@ -27,14 +40,14 @@ class Progress:
             disable=None,
         )
 
-        def on_step(epoch: int, step: int, loss) -> None:
+        def on_step(epoch: int, step: int, loss: float | torch.Tensor) -> None:
             self.steps += 1  # the device step's loss is a tensor on the device: never read here, every step
-            read = isinstance(loss, float)
-            if read:
+            shown = ""
+            if isinstance(loss, float):
                 self.losses.append(loss)
-            shown = f" loss {loss:.4f}" if read else ""
-            self.bar.set_postfix_str(f"epoch {epoch + 1}/{recipe.epochs}{shown}", refresh=False)
-            self.bar.update(1)
+                shown = f" loss {loss:.4f}"
+            bar.set_postfix_str(f"epoch {epoch + 1}/{recipe.epochs}{shown}", refresh=False)
+            bar.update(1)
 
         return on_step
 

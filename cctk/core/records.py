@@ -17,14 +17,19 @@ import typing
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from .config import Config, Recipe
 from .lm.models import ModelSource
 from .lm.record import TrainRecord
 from .provenance import Provenance, package_versions
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+    from torch import device as Device
+
 OptionsT = TypeVar("OptionsT")  # a manual's options
+RecordT = TypeVar("RecordT")
 
 
 @dataclass(frozen=True)
@@ -156,7 +161,7 @@ class RunInfo:
         )
 
 
-def hardware(device=None) -> Hardware:
+def hardware(device: Device | str | None = None) -> Hardware:
     """Processor, cores, memory and, when the run computed on CUDA (``device``; None: any GPU there is),
     the GPU it used (name, memory): ``cuda:1``'s, not GPU 0's."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -172,7 +177,7 @@ def hardware(device=None) -> Hardware:
     return machine
 
 
-def software(config: Config | None = None) -> dict:
+def software(config: Config[Any] | None = None) -> dict[str, str | None]:
     """Python, cctk, every package cctk imports (``cctk.core.provenance.PACKAGES``, and those ``config`` uses
     besides) and CUDA: package -> version, None where one is not installed."""
     from .. import __version__
@@ -203,14 +208,18 @@ def _memory() -> int | None:
 # --- The one codec: a record at its JSON edge and back, field by field, from the dataclass itself. ---
 
 
-def to_json(value, omit_none: bool = False):
+@overload
+def to_json(value: DataclassInstance, omit_none: bool = False) -> dict[str, Any]: ...
+@overload
+def to_json(value: Any, omit_none: bool = False) -> Any: ...
+def to_json(value: Any, omit_none: bool = False) -> Any:
     """``value`` as plain JSON values: a record (dataclass) as an object of its fields, a field marked
     ``flat`` spread into it; tuples as lists. A record with its own ``to_json`` (one whose file adds a
     derived value) gives its own. ``omit_none``: the record's own None fields left out (run_info.json)."""
     if is_dataclass(value):
         if hasattr(value, "to_json"):
             return value.to_json()
-        out: dict = {}
+        out: dict[str, Any] = {}
         for f in fields(value):
             item = to_json(getattr(value, f.name))
             if f.metadata.get("flat"):
@@ -225,7 +234,13 @@ def to_json(value, omit_none: bool = False):
     return value
 
 
-def from_json(kind, data, records: dict[type, type] | None = None):
+@overload
+def from_json(
+    kind: type[RecordT], data: dict[str, Any], records: dict[type[Any], type[Any]] | None = None
+) -> RecordT: ...
+@overload
+def from_json(kind: Any, data: Any, records: dict[type[Any], type[Any]] | None = None) -> Any: ...
+def from_json(kind: Any, data: Any, records: dict[type[Any], type[Any]] | None = None) -> Any:
     """``data`` back into a value of type ``kind``: a record from its fields (a key the data lacks keeps the
     field's default, a key the record does not know is dropped; a ``flat`` field from the object itself),
     tuples from lists, by the type hints of the record. A record with its own ``from_json`` reads itself.
@@ -238,7 +253,7 @@ def from_json(kind, data, records: dict[type, type] | None = None):
     if origin in (typing.Union, types.UnionType):
         return from_json(next(a for a in args if a is not type(None)), data, records)
     kind = records.get(origin or kind, kind)
-    if is_dataclass(kind):
+    if isinstance(kind, type) and is_dataclass(kind):  # a record's type (a hint is never an instance)
         if hasattr(kind, "from_json"):
             return kind.from_json(data)
         hints = typing.get_type_hints(kind)

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from .facts import rng
 
@@ -29,7 +30,7 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return float(ci.low), float(ci.high)
 
 
-def t_interval(values, level: float = 0.95) -> tuple[float, float, float]:
+def t_interval(values: npt.ArrayLike, level: float = 0.95) -> tuple[float, float, float]:
     """Mean of ``values`` and its Student's t interval (k - 1 degrees of freedom), clipped to [0, 1];
     nan bounds for fewer than two values."""
     from scipy import stats
@@ -46,11 +47,11 @@ def fisher_greater(k1: int, n1: int, k2: int, n2: int) -> tuple[float, float]:
     """Odds ratio and one-sided p that group 1 (the rule) hits more often than group 2."""
     from scipy import stats
 
-    odds, p = stats.fisher_exact([[k1, n1 - k1], [k2, n2 - k2]], alternative="greater")
+    odds, p = stats.fisher_exact(np.array([[k1, n1 - k1], [k2, n2 - k2]]), alternative="greater")
     return float(odds), float(p)
 
 
-def _sorted_bands(deviations, coverage: float) -> tuple[np.ndarray, int]:
+def _sorted_bands(deviations: npt.ArrayLike, coverage: float) -> tuple[npt.NDArray[np.float64], int]:
     """Sorted integer half-widths ``ceil(|d|)`` and m, the fewest values that reach ``coverage``.
 
     |d| <= k for integer k exactly when ceil(|d|) <= k, so the smallest band is the m-th
@@ -69,20 +70,20 @@ def _sorted_bands(deviations, coverage: float) -> tuple[np.ndarray, int]:
     return np.sort(np.ceil(np.abs(d))), m
 
 
-def smallest_band(deviations, coverage: float) -> int:
+def smallest_band(deviations: npt.ArrayLike, coverage: float) -> int:
     """The smallest integer k >= 0 with a share of |deviation| <= k of at least ``coverage``."""
     bands, m = _sorted_bands(deviations, coverage)
     return int(bands[m - 1])
 
 
-def share_inside(deviations, k: float) -> float:
+def share_inside(deviations: npt.ArrayLike, k: float) -> float:
     """The share of deviations with |deviation| <= k; nan for no deviations."""
     d = np.asarray(deviations, dtype=float).ravel()
     return float(np.mean(np.abs(d) <= k)) if d.size else math.nan
 
 
 def band_with_interval(
-    deviations, coverage: float, seed: int, n_resamples: int = 2000, level: float = 0.95
+    deviations: npt.ArrayLike, coverage: float, seed: int, n_resamples: int = 2000, level: float = 0.95
 ) -> tuple[int, float, float]:
     """k on the data and a percentile bootstrap interval of k over resamples of the deviations."""
     bands, m = _sorted_bands(deviations, coverage)
@@ -108,7 +109,7 @@ def odds_ratio_exact(k1: int, n1: int, k2: int, n2: int, level: float = 0.95) ->
     return float(found.statistic), float(ci.low), float(ci.high)
 
 
-def holm(p_values) -> np.ndarray:
+def holm(p_values: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """Holm-adjusted p-values (statsmodels ``multipletests``); a nan p (no test) stays nan and is not
     counted in the family."""
     from statsmodels.stats.multitest import multipletests

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import numbers
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -33,7 +34,7 @@ def series_of(rows: pd.DataFrame, by: list[str]) -> pd.Series:
     return rows[by].apply(lambda r: ", ".join([str(r[by[0]])] + [f"{c} {value_text(r[c])}" for c in by[1:]]), axis=1)
 
 
-def cross_model_chart(rows: pd.DataFrame, by: list[str] = ("base_model",)) -> Figure:
+def cross_model_chart(rows: pd.DataFrame, by: Sequence[str] = ("base_model",)) -> Figure:
     """One row per corpus, one series per group (``by``: base model and varied recipe values): pooled
     held-out share with its exact interval.
 
@@ -46,7 +47,7 @@ def cross_model_chart(rows: pd.DataFrame, by: list[str] = ("base_model",)) -> Fi
     height = 1.6 + 0.45 * len(models)
     with paper_style():
         fig = new_figure(8, height)
-        ax = fig.add_axes([0.34, 0.9 / height, 0.62, 1 - 1.5 / height])
+        ax = fig.add_axes((0.34, 0.9 / height, 0.62, 1 - 1.5 / height))
         step = 0.6 / max(1, len(bases))
         for j, base in enumerate(bases):
             part = rows[rows["base_model"] == base]
@@ -78,7 +79,9 @@ def cross_model_chart(rows: pd.DataFrame, by: list[str] = ("base_model",)) -> Fi
     return fig
 
 
-def implausibility_chart(by_distance: pd.DataFrame, by_kind: pd.DataFrame, by: list[str] = ("base_model",)) -> Figure:
+def implausibility_chart(
+    by_distance: pd.DataFrame, by_kind: pd.DataFrame, by: Sequence[str] = ("base_model",)
+) -> Figure:
     """Share of fabricated answers absorbed (top choice) by distance from the true sum (left) and by
     possible / impossible (right), one series per group (``by``), exact intervals on pooled counts."""
     by_distance = by_distance.assign(base_model=series_of(by_distance, list(by)))
@@ -87,8 +90,8 @@ def implausibility_chart(by_distance: pd.DataFrame, by_kind: pd.DataFrame, by: l
     colors = _colors(bases)
     with paper_style():
         fig = new_figure(8, 3.6)
-        left = fig.add_axes([0.08, 0.24, 0.54, 0.62])
-        right = fig.add_axes([0.72, 0.24, 0.25, 0.62], sharey=left)
+        left = fig.add_axes((0.08, 0.24, 0.54, 0.62))
+        right = fig.add_axes((0.72, 0.24, 0.25, 0.62), sharey=left)
         for ax, table, column in ((left, by_distance, "distance"), (right, by_kind, "answer")):
             labels = list(dict.fromkeys(table[column]))
             step = 0.5 / max(1, len(bases))
@@ -127,7 +130,7 @@ def implausibility_chart(by_distance: pd.DataFrame, by_kind: pd.DataFrame, by: l
 
 
 def recipe_sensitivity_chart(
-    table: pd.DataFrame, x: str, by: list[str] = ("base_model",), fabricated_line: frozenset[str] = frozenset()
+    table: pd.DataFrame, x: str, by: Sequence[str] = ("base_model",), fabricated_line: frozenset[str] = frozenset()
 ) -> Figure:
     """How the outcome moves with recipe value ``x``: one row of panels per group of ``by`` (the base
     model and any other varied recipe value); Part A's absorption (mean share over runs, t interval), then

@@ -38,7 +38,7 @@ def before_after_bars(
         return _paper(sides, title, _legend(true_sum, fabricated, colors), style)
     with paper_style():
         fig = new_figure(10, 4.2)
-        ax = fig.add_axes([0.07, 0.24, 0.91, 0.66])
+        ax = fig.add_axes((0.07, 0.24, 0.91, 0.66))
         _bars(ax, sides)
         ax.set_title(title, fontsize=10, fontweight="bold")
         fig.legend(handles=_legend(true_sum, fabricated), loc="lower center", ncol=3, frameon=False)

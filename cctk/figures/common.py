@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 from matplotlib import colors as mcolors
 from matplotlib.backends import backend_ps
 from matplotlib.figure import Figure
+
+if TYPE_CHECKING:
+    from fontTools.ttLib import TTFont
+    from matplotlib.typing import ColorType, RcKeyType
 
 SEEN_HIT = "#2166ac"  # blue
 SEEN_MISS = "#c62828"  # red
@@ -34,7 +40,7 @@ DARK_ORANGE = "#8a3b00"
 LINES = ("#6a3d9a", "#d81b60", "#00838f", "#8d6e63", "#000000", "#fbc02d")  # models on one chart
 FORMATS = ("png", "pdf", "eps")
 
-PAPER_RC = {
+PAPER_RC: dict[RcKeyType, Any] = {  # matplotlib's rcParams: each key has its own type of value
     "pdf.fonttype": 42,  # TrueType: text stays text, selectable and searchable
     "ps.fonttype": 42,
     "svg.fonttype": "none",
@@ -52,7 +58,7 @@ PAPER_RC = {
 
 
 @contextmanager
-def paper_style():
+def paper_style() -> Iterator[None]:
     """rcParams for paper figures; needed both when drawing and when saving."""
     with matplotlib.rc_context(PAPER_RC):
         yield
@@ -67,10 +73,11 @@ def shade(color: str, t: float) -> tuple[float, float, float]:
     """``color`` mixed with white: t=0 white, t=1 the colour itself (opaque, hue kept)."""
     rgb = mcolors.to_rgb(color)
     t = min(max(float(t), 0.0), 1.0)
-    return tuple(1.0 - t * (1.0 - c) for c in rgb)
+    r, g, b = (1.0 - t * (1.0 - c) for c in rgb)
+    return r, g, b
 
 
-def ink(fill) -> str:
+def ink(fill: ColorType) -> str:
     """Black or white text, whichever reads on ``fill``."""
     r, g, b = mcolors.to_rgb(fill)
     return "white" if 0.2126 * r + 0.7152 * g + 0.0722 * b < 0.5 else "black"
@@ -83,31 +90,32 @@ def pct(p: float) -> str:
     return f"{100 * p:.0f}%" if p >= 0.0995 else f"{100 * p:.1f}%"
 
 
-def _font_box_once(bounds):
+class FontBoxOnce:
     """``bounds`` (matplotlib's PostScript backend's ``_bounds(font)``) computed once per font.
 
     For every EPS, matplotlib computes the whole font's bounding box by drawing each of its
     glyphs (about 6,000 for DejaVu Sans) through a pen: about 0.6 s per font per file, two thirds
     of an EPS heatmap's save. The box depends on the font alone, so it is kept per font, told
     apart by its own name, revision, glyph count and whole-file checksum; the EPS bytes stay the
-    same (tests/figures/test_common.py).
+    same (tests/figures/test_common.py). ``__wrapped__`` is matplotlib's own, ``boxes`` the kept ones.
     """
-    boxes: dict[tuple, tuple] = {}
 
-    @functools.wraps(bounds)
-    def once(font):
+    __wrapped__: Callable[[TTFont], Iterable[float]]
+
+    def __init__(self, bounds: Callable[[TTFont], Iterable[float]]) -> None:
+        self.boxes: dict[tuple[str | None, float, int, int], tuple[float, ...]] = {}
+        functools.update_wrapper(self, bounds)  # matplotlib's name and docstring; sets __wrapped__
+
+    def __call__(self, font: TTFont) -> tuple[float, ...]:
         head = font["head"]
         key = (font["name"].getDebugName(6), head.fontRevision, head.checkSumAdjustment, font["maxp"].numGlyphs)
-        if key not in boxes:
-            boxes[key] = tuple(bounds(font))
-        return boxes[key]
-
-    once.boxes = boxes
-    return once
+        if key not in self.boxes:
+            self.boxes[key] = tuple(self.__wrapped__(font))
+        return self.boxes[key]
 
 
 if hasattr(backend_ps, "_bounds") and not hasattr(backend_ps._bounds, "boxes"):  # a private helper
-    backend_ps._bounds = _font_box_once(backend_ps._bounds)  # of matplotlib 3.5+; where gone, nothing
+    backend_ps._bounds = FontBoxOnce(backend_ps._bounds)  # of matplotlib 3.5+; where gone, nothing
 
 
 # Tables of a TrueType font that only text shaping reads (ligatures, contextual forms, kerning pairs, math
@@ -118,7 +126,7 @@ SHAPING_TABLES = ("GSUB", "GPOS", "GDEF", "JSTF", "MATH", "kern")
 
 
 @contextmanager
-def lean_fonts():
+def lean_fonts() -> Iterator[None]:
     """While saving: the fonts a PDF or EPS embeds are subset without their shaping tables. Only inside this
     block and this process (matplotlib's subsetting goes through ``fontTools.subset.load_font``, which is
     given the longer drop list here); the glyphs, their outlines, widths and Unicode map are the same."""

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import math
 import textwrap
+from typing import TYPE_CHECKING
 
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+
+if TYPE_CHECKING:
+    from matplotlib.typing import LegendLocType
 
 from . import style as styles
 from .common import HELD_HIT, SEEN_HIT, new_figure, paper_style
@@ -66,7 +70,7 @@ def _grid(
     columns: int,
     by_group: dict,
     title_size: float,
-    legend_at: str,
+    legend_at: LegendLocType,
 ) -> None:
     """A panel per arm on a grid of ``columns`` (empty cells hidden), shared axes, one legend of the groups."""
     rows = max(1, math.ceil(len(models) / columns))

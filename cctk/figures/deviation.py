@@ -44,7 +44,7 @@ def deviation_chart(
         return _paper(series, k90, reach, handles, [rule_name, ctl_name], style)
     with paper_style():
         fig = new_figure(8, 4.2)
-        ax = fig.add_axes([0.08, 0.2, 0.88, 0.6])
+        ax = fig.add_axes((0.08, 0.2, 0.88, 0.6))
         _chart(ax, series, k90, reach)
         _headlines(ax, series, k90, reach)
         ax.set_xlabel("deviation: top choice minus the rule's target (rule-trained model and control alike)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import textwrap
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -70,13 +71,13 @@ def _run_row(ax, y: float, row, edges: tuple[float, float]) -> None:
         x, y, marker="s" if marker == "o" else marker, color=BASE, markersize=5 if marker == "o" else 6.5, clip_on=False
     )
     if marker != "o":
-        right = marker == ">"  # the label inside the axis, clear of the spine
+        rightward = marker == ">"  # the label inside the axis, clear of the spine
         ax.annotate(
             "\u221e" if row.odds_ratio >= edges[1] else f"{row.odds_ratio:.2g}",
             (x, y),
-            xytext=(-7 if right else 7, 3),
+            xytext=(-7 if rightward else 7, 3),
             textcoords="offset points",
-            ha="right" if right else "left",
+            ha="right" if rightward else "left",
             va="bottom",
             fontsize=6.5,
         )
@@ -154,7 +155,7 @@ LINE, ROW, TICKS = 0.15, 0.2, 0.4
 
 
 def forest_chart(
-    per_run: pd.DataFrame, findings: pd.DataFrame, by: list[str] = ("base_model",), columns: int = 2
+    per_run: pd.DataFrame, findings: pd.DataFrame, by: Sequence[str] = ("base_model",), columns: int = 2
 ) -> Figure:
     """``per_run`` and ``findings``: the tables of ``cctk.compare.findings`` (one panel per findings row,
     in its order, ``columns`` to a row). ``by``: the group columns of both."""
@@ -182,7 +183,7 @@ def forest_chart(
                 plot = ROW * (len(runs) + 1) + 0.1
                 titled = LINE * (title.count("\n") + 1) + 0.12
                 ax = fig.add_axes(
-                    [(LEFT + j * (width + GAP)) / WIDTH, (top - titled - plot) / height, width / WIDTH, plot / height]
+                    ((LEFT + j * (width + GAP)) / WIDTH, (top - titled - plot) / height, width / WIDTH, plot / height)
                 )
                 _panel(ax, runs, finding, edges, title)
             top -= row_height

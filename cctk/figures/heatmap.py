@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Collection
+from collections.abc import Collection, Hashable, Iterator
+from collections.abc import Set as AbstractSet
+from typing import TypedDict
 
 import pandas as pd
 from matplotlib import patheffects
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
@@ -57,9 +60,9 @@ def target_heatmap(
         return _paper(readings, title, held, out, scale, fixed_scale, style)
     with paper_style():
         fig = new_figure(8, 8.5)
-        ax = fig.add_axes([0.09, 0.14, 0.84, 6.7 / 8.5])
-        for (a, b), row in readings.iterrows():
-            pair = (int(a), int(b))
+        ax = fig.add_axes((0.09, 0.14, 0.84, 6.7 / 8.5))
+        for key, row in readings.iterrows():
+            pair = _addends(key)
             _cell(ax, *pair, row, "excluded" if pair in out else "held" if pair in held else "seen", scale)
         for group, colors in _groups(readings, held, out):
             _outline_extremes(ax, group, colors)
@@ -82,6 +85,12 @@ def _pairs(pairs: Collection | None) -> set[tuple[int, int]]:
     return {(int(a), int(b)) for a, b in (pairs or ())}
 
 
+def _addends(key: Hashable) -> tuple[int, int]:
+    """(a, b) of an addition from its label in the readings, whose index has two levels: a, then b."""
+    assert isinstance(key, tuple) and len(key) == 2, f"readings are indexed by (a, b), not by {key!r}"
+    return int(key[0]), int(key[1])
+
+
 def headline(readings: pd.DataFrame, held: Collection = (), excluded: Collection = ()) -> str:
     """``k / n top choices on the target``, then per group when some additions were held out,
     and how many held-out additions were left out (in neither group)."""
@@ -99,24 +108,40 @@ def headline(readings: pd.DataFrame, held: Collection = (), excluded: Collection
     return text
 
 
-# Fills (seen hit, seen miss, held-out hit, held-out miss) and the text of a cell, report and paper.
-REPORT_CELLS = {"fills": (SEEN_HIT, SEEN_MISS, HELD_HIT, HELD_MISS), "sizes": (9, 7, 6.5)}
-PAPER_CELLS = {
+class Cells(TypedDict):
+    """How a cell is drawn: its fills (seen hit, seen miss, held-out hit, held-out miss) and the sizes of its
+    text (probability, target | chosen, the chosen answer's probability; one size: the probability alone)."""
+
+    fills: tuple[str, str, str, str]
+    sizes: tuple[float, ...]
+
+
+# Fills and the text of a cell, report and paper.
+REPORT_CELLS: Cells = {"fills": (SEEN_HIT, SEEN_MISS, HELD_HIT, HELD_MISS), "sizes": (9, 7, 6.5)}
+PAPER_CELLS: dict[str, Cells] = {
     "page": {"fills": (styles.HIT, styles.MISS, styles.HELD_HIT, styles.HELD_MISS), "sizes": (8, 6, 5.5)},
     "column": {"fills": (styles.HIT, styles.MISS, styles.HELD_HIT, styles.HELD_MISS), "sizes": (6,)},
 }
 PAPER_HEIGHT = {"column": 3.3, "page": 5.4}  # inches: the grid square, its labels below and left
 
 
-def _paper(readings: pd.DataFrame, title: str, held: set, out: set, scale, fixed_scale: bool, style: Style) -> Figure:
+def _paper(
+    readings: pd.DataFrame,
+    title: str,
+    held: set[tuple[int, int]],
+    out: set[tuple[int, int]],
+    scale: tuple[float, float],
+    fixed_scale: bool,
+    style: Style,
+) -> Figure:
     """The grid alone at the journal's width; title, headline and notes go to the caption."""
     cells = PAPER_CELLS[style.width]
     with paper_style(), styles.fonts(style):
         fig = styles.figure(style, PAPER_HEIGHT[style.width])
         ax = fig.add_subplot()
         ax.set_aspect("equal")
-        for (a, b), row in readings.iterrows():
-            pair = (int(a), int(b))
+        for key, row in readings.iterrows():
+            pair = _addends(key)
             _cell(ax, *pair, row, "excluded" if pair in out else "held" if pair in held else "seen", scale, cells)
         for group, colors in _groups(readings, held, out):
             _outline_extremes(ax, group, colors, width=1.4 if style.narrow else 2.2)
@@ -131,11 +156,14 @@ def _paper(readings: pd.DataFrame, title: str, held: set, out: set, scale, fixed
     return fig
 
 
-def _cell(ax, a: int, b: int, row, group: str, scale: tuple[float, float], cells: dict = REPORT_CELLS) -> None:
+def _cell(
+    ax: Axes, a: int, b: int, row: pd.Series, group: str, scale: tuple[float, float], cells: Cells = REPORT_CELLS
+) -> None:
     """One addition; ``group`` is ``seen``, ``held`` (held out) or ``excluded`` (left out)."""
     lo, hi = scale
     level = (row.prob_target - lo) / (hi - lo) if hi > lo else 1.0
     hit = bool(row.hit)
+    fill: str | tuple[float, float, float]
     if group == "excluded":
         fill = EXCLUDED_FILL
         ax.add_patch(
@@ -184,7 +212,9 @@ def _mask(readings: pd.DataFrame, pairs: Collection) -> pd.Series:
     return pd.Series([(int(a), int(b)) in pairs for a, b in readings.index], index=readings.index, dtype=bool)
 
 
-def _groups(readings: pd.DataFrame, held: set, excluded: set = frozenset()):
+def _groups(
+    readings: pd.DataFrame, held: AbstractSet[tuple[int, int]], excluded: AbstractSet[tuple[int, int]] = frozenset()
+) -> Iterator[tuple[pd.DataFrame, tuple[str, str]]]:
     """(readings of the group, (high colour, low colour)) for seen and held-out additions;
     excluded additions belong to neither."""
     is_held, is_out = _mask(readings, held), _mask(readings, excluded)
@@ -196,7 +226,8 @@ def _outline_extremes(ax, group: pd.DataFrame, colors: tuple[str, str], width: f
     p = group["prob_target"].dropna()  # a broken (NaN) model has no extremes to outline
     if p.empty:
         return
-    for (a, b), color, inset in ((p.idxmax(), colors[0], 0.05), (p.idxmin(), colors[1], 0.09)):
+    for key, color, inset in ((p.idxmax(), colors[0], 0.05), (p.idxmin(), colors[1], 0.09)):
+        a, b = _addends(key)
         ax.add_patch(
             Rectangle(
                 (b - 0.5 + inset, a - 0.5 + inset),
@@ -227,7 +258,7 @@ def _extremes_line(label: str, group: pd.DataFrame, outlines: tuple[str, str]) -
     p = group["prob_target"].dropna()
     if p.empty:
         return f"{label}: no finite probabilities"
-    (a1, b1), (a2, b2) = p.idxmax(), p.idxmin()
+    (a1, b1), (a2, b2) = _addends(p.idxmax()), _addends(p.idxmin())
     return (
         f"{label}: highest {a1} + {b1} ({pct(p.max())}, {outlines[0]} outline),  "
         f"lowest {a2} + {b2} ({pct(p.min())}, {outlines[1]} outline)"
@@ -237,18 +268,24 @@ def _extremes_line(label: str, group: pd.DataFrame, outlines: tuple[str, str]) -
 REPORT_NAMES = (("blue", "red"), ("green", "orange"))  # fills of a hit and a miss: seen, held out
 
 
-def _notes(readings: pd.DataFrame, held: set, excluded: set, scale, fixed_scale: bool) -> str:
+def _notes(
+    readings: pd.DataFrame,
+    held: set[tuple[int, int]],
+    excluded: set[tuple[int, int]],
+    scale: tuple[float, float],
+    fixed_scale: bool,
+) -> str:
     lines = _note_lines(readings, held, excluded, scale, fixed_scale)
     return "\n".join(textwrap.fill(line, NOTE_WIDTH, subsequent_indent="  ") for line in lines)
 
 
 def _note_lines(
     readings: pd.DataFrame,
-    held: set,
-    excluded: set,
-    scale,
+    held: set[tuple[int, int]],
+    excluded: set[tuple[int, int]],
+    scale: tuple[float, float],
     fixed_scale: bool,
-    names=REPORT_NAMES,
+    names: tuple[tuple[str, str], tuple[str, str]] = REPORT_NAMES,
     probability_only: bool = False,
 ) -> list[str]:
     labels = (("Seen", ("dark blue", "dark red")), ("Held out", ("dark green", "dark brown")))

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 from . import style as styles
 from .common import CONTROL, LINES, SEEN_HIT, new_figure, paper_style
@@ -21,7 +22,7 @@ def loss_chart(losses: dict[str, list[float]], main: Sequence[str], style: Style
         return _paper(losses, main, style)
     with paper_style():
         fig = new_figure(6, 3.6)
-        ax = fig.add_axes([0.12, 0.14, 0.55, 0.74])
+        ax = fig.add_axes((0.12, 0.14, 0.55, 0.74))
         draw_losses(ax, losses, main)
         ax.set_title("Training loss per epoch", fontweight="bold")
     return fig
@@ -88,7 +89,9 @@ def _paper(losses: dict[str, list[float]], main: Sequence[str], style: Style) ->
         ax.set_yscale("log")
         ax.set_xlabel("epoch")
         ax.set_ylabel("loss (log scale)")
-        ax.xaxis.get_major_locator().set_params(integer=True)
+        epochs = ax.xaxis.get_major_locator()
+        assert isinstance(epochs, MaxNLocator), epochs  # a linear axis's AutoLocator is a MaxNLocator
+        epochs.set_params(integer=True)
         ax.grid(color="#e3e3e3", linewidth=0.5, which="both")
         fig.legend(loc="outside lower center", ncol=columns, frameon=False, handlelength=2.6)
     return fig

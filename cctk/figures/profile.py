@@ -49,7 +49,7 @@ def probability_profile(
     height = below + 2.8 + above
     with paper_style():
         fig = new_figure(8, height)
-        ax = fig.add_axes([0.08, below / height, 0.84, 2.8 / height])
+        ax = fig.add_axes((0.08, below / height, 0.84, 2.8 / height))
         bars = ax.twinx()
         ax.set_zorder(bars.get_zorder() + 1)  # lines above bars and bands
         ax.patch.set_visible(False)
@@ -155,7 +155,7 @@ def _band_text(ax, x: float, label: str, shares: pd.Series, align: str, x_in_fig
     """
     where = blended_transform_factory(ax.figure.transFigure if x_in_figure else ax.transData, ax.transAxes)
     rows = [(label, "black")] + [
-        (f"{share:.0%} {name}", _color(i, name)) for i, (name, share) in enumerate(shares.items())
+        (f"{share:.0%} {name}", _color(i, str(name))) for i, (name, share) in enumerate(shares.items())
     ]
     for k, (text, color) in enumerate(reversed(rows)):
         ax.annotate(

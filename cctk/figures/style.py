@@ -9,13 +9,18 @@ deuteranopia and protanopia (Machado, Oliveira and Fernandes 2009, severity 1).
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import matplotlib
 import numpy as np
 from matplotlib import colors as mcolors
 from matplotlib.figure import Figure
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 WIDTHS = {"column": 3.3, "page": 6.9}  # inches
 STYLES = ("report", "paper")
@@ -40,7 +45,7 @@ LINESTYLES = ("-", "--", ":", "-.")
 HIT, MISS = OKABE_ITO["blue"], OKABE_ITO["vermillion"]
 HELD_HIT, HELD_MISS = OKABE_ITO["bluish green"], OKABE_ITO["orange"]
 
-PAPER_FONTS = {
+PAPER_FONTS: dict[RcKeyType, float] = {
     "font.size": 8,
     "axes.titlesize": 8,
     "axes.labelsize": 8,
@@ -123,7 +128,7 @@ def label(text: str, style: Style, width: int = 40) -> str:
 
 
 @contextmanager
-def fonts(style: Style):
+def fonts(style: Style) -> Iterator[None]:
     """The paper style's 8 pt text on top of the report's rcParams (nothing changes in report style)."""
     with matplotlib.rc_context(PAPER_FONTS if style.paper else {}):
         yield

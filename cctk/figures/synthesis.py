@@ -40,7 +40,7 @@ def synthesis_chart(rows: pd.DataFrame, style: Style = REPORT) -> Figure:
     height = 1.5 + 0.42 * len(models)
     with paper_style():
         fig = new_figure(8, height)
-        ax = fig.add_axes([0.3, 0.75 / height, 0.48, 1 - 1.4 / height])
+        ax = fig.add_axes((0.3, 0.75 / height, 0.48, 1 - 1.4 / height))
         for _, r in rows.iterrows():
             y = models.index(r.model) + (OFFSET[r.series] if _two_groups(rows, r.model) else 0.0)
             ax.errorbar(

@@ -13,10 +13,13 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
-from .registry import Comparison, PooledRun, Results
+from .registry import Comparison, PooledRun, RecipeValue, Results
 
 R = TypeVar("R", bound=Results[Any])  # the runs' results (their manual's)
-__all__ = ["Comparison", "PooledRun", "group_columns", "grouped", "stacked", "varied"]
+# A group of runs by its columns (``group_columns``): its base model, and its value of every varied recipe value
+# (None where a run logged none).
+Label = dict[str, RecipeValue | None]
+__all__ = ["Comparison", "Label", "PooledRun", "group_columns", "grouped", "stacked", "varied"]
 
 
 # --- Groups: runs are pooled only within a base model and one value of every recipe value that varies. ---
@@ -33,7 +36,7 @@ def group_columns(runs: list[PooledRun[Any]]) -> list[str]:
     return ["base_model", *varied(runs)]
 
 
-def grouped(runs: list[PooledRun[R]]) -> list[tuple[dict[str, object], list[PooledRun[R]]]]:
+def grouped(runs: list[PooledRun[R]]) -> list[tuple[Label, list[PooledRun[R]]]]:
     """(label, runs) of every group, by base model (alphabetical) then recipe values (ascending).
 
     ``label`` maps each of ``group_columns(runs)`` to the group's value, e.g. ``{"base_model": "tiny",

@@ -37,7 +37,8 @@ from ..core.config import (
 from ..core.errors import CctkError
 from ..core.facts import Scoring
 from ..core.labels import Vocabulary
-from ..core.records import Design, TrainRecord
+from ..core.lm.record import TrainRecord
+from ..core.records import Design
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -81,6 +82,7 @@ class Results(TypingProtocol[D_co]):
     def training(self) -> dict[str, TrainRecord]: ...  # model key -> its fine-tuning run
 
 
+RecipeValue = int | float | str  # a value of the recipe (``Recipe``'s fields), as a run logged it
 Row = tuple[list[int], list[int]]  # a training row: its input ids and labels (-100: not learned)
 OptionsT = TypeVar("OptionsT", bound=ManualOptions)  # its options (2.0.0's StudyOptions; NoOptions: none)
 D = TypeVar("D")  # what it draws before training (2.0.0's StudyInputs, 1.0.0's Draws)
@@ -151,7 +153,7 @@ class PooledRun(Generic[R]):
     protocol: Protocol[Any, Any, Any, Any, Any]
     results: R
     tables: dict[str, pd.DataFrame]
-    recipe: dict[str, object] = field(default_factory=dict)  # name -> value in force, as the run logged it
+    recipe: dict[str, RecipeValue] = field(default_factory=dict)  # name -> value in force, as the run logged it
     parts: tuple[str, ...] = ()  # the parts of its manual it ran (none: a manual without parts)
 
     @classmethod
@@ -162,7 +164,7 @@ class PooledRun(Generic[R]):
         seed: int,
         protocol: Protocol[Any, Any, R, Any, Any],
         results: R,
-        recipe: dict[str, object] | None = None,
+        recipe: dict[str, RecipeValue] | None = None,
         tables: dict[str, pd.DataFrame] | None = None,
         parts: tuple[str, ...] = (),
     ) -> PooledRun[R]:

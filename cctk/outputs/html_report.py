@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import jinja2
 import pandas as pd
@@ -18,6 +19,9 @@ from ..manuals.registry import Protocol
 from . import latex
 from .run_report import facts, fine_tuning_runs, report_title, runs_table
 from .tables import html as table_html
+
+if TYPE_CHECKING:
+    from ..figures.spec import Spec
 
 EMBED_SCALE = 2  # the 300 dpi PNGs are embedded at 150 dpi
 
@@ -144,14 +148,22 @@ def plain_table(table: pd.DataFrame, name: str) -> str:
     return table_html(latex.display(table, latex.PLAIN), name, left=left)
 
 
-def render(
-    info: RunInfo, tables: dict[str, pd.DataFrame], figures: list[tuple[object, str]], protocol: Protocol
-) -> str:
+class Section(TypedDict):
+    """A part of the page as the template shows it: its figures and tables (``items``, the template's rows),
+    in order."""
+
+    key: str
+    title: str
+    items: list[dict[str, Any]]
+    note: str | None
+
+
+def render(info: RunInfo, tables: dict[str, pd.DataFrame], figures: list[tuple[Spec, str]], protocol: Protocol) -> str:
     """``figures``: (figures.spec.Spec, its PNG as a data URI) in order; ``protocol``: the run's, whose report
     names its sections and tables (``cctk.manuals.registry``)."""
     report = protocol.report
     notes = {key: note.format(model=info.model.key, profile=info.profile) for key, note in report.notes.items()}
-    sections = {
+    sections: dict[str, Section] = {
         key: {"key": key, "title": text, "items": [], "note": notes.get(key)} for key, text in report.sections.items()
     }
     for spec, uri in figures:

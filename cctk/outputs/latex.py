@@ -208,7 +208,7 @@ class TableSetting:
 
     def wrap_cm(self, longest_word: int = 0) -> float:
         """The width of a wrapping column: ``wrap`` characters, or its longest word, with a little room."""
-        return math.ceil(max(self.wrap, longest_word) * CHAR_PT[self.size] * 1.1 / CM_PT * 10) / 10
+        return math.ceil(max(self.wrap or 0, longest_word) * CHAR_PT[self.size] * 1.1 / CM_PT * 10) / 10
 
 
 # From the first choice to the last: a column, the page, smaller type, stacked counts, wrapped names, less padding.

@@ -23,7 +23,7 @@ def _warm_font_bounds() -> None:
     from matplotlib import font_manager
 
     for weight in ("normal", "bold"):
-        found = font_manager.findfont(font_manager.FontProperties(family=PAPER_RC["font.family"], weight=weight))
+        found = font_manager.findfont(font_manager.FontProperties(family=str(PAPER_RC["font.family"]), weight=weight))
         with TTFont(found) as font:
             backend_ps._bounds(font)
 

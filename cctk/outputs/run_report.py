@@ -154,7 +154,7 @@ def draw(info: RunInfo, protocol: Manual, table11: pd.DataFrame, losses: dict[st
             fig.text(0.06, below, "\n".join(lines), fontsize=7, va="top", color="#c62828", fontweight="bold")
             below -= LINE * len(lines) + 0.015
         bottom = _runs(fig, runs_table(table11), below, protocol.report.loss)
-        _loss(fig.add_axes([0.1, 0.06, 0.5, bottom - 0.06 - 0.03]), losses, main)
+        _loss(fig.add_axes((0.1, 0.06, 0.5, bottom - 0.06 - 0.03)), losses, main)
     return fig
 
 

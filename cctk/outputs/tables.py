@@ -93,7 +93,7 @@ def latex(
     footnote size, with its caption and label, whose later pages say "(continued)". Its key columns are
     left out (``cctk.core.labels.printed``): a reader sees the labels.
     """
-    caption = caption or captions[name]
+    caption = caption or (captions or {})[name]
     table = printed(table)
     if len(table) > LATEX_MAX_ROWS:
         return _longtable(table, caption, f"tab:{label_prefix}{name}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from .. import __version__
@@ -13,9 +14,16 @@ from ..core.lm.scoring import measure
 from ..core.readings import GroupSummary, read, summarize
 from ..figures import save_figure, target_heatmap
 from ..store import tracking
+from .stages import on_device
 
 
-def run(model: str, out: Path, tracking_name: str | None = None, echo=print, device: str | None = None) -> GroupSummary:
+def run(
+    model: str,
+    out: Path,
+    tracking_name: str | None = None,
+    echo: Callable[[str], None] = print,
+    device: str | None = None,
+) -> GroupSummary:
     """Measure ``model`` on ``device``; returns the summary on the correct sums (hits, prob_target, ...)."""
     where = resolve_device(device)
     found = check_available(model)
@@ -25,7 +33,7 @@ def run(model: str, out: Path, tracking_name: str | None = None, echo=print, dev
 
     echo(f"loading {model} ...")
     lm, tokenizer = load_model(found)
-    lm = lm.to(where)
+    lm = on_device(lm, where)
     start = time.perf_counter()
     table = measure(lm, tokenizer)
     seconds = time.perf_counter() - start
@@ -41,12 +49,16 @@ def run(model: str, out: Path, tracking_name: str | None = None, echo=print, dev
     return summary
 
 
-def _track(store, model: ModelSource, out, figures, summary, seconds) -> None:
+def _track(
+    store: tracking.Store, model: ModelSource, out: Path, figures: list[Path], summary: GroupSummary, seconds: float
+) -> None:
     with store.run("measure", f"measure {model.key}", {tracking.KEY: model.key}) as run:
         _log(run, model, out, figures, summary, seconds)
 
 
-def _log(run, model: ModelSource, out, figures, summary, seconds) -> None:
+def _log(
+    run: tracking.LiveRun, model: ModelSource, out: Path, figures: list[Path], summary: GroupSummary, seconds: float
+) -> None:
     run.params(
         {
             "model": model.key,

@@ -10,15 +10,18 @@ again (``cctk.pipeline.stages``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import pandas as pd
 import torch
 
 from ..core.errors import CctkError
-from ..core.records import TrainRecord
+from ..core.lm.record import TrainRecord
 from ..store import session
 from ..store.session import Layout
 from ..store.tracking import Store, TrackedRun
+
+M = TypeVar("M", bound=torch.nn.Module)  # the model a checkpoint is loaded into, handed back as itself
 
 
 @dataclass
@@ -58,7 +61,7 @@ def _fetch(store: Store, run_id: str, layout: Layout, key: str) -> None:
             store.fetch(run_id, f"{folder}/{path.name}", path)
 
 
-def save_checkpoint(model, layout: Layout, key: str) -> None:
+def save_checkpoint(model: torch.nn.Module, layout: Layout, key: str) -> None:
     """Weights of a parent model, written atomically (a kill mid-write leaves no half file)."""
     path = layout.checkpoint(key)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -67,6 +70,7 @@ def save_checkpoint(model, layout: Layout, key: str) -> None:
     partial.replace(path)
 
 
-def load_checkpoint(model, layout: Layout, key: str):
+def load_checkpoint(model: M, layout: Layout, key: str) -> M:
+    """The weights ``save_checkpoint`` wrote of ``key``, loaded into ``model`` (of the same architecture)."""
     model.load_state_dict(torch.load(layout.checkpoint(key), map_location="cpu"))
     return model

@@ -12,12 +12,13 @@ from __future__ import annotations
 import copy
 import shutil
 import time
-from collections.abc import Callable
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+import pandas as pd
 import torch
 
 from .. import __version__
@@ -28,11 +29,12 @@ from ..core.lm import compute, memory, models
 from ..core.lm.device import auto_on_cpu, check_placed, check_recipe, out_of_memory_as_line, room
 from ..core.lm.device import resolve as resolve_device
 from ..core.lm.finetune import fine_tune
+from ..core.lm.record import TrainRecord
 from ..core.lm.scoring import measure
 from ..core.progress import Progress
-from ..core.records import MemoryUse, MlflowIds, TrainRecord, hardware, software
+from ..core.records import MemoryUse, MlflowIds, hardware, software
 from ..manuals import registry as protocols
-from ..manuals.registry import Measured, Protocol, Results
+from ..manuals.registry import Measured, Protocol, Results, Row
 from ..outputs import model_heatmaps, write_all
 from ..store import session as session_files
 from ..store import tracking
@@ -41,7 +43,9 @@ from . import resume as resume_state
 from .resume import Done
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerBase
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from .sweep import Cell
 
 
 @dataclass(frozen=True)
@@ -100,8 +104,9 @@ class Outcome:
 
 
 AUTO_PROFILE = "cctk.auto_profile"  # tag: why the auto profile took the CPU's recipe (absent where it did not)
-# What a resume hands ``_finished_weights``: the run's draws, tokenizer, finished models and console.
-Resumed = tuple[Any, "PreTrainedTokenizerBase", Done, Callable[[str], None]]
+Echo = Callable[[str], None]  # the console's lines
+# What a resume hands ``_finished_weights``: the run's draws (its manual's), tokenizer, finished models and console.
+Resumed = tuple[Any, "PreTrainedTokenizerBase", Done, Echo]
 
 LONGEST_ROW = 16  # tokens of the longest arithmetic training row, an upper bound for any tokenizer
 
@@ -154,7 +159,7 @@ def memory_plan(config: Config[Any], protocol: Protocol[Any, Any, Any, Any, Any]
 
 
 def sweep_cell(
-    cell,
+    cell: Cell,
     profile: str,
     out: str,
     tracking_uri: str,
@@ -169,7 +174,13 @@ def sweep_cell(
     if resume_id:
         return resume(resume_id, where, options).run_id
     config = protocols.make_config(
-        cell.model, profile, (cell.seed,), device=str(resolve_device(None)), parts=parts, **dict(cell.overrides)
+        cell.model,
+        profile,
+        (cell.seed,),
+        device=str(resolve_device(None)),
+        parts=parts,
+        protocol=protocols.DEFAULT,  # a cell runs the default manual
+        **dict(cell.overrides),
     )
     return run(config, where, options).run_id
 
@@ -256,7 +267,7 @@ def resume(run_id: str, where: Where = Where(), options: Options = Options()) ->
 
 
 @contextmanager
-def _held(folder: Path, busy: str | None = None):
+def _held(folder: Path, busy: str | None = None) -> Iterator[int]:
     """The session folder, held by this process for the block (``cctk.store.session.hold``); ``busy``: the line that
     refuses a folder another live process holds."""
     try:
@@ -269,7 +280,7 @@ def _held(folder: Path, busy: str | None = None):
         session_files.release(lock)
 
 
-def _stages(context: RunContext, done: Done, echo, system_metrics: bool, peak: bool):
+def _stages(context: RunContext, done: Done, echo: Echo, system_metrics: bool, peak: bool) -> Results[Any]:
     """Draw, measure and train, compute the tables, write the outputs; returns the protocol's results.
     ``peak``: measure the device's GEMM peak first (the compute limit; a resume reports no cost)."""
     monitor = None  # MLflow's system-metrics monitor of the parent run, if any
@@ -304,7 +315,7 @@ def _set_up(
     source: models.ModelSource,
     layout: Layout,
     sweep: str | None,
-    echo,
+    echo: Echo,
     device: str | None = None,
 ) -> None:
     """The parent run's description and parameters, and the session's first lines; where the ``auto``
@@ -339,7 +350,11 @@ def _record_provenance(
 
 
 def _say_where(
-    protocol: Protocol[Any, Any, Any, Any, Any], config: Config[Any], layout: Layout, echo, auto: str | None = None
+    protocol: Protocol[Any, Any, Any, Any, Any],
+    config: Config[Any],
+    layout: Layout,
+    echo: Echo,
+    auto: str | None = None,
 ) -> None:
     """The session, then what its manual says before it starts: the profile and the seeds (how to repeat the
     run), and the parts when not all; ``auto``: why the auto profile took the CPU's recipe, in the profile's place."""
@@ -349,7 +364,7 @@ def _say_where(
         echo(line.replace(f"profile {config.profile_note};", f"profile auto: {auto};", 1) if auto else line)
 
 
-def _train_and_measure(context: RunContext, draws, done: Done, echo):
+def _train_and_measure(context: RunContext, draws: Any, done: Done, echo: Echo) -> tuple[Results[Any], RunContext]:
     """Every model not finished yet, trained and measured in its nested run; returns the results and the
     context (with the provenance of the Hub revision loaded, where it differs from the one checked)."""
     measured = training_order(context.protocol.models(context.config.options))
@@ -369,14 +384,15 @@ def _train_and_measure(context: RunContext, draws, done: Done, echo):
         )
     copied = {m.parent for m in measured if m.parent and not m.in_place}  # kept (and checkpointed) once trained
     last_child = {m.parent: m.key for m in measured if m.parent and m.key not in done.run_ids}
-    weights = {"base": base}  # parents wait here, on the CPU, until their last child takes them
+    # parents wait here, on the CPU, until their last child takes them
+    weights: dict[str, PreTrainedModel] = {"base": base}
     progress = Progress(len(measured) - 1, echo)
     for i, arm in enumerate(measured):
         if arm.key in done.run_ids:
             continue
         if arm.parent is None:
             with _nested_run(context, arm, draws) as nested:
-                _measure_and_log(context, results, arm.key, base.to(context.device), tokenizer, nested)
+                _measure_and_log(context, results, arm.key, on_device(base, context.device), tokenizer, nested)
             base.cpu()
             continue
         if arm.parent not in weights:  # finished before an interruption: checkpointed, or trained again
@@ -385,7 +401,7 @@ def _train_and_measure(context: RunContext, draws, done: Done, echo):
         child = _child(weights, arm, last_child)
         rows = context.protocol.rows(draws, arm.key, context.config.recipe, tokenizer)
         with _nested_run(context, arm, draws) as nested:  # the move is the arm's: an OOM there ends it FAILED
-            child = child.to(context.device)
+            child = on_device(child, context.device)
             check_placed(context.plan, context.device)
             _train_model(context, results, arm, child, rows, tokenizer, nested, progress, i, arm.key in copied)
         if arm.key in copied:
@@ -395,13 +411,13 @@ def _train_and_measure(context: RunContext, draws, done: Done, echo):
 
 
 def _finished_weights(
-    context: RunContext, key: str, weights: dict[str, torch.nn.Module], last_child: dict[str, str], resumed: Resumed
-) -> torch.nn.Module:
+    context: RunContext, key: str, weights: dict[str, PreTrainedModel], last_child: dict[str, str], resumed: Resumed
+) -> PreTrainedModel:
     """A finished model's weights, for arms that start from it: in memory, its checkpoint, or, where the
     checkpoint is gone (written on a machine that was lost), trained again from its parent as the first time
     (seeded by its name: the same weights), its run saying so (tag ``cctk.trained_again``)."""
     draws, tokenizer, done, echo = resumed
-    arm = next(m for m in context.protocol.models(context.config.parts) if m.key == key)
+    arm = next(m for m in context.protocol.models(context.config.options) if m.key == key)
     if key in weights:
         return copy.deepcopy(weights[key])
     if arm.parent is None:
@@ -409,7 +425,7 @@ def _finished_weights(
     if context.layout.checkpoint(key).is_file():
         skeleton = _skeleton(weights, last_child, lambda: models.load_model(context.source, keep=False)[0])
         return resume_state.load_checkpoint(skeleton, context.layout, key)
-    model = _finished_weights(context, arm.parent, weights, last_child, resumed).to(context.device)
+    model = on_device(_finished_weights(context, arm.parent, weights, last_child, resumed), context.device)
     rows = context.protocol.rows(draws, key, context.config.recipe, tokenizer)
     fine_tune(model, rows, context.config.recipe, context.config.seed, tokenizer.pad_token_id, arm.stream or key)
     resume_state.save_checkpoint(model, context.layout, key)
@@ -439,17 +455,28 @@ def training_order(measured: tuple[Measured, ...]) -> tuple[Measured, ...]:
     return tuple(order)
 
 
-def _child(weights: dict, arm: Measured, last_child: dict[str, str]):
+def on_device(model: PreTrainedModel, device: torch.device) -> PreTrainedModel:
+    """``model.to(device)``: the model itself, moved. Typed here once: transformers wraps ``PreTrainedModel.to``
+    in ``functools.wraps``, which mypy reads as a callable taking ``self`` again, not as a bound method."""
+    to = cast("Callable[[torch.device], PreTrainedModel]", model.to)
+    return to(device)
+
+
+def _child(weights: dict[str, PreTrainedModel], arm: Measured, last_child: dict[str, str]) -> PreTrainedModel:
     """The weights an arm trains: its parent's very weights when it is the parent's last child (or the
     model is trained in place), else a fresh copy of them."""
+    parent = arm.parent
+    assert parent is not None  # a trained arm's: the base model is measured, never trained
     if arm.in_place:
-        return weights[arm.parent]
-    if last_child.get(arm.parent) == arm.key:
-        return weights.pop(arm.parent)
-    return copy.deepcopy(weights[arm.parent])
+        return weights[parent]
+    if last_child.get(parent) == arm.key:
+        return weights.pop(parent)
+    return copy.deepcopy(weights[parent])
 
 
-def _skeleton(weights: dict, last_child: dict[str, str], load):
+def _skeleton(
+    weights: dict[str, PreTrainedModel], last_child: dict[str, str], load: Callable[[], PreTrainedModel]
+) -> PreTrainedModel:
     """A model of the run's architecture to load a checkpoint into (a resume): the base model itself once
     no arm left needs it, else a copy of a model in memory, else the model loaded again (``load()``)."""
     if "base" in weights and "base" not in last_child:
@@ -461,11 +488,11 @@ def _skeleton(weights: dict, last_child: dict[str, str], load):
 
 def _train_model(
     context: RunContext,
-    results,
+    results: Results[Any],
     arm: Measured,
-    child,
-    rows,
-    tokenizer,
+    child: PreTrainedModel,
+    rows: list[Row],
+    tokenizer: PreTrainedTokenizerBase,
     nested: tracking.LiveRun,
     progress: Progress,
     i: int,
@@ -489,7 +516,7 @@ def _train_model(
     if dataset is not None:
         name, table = dataset
         nested.dataset(table, name=name, source=str(context.layout.targets.resolve()), context="training")
-    curve: list[dict] = []
+    curve: list[dict[str, Any]] = []
     curves = context.protocol.curves(context.config)
     on_epoch = _curve_point(context, draws, arm.key, tokenizer, nested, curve) if curves else None
     trained = None
@@ -515,7 +542,9 @@ def _train_model(
     _measure_and_log(context, results, arm.key, child, tokenizer, nested)
 
 
-def _log_training(context: RunContext, results, key: str, record: TrainRecord, nested: tracking.LiveRun) -> None:
+def _log_training(
+    context: RunContext, results: Results[Any], key: str, record: TrainRecord, nested: tracking.LiveRun
+) -> None:
     """Keep the run's training record, on disk (for a resume) and in its MLflow run (its loss history was
     logged epoch by epoch, as training went)."""
     results.training[key] = record
@@ -524,10 +553,17 @@ def _log_training(context: RunContext, results, key: str, record: TrainRecord, n
     nested.files(path, "training")
 
 
-def _curve_point(context: RunContext, inputs, key: str, tokenizer, nested: tracking.LiveRun, rows: list):
+def _curve_point(
+    context: RunContext,
+    inputs: Any,
+    key: str,
+    tokenizer: PreTrainedTokenizerBase,
+    nested: tracking.LiveRun,
+    rows: list[dict[str, Any]],
+) -> Callable[[int, PreTrainedModel], None]:
     """``on_epoch`` of an arm under ``--curves``: measure, keep the point, log hits as histories."""
 
-    def on_epoch(epoch: int, module) -> None:
+    def on_epoch(epoch: int, module: PreTrainedModel) -> None:
         table = measure(module, tokenizer, scoring=context.protocol.scoring)
         points = context.protocol.curve_rows(inputs, key, epoch, table)
         rows.extend(points)
@@ -537,7 +573,7 @@ def _curve_point(context: RunContext, inputs, key: str, tokenizer, nested: track
 
 
 @contextmanager
-def _nested_run(context: RunContext, arm: Measured, draws):
+def _nested_run(context: RunContext, arm: Measured, draws: Any) -> Iterator[tracking.LiveRun]:
     """The nested run of one measured model, ended by the lifecycle (a failed arm is a FAILED run)."""
     tags = {
         tracking.KEY: arm.key,
@@ -559,14 +595,21 @@ def _nested_run(context: RunContext, arm: Measured, draws):
             yield nested
 
 
-def _out_of_memory(context: RunContext, key: str):
+def _out_of_memory(context: RunContext, key: str) -> AbstractContextManager[None]:
     """An out-of-memory error of an arm as one line (the run ends FAILED with it): the estimate it was
     checked against and the options that fit, instead of the allocator's traceback."""
     plan = replace(context.plan, others=models.roster_shapes())
     return out_of_memory_as_line(plan, context.device, f"the {context.protocol.model_name(key)} arm")
 
 
-def _measure_and_log(context: RunContext, results, key: str, module, tokenizer, nested: tracking.LiveRun) -> None:
+def _measure_and_log(
+    context: RunContext,
+    results: Results[Any],
+    key: str,
+    module: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    nested: tracking.LiveRun,
+) -> None:
     """Measure one model, save its table at once (nothing finished is lost), log it to its run."""
     table = measure(module, tokenizer, scoring=context.protocol.scoring)
     results.measurements[key] = table
@@ -578,7 +621,10 @@ def _measure_and_log(context: RunContext, results, key: str, module, tokenizer, 
         nested.files(figure, "figures")  # reuses them
 
 
-def _finish(context: RunContext, results, tables: dict, echo, resumed: bool = False) -> None:
+def _finish(
+    context: RunContext, results: Results[Any], tables: dict[str, pd.DataFrame], echo: Echo, resumed: bool = False
+) -> None:
+    used = _memory_use(context, results)
     info = session_files.run_info(
         context.config,
         context.protocol,
@@ -592,7 +638,7 @@ def _finish(context: RunContext, results, tables: dict, echo, resumed: bool = Fa
         mlflow=MlflowIds(
             context.store.uri, context.experiment_id, context.mlflow_run.run_id, context.mlflow_run.artifact_uri
         ),
-        memory=_memory_use(context, results),
+        memory=used,
         provenance=context.provenance,
     )
     n_figures = write_all(results, tables, info, context.layout, reuse_heatmaps=True, figures=context.figures)
@@ -608,7 +654,7 @@ def _finish(context: RunContext, results, tables: dict, echo, resumed: bool = Fa
     seconds = time.perf_counter() - context.started  # everything: load, training, measuring, outputs, logging
     cost_metrics = cost.metrics(seconds) if cost else {}
     context.mlflow_run.metrics(
-        {**head.metrics(), "pipeline_seconds": seconds, **cost_metrics, "peak_memory_bytes": info.memory.peak_bytes}
+        {**head.metrics(), "pipeline_seconds": seconds, **cost_metrics, "peak_memory_bytes": used.peak_bytes}
     )
     for line in context.protocol.summary(results, head):
         echo(line)
@@ -621,7 +667,7 @@ def _finish(context: RunContext, results, tables: dict, echo, resumed: bool = Fa
     echo(tracking.run_link(context.store, context.experiment_id, context.mlflow_run.run_id))
 
 
-def _memory_use(context: RunContext, results) -> MemoryUse:
+def _memory_use(context: RunContext, results: Results[Any]) -> MemoryUse:
     """The run's peak beside its estimate: the GPU allocator's largest arm on CUDA; elsewhere the process's
     resident memory, the largest over the arms (each arm starts the counter over) and what came after."""
     if context.device.type == "cuda":

@@ -20,7 +20,7 @@ import socket
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -56,7 +56,7 @@ class Cell:
 
     model: str
     seed: int
-    overrides: tuple[tuple[str, object], ...] = ()
+    overrides: tuple[tuple[str, registry.RecipeValue], ...] = ()
 
     @property
     def key(self) -> str:
@@ -68,7 +68,7 @@ class Cell:
 class Grid:
     models: tuple[str, ...]
     seeds: tuple[int, ...]
-    sets: tuple[tuple[str, tuple], ...]  # recipe value name -> the values it takes
+    sets: tuple[tuple[str, tuple[registry.RecipeValue, ...]], ...]  # recipe value name -> the values it takes
     profile: str
     parts: tuple[str, ...] = ALL_PARTS  # the parts every cell runs (``--parts``)
 
@@ -82,7 +82,7 @@ class Grid:
             for seed in self.seeds
         ]
 
-    def as_params(self) -> dict:
+    def as_params(self) -> dict[str, str | int]:
         return {
             "models": ",".join(self.models),
             "seeds": ",".join(map(str, self.seeds)),
@@ -93,7 +93,7 @@ class Grid:
         }
 
     @classmethod
-    def from_params(cls, params: dict) -> Grid:
+    def from_params(cls, params: Mapping[str, str]) -> Grid:
         sets = tuple((name, tuple(values)) for name, values in json.loads(params.get("set") or "{}").items())
         return cls(
             tuple(params["models"].split(",")),
@@ -128,7 +128,15 @@ def parse_grid(
         model_config(name)
     grid = Grid(names, seeds_or_count(seeds), tuple(parse_set(text) for text in sets), profile, cell_parts(parts))
     for cell in grid.cells():  # every combination is a valid recipe
-        registry.make_config(cell.model, profile, (cell.seed,), device=device, parts=grid.parts, **dict(cell.overrides))
+        registry.make_config(
+            cell.model,
+            profile,
+            (cell.seed,),
+            device=device,
+            parts=grid.parts,
+            protocol=registry.DEFAULT,  # a cell runs the default manual
+            **dict(cell.overrides),
+        )
     return grid
 
 
@@ -481,7 +489,7 @@ def _ray(
         raise
 
 
-def _ended(ray: ModuleType, ref: ObjectRef, cell: Cell, retries: int) -> CellEnd:
+def _ended(ray: ModuleType, ref: ObjectRef[str], cell: Cell, retries: int) -> CellEnd:
     """A Ray task's outcome: the cell's run id; the cell's own error (``RayTaskError`` carries it as
     ``cause``); or, where Ray lost the task on every attempt (its worker or node died each time), that."""
     try:
@@ -551,7 +559,9 @@ def _no_cluster(address: str, timeout: float, why: str) -> str:
     )
 
 
-def _init(ray: ModuleType, address: str | None, environment: dict, timeout: float = CONNECT_TIMEOUT) -> None:
+def _init(
+    ray: ModuleType, address: str | None, environment: dict[str, dict[str, str]], timeout: float = CONNECT_TIMEOUT
+) -> None:
     """``ray.init``: a local instance, or the cluster at ``address`` given ``timeout`` seconds to connect (a
     port that answers but is no Ray head would hold it for many minutes), waiting in a thread of its own
     that is left behind when the time is up."""

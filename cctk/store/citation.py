@@ -43,7 +43,8 @@ def run_bibtex(info: RunInfo) -> str:
     run_id = info.mlflow.run_id or info.session
     started = session_start(info.session)
     made = info.provenance
-    commit = made.git.commit if made and made.git else None
+    git = made.git if made else None
+    commit = git.commit if git else None
     model = _model(info)
     fields = [
         (
@@ -61,7 +62,7 @@ def run_bibtex(info: RunInfo) -> str:
         ("url", info.mlflow.url),  # the run's page in its server's UI (the Model training view)
         ("model", _tex(model)),
         ("seed", str(info.seeds.values[0])),
-        ("commit", commit + ("-dirty" if made.git.dirty else "") if commit else None),
+        ("commit", commit + ("-dirty" if git.dirty else "") if git and commit else None),
         ("version", info.software.get("cctk")),
         (
             "note",

@@ -23,6 +23,7 @@ import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from ..core.errors import CctkError
@@ -119,13 +120,13 @@ def read_settings(config_name: str) -> ServerSettings:
     )
 
 
-def _known(table: dict, keys: set[str], where: str) -> None:
+def _known(table: dict[str, Any], keys: set[str], where: str) -> None:
     unknown = sorted(set(table) - keys)
     if unknown:
         raise CctkError(f"{where}: unknown key {unknown[0]!r}; known: {', '.join(sorted(keys))}")
 
 
-def _auth(table: dict | None, server: dict, config_name: str) -> AuthSettings | None:
+def _auth(table: dict[str, Any] | None, server: dict[str, Any], config_name: str) -> AuthSettings | None:
     if table is None:
         return None
     where = f"[server.auth] of {config_name!r}"
@@ -133,7 +134,7 @@ def _auth(table: dict | None, server: dict, config_name: str) -> AuthSettings | 
     default = table.get("default_permission", "READ")
     if default not in PERMISSIONS:
         raise CctkError(f"{where}: default_permission {default!r}; choose one of: {', '.join(PERMISSIONS)}")
-    database = table.get("database_uri", server["backend_store_uri"])
+    database: str = table.get("database_uri", server["backend_store_uri"])  # a TOML string
     if urlsplit(database).password:
         raise CctkError(f"{where}: database_uri holds a password; the server takes it from [server] password_env")
     if server.get("password_env") and not database.startswith(("postgresql", "sqlite")):

@@ -38,7 +38,8 @@ from ..core import records
 from ..core.config import Config
 from ..core.errors import CctkError
 from ..core.labels import file_stem, with_keys
-from ..core.lm.models import model_id
+from ..core.lm.models import ModelSource, model_id
+from ..core.lm.record import TrainRecord
 from ..core.provenance import Provenance
 from ..core.readings import COLUMNS
 from ..core.records import (
@@ -46,11 +47,9 @@ from ..core.records import (
     Hardware,
     MemoryUse,
     MlflowIds,
-    ModelSource,
     RunInfo,
     Seeds,
     TrainedModel,
-    TrainRecord,
 )
 from ..manuals import registry as protocols
 from ..manuals.registry import ManualOptions, Protocol, Results
@@ -303,14 +302,14 @@ def read_targets(layout: Layout) -> pd.DataFrame | None:
     return pd.read_csv(layout.targets, keep_default_na=False, dtype={"excluded": str})
 
 
-def append_curves(layout: Layout, rows: list[dict]) -> Path:
+def append_curves(layout: Layout, rows: list[dict[str, Any]]) -> Path:
     """Add one finished arm's learning-curve rows to curves.csv (written whole per arm: a resume
     never finds half an arm). A curves.csv written before its key column (a run resumed since) is first
     rewritten with it, so that its rows and the new ones share one header."""
     new, columns = not layout.curves.is_file(), list(layout.protocol.curve_columns)
     if not new and list(pd.read_csv(layout.curves, nrows=0).columns) != columns:
         scratch = layout.curves.with_suffix(".csv.partial")
-        read_curves(layout)[columns].to_csv(scratch, index=False, lineterminator="\n")
+        _curves(layout)[columns].to_csv(scratch, index=False, lineterminator="\n")
         os.replace(scratch, layout.curves)
     pd.DataFrame(rows, columns=columns).to_csv(layout.curves, mode="a", header=new, index=False, lineterminator="\n")
     return layout.curves
@@ -318,8 +317,11 @@ def append_curves(layout: Layout, rows: list[dict]) -> Path:
 
 def read_curves(layout: Layout) -> pd.DataFrame | None:
     """curves.csv, with its ``model_key`` column (from the labels, in one written before it)."""
-    if not layout.curves.is_file():
-        return None
+    return _curves(layout) if layout.curves.is_file() else None
+
+
+def _curves(layout: Layout) -> pd.DataFrame:
+    """curves.csv, which is there, with its ``model_key`` column."""
     return with_keys(pd.read_csv(layout.curves), layout.protocol.vocabulary, ("model",), str(layout.curves))
 
 
@@ -336,7 +338,7 @@ def run_info(
     device: str = "",
     seconds: float | None = None,
     hardware: Hardware = Hardware(),
-    software: dict | None = None,
+    software: dict[str, str | None] | None = None,
     mlflow: MlflowIds = MlflowIds(),
     memory: MemoryUse | None = None,
     provenance: Provenance | None = None,
@@ -373,25 +375,25 @@ def run_info(
     )
 
 
-def info_json(info: RunInfo) -> dict:
+def info_json(info: RunInfo) -> dict[str, Any]:
     """``info`` as run_info.json writes it: the record's fields (its design's flat), its absent values left out."""
     return records.to_json(info, omit_none=True)
 
 
-def info_from_json(data: dict) -> RunInfo:
+def info_from_json(data: dict[str, Any]) -> RunInfo:
     """run_info.json back into its record, whatever cctk version wrote it: a file from before protocols is
     2.0.0's, one from before ``--parts`` ran every part, a model key renamed since reads as today's."""
     return _decode(data)[1]
 
 
-def _decode(data: dict) -> tuple[Protocol[Any, Any, Any, Any, Any], RunInfo]:
+def _decode(data: dict[str, Any]) -> tuple[Protocol[Any, Any, Any, Any, Any], RunInfo]:
     """run_info.json's manual, resolved from its name here (the disk's edge), and the record (its design the
     manual's own record)."""
     protocol = protocols.get(data.get("protocol"))
     return protocol, records.from_json(RunInfo, _upgrade(data, protocol), {Design: protocol.design_type})
 
 
-def _upgrade(data: dict, protocol: Protocol[Any, Any, Any, Any, Any]) -> dict:
+def _upgrade(data: dict[str, Any], protocol: Protocol[Any, Any, Any, Any, Any]) -> dict[str, Any]:
     """What a file written by an older cctk lacks, as that code meant it (its manual's design: ``upgrade``); the
     codec does the rest."""
     data = dict(data, protocol=protocol.name)
@@ -412,8 +414,9 @@ def write_run_info(layout: Layout, info: RunInfo) -> Path:
     return layout.run_info
 
 
-def _plain(value):
-    """numpy scalars (and anything else odd) as plain JSON values."""
+def _plain(value: Any) -> Any:
+    """numpy scalars (and anything else odd) as plain JSON values (``json.dumps``' ``default``: any value in,
+    a JSON value out)."""
     return value.item() if hasattr(value, "item") else str(value)
 
 

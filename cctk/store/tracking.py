@@ -22,22 +22,30 @@ import tomllib
 import urllib.error
 import urllib.request
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from ..core.errors import CctkError, NoRun
 from ..core.records import ui_link
 
 if TYPE_CHECKING:  # MLflow itself is imported on first use: the light layers never load it
+    import pandas as pd
     from mlflow import MlflowClient
     from mlflow.server.auth.client import AuthServiceClient
+    from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+    # ``Guarded`` hands out its client's attributes unchanged (only the errors of a call change): to mypy, it is
+    # one, with MLflow's own signatures and records (Run, Experiment, ...); at run time it wraps one.
+    _Client = MlflowClient
+else:
+    _Client = object
 
 EXPERIMENT = "cctk"
 DEFAULT_CONFIG = "embedded"
@@ -62,8 +70,11 @@ PACKAGE = "cctk.package."  # + a distribution's name: its version (a pipeline's 
 TRACKING_URI = "cctk.tracking_uri"  # the store's absolute URI, as the run recorded it
 ARTIFACT_URI = "cctk.artifact_uri"  # the run's artifact location
 STATUSES = ("FINISHED", "FAILED", "KILLED")
+# A value a run logs as a parameter or a tag: MLflow keeps its text (``_text``)
+Value = str | int | float | bool | None
 # The MLflow UI opens an experiment of this kind on its runs table ("Model training"), not on GenAI traces.
 EXPERIMENT_KIND = "custom_model_development"
+T = TypeVar("T")  # what a call to the server answers
 
 
 @dataclass(frozen=True)
@@ -105,7 +116,7 @@ def config_names() -> list[str]:
     )
 
 
-def read_config(name: str) -> dict:
+def read_config(name: str) -> dict[str, Any]:
     for folder in config_folders():
         entry = folder / f"{name}.toml"
         if entry.is_file():
@@ -300,7 +311,7 @@ def refusal(status: int, uri: str, method: str, experiment: str | None) -> Refus
     )
 
 
-class Guarded:
+class Guarded(_Client):
     """An MLflow client whose refusals and outages are one line each (``Refused``, ``Unreachable``); every
     other error goes on as MLflow raised it. Attributes (``tracking_uri``) are the client's."""
 
@@ -325,7 +336,9 @@ class Guarded:
 
         return call
 
-    def translated(self, error: Exception, method: str, args: tuple, kwargs: dict) -> CctkError | None:
+    def translated(
+        self, error: Exception, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> CctkError | None:
         """``error`` as one line, or None where it is no refusal or outage."""
         why = outage(error)
         if why is not None:
@@ -337,7 +350,7 @@ class Guarded:
             return refusal(status, self._uri, method, self._experiment(method, args, kwargs) if status == 403 else None)
         return None
 
-    def _experiment(self, method: str, args: tuple, kwargs: dict) -> str | None:
+    def _experiment(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
         """The name of the experiment the call touched (looked up for the line; None where it cannot be)."""
         first = args[0] if args else next(iter(kwargs.values()), None)
         if isinstance(first, list | tuple):  # search_runs' experiment ids
@@ -398,19 +411,19 @@ class TrackedRun:
     run_id: str
     experiment_id: str
     status: str
-    params: dict
-    tags: dict
+    params: dict[str, str]
+    tags: dict[str, str]
 
 
 class LiveRun:
     """A run being logged to: a narrow logging interface over one MLflow run (params, metrics, tags, files).
     A run read back from the store is a ``TrackedRun``."""
 
-    def __init__(self, run_id: str, client):
+    def __init__(self, run_id: str, client: MlflowClient):
         self.run_id = run_id
         self._client = client
 
-    def params(self, values: dict) -> None:
+    def params(self, values: Mapping[str, Value]) -> None:
         """Log ``values``; MLflow never changes a logged parameter, so where ``mlflow run`` already logged
         a key (an MLproject parameter as the user gave it, e.g. ``profile=auto``) and the value in force
         differs (``quick``), the value in force goes under ``<key>.resolved``."""
@@ -424,14 +437,14 @@ class LiveRun:
         for i in range(0, len(items), 100):
             self._client.log_batch(self.run_id, params=items[i : i + 100])
 
-    def metrics(self, values: dict, step: int = 0) -> None:
+    def metrics(self, values: Mapping[str, float], step: int = 0) -> None:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
         items = [Metric(k, float(v), now, step) for k, v in values.items()]
         self._client.log_batch(self.run_id, metrics=items)
 
-    def tags(self, values: dict) -> None:
+    def tags(self, values: Mapping[str, Value]) -> None:
         for k, v in values.items():
             self._client.set_tag(self.run_id, k, _text(v))
 
@@ -446,9 +459,9 @@ class LiveRun:
         """The run's one-line description (the UI's "Description")."""
         self._client.set_tag(self.run_id, "mlflow.note.content", text)
 
-    def dataset(self, table, name: str, source: str, context: str = "training") -> None:
+    def dataset(self, table: pd.DataFrame, name: str, source: str, context: str = "training") -> None:
         """``table`` (a DataFrame) as an MLflow dataset input of this run, with its context."""
-        from mlflow.data import from_pandas
+        from mlflow.data.pandas_dataset import from_pandas  # what mlflow.data.from_pandas is, at run time
         from mlflow.entities import DatasetInput, InputTag
         from mlflow.exceptions import MlflowException
 
@@ -472,11 +485,11 @@ class LiveRun:
                     raise
                 time.sleep(0.2 * (attempt + 1))
 
-    def table(self, table, artifact_file: str) -> None:
+    def table(self, table: pd.DataFrame, artifact_file: str) -> None:
         """``table`` as an MLflow table artifact (shown as a table in the UI)."""
         self._client.log_table(self.run_id, data=table, artifact_file=artifact_file)
 
-    def system_metrics(self, interval: float = 10.0):
+    def system_metrics(self, interval: float = 10.0) -> SystemMetricsMonitor | None:
         """Start logging CPU, memory, disk, network (and GPU where there is one) every ``interval`` s;
         returns the monitor (``finish()`` it), or None where MLflow cannot monitor this machine."""
         try:
@@ -497,7 +510,9 @@ class LiveRun:
     @property
     def artifact_uri(self) -> str:
         """Where the run's artifacts are stored (the store's own URI for them)."""
-        return self._client.get_run(self.run_id).info.artifact_uri
+        # the store gives every run it creates one (RunInfo's ``str | None`` is for a record not stored yet)
+        uri: str = self._client.get_run(self.run_id).info.artifact_uri
+        return uri
 
     def end(self, status: str = "FINISHED") -> None:
         self._client.set_terminated(self.run_id, status=status)
@@ -556,7 +571,7 @@ def sqlite_path(uri: str) -> Path | None:
     return Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
 
 
-def _open_client(uri: str):
+def _open_client(uri: str) -> MlflowClient:
     """An MLflow client on ``uri``. A SQLite store is opened under an exclusive lock on its folder: MLflow
     creates a new store's tables (alembic migrations) on first open, and two processes doing that at once
     leave it broken for good; the second opener waits and finds the tables made. A file that is no
@@ -610,6 +625,8 @@ class Store:
                 if self.client.get_experiment_by_name(name) is None:
                     raise
             found = self.client.get_experiment_by_name(name)
+            if found is None:  # deleted by another process the moment it was made
+                raise CctkError(f"experiment {name!r} was deleted from {self.uri} as cctk created it")
         if found.tags.get("mlflow.experimentKind") is None:  # new, or made before cctk tagged its kind
             self._tag_kind(found.experiment_id)
         return found.experiment_id
@@ -628,7 +645,7 @@ class Store:
         self,
         kind: str,
         name: str,
-        tags: dict | None = None,
+        tags: Mapping[str, Value] | None = None,
         parent: LiveRun | str | None = None,
         experiment_id: str | None = None,
         attach: bool = False,
@@ -644,9 +661,11 @@ class Store:
         """
         attached = os.environ.get("MLFLOW_RUN_ID") if attach else None
         continued = reopen or attached
-        experiment_id = None if continued else experiment_id or self.experiment()
         tags = {KIND: kind, **(tags or {})}
-        run = LiveRun(continued, self.client) if continued else self.start(experiment_id, name, tags, parent)
+        if continued:
+            run = LiveRun(continued, self.client)
+        else:
+            run = self.start(experiment_id or self.experiment(), name, tags, parent)
         with ending(run):  # set RUNNING again inside the lifecycle: a fault there ends it too
             if continued:
                 self.reopen(continued)
@@ -659,7 +678,11 @@ class Store:
         return ui_link(base, experiment_id, run_id)
 
     def start(
-        self, experiment_id: str, name: str, tags: dict | None = None, parent: LiveRun | str | None = None
+        self,
+        experiment_id: str,
+        name: str,
+        tags: Mapping[str, Value] | None = None,
+        parent: LiveRun | str | None = None,
     ) -> LiveRun:
         """Open a run (nested under ``parent``, a run or a run id, when given) without touching MLflow's
         active run; it carries the source tags (entry point, cctk version, git commit)."""
@@ -725,7 +748,7 @@ class Store:
         require_pipeline(run)
         return run
 
-    def metrics(self, run_id: str, names=None) -> dict[str, float]:
+    def metrics(self, run_id: str, names: Collection[str] | None = None) -> dict[str, float]:
         """The latest value of each metric of a run (only ``names``, when given)."""
         found = self.client.get_run(run_id).data.metrics
         return {k: v for k, v in found.items() if names is None or k in names}
@@ -835,7 +858,7 @@ def provenance_tags(flat: dict[str, str], packages: dict[str, str | None]) -> di
     }
 
 
-def _text(value) -> str:
+def _text(value: Value) -> str:
     return value if isinstance(value, str) else repr(value) if isinstance(value, float) else str(value)
 
 
@@ -888,15 +911,17 @@ class Accounts:
     def list(self) -> list[Account]:
         from mlflow.server.auth.routes import LIST_USER_PERMISSIONS, LIST_USERS  # imported by _auth_client
 
-        users = self._call(lambda: self._get(LIST_USERS, {})["users"], "list users")
+        users: list[dict[str, Any]] = self._call(lambda: self._get(LIST_USERS, {})["users"], "list users")
         return [
             Account(u["username"], bool(u["is_admin"]), self._grants(LIST_USER_PERMISSIONS, u["username"]))
             for u in sorted(users, key=lambda u: u["username"])
         ]
 
     def _grants(self, route: str, name: str) -> tuple[tuple[str, str], ...]:
-        rows = self._call(lambda: self._get(route, {"username": name})["permissions"], "list the users' grants")
-        names = {}
+        rows: list[dict[str, str]] = self._call(
+            lambda: self._get(route, {"username": name})["permissions"], "list the users' grants"
+        )
+        names: dict[str, str] = {}  # experiment id (or "*") -> its name
         for row in rows:
             if row["resource_type"] == "experiment" and row["resource_pattern"] not in names:
                 pattern = row["resource_pattern"]
@@ -905,14 +930,15 @@ class Accounts:
             sorted((names[r["resource_pattern"]], r["permission"]) for r in rows if r["resource_type"] == "experiment")
         )
 
-    def _get(self, route: str, params: dict) -> dict:
+    def _get(self, route: str, params: dict[str, str]) -> dict[str, Any]:
         from mlflow.utils.credentials import get_default_host_creds
         from mlflow.utils.rest_utils import http_request, verify_rest_response
 
         reply = http_request(get_default_host_creds(self.store.uri), route, "GET", params=params)
-        return verify_rest_response(reply, route).json()
+        found: dict[str, Any] = verify_rest_response(reply, route).json()  # the app's JSON object
+        return found
 
-    def _call(self, call: Callable[[], Any], what: str) -> Any:
+    def _call(self, call: Callable[[], T], what: str) -> T:
         """``call()``; a refusal or an error is one line naming what was asked."""
         try:
             return call()
@@ -991,7 +1017,8 @@ def _answer(url: str, login: bool) -> int | None:
         request.add_header("Authorization", f"Basic {token}")
     try:
         with urllib.request.urlopen(request, timeout=10) as reply:
-            return reply.status
+            status: int = reply.status  # an HTTPResponse's (typeshed leaves urlopen's reply untyped)
+            return status
     except urllib.error.HTTPError as error:
         return error.code
     except OSError:

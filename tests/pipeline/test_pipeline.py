@@ -274,6 +274,21 @@ def test_a_resume_finds_a_model_to_load_a_checkpoint_into():
     assert pipeline._skeleton({}, {"m_random": "m_recover"}, lambda: other) is other
 
 
+def test_a_resume_copies_a_finished_parent_still_in_memory():
+    """A finished parent in memory is what a resumed arm starts from (``_finished_weights``): a copy of it, its arm
+    found among the models its manual's options run (parts A: base, m_correct, m_random)."""
+    from types import SimpleNamespace
+
+    from cctk.manuals import registry as protocols
+
+    config = make_config("smollm2-135m-bundled", "smoke", (11, 12, 13, 14, 15), parts="A")
+    context = SimpleNamespace(protocol=protocols.get("v2"), config=config)
+    parent = torch.nn.Linear(2, 2)
+    weights = {"m_correct": parent}
+    copied = pipeline._finished_weights(context, "m_correct", weights, {}, (None, None, None, print))
+    assert copied is not parent and torch.equal(copied.weight, parent.weight) and weights == {"m_correct": parent}
+
+
 def _interrupted_pipeline(tiny_dir, tmp_path, status: str):
     """A pipeline parent run as an interrupted ``cctk run`` leaves it: its params, tags and a session
     folder holding only the draws (status ``status``)."""

@@ -19,9 +19,11 @@ compiles on every device.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any, overload
 
 import torch
 from torch import Tensor
+from torch.optim.optimizer import ParamsT
 from torchao.optim.quant_utils import quantize_8bit_with_qmap, scale_tensor
 from torchao.optim.subclass_8bit import OptimState8bit  # its import warnings are silenced in cctk/__init__.py
 
@@ -100,7 +102,8 @@ def _dense(moment: Tensor) -> Tensor:
 
 
 def _zeros_8bit(p: Tensor, signed: bool) -> Tensor:
-    return OptimState8bit.zeros(p.shape, signed, BLOCK, p.device, dtype=torch.float32)
+    zeros: Tensor = OptimState8bit.zeros(p.shape, signed, BLOCK, p.device, dtype=torch.float32)  # torchao: untyped
+    return zeros
 
 
 def quantized(p: Tensor) -> bool:
@@ -115,18 +118,18 @@ class AdamW8bit(torch.optim.Optimizer):
 
     def __init__(
         self,
-        params,
+        params: ParamsT,
         lr: float = 1e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         weight_decay: float = 1e-2,
         compiled: bool | None = None,
-    ):
+    ) -> None:
         super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
         self.compiled = compiled
         self._update: Callable[..., None] | None = None
 
-    def add_param_group(self, param_group: dict) -> None:
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
         """The learning rate as a 0-d float32 tensor on the host: the schedule fills it in place (no
         recompilation, no read), the update reads it as a scalar."""
         super().add_param_group(param_group)
@@ -134,8 +137,8 @@ class AdamW8bit(torch.optim.Optimizer):
         if not isinstance(group["lr"], Tensor):
             group["lr"] = torch.tensor(group["lr"], dtype=torch.float32)
 
-    def _state(self, p: Tensor) -> dict:
-        state = self.state[p]
+    def _state(self, p: Tensor) -> dict[str, Tensor]:
+        state: dict[str, Tensor] = self.state[p]
         if not state:
             state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
             for name, signed in (("exp_avg", True), ("exp_avg_sq", False)):
@@ -150,8 +153,12 @@ class AdamW8bit(torch.optim.Optimizer):
             self._update = torch.compile(adamw_update, fullgraph=True, dynamic=False)
         return self._update
 
+    @overload
+    def step(self, closure: None = None) -> None: ...
+    @overload
+    def step(self, closure: Callable[[], float]) -> float: ...
     @torch.no_grad()
-    def step(self, closure=None):
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
         """Every tensor's update, none read on the host; skipped on the device where the GradScaler found a
         gradient that is not finite (``found_inf``), unscaled on the device where it left the scale in."""
         loss = None

@@ -15,21 +15,29 @@ from __future__ import annotations
 
 import platform
 import time
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from ..errors import CctkError
+from .record import TrainRecord
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+    from .corpus import Row
 
 GEMM_SIZE = 2048  # a large square product: the rate the matrix units reach, not a small kernel's
 X86_BF16 = ("avx512_bf16", "amx_bf16")
 
 
-def example_flops(model, rows) -> float:
+def example_flops(model: PreTrainedModel, rows: Sequence[Row]) -> float:
     """Mean FLOPs of one training example: forward + backward (3 x 2 x weights x tokens) through the
     transformer blocks at every position, through the LM head at the answer positions only."""
-    head = model.get_output_embeddings().weight
+    head: torch.Tensor = model.get_output_embeddings().weight
     body = sum(
         m.weight.numel() for name, m in model.named_modules() if isinstance(m, torch.nn.Linear) and m.weight is not head
     )
@@ -42,14 +50,14 @@ def peak_flops(
     dtype: torch.dtype = torch.float32, device: str = "cpu", size: int = GEMM_SIZE, seconds: float = 1.5
 ) -> float:
     """The matrix-product rate this device reaches in ``dtype``: repeated ``size``-cube GEMMs."""
-    device = torch.device(device)
-    a, b = (torch.randn(size, size, dtype=dtype, device=device) for _ in range(2))
-    _sync(device, a @ b)  # warm-up
+    where = torch.device(device)
+    a, b = (torch.randn(size, size, dtype=dtype, device=where) for _ in range(2))
+    _sync(where, a @ b)  # warm-up
     count, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         out = a @ b
         count += 1
-    _sync(device, out)
+    _sync(where, out)
     return 2 * size**3 * count / (time.perf_counter() - start)
 
 
@@ -73,14 +81,14 @@ def cpu_flags() -> set[str]:
 
 def bf16_missing(device: str = "cpu", flags: set[str] | None = None) -> str | None:
     """None where ``device`` computes in bf16 natively, else what it has instead (one phrase)."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        major, minor = torch.cuda.get_device_capability(device)
+    where = torch.device(device)
+    if where.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(where)
         if major >= 8:
             return None
-        return f"{torch.cuda.get_device_name(device)} (compute capability {major}.{minor}) has no bf16 arithmetic"
-    if device.type != "cpu":
-        return f"{device.type} devices are not checked for bf16 arithmetic"
+        return f"{torch.cuda.get_device_name(where)} (compute capability {major}.{minor}) has no bf16 arithmetic"
+    if where.type != "cpu":
+        return f"{where.type} devices are not checked for bf16 arithmetic"
     flags = cpu_flags() if flags is None else flags
     if flags & {*X86_BF16, "bf16"}:
         return None
@@ -151,7 +159,9 @@ def peak_gflops(device: str = "cpu", precision: str = "float32") -> float:
     return peak_flops(dtype, device) / 1e9
 
 
-def training_cost(records, device: str = "cpu", precision: str = "float32", earlier: float | None = None) -> Cost:
+def training_cost(
+    records: Collection[TrainRecord], device: str = "cpu", precision: str = "float32", earlier: float | None = None
+) -> Cost:
     """The cost of the fine-tuning runs ``records`` (TrainRecords) at the device's GEMM peak: measured now
     and, given ``earlier`` (GFLOP/s, e.g. at the run's start), the higher of the two: a machine that was
     busier at one of the two moments does not lower the limit the run is held to."""

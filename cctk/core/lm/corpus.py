@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import torch
@@ -27,7 +28,12 @@ from ..errors import CctkError
 from ..facts import answer_text, prompt, rng
 from .scoring import answer_tree, encode
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
 IGNORE = -100  # the label PyTorch's and Transformers' cross-entropy skip
+Trie = dict[int, "Trie"]  # token -> the prefixes that continue with it
+Row = tuple[list[int], list[int]]  # a tokenized training row: its input ids and labels (IGNORE: not learned)
 
 
 @dataclass(frozen=True)
@@ -53,9 +59,9 @@ def build_corpus(
     return [examples[i] for i in order]
 
 
-def tokenize(examples: Sequence[Example], tokenizer) -> list[tuple[list[int], list[int]]]:
+def tokenize(examples: Sequence[Example], tokenizer: PreTrainedTokenizerBase) -> list[Row]:
     """(input_ids, labels) per example; each distinct text is tokenized once."""
-    cache: dict[tuple[str, str], tuple[list[int], list[int]]] = {}
+    cache: dict[tuple[str, str], Row] = {}
     rows = []
     for ex in examples:
         key = (ex.prompt, ex.completion)
@@ -68,7 +74,7 @@ def tokenize(examples: Sequence[Example], tokenizer) -> list[tuple[list[int], li
     return rows
 
 
-def collate(batch: Sequence[tuple[list[int], list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
+def collate(batch: Sequence[Row], pad_id: int) -> dict[str, torch.Tensor]:
     """Right-pad a batch to its longest row: input_ids, attention_mask, labels, each (B, T)."""
     width = max(len(ids) for ids, _ in batch)
     input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
@@ -104,7 +110,7 @@ class Packed:
     weights: torch.Tensor  # (M,) float32: rows that make that prediction
 
 
-def pack(batch: Sequence[tuple[list[int], list[int]]]) -> Packed:
+def pack(batch: Sequence[Row]) -> Packed:
     """The batch's rows as one prefix tree (see ``Packed``); only supervised tokens are predicted."""
     tree = answer_tree([ids for ids, _ in batch])
     labels = torch.tensor([label for _, row_labels in batch for label in row_labels])
@@ -117,9 +123,9 @@ def pack(batch: Sequence[tuple[list[int], list[int]]]) -> Packed:
     return Packed(torch.tensor([tree.tokens]), positions[None], tree.ancestors, keep, rows, pairs[1], weights.float())
 
 
-def shared_tokens(batch: Sequence[tuple[list[int], list[int]]]) -> float:
+def shared_tokens(batch: Sequence[Row]) -> float:
     """Share of the fed tokens (all but each row's last) that a prefix tree would not feed again."""
-    root: dict = {}
+    root: Trie = {}
     fed = nodes = 0
     for ids, _ in batch:
         level = root

@@ -11,7 +11,7 @@ import importlib.util
 import os
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -240,7 +240,7 @@ def gpu_share() -> float:
 
 
 @contextmanager
-def out_of_memory_as_line(plan: Plan, device, where: str):
+def out_of_memory_as_line(plan: Plan, device: torch.device | str, where: str) -> Iterator[None]:
     """An out-of-memory error inside the block as one line (``OutOfMemory``): where, the allocator's words,
     the estimate it was checked against and what fits, never the allocator's traceback."""
     import torch

@@ -22,9 +22,11 @@ from __future__ import annotations
 import inspect
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -33,10 +35,24 @@ from ..config import Recipe
 from ..errors import CctkError
 from ..facts import rng
 from .compute import example_flops
-from .corpus import IGNORE, Packed, collate, pack, shared_tokens
+from .corpus import IGNORE, Packed, Row, collate, pack, shared_tokens
 from .device import device_step
 from .memory import process_peak, reset_process_peak
 from .record import TrainRecord
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+OnStep = Callable[[int, int, "float | torch.Tensor"], None]  # (epoch, step, loss: a float, or the device's tensor)
+Batch = Packed | dict[str, torch.Tensor]  # a batch as the model is fed it: a prefix tree, or padded rows
+
+
+class PeakMemory(Protocol):
+    """Where a CUDA device's peak memory statistics are read: ``torch.cuda`` (a fake in the tests)."""
+
+    def reset_peak_memory_stats(self, device: torch.device) -> None: ...
+
+    def max_memory_allocated(self, device: torch.device) -> int: ...
 
 
 class NonFiniteLoss(CctkError):
@@ -48,20 +64,20 @@ NORM_ADVICE = "lower --learning-rate"
 
 
 def fine_tune(
-    model,
-    rows: list[tuple[list[int], list[int]]],
+    model: PreTrainedModel,
+    rows: list[Row],
     recipe: Recipe,
     seed: int,
     pad_id: int,
     name: str = "run",
-    on_step: Callable[[int, int, float | None], None] | None = None,
-    on_epoch: Callable[[int, object], None] | None = None,
+    on_step: OnStep | None = None,
+    on_epoch: Callable[[int, PreTrainedModel], None] | None = None,
     *,
     pack_batches: bool = True,
     row_gradients: bool = True,
     host_checks: bool | None = None,
     on_loss: Callable[[int, float], None] | None = None,
-    cuda=torch.cuda,
+    cuda: PeakMemory = torch.cuda,
 ) -> TrainRecord:
     """Train ``model`` in place on tokenized ``rows`` (input_ids, labels) with ``recipe``.
 
@@ -94,12 +110,15 @@ def fine_tune(
     _reset_peaks(device, cuda)
     packing = pack_batches and not has_dropout(model)
     model.train()
-    epoch_losses, steps, start, aside = [], 0, time.perf_counter(), 0.0
+    epoch_losses: list[float] = []
+    steps, start, aside = 0, time.perf_counter(), 0.0
     with tied_embedding_rows(model, row_gradients):
         for epoch in range(recipe.epochs):
-            losses, first = [], steps + 1
+            losses: list[float] = []
+            first = steps + 1
             for batch_rows in _batches(rows, recipe.batch_size, order):
                 batch = to_model(batch_rows, pad_id, device, packing)
+                loss: float | torch.Tensor
                 if guard is None:
                     loss = _step(
                         model, optimizer, batch, recipe, f"{name}: ", f"at epoch {epoch + 1}, step {steps + 1}"
@@ -138,14 +157,14 @@ def fine_tune(
     )
 
 
-def _reset_peaks(device: torch.device, cuda=torch.cuda) -> None:
+def _reset_peaks(device: torch.device, cuda: PeakMemory = torch.cuda) -> None:
     if device.type == "cuda" or cuda is not torch.cuda:
         cuda.reset_peak_memory_stats(device)
     else:
         reset_process_peak()
 
 
-def _peaks(device: torch.device, cuda=torch.cuda) -> tuple[int, int]:
+def _peaks(device: torch.device, cuda: PeakMemory = torch.cuda) -> tuple[int, int]:
     """(peak GPU memory, peak resident memory of the process) of the run: each 0 where it is not the device
     (``cuda`` other than ``torch.cuda``: a reader of a GPU's statistics, whatever the device)."""
     if device.type == "cuda" or cuda is not torch.cuda:
@@ -156,7 +175,7 @@ def _peaks(device: torch.device, cuda=torch.cuda) -> tuple[int, int]:
 MIN_SHARED = 0.1  # pack a batch when its prefix tree feeds at least 10% fewer tokens
 
 
-def to_model(batch_rows, pad_id: int, device: torch.device, packing: bool = True) -> Packed | dict:
+def to_model(batch_rows: Sequence[Row], pad_id: int, device: torch.device, packing: bool = True) -> Batch:
     """The batch as the model is fed it: one prefix tree where the rows share enough, else padded rows.
 
     Built on the host (the columns the loss needs included, so the device never reports a shape back);
@@ -185,7 +204,7 @@ def to_model(batch_rows, pad_id: int, device: torch.device, packing: bool = True
     return {k: move(v) for k, v in batch.items()}
 
 
-def _mover(device: torch.device):
+def _mover(device: torch.device) -> Callable[[torch.Tensor], torch.Tensor]:
     if device.type == "cuda":
         return lambda t: t.pin_memory().to(device, non_blocking=True)
     return lambda t: t.to(device)
@@ -196,7 +215,7 @@ def supervised_columns(labels: torch.Tensor) -> torch.Tensor:
     return (labels[:, 1:] != IGNORE).any(dim=0).nonzero().squeeze(1)
 
 
-def has_dropout(model) -> bool:
+def has_dropout(model: nn.Module) -> bool:
     """Whether training would drop anything: a dropout module or a config dropout rate above 0."""
     if any(isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules()):
         return True
@@ -212,7 +231,7 @@ def has_dropout(model) -> bool:
 HALF = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def _autocast(device: torch.device, precision: str):
+def _autocast(device: torch.device, precision: str) -> torch.autocast:
     """bf16 or fp16 autocast of the matrix products (weights, gradients, optimizer stay float32), or nothing."""
     return torch.autocast(device.type, dtype=HALF.get(precision, torch.bfloat16), enabled=precision in HALF)
 
@@ -240,10 +259,13 @@ class _DeviceGuard:
     steps skipped (at the run's end) stops it.
     """
 
-    def __init__(self, device: torch.device, recipe: Recipe):
+    def __init__(self, device: torch.device, recipe: Recipe) -> None:
         self.recipe, self.device, self.fp16 = recipe, device, recipe.precision == "fp16"
-        self.scaler = torch.amp.GradScaler(
-            device.type, **({} if self.fp16 else {"init_scale": 1.0, "growth_interval": 2**30})
+        # fp16: GradScaler's own defaults; else a scale of 1 that never grows
+        self.scaler = (
+            torch.amp.GradScaler(device.type)
+            if self.fp16
+            else torch.amp.GradScaler(device.type, init_scale=1.0, growth_interval=2**30)
         )
         self.losses: list[torch.Tensor] = []  # the epoch's, 0-d on the device
         self.norms: list[torch.Tensor] = []
@@ -251,7 +273,7 @@ class _DeviceGuard:
         self.steps = 0  # steps of the epochs read so far
         self.scale = 1.0  # the loss scale as last read
 
-    def step(self, model, optimizer, batch) -> torch.Tensor:
+    def step(self, model: PreTrainedModel, optimizer: torch.optim.Optimizer, batch: Batch) -> torch.Tensor:
         """One optimizer step; returns its loss, a 0-d tensor left on the device (reading it waits for it)."""
         optimizer.zero_grad(set_to_none=True)
         with _autocast(self.device, self.recipe.precision):
@@ -259,8 +281,8 @@ class _DeviceGuard:
         self.losses.append(loss.detach().float())
         self.scaler.scale(loss).backward()
         self.scaler.unscale_(optimizer)
-        params = [p for p in model.parameters() if p.grad is not None]
-        norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+        params, grads = _gradients(model)
+        norm = torch.nn.utils.get_total_norm(grads)
         self.norms.append(norm.detach().float())
         if self.recipe.grad_clip:  # clip_grad_norm_'s factor, clamped to 1, applied on the device
             torch.nn.utils.clip_grads_with_norm_(params, self.recipe.grad_clip, norm)
@@ -276,7 +298,9 @@ class _DeviceGuard:
         n = len(self.losses)
         scale = self.scaler._get_scale_async()  # the scale as a tensor on the device: no read of its own
         assert scale is not None  # set by the epoch's first scale()
-        values = torch.cat([torch.stack(self.losses), torch.stack(self.norms), scale.reshape(1).float()]).tolist()
+        values: list[float] = torch.cat(
+            [torch.stack(self.losses), torch.stack(self.norms), scale.reshape(1).float()]
+        ).tolist()
         losses, norms, self.scale = values[:n], values[n : 2 * n], values[-1]
         self.losses, self.norms = [], []
         for i, (loss, norm) in enumerate(zip(losses, norms, strict=True)):
@@ -309,12 +333,19 @@ class _DeviceGuard:
         )
 
 
-def _step(model, optimizer, batch, recipe: Recipe, who: str = "", where: str = "") -> float:
+def _step(
+    model: PreTrainedModel,
+    optimizer: torch.optim.Optimizer,
+    batch: Batch,
+    recipe: Recipe,
+    who: str = "",
+    where: str = "",
+) -> float:
     """One optimizer step; a non-finite loss or gradient norm raises before the weights change."""
     optimizer.zero_grad(set_to_none=True)
     with _autocast(next(model.parameters()).device, recipe.precision):  # the forward pass only
         loss = batch_loss(model, batch)
-    value = loss.item()
+    value = float(loss.item())
     if not math.isfinite(value):
         raise NonFiniteLoss(f"{who}the loss became {value} {where}; {LOSS_ADVICE}")
     loss.backward()
@@ -326,20 +357,26 @@ def _step(model, optimizer, batch, recipe: Recipe, who: str = "", where: str = "
     return value
 
 
-def _clip(model, bound: float) -> float:
+def _clip(model: nn.Module, bound: float) -> float:
     """``clip_grad_norm_(params, bound)``, bit for bit, and the total norm (taken for the guard even with
     ``bound`` 0, no clipping: manual 1.0.0). The gradients are rescaled only when the bound bites:
     ``clip_grad_norm_`` multiplies every gradient by its clamped coefficient, 1.0 when the norm is below
     the bound, a write pass over all 135M gradients per step that changes nothing."""
-    params = [p for p in model.parameters() if p.grad is not None]
-    norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+    params, grads = _gradients(model)
+    norm = torch.nn.utils.get_total_norm(grads)
     total = float(norm)  # one device-to-host read
     if bound and bound / (total + 1e-6) < 1.0:  # the coefficient clip_grad_norm_ clamps to 1
         torch.nn.utils.clip_grads_with_norm_(params, bound, norm)
     return total
 
 
-def completion_loss(model, batch) -> torch.Tensor:
+def _gradients(model: nn.Module) -> tuple[list[nn.Parameter], list[torch.Tensor]]:
+    """The parameters that have a gradient, and those gradients, in the same order."""
+    params = [p for p in model.parameters() if p.grad is not None]
+    return params, [p.grad for p in params if p.grad is not None]
+
+
+def completion_loss(model: PreTrainedModel, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """Mean cross-entropy over the completion tokens, as Hugging Face computes it for labels.
 
     The LM head runs only on columns that predict some completion token: with the prompt
@@ -355,11 +392,11 @@ def completion_loss(model, batch) -> torch.Tensor:
     return F.cross_entropy(logits.float().flatten(0, 1), targets[:, keep].flatten(), ignore_index=IGNORE)
 
 
-def batch_loss(model, batch: Packed | dict) -> torch.Tensor:
+def batch_loss(model: PreTrainedModel, batch: Batch) -> torch.Tensor:
     return packed_loss(model, batch) if isinstance(batch, Packed) else completion_loss(model, batch)
 
 
-def packed_loss(model, batch: Packed) -> torch.Tensor:
+def packed_loss(model: PreTrainedModel, batch: Packed) -> torch.Tensor:
     """``completion_loss`` of a packed batch: each distinct prediction once, weighted by its rows."""
     dtype = next(model.parameters()).dtype
     mask = torch.zeros(batch.allowed.shape, dtype=dtype, device=batch.allowed.device)
@@ -388,13 +425,13 @@ class _EmbeddingRows(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, ids, dummy, embedding):
+    def forward(ctx: Any, ids: torch.Tensor, dummy: torch.Tensor, embedding: nn.Embedding) -> torch.Tensor:
         ctx.save_for_backward(ids)
         ctx.weight, ctx.padding_idx = embedding.weight, embedding.padding_idx
         return F.embedding(ids, embedding.weight.detach(), embedding.padding_idx)
 
     @staticmethod
-    def backward(ctx, grad):
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[None, None, None]:
         (ids,) = ctx.saved_tensors
         ids, grad = ids.reshape(-1), grad.reshape(-1, grad.shape[-1])
         if ctx.padding_idx is not None:  # as F.embedding: the padding row gets no gradient; zeroed rows, not
@@ -407,36 +444,39 @@ class _EmbeddingRows(torch.autograd.Function):
 
 
 @contextmanager
-def tied_embedding_rows(model, enabled: bool = True):
+def tied_embedding_rows(model: PreTrainedModel, enabled: bool = True) -> Iterator[None]:
     """Within the block, a tied input embedding's gradient goes through ``_EmbeddingRows``."""
     embedding, head = model.get_input_embeddings(), model.get_output_embeddings()
-    plain = (
-        type(embedding) is nn.Embedding
-        and head is not None
-        and embedding.weight is head.weight
-        and embedding.max_norm is None
-        and not embedding.scale_grad_by_freq
-        and not embedding.sparse
-    )
-    if not (enabled and plain and embedding.weight.requires_grad) or "forward" in vars(embedding):  # hooked: leave it
+    if (
+        not enabled
+        or type(embedding) is not nn.Embedding  # a plain embedding, tied to the head
+        or head is None
+        or embedding.weight is not head.weight
+        or embedding.max_norm is not None
+        or embedding.scale_grad_by_freq
+        or embedding.sparse
+        or not embedding.weight.requires_grad
+        or "forward" in vars(embedding)  # hooked: leave it
+    ):
         yield
         return
     dummy = torch.zeros((), requires_grad=True)
-    embedding.forward = lambda ids: _EmbeddingRows.apply(ids, dummy, embedding)
+    # The instance's own forward for the block, over the class's (``del`` restores it); Function.apply is unannotated.
+    embedding.forward = lambda ids: _EmbeddingRows.apply(ids, dummy, embedding)  # type: ignore[method-assign, assignment, no-untyped-call]  # an instance's forward patched for the block
     try:
         yield
     finally:
         del embedding.forward  # the class's forward again
 
 
-def _batches(rows, batch_size: int, order):
+def _batches(rows: Sequence[Row], batch_size: int, order: np.random.Generator) -> Iterator[list[Row]]:
     """Shuffled batches, a new order each epoch from the run's own stream."""
     perm = order.permutation(len(rows))
     for i in range(0, len(rows), batch_size):
         yield [rows[j] for j in perm[i : i + batch_size]]
 
 
-def make_optimizer(model, recipe: Recipe) -> torch.optim.Optimizer:
+def make_optimizer(model: nn.Module, recipe: Recipe) -> torch.optim.Optimizer:
     """The recipe's optimizer: AdamW (fused into one kernel where this torch build has one for the device)
     or cctk's 8-bit AdamW (``cctk.core.lm.adamw8bit``: torchao's 8-bit moments, no read on the host)."""
     params = [p for p in model.parameters() if p.requires_grad]

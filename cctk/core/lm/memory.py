@@ -46,9 +46,13 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from ..config import Recipe
 from ..errors import CctkError
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig, PreTrainedModel
 
 GIB = 2**30
 CUDA_CONTEXT = 512 * 2**20  # the CUDA runtime and kernels' share of a device, before any tensor (outside the allocator)
@@ -79,7 +83,7 @@ class Shape:
     heads: int
 
     @classmethod
-    def of_config(cls, config) -> Shape:
+    def of_config(cls, config: PretrainedConfig) -> Shape:
         """The shape of a transformers config, its parameters counted on the meta device (no memory)."""
         import torch
         from transformers import AutoModelForCausalLM
@@ -89,12 +93,13 @@ class Shape:
         return cls.of_model(model)
 
     @classmethod
-    def of_model(cls, model) -> Shape:
+    def of_model(cls, model: PreTrainedModel) -> Shape:
         import torch
 
         config = model.config
 
-        def get(*names):
+        def get(*names: str) -> Any:
+            """The config's value under the first of ``names`` it sets (architectures name them differently)."""
             return next((getattr(config, n) for n in names if getattr(config, n, None)), None)
 
         head = model.get_output_embeddings()

@@ -14,11 +14,19 @@ import re
 import shutil
 import socket
 import tempfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from ..errors import CctkError, did_you_mean
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
+
+    from .memory import Shape
 
 BUNDLED = "smollm2-135m-bundled"
 
@@ -31,7 +39,7 @@ class ModelSpec:
     # The architecture as its Hub config.json gives it (model_type, then the sizes): memory is planned
     # from it before anything is downloaded (cctk.core.lm.memory); tests build each on the meta device and count
     # exactly the parameters the model cards state.
-    shape: tuple[str, dict] = ("llama", {})
+    shape: tuple[str, Mapping[str, int | float | bool]] = ("llama", {})
 
 
 _SMOLLM2_135M = (
@@ -194,7 +202,8 @@ ROSTER: dict[str, ModelSpec] = {
     ]
 }
 
-_last_loaded: dict[str, tuple] = {}  # one pristine model kept in memory, so reloading it is a copy
+Loaded = tuple["PreTrainedModel", "PreTrainedTokenizerBase"]  # what ``load_model`` returns
+_last_loaded: dict[str, Loaded] = {}  # one pristine model kept in memory, so reloading it is a copy
 
 
 @dataclass(frozen=True)
@@ -258,7 +267,7 @@ def check_available(key_or_path: str) -> ModelSource:
     return found
 
 
-def load_model(model: ModelSource | str, dtype=None, keep: bool = True):
+def load_model(model: ModelSource | str, dtype: torch.dtype | None = None, keep: bool = True) -> Loaded:
     """Return ``(model, tokenizer)``: a fresh copy, in eval mode, on the CPU, in ``dtype`` (float32).
 
     ``model``: its source as the input checks resolved it (``check_available``), or a name, resolved here.
@@ -280,26 +289,32 @@ def load_model(model: ModelSource | str, dtype=None, keep: bool = True):
     return copy.deepcopy(lm), tokenizer
 
 
-def _load(found: ModelSource, dtype):
+def _load(found: ModelSource, dtype: torch.dtype) -> Loaded:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    kwargs: dict[str, str] = {}
     if found.key == BUNDLED:
-        folder, kwargs = bundled_folder(), {}
-        if folder is None:  # no cache to write: read the GGUF itself
+        cached = bundled_folder()
+        if cached is None:  # no cache to write: read the GGUF itself
             folder, name = bundled_gguf()
             kwargs = {"gguf_file": name}
+        else:
+            folder = cached
     elif Path(found.key).is_dir():
-        folder, kwargs = found.key, {}
+        folder = found.key
     else:
-        folder, kwargs = _hub_source(found.id), {}
-    tokenizer = AutoTokenizer.from_pretrained(folder, **kwargs)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, **kwargs)
+        folder = _hub_source(found.id)
+    tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(folder, **kwargs)
+    model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, **kwargs)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    return model.to(dtype).eval(), tokenizer
+    # ``to`` through its Module type: transformers wraps its override in functools.wraps, which mypy reads unbound
+    module: torch.nn.Module = model
+    module.to(dtype)  # in place, as Module.to is
+    return model.eval(), tokenizer
 
 
-def model_config(key_or_path: str):
+def model_config(key_or_path: str) -> PretrainedConfig:
     """The model's architecture (a transformers config) without its weights: a roster key's from the roster,
     a local folder's or another Hub id's read with ``AutoConfig`` (a broken or unknown config fails here,
     in one line, before any run exists)."""
@@ -308,16 +323,18 @@ def model_config(key_or_path: str):
     spec = ROSTER.get(key_or_path)
     if spec is not None:
         model_type, sizes = spec.shape
-        return AutoConfig.for_model(model_type, **sizes)
+        config: PretrainedConfig = AutoConfig.for_model(model_type, **sizes)
+        return config
     source = key_or_path if Path(key_or_path).is_dir() else _cached(key_or_path) or key_or_path
     try:
-        return AutoConfig.from_pretrained(source)
+        read: PretrainedConfig = AutoConfig.from_pretrained(source)
+        return read
     except Exception as error:  # a broken config.json, an unknown model_type, an unreadable file
         first = " ".join(str(error).split())[:300]
         raise CctkError(f"cannot read the configuration of {key_or_path}: {type(error).__name__}: {first}") from None
 
 
-def roster_shapes() -> dict:
+def roster_shapes() -> dict[str, Shape]:
     """The roster's models (the bundled one is smollm2-135m's shape) as ``cctk.core.lm.memory.Shape`` by key, built
     from their shipped configurations: what fits a device is named from these."""
     from .memory import Shape
@@ -424,7 +441,7 @@ def bundled_folder() -> str | None:
     return converted(target, _write_bundled)
 
 
-def converted(target: Path, write) -> str | None:
+def converted(target: Path, write: Callable[[Path], Any]) -> str | None:
     """``target`` as a folder that ``write(folder)`` filled, written once: into a temporary folder beside
     it, then renamed, so a folder that exists is complete and two processes converting at once both end
     with the same one. None (and nothing left behind) where the cache cannot be written."""
@@ -457,13 +474,13 @@ def _write_bundled(folder: Path) -> None:
     tokenizer.save_pretrained(folder)
 
 
-def _float32():
+def _float32() -> torch.dtype:
     import torch
 
     return torch.float32
 
 
-def _plain(model):
+def _plain(model: PreTrainedModel) -> PreTrainedModel:
     """A model loaded from a GGUF is flagged quantized and cannot ``save_pretrained``: the same weights in
     a model built from its config (``architectures`` set, the quantization entry dropped)."""
     from transformers import AutoModelForCausalLM
@@ -472,7 +489,7 @@ def _plain(model):
     config.architectures = [type(model).__name__]
     if hasattr(config, "quantization_config"):  # the GGUF's: a plain folder holds float32 weights
         del config.quantization_config
-    plain = AutoModelForCausalLM.from_config(config, dtype=_float32())
+    plain: PreTrainedModel = AutoModelForCausalLM.from_config(config, dtype=_float32())
     plain.load_state_dict(model.state_dict(), strict=True)
     return plain
 

@@ -8,6 +8,7 @@ and a run's records hold it (and the model's source, ``models.ModelSource``), so
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 # A fine-tuning run's columns in a table of them, after its model's and its parent's (``TrainRecord.row``).
 TRAINING_COLUMNS = (
@@ -56,14 +57,14 @@ class TrainRecord:
         )
         return dict(zip(TRAINING_COLUMNS, values, strict=True))
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         data = {**asdict(self), "losses": list(self.losses), "examples_per_second": self.examples_per_second}
         if self.skipped_steps is None:  # not counted (every precision but fp16): the file as before
             del data["skipped_steps"]
         return data
 
     @classmethod
-    def from_json(cls, data: dict) -> TrainRecord:
+    def from_json(cls, data: dict[str, Any]) -> TrainRecord:
         skipped = data.get("skipped_steps")
         return cls(
             int(data["examples"]),

@@ -22,13 +22,21 @@ from __future__ import annotations
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import torch
 
-from ..facts import ADDITIONS, SCORING, Scoring, prompt
+from ..facts import ADDITIONS, SCORING, Pair, Scoring, prompt
 from ..readings import COLUMNS
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+# ``pack_forest``'s row: input_ids (B, L), position_ids (B, L), allowed (B, L, L) bool, out_cols (Nmax+1,)
+Forest = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
 INDEXES = ("sum", "mean")  # what the softmax of one addition is taken over
 LOGIT_BUDGET = 2**26  # float32 logits held at once (256 MiB); sets the rows per forward pass
@@ -52,8 +60,12 @@ class AnswerTree:
 
 def answer_tree(answers: Sequence[Sequence[int]]) -> AnswerTree:
     nodes: dict[tuple[int, ...], int] = {}
-    tokens, depth, parent = [], [], []
-    slots, owners, targets = [], [], []
+    tokens: list[int] = []
+    depth: list[int] = []
+    parent: list[int] = []
+    slots: list[int] = []
+    owners: list[int] = []
+    targets: list[int] = []
     for owner, ids in enumerate(answers):
         for j, token in enumerate(ids):
             prefix = tuple(ids[:j])
@@ -77,7 +89,7 @@ def answer_tree(answers: Sequence[Sequence[int]]) -> AnswerTree:
     )
 
 
-def pack_forest(prompts: Sequence[Sequence[int]], trees: Sequence[AnswerTree], pad_id: int):
+def pack_forest(prompts: Sequence[Sequence[int]], trees: Sequence[AnswerTree], pad_id: int) -> Forest:
     """Pack each prompt and its own answer tree into one row; row r carries ``trees[r]``.
 
     Prompts are left-padded to Pmax, trees right-padded to the largest, Nmax nodes::
@@ -112,13 +124,15 @@ def pack_forest(prompts: Sequence[Sequence[int]], trees: Sequence[AnswerTree], p
     return ids, pos, allowed, torch.arange(p_max - 1, size)
 
 
-def pack_rows(prompts: Sequence[Sequence[int]], tree: AnswerTree, pad_id: int):
+def pack_rows(prompts: Sequence[Sequence[int]], tree: AnswerTree, pad_id: int) -> Forest:
     """``pack_forest`` with one tree for every row (the candidates of ``measure``)."""
     return pack_forest(prompts, [tree] * len(prompts), pad_id)
 
 
 @torch.inference_mode()
-def score_forest(model, prompts: Sequence[Sequence[int]], trees: Sequence[AnswerTree], pad_id: int) -> torch.Tensor:
+def score_forest(
+    model: PreTrainedModel, prompts: Sequence[Sequence[int]], trees: Sequence[AnswerTree], pad_id: int
+) -> torch.Tensor:
     """The one scoring kernel: the summed log-probability of every answer of every row, teacher-forced
     after the row's prompt; float64, (answers of row 0, then of row 1, ...,).
 
@@ -140,7 +154,12 @@ def score_forest(model, prompts: Sequence[Sequence[int]], trees: Sequence[Answer
     return torch.zeros(sum(counts), dtype=torch.float64).index_add_(0, owner, per_token)
 
 
-def measure(model, tokenizer, additions=ADDITIONS, scoring: Scoring = SCORING) -> pd.DataFrame:
+def measure(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    additions: Sequence[Pair] = ADDITIONS,
+    scoring: Scoring = SCORING,
+) -> pd.DataFrame:
     """Score every candidate of every addition; one row per (a, b, candidate), sorted.
 
     Columns: a, b, candidate_value, logprob (sum over the answer's tokens), n_tokens, prob.
@@ -162,28 +181,38 @@ def measure(model, tokenizer, additions=ADDITIONS, scoring: Scoring = SCORING) -
     return _table(additions, candidates, answers, torch.cat(scores).numpy(), index)
 
 
-def _score_rows(model, prompts, tree: AnswerTree, pad_id: int, n_candidates: int) -> torch.Tensor:
+def _score_rows(
+    model: PreTrainedModel, prompts: Sequence[Sequence[int]], tree: AnswerTree, pad_id: int, n_candidates: int
+) -> torch.Tensor:
     """(B, C) summed log-probabilities: every row the same tree of the C candidates."""
     return score_forest(model, prompts, [tree] * len(prompts), pad_id).reshape(len(prompts), n_candidates)
 
 
-def _forward(model, ids, pos, mask, out_cols) -> torch.Tensor:
+def _forward(
+    model: PreTrainedModel, ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor, out_cols: torch.Tensor
+) -> torch.Tensor:
     """Logits at ``out_cols`` only, so the LM head skips the prompt's other tokens."""
     was_training = model.training
     model.eval()
     try:
         if "logits_to_keep" in inspect.signature(model.forward).parameters:
-            return model(
+            kept: torch.Tensor = model(
                 input_ids=ids, position_ids=pos, attention_mask=mask, logits_to_keep=out_cols, use_cache=False
             ).logits
-        logits = model(input_ids=ids, position_ids=pos, attention_mask=mask, use_cache=False).logits
+            return kept
+        logits: torch.Tensor = model(input_ids=ids, position_ids=pos, attention_mask=mask, use_cache=False).logits
         return logits[:, out_cols]
     finally:
         model.train(was_training)
 
 
 @torch.inference_mode()
-def measure_plain(model, tokenizer, additions=ADDITIONS, scoring: Scoring = SCORING) -> pd.DataFrame:
+def measure_plain(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    additions: Sequence[Pair] = ADDITIONS,
+    scoring: Scoring = SCORING,
+) -> pd.DataFrame:
     """The manual's loop: one forward pass per candidate of every addition (reference and baseline)."""
     candidates, answer, index = scoring.candidates, scoring.answer, scoring.index
     _check_index(index)
@@ -208,7 +237,13 @@ def _check_index(index: str) -> None:
         raise ValueError(f"index must be one of {INDEXES}, got {index!r}")
 
 
-def _table(additions, candidates, answers, scores: np.ndarray, index: str = "sum") -> pd.DataFrame:
+def _table(
+    additions: Sequence[Pair],
+    candidates: Sequence[int],
+    answers: Sequence[Sequence[int]],
+    scores: npt.NDArray[np.float64],
+    index: str = "sum",
+) -> pd.DataFrame:
     """Assemble the measurement table; ``scores`` is (additions, candidates) of summed log-probs.
 
     ``prob`` is the softmax of each addition's indices: the sums, or the sums over ``n_tokens``.
@@ -232,21 +267,23 @@ def _table(additions, candidates, answers, scores: np.ndarray, index: str = "sum
     return table.sort_values(["a", "b", "candidate_value"], ignore_index=True)[COLUMNS]
 
 
-def encode(tokenizer, text: str, special: bool) -> list[int]:
+def encode(tokenizer: PreTrainedTokenizerBase, text: str, special: bool) -> list[int]:
     # The prompt takes the tokenizer's special tokens (a BOS where the model expects one);
     # the answer never does, so nothing is inserted between prompt and answer.
-    return tokenizer(text, add_special_tokens=special)["input_ids"]
+    ids: list[int] = tokenizer(text, add_special_tokens=special)["input_ids"]
+    return ids
 
 
-def pad_id(tokenizer) -> int:
+def pad_id(tokenizer: PreTrainedTokenizerBase) -> int:
     """The id that fills padded columns (never attended, never scored): the pad token, else 0."""
-    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    found = tokenizer.pad_token_id
+    return found if found is not None else 0
 
 
-def vocab_size(model) -> int:
-    return model.get_output_embeddings().weight.shape[0]
+def vocab_size(model: PreTrainedModel) -> int:
+    return int(model.get_output_embeddings().weight.shape[0])
 
 
-def _device_dtype(model):
+def _device_dtype(model: torch.nn.Module) -> tuple[torch.device, torch.dtype]:
     p = next(model.parameters())
     return p.device, p.dtype

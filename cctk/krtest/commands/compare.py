@@ -29,7 +29,7 @@ from statsmodels.stats.contingency_tables import mcnemar
 
 from ...core.errors import CctkError
 from ...core.stats import clopper_pearson, t_interval
-from ...store.tracking import ARM, KIND
+from ...store.tracking import ARM, KIND, Store, TrackedRun
 from .. import ARMS, RUN, STUDY_RUN, SWEEP_RUN
 
 KINDS = (RUN, STUDY_RUN, SWEEP_RUN)
@@ -222,7 +222,7 @@ def is_kr(store, runs: str) -> bool:
     return all(kr) and bool(ids)
 
 
-def arm_runs(store, run_id: str) -> list:
+def arm_runs(store: Store, run_id: str) -> list[TrackedRun]:
     """The KR arm runs ``run_id`` stands for (itself, a study's arms, a sweep's studies' arms), finished."""
     run = store.get(run_id)
     kind = run.tags.get(KIND)
@@ -231,7 +231,7 @@ def arm_runs(store, run_id: str) -> list:
     elif kind == STUDY_RUN:
         found = sorted(
             (c for c in store.children(run) if c.tags.get(KIND) == RUN),
-            key=lambda r: ARM_ORDER.get(r.tags.get(ARM), len(ARM_ORDER)),
+            key=lambda r: ARM_ORDER.get(r.tags.get(ARM, ""), len(ARM_ORDER)),  # no arm tag: last
         )
     elif kind == SWEEP_RUN:
         studies = [s for s in store.children(run) if s.tags.get(KIND) == STUDY_RUN]
@@ -251,17 +251,18 @@ def arm_runs(store, run_id: str) -> list:
 ARM_ORDER = {key: i for i, key in enumerate(ARMS)}
 
 
-def gather(store, runs: str, folder: Path) -> list[KrArm]:
+def gather(store: Store, runs: str, folder: Path) -> list[KrArm]:
     """Every arm of ``--runs``, its items.csv downloaded under ``folder/<run id>/``."""
     arms = []
     for run_id in split_runs(runs):
         for run in arm_runs(store, run_id):
             parent = run.tags.get("mlflow.parentRunId", "")
-            study = store.get(parent) if parent else None
-            in_study = study is not None and study.tags.get(KIND) == STUDY_RUN
+            parent_run = store.get(parent) if parent else None
+            study = parent_run if parent_run is not None and parent_run.tags.get(KIND) == STUDY_RUN else None
+            in_study = study is not None
             store.download(run.run_id, folder / run.run_id)
-            seed = run.params.get("seed", study.params.get("seed") if in_study else None)
-            model = run.params.get("model", study.params.get("model", "") if in_study else "")
+            seed = run.params.get("seed", study.params.get("seed") if study is not None else None)
+            model = run.params.get("model", study.params.get("model", "") if study is not None else "")
             arms.append(
                 KrArm(
                     run.run_id,

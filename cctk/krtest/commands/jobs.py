@@ -12,6 +12,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -32,6 +33,10 @@ from ..measurement.passages import segment as segment_corpus
 from ..measurement.report import write_curve, write_evaluation
 from ..measurement.scoring import Summary, check_fits, score, summarize
 from ..measurement.train import PERPLEXITY_LOGIT_COPIES, Evaluation, TrainConfig, Trained, perplexity, train
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel
 
 SUMMARY_METRICS = ("n", "correct", "accuracy", "lo", "hi", "mean_margin", "ties", "identical")
 
@@ -181,7 +186,7 @@ def run_eval(
     track = open_track(tracking_name)
     echo(f"loading {model} ...")
     lm, tokenizer = load_model(found)
-    lm = lm.to(where)
+    lm = placed(lm, where)
     key = "open_book" if book else "blind"
     with track.run(f"krtest eval {model}", {tracking.ARM: key}) as run:
         run.params(
@@ -256,9 +261,17 @@ def run_train(
         run.params({"model": found.key, "model_id": found.id, "cctk_version": __version__, **inputs.params()})
         inputs.log(run)
         with out_of_memory_as_line(plan, where, f"the {arm_key(config)} arm"):
-            lm = lm.to(where)
+            lm = placed(lm, where)
             check_placed(plan, where)
             return train_arm(run, lm, tokenizer, inputs, config, Path(out), echo, label=arm_key(config))
+
+
+def placed(lm: PreTrainedModel, where: torch.device | str) -> PreTrainedModel:
+    """``lm`` moved to ``where`` in place, as ``Module.to`` moves a module (called through its Module type:
+    transformers wraps its override of ``to`` in functools.wraps, which mypy reads as unbound)."""
+    module: torch.nn.Module = lm
+    module.to(where)
+    return lm
 
 
 def memory_plan(model: str, config: TrainConfig, where, waiting: int = 0) -> memory.Plan:
@@ -284,6 +297,7 @@ def train_arm(
     run: tracking.LiveRun, lm, tokenizer, inputs: Inputs, config: TrainConfig, out: Path, echo=print, label: str = ""
 ) -> Trained:
     """Train with live metric histories (step = optimizer step), then write and log the final files."""
+    assert inputs.corpus is not None and inputs.validation is not None, "a trained arm's inputs have both texts"
     run.params(config.params())
     plan = plan_lora(lm, config.modules, config.budget, config.rank) if config.method == "lora" else None
     if plan:

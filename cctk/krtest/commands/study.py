@@ -19,6 +19,7 @@ exclusively (``cctk.store.session.new_folder``): two studies started in the same
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from contextlib import contextmanager
@@ -51,7 +52,7 @@ from ..measurement.passages import check_segment
 from ..measurement.report import write_figure, write_table
 from ..measurement.scoring import Summary
 from ..measurement.train import RECIPES, TrainConfig, Trained, corpus_rows
-from .jobs import Inputs, Track, evaluate_arm, memory_plan, open_track, read_inputs, train_arm
+from .jobs import Inputs, Track, evaluate_arm, memory_plan, open_track, placed, read_inputs, train_arm
 
 STUDY_JSON = "study.json"
 
@@ -73,14 +74,12 @@ class StudyConfig:
     def arms(self, ranks: tuple[int, int] | None = None) -> dict[str, TrainConfig]:
         """The three trained arms, one seed and one evaluation schedule for all; ``ranks``: the LoRA ranks
         (attention, FFN) of the matched pair (None: each the closest to the budget)."""
-        common = {"seed": self.seed, "budget": self.budget, "eval_every": self.eval_every}
+        arm = functools.partial(TrainConfig, seed=self.seed, budget=self.budget, eval_every=self.eval_every)
         attention, ffn = ranks or (None, None)
         return {
-            "full": TrainConfig(method="full", recipe=self.full, **common),
-            "lora_attention": TrainConfig(
-                method="lora", modules="attention", recipe=self.lora, rank=attention, **common
-            ),
-            "lora_ffn": TrainConfig(method="lora", modules="ffn", recipe=self.lora, rank=ffn, **common),
+            "full": arm(method="full", recipe=self.full),
+            "lora_attention": arm(method="lora", modules="attention", recipe=self.lora, rank=attention),
+            "lora_ffn": arm(method="lora", modules="ffn", recipe=self.lora, rank=ffn),
         }
 
     def check(self) -> None:
@@ -147,13 +146,13 @@ def _given(**values) -> dict:
 @dataclass
 class StudyOutcome:
     folder: Path
+    pair: PairPlan  # the matched LoRA pair, planned before any arm
     seed: int = 0
     run_id: str = ""  # the study's parent run
     summaries: dict[str, Summary] = field(default_factory=dict)
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # the final item table of every arm
     run_ids: dict[str, str] = field(default_factory=dict)  # every arm's run
     trained: dict[str, Trained] = field(default_factory=dict)
-    pair: PairPlan | None = None
     seconds: float = 0.0
 
 
@@ -173,13 +172,14 @@ def run(
     track = open_track(tracking_name)
     echo(f"loading {config.model} ...")
     lm, tokenizer = load_model(config.model)
-    lm = lm.to(config.device)
+    lm = placed(lm, config.device)
     pair = plan_pair(lm, config.budget)  # a model whose attention and FFN blocks cannot be told apart fails here
-    outcome = StudyOutcome(new_folder(Path(out_root), model_label(config.model)), config.seed, pair=pair)
+    outcome = StudyOutcome(new_folder(Path(out_root), model_label(config.model)), pair, config.seed)
     session = outcome.folder.name
     if dataset:
         paths = write_dataset(dataset, outcome.folder / "data")
         inputs = read_inputs(paths[QUESTIONS], paths[CORPUS], paths[VALIDATION])
+    assert inputs is not None  # read from --data, or from the data set generated just above
     tags = {tracking.SESSION: session, "mlflow.source.name": "cctk krtest study"}
     with track.run(session, tags, parent, kind=STUDY_RUN, attach=parent is None) as study:
         outcome.run_id = study.run_id
@@ -226,6 +226,7 @@ def _arms(
     echo,
 ) -> None:
     lm, tokenizer = loaded  # the untouched model: the baselines score it, each trained arm trains a fresh copy
+    assert inputs.validation is not None  # a study's data set has its validation text
     val_rows = corpus_rows(inputs.validation, tokenizer, TrainConfig().max_tokens)
     params = {"model": config.model, "seed": config.seed} | inputs.params()
     for key, items in (("blind", list(inputs.items)), ("open_book", inputs.book())):
@@ -248,7 +249,7 @@ def _arms(
             out_of_memory_as_line(config.memory_plan(train_config), config.device, f"the {ARMS[key]} arm"),
         ):
             echo(f"{ARMS[key]}:")
-            model = load_model(config.model)[0].to(config.device)  # a fresh copy for every trained arm
+            model = placed(load_model(config.model)[0], config.device)  # a fresh copy for every trained arm
             trained = train_arm(
                 run, model, tokenizer, inputs, train_config, outcome.folder / key, echo, label=ARMS[key]
             )

@@ -48,6 +48,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ... import __version__
 from ...core.errors import CctkError
@@ -58,6 +59,9 @@ from .corpora import Document, Located, cut, read_documents
 from .journal import JOURNAL, Journal, open_journal
 from .teacher import PROMPT_VERSION, Reply, ask, messages, parse_reply
 from .validate import FIELDS, MAX_SPANS, REASONS, SUPPORT, Checker, key
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 QUESTIONS, GENERATION, PROPOSALS, REPLIES = "questions.jsonl", "generation.json", "proposals.jsonl", "replies.jsonl"
 REJECTED = "rejected.jsonl"  # with --oracle: the items the oracle did not confirm
@@ -161,13 +165,18 @@ def judge_reply(reply: Reply, checker: Checker, location: int, k: int) -> tuple[
             verdicts.append(Verdict("malformed", {"entry": entry}))
             continue
         texts = [entry[f].strip() for f in FIELDS]
+        context, true, false = texts
         verdicts.append(
-            Verdict(checker.reason(*texts, location) or "kept", dict(zip(FIELDS, texts, strict=True)), key(*texts))
+            Verdict(
+                checker.reason(context, true, false, location) or "kept",
+                dict(zip(FIELDS, texts, strict=True)),
+                key(context, true, false),
+            )
         )
     return verdicts + [Verdict("no_item", {})] * (k - len(verdicts)), max(0, len(entries) - k)
 
 
-def checker_for(passage: Passage, unit: str, tokenizer) -> Checker:
+def checker_for(passage: Passage, unit: str, tokenizer: PreTrainedTokenizerBase) -> Checker:
     """The rules for the items of ``passage``, sides encoded as ``tokenizer``'s scoring sees them."""
 
     def sides(context, true, false):
@@ -186,7 +195,7 @@ class Judged:
     found: list[Located]
     names: list[str]
     options: GenerationOptions
-    tokenizer: object
+    tokenizer: PreTrainedTokenizerBase
     cache: dict[int, tuple[list[Verdict], int]] = field(default_factory=dict)
 
     def verdicts(self, n: int, line: dict) -> tuple[list[Verdict], int]:
@@ -213,7 +222,8 @@ class Judged:
                 done.judge(verdict, line["location"], {**v.record, **_document(line, self.names)})
                 if verdict == "kept":
                     seen.add(v.key)
-                    done.items.append(Item(len(done.items) + 1, *(v.record[f] for f in FIELDS), line["location"]))
+                    context, true, false = (v.record[f] for f in FIELDS)
+                    done.items.append(Item(len(done.items) + 1, context, true, false, line["location"]))
                     done.documents.append(line["document"])
                     done.sources.append(len(done.proposals) - 1)
         return done
@@ -364,6 +374,7 @@ def run(request: Request, teacher, echo=print, gate=None) -> Generation | None:
     if request.dry_run:
         dry_run(found, documents, tokenizer, options, echo)
         return None
+    assert journal is not None  # opened above for every run but a dry one
     return _generate(request, teacher, gate, journal, settings, documents, found, tokenizer)
 
 
@@ -620,6 +631,7 @@ def _metrics(done: Generation) -> dict:
     if done.oracle is None:
         return found
     check = done.oracle
+    assert done.kept_by_validation is not None  # Gate.apply sets it with the oracle's figures
     found.update(
         kept_by_validation=done.kept_by_validation,
         kept_by_oracle=check["correct"],

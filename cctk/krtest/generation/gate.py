@@ -20,7 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..measurement.items import Item
 from .oracle import Group, Question, ask_group, positions, tally
+from .teacher import Teacher
 
 STAGE = "oracle"  # the journal's stage of the oracle's lines
 REASON = "oracle_disagrees"  # the verdict of an item the oracle did not answer with its true side
@@ -31,7 +33,7 @@ class Gate:
     """The oracle and the seed of its A/B positions: what ``from_corpus.run`` is given for its second stage
     (as it is given its teacher; it imports nothing of this module, which sits above it)."""
 
-    oracle: object  # from oracle.make_oracle: an EndpointTeacher or LocalTeacher at temperature 0
+    oracle: Teacher  # from oracle.make_oracle: an EndpointTeacher or LocalTeacher at temperature 0
     seed: int
     stage: str = STAGE
 
@@ -74,7 +76,9 @@ class Gate:
         ``several``: the corpus has several documents (each rejected line then names its own)."""
         rows, figures = tally(groups, entries)
         disagreed = {r["line"]: r for r in rows if r["answered"] and not r["correct"]}
-        items, documents, sources = [], [], []
+        items: list[Item] = []
+        documents: list[str] = []
+        sources: list[int] = []
         for item, document, source in zip(done.items, done.documents, done.sources, strict=True):
             row = disagreed.get(item.line)
             if row is None:

@@ -216,7 +216,9 @@ def make_dataset(
     check_sizes(entities, validation_entities)
     people = make_people(seed, entities + validation_entities)
     corpus_people, other_people = people[:entities], people[entities:]
-    corpus, items, offset = [], [], 0
+    corpus: list[str] = []
+    items: list[Item] = []
+    offset = 0
     for i, person in enumerate(corpus_people):
         partner = corpus_people[i ^ 1]  # pairs: (0, 1), (2, 3), ...
         for kind in person.order:

@@ -24,8 +24,14 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ...core.errors import CctkError
+
+if TYPE_CHECKING:
+    from openai import OpenAI
+
+    from ...core.lm.models import Loaded
 
 PROMPT_VERSION = "kr-items-2"  # 2: examples show as many items as asked, each on another fact
 SYSTEM = (
@@ -205,6 +211,19 @@ def require_openai() -> None:
         raise CctkError("an endpoint teacher needs the openai client: pip install 'cctk[teacher]'") from None
 
 
+class Teacher(Protocol):
+    """What a generation asks of its teacher, and ``krtest oracle`` or a generation's gate of its oracle:
+    ``EndpointTeacher`` or ``LocalTeacher`` (``make_teacher``)."""
+
+    max_tokens: int
+
+    def connect(self) -> None: ...
+
+    def complete(self, chat: list[dict], n: int = 0, limit: int | None = None) -> Reply: ...
+
+    def describe(self) -> dict: ...
+
+
 @dataclass
 class EndpointTeacher:
     """An OpenAI-compatible chat endpoint, through the ``openai`` client (its retries honour Retry-After
@@ -221,7 +240,7 @@ class EndpointTeacher:
     response_format: dict | None = field(default_factory=lambda: RESPONSE_FORMAT)  # None: plain JSON asked
     role: str = "teacher"  # or "oracle": what its errors call it (a generation with --oracle talks to both)
     key_flag: str = "--api-key-env"  # the option that names its key variable, for its errors
-    _client: object = field(default=None, repr=False)
+    _client: OpenAI | None = field(default=None, repr=False)  # built by connect()
     _limit_key: str = "max_tokens"  # max_completion_tokens where the server refuses max_tokens
     _structured: bool = True  # response_format sent, until the server refuses it
 
@@ -262,6 +281,7 @@ class EndpointTeacher:
         """One reply; a parameter the server refuses (max_tokens, response_format) is dropped and asked again."""
         from openai import BadRequestError, OpenAIError, UnprocessableEntityError
 
+        assert self._client is not None, "connect() builds the client before any request"
         while True:
             arguments = self._arguments(chat, n, limit)
             try:
@@ -280,8 +300,9 @@ class EndpointTeacher:
             getattr(usage, "completion_tokens", 0) or 0,
         )
 
-    def _arguments(self, chat: list[dict], n: int, limit: int | None) -> dict:
-        arguments = {"model": self.model, "messages": chat, self._limit_key: limit or self.max_tokens}
+    def _arguments(self, chat: list[dict], n: int, limit: int | None) -> dict[str, Any]:
+        """The keyword arguments of ``chat.completions.create``."""
+        arguments: dict[str, Any] = {"model": self.model, "messages": chat, self._limit_key: limit or self.max_tokens}
         if self.temperature is not None:  # sampling parameters only when asked for
             arguments.update(temperature=self.temperature, seed=self.seed + n)
         if self._structured and self.response_format:
@@ -354,7 +375,7 @@ class LocalTeacher:
     temperature: float | None = None  # None or 0: greedy
     max_tokens: int = 400
     seed: int = 0
-    _loaded: tuple | None = field(default=None, repr=False)
+    _loaded: Loaded | None = field(default=None, repr=False)  # loaded by connect()
 
     def connect(self) -> None:
         from ...core.lm.models import load_model
@@ -363,12 +384,17 @@ class LocalTeacher:
 
     def complete(self, chat: list[dict], n: int = 0, limit: int | None = None) -> Reply:
         import torch
+        from transformers import BatchEncoding, GenerationMixin
 
+        assert self._loaded is not None, "connect() loads the model before any request"
         model, tokenizer = self._loaded
+        assert isinstance(model, GenerationMixin), type(model)  # load_model's AutoModelForCausalLM generates
         if tokenizer.chat_template:
-            ids = tokenizer.apply_chat_template(
+            encoded = tokenizer.apply_chat_template(
                 chat, add_generation_prompt=True, return_dict=True, return_tensors="pt"
-            )["input_ids"]
+            )
+            assert isinstance(encoded, BatchEncoding), type(encoded)  # return_dict=True
+            ids = encoded["input_ids"]
         else:  # a base model: the chat as plain text
             text = "".join(f"{m['role']}: {m['content']}\n" for m in chat) + "assistant:"
             ids = tokenizer(text, return_tensors="pt")["input_ids"]
@@ -386,9 +412,9 @@ class LocalTeacher:
             )
         new = out[0, ids.shape[1] :]
         cut = len(new) >= limit and int(new[-1]) != tokenizer.eos_token_id
-        return Reply(
-            tokenizer.decode(new, skip_special_tokens=True), "length" if cut else "stop", int(ids.shape[1]), len(new)
-        )
+        said = tokenizer.decode(new, skip_special_tokens=True)
+        assert isinstance(said, str), type(said)  # one sequence of ids decodes to one string
+        return Reply(said, "length" if cut else "stop", int(ids.shape[1]), len(new))
 
     def describe(self) -> dict:
         return {

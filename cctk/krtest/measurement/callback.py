@@ -47,7 +47,7 @@ class KRTestCallback(TrainerCallback):
         self.every, self.tokenizer, self.on = every, tokenizer, on
         self.history: list[tuple[int, Summary]] = []
         self.trainer: Trainer | None = None
-        self._run = None
+        self._run: tracking.LiveRun | None = None
 
     def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
         if not state.is_world_process_zero:

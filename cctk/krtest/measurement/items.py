@@ -187,7 +187,12 @@ def check_locations(items: list[Item], found: list[Passage], unit: str, source: 
 
 def with_book(items: list[Item], found: list[Passage], unit: str = "char") -> list[Item]:
     """Each item with the passage that holds its location as its ``book`` (locations checked already)."""
-    return [replace(item, book=passage_at(found, item.location, unit).text) for item in items]
+    booked = []
+    for item in items:
+        passage = passage_at(found, item.location, unit)
+        assert passage is not None, f"item {item.line}: its location was checked to fall in a passage"
+        booked.append(replace(item, book=passage.text))
+    return booked
 
 
 def open_book(

@@ -110,16 +110,20 @@ def _is_linear(module: nn.Module) -> bool:
 
 
 def _in_out(module: nn.Module) -> tuple[int, int]:
+    import torch
     from torch import nn
 
     if isinstance(module, nn.Linear):
         return module.in_features, module.out_features
-    return module.weight.shape[0], module.weight.shape[1]  # Conv1D stores (in, out)
+    weight = module.weight
+    assert isinstance(weight, torch.Tensor), type(weight)  # _is_linear: a Conv1D, whose weight is a Parameter
+    return weight.shape[0], weight.shape[1]  # Conv1D stores (in, out)
 
 
-def plan_lora(model, modules: str, budget: int, rank: int | None = None) -> LoraPlan:
-    """``rank`` on the placement's modules; None: the rank whose count ``rank * width`` is closest to ``budget``."""
-    if modules not in PLACEMENTS:
+def plan_lora(model, modules: str | None, budget: int, rank: int | None = None) -> LoraPlan:
+    """``rank`` on the placement's modules; None: the rank whose count ``rank * width`` is closest to ``budget``.
+    ``modules`` as a configuration holds it: None (no placement named) fails in one line as an unknown one."""
+    if modules is None or modules not in PLACEMENTS:
         raise CctkError(f"unknown LoRA placement {modules!r}; choose one of: {', '.join(PLACEMENTS)}")
     check_budget(budget)
     if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 1):

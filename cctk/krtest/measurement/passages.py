@@ -81,7 +81,9 @@ def segment(corpus: str, how: str = "blank-lines", tokenizer=None) -> list[Passa
         return blocks
     if tokenizer is None:
         raise CctkError(f"--segment {how} needs a tokenizer to count tokens")
-    size = int(TOKENS.fullmatch(how).group(1))
+    tokens = TOKENS.fullmatch(how)
+    assert tokens is not None, how  # check_segment lets through lines, blank-lines and tokens:N alone
+    size = int(tokens.group(1))
     return [window for block in blocks for window in _windows(corpus, block, size, tokenizer)]
 
 

@@ -59,7 +59,7 @@ def curves_figure(curves: pd.DataFrame, baselines: pd.DataFrame, title: str) -> 
     """
     with paper_style():
         fig = new_figure(7.2, 3.0)
-        left, right = fig.add_axes([0.07, 0.30, 0.38, 0.58]), fig.add_axes([0.60, 0.30, 0.38, 0.58])
+        left, right = fig.add_axes((0.07, 0.30, 0.38, 0.58)), fig.add_axes((0.60, 0.30, 0.38, 0.58))
         arms = list(dict.fromkeys(curves["arm"]))
         dodge = 0.01 * max(1, curves["step"].max())  # side by side, so the interval bars do not hide each other
         for i, arm in enumerate(arms):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -228,7 +229,7 @@ def by_passage(table: pd.DataFrame) -> pd.DataFrame:
         lo, hi = clopper_pearson(correct, n)
         rows.append(
             {
-                "location": int(location),
+                "location": int(cast("int | np.integer", location)),  # items' locations: pandas-stubs says any scalar
                 "items": n,
                 "correct": correct,
                 "accuracy": correct / n,

@@ -26,8 +26,8 @@ from ...core.config import Recipe, check_seeds
 from ...core.errors import CctkError
 from ...core.lm.corpus import IGNORE, collate
 from ...core.lm.finetune import fine_tune
+from ...core.lm.record import TrainRecord
 from ...core.lm.scoring import LOGIT_BUDGET, encode, pad_id, vocab_size
-from ...core.records import TrainRecord
 from .items import Item, passages
 from .lora import DEFAULT_BUDGET, LoraPlan, attach_lora, check_budget, plan_lora, trainable_count
 from .scoring import Summary, score, summarize

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, ClassVar
 import pandas as pd
 
 from ...core.config import Config, NoOptions, Recipe
-from ...core.records import Design, TrainRecord
+from ...core.lm.record import TrainRecord
+from ...core.records import Design
 from ..registry import Measured, Protocol, Report, Row
 from . import experiment as v1_experiment
 from . import facts as v1_facts

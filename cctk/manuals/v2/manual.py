@@ -17,8 +17,9 @@ import pandas as pd
 
 from ...core import facts
 from ...core.config import Config, Recipe
+from ...core.lm.record import TrainRecord
 from ...core.readings import summarize
-from ...core.records import Design, TrainRecord
+from ...core.records import Design
 from ..registry import Absorption, Measured, Protocol, Report, Row
 from . import parts as experiments
 from .config import PARTS, PROFILES, StudyOptions, options_from_params, study_options

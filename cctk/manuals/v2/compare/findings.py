@@ -28,10 +28,11 @@ import numpy as np
 import pandas as pd
 
 from ....core import stats
-from ...pooled import grouped
+from ...pooled import Label, grouped
+from ...registry import RecipeValue
 from ..design import RULE_VS_CONTROL
 from ..labels import keyed, model_name
-from .tables import Label, Study, _cmh, _has_rule, _two_by_two
+from .tables import Study, _cmh, _has_rule, _two_by_two
 
 ALPHA = 0.05
 POWER = 0.8
@@ -166,7 +167,7 @@ def per_run(found: list[Contrast]) -> pd.DataFrame:
 
 def _by_contrast(found: list[Contrast]) -> list[list[Contrast]]:
     """The runs of each (group, contrast), in first-seen order."""
-    parts: dict[tuple[object, ...], list[Contrast]] = {}
+    parts: dict[tuple[tuple[tuple[str, RecipeValue | None], ...], str, str], list[Contrast]] = {}
     for c in found:
         parts.setdefault((tuple(c.label.items()), c.rule, c.control), []).append(c)
     return list(parts.values())

@@ -18,14 +18,13 @@ from scipy import stats as scipy_stats
 from statsmodels.stats.contingency_tables import StratifiedTable
 
 from ....core.stats import clopper_pearson, t_interval
-from ...pooled import PooledRun, grouped, stacked, varied
+from ...pooled import Label, PooledRun, grouped, stacked, varied
 from ..design import ARM_BY_KEY, ARMS, MODEL_KEYS, RULE_VS_CONTROL, own_target
 from ..labels import keyed
 from ..parts import StudyResults
 from ..parts.core import Row
 
 Study = PooledRun[StudyResults]  # a 2.0.0 run, pooled
-Label = dict[str, object]  # a group: its base model and the values of the varied recipe values (``grouped``)
 DISTANCE_BINS = ((1, 2), (3, 5), (6, 9), (10, 17), (18, 34))  # |fabricated answer - true sum|
 GROUPS = ("all", "seen", "heldout")  # group keys: the columns <group>_mean, _lo, _hi
 

@@ -12,8 +12,8 @@ from typing import Any
 import pandas as pd
 
 from ....core.facts import Pair
+from ....core.lm.record import TrainRecord
 from ....core.readings import read, summarize
-from ....core.records import TrainRecord
 from ....core.stats import clopper_pearson
 from ..config import PARTS
 from ..design import ARMS, MODEL_KEYS, StudyInputs, models_for, own_target
