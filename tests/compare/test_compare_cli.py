@@ -97,10 +97,12 @@ def test_compare_needs_one_source(tmp_path, tracking_uri):
 
 
 def test_compare_protocol_v1_runs(tmp_path, tracking_uri, monkeypatch):
-    """Two 1.0.0 runs (seeds 42 and 43): their three numbers, averaged over the runs by hand."""
+    """Two 1.0.0 runs (seeds 42 and 43): their three numbers, averaged over the runs by hand (figures as PNG
+    only: test_compare_a_sweep checks all three formats)."""
     from builders import write_v1_session
 
     monkeypatch.setenv("CCTK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr("cctk.figures.common.FORMATS", ("png",))
     store = tracking.connect()
     experiment = store.experiment()
     ids, means = [], []
@@ -123,12 +125,14 @@ def test_compare_protocol_v1_runs(tmp_path, tracking_uri, monkeypatch):
 
 
 def test_compare_reads_a_v1_run_from_before_issue_21(tmp_path, tracking_uri, monkeypatch):
-    """A 1.0.0 run logged before its fine-tuned model had its own key, compared with one of today's."""
+    """A 1.0.0 run logged before its fine-tuned model had its own key, compared with one of today's (figures
+    as PNG only: test_compare_a_sweep checks all three formats)."""
     from builders import v1_results, write_v1_session, write_v1_session_before_issue_21
 
     from cctk.manuals.v1 import experiment
 
     monkeypatch.setenv("CCTK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr("cctk.figures.common.FORMATS", ("png",))
     store = tracking.connect()
     old = write_v1_session_before_issue_21(tmp_path / "old")
     new, _, tables, _ = write_v1_session(

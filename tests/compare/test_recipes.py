@@ -61,6 +61,20 @@ def runs():
     return [hand_run(seed, lr) for lr in (HIGH, LOW) for seed in (1, 2)]  # out of order on purpose
 
 
+@pytest.fixture(scope="module")
+def compared(runs):
+    """``report.compute(runs)`` once for the tests that read its tables, computed with every warning an error:
+    infinite and zero odds ratios warn nowhere (test_findings_per_learning_rate_by_hand)."""
+    import matplotlib.pyplot as plt
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        done = report.compute(runs)
+    yield done
+    for figure in done.figures.values():
+        plt.close(figure)
+
+
 def test_only_the_recipe_values_that_differ_name_a_group(runs):
     assert pooled.varied(runs) == ["learning_rate"]
     assert pooled.group_columns(runs) == ["base_model", "learning_rate"]
@@ -69,8 +83,8 @@ def test_only_the_recipe_values_that_differ_name_a_group(runs):
     assert pooled.varied(runs[:2]) == []  # the same recipe: grouped by base model alone
 
 
-def test_every_table_has_one_row_per_learning_rate(runs):
-    tables = report.compute(runs).tables
+def test_every_table_has_one_row_per_learning_rate(compared):
+    tables = compared.tables
     assert set(tables) == {
         "findings",
         "per_run",
@@ -100,14 +114,13 @@ def test_every_table_has_one_row_per_learning_rate(runs):
             assert (table["runs"] == 2).all(), name  # two seeds in each group, never four
 
 
-def test_findings_per_learning_rate_by_hand(runs):
+def test_findings_per_learning_rate_by_hand(compared):
     """At 1e-3 every rule hits 24/24 held-out additions, its control 0/24, in both runs: the pooled odds
     ratio is infinite (no heterogeneity test), 2 of 2 runs above, supported; one run already gives
     p far below 0.05 / 8 (8 contrasts in the family), so 1 run is enough for 80% power. At 1e-4 the
-    mirror: below, p_pooled = 1 - 1.6e-22 / 2, not supported, more than 50 runs."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # infinite and zero odds ratios warn nowhere
-        found = report.compute(runs).tables["findings"].set_index(["learning_rate", "contrast"])
+    mirror: below, p_pooled = 1 - 1.6e-22 / 2, not supported, more than 50 runs. (``compared`` was computed
+    with every warning an error: infinite and zero odds ratios warn nowhere.)"""
+    found = compared.tables["findings"].set_index(["learning_rate", "contrast"])
     high = found.loc[HIGH]
     assert (high["verdict"] == "supported").all() and (high["runs_agreeing"] == 2).all()
     assert (high["odds_ratio_mh"] == math.inf).all() and high["p_heterogeneity"].isna().all()
@@ -117,8 +130,8 @@ def test_findings_per_learning_rate_by_hand(runs):
     assert (low["seeds_for_80_power"] == "more than 50").all() and (low["p_adjusted"] == 1.0).all()
 
 
-def test_cross_seed_and_pooled_counts_by_hand(runs):
-    tables = report.compute(runs).tables
+def test_cross_seed_and_pooled_counts_by_hand(compared):
+    tables = compared.tables
     cross = tables["cross_seed"].set_index(["learning_rate", "model"])
     assert cross.loc[(LOW, "fabricated answers"), "all_mean"] == pytest.approx(36 / 81)
     assert cross.loc[(HIGH, "fabricated answers"), "all_mean"] == 1.0

@@ -12,7 +12,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
@@ -71,9 +71,38 @@ def mlflow_server(backend_uri: str, folder: Path, workers: int = 1, env: dict | 
             pytest.fail("the tracking server did not start: " + (folder / "server.log").read_text()[-2000:])
         yield url
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
+        stop_group(server)
         log.close()
+
+
+def stop_group(process: subprocess.Popen, grace: float = 1.0) -> None:
+    """Stop ``process`` (started with ``start_new_session=True``) and every process of its group: SIGTERM, then
+    after ``grace`` seconds SIGKILL to whatever of the group is left (MLflow 3's server, uvicorn under it, takes
+    half a minute to answer SIGTERM; a test's server holds nothing worth a graceful end), and wait until the
+    group is gone, so that nothing it started outlives the test."""
+    with suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    with suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=grace)
+    with suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)  # the leader may be gone while its workers are not
+    process.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while group_alive(process.pid):
+        assert time.monotonic() < deadline, f"process group {process.pid} outlived SIGKILL"
+        time.sleep(0.05)
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of group ``pgid`` is left (a zombie, dead but not yet reaped by init, counts as gone)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
 
 
 def _initdb() -> str | None:
