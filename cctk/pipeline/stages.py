@@ -401,7 +401,7 @@ def _finished_weights(
     checkpoint is gone (written on a machine that was lost), trained again from its parent as the first time
     (seeded by its name: the same weights), its run saying so (tag ``cctk.trained_again``)."""
     draws, tokenizer, done, echo = resumed
-    arm = next(m for m in context.protocol.models(context.config.parts) if m.key == key)
+    arm = next(m for m in context.protocol.models(context.config.options) if m.key == key)
     if key in weights:
         return copy.deepcopy(weights[key])
     if arm.parent is None:
