@@ -160,6 +160,15 @@ def tracking_uri(tmp_path, monkeypatch, new_store):
     return uri
 
 
+@pytest.fixture
+def unopened_tracking_uri(tmp_path, monkeypatch):
+    """MLFLOW_TRACKING_URI at an SQLite store not made yet (``tmp_path/mlflow.db`` absent): for the tests that
+    check a command failed before it opened any store (the file still absent after it)."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    return uri
+
+
 @pytest.fixture(scope="session")
 def written_session(tmp_path_factory):
     """(session folder, results, tables) of the synthetic results, written once per test process with
