@@ -79,6 +79,31 @@ def fake_nvidia_smi(tmp_path_factory, monkeypatch):
     return script
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _gemm_peak_once_a_process():
+    """The pipeline's GEMM peak (``compute.peak_gflops``, 1.5 s of GEMMs and a warm-up, at a run's start and
+    again at its end) measured once per test process and device/precision, then reused: no test checks the
+    rate a pipeline run measured, only that it logged one. Still measured each time: ``compute.peak_flops``
+    itself (tests/core/lm/test_compute.py), a test's own stand-in for it (a monkeypatched ``peak_flops`` is
+    called through), and the benchmarks, which bound ``peak_gflops``/``peak_flops`` by name at their import
+    (tests/integration/test_bench_pipeline.py reads their before/after peaks). Processes a test starts
+    (``python -m cctk``) measure as a user's do."""
+    from cctk.core.lm import compute
+
+    real_gflops, real_flops, measured = compute.peak_gflops, compute.peak_flops, {}
+
+    def once(device: str = "cpu", precision: str = "float32") -> float:
+        if compute.peak_flops is not real_flops:  # a test's stand-in: its value, every call
+            return real_gflops(device, precision)
+        if (device, precision) not in measured:
+            measured[device, precision] = real_gflops(device, precision)
+        return measured[device, precision]
+
+    compute.peak_gflops = once
+    yield
+    compute.peak_gflops = real_gflops
+
+
 @pytest.fixture(autouse=True)
 def _no_global_tracking_uri():
     """No test may leave MLflow's global tracking URI set: ``mlflow.set_tracking_uri`` also sets
@@ -102,9 +127,43 @@ def _no_global_tracking_uri():
     assert not leaked, "this test set MLflow's global tracking URI (use MlflowClient(uri))"
 
 
+@pytest.fixture(scope="session")
+def migrated_store(tmp_path_factory) -> Path:
+    """An empty SQLite tracking store with MLflow's migrations applied, made once per test process: a new
+    store pays about 4 s of migrations on first use, which every test that opens one would pay again."""
+    import mlflow
+
+    path = tmp_path_factory.mktemp("template") / "mlflow.db"
+    mlflow.MlflowClient(f"sqlite:///{path}").search_experiments()  # creates the tables and the Default experiment
+    return path
+
+
+@pytest.fixture(scope="session")
+def new_store(migrated_store):
+    """``new_store(folder, name="mlflow.db")``: the URI of a new, empty SQLite store at ``folder/name``, a copy
+    of the migrated template (what MLflow would create there on first use, without paying the migrations)."""
+    import shutil
+
+    def make(folder: Path, name: str = "mlflow.db") -> str:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(migrated_store, Path(folder) / name)
+        return f"sqlite:///{folder}/{name}"
+
+    return make
+
+
 @pytest.fixture
-def tracking_uri(tmp_path, monkeypatch):
-    """An embedded SQLite store of the test's own, with MLFLOW_TRACKING_URI pointing at it."""
+def tracking_uri(tmp_path, monkeypatch, new_store):
+    """An embedded SQLite store of the test's own (already migrated), with MLFLOW_TRACKING_URI pointing at it."""
+    uri = new_store(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    return uri
+
+
+@pytest.fixture
+def unopened_tracking_uri(tmp_path, monkeypatch):
+    """MLFLOW_TRACKING_URI at an SQLite store not made yet (``tmp_path/mlflow.db`` absent): for the tests that
+    check a command failed before it opened any store (the file still absent after it)."""
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     return uri

@@ -122,7 +122,7 @@ OUT_COMMANDS = {
 
 @pytest.mark.parametrize("command", OUT_COMMANDS)
 @pytest.mark.parametrize("where", [_below_a_file, lambda _: "/proc/cctk-out"])
-def test_every_out_is_checked_before_any_work(command, where, tmp_path, tracking_uri):
+def test_every_out_is_checked_before_any_work(command, where, tmp_path, unopened_tracking_uri):
     """measure, compare, report and the KR-Test commands refuse an --out that cannot hold files in one line,
     as the options are read: no store is opened, no model loaded, nothing made."""
     out = where(tmp_path)

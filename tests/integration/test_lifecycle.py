@@ -55,8 +55,8 @@ def _stop_at_first_arm(command: list[str], uri: str):
     return client, arm
 
 
-def test_sigterm_to_a_pipeline_leaves_killed_runs_and_no_process(tiny_dir, tmp_path):
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+def test_sigterm_to_a_pipeline_leaves_killed_runs_and_no_process(tiny_dir, tmp_path, new_store):
+    uri = new_store(tmp_path)
     client, arm = _stop_at_first_arm(
         [
             sys.executable,
@@ -84,8 +84,8 @@ def test_sigterm_to_a_pipeline_leaves_killed_runs_and_no_process(tiny_dir, tmp_p
     assert base.info.status == "FINISHED"  # finished before the signal: it stays so
 
 
-def test_sigterm_to_a_sweep_leaves_the_sweep_its_cell_and_the_arm_killed(tiny_dir, tmp_path):
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+def test_sigterm_to_a_sweep_leaves_the_sweep_its_cell_and_the_arm_killed(tiny_dir, tmp_path, new_store):
+    uri = new_store(tmp_path)
     client, arm = _stop_at_first_arm(
         [
             sys.executable,
@@ -128,9 +128,9 @@ def _answers(port: int) -> bool:
         return False
 
 
-def test_sigterm_to_cctk_ui_leaves_no_process(tmp_path):
+def test_sigterm_to_cctk_ui_leaves_no_process(tmp_path, new_store):
     port = _free_port()
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path}/mlflow.db"}
+    env = {**os.environ, "MLFLOW_TRACKING_URI": new_store(tmp_path)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "cctk", "ui", "--port", str(port)],
         cwd=tmp_path,

@@ -71,8 +71,8 @@ def _stopped_in(window: str, args: list[str], env: dict, reached, signum: int) -
 
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_a_signal_in_the_peak_or_the_reopening_leaves_no_run_running(signum, code, tiny_dir, tmp_path):
-    uri, out = f"sqlite:///{tmp_path}/mlflow.db", tmp_path / "out"
+def test_a_signal_in_the_peak_or_the_reopening_leaves_no_run_running(signum, code, tiny_dir, tmp_path, new_store):
+    uri, out = new_store(tmp_path), tmp_path / "out"
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONPATH": os.getcwd()}
     common = ["run", "--no-figures", "--no-system-metrics", "--out", str(out)]
     reached = tmp_path / "reached"

@@ -16,11 +16,14 @@ from cctk.pipeline import stages as pipeline
 
 
 @pytest.fixture(scope="module")
-def two_runs(tiny_dir, tmp_path_factory):
-    """Two smoke runs with one seed, into one SQLite store: the first with learning curves."""
+def two_runs(tiny_dir, tmp_path_factory, new_store):
+    """Two smoke runs with one seed, into one SQLite store: the first with learning curves, its 26 figures as
+    PNG only (PDF and EPS are the slow formats; a pipeline's figures in all three: the Ctrl-C walk of
+    tests/integration/test_stage_walk.py, every figure in all three: tests/integration/test_outputs_full.py)."""
     root = tmp_path_factory.mktemp("runs")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{root}/mlflow.db")
+        mp.setenv("MLFLOW_TRACKING_URI", new_store(root))
+        mp.setattr("cctk.figures.common.FORMATS", ("png",))
         first = pipeline.run(
             make_config(str(tiny_dir), "smoke", (11, 12), curves=True), pipeline.Where(root / "a"), pipeline.QUIET
         )
@@ -100,8 +103,7 @@ def test_parent_run_has_14_nested_runs_13_with_loss_history(two_runs):
     assert parent.data.params["recipe.epochs"] == "2" and parent.data.params["holdout_share"] == "0.3"
 
 
-def test_non_finite_loss_fails_the_arm_and_keeps_what_was_written(tmp_path, tiny_dir, monkeypatch):
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
+def test_non_finite_loss_fails_the_arm_and_keeps_what_was_written(tmp_path, tiny_dir, tracking_uri, monkeypatch):
     real = pipeline.fine_tune
 
     def poisoned(model, *args, **kwargs):  # the real training loop, on weights that turn the loss NaN
@@ -113,7 +115,7 @@ def test_non_finite_loss_fails_the_arm_and_keeps_what_was_written(tmp_path, tiny
     with pytest.raises(NonFiniteLoss, match="m_correct: the loss became nan"):
         pipeline.run(make_config(str(tiny_dir), "smoke", (1,)), pipeline.Where(tmp_path / "out"), pipeline.QUIET)
     assert len(list((tmp_path / "out").glob("*/measurements/base_model.csv"))) == 1
-    client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    client = mlflow.MlflowClient(tracking_uri)
     runs = {r.data.tags.get("mlflow.runName"): r.info.status for r in client.search_runs(["1"])}
     assert runs["correct sums"] == "FAILED"
     assert runs["base model"] == "FINISHED"

@@ -21,8 +21,8 @@ def _pipeline_runs(client):
     return client.search_runs([experiment.experiment_id], "tags.`cctk.kind` = 'pipeline'")
 
 
-def test_sigkill_then_resume_gives_the_uninterrupted_tables(tiny_dir, tmp_path, monkeypatch):
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+def test_sigkill_then_resume_gives_the_uninterrupted_tables(tiny_dir, tmp_path, monkeypatch, new_store):
+    uri = new_store(tmp_path)
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONUNBUFFERED": "1"}
     command = [
         sys.executable,
@@ -89,7 +89,7 @@ def test_sigkill_then_resume_gives_the_uninterrupted_tables(tiny_dir, tmp_path, 
     assert statuses == ["FINISHED", "KILLED"]
     assert client.get_run(parent.info.run_id).info.status == "FINISHED"
 
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/other.db")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", new_store(tmp_path, "other.db"))
     # only its tables are compared: no figures (75 files in three formats) and no system metrics
     straight = pipeline.run(
         make_config(str(tiny_dir), "smoke", parse_seeds("11")),
@@ -106,9 +106,9 @@ def test_sigkill_then_resume_gives_the_uninterrupted_tables(tiny_dir, tmp_path, 
         pd.testing.assert_frame_equal(got.reset_index(drop=True), table.reset_index(drop=True), check_dtype=False)
 
 
-def test_a_run_of_two_parts_resumes_to_its_own_parts(tiny_dir, tmp_path):
+def test_a_run_of_two_parts_resumes_to_its_own_parts(tiny_dir, tmp_path, new_store):
     """``--parts A,C`` trains 8 arms; killed in the fourth, resumed, it finishes those 8 and no others."""
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    uri = new_store(tmp_path)
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONUNBUFFERED": "1"}
     command = [
         sys.executable,

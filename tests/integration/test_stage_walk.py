@@ -99,11 +99,11 @@ def _stopped(args: list[str], env: dict, stage: str, signum: int, held: Path, wh
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tiny_dir, tmp_path_factory):
+def uninterrupted(tiny_dir, tmp_path_factory, new_store):
     """The tables of the same run, not stopped (in this process, on a store of its own)."""
     folder = tmp_path_factory.mktemp("straight")
     old = os.environ.get("MLFLOW_TRACKING_URI")
-    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{folder}/mlflow.db"
+    os.environ["MLFLOW_TRACKING_URI"] = new_store(folder)
     try:
         done = pipeline.run(
             make_config(str(tiny_dir), "smoke", parse_seeds(SEED), parts="A"),
@@ -143,10 +143,10 @@ def _parent(client):
 
 @pytest.mark.parametrize("signal_name", SIGNALS)
 def test_a_walk_of_the_stages_resumes_to_the_uninterrupted_tables(
-    signal_name, tiny_dir, tmp_path, uninterrupted, monkeypatch
+    signal_name, tiny_dir, tmp_path, uninterrupted, monkeypatch, new_store
 ):
     signum, code = SIGNALS[signal_name]
-    uri, out, held = f"sqlite:///{tmp_path}/mlflow.db", tmp_path / "out", tmp_path / "held"
+    uri, out, held = new_store(tmp_path), tmp_path / "out", tmp_path / "held"
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONPATH": os.getcwd()}
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     figures = signal_name == "SIGINT"  # the other walks reach the figures stage with nothing to draw

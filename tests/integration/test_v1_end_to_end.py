@@ -11,8 +11,8 @@ from cctk.cli.main import cli
 from cctk.manuals.v1 import facts
 
 
-def test_v1_smoke_run(tiny_dir, tmp_path, monkeypatch):
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+def test_v1_smoke_run(tiny_dir, tmp_path, monkeypatch, new_store):
+    uri = new_store(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     out = tmp_path / "out"
     done = CliRunner().invoke(

@@ -12,14 +12,14 @@ from cctk.store import tracking
 
 
 @pytest.mark.parametrize(("model", "message"), [("nope", "unknown model"), ("/no/such/dir", "no model directory")])
-def test_bad_model_fails_before_any_work(model, message, tmp_path, tracking_uri):
+def test_bad_model_fails_before_any_work(model, message, tmp_path, unopened_tracking_uri):
     with pytest.raises(CctkError, match=message):
         pipeline.run(make_config(model, "smoke", (1,)), pipeline.Where(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
     assert not (tmp_path / "mlflow.db").exists()
 
 
-def test_unreachable_hub_fails_before_any_work(tmp_path, tracking_uri, monkeypatch):
+def test_unreachable_hub_fails_before_any_work(tmp_path, unopened_tracking_uri, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     with pytest.raises(CctkError, match="cannot reach the Hugging Face Hub"):
