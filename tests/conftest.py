@@ -7,7 +7,13 @@ import os
 from pathlib import Path
 
 import pytest
-from builders import SEED, synthetic_results, tiny_model, write_session  # tests/krtest import tiny_model from here
+from builders import (
+    SEED,
+    small_tokenizer,
+    synthetic_results,
+    tiny_model,
+    write_session,
+)  # tests/krtest import tiny_model from here
 
 INTEGRATION = Path(__file__).parent / "integration"
 
@@ -49,8 +55,20 @@ def tiny(tokenizer):
 
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory, tokenizer):
-    """A tiny Llama saved with the real tokenizer: a local model directory for pipeline runs."""
+    """A tiny Llama saved with the bundled tokenizer retrained to 275 tokens (``builders.small_tokenizer``): a
+    local model directory for pipeline runs, whose arithmetic is in its blocks, not in a 49,152-token head."""
     folder = tmp_path_factory.mktemp("tiny")
+    small = small_tokenizer(tokenizer)
+    tiny_model("llama", len(small)).save_pretrained(folder)
+    small.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_dir_bundled(tmp_path_factory, tokenizer):
+    """A tiny Llama saved with the bundled tokenizer itself (49,152 tokens): for the tests whose text is English
+    prose (KR-Test's passages and items), where the tokens a sentence splits into are what is measured."""
+    folder = tmp_path_factory.mktemp("tiny_bundled")
     tiny_model("llama", len(tokenizer)).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
@@ -80,28 +98,21 @@ def fake_nvidia_smi(tmp_path_factory, monkeypatch):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _gemm_peak_once_a_process():
-    """The pipeline's GEMM peak (``compute.peak_gflops``, 1.5 s of GEMMs and a warm-up, at a run's start and
-    again at its end) measured once per test process and device/precision, then reused: no test checks the
-    rate a pipeline run measured, only that it logged one. Still measured each time: ``compute.peak_flops``
-    itself (tests/core/lm/test_compute.py), a test's own stand-in for it (a monkeypatched ``peak_flops`` is
-    called through), and the benchmarks, which bound ``peak_gflops``/``peak_flops`` by name at their import
-    (tests/integration/test_bench_pipeline.py reads their before/after peaks). Processes a test starts
-    (``python -m cctk``) measure as a user's do."""
+def _gemm_peak_pinned():
+    """The GEMM peak measured once per test process and pinned (``CCTK_GEMM_PEAK_GFLOPS``) for it and every
+    ``cctk`` process its tests start: a run measures it at its start and end (1.5 s of GEMMs and a warm-up
+    each), and no test checks the rate a pipeline run measured, only that it logged one. Still measured:
+    ``compute.peak_flops`` itself and the pin's refusals (tests/core/lm/test_compute.py, which unsets it where
+    it measures), and the benchmarks, which measure whatever the environment pins
+    (tests/integration/test_bench_pipeline.py reads their before/after peaks). A pin of the caller's is kept."""
     from cctk.core.lm import compute
 
-    real_gflops, real_flops, measured = compute.peak_gflops, compute.peak_flops, {}
-
-    def once(device: str = "cpu", precision: str = "float32") -> float:
-        if compute.peak_flops is not real_flops:  # a test's stand-in: its value, every call
-            return real_gflops(device, precision)
-        if (device, precision) not in measured:
-            measured[device, precision] = real_gflops(device, precision)
-        return measured[device, precision]
-
-    compute.peak_gflops = once
+    if os.environ.get(compute.PINNED):
+        yield
+        return
+    os.environ[compute.PINNED] = f"{compute.peak_flops() / 1e9:.1f}"
     yield
-    compute.peak_gflops = real_gflops
+    os.environ.pop(compute.PINNED, None)
 
 
 @pytest.fixture(autouse=True)

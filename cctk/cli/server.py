@@ -203,7 +203,7 @@ def ui(run: str | None, tracking: str | None, former: str | None, port: int) -> 
         click.echo(f"MLflow UI at http://{LOOPBACK}:{port} answers ({seconds:.0f} s); cctk's runs: {link}")
 
     command = ui_command(config, port)
-    raise SystemExit(launch_process(command, {}, click.echo, f"http://{LOOPBACK}:{port}", ready))
+    raise SystemExit(launch_process(command, UI_ENV, click.echo, f"http://{LOOPBACK}:{port}", ready))
 
 
 def _link(config: TrackingConfig, run: str | None, base: str | None = None) -> str:
@@ -221,9 +221,15 @@ def _link(config: TrackingConfig, run: str | None, base: str | None = None) -> s
     return store.runs_url(base, experiment.experiment_id)
 
 
+# A UI for one reader: no job runner beside it (MLflow's server jobs start two task consumers and a
+# scheduler, about 0.8 GB, that reading runs never uses)
+UI_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+
+
 def ui_command(config: TrackingConfig, port: int = 5000) -> list[str]:
-    """``mlflow ui`` on an embedded store that exists, on loopback."""
-    command = [sys.executable, "-m", "mlflow", "ui", "--host", LOOPBACK, "--port", str(port)]
+    """``mlflow ui`` on an embedded store that exists, on loopback, one worker (MLflow's default is four, for a
+    UI one person reads)."""
+    command = [sys.executable, "-m", "mlflow", "ui", "--host", LOOPBACK, "--port", str(port), "--workers", "1"]
     command += ["--backend-store-uri", config.tracking_uri]
     if config.artifact_location:
         command += ["--default-artifact-root", Path(config.artifact_location).resolve().as_uri()]

@@ -135,6 +135,7 @@ def check_device(
     what is free there: one line naming what fits where it does not."""
     where = resolve_device(device)
     check_recipe(config.recipe, where)
+    compute.pinned_peak()  # a CCTK_GEMM_PEAK_GFLOPS that is not a number of GFLOP/s, refused here
     plan = memory_plan(config, protocol, where)
     if plan.shortfall():  # name the roster's models that would fit, in the one line
         replace(plan, others=models.roster_shapes()).check()

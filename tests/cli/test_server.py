@@ -135,3 +135,17 @@ def test_ui_links_to_a_run_in_the_model_training_view(tracking_uri, monkeypatch)
     assert _link(config, None, "http://h").endswith(f"/#/experiments/{experiment}/runs?workflowType=machine_learning")
     with pytest.raises(tracking.NoRun, match="no run 'deadbeef'"):
         _link(config, "deadbeef", "http://h")
+
+
+def test_ui_starts_one_worker_and_no_job_runner(tracking_uri, monkeypatch):
+    """`cctk ui` is read by one person: MLflow's UI with one worker (its default is four) and no server jobs
+    (two task consumers and a scheduler); what it would launch, caught before it starts."""
+    import cctk.cli.server as server
+
+    launched = []
+    monkeypatch.setattr(server, "launch_process", lambda command, env, *rest: launched.append((command, env)) or 0)
+    done = CliRunner().invoke(cli, ["ui", "--port", "5077"])
+    assert done.exit_code == 0, done.output
+    ((command, env),) = launched
+    assert command[command.index("--workers") + 1] == "1" and command[command.index("--port") + 1] == "5077"
+    assert env == {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}

@@ -169,6 +169,18 @@ def test_holm_by_hand():
     adjusted = stats.holm([0.01, math.nan, 0.04])
     assert adjusted[0] == pytest.approx(0.02) and math.isnan(adjusted[1]) and adjusted[2] == pytest.approx(0.04)
     assert stats.holm([0.3, 0.6]).tolist() == [0.6, 0.6]
+    assert stats.holm([math.nan, math.nan]).tolist() == pytest.approx([math.nan] * 2, nan_ok=True)
+
+
+def test_holm_equals_statsmodels_to_the_bit():
+    """statsmodels' own Holm on seeded families with ties, ones and sizes 1 to 40: the same floats."""
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(7)
+    for size in (1, 2, 3, 5, 13, 40):
+        for _ in range(20):
+            p = rng.choice([*rng.uniform(0, 1, size), 0.0, 0.01, 0.01, 0.5, 1.0], size)
+            assert stats.holm(p).tolist() == multipletests(p, method="holm")[1].tolist()
 
 
 def stack(*tables):

@@ -54,7 +54,8 @@ def mlflow_server(backend_uri: str, folder: Path, workers: int = 1, env: dict | 
             "--workers",
             str(workers),
         ],
-        env=env,
+        # no job runner: MLflow's server jobs start two task consumers and a scheduler that no test uses
+        env={**(os.environ if env is None else env), "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
         stdout=subprocess.DEVNULL,
         stderr=log,
         start_new_session=True,

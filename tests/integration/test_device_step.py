@@ -67,7 +67,9 @@ def test_a_smoke_pipeline_on_the_device_step_gives_the_host_steps_tables(tiny_di
     assert runs and all(r.info.status == "FINISHED" for r in runs)
 
 
-def test_a_krtest_study_on_the_device_step_finishes_with_its_curves(tiny_dir, tmp_path, tracking_uri, monkeypatch):
+def test_a_krtest_study_on_the_device_step_finishes_with_its_curves(
+    tiny_dir_bundled, tmp_path, tracking_uri, monkeypatch
+):
     data = tmp_path / "data"
     write_dataset(make_dataset(4, entities=4, validation_entities=2), data)
     monkeypatch.setenv("CCTK_DEVICE_STEP", "1")
@@ -77,7 +79,7 @@ def test_a_krtest_study_on_the_device_step_finishes_with_its_curves(tiny_dir, tm
             "krtest",
             "study",
             "--model",
-            str(tiny_dir),
+            str(tiny_dir_bundled),
             "--data",
             str(data),
             "--epochs",

@@ -18,6 +18,12 @@ SMALL = ["--epochs", "1", "--batch-size", "2", "--eval-every", "1", "--budget", 
 
 
 @pytest.fixture(scope="module")
+def tiny_dir(tiny_dir_bundled):
+    """KR-Test's text is English prose: the tiny Llama with the bundled tokenizer itself."""
+    return tiny_dir_bundled
+
+
+@pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("krstudy")
     write_dataset(make_dataset(4, entities=4, validation_entities=2), folder)

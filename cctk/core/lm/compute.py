@@ -13,6 +13,8 @@ slower than float32, so ``--precision bf16`` is refused there before any work.
 
 from __future__ import annotations
 
+import math
+import os
 import platform
 import time
 from collections.abc import Collection, Sequence
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     from .corpus import Row
 
 GEMM_SIZE = 2048  # a large square product: the rate the matrix units reach, not a small kernel's
+PINNED = "CCTK_GEMM_PEAK_GFLOPS"  # the environment's GEMM peak in GFLOP/s: given, not measured
 X86_BF16 = ("avx512_bf16", "amx_bf16")
 
 
@@ -118,8 +121,9 @@ class Cost:
 
     examples: int  # training examples over all runs and epochs
     gflop: float  # their FLOPs, in GFLOP
-    peak_gflops: float  # GEMM rate of the device, measured when the cost was taken
+    peak_gflops: float  # GEMM rate of the device, measured when the cost was taken (or pinned by CCTK_GEMM_PEAK_GFLOPS)
     precision: str = "float32"
+    pinned: bool = False  # the peak came from CCTK_GEMM_PEAK_GFLOPS, not a measurement
 
     @property
     def gflop_per_example(self) -> float:
@@ -134,6 +138,7 @@ class Cost:
             "training_examples": self.examples,
             "gflop_per_example": self.gflop_per_example,
             "gemm_peak_gflops": self.peak_gflops,
+            "gemm_peak_pinned": float(self.pinned),
             "compute_limit_seconds": self.limit_seconds,
             "limit_ratio": seconds / self.limit_seconds,
         }
@@ -143,8 +148,14 @@ class Cost:
         return (
             f"{ratio:.2f}x the {self.precision} compute limit of its training "
             f"({self.limit_seconds / 60:.1f} min: {self.examples:,} examples x {self.gflop_per_example:.2f} "
-            f"GFLOP at {self.peak_gflops:.0f} GFLOP/s, this machine's GEMM peak, the higher of the run's start "
-            "and end)" + (BUSY if ratio < 1 else "")
+            f"GFLOP at {self.peak_gflops:.0f} GFLOP/s, "
+            + (
+                f"the GEMM peak pinned by {PINNED}"
+                if self.pinned
+                else "this machine's GEMM peak, the higher of the run's start and end"
+            )
+            + ")"
+            + (BUSY if ratio < 1 and not self.pinned else "")
         )
 
 
@@ -153,8 +164,29 @@ BUSY = (
 )
 
 
+def pinned_peak() -> float | None:
+    """The GEMM peak ``CCTK_GEMM_PEAK_GFLOPS`` gives, in GFLOP/s, or None where it is unset (measured then).
+    Pinning holds runs on a shared or busy machine to one limit, and spares a process that starts many short
+    runs (a test suite, a sweep's cells) 1.5 s of GEMMs at each run's start and end. A value that is not a
+    positive number of GFLOP/s is refused in one line."""
+    text = os.environ.get(PINNED, "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise CctkError(f"{PINNED}={text!r}: give the device's GEMM peak as a positive number of GFLOP/s, or unset it")
+    return value
+
+
 def peak_gflops(device: str = "cpu", precision: str = "float32") -> float:
-    """The GEMM peak of ``device`` in the arithmetic of ``precision``, in GFLOP/s."""
+    """The GEMM peak of ``device`` in the arithmetic of ``precision``, in GFLOP/s: ``CCTK_GEMM_PEAK_GFLOPS``
+    where it is set (``pinned_peak``), else measured (``peak_flops``)."""
+    pinned = pinned_peak()
+    if pinned is not None:
+        return pinned
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
     return peak_flops(dtype, device) / 1e9
 
@@ -167,4 +199,7 @@ def training_cost(
     busier at one of the two moments does not lower the limit the run is held to."""
     examples = sum(r.examples * len(r.losses) for r in records)
     gflop = sum(r.examples * len(r.losses) * r.gflop_per_example for r in records)
+    pinned = pinned_peak()
+    if pinned is not None:
+        return Cost(examples, gflop, pinned, precision, pinned=True)
     return Cost(examples, gflop, max(peak_gflops(device, precision), earlier or 0.0), precision)

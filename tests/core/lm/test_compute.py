@@ -20,6 +20,7 @@ def test_example_flops_by_hand(make_tiny):
 
 def test_training_cost_by_hand(monkeypatch):
     """Two arms: 10 examples x 3 epochs at 2 GFLOP, 5 x 2 at 4: 100 GFLOP over 40 examples; peak 50 GFLOP/s."""
+    monkeypatch.delenv(compute.PINNED, raising=False)  # measured (here by the stand-in), not pinned
     monkeypatch.setattr(compute, "peak_flops", lambda dtype, device: 50e9)
     records = [TrainRecord(10, 6, 1.0, (1.0, 0.5, 0.2), 0, 2.0), TrainRecord(5, 2, 1.0, (1.0, 0.4), 0, 4.0)]
     cost = compute.training_cost(records)
@@ -32,6 +33,64 @@ def test_training_cost_by_hand(monkeypatch):
     assert "below 1 cannot be" not in cost.line(3.0) and cost.line(1.0).endswith(compute.BUSY)
     assert compute.training_cost(records, earlier=80.0).limit_seconds == 1.25  # the higher peak: 80 GFLOP/s
     assert compute.training_cost(records, earlier=20.0).limit_seconds == 2.0
+
+
+def test_a_pinned_peak_is_the_limit_start_and_end(monkeypatch):
+    """CCTK_GEMM_PEAK_GFLOPS: no GEMM measured (a stand-in that fails if called), the pinned rate the limit whatever
+    ``earlier`` says, the metrics and the line saying it was pinned, and no 'busy machine' excuse below 1."""
+
+    def measured(dtype, device):
+        raise AssertionError("a pinned peak is not measured")
+
+    monkeypatch.setattr(compute, "peak_flops", measured)
+    monkeypatch.setenv(compute.PINNED, " 40 ")
+    records = [TrainRecord(10, 6, 1.0, (1.0, 0.5, 0.2), 0, 2.0), TrainRecord(5, 2, 1.0, (1.0, 0.4), 0, 4.0)]
+    assert compute.peak_gflops("cpu", "bf16") == 40.0
+    cost = compute.training_cost(records, earlier=80.0)
+    assert (cost.peak_gflops, cost.limit_seconds, cost.pinned) == (40.0, 2.5, True)  # 100 GFLOP at 40 GFLOP/s
+    assert cost.metrics(5.0)["gemm_peak_pinned"] == 1.0 and cost.metrics(5.0)["limit_ratio"] == 2.0
+    assert cost.line(5.0) == (
+        "2.00x the float32 compute limit of its training (0.0 min: 40 examples x 2.50 GFLOP at 40 GFLOP/s, "
+        "the GEMM peak pinned by CCTK_GEMM_PEAK_GFLOPS)"
+    )
+    assert not cost.line(1.0).endswith(compute.BUSY)
+    monkeypatch.delenv(compute.PINNED)
+    monkeypatch.setattr(compute, "peak_flops", lambda dtype, device: 50e9)
+    assert compute.training_cost(records).metrics(5.0)["gemm_peak_pinned"] == 0.0
+
+
+@pytest.mark.parametrize("value", ["fast", "0", "-3", "nan", "inf"])
+def test_a_pin_that_is_not_a_rate_is_refused(monkeypatch, value):
+    monkeypatch.setenv(compute.PINNED, value)
+    with pytest.raises(
+        CctkError, match=rf"^CCTK_GEMM_PEAK_GFLOPS='{value}': give the device's GEMM peak as a positive"
+    ):
+        compute.peak_gflops()
+
+
+def test_cctk_run_refuses_a_bad_pin_in_one_line_before_any_work(tiny_dir, tmp_path, monkeypatch):
+    from cctk.cli.main import cli
+
+    monkeypatch.setenv(compute.PINNED, "fast")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "run",
+            "--model",
+            str(tiny_dir),
+            "--profile",
+            "smoke",
+            "--out",
+            str(out),
+            "--tracking",
+            f"sqlite:///{tmp_path}/m.db",
+        ],
+    )
+    assert result.exit_code == 1 and result.output.startswith("Error: CCTK_GEMM_PEAK_GFLOPS='fast': give"), (
+        result.output
+    )
+    assert len(result.output.strip().splitlines()) == 1 and not out.exists() and not (tmp_path / "m.db").exists()
 
 
 def test_peak_flops_is_a_rate():
