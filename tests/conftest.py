@@ -7,13 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from builders import (
-    SEED,
-    small_tokenizer,
-    synthetic_results,
-    tiny_model,
-    write_session,
-)  # tests/krtest import tiny_model from here
+from builders import SEED, small_tokenizer, synthetic_results, tiny_model, write_session
 
 INTEGRATION = Path(__file__).parent / "integration"
 

@@ -9,7 +9,7 @@ bundled byte-level tokenizer both are the same, so its scores do not move (golde
 import numpy as np
 import pytest
 import torch
-from conftest import tiny_model
+from builders import tiny_model
 
 from cctk.core.lm.scoring import encode
 from cctk.krtest.generation.generate import make_dataset

@@ -4,7 +4,7 @@ store."""
 import mlflow
 import pytest
 import torch
-from conftest import tiny_model
+from builders import tiny_model
 
 from cctk.core.errors import CctkError
 from cctk.krtest import KRTestCallback

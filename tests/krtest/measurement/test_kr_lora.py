@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from conftest import tiny_model
+from builders import tiny_model
 
 from cctk.core.errors import CctkError
 from cctk.krtest.generation.generate import make_dataset

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from conftest import tiny_model
+from builders import tiny_model
 
 from cctk.krtest.generation.generate import make_dataset
 from cctk.krtest.measurement.items import Item, open_book
