@@ -3,7 +3,9 @@ a private PostgreSQL cluster, and a child that takes Ctrl-C as it would from a t
 
 from __future__ import annotations
 
+import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -236,3 +238,113 @@ class FaultyProxy:
         handler.wfile.write(data)
         upstream.close()
         self.served["passed"] += 1
+
+
+# A process that has imported what every `cctk` command imports (torch, Transformers, MLflow, the CLI and the
+# pipeline: about 4 s of CPU a start) and forks a `cctk` process per request: the child is a real process that
+# runs the real CLI (`cctk.cli.main.main`, as `python -m cctk` does) with its own arguments, environment, output
+# file and Ctrl-C as from a terminal, and that dies of the signals it is sent; only the imports were paid once.
+# Each request may hold one step (module:attribute) at its start, touching a file when it is reached (the stage
+# walks' HOLD). A child's exit code comes back as Popen's returncode would: the code, or -N for signal N.
+FORK_SERVER = r"""
+import importlib, json, os, pathlib, signal, sys, threading, time
+import cctk.pipeline.stages, cctk.core.lm.models, cctk.outputs.render, mlflow, transformers
+from cctk.cli.main import main
+from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
+import sqlalchemy.dialects.sqlite
+assert threading.active_count() == 1, threading.enumerate()  # forking a process with threads is unsafe
+
+def held(module, name, reached):
+    module = importlib.import_module(module)
+    real = getattr(module, name)
+    def hold(*args, **kwargs):
+        pathlib.Path(reached).touch()
+        time.sleep(600)
+        return real(*args, **kwargs)
+    setattr(module, name, hold)
+
+for line in sys.stdin:
+    request = json.loads(line)
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:  # the cctk process: never back in this loop (main() ends in SystemExit, or dies of a signal)
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as from a terminal
+        os.environ.clear()
+        os.environ.update(request["env"])
+        out = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        if request["hold"]:
+            held(*request["hold"].split(":"), request["reached"])
+        sys.argv = ["cctk", *request["args"]]
+        main()
+        sys.exit(0)
+    print(json.dumps({"pid": pid}), flush=True)
+    print(json.dumps({"code": os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])}), flush=True)
+"""
+
+
+class ForkedCctk:
+    """One ``cctk`` process forked by a ``CctkForks`` server: its pid (for signals), its exit code, its output."""
+
+    def __init__(self, server: CctkForks, pid: int, log: Path) -> None:
+        self.server, self.pid, self.log, self.returncode = server, pid, log, None
+
+    def poll(self) -> int | None:
+        return self.wait(0, kill=False)
+
+    def wait(self, timeout: float, kill: bool = True) -> int | None:
+        """The exit code, once the process has ended within ``timeout`` seconds; else SIGKILL to it and
+        TimeoutExpired (``kill``) or None."""
+        if self.returncode is None:
+            line = self.server.line(timeout)
+            if line is None:
+                if not kill:
+                    return None
+                os.kill(self.pid, signal.SIGKILL)
+                raise subprocess.TimeoutExpired(f"cctk (pid {self.pid})", timeout)
+            self.returncode = json.loads(line)["code"]
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        os.kill(self.pid, signum)
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+
+class CctkForks:
+    """``FORK_SERVER`` in a child of this process, started with ``env`` (its imports read it); one cctk process at a
+    time: ``start(args, env, log, hold=..., reached=...)`` forks it, ``close()`` ends the server."""
+
+    def __init__(self, env: dict) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", FORK_SERVER], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        self.buffer = b""
+
+    def start(self, args: list[str], env: dict, log: Path, hold: str = "", reached: Path | None = None) -> ForkedCctk:
+        request = {"args": args, "env": env, "log": str(log), "hold": hold, "reached": str(reached or "")}
+        self.process.stdin.write(json.dumps(request).encode() + b"\n")
+        self.process.stdin.flush()
+        return ForkedCctk(self, json.loads(self.line(300))["pid"], log)
+
+    def line(self, timeout: float) -> str | None:
+        """The server's next line, or None if none came within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            if not select.select([self.process.stdout], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                return None
+            chunk = os.read(self.process.stdout.fileno(), 4096)
+            assert chunk, f"the fork server ended with {self.process.wait()}"
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return line.decode()
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()

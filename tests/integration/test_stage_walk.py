@@ -11,15 +11,15 @@ the runs stay RUNNING until the next resume ends them); the walk's last resume e
 to an uninterrupted run's (computed once for the module). The stage-by-signal table is printed at the end
 (``pytest -s``) and written to ``$CCTK_STAGE_WALK_TABLE`` when set.
 
-Each stage is held open in the real ``cctk`` process by this file's ``HOLD`` wrapper (the step waits at its
-start and says so in a file), so the signal lands in that stage every time, found by polling, never by
-sleeping a fixed time."""
+Each stage is held open in the real ``cctk`` process (the step waits at its start and says so in a file: the hold
+of ``servers.FORK_SERVER``), so the signal lands in that stage every time, found by polling, never by sleeping a
+fixed time. The 24 processes of the three walks are forked from one that imported what they import
+(``servers.CctkForks``): each runs the real CLI in a process of its own and dies of its signal as a user's does;
+the 4 s of imports a start pays are paid once."""
 
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -27,7 +27,7 @@ from pathlib import Path
 import mlflow
 import pandas as pd
 import pytest
-from servers import as_from_a_terminal
+from servers import CctkForks
 
 from cctk.core.config import parse_seeds
 from cctk.core.errors import CctkError
@@ -38,22 +38,6 @@ from cctk.store import tracking
 
 pytestmark = pytest.mark.integration
 
-HOLD = """
-import importlib, os, pathlib, sys, time
-module, name = os.environ["CCTK_HOLD"].split(":")
-module = importlib.import_module(module)
-real = getattr(module, name)
-
-def held(*args, **kwargs):
-    pathlib.Path(os.environ["CCTK_HELD"]).touch()
-    time.sleep(600)
-    return real(*args, **kwargs)
-
-setattr(module, name, held)
-sys.argv = ["cctk", *sys.argv[1:]]
-from cctk.cli.main import main
-main()
-"""
 # stage -> the step held at its start (module:attribute, looked up by its caller at each call)
 STAGES = {
     "before the session line": "cctk.pipeline.stages:check_inputs",
@@ -69,33 +53,35 @@ SEED = "5"
 WALKED: dict[tuple[str, str], str] = {}  # (stage, signal) -> what happened, for the table
 
 
-def _stopped(args: list[str], env: dict, stage: str, signum: int, held: Path, while_held=None) -> int:
+def _stopped(forks: CctkForks, args: list[str], env: dict, stage: str, signum: int, held: Path, while_held=None) -> int:
     """Run ``cctk args`` with ``stage`` held at its start; once it is reached, send ``signum``; the exit code."""
-    env = {**env, "CCTK_HOLD": STAGES[stage], "CCTK_HELD": str(held)}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", HOLD, *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        preexec_fn=as_from_a_terminal,
-    )
+    proc = forks.start(args, env, held.with_suffix(".log"), hold=STAGES[stage], reached=held)
     try:
         deadline = time.monotonic() + 300
         while not held.exists():
-            assert proc.poll() is None, f"ended before {stage}: " + proc.stdout.read()[-2000:]
+            assert proc.poll() is None, f"ended before {stage}: " + proc.output()[-2000:]
             assert time.monotonic() < deadline, f"{stage} not reached"
             time.sleep(0.05)
         if while_held is not None:
             while_held()
         proc.send_signal(signum)
-        output = proc.communicate(timeout=120)[0]
+        proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
-            proc.kill()
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=60)
     held.unlink()
+    output = proc.output()
     assert signum == signal.SIGKILL or "Traceback" not in output, output[-2000:]
     return proc.returncode
+
+
+@pytest.fixture(scope="module")
+def forks():
+    """The walks' cctk processes, forked from one that imported what they import (tests/integration/servers.py)."""
+    server = CctkForks({**os.environ, "PYTHONPATH": os.getcwd()})
+    yield server
+    server.close()
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +129,7 @@ def _parent(client):
 
 @pytest.mark.parametrize("signal_name", SIGNALS)
 def test_a_walk_of_the_stages_resumes_to_the_uninterrupted_tables(
-    signal_name, tiny_dir, tmp_path, uninterrupted, monkeypatch, new_store
+    signal_name, tiny_dir, tmp_path, uninterrupted, monkeypatch, new_store, forks
 ):
     signum, code = SIGNALS[signal_name]
     uri, out, held = new_store(tmp_path), tmp_path / "out", tmp_path / "held"
@@ -162,7 +148,7 @@ def test_a_walk_of_the_stages_resumes_to_the_uninterrupted_tables(
 
     for i, stage in enumerate(STAGES):
         args = fresh if i < 2 else [*common, "--resume", _parent(client).info.run_id]
-        exit_code = _stopped(args, env, stage, signum, held, refused_while_live if i == 1 else None)
+        exit_code = _stopped(forks, args, env, stage, signum, held, refused_while_live if i == 1 else None)
         statuses = _statuses(client)
         if i == 0:  # no run and no folder yet: nothing to resume, the next run starts afresh
             assert (exit_code, statuses, out.exists()) == (code, [], False)
@@ -176,14 +162,8 @@ def test_a_walk_of_the_stages_resumes_to_the_uninterrupted_tables(
             assert exit_code == code and "RUNNING" not in statuses and _parent(client).info.status == "KILLED"
         stops.append((stage, f"exit {exit_code}, {_parent(client).info.status}"))
 
-    done = subprocess.run(
-        [sys.executable, "-m", "cctk", *common, "--resume", _parent(client).info.run_id],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    done = forks.start([*common, "--resume", _parent(client).info.run_id], env, tmp_path / "resumed.log")
+    assert done.wait(timeout=600) == 0, done.output()[-4000:]
     parent = _parent(client)
     children = client.search_runs([parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
     finished = sorted(c.data.tags[tracking.KEY] for c in children if c.info.status == "FINISHED")
@@ -191,7 +171,7 @@ def test_a_walk_of_the_stages_resumes_to_the_uninterrupted_tables(
     v2 = pipeline.protocols.get("v2")
     assert finished == sorted(m.key for m in v2.models(v2.options(parts="A")))  # each model once
     resumed = load(next(out.iterdir()))
-    drawn = int(re.search(r"(\d+) figures and \d+ tables in", done.stdout).group(1))
+    drawn = int(re.search(r"(\d+) figures and \d+ tables in", done.output()).group(1))
     if not figures:
         assert drawn == 0 and resumed.figure_files == {}
     else:  # the Ctrl-C walk: every figure of Part A, the heatmaps of the arms measured before the stops kept
