@@ -37,6 +37,40 @@ SEEDS = "11,12"
 RAY = Path(sys.executable).with_name("ray")
 # Node death is noticed within seconds, not the default ~30 s (GCS health checks of the raylets).
 HEALTH = {"RAY_health_check_period_ms": "500", "RAY_health_check_failure_threshold": "3"}
+# The second node's Python imports this (its folder first on PYTHONPATH): while the file CCTK_TEST_HOLD_ARMED names
+# exists, a cell's fabricated-answers arm that starts training on that node touches CCTK_TEST_HOLD_REACHED and
+# waits, so the node is lost in that arm every time, found by polling, whatever the machine's speed (the arm
+# itself trains in under a second on the tiny model).
+HOLD_HOOK = """
+import importlib.abc, importlib.util, os, pathlib, sys, time
+
+class _HoldFabricatedAnswers(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name != "cctk.pipeline.stages":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        load = spec.loader.exec_module
+
+        def exec_module(module):
+            load(module)
+            real = module.fine_tune
+
+            def fine_tune(*args, **kwargs):
+                armed = pathlib.Path(os.environ["CCTK_TEST_HOLD_ARMED"])
+                if armed.exists() and "m_random" in (args[5:6] or [kwargs.get("name", "")])[0]:
+                    pathlib.Path(os.environ["CCTK_TEST_HOLD_REACHED"]).touch()
+                    time.sleep(600)
+                return real(*args, **kwargs)
+
+            module.fine_tune = fine_tune
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+if os.environ.get("CCTK_TEST_HOLD_ARMED"):
+    sys.meta_path.insert(0, _HoldFabricatedAnswers())
+"""
 
 
 @dataclass
@@ -58,7 +92,7 @@ class Cluster:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, name: str, *args: str) -> Node:
+    def start(self, name: str, *args: str, env: dict | None = None) -> Node:
         temp = Path(tempfile.mkdtemp(prefix=f"r{name}", dir="/tmp"))  # short: Ray's socket paths have a limit
         disk = self.root / f"disk-{name}"
         disk.mkdir()
@@ -68,9 +102,12 @@ class Cluster:
         command += ["--temp-dir", str(temp), "--object-store-memory", str(80 * 2**20), "--disable-usage-stats"]
         command += [part for port in ports for part in (port, str(free_port()))]
         log = open(self.root / f"{name}.log", "w")  # noqa: SIM115 (the node writes it until the end)
-        env = {**self.env, "TMPDIR": str(disk), **HEALTH}
         process = subprocess.Popen(
-            [*command, *args], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            [*command, *args],
+            env={**self.env, "TMPDIR": str(disk), **HEALTH, **(env or {})},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         self.nodes.append(Node(process, temp, disk, log))
         return self.nodes[-1]
@@ -94,10 +131,18 @@ class Cluster:
         pytest.fail("the Ray head did not start: " + (self.root / "head.log").read_text()[-2000:])
 
     def second_node(self) -> Node:
-        """The second node, started (again, after a test killed it) where it is not running."""
+        """The second node, started (again, after a test killed it) where it is not running, with ``HOLD_HOOK``."""
         if len(self.nodes) > 1 and self.nodes[-1].process.poll() is None:
             return self.nodes[-1]
-        return self.start(f"node{len(self.nodes)}", "--address", self.address)
+        hooks = self.root / "hooks"
+        hooks.mkdir(exist_ok=True)
+        (hooks / "sitecustomize.py").write_text(HOLD_HOOK)
+        hold = {
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(hooks), self.env.get("PYTHONPATH")])),
+            "CCTK_TEST_HOLD_ARMED": str(self.root / "hold-armed"),
+            "CCTK_TEST_HOLD_REACHED": str(self.root / "hold-reached"),
+        }
+        return self.start(f"node{len(self.nodes)}", "--address", self.address, env=hold)
 
     def lose(self, node: Node) -> list[str]:
         """The node's raylet and every process it started (its workers), killed with SIGKILL."""
@@ -294,6 +339,8 @@ def test_a_sweep_that_loses_a_node_resumes_the_lost_cell_in_its_own_run(
 ):
     client = mlflow.MlflowClient(server)
     node = cluster.second_node()
+    armed, reached = root / "hold-armed", root / "hold-reached"
+    armed.touch()  # the second node's cell holds at the start of its fabricated-answers arm (HOLD_HOOK)
     driver = subprocess.Popen(
         sweep_command(tiny_dir, cluster, server),
         env=env,
@@ -308,15 +355,20 @@ def test_a_sweep_that_loses_a_node_resumes_the_lost_cell_in_its_own_run(
     sweep_id = first.split()[1].rstrip(":")
 
     def lost_cell_half_done(runs: list) -> bool:
-        """The cell on the second node (its session folder on that node's disk) RUNNING, its correct-sums arm
-        finished: the fabricated-answers arm then trains from its checkpoint there. The head's cell may have
-        ended by then (the two cells are not in step: a cell that waited for a CPU lags the other by an arm)."""
+        """The cell on the second node (its session folder on that node's disk) RUNNING, held at the start of its
+        fabricated-answers arm (its correct-sums arm finished: that arm trains from its checkpoint there). The
+        head's cell may have ended by then."""
+        if not reached.exists():
+            return False
         there = {p.name for p in node.disk.glob(f"cctk-sweeps/{sweep_id}/*")}
         lost[:] = [r for r in runs if r.data.tags.get("cctk.session") in there and r.info.status == "RUNNING"]
         return len(runs) == 2 and len(lost) == 1 and "m_correct" in finished_arms(client, lost[0])
 
     lost: list = []
-    wait_for(client, sweep_id, lost_cell_half_done, "reached correct sums on the second node")
+    try:
+        wait_for(client, sweep_id, lost_cell_half_done, "held the second node's cell in its fabricated-answers arm")
+    finally:
+        armed.unlink()  # the retry, wherever it runs, trains through
     killed = cluster.lose(node)
     seed = int(lost[0].data.params["seed"])
     references.start(seed)  # an uninterrupted run of the lost cell's seed, beside its retry
