@@ -32,7 +32,7 @@ VPY=$WORK/venv/bin/python
 "$VPY" -m pip install -q --disable-pip-version-check --no-deps --no-index "$WORK"/dist/cctk-*.whl
 purelib "$DEV/bin/python" >"$(purelib "$VPY")/cctk-dev-dependencies.pth"
 
-step "tiny model: a 2-layer Llama with the bundled tokenizer, built as tests/conftest.py's tiny_dir"
+step "tiny model: a 2-layer Llama with the bundled tokenizer, built as tests/conftest.py's tiny_dir_bundled"
 "$DEV/bin/python" "$ROOT/scripts/wheel_check.py" tiny "$WORK/tiny"
 
 mkdir "$WORK/empty"
