@@ -115,12 +115,13 @@ def holm(p_values: npt.ArrayLike) -> npt.NDArray[np.float64]:
     tests/core/test_stats.py): that call runs ``gc.collect()`` each time, half a second in a process
     holding a model, and a pipeline adjusts dozens of families."""
     p = np.asarray(p_values, dtype=float)
-    out = np.full(p.shape, math.nan)
-    tested = np.flatnonzero(~np.isnan(p))
-    order = tested[np.argsort(p[tested])]
-    stepped = np.maximum.accumulate(p[order] * np.arange(len(order), 0, -1))  # i-th smallest x (m - i + 1)
+    flat = p.ravel()  # one family whatever the shape, as before
+    out = np.full(flat.shape, math.nan)
+    tested = np.flatnonzero(~np.isnan(flat))
+    order = tested[np.argsort(flat[tested])]
+    stepped = np.maximum.accumulate(flat[order] * np.arange(len(order), 0, -1))  # i-th smallest x (m - i + 1)
     out[order] = np.minimum(stepped, 1.0)
-    return out
+    return out.reshape(p.shape)
 
 
 def informative(tables: np.ndarray) -> np.ndarray:

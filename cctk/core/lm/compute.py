@@ -200,6 +200,5 @@ def training_cost(
     examples = sum(r.examples * len(r.losses) for r in records)
     gflop = sum(r.examples * len(r.losses) * r.gflop_per_example for r in records)
     pinned = pinned_peak()
-    if pinned is not None:
-        return Cost(examples, gflop, pinned, precision, pinned=True)
-    return Cost(examples, gflop, max(peak_gflops(device, precision), earlier or 0.0), precision)
+    peak = pinned if pinned is not None else max(peak_gflops(device, precision), earlier or 0.0)
+    return Cost(examples, gflop, peak, precision, pinned=pinned is not None)

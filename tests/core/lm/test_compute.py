@@ -69,28 +69,22 @@ def test_a_pin_that_is_not_a_rate_is_refused(monkeypatch, value):
 
 
 def test_cctk_run_refuses_a_bad_pin_in_one_line_before_any_work(tiny_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv(compute.PINNED, "fast")
+    assert refused_run(tiny_dir, tmp_path).startswith("Error: CCTK_GEMM_PEAK_GFLOPS='fast': give")
+
+
+def refused_run(tiny_dir, tmp_path, *extra: str) -> str:
+    """The output of a smoke ``cctk run`` that must fail in one line before any session folder or store exists."""
     from cctk.cli.main import cli
 
-    monkeypatch.setenv(compute.PINNED, "fast")
     out = tmp_path / "out"
-    result = CliRunner().invoke(
-        cli,
-        [
-            "run",
-            "--model",
-            str(tiny_dir),
-            "--profile",
-            "smoke",
-            "--out",
-            str(out),
-            "--tracking",
-            f"sqlite:///{tmp_path}/m.db",
-        ],
+    store = ("--tracking", f"sqlite:///{tmp_path}/m.db")
+    done = CliRunner().invoke(
+        cli, ["run", "--model", str(tiny_dir), "--profile", "smoke", "--out", str(out), *store, *extra]
     )
-    assert result.exit_code == 1 and result.output.startswith("Error: CCTK_GEMM_PEAK_GFLOPS='fast': give"), (
-        result.output
-    )
-    assert len(result.output.strip().splitlines()) == 1 and not out.exists() and not (tmp_path / "m.db").exists()
+    assert done.exit_code == 1, done.output
+    assert len(done.output.strip().splitlines()) == 1 and not out.exists() and not (tmp_path / "m.db").exists()
+    return done.output
 
 
 def test_peak_flops_is_a_rate():
@@ -113,28 +107,6 @@ def test_precision_bf16_is_refused_without_native_bf16():
 
 
 def test_cctk_run_refuses_bf16_in_one_line_before_any_work(tiny_dir, tmp_path, monkeypatch):
-    from cctk.cli.main import cli
-
     monkeypatch.setattr(compute, "cpu_flags", lambda: {"avx2", "fma"})
-    out = tmp_path / "out"
-    done = CliRunner().invoke(
-        cli,
-        [
-            "run",
-            "--model",
-            str(tiny_dir),
-            "--profile",
-            "smoke",
-            "--precision",
-            "bf16",
-            "--out",
-            str(out),
-            "--tracking",
-            f"sqlite:///{tmp_path}/m.db",
-            "--device",
-            "cpu",
-        ],
-    )
-    assert done.exit_code == 1
-    assert done.output.startswith("Error: --precision bf16 needs native bf16 arithmetic: this CPU")
-    assert len(done.output.strip().splitlines()) == 1 and not out.exists() and not (tmp_path / "m.db").exists()
+    output = refused_run(tiny_dir, tmp_path, "--precision", "bf16", "--device", "cpu")
+    assert output.startswith("Error: --precision bf16 needs native bf16 arithmetic: this CPU")
