@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from .main import cli
+from .main import main
 
 # switches of the CLI, given as -P name=yes|no: the flag for yes, and for no (None: nothing given)
 FLAGS = {"--curves": ("--curves", None), "--figures": ("--figures", "--no-figures")}
@@ -46,7 +46,13 @@ def check_device_first(argv: list[str]) -> None:
         raise SystemExit(1)
 
 
-if __name__ == "__main__":
-    args = strip_empty(sys.argv[1:])
+def entry(argv: list[str]) -> None:
+    """The MLproject's command line after ``python -m cctk.cli.mlproject``, run as ``cctk`` runs its own (SIGTERM
+    ends the runs KILLED)."""
+    args = strip_empty(argv)
     check_device_first(args)
-    cli(args=args, prog_name="cctk")
+    main(args)
+
+
+if __name__ == "__main__":
+    entry(sys.argv[1:])

@@ -3,6 +3,7 @@ MLproject's parameters are checked against it here."""
 
 from pathlib import Path
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -64,3 +65,27 @@ def test_version_from_the_command_and_from_python_dash_m():
     module = subprocess.run([sys.executable, "-m", "cctk", "--version"], capture_output=True, text=True, timeout=120)
     assert module.returncode == 0 and module.stdout == f"cctk, version {__version__}\n"
     assert resources.files("cctk").joinpath("py.typed").is_file()  # a typed package (PEP 561)
+
+
+def test_cctk_and_the_mlproject_entry_end_with_sigterm_handled_and_their_objects_frozen(monkeypatch):
+    """``main`` (``cctk``, ``python -m cctk`` and the MLproject's entry alike) takes SIGTERM as Ctrl-C, so a
+    stopped run ends KILLED, and freezes what the command made out of the interpreter's last garbage
+    collection (1-2 s of CPU at every exit: docs/speed.md, "The exit")."""
+    import gc
+    import signal
+
+    from cctk.cli import mlproject
+    from cctk.cli.main import main
+    from cctk.core.errors import Terminated
+
+    handled: dict = {}
+    monkeypatch.setattr(signal, "signal", lambda signum, handler: handled.update({signum: handler}))
+    for start in ("cli", "mlproject"):
+        gc.unfreeze()
+        handled.clear()
+        with pytest.raises(SystemExit) as ended:
+            main(["--version"]) if start == "cli" else mlproject.entry(["--version", "--seed", ""])
+        assert ended.value.code == 0 and gc.get_freeze_count() > 0, start
+        with pytest.raises(Terminated):
+            handled[signal.SIGTERM](signal.SIGTERM, None)
+    gc.unfreeze()

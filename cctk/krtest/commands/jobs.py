@@ -200,8 +200,7 @@ def run_eval(
             }
         )
         inputs.log(run)
-        summary, _ = evaluate_arm(run, lm, tokenizer, items, Path(out), echo)
-    return summary
+        return evaluate_arm(run, lm, tokenizer, items, Path(out), echo).summary
 
 
 def context_limit(model: str) -> int:
@@ -217,22 +216,24 @@ def context_limit(model: str) -> int:
 
 def evaluate_arm(
     run: tracking.LiveRun, lm, tokenizer, items: list[Item], out: Path, echo=print, validation_rows=None
-) -> tuple[Summary, pd.DataFrame]:
+) -> Evaluation:
     """Score, write ``items.csv``, ``by_passage.csv`` and ``summary.json``, print the accuracy, log metrics
-    and files; returns the summary and the item table."""
+    and files; returns the evaluation (the model's step 0; its validation perplexity nan without
+    ``validation_rows``)."""
     start = time.perf_counter()
     table = score(lm, tokenizer, items)
     summary = summarize(table)
     metrics = {k: getattr(summary, k) for k in SUMMARY_METRICS}
     metrics["eval_seconds"] = time.perf_counter() - start
+    ppl = math.nan
     if validation_rows is not None:
-        metrics["val_perplexity"] = perplexity(lm, validation_rows, pad_id(tokenizer))
+        ppl = metrics["val_perplexity"] = perplexity(lm, validation_rows, pad_id(tokenizer))
     paths = write_evaluation(table, summary, out)
     echo(summary.line())
     run.metrics(metrics)
     for path in paths:
         run.files(path)
-    return summary, table
+    return Evaluation(0, summary, ppl, math.nan, table)
 
 
 def run_train(
@@ -294,9 +295,18 @@ def arm_key(config: TrainConfig) -> str:
 
 
 def train_arm(
-    run: tracking.LiveRun, lm, tokenizer, inputs: Inputs, config: TrainConfig, out: Path, echo=print, label: str = ""
+    run: tracking.LiveRun,
+    lm,
+    tokenizer,
+    inputs: Inputs,
+    config: TrainConfig,
+    out: Path,
+    echo=print,
+    label: str = "",
+    untouched: Evaluation | None = None,
 ) -> Trained:
-    """Train with live metric histories (step = optimizer step), then write and log the final files."""
+    """Train with live metric histories (step = optimizer step), then write and log the final files;
+    ``untouched``: step 0, where the caller evaluated the untouched model already (``train``)."""
     assert inputs.corpus is not None and inputs.validation is not None, "a trained arm's inputs have both texts"
     run.params(config.params())
     plan = plan_lora(lm, config.modules, config.budget, config.rank) if config.method == "lora" else None
@@ -341,6 +351,7 @@ def train_arm(
         config,
         on_eval=on_eval,
         on_loss=lambda step, loss: run.metrics({"train_loss": loss}, step=step),
+        untouched=untouched,
     )
     _finish(run, trained, Path(out), echo)
     return trained

@@ -227,12 +227,15 @@ def _arms(
 ) -> None:
     lm, tokenizer = loaded  # the untouched model: the baselines score it, each trained arm trains a fresh copy
     assert inputs.validation is not None  # a study's data set has its validation text
-    val_rows = corpus_rows(inputs.validation, tokenizer, TrainConfig().max_tokens)
+    arms = config.arms((outcome.pair.attention.rank, outcome.pair.ffn.rank))
+    (max_tokens,) = {arm.max_tokens for arm in arms.values()}  # one for all: the blind arm's rows are each arm's
+    val_rows = corpus_rows(inputs.validation, tokenizer, max_tokens)
     params = {"model": config.model, "seed": config.seed} | inputs.params()
+    evaluated = {}
     for key, items in (("blind", list(inputs.items)), ("open_book", inputs.book())):
         with _nested(track, parent, key, {"open_book": key == "open_book"} | params, inputs, outcome) as run:
             echo(f"{ARMS[key]}:")
-            outcome.summaries[key], outcome.tables[key] = evaluate_arm(
+            evaluated[key] = evaluate_arm(
                 run,
                 lm,
                 tokenizer,
@@ -241,9 +244,9 @@ def _arms(
                 echo,
                 validation_rows=val_rows if key == "blind" else None,
             )
+        outcome.summaries[key], outcome.tables[key] = evaluated[key].summary, evaluated[key].items
     lm.cpu()  # the untouched model waits in host memory while the arms train their own copies
-    ranks = (outcome.pair.attention.rank, outcome.pair.ffn.rank)
-    for key, train_config in config.arms(ranks).items():
+    for key, train_config in arms.items():
         with (
             _nested(track, parent, key, params, inputs, outcome) as run,
             out_of_memory_as_line(config.memory_plan(train_config), config.device, f"the {ARMS[key]} arm"),
@@ -251,7 +254,15 @@ def _arms(
             echo(f"{ARMS[key]}:")
             model = placed(load_model(config.model)[0], config.device)  # a fresh copy for every trained arm
             trained = train_arm(
-                run, model, tokenizer, inputs, train_config, outcome.folder / key, echo, label=ARMS[key]
+                run,
+                model,
+                tokenizer,
+                inputs,
+                train_config,
+                outcome.folder / key,
+                echo,
+                label=ARMS[key],
+                untouched=evaluated["blind"],  # step 0 of every arm: the blind arm's items and validation rows
             )
         outcome.trained[key], outcome.summaries[key] = trained, trained.final.summary
         outcome.tables[key] = trained.final.items

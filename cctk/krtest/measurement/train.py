@@ -205,8 +205,16 @@ def train(
     config: TrainConfig,
     on_eval: Callable[[Evaluation], None] | None = None,
     on_loss: Callable[[int, float], None] | None = None,
+    untouched: Evaluation | None = None,
 ) -> Trained:
-    """Fine-tune ``model`` in place (LoRA: adapters added to it) and evaluate it along the way."""
+    """Fine-tune ``model`` in place (LoRA: adapters added to it) and evaluate it along the way.
+
+    ``untouched``: step 0's point where the caller has already evaluated the untouched model on the same items
+    and validation rows (a study's blind arm): it is step 0 as it is, not computed again. A LoRA arm's step 0
+    is the untouched model's too: its adapters' B starts at zero (tests/krtest/measurement/test_kr_train.py).
+    """
+    if untouched is not None and untouched.step != 0:
+        raise ValueError(f"the untouched model's evaluation is step 0, not step {untouched.step}")
     pad = pad_id(tokenizer)
     rows = corpus_rows(corpus, tokenizer, config.max_tokens)
     val_rows = corpus_rows(validation, tokenizer, config.max_tokens)
@@ -236,6 +244,11 @@ def train(
             pending.clear()
             evaluate(step, losses[-1])
 
-    evaluate(0, math.nan)
+    if untouched is None:
+        evaluate(0, math.nan)
+    else:
+        evaluations.append(untouched)
+        if on_eval:
+            on_eval(untouched)
     result = fine_tune(net, rows, config.recipe, config.seed, pad, name="krtest", on_step=on_step)
     return Trained(config, plan, trainable_count(net), tuple(evaluations), result, eval_seconds[0])

@@ -234,3 +234,37 @@ def test_krtest_train_that_does_not_fit_fails_in_one_line_before_any_run(data_di
     assert line.startswith("Error: smollm2-135m-bundled with this recipe (float32, adamw, batch 4) needs about ")
     assert "in host memory" in line and "1.0 GiB free" in line
     assert not out.exists() and mlflow.search_runs(search_all_experiments=True).empty
+
+
+def test_a_lora_arms_step_0_is_the_untouched_models_evaluation_and_a_given_one_is_not_computed_again(
+    tiny_dir, data_dir, monkeypatch
+):
+    """A study hands its blind arm's evaluation (the untouched model on the same items and validation rows) to
+    every trained arm as step 0 (``train(untouched=...)``). Computed, a LoRA arm's step 0 is that evaluation to the
+    bit (its adapters' B starts at zero); given, it is step 0 as it is, and the model is scored once less."""
+    from cctk.core.lm.models import load_model
+    from cctk.core.lm.scoring import pad_id
+    from cctk.krtest.measurement import train as kr_train
+    from cctk.krtest.measurement.scoring import score, summarize
+
+    inputs = read_inputs(data_dir / "questions.jsonl", data_dir / "corpus.txt", need_corpus=True, need_validation=True)
+    items = list(inputs.items)
+    config = make_train_config("lora", "ffn", seed=1, epochs=1, batch_size=2, eval_every=2, budget=20_000)
+    model, tokenizer = load_model(str(tiny_dir))
+    table = score(model, tokenizer, items)
+    rows = corpus_rows(inputs.validation, tokenizer, config.max_tokens)
+    blind = kr_train.Evaluation(0, summarize(table), perplexity(model, rows, pad_id(tokenizer)), math.nan, table)
+
+    computed = kr_train.train(model, tokenizer, items, inputs.corpus, inputs.validation, config)
+    first = computed.evaluations[0]
+    pd.testing.assert_frame_equal(first.items, blind.items, check_exact=True)
+    assert (first.summary, first.val_perplexity) == (blind.summary, blind.val_perplexity)
+
+    scored = []
+    monkeypatch.setattr(kr_train, "score", lambda *args: scored.append(args) or score(*args))
+    given = kr_train.train(load_model(str(tiny_dir))[0], tokenizer, items, inputs.corpus, inputs.validation, config,
+                           untouched=blind)  # fmt: skip
+    assert given.evaluations[0] is blind and len(scored) == len(given.evaluations) - 1 == 1
+    assert [e.record() for e in given.evaluations[1:]] == [e.record() for e in computed.evaluations[1:]]
+    with pytest.raises(ValueError, match="is step 0, not step 2"):
+        kr_train.train(model, tokenizer, items, inputs.corpus, inputs.validation, config, untouched=given.final)
