@@ -68,7 +68,8 @@ def test_golden_n_tokens_and_hits(table):
 def test_packed_step_equals_the_padded_step_on_the_bundled_model(bundled):
     """Issue 19's savings on the real model: a quick-profile batch of 32 fabricated answers, trained
     as one prefix tree with in-place embedding row gradients, gives the padded step's loss and
-    gradients to float32 rounding; two optimizer steps give the same weights."""
+    gradients to float32 rounding; two optimizer steps (batches of 8: the batch of 32 is the gradients' check)
+    give the same weights."""
     import copy
     import dataclasses
 
@@ -88,12 +89,12 @@ def test_packed_step_equals_the_padded_step_on_the_bundled_model(bundled):
         assert (got - want).norm() <= 1e-4 * want.norm(), name
     del grads
 
-    two_steps = dataclasses.replace(recipe, repeats=1, epochs=1, schedule="constant", warmup=0.0)
+    two_steps = dataclasses.replace(recipe, repeats=1, epochs=1, batch_size=8, schedule="constant", warmup=0.0)
     a, b = copy.deepcopy(model), copy.deepcopy(model)
-    ra = fine_tune(a, rows[:64], two_steps, seed=3, pad_id=tokenizer.pad_token_id, name="arm")
+    ra = fine_tune(a, rows[:16], two_steps, seed=3, pad_id=tokenizer.pad_token_id, name="arm")
     rb = fine_tune(
         b,
-        rows[:64],
+        rows[:16],
         two_steps,
         seed=3,
         pad_id=tokenizer.pad_token_id,
@@ -101,7 +102,7 @@ def test_packed_step_equals_the_padded_step_on_the_bundled_model(bundled):
         pack_batches=False,
         row_gradients=False,
     )
-    assert ra.losses == pytest.approx(rb.losses, rel=1e-5)
+    assert ra.steps == 2 and ra.losses == pytest.approx(rb.losses, rel=1e-5)
     # AdamW divides by the gradient's own scale, so a weight whose gradient is near 0 turns float32 rounding
     # into a visible move: on one machine 1 of the 134.5M weights (an embedding row) ended 2.9e-5 apart.
     # Every weight stays within AdamW's largest move (lr a step), and at most a handful beyond 2e-5.
