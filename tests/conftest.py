@@ -4,10 +4,13 @@ own, and a written session folder. What they are built from lives in ``builders`
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from builders import SEED, small_tokenizer, synthetic_results, tiny_model, write_session
+from builders import RUN, SEED, small_tokenizer, synthetic_results, tiny_model, write_session
 
 INTEGRATION = Path(__file__).parent / "integration"
 
@@ -174,18 +177,40 @@ def unopened_tracking_uri(tmp_path, monkeypatch):
     return uri
 
 
+@contextmanager
+def built_once(tmp_path_factory, name: str) -> Iterator[tuple[Path, bool]]:
+    """``(folder, missing)``: a folder of this run of the suite, shared by its test processes (pytest-xdist's
+    workers), under a lock held while the one that finds it ``missing`` fills it; marked complete after, so a
+    process stopped half way leaves it to be built again."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the run's, above each worker's
+    folder, complete = root / name, root / f"{name}.complete"
+    with FileLock(str(root / f"{name}.lock")):
+        if complete.exists():
+            yield folder, False
+            return
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        yield folder, True
+        complete.touch()
+
+
 @pytest.fixture(scope="session")
 def written_session(tmp_path_factory):
-    """(session folder, results, tables) of the synthetic results, written once per test process with
-    every figure as PNG only (PDF and EPS are the slow formats; tests/integration/test_outputs_full.py
-    writes all three and checks them)."""
+    """(session folder, results, tables) of the synthetic results, written once per run of the suite (its test
+    processes share the folder; none may change it) with every figure as PNG only (PDF and EPS are the slow
+    formats; tests/integration/test_outputs_full.py writes all three and checks them)."""
     from cctk.manuals.registry import make_config
     from cctk.manuals.v2.parts import compute_tables
 
     results = synthetic_results()
     tables = compute_tables(results)
-    config = make_config("smollm2-135m-bundled", "quick", (SEED,))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("cctk.figures.common.FORMATS", ("png",))
-        folder = write_session(tmp_path_factory.mktemp("outputs"), results, tables, config)
-    return folder, results, tables
+    with built_once(tmp_path_factory, "written_session") as (root, missing):
+        if missing:
+            config = make_config("smollm2-135m-bundled", "quick", (SEED,))
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr("cctk.figures.common.FORMATS", ("png",))
+                write_session(root, results, tables, config)
+    return root / RUN["session"], results, tables

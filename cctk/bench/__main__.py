@@ -1,4 +1,4 @@
-"""``python -m cctk.bench measure | train | pipeline | absorb | figures | gpu | server``."""
+"""``python -m cctk.bench measure | train | pipeline | absorb | figures | exit | paper | gpu | server``."""
 
 from .cli import bench
 

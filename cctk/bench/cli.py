@@ -1,5 +1,5 @@
-"""The command line of the benchmarks, ``python -m cctk.bench measure | train | pipeline | absorb | figures | paper |
-gpu | server`` (ratios measured in one process), one module of this package per command.
+"""The command line of the benchmarks, ``python -m cctk.bench measure | train | pipeline | absorb | figures | exit |
+paper | gpu | server`` (ratios measured in one process), one module of this package per command.
 
 ``measure``: the manual's plain loop (one candidate per forward pass, end marker included)
 against ``cctk.measure`` on the bundled model, over all 81 x 35 candidates by default.
@@ -7,7 +7,8 @@ against ``cctk.measure`` on the bundled model, over all 81 x 35 candidates by de
 compute limit. ``pipeline``: a whole quick pipeline (``cctk run``, as ``make run``), its wall time as
 a ratio of the compute limit of its training on this machine. ``absorb``: the Part A arms of a recipe
 per seed, hits against the run's thresholds. ``figures``: a heatmap saved in three formats, matplotlib's
-PostScript font box each time against the box kept per font. ``paper``: where ``cctk export`` and ``cctk report
+PostScript font box each time against the box kept per font. ``exit``: a process that imported what ``cctk run``
+imports, ended as before 2026-12-04 against as ``cctk`` ends now. ``paper``: where ``cctk export`` and ``cctk report
 --style paper`` spend their time on a session, each save the way before issue 48 and now. ``gpu``: the first
 contact with a device (``cctk.bench.gpu``). ``server``: a bounded load check of a tracking server
 (``cctk.bench.server``).
@@ -103,6 +104,16 @@ def bench_pipeline(model, profile, seed, out, figures, json_out):
 def bench_figures(repeats, json_out):
     """A heatmap saved as PNG, PDF and EPS: matplotlib's PostScript font box every time vs kept per font."""
     from .figures import run
+
+    _report(run(repeats), json_out)
+
+
+@bench.command("exit")
+@click.option("--repeats", type=click.IntRange(min=1), default=5, show_default=True, help="Processes each way.")
+@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+def bench_exit(repeats, json_out):
+    """A process that imported what ``cctk run`` imports: its end as before (every object collected) vs now."""
+    from .exit import run
 
     _report(run(repeats), json_out)
 

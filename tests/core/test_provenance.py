@@ -28,11 +28,11 @@ EPOCHS = 3
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tiny_dir, tmp_path_factory):
+def tiny_run(tiny_dir, tmp_path_factory, new_store):
     """One Part A pipeline on the tiny model (3 epochs), with the order of loss logs, training steps and
     run ends recorded: (outcome, store URI, events, cache folder)."""
     root = tmp_path_factory.mktemp("prov")
-    uri = f"sqlite:///{root}/mlflow.db"
+    uri = new_store(root)
     events: list[tuple] = []
     real_fine_tune, real_metrics, real_end = pipeline.fine_tune, tracking.LiveRun.metrics, tracking.LiveRun.end
 
@@ -198,8 +198,8 @@ def test_an_unknown_run_in_the_right_store_names_the_runs_it_holds(tiny_run, tmp
         results.load(outcome.run_id[:8], cache=tmp_path / "cache")  # a run id cut short
 
 
-def test_an_unknown_run_in_a_store_without_pipelines_says_how_to_point_elsewhere(tmp_path, monkeypatch):
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+def test_an_unknown_run_in_a_store_without_pipelines_says_how_to_point_elsewhere(tmp_path, monkeypatch, new_store):
+    uri = new_store(tmp_path)
     tracking.connect(uri).experiment()  # a store with an experiment and no run
     with pytest.raises(CctkError) as error:
         results.load("0123456789abcdef0123456789abcdef", tracking_name=uri, cache=tmp_path / "cache")

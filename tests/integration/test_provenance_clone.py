@@ -50,10 +50,12 @@ def _uri(work: Path) -> str:
     return f"sqlite:///{work}/mlflow.db"
 
 
-def test_a_run_from_a_fresh_clone_records_its_commit_and_a_changed_tree_records_dirty(clone, tiny_dir, tmp_path):
+def test_a_run_from_a_fresh_clone_records_its_commit_and_a_changed_tree_records_dirty(
+    clone, tiny_dir, tmp_path, new_store
+):
     head = _git(clone, "rev-parse", "HEAD")
     work = tmp_path / "work"  # outside the clone: the commit is found from the package, not the working folder
-    work.mkdir()
+    assert new_store(work) == _uri(work)  # its store, already migrated
     found = _cctk(clone, work, "-c", "import cctk; print(cctk.__file__)")
     assert Path(found.stdout.strip()).parent == clone / "cctk"  # the clone's code runs, not this checkout's
     _cctk(clone, work, "-m", "cctk", "run", "--model", str(tiny_dir), "--profile", "smoke", "--seed", "7", *LEAN)

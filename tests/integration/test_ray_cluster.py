@@ -186,10 +186,9 @@ def env(root):
 
 
 @pytest.fixture(scope="module")
-def server(root, env):
+def server(root, env, new_store):
     folder = root / "server"
-    folder.mkdir()
-    with mlflow_server(f"sqlite:///{folder}/server.db", folder, env=env) as url:
+    with mlflow_server(new_store(folder, "server.db"), folder, env=env) as url:
         yield url
 
 

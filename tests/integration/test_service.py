@@ -30,8 +30,8 @@ def _children(client, parent):
     return client.search_runs([parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
 
 
-def test_mlflow_run_attaches_to_its_run_and_nests_its_arms(tiny_dir, tmp_path):
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+def test_mlflow_run_attaches_to_its_run_and_nests_its_arms(tiny_dir, tmp_path, new_store):
+    uri = new_store(tmp_path)
     done = subprocess.run(
         [
             str(BIN / "mlflow"),
@@ -73,11 +73,11 @@ def test_mlflow_run_attaches_to_its_run_and_nests_its_arms(tiny_dir, tmp_path):
     assert (folder / "report.html").is_file() and (folder / "tables").is_dir() and not (folder / "figures").exists()
 
 
-def test_mlflow_run_on_a_gpu_its_torch_cannot_use_ends_in_one_line(fake_nvidia_smi, tmp_path):
+def test_mlflow_run_on_a_gpu_its_torch_cannot_use_ends_in_one_line(fake_nvidia_smi, tmp_path, new_store):
     """`mlflow run` on a machine whose nvidia-smi answers and whose torch (the CPU build, as an environment
     built from conda.yaml may be for the driver) cannot use the GPU: the entry point's first check ends it in
     one line, nothing trains on the CPU, and the run `mlflow run` created ends FAILED, not RUNNING."""
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    uri = new_store(tmp_path)
     parameters = ["-P", "model=smollm2-135m-bundled", "-P", f"out={tmp_path / 'out'}"]
     done = subprocess.run(
         [str(BIN / "mlflow"), "run", str(ROOT), "--env-manager", "local", "--experiment-name", "cctk", *parameters],

@@ -43,11 +43,11 @@ def tables_by_seed(client, sweep_id) -> dict[int, dict]:
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
+def env(tmp_path_factory, new_store):
     root = tmp_path_factory.mktemp("sweeps")
     return root, {
         **os.environ,
-        "MLFLOW_TRACKING_URI": f"sqlite:///{root}/mlflow.db",
+        "MLFLOW_TRACKING_URI": new_store(root),
         "OMP_NUM_THREADS": "1",
         "CCTK_CACHE": str(root / "cache"),
         "PYTHONUNBUFFERED": "1",

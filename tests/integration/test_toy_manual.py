@@ -17,9 +17,9 @@ from cctk.core.readings import read
 from cctk.manuals import registry
 
 
-def test_the_toy_manual_registers_with_one_line_and_runs_end_to_end(tiny_dir, tmp_path, monkeypatch):
+def test_the_toy_manual_registers_with_one_line_and_runs_end_to_end(tiny_dir, tmp_path, monkeypatch, new_store):
     monkeypatch.setitem(registry.HOMES, "toy", "toy_manual.manual:TOY")  # the one line
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    uri = new_store(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("CCTK_CACHE", str(tmp_path / "cache"))
     args = ["run", "--protocol", "toy", "--model", str(tiny_dir), "--profile", "smoke", "--seed", "5"]

@@ -38,6 +38,21 @@ def test_roster_shapes_have_the_published_parameter_counts(shapes):
     assert Shape.of_config(models.model_config(models.BUNDLED)) == shapes["smollm2-135m"]
 
 
+def test_roster_shapes_are_built_once_a_process_and_each_caller_gets_its_own_dict(shapes, monkeypatch):
+    """A pipeline names what fits at its start and at each arm's out-of-memory line: the roster's shapes (a model
+    on the meta device each) are built at the first call only, the same as built by hand."""
+    built = []
+    real = Shape.of_config
+    monkeypatch.setattr(Shape, "of_config", classmethod(lambda cls, config: built.append(config) or real(config)))
+    models._roster_shapes.cache_clear()
+    first, second = models.roster_shapes(), models.roster_shapes()
+    assert len(built) == len(models.ROSTER) - 1 and first == second and first is not second
+    assert {key: first[key] for key in shapes} == shapes and models.BUNDLED not in first
+    first.clear()
+    assert models.roster_shapes() == second and len(built) == len(models.ROSTER) - 1
+    models._roster_shapes.cache_clear()  # built again with the real Shape.of_config at the next call
+
+
 def test_estimate_by_hand():
     """A made-up shape, every term worked out: P = 1000, 4 layers, H 8, I 16, V 100, 2 heads; batch 2 of rows of 5."""
     shape = Shape(params=1000, matrices=900, layers=4, hidden=8, intermediate=16, vocab=100, heads=2)
