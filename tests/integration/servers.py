@@ -271,9 +271,13 @@ for line in sys.stdin:
         signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as from a terminal
         os.environ.clear()
         os.environ.update(request["env"])
+        if request.get("cwd"):
+            os.chdir(request["cwd"])
         out = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.dup2(out, 1)
         os.dup2(out, 2)
+        sys.stdout.reconfigure(line_buffering=True)  # each line in the file as it is printed, as on a terminal
+        sys.stderr.reconfigure(line_buffering=True)
         if request["hold"]:
             held(*request["hold"].split(":"), request["reached"])
         sys.argv = ["cctk", *request["args"]]
@@ -323,11 +327,26 @@ class CctkForks:
         )
         self.buffer = b""
 
-    def start(self, args: list[str], env: dict, log: Path, hold: str = "", reached: Path | None = None) -> ForkedCctk:
+    def start(
+        self,
+        args: list[str],
+        env: dict,
+        log: Path,
+        hold: str = "",
+        reached: Path | None = None,
+        cwd: Path | None = None,
+    ) -> ForkedCctk:
         request = {"args": args, "env": env, "log": str(log), "hold": hold, "reached": str(reached or "")}
+        request["cwd"] = str(cwd or "")
         self.process.stdin.write(json.dumps(request).encode() + b"\n")
         self.process.stdin.flush()
         return ForkedCctk(self, json.loads(self.line(300))["pid"], log)
+
+    def run(self, args: list[str], env: dict, log: Path, cwd: Path | None = None, timeout: float = 1500):
+        """``cctk args`` to its end, as ``subprocess.run`` would give it (stdout and stderr both the log's text)."""
+        proc = self.start(args, env, log, cwd=cwd)
+        code = proc.wait(timeout)
+        return subprocess.CompletedProcess(["cctk", *args], code, proc.output(), proc.output())
 
     def line(self, timeout: float) -> str | None:
         """The server's next line, or None if none came within ``timeout`` seconds."""

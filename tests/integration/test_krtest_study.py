@@ -1,6 +1,6 @@
-"""KR-Test end to end on the bundled SmolLM2-135M: generate -> study (a small one: 8 people, 48 items; full
-fine-tuning 8 epochs of 4 steps at 8e-4, which the bundled model learns from in 32 steps where the default
-1e-4 needed 48; each LoRA arm one epoch, its curve's start and end)."""
+"""KR-Test end to end on the bundled SmolLM2-135M: generate -> study (a small one: 6 people, 36 items; full
+fine-tuning 8 epochs of 3 steps at 8e-4, from which the bundled model learns in 24 steps (91.7% here, blind
+52.8%) where the default 1e-4 needed 48; each LoRA arm one epoch, its curve's start and end)."""
 
 import mlflow
 import pytest
@@ -15,7 +15,7 @@ def test_small_study_on_the_bundled_model(tmp_path, tracking_uri):
     data, out = tmp_path / "data", tmp_path / "out"
     runner = CliRunner()
     made = runner.invoke(
-        cli, ["krtest", "generate", "--seed", "1", "--entities", "8", "--validation-entities", "4", "--out", str(data)]
+        cli, ["krtest", "generate", "--seed", "1", "--entities", "6", "--validation-entities", "4", "--out", str(data)]
     )
     assert made.exit_code == 0, made.output
     result = runner.invoke(
@@ -38,7 +38,7 @@ def test_small_study_on_the_bundled_model(tmp_path, tracking_uri):
             "--batch-size",
             "2",
             "--eval-every",
-            "16",
+            "12",
             "--out",
             str(out),
         ],
@@ -50,7 +50,7 @@ def test_small_study_on_the_bundled_model(tmp_path, tracking_uri):
     parent = next(r for r in runs if r.data.tags.get("cctk.kind") == "krtest-study")
     arms = {r.data.tags["cctk.arm"]: r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
     blind, book, full = (arms[k].data.metrics for k in ("blind", "open_book", "full"))
-    assert blind["n"] == 48
+    assert blind["n"] == 36
     # The untouched model cannot know invented facts: its interval holds 50%, or lies near it.
     assert blind["lo"] <= 0.5 <= blind["hi"] or abs(blind["accuracy"] - 0.5) <= 0.12
     # The oracle reads the answer in the passage before the context.
@@ -59,15 +59,15 @@ def test_small_study_on_the_bundled_model(tmp_path, tracking_uri):
     history = sorted(
         mlflow.MlflowClient().get_metric_history(arms["full"].info.run_id, "kr_accuracy"), key=lambda m: m.step
     )
-    assert [m.step for m in history] == [0, 16, 32]
+    assert [m.step for m in history] == [0, 12, 24]
     assert history[0].value == blind["accuracy"]  # step 0 is the untouched model
     assert full["accuracy"] >= blind["accuracy"] + 0.1 and full["lo"] > 0.5
     ppl = sorted(
         mlflow.MlflowClient().get_metric_history(arms["full"].info.run_id, "val_perplexity"), key=lambda m: m.step
     )
     assert len(ppl) == 3 and min(m.value for m in ppl) < ppl[0].value
-    for key in ("lora_attention", "lora_ffn"):  # 1 epoch of 4 steps: evaluated at the start and the end
+    for key in ("lora_attention", "lora_ffn"):  # 1 epoch of 3 steps: evaluated at the start and the end
         curve = mlflow.MlflowClient().get_metric_history(arms[key].info.run_id, "kr_accuracy")
-        assert sorted(m.step for m in curve) == [0, 4]
+        assert sorted(m.step for m in curve) == [0, 3]
         assert arms[key].data.params["recipe.epochs"] == "1" and parent.data.params["lora.epochs"] == "1"
     assert arms["full"].data.params["recipe.epochs"] == "8" and parent.data.params["full.epochs"] == "8"

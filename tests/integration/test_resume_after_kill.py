@@ -1,13 +1,17 @@
-"""A smoke pipeline killed with SIGKILL in the middle of an arm resumes to the uninterrupted result."""
+"""A smoke pipeline killed with SIGKILL in the middle of an arm resumes to the uninterrupted result. Its ``cctk``
+processes are forked from one that imported what they import (``servers.CctkForks``): each a real process running
+the real CLI, killed by a real SIGKILL."""
 
 import os
 import signal
-import subprocess
-import sys
+import time
 from dataclasses import replace
+from pathlib import Path
 
 import mlflow
 import pandas as pd
+import pytest
+from servers import CctkForks
 
 from cctk.core.config import parse_seeds
 from cctk.manuals.registry import make_config
@@ -16,40 +20,46 @@ from cctk.pipeline import stages as pipeline
 from cctk.results import load
 
 
+@pytest.fixture(scope="module")
+def forks():
+    server = CctkForks({**os.environ, "PYTHONPATH": os.getcwd()})
+    yield server
+    server.close()
+
+
+def _killed_once_it_says(forks: CctkForks, args: list[str], env: dict, log: Path, start: str) -> None:
+    """``cctk args``, sent SIGKILL as soon as it prints a line that starts with ``start``."""
+    proc = forks.start(args, env, log)
+    deadline = time.monotonic() + 900
+    while not log.is_file() or not any(line.startswith(start) for line in log.read_text().splitlines()):
+        assert proc.poll() is None, f"ended before {start!r}: " + proc.output()[-2000:]
+        assert time.monotonic() < deadline, f"no line {start!r} in 900 s"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait(timeout=60) == -signal.SIGKILL
+
+
+def _resumed(forks: CctkForks, run_id: str, env: dict, out: Path) -> str:
+    """``cctk run --resume RUN_ID --no-figures --out OUT`` to its end (exit 0); what it printed."""
+    done = forks.start(["run", "--resume", run_id, "--no-figures", "--out", str(out)], env, out.parent / "resumed.log")
+    assert done.wait(timeout=900) == 0, done.output()[-2000:]
+    return done.output()
+
+
 def _pipeline_runs(client):
     experiment = client.get_experiment_by_name("cctk")
     return client.search_runs([experiment.experiment_id], "tags.`cctk.kind` = 'pipeline'")
 
 
-def test_sigkill_then_resume_gives_the_uninterrupted_tables(tiny_dir, tmp_path, monkeypatch, new_store):
+def test_sigkill_then_resume_gives_the_uninterrupted_tables(tiny_dir, tmp_path, monkeypatch, new_store, forks):
     uri = new_store(tmp_path)
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONUNBUFFERED": "1"}
-    command = [
-        sys.executable,
-        "-m",
-        "cctk",
-        "run",
-        "--model",
-        str(tiny_dir),
-        "--profile",
-        "smoke",
-        "--seed",
-        "11",
-        "--no-figures",
-        "--out",
-        str(tmp_path / "out"),
-    ]  # tables only are compared:
-    # a resume that draws figures (and keeps the heatmaps of the finished arms) is
-    # tests/integration/test_stage_walk.py's
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONPATH": os.getcwd()}
+    args = ["run", "--model", str(tiny_dir), "--profile", "smoke", "--seed", "11", "--no-figures"]
+    # tables only are compared: a resume that draws figures (and keeps the heatmaps of the finished arms) is
+    # tests/integration/test_stage_walk.py's.
     # arm 4 (control for + 18: m_correct's children that are no parents train before m_random) has trained;
     # it is killed before its measurement is finished
-    for line in proc.stdout:
-        if line.startswith("arm 4/13"):
-            proc.send_signal(signal.SIGKILL)
-            break
-    proc.wait(timeout=60)
-    assert proc.returncode == -signal.SIGKILL
+    _killed_once_it_says(forks, [*args, "--out", str(tmp_path / "out")], env, tmp_path / "killed.log", "arm 4/13")
 
     client = mlflow.MlflowClient(uri)
     (parent,) = _pipeline_runs(client)
@@ -60,25 +70,7 @@ def test_sigkill_then_resume_gives_the_uninterrupted_tables(tiny_dir, tmp_path, 
     }
     assert set(before) == {"base", "m_correct", "c18_correct", "c3_correct"}
 
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cctk",
-            "run",
-            "--resume",
-            parent.info.run_id,
-            "--no-figures",
-            "--out",
-            str(tmp_path / "out"),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "4 of 14 models already finished" in done.stdout
+    assert "4 of 14 models already finished" in _resumed(forks, parent.info.run_id, env, tmp_path / "out")
 
     children = client.search_runs([parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
     finished = [r for r in children if r.info.status == "FINISHED"]
@@ -106,55 +98,16 @@ def test_sigkill_then_resume_gives_the_uninterrupted_tables(tiny_dir, tmp_path, 
         pd.testing.assert_frame_equal(got.reset_index(drop=True), table.reset_index(drop=True), check_dtype=False)
 
 
-def test_a_run_of_two_parts_resumes_to_its_own_parts(tiny_dir, tmp_path, new_store):
+def test_a_run_of_two_parts_resumes_to_its_own_parts(tiny_dir, tmp_path, new_store, forks):
     """``--parts A,C`` trains 8 arms; killed in the fourth, resumed, it finishes those 8 and no others."""
     uri = new_store(tmp_path)
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONUNBUFFERED": "1"}
-    command = [
-        sys.executable,
-        "-m",
-        "cctk",
-        "run",
-        "--model",
-        str(tiny_dir),
-        "--profile",
-        "smoke",
-        "--seed",
-        "11",
-        "--parts",
-        "A,C",
-        "--no-figures",
-        "--out",
-        str(tmp_path / "out"),
-    ]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    for line in proc.stdout:
-        if line.startswith("arm 4/8"):
-            proc.send_signal(signal.SIGKILL)
-            break
-    proc.wait(timeout=60)
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONPATH": os.getcwd()}
+    args = ["run", "--model", str(tiny_dir), "--profile", "smoke", "--seed", "11", "--parts", "A,C", "--no-figures"]
+    _killed_once_it_says(forks, [*args, "--out", str(tmp_path / "out")], env, tmp_path / "killed.log", "arm 4/8")
     client = mlflow.MlflowClient(uri)
     (parent,) = _pipeline_runs(client)
     assert parent.data.params["parts"] == "A,C"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cctk",
-            "run",
-            "--resume",
-            parent.info.run_id,
-            "--no-figures",
-            "--out",
-            str(tmp_path / "out"),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "4 of 9 models already finished" in done.stdout
+    assert "4 of 9 models already finished" in _resumed(forks, parent.info.run_id, env, tmp_path / "out")
     children = client.search_runs([parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
     finished = sorted(r.data.tags["cctk.key"] for r in children if r.info.status == "FINISHED")
     assert finished == sorted(

@@ -15,6 +15,7 @@ import time
 import mlflow
 import pandas as pd
 import pytest
+from servers import CctkForks
 
 from cctk.manuals.v2.design import models_for
 from cctk.store.session import rebuild
@@ -26,6 +27,16 @@ def cctk(*args, env, **kwargs):
     return subprocess.run(
         [sys.executable, "-m", "cctk", *args], env=env, capture_output=True, text=True, timeout=1500, **kwargs
     )
+
+
+@pytest.fixture(scope="module")
+def forks():
+    """The commands that run to their end (compare, a resume, the recipe sweep) as processes forked from one that
+    imported what they import (``servers.CctkForks``); the Ray sweep and the sweep killed mid-cell start as
+    ``python -m cctk``."""
+    server = CctkForks({**os.environ, "PYTHONPATH": os.getcwd()})
+    yield server
+    server.close()
 
 
 def cells(client, sweep_id):
@@ -98,9 +109,9 @@ def test_ray_sweep_nests_sweep_pipeline_arm(env, ray_sweep):
         assert all(a.inputs.dataset_inputs for a in trained)  # each arm's corpus, as an MLflow dataset
 
 
-def test_compare_the_ray_sweep(env, ray_sweep):
+def test_compare_the_ray_sweep(env, ray_sweep, forks):
     root, environ = env
-    done = cctk("compare", "--sweep", ray_sweep, "--out", str(root / "compare"), env=environ, cwd=root)
+    done = forks.run(["compare", "--sweep", ray_sweep, "--out", str(root / "compare")], environ, root / "c.log", root)
     assert done.returncode == 0, done.stderr[-3000:]
     cross = pd.read_csv(root / "compare" / "tables" / "cross_seed" / "cross_seed.csv")
     assert len(cross) == 14 and (cross["runs"] == len(SEEDS)).all()
@@ -139,7 +150,7 @@ def check_findings(out, by_seed: dict[int, dict], stdout: str) -> None:
         assert line.startswith(f"  {row.contrast} (base_model ") and f": {row.verdict.upper()}: " in line
 
 
-def test_local_sweep_killed_and_resumed_gives_the_same_tables(env, ray_sweep, tiny_dir):
+def test_local_sweep_killed_and_resumed_gives_the_same_tables(env, ray_sweep, tiny_dir, forks):
     root, environ = env
     client = mlflow.MlflowClient(environ["MLFLOW_TRACKING_URI"])
     command = [
@@ -179,7 +190,7 @@ def test_local_sweep_killed_and_resumed_gives_the_same_tables(env, ray_sweep, ti
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
     assert client.get_run(sweep_id).info.status == "RUNNING"
-    done = cctk("sweep", "--resume", sweep_id, env=environ, cwd=root)
+    done = forks.run(["sweep", "--resume", sweep_id], environ, root / "resume.log", root)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "seed=11: finished before" in done.stdout and "seed=12: finished, run" in done.stdout
     assert client.get_run(sweep_id).info.status == "FINISHED"
@@ -200,10 +211,10 @@ RATES = (0.0001, 0.001)
 
 
 @pytest.fixture(scope="module")
-def recipe_sweep(env, tiny_dir):
+def recipe_sweep(env, tiny_dir, forks):
     """One seed (drawn fresh) at two learning rates, Parts A and C only: two cells of 8 arms each."""
     root, environ = env
-    done = cctk(
+    args = [
         "sweep",
         "--models",
         str(tiny_dir),
@@ -218,15 +229,14 @@ def recipe_sweep(env, tiny_dir):
         "--no-figures",
         "--out",
         str(root / "recipes"),
-        env=environ,
-        cwd=root,
-    )
+    ]
+    done = forks.run(args, environ, root / "recipes.log", root)
     assert done.returncode == 0, done.stderr[-3000:]
     assert re.fullmatch(r"seeds \d+; profile smoke; parts A,C", done.stdout.splitlines()[1])
     return done.stdout.splitlines()[0].split()[1].rstrip(":")
 
 
-def test_a_recipe_sweep_of_two_parts_nests_and_compares_one_row_per_rate(env, recipe_sweep):
+def test_a_recipe_sweep_of_two_parts_nests_and_compares_one_row_per_rate(env, recipe_sweep, forks):
     root, environ = env
     client = mlflow.MlflowClient(environ["MLFLOW_TRACKING_URI"])
     assert client.get_run(recipe_sweep).data.params["parts"] == "A,C"
@@ -236,7 +246,8 @@ def test_a_recipe_sweep_of_two_parts_nests_and_compares_one_row_per_rate(env, re
         assert run.data.params["parts"] == "A,C" and run.data.tags["mlflow.parentRunId"] == recipe_sweep
         arms = client.search_runs([run.info.experiment_id], f"tags.`mlflow.parentRunId` = '{run.info.run_id}'")
         assert sorted(a.data.tags["cctk.key"] for a in arms) == sorted(models_for(("A", "C")))
-    done = cctk("compare", "--sweep", recipe_sweep, "--out", str(root / "recipes-compare"), env=environ, cwd=root)
+    done = forks.run(["compare", "--sweep", recipe_sweep, "--out", str(root / "recipes-compare")], environ,
+                     root / "recipes-compare.log", root)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "RuntimeWarning" not in done.stderr
     out = root / "recipes-compare"
