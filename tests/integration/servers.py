@@ -346,7 +346,8 @@ class CctkForks:
         """``cctk args`` to its end, as ``subprocess.run`` would give it (stdout and stderr both the log's text)."""
         proc = self.start(args, env, log, cwd=cwd)
         code = proc.wait(timeout)
-        return subprocess.CompletedProcess(["cctk", *args], code, proc.output(), proc.output())
+        output = proc.output()
+        return subprocess.CompletedProcess(["cctk", *args], code, output, output)
 
     def line(self, timeout: float) -> str | None:
         """The server's next line, or None if none came within ``timeout`` seconds."""

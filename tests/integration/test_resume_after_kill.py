@@ -10,7 +10,6 @@ from pathlib import Path
 
 import mlflow
 import pandas as pd
-import pytest
 from servers import CctkForks
 
 from cctk.core.config import parse_seeds
@@ -18,13 +17,6 @@ from cctk.manuals.registry import make_config
 from cctk.manuals.v2.parts import compute_tables
 from cctk.pipeline import stages as pipeline
 from cctk.results import load
-
-
-@pytest.fixture(scope="module")
-def forks():
-    server = CctkForks({**os.environ, "PYTHONPATH": os.getcwd()})
-    yield server
-    server.close()
 
 
 def _killed_once_it_says(forks: CctkForks, args: list[str], env: dict, log: Path, start: str) -> None:

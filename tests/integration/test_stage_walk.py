@@ -77,14 +77,6 @@ def _stopped(forks: CctkForks, args: list[str], env: dict, stage: str, signum: i
 
 
 @pytest.fixture(scope="module")
-def forks():
-    """The walks' cctk processes, forked from one that imported what they import (tests/integration/servers.py)."""
-    server = CctkForks({**os.environ, "PYTHONPATH": os.getcwd()})
-    yield server
-    server.close()
-
-
-@pytest.fixture(scope="module")
 def uninterrupted(tiny_dir, tmp_path_factory, new_store):
     """The tables of the same run, not stopped (in this process, on a store of its own)."""
     folder = tmp_path_factory.mktemp("straight")

@@ -15,7 +15,6 @@ import time
 import mlflow
 import pandas as pd
 import pytest
-from servers import CctkForks
 
 from cctk.manuals.v2.design import models_for
 from cctk.store.session import rebuild
@@ -27,16 +26,6 @@ def cctk(*args, env, **kwargs):
     return subprocess.run(
         [sys.executable, "-m", "cctk", *args], env=env, capture_output=True, text=True, timeout=1500, **kwargs
     )
-
-
-@pytest.fixture(scope="module")
-def forks():
-    """The commands that run to their end (compare, a resume, the recipe sweep) as processes forked from one that
-    imported what they import (``servers.CctkForks``); the Ray sweep and the sweep killed mid-cell start as
-    ``python -m cctk``."""
-    server = CctkForks({**os.environ, "PYTHONPATH": os.getcwd()})
-    yield server
-    server.close()
 
 
 def cells(client, sweep_id):
