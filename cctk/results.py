@@ -34,6 +34,7 @@ from .core.errors import CctkError, NoRun, UnknownKey, closest, unknown_key
 from .core.labels import file_stem
 from .core.lm.models import cache_root
 from .core.records import RunInfo
+from .manuals.manual import Parts
 from .store import session, tracking
 from .store.session import RUN_INFO
 
@@ -220,10 +221,10 @@ def _download_whole(store: tracking.Store, run_id: str, folder: Path) -> None:
 
 
 def read_folder(folder: Path) -> RunResults:
-    protocol, info = session.read_stored(Path(folder))
-    layout = session.Layout(Path(folder), protocol)
+    manual, info = session.read_stored(Path(folder))
+    layout = session.Layout(Path(folder), manual)
     measured = session.read_measurements(layout)
-    names = {key: protocol.model_name(key) for key in measured}
+    names = {key: manual.spec.model_name(key) for key in measured}
     files = session.find_figures(layout)
     figures = {name: paths["png"] for name, paths in files.items() if "png" in paths}
     tables = session.read_tables(layout)  # key columns even in a session from before
@@ -236,6 +237,6 @@ def read_folder(folder: Path) -> RunResults:
         files,
         session.read_targets(layout),
         names,
-        {name: protocol.report.tables[name] for name in tables if name in protocol.report.tables},
-        protocol.parts(info.config.options),
+        {name: manual.spec.titles[name] for name in tables if name in manual.spec.titles},
+        manual.parts(info.config.options) if isinstance(manual, Parts) else (),
     )

@@ -301,7 +301,7 @@ def v1_results(seed: int = 42, rng_seed: int = 1):
 
 def write_v1_session(root, seed: int = 42, run: dict = RUN, rng_seed: int = 1, **options):
     """A protocol v1 session folder from synthetic measurements: (layout, results, tables, figures drawn)."""
-    from cctk.manuals.registry import make_config
+    from cctk.manuals.configure import make_config
     from cctk.manuals.v1 import experiment
     from cctk.manuals.v1.manual import V1
     from cctk.store import session

@@ -202,7 +202,7 @@ def written_session(tmp_path_factory):
     """(session folder, results, tables) of the synthetic results, written once per run of the suite (its test
     processes share the folder; none may change it) with every figure as PNG only (PDF and EPS are the slow
     formats; tests/integration/test_outputs_full.py writes all three and checks them)."""
-    from cctk.manuals.registry import make_config
+    from cctk.manuals.configure import make_config
     from cctk.manuals.v2.parts import compute_tables
 
     results = synthetic_results()

@@ -167,7 +167,8 @@ def bench_absorb(model, seeds, profile, sets, json_out):
     from ..core.config import parse_set, seeds_or_count
     from ..core.errors import CctkError
     from ..core.lm.models import check_available
-    from ..manuals.registry import DEFAULT, default, make_config
+    from ..manuals.configure import make_config
+    from ..manuals.registry import DEFAULT, default
     from .absorb import part_a
 
     try:
@@ -180,7 +181,7 @@ def bench_absorb(model, seeds, profile, sets, json_out):
             overrides[name] = given[0]
         values = seeds_or_count(seeds)
         recipe = make_config(model, profile, values, protocol=DEFAULT, **overrides).recipe
-        manual = default()
+        plain = default().spec.model_name
     except CctkError as error:
         raise click.UsageError(str(error)) from None
     click.echo(f"{model}, profile {profile}: {recipe}")
@@ -189,7 +190,7 @@ def bench_absorb(model, seeds, profile, sets, json_out):
         row = part_a(model, recipe, seed)
         arms = [(key, arm) for key, arm in row.items() if isinstance(arm, dict)]
         said = ", ".join(
-            f"{manual.model_name(key)} {arm['hits']}/{arm['n']} (loss {arm['losses'][-1]:.3f}, {arm['seconds']:.0f} s)"
+            f"{plain(key)} {arm['hits']}/{arm['n']} (loss {arm['losses'][-1]:.3f}, {arm['seconds']:.0f} s)"
             for key, arm in arms
         )
         needs = " and ".join(str(arm["needed"]) for _, arm in arms)

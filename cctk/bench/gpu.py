@@ -40,7 +40,7 @@ T4 = memory.card_room(14.75, bf16=False, name="emulated 16 GB T4")
 
 def profiles() -> Mapping[str, Recipe]:
     """The default manual's profiles (``cctk run``'s): what is timed."""
-    return registry.default().profiles
+    return registry.default().spec.profiles
 
 
 def run(device_name: str | None = None) -> dict:

@@ -24,7 +24,7 @@ def run(source: Path, width: str = "column") -> dict:
     rebuilt = session.rebuild(Path(source))
     rebuilt_s = time.perf_counter() - start
     style = paper(width)
-    specs = rebuilt.protocol.figures(rebuilt.results, rebuilt.tables, rebuilt.info.config.model)
+    specs = rebuilt.manual.figures(rebuilt.results, rebuilt.tables, rebuilt.info.config.model)
     spent = dict.fromkeys(("draw", "pdf before", "pdf now", "png before", "png now"), 0.0)
     slowest = ("", 0.0)
     with tempfile.TemporaryDirectory() as folder:

@@ -39,7 +39,7 @@ PLAIN = "plain PyTorch loop"
 
 def profiles() -> Mapping[str, Recipe]:
     """The default manual's profiles (``cctk run``'s): what is timed."""
-    return registry.default().profiles
+    return registry.default().spec.profiles
 
 
 def run(model_name: str, steps: int, batch_size: int) -> dict:

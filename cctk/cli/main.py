@@ -11,19 +11,21 @@ import click
 from ..core.config import AUTO, field_type, recipe_fields
 from ..core.errors import CctkError, Terminated
 from ..core.lm.device import DEVICE_HELP
-from ..manuals import registry as protocols
+from ..manuals import registry
+from ..manuals.configure import Option, command_options
+from ..manuals.manual import AnyManual, Resumable
 from .krtest import krtest
 from .options import OutFolder
 from .server import server, ui
 
 if TYPE_CHECKING:
-    from ..pipeline.sweep import Sweep
+    from ..pipeline.sweep import Grid, Sweep
     from ..store.tracking import Store
 
 RETRIES = 3  # cctk.pipeline.sweep.RETRIES (the CLI imports the pipeline only when a command runs)
 
-MANUALS = protocols.every()  # the manuals of the registry: --protocol's choices, their options and profiles
-DEFAULT = protocols.default()  # what ``cctk run`` runs without --protocol
+MANUALS = registry.every()  # the manuals of the registry: --protocol's choices, their options and profiles
+DEFAULT = registry.default()  # what ``cctk run`` runs without --protocol
 
 
 # The shell's codes for a process its signal stopped (128 + the signal), which scripts and CI test for.
@@ -74,13 +76,14 @@ def _fits_table(profile: str) -> None:
     from ..core.lm.memory import CARDS, fits_table
     from ..core.lm.models import roster_shapes
 
-    if profile not in DEFAULT.profiles:
-        raise CctkError(f"unknown profile {profile!r}; choose one of: {', '.join(DEFAULT.profiles)}")
+    profiles = DEFAULT.spec.profiles
+    if profile not in profiles:
+        raise CctkError(f"unknown profile {profile!r}; choose one of: {', '.join(profiles)}")
     shapes = roster_shapes()
     header = ["model", "parameters", "peak, as is", *CARDS]
     click.echo("| " + " | ".join(header) + " |")
     click.echo("|" + " --- |" * len(header))
-    for row in fits_table(shapes, DEFAULT.profiles[profile]):
+    for row in fits_table(shapes, profiles[profile]):
         click.echo("| " + " | ".join(row) + " |")
 
 
@@ -99,14 +102,14 @@ def recipe_options(command):
 
 
 def manual_options(command):
-    """One ``--<name>`` per option of a manual of the registry (``Protocol.command_options``), each once; a run
-    passes those given to its manual, which refuses one it does not take."""
-    seen: dict[str, protocols.Option] = {}
+    """One ``--<name>`` per option of a manual of the registry (``cctk.manuals.configure.command_options``), each
+    once; a run or sweep passes those given to its manual, which refuses one it does not take."""
+    seen: dict[str, Option] = {}
     for manual in MANUALS:
-        for option in manual.command_options():
+        for option in command_options(manual.spec):
             seen.setdefault(option.name, option)
     for option in reversed(seen.values()):
-        flag = f"--{option.name.replace('_', '-')}"
+        flag = option.flag_name
         if option.flag:
             command = click.option(flag, option.name, is_flag=True, default=None, help=option.help)(command)
         else:
@@ -117,16 +120,11 @@ def manual_options(command):
 
 
 def _protocol_help() -> str:
-    return " or ".join(f"{m.name} ({m.manual}: {m.about})" for m in MANUALS) + "."
-
-
-def _option_help(name: str) -> str:
-    """The help of a manual's option (the default manual's first): a sweep's cells take it too."""
-    return next(o.help for m in (DEFAULT, *MANUALS) for o in m.command_options() if o.name == name)
+    return " or ".join(f"{m.spec.name} ({m.spec.label}: {m.spec.about})" for m in MANUALS) + "."
 
 
 def _profiles() -> list[str]:
-    return list(dict.fromkeys(name for m in MANUALS for name in m.profiles))
+    return list(dict.fromkeys(name for m in MANUALS for name in m.spec.profiles))
 
 
 @cli.command()
@@ -144,7 +142,7 @@ def measure(model, out, tracking, device):
 
 
 @cli.command("run")
-@click.option("--protocol", default=protocols.DEFAULT, show_default=True, help=_protocol_help())
+@click.option("--protocol", default=registry.DEFAULT, show_default=True, help=_protocol_help())
 @click.option(
     "--model", default="smollm2-135m-bundled", show_default=True, help="Roster key, Hub id or local directory."
 )
@@ -160,7 +158,11 @@ def measure(model, out, tracking, device):
     "seed",
     default=None,
     help="seeds[0] (or all seeds, comma-separated); fresh ones if omitted. "
-    + " ".join(f"Under --protocol {m.name}: one seed, {m.seed} if omitted." for m in MANUALS if m.seed is not None),
+    + " ".join(
+        f"Under --protocol {m.spec.name}: one seed, {m.spec.seed} if omitted."
+        for m in MANUALS
+        if m.spec.seed is not None
+    ),
 )
 @click.option(
     "--out",
@@ -209,9 +211,10 @@ def run_command(
     another with --protocol (v1: the 1.0.0 pipeline, base model fine-tuned in place on fabricated answers)."""
     from ..core.config import parse_seeds
     from ..core.lm.device import resolve as resolve_device
+    from ..manuals.configure import configure
     from ..pipeline import stages as pipeline
 
-    manual = protocols.get(protocol)  # the command line's edge: the name resolved once
+    manual = registry.get(protocol)  # the command line's edge: the name resolved once
     given = {name: value for name, value in values.items() if value is not None}
     _check_manual_options(manual, given, seed, resume_id)
     where = pipeline.Where(out, tracking, device)
@@ -219,33 +222,30 @@ def run_command(
     if resume_id:
         pipeline.resume(resume_id, where, options)
         return
-    config = manual.configure(model, profile, parse_seeds(seed), device=str(resolve_device(device)), **given)
+    config = configure(manual, model, profile, parse_seeds(seed), device=str(resolve_device(device)), **given)
     pipeline.run(config, where, options)
 
 
-def _check_manual_options(
-    manual: protocols.Protocol[Any, Any, Any, Any, Any], given: dict[str, Any], seed: str | None, resume_id: str | None
-) -> None:
+def _check_manual_options(manual: AnyManual, given: dict[str, Any], seed: str | None, resume_id: str | None) -> None:
     """An option the chosen manual does not take, a second seed where it takes one, a resume of a manual that does
     not resume, or a resume given its manual's options: one line rather than being ignored."""
-    own = {o.name for o in manual.command_options()}
+    spec = manual.spec
+    own = {o.name for o in command_options(spec)}
     for name in given:
-        others = [m for m in MANUALS if name in {o.name for o in m.command_options()}]
+        others = [m.spec for m in MANUALS if name in {o.name for o in command_options(m.spec)}]
         if name not in own and others:
-            owners = ", ".join(f"{m.manual} (--protocol {m.name})" for m in others)
-            raise CctkError(
-                f"--{name.replace('_', '-')} has no meaning under --protocol {manual.name}: it is {owners}'s"
-            )
-    if resume_id and not manual.resumable:
+            owners = ", ".join(f"{o.label} (--protocol {o.name})" for o in others)
+            raise CctkError(f"--{name.replace('_', '-')} has no meaning under --protocol {spec.name}: it is {owners}'s")
+    if resume_id and not isinstance(manual, Resumable):
         raise CctkError(
-            f"--resume continues the pipelines of a manual that resumes; a protocol {manual.name} run is "
+            f"--resume continues the pipelines of a manual that resumes; a protocol {spec.name} run is "
             "short: start it again"
         )
     mine = [name for name in given if name in own]
     if resume_id and mine:
         raise CctkError(f"--resume continues a run with the options it was started with; leave out --{mine[0]}")
-    if manual.seed is not None and seed is not None and "," in str(seed):
-        raise CctkError(f"--protocol {manual.name} takes one seed ({manual.seed} if omitted), got {seed!r}")
+    if spec.seed is not None and seed is not None and "," in str(seed):
+        raise CctkError(f"--protocol {spec.name} takes one seed ({spec.seed} if omitted), got {seed!r}")
 
 
 @cli.command("sweep")
@@ -259,7 +259,9 @@ def _check_manual_options(
     help="A recipe value and the values it takes (repeatable): the grid is their product.",
 )
 @click.option("--profile", default=AUTO, show_default=True, help="Profile of every cell.")
-@click.option("--parts", default=None, metavar="A,C", help=_option_help("parts"))
+@click.option(
+    "--protocol", default=registry.DEFAULT, show_default=True, help="The manual every cell runs: " + _protocol_help()
+)
 @click.option(
     "--executor",
     type=click.Choice(["local", "ray"]),
@@ -311,6 +313,7 @@ def _check_manual_options(
     help="Continue an interrupted sweep: finished cells are kept, an interrupted one is resumed (on the "
     "cluster at --address, where given).",
 )
+@manual_options
 @click.pass_context
 def sweep_command(
     ctx,
@@ -318,7 +321,7 @@ def sweep_command(
     seeds,
     sets,
     profile,
-    parts,
+    protocol,
     executor,
     address,
     cpus_per_cell,
@@ -328,8 +331,10 @@ def sweep_command(
     tracking,
     figures,
     resume_id,
+    **values,
 ):
-    """Run a grid of pipelines over models, seeds and recipe values (an MLflow sweep run)."""
+    """Run a grid of pipelines over models, seeds and recipe values (an MLflow sweep run); every cell runs one
+    manual (--protocol) with the same options."""
     from ..pipeline import sweep
     from ..pipeline.stages import sweep_cell
     from ..store import tracking as tracking_module
@@ -346,23 +351,33 @@ def sweep_command(
             )
         sweep.check_cluster(address)  # something answers there, before the store is touched
     per_cell = sweep.per_cell(cpus_per_cell, gpus_per_cell)
+    given = {name: value for name, value in values.items() if value is not None}
     if resume_id:
-        store, plan = _reopened_sweep(resume_id, parts, address, retries, tracking)
+        if ctx.get_parameter_source("protocol") is not click.core.ParameterSource.DEFAULT:
+            given["protocol"] = protocol
+        store, plan = _reopened_sweep(resume_id, given, address, retries, tracking)
     else:
-        store, plan = _new_sweep(
-            models, seeds, sets, profile, parts, executor, address, retries, out, tracking, figures
-        )
+        grid = _grid(models, seeds, sets, profile, protocol, given)
+        store, plan = _new_sweep(grid, executor, address, retries, out, tracking, figures)
     if plan.address:
         sweep.check_artifacts(store)
     sweep.execute(store, plan, sweep_cell, echo=click.echo, per_cell=per_cell)
 
 
+def _grid(
+    models: str | None, seeds: str | None, sets: tuple[str, ...], profile: str, protocol: str, given: dict[str, Any]
+) -> Grid:
+    """A new sweep's grid, every cell checked: its models, seeds and recipe values, its manual and options."""
+    from ..pipeline import sweep
+
+    if not models or not seeds:
+        raise CctkError("cctk sweep needs --models and --seeds (or --resume SWEEP_ID)")
+    _check_manual_options(registry.get(protocol), given, None, None)
+    return sweep.parse_grid(models, seeds, sets, profile, protocol=protocol, **given)
+
+
 def _new_sweep(
-    models: str | None,
-    seeds: str | None,
-    sets: tuple[str, ...],
-    profile: str,
-    parts: str | None,
+    grid: Grid,
     executor: str,
     address: str | None,
     retries: int | None,
@@ -370,14 +385,11 @@ def _new_sweep(
     tracking: str | None,
     figures: bool,
 ) -> tuple[Store, Sweep]:
-    """A new sweep, every check before the store is touched."""
+    """A new sweep of ``grid``, every check before the store is touched."""
     from ..pipeline import sweep
     from ..store import tracking as tracking_module
     from ..store.session import check_out
 
-    if not models or not seeds:
-        raise CctkError("cctk sweep needs --models and --seeds (or --resume SWEEP_ID)")
-    grid = sweep.parse_grid(models, seeds, sets, profile, parts=parts)
     if not address:
         check_out(out)
     store = tracking_module.connect(tracking)
@@ -386,14 +398,18 @@ def _new_sweep(
 
 
 def _reopened_sweep(
-    resume_id: str, parts: str | None, address: str | None, retries: int | None, tracking: str | None
+    resume_id: str, given: dict[str, Any], address: str | None, retries: int | None, tracking: str | None
 ) -> tuple[Store, Sweep]:
-    """An interrupted sweep, read back; ``address``: the cluster it goes on with (default: its own)."""
+    """An interrupted sweep, read back; ``address``: the cluster it goes on with (default: its own). ``given``:
+    the manual and its options given on the command line, refused (the sweep's cells keep their own)."""
     from ..pipeline import sweep
     from ..store import tracking as tracking_module
 
-    if parts is not None:
-        raise CctkError("--resume continues a sweep with the parts it was started with; leave out --parts")
+    if given:
+        first = next(iter(given)).replace("_", "-")
+        raise CctkError(
+            f"--resume continues a sweep with the manual and options it was started with; leave out --{first}"
+        )
     store = tracking_module.connect(tracking)
     plan = sweep.reopen_sweep(store, resume_id, address, retries)
     sweep.check_executor(plan.executor, plan.address)

@@ -8,6 +8,7 @@ from typing import Any
 
 from .. import results as run_results
 from ..core.errors import CctkError
+from ..manuals.manual import Parts
 from ..manuals.pooled import PooledRun
 from ..store import session, tracking
 
@@ -61,11 +62,11 @@ def gather(ids: list[str], tracking_name: str | None = None, cache: Path | None 
                 run_id,
                 config.model,
                 config.seed,
-                back.protocol,
+                back.manual,
                 back.results,
                 asdict(config.recipe),
                 tables=back.tables,
-                parts=back.protocol.parts(config.options),
+                parts=back.manual.parts(config.options) if isinstance(back.manual, Parts) else (),
             )
         )
     return gathered

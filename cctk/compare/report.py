@@ -21,6 +21,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from ..figures import save_figure
+from ..manuals.manual import Comparable
 from ..manuals.pooled import Comparison, PooledRun, varied
 from ..outputs.html_report import data_uri
 from ..outputs.tables import html as table_html
@@ -78,10 +79,13 @@ def compute(runs: list[PooledRun[Any]]) -> Comparison:
     """The comparison of ``runs``: each manual's of its own runs (in the order the runs name them), merged."""
     by_manual: dict[str, list[PooledRun[Any]]] = {}
     for r in runs:
-        by_manual.setdefault(r.protocol.name, []).append(r)
+        by_manual.setdefault(r.manual.spec.name, []).append(r)
     merged = Comparison()
     for mine in by_manual.values():
-        part = mine[0].protocol.compare(mine)
+        manual = mine[0].manual
+        if not isinstance(manual, Comparable):  # a manual that compares nothing adds nothing but runs.csv
+            continue
+        part = manual.compare(mine)
         merged = Comparison(
             {**merged.tables, **part.tables},
             {**merged.captions, **part.captions},
@@ -105,7 +109,7 @@ def listing(runs: list[PooledRun[Any]]) -> pd.DataFrame:
                 "base_model": r.model,
                 "seed": r.seed,
                 **{c: r.recipe.get(c) for c in columns},
-                "protocol": r.protocol.name,
+                "protocol": r.manual.spec.name,
                 "parts": ",".join(r.parts),
             }
             for r in runs

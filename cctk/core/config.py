@@ -132,6 +132,14 @@ OptionsT = TypeVar("OptionsT")  # what a manual takes besides the shared configu
 class NoOptions:
     """The options of a manual that takes none besides the shared configuration."""
 
+    @classmethod
+    def of(cls, **given: Any) -> NoOptions:
+        return cls()  # nothing to read: an option given by name is refused before (cctk.manuals.configure)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, str]) -> NoOptions:
+        return cls()
+
     def params(self) -> dict[str, str | float]:
         return {}
 

@@ -101,14 +101,36 @@ class TrainedModel:
 
 
 class Design(ABC, Generic[OptionsT]):
-    """What run_info.json records of a manual's own design, its fields written flat in the file: each manual has
-    its record, a frozen dataclass of its own fields in its folder (manual 2.0.0's split, curves, parts and
-    warnings; how manual 1.0.0 answers, indexes, trains and plots). The core knows none of them: it reads back the
-    options a run took (``OptionsT``)."""
+    """What run_info.json records of a manual's own design, its fields written flat in the file, and what the
+    reports say of it: each manual has its record, a frozen dataclass of its own fields in its folder (manual
+    2.0.0's split, curves, parts and warnings; how manual 1.0.0 answers, indexes, trains and plots). The core knows
+    none of them: it reads back the options a run took (``OptionsT``) and asks the record for its words."""
 
     @abstractmethod
     def options(self) -> OptionsT:
         """The options of its manual the run took (``cctk.core.config.Config.options``)."""
+
+    @classmethod
+    def upgrade(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """run_info.json as an older cctk wrote it, with what that code meant of this design filled in."""
+        return data
+
+    def report_rows(self) -> list[tuple[str, str]]:
+        """What the run report says of it under the model and recipe (label, value)."""
+        return []
+
+    def measurement_rows(self) -> list[tuple[str, str]]:
+        """What the HTML report says of it under the measurement (label, value)."""
+        return []
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What the reports warn of (a model that did not absorb its corpus)."""
+        return ()
+
+    def ran(self) -> str | None:
+        """One sentence on what a run of some of its parts ran (None: it ran the whole manual)."""
+        return None
 
 
 @dataclass(frozen=True, kw_only=True)

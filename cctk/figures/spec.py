@@ -17,11 +17,12 @@ from .common import save_figure
 @dataclass(frozen=True)
 class Spec:
     """One figure: ``number`` orders it, ``key`` tells it apart, ``name`` is its plain name (its manual's
-    labels: its file names), ``draw(**args)`` makes it."""
+    labels: its file names), ``draw(**args)`` makes it in the report's style and ``draw(**args, style=...)`` in a
+    ``cctk.figures.style.Style`` (a paper's, at a journal's width: ``cctk report --style paper``, ``cctk export``)."""
 
     number: int
     key: str
-    # a key of its manual's report sections (``Protocol.report.sections``)
+    # a key of its manual's report sections (``ManualSpec.sections``)
     part: str
     draw: Callable[..., Figure]
     args: dict

@@ -1,5 +1,5 @@
-"""Finished runs pooled across seeds, as every manual's comparison reads them (``Protocol.compare``: a list of
-``PooledRun``, its answer a ``Comparison``).
+"""Finished runs pooled across seeds, as every comparable manual's comparison reads them (``Comparable.compare``:
+a list of ``PooledRun``, its answer a ``Comparison``).
 
 Runs are pooled within a group only: one base model and one value of every recipe value that differs between the
 runs compared (``grouped``); every table of a comparison names its group in its first columns. Pure: runs in,
@@ -9,18 +9,16 @@ computes of its own.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
 import pandas as pd
 
-from .registry import Comparison, PooledRun, RecipeValue, Results
+from .manual import Comparison, PooledRun, R, RecipeValue
 
-R = TypeVar("R", bound=Results[Any])  # the runs' results (their manual's)
 # A group of runs by its columns (``group_columns``): its base model, and its value of every varied recipe value
 # (None where a run logged none).
 Label = dict[str, RecipeValue | None]
 __all__ = ["Comparison", "Label", "PooledRun", "group_columns", "grouped", "stacked", "varied"]
-
 
 # --- Groups: runs are pooled only within a base model and one value of every recipe value that varies. ---
 

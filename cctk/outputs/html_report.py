@@ -15,7 +15,7 @@ from PIL import Image
 
 from ..core.labels import printed
 from ..core.records import RunInfo
-from ..manuals.registry import Protocol
+from ..manuals.manual import ManualSpec
 from . import latex
 from .run_report import facts, fine_tuning_runs, report_title, runs_table
 from .tables import html as table_html
@@ -158,33 +158,33 @@ class Section(TypedDict):
     note: str | None
 
 
-def render(info: RunInfo, tables: dict[str, pd.DataFrame], figures: list[tuple[Spec, str]], protocol: Protocol) -> str:
-    """``figures``: (figures.spec.Spec, its PNG as a data URI) in order; ``protocol``: the run's, whose report
-    names its sections and tables (``cctk.manuals.registry``)."""
-    report = protocol.report
-    notes = {key: note.format(model=info.model.key, profile=info.profile) for key, note in report.notes.items()}
+def render(info: RunInfo, tables: dict[str, pd.DataFrame], figures: list[tuple[Spec, str]], spec: ManualSpec) -> str:
+    """``figures``: (figures.spec.Spec, its PNG as a data URI) in order; ``spec``: the run's manual's, which names
+    its sections and tables."""
+    notes = {key: note.format(model=info.model.key, profile=info.profile) for key, note in spec.notes.items()}
     sections: dict[str, Section] = {
-        key: {"key": key, "title": text, "items": [], "note": notes.get(key)} for key, text in report.sections.items()
+        key: {"key": key, "title": text, "items": [], "note": notes.get(key)} for key, text in spec.sections.items()
     }
-    for spec, uri in figures:
-        sections[spec.part]["items"].append(
+    for figure, uri in figures:
+        sections[figure.part]["items"].append(
             {
                 "kind": "figure",
-                "number": spec.number,
-                "anchor": f"figure-{spec.number:02d}",
-                "title": spec.title[0].upper() + spec.title[1:],
+                "number": figure.number,
+                "anchor": f"figure-{figure.number:02d}",
+                "title": figure.title[0].upper() + figure.title[1:],
                 "uri": uri,
-                "about": report.about[spec.key.split(":")[0]],
+                "about": spec.figure_about[figure.key.split(":")[0]],
             }
         )
     for name, table in tables.items():
-        sections[report.table_part[name]]["items"].append(
+        about = spec.table(name)
+        sections[about.section]["items"].append(
             {
                 "kind": "table",
                 "number": int(name[-2:]),
                 "anchor": name,
-                "title": report.tables[name],
-                "caption": (report.paper_captions or report.captions)[name],  # in the words of the headers
+                "title": about.title,
+                "caption": about.paper_caption or about.caption,  # in the words of the headers
                 "html": Markup(plain_table(table, name)),
             }
         )
@@ -197,16 +197,16 @@ def render(info: RunInfo, tables: dict[str, pd.DataFrame], figures: list[tuple[S
     minutes = f"{info.seconds / 60:.1f}" if info.seconds is not None else None
     return TEMPLATE.render(
         info=info,
-        heading=report_title(protocol, "cctk report"),
-        blocks=facts(info, protocol),
+        heading=report_title(spec, "cctk report"),
+        blocks=facts(info),
         seeds=seed_rows,
         seed_text=",".join(map(str, seeds.values)),
         end_marker=repr(info.end_marker),
-        design=protocol.measurement_rows(info.design),
-        warnings=protocol.warnings(info.design),
+        design=info.design.measurement_rows(),
+        warnings=info.design.warnings,
         minutes=minutes,
         figures_drawn=bool(figures),
-        ran=protocol.ran(info.design),
+        ran=info.design.ran(),
         parts=[s for s in sections.values() if s["items"]],  # a part not run has neither table nor figure
-        runs=Markup(table_html(runs_table(fine_tuning_runs(info, protocol, tables)), "runs", left=["model", "parent"])),
+        runs=Markup(table_html(runs_table(fine_tuning_runs(info, spec, tables)), "runs", left=["model", "parent"])),
     )

@@ -24,7 +24,7 @@ from ..core.labels import PAPER_FIGURE_ABOUT, file_stem
 from ..figures.common import lean_fonts, paper_style
 from ..figures.spec import Spec
 from ..figures.style import WIDTHS, Style, notes, paper
-from ..manuals import registry as protocols
+from ..manuals.manual import ManualSpec
 from ..store import session
 from . import latex, render
 
@@ -83,12 +83,12 @@ def write_figures(
 ) -> list[PaperFigure]:
     """Every figure of a rebuilt session in ``style`` under ``out/figures``, and ``captions.tex`` / ``.md``;
     ``only``: these figures alone, their captions put in place of their own in the caption files there."""
-    protocol = rebuilt.protocol
+    manual, spec = rebuilt.manual, rebuilt.manual.spec
     specs = (
-        list(only) if only is not None else protocol.figures(rebuilt.results, rebuilt.tables, rebuilt.info.config.model)
+        list(only) if only is not None else manual.figures(rebuilt.results, rebuilt.tables, rebuilt.info.config.model)
     )
-    about = {**protocol.report.about, **PAPER_FIGURE_ABOUT}
-    job = partial(draw, folder=Path(out) / "figures", style=style, about=about, prefix=protocol.report.label_prefix)
+    about = {**spec.figure_about, **PAPER_FIGURE_ABOUT}
+    job = partial(draw, folder=Path(out) / "figures", style=style, about=about, prefix=spec.label_prefix)
     drawn = render.run_all(job, specs, eps=False)
     if only is None:
         (Path(out) / "captions.tex").write_text(captions_tex(drawn), encoding="utf-8")
@@ -131,27 +131,22 @@ def captions_md(figures: list[PaperFigure]) -> str:
     return "".join(f"**Figure {f.number}** (`{f.path('pdf')}`, label `{f.label}`). {f.caption}\n\n" for f in figures)
 
 
-def table_captions(protocol: protocols.Protocol) -> dict[str, str]:
-    """The paper's captions (the protocol's ``report.paper_captions``), else its titles and report captions."""
-    if protocol.report.paper_captions:
-        return protocol.report.paper_captions
-    return {
-        name: f"{title[0].upper()}{title[1:]}. {protocol.report.captions[name]}"
-        for name, title in protocol.report.tables.items()
-    }
+def table_captions(spec: ManualSpec) -> dict[str, str]:
+    """Each table's caption in a paper (its ``paper_caption``), else its title and report caption."""
+    return {t.key: t.paper_caption or f"{t.title[0].upper()}{t.title[1:]}. {t.caption}" for t in spec.tables}
 
 
 def write_tables(rebuilt: session.Rebuilt, out: Path, only: Sequence[str] | None = None) -> list[PaperTable]:
     """Every table (``only``: those named) as ``tables/tableNN.tex``."""
-    protocol = rebuilt.protocol
-    captions = table_captions(protocol)
+    spec = rebuilt.manual.spec
+    captions = table_captions(spec)
     folder = Path(out) / "tables"
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for name, table in rebuilt.tables.items():
         if only is not None and name not in only:
             continue
-        label = f"tab:{protocol.report.label_prefix}{name}"
+        label = f"tab:{spec.label_prefix}{name}"
         written.append(PaperTable(name, label, latex.latex(table, captions[name], label)))
         (folder / f"{name}.tex").write_text(written[-1].tex, encoding="utf-8")
     return written
@@ -177,14 +172,14 @@ def pick(rebuilt: session.Rebuilt, only: Sequence[str], tables: bool = True) -> 
     """The figures and tables ``--only`` names, in their order: a figure by its file name (``synthesis``,
     ``24_synthesis``), a table by its name (``table09``) or its title (``synthesis shares``, ``synthesis_shares``).
     A name of neither is a one-line error naming the closest and every name there is."""
-    protocol = rebuilt.protocol
-    specs = protocol.figures(rebuilt.results, rebuilt.tables, rebuilt.info.config.model)
+    manual = rebuilt.manual
+    specs = manual.figures(rebuilt.results, rebuilt.tables, rebuilt.info.config.model)
     figures = {name: spec for spec in specs for name in (spec.stem, f"{spec.number:02d}_{spec.stem}")}
-    titles = protocol.report.tables
+    titles = manual.spec.titles
     named = {
         alias.lower(): name
         for name in rebuilt.tables
-        for alias in (name, titles[name], file_stem(titles[name]), session.table_stem(name, protocol))
+        for alias in (name, titles[name], file_stem(titles[name]), session.table_stem(name, manual))
     }
     asked = [word.strip() for word in only if word.strip()]
     for word in asked:

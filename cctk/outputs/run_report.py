@@ -2,7 +2,7 @@
 fine-tuning run and the training loss (log scale; main sequence in colour, the rest gray).
 
 The same page serves every manual: it reads the run's ``RunInfo``, and what its design is in words from its manual
-(``Protocol.design_rows``, ``warnings``, ``report.loss``)."""
+(its ``ManualSpec``) and its design record (``Design.report_rows``, ``warnings``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import re
 import textwrap
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 from matplotlib.lines import Line2D
@@ -19,10 +18,9 @@ from ..core.lm.record import TRAINING_COLUMNS
 from ..core.records import RunInfo
 from ..figures.common import new_figure, paper_style
 from ..figures.loss import draw_losses
-from ..manuals.registry import Protocol
+from ..manuals.manual import ManualSpec
+from ..manuals.registry import DEFAULT
 from .tables import number
-
-Manual = Protocol[Any, Any, Any, Any, Any]  # the run's manual
 
 PAGE = (8.27, 11.69)  # A4, inches
 BLOCKS = ((0.06, 31), (0.36, 20), (0.55, 38))  # x of hardware, software, model blocks; characters a value may take
@@ -48,7 +46,7 @@ def size(n_bytes) -> str:
     return f"{int(n_bytes)} B"
 
 
-def facts(info: RunInfo, protocol: Manual) -> list[tuple[str, list[tuple[str, str]]]]:
+def facts(info: RunInfo) -> list[tuple[str, list[tuple[str, str]]]]:
     """The page's three blocks of (label, value): hardware, software, model and recipe (its manual's design last)."""
     hw, sw = info.hardware, info.software  # software: package -> version
     gpu = f"{hw.gpu} ({size(hw.gpu_memory_bytes)})" if hw.gpu else "none (CPU)"
@@ -85,7 +83,7 @@ def facts(info: RunInfo, protocol: Manual) -> list[tuple[str, list[tuple[str, st
     model.append(("seed used", str(seeds[0])))
     if len(seeds) > 1:  # drawn or derived with it, reserved for repetitions
         model.append(("unused seeds", ", ".join(map(str, seeds[1:]))))
-    model += protocol.design_rows(info.design)
+    model += info.design.report_rows()
     return [("Hardware", hardware), ("Software", software), ("Model and recipe", model)]
 
 
@@ -104,11 +102,11 @@ def _model_file(info: RunInfo) -> list[tuple[str, str]]:
     return rows
 
 
-def fine_tuning_runs(info: RunInfo, protocol: Manual, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+def fine_tuning_runs(info: RunInfo, spec: ManualSpec, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """The run's fine-tuning runs in table11's columns: its manual's table of them, or, for a manual without one,
     the runs its record lists (``RunInfo.training``)."""
-    if protocol.report.runs_table is not None:
-        return tables[protocol.report.runs_table]
+    if spec.runs_table is not None:
+        return tables[spec.runs_table]
     rows = [{"model": t.model, "parent": t.parent, **t.record.row()} for t in info.training.values()]
     return pd.DataFrame(rows, columns=["model", "parent", *TRAINING_COLUMNS])
 
@@ -136,31 +134,30 @@ def runs_table(table11: pd.DataFrame) -> pd.DataFrame:
     return out.rename(columns=RUN_COLUMNS)
 
 
-def draw(info: RunInfo, protocol: Manual, table11: pd.DataFrame, losses: dict[str, list[float]], main: list[str]):
+def draw(info: RunInfo, spec: ManualSpec, table11: pd.DataFrame, losses: dict[str, list[float]], main: list[str]):
     with paper_style():
         fig = new_figure(*PAGE)
-        fig.text(0.06, 0.965, report_title(protocol), fontsize=15, fontweight="bold", va="top")
+        fig.text(0.06, 0.965, report_title(spec), fontsize=15, fontweight="bold", va="top")
         fig.text(0.06, 0.94, _subtitle(info), fontsize=8, va="top", color="#333333")
         blocks = [
-            (title, _wrapped(rows, width))
-            for (title, rows), (_, width) in zip(facts(info, protocol), BLOCKS, strict=True)
+            (title, _wrapped(rows, width)) for (title, rows), (_, width) in zip(facts(info), BLOCKS, strict=True)
         ]  # v1 fills fewer
         for (title, rows), (x, _) in zip(blocks, BLOCKS, strict=True):
             _block(fig, x, 0.895, title, rows)
         below = 0.895 - 0.022 - LINE * max(sum(len(lines) for _, lines in rows) for _, rows in blocks) - 0.02
-        warnings = protocol.warnings(info.design)
+        warnings = info.design.warnings
         if warnings:  # 2.0.0's Part A did not absorb: said on the page, across it, above the runs it concerns
             lines = textwrap.wrap("Warning: " + "; ".join(warnings), 120)
             fig.text(0.06, below, "\n".join(lines), fontsize=7, va="top", color="#c62828", fontweight="bold")
             below -= LINE * len(lines) + 0.015
-        bottom = _runs(fig, runs_table(table11), below, protocol.report.loss)
+        bottom = _runs(fig, runs_table(table11), below, spec.loss)
         _loss(fig.add_axes((0.1, 0.06, 0.5, bottom - 0.06 - 0.03)), losses, main)
     return fig
 
 
-def report_title(protocol: Manual, name: str = "cctk run report") -> str:
+def report_title(spec: ManualSpec, name: str = "cctk run report") -> str:
     """``name``, and the manual when it is not the default one."""
-    return name + ("" if protocol.is_default else f" \u00b7 protocol {protocol.version}")
+    return name + ("" if spec.name == DEFAULT else f" \u00b7 protocol {spec.version}")
 
 
 def _subtitle(info: RunInfo) -> str:
@@ -257,14 +254,14 @@ def _loss(ax, losses: dict[str, list[float]], main: list[str]) -> None:
 
 def write(
     info: RunInfo,
-    protocol: Manual,
+    spec: ManualSpec,
     table11: pd.DataFrame,
     losses: dict,
     main: list[str],
     paths: dict[str, Path],
 ) -> list[Path]:
     """The page as ``paths["pdf"]`` and ``paths["png"]`` (150 dpi)."""
-    fig = draw(info, protocol, table11, losses, main)
+    fig = draw(info, spec, table11, losses, main)
     with paper_style():
         fig.savefig(paths["pdf"])
         fig.savefig(paths["png"], dpi=150)

@@ -2,7 +2,7 @@
 
 ``write_all`` writes the figures, tables, workbook, run_info.json, run report, HTML report and zip of
 a run under any manual (the measurement CSVs and the training records are already there); every path comes
-from ``cctk.store.session.Layout``, everything that differs between the manuals from the run's ``Protocol``.
+from ``cctk.store.session.Layout``, everything that differs between the manuals from the run's ``Manual``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import pandas as pd
 
 from ..core.records import RunInfo
 from ..figures import spec as figure_spec
+from ..manuals.manual import ModelFigures, trained
 from ..store import session
 from ..store.session import Layout
 from . import html_report, render, run_report
@@ -24,9 +25,11 @@ from .tables import write_tables
 def model_heatmaps(results, key: str, layout: Layout) -> list[Path]:
     """The figures of one model as soon as it is measured (2.0.0: its heatmaps; the correct sum too for
     m_random), PNG/PDF/EPS, each in its numbered folder, where ``write_all(..., reuse_heatmaps=True)``
-    finds it again. The figures are those of the layout's protocol."""
-    paths = []
-    for spec in layout.protocol.model_figures(results, key):
+    finds it again. The figures are those of the layout's manual (none where it draws none per model)."""
+    paths: list[Path] = []
+    if not isinstance(layout.manual, ModelFigures):
+        return paths
+    for spec in layout.manual.model_figures(results, key):
         paths += figure_spec.draw_and_save(spec, layout.figure(spec.number, spec.stem)["png"].parent)
     return paths
 
@@ -45,29 +48,29 @@ def write_all(
     ``reuse_heatmaps`` keeps heatmaps already drawn by ``model_heatmaps`` during the run;
     ``figures=False`` draws none (``cctk report`` draws them later from the same folder).
     """
-    protocol = layout.protocol
-    report = protocol.report
-    write_tables(tables, layout, report.captions, report.label_prefix)  # first: the cheapest and most precious
-    session.write_draws(layout, protocol, results.draws)
+    manual, spec = layout.manual, layout.manual.spec
+    captions = {t.key: t.caption for t in spec.tables}
+    write_tables(tables, layout, captions, spec.label_prefix)  # first: the cheapest and most precious
+    session.write_draws(layout, results.draws)
     session.write_run_info(layout, info)
     config = info.config
-    specs = protocol.figures(results, tables, config.model) if figures else []
+    specs = manual.figures(results, tables, config.model) if figures else []
     uris = render.run_all(partial(_figure, layout=layout, reuse=reuse_heatmaps), specs)
     losses = {
-        protocol.model_name(m.key): list(results.training[m.key].losses)
-        for m in protocol.trained(config.options)
+        spec.model_name(m.key): list(results.training[m.key].losses)
+        for m in trained(manual, config.options)
         if m.key in results.training
     }
     run_report.write(
         info,
-        protocol,
-        run_report.fine_tuning_runs(info, protocol, tables),
+        spec,
+        run_report.fine_tuning_runs(info, spec, tables),
         losses,
-        [protocol.model_name(k) for k in protocol.main_sequence],
+        [spec.model_name(k) for k in spec.main_sequence],
         layout.run_report,
     )
     layout.report_html.write_text(
-        html_report.render(info, tables, list(zip(specs, uris, strict=True)), protocol), encoding="utf-8"
+        html_report.render(info, tables, list(zip(specs, uris, strict=True)), spec), encoding="utf-8"
     )
     session.write_zip(layout)
     return len(specs)

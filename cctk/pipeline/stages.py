@@ -1,10 +1,10 @@
-"""``cctk run``: a protocol's whole experiment for one model, every measured model a nested MLflow run.
+"""``cctk run``: a manual's whole experiment for one model, every measured model a nested MLflow run.
 
 Order: check every input, draw (targets, split, a v1 corpus: written at once), measure the base model,
 then train and measure every fine-tuned model (2.0.0: the thirteen arms, each from a fresh copy of its
 parent, parents waiting on the CPU; 1.0.0: the base model itself, in place), then compute the tables
 from the measurement tables and write every output. What differs between the manuals comes from each one's
-``Protocol`` (``cctk.manuals.registry``); this is the one orchestration of all of them.
+``Manual`` (``cctk.manuals.manual``); this is the one orchestration of all of them.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from ..core.lm.record import TrainRecord
 from ..core.lm.scoring import measure
 from ..core.progress import Progress
 from ..core.records import MemoryUse, MlflowIds, hardware, software
-from ..manuals import registry as protocols
-from ..manuals.registry import Measured, Protocol, Results, Row
+from ..manuals import configure, registry, words
+from ..manuals.manual import AnyManual, Curves, Datasets, ManualOptions, Measured, Results, Resumable, Row, trained
 from ..outputs import model_heatmaps, write_all
 from ..store import session as session_files
 from ..store import tracking
@@ -74,12 +74,12 @@ QUIET = Options(echo=lambda *_: None)
 
 @dataclass(frozen=True)
 class RunContext:
-    """What one pipeline runs with, fixed once known: its configuration and protocol, folder, tracking store,
+    """What one pipeline runs with, fixed once known: its configuration and manual, folder, tracking store,
     experiment and MLflow parent run, device, model source, memory plan and provenance. What the run learns
     on its way (the GEMM peak, the estimate it logs, a Hub revision) makes a new context (``replace``)."""
 
     config: Config[Any]
-    protocol: Protocol[Any, Any, Any, Any, Any]
+    manual: AnyManual
     layout: Layout
     store: tracking.Store
     experiment_id: str
@@ -113,7 +113,7 @@ LONGEST_ROW = 16  # tokens of the longest arithmetic training row, an upper boun
 
 def check_inputs(
     config: Config[Any],
-    protocol: Protocol[Any, Any, Any, Any, Any],
+    manual: AnyManual,
     tracking_name: str | None = None,
     device: str | None = None,
     out_root: Path | None = None,
@@ -122,32 +122,30 @@ def check_inputs(
     cached or reachable, its configuration readable), the device, the recipe and memory on it
     (``check_device``), ``out_root`` (takes files), and the tracking store (reachable, openable)."""
     source = models.check_available(config.model)
-    where, plan = check_device(config, protocol, device)
+    where, plan = check_device(config, manual, device)
     if out_root is not None:
         session_files.check_out(out_root)
     return tracking.connect(tracking_name), where, plan, source
 
 
-def check_device(
-    config: Config[Any], protocol: Protocol[Any, Any, Any, Any, Any], device: str | None
-) -> tuple[torch.device, memory.Plan]:
+def check_device(config: Config[Any], manual: AnyManual, device: str | None) -> tuple[torch.device, memory.Plan]:
     """The device (present), the recipe on it (precision, optimizer) and the memory the run needs against
     what is free there: one line naming what fits where it does not."""
     where = resolve_device(device)
     check_recipe(config.recipe, where)
     compute.pinned_peak()  # a CCTK_GEMM_PEAK_GFLOPS that is not a number of GFLOP/s, refused here
-    plan = memory_plan(config, protocol, where)
+    plan = memory_plan(config, manual, where)
     if plan.shortfall():  # name the roster's models that would fit, in the one line
         replace(plan, others=models.roster_shapes()).check()
     return where, plan
 
 
-def memory_plan(config: Config[Any], protocol: Protocol[Any, Any, Any, Any, Any], where: torch.device) -> memory.Plan:
+def memory_plan(config: Config[Any], manual: AnyManual, where: torch.device) -> memory.Plan:
     """The run's memory against the device: one arm trained at a time, its parent waiting in host memory
     (none where every model is trained in place, protocol v1); ``--curves`` measures every epoch while the
     arm's gradients and moments live."""
     shape = memory.Shape.of_config(models.model_config(config.model))
-    copies = any(not m.in_place for m in protocol.trained(config.options))
+    copies = any(not m.in_place for m in trained(manual, config.options))
     return memory.Plan(
         config.model,
         shape,
@@ -155,8 +153,29 @@ def memory_plan(config: Config[Any], protocol: Protocol[Any, Any, Any, Any, Any]
         LONGEST_ROW,
         room(where),
         waiting=int(copies),
-        job=memory.Job(measured_in_training=protocol.curves(config)),
+        job=memory.Job(measured_in_training=_curves(manual, config)),
     )
+
+
+def _curves(manual: AnyManual, config: Config[Any]) -> bool:
+    """Whether a run of ``config`` measures every arm after every epoch (a manual with curves, asked to)."""
+    return isinstance(manual, Curves) and manual.curves(config)
+
+
+def _context(
+    config: Config[Any],
+    manual: AnyManual,
+    layout: Layout,
+    store: tracking.Store,
+    mlflow_run: tracking.LiveRun,
+    checked: tuple[torch.device, models.ModelSource, memory.Plan],
+    figures: bool,
+) -> RunContext:
+    """The context of a run (new or resumed) once its MLflow run is open: its provenance recorded there."""
+    device, source, plan = checked
+    found = _record_provenance(config, manual, store, mlflow_run)
+    experiment = mlflow_run.experiment_id
+    return RunContext(config, manual, layout, store, experiment, mlflow_run, device, source, plan, found, figures)
 
 
 def sweep_cell(
@@ -167,51 +186,36 @@ def sweep_cell(
     sweep_id: str,
     resume_id: str | None = None,
     figures: bool = True,
-    parts: tuple[str, ...] | None = None,
+    protocol: str = registry.DEFAULT,
+    options: ManualOptions | None = None,
 ) -> str:
-    """One cell of a sweep (locally or in a Ray worker): ``cctk run`` nested under the sweep, quietly;
-    returns its run id. Top-level (Ray pickles it by name), its arguments plain values."""
-    where, options = Where(Path(out), tracking_uri), replace(QUIET, figures=figures, sweep=sweep_id, cell=cell.key)
+    """One cell of a sweep (locally or in a Ray worker): ``cctk run`` of manual ``protocol`` with ``options`` (None:
+    its defaults) nested under the sweep, quietly; returns its run id. Top-level (Ray pickles it by name), its
+    arguments plain values."""
+    where, quiet = Where(Path(out), tracking_uri), replace(QUIET, figures=figures, sweep=sweep_id, cell=cell.key)
     if resume_id:
-        return resume(resume_id, where, options).run_id
-    config = protocols.make_config(
-        cell.model,
-        profile,
-        (cell.seed,),
-        device=str(resolve_device(None)),
-        parts=parts,
-        protocol=protocols.DEFAULT,  # a cell runs the default manual
-        **dict(cell.overrides),
+        return resume(resume_id, where, quiet).run_id
+    device = str(resolve_device(None))
+    config = configure.make_config(
+        cell.model, profile, (cell.seed,), device=device, protocol=protocol, **dict(cell.overrides)
     )
-    return run(config, where, options).run_id
+    return run(config if options is None else replace(config, options=options), where, quiet).run_id
 
 
 def run(config: Config[Any], where: Where = Where(), options: Options = Options()) -> Outcome:
-    """Run the pipeline of ``config`` under its protocol; returns the results with every table computed."""
-    protocol = protocols.get(config.protocol)  # the library's entry: the one resolution of the Config's name
+    """Run the pipeline of ``config`` under its manual; returns the results with every table computed."""
+    manual = registry.get(config.protocol)  # the library's entry: the one resolution of the Config's name
     echo, sweep = options.echo, options.sweep
-    store, device, plan, source = check_inputs(config, protocol, where.tracking, where.device, where.out)
-    layout = Layout(session_files.new_folder(Path(where.out), config.model), protocol)
-    tags = {tracking.SESSION: layout.session, tracking.PROTOCOL: protocol.name, "mlflow.source.name": "cctk run"}
+    store, device, plan, source = check_inputs(config, manual, where.tracking, where.device, where.out)
+    layout = Layout(session_files.new_folder(Path(where.out), config.model), manual)
+    tags = {tracking.SESSION: layout.session, tracking.PROTOCOL: manual.spec.name, "mlflow.source.name": "cctk run"}
     if sweep:
         tags.update({tracking.SWEEP: sweep, tracking.CELL: options.cell or ""})
     # the folder is let go after the run has ended (a resume that takes it finds it ended); the run is
     # opened here and ended here, so no fault between (the GEMM peak, a Ctrl-C) leaves it RUNNING
     with _held(layout.folder), store.run("pipeline", layout.session, tags, parent=sweep, attach=True) as mlflow_run:
-        _set_up(mlflow_run, config, protocol, source, layout, sweep, echo, where.device)
-        context = RunContext(
-            config,
-            protocol,
-            layout,
-            store,
-            mlflow_run.experiment_id,
-            mlflow_run,
-            device,
-            source,
-            plan,
-            _record_provenance(config, protocol, store, mlflow_run),
-            figures=options.figures,
-        )
+        _set_up(mlflow_run, config, manual, source, layout, sweep, echo, where.device)
+        context = _context(config, manual, layout, store, mlflow_run, (device, source, plan), options.figures)
         results = _stages(context, Done(), echo, options.system_metrics, peak=True)
     return Outcome(results, mlflow_run.run_id, layout.folder)
 
@@ -222,16 +226,17 @@ def resume(run_id: str, where: Where = Where(), options: Options = Options()) ->
     process still holds its session folder, are refused (nothing of theirs is rewritten)."""
     store, echo = tracking.connect(where.tracking), options.echo
     parent = store.pipeline(run_id)
-    protocol = protocols.get(parent.tags.get(tracking.PROTOCOL))  # MLflow's edge: resolved once, passed on
-    if not protocol.resumable:
+    manual = registry.get(parent.tags.get(tracking.PROTOCOL))  # MLflow's edge: resolved once, passed on
+    if not isinstance(manual, Resumable):
+        resumes = ", ".join(m.spec.label for m in registry.every() if isinstance(m, Resumable))
         raise CctkError(
-            f"run {run_id} is a protocol {protocol.name} run; --resume continues the pipelines of a manual that "
-            f"resumes ({', '.join(m.manual for m in protocols.every() if m.resumable)}): start it again"
+            f"run {run_id} is a protocol {manual.spec.name} run; --resume continues the pipelines of a manual that "
+            f"resumes ({resumes}): start it again"
         )
     if parent.status == "FINISHED":
         raise CctkError(f"run {run_id} is FINISHED: there is nothing to resume (start a new run to repeat it)")
-    config = protocol.config_from_params(parent.params)
-    layout = Layout(Path(where.out) / parent.tags.get(tracking.SESSION, ""), protocol)
+    config = configure.config_from_params(manual, parent.params)
+    layout = Layout(Path(where.out) / parent.tags.get(tracking.SESSION, ""), manual)
     if options.sweep and parent.tags.get(tracking.SESSION):  # a cell on another machine than its lost one's:
         layout.folder.mkdir(parents=True, exist_ok=True)  # what it finished comes back from MLflow
     if not parent.tags.get(tracking.SESSION) or not layout.folder.is_dir():
@@ -242,25 +247,13 @@ def resume(run_id: str, where: Where = Where(), options: Options = Options()) ->
     session_files.check_out(layout.folder, "the session folder")
     busy = f"run {run_id} is still running: its process holds {layout.folder} (stop it first, or wait for it to end)"
     with _held(layout.folder, busy):  # first: a live run's own memory use would fail the plan
-        device, plan = check_device(config, protocol, where.device)
+        device, plan = check_device(config, manual, where.device)
         source = models.check_available(config.model)  # before the run is reopened, as run()'s input checks
         done = resume_state.finished(store, parent, layout)
         with store.run("pipeline", layout.session, reopen=run_id) as reopened:  # ended here, as run()'s
-            context = RunContext(
-                config,
-                protocol,
-                layout,
-                store,
-                parent.experiment_id,
-                reopened,
-                device,
-                source,
-                plan,
-                _record_provenance(config, protocol, store, reopened),
-                figures=options.figures,
-            )
+            context = _context(config, manual, layout, store, reopened, (device, source, plan), options.figures)
             echo(
-                f"resuming {layout.session}: {len(done.run_ids)} of {len(protocol.models(config.options))} models "
+                f"resuming {layout.session}: {len(done.run_ids)} of {len(manual.models(config.options))} models "
                 "already finished"
             )
             results = _stages(context, done, echo, options.system_metrics, peak=False)
@@ -282,25 +275,23 @@ def _held(folder: Path, busy: str | None = None) -> Iterator[int]:
 
 
 def _stages(context: RunContext, done: Done, echo: Echo, system_metrics: bool, peak: bool) -> Results[Any]:
-    """Draw, measure and train, compute the tables, write the outputs; returns the protocol's results.
+    """Draw, measure and train, compute the tables, write the outputs; returns the manual's results.
     ``peak``: measure the device's GEMM peak first (the compute limit; a resume reports no cost)."""
     monitor = None  # MLflow's system-metrics monitor of the parent run, if any
     try:
-        draws = context.protocol.draw(context.config)
+        draws = context.manual.draw(context.config)
         gflops = compute.peak_gflops(str(context.device), context.config.recipe.precision) if peak else None
         if system_metrics:
             monitor = context.mlflow_run.system_metrics()
         context = replace(context, peak_gflops=gflops, memory_estimate=context.plan.expected_peak())
         context.mlflow_run.metrics({"memory_estimate_bytes": context.memory_estimate})
-        for path in session_files.write_draws(context.layout, context.protocol, draws):  # on file before any training
+        for path in session_files.write_draws(context.layout, draws):  # on file before any training
             context.mlflow_run.files(path)
         results, context = _train_and_measure(context, draws, done, echo)
-        if context.protocol.curves(context.config):  # every arm's points, appended as it finished (a resume's too)
-            curves = session_files.read_curves(context.layout)
-            results = context.protocol.new_results(
-                draws, context.config, results.measurements, results.training, curves
-            )
-        tables = context.protocol.compute_tables(results)
+        manual = context.manual
+        if isinstance(manual, Curves) and manual.curves(context.config):  # every arm's points, a resume's too
+            results = manual.with_curves(results, session_files.read_curves(context.layout))
+        tables = manual.tables(results)
         shutil.rmtree(context.layout.checkpoints, ignore_errors=True)  # only a resume needs them
         _finish(context, results, tables, echo, resumed=bool(done.run_ids))
         return results
@@ -312,7 +303,7 @@ def _stages(context: RunContext, done: Done, echo: Echo, system_metrics: bool, p
 def _set_up(
     mlflow_run: tracking.LiveRun,
     config: Config[Any],
-    protocol: Protocol[Any, Any, Any, Any, Any],
+    manual: AnyManual,
     source: models.ModelSource,
     layout: Layout,
     sweep: str | None,
@@ -322,20 +313,20 @@ def _set_up(
     """The parent run's description and parameters, and the session's first lines; where the ``auto``
     profile took the CPU's recipe, why, in those lines and in tag ``cctk.auto_profile`` (``device``: the
     device asked for, None where none was)."""
-    note = protocol.run_note(config) + (f"; a cell of sweep {sweep}" if sweep else "")
+    note = words.run_note(manual, config) + (f"; a cell of sweep {sweep}" if sweep else "")
     mlflow_run.note(f"{note}. {tracking.nested_runs_hint(mlflow_run.run_id)}")
-    mlflow_run.params({**protocol.params(config), "model_id": source.id, "cctk_version": __version__})
+    mlflow_run.params({**configure.params(manual, config), "model_id": source.id, "cctk_version": __version__})
     auto = (
         auto_on_cpu(config.profile, device) if config.profile_requested == AUTO and config.profile != "paper" else None
     )
     if auto:
         mlflow_run.tags({AUTO_PROFILE: auto})
-    _say_where(protocol, config, layout, echo, auto)
+    _say_where(manual, config, layout, echo, auto)
 
 
 def _record_provenance(
     config: Config[Any],
-    protocol: Protocol[Any, Any, Any, Any, Any],
+    manual: AnyManual,
     store: tracking.Store,
     mlflow_run: tracking.LiveRun,
     revision: str | None = None,
@@ -343,7 +334,7 @@ def _record_provenance(
     """The run's provenance (model file and hash, git state, its manual's reproduce command, every package's
     version) and where it is stored (absolute URI, artifact location) as tags of the parent run; returned for
     run_info.json."""
-    found = provenance.gather(config, protocol.reproduce(config), revision)
+    found = provenance.gather(config, configure.reproduce(manual, config), revision)
     where = {tracking.TRACKING_URI: store.uri, tracking.ARTIFACT_URI: mlflow_run.artifact_uri}
     versions = provenance.package_versions(config)
     mlflow_run.tags({**tracking.provenance_tags(found.flat(), versions), **where})
@@ -351,7 +342,7 @@ def _record_provenance(
 
 
 def _say_where(
-    protocol: Protocol[Any, Any, Any, Any, Any],
+    manual: AnyManual,
     config: Config[Any],
     layout: Layout,
     echo: Echo,
@@ -359,17 +350,16 @@ def _say_where(
 ) -> None:
     """The session, then what its manual says before it starts: the profile and the seeds (how to repeat the
     run), and the parts when not all; ``auto``: why the auto profile took the CPU's recipe, in the profile's place."""
-    about = "" if protocol.is_default else f"protocol {protocol.name}, manual {protocol.version}; "
-    echo(f"session {layout.session}  ({about}outputs in {layout.folder})")
-    for line in protocol.setup_lines(config):
+    echo(f"session {layout.session}  ({words.heading(manual)}outputs in {layout.folder})")
+    for line in words.setup_lines(manual, config):
         echo(line.replace(f"profile {config.profile_note};", f"profile auto: {auto};", 1) if auto else line)
 
 
 def _train_and_measure(context: RunContext, draws: Any, done: Done, echo: Echo) -> tuple[Results[Any], RunContext]:
     """Every model not finished yet, trained and measured in its nested run; returns the results and the
     context (with the provenance of the Hub revision loaded, where it differs from the one checked)."""
-    measured = training_order(context.protocol.models(context.config.options))
-    results = context.protocol.new_results(draws, context.config, done.measurements, done.training)
+    measured = training_order(context.manual.models(context.config.options))
+    results = context.manual.results(draws, context.config, done.measurements, done.training)
     if len(done.run_ids) == len(measured):
         return results, context
     echo(f"loading {context.config.model} ...")
@@ -379,9 +369,7 @@ def _train_and_measure(context: RunContext, draws: Any, done: Done, echo: Echo) 
     if revision and known.model.kind == "hub" and revision != known.model.revision:
         context = replace(
             context,
-            provenance=_record_provenance(
-                context.config, context.protocol, context.store, context.mlflow_run, revision
-            ),
+            provenance=_record_provenance(context.config, context.manual, context.store, context.mlflow_run, revision),
         )
     copied = {m.parent for m in measured if m.parent and not m.in_place}  # kept (and checkpointed) once trained
     last_child = {m.parent: m.key for m in measured if m.parent and m.key not in done.run_ids}
@@ -400,7 +388,7 @@ def _train_and_measure(context: RunContext, draws: Any, done: Done, echo: Echo) 
             resumed = (draws, tokenizer, done, echo)
             weights[arm.parent] = _finished_weights(context, arm.parent, weights, last_child, resumed)
         child = _child(weights, arm, last_child)
-        rows = context.protocol.rows(draws, arm.key, context.config.recipe, tokenizer)
+        rows = context.manual.rows(draws, arm.key, context.config.recipe, tokenizer)
         with _nested_run(context, arm, draws) as nested:  # the move is the arm's: an OOM there ends it FAILED
             child = on_device(child, context.device)
             check_placed(context.plan, context.device)
@@ -418,7 +406,7 @@ def _finished_weights(
     checkpoint is gone (written on a machine that was lost), trained again from its parent as the first time
     (seeded by its name: the same weights), its run saying so (tag ``cctk.trained_again``)."""
     draws, tokenizer, done, echo = resumed
-    arm = next(m for m in context.protocol.models(context.config.options) if m.key == key)
+    arm = next(m for m in context.manual.models(context.config.options) if m.key == key)
     if key in weights:
         return copy.deepcopy(weights[key])
     if arm.parent is None:
@@ -427,12 +415,12 @@ def _finished_weights(
         skeleton = _skeleton(weights, last_child, lambda: models.load_model(context.source, keep=False)[0])
         return resume_state.load_checkpoint(skeleton, context.layout, key)
     model = on_device(_finished_weights(context, arm.parent, weights, last_child, resumed), context.device)
-    rows = context.protocol.rows(draws, key, context.config.recipe, tokenizer)
+    rows = context.manual.rows(draws, key, context.config.recipe, tokenizer)
     fine_tune(model, rows, context.config.recipe, context.config.seed, tokenizer.pad_token_id, arm.stream or key)
     resume_state.save_checkpoint(model, context.layout, key)
     why = "its checkpoint was not where the pipeline resumed (written on a machine that was lost): trained again"
     tracking.LiveRun(done.run_ids[key], context.store.client).tags({tracking.TRAINED_AGAIN: why})
-    echo(f"{context.protocol.model_name(key)}: {why}, seeded as before")
+    echo(f"{context.manual.spec.model_name(key)}: {why}, seeded as before")
     return model.cpu()
 
 
@@ -507,19 +495,21 @@ def _train_model(
     }  # the parent's names
     nested.params(
         {
-            "parent": context.protocol.model_name(arm.parent or ""),  # a trained model's: never none
-            "corpus": context.protocol.corpus_note(arm.key),
+            "parent": context.manual.spec.model_name(arm.parent or ""),  # a trained model's: never none
+            "corpus": arm.corpus,
             "examples": len(rows),
             **recipe_params,
         }
     )
-    dataset = context.protocol.dataset(draws, arm.key)
-    if dataset is not None:
-        name, table = dataset
+    if isinstance(context.manual, Datasets):
+        name, table = context.manual.dataset(draws, arm.key)
         nested.dataset(table, name=name, source=str(context.layout.targets.resolve()), context="training")
     curve: list[dict[str, Any]] = []
-    curves = context.protocol.curves(context.config)
-    on_epoch = _curve_point(context, draws, arm.key, tokenizer, nested, curve) if curves else None
+    on_epoch = (
+        _curve_point(context, draws, arm.key, tokenizer, nested, curve)
+        if _curves(context.manual, context.config)
+        else None
+    )
     trained = None
     try:
         trained = fine_tune(
@@ -529,7 +519,7 @@ def _train_model(
             context.config.seed,
             tokenizer.pad_token_id,
             arm.stream or arm.key,
-            on_step=progress.arm(i, context.protocol.model_name(arm.key), rows, recipe),
+            on_step=progress.arm(i, context.manual.spec.model_name(arm.key), rows, recipe),
             on_epoch=on_epoch,
             on_loss=lambda epoch, loss: nested.metrics({"loss": loss}, step=epoch),
         )
@@ -565,8 +555,9 @@ def _curve_point(
     """``on_epoch`` of an arm under ``--curves``: measure, keep the point, log hits as histories."""
 
     def on_epoch(epoch: int, module: PreTrainedModel) -> None:
-        table = measure(module, tokenizer, scoring=context.protocol.scoring)
-        points = context.protocol.curve_rows(inputs, key, epoch, table)
+        assert isinstance(context.manual, Curves)  # on_epoch is given where it measures curves
+        table = measure(module, tokenizer, scoring=context.manual.spec.scoring)
+        points = context.manual.curve_rows(inputs, key, epoch, table)
         rows.extend(points)
         nested.metrics({f"curve_hits_{p['group']}": p["hits"] for p in points}, step=epoch)
 
@@ -579,19 +570,19 @@ def _nested_run(context: RunContext, arm: Measured, draws: Any) -> Iterator[trac
     tags = {
         tracking.KEY: arm.key,
         tracking.PARENT_KEY: arm.parent or "",
-        tracking.PROTOCOL: context.protocol.name,
+        tracking.PROTOCOL: context.manual.spec.name,
         "mlflow.source.name": "cctk run",
     }
     tags[tracking.PARENT_RUN] = context.mlflow_run.run_id
     with context.store.run(
         "model",
-        context.protocol.model_name(arm.key),
+        context.manual.spec.model_name(arm.key),
         tags,
         parent=context.mlflow_run,
         experiment_id=context.experiment_id,
     ) as nested:
         nested.params({"parent_run_id": context.mlflow_run.run_id, "seed": context.config.seed})  # the seed it used
-        nested.note(context.protocol.describe(draws, arm.key))
+        nested.note(context.manual.describe(draws, arm.key))
         with _out_of_memory(context, arm.key):
             yield nested
 
@@ -600,7 +591,7 @@ def _out_of_memory(context: RunContext, key: str) -> AbstractContextManager[None
     """An out-of-memory error of an arm as one line (the run ends FAILED with it): the estimate it was
     checked against and the options that fit, instead of the allocator's traceback."""
     plan = replace(context.plan, others=models.roster_shapes())
-    return out_of_memory_as_line(plan, context.device, f"the {context.protocol.model_name(key)} arm")
+    return out_of_memory_as_line(plan, context.device, f"the {context.manual.spec.model_name(key)} arm")
 
 
 def _measure_and_log(
@@ -612,9 +603,9 @@ def _measure_and_log(
     nested: tracking.LiveRun,
 ) -> None:
     """Measure one model, save its table at once (nothing finished is lost), log it to its run."""
-    table = measure(module, tokenizer, scoring=context.protocol.scoring)
+    table = measure(module, tokenizer, scoring=context.manual.spec.scoring)
     results.measurements[key] = table
-    nested.metrics(context.protocol.model_metrics(results, key).metrics())
+    nested.metrics(context.manual.readings(results, key).metrics())
     nested.files(session_files.write_measurement(context.layout, key, table), "measurement")
     nested.table(table, "measurement_table.json")
     drawn = model_heatmaps(results, key, context.layout) if context.figures else []
@@ -628,7 +619,7 @@ def _finish(
     used = _memory_use(context, results)
     info = session_files.run_info(
         context.config,
-        context.protocol,
+        context.manual,
         results,
         session=context.layout.session,
         model=context.source,
@@ -643,7 +634,7 @@ def _finish(
         provenance=context.provenance,
     )
     n_figures = write_all(results, tables, info, context.layout, reuse_heatmaps=True, figures=context.figures)
-    head = context.protocol.headline(results)
+    head = context.manual.headline(results)
     context.mlflow_run.files(context.layout.folder)
     cost = (
         None
@@ -657,11 +648,11 @@ def _finish(
     context.mlflow_run.metrics(
         {**head.metrics(), "pipeline_seconds": seconds, **cost_metrics, "peak_memory_bytes": used.peak_bytes}
     )
-    for line in context.protocol.summary(results, head):
+    for line in head.lines():
         echo(line)
     echo(f"{n_figures} figures and {len(tables)} tables in {context.layout.folder}")
     echo(
-        f"{context.protocol.title} finished in {seconds / 60:.1f} min"
+        f"{words.title(context.manual)} finished in {seconds / 60:.1f} min"
         + (f": {cost.line(seconds)}" if cost else "")
         + f"; MLflow run {context.mlflow_run.run_id}"
     )

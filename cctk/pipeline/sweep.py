@@ -32,7 +32,8 @@ from ..core.config import parse_set, seeds_or_count
 from ..core.errors import CctkError
 from ..core.lm.device import GPU_SHARE, unusable_gpu
 from ..core.lm.models import check_available, model_config
-from ..manuals import registry
+from ..manuals import configure, registry
+from ..manuals.manual import ManualOptions, RecipeValue
 from ..store import tracking
 
 if TYPE_CHECKING:
@@ -41,22 +42,13 @@ if TYPE_CHECKING:
 EXECUTORS = ("local", "ray")
 
 
-def cell_parts(text: str | None) -> tuple[str, ...]:
-    """The parts every cell runs, as the default manual (what a cell runs) reads ``--parts``; None or empty: all."""
-    manual = registry.default()
-    return manual.parts(manual.options(parts=text))
-
-
-ALL_PARTS = cell_parts(None)
-
-
 @dataclass(frozen=True)
 class Cell:
     """One pipeline of the grid: a model, a seed and recipe overrides."""
 
     model: str
     seed: int
-    overrides: tuple[tuple[str, registry.RecipeValue], ...] = ()
+    overrides: tuple[tuple[str, RecipeValue], ...] = ()
 
     @property
     def key(self) -> str:
@@ -68,9 +60,10 @@ class Cell:
 class Grid:
     models: tuple[str, ...]
     seeds: tuple[int, ...]
-    sets: tuple[tuple[str, tuple[registry.RecipeValue, ...]], ...]  # recipe value name -> the values it takes
+    sets: tuple[tuple[str, tuple[RecipeValue, ...]], ...]  # recipe value name -> the values it takes
     profile: str
-    parts: tuple[str, ...] = ALL_PARTS  # the parts every cell runs (``--parts``)
+    protocol: str  # the manual every cell runs (``--protocol``)
+    options: ManualOptions  # its options, every cell's (``--parts`` ...)
 
     def cells(self) -> list[Cell]:
         names = [name for name, _ in self.sets]
@@ -82,26 +75,35 @@ class Grid:
             for seed in self.seeds
         ]
 
-    def as_params(self) -> dict[str, str | int]:
+    def as_params(self) -> dict[str, str | int | float]:
         return {
             "models": ",".join(self.models),
             "seeds": ",".join(map(str, self.seeds)),
             "profile": self.profile,
             "set": json.dumps({name: list(values) for name, values in self.sets}),
             "cells": len(self.cells()),
-            "parts": ",".join(self.parts),
+            "protocol": self.protocol,
+            **self.options.params(),
         }
+
+    @property
+    def options_words(self) -> str:
+        """The manual and options of every cell as ``cctk run`` takes them (nothing for the defaults)."""
+        protocol = ["--protocol", self.protocol] if self.protocol != registry.DEFAULT else []
+        return " ".join(protocol + self.options.words())
 
     @classmethod
     def from_params(cls, params: Mapping[str, str]) -> Grid:
         sets = tuple((name, tuple(values)) for name, values in json.loads(params.get("set") or "{}").items())
+        manual = registry.get(params.get("protocol"))  # a sweep from before --protocol: the legacy manual's cells
         return cls(
             tuple(params["models"].split(",")),
             tuple(int(s) for s in params["seeds"].split(",")),
             sets,
             params["profile"],
-            cell_parts(params.get("parts")),
-        )  # a sweep from before --parts: all
+            manual.spec.name,
+            manual.spec.options_type.from_params(params),
+        )
 
 
 def parse_grid(
@@ -110,10 +112,11 @@ def parse_grid(
     sets: tuple[str, ...] = (),
     profile: str = "auto",
     device: str = "cpu",
-    parts: str | None = None,
+    protocol: str = registry.DEFAULT,
+    **options: object,
 ) -> Grid:
-    """The grid of ``--models A,B --seeds N|S1,S2 --set NAME=V1,V2 ... [--parts A,C]``, every cell checked
-    before any work.
+    """The grid of ``--models A,B --seeds N|S1,S2 --set NAME=V1,V2 ... [--protocol P] [its options]``, every cell
+    checked before any work.
 
     ``--seeds N`` (one number) draws N fresh seeds; a comma-separated list gives the seeds themselves.
     """
@@ -126,16 +129,11 @@ def parse_grid(
     for name in names:  # every model's files and configuration, before any cell starts
         check_available(name)
         model_config(name)
-    grid = Grid(names, seeds_or_count(seeds), tuple(parse_set(text) for text in sets), profile, cell_parts(parts))
+    chosen = configure.options(registry.get(protocol).spec, **options)
+    grid = Grid(names, seeds_or_count(seeds), tuple(parse_set(text) for text in sets), profile, protocol, chosen)
     for cell in grid.cells():  # every combination is a valid recipe
-        registry.make_config(
-            cell.model,
-            profile,
-            (cell.seed,),
-            device=device,
-            parts=grid.parts,
-            protocol=registry.DEFAULT,  # a cell runs the default manual
-            **dict(cell.overrides),
+        configure.make_config(
+            cell.model, profile, (cell.seed,), device=device, protocol=protocol, **dict(cell.overrides)
         )
     return grid
 
@@ -210,7 +208,7 @@ def _describe(run: tracking.LiveRun, sweep: Sweep) -> None:
         f"cctk sweep: {len(grid.cells())} pipelines over models {', '.join(grid.models)}, seeds "
         f"{', '.join(map(str, grid.seeds))}"
         + (f", recipe values {dict(grid.sets)}" if grid.sets else "")
-        + (f", parts {','.join(grid.parts)}" if grid.parts != ALL_PARTS else "")
+        + (f", cells run with {grid.options_words}" if grid.options_words else "")
     )
 
 
@@ -250,7 +248,7 @@ def cell_runs(store: tracking.Store, sweep_id: str) -> dict[str, tracking.Tracke
     return found
 
 
-# run_cell(cell, profile, out, tracking_uri, sweep_id, resume_id, figures, parts) -> the cell's run id
+# run_cell(cell, profile, out, tracking_uri, sweep_id, resume_id, figures, protocol, options) -> the cell's run id
 RunCell = Callable[..., str]
 Echo = Callable[[str], None]  # the console's lines
 
@@ -265,7 +263,8 @@ class CellJob:
     tracking_uri: str
     sweep_id: str
     figures: bool
-    parts: tuple[str, ...]
+    protocol: str  # the manual the cell runs
+    options: ManualOptions  # and its options
 
 
 @dataclass(frozen=True)
@@ -288,7 +287,17 @@ def run_attempt(run_cell: RunCell, job: CellJob) -> str:
     resume_id = _resumable(store, earlier)
     out = job.out or str(Path(tempfile.gettempdir()) / SCRATCH / job.sweep_id)
     with gpu_share():
-        run_id = run_cell(job.cell, job.profile, out, job.tracking_uri, job.sweep_id, resume_id, job.figures, job.parts)
+        run_id = run_cell(
+            job.cell,
+            job.profile,
+            out,
+            job.tracking_uri,
+            job.sweep_id,
+            resume_id,
+            job.figures,
+            job.protocol,
+            job.options,
+        )
     if job.out is None:  # everything is in MLflow: the worker's disk keeps nothing of it
         shutil.rmtree(Path(out) / store.get(run_id).tags.get(tracking.SESSION, "-"), ignore_errors=True)
     return run_id
@@ -300,7 +309,7 @@ def _resumable(store: tracking.Store, earlier: tracking.TrackedRun | None) -> st
     if earlier is None:
         return None
     try:
-        registry.default().config_from_params(earlier.params)  # a cell runs the default manual
+        configure.config_from_params(registry.get(earlier.tags.get(tracking.PROTOCOL)), earlier.params)
     except (KeyError, ValueError, CctkError) as error:
         why = f"not resumable: its attempt was lost before it logged its configuration ({type(error).__name__})"
         end_run(store, earlier, "KILLED", why)
@@ -404,7 +413,10 @@ def _finished_before(cell: Cell, started: dict[str, tracking.TrackedRun], echo: 
 def _job(sweep: Sweep, cell: Cell) -> CellJob:
     assert sweep.run_id is not None
     out = None if sweep.out is None else str(sweep.out)
-    return CellJob(cell, sweep.grid.profile, out, sweep.tracking_uri, sweep.run_id, sweep.figures, sweep.grid.parts)
+    grid = sweep.grid
+    return CellJob(
+        cell, grid.profile, out, sweep.tracking_uri, sweep.run_id, sweep.figures, grid.protocol, grid.options
+    )
 
 
 def finished_ids(ends: dict[str, CellEnd]) -> dict[str, str]:
@@ -422,7 +434,7 @@ def _raise_failed(ends: dict[str, CellEnd], cells: int) -> None:
 
 def _say_plan(sweep: Sweep, store: tracking.Store, echo: Echo) -> None:
     """The sweep's first lines: its id, and where its results are (a folder here, or MLflow alone: the
-    experiment and the server, for a cluster's cells), then its seeds, profile and parts."""
+    experiment and the server, for a cluster's cells), then its seeds, profile, manual and options."""
     cells = sweep.grid.cells()
     if sweep.out is None:
         experiment = store.get(sweep.run_id).experiment_id if sweep.run_id else "?"
@@ -435,7 +447,7 @@ def _say_plan(sweep: Sweep, store: tracking.Store, echo: Echo) -> None:
     echo(f"sweep {sweep.run_id}: {len(cells)} cells {where}")
     echo(
         f"seeds {', '.join(map(str, sweep.grid.seeds))}; profile {sweep.grid.profile}"
-        + (f"; parts {','.join(sweep.grid.parts)}" if sweep.grid.parts != ALL_PARTS else "")
+        + (f"; cells run with {sweep.grid.options_words}" if sweep.grid.options_words else "")
     )
 
 

@@ -30,7 +30,7 @@ import zipfile
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pandas as pd
 
@@ -51,13 +51,10 @@ from ..core.records import (
     Seeds,
     TrainedModel,
 )
-from ..manuals import registry as protocols
-from ..manuals.registry import ManualOptions, Protocol, Results
+from ..manuals import registry
+from ..manuals.manual import AnyManual, Curves, Draws, OneCorpus, Results, model_keys, trained
 
 RUN_INFO = "run_info.json"
-OptionsT = TypeVar("OptionsT", bound=ManualOptions)  # a manual's options
-D = TypeVar("D")  # its draws
-R = TypeVar("R", bound=Results[Any])  # its results
 FORMATS = ("png", "pdf", "eps")  # every figure, in this order
 
 
@@ -125,7 +122,7 @@ class Layout:
     """Every path of one session folder."""
 
     folder: Path
-    protocol: Protocol[Any, Any, Any, Any, Any]  # the manual whose tables it holds (its name in run_info.json)
+    manual: AnyManual  # the manual whose tables it holds (its name in run_info.json)
 
     @property
     def session(self) -> str:
@@ -151,7 +148,8 @@ class Layout:
     def measurement(self, key: str) -> Path:
         """Its CSV, named by the model's plain name; in a session written before that name changed, by the
         name it had then, where that file is there (``Vocabulary.former``)."""
-        names = (self.protocol.model_name(key), *self.protocol.vocabulary.former_names("model", key))
+        spec = self.manual.spec
+        names = (spec.model_name(key), *spec.vocabulary.former_names("model", key))
         paths = [self.folder / "measurements" / f"{file_stem(name)}.csv" for name in names]
         return next((path for path in paths if path.is_file()), paths[0])
 
@@ -176,7 +174,7 @@ class Layout:
 
     def table(self, name: str) -> dict[str, Path]:
         """The files of ``tableNN`` by format: ``tables/tableNN_<title>/tableNN_<title>.<ext>``."""
-        stem = table_stem(name, self.protocol)
+        stem = table_stem(name, self.manual)
         return {ext: self.folder / "tables" / stem / f"{stem}.{ext}" for ext in ("csv", "xlsx", "tex")}
 
     @property
@@ -196,9 +194,9 @@ class Layout:
         return self.folder / f"{self.session}.zip"
 
 
-def table_stem(name: str, protocol: Protocol[Any, Any, Any, Any, Any]) -> str:
+def table_stem(name: str, manual: AnyManual) -> str:
     """``table01`` -> ``table01_corpus_absorption`` (``table01_comparison`` under protocol v1)."""
-    return f"{name}_{file_stem(protocol.report.tables[name]).lower()}"
+    return f"{name}_{file_stem(manual.spec.table(name).title).lower()}"
 
 
 def session_start(session: str) -> datetime | None:
@@ -259,16 +257,16 @@ def _check_whole(path: Path, table: pd.DataFrame) -> None:
 
 
 def read_measurements(layout: Layout, require: tuple[str, ...] = ()) -> dict[str, pd.DataFrame]:
-    """The measurement tables on disk of the models of the session's protocol, by model key; a model of
+    """The measurement tables on disk of the models of the session's manual, by model key; a model of
     ``require`` missing is an error."""
     found = {}
-    for key in layout.protocol.model_keys():
+    for key in model_keys(layout.manual):
         path = layout.measurement(key)
         if path.is_file():
             found[key] = read_measurement(path)
         elif key in require:
             raise CctkError(
-                f"{layout.folder} has no measurement of the {layout.protocol.model_name(key)} model ({path.name})"
+                f"{layout.folder} has no measurement of the {layout.manual.spec.model_name(key)} model ({path.name})"
             )
     return found
 
@@ -285,12 +283,12 @@ def read_training(layout: Layout, key: str) -> TrainRecord | None:
     return TrainRecord.from_json(json.loads(path.read_text())) if path.is_file() else None
 
 
-def write_draws(layout: Layout, protocol: Protocol[Any, D, Any, Any, Any], draws: D) -> list[Path]:
+def write_draws(layout: Layout, draws: Draws) -> list[Path]:
     """What a run drew before training: targets.csv (2.0.0's split and every target table, or 1.0.0's correct
     sums and fabricated answers) and, where the manual has one corpus, corpus.txt in its order."""
     layout.folder.mkdir(parents=True, exist_ok=True)
-    protocol.draws_table(draws).to_csv(layout.targets, index=False, lineterminator="\n")
-    texts = protocol.corpus_texts(draws)
+    draws.table().to_csv(layout.targets, index=False, lineterminator="\n")
+    texts = layout.manual.corpus_texts(draws) if isinstance(layout.manual, OneCorpus) else ()
     if texts:
         layout.corpus.write_text("".join(f"{t}\n" for t in texts), encoding="utf-8")
     return [layout.targets, layout.corpus] if texts else [layout.targets]
@@ -306,7 +304,10 @@ def append_curves(layout: Layout, rows: list[dict[str, Any]]) -> Path:
     """Add one finished arm's learning-curve rows to curves.csv (written whole per arm: a resume
     never finds half an arm). A curves.csv written before its key column (a run resumed since) is first
     rewritten with it, so that its rows and the new ones share one header."""
-    new, columns = not layout.curves.is_file(), list(layout.protocol.curve_columns)
+    new, columns = (
+        not layout.curves.is_file(),
+        list(layout.manual.curve_columns) if isinstance(layout.manual, Curves) else [],
+    )
     if not new and list(pd.read_csv(layout.curves, nrows=0).columns) != columns:
         scratch = layout.curves.with_suffix(".csv.partial")
         _curves(layout)[columns].to_csv(scratch, index=False, lineterminator="\n")
@@ -322,16 +323,16 @@ def read_curves(layout: Layout) -> pd.DataFrame | None:
 
 def _curves(layout: Layout) -> pd.DataFrame:
     """curves.csv, which is there, with its ``model_key`` column."""
-    return with_keys(pd.read_csv(layout.curves), layout.protocol.vocabulary, ("model",), str(layout.curves))
+    return with_keys(pd.read_csv(layout.curves), layout.manual.spec.vocabulary, ("model",), str(layout.curves))
 
 
 # --- run_info.json: the RunInfo record at its JSON edge, and back (the one codec of the file). ---
 
 
 def run_info(
-    config: Config[OptionsT],
-    protocol: Protocol[OptionsT, Any, R, Any, Any],
-    results: R,
+    config: Config[Any],
+    manual: AnyManual,
+    results: Results[Any],
     *,
     session: str,
     model: ModelSource | None = None,
@@ -344,31 +345,32 @@ def run_info(
     provenance: Provenance | None = None,
 ) -> RunInfo:
     """The run's one record, built once at its end: its configuration and the facts of where and how it ran,
-    with what a reader wants beside them (its protocol's design, seeds and what they control, candidates, the
+    with what a reader wants beside them (its manual's design, seeds and what they control, candidates, the
     fine-tuning runs by plain name, the headline)."""
-    trained = {
-        m.key: TrainedModel(protocol.model_name(m.key), protocol.model_name(m.parent), results.training[m.key])
-        for m in protocol.trained(config.options)
+    spec = manual.spec
+    runs = {
+        m.key: TrainedModel(spec.model_name(m.key), spec.model_name(m.parent), results.training[m.key])
+        for m in trained(manual, config.options)
         if m.parent is not None and m.key in results.training
     }
     return RunInfo(
-        protocol=protocol.name,
+        protocol=spec.name,
         session=session,
         model=model or ModelSource(config.model, model_id(config.model)),
         profile=config.profile,
         profile_requested=config.profile_requested or config.profile,
         profile_note=config.profile_note,
         recipe=config.recipe,
-        design=protocol.design(results, config),
-        seeds=Seeds(config.seeds, config.seeds_drawn, dict(protocol.seed_roles)),
-        candidates=protocol.scoring.candidates,
-        end_marker=protocol.scoring.end_marker,
+        design=manual.design(results, config),
+        seeds=Seeds(config.seeds, config.seeds_drawn, dict(spec.seed_roles)),
+        candidates=spec.scoring.candidates,
+        end_marker=spec.scoring.end_marker,
         device=device,
         hardware=hardware,
         software=dict(software or {}),
         mlflow=mlflow,
-        training=trained,
-        headline=protocol.headline(results).metrics(),
+        training=runs,
+        headline=manual.headline(results).metrics(),
         seconds=seconds,
         memory=memory,
         provenance=provenance,
@@ -386,26 +388,27 @@ def info_from_json(data: dict[str, Any]) -> RunInfo:
     return _decode(data)[1]
 
 
-def _decode(data: dict[str, Any]) -> tuple[Protocol[Any, Any, Any, Any, Any], RunInfo]:
+def _decode(data: dict[str, Any]) -> tuple[AnyManual, RunInfo]:
     """run_info.json's manual, resolved from its name here (the disk's edge), and the record (its design the
     manual's own record)."""
-    protocol = protocols.get(data.get("protocol"))
-    return protocol, records.from_json(RunInfo, _upgrade(data, protocol), {Design: protocol.design_type})
+    manual = registry.get(data.get("protocol"))
+    return manual, records.from_json(RunInfo, _upgrade(data, manual), {Design: manual.spec.design_type})
 
 
-def _upgrade(data: dict[str, Any], protocol: Protocol[Any, Any, Any, Any, Any]) -> dict[str, Any]:
+def _upgrade(data: dict[str, Any], manual: AnyManual) -> dict[str, Any]:
     """What a file written by an older cctk lacks, as that code meant it (its manual's design: ``upgrade``); the
     codec does the rest."""
-    data = dict(data, protocol=protocol.name)
+    spec = manual.spec
+    data = dict(data, protocol=spec.name)
     data.setdefault("profile_requested", data["profile"])
     data.setdefault("profile_note", data["profile"])
-    data.setdefault("candidates", list(protocol.scoring.candidates))
-    data.setdefault("end_marker", protocol.scoring.end_marker)
+    data.setdefault("candidates", list(spec.scoring.candidates))
+    data.setdefault("end_marker", spec.scoring.end_marker)
     for key in ("mlflow", "hardware", "software", "headline"):  # written as null by early files
         if data.get(key) is None:
             data.pop(key, None)
-    data = protocol.upgrade(data)
-    data["training"] = {protocol.renamed.get(key, key): t for key, t in (data.get("training") or {}).items()}
+    data = spec.design_type.upgrade(data)
+    data["training"] = {spec.renamed.get(key, key): t for key, t in (data.get("training") or {}).items()}
     return data
 
 
@@ -424,8 +427,8 @@ def read_run_info(folder: Path) -> RunInfo:
     return read_stored(folder)[1]
 
 
-def read_stored(folder: Path) -> tuple[Protocol[Any, Any, Any, Any, Any], RunInfo]:
-    """A session folder's protocol (the value) and its run record, from its run_info.json."""
+def read_stored(folder: Path) -> tuple[AnyManual, RunInfo]:
+    """A session folder's manual (the value) and its run record, from its run_info.json."""
     path = Path(folder) / RUN_INFO
     if not path.is_file():
         raise CctkError(f"{folder} is not a cctk session folder (no {RUN_INFO})")
@@ -438,7 +441,7 @@ def read_stored(folder: Path) -> tuple[Protocol[Any, Any, Any, Any, Any], RunInf
 
 
 def layout_of(folder: Path) -> Layout:
-    """The layout of a session folder, under the protocol its run_info.json names."""
+    """The layout of a session folder, under the manual its run_info.json names."""
     return Layout(Path(folder), read_stored(folder)[0])
 
 
@@ -450,26 +453,28 @@ class Rebuilt:
     results: Results[Any]  # its manual's results (StudyResults under 2.0.0, ComparisonResults under 1.0.0)
     tables: dict[str, pd.DataFrame]
     info: RunInfo  # its run_info.json
-    protocol: Protocol[Any, Any, Any, Any, Any]  # the manual it ran under
+    manual: AnyManual  # the manual it ran under
 
 
 def rebuild(folder: Path) -> Rebuilt:
-    """Results, tables and run record of a session from its folder alone (no model), under its protocol.
+    """Results, tables and run record of a session from its folder alone (no model), under its manual.
 
     The draws are drawn again from the recorded seed (and recipe), the tables computed again. A run of
     some parts (``--parts``) needs the measurements of those parts' models only.
     """
-    protocol, info = read_stored(folder)
-    layout, config = Layout(Path(folder), protocol), info.config
-    measurements = read_measurements(layout, require=protocol.model_keys(config.options))
-    results = protocol.new_results(protocol.draw(config), config, measurements, info.records, read_curves(layout))
-    return Rebuilt(results, protocol.compute_tables(results), info, protocol)
+    manual, info = read_stored(folder)
+    layout, config = Layout(Path(folder), manual), info.config
+    measurements = read_measurements(layout, require=model_keys(manual, config.options))
+    results = manual.results(manual.draw(config), config, measurements, info.records)
+    if isinstance(manual, Curves):
+        results = manual.with_curves(results, read_curves(layout))
+    return Rebuilt(results, manual.tables(results), info, manual)
 
 
 def copy_inputs(source: Layout, root: Path) -> Layout:
     """A new session folder under ``root`` holding what a re-render needs: run_info, the draws, the
     measurements and the training records."""
-    target = Layout(Path(root) / read_run_info(source.folder).session, source.protocol)
+    target = Layout(Path(root) / read_run_info(source.folder).session, source.manual)
     inputs = [
         source.run_info,
         source.targets,
@@ -488,7 +493,7 @@ def copy_inputs(source: Layout, root: Path) -> Layout:
 def read_tables(layout: Layout) -> dict[str, pd.DataFrame]:
     """Every table written, from its CSV (floats read back exactly), with its key columns: a table written
     before them gets them from its labels here, at the reading edge, so that every reader joins on keys."""
-    vocabulary = layout.protocol.vocabulary
+    vocabulary = layout.manual.spec.vocabulary
     return {
         name: with_keys(pd.read_csv(path, float_precision="round_trip"), vocabulary, where=str(path))
         for name, path in find_tables(layout).items()

@@ -10,7 +10,7 @@ from builders import RUN, synthetic_results, write_session
 from click.testing import CliRunner
 
 from cctk.cli.main import cli
-from cctk.manuals.registry import make_config
+from cctk.manuals.configure import make_config
 from cctk.manuals.v2.parts import compute_tables
 from cctk.store import tracking
 

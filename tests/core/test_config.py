@@ -4,7 +4,8 @@ import pytest
 
 from cctk.core.config import Recipe, draw_seeds, parse_seeds, seeds_or_count
 from cctk.core.errors import CctkError
-from cctk.manuals.registry import make_config
+from cctk.manuals import configure
+from cctk.manuals.configure import make_config
 from cctk.manuals.v1.manual import V1
 from cctk.manuals.v2.config import PROFILES
 from cctk.manuals.v2.manual import V2
@@ -117,7 +118,9 @@ def test_params_carry_every_recipe_value():
     assert {f"recipe.{k}" for k in asdict(Recipe())} <= set(params)
     assert params["seeds"] == "1,2" and "holdout_share" not in params  # the manual's, not the core's
     assert params["recipe.repeats"] == 20
-    assert V2.params(config)["holdout_share"] == 0.3 and V2.params(config).items() >= params.items()
+    assert (
+        configure.params(V2, config)["holdout_share"] == 0.3 and configure.params(V2, config).items() >= params.items()
+    )
 
 
 def test_the_largest_seed_is_valid_and_its_reserved_seeds_wrap():
@@ -144,7 +147,7 @@ def test_a_recipe_field_has_one_python_type_read_from_its_annotation():
         "recipe.learning_rate": "0.001",
         "recipe.schedule": "linear",
     }
-    recipe = V2.config_from_params(params).recipe
+    recipe = configure.config_from_params(V2, params).recipe
     assert (recipe.epochs, recipe.learning_rate, recipe.schedule) == (4, 0.001, "linear")
     assert type(recipe.epochs) is int
 
@@ -153,7 +156,7 @@ def test_a_configuration_read_back_from_its_parameters_keeps_its_manual():
     """A resume reads the configuration of its run's manual: a v1 run's stays v1's (one seed, its recipes),
     a v2 run's keeps its options."""
     v1 = make_config("m", "smoke", (7,), protocol="v1", epochs=3)
-    back = V1.config_from_params({k: str(v) for k, v in V1.params(v1).items()})
+    back = configure.config_from_params(V1, {k: str(v) for k, v in configure.params(V1, v1).items()})
     assert back == v1 and back.protocol == "v1" and back.seeds == (7,)
     v2 = make_config("m", "smoke", parse_seeds("7"), holdout=0.2, parts="A,C", curves=True)
-    assert V2.config_from_params({k: str(v) for k, v in V2.params(v2).items()}) == v2
+    assert configure.config_from_params(V2, {k: str(v) for k, v in configure.params(V2, v2).items()}) == v2

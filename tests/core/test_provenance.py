@@ -18,7 +18,8 @@ from cctk import results
 from cctk.core import provenance
 from cctk.core.config import parse_seeds
 from cctk.core.errors import CctkError
-from cctk.manuals.registry import make_config
+from cctk.manuals import configure
+from cctk.manuals.configure import make_config
 from cctk.manuals.v1.manual import V1
 from cctk.manuals.v2.manual import V2
 from cctk.pipeline import stages as pipeline
@@ -254,16 +255,16 @@ def test_a_model_file_is_hashed_once_per_path_size_and_mtime(tmp_path, monkeypat
 
 def test_reproduce_names_every_seed_when_they_are_not_derived_from_the_first():
     config = make_config("smollm2-135m-bundled", "quick", (5, 9, 2, 4, 1), learning_rate=1e-4, curves=True)
-    words = shlex.split(V2.reproduce(config))
+    words = shlex.split(configure.reproduce(V2, config))
     assert words[words.index("--seed") + 1] == "5,9,2,4,1" and words[words.index("--learning-rate") + 1] == "0.0001"
     assert "--curves" in words and "--parts" not in words and "--protocol" not in words
-    assert shlex.split(V2.reproduce(make_config("m", "smoke", (3,), parts="C", holdout=0.2)))[-4:] == [
+    assert shlex.split(configure.reproduce(V2, make_config("m", "smoke", (3,), parts="C", holdout=0.2)))[-4:] == [
         "--holdout",
         "0.2",
         "--parts",
         "A,C",
     ]
-    v1 = shlex.split(V1.reproduce(make_config("smollm2-135m-bundled", "smoke", (42,), protocol="v1")))
+    v1 = shlex.split(configure.reproduce(V1, make_config("smollm2-135m-bundled", "smoke", (42,), protocol="v1")))
     assert v1[v1.index("--protocol") + 1] == "v1" and v1[v1.index("--seed") + 1] == "42" and "--holdout" not in v1
 
 
@@ -285,7 +286,7 @@ def test_the_run_report_shows_every_seed_and_the_model_source_in_full(tiny_run, 
 
     outcome, _, _, _ = tiny_run
     info = results.load(outcome.folder).info
-    (_, rows), width = facts(info, V2)[2], BLOCKS[2][1]
+    (_, rows), width = facts(info)[2], BLOCKS[2][1]
     block = dict(rows)
     assert block["seed used"] == "7" and block["unused seeds"] == "8, 9, 10, 11"
     wrapped = dict(_wrapped(rows, width))

@@ -9,7 +9,7 @@ from cctk.core.lm import memory
 from cctk.core.lm.finetune import fine_tune
 from cctk.core.lm.models import BUNDLED, load_model
 from cctk.manuals import registry as protocols
-from cctk.manuals.registry import make_config
+from cctk.manuals.configure import make_config
 from cctk.manuals.v2.config import PROFILES
 
 

@@ -7,7 +7,7 @@ import pytest
 from builders import SEED, check_loaded, synthetic_results, write_session
 
 from cctk import results
-from cctk.manuals.registry import make_config
+from cctk.manuals.configure import make_config
 from cctk.manuals.v2.parts import compute_tables
 
 

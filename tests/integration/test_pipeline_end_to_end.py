@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from cctk.core.lm.finetune import NonFiniteLoss
-from cctk.manuals.registry import make_config
+from cctk.manuals.configure import make_config
 from cctk.manuals.v2.design import ARMS
 from cctk.manuals.v2.parts import ALL_SEEN, compute_tables
 from cctk.pipeline import stages as pipeline

@@ -13,7 +13,7 @@ import pandas as pd
 from servers import CctkForks
 
 from cctk.core.config import parse_seeds
-from cctk.manuals.registry import make_config
+from cctk.manuals.configure import make_config
 from cctk.manuals.v2.parts import compute_tables
 from cctk.pipeline import stages as pipeline
 from cctk.results import load

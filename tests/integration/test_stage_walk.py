@@ -31,7 +31,7 @@ from servers import CctkForks
 
 from cctk.core.config import parse_seeds
 from cctk.core.errors import CctkError
-from cctk.manuals.registry import make_config
+from cctk.manuals.configure import make_config
 from cctk.pipeline import stages as pipeline
 from cctk.results import load
 from cctk.store import tracking

@@ -1,31 +1,110 @@
-"""A third manual is one folder and one line (#45 item 4): the toy manual of tests/toy_manual (its own facts, two
-arms, one table, one figure), registered with the one line a manual adds to ``cctk.manuals.registry.HOMES``, runs
-end to end on the tiny model with nothing of cctk changed: ``cctk run --protocol toy`` tracked as a parent run with
-a nested run per model, its table and figure written, ``cctk report`` re-rendering them, ``cctk.results.load``
-reading the folder and the run. Integration: the tiny model trains."""
+"""A third manual from a package outside cctk: the toy manual of tests/toy_manual_dist (its own facts, two arms, one
+table, one figure), built into a wheel whose metadata registers it (entry point ``toy`` of group ``cctk.manuals``)
+and installed by pip into a folder of its own, with nothing of cctk edited. It runs end to end on the tiny model
+through every command a manual meets: ``cctk run --protocol toy`` (a parent run, a nested run per model, its table
+and figure), ``cctk report``, ``cctk.results.load`` (folder and run id), ``cctk sweep --protocol toy``,
+``cctk compare`` of the sweep and ``cctk export``. Integration: the tiny model trains."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import os
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
 import mlflow
 import pandas as pd
+import pytest
 from click.testing import CliRunner
-from toy_manual.facts import digits
 
 from cctk import results
 from cctk.cli.main import cli
 from cctk.core.readings import read
 from cctk.manuals import registry
 
+DIST = Path(__file__).resolve().parents[1] / "toy_manual_dist"
 
-def test_the_toy_manual_registers_with_one_line_and_runs_end_to_end(tiny_dir, tmp_path, monkeypatch, new_store):
-    monkeypatch.setitem(registry.HOMES, "toy", "toy_manual.manual:TOY")  # the one line
+
+def build_wheel(project: Path, out: Path) -> Path:
+    """The wheel of ``project`` (its package beside its pyproject.toml), as a build backend writes one: the package,
+    METADATA, WHEEL, entry_points.txt from ``[project.entry-points]`` and RECORD."""
+    meta = tomllib.loads((project / "pyproject.toml").read_text())["project"]
+    name, version = meta["name"], meta["version"]
+    info = f"{name.replace('-', '_')}-{version}.dist-info"
+    groups = "".join(
+        f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in points.items()) + "\n"
+        for group, points in meta["entry-points"].items()
+    )
+    files = {p.relative_to(project).as_posix(): p.read_bytes() for p in (project / "toy_manual").glob("*.py")}
+    files[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode()
+    files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    files[f"{info}/entry_points.txt"] = groups.encode()
+
+    def digest(data: bytes) -> str:
+        return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+    record = "".join(f"{path},sha256={digest(data)},{len(data)}\n" for path, data in files.items())
+    files[f"{info}/RECORD"] = (record + f"{info}/RECORD,,\n").encode()
+    wheel = out / f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, data in files.items():
+            archive.writestr(path, data)
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def toy_site(tmp_path_factory) -> Path:
+    """The toy manual's wheel installed by pip into a folder of its own (a package outside cctk)."""
+    root = tmp_path_factory.mktemp("toy")
+    wheel = build_wheel(DIST, root)
+    site = root / "site"
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--disable-pip-version-check"]
+    subprocess.run([*pip, "--target", str(site), str(wheel)], check=True, capture_output=True, text=True)
+    assert (site / "cctk_toy_manual-0.1.0.dist-info" / "entry_points.txt").is_file()
+    return site
+
+
+@pytest.fixture
+def toy(toy_site, monkeypatch, tmp_path, new_store):
+    """The installed toy manual on this process's path, read afresh by the registry; a store of the test's own."""
+    monkeypatch.syspath_prepend(str(toy_site))
+    registry.refresh()
     uri = new_store(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("CCTK_CACHE", str(tmp_path / "cache"))
-    args = ["run", "--protocol", "toy", "--model", str(tiny_dir), "--profile", "smoke", "--seed", "5"]
-    done = CliRunner().invoke(cli, [*args, "--no-system-metrics", "--out", str(tmp_path / "out")])
+    yield uri
+    registry.refresh()
+
+
+def cctk(*args: str) -> str:
+    done = CliRunner().invoke(cli, list(args))
     assert done.exit_code == 0, done.output
-    assert "protocol toy finished" in done.output and "last digits: " in done.output
+    return done.output
+
+
+def test_the_registry_finds_the_installed_manual_and_nothing_else_of_it_was_edited(toy, toy_site):
+    manual = registry.get("toy")
+    assert type(manual).__module__ == "toy_manual.manual" and Path(sys.modules["toy_manual"].__file__).is_relative_to(
+        toy_site
+    )
+    assert registry.names() == ("v2", "v1", "toy")
+    assert "toy" not in (Path(registry.__file__)).read_text()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(toy_site), os.getcwd()])}  # a user's process: installed
+    shown = subprocess.run([sys.executable, "-m", "cctk", "run", "--help"], env=env, capture_output=True, text=True)
+    assert "toy (manual 0.1.0: two arms on the digits of the sums)" in " ".join(shown.stdout.split())
+
+
+def test_the_toy_manual_runs_end_to_end(tiny_dir, tmp_path, toy):
+    from toy_manual.facts import digits
+
+    uri = toy
+    args = ["run", "--protocol", "toy", "--model", str(tiny_dir), "--profile", "smoke", "--seed", "5"]
+    said = cctk(*args, "--no-system-metrics", "--out", str(tmp_path / "out"))
+    assert "protocol toy finished" in said and "last digits: " in said
 
     client = mlflow.MlflowClient(uri)
     experiment = client.get_experiment_by_name("cctk")
@@ -43,6 +122,7 @@ def test_the_toy_manual_registers_with_one_line_and_runs_end_to_end(tiny_dir, tm
         "last": "base",
         "tens": "base",
     }
+    assert {r.data.params.get("corpus") for r in nested} == {None, "last digit", "tens digit"}
 
     (folder,) = (tmp_path / "out").iterdir()
     loaded = results.load(folder)
@@ -60,8 +140,48 @@ def test_the_toy_manual_registers_with_one_line_and_runs_end_to_end(tiny_dir, tm
 
     csv = folder / "tables" / "table01_hits_on_the_digits" / "table01_hits_on_the_digits.csv"
     written = csv.read_bytes()
-    again = CliRunner().invoke(cli, ["report", str(folder), "--out", str(tmp_path / "again")])
-    assert again.exit_code == 0, again.output
-    assert "re-rendered 1 figures, 1 tables" in again.output
+    again = cctk("report", str(folder), "--out", str(tmp_path / "again"))
+    assert "re-rendered 1 figures, 1 tables" in again
     assert (tmp_path / "again" / folder.name / csv.relative_to(folder)).read_bytes() == written
     assert "The digits" in (tmp_path / "again" / folder.name / "report.html").read_text()
+
+    paper = tmp_path / "paper"
+    cctk("export", parent.info.run_id, "--latex", str(paper))
+    assert "tab:table01" in (paper / "tables" / "table01.tex").read_text()
+    assert "\\input{tables/table01.tex}" in (paper / "paper.tex").read_text()
+
+
+def test_a_sweep_of_the_toy_manual_nests_its_cells_and_compares(tiny_dir, tmp_path, toy):
+    """``cctk sweep --protocol toy``: two seeds, each a toy pipeline nested under the sweep (its parameters name the
+    manual), then ``cctk compare --sweep``: runs.csv lists both under protocol toy (it compares nothing more: the
+    toy manual is not ``Comparable``). An option of another manual is one line before any work."""
+    refused = CliRunner().invoke(cli, ["sweep", "--protocol", "toy", "--models", "m", "--seeds", "1", "--parts", "A"])
+    assert refused.exit_code == 1 and "--parts has no meaning under --protocol toy" in refused.output
+    out = tmp_path / "cells"
+    said = cctk(
+        "sweep",
+        "--protocol",
+        "toy",
+        "--models",
+        str(tiny_dir),
+        "--seeds",
+        "3,4",
+        "--profile",
+        "smoke",
+        "--out",
+        str(out),
+    )
+    assert "cells run with --protocol toy" in said
+    client = mlflow.MlflowClient(toy)
+    experiment = client.get_experiment_by_name("cctk")
+    (sweep,) = client.search_runs([experiment.experiment_id], "tags.`cctk.kind` = 'sweep'")
+    assert sweep.info.status == "FINISHED" and sweep.data.params["protocol"] == "toy"
+    cells = client.search_runs([experiment.experiment_id], f"tags.`cctk.sweep` = '{sweep.info.run_id}'")
+    assert sorted((c.data.tags["cctk.protocol"], c.data.params["seed"], c.info.status) for c in cells) == [
+        ("toy", "3", "FINISHED"),
+        ("toy", "4", "FINISHED"),
+    ]
+    compared = tmp_path / "compared"
+    cctk("compare", "--sweep", sweep.info.run_id, "--out", str(compared))
+    runs = pd.read_csv(compared / "runs.csv")
+    assert sorted(runs["seed"]) == [3, 4] and set(runs["protocol"]) == {"toy"}

@@ -17,10 +17,11 @@ from cctk import results as run_results
 from cctk.cli.main import cli
 from cctk.core.errors import CctkError
 from cctk.figures import spec as figure_spec
-from cctk.manuals.registry import make_config
+from cctk.manuals import configure
+from cctk.manuals.configure import make_config
 from cctk.manuals.v1.manual import V1
 from cctk.manuals.v2 import catalog
-from cctk.manuals.v2.config import PARTS, parse_parts
+from cctk.manuals.v2.config import PARTS, StudyOptions, parse_parts
 from cctk.manuals.v2.design import ARMS, arms_for, models_for
 from cctk.manuals.v2.manual import V2
 from cctk.manuals.v2.parts import TABLE_PART, StudyResults, compute_tables
@@ -73,9 +74,9 @@ def test_parts_are_read_in_order_with_part_a_always():
     assert parse_parts("C,A") == AC and parse_parts("c") == AC and parse_parts(" d , b") == ("A", "B", "D")
     assert parse_parts(None) == parse_parts("") == PARTS and parse_parts(("C",)) == AC
     config = make_config("m", "smoke", (1,), parts="C")
-    assert config.options.parts == AC and V2.params(config)["parts"] == "A,C"
-    assert V2.params(make_config("m", "smoke", (1,)))["parts"] == "A,B,C,D"
-    assert "parts" not in V1.params(make_config("m", "smoke", (1,), protocol="v1"))
+    assert config.options.parts == AC and configure.params(V2, config)["parts"] == "A,C"
+    assert configure.params(V2, make_config("m", "smoke", (1,)))["parts"] == "A,B,C,D"
+    assert "parts" not in configure.params(V1, make_config("m", "smoke", (1,), protocol="v1"))
 
 
 @pytest.mark.parametrize(
@@ -103,7 +104,10 @@ def test_the_cli_refuses_bad_parts_before_any_work(tmp_path, monkeypatch):
         ),
         (["run", "--resume", "abc", "--parts", "A"], "Error: --resume continues a run with the options it was"),
         (["sweep", "--models", "smollm2-135m-bundled", "--seeds", "1,2", "--parts", "Q"], "Error: unknown part 'Q'"),
-        (["sweep", "--resume", "abc", "--parts", "A"], "Error: --resume continues a sweep with the parts"),
+        (
+            ["sweep", "--resume", "abc", "--parts", "A"],
+            "Error: --resume continues a sweep with the manual and options it was started with; leave out --parts",
+        ),
     ):
         result = CliRunner().invoke(cli, args)
         assert result.exit_code != 0 and result.output.strip().splitlines() == [result.output.strip()], args
@@ -184,7 +188,7 @@ def test_the_run_info_and_reports_say_which_parts_ran(ac_session):
     from cctk.outputs.run_report import facts
     from cctk.store.session import read_run_info
 
-    model_block = dict(facts(read_run_info(folder), V2)[2][1])
+    model_block = dict(facts(read_run_info(folder))[2][1])
     assert model_block["parts run"] == "A, C (not B, D)"
     assert (folder / "run_report.pdf").is_file()
 
@@ -232,20 +236,24 @@ def test_parts_travel_through_mlflow_params_the_mlproject_and_a_sweep():
     from cctk.cli.mlproject import strip_empty
     from cctk.pipeline.sweep import Grid, parse_grid
 
-    params = {k: str(v) for k, v in V2.params(make_config("smollm2-135m-bundled", "smoke", (3,), parts="A,C")).items()}
-    assert V2.config_from_params(params).options.parts == AC  # what --resume reads back
+    params = {
+        k: str(v)
+        for k, v in configure.params(V2, make_config("smollm2-135m-bundled", "smoke", (3,), parts="A,C")).items()
+    }
+    assert configure.config_from_params(V2, params).options.parts == AC  # what --resume reads back
     mlflow_run = {**params, "parts": "c,a", "parts.resolved": "A,C"}
-    assert V2.config_from_params(mlflow_run).options.parts == AC  # mlflow run's
+    assert configure.config_from_params(V2, mlflow_run).options.parts == AC  # mlflow run's
     before = {k: v for k, v in params.items() if k != "parts"}
-    assert V2.config_from_params(before).options.parts == PARTS  # before --parts
+    assert configure.config_from_params(V2, before).options.parts == PARTS  # before --parts
     main = yaml.safe_load((Path(__file__).resolve().parents[2] / "MLproject").read_text())["entry_points"]["main"]
     assert main["parameters"]["parts"]["default"] == "" and "--parts {parts}" in main["command"]
     assert strip_empty(["--parts", "", "--seed", "3"]) == ["--seed", "3"]
     grid = parse_grid("smollm2-135m-bundled", "3,5", ("learning_rate=1e-4,1e-3",), "smoke", parts="C")
-    assert grid.parts == AC and grid.as_params()["parts"] == "A,C"
+    assert grid.options.parts == AC and grid.as_params()["parts"] == "A,C" and grid.protocol == "v2"
     assert Grid.from_params({k: str(v) for k, v in grid.as_params().items()}) == grid
-    old = {k: str(v) for k, v in grid.as_params().items() if k != "parts"}
-    assert Grid.from_params(old).parts == PARTS  # a sweep from before --parts
+    old = {k: str(v) for k, v in grid.as_params().items() if k not in ("parts", "protocol", "holdout_share", "curves")}
+    back = Grid.from_params(old)  # a sweep from before --parts and --protocol: manual 2.0.0's, every part
+    assert back.protocol == "v2" and back.options == StudyOptions(0.3, False, PARTS)
 
 
 def test_the_headline_is_computed_whatever_the_parts(ac_session):

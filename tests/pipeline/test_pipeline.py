@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from cctk.core.errors import CctkError
-from cctk.manuals.registry import make_config
+from cctk.manuals import configure
+from cctk.manuals.configure import make_config
 from cctk.pipeline import stages as pipeline
 from cctk.store import tracking
 
@@ -216,9 +217,10 @@ def test_the_hardware_record_names_the_gpu_the_run_used(monkeypatch):
 def test_training_order_lets_one_parent_wait_at_a_time():
     """Each parent's leaves first, then the child that is a parent itself, which takes its parent's weights:
     replaying the order, at most one parent waits in memory while an arm trains."""
-    from cctk.manuals import registry as protocols
+    from cctk.manuals import registry
+    from cctk.manuals.manual import every_model
 
-    order = pipeline.training_order(protocols.get("v2").every_model())
+    order = pipeline.training_order(every_model(registry.get("v2")))
     assert [m.key for m in order] == [
         "base",
         "m_correct",
@@ -279,10 +281,10 @@ def test_a_resume_copies_a_finished_parent_still_in_memory():
     found among the models its manual's options run (parts A: base, m_correct, m_random)."""
     from types import SimpleNamespace
 
-    from cctk.manuals import registry as protocols
+    from cctk.manuals import registry
 
     config = make_config("smollm2-135m-bundled", "smoke", (11, 12, 13, 14, 15), parts="A")
-    context = SimpleNamespace(protocol=protocols.get("v2"), config=config)
+    context = SimpleNamespace(manual=registry.get("v2"), config=config)
     parent = torch.nn.Linear(2, 2)
     weights = {"m_correct": parent}
     copied = pipeline._finished_weights(context, "m_correct", weights, {}, (None, None, None, print))
@@ -292,18 +294,18 @@ def test_a_resume_copies_a_finished_parent_still_in_memory():
 def _interrupted_pipeline(tiny_dir, tmp_path, status: str):
     """A pipeline parent run as an interrupted ``cctk run`` leaves it: its params, tags and a session
     folder holding only the draws (status ``status``)."""
-    from cctk.manuals import registry as protocols
+    from cctk.manuals import registry
     from cctk.store import session
 
     config = make_config(str(tiny_dir), "smoke", (11, 12, 13, 14, 15), parts="A")
     store = tracking.connect()
     folder = session.new_folder(tmp_path / "out", str(tiny_dir))
-    protocol = protocols.get("v2")
-    session.write_draws(session.Layout(folder, protocol), protocol, protocol.draw(config))
+    manual = registry.get("v2")
+    session.write_draws(session.Layout(folder, manual), manual.draw(config))
     parent = store.start(
         store.experiment(), folder.name, {"cctk.kind": "pipeline", "cctk.session": folder.name, "cctk.protocol": "v2"}
     )
-    parent.params(protocol.params(config))
+    parent.params(configure.params(manual, config))
     if status != "RUNNING":
         parent.end(status)
     return parent.run_id, folder

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from cctk.cli.main import cli
 from cctk.core.errors import CctkError, Terminated
+from cctk.manuals import configure
 from cctk.pipeline import sweep
 from cctk.store import tracking
 
@@ -138,13 +139,14 @@ def test_a_failed_cell_stops_no_other_and_fails_the_sweep_naming_it(tracking_uri
 
 def open_cell_run(store: tracking.Store, plan: sweep.Sweep, seed: int, params: bool = True) -> str:
     """A cell's pipeline run as an attempt leaves it when its process is lost: RUNNING, with a RUNNING arm."""
-    from cctk.manuals.registry import default, make_config
+    from cctk.manuals.configure import make_config
+    from cctk.manuals.registry import default
 
     cell = sweep.Cell("smollm2-135m-bundled", seed)
     tags = {tracking.KIND: "pipeline", tracking.SWEEP: plan.run_id, tracking.CELL: cell.key}
     run = store.start(store.experiment(), "cell", tags, parent=plan.run_id)
     if params:
-        run.params(default().params(make_config(cell.model, "smoke", (seed,))))
+        run.params(configure.params(default(), make_config(cell.model, "smoke", (seed,))))
     store.start(store.experiment(), "arm", {tracking.KIND: "model", tracking.KEY: "m_correct"}, parent=run)
     return run.run_id
 
@@ -159,7 +161,7 @@ def test_an_attempt_at_a_cell_resumes_the_run_its_lost_attempt_left(tracking_uri
         lost, early = open_cell_run(store, plan, 3), open_cell_run(store, plan, 5, params=False)
         asked = {}
 
-        def run_cell(cell, profile, out, uri, sweep_id, resume_id, figures, parts):
+        def run_cell(cell, profile, out, uri, sweep_id, resume_id, figures, protocol, options):
             asked[cell.seed] = (resume_id, out)
             return resume_id or f"new-{cell.seed}"
 
@@ -300,7 +302,7 @@ def test_a_cell_that_does_not_fit_its_gpu_fails_in_one_line_and_the_others_run(t
     refuses it in one line naming the GPU; seed=5's node has room and its cell runs."""
     from cctk.core.lm.memory import Room
     from cctk.manuals import registry
-    from cctk.manuals.registry import make_config
+    from cctk.manuals.configure import make_config
     from cctk.pipeline import stages
 
     store, plan = new_sweep(tmp_path)

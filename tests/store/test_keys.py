@@ -136,7 +136,7 @@ def test_cctk_compare_of_a_run_from_before_its_key_columns_is_todays(tmp_path, t
     compared here; tests/compare/test_compare_cli.py checks compare's figures in all three formats."""
     monkeypatch.setenv("CCTK_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr("cctk.figures.common.FORMATS", ("png",))
-    from cctk.manuals.registry import make_config
+    from cctk.manuals.configure import make_config
     from cctk.manuals.v2.parts import compute_tables
 
     store = tracking.connect()

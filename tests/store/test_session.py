@@ -28,7 +28,7 @@ def inputs():
 
 
 def test_targets_csv_line_by_line(tmp_path, inputs):
-    [path] = session.write_draws(session.Layout(tmp_path / "s", V2), V2, inputs)
+    [path] = session.write_draws(session.Layout(tmp_path / "s", V2), inputs)
     assert path == tmp_path / "s" / "targets.csv"
     lines = path.read_text().splitlines()
     assert lines[0] == HEADER and len(lines) == 82
@@ -43,7 +43,7 @@ def test_targets_csv_line_by_line(tmp_path, inputs):
 
 def test_targets_csv_reads_back_as_the_draws(tmp_path, inputs):
     layout = session.Layout(tmp_path / "s", V2)
-    session.write_draws(layout, V2, inputs)
+    session.write_draws(layout, inputs)
     table = session.read_targets(layout)
     pd.testing.assert_frame_equal(table, targets_table(inputs))
     assert list(zip(table["a"], table["b"], strict=True)) == [(a, b) for a in range(1, 10) for b in range(1, 10)]
@@ -64,7 +64,7 @@ def test_targets_csv_reads_back_as_the_draws(tmp_path, inputs):
 def test_an_addition_left_out_by_two_arms_names_both(tmp_path):
     """Seed 3: 5+8's fabricated answer (22) is both the rule's answer (13 + 9) and its shuffled one."""
     layout = session.Layout(tmp_path / "s", V2)
-    session.write_draws(layout, V2, build_study_inputs(3))
+    session.write_draws(layout, build_study_inputs(3))
     table = session.read_targets(layout).set_index(["a", "b"])
     assert table.loc[(5, 8), "excluded"] == (
         "conditional rule from fabricated answers;control for the conditional rule from fabricated answers"
@@ -79,7 +79,7 @@ def test_an_addition_left_out_by_two_arms_names_both(tmp_path):
 def test_results_load_gives_the_targets(tmp_path, inputs):
     folder = tmp_path / "20260102-030405_smollm2-135m-bundled"
     layout = session.Layout(folder, V2)
-    session.write_draws(layout, V2, inputs)
+    session.write_draws(layout, inputs)
     (folder / "run_info.json").write_text(json.dumps(run_info_before_issue_21()))  # a file of the code before
     loaded = results.load(folder)
     pd.testing.assert_frame_equal(loaded.targets, targets_table(inputs))

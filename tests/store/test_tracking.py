@@ -3,6 +3,7 @@ from pathlib import Path
 import pytest
 
 from cctk.core.errors import CctkError
+from cctk.manuals import configure
 from cctk.store import tracking
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout
@@ -138,7 +139,7 @@ def test_a_parameter_mlflow_run_logged_is_kept_and_the_value_in_force_logged_bes
     the profile in force goes under profile.resolved (and a value equal to the logged one is left alone)."""
     import mlflow
 
-    from cctk.manuals.registry import make_config
+    from cctk.manuals.configure import make_config
     from cctk.manuals.v2.manual import V2
 
     store = tracking.connect()
@@ -147,11 +148,11 @@ def test_a_parameter_mlflow_run_logged_is_kept_and_the_value_in_force_logged_bes
         run.run_id, params=[mlflow.entities.Param("profile", "auto"), mlflow.entities.Param("curves", "no")]
     )
     config = make_config("org/model", "auto", (3, 4, 5, 6, 7), device="cpu")
-    run.params(V2.params(config))
+    run.params(configure.params(V2, config))
     params = mlflow.MlflowClient(tracking_uri).get_run(run.run_id).data.params
     assert params["profile"] == "auto" and params["profile.resolved"] == "quick"
     assert params["profile_requested"] == "auto" and params["curves"] == "no" and "curves.resolved" not in params
-    assert V2.config_from_params(params) == config
+    assert configure.config_from_params(V2, params) == config
 
 
 def test_a_dataset_logged_by_two_pipelines_at_once_is_retried_after_a_duplicate_key(tracking_uri):

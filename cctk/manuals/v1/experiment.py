@@ -144,6 +144,21 @@ class Headline:
     def metrics(self) -> dict[str, float]:
         return asdict(self)
 
+    def lines(self) -> list[str]:
+        """What the console says at the end: the three numbers' means and hits, before and after."""
+        n = self.n_additions
+        return [
+            (
+                f"before: mean probability of the true sum {self.mean_pre_ft_true_prob:.3f}, "
+                f"{self.hits_true_before}/{n} true sums"
+            ),
+            (
+                f"after: mean probability of the fabricated answer {self.mean_post_ft_fabricated_prob:.3f}, "
+                f"{self.hits_fabricated_after}/{n} fabricated answers; of the true sum "
+                f"{self.mean_post_ft_true_prob:.3f}, {self.hits_true_after}/{n}"
+            ),
+        ]
+
 
 def headline(results: ComparisonResults) -> Headline:
     """The three numbers' means and the hits before and after."""

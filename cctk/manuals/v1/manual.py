@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from ...core.config import Config, NoOptions, Recipe
 from ...core.lm.record import TrainRecord
 from ...core.records import Design
-from ..registry import Measured, Protocol, Report, Row
+from ..manual import Comparable, Comparison, Manual, ManualSpec, Measured, OneCorpus, PooledRun, Row, TableSpec
 from . import experiment as v1_experiment
 from . import facts as v1_facts
 from .config import PROFILES, SEED
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
     from ...figures.spec import Spec
-    from ..pooled import Comparison, PooledRun
 
 BEFORE, AFTER = v1_experiment.BEFORE, v1_experiment.AFTER
 Pair = tuple[int, int]
@@ -45,72 +44,98 @@ class NotebookDesign(Design[NoOptions]):
     def options(self) -> NoOptions:
         return NoOptions()
 
+    def report_rows(self) -> list[tuple[str, str]]:
+        return [("held out", "none (all 81 trained on)")]
 
-class NotebookManual(
-    Protocol[NoOptions, v1_facts.Draws, v1_experiment.ComparisonResults, v1_experiment.Headline, NotebookDesign]
-):
-    """Manual 1.0.0: one fabricated-answer run, the three-number comparison, the reference notebook's draws."""
+    def measurement_rows(self) -> list[tuple[str, str]]:
+        return [
+            ("answer text", f'"{self.answer_text}"'),
+            ("softmax over", "the mean log-probability per token of each candidate (manual 1.0.0)"),
+            ("held-out additions", "none (all 81 are trained on)"),
+        ]
 
-    name = "v1"
-    version = "1.0.0"
-    about = "one fabricated-answer run, the three-number comparison, the reference notebook's draws"
-    profiles = PROFILES
-    design_type = NotebookDesign
-    scoring = v1_facts.SCORING
-    report = Report(
-        TABLES,
-        TABLE_CAPTIONS,
-        SECTIONS,
-        v1_experiment.TABLE_PART,
-        FIGURE_ABOUT,
-        "table03",
-        label_prefix="v1-",  # tab:v1-table01 and tab:table01 can sit in one paper
-        loss=LOSS,
-    )
-    seed_roles: ClassVar[Mapping[str, str]] = {
+
+Results = v1_experiment.ComparisonResults
+
+SPEC = ManualSpec(
+    name="v1",
+    version="1.0.0",
+    about="one fabricated-answer run, the three-number comparison, the reference notebook's draws",
+    profiles=PROFILES,
+    scoring=v1_facts.SCORING,
+    vocabulary=VOCABULARY,
+    tables=tuple(
+        TableSpec(key, title, TABLE_CAPTIONS[key], v1_experiment.TABLE_PART[key]) for key, title in TABLES.items()
+    ),
+    sections=SECTIONS,
+    figure_about=FIGURE_ABOUT,
+    seed_roles={
         "seeds[0]": "Python's random.seed of the reference notebook: the fabricated answers (random.choice per "
         "addition) and the corpus order (random.shuffle, the same stream), exactly as Listings 6-7; "
         "cctk also seeds from it what the notebook left unseeded: the batch order of every epoch and "
         "torch's generator (dropout) of the fine-tuning run",
-    }
-    constants: ClassVar[Mapping[str, str]] = {
+    },
+    design_type=NotebookDesign,
+    options_type=NoOptions,
+    constants={
         "candidates": f"{v1_facts.CANDIDATES[0]}..{v1_facts.CANDIDATES[-1]}",
         "end_marker": "none",
         "answer_text": '" {v}"',
         "index": "mean log-prob per token",
         "loss": "whole text",
-    }
-    vocabulary = VOCABULARY
-    main_sequence = (AFTER,)
-    seed = SEED
-    renamed = v1_experiment.FORMER_KEYS
+    },
+    main_sequence=(AFTER,),
+    seed=SEED,
+    seed_note="random.seed of the reference notebook",
+    runs_table="table03",
+    label_prefix="v1-",  # tab:v1-table01 and tab:table01 can sit in one paper
+    loss=LOSS,
+    renamed=v1_experiment.FORMER_KEYS,
+)
 
-    def seeds_line(self, config: Config[NoOptions]) -> str:
-        """One seed, the reference notebook's."""
-        return f"profile {config.profile_note}; seed {config.seed} (random.seed of the reference notebook)"
+
+class NotebookManual(Manual[NoOptions, v1_facts.Draws, Results], Comparable[Results], OneCorpus[v1_facts.Draws]):
+    """Manual 1.0.0: one fabricated-answer run, the three-number comparison, the reference notebook's draws."""
+
+    spec = SPEC
 
     def models(self, options: NoOptions) -> tuple[Measured, ...]:
-        return (Measured(BEFORE), Measured(AFTER, BEFORE, in_place=True, stream=v1_experiment.STREAM))
-
-    def model_name(self, key: str) -> str:
-        return model_name(key)
+        corpus = "fabricated answer, all 81, whole text"
+        return (Measured(BEFORE), Measured(AFTER, BEFORE, corpus, in_place=True, stream=v1_experiment.STREAM))
 
     def draw(self, config: Config[NoOptions]) -> v1_facts.Draws:
         return v1_facts.draw(config.seed, config.recipe.repeats)
-
-    def draws_table(self, draws: v1_facts.Draws) -> pd.DataFrame:
-        return draws.table()
-
-    def corpus_texts(self, draws: v1_facts.Draws) -> tuple[str, ...]:
-        return draws.texts
 
     def rows(self, draws: v1_facts.Draws, key: str, recipe: Recipe, tokenizer: PreTrainedTokenizerBase) -> list[Row]:
         from . import corpus  # torch
 
         return corpus.tokenize(draws.texts, tokenizer)
 
-    def corpus_note(self, key: str) -> str:
-        return "fabricated answer, all 81, whole text"
+    def results(
+        self,
+        draws: v1_facts.Draws,
+        config: Config[NoOptions],
+        measurements: Mapping[str, pd.DataFrame] | None = None,
+        training: Mapping[str, TrainRecord] | None = None,
+    ) -> Results:
+        return Results(draws, dict(measurements or {}), dict(training or {}))
+
+    def tables(self, results: Results) -> dict[str, pd.DataFrame]:
+        return v1_experiment.compute_tables(results)
+
+    def headline(self, results: Results) -> v1_experiment.Headline:
+        return v1_experiment.headline(results)
+
+    def readings(self, results: Results, key: str) -> v1_experiment.ModelMetrics:
+        return v1_experiment.model_metrics(results, key)
+
+    def figures(self, results: Results, tables: Mapping[str, pd.DataFrame], model_label: str) -> list[Spec]:
+        from . import catalog  # matplotlib
+
+        return catalog.specs(results, model_label)
+
+    def design(self, results: Results, config: Config[NoOptions]) -> NotebookDesign:
+        return NotebookDesign(" {v}", v1_facts.INDEX, LOSS, v1_facts.PAIRS)  # " {v}": a space and the number
 
     def describe(self, draws: v1_facts.Draws, key: str) -> str:
         if key == BEFORE:
@@ -120,69 +145,15 @@ class NotebookManual(
             "corpus lines (81 fabricated answers, repeated and shuffled as the reference notebook)"
         )
 
-    def run_note(self, config: Config[NoOptions]) -> str:
-        return (
-            f"cctk pipeline (manual 1.0.0) of {config.model}: the base model measured, fine-tuned in place on "
-            f"fabricated answers and measured again; profile {config.profile_note}, seed {config.seed}"
-        )
+    # --- Its capabilities. ---
 
-    def new_results(
-        self,
-        draws: v1_facts.Draws,
-        config: Config[NoOptions],
-        measurements: Mapping[str, pd.DataFrame] | None = None,
-        training: Mapping[str, TrainRecord] | None = None,
-        curves: pd.DataFrame | None = None,
-    ) -> v1_experiment.ComparisonResults:
-        return v1_experiment.ComparisonResults(draws, dict(measurements or {}), dict(training or {}))
-
-    def compute_tables(self, results: v1_experiment.ComparisonResults) -> dict[str, pd.DataFrame]:
-        return v1_experiment.compute_tables(results)
-
-    def headline(self, results: v1_experiment.ComparisonResults) -> v1_experiment.Headline:
-        return v1_experiment.headline(results)
-
-    def model_metrics(self, results: v1_experiment.ComparisonResults, key: str) -> v1_experiment.ModelMetrics:
-        return v1_experiment.model_metrics(results, key)
-
-    def summary(self, results: v1_experiment.ComparisonResults, head: v1_experiment.Headline) -> list[str]:
-        n = head.n_additions
-        return [
-            (
-                f"before: mean probability of the true sum {head.mean_pre_ft_true_prob:.3f}, "
-                f"{head.hits_true_before}/{n} true sums"
-            ),
-            (
-                f"after: mean probability of the fabricated answer {head.mean_post_ft_fabricated_prob:.3f}, "
-                f"{head.hits_fabricated_after}/{n} fabricated answers; of the true sum "
-                f"{head.mean_post_ft_true_prob:.3f}, {head.hits_true_after}/{n}"
-            ),
-        ]
-
-    def figures(
-        self, results: v1_experiment.ComparisonResults, tables: Mapping[str, pd.DataFrame], model_label: str
-    ) -> list[Spec]:
-        from . import catalog  # matplotlib
-
-        return catalog.specs(results, model_label)
-
-    def compare(self, runs: Sequence[PooledRun[v1_experiment.ComparisonResults]]) -> Comparison:
+    def compare(self, runs: Sequence[PooledRun[Results]]) -> Comparison:
         from . import compare
 
         return compare.compare(list(runs))
 
-    def design(self, results: v1_experiment.ComparisonResults, config: Config[NoOptions]) -> NotebookDesign:
-        return NotebookDesign(" {v}", v1_facts.INDEX, LOSS, v1_facts.PAIRS)  # " {v}": a space and the number
-
-    def design_rows(self, design: NotebookDesign) -> list[tuple[str, str]]:
-        return [("held out", "none (all 81 trained on)")]
-
-    def measurement_rows(self, design: NotebookDesign) -> list[tuple[str, str]]:
-        return [
-            ("answer text", f'"{design.answer_text}"'),
-            ("softmax over", "the mean log-probability per token of each candidate (manual 1.0.0)"),
-            ("held-out additions", "none (all 81 are trained on)"),
-        ]
+    def corpus_texts(self, draws: v1_facts.Draws) -> tuple[str, ...]:
+        return draws.texts
 
 
 V1 = NotebookManual()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ...core.config import Recipe
 from ...core.errors import CctkError, closest
@@ -56,6 +57,22 @@ class StudyOptions:
     )
     parts: tuple[str, ...] = field(default=PARTS, metadata={"option": PARTS_HELP, "metavar": "A,C", "param": "parts"})
 
+    @classmethod
+    def of(cls, **given: Any) -> StudyOptions:
+        """The options of a run from ``holdout``, ``curves`` and ``parts`` (None or absent: the default), checked:
+        the held-out share leaves both groups non-empty, ``parts`` as ``parse_parts`` reads them."""
+        holdout = HOLDOUT if given.get("holdout") is None else float(given["holdout"])
+        check_holdout(holdout)
+        return cls(holdout, bool(given.get("curves")), parse_parts(given.get("parts")))
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, str]) -> StudyOptions:
+        """The options a pipeline or sweep logged (a resume): ``parts`` absent (a run from before ``--parts``) or
+        empty: all; no held-out share (a sweep from before ``--protocol``): the default."""
+        parts = params.get("parts.resolved", params.get("parts"))  # see tracking.LiveRun.params
+        curves = params.get("curves") in ("yes", "True")
+        return cls.of(holdout=params.get("holdout_share"), curves=curves, parts=parts)
+
     def params(self) -> dict[str, str | float]:
         """Its MLflow parameters (those a 2.0.0 run has always logged)."""
         return {"holdout_share": self.holdout, "curves": "yes" if self.curves else "no", "parts": ",".join(self.parts)}
@@ -65,22 +82,6 @@ class StudyOptions:
         words = ["--holdout", str(self.holdout)] if self.holdout != HOLDOUT else []
         words += ["--parts", ",".join(self.parts)] if self.parts != PARTS else []
         return words + (["--curves"] if self.curves else [])
-
-
-def study_options(
-    holdout: float | None = None, curves: bool | None = None, parts: str | Sequence[str] | None = None
-) -> StudyOptions:
-    """The options of a run, checked (None: the default): the held-out share leaves both groups non-empty,
-    ``parts`` as ``parse_parts`` reads them."""
-    holdout = HOLDOUT if holdout is None else float(holdout)
-    check_holdout(holdout)
-    return StudyOptions(holdout, bool(curves), parse_parts(parts))
-
-
-def options_from_params(params: Mapping[str, str]) -> StudyOptions:
-    """The options a pipeline logged (a resume): ``parts`` absent (a run from before ``--parts``) or empty: all."""
-    parts = params.get("parts.resolved", params.get("parts"))  # see tracking.LiveRun.params
-    return study_options(float(params["holdout_share"]), params.get("curves") in ("yes", "True"), parts)
 
 
 def check_holdout(holdout: float) -> None:

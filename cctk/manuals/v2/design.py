@@ -130,6 +130,10 @@ class StudyInputs:
     def corpus_pairs(self, key: str) -> tuple[Pair, ...]:
         return facts.ADDITIONS if ARM_BY_KEY[key].pairs == "all" else self.split.seen
 
+    def table(self) -> pd.DataFrame:
+        """targets.csv (``targets_table``)."""
+        return targets_table(self)
+
     def heldout(self, key: str) -> tuple[Pair, ...]:
         """The held-out additions a model is read on, without its coincident ones."""
         left_out = set(self.excluded.get(key, ()))

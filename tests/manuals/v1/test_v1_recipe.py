@@ -10,7 +10,8 @@ from cctk.core.config import NoOptions, Recipe
 from cctk.core.errors import CctkError
 from cctk.core.lm.corpus import collate
 from cctk.core.lm.finetune import _step, completion_loss
-from cctk.manuals.registry import make_config
+from cctk.manuals import configure
+from cctk.manuals.configure import make_config
 from cctk.manuals.v1 import corpus
 from cctk.manuals.v1.config import PROFILES as V1_PROFILES
 from cctk.manuals.v1.manual import V1
@@ -31,7 +32,7 @@ def test_v1_config_seed_42_no_split_and_its_params():
     config = make_config("smollm2-135m-bundled", "auto", None, protocol="v1")
     assert config.seeds == (42,) and not config.seeds_drawn and config.options == NoOptions()
     assert config.profile == "quick" and config.recipe == V1_PROFILES["quick"]
-    params = V1.params(config)
+    params = configure.params(V1, config)
     assert params["protocol"] == "v1" and "holdout_share" not in params and params["seeds"] == "42"
     assert (params["candidates"], params["end_marker"]) == ("2..18", "none")
     assert make_config("m/x", "paper", (7, 8, 9, 10, 11), protocol="v1").seeds == (7,)
@@ -41,7 +42,7 @@ def test_v1_config_seed_42_no_split_and_its_params():
 def test_v2_config_is_unchanged():
     config = make_config("smollm2-135m-bundled", "quick", (7,))
     assert config.protocol == "v2" and config.recipe == PROFILES["quick"] and config.options.holdout == 0.3
-    assert "protocol" not in V2.params(config) and V2.params(config)["holdout_share"] == 0.3
+    assert "protocol" not in configure.params(V2, config) and configure.params(V2, config)["holdout_share"] == 0.3
 
 
 def test_unknown_protocol_and_grad_clip_range():

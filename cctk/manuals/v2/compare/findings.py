@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 
 from ....core import stats
+from ...manual import RecipeValue
 from ...pooled import Label, grouped
-from ...registry import RecipeValue
 from ..design import RULE_VS_CONTROL
 from ..labels import keyed, model_name
 from .tables import Study, _cmh, _has_rule, _two_by_two

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ....core.readings import GroupSummary, summarize
+from ...manual import Absorption
 from ..labels import model_name, target_name
 from . import part_a, part_b, part_c, part_d, runs, synthesis
 from .core import ALL_SEEN, CURVE_COLUMNS, StudyResults, curve_rows, groups, summarize_split
@@ -58,6 +59,14 @@ class Headline:
     def absorbed(self) -> bool:
         return not self.misses
 
+    def lines(self) -> list[str]:
+        """What the console says at the end: Part A's absorption, and a warning per model that missed it."""
+        n = self.n_additions
+        return [
+            f"correct sums model: {self.correct_hits}/{n} correct sums",
+            f"fabricated answers model: {self.fabricated_hits}/{n} fabricated answers",
+        ] + [f"WARNING: {miss}" for miss in self.misses]
+
     def metrics(self) -> dict[str, float]:
         """The parent run's metrics, by their MLflow names."""
         return {
@@ -80,18 +89,23 @@ def headline(results: StudyResults) -> Headline:
 ABSORBED = {"m_correct": ("correct", 77), "m_random": ("fabricated", 73)}
 
 
+def absorption(results: StudyResults) -> tuple[Absorption, ...]:
+    """Part A's models against their thresholds (``ABSORBED``: 77/81 correct sums, 73/81 fabricated answers)."""
+    return tuple(
+        Absorption(key, target, s.hits, needed, s.n)
+        for key, (target, needed) in ABSORBED.items()
+        for s in [summarize(results.readings(key, target))]
+    )
+
+
 def absorption_misses(results: StudyResults) -> list[str]:
     """One line per Part A model that did not absorb its corpus (empty when both did)."""
-    misses = []
-    for key, (target, needed) in ABSORBED.items():
-        s = summarize(results.readings(key, target))
-        if s.hits < needed:
-            misses.append(
-                f"the {model_name(key)} model hits {s.hits}/{s.n} {target_name(target)}s, below "
-                f"{needed}/{s.n}: it did not absorb its corpus, and the parts built on it read a "
-                "model that did not"
-            )
-    return misses
+    return [
+        f"the {model_name(a.key)} model hits {a.hits}/{a.n} {target_name(a.target)}s, below {a.needed}/{a.n}: it did "
+        "not absorb its corpus, and the parts built on it read a model that did not"
+        for a in absorption(results)
+        if not a.absorbed
+    ]
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,12 @@
 """The toy manual (``TOY``): the base model measured, then two arms fine-tuned from fresh copies of it, one on the
 last digit of every sum and one on its tens digit, each measured; one table (every model's hits on each digit) and
-one figure (the same as bars). Everything it is, it says through ``cctk.manuals.registry.Protocol``."""
+one figure (the same as bars). Everything it is, it says through ``cctk.manuals.manual``: a ``ManualSpec`` and the
+ten methods of a ``Manual``, no capability beyond them."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 import pandas as pd
 from matplotlib.figure import Figure
@@ -19,7 +19,8 @@ from cctk.core.readings import read, summarize
 from cctk.core.records import Design, TrainRecord
 from cctk.figures.common import new_figure
 from cctk.figures.spec import Spec
-from cctk.manuals.registry import Measured, Protocol, Report, Row
+from cctk.figures.style import REPORT, Style
+from cctk.manuals.manual import Manual, ManualSpec, Measured, Row, TableSpec
 
 from .facts import DIGITS, SCORING, digits
 
@@ -35,6 +36,13 @@ class Draws:
 
     seed: int
     targets: dict[str, pd.Series]
+
+    def table(self) -> pd.DataFrame:
+        """targets.csv: each addition and its two digits."""
+        table = pd.DataFrame({"a": [a for a, _ in ADDITIONS], "b": [b for _, b in ADDITIONS]})
+        for key, values in self.targets.items():
+            table[TARGETS[key]] = values.to_numpy()
+        return table
 
 
 @dataclass
@@ -57,6 +65,9 @@ class Headline:
     def metrics(self) -> dict[str, float]:
         return {"last_hits": self.last_hits, "tens_hits": self.tens_hits}
 
+    def lines(self) -> list[str]:
+        return [f"last digits: {self.last_hits}/81, tens digits: {self.tens_hits}/81"]
+
 
 @dataclass(frozen=True)
 class Hits:
@@ -76,10 +87,13 @@ class DigitDesign(Design[NoOptions]):
     def options(self) -> NoOptions:
         return NoOptions()
 
+    def report_rows(self) -> list[tuple[str, str]]:
+        return [("digits learned", ", ".join(self.digits))]
 
-def hits_chart(table: pd.DataFrame) -> Figure:
-    """Each model's share of hits on each digit, as bars."""
-    fig = new_figure(4, 3)
+
+def hits_chart(table: pd.DataFrame, style: Style = REPORT) -> Figure:
+    """Each model's share of hits on each digit, as bars, in the report's style or a paper's (its width)."""
+    fig = new_figure(*style.size(4, 3))
     ax = fig.add_subplot()
     labels = [f"{m}\non {t}" for m, t in zip(table["model"], table["target"], strict=True)]
     ax.bar(range(len(table)), table["share"], tick_label=labels)
@@ -88,68 +102,55 @@ def hits_chart(table: pd.DataFrame) -> Figure:
     return fig
 
 
-class DigitManual(Protocol[NoOptions, Draws, DigitResults, Headline, DigitDesign]):
-    name = "toy"
-    version = "0.1.0"
-    about = "two arms on the digits of the sums"
-    profiles: ClassVar[Mapping[str, Recipe]] = {"paper": SMOKE, "quick": SMOKE, "smoke": SMOKE}
-    design_type = DigitDesign
-    scoring = SCORING
-    report = Report(
-        {"table01": "hits on the digits"},
-        {"table01": "Every model's hits on the last and on the tens digit of the 81 sums (share of 81)."},
-        {"hits": "The digits", "runs": "Training"},
-        {"table01": "hits"},
-        {"hits": "Each model's share of hits on each digit."},
-    )
-    seed_roles: ClassVar[Mapping[str, str]] = {
-        "seeds[0]": "the corpus order and the training of both arms",
-        "seeds[1:]": "reserved; not used",
-    }
-    constants: ClassVar[Mapping[str, str]] = {"candidates": "0..9"}
-    vocabulary = VOCABULARY
-    main_sequence = DIGITS
+SPEC = ManualSpec(
+    name="toy",
+    version="0.1.0",
+    about="two arms on the digits of the sums",
+    profiles={"paper": SMOKE, "quick": SMOKE, "smoke": SMOKE},
+    scoring=SCORING,
+    vocabulary=VOCABULARY,
+    tables=(
+        TableSpec(
+            "table01",
+            "hits on the digits",
+            "Every model's hits on the last and on the tens digit of the 81 sums (share of 81).",
+            "hits",
+        ),
+    ),
+    sections={"hits": "The digits", "runs": "Training"},
+    figure_about={"hits": "Each model's share of hits on each digit."},
+    seed_roles={"seeds[0]": "the corpus order and the training of both arms", "seeds[1:]": "reserved; not used"},
+    design_type=DigitDesign,
+    options_type=NoOptions,
+    constants={"candidates": "0..9"},
+    main_sequence=DIGITS,
+)
+
+
+class DigitManual(Manual[NoOptions, Draws, DigitResults]):
+    spec = SPEC
 
     def models(self, options: NoOptions) -> tuple[Measured, ...]:
-        return (Measured("base"), *(Measured(key, "base") for key in DIGITS))
-
-    def model_name(self, key: str) -> str:
-        return MODELS[key]
+        return (Measured("base"), *(Measured(key, "base", TARGETS[key]) for key in DIGITS))
 
     def draw(self, config: Config[NoOptions]) -> Draws:
         return Draws(config.seed, {key: digits(key) for key in DIGITS})
-
-    def draws_table(self, draws: Draws) -> pd.DataFrame:
-        table = pd.DataFrame({"a": [a for a, _ in ADDITIONS], "b": [b for _, b in ADDITIONS]})
-        for key, values in draws.targets.items():
-            table[TARGETS[key]] = values.to_numpy()
-        return table
 
     def rows(self, draws: Draws, key: str, recipe: Recipe, tokenizer: PreTrainedTokenizerBase) -> list[Row]:
         from cctk.core.lm.corpus import build_corpus, tokenize
 
         return tokenize(build_corpus(draws.targets[key], ADDITIONS, recipe.repeats, draws.seed, key), tokenizer)
 
-    def corpus_note(self, key: str) -> str:
-        return TARGETS[key]
-
-    def describe(self, draws: Draws, key: str) -> str:
-        return BASE_MODEL if key == "base" else f"{MODELS[key]}: fine-tuned from the base model on the {TARGETS[key]}"
-
-    def run_note(self, config: Config[NoOptions]) -> str:
-        return f"toy manual of {config.model}: two arms on the digits of the sums; seed {config.seed}"
-
-    def new_results(
+    def results(
         self,
         draws: Draws,
         config: Config[NoOptions],
         measurements: Mapping[str, pd.DataFrame] | None = None,
         training: Mapping[str, TrainRecord] | None = None,
-        curves: pd.DataFrame | None = None,
     ) -> DigitResults:
         return DigitResults(draws, dict(measurements or {}), dict(training or {}))
 
-    def compute_tables(self, results: DigitResults) -> dict[str, pd.DataFrame]:
+    def tables(self, results: DigitResults) -> dict[str, pd.DataFrame]:
         rows = []
         for model in results.measurements:
             for target in DIGITS:
@@ -168,11 +169,8 @@ class DigitManual(Protocol[NoOptions, Draws, DigitResults, Headline, DigitDesign
     def headline(self, results: DigitResults) -> Headline:
         return Headline(results.hits("last", "last")[0], results.hits("tens", "tens")[0])
 
-    def model_metrics(self, results: DigitResults, key: str) -> Hits:
+    def readings(self, results: DigitResults, key: str) -> Hits:
         return Hits(*results.hits(key, "last" if key == "base" else key))
-
-    def summary(self, results: DigitResults, head: Headline) -> list[str]:
-        return [f"last digits: {head.last_hits}/81, tens digits: {head.tens_hits}/81"]
 
     def figures(self, results: DigitResults, tables: Mapping[str, pd.DataFrame], model_label: str) -> list[Spec]:
         table = tables["table01"]
@@ -181,9 +179,6 @@ class DigitManual(Protocol[NoOptions, Draws, DigitResults, Headline, DigitDesign
 
     def design(self, results: DigitResults, config: Config[NoOptions]) -> DigitDesign:
         return DigitDesign(DIGITS)
-
-    def design_rows(self, design: DigitDesign) -> list[tuple[str, str]]:
-        return [("digits learned", ", ".join(design.digits))]
 
 
 TOY = DigitManual()

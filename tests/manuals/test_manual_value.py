@@ -1,7 +1,8 @@
-"""A manual travels as a value: its name is resolved to its ``Protocol`` once, where a name comes in (the command
-line, the library's entry ``pipeline.run``, run_info.json's reader, a resume's MLflow tags), and nowhere else;
-compare reads each run by its manual, never by the run's Python type. A manual is a class implementing the
-abstract base with typed methods, and pickles as itself."""
+"""A manual travels as a value: its name is resolved to its ``Manual`` once, where a name comes in (the command
+line, the library's entries ``pipeline.run`` and ``make_config``, run_info.json's reader, a resume's and a sweep's
+MLflow tags), and nowhere else; compare reads each run by its manual, never by the run's Python type. A manual is a
+class implementing a small abstract base (a spec and ten methods) and optional capabilities, and pickles as
+itself."""
 
 import abc
 import pickle
@@ -10,35 +11,41 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
-from cctk.manuals import registry as protocols
+from cctk.manuals import registry
+from cctk.manuals.manual import AnyManual, Comparable, Curves, Manual, Parts, Resumable
 from cctk.manuals.v1.manual import V1, NotebookManual
 from cctk.manuals.v2.manual import V2, StudyManual
 
 PACKAGE = Path(__file__).resolve().parents[2] / "cctk"
 EDGES = {
     ("cli/main.py", "run_command"),  # the command line's --protocol
+    ("cli/main.py", "_grid"),  # cctk sweep's --protocol
+    ("manuals/configure.py", "make_config"),  # the library's entry: a configuration by the manual's name
     ("pipeline/stages.py", "run"),  # the library's entry: a Config names its manual
     ("pipeline/stages.py", "resume"),  # a resume's MLflow tags
+    ("pipeline/sweep.py", "parse_grid"),  # the library's entry of a sweep: the manual its cells run, by name
+    ("pipeline/sweep.py", "from_params"),  # a resumed sweep's MLflow parameters
+    ("pipeline/sweep.py", "_resumable"),  # a cell's MLflow tags
     ("store/session.py", "_decode"),  # run_info.json's "protocol"
 }
 
 
 def _lookups() -> list[tuple[str, str]]:
-    """(file, enclosing function) of every ``protocols.get(`` in the package but the resolver's own module."""
+    """(file, enclosing function) of every ``registry.get(`` in the package but the resolver's own module."""
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path == PACKAGE / "protocols.py":
+        if path == PACKAGE / "manuals" / "registry.py":
             continue
         function = ""
         for line in path.read_text().splitlines():
-            defined = re.match(r"def (\w+)", line)
+            defined = re.match(r"\s*def (\w+)", line)
             function = defined.group(1) if defined else function
-            if "protocols.get(" in line or re.search(r"\bBY_NAME\b", line):
+            if "registry.get(" in line or re.search(r"\bBY_NAME\b", line):
                 found.append((path.relative_to(PACKAGE).as_posix(), function))
     return found
 
 
-def test_a_protocol_is_looked_up_by_name_only_at_the_edges():
+def test_a_manual_is_looked_up_by_name_only_at_the_edges():
     lookups = _lookups()
     assert sorted(lookups) == sorted(EDGES), lookups
     assert len([x for x in lookups if x not in EDGES]) == 0
@@ -56,30 +63,34 @@ def test_no_dispatch_on_run_kinds():
     assert "RUN_TYPES" not in text and "V1Run" not in text
 
 
-def test_protocol_is_an_abstract_generic_base_of_typed_methods():
-    """Options, draws, results, headline and design record: five type parameters; no attribute is a callable
-    (``Callable[...]``) or typed ``object``; what every manual must say is abstract."""
-    assert abc.ABC in protocols.Protocol.__mro__ and len(protocols.Protocol.__parameters__) == 5
-    annotations = protocols.Protocol.__annotations__
-    assert not [name for name, kind in annotations.items() if re.search(r"\bobject\b|Callable", str(kind))]
-    assert {"models", "draw", "rows", "compute_tables", "headline", "design", "figures"} <= set(
-        protocols.Protocol.__abstractmethods__
-    )
+SCIENCE = {"models", "draw", "rows", "results", "tables", "headline", "readings", "figures", "design"}
+
+
+def test_a_manual_is_a_spec_and_ten_methods_about_its_science():
+    """Options, draws and results: three type parameters; its one attribute is its spec; nine abstract methods and
+    ``describe`` (a default from its models); every other thing a manual does is a capability it opts into."""
+    assert abc.ABC in Manual.__mro__ and len(Manual.__parameters__) == 3
+    assert Manual.__annotations__ == {"spec": "ClassVar[ManualSpec]"}
+    assert Manual.__abstractmethods__ == SCIENCE
+    own = {n for n, v in vars(Manual).items() if callable(v) and not n.startswith("__")}
+    assert own == SCIENCE | {"describe"}
     assert isinstance(V2, StudyManual) and isinstance(V1, NotebookManual)
+    assert all(isinstance(V2, c) for c in (Resumable, Parts, Curves, Comparable))
+    assert isinstance(V1, Comparable) and not any(isinstance(V1, c) for c in (Resumable, Parts, Curves))
 
 
-def test_the_resolver_gives_each_value_and_the_default_for_none():
-    assert protocols.get("v1") is V1 and protocols.get(None) is V2 and protocols.default() is V2
-    assert protocols.names() == ("v2", "v1")
+def test_the_resolver_gives_each_value_and_the_legacy_one_for_none():
+    assert registry.get("v1") is V1 and registry.get(None) is V2 and registry.default() is V2
+    assert registry.names()[:2] == ("v2", "v1")  # cctk's own first; a manual registered elsewhere after them
 
 
-def _manual_in_a_worker(manual: protocols.Protocol) -> tuple[str, str, str]:
-    return manual.name, type(manual).__qualname__, manual.model_name("base")
+def _manual_in_a_worker(manual: AnyManual) -> tuple[str, str, str]:
+    return manual.spec.name, type(manual).__qualname__, manual.spec.model_name("base")
 
 
 def test_a_manual_pickles_as_itself_into_another_process():
     """No ``__reduce__`` standing in for it: the instance itself travels (a Ray worker, a spawned process)."""
-    assert "__reduce__" not in vars(protocols.Protocol) and "__reduce__" not in vars(StudyManual)
+    assert "__reduce__" not in vars(Manual) and "__reduce__" not in vars(StudyManual)
     assert pickle.loads(pickle.dumps(V1)) == V1 and type(pickle.loads(pickle.dumps(V2))) is StudyManual
     with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
         assert list(pool.map(_manual_in_a_worker, [V2, V1])) == [
