@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import sys
 
-from .main import main
+from ..manuals.configure import command_options
+from .main import MANUALS, main
 
-# switches of the CLI, given as -P name=yes|no: the flag for yes, and for no (None: nothing given)
-FLAGS = {"--curves": ("--curves", None), "--figures": ("--figures", "--no-figures")}
+# switches of the CLI, given as -P name=yes|no: the flag for yes, and for no (None: nothing given); every manual's
+# switches (2.0.0's --curves) and the pipeline's --figures
+FLAGS = {
+    **{o.flag_name: (o.flag_name, None) for m in MANUALS for o in command_options(m.spec) if o.flag},
+    "--figures": ("--figures", "--no-figures"),
+}
 YES, NO = ("yes", "true", "1", "on"), ("no", "false", "0", "off", "")
 
 

@@ -1,21 +1,10 @@
-"""Charts: DataFrames in, figures out (manual 2.0.0, section 7); save_figure writes them."""
+"""The chart types every manual draws, DataFrames in, figures out: the target heatmap (``cctk measure``'s too), the
+before/after bars of manual 1.0.0's style, the training-loss chart; their two styles (report, paper) and
+save_figure. A manual's own chart types are in its folder (2.0.0's: its ``charts`` package)."""
 
 from .bars import before_after_bars
 from .common import save_figure
-from .curves import learning_curves
-from .deviation import deviation_chart
 from .heatmap import target_heatmap
 from .loss import loss_chart
-from .profile import probability_profile
-from .synthesis import synthesis_chart
 
-__all__ = [
-    "before_after_bars",
-    "deviation_chart",
-    "learning_curves",
-    "loss_chart",
-    "probability_profile",
-    "save_figure",
-    "synthesis_chart",
-    "target_heatmap",
-]
+__all__ = ["before_after_bars", "loss_chart", "save_figure", "target_heatmap"]

@@ -33,6 +33,23 @@ def test_mlproject_passes_every_recipe_value():
     assert main["parameters"]["profile"]["default"] == "auto"
 
 
+def test_mlproject_passes_every_option_of_every_manual():
+    """Each registered manual's options are parameters of the MLproject's main entry, passed to ``cctk run`` as
+    its flags (a switch as ``-P name=yes|no``: ``FLAGS``); ``protocol`` picks the manual."""
+    from cctk.cli.mlproject import FLAGS
+    from cctk.manuals import registry
+    from cctk.manuals.configure import command_options
+
+    main = yaml.safe_load((ROOT / "MLproject").read_text())["entry_points"]["main"]
+    assert main["parameters"]["protocol"]["default"] == registry.DEFAULT and "--protocol {protocol}" in main["command"]
+    options = [o for m in registry.every() for o in command_options(m.spec)]
+    assert {o.name for o in options} == {"holdout", "curves", "parts"}  # today's: manual 2.0.0's
+    for option in options:
+        assert option.name in main["parameters"], option.name
+        assert f"{option.flag_name} {{{option.name}}}" in main["command"], option.name
+        assert (FLAGS.get(option.flag_name) == (option.flag_name, None)) == option.flag, option.name
+
+
 def test_a_recipe_value_out_of_range_fails_in_one_line(tmp_path):
     result = CliRunner().invoke(
         cli, ["run", "--model", "smollm2-135m-bundled", "--epochs", "0", "--out", str(tmp_path / "o")]

@@ -228,7 +228,7 @@ def test_the_sensitivity_chart_uses_a_log_scale_only_over_a_decade(runs):
 
     import matplotlib.pyplot as plt
 
-    from cctk.figures.across import recipe_sensitivity_chart
+    from cctk.manuals.v2.charts.across import recipe_sensitivity_chart
 
     figure = recipe_sensitivity_chart(
         across.recipe_sensitivity(runs), "learning_rate", ["base_model"], v2_compare.FABRICATED_LINE

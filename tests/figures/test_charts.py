@@ -19,7 +19,8 @@ from cctk.core.readings import read
 from cctk.figures import style
 from cctk.figures.common import LIGHT_BLUE, LIGHT_RED, save_figure
 from cctk.figures.heatmap import headline
-from cctk.figures.profile import left_top
+from cctk.manuals.v2 import charts as v2_charts
+from cctk.manuals.v2.charts.profile import left_top
 
 HELD = [(1, 1), (2, 7), (3, 3), (5, 9), (8, 2), (9, 9)]
 
@@ -142,7 +143,7 @@ def test_save_figure_writes_three_files_with_text(tmp_path, readings):
 def test_profile_axes_share_intervals():
     sums = correct_sums()
     series = {"base model": measurement(sums, 1, sharp=0.5), "correct sums": measurement(sums, 2)}
-    fig = figures.probability_profile(series, sums, "profile", band=(2, 18), heldout=HELD)
+    fig = v2_charts.probability_profile(series, sums, "profile", band=(2, 18), heldout=HELD)
     assert isinstance(fig, Figure)
     left, right = fig.axes[0], fig.axes[1]
     assert len(left.get_yticks()) == len(right.get_yticks())
@@ -156,11 +157,11 @@ def test_profile_band_headers_say_of_what_and_the_legend_names_both_shadings():
     it; both shadings are in the legend, in the report's and the paper's style."""
     sums = correct_sums()
     series = {"base model": measurement(sums, 1, sharp=0.5), "correct sums": measurement(sums, 2)}
-    fig = figures.probability_profile(series, sums, "profile", band=(2, 18), heldout=HELD)
+    fig = v2_charts.probability_profile(series, sums, "profile", band=(2, 18), heldout=HELD)
     heads = [t.get_text() for t in fig.axes[0].texts if t.get_color() == "black"]
     assert sorted(heads) == ["share of the probability on 2 to 18", "share of the probability outside 2 to 18"]
     shadings = ["band 2 to 18: answers the corpus can ask for", "outside it: answers the corpus never asks for"]
-    for drawn in (fig, figures.probability_profile(series, sums, "p", band=(2, 18), style=style.paper("page"))):
+    for drawn in (fig, v2_charts.probability_profile(series, sums, "p", band=(2, 18), style=style.paper("page"))):
         legend = drawn.legends[0]
         labels = [t.get_text().replace("\n", " ") for t in legend.get_texts()]
         assert labels[-2:] == shadings
@@ -179,7 +180,7 @@ def test_profile_band_texts_never_overlap():
         "control for the conditional rule from correct sums",
         "control for the conditional rule from fabricated answers",
     ]
-    fig = figures.probability_profile(
+    fig = v2_charts.probability_profile(
         {n: measurement(rule, i) for i, n in enumerate(names)},
         rule,
         "Probability profile: Conditional rule",
@@ -200,7 +201,7 @@ def test_profile_band_texts_never_overlap():
 
 def test_profile_without_bands():
     targets = pd.Series(np.random.default_rng(3).integers(2, 37, 81), index=addition_index())
-    fig = figures.probability_profile({"fabricated answers": measurement(targets)}, targets, "fab")
+    fig = v2_charts.probability_profile({"fabricated answers": measurement(targets)}, targets, "fab")
     assert isinstance(fig, Figure) and not fig.axes[0].texts
 
 
@@ -212,7 +213,7 @@ def test_left_axis_grows_in_steps_of_six(peak, top):
 def test_deviation_chart_headlines():
     rng = np.random.default_rng(4)
     rule, control = rng.integers(-2, 3, 24), rng.integers(-20, 21, 24)
-    fig = figures.deviation_chart(rule, control, 2, {"rule": 2, "control": 15}, "deviation")
+    fig = v2_charts.deviation_chart(rule, control, 2, {"rule": 2, "control": 15}, "deviation")
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert f"{int((np.abs(rule) <= 2).sum())} / 24" in texts
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
@@ -237,7 +238,7 @@ def test_synthesis_chart():
     )
     rows["share"] = rows["hits"] / rows["n"]
     rows["lo"], rows["hi"] = rows["share"] * 0.8, np.minimum(rows["share"] * 1.1, 1.0)
-    fig = figures.synthesis_chart(rows)
+    fig = v2_charts.synthesis_chart(rows)
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert {"20 / 24", "2 / 24", "10 / 81", "seen", "held out"} <= set(texts)
 

@@ -16,8 +16,8 @@ from matplotlib.text import Text
 
 from cctk.figures import common, style
 from cctk.figures.loss import MAIN_COLORS
-from cctk.figures.synthesis import PAPER as SYNTHESIS
 from cctk.manuals.v2 import catalog
+from cctk.manuals.v2.charts.synthesis import PAPER as SYNTHESIS
 from cctk.manuals.v2.parts import compute_tables
 
 DEFICIENCIES = ("deuteranopia", "protanopia")
@@ -168,7 +168,7 @@ def test_report_style_is_the_default(specs):
 def test_paper_learning_curves(width):
     import pandas as pd
 
-    from cctk.figures import learning_curves
+    from cctk.manuals.v2.charts import learning_curves
 
     rows = [
         {"model": m, "epoch": e, "group": g, "hits": h, "n": 24}

@@ -11,9 +11,10 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ... import figures as charts
+from ... import figures
 from ...core.stats import smallest_band
 from ...figures.spec import Spec
+from . import charts
 from .design import ARM_BY_KEY, ARMS, CONTROLS, MAIN_SEQUENCE, family_arms, own_target, part_arms
 from .labels import figure_name, model_name, target_name
 from .parts import ALL_SEEN, StudyResults
@@ -80,7 +81,7 @@ def heatmap_spec(results: StudyResults, figure: str) -> Spec:
         "excluded": excluded,
         "fixed_scale": key != "base",
     }
-    return _spec(figure, charts.target_heatmap, args, title)
+    return _spec(figure, figures.target_heatmap, args, title)
 
 
 def specs(results: StudyResults, tables: dict[str, pd.DataFrame], model_label: str) -> list[Spec]:
@@ -145,11 +146,11 @@ def _bars(results: StudyResults, model_label: str) -> Spec:
         "model_label": model_label,
     }
     title = f"{a} + {b} before and after fine-tuning on fabricated answers"
-    return _spec("bars", charts.before_after_bars, args, title)
+    return _spec("bars", figures.before_after_bars, args, title)
 
 
 def synthesis_rows(table09: pd.DataFrame) -> pd.DataFrame:
-    """table09 in the chart's series (``cctk.figures.synthesis.SERIES``): the base model, seen (all 81 for
+    """table09 in the chart's series (``cctk.manuals.v2.charts.synthesis.SERIES``): the base model, seen (all 81 for
     the models trained on all of them), held out, and held out of a control; read from its key columns."""
     series = table09["group_key"].replace({"all": "seen"})
     series[(table09["group_key"] == "heldout") & table09["model_key"].isin(CONTROLS)] = "control_heldout"
@@ -172,7 +173,7 @@ def losses(results: StudyResults) -> dict[str, list[float]]:
 
 def _loss(results: StudyResults) -> Spec:
     args = {"losses": losses(results), "main": [model_name(k) for k in MAIN_SEQUENCE]}
-    return _spec("loss", charts.loss_chart, args, "Training loss per epoch")
+    return _spec("loss", figures.loss_chart, args, "Training loss per epoch")
 
 
 def _curves(results: StudyResults) -> Spec:

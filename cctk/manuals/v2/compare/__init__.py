@@ -7,9 +7,9 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ....figures.across import cross_model_chart, implausibility_chart, recipe_sensitivity_chart
-from ....figures.forest import forest_chart
 from ...pooled import Comparison, group_columns, varied
+from ..charts.across import cross_model_chart, implausibility_chart, recipe_sensitivity_chart
+from ..charts.forest import forest_chart
 from ..design import ARMS
 from ..labels import model_name
 from . import findings as evidence

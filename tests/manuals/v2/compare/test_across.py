@@ -114,7 +114,7 @@ def test_implausibility_chart_labels_break_between_words():
     """The possible / impossible tick labels once broke inside a word ("impossibl / e (> 18)")."""
     import matplotlib.pyplot as plt
 
-    from cctk.figures.across import implausibility_chart
+    from cctk.manuals.v2.charts.across import implausibility_chart
 
     inputs = build_study_inputs(3)
     measurements = {

@@ -247,7 +247,7 @@ def hand_runs_with_results() -> list[PooledRun]:
 def test_forest_draws_every_run_and_marks_infinity(found):
     import matplotlib.pyplot as plt
 
-    from cctk.figures.forest import forest_chart
+    from cctk.manuals.v2.charts.forest import forest_chart
 
     contrasts, by = found
     figure = forest_chart(ev.per_run(contrasts), ev.findings_table(list(by.values())))

@@ -12,14 +12,16 @@ from __future__ import annotations
 import math
 import textwrap
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Polygon
 
-from .common import BASE, CONTROL, HELD_HIT, HELD_MISS, new_figure, paper_style
+from ....figures.common import BASE, CONTROL, HELD_HIT, HELD_MISS, new_figure, paper_style
 
 VERDICT_COLORS = {"supported": HELD_HIT, "inconsistent": HELD_MISS, "not supported": CONTROL}
 WIDEST = (1e-3, 1e4)  # the axis never spans more: beyond it, a value is drawn at the edge
@@ -48,7 +50,7 @@ def _at(value: float, edges: tuple[float, float]) -> tuple[float, str]:
     return value, "o"
 
 
-def _run_row(ax, y: float, row, edges: tuple[float, float]) -> None:
+def _run_row(ax: Axes, y: float, row: Any, edges: tuple[float, float]) -> None:  # row: a per_run row (itertuples)
     """One run: its interval (arrow heads where a bound leaves the axis) and its odds ratio."""
     if math.isnan(row.odds_ratio):  # no hit on either side, or only hits: nothing to estimate
         ax.text(
@@ -83,7 +85,7 @@ def _run_row(ax, y: float, row, edges: tuple[float, float]) -> None:
         )
 
 
-def _diamond(ax, y: float, finding, edges: tuple[float, float], color: str) -> None:
+def _diamond(ax: Axes, y: float, finding: Any, edges: tuple[float, float], color: str) -> None:
     """The pooled Mantel-Haenszel odds ratio: a diamond over its interval (an edge triangle when infinite)."""
     odds = finding.odds_ratio_mh
     if math.isnan(odds):
@@ -124,7 +126,7 @@ def _diamond(ax, y: float, finding, edges: tuple[float, float], color: str) -> N
     )  # above the grid
 
 
-def _panel(ax, runs: pd.DataFrame, finding, edges: tuple[float, float], title: str) -> None:
+def _panel(ax: Axes, runs: pd.DataFrame, finding: Any, edges: tuple[float, float], title: str) -> None:
     color = VERDICT_COLORS.get(finding.verdict, CONTROL)
     for y, row in enumerate(runs.itertuples()):
         _run_row(ax, y, row, edges)
@@ -138,7 +140,7 @@ def _panel(ax, runs: pd.DataFrame, finding, edges: tuple[float, float], title: s
     ax.set_title(title, fontsize=7.5, color=color if color != CONTROL else BASE, loc="left")
 
 
-def _title(finding, by: list[str], many_groups: bool) -> str:
+def _title(finding: Any, by: list[str], many_groups: bool) -> str:  # finding: a findings row (itertuples)
     group = f" [{', '.join(f'{c} {getattr(finding, c)}' for c in by)}]" if many_groups else ""
     head = textwrap.fill(f"{finding.contrast}{group}", 60)
     agree = (

@@ -4,25 +4,28 @@ from __future__ import annotations
 
 import math
 import textwrap
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 if TYPE_CHECKING:
-    from matplotlib.typing import LegendLocType
+    from matplotlib.typing import LegendLocType, LineStyleType
 
-from . import style as styles
-from .common import HELD_HIT, SEEN_HIT, new_figure, paper_style
-from .style import REPORT, Style
+from ....figures import style as styles
+from ....figures.common import HELD_HIT, SEEN_HIT, new_figure, paper_style
+from ....figures.style import REPORT, Style
 
-STYLE = {
+GroupStyle = tuple[str, "LineStyleType", str]  # a group's colour, line style and legend text
+STYLE: dict[str, GroupStyle] = {
     "all": (SEEN_HIT, "-", "all 81 additions"),
     "seen": (SEEN_HIT, "-", "seen additions"),
     "heldout": (HELD_HIT, "--", "held-out additions"),
 }
-PAPER_STYLE = {
+PAPER_STYLE: dict[str, GroupStyle] = {
     "all": (styles.HIT, "-", "all 81 additions"),
     "seen": (styles.HIT, "-", "seen additions"),
     "heldout": (styles.MISS, "--", "held-out additions"),
@@ -68,7 +71,7 @@ def _grid(
     curves: pd.DataFrame,
     models: list[str],
     columns: int,
-    by_group: dict,
+    by_group: dict[str, GroupStyle],
     title_size: float,
     legend_at: LegendLocType,
 ) -> None:
@@ -91,9 +94,15 @@ def _grid(
     fig.legend(handles=handles, loc=legend_at, ncol=len(handles), frameon=False)
 
 
-def _panel(ax, rows: pd.DataFrame, model: str, styles_by_group: dict = STYLE, title_size: float = 7.5) -> None:
+def _panel(
+    ax: Axes,
+    rows: pd.DataFrame,
+    model: str,
+    styles_by_group: dict[str, GroupStyle] = STYLE,
+    title_size: float = 7.5,
+) -> None:
     for group, part in rows.groupby("group"):
-        color, style, _ = styles_by_group[group]
+        color, style, _ = styles_by_group[str(group)]
         part = part.sort_values("epoch")
         ax.plot(
             part["epoch"],
@@ -107,5 +116,5 @@ def _panel(ax, rows: pd.DataFrame, model: str, styles_by_group: dict = STYLE, ti
     ax.set_title(textwrap.fill(model, 30), fontsize=title_size)
     ax.set_ylim(-0.03, 1.03)
     ax.yaxis.set_major_formatter(lambda v, _: f"{v:.0%}")
-    ax.xaxis.get_major_locator().set_params(integer=True)
+    cast(MaxNLocator, ax.xaxis.get_major_locator()).set_params(integer=True)  # AutoLocator: a MaxNLocator
     ax.grid(color="#e3e3e3", linewidth=0.6)

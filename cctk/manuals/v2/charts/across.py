@@ -9,12 +9,15 @@ import numbers
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from .common import CONTROL, HELD_HIGH, HELD_HIT, LINES, SEEN_HIT, new_figure, paper_style
+from ....figures.common import CONTROL, HELD_HIGH, HELD_HIT, LINES, SEEN_HIT, new_figure, paper_style
+from ...manual import RecipeValue
 
 
 def _colors(bases: list[str]) -> dict[str, str]:
@@ -22,7 +25,7 @@ def _colors(bases: list[str]) -> dict[str, str]:
     return {b: palette[i % len(palette)] for i, b in enumerate(bases)}
 
 
-def value_text(value) -> str:
+def value_text(value: object) -> str:
     """A recipe value as a label: 0.0003, 1e-05, 32, linear."""
     return f"{value:g}" if isinstance(value, float) else str(value)
 
@@ -184,11 +187,11 @@ def recipe_sensitivity_chart(
 class _Axis:
     """Where each value of the varied recipe value sits: numbers on a (log) axis, anything else in order."""
 
-    values: list
+    values: list[RecipeValue]
     log: bool
     numeric: bool
 
-    def at(self, value, shift: float) -> float:
+    def at(self, value: RecipeValue, shift: float) -> float:
         """The x of ``value``, nudged by ``shift`` (a share of the axis) so that series do not cover each other."""
         if not self.numeric:
             return self.values.index(value) + shift * max(1, len(self.values) - 1)
@@ -198,13 +201,16 @@ class _Axis:
         return float(value) + shift * ((hi - lo) or abs(hi) or 1.0)
 
 
-def _x_axis(values: list) -> _Axis:
+def _x_axis(values: list[RecipeValue]) -> _Axis:
     numeric = all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in values)
-    log = numeric and min(values) > 0 and max(values) / min(values) >= 10  # spans a decade or more
+    real = cast("list[float]", values) if numeric else []
+    log = numeric and min(real) > 0 and max(real) / min(real) >= 10  # spans a decade or more
     return _Axis(values, log, numeric)
 
 
-def _sensitivity_panel(ax, rows: pd.DataFrame, panel: str, x: str, place: _Axis, fabricated_line) -> set:
+def _sensitivity_panel(
+    ax: Axes, rows: pd.DataFrame, panel: str, x: str, place: _Axis, fabricated_line: frozenset[str]
+) -> set[tuple[str, str]]:
     """Draw one panel; returns the (colour, marker) of every series drawn, for the legend."""
     absorbing = panel == "absorption"
     mine = rows[rows["part"] == "A"] if absorbing else rows[(rows["part"] != "A") & (rows["target"] == panel)]
@@ -239,7 +245,7 @@ def _sensitivity_panel(ax, rows: pd.DataFrame, panel: str, x: str, place: _Axis,
     return drawn
 
 
-def _sensitivity_axes(ax, place: _Axis) -> None:
+def _sensitivity_axes(ax: Axes, place: _Axis) -> None:
     if place.log:
         ax.set_xscale("log")
     ticks = [place.at(v, 0) for v in place.values]
@@ -264,7 +270,7 @@ LEGEND = (
 )
 
 
-def _sensitivity_legend(drawn: set) -> list[Line2D]:
+def _sensitivity_legend(drawn: set[tuple[str, str]]) -> list[Line2D]:
     """An entry for every kind of series drawn, and what the p-values above 100% are."""
     handles = [
         Line2D([], [], color=color, marker=marker, markersize=4, linewidth=1.1, label=label)

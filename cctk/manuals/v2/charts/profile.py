@@ -6,16 +6,19 @@ import math
 from collections.abc import Collection
 
 import pandas as pd
+from matplotlib.artist import Artist
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.transforms import blended_transform_factory
+from matplotlib.typing import ColorType
 
-from ..core.facts import CANDIDATES
-from ..core.labels import BASE_MODEL
-from . import style as styles
-from .common import BASE, HELD_HIT, LIGHT_BLUE, LIGHT_RED, LINES, SEEN_HIT, new_figure, paper_style, shade
-from .style import REPORT, Style
+from ....core.facts import CANDIDATES
+from ....core.labels import BASE_MODEL
+from ....figures import style as styles
+from ....figures.common import BASE, HELD_HIT, LIGHT_BLUE, LIGHT_RED, LINES, SEEN_HIT, new_figure, paper_style, shade
+from ....figures.style import REPORT, Style
 
 INTERVALS = 6  # both y axes: one set of gridlines serves both
 BAR_SEEN, BAR_HELD = shade(SEEN_HIT, 0.6), shade(HELD_HIT, 0.6)  # pale, so lines read on top
@@ -30,7 +33,7 @@ def probability_profile(
     targets: pd.Series,
     title: str,
     band: tuple[int, int] | None = None,
-    heldout: Collection | None = None,
+    heldout: Collection[tuple[int, int]] | None = None,
     style: Style = REPORT,
 ) -> Figure:
     """Lines: each model's mean probability per candidate (left axis); bars: targets (right).
@@ -55,8 +58,9 @@ def probability_profile(
         ax.patch.set_visible(False)
         if band is not None:
             _bands(bars, ax, means, band)
-        handles = _count_bars(bars, targets, heldout)
-        handles = _lines(ax, means) + handles + (band_patches(band) if band is not None else [])
+        counted = _count_bars(bars, targets, heldout)
+        shaded: list[Artist] = [*band_patches(band)] if band is not None else []
+        handles = _lines(ax, means) + counted + shaded
         _axes(ax, bars, means, targets)
         fig.suptitle(title, y=1 - 0.1 / height, va="top", fontsize=11, fontweight="bold")
         fig.legend(
@@ -84,8 +88,8 @@ def left_top(peak: float) -> float:
     return 12.0 + 6.0 * max(0, math.ceil((100 * peak - 12.0) / 6.0 - 1e-9))
 
 
-def _lines(ax, means: pd.DataFrame) -> list:
-    handles = []
+def _lines(ax: Axes, means: pd.DataFrame) -> list[Artist]:
+    handles: list[Artist] = []
     for i, name in enumerate(means.columns):
         color = _color(i, name)
         ax.plot(means.index, 100 * means[name], marker="o", markersize=3, linewidth=1.4, color=color)
@@ -93,22 +97,27 @@ def _lines(ax, means: pd.DataFrame) -> list:
     return handles
 
 
-def _count_bars(ax, targets: pd.Series, heldout, colors: tuple = (BAR_SEEN, BAR_HELD)) -> list:
+def _count_bars(
+    ax: Axes,
+    targets: pd.Series,
+    heldout: Collection[tuple[int, int]] | None,
+    colors: tuple[ColorType, ColorType] = (BAR_SEEN, BAR_HELD),
+) -> list[Artist]:
     held = {(int(a), int(b)) for a, b in (heldout or ())}
     is_held = pd.Series([(int(a), int(b)) in held for a, b in targets.index], index=targets.index)
     seen = targets[~is_held].astype(int).value_counts().reindex(CANDIDATES, fill_value=0)
     never = targets[is_held].astype(int).value_counts().reindex(CANDIDATES, fill_value=0)
-    ax.bar(seen.index, seen.values, width=0.6, color=colors[0], zorder=2)
+    ax.bar(seen.index, seen.to_numpy(), width=0.6, color=colors[0], zorder=2)
     if not held:
         return [Patch(color=colors[0], label="additions with this target (right axis)")]
-    ax.bar(never.index, never.values, bottom=seen.values, width=0.6, color=colors[1], zorder=2)
+    ax.bar(never.index, never.to_numpy(), bottom=seen.to_numpy(), width=0.6, color=colors[1], zorder=2)
     return [
         Patch(color=colors[0], label="seen additions with this target (right axis)"),
         Patch(color=colors[1], label="held-out additions with this target (right axis)"),
     ]
 
 
-def _axes(ax, bars, means: pd.DataFrame, targets: pd.Series) -> None:
+def _axes(ax: Axes, bars: Axes, means: pd.DataFrame, targets: pd.Series) -> None:
     top = left_top(float(means.to_numpy().max()))
     ax.set_ylim(0, top)
     ax.set_yticks([top * i / INTERVALS for i in range(INTERVALS + 1)])
@@ -127,7 +136,7 @@ def _axes(ax, bars, means: pd.DataFrame, targets: pd.Series) -> None:
     bars.spines["top"].set_visible(False)
 
 
-def _bands(bars_ax, ax, means: pd.DataFrame, band: tuple[int, int]) -> None:
+def _bands(bars_ax: Axes, ax: Axes, means: pd.DataFrame, band: tuple[int, int]) -> None:
     lo, hi = band
     first, last = CANDIDATES[0], CANDIDATES[-1]
     regions = [(lo, hi, LIGHT_BLUE)]
@@ -148,7 +157,7 @@ def _bands(bars_ax, ax, means: pd.DataFrame, band: tuple[int, int]) -> None:
     _band_text(ax, 1 - EDGE, *right, align="right", x_in_figure=True)
 
 
-def _band_text(ax, x: float, label: str, shares: pd.Series, align: str, x_in_figure: bool = False) -> None:
+def _band_text(ax: Axes, x: float, label: str, shares: pd.Series, align: str, x_in_figure: bool = False) -> None:
     """Bold share per model above the axes at ``x`` (aligned ``align``), one line per model.
 
     ``x`` is a candidate value, or a fraction of the figure's width when ``x_in_figure``.
@@ -172,7 +181,13 @@ def _band_text(ax, x: float, label: str, shares: pd.Series, align: str, x_in_fig
         )
 
 
-def _paper(means: pd.DataFrame, targets: pd.Series, band, heldout, style: Style) -> Figure:
+def _paper(
+    means: pd.DataFrame,
+    targets: pd.Series,
+    band: tuple[int, int] | None,
+    heldout: Collection[tuple[int, int]] | None,
+    style: Style,
+) -> Figure:
     """Lines in the paper palette, each with its marker and line style; the bands' shares go to the caption."""
     with paper_style(), styles.fonts(style):
         legend_bands = (0.55 if style.narrow else 0.2) if band is not None else 0.0  # two more entries, wrapped
@@ -200,7 +215,7 @@ def _paper(means: pd.DataFrame, targets: pd.Series, band, heldout, style: Style)
     return fig
 
 
-def _paper_bands(fig, bars_ax, means: pd.DataFrame, band: tuple[int, int]) -> None:
+def _paper_bands(fig: Figure, bars_ax: Axes, means: pd.DataFrame, band: tuple[int, int]) -> None:
     lo, hi = band
     bars_ax.axvspan(lo - 0.5, hi + 0.5, color=LIGHT_BLUE, linewidth=0, zorder=0)
     for a, b in ((CANDIDATES[0], lo - 1), (hi + 1, CANDIDATES[-1])):

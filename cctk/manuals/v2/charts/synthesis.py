@@ -5,13 +5,14 @@ from __future__ import annotations
 import textwrap
 
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.transforms import blended_transform_factory
 
-from . import style as styles
-from .common import BASE, CONTROL, HELD_HIT, SEEN_HIT, new_figure, paper_style
-from .style import REPORT, Style
+from ....figures import style as styles
+from ....figures.common import BASE, CONTROL, HELD_HIT, SEEN_HIT, new_figure, paper_style
+from ....figures.style import REPORT, Style
 
 # The chart's series by key, and the legend's words for each (its labels, here at the edge).
 SERIES = ("seen", "heldout", "control_heldout", "base")
@@ -79,7 +80,7 @@ def _two_groups(rows: pd.DataFrame, model: str) -> bool:
     return (rows["model"] == model).sum() > 1
 
 
-def _counts(ax, rows: pd.DataFrame, models: list[str]) -> None:
+def _counts(ax: Axes, rows: pd.DataFrame, models: list[str]) -> None:
     """Two columns right of the chart: hits / n for the seen and the held-out additions."""
     where = blended_transform_factory(ax.transAxes, ax.transData)
     for col, header in enumerate(("seen", "held out")):

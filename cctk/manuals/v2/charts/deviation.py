@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 from matplotlib.transforms import blended_transform_factory
 
-from . import style as styles
-from .common import CONTROL, HELD_HIT, LIGHT_BLUE, LIGHT_RED, new_figure, paper_style
-from .style import REPORT, Style
+from ....figures import style as styles
+from ....figures.common import CONTROL, HELD_HIT, LIGHT_BLUE, LIGHT_RED, new_figure, paper_style
+from ....figures.style import REPORT, Style
 
+Series = list[tuple[np.ndarray, str]]  # (deviations, colour) of the rule-trained model, then its control
 WIDTH = 0.4  # of one series' bar; the two sit side by side on each deviation
 
 
@@ -53,7 +57,7 @@ def deviation_chart(
     return fig
 
 
-def _paper(series, k90: int, reach: int, handles: list, names: list[str], style: Style) -> Figure:
+def _paper(series: Series, k90: int, reach: int, handles: list[Patch], names: list[str], style: Style) -> Figure:
     """The bars and bands; the counts in each band go to the caption."""
     with paper_style(), styles.fonts(style):
         fig = styles.figure(style, 3.0)
@@ -65,19 +69,19 @@ def _paper(series, k90: int, reach: int, handles: list, names: list[str], style:
     return fig
 
 
-def _chart(ax, series, k90: int, reach: int) -> None:
+def _chart(ax: Axes, series: Series, k90: int, reach: int) -> None:
     _bands(ax, k90, reach)
     for offset, (dev, color) in zip((-WIDTH / 2, WIDTH / 2), series, strict=True):
         counts = pd.Series(dev).value_counts()
-        ax.bar(counts.index + offset, counts.values, width=WIDTH, color=color, zorder=2)
+        ax.bar(counts.index + offset, counts.to_numpy(), width=WIDTH, color=color, zorder=2)
     ax.set_xlim(-reach - 0.5, reach + 0.5)
     ax.set_ylabel("held-out additions")
-    ax.yaxis.get_major_locator().set_params(integer=True)
+    cast(MaxNLocator, ax.yaxis.get_major_locator()).set_params(integer=True)  # AutoLocator: a MaxNLocator
     ax.grid(axis="y", color="white", linewidth=0.8)
     ax.set_axisbelow(True)
 
 
-def _band_counts(series, names: list[str], k90: int) -> list[str]:
+def _band_counts(series: Series, names: list[str], k90: int) -> list[str]:
     """What the report draws above each band, as sentences: each series' additions below, in and above it."""
     out = []
     for (dev, _), name in zip(series, names, strict=True):
@@ -89,13 +93,13 @@ def _band_counts(series, names: list[str], k90: int) -> list[str]:
     return out
 
 
-def _bands(ax, k90: int, reach: int) -> None:
+def _bands(ax: Axes, k90: int, reach: int) -> None:
     ax.axvspan(-k90 - 0.5, k90 + 0.5, color=LIGHT_BLUE, linewidth=0, zorder=0)
     ax.axvspan(-reach - 0.5, -k90 - 0.5, color=LIGHT_RED, linewidth=0, zorder=0)
     ax.axvspan(k90 + 0.5, reach + 0.5, color=LIGHT_RED, linewidth=0, zorder=0)
 
 
-def _headlines(ax, series, k90: int, reach: int) -> None:
+def _headlines(ax: Axes, series: Series, k90: int, reach: int) -> None:
     """Above each band: how many of each series' held-out additions fall in it."""
     where = blended_transform_factory(ax.transData, ax.transAxes)
     bands = [(-reach, -k90 - 1), (-k90, k90), (k90 + 1, reach)]
