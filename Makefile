@@ -53,14 +53,16 @@ DEVICE_STEP_TESTS := tests/core/lm/test_finetune.py tests/core/lm/test_adamw8bit
 test-device-step: setup  ## the training tests on the accelerator's step, on the CPU
 	CCTK_DEVICE_STEP=1 $(PYTEST) $(DEVICE_STEP_TESTS)
 
-# The field's habits: ruff (lint and format, configured in pyproject.toml) and mypy over the whole package.
-# Any finding fails it; .ci/run runs it before the tests, and .pre-commit-config.yaml runs the same tools
-# from .venv/ before a commit (`.venv/bin/pre-commit install` once).
-lint: setup  ## ruff check, ruff format --check and mypy: exit 1 on any finding
-	@$(BIN)/ruff --version && $(BIN)/mypy --version
+# The field's habits: ruff (lint and format, configured in pyproject.toml), mypy over the whole package and
+# import-linter's contracts (the floors of docs/design.md, [tool.importlinter]). Any finding fails it; .ci/run
+# runs it before the tests, and .pre-commit-config.yaml runs the same tools from .venv/ before a commit
+# (`.venv/bin/pre-commit install` once).
+lint: setup  ## ruff check, ruff format --check, mypy and lint-imports: exit 1 on any finding
+	@$(BIN)/ruff --version && $(BIN)/mypy --version && $(BIN)/lint-imports --version
 	$(BIN)/ruff check cctk tests scripts
 	$(BIN)/ruff format --check cctk tests scripts
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-logo
 
 format: setup  ## rewrite the code in the one format, and apply ruff's safe fixes
 	$(BIN)/ruff format cctk tests scripts

@@ -22,6 +22,11 @@ from pathlib import Path
 
 import click
 
+from ..cli.options import tracking_option
+
+JSON_FILE = click.Path(dir_okay=False, path_type=Path)
+JSON_OUT = click.option("--json-out", type=JSON_FILE, default=None, help="Also write the figures as JSON to this file.")
+
 
 @click.group()
 def bench():
@@ -46,7 +51,7 @@ def _report(result: dict, json_out: Path | None) -> None:
     show_default=True,
     help="Time the plain loop on the first N additions only (both sides use the same N).",
 )
-@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@JSON_OUT
 def bench_measure(model, additions, json_out):
     """Plain one-candidate loop vs ``measure``: seconds, speedup, largest |log-prob difference|."""
     from .measure import run
@@ -63,7 +68,7 @@ def bench_measure(model, additions, json_out):
 @click.option(
     "--batch-size", type=click.IntRange(min=1), default=None, help="Examples per step  [default: the quick profile's]"
 )
-@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@JSON_OUT
 def bench_train(model, steps, batch_size, json_out):
     """Examples per second: a plain PyTorch loop vs ``fine_tune`` (float32, bf16) vs the compute limit."""
     from .train import profiles, run
@@ -88,7 +93,7 @@ def bench_train(model, steps, batch_size, json_out):
     show_default=True,
     help="Pass --no-figures to cctk run: the wall time of the tables and reports alone.",
 )
-@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@JSON_OUT
 def bench_pipeline(model, profile, seed, out, figures, json_out):
     """A whole pipeline as a user runs it (``cctk run`` in a child process): its wall time against the
     compute limit of its training, the GEMM peak measured here before and after it."""
@@ -100,7 +105,7 @@ def bench_pipeline(model, profile, seed, out, figures, json_out):
 
 @bench.command("figures")
 @click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True, help="Heatmaps saved each way.")
-@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@JSON_OUT
 def bench_figures(repeats, json_out):
     """A heatmap saved as PNG, PDF and EPS: matplotlib's PostScript font box every time vs kept per font."""
     from .figures import run
@@ -110,7 +115,7 @@ def bench_figures(repeats, json_out):
 
 @bench.command("exit")
 @click.option("--repeats", type=click.IntRange(min=1), default=5, show_default=True, help="Processes each way.")
-@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@JSON_OUT
 def bench_exit(repeats, json_out):
     """A process that imported what ``cctk run`` imports: its end as before (every object collected) vs now."""
     from .exit import run
@@ -121,7 +126,7 @@ def bench_exit(repeats, json_out):
 @bench.command("paper")
 @click.argument("source", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--width", type=click.Choice(["column", "page"]), default="column", show_default=True)
-@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@JSON_OUT
 def bench_paper(source, width, json_out):
     """A session's figures and tables in paper style, stage by stage (SOURCE: a session folder)."""
     from .paper import run
@@ -131,7 +136,7 @@ def bench_paper(source, width, json_out):
 
 @bench.command("gpu")
 @click.option("--device", default=None, help="The device to check [default: cuda when available, else cpu].")
-@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@JSON_OUT
 def bench_gpu(device, json_out):
     """First contact with a device: arithmetic, GEMM peaks, packed = padded, measure there, the memory
     estimate against measured peaks (shapes that do not fit reported, not run), syncs per step of every
@@ -155,9 +160,7 @@ def bench_gpu(device, json_out):
 @click.option("--seeds", required=True, help="Comma-separated seeds, or N to draw N fresh ones.")
 @click.option("--profile", default="quick", show_default=True)
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE", help="A recipe value other than the profile's.")
-@click.option(
-    "--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Append one JSON line per seed."
-)
+@click.option("--json-out", type=JSON_FILE, default=None, help="Append one JSON line per seed.")
 def bench_absorb(model, seeds, profile, sets, json_out):
     """Part A arms per seed (the pipeline's corpora and training): do they absorb with this recipe?
 
@@ -203,7 +206,7 @@ def bench_absorb(model, seeds, profile, sets, json_out):
 @bench.command("server")
 @click.option("--clients", type=click.IntRange(min=1), default=8, show_default=True, help="Client processes.")
 @click.option("--seconds", type=click.FloatRange(min=1), default=60, show_default=True, help="How long each logs.")
-@click.option("--tracking", "url", default=None, help="A running server's URL (default: one of its own).")
+@tracking_option("A running server's URL (default: one of its own).", dest="url")
 @click.option("--auth/--no-auth", default=True, show_default=True, help="Its own server: MLflow's basic-auth on.")
 @click.option(
     "--backend-store-uri",
@@ -218,7 +221,7 @@ def bench_absorb(model, seeds, profile, sets, json_out):
     show_default=True,
     help="Its own server: seconds a checked password is trusted ([server.auth] cache_seconds).",
 )
-@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@JSON_OUT
 def bench_server(clients, seconds, url, auth, backend_store_uri, workers, auth_cache, json_out):
     """Load check: clients logging metrics for a while; writes, lost writes, requests a second, p50/p99."""
     from .server import run

@@ -8,15 +8,13 @@ import click
 
 from ..core.config import check_seeds
 from ..core.errors import CctkError
-from ..core.lm.device import DEVICE_HELP
 from ..core.lm.models import BUNDLED
 from ..krtest import ARMS
 from ..krtest.generation.generate import ENTITIES, VALIDATION_ENTITIES
 from ..krtest.measurement.lora import DEFAULT_BUDGET
-from .options import OutFolder
+from .options import DEVICE, TRACKING, OutFolder
 
 OUT_DIR = OutFolder()  # checked as it is read: it takes files, or one line before any work
-DEVICE = click.option("--device", default=None, help=DEVICE_HELP)
 IN_FILE = click.Path(dir_okay=False, path_type=Path)
 
 
@@ -50,6 +48,32 @@ TOKENIZER = click.option(
     "are rejected, and tokens:N counts its tokens.",
 )
 
+# generate's and oracle's: the same corpus read the same way, the same endpoint asked
+API_KEY_ENV = click.option(
+    "--api-key-env",
+    default=None,
+    metavar="VAR",
+    help="Endpoint: the environment variable that holds the API key [default: OPENAI_API_KEY when set] (never logged).",
+)
+MIN_TOKENS = click.option(
+    "--min-tokens",
+    type=int,
+    default=0,
+    show_default=True,
+    help="A passage shorter than this (a heading) is merged into the next one of its document.",
+)
+MAX_PASSAGE_TOKENS = click.option(
+    "--max-tokens-per-passage",
+    "max_passage_tokens",
+    type=int,
+    default=None,
+    help="A longer passage is split at its sentence ends.",
+)
+TEXT_FIELD = click.option(
+    "--text-field", default="text", show_default=True, help="A .jsonl corpus: the field holding the text."
+)
+TIMEOUT = click.option("--timeout", type=float, default=120.0, show_default=True, help="Endpoint: seconds per request.")
+
 
 @krtest.command()
 @click.option(
@@ -78,28 +102,11 @@ TOKENIZER = click.option(
     help="http://host:port/v1 (an OpenAI-compatible endpoint) or a model key or folder generating in-process.",
 )
 @click.option("--teacher-model", default=None, help="Endpoint: the model to ask [default: its only one, from /models].")
-@click.option(
-    "--api-key-env",
-    default=None,
-    metavar="VAR",
-    help="Endpoint: the environment variable that holds the API key [default: OPENAI_API_KEY when set] (never logged).",
-)
+@API_KEY_ENV
 @SEGMENT
-@click.option(
-    "--min-tokens",
-    type=int,
-    default=0,
-    show_default=True,
-    help="A passage shorter than this (a heading) is merged into the next one of its document.",
-)
-@click.option(
-    "--max-tokens-per-passage",
-    "max_passage_tokens",
-    type=int,
-    default=None,
-    help="A longer passage is split at its sentence ends.",
-)
-@click.option("--text-field", default="text", show_default=True, help="A .jsonl corpus: the field holding the text.")
+@MIN_TOKENS
+@MAX_PASSAGE_TOKENS
+@TEXT_FIELD
 @click.option("--per-passage", type=int, default=3, show_default=True, help="Items asked of the teacher per passage.")
 @click.option("--max-passages", type=int, default=None, help="Only the first N passages (a quick look).")
 @click.option(
@@ -122,7 +129,7 @@ TOKENIZER = click.option(
     show_default=True,
     help="Endpoint: retries of a request on 429, 5xx or a lost connection (backoff, Retry-After honoured).",
 )
-@click.option("--timeout", type=float, default=120.0, show_default=True, help="Endpoint: seconds per request.")
+@TIMEOUT
 @click.option(
     "--concurrency",
     type=int,
@@ -150,7 +157,7 @@ TOKENIZER = click.option(
 @click.option(
     "--dry-run", is_flag=True, help="Print the passages, the requests and a prompt-token estimate; send nothing."
 )
-@click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
+@TRACKING
 @TOKENIZER
 @LOCATION
 @click.option(
@@ -268,29 +275,22 @@ def _gate(options: dict, seed: int):
     help="http://host:port/v1 (an OpenAI-compatible endpoint) or a model key or folder.",
 )
 @click.option("--oracle-model", default=None, help="Endpoint: the model to ask [default: its only one].")
-@click.option(
-    "--api-key-env",
-    default=None,
-    metavar="VAR",
-    help="Endpoint: the environment variable that holds the API key [default: OPENAI_API_KEY when set].",
-)
+@API_KEY_ENV
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the true side's position (A or B).")
 @SEGMENT
 @LOCATION
-@click.option("--min-tokens", type=int, default=0, show_default=True, help="As generate: short passages merged.")
-@click.option(
-    "--max-tokens-per-passage", "max_passage_tokens", type=int, default=None, help="As generate: long passages split."
-)
-@click.option("--text-field", default="text", show_default=True, help="A .jsonl corpus: the field holding the text.")
+@MIN_TOKENS
+@MAX_PASSAGE_TOKENS
+@TEXT_FIELD
 @TOKENIZER
 @click.option("--max-tokens", type=int, default=400, show_default=True, help="Longest oracle reply, in tokens.")
 @click.option("--retries", type=int, default=5, show_default=True, help="Endpoint: retries of a request.")
-@click.option("--timeout", type=float, default=120.0, show_default=True, help="Endpoint: seconds per request.")
+@TIMEOUT
 @click.option("--overwrite", is_flag=True, help="Replace a finished oracle check in --out.")
 @click.option(
     "--out", type=OUT_DIR, required=True, help="Folder for oracle.json, oracle.csv, questions.validated.jsonl."
 )
-@click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
+@TRACKING
 def oracle(questions, corpus, generation, oracle_name, oracle_model, api_key_env, seed, out, **values):
     """The paper's Golden Standard: an LLM picks the option consistent with each item's passage."""
     from ..krtest.generation import oracle as oracle_module
@@ -398,7 +398,7 @@ def _fictional(seed, out, location, entities, validation_entities, options) -> N
     help="With --segment tokens:N: the tokenizer that cut the windows [default: the model's].",
 )
 @click.option("--out", type=OUT_DIR, required=True, help="Folder for items.csv, by_passage.csv and summary.json.")
-@click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
+@TRACKING
 @DEVICE
 def eval_command(model, questions, corpus, book, location, segment, tokenizer_name, out, tracking, device):
     """Score one model on a question file; print its accuracy with an exact 95% interval."""
@@ -454,7 +454,7 @@ def eval_command(model, questions, corpus, book, location, segment, tokenizer_na
     "--max-tokens", type=int, default=None, help="Longest training row; longer passages are cut [default: 256]."
 )
 @click.option("--out", type=OUT_DIR, required=True, help="Folder for items.csv, summary.json, curve.csv.")
-@click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
+@TRACKING
 @DEVICE
 def train(model, corpus, questions, location, validation, method, modules, seed, out, tracking, device, **values):
     """Fine-tune on a corpus (full or LoRA), KR accuracy and validation perplexity every K steps."""
@@ -505,7 +505,7 @@ def train(model, corpus, questions, location, validation, method, modules, seed,
     show_default=True,
     help="Folder that receives the session folder.",
 )
-@click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
+@TRACKING
 @DEVICE
 def study(model, seed, seeds, data, out, tracking, **values):
     """The paper's study: blind and open-book baselines, full fine-tuning, LoRA on attention vs FFN."""

@@ -10,12 +10,11 @@ import click
 
 from ..core.config import AUTO, field_type, recipe_fields
 from ..core.errors import CctkError, Terminated
-from ..core.lm.device import DEVICE_HELP
 from ..manuals import registry
 from ..manuals.configure import Option, command_options
 from ..manuals.manual import AnyManual, Resumable
 from .krtest import krtest
-from .options import OutFolder
+from .options import DEVICE, RUN_TRACKING, TRACKING, OutFolder, RunIds
 from .server import server, ui
 
 if TYPE_CHECKING:
@@ -132,8 +131,8 @@ def _profiles() -> list[str]:
     "--model", "model", default="smollm2-135m-bundled", show_default=True, help="Roster key, Hub id or local directory."
 )
 @click.option("--out", type=OutFolder(), required=True, help="Folder for measurement.csv and the heatmap.")
-@click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
-@click.option("--device", default=None, help=DEVICE_HELP)
+@TRACKING
+@DEVICE
 def measure(model, out, tracking, device):
     """Measure one model on every candidate of every addition."""
     from ..pipeline import measure as measure_job
@@ -171,8 +170,8 @@ def measure(model, out, tracking, device):
     show_default=True,
     help="Folder that receives the session folder.",
 )
-@click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
-@click.option("--device", default=None, help=DEVICE_HELP)
+@TRACKING
+@DEVICE
 @recipe_options
 @manual_options
 @click.option(
@@ -298,7 +297,7 @@ def _check_manual_options(manual: AnyManual, given: dict[str, Any], seed: str | 
     show_default=True,
     help="Folder that receives the cells' session folders (not with --address: there MLflow holds them).",
 )
-@click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
+@TRACKING
 @click.option(
     "--figures/--no-figures",
     default=True,
@@ -422,12 +421,13 @@ def _reopened_sweep(
 @click.option("--sweep", "sweep_id", default=None, metavar="SWEEP_ID", help="Compare the finished cells of a sweep.")
 @click.option(
     "--runs",
+    type=RunIds(),
     default=None,
     metavar="ID1,ID2,...",
     help="Compare these pipeline runs, or these KR-Test runs (evals, trains, studies, seed sweeps).",
 )
 @click.option("--out", type=OutFolder(), required=True, help="Folder for the tables, figures and compare.html.")
-@click.option("--tracking", default=None, help="Tracking configuration name or URI (default: embedded).")
+@TRACKING
 @click.option("--no-log", is_flag=True, help="Log no MLflow run of the comparison (a reader who may not write).")
 def compare_command(sweep_id, runs, out, tracking, no_log):
     """Finished pipelines side by side: across seeds, across models, pooled tests, implausibility."""
@@ -450,7 +450,7 @@ def compare_command(sweep_id, runs, out, tracking, no_log):
 
 @cli.command()
 @click.argument("source")
-@click.option("--tracking", default=None, help="Tracking configuration name or URI, for a run id (default: embedded).")
+@RUN_TRACKING
 @click.option(
     "--out",
     type=OutFolder(),
@@ -532,7 +532,7 @@ def report(
     show_default=True,
     help="Width of the figures: column (3.3 in, a two-column paper.tex) or page (6.9 in).",
 )
-@click.option("--tracking", default=None, help="Tracking configuration name or URI, for a run id (default: embedded).")
+@RUN_TRACKING
 @click.option(
     "--only",
     default=None,
@@ -577,7 +577,7 @@ def _names(only: str | None) -> tuple[str, ...]:
 
 @cli.command()
 @click.argument("run", required=False)
-@click.option("--tracking", default=None, help="Tracking configuration name or URI, for a run id (default: embedded).")
+@RUN_TRACKING
 def cite(run, tracking):
     """BibTeX for cctk (version, year) and, given RUN (a session folder or a pipeline's run id), for that
     run (run id, date, model and its hash, seed, commit)."""

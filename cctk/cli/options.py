@@ -1,11 +1,30 @@
-"""Click parameter types shared by the ``cctk`` and ``cctk krtest`` command lines."""
+"""Options and click parameter types shared by the ``cctk``, ``cctk krtest``, ``cctk server`` and benchmark command
+lines: each declared once."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
 import click
+from click.decorators import FC
+
+from ..core.errors import CctkError
+from ..core.lm.device import DEVICE_HELP
+
+
+def tracking_option(help: str, default: str | None = None, dest: str = "tracking") -> Callable[[FC], FC]:
+    """``--tracking``, declared once for every command that reads or writes runs: a tracking configuration's
+    name (``mlruns_config/``) or a URI, MLFLOW_TRACKING_URI winning over both; ``help`` says what it names."""
+    return click.option("--tracking", dest, default=default, show_default=default is not None, help=help)
+
+
+WHERE = "a tracking configuration's name or a URI (default: embedded, ./mlruns/; MLFLOW_TRACKING_URI wins)"
+TRACKING = tracking_option(f"The store: {WHERE}.")
+RUN_TRACKING = tracking_option(f"The store that holds a run given by its id: {WHERE}.")
+SERVER_TRACKING = tracking_option("The server: a configuration name or its URL.", default="server")
+DEVICE = click.option("--device", default=None, help=DEVICE_HELP)
 
 
 class OutFolder(click.Path):
@@ -21,3 +40,17 @@ class OutFolder(click.Path):
         folder = cast(Path, super().convert(value, param, ctx))  # path_type=Path: click returns a Path
         check_out(folder)
         return folder
+
+
+class RunIds(click.ParamType):
+    """``--runs ID1,ID2,...``: the run ids in order, each once: a run given twice would count twice in every
+    pooled number, so it is refused in one line naming it, before any store is opened."""
+
+    name = "ID1,ID2,..."
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> list[str]:
+        ids = [r.strip() for r in str(value).split(",") if r.strip()]
+        repeated = sorted({r for r in ids if ids.count(r) > 1})
+        if repeated:
+            raise CctkError(f"--runs names {', '.join(repeated)} more than once; give each run once")
+        return ids

@@ -26,6 +26,7 @@ import click
 
 from ..core.errors import CctkError
 from ..store.server import LOOPBACK, PERMISSIONS
+from .options import SERVER_TRACKING, TRACKING
 
 if TYPE_CHECKING:
     from ..store.tracking import Accounts, TrackingConfig
@@ -74,7 +75,7 @@ def server(ctx: click.Context, config_name: str, host: str | None, port: int | N
 
 
 @server.command("status")
-@click.option("--tracking", default="server", show_default=True, help="The server: a configuration name or its URL.")
+@SERVER_TRACKING
 def status(tracking: str) -> None:
     """Whether the server answers, its store, authentication on or off, its metrics, its runs by status."""
     from ..store import tracking as tracking_module
@@ -113,11 +114,6 @@ def users() -> None:
     MLFLOW_TRACKING_PASSWORD name the admin's account."""
 
 
-TRACKING = click.option(
-    "--tracking", default="server", show_default=True, help="The server: a configuration name or its URL."
-)
-
-
 @users.command("add")
 @click.argument("name")
 @click.option(
@@ -127,7 +123,7 @@ TRACKING = click.option(
     help="Take the new user's password from this environment variable (default: asked for, hidden). Never "
     "an argument: the process list shows arguments to every user of the host.",
 )
-@TRACKING
+@SERVER_TRACKING
 def users_add(name: str, password_env: str | None, tracking: str) -> None:
     """Add user NAME (a researcher or a viewer: what she may do is granted per experiment)."""
     if password_env:
@@ -148,7 +144,7 @@ def users_add(name: str, password_env: str | None, tracking: str) -> None:
 @click.argument("name")
 @click.argument("experiment")
 @click.argument("permission", type=click.Choice(PERMISSIONS))
-@TRACKING
+@SERVER_TRACKING
 def users_grant(name: str, experiment: str, permission: str, tracking: str) -> None:
     """Give user NAME PERMISSION on EXPERIMENT (created if new): READ reads it, EDIT also writes runs to it,
     MANAGE also deletes them and grants others."""
@@ -158,7 +154,7 @@ def users_grant(name: str, experiment: str, permission: str, tracking: str) -> N
 
 
 @users.command("list")
-@TRACKING
+@SERVER_TRACKING
 def users_list(tracking: str) -> None:
     """Every user, admin or not, and her grants on experiments (the default permission holds elsewhere)."""
     for account in _accounts(tracking).list():
@@ -174,11 +170,7 @@ def _accounts(tracking: str) -> Accounts:
 
 @click.command()
 @click.argument("run", required=False)
-@click.option(
-    "--tracking",
-    default=None,
-    help="The store: a configuration name or a URI (default: embedded, ./mlruns/; MLFLOW_TRACKING_URI wins).",
-)
+@TRACKING
 @click.option("--config", "former", default=None, hidden=True)  # the option's former name
 @click.option("--port", type=int, default=5000, show_default=True)
 def ui(run: str | None, tracking: str | None, former: str | None, port: int) -> None:

@@ -13,26 +13,15 @@ from ..manuals.pooled import PooledRun
 from ..store import session, tracking
 
 
-def split_runs(runs: str) -> list[str]:
-    """``--runs ID1,ID2,...`` as a list; a run given twice is refused (it would count twice in every
-    pooled number), naming it."""
-    ids = [r.strip() for r in runs.split(",") if r.strip()]
-    repeated = sorted({r for r in ids if ids.count(r) > 1})
-    if repeated:
-        raise CctkError(f"--runs names {', '.join(repeated)} more than once; give each run once")
-    return ids
-
-
-def run_ids(store: tracking.Store, sweep: str | None = None, runs: str | None = None) -> list[str]:
-    """The pipeline runs of ``--sweep ID`` (its finished cells) or of ``--runs ID1,ID2,...``."""
+def run_ids(store: tracking.Store, sweep: str | None = None, runs: list[str] | None = None) -> list[str]:
+    """The pipeline runs of ``--sweep ID`` (its finished cells) or of ``--runs ID1,ID2,...`` (each once)."""
     if bool(sweep) == bool(runs):
         raise CctkError("cctk compare needs --sweep ID or --runs ID1,ID2,... (one of them)")
     if runs:
-        ids = split_runs(runs)
-        for run_id in ids:
+        for run_id in runs:
             if store.pipeline(run_id).status != "FINISHED":
                 raise CctkError(f"pipeline run {run_id} is not finished; resume it first (cctk run --resume)")
-        return ids
+        return runs
     assert sweep is not None  # one of the two, checked above
     found = store.get(sweep)
     if found.tags.get(tracking.KIND) != "sweep":

@@ -13,13 +13,13 @@ from . import gather, report
 def run(
     store: tracking.Store,
     sweep_id: str | None,
-    runs: str | None,
+    runs: list[str] | None,
     out: Path,
     tracking_name: str | None = None,
     echo: Callable[[str], None] = print,
     log: bool = True,
 ) -> tuple[report.Compared, str | None]:
-    """Compare the finished cells of sweep ``sweep_id`` or the pipelines ``runs`` (``ID1,ID2,...``) into
+    """Compare the finished cells of sweep ``sweep_id`` or the pipelines ``runs`` (each once) into
     ``out``; returns what was written and the compare run's id (nested under the sweep, when one is given;
     None where ``log`` is off: a reader who may not write compares all the same)."""
     ids = gather.run_ids(store, sweep_id, runs)  # every check before the run exists

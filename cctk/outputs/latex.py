@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import re
-import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -18,33 +17,8 @@ import pandas as pd
 
 from ..core.labels import TABLE_HEADERS, printed
 from .run_report import size
+from .tables import latex_text
 
-SPECIAL = {
-    "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "$": r"\$",
-    "#": r"\#",
-    "_": r"\_",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
-    "<": r"$<$",
-    ">": r"$>$",
-    "|": r"$|$",
-    "\u00b7": r"\textperiodcentered{}",
-    "\u00b1": r"$\pm$",
-    "\u2192": r"$\rightarrow$",
-    "\u2026": r"\dots{}",
-    "\u221e": r"$\infty$",
-    "\u2013": "--",
-    "\u2014": "---",
-    "\u2265": r"$\geq$",
-    "\u2264": r"$\leq$",
-    "\u2212": "$-$",
-    "\u00d7": r"$\times$",
-}
 # Groups of columns a count with its interval is made of: hits<s>, n<s>, lo<s>, hi<s>.
 GROUPS = ("", "_seen", "_heldout", "_recovery_seen", "_recovery_heldout", "_rule", "_control")
 # Widths in points: the column of a two-column page (3.375 in) and the whole text (7 in), see paper.tex;
@@ -55,19 +29,6 @@ PAD_PT = 12.0
 CM_PT = 28.45
 LONG_ROWS = 40  # longer tables break across pages (longtable)
 MATH, COMMAND = re.compile(r"\$([^$]*)\$"), re.compile(r"\\[A-Za-z]+")
-
-
-def text(value) -> str:
-    """Plain text made safe for LaTeX (specials escaped, the few non-ASCII signs cctk writes as LaTeX)."""
-    out = []
-    for c in str(value):
-        if c in SPECIAL:
-            out.append(SPECIAL[c])
-        elif ord(c) < 128:
-            out.append(c)
-        else:  # an accent: its base letter (pdflatex without fontspec knows no other)
-            out.append(unicodedata.normalize("NFKD", c).encode("ascii", "ignore").decode("ascii"))
-    return "".join(out)
 
 
 @dataclass(frozen=True)
@@ -84,7 +45,7 @@ class Marks:
     escape: Callable[[str], str]  # plain words made safe
 
 
-LATEX = Marks("\\%", "--", "$<$", "$>$", "$\\infty$", "${m}\\times10^{{{e}}}$", text)
+LATEX = Marks("\\%", "--", "$<$", "$>$", "$\\infty$", "${m}\\times10^{{{e}}}$", latex_text)
 PLAIN = Marks("%", "\u2013", "<", ">", "\u221e", "{m}\u00d710^{e}", str)
 
 
@@ -323,7 +284,7 @@ def latex(table: pd.DataFrame, caption: str, label: str) -> str:
             r"\centering",
             how.size,
             *pad,
-            f"\\caption{{{text(caption)}}}",
+            f"\\caption{{{latex_text(caption)}}}",
             f"\\label{{{label}}}",
             tabular(shown, how),
             f"\\end{{{how.environment}}}",
@@ -342,7 +303,7 @@ def _longtable(shown: pd.DataFrame, caption: str, label: str) -> str:
         [
             r"\begingroup\footnotesize",
             f"\\begin{{longtable}}{spec}",
-            f"\\caption{{{text(caption)}}}\\label{{{label}}}\\\\",
+            f"\\caption{{{latex_text(caption)}}}\\label{{{label}}}\\\\",
             head,
             r"\endfirsthead",
             r"\caption[]{(continued)}\\",

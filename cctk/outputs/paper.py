@@ -27,6 +27,7 @@ from ..figures.style import WIDTHS, Style, notes, paper
 from ..manuals.manual import ManualSpec
 from ..store import session
 from . import latex, render
+from .tables import latex_text
 
 FORMATS = ("pdf", "png")  # PDF for the paper, PNG to look at
 
@@ -121,7 +122,7 @@ def _replace_blocks(path: Path, start: re.Pattern, new: dict[int, str], sep: str
 def captions_tex(figures: list[PaperFigure]) -> str:
     """One ``\\caption{}`` and ``\\label{}`` per figure, each after a comment naming its file."""
     blocks = [
-        f"% Figure {f.number}: {f.path('pdf')}\n\\caption{{{latex.text(f.caption)}}}\n\\label{{{f.label}}}\n"
+        f"% Figure {f.number}: {f.path('pdf')}\n\\caption{{{latex_text(f.caption)}}}\n\\label{{{f.label}}}\n"
         for f in figures
     ]
     return "\n".join(blocks)
@@ -259,7 +260,7 @@ def paper_tex(model: str, session_name: str, tables: list[PaperTable], drawn: li
         body += ["\\clearpage", "\\onecolumn", *long]
     options = "10pt,twocolumn" if style.narrow else "10pt"
     return (
-        PREAMBLE.format(options=options, title=latex.text(f"cctk run {session_name} ({model})"))
+        PREAMBLE.format(options=options, title=latex_text(f"cctk run {session_name} ({model})"))
         + "\n".join(body)
         + "\n\\end{document}\n"
     )
@@ -268,7 +269,7 @@ def paper_tex(model: str, session_name: str, tables: list[PaperTable], drawn: li
 def _figure(f: PaperFigure) -> str:
     return (
         f"\\begin{{figure}}[htbp]\n\\centering\n\\includegraphics{{{f.path('pdf')}}}\n"
-        f"\\caption{{{latex.text(f.caption)}}}\n\\label{{{f.label}}}\n\\end{{figure}}"
+        f"\\caption{{{latex_text(f.caption)}}}\n\\label{{{f.label}}}\n\\end{{figure}}"
     )
 
 

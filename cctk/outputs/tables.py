@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 import zipfile
+from collections.abc import Hashable
 from datetime import datetime
 from pathlib import Path
 
@@ -17,6 +19,9 @@ import pandas as pd
 from ..core.labels import printed
 from ..store.session import Layout, session_start
 
+# LaTeX's text mode, under any font encoding: its specials escaped; <, > and | in math (under OT1, the
+# default, they print as the glyphs at their slots: an inverted exclamation mark, an inverted question mark,
+# an em dash); the few non-ASCII signs cctk writes, as LaTeX (pdflatex stops at an undeclared one).
 LATEX_SPECIAL = {
     "\\": r"\textbackslash{}",
     "&": r"\&",
@@ -28,6 +33,20 @@ LATEX_SPECIAL = {
     "}": r"\}",
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
+    "<": r"$<$",
+    ">": r"$>$",
+    "|": r"$|$",
+    "\u00b7": r"\textperiodcentered{}",
+    "\u00b1": r"$\pm$",
+    "\u2192": r"$\rightarrow$",
+    "\u2026": r"\dots{}",
+    "\u221e": r"$\infty$",
+    "\u2013": "--",
+    "\u2014": "---",
+    "\u2265": r"$\geq$",
+    "\u2264": r"$\leq$",
+    "\u2212": "$-$",
+    "\u00d7": r"$\times$",
 }
 XLSX_EPOCH = datetime(2000, 1, 1)  # when the session name carries no start time
 
@@ -64,17 +83,33 @@ def number(value) -> str:
 
 
 def _styler(table: pd.DataFrame, escape: str):
-    floats = [c for c in table.columns if pd.api.types.is_float_dtype(table[c])]
+    floats: list[Hashable] = [c for c in table.columns if pd.api.types.is_float_dtype(table[c])]
+    if escape == "latex":  # cctk's LaTeX escape, not pandas' (which leaves "a > b" to print as "a ¿ b" under OT1)
+        styler = table.style.hide(axis="index").format(_latex_cell, na_rep="--")
+        return styler.format(number, subset=floats, na_rep="--").format_index(_latex_cell, axis=1)
     styler = table.style.hide(axis="index").format(dict.fromkeys(floats, number), na_rep="--", escape=escape)
     return styler.format_index(escape=escape, axis=1)
+
+
+def _latex_cell(value: object) -> str:
+    return latex_text(str(value))
 
 
 LATEX_MAX_COLUMNS = 8  # wider tables are scaled to the text width
 LATEX_MAX_ROWS = 40  # longer ones (v1's 81 additions) break across pages as a longtable
 
 
-def latex_escape(text: str) -> str:
-    return "".join(LATEX_SPECIAL.get(c, c) for c in text)
+def latex_text(value: str) -> str:
+    """Plain text made safe for LaTeX: every caption, header and cell cctk writes into a .tex file."""
+    out = []
+    for c in value:
+        if c in LATEX_SPECIAL:
+            out.append(LATEX_SPECIAL[c])
+        elif ord(c) < 128:
+            out.append(c)
+        else:  # an accent: its base letter (pdflatex without fontspec knows no other)
+            out.append(unicodedata.normalize("NFKD", c).encode("ascii", "ignore").decode("ascii"))
+    return "".join(out)
 
 
 def latex(
@@ -98,7 +133,7 @@ def latex(
     if len(table) > LATEX_MAX_ROWS:
         return _longtable(table, caption, f"tab:{label_prefix}{name}")
     text = _styler(table, "latex").to_latex(
-        caption=latex_escape(caption),
+        caption=latex_text(caption),
         label=f"tab:{label_prefix}{name}",
         position="htbp",
         position_float="centering",
@@ -111,7 +146,7 @@ def latex(
 
 
 def _longtable(table: pd.DataFrame, caption: str, label: str) -> str:
-    caption = latex_escape(caption)
+    caption = latex_text(caption)
     text = _styler(table, "latex").to_latex(
         caption=caption, label=label, environment="longtable", position="c", hrules=True
     )

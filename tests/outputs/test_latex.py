@@ -14,6 +14,7 @@ from cctk.core.stats import clopper_pearson
 from cctk.manuals.v2.labels import PAPER_TABLE_CAPTIONS
 from cctk.manuals.v2.parts import compute_tables
 from cctk.outputs import latex
+from cctk.outputs.tables import latex_text
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +67,7 @@ def test_numbers(value, shown):
 
 
 def test_text_escapes_what_latex_reads_as_commands():
-    assert latex.text("m_random 50% & #1 {x} a >= b \u00b1 \u2192 caf\u00e9") == (
+    assert latex_text("m_random 50% & #1 {x} a >= b \u00b1 \u2192 caf\u00e9") == (
         r"m\_random 50\% \& \#1 \{x\} a $>$= b $\pm$ $\rightarrow$ cafe"
     )
 

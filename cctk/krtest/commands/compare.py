@@ -34,6 +34,8 @@ from .. import ARMS, RUN, STUDY_RUN, SWEEP_RUN
 
 KINDS = (RUN, STUDY_RUN, SWEEP_RUN)
 SAME_ITEMS = ["line", "location", "context"]
+COUNTS = ["both", "only_a", "only_b", "neither"]  # of a pair of arms' items: both right, one only, neither
+PAIRED = ["arm_a", "arm_b", "model", "seeds", "items", *COUNTS, "accuracy_a", "accuracy_b", "p_mcnemar"]
 CAPTIONS = {
     "kr_runs": "KR-Test runs: for every arm run, its items, how many it got right (the true continuation scores "
     "strictly higher over the first T tokens), the accuracy and its exact (Clopper-Pearson) 95% interval.",
@@ -44,15 +46,6 @@ CAPTIONS = {
     "second, neither; the two accuracies; and the exact McNemar test (two-sided binomial test of the "
     "discordant items). Rows with seeds 'all' pool the discordant items over the seeds.",
 }
-
-
-def split_runs(runs: str) -> list[str]:
-    """``--runs ID1,ID2,...`` as a list; a run given twice is refused (its items would count twice), naming it."""
-    ids = [r.strip() for r in runs.split(",") if r.strip()]
-    repeated = sorted({r for r in ids if ids.count(r) > 1})
-    if repeated:
-        raise CctkError(f"--runs names {', '.join(repeated)} more than once; give each run once")
-    return ids
 
 
 @dataclass(frozen=True)
@@ -155,22 +148,7 @@ def paired_table(arms: list[KrArm]) -> pd.DataFrame:
             }
         )
     if not rows:
-        return pd.DataFrame(
-            columns=[
-                "arm_a",
-                "arm_b",
-                "model",
-                "seeds",
-                "items",
-                "both",
-                "only_a",
-                "only_b",
-                "neither",
-                "accuracy_a",
-                "accuracy_b",
-                "p_mcnemar",
-            ]
-        )
+        return pd.DataFrame(columns=PAIRED)
     table = pd.DataFrame(rows)
     pooled = [
         {
@@ -178,31 +156,17 @@ def paired_table(arms: list[KrArm]) -> pd.DataFrame:
             "arm_b": b,
             "model": m,
             "seeds": "all",
-            **{k: int(part[k].sum()) for k in ("both", "only_a", "only_b", "neither")},
+            **{k: int(part[k].sum()) for k in COUNTS},
         }
         for (a, b, m), part in table.groupby(["arm_a", "arm_b", "model"], sort=False)
         if len(part) > 1
     ]
     table = pd.concat([table, pd.DataFrame(pooled)], ignore_index=True) if pooled else table
-    table["items"] = table[["both", "only_a", "only_b", "neither"]].sum(axis=1)
+    table["items"] = table[COUNTS].sum(axis=1)
     table["accuracy_a"] = (table["both"] + table["only_a"]) / table["items"]
     table["accuracy_b"] = (table["both"] + table["only_b"]) / table["items"]
     table["p_mcnemar"] = [mcnemar_exact(x, y) for x, y in zip(table["only_a"], table["only_b"], strict=True)]
-    order = [
-        "arm_a",
-        "arm_b",
-        "model",
-        "seeds",
-        "items",
-        "both",
-        "only_a",
-        "only_b",
-        "neither",
-        "accuracy_a",
-        "accuracy_b",
-        "p_mcnemar",
-    ]
-    return table[order]
+    return table[PAIRED]
 
 
 def tables(arms: list[KrArm]) -> dict[str, pd.DataFrame]:
@@ -212,14 +176,13 @@ def tables(arms: list[KrArm]) -> dict[str, pd.DataFrame]:
 # --- From the tracking store. ---
 
 
-def is_kr(store, runs: str) -> bool:
+def is_kr(store, runs: list[str]) -> bool:
     """Are ``--runs`` KR-Test runs? All or none of them must be; a mix fails in one line."""
-    ids = split_runs(runs)
-    kinds = [store.get(run_id).tags.get(KIND) for run_id in ids]
+    kinds = [store.get(run_id).tags.get(KIND) for run_id in runs]
     kr = [k in KINDS for k in kinds]
     if any(kr) and not all(kr):
         raise CctkError("cctk compare --runs takes KR-Test runs or pipelines, not both in one comparison")
-    return all(kr) and bool(ids)
+    return all(kr) and bool(runs)
 
 
 def arm_runs(store: Store, run_id: str) -> list[TrackedRun]:
@@ -251,10 +214,10 @@ def arm_runs(store: Store, run_id: str) -> list[TrackedRun]:
 ARM_ORDER = {key: i for i, key in enumerate(ARMS)}
 
 
-def gather(store: Store, runs: str, folder: Path) -> list[KrArm]:
-    """Every arm of ``--runs``, its items.csv downloaded under ``folder/<run id>/``."""
+def gather(store: Store, runs: list[str], folder: Path) -> list[KrArm]:
+    """Every arm of ``--runs`` (each run once), its items.csv downloaded under ``folder/<run id>/``."""
     arms = []
-    for run_id in split_runs(runs):
+    for run_id in runs:
         for run in arm_runs(store, run_id):
             parent = run.tags.get("mlflow.parentRunId", "")
             parent_run = store.get(parent) if parent else None
@@ -305,19 +268,19 @@ def write(arms: list[KrArm], out: Path) -> dict[str, pd.DataFrame]:
     return found
 
 
-def compare(store, runs: str, out: Path, echo=print) -> dict[str, pd.DataFrame]:
+def compare(store, runs: list[str], out: Path, echo=print) -> dict[str, pd.DataFrame]:
     """``cctk compare --runs`` on KR-Test runs: gather, write, print the pooled and paired tables, log a run."""
     out = Path(out)
     arms = gather(store, runs, out / "runs")
     if not arms:
-        raise CctkError(f"no finished KR-Test arm in {runs}")
+        raise CctkError(f"no finished KR-Test arm in {','.join(runs)}")
     echo(f"comparing {len(arms)} KR-Test arms ...")
     found = write(arms, out)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         echo(found["kr_pooled"].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         echo(found["kr_paired"].to_string(index=False, float_format=lambda v: f"{v:.3g}"))
     with store.run("compare", f"compare {len(arms)} KR-Test arms", {"mlflow.source.name": "cctk compare"}) as run:
-        run.params({"runs": runs, "kind": RUN, "arms": len(arms)})
+        run.params({"runs": ",".join(runs), "kind": RUN, "arms": len(arms)})
         for name in found:
             run.files(out / "tables" / name, f"tables/{name}")
         run.files(out / "compare.html")

@@ -26,7 +26,15 @@ from ...core.lm.scoring import pad_id
 from ...store import tracking
 from .. import RUN
 from ..generation.generate import VALIDATION
-from ..measurement.items import MAX_TOKENS, Item, check_locations, read_corpus, read_items, with_book
+from ..measurement.items import (
+    MAX_TOKENS,
+    Item,
+    check_locations,
+    log_questions,
+    read_corpus,
+    read_items,
+    with_book,
+)
 from ..measurement.lora import plan_lora
 from ..measurement.passages import Passage, check_segment
 from ..measurement.passages import segment as segment_corpus
@@ -71,18 +79,7 @@ class Inputs:
 
     def log(self, run: tracking.LiveRun) -> None:
         """The questions (and the corpus, as its passages) as MLflow dataset inputs of ``run``."""
-        questions = pd.DataFrame(
-            [
-                {
-                    "context": i.context,
-                    "sentence_true": i.sentence_true,
-                    "sentence_false": i.sentence_false,
-                    "location": i.location,
-                }
-                for i in self.items
-            ]
-        )
-        run.dataset(questions, f"kr questions {self.questions.stem}", str(self.questions), context="evaluation")
+        log_questions(run, self.items, str(self.questions))
         if self.corpus_path is not None:
             corpus = pd.DataFrame([{"location": p.location(self.location), "passage": p.text} for p in self.passages])
             run.dataset(corpus, f"kr corpus {self.corpus_path.stem}", str(self.corpus_path), context="training")

@@ -52,13 +52,13 @@ from typing import TYPE_CHECKING
 
 from ... import __version__
 from ...core.errors import CctkError
-from ..measurement.items import Item
+from ..measurement.items import TEXT_FIELDS, Item, questions_text
 from ..measurement.passages import Passage, check_segment
 from ..measurement.scoring import encode_continuation
 from .corpora import Document, Located, cut, read_documents
 from .journal import JOURNAL, Journal, open_journal
 from .teacher import PROMPT_VERSION, Reply, ask, messages, parse_reply
-from .validate import FIELDS, MAX_SPANS, REASONS, SUPPORT, Checker, key
+from .validate import MAX_SPANS, REASONS, SUPPORT, Checker, key
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -161,15 +161,15 @@ def judge_reply(reply: Reply, checker: Checker, location: int, k: int) -> tuple[
     entries = parse_reply(reply.text) or []
     verdicts = []
     for entry in entries[:k]:
-        if not (isinstance(entry, dict) and all(isinstance(entry.get(f), str) for f in FIELDS)):
+        if not (isinstance(entry, dict) and all(isinstance(entry.get(f), str) for f in TEXT_FIELDS)):
             verdicts.append(Verdict("malformed", {"entry": entry}))
             continue
-        texts = [entry[f].strip() for f in FIELDS]
+        texts = [entry[f].strip() for f in TEXT_FIELDS]
         context, true, false = texts
         verdicts.append(
             Verdict(
                 checker.reason(context, true, false, location) or "kept",
-                dict(zip(FIELDS, texts, strict=True)),
+                dict(zip(TEXT_FIELDS, texts, strict=True)),
                 key(context, true, false),
             )
         )
@@ -222,7 +222,7 @@ class Judged:
                 done.judge(verdict, line["location"], {**v.record, **_document(line, self.names)})
                 if verdict == "kept":
                     seen.add(v.key)
-                    context, true, false = (v.record[f] for f in FIELDS)
+                    context, true, false = (v.record[f] for f in TEXT_FIELDS)
                     done.items.append(Item(len(done.items) + 1, context, true, false, line["location"]))
                     done.documents.append(line["document"])
                     done.sources.append(len(done.proposals) - 1)
@@ -264,21 +264,7 @@ def write_generation(done: Generation, folder: Path, about: dict) -> dict[str, P
     folder.mkdir(parents=True, exist_ok=True)
     paths = {name: folder / name for name in OWNED if name != REJECTED or done.oracle is not None}
     several = len(about.get("documents", ())) > 1  # a document's name only where there is a choice
-    documents = done.documents or [""] * len(done.items)
-    lines = [
-        json.dumps(
-            {
-                "context": i.context,
-                "sentence_true": i.sentence_true,
-                "sentence_false": i.sentence_false,
-                "location": i.location,
-                **({"document": d} if several else {}),
-            },
-            ensure_ascii=False,
-        )
-        for i, d in zip(done.items, documents, strict=True)
-    ]
-    _write(paths[QUESTIONS], "".join(line + "\n" for line in lines))
+    _write(paths[QUESTIONS], questions_text(done.items, done.documents if several else None))
     record = {
         **_counts(done),
         "prompt_version": PROMPT_VERSION,

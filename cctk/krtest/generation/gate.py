@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..measurement.items import Item
+from ..measurement.items import Item, item_row
 from .oracle import Group, Question, ask_group, positions, tally
 from .teacher import Teacher
 
@@ -90,10 +90,7 @@ class Gate:
             done.dropped.append(
                 {
                     "reason": REASON,
-                    "context": item.context,
-                    "sentence_true": item.sentence_true,
-                    "sentence_false": item.sentence_false,
-                    "location": item.location,
+                    **item_row(item),
                     **({"document": document} if several else {}),
                     "true_option": row["true_option"],
                     "oracle_answer": row["answer"],

@@ -19,14 +19,13 @@ about other people, for perplexity. The same seed gives the same bytes.
 from __future__ import annotations
 
 import itertools
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from ...core.config import check_seeds
 from ...core.errors import CctkError
 from ...core.facts import rng
-from ..measurement.items import PASSAGE_END, Item
+from ..measurement.items import PASSAGE_END, Item, questions_text
 from ..measurement.passages import check_segment
 
 CORPUS, QUESTIONS, VALIDATION = "corpus.txt", "questions.jsonl", "validation.txt"
@@ -276,18 +275,6 @@ def write_dataset(dataset: Dataset, folder: Path) -> dict[str, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     paths = {name: folder / name for name in (CORPUS, QUESTIONS, VALIDATION)}
     paths[CORPUS].write_text(dataset.corpus, encoding="utf-8", newline="\n")
-    lines = [
-        json.dumps(
-            {
-                "context": i.context,
-                "sentence_true": i.sentence_true,
-                "sentence_false": i.sentence_false,
-                "location": i.location,
-            },
-            ensure_ascii=False,
-        )
-        for i in dataset.items
-    ]
-    paths[QUESTIONS].write_text("\n".join(lines) + "\n", encoding="utf-8", newline="\n")
+    paths[QUESTIONS].write_text(questions_text(dataset.items), encoding="utf-8", newline="\n")
     paths[VALIDATION].write_text(dataset.validation, encoding="utf-8", newline="\n")
     return paths

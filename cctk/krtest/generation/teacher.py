@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ...core.errors import CctkError
+from ..measurement.items import TEXT_FIELDS
 
 if TYPE_CHECKING:
     from openai import OpenAI
@@ -110,8 +111,8 @@ FENCE = re.compile(r"```(?:json)?", re.IGNORECASE)
 ITEM_SCHEMA = {
     "type": "object",
     "additionalProperties": False,
-    "required": ["context", "sentence_true", "sentence_false"],
-    "properties": {k: {"type": "string"} for k in ("context", "sentence_true", "sentence_false")},
+    "required": list(TEXT_FIELDS),
+    "properties": {k: {"type": "string"} for k in TEXT_FIELDS},
 }
 RESPONSE_FORMAT = {
     "type": "json_schema",

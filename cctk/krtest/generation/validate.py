@@ -45,7 +45,6 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
-FIELDS = ("context", "sentence_true", "sentence_false")
 # every reason a proposed item can be rejected for (generation.json counts each, in this order): the reading
 # of a reply's entries (from_corpus), then the rules of the docstring above
 REASONS = (

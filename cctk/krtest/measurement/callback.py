@@ -20,12 +20,11 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
-import pandas as pd
 from transformers import Trainer, TrainerCallback
 
 from ...core.errors import CctkError
 from ...store import tracking
-from .items import Item, read_items
+from .items import Item, log_questions, read_items
 from .scoring import Summary, score, summarize
 
 METRICS = ("kr_accuracy", "kr_lo", "kr_hi", "kr_mean_margin")
@@ -60,18 +59,7 @@ class KRTestCallback(TrainerCallback):
         self.trainer = self.trainer or _calling_trainer()
         self._run = None if _reports_to_mlflow(self.trainer) else tracking.active_run()
         if self._run is not None:
-            questions = pd.DataFrame(
-                [
-                    {
-                        "context": i.context,
-                        "sentence_true": i.sentence_true,
-                        "sentence_false": i.sentence_false,
-                        "location": i.location,
-                    }
-                    for i in self.items
-                ]
-            )
-            self._run.dataset(questions, f"kr questions {Path(self.source).stem}", self.source, context="evaluation")
+            log_questions(self._run, self.items, self.source)
         self._score(model, state)
 
     def on_step_end(self, args, state, control, model=None, **kwargs):

@@ -17,13 +17,21 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
 
 from ...core.errors import CctkError
 from .passages import Passage, check_segment, passage_at, segment
 
-FIELDS: dict[str, type] = {"context": str, "sentence_true": str, "sentence_false": str, "location": int}
+if TYPE_CHECKING:
+    from ...store.tracking import LiveRun
+
+TEXT_FIELDS = ("context", "sentence_true", "sentence_false")  # what a teacher writes; the corpus gives location
+FIELDS: dict[str, type] = {**dict.fromkeys(TEXT_FIELDS, str), "location": int}
 PASSAGE_END = "\n\n"  # passages of a corpus are separated by a blank line
 JSON_TYPES = {
     type(None): "null",
@@ -84,7 +92,7 @@ def read_items(
 
 def check_length(item: Item, where: str, tokenizer=None, max_tokens: int = MAX_TOKENS) -> Item:
     """A text field longer than the bound fails in one line that states the bound."""
-    for name in ("context", "sentence_true", "sentence_false"):
+    for name in TEXT_FIELDS:
         value = getattr(item, name)
         if tokenizer is not None:
             size, bound, unit = len(tokenizer(value, add_special_tokens=False)["input_ids"]), max_tokens, "tokens"
@@ -100,7 +108,7 @@ def drop_duplicates(items: list[Item], source: str, report=None) -> list[Item]:
     seen: dict[tuple, int] = {}
     kept = []
     for item in items:
-        key = (item.context, item.sentence_true, item.sentence_false, item.location)
+        key = tuple(item_row(item).values())
         if key not in seen:
             seen[key] = item.line
             kept.append(item)
@@ -112,6 +120,25 @@ def drop_duplicates(items: list[Item], source: str, report=None) -> list[Item]:
             f"of {len(items)})"
         )
     return kept
+
+
+def item_row(item: Item) -> dict[str, str | int]:
+    """An item as a questions file holds it: the paper's four fields, in their order (parse_item reads it back)."""
+    return {name: getattr(item, name) for name in FIELDS}
+
+
+def questions_text(items: Sequence[Item], documents: Sequence[str] | None = None) -> str:
+    """A questions file: one JSON line per item, each followed by its document's name where ``documents``
+    are given (a corpus of several)."""
+    named = documents if documents is not None else [None] * len(items)
+    rows = [item_row(i) | ({"document": d} if d is not None else {}) for i, d in zip(items, named, strict=True)]
+    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+
+
+def log_questions(run: LiveRun, items: Sequence[Item], source: str) -> None:
+    """The questions as ``run``'s MLflow dataset input ``kr questions <file name>`` (evaluation)."""
+    questions = pd.DataFrame([item_row(i) for i in items])
+    run.dataset(questions, f"kr questions {Path(source).stem}", source, context="evaluation")
 
 
 def parse_item(text: str, line: int, where: str) -> Item:
