@@ -250,12 +250,12 @@ def figure_copier(folder: Path):
 def run_info(config, results, run: dict = RUN):
     """The run's one record as the pipeline builds it at its end, with the facts of ``run``."""
     from cctk.core.records import MlflowIds, hardware, software
-    from cctk.manuals import registry as protocols
+    from cctk.manuals import registry
     from cctk.store import session
 
     return session.run_info(
         config,
-        protocols.get(config.protocol),
+        registry.get(config.protocol),
         results,
         session=run["session"],
         device=run["device"],
@@ -268,11 +268,11 @@ def run_info(config, results, run: dict = RUN):
 
 def write_session(root, results, tables, config, run: dict = RUN, **options) -> Path:
     """What the pipeline leaves: the measurement CSVs and training records, then everything write_all writes."""
-    from cctk.manuals import registry as protocols
+    from cctk.manuals import registry
     from cctk.outputs import write_all
     from cctk.store import session
 
-    layout = session.Layout(Path(root) / run["session"], protocols.get(config.protocol))
+    layout = session.Layout(Path(root) / run["session"], registry.get(config.protocol))
     for key, table in results.measurements.items():
         session.write_measurement(layout, key, table)
     for key, record in results.training.items():

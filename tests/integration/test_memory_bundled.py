@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from cctk.core.lm import memory
 from cctk.core.lm.finetune import fine_tune
 from cctk.core.lm.models import BUNDLED, load_model
-from cctk.manuals import registry as protocols
+from cctk.manuals import registry
 from cctk.manuals.configure import make_config
 from cctk.manuals.v2.config import PROFILES
 
@@ -21,7 +21,7 @@ def test_estimate_matches_the_bundled_models_training_on_a_cpu(tiny, tokenizer):
     the process's first training step is warmed up on the tiny model first: ``CPU_FIRST_STEP`` counts it
     apart)."""
     config = make_config(BUNDLED, "quick", (7,))
-    v2 = protocols.get("v2")
+    v2 = registry.get("v2")
     model, bundled_tokenizer = load_model(BUNDLED, keep=False)
     rows = v2.rows(v2.draw(config), "m_correct", config.recipe, bundled_tokenizer)[:81]
     recipe = dataclasses.replace(PROFILES["quick"], epochs=1)

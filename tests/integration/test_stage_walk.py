@@ -90,7 +90,7 @@ def uninterrupted(tiny_dir, tmp_path_factory, new_store):
         )
     finally:
         os.environ.pop("MLFLOW_TRACKING_URI") if old is None else os.environ.__setitem__("MLFLOW_TRACKING_URI", old)
-    return pipeline.protocols.get("v2").compute_tables(done.results)
+    return pipeline.registry.get("v2").tables(done.results)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -160,8 +160,8 @@ def test_a_walk_of_the_stages_resumes_to_the_uninterrupted_tables(
     children = client.search_runs([parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
     finished = sorted(c.data.tags[tracking.KEY] for c in children if c.info.status == "FINISHED")
     assert parent.info.status == "FINISHED" and "RUNNING" not in _statuses(client)  # stopped arms: KILLED
-    v2 = pipeline.protocols.get("v2")
-    assert finished == sorted(m.key for m in v2.models(v2.options(parts="A")))  # each model once
+    v2 = pipeline.registry.get("v2")
+    assert finished == sorted(m.key for m in v2.models(v2.spec.options_type.of(parts="A")))  # each model once
     resumed = load(next(out.iterdir()))
     drawn = int(re.search(r"(\d+) figures and \d+ tables in", done.output()).group(1))
     if not figures:

@@ -221,7 +221,7 @@ def recipe_sweep(env, tiny_dir, forks):
     ]
     done = forks.run(args, environ, root / "recipes.log", root)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert re.fullmatch(r"seeds \d+; profile smoke; parts A,C", done.stdout.splitlines()[1])
+    assert re.fullmatch(r"seeds \d+; profile smoke; cells run with --parts A,C", done.stdout.splitlines()[1])
     return done.stdout.splitlines()[0].split()[1].rstrip(":")
 
 
