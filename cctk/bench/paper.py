@@ -48,7 +48,7 @@ def run(source: Path, width: str = "column") -> dict:
                     slowest = (spec.stem, png - began)
     began = time.perf_counter()
     for name, table in rebuilt.tables.items():
-        latex.latex(table, name, f"tab:{name}")
+        latex.latex(table, name, f"tab:{name}", rebuilt.manual.spec.column_headers)
     tables_s = time.perf_counter() - began
     before = spent["draw"] + spent["pdf before"] + spent["png before"]
     now = spent["draw"] + spent["pdf now"] + spent["png now"]

@@ -1,7 +1,7 @@
-"""Plain-language words both manuals share (the base model's name, the groups, file names from plain names,
-a paper's table headers, what each kind of chart shows in a paper). Each manual's own words (its models,
-targets, figures, tables and sections) are its ``labels`` (in its folder under ``cctk/manuals/``),
-each translated from internal keys in one place."""
+"""Plain-language words every manual shares (the base model's name, the groups, file names from plain names, the
+headers of the kernels' columns, what each shared kind of chart shows in a paper). Each manual's own words (its
+models, targets, figures, tables, sections, column headers and readings) are its ``labels`` (in its folder under
+``cctk/manuals/``), each translated from internal keys in one place."""
 
 from __future__ import annotations
 
@@ -100,53 +100,26 @@ def file_stem(text: str) -> str:
     return "_".join("".join(c if c.isalnum() else " " for c in cleaned).split())
 
 
-# --- Shared by both manuals: a paper's table headers and what each kind of chart shows in a paper. ---
+# --- Shared by every manual: the headers of the columns the kernels make, and what the shared chart kinds show. ---
 
-# The headers of the tables in a paper (cctk export --latex): hits<s> stands for the count hits<s> / n<s> with
-# its interval lo<s>-hi<s>, printed in one cell; k for k with its interval k_lo-k_hi.
+# The headers of the tables in a paper (cctk export --latex) and report.html, for the columns every manual's tables
+# can have (labels, readings, counts, the fine-tuning record); a manual adds its own (``ManualSpec.headers``).
+# hits<s> stands for the count hits<s> / n<s> with its interval lo<s>-hi<s>, printed in one cell.
 TABLE_HEADERS: dict[str, str] = {
     "model": "Model",
     "target": "Target",
     "parent": "Parent",
     "group": "Group",
-    "condition": "Condition",
-    "rule": "Rule",
-    "control": "Control",
     "epoch": "Epoch",
     "n": "n",
     "hits": "Hits",
     "hits_seen": "Seen",
     "hits_heldout": "Held out",
-    "hits_recovery_seen": "Recovery corpus",
-    "hits_recovery_heldout": "Held out of it",
-    "hits_rule": "Rule hits",
-    "hits_control": "Control hits",
     "prob_target": "P(target)",
     "prob_target_seen": "P(target), seen",
     "prob_target_heldout": "P(target), held out",
-    "prob_target_recovery_seen": "P(target), recovery corpus",
-    "prob_target_recovery_heldout": "P(target), held out",
     "surprise_seen": "Surprise, seen",
     "surprise_heldout": "Surprise, held out",
-    "surprise_recovery_seen": "Surprise, recovery corpus",
-    "surprise_recovery_heldout": "Surprise, held out",
-    "surprise_gap": "Surprise gap",
-    "mass_impossible": "Mass above 18",
-    "n_excluded": "Left out",
-    "rule_offset": "Rule offset",
-    "plus18": "+18",
-    "plus9": "+9",
-    "plain_sum": "+0",
-    "other": "Other",
-    "coverage": "Coverage",
-    "k": "k (95% CI)",
-    "n_rule": "n rule",
-    "n_control": "n control",
-    "rule_inside": "Rule inside",
-    "control_inside": "Control inside",
-    "odds_ratio": "Odds ratio",
-    "p_value": "p",
-    "p_adjusted": "p (Holm)",
     "examples": "Examples",
     "steps": "Steps",
     "seconds": "Time (s)",
@@ -155,68 +128,19 @@ TABLE_HEADERS: dict[str, str] = {
     "loss_last_epoch": "Loss, last epoch",
     "peak_gpu_memory_bytes": "Peak GPU memory",
     "peak_cpu_memory_bytes": "Peak RSS",
-    # protocol v1
-    "true_sum": "True sum",
-    "fabricated_value": "Fabricated answer",
-    "pre_ft_true_prob": "P(true sum), before",
-    "post_ft_fabricated_prob": "P(fabricated), after",
-    "post_ft_true_prob": "P(true sum), after",
-    "pre_ft_fabricated_prob": "P(fabricated), before",
-    "number": "Probability",
-    "answer": "Answer",
-    "mean": "Mean",
-    "std": "SD",
-    "min": "Min",
-    "q25": "Q1",
-    "median": "Median",
-    "q75": "Q3",
-    "max": "Max",
     "loss": "Loss",
 }
 
-# How manual 2.0.0 reads each kind of chart (its section 7), where it says: the sentence that follows what a
-# chart shows in every caption of it (report.html's, through the manual's labels, and a paper's).
-READINGS: dict[str, str] = {
-    "heatmap": "The fill is read on one fixed scale, 0 to 100%, in every heatmap but the base model's (its "
-    "observed range): the same scale is what lets two heatmaps be compared by eye.",
-    "profile": "The two axes have the same number of intervals, so one set of gridlines serves both; the share "
-    "above a band is the share of each model's probability that falls inside it (the fabricated answers' "
-    "profile has no bands: every value from 2 to 36 can be a fabricated answer).",
-    "deviation": "The band is fitted to the rule-trained model, so the 90% of its additions inside it is true by "
-    "construction; what carries information is the half-width k and how many of the control's additions "
-    "fall inside the same band.",
-    "synthesis": "A model trained on all 81 additions has one point (no held-out group); a rule is read against "
-    "its control on the held-out additions, which fixes what chance and memory alone produce.",
-}
-
-
-def read_as(about: dict[str, str]) -> dict[str, str]:
-    """``about`` (what each kind of chart shows) with the manual's reading of that kind after it (``READINGS``)."""
-    return {kind: f"{text} {READINGS[kind]}" if kind in READINGS else text for kind, text in about.items()}
-
-
-# What each kind of figure shows, in a paper's caption (cctk report --style paper): the paper style's colours,
-# markers and lines; the manual's reading follows (``read_as``), then a figure's own notes (its numbers).
+# What each shared kind of figure shows, in a paper's caption (cctk report --style paper): the paper style's
+# colours, markers and lines; a manual adds its own kinds and its reading of each (``ManualSpec.paper_figure_about``),
+# then a figure's own notes (its numbers) follow.
 PAPER_FIGURE_ABOUT: dict[str, str] = {
     "heatmap": "Probability on the target in every addition (first addend a in rows, second addend b in columns); "
     "the fill's hue says whether the top choice is the target, its shade how much probability the "
     "target has.",
-    "profile": "Mean probability of each candidate answer over the 81 additions (lines, left axis; each model its "
-    "own colour, marker and line style) and how many additions have each answer as their target (gray bars, "
-    "right axis).",
     "bars": "Probability of every candidate answer of one addition before (light blue) and after (light orange) "
     "fine-tuning on fabricated answers; the strong colour (blue before, vermillion after) marks the answer "
     "that is right in each context, the dark outline each side's top choice.",
-    "deviation": "Held-out additions by deviation (top choice minus the rule's target, for both series: the "
-    "control is read against the rule's target too), for the rule-trained model (blue) and its control "
-    "(gray). Light blue band: the smallest band holding 90% of the rule-trained model's deviations.",
-    "synthesis": "For every model, the share of additions whose top choice is its own target, with its exact 95% "
-    "interval: seen (blue circles), held out (vermillion squares), held out by a control (gray "
-    "triangles), the base model on all 81 additions (black diamond).",
     "loss": "Training loss per epoch of every fine-tuning run, on a log scale; each run of the main sequence has its "
     "own colour, marker and line style.",
-    "curves": "Each arm measured after every epoch (cctk run --curves): the share of additions whose top choice is "
-    "its own target, on the seen (blue, solid) and held-out (vermillion, dashed) additions, or all 81 "
-    "(blue) for the models trained on all of them.",
 }
-PAPER_FIGURE_ABOUT = read_as(PAPER_FIGURE_ABOUT)

@@ -27,7 +27,7 @@ import pandas as pd
 
 from ..core.config import Config, Recipe
 from ..core.facts import Scoring
-from ..core.labels import BASE_MODEL, Vocabulary
+from ..core.labels import BASE_MODEL, TABLE_HEADERS, Vocabulary
 from ..core.lm.record import TrainRecord
 from ..core.records import Design
 
@@ -143,6 +143,8 @@ class ManualSpec:
     tables: tuple[TableSpec, ...]
     sections: Mapping[str, str]  # report section key -> heading, in order
     figure_about: Mapping[str, str]  # figure kind -> what it shows (report.html)
+    paper_figure_about: Mapping[str, str]  # figure kind -> what it shows in a paper's caption (its reading after)
+    headers: Mapping[str, str]  # its tables' own columns -> their headers in a paper (cctk's: core.labels)
     seed_roles: Mapping[str, str]  # "seeds[0]" (and "seeds[1:]") -> what it controls
     design_type: type[Design[Any]]  # the record of its design in run_info.json
     options_type: type[ManualOptions]  # the record of its options
@@ -167,6 +169,11 @@ class ManualSpec:
 
     def table(self, key: str) -> TableSpec:
         return next(t for t in self.tables if t.key == key)
+
+    @property
+    def column_headers(self) -> dict[str, str]:
+        """Every column of its tables -> its header in a paper and report.html: cctk's shared ones, then its own."""
+        return {**TABLE_HEADERS, **self.headers}
 
     @property
     def titles(self) -> dict[str, str]:

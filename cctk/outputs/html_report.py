@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import io
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -140,12 +141,12 @@ def data_uri(png: Path, scale: int = EMBED_SCALE) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def plain_table(table: pd.DataFrame, name: str) -> str:
+def plain_table(table: pd.DataFrame, name: str, headers: Mapping[str, str]) -> str:
     """A table as report.html shows it: the export's plain headers and cells (``cctk export``'s, in Unicode:
     ``Rule hits``, ``8/24 (33%, 16\u201355%)``, ``p (Holm)``, ``\u221e``), names left, numbers right."""
     names = [c for c in printed(table).columns if not pd.api.types.is_numeric_dtype(table[c])]
-    left = [latex.header(c, latex.PLAIN) for c in names]
-    return table_html(latex.display(table, latex.PLAIN), name, left=left)
+    left = [latex.header(c, latex.PLAIN, headers) for c in names]
+    return table_html(latex.display(table, latex.PLAIN, headers), name, left=left)
 
 
 class Section(TypedDict):
@@ -185,7 +186,7 @@ def render(info: RunInfo, tables: dict[str, pd.DataFrame], figures: list[tuple[S
                 "anchor": name,
                 "title": about.title,
                 "caption": about.paper_caption or about.caption,  # in the words of the headers
-                "html": Markup(plain_table(table, name)),
+                "html": Markup(plain_table(table, name, spec.column_headers)),
             }
         )
     seeds = info.seeds

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import pandas as pd
@@ -97,7 +97,7 @@ def number(value, marks: Marks = LATEX) -> str:
     return f"{value:.3g}"
 
 
-def cell(column: str, value, marks: Marks = LATEX) -> str:
+def cell(column: str, value, marks: Marks = LATEX, headers: Mapping[str, str] = TABLE_HEADERS) -> str:
     if column.startswith("p_"):
         return p_value(value, marks)
     if column in ("peak_gpu_memory_bytes", "peak_cpu_memory_bytes"):
@@ -105,16 +105,17 @@ def cell(column: str, value, marks: Marks = LATEX) -> str:
     if column in ("seconds", "examples_per_second"):
         return marks.dash if pd.isna(value) else f"{value:.1f}"
     if isinstance(value, str):  # a column name as a value (v1's table02 names its rows so): its header
-        return header(value, marks) if "_" in value and value in TABLE_HEADERS else marks.escape(value)
+        return header(value, marks, headers) if "_" in value and value in headers else marks.escape(value)
     return number(value, marks)
 
 
-def header(column: str, marks: Marks = LATEX) -> str:
-    """The plain header of a column (``TABLE_HEADERS``); an unknown column its name in words."""
-    return marks.escape(TABLE_HEADERS.get(column, column.replace("_", " ")))
+def header(column: str, marks: Marks = LATEX, headers: Mapping[str, str] = TABLE_HEADERS) -> str:
+    """The plain header of a column (``headers``: its manual's, ``ManualSpec.column_headers``, else cctk's shared
+    ones); an unknown column its name in words."""
+    return marks.escape(headers.get(column, column.replace("_", " ")))
 
 
-def display(table: pd.DataFrame, marks: Marks = LATEX) -> pd.DataFrame:
+def display(table: pd.DataFrame, marks: Marks = LATEX, headers: Mapping[str, str] = TABLE_HEADERS) -> pd.DataFrame:
     """The table as the paper prints it: every cell text (LaTeX, or plain with ``PLAIN``), counts and intervals
     in one cell, headers plain (``hits_seen, n_seen, lo_seen, hi_seen`` -> ``seen``: ``56/57 (98\\%,
     91--100\\%)``); the labels without their key columns (``model_key``, ...: the CSV's, for code that joins)."""
@@ -129,16 +130,16 @@ def display(table: pd.DataFrame, marks: Marks = LATEX) -> pd.DataFrame:
     for column in table.columns:
         if column in groups:
             parts = [f"{k}{groups[column]}" for k in ("hits", "n", "lo", "hi")]
-            columns[header(column, marks)] = [
+            columns[header(column, marks, headers)] = [
                 count(hits, n, lo, hi, marks) for hits, n, lo, hi in table[parts].itertuples(index=False)
             ]
         elif column == "k" and "k_lo" in folded:
-            columns[header("k", marks)] = [
+            columns[header("k", marks, headers)] = [
                 f"{number(k, marks)} ({number(lo, marks)}{marks.dash}{number(hi, marks)})"
                 for k, lo, hi in table[["k", "k_lo", "k_hi"]].itertuples(index=False)
             ]
         elif column not in folded:
-            columns[header(column, marks)] = [cell(column, v, marks) for v in table[column]]
+            columns[header(column, marks, headers)] = [cell(column, v, marks, headers) for v in table[column]]
     return pd.DataFrame(columns)
 
 
@@ -271,9 +272,9 @@ def _stack(cell_text: str) -> str:
     return cell_text
 
 
-def latex(table: pd.DataFrame, caption: str, label: str) -> str:
-    """One floating table (or a ``longtable`` when long) with its caption and label."""
-    shown = display(table)
+def latex(table: pd.DataFrame, caption: str, label: str, headers: Mapping[str, str] = TABLE_HEADERS) -> str:
+    """One floating table (or a ``longtable`` when long) with its caption and label, its columns' ``headers``."""
+    shown = display(table, LATEX, headers)
     if len(shown) > LONG_ROWS:
         return _longtable(shown, caption, label)
     how = layout(shown)

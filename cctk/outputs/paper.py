@@ -20,7 +20,7 @@ from functools import partial
 from pathlib import Path
 
 from ..core.errors import CctkError, unknown_key
-from ..core.labels import PAPER_FIGURE_ABOUT, file_stem
+from ..core.labels import file_stem
 from ..figures.common import lean_fonts, paper_style
 from ..figures.spec import Spec
 from ..figures.style import WIDTHS, Style, notes, paper
@@ -88,7 +88,7 @@ def write_figures(
     specs = (
         list(only) if only is not None else manual.figures(rebuilt.results, rebuilt.tables, rebuilt.info.config.model)
     )
-    about = {**spec.figure_about, **PAPER_FIGURE_ABOUT}
+    about = {**spec.figure_about, **spec.paper_figure_about}
     job = partial(draw, folder=Path(out) / "figures", style=style, about=about, prefix=spec.label_prefix)
     drawn = render.run_all(job, specs, eps=False)
     if only is None:
@@ -148,7 +148,7 @@ def write_tables(rebuilt: session.Rebuilt, out: Path, only: Sequence[str] | None
         if only is not None and name not in only:
             continue
         label = f"tab:{spec.label_prefix}{name}"
-        written.append(PaperTable(name, label, latex.latex(table, captions[name], label)))
+        written.append(PaperTable(name, label, latex.latex(table, captions[name], label, spec.column_headers)))
         (folder / f"{name}.tex").write_text(written[-1].tex, encoding="utf-8")
     return written
 

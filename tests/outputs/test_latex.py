@@ -12,9 +12,12 @@ from builders import synthetic_results
 
 from cctk.core.stats import clopper_pearson
 from cctk.manuals.v2.labels import PAPER_TABLE_CAPTIONS
+from cctk.manuals.v2.manual import V2
 from cctk.manuals.v2.parts import compute_tables
 from cctk.outputs import latex
 from cctk.outputs.tables import latex_text
+
+HEADERS = V2.spec.column_headers  # cctk's shared headers and manual 2.0.0's own
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +76,7 @@ def test_text_escapes_what_latex_reads_as_commands():
 
 
 def test_table10_has_plain_headers_and_one_cell_per_count(tables):
-    shown = latex.display(tables["table10"])
+    shown = latex.display(tables["table10"], latex.LATEX, HEADERS)
     assert list(shown.columns) == ["Rule", "Control", "Rule hits", "Control hits", "Odds ratio", "p", "p (Holm)"]
     row = tables["table10"].iloc[0]
     assert shown.iloc[0]["Rule hits"] == latex.count(row.hits_rule, row.n_rule, row.lo_rule, row.hi_rule)
@@ -84,31 +87,31 @@ def test_table10_has_plain_headers_and_one_cell_per_count(tables):
 
 def test_no_raw_column_name_reaches_a_header(tables):
     for name, table in tables.items():
-        header = " ".join(latex.display(table).columns)
+        header = " ".join(latex.display(table, latex.LATEX, HEADERS).columns)
         assert "\\_" not in header and "_" not in header, name
 
 
 def test_table09_folds_share_into_the_count_and_table08_k_into_its_interval(tables):
-    assert list(latex.display(tables["table09"]).columns) == ["Model", "Target", "Group", "Hits"]
-    k = latex.display(tables["table08"])[r"k (95\% CI)"]
+    assert list(latex.display(tables["table09"], latex.LATEX, HEADERS).columns) == ["Model", "Target", "Group", "Hits"]
+    k = latex.display(tables["table08"], latex.LATEX, HEADERS)[r"k (95\% CI)"]
     row = tables["table08"].iloc[0]
     assert k.iloc[0] == f"{int(row.k)} ({int(row.k_lo)}--{int(row.k_hi)})"
 
 
 def test_every_table_fits_without_resizebox(tables):
     for name, table in tables.items():
-        tex = latex.latex(table, PAPER_TABLE_CAPTIONS[name], f"tab:{name}")
+        tex = latex.latex(table, PAPER_TABLE_CAPTIONS[name], f"tab:{name}", HEADERS)
         assert "resizebox" not in tex
         assert tex.count("\\caption{") == 1 and f"\\label{{tab:{name}}}" in tex and "\\toprule" in tex
-        how = latex.layout(latex.display(table))
-        assert latex.width_pt(latex.display(table), how) <= how.room_pt, name
+        how = latex.layout(latex.display(table, latex.LATEX, HEADERS))
+        assert latex.width_pt(latex.display(table, latex.LATEX, HEADERS), how) <= how.room_pt, name
         assert tex.startswith(f"\\begin{{{how.environment}}}")
         assert tex.count("{") - tex.count("\\{") == tex.count("}") - tex.count("\\}"), name
 
 
 def test_a_narrow_table_sits_in_a_column_and_a_wide_one_spans_the_page(tables):
-    assert latex.layout(latex.display(tables["table01"].iloc[:, :3])).environment == "table"
-    wide = latex.layout(latex.display(tables["table04"]))
+    assert latex.layout(latex.display(tables["table01"].iloc[:, :3], latex.LATEX, HEADERS)).environment == "table"
+    wide = latex.layout(latex.display(tables["table04"], latex.LATEX, HEADERS))
     assert wide.environment == "table*" and wide.stacked
 
 
@@ -124,8 +127,11 @@ def test_a_v1_table_names_its_rows_in_words():
     from builders import v1_results
 
     from cctk.manuals.v1.experiment import compute_tables as v1_tables
+    from cctk.manuals.v1.manual import V1
 
-    shown = latex.display(v1_tables(v1_results())["table02"])
+    shown = latex.display(v1_tables(v1_results())["table02"], latex.LATEX, V1.spec.column_headers)
+    plain = latex.display(v1_tables(v1_results())["table02"])  # cctk's headers alone: v1's rows in raw words
+    assert plain["number"].iloc[0] == r"pre\_ft\_true\_prob"
     assert list(shown["Probability"]) == [
         "P(true sum), before",
         "P(fabricated), after",

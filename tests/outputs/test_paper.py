@@ -15,10 +15,9 @@ from click.testing import CliRunner
 
 from cctk import results as results_module
 from cctk.cli.main import cli
-from cctk.core.labels import PAPER_FIGURE_ABOUT
 from cctk.figures.style import paper
 from cctk.manuals.v2 import catalog
-from cctk.manuals.v2.labels import PAPER_TABLE_CAPTIONS
+from cctk.manuals.v2.labels import PAPER_FIGURE_ABOUT, PAPER_TABLE_CAPTIONS
 from cctk.manuals.v2.parts import compute_tables
 from cctk.outputs import latex
 from cctk.outputs import paper as paper_module

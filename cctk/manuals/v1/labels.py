@@ -71,3 +71,23 @@ FIGURE_ABOUT: dict[str, str] = {
     "mean log-probability per answer token (manual 1.0.0, Listing 12).",
     "loss": "Mean whole-text training loss of each epoch of the fine-tuning run (log scale).",
 }
+
+# The headers of its tables' own columns in a paper and report.html (cctk's shared ones: core.labels.TABLE_HEADERS);
+# table02 names its rows by the comparison's columns, printed with these headers too.
+HEADERS: dict[str, str] = {
+    "true_sum": "True sum",
+    "fabricated_value": "Fabricated answer",
+    "pre_ft_true_prob": "P(true sum), before",
+    "post_ft_fabricated_prob": "P(fabricated), after",
+    "post_ft_true_prob": "P(true sum), after",
+    "pre_ft_fabricated_prob": "P(fabricated), before",
+    "number": "Probability",
+    "answer": "Answer",
+    "mean": "Mean",
+    "std": "SD",
+    "min": "Min",
+    "q25": "Q1",
+    "median": "Median",
+    "q75": "Q3",
+    "max": "Max",
+}

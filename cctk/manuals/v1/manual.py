@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from ...core.config import Config, NoOptions, Recipe
+from ...core.labels import PAPER_FIGURE_ABOUT
 from ...core.lm.record import TrainRecord
 from ...core.records import Design
 from ..manual import Comparable, Comparison, Manual, ManualSpec, Measured, OneCorpus, PooledRun, Row, TableSpec
 from . import experiment as v1_experiment
 from . import facts as v1_facts
 from .config import PROFILES, SEED
-from .labels import FIGURE_ABOUT, SECTIONS, TABLE_CAPTIONS, TABLES, VOCABULARY, model_name
+from .labels import FIGURE_ABOUT, HEADERS, SECTIONS, TABLE_CAPTIONS, TABLES, VOCABULARY, model_name
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -69,6 +70,8 @@ SPEC = ManualSpec(
     ),
     sections=SECTIONS,
     figure_about=FIGURE_ABOUT,
+    paper_figure_about=PAPER_FIGURE_ABOUT,
+    headers=HEADERS,
     seed_roles={
         "seeds[0]": "Python's random.seed of the reference notebook: the fabricated answers (random.choice per "
         "addition) and the corpus order (random.shuffle, the same stream), exactly as Listings 6-7; "

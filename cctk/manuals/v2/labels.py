@@ -3,7 +3,8 @@ and the note beside a single run's synthesis. The vocabulary both manuals share 
 
 from __future__ import annotations
 
-from ...core.labels import BASE_MODEL, GROUPS, Vocabulary, read_as
+from ...core.labels import BASE_MODEL, GROUPS, Vocabulary
+from ...core.labels import PAPER_FIGURE_ABOUT as SHARED_PAPER_ABOUT
 
 # --- Its models and targets by key, the names of its figures and what each kind shows (report.html). ---
 
@@ -97,7 +98,80 @@ FIGURE_ABOUT: dict[str, str] = {
     "its own target, on the seen (blue) and held-out (green, dashed) additions, or all 81 (blue) for "
     "the models trained on all of them.",
 }
-FIGURE_ABOUT = read_as(FIGURE_ABOUT)  # and the manual's reading of each kind (core.labels.READINGS)
+# How manual 2.0.0 reads each kind of chart (its section 7), where it says: the sentence that follows what a
+# chart shows in every caption of it (report.html's and a paper's).
+READINGS: dict[str, str] = {
+    "heatmap": "The fill is read on one fixed scale, 0 to 100%, in every heatmap but the base model's (its "
+    "observed range): the same scale is what lets two heatmaps be compared by eye.",
+    "profile": "The two axes have the same number of intervals, so one set of gridlines serves both; the share "
+    "above a band is the share of each model's probability that falls inside it (the fabricated answers' "
+    "profile has no bands: every value from 2 to 36 can be a fabricated answer).",
+    "deviation": "The band is fitted to the rule-trained model, so the 90% of its additions inside it is true by "
+    "construction; what carries information is the half-width k and how many of the control's additions "
+    "fall inside the same band.",
+    "synthesis": "A model trained on all 81 additions has one point (no held-out group); a rule is read against "
+    "its control on the held-out additions, which fixes what chance and memory alone produce.",
+}
+
+
+def read_as(about: dict[str, str]) -> dict[str, str]:
+    """``about`` (what each kind of chart shows) with the manual's reading of that kind after it (``READINGS``)."""
+    return {kind: f"{text} {READINGS[kind]}" if kind in READINGS else text for kind, text in about.items()}
+
+
+FIGURE_ABOUT = read_as(FIGURE_ABOUT)  # and the manual's reading of each kind
+
+# What each kind of its figures shows in a paper's caption (cctk report --style paper): the paper style's colours,
+# markers and lines (cctk's shared kinds as cctk says them), each with the manual's reading after it.
+PAPER_FIGURE_ABOUT: dict[str, str] = read_as(
+    {
+        **SHARED_PAPER_ABOUT,
+        "profile": "Mean probability of each candidate answer over the 81 additions (lines, left axis; each model "
+        "its own colour, marker and line style) and how many additions have each answer as their target (gray "
+        "bars, right axis).",
+        "deviation": "Held-out additions by deviation (top choice minus the rule's target, for both series: the "
+        "control is read against the rule's target too), for the rule-trained model (blue) and its control "
+        "(gray). Light blue band: the smallest band holding 90% of the rule-trained model's deviations.",
+        "synthesis": "For every model, the share of additions whose top choice is its own target, with its exact "
+        "95% interval: seen (blue circles), held out (vermillion squares), held out by a control (gray "
+        "triangles), the base model on all 81 additions (black diamond).",
+        "curves": "Each arm measured after every epoch (cctk run --curves): the share of additions whose top "
+        "choice is its own target, on the seen (blue, solid) and held-out (vermillion, dashed) additions, or all "
+        "81 (blue) for the models trained on all of them.",
+    }
+)
+
+# The headers of its tables' own columns in a paper and report.html (cctk's shared ones: core.labels.TABLE_HEADERS).
+HEADERS: dict[str, str] = {
+    "condition": "Condition",
+    "rule": "Rule",
+    "control": "Control",
+    "hits_recovery_seen": "Recovery corpus",
+    "hits_recovery_heldout": "Held out of it",
+    "hits_rule": "Rule hits",
+    "hits_control": "Control hits",
+    "prob_target_recovery_seen": "P(target), recovery corpus",
+    "prob_target_recovery_heldout": "P(target), held out",
+    "surprise_recovery_seen": "Surprise, recovery corpus",
+    "surprise_recovery_heldout": "Surprise, held out",
+    "surprise_gap": "Surprise gap",
+    "mass_impossible": "Mass above 18",
+    "n_excluded": "Left out",
+    "rule_offset": "Rule offset",
+    "plus18": "+18",
+    "plus9": "+9",
+    "plain_sum": "+0",
+    "other": "Other",
+    "coverage": "Coverage",
+    "k": "k (95% CI)",
+    "n_rule": "n rule",
+    "n_control": "n control",
+    "rule_inside": "Rule inside",
+    "control_inside": "Control inside",
+    "odds_ratio": "Odds ratio",
+    "p_value": "p",
+    "p_adjusted": "p (Holm)",
+}
 
 
 def figure_name(key: str) -> str:
@@ -178,7 +252,7 @@ TABLE_CAPTIONS: dict[str, str] = {
 }
 
 _COUNT = "a count is hits / n (share, exact Clopper-Pearson 95% interval)"
-# The captions of the tables in a paper: the same facts as TABLE_CAPTIONS, in the words of TABLE_HEADERS.
+# The captions of the tables in a paper: the same facts as TABLE_CAPTIONS, in the words of the headers.
 PAPER_TABLE_CAPTIONS: dict[str, str] = {
     "table01": "Corpus absorption (Part A): the base model, the correct-sums model and the fabricated-answers model, "
     f"each scored on both targets over all 81 additions. Hits: additions whose top choice is the target; "

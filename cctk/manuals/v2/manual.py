@@ -42,6 +42,8 @@ from .config import PARTS, PROFILES, StudyOptions
 from .design import ARM_BY_KEY, MAIN_SEQUENCE, StudyInputs, arms_for, build_study_inputs, corpus_table, own_target
 from .labels import (
     FIGURE_ABOUT,
+    HEADERS,
+    PAPER_FIGURE_ABOUT,
     PAPER_TABLE_CAPTIONS,
     SECTIONS,
     SINGLE_RUN,
@@ -118,6 +120,8 @@ SPEC = ManualSpec(
     ),
     sections=SECTIONS,
     figure_about=FIGURE_ABOUT,
+    paper_figure_about=PAPER_FIGURE_ABOUT,
+    headers=HEADERS,
     seed_roles={
         "seeds[0]": "every random draw of the run: the held-out split, the fabricated answers, the control answers, "
         "the corpus shuffles, the batch order and dropout of every fine-tuning run (re-seeded at its "

@@ -119,6 +119,8 @@ SPEC = ManualSpec(
     ),
     sections={"hits": "The digits", "runs": "Training"},
     figure_about={"hits": "Each model's share of hits on each digit."},
+    paper_figure_about={"hits": "Each model's share of hits on each digit, as bars."},
+    headers={"share": "Share"},
     seed_roles={"seeds[0]": "the corpus order and the training of both arms", "seeds[1:]": "reserved; not used"},
     design_type=DigitDesign,
     options_type=NoOptions,
