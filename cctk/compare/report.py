@@ -2,11 +2,11 @@
 
 <out>/
   runs.csv                          the pipelines compared (run id, base model, seed, varied recipe values, parts)
-  tables/<name>/<name>.{csv,xlsx,tex}   each manual's (``Protocol.compare``): 2.0.0's findings and per_run among them
+  tables/<name>/<name>.{csv,xlsx,tex}   each comparable manual's (``Comparable.compare``): 2.0.0's findings, per_run
   figures/<name>/<name>.{png,pdf,eps}   2.0.0's forest among them
   compare.html                      self-contained: the findings in words first, then every table and figure
 
-What is compared is each manual's own (``cctk.manuals.registry.Protocol.compare``), over its runs; this module
+What is compared is each manual's own (``cctk.manuals.manual.Comparable.compare``), over its runs; this module
 writes it.
 """
 

@@ -174,7 +174,7 @@ class Config(Generic[OptionsT]):
 
     def as_params(self) -> dict[str, str | int | float]:
         """Flat parameters for MLflow of what every manual shares: the values in force, after the profile and the
-        overrides (its manual adds its own: ``cctk.manuals.registry.Protocol.params``).
+        overrides (its manual adds its own: ``cctk.manuals.configure.params``).
 
         Recipe values are ``recipe.<name>`` so they never clash with the overrides that
         ``mlflow run`` logs under the MLproject's parameter names (empty when not given). ``seeds`` lists

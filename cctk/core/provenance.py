@@ -1,5 +1,5 @@
 """Where a run came from: the packages it ran on, the model file it loaded, the commit of the code, and
-the command line that runs the same cell again (its manual's: ``cctk.manuals.registry.Protocol.reproduce``).
+the command line that runs the same cell again (its manual's: ``cctk.manuals.configure.reproduce``).
 
 Torch-free and MLflow-free: the pipeline logs the record (``Provenance.flat``) as MLflow tags and
 writes it into run_info.json. Hashing a model file is done once per file: the digest is cached under

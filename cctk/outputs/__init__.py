@@ -4,7 +4,7 @@ report (``run_report``), the HTML report (``html_report``) and the zip, written 
 ``rerender``: ``cctk report``); a paper's figures, tables and paper.tex (``paper``: ``cctk export``).
 
 DataFrames and records in, files out: no model, no MLflow. ``cctk.store.session`` owns the folder; what differs
-between the manuals comes from each one's ``Protocol``.
+between the manuals comes from each one's ``Manual``.
 """
 
 from .write import model_heatmaps, rerender, write_all

@@ -17,7 +17,7 @@ resume and ``cctk.results`` read through it::
 
 Every manual's session has this layout, with its own tables, figures and models; one with a single corpus (manual
 1.0.0) writes ``corpus.txt`` too, its texts in the corpus order. What differs between the manuals comes from each
-one's ``Protocol`` (``cctk.manuals.registry``).
+one's ``Manual`` (``cctk.manuals.manual``).
 """
 
 from __future__ import annotations
