@@ -309,8 +309,6 @@ class Resumable:
 class Parts(ABC, Generic[OptionsT]):
     """A run runs some of its parts (``--parts``); the others' tables and figures are absent."""
 
-    every_part: ClassVar[tuple[str, ...]]
-
     @abstractmethod
     def parts(self, options: OptionsT) -> tuple[str, ...]:
         """The parts a run with ``options`` runs."""

@@ -153,7 +153,6 @@ class StudyManual(
     """Manual 2.0.0: Parts A-D and the synthesis."""
 
     spec = SPEC
-    every_part = PARTS
     curve_columns = tuple(experiments.CURVE_COLUMNS)
 
     def models(self, options: StudyOptions) -> tuple[Measured, ...]:
