@@ -15,6 +15,7 @@ MLflow's own retries is one line too (``Unreachable``), and the runs it leaves o
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import time
@@ -30,7 +31,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from ..core.errors import CctkError, NoRun
 from ..core.records import ui_link
@@ -74,14 +75,24 @@ STATUSES = ("FINISHED", "FAILED", "KILLED")
 Value = str | int | float | bool | None
 # The MLflow UI opens an experiment of this kind on its runs table ("Model training"), not on GenAI traces.
 EXPERIMENT_KIND = "custom_model_development"
-T = TypeVar("T")  # what a call to the server answers
+T = TypeVar("T")  # what a call to the server answers (or a configuration holds)
+ON_SERVER = ("http://", "https://")  # a tracking server's URIs; every other is a store its client opens itself
 
 
 @dataclass(frozen=True)
 class TrackingConfig:
+    """A store: its name (a configuration's, or the URI as ``shown``), the URI its clients connect to (a
+    database's may hold its password: nothing but a client gets it) and, for a store without a server, its
+    artifact folder."""
+
     name: str
     tracking_uri: str
     artifact_location: str | None = None  # only for stores without a server
+
+    @property
+    def shown(self) -> str:
+        """The URI as every line, file, tag and command line gives it: any password in it replaced."""
+        return redact(self.tracking_uri)
 
 
 # The repository's top-level mlruns_config/, the one source of the shipped configurations, seen from a
@@ -116,14 +127,52 @@ def config_names() -> list[str]:
     )
 
 
-def read_config(name: str) -> dict[str, Any]:
+def config_file(name: str) -> Traversable:
+    """The file of configuration ``name`` (the first folder of ``config_folders`` holding it), or one line."""
     for folder in config_folders():
         entry = folder / f"{name}.toml"
         if entry.is_file():
-            return tomllib.loads(entry.read_text())
+            return entry
     raise CctkError(
         f"unknown tracking configuration {name!r}; choose one of: {', '.join(config_names())}, or give a tracking URI"
     )
+
+
+def read_config(name: str) -> dict[str, Any]:
+    """Configuration ``name``, parsed; a file that is no TOML is one line naming it and where it goes wrong."""
+    entry = config_file(name)
+    try:
+        return tomllib.loads(entry.read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise CctkError(f"{entry}: not valid TOML: {error}") from None
+
+
+# How a configuration's value of each kind is named in the line that refuses another
+_KINDS: dict[type, str] = {str: "a string", int: "an integer", list: "a list", dict: "a table"}
+
+
+def config_value(table: Mapping[str, Any], key: str, kind: type[T], where: str, default: T | None = None) -> T:
+    """``table[key]`` (``default`` where it is left out), checked to be a ``kind``; a value missing or of
+    another kind is one line naming the key and ``where`` it is (the file and its table)."""
+    value = table.get(key, default)
+    if value is None:
+        raise CctkError(f"{where} {key} is missing")
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise CctkError(f"{where} {key} = {_toml(value)} is not {_KINDS.get(kind, kind.__name__)}")
+    return value
+
+
+def config_names_list(table: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+    """A list of strings (``allowed_hosts = ["a", "b"]``): one string alone is refused, not split into letters."""
+    value = config_value(table, key, list, where, [])
+    if not all(isinstance(item, str) for item in value):
+        raise CctkError(f"{where} {key} = {_toml(value)} is not a list of strings")
+    return tuple(value)
+
+
+def _toml(value: Any) -> str:
+    """A value as TOML writes it (strings quoted, ``true``), for a line that refuses it."""
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def resolve(tracking: str | None = None) -> TrackingConfig:
@@ -131,24 +180,70 @@ def resolve(tracking: str | None = None) -> TrackingConfig:
     absolute: a run records where it is, wherever it is read from later."""
     env = os.environ.get("MLFLOW_TRACKING_URI")
     if env:
-        return TrackingConfig("MLFLOW_TRACKING_URI", absolute_uri(_no_password(env)))
+        return TrackingConfig("MLFLOW_TRACKING_URI", absolute_uri(_no_server_password(env)))
     tracking = tracking or DEFAULT_CONFIG
     if "://" in tracking or tracking.startswith("sqlite:"):
-        return TrackingConfig(tracking, absolute_uri(_no_password(tracking)))
-    raw = read_config(tracking)
-    artifacts = raw.get("artifact_location")
+        return TrackingConfig(redact(tracking), absolute_uri(_no_server_password(tracking)))
+    raw, where = read_config(tracking), f"{config_file(tracking)}:"
+    artifacts = config_value(raw, "artifact_location", str, where, "")
+    uri = config_value(raw, "tracking_uri", str, where)
     return TrackingConfig(
-        tracking, absolute_uri(raw["tracking_uri"]), str(Path(artifacts).absolute()) if artifacts else None
+        tracking, absolute_uri(_no_server_password(uri)), str(Path(artifacts).absolute()) if artifacts else None
     )
 
 
-def _no_password(uri: str) -> str:
-    """``uri`` as it is, unless it carries a password (``http://alice:secret@host``): a run records its store's
-    URI (tag, run_info.json, the report) and a sweep hands it to every worker, so a password there would be
-    everywhere; MLflow's client takes it from the environment instead."""
-    if uri.startswith(("http://", "https://")) and urlsplit(uri).password is not None:
+# Query parameters that carry a secret (psycopg2's and libpq's password=, MySQL's passwd=, a token=)
+_SECRET_KEYS = ("pass", "pwd", "secret", "token")
+
+
+def redact(uri: str) -> str:
+    """``uri`` with the password of its user (``postgresql://cctk:***@host/db``) and the value of every
+    query parameter that holds one (``?password=***``) replaced: the one form in which cctk writes or
+    prints a URI (tags, run_info.json, reports, lines, command lines). The rest is kept as written."""
+    parts = urlsplit(uri)
+    shown = uri  # spliced, not rebuilt: urlunsplit would drop the empty host of sqlite:///path
+    if parts.password is not None:
+        user, _, host = parts.netloc.rpartition("@")
+        shown = shown.replace(f"//{parts.netloc}", f"//{user.split(':', 1)[0]}:***@{host}", 1)
+    query = "&".join(
+        f"{piece.split('=', 1)[0]}=***" if "=" in piece and _secret_key(piece.split("=", 1)[0]) else piece
+        for piece in parts.query.split("&")
+    )
+    if query != parts.query:
+        head, _, tail = shown.partition("?")
+        shown = f"{head}?{tail.replace(parts.query, query, 1)}"
+    return shown
+
+
+def _secret_key(key: str) -> bool:
+    return any(word in unquote(key).lower() for word in _SECRET_KEYS)
+
+
+def has_password(uri: str) -> bool:
+    """Whether ``uri`` holds a password (in its user part or its query), as ``redact`` finds it."""
+    return redact(uri) != uri
+
+
+def password_problem(password: str) -> str | None:
+    """Why MLflow's basic-auth app would refuse ``password`` for an account (its own rule, in its words), or None."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.utils.validation import _validate_password  # the rule create_user applies
+
+    try:
+        _validate_password(password)
+    except MlflowException as error:
+        return error.message
+    return None
+
+
+def _no_server_password(uri: str) -> str:
+    """``uri`` as it is, unless it is a tracking server's and carries a password (``http://alice:secret@host``,
+    ``?password=``): MLflow's client takes the account from the environment (or ~/.mlflow/credentials), and a
+    sweep hands the URI to every worker. A database's URI may hold its password: its client needs it, and
+    cctk shows it only redacted."""
+    if uri.startswith(ON_SERVER) and has_password(uri):
         raise CctkError(
-            "the tracking URI carries a password: give the server's address alone and the account in "
+            f"the tracking URI {redact(uri)} carries a password: give the server's address alone and the account in "
             "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (MLflow's client reads them)"
         )
     return uri
@@ -229,7 +324,6 @@ def check_reachable(config: TrackingConfig, timeout: float = 5.0) -> None:
 
 # -- who may do what on a shared server: refusals and outages as one line ------------------------------------
 
-ON_SERVER = ("http://", "https://")
 # What a client call needs on the experiment it touches, in MLflow's basic-auth levels (READ < EDIT < MANAGE).
 _READS = ("get_", "search_", "list_", "download_")
 _MANAGES = ("delete_", "restore_")
@@ -238,9 +332,49 @@ _DOING = {"READ": "read", "EDIT": "write to", "MANAGE": "delete runs of"}
 _BY_EXPERIMENT = {"create_run", "get_experiment", "set_experiment_tag", "delete_experiment", "search_runs"}
 
 
+CREDENTIALS = "~/.mlflow/credentials"  # MLflow's own file of a login (its [mlflow] section)
+
+
+@dataclass(frozen=True)
+class Login:
+    """Who this process is to a tracking server, her password, and where the password was found (the line of
+    a refused login names it)."""
+
+    user: str | None
+    password: str | None
+    source: str  # "MLFLOW_TRACKING_PASSWORD", "~/.mlflow/credentials", or "no password"
+
+
+def login() -> Login:
+    """The login MLflow's client sends, read as it reads it (``mlflow.utils.credentials.read_mlflow_creds``):
+    each of ``MLFLOW_TRACKING_USERNAME`` and ``MLFLOW_TRACKING_PASSWORD``, else the file's
+    ``mlflow_tracking_username`` and ``mlflow_tracking_password``. A file it cannot read is one line naming it
+    (MLflow's client would fail every request with a traceback)."""
+    import configparser
+
+    from mlflow.utils.credentials import read_mlflow_creds
+
+    try:
+        found = read_mlflow_creds()
+    except (configparser.Error, UnicodeDecodeError) as error:
+        first = " ".join(str(error).split())[:200]
+        raise CctkError(
+            f"{Path(CREDENTIALS).expanduser()}: MLflow cannot read it as its credentials file ({first}); it holds "
+            "a section [mlflow] with mlflow_tracking_username = ... and mlflow_tracking_password = ..."
+        ) from None
+    source = (
+        "MLFLOW_TRACKING_PASSWORD"
+        if os.environ.get("MLFLOW_TRACKING_PASSWORD")
+        else CREDENTIALS
+        if found.password
+        else "no password"
+    )
+    return Login(found.username or None, found.password or None, source)
+
+
 def user() -> str | None:
-    """Who this process is to a tracking server: ``MLFLOW_TRACKING_USERNAME``, which MLflow's client sends."""
-    return os.environ.get("MLFLOW_TRACKING_USERNAME") or None
+    """Who this process is to a tracking server, as MLflow's client says it (``login``)."""
+    return login().user
 
 
 def experiment_name() -> str:
@@ -288,17 +422,17 @@ def outage(error: BaseException) -> str | None:
 
 def refusal(status: int, uri: str, method: str, experiment: str | None) -> Refused:
     """The one line of a 401 or 403: who, which experiment, what permission is missing and who grants it."""
-    who = user()
+    account = login()
+    who = account.user
     if status == 401:
         if who is None:
             return Refused(
                 f"the tracking server at {uri} asks who you are (401): set MLFLOW_TRACKING_USERNAME and "
-                "MLFLOW_TRACKING_PASSWORD to your account on it (its admin makes one: cctk server users add)"
+                f"MLFLOW_TRACKING_PASSWORD (or {CREDENTIALS}) to your account on it (its admin makes one: "
+                "cctk server users add)"
             )
-        return Refused(
-            f"the tracking server at {uri} does not accept user {who!r} (401): no such user, or "
-            "MLFLOW_TRACKING_PASSWORD is not hers"
-        )
+        given = "no password was given" if account.password is None else f"the password in {account.source} is not hers"
+        return Refused(f"the tracking server at {uri} does not accept user {who!r} (401): no such user, or {given}")
     if method == "create_experiment":
         return Refused(f"user {who!r} may not create experiments on {uri} (403): ask its admin for one")
     level = needs(method)
@@ -374,16 +508,17 @@ def check_access(store: Store, writes: bool) -> None:
     of training). A server without MLflow's basic-auth app lets anyone write: nothing more is asked."""
     if not store.uri.startswith(ON_SERVER):
         return
+    who = login().user  # first: a credentials file MLflow cannot read fails here in one line
     name = experiment_name()
     found = store.client.get_experiment_by_name(name)  # a login the server refuses: Refused, one line
-    if not writes or found is None or user() is None:
+    if not writes or found is None or who is None:
         return  # a new experiment is its creator's (MANAGE): any user may create one
     have = store.permission(found.experiment_id)
     if have is not None and have not in ("EDIT", "MANAGE"):
         raise Refused(
-            f"user {user()!r} has {have} on experiment {name!r} on {store.uri}: a run needs EDIT there; "
-            f"the server's admin grants it (cctk server users grant {user()} {name} EDIT), or write to an "
-            f"experiment of your own (MLFLOW_EXPERIMENT_NAME={user()})"
+            f"user {who!r} has {have} on experiment {name!r} on {store.uri}: a run needs EDIT there; "
+            f"the server's admin grants it (cctk server users grant {who} {name} EDIT), or write to an "
+            f"experiment of your own (MLFLOW_EXPERIMENT_NAME={who})"
         )
 
 
@@ -604,8 +739,8 @@ class Store:
 
     def __init__(self, config: TrackingConfig):
         self.config = config
-        self.uri = config.tracking_uri
-        self.client = Guarded(_open_client(self.uri), self.uri)
+        self.uri = config.shown  # what runs record and lines say: a database's password is its client's alone
+        self.client = Guarded(_open_client(config.tracking_uri), self.uri)
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bar per downloaded file
         # nor MLflow's two lines per ended run on a server, whose links open the GenAI view: cctk prints its own
         os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
@@ -994,9 +1129,9 @@ def server_state(uri: str) -> ServerState:
     except CctkError:
         return ServerState(uri, False)
     seconds = time.monotonic() - started
-    auth = _answer(uri + "/api/2.0/mlflow/experiments/search?max_results=1", login=False) == 401
+    auth = _answer(uri + "/api/2.0/mlflow/experiments/search?max_results=1", signed=False) == 401
     metrics = {200: "on", 401: "on (its admin reads them)", 403: "on (its admin reads them)"}.get(
-        _answer(uri + "/metrics", login=True) or 0, "off"
+        _answer(uri + "/metrics", signed=True) or 0, "off"
     )
     store = Store(TrackingConfig("status", uri))
     ids = [e.experiment_id for e in store.client.search_experiments(max_results=1000)]
@@ -1007,13 +1142,14 @@ def server_state(uri: str) -> ServerState:
     return ServerState(uri, True, seconds, auth, metrics, len(ids), runs)
 
 
-def _answer(url: str, login: bool) -> int | None:
-    """The HTTP status ``url`` answers with, anonymously or with the environment's login."""
+def _answer(url: str, signed: bool) -> int | None:
+    """The HTTP status ``url`` answers with, anonymously or ``signed`` with this process's login."""
     import base64
 
     request = urllib.request.Request(url)
-    if login and user() and os.environ.get("MLFLOW_TRACKING_PASSWORD"):
-        token = base64.b64encode(f"{user()}:{os.environ['MLFLOW_TRACKING_PASSWORD']}".encode()).decode()
+    account = login() if signed else None
+    if account is not None and account.user and account.password:
+        token = base64.b64encode(f"{account.user}:{account.password}".encode()).decode()
         request.add_header("Authorization", f"Basic {token}")
     try:
         with urllib.request.urlopen(request, timeout=10) as reply:
