@@ -2,9 +2,9 @@
 
 ``cctk server`` starts ``mlflow server`` from a configuration's ``[server]`` table (``cctk.store.server``
 builds its command line, which holds no secret, and its environment, which carries them); ``cctk server
-status`` says whether a server answers and what it holds; ``cctk server users add|list|grant`` manage its
-accounts (MLflow's basic-auth app), as its admin. ``cctk ui`` opens the MLflow UI on a store that exists (at
-a run, given one) and prints its link once it answers.
+status`` says whether a server answers and what it holds; ``cctk server users
+add|remove|password|grant|revoke|list`` manage its accounts (MLflow's basic-auth app), as its admin. ``cctk
+ui`` opens the MLflow UI on a store that exists (at a run, given one) and prints its link once it answers.
 """
 
 from __future__ import annotations
@@ -127,24 +127,33 @@ TRACKING = click.option(
 )
 
 
-@users.command("add")
-@click.argument("name")
-@click.option(
+PASSWORD_ENV = click.option(
     "--password-env",
     default=None,
     metavar="VAR",
-    help="Take the new user's password from this environment variable (default: asked for, hidden). Never "
-    "an argument: the process list shows arguments to every user of the host.",
+    help="Take the password from this environment variable (default: asked for, hidden). Never an argument: the "
+    "process list shows arguments to every user of the host.",
 )
-@TRACKING
-def users_add(name: str, password_env: str | None, tracking: str) -> None:
-    """Add user NAME (a researcher or a viewer: what she may do is granted per experiment)."""
+
+
+def _new_password(name: str, password_env: str | None) -> str:
+    """A user's new password: from ``password_env``, else asked for twice, hidden."""
     if password_env:
         password = os.environ.get(password_env)
         if not password:
             raise CctkError(f"--password-env {password_env}: the variable is not set")
-    else:
-        password = click.prompt(f"password for {name}", hide_input=True, confirmation_prompt=True)
+        return password
+    typed: str = click.prompt(f"password for {name}", hide_input=True, confirmation_prompt=True)
+    return typed
+
+
+@users.command("add")
+@click.argument("name")
+@PASSWORD_ENV
+@TRACKING
+def users_add(name: str, password_env: str | None, tracking: str) -> None:
+    """Add user NAME (a researcher or a viewer: what she may do is granted per experiment)."""
+    password = _new_password(name, password_env)
     accounts = _accounts(tracking)
     accounts.add(name, password)
     click.echo(
@@ -153,17 +162,64 @@ def users_add(name: str, password_env: str | None, tracking: str) -> None:
     )
 
 
+@users.command("remove")
+@click.argument("name")
+@TRACKING
+def users_remove(name: str, tracking: str) -> None:
+    """Remove user NAME: her login and her grants go; the runs she wrote stay."""
+    accounts = _accounts(tracking)
+    accounts.remove(name)
+    click.echo(f"user {name!r} removed from {accounts.store.uri} with her grants; the runs she wrote stay")
+
+
+@users.command("password")
+@click.argument("name")
+@PASSWORD_ENV
+@TRACKING
+def users_password(name: str, password_env: str | None, tracking: str) -> None:
+    """Set user NAME's password: the admin sets anyone's; a user changes her own (her current one is her login's,
+    MLFLOW_TRACKING_PASSWORD or ~/.mlflow/credentials)."""
+    password = _new_password(name, password_env)
+    accounts = _accounts(tracking)
+    accounts.password(name, password)
+    click.echo(f"the password of user {name!r} on {accounts.store.uri} is changed")
+
+
 @users.command("grant")
 @click.argument("name")
 @click.argument("experiment")
 @click.argument("permission", type=click.Choice(PERMISSIONS))
+@click.option(
+    "--shared",
+    is_flag=True,
+    help="Grant on an experiment another user holds MANAGE on (made it), knowing that user keeps it.",
+)
 @TRACKING
-def users_grant(name: str, experiment: str, permission: str, tracking: str) -> None:
+def users_grant(name: str, experiment: str, permission: str, shared: bool, tracking: str) -> None:
     """Give user NAME PERMISSION on EXPERIMENT (created if new): READ reads it, EDIT also writes runs to it,
-    MANAGE also deletes them and grants others."""
+    MANAGE also deletes them and grants others. An experiment another user made (MANAGE) is refused unless
+    --shared."""
     accounts = _accounts(tracking)
-    experiment_id = accounts.grant(name, experiment, permission)
-    click.echo(f"{name!r} has {permission} on experiment {experiment!r} (id {experiment_id}) of {accounts.store.uri}")
+    granted = accounts.grant(name, experiment, permission, shared)
+    others = ", ".join(f"{who} ({level})" for who, level in granted.others)
+    click.echo(
+        f"{name!r} has {permission} on experiment {experiment!r} (id {granted.experiment_id}) of {accounts.store.uri}"
+        + (f"; also granted there: {others}" if others else "")
+    )
+
+
+@users.command("revoke")
+@click.argument("name")
+@click.argument("experiment")
+@TRACKING
+def users_revoke(name: str, experiment: str, tracking: str) -> None:
+    """Take user NAME's grant on EXPERIMENT away: the default permission holds there again."""
+    accounts = _accounts(tracking)
+    experiment_id = accounts.revoke(name, experiment)
+    click.echo(
+        f"{name!r} has no grant on experiment {experiment!r} (id {experiment_id}) of {accounts.store.uri} any more: "
+        "the default permission holds there"
+    )
 
 
 @users.command("list")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import re
 import time
@@ -403,7 +404,8 @@ def http_status(error: BaseException) -> int | None:
 
 def outage(error: BaseException) -> str | None:
     """Why no answer came, where ``error`` (or what it wraps) is a connection refused or dropped, a timeout,
-    or a server still answering 5xx after MLflow's retries; None otherwise."""
+    or a server still answering 5xx after MLflow's retries; None otherwise. The words end with the retry
+    budget the client spent (``retry_budget``)."""
     import requests
 
     seen: BaseException | None = error
@@ -412,12 +414,31 @@ def outage(error: BaseException) -> str | None:
             text = str(seen)
             codes = re.search(r"too many (\d+) error responses", text)
             if codes:
-                return f"it answered {codes.group(1)} past the client's retries"
-            return "the connection was refused" if "refused" in text.lower() else "the connection was dropped"
+                return f"it answered {codes.group(1)}, past {retry_budget()}"
+            what = "the connection was refused" if "refused" in text.lower() else "the connection was dropped"
+            return f"{what}, past {retry_budget()}"
         if isinstance(seen, requests.exceptions.Timeout | requests.exceptions.ChunkedEncodingError):
-            return "it stopped answering mid-request"
+            return f"it stopped answering mid-request, past {retry_budget()}"
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+# urllib3's longest wait between two tries (Retry.DEFAULT_BACKOFF_MAX), which MLflow's retries keep
+BACKOFF_MAX = 120.0
+
+
+def retry_budget() -> str:
+    """The retries MLflow's client makes before it gives a call up, as its variables set them: each waits
+    ``factor * 2 ** (k - 1)`` seconds (the first none; at most 2 minutes), so the defaults (7 retries, factor
+    2) ride out about 4 minutes of a server that refuses or 503s; a longer restart needs more."""
+    from mlflow.environment_variables import MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR, MLFLOW_HTTP_REQUEST_MAX_RETRIES
+
+    retries, factor = MLFLOW_HTTP_REQUEST_MAX_RETRIES.get(), MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR.get()
+    seconds = sum(min(BACKOFF_MAX, factor * 2 ** (k - 1)) for k in range(2, retries + 1))
+    return (
+        f"the client's {retries} retr{'y' if retries == 1 else 'ies'} ({seconds:.0f} s of back-off; "
+        "MLFLOW_HTTP_REQUEST_MAX_RETRIES and MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR set them)"
+    )
 
 
 def refusal(status: int, uri: str, method: str, experiment: str | None) -> Refused:
@@ -525,18 +546,44 @@ def check_access(store: Store, writes: bool) -> None:
 def _left_running(run: LiveRun, gone: Unreachable) -> Unreachable:
     """``gone`` once ``run`` is ended FAILED (the server answers again), or naming ``run`` among the runs
     left RUNNING. One try, no retries: MLflow's client already waited minutes for the call that failed."""
+    with no_retries():
+        try:
+            run.failed(gone)
+            return gone
+        except Unreachable:
+            return Unreachable(gone.why, (*gone.left_running, run.run_id))
+
+
+@contextmanager
+def no_retries() -> Iterator[None]:
+    """MLflow's client tries each request once in the block: after an outage, what is left to say to the
+    server (ending the runs, the system metrics' last values) gets one try, not the whole budget again."""
     previous = os.environ.get("MLFLOW_HTTP_REQUEST_MAX_RETRIES")
     os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "0"  # read by MLflow's client on every request
     try:
-        run.failed(gone)
-        return gone
-    except Unreachable:
-        return Unreachable(gone.why, (*gone.left_running, run.run_id))
+        yield
     finally:
         if previous is None:
             os.environ.pop("MLFLOW_HTTP_REQUEST_MAX_RETRIES", None)
         else:
             os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = previous
+
+
+def finish_monitor(monitor: SystemMetricsMonitor, gone: bool) -> None:
+    """Stop MLflow's system-metrics monitor. After an outage (``gone``) its last values get one try, and its
+    error about them is not printed: the client spent its retries on the call that failed, and the command's one
+    line says why."""
+    if not gone:
+        monitor.finish()
+        return
+    quiet = logging.getLogger("mlflow.system_metrics")
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)
+    try:
+        with no_retries():
+            monitor.finish()
+    finally:
+        quiet.setLevel(level)
 
 
 @dataclass(frozen=True)
@@ -630,6 +677,9 @@ class LiveRun:
         try:
             from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
+            # it warns of each value it could not log (a server that stops answering is cctk's one line), and
+            # says at its start and end what it does (the run's parameters say it: system metrics on)
+            logging.getLogger("mlflow.system_metrics").setLevel(logging.ERROR)
             monitor = SystemMetricsMonitor(
                 self.run_id, sampling_interval=interval, tracking_uri=self._client.tracking_uri
             )
@@ -1019,6 +1069,17 @@ class Account:
     grants: tuple[tuple[str, str], ...] = ()
 
 
+Rows = list[dict[str, str]]  # the basic-auth app's grants of a user, as it lists them (a method is named list)
+
+
+@dataclass(frozen=True)
+class Grant:
+    """A grant made: the experiment's id, and the other users granted on it (user, permission)."""
+
+    experiment_id: str
+    others: tuple[tuple[str, str], ...] = ()
+
+
 class Accounts:
     """The users of a server and their permissions on experiments, through MLflow's own client of its
     basic-auth app (``AuthServiceClient``), as the admin ``MLFLOW_TRACKING_USERNAME`` names. Only what
@@ -1034,14 +1095,62 @@ class Accounts:
     def add(self, name: str, password: str) -> None:
         self._call(lambda: self._auth.create_user(name, password), f"add user {name!r}")
 
-    def grant(self, name: str, experiment: str, permission: str) -> str:
-        """Give ``name`` ``permission`` on ``experiment`` (created, as the admin's, if it is new); its id."""
+    def remove(self, name: str) -> None:
+        """Delete user ``name`` (her grants go with her; the runs she wrote stay)."""
+        self._call(lambda: self._auth.delete_user(name), f"remove user {name!r}")
+
+    def password(self, name: str, password: str) -> None:
+        """Set ``name``'s password: the admin sets anyone's; a user changing her own gives her current one,
+        which the app asks for (her login's)."""
+        account = login()
+        current = account.password if name == account.user else None
+        self._call(
+            lambda: self._auth.update_user_password(name, password, current_password=current),
+            f"set the password of user {name!r}",
+        )
+
+    def grant(self, name: str, experiment: str, permission: str, shared: bool = False) -> Grant:
+        """Give ``name`` ``permission`` on ``experiment`` (created, as the admin's, if it is new). An experiment
+        another user holds MANAGE on (she made it: MLflow gives its creator MANAGE) is refused unless ``shared``
+        says so: that user could delete the runs written there and grant others, which a grant of EDIT would hide."""
+        found = self.store.client.get_experiment_by_name(experiment)
+        others = () if found is None else tuple(h for h in self.holders(found.experiment_id) if h[0] != name)
+        owners = [who for who, level in others if level == "MANAGE"]
+        if owners and not shared:
+            raise CctkError(
+                f"experiment {experiment!r} on {self.store.uri} exists and user {owners[0]!r} holds MANAGE on it "
+                f"(made it, or was granted it), so could delete {name!r}'s runs there and grant others. Pick another "
+                f"name, revoke that grant first (cctk server users revoke {owners[0]} {experiment}), or share it "
+                "as it is (--shared)"
+            )
         experiment_id = self.store.experiment(experiment)
         self._call(
             lambda: self._auth.grant_user_permission(name, "experiment", experiment_id, permission),
             f"grant {permission} on experiment {experiment!r} to {name!r}",
         )
-        return experiment_id
+        return Grant(experiment_id, others)
+
+    def revoke(self, name: str, experiment: str) -> str:
+        """Take ``name``'s grant on ``experiment`` away (the default permission holds there again); its id."""
+        found = self.store.client.get_experiment_by_name(experiment)
+        if found is None:
+            raise CctkError(f"there is no experiment {experiment!r} on {self.store.uri}")
+        self._call(
+            lambda: self._auth.revoke_user_permission(name, "experiment", found.experiment_id),
+            f"revoke the grant of {name!r} on experiment {experiment!r}",
+        )
+        return str(found.experiment_id)
+
+    def holders(self, experiment_id: str) -> tuple[tuple[str, str], ...]:
+        """(user, permission) of every user but the admins granted on an experiment (its creator: MANAGE)."""
+        from mlflow.server.auth.routes import LIST_USER_PERMISSIONS, LIST_USERS  # imported by _auth_client
+
+        users: list[dict[str, Any]] = self._call(lambda: self._get(LIST_USERS, {})["users"], "list users")
+        found = []
+        for name in sorted(u["username"] for u in users if not u["is_admin"]):
+            rows = self._rows(LIST_USER_PERMISSIONS, name)
+            found += [(name, r["permission"]) for r in rows if r["resource_pattern"] == str(experiment_id)]
+        return tuple(found)
 
     def list(self) -> list[Account]:
         from mlflow.server.auth.routes import LIST_USER_PERMISSIONS, LIST_USERS  # imported by _auth_client
@@ -1053,17 +1162,18 @@ class Accounts:
         ]
 
     def _grants(self, route: str, name: str) -> tuple[tuple[str, str], ...]:
-        rows: list[dict[str, str]] = self._call(
-            lambda: self._get(route, {"username": name})["permissions"], "list the users' grants"
-        )
+        rows = self._rows(route, name)
         names: dict[str, str] = {}  # experiment id (or "*") -> its name
         for row in rows:
-            if row["resource_type"] == "experiment" and row["resource_pattern"] not in names:
+            if row["resource_pattern"] not in names:
                 pattern = row["resource_pattern"]
                 names[pattern] = "*" if pattern == "*" else self.store.client.get_experiment(pattern).name
-        return tuple(
-            sorted((names[r["resource_pattern"]], r["permission"]) for r in rows if r["resource_type"] == "experiment")
-        )
+        return tuple(sorted((names[r["resource_pattern"]], r["permission"]) for r in rows))
+
+    def _rows(self, route: str, name: str) -> Rows:
+        """The grants of user ``name`` on experiments, as the app lists them (resource_pattern, permission)."""
+        rows: Rows = self._call(lambda: self._get(route, {"username": name})["permissions"], "list the users' grants")
+        return [row for row in rows if row["resource_type"] == "experiment"]
 
     def _get(self, route: str, params: dict[str, str]) -> dict[str, Any]:
         from mlflow.utils.credentials import get_default_host_creds
