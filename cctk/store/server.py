@@ -8,9 +8,14 @@ security middleware (``--allowed-hosts``, ``--cors-allowed-origins``) and its Pr
   user of the host), a file or a log: the backend store's URI with its password as
   ``MLFLOW_BACKEND_STORE_URI`` (``mlflow server`` reads it as ``--backend-store-uri``), the auth database's
   password on PostgreSQL as ``PGPASSWORD`` (libpq reads it), the admin's first password as
-  ``MLFLOW_AUTH_ADMIN_PASSWORD``. The auth app's configuration file (``basic_auth.ini``) holds no secret.
-- Off loopback, a server without authentication is refused unless asked for (``--no-auth``), and the host
-  names clients may use are set (``--allowed-hosts``: DNS rebinding protection).
+  ``MLFLOW_AUTH_ADMIN_PASSWORD``. The auth app's configuration file (``basic_auth.ini``) holds no secret; it
+  and Flask's key (one for every worker and restart) are 0600, and what the server writes is its user's alone.
+- Every value of the table is checked, and what the server would find only once started (the database's
+  password, the admin's on a first start) is checked before it starts: each fault one line naming the file
+  and the key.
+- Off loopback, a server without authentication is refused unless asked for (``--no-auth``), the host
+  names clients may use are set (``--allowed-hosts``: DNS rebinding protection), and basic-auth over plain
+  HTTP is said out loud.
 """
 
 from __future__ import annotations
@@ -174,7 +179,7 @@ def _auth(server: dict[str, Any], where_server: str) -> AuthSettings | None:
     _known(table, AUTH_KEYS, where)
     default = config_value(table, "default_permission", str, where, "READ")
     if default not in PERMISSIONS:
-        raise CctkError(f"{where} default_permission = {default!r}; choose one of: {', '.join(PERMISSIONS)}")
+        raise CctkError(f'{where} default_permission = "{default}"; choose one of: {", ".join(PERMISSIONS)}')
     database = _database(table, "database_uri", where, server["backend_store_uri"])
     if server.get("password_env") and not database.startswith(("postgresql", "sqlite")):
         raise CctkError(
@@ -327,8 +332,17 @@ def clients_address(settings: ServerSettings, host: str, port: int) -> str:
     if named.startswith(("http://", "https://")) and not is_loopback(urlsplit(named).hostname or LOOPBACK):
         return named.rstrip("/")
     if host in ("0.0.0.0", "::"):
-        return f"http://{socket.getfqdn()}:{port}"
+        return f"http://{this_machine()}:{port}"
     return f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+
+
+def this_machine() -> str:
+    """This machine's name as other machines may know it: its fully qualified name, unless that is loopback's
+    (``localhost``, as hosts files often make it), then its host name."""
+    for name in (socket.getfqdn(), socket.gethostname()):
+        if name and not is_loopback(name) and not name.startswith("localhost"):
+            return name
+    return socket.gethostname()
 
 
 def _notes(host: str, auth: AuthSettings | None, clients: str) -> tuple[str, ...]:

@@ -6,8 +6,10 @@ top-level ``mlruns_config/``, inside the wheel as ``cctk/store/mlruns_config/``)
 (SQLite store and artifacts under ./mlruns/).
 
 On a shared server (MLflow's basic-auth app), the client is who ``MLFLOW_TRACKING_USERNAME`` and
-``MLFLOW_TRACKING_PASSWORD`` say (MLflow reads them; cctk never takes a password as an argument), and runs go
-to the experiment ``MLFLOW_EXPERIMENT_NAME`` names (``cctk`` when unset). A refusal (401, 403) is one line
+``MLFLOW_TRACKING_PASSWORD`` say, else MLflow's ``~/.mlflow/credentials`` (read as MLflow reads them; cctk never
+takes a password as an argument), and runs go to the experiment ``MLFLOW_EXPERIMENT_NAME`` names (``cctk`` when
+unset). A store's URI is shown (lines, tags, files, command lines) only through ``redact``: a database's password
+reaches its client alone. A refusal (401, 403) is one line
 naming who, which experiment and what permission is missing (``Refused``); a server that stops answering past
 MLflow's own retries is one line too (``Unreachable``), and the runs it leaves open say so.
 """
@@ -427,6 +429,23 @@ def outage(error: BaseException) -> str | None:
 BACKOFF_MAX = 120.0
 
 
+def check_retry_budget() -> None:
+    """The retry budget MLflow's variables set is one its client takes (integers, within its limits: at most 10
+    retries), or one line now; MLflow would refuse every request later, each with a traceback."""
+    from mlflow.environment_variables import MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR, MLFLOW_HTTP_REQUEST_MAX_RETRIES
+    from mlflow.exceptions import MlflowException
+    from mlflow.utils.rest_utils import _validate_backoff_factor, _validate_max_retries  # the client's own checks
+
+    variables = (MLFLOW_HTTP_REQUEST_MAX_RETRIES, MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR)
+    try:
+        _validate_max_retries(MLFLOW_HTTP_REQUEST_MAX_RETRIES.get())
+        _validate_backoff_factor(MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR.get())
+    except (ValueError, MlflowException) as error:
+        given = ", ".join(f"{v.name}={os.environ[v.name]}" for v in variables if v.name in os.environ)
+        why = error.message if isinstance(error, MlflowException) else "not an integer"
+        raise CctkError(f"MLflow's client takes no retry budget of {given}: {why}") from None
+
+
 def retry_budget() -> str:
     """The retries MLflow's client makes before it gives a call up, as its variables set them: each waits
     ``factor * 2 ** (k - 1)`` seconds (the first none; at most 2 minutes), so the defaults (7 retries, factor
@@ -529,6 +548,7 @@ def check_access(store: Store, writes: bool) -> None:
     of training). A server without MLflow's basic-auth app lets anyone write: nothing more is asked."""
     if not store.uri.startswith(ON_SERVER):
         return
+    check_retry_budget()
     who = login().user  # first: a credentials file MLflow cannot read fails here in one line
     name = experiment_name()
     found = store.client.get_experiment_by_name(name)  # a login the server refuses: Refused, one line

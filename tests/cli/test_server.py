@@ -17,6 +17,7 @@ from cctk.store.server import (
     is_loopback,
     launch,
     read_settings,
+    this_machine,
     with_password,
 )
 
@@ -136,7 +137,7 @@ BAD = {
         LAB + 'database_uri = "sqlite:///auth.db?password=pw"\n',
         "[server.auth] database_uri holds a password (sqlite:///auth.db?password=***)",
     ),
-    "unknown permission": (LAB + 'default_permission = "ALL"\n', "default_permission = 'ALL'; choose one of:"),
+    "unknown permission": (LAB + 'default_permission = "ALL"\n', 'default_permission = "ALL"; choose one of:'),
     "auth not a table": (LAB.replace("[server.auth]\n", "auth = 1\n[x]\n"), "[server.auth] is not a table"),
     "no tracking_uri": (LAB.replace('tracking_uri = "http://127.0.0.1:5001"', ""), "tracking_uri is missing"),
 }
@@ -238,9 +239,10 @@ def test_ui_on_a_database_whose_uri_holds_a_password_shows_it_nowhere(monkeypatc
 def test_off_loopback_with_auth_the_admin_hears_of_clear_text_and_clients_get_the_configured_address(folder):
     lab = launch(read_settings("lab"), host="0.0.0.0")
     assert lab.url == "http://127.0.0.1:5001"  # where this machine asks whether it answers
-    assert lab.clients == f"http://{socket.getfqdn()}:5001"  # the configuration names loopback: this machine's name
+    assert lab.clients == f"http://{this_machine()}:5001"  # the configuration names loopback: this machine's name
+    assert this_machine() in (socket.getfqdn(), socket.gethostname())
     (note,) = lab.notes
-    assert note.startswith(f"WARNING: http://{socket.getfqdn()}:5001 is plain HTTP: basic-auth sends every user")
+    assert note.startswith(f"WARNING: http://{this_machine()}:5001 is plain HTTP: basic-auth sends every user")
     assert "reverse proxy that terminates TLS" in note
     (folder / "mlruns_config" / "lab.toml").write_text(LAB.replace("http://127.0.0.1:5001", "http://mlflow.lab:5001"))
     named = launch(read_settings("lab"), host="10.1.2.3")

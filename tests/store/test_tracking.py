@@ -515,6 +515,24 @@ def test_a_server_that_does_not_answer_is_unreachable_in_one_line(monkeypatch):
         store.client.get_experiment_by_name("cctk")
 
 
+def test_the_retry_budget_is_mlflows_variables_and_one_it_refuses_is_one_line(monkeypatch):
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "9")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "2")
+    tracking.check_retry_budget()
+    assert tracking.retry_budget().startswith("the client's 9 retries (484 s of back-off; MLFLOW_HTTP_REQUEST_MAX")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "12")  # before: a traceback at every request
+    with pytest.raises(CctkError) as refused:
+        tracking.check_retry_budget()
+    assert str(refused.value) == (
+        "MLflow's client takes no retry budget of MLFLOW_HTTP_REQUEST_MAX_RETRIES=12, "
+        "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR=2: The configured max_retries value (12) is in excess of the maximum "
+        "allowable retries (10)"
+    )
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "many")
+    with pytest.raises(CctkError, match=r"MLFLOW_HTTP_REQUEST_MAX_RETRIES=many, .*: not an integer"):
+        tracking.check_retry_budget()
+
+
 class _GoneRun:
     """A run whose server stopped answering: every call to end it fails as a real one would."""
 
