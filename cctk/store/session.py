@@ -53,6 +53,7 @@ from ..core.records import (
 )
 from ..manuals import registry as protocols
 from ..manuals.registry import ManualOptions, Protocol, Results
+from .tracking import redact
 
 RUN_INFO = "run_info.json"
 OptionsT = TypeVar("OptionsT", bound=ManualOptions)  # a manual's options
@@ -404,6 +405,9 @@ def _upgrade(data: dict[str, Any], protocol: Protocol[Any, Any, Any, Any, Any]) 
     for key in ("mlflow", "hardware", "software", "headline"):  # written as null by early files
         if data.get(key) is None:
             data.pop(key, None)
+    stored = data.get("mlflow") or {}
+    if stored.get("tracking_uri"):  # written whole before cctk redacted it: a report drawn again shows no password
+        data["mlflow"] = {**stored, "tracking_uri": redact(stored["tracking_uri"])}
     data = protocol.upgrade(data)
     data["training"] = {protocol.renamed.get(key, key): t for key, t in (data.get("training") or {}).items()}
     return data
