@@ -37,6 +37,8 @@ from .tracking import (
     config_file,
     config_names_list,
     config_value,
+    database_error,
+    database_problem,
     has_password,
     password_problem,
     read_config,
@@ -240,7 +242,7 @@ def check_before_start(settings: ServerSettings, auth: AuthSettings | None) -> N
         )
     backend = with_password(settings.backend_store_uri, variable)
     if sqlite_path(backend) is None:
-        problem = _connection_problem(backend)
+        problem = database_problem(backend)
         if problem:
             held = f"the password in {variable}" if variable else "no password (password_env names none)"
             raise CctkError(f"{where} backend_store_uri {redact(backend)}: {problem} (with {held})")
@@ -271,7 +273,8 @@ def _admin_exists(settings: ServerSettings, auth: AuthSettings, where: str) -> b
     if path is not None and not path.is_file():
         return False
     uri = with_password(database, settings.password_env) if database.startswith("postgresql") else database
-    engine = sqlalchemy.create_engine(uri, connect_args=_timeout(uri), poolclass=sqlalchemy.pool.NullPool)
+    timeout = {"connect_timeout": 10} if uri.startswith(("postgresql", "mysql")) else {}  # as database_problem
+    engine = sqlalchemy.create_engine(uri, connect_args=timeout, poolclass=sqlalchemy.pool.NullPool)
     try:
         with engine.connect() as connection:
             if not sqlalchemy.inspect(connection).has_table("users"):
@@ -279,38 +282,9 @@ def _admin_exists(settings: ServerSettings, auth: AuthSettings, where: str) -> b
             query = sqlalchemy.text("SELECT 1 FROM users WHERE username = :name")
             return connection.execute(query, {"name": auth.admin}).first() is not None
     except sqlalchemy.exc.SQLAlchemyError as error:
-        raise CctkError(f"{where} database_uri {redact(database)}: {_one_line(error)}") from None
+        raise CctkError(f"{where} database_uri {redact(database)}: {database_error(error)}") from None
     finally:
         engine.dispose()
-
-
-def _connection_problem(uri: str) -> str | None:
-    """Why a database refuses a connection (its driver's words, one line), or None where it takes one."""
-    import sqlalchemy
-
-    try:
-        engine = sqlalchemy.create_engine(uri, connect_args=_timeout(uri), poolclass=sqlalchemy.pool.NullPool)
-    except (sqlalchemy.exc.ArgumentError, ImportError) as error:  # a malformed URI, a driver not installed
-        return _one_line(error)
-    try:
-        with engine.connect():
-            return None
-    except sqlalchemy.exc.SQLAlchemyError as error:
-        return _one_line(error)
-    finally:
-        engine.dispose()
-
-
-def _timeout(uri: str) -> dict[str, int]:
-    """The driver's connection timeout (libpq's and MySQL's ``connect_timeout``): a host that never answers
-    is said after 10 s, not after the system's TCP timeout."""
-    return {"connect_timeout": 10} if uri.startswith(("postgresql", "mysql")) else {}
-
-
-def _one_line(error: BaseException) -> str:
-    """A database error in one line: the driver's words (SQLAlchemy wraps them with its SQL), no password."""
-    cause = getattr(error, "orig", None) or error
-    return redact(" ".join(str(cause).split()))[:300]
 
 
 def _middleware(settings: ServerSettings, host: str) -> list[str]:

@@ -309,7 +309,13 @@ def missing_store(config: TrackingConfig) -> str | None:
 
 
 def check_reachable(config: TrackingConfig, timeout: float = 5.0) -> None:
-    """A server that does not answer fails here, before any model is loaded."""
+    """A server that does not answer, or a database that refuses the connection, fails here in one line,
+    before any model is loaded (MLflow's client would retry a database for a minute, then a traceback)."""
+    if is_database(config.tracking_uri):
+        problem = database_problem(config.tracking_uri)
+        if problem:
+            raise CctkError(f"cannot reach the tracking store {config.shown}: {problem}")
+        return
     if not config.tracking_uri.startswith(("http://", "https://")):
         return
     url = config.tracking_uri.rstrip("/") + "/health"
@@ -323,6 +329,40 @@ def check_reachable(config: TrackingConfig, timeout: float = 5.0) -> None:
         f"cannot reach the MLflow tracking server at {config.tracking_uri} "
         f"(start it with `cctk server`, or pick another --tracking)"
     )
+
+
+def is_database(uri: str) -> bool:
+    """Whether ``uri`` is a database server's that MLflow opens through SQLAlchemy (PostgreSQL, MySQL, SQL
+    Server); SQLite's is a file."""
+    from mlflow.store.db.db_types import DATABASE_ENGINES, SQLITE
+
+    dialect = uri.split(":", 1)[0].split("+", 1)[0]
+    return "://" in uri and dialect in DATABASE_ENGINES and dialect != SQLITE
+
+
+def database_problem(uri: str) -> str | None:
+    """Why a database refuses a connection (its driver's words, one line, no password), or None where it
+    takes one."""
+    import sqlalchemy
+
+    timeout = {"connect_timeout": 10} if uri.startswith(("postgresql", "mysql")) else {}  # not the TCP timeout
+    try:
+        engine = sqlalchemy.create_engine(uri, connect_args=timeout, poolclass=sqlalchemy.pool.NullPool)
+    except (sqlalchemy.exc.ArgumentError, ImportError) as error:  # a malformed URI, a driver not installed
+        return database_error(error)
+    try:
+        with engine.connect():
+            return None
+    except sqlalchemy.exc.SQLAlchemyError as error:
+        return database_error(error)
+    finally:
+        engine.dispose()
+
+
+def database_error(error: BaseException) -> str:
+    """A database error in one line: the driver's words (SQLAlchemy wraps them with its SQL), no password."""
+    cause = getattr(error, "orig", None) or error
+    return redact(" ".join(str(cause).split()))[:300]
 
 
 # -- who may do what on a shared server: refusals and outages as one line ------------------------------------

@@ -444,6 +444,17 @@ def test_a_database_uri_with_its_password_reaches_its_client_alone(monkeypatch, 
     assert tracking.resolve("db").tracking_uri == uri and tracking.resolve("db").shown == config.shown
 
 
+def test_a_database_that_refuses_the_connection_is_one_line_before_any_work(monkeypatch):
+    """Before: MLflow's client retried it for a minute, then a 230-line traceback."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    with pytest.raises(CctkError) as refused:  # nothing listens on port 9
+        tracking.connect("postgresql+psycopg2://cctk:S3cret@127.0.0.1:9/cctk")
+    line = str(refused.value)
+    assert line.startswith("cannot reach the tracking store postgresql+psycopg2://cctk:***@127.0.0.1:9/cctk: connect")
+    assert "Connection refused" in line and "S3cret" not in line and "\n" not in line
+    assert tracking.is_database("mysql+pymysql://u@h/db") and not tracking.is_database("sqlite:///x.db")
+
+
 def test_a_tracking_configuration_that_cannot_be_read_is_one_line_naming_its_file(tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.chdir(tmp_path)
