@@ -2,9 +2,9 @@
 
 ``cctk server`` starts ``mlflow server`` from a configuration's ``[server]`` table (``cctk.store.server``
 builds its command line, which holds no secret, and its environment, which carries them); ``cctk server
-status`` says whether a server answers and what it holds; ``cctk server users add|list|grant`` manage its
-accounts (MLflow's basic-auth app), as its admin. ``cctk ui`` opens the MLflow UI on a store that exists (at
-a run, given one) and prints its link once it answers.
+status`` says whether a server answers and what it holds; ``cctk server users
+add|remove|password|grant|revoke|list`` manage its accounts (MLflow's basic-auth app), as its admin. ``cctk
+ui`` opens the MLflow UI on a store that exists (at a run, given one) and prints its link once it answers.
 """
 
 from __future__ import annotations
@@ -55,9 +55,11 @@ def server(ctx: click.Context, config_name: str, host: str | None, port: int | N
     asks one how it is, `users` manages its accounts."""
     if ctx.invoked_subcommand is not None:
         return
-    from ..store.server import launch, read_settings
+    from ..store.server import check_before_start, launch, read_settings
 
-    started = launch(read_settings(config_name), host, port, no_auth)
+    settings = read_settings(config_name)
+    check_before_start(settings, None if no_auth else settings.auth)
+    started = launch(settings, host, port, no_auth)
     click.echo("starting: " + " ".join(started.command))  # no secret in it: those are in its environment
     auth = started.settings.auth
     if auth is not None and not no_auth:
@@ -67,11 +69,15 @@ def server(ctx: click.Context, config_name: str, host: str | None, port: int | N
         )
     elif no_auth:
         click.echo("authentication OFF (--no-auth): anyone who reaches the port may read, write and delete runs")
+    for note in started.notes:
+        click.echo(note, err=True)
 
     def ready(seconds: float) -> None:
-        click.echo(f"tracking server at {started.url} answers ({seconds:.0f} s): clients use --tracking {started.url}")
+        answers = f"tracking server at {started.url} answers ({seconds:.0f} s)"
+        click.echo(f"{answers}: clients use --tracking {started.clients}")
 
-    raise SystemExit(launch_process(started.command, started.env, click.echo, started.url, ready))
+    code = launch_process(started.command, started.env, click.echo, started.url, ready, umask=started.umask)
+    raise SystemExit(code)
 
 
 @server.command("status")
@@ -80,9 +86,10 @@ def status(tracking: str) -> None:
     """Whether the server answers, its store, authentication on or off, its metrics, its runs by status."""
     from ..store import tracking as tracking_module
 
-    uri = tracking_module.resolve(tracking).tracking_uri
+    config = tracking_module.resolve(tracking)
+    uri = config.tracking_uri
     if not uri.startswith(("http://", "https://")):
-        raise CctkError(f"{tracking!r} is no server ({uri}): `cctk server status` asks a tracking server")
+        raise CctkError(f"{config.name!r} is no server ({config.shown}): `cctk server status` asks a tracking server")
     state = tracking_module.server_state(uri)
     if not state.answers:
         raise CctkError(f"the tracking server at {uri} does not answer (start it with `cctk server`)")
@@ -100,12 +107,14 @@ def status(tracking: str) -> None:
 def _store_of(tracking: str) -> str:
     """The backend store a configuration names (no password: the file holds none), or where to ask."""
     from ..store.server import read_settings
+    from ..store.tracking import redact
 
     try:
         settings = read_settings(tracking)
     except CctkError:
         return "known to its admin (give --tracking with the configuration's name)"
-    return f"{settings.backend_store_uri}, artifacts {settings.artifacts_destination} ({settings.config}.toml)"
+    store = redact(settings.backend_store_uri)
+    return f"{store}, artifacts {settings.artifacts_destination} ({settings.config}.toml)"
 
 
 @server.group("users")
@@ -114,24 +123,33 @@ def users() -> None:
     MLFLOW_TRACKING_PASSWORD name the admin's account."""
 
 
-@users.command("add")
-@click.argument("name")
-@click.option(
+PASSWORD_ENV = click.option(
     "--password-env",
     default=None,
     metavar="VAR",
-    help="Take the new user's password from this environment variable (default: asked for, hidden). Never "
-    "an argument: the process list shows arguments to every user of the host.",
+    help="Take the password from this environment variable (default: asked for, hidden). Never an argument: the "
+    "process list shows arguments to every user of the host.",
 )
-@SERVER_TRACKING
-def users_add(name: str, password_env: str | None, tracking: str) -> None:
-    """Add user NAME (a researcher or a viewer: what she may do is granted per experiment)."""
+
+
+def _new_password(name: str, password_env: str | None) -> str:
+    """A user's new password: from ``password_env``, else asked for twice, hidden."""
     if password_env:
         password = os.environ.get(password_env)
         if not password:
             raise CctkError(f"--password-env {password_env}: the variable is not set")
-    else:
-        password = click.prompt(f"password for {name}", hide_input=True, confirmation_prompt=True)
+        return password
+    typed: str = click.prompt(f"password for {name}", hide_input=True, confirmation_prompt=True)
+    return typed
+
+
+@users.command("add")
+@click.argument("name")
+@PASSWORD_ENV
+@SERVER_TRACKING
+def users_add(name: str, password_env: str | None, tracking: str) -> None:
+    """Add user NAME (a researcher or a viewer: what she may do is granted per experiment)."""
+    password = _new_password(name, password_env)
     accounts = _accounts(tracking)
     accounts.add(name, password)
     click.echo(
@@ -140,17 +158,64 @@ def users_add(name: str, password_env: str | None, tracking: str) -> None:
     )
 
 
+@users.command("remove")
+@click.argument("name")
+@SERVER_TRACKING
+def users_remove(name: str, tracking: str) -> None:
+    """Remove user NAME: her login and her grants go; the runs she wrote stay."""
+    accounts = _accounts(tracking)
+    accounts.remove(name)
+    click.echo(f"user {name!r} removed from {accounts.store.uri} with her grants; the runs she wrote stay")
+
+
+@users.command("password")
+@click.argument("name")
+@PASSWORD_ENV
+@SERVER_TRACKING
+def users_password(name: str, password_env: str | None, tracking: str) -> None:
+    """Set user NAME's password: the admin sets anyone's; a user changes her own (her current one is her login's,
+    MLFLOW_TRACKING_PASSWORD or ~/.mlflow/credentials)."""
+    password = _new_password(name, password_env)
+    accounts = _accounts(tracking)
+    accounts.password(name, password)
+    click.echo(f"the password of user {name!r} on {accounts.store.uri} is changed")
+
+
 @users.command("grant")
 @click.argument("name")
 @click.argument("experiment")
 @click.argument("permission", type=click.Choice(PERMISSIONS))
+@click.option(
+    "--shared",
+    is_flag=True,
+    help="Grant on an experiment another user holds MANAGE on (made it), knowing that user keeps it.",
+)
 @SERVER_TRACKING
-def users_grant(name: str, experiment: str, permission: str, tracking: str) -> None:
+def users_grant(name: str, experiment: str, permission: str, shared: bool, tracking: str) -> None:
     """Give user NAME PERMISSION on EXPERIMENT (created if new): READ reads it, EDIT also writes runs to it,
-    MANAGE also deletes them and grants others."""
+    MANAGE also deletes them and grants others. An experiment another user made (MANAGE) is refused unless
+    --shared."""
     accounts = _accounts(tracking)
-    experiment_id = accounts.grant(name, experiment, permission)
-    click.echo(f"{name!r} has {permission} on experiment {experiment!r} (id {experiment_id}) of {accounts.store.uri}")
+    granted = accounts.grant(name, experiment, permission, shared)
+    others = ", ".join(f"{who} ({level})" for who, level in granted.others)
+    click.echo(
+        f"{name!r} has {permission} on experiment {experiment!r} (id {granted.experiment_id}) of {accounts.store.uri}"
+        + (f"; also granted there: {others}" if others else "")
+    )
+
+
+@users.command("revoke")
+@click.argument("name")
+@click.argument("experiment")
+@SERVER_TRACKING
+def users_revoke(name: str, experiment: str, tracking: str) -> None:
+    """Take user NAME's grant on EXPERIMENT away: the default permission holds there again."""
+    accounts = _accounts(tracking)
+    experiment_id = accounts.revoke(name, experiment)
+    click.echo(
+        f"{name!r} has no grant on experiment {experiment!r} (id {experiment_id}) of {accounts.store.uri} any more: "
+        "the default permission holds there"
+    )
 
 
 @users.command("list")
@@ -189,13 +254,13 @@ def ui(run: str | None, tracking: str | None, former: str | None, port: int) -> 
             "that holds mlruns/, or give --tracking NAME|URI"
         )
     link = _link(config, run, f"http://{LOOPBACK}:{port}")
-    click.echo(f"starting the MLflow UI on {config.tracking_uri} (Ctrl-C to stop) ...")
+    click.echo(f"starting the MLflow UI on {config.shown} (Ctrl-C to stop) ...")
 
     def ready(seconds: float) -> None:
         click.echo(f"MLflow UI at http://{LOOPBACK}:{port} answers ({seconds:.0f} s); cctk's runs: {link}")
 
-    command = ui_command(config, port)
-    raise SystemExit(launch_process(command, UI_ENV, click.echo, f"http://{LOOPBACK}:{port}", ready))
+    command, env = ui_command(config, port)
+    raise SystemExit(launch_process(command, env, click.echo, f"http://{LOOPBACK}:{port}", ready))
 
 
 def _link(config: TrackingConfig, run: str | None, base: str | None = None) -> str:
@@ -218,14 +283,15 @@ def _link(config: TrackingConfig, run: str | None, base: str | None = None) -> s
 UI_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 
 
-def ui_command(config: TrackingConfig, port: int = 5000) -> list[str]:
+def ui_command(config: TrackingConfig, port: int = 5000) -> tuple[list[str], dict[str, str]]:
     """``mlflow ui`` on an embedded store that exists, on loopback, one worker (MLflow's default is four, for a
-    UI one person reads)."""
+    UI one person reads): its command line and what its environment adds. The store's URI goes in the
+    environment (``MLFLOW_BACKEND_STORE_URI``, which ``mlflow ui`` reads as ``--backend-store-uri``): a
+    database's may hold its password, and ``ps`` shows every command line to every user of the host."""
     command = [sys.executable, "-m", "mlflow", "ui", "--host", LOOPBACK, "--port", str(port), "--workers", "1"]
-    command += ["--backend-store-uri", config.tracking_uri]
     if config.artifact_location:
         command += ["--default-artifact-root", Path(config.artifact_location).resolve().as_uri()]
-    return command
+    return command, {**UI_ENV, "MLFLOW_BACKEND_STORE_URI": config.tracking_uri}
 
 
 def launch_process(
@@ -235,13 +301,14 @@ def launch_process(
     ready_url: str | None = None,
     on_ready: Callable[[float], None] | None = None,
     grace: float = 10.0,
+    umask: int = -1,
 ) -> int:
-    """Run ``command`` (its environment added ``env``) in a process group of its own until it exits; once
-    ``ready_url`` answers, ``on_ready(seconds)``. Ctrl-C or SIGTERM to cctk goes to the whole group
-    (MLflow's server, uvicorn and their workers) and cctk waits for it, so nothing it started outlives it
-    (what is still there after ``grace`` seconds is killed)."""
+    """Run ``command`` (its environment added ``env``, its file mode mask ``umask`` where given) in a process
+    group of its own until it exits; once ``ready_url`` answers, ``on_ready(seconds)``. Ctrl-C or SIGTERM to
+    cctk goes to the whole group (MLflow's server, uvicorn and their workers) and cctk waits for it, so
+    nothing it started outlives it (what is still there after ``grace`` seconds is killed)."""
     started = time.monotonic()
-    child = subprocess.Popen(command, env={**os.environ, **env}, start_new_session=True)
+    child = subprocess.Popen(command, env={**os.environ, **env}, start_new_session=True, umask=umask)
 
     def forward(signum: int, frame: FrameType | None) -> None:
         _signal_group(child.pid, signum)

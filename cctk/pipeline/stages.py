@@ -278,6 +278,7 @@ def _stages(context: RunContext, done: Done, echo: Echo, system_metrics: bool, p
     """Draw, measure and train, compute the tables, write the outputs; returns the manual's results.
     ``peak``: measure the device's GEMM peak first (the compute limit; a resume reports no cost)."""
     monitor = None  # MLflow's system-metrics monitor of the parent run, if any
+    gone = False  # the tracking server stopped answering
     try:
         draws = context.manual.draw(context.config)
         gflops = compute.peak_gflops(str(context.device), context.config.recipe.precision) if peak else None
@@ -295,9 +296,12 @@ def _stages(context: RunContext, done: Done, echo: Echo, system_metrics: bool, p
         shutil.rmtree(context.layout.checkpoints, ignore_errors=True)  # only a resume needs them
         _finish(context, results, tables, echo, resumed=bool(done.run_ids))
         return results
+    except tracking.Unreachable:
+        gone = True
+        raise
     finally:
         if monitor is not None:
-            monitor.finish()
+            tracking.finish_monitor(monitor, gone)
 
 
 def _set_up(

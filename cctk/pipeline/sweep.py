@@ -143,8 +143,10 @@ def absolute_store(store: tracking.Store) -> str:
 
     SQLite takes one writer at a time; a second writer waits up to ``timeout`` seconds for the lock
     (Python's default is 5 s, too short for cells that log at once), so concurrent cells all complete.
+    A database's password stays in it: the cells connect with it (a Ray worker through its environment),
+    and every line that names the store shows it redacted (``tracking.redact``).
     """
-    uri = store.uri
+    uri = store.config.tracking_uri
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
         uri = "sqlite:///" + str(Path(uri.removeprefix("sqlite:///")).resolve())
     if uri.startswith("sqlite:") and "timeout=" not in uri:
@@ -397,7 +399,7 @@ def execute(
     finally:
         if opened is not None:  # the cells' processes are gone now: what they left RUNNING is ended
             settle(store, opened, ends)
-    where = f" --tracking {sweep.tracking_uri}" if sweep.out is None else ""  # a cluster's: the server
+    where = f" --tracking {tracking.redact(sweep.tracking_uri)}" if sweep.out is None else ""  # a cluster's server
     echo(f"sweep {sweep.run_id} finished; compare it with: cctk compare --sweep {sweep.run_id}{where} --out DIR")
     return {**{k: r.run_id for k, r in started.items() if r.status == "FINISHED"}, **finished_ids(ends)}
 
@@ -440,7 +442,7 @@ def _say_plan(sweep: Sweep, store: tracking.Store, echo: Echo) -> None:
         experiment = store.get(sweep.run_id).experiment_id if sweep.run_id else "?"
         where = (
             f"(ray cluster at {sweep.address}), results in MLflow experiment {tracking.EXPERIMENT} "
-            f"(id {experiment}) at {sweep.tracking_uri}"
+            f"(id {experiment}) at {tracking.redact(sweep.tracking_uri)}"
         )
     else:
         where = f"({sweep.executor}), outputs in {sweep.out}"
@@ -607,11 +609,11 @@ def check_cluster_store(uri: str) -> None:
     its credentials from its own environment: MLFLOW_TRACKING_USERNAME, MLFLOW_TRACKING_PASSWORD)."""
     if not uri.startswith(("http://", "https://")):
         raise CctkError(
-            f"--address runs the cells on other machines, which cannot reach the local store {uri}: use a "
-            "tracking server (start one with `cctk server`, then --tracking server, or a configuration with a "
+            f"--address runs the cells on other machines, which cannot reach the local store {tracking.redact(uri)}: "
+            "use a tracking server (start one with `cctk server`, then --tracking server, or a configuration with a "
             "[server] table)"
         )
-    if urlsplit(uri).password is not None:
+    if tracking.has_password(uri):
         raise CctkError(
             "the tracking URI carries a password: give it to every machine in MLFLOW_TRACKING_USERNAME and "
             "MLFLOW_TRACKING_PASSWORD instead (the URI is handed to the cells and recorded)"

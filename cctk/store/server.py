@@ -8,14 +8,20 @@ security middleware (``--allowed-hosts``, ``--cors-allowed-origins``) and its Pr
   user of the host), a file or a log: the backend store's URI with its password as
   ``MLFLOW_BACKEND_STORE_URI`` (``mlflow server`` reads it as ``--backend-store-uri``), the auth database's
   password on PostgreSQL as ``PGPASSWORD`` (libpq reads it), the admin's first password as
-  ``MLFLOW_AUTH_ADMIN_PASSWORD``. The auth app's configuration file (``basic_auth.ini``) holds no secret.
-- Off loopback, a server without authentication is refused unless asked for (``--no-auth``), and the host
-  names clients may use are set (``--allowed-hosts``: DNS rebinding protection).
+  ``MLFLOW_AUTH_ADMIN_PASSWORD``. The auth app's configuration file (``basic_auth.ini``) holds no secret; it
+  and Flask's key (one for every worker and restart) are 0600, and what the server writes is its user's alone.
+- Every value of the table is checked, and what the server would find only once started (the database's
+  password, the admin's on a first start) is checked before it starts: each fault one line naming the file
+  and the key.
+- Off loopback, a server without authentication is refused unless asked for (``--no-auth``), the host
+  names clients may use are set (``--allowed-hosts``: DNS rebinding protection), and basic-auth over plain
+  HTTP is said out loud.
 """
 
 from __future__ import annotations
 
 import configparser
+import io
 import ipaddress
 import os
 import secrets
@@ -27,7 +33,18 @@ from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from ..core.errors import CctkError
-from .tracking import read_config
+from .tracking import (
+    config_file,
+    config_names_list,
+    config_value,
+    database_error,
+    database_problem,
+    has_password,
+    password_problem,
+    read_config,
+    redact,
+    sqlite_path,
+)
 
 LOOPBACK = "127.0.0.1"
 # MLflow's basic-auth levels a user may hold on an experiment, weakest first (DENY and USE left out: cctk's
@@ -79,6 +96,8 @@ class ServerSettings:
     cors_allowed_origins: tuple[str, ...] = ()
     metrics: Path | None = None  # Prometheus' folder: /metrics served (to the admin, under auth)
     workers: int = 1
+    tracking_uri: str | None = None  # the configuration's: the address its clients use
+    file: str = ""  # the configuration's file, for the lines that name a key of it
 
 
 @dataclass(frozen=True)
@@ -88,65 +107,93 @@ class Launch:
 
     command: list[str]
     env: dict[str, str]
-    url: str
+    url: str  # where this machine reaches it (loopback where it is bound to every address)
     settings: ServerSettings
+    clients: str = ""  # where clients reach it (the configuration's tracking_uri, or this machine's name)
+    notes: tuple[str, ...] = ()  # what the admin must read before it opens (plain HTTP off loopback)
+    umask: int = 0o077  # every file the server writes (artifacts, metrics, a SQLite store) is its user's alone
 
 
 def read_settings(config_name: str) -> ServerSettings:
-    """The ``[server]`` table of a configuration, checked: an unknown key or a bad value is one line."""
+    """The ``[server]`` table of a configuration, checked before anything starts: a missing key, a value of
+    the wrong kind, an unknown key or a password in a URI is one line naming the key and the file."""
     raw = read_config(config_name)
     table = raw.get("server")
     if table is None:
         raise CctkError(
             f"tracking configuration {config_name!r} has no [server] table; use `cctk ui` for the embedded store"
         )
-    _known(table, SERVER_KEYS, f"[server] of {config_name!r}")
-    if urlsplit(table["backend_store_uri"]).password:
-        raise CctkError(f"[server] of {config_name!r}: backend_store_uri holds a password; name it in password_env")
-    auth = _auth(table.get("auth"), table, config_name)
-    metrics = table.get("metrics")
+    where = f"{config_file(config_name)}: [server]"
+    if not isinstance(table, dict):
+        raise CctkError(f"{where} is not a table")
+    _known(table, SERVER_KEYS, where)
+    metrics = config_value(table, "metrics", str, where, "")
+    clients = raw.get("tracking_uri")
     return ServerSettings(
         config=config_name,
-        host=table.get("host", LOOPBACK),
-        port=int(table.get("port", 5000)),
-        backend_store_uri=table["backend_store_uri"],
-        artifacts_destination=Path(table["artifacts_destination"]).resolve(),
-        password_env=table.get("password_env"),
-        auth=auth,
-        allowed_hosts=tuple(table.get("allowed_hosts", ())),
-        cors_allowed_origins=tuple(table.get("cors_allowed_origins", ())),
+        host=config_value(table, "host", str, where, LOOPBACK),
+        port=_bounded(table, "port", where, 5000, 1, 65535),
+        backend_store_uri=_database(table, "backend_store_uri", where, None),
+        artifacts_destination=Path(config_value(table, "artifacts_destination", str, where)).resolve(),
+        password_env=config_value(table, "password_env", str, where, "") or None,
+        auth=_auth(table, where),
+        allowed_hosts=config_names_list(table, "allowed_hosts", where),
+        cors_allowed_origins=config_names_list(table, "cors_allowed_origins", where),
         metrics=Path(metrics).resolve() if metrics else None,
-        workers=int(table.get("workers", 1)),
+        workers=_bounded(table, "workers", where, 1, 1, 64),
+        tracking_uri=clients if isinstance(clients, str) else None,
+        file=str(config_file(config_name)),
     )
 
 
 def _known(table: dict[str, Any], keys: set[str], where: str) -> None:
     unknown = sorted(set(table) - keys)
     if unknown:
-        raise CctkError(f"{where}: unknown key {unknown[0]!r}; known: {', '.join(sorted(keys))}")
+        raise CctkError(f"{where} unknown key {unknown[0]!r}; known: {', '.join(sorted(keys))}")
 
 
-def _auth(table: dict[str, Any] | None, server: dict[str, Any], config_name: str) -> AuthSettings | None:
+def _bounded(table: dict[str, Any], key: str, where: str, default: int, least: int, most: int) -> int:
+    """An integer key of the table, between ``least`` and ``most``."""
+    value = config_value(table, key, int, where, default)
+    if not least <= value <= most:
+        raise CctkError(f"{where} {key} = {value} is out of range: {least} to {most}")
+    return value
+
+
+def _database(table: dict[str, Any], key: str, where: str, default: str | None) -> str:
+    """A database's URI: no password in it (the environment holds that: [server] password_env)."""
+    uri = config_value(table, key, str, where, default)
+    if has_password(uri):
+        raise CctkError(
+            f"{where} {key} holds a password ({redact(uri)}): leave it out and name the variable that holds it "
+            "in [server] password_env"
+        )
+    return uri
+
+
+def _auth(server: dict[str, Any], where_server: str) -> AuthSettings | None:
+    table = server.get("auth")
     if table is None:
         return None
-    where = f"[server.auth] of {config_name!r}"
+    where = f"{where_server.removesuffix('[server]')}[server.auth]"
+    if not isinstance(table, dict):
+        raise CctkError(f"{where} is not a table")
     _known(table, AUTH_KEYS, where)
-    default = table.get("default_permission", "READ")
+    default = config_value(table, "default_permission", str, where, "READ")
     if default not in PERMISSIONS:
-        raise CctkError(f"{where}: default_permission {default!r}; choose one of: {', '.join(PERMISSIONS)}")
-    database: str = table.get("database_uri", server["backend_store_uri"])  # a TOML string
-    if urlsplit(database).password:
-        raise CctkError(f"{where}: database_uri holds a password; the server takes it from [server] password_env")
+        raise CctkError(f'{where} default_permission = "{default}"; choose one of: {", ".join(PERMISSIONS)}')
+    database = _database(table, "database_uri", where, server["backend_store_uri"])
     if server.get("password_env") and not database.startswith(("postgresql", "sqlite")):
         raise CctkError(
-            f"{where}: the auth database gets its password through PGPASSWORD: keep it on PostgreSQL or SQLite"
+            f"{where} database_uri: the auth database gets its password through PGPASSWORD: keep it on "
+            "PostgreSQL or SQLite"
         )
     return AuthSettings(
         database_uri=database,
-        admin=table.get("admin", "admin"),
-        admin_password_env=table.get("admin_password_env", "CCTK_ADMIN_PASSWORD"),
+        admin=config_value(table, "admin", str, where, "admin"),
+        admin_password_env=config_value(table, "admin_password_env", str, where, "CCTK_ADMIN_PASSWORD"),
         default_permission=default,
-        cache_seconds=int(table.get("cache_seconds", 0)),
+        cache_seconds=_bounded(table, "cache_seconds", where, 0, 0, 86400),
     )
 
 
@@ -163,7 +210,7 @@ def launch(settings: ServerSettings, host: str | None = None, port: int | None =
         )
     backend = with_password(settings.backend_store_uri, settings.password_env)
     _ensure_sqlite_folder(backend)
-    settings.artifacts_destination.mkdir(parents=True, exist_ok=True)
+    private_folder(settings.artifacts_destination)  # the runs' files: the server's user's alone
     command = [sys.executable, "-m", "mlflow", "server", "--host", host, "--port", str(port)]
     command += ["--serve-artifacts", "--artifacts-destination", settings.artifacts_destination.as_uri()]
     command += ["--workers", str(settings.workers)]
@@ -171,18 +218,133 @@ def launch(settings: ServerSettings, host: str | None = None, port: int | None =
         "MLFLOW_BACKEND_STORE_URI": backend,  # read by `mlflow server` as --backend-store-uri
         "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",  # GenAI jobs: seven worker processes cctk never uses
     }
-    hosts = allowed_hosts(settings.allowed_hosts, host)
-    if hosts:
-        command += ["--allowed-hosts", ",".join(hosts)]
-    if settings.cors_allowed_origins:
-        command += ["--cors-allowed-origins", ",".join(settings.cors_allowed_origins)]
+    command += _middleware(settings, host)
     if settings.metrics is not None:
-        settings.metrics.mkdir(parents=True, exist_ok=True)
+        private_folder(settings.metrics)
         command += ["--expose-prometheus", str(settings.metrics)]
     if auth is not None:
         command += ["--app-name", "basic-auth"]
         env.update(_auth_environment(settings, auth))
-    return Launch(command, env, f"http://{_reachable(host)}:{port}", settings)
+    clients = clients_address(settings, host, port)
+    return Launch(command, env, f"http://{_reachable(host)}:{port}", settings, clients, _notes(host, auth, clients))
+
+
+def check_before_start(settings: ServerSettings, auth: AuthSettings | None) -> None:
+    """What ``mlflow server`` finds out only after it has started, said in one line before it does: the
+    database's password variable unset, a database that refuses the connection (MLflow would retry for
+    minutes, a traceback every few seconds), and on the first start (no admin yet) no admin password."""
+    where = f"{settings.file}: [server]"
+    variable = settings.password_env
+    if variable and not os.environ.get(variable):
+        raise CctkError(
+            f"{where} password_env names {variable}, which is not set: the server reads the database's password "
+            f"there (read -s {variable} && export {variable})"
+        )
+    backend = with_password(settings.backend_store_uri, variable)
+    if sqlite_path(backend) is None:
+        problem = database_problem(backend)
+        if problem:
+            held = f"the password in {variable}" if variable else "no password (password_env names none)"
+            raise CctkError(f"{where} backend_store_uri {redact(backend)}: {problem} (with {held})")
+    if auth is not None:
+        _check_admin(settings, auth)
+
+
+def _check_admin(settings: ServerSettings, auth: AuthSettings) -> None:
+    """On a first start (the auth database has no admin yet), the admin's password is set and one MLflow takes."""
+    variable, where = auth.admin_password_env, f"{settings.file}: [server.auth]"
+    password = os.environ.get(variable, "")
+    problem = password_problem(password) if password else f"{variable} is not set"  # MLflow's words end in "."
+    if problem is None or _admin_exists(settings, auth, where):
+        return
+    raise CctkError(
+        f"{where} admin_password_env: {problem.rstrip('.')}; the first start makes the admin {auth.admin!r} with "
+        f"that password (MLflow ships none): read -s {variable} && export {variable}"
+    )
+
+
+def _admin_exists(settings: ServerSettings, auth: AuthSettings, where: str) -> bool:
+    """Whether the auth database already holds the admin (its ``users`` table, as MLflow's auth app makes it);
+    a database not made yet holds none, and is not made here."""
+    import sqlalchemy
+
+    database = _absolute_sqlite(auth.database_uri)
+    path = sqlite_path(database)
+    if path is not None and not path.is_file():
+        return False
+    uri = with_password(database, settings.password_env) if database.startswith("postgresql") else database
+    timeout = {"connect_timeout": 10} if uri.startswith(("postgresql", "mysql")) else {}  # as database_problem
+    engine = sqlalchemy.create_engine(uri, connect_args=timeout, poolclass=sqlalchemy.pool.NullPool)
+    try:
+        with engine.connect() as connection:
+            if not sqlalchemy.inspect(connection).has_table("users"):
+                return False
+            query = sqlalchemy.text("SELECT 1 FROM users WHERE username = :name")
+            return connection.execute(query, {"name": auth.admin}).first() is not None
+    except sqlalchemy.exc.SQLAlchemyError as error:
+        raise CctkError(f"{where} database_uri {redact(database)}: {database_error(error)}") from None
+    finally:
+        engine.dispose()
+
+
+def _middleware(settings: ServerSettings, host: str) -> list[str]:
+    """MLflow's security middleware: the host names it answers (DNS rebinding) and the origins it lets in."""
+    options = []
+    hosts = allowed_hosts(settings.allowed_hosts, host)
+    if hosts:
+        options += ["--allowed-hosts", ",".join(hosts)]
+    if settings.cors_allowed_origins:
+        options += ["--cors-allowed-origins", ",".join(settings.cors_allowed_origins)]
+    return options
+
+
+def clients_address(settings: ServerSettings, host: str, port: int) -> str:
+    """Where clients reach the server: the configuration's ``tracking_uri`` where it names another machine than
+    this one's loopback (a name behind a proxy, an https:// address), else this machine's name on the port
+    (bound to every address) or the address it is bound to."""
+    named = settings.tracking_uri or ""
+    if named.startswith(("http://", "https://")) and not is_loopback(urlsplit(named).hostname or LOOPBACK):
+        return named.rstrip("/")
+    if host in ("0.0.0.0", "::"):
+        return f"http://{this_machine()}:{port}"
+    return f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+
+
+def this_machine() -> str:
+    """This machine's name as other machines may know it: its fully qualified name, unless that is loopback's
+    (``localhost``, as hosts files often make it), then its host name."""
+    for name in (socket.getfqdn(), socket.gethostname()):
+        if name and not is_loopback(name) and not name.startswith("localhost"):
+            return name
+    return socket.gethostname()
+
+
+def _notes(host: str, auth: AuthSettings | None, clients: str) -> tuple[str, ...]:
+    """What an admin must hear before a server opens off loopback with basic-auth over plain HTTP."""
+    if is_loopback(host) or auth is None or clients.startswith("https://"):
+        return ()
+    clear = (
+        f"WARNING: {clients} is plain HTTP: basic-auth sends every user's password with every request, in clear "
+        "to anyone on the network path. Put the server behind a reverse proxy that terminates TLS (HTTPS) and "
+        "set tracking_uri to its https:// address (docs/mlflow.md, step 8)"
+    )
+    return (clear,)
+
+
+def private_folder(path: Path) -> None:
+    """``path`` made, where missing, for this user alone (0700): what the server keeps there (runs' files,
+    Prometheus' counters) is no other user's to read; one that exists is left as its owner set it."""
+    if not path.is_dir():
+        path.mkdir(parents=True, mode=0o700)
+        path.chmod(0o700)  # mkdir's mode passes through the umask
+
+
+def write_private(path: Path, text: str) -> None:
+    """``text`` into ``path``, readable and writable by this user alone (0600), however the file was before."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as file:
+        os.fchmod(fd, 0o600)
+        file.write(text)
 
 
 def _auth_environment(settings: ServerSettings, auth: AuthSettings) -> dict[str, str]:
@@ -198,19 +360,33 @@ def _auth_environment(settings: ServerSettings, auth: AuthSettings) -> dict[str,
         "authorization_function": "mlflow.server.auth:authenticate_request_basic_auth",
         "auth_cache_ttl_seconds": str(auth.cache_seconds),
     }
-    with ini.open("w") as file:
-        file.write("# Written by cctk server from the [server.auth] table; it holds no secret.\n")
-        parser.write(file)
-    env = {
-        "MLFLOW_AUTH_CONFIG_PATH": str(ini),
-        # CSRF protection of the sign-up page: the admin's own, else one for this start
-        "MLFLOW_FLASK_SERVER_SECRET_KEY": os.environ.get("MLFLOW_FLASK_SERVER_SECRET_KEY") or secrets.token_hex(32),
-    }
+    text = io.StringIO()
+    parser.write(text)
+    write_private(ini, "# Written by cctk server from the [server.auth] table; it holds no secret.\n" + text.getvalue())
+    env = {"MLFLOW_AUTH_CONFIG_PATH": str(ini), "MLFLOW_FLASK_SERVER_SECRET_KEY": secret_key(settings)}
     if os.environ.get(auth.admin_password_env):  # read on the first start only, when the admin is created
         env["MLFLOW_AUTH_ADMIN_PASSWORD"] = os.environ[auth.admin_password_env]
     if database.startswith("postgresql") and settings.password_env and os.environ.get(settings.password_env):
         env["PGPASSWORD"] = os.environ[settings.password_env]  # libpq's: the auth database's URI holds none
     return env
+
+
+def secret_key(settings: ServerSettings) -> str:
+    """The key Flask signs the auth app's sessions and CSRF tokens with: the admin's own
+    ``MLFLOW_FLASK_SERVER_SECRET_KEY``, else the server's own, made on its first start and kept in
+    ``<config>-secret_key`` (0600) beside its auth configuration, so that every worker and every restart
+    signs with the same one (a key new at each start voids every form and session a browser holds)."""
+    own = os.environ.get("MLFLOW_FLASK_SERVER_SECRET_KEY")
+    if own:
+        return own
+    path = settings.artifacts_destination.parent / f"{settings.config}-secret_key"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # made once: a racing start reads it
+    except FileExistsError:
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as file:
+        file.write(secrets.token_hex(32))
+    return path.read_text().strip()
 
 
 def allowed_hosts(names: tuple[str, ...], host: str) -> list[str]:

@@ -53,6 +53,7 @@ from ..core.records import (
 )
 from ..manuals import registry
 from ..manuals.manual import AnyManual, Curves, Draws, OneCorpus, Results, model_keys, trained
+from .tracking import redact
 
 RUN_INFO = "run_info.json"
 FORMATS = ("png", "pdf", "eps")  # every figure, in this order
@@ -407,6 +408,9 @@ def _upgrade(data: dict[str, Any], manual: AnyManual) -> dict[str, Any]:
     for key in ("mlflow", "hardware", "software", "headline"):  # written as null by early files
         if data.get(key) is None:
             data.pop(key, None)
+    stored = data.get("mlflow") or {}
+    if stored.get("tracking_uri"):  # written whole before cctk redacted it: a report drawn again shows no password
+        data["mlflow"] = {**stored, "tracking_uri": redact(stored["tracking_uri"])}
     data = spec.design_type.upgrade(data)
     data["training"] = {spec.renamed.get(key, key): t for key, t in (data.get("training") or {}).items()}
     return data

@@ -6,8 +6,10 @@ top-level ``mlruns_config/``, inside the wheel as ``cctk/store/mlruns_config/``)
 (SQLite store and artifacts under ./mlruns/).
 
 On a shared server (MLflow's basic-auth app), the client is who ``MLFLOW_TRACKING_USERNAME`` and
-``MLFLOW_TRACKING_PASSWORD`` say (MLflow reads them; cctk never takes a password as an argument), and runs go
-to the experiment ``MLFLOW_EXPERIMENT_NAME`` names (``cctk`` when unset). A refusal (401, 403) is one line
+``MLFLOW_TRACKING_PASSWORD`` say, else MLflow's ``~/.mlflow/credentials`` (read as MLflow reads them; cctk never
+takes a password as an argument), and runs go to the experiment ``MLFLOW_EXPERIMENT_NAME`` names (``cctk`` when
+unset). A store's URI is shown (lines, tags, files, command lines) only through ``redact``: a database's password
+reaches its client alone. A refusal (401, 403) is one line
 naming who, which experiment and what permission is missing (``Refused``); a server that stops answering past
 MLflow's own retries is one line too (``Unreachable``), and the runs it leaves open say so.
 """
@@ -15,6 +17,8 @@ MLflow's own retries is one line too (``Unreachable``), and the runs it leaves o
 from __future__ import annotations
 
 import fcntl
+import json
+import logging
 import os
 import re
 import time
@@ -30,7 +34,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from ..core.errors import CctkError, NoRun
 from ..core.records import ui_link
@@ -74,14 +78,24 @@ STATUSES = ("FINISHED", "FAILED", "KILLED")
 Value = str | int | float | bool | None
 # The MLflow UI opens an experiment of this kind on its runs table ("Model training"), not on GenAI traces.
 EXPERIMENT_KIND = "custom_model_development"
-T = TypeVar("T")  # what a call to the server answers
+T = TypeVar("T")  # what a call to the server answers (or a configuration holds)
+ON_SERVER = ("http://", "https://")  # a tracking server's URIs; every other is a store its client opens itself
 
 
 @dataclass(frozen=True)
 class TrackingConfig:
+    """A store: its name (a configuration's, or the URI as ``shown``), the URI its clients connect to (a
+    database's may hold its password: nothing but a client gets it) and, for a store without a server, its
+    artifact folder."""
+
     name: str
     tracking_uri: str
     artifact_location: str | None = None  # only for stores without a server
+
+    @property
+    def shown(self) -> str:
+        """The URI as every line, file, tag and command line gives it: any password in it replaced."""
+        return redact(self.tracking_uri)
 
 
 # The repository's top-level mlruns_config/, the one source of the shipped configurations, seen from a
@@ -116,14 +130,52 @@ def config_names() -> list[str]:
     )
 
 
-def read_config(name: str) -> dict[str, Any]:
+def config_file(name: str) -> Traversable:
+    """The file of configuration ``name`` (the first folder of ``config_folders`` holding it), or one line."""
     for folder in config_folders():
         entry = folder / f"{name}.toml"
         if entry.is_file():
-            return tomllib.loads(entry.read_text())
+            return entry
     raise CctkError(
         f"unknown tracking configuration {name!r}; choose one of: {', '.join(config_names())}, or give a tracking URI"
     )
+
+
+def read_config(name: str) -> dict[str, Any]:
+    """Configuration ``name``, parsed; a file that is no TOML is one line naming it and where it goes wrong."""
+    entry = config_file(name)
+    try:
+        return tomllib.loads(entry.read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise CctkError(f"{entry}: not valid TOML: {error}") from None
+
+
+# How a configuration's value of each kind is named in the line that refuses another
+_KINDS: dict[type, str] = {str: "a string", int: "an integer", list: "a list", dict: "a table"}
+
+
+def config_value(table: Mapping[str, Any], key: str, kind: type[T], where: str, default: T | None = None) -> T:
+    """``table[key]`` (``default`` where it is left out), checked to be a ``kind``; a value missing or of
+    another kind is one line naming the key and ``where`` it is (the file and its table)."""
+    value = table.get(key, default)
+    if value is None:
+        raise CctkError(f"{where} {key} is missing")
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise CctkError(f"{where} {key} = {_toml(value)} is not {_KINDS.get(kind, kind.__name__)}")
+    return value
+
+
+def config_names_list(table: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+    """A list of strings (``allowed_hosts = ["a", "b"]``): one string alone is refused, not split into letters."""
+    value = config_value(table, key, list, where, [])
+    if not all(isinstance(item, str) for item in value):
+        raise CctkError(f"{where} {key} = {_toml(value)} is not a list of strings")
+    return tuple(value)
+
+
+def _toml(value: Any) -> str:
+    """A value as TOML writes it (strings quoted, ``true``), for a line that refuses it."""
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def resolve(tracking: str | None = None) -> TrackingConfig:
@@ -131,24 +183,70 @@ def resolve(tracking: str | None = None) -> TrackingConfig:
     absolute: a run records where it is, wherever it is read from later."""
     env = os.environ.get("MLFLOW_TRACKING_URI")
     if env:
-        return TrackingConfig("MLFLOW_TRACKING_URI", absolute_uri(_no_password(env)))
+        return TrackingConfig("MLFLOW_TRACKING_URI", absolute_uri(_no_server_password(env)))
     tracking = tracking or DEFAULT_CONFIG
     if "://" in tracking or tracking.startswith("sqlite:"):
-        return TrackingConfig(tracking, absolute_uri(_no_password(tracking)))
-    raw = read_config(tracking)
-    artifacts = raw.get("artifact_location")
+        return TrackingConfig(redact(tracking), absolute_uri(_no_server_password(tracking)))
+    raw, where = read_config(tracking), f"{config_file(tracking)}:"
+    artifacts = config_value(raw, "artifact_location", str, where, "")
+    uri = config_value(raw, "tracking_uri", str, where)
     return TrackingConfig(
-        tracking, absolute_uri(raw["tracking_uri"]), str(Path(artifacts).absolute()) if artifacts else None
+        tracking, absolute_uri(_no_server_password(uri)), str(Path(artifacts).absolute()) if artifacts else None
     )
 
 
-def _no_password(uri: str) -> str:
-    """``uri`` as it is, unless it carries a password (``http://alice:secret@host``): a run records its store's
-    URI (tag, run_info.json, the report) and a sweep hands it to every worker, so a password there would be
-    everywhere; MLflow's client takes it from the environment instead."""
-    if uri.startswith(("http://", "https://")) and urlsplit(uri).password is not None:
+# Query parameters that carry a secret (psycopg2's and libpq's password=, MySQL's passwd=, a token=)
+_SECRET_KEYS = ("pass", "pwd", "secret", "token")
+
+
+def redact(uri: str) -> str:
+    """``uri`` with the password of its user (``postgresql://cctk:***@host/db``) and the value of every
+    query parameter that holds one (``?password=***``) replaced: the one form in which cctk writes or
+    prints a URI (tags, run_info.json, reports, lines, command lines). The rest is kept as written."""
+    parts = urlsplit(uri)
+    shown = uri  # spliced, not rebuilt: urlunsplit would drop the empty host of sqlite:///path
+    if parts.password is not None:
+        user, _, host = parts.netloc.rpartition("@")
+        shown = shown.replace(f"//{parts.netloc}", f"//{user.split(':', 1)[0]}:***@{host}", 1)
+    query = "&".join(
+        f"{piece.split('=', 1)[0]}=***" if "=" in piece and _secret_key(piece.split("=", 1)[0]) else piece
+        for piece in parts.query.split("&")
+    )
+    if query != parts.query:
+        head, _, tail = shown.partition("?")
+        shown = f"{head}?{tail.replace(parts.query, query, 1)}"
+    return shown
+
+
+def _secret_key(key: str) -> bool:
+    return any(word in unquote(key).lower() for word in _SECRET_KEYS)
+
+
+def has_password(uri: str) -> bool:
+    """Whether ``uri`` holds a password (in its user part or its query), as ``redact`` finds it."""
+    return redact(uri) != uri
+
+
+def password_problem(password: str) -> str | None:
+    """Why MLflow's basic-auth app would refuse ``password`` for an account (its own rule, in its words), or None."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.utils.validation import _validate_password  # the rule create_user applies
+
+    try:
+        _validate_password(password)
+    except MlflowException as error:
+        return error.message
+    return None
+
+
+def _no_server_password(uri: str) -> str:
+    """``uri`` as it is, unless it is a tracking server's and carries a password (``http://alice:secret@host``,
+    ``?password=``): MLflow's client takes the account from the environment (or ~/.mlflow/credentials), and a
+    sweep hands the URI to every worker. A database's URI may hold its password: its client needs it, and
+    cctk shows it only redacted."""
+    if uri.startswith(ON_SERVER) and has_password(uri):
         raise CctkError(
-            "the tracking URI carries a password: give the server's address alone and the account in "
+            f"the tracking URI {redact(uri)} carries a password: give the server's address alone and the account in "
             "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (MLflow's client reads them)"
         )
     return uri
@@ -211,7 +309,13 @@ def missing_store(config: TrackingConfig) -> str | None:
 
 
 def check_reachable(config: TrackingConfig, timeout: float = 5.0) -> None:
-    """A server that does not answer fails here, before any model is loaded."""
+    """A server that does not answer, or a database that refuses the connection, fails here in one line,
+    before any model is loaded (MLflow's client would retry a database for a minute, then a traceback)."""
+    if is_database(config.tracking_uri):
+        problem = database_problem(config.tracking_uri)
+        if problem:
+            raise CctkError(f"cannot reach the tracking store {config.shown}: {problem}")
+        return
     if not config.tracking_uri.startswith(("http://", "https://")):
         return
     url = config.tracking_uri.rstrip("/") + "/health"
@@ -227,9 +331,42 @@ def check_reachable(config: TrackingConfig, timeout: float = 5.0) -> None:
     )
 
 
+def is_database(uri: str) -> bool:
+    """Whether ``uri`` is a database server's that MLflow opens through SQLAlchemy (PostgreSQL, MySQL, SQL
+    Server); SQLite's is a file."""
+    from mlflow.store.db.db_types import DATABASE_ENGINES, SQLITE
+
+    dialect = uri.split(":", 1)[0].split("+", 1)[0]
+    return "://" in uri and dialect in DATABASE_ENGINES and dialect != SQLITE
+
+
+def database_problem(uri: str) -> str | None:
+    """Why a database refuses a connection (its driver's words, one line, no password), or None where it
+    takes one."""
+    import sqlalchemy
+
+    timeout = {"connect_timeout": 10} if uri.startswith(("postgresql", "mysql")) else {}  # not the TCP timeout
+    try:
+        engine = sqlalchemy.create_engine(uri, connect_args=timeout, poolclass=sqlalchemy.pool.NullPool)
+    except (sqlalchemy.exc.ArgumentError, ImportError) as error:  # a malformed URI, a driver not installed
+        return database_error(error)
+    try:
+        with engine.connect():
+            return None
+    except sqlalchemy.exc.SQLAlchemyError as error:
+        return database_error(error)
+    finally:
+        engine.dispose()
+
+
+def database_error(error: BaseException) -> str:
+    """A database error in one line: the driver's words (SQLAlchemy wraps them with its SQL), no password."""
+    cause = getattr(error, "orig", None) or error
+    return redact(" ".join(str(cause).split()))[:300]
+
+
 # -- who may do what on a shared server: refusals and outages as one line ------------------------------------
 
-ON_SERVER = ("http://", "https://")
 # What a client call needs on the experiment it touches, in MLflow's basic-auth levels (READ < EDIT < MANAGE).
 _READS = ("get_", "search_", "list_", "download_")
 _MANAGES = ("delete_", "restore_")
@@ -238,9 +375,49 @@ _DOING = {"READ": "read", "EDIT": "write to", "MANAGE": "delete runs of"}
 _BY_EXPERIMENT = {"create_run", "get_experiment", "set_experiment_tag", "delete_experiment", "search_runs"}
 
 
+CREDENTIALS = "~/.mlflow/credentials"  # MLflow's own file of a login (its [mlflow] section)
+
+
+@dataclass(frozen=True)
+class Login:
+    """Who this process is to a tracking server, her password, and where the password was found (the line of
+    a refused login names it)."""
+
+    user: str | None
+    password: str | None
+    source: str  # "MLFLOW_TRACKING_PASSWORD", "~/.mlflow/credentials", or "no password"
+
+
+def login() -> Login:
+    """The login MLflow's client sends, read as it reads it (``mlflow.utils.credentials.read_mlflow_creds``):
+    each of ``MLFLOW_TRACKING_USERNAME`` and ``MLFLOW_TRACKING_PASSWORD``, else the file's
+    ``mlflow_tracking_username`` and ``mlflow_tracking_password``. A file it cannot read is one line naming it
+    (MLflow's client would fail every request with a traceback)."""
+    import configparser
+
+    from mlflow.utils.credentials import read_mlflow_creds
+
+    try:
+        found = read_mlflow_creds()
+    except (configparser.Error, UnicodeDecodeError) as error:
+        first = " ".join(str(error).split())[:200]
+        raise CctkError(
+            f"{Path(CREDENTIALS).expanduser()}: MLflow cannot read it as its credentials file ({first}); it holds "
+            "a section [mlflow] with mlflow_tracking_username = ... and mlflow_tracking_password = ..."
+        ) from None
+    source = (
+        "MLFLOW_TRACKING_PASSWORD"
+        if os.environ.get("MLFLOW_TRACKING_PASSWORD")
+        else CREDENTIALS
+        if found.password
+        else "no password"
+    )
+    return Login(found.username or None, found.password or None, source)
+
+
 def user() -> str | None:
-    """Who this process is to a tracking server: ``MLFLOW_TRACKING_USERNAME``, which MLflow's client sends."""
-    return os.environ.get("MLFLOW_TRACKING_USERNAME") or None
+    """Who this process is to a tracking server, as MLflow's client says it (``login``)."""
+    return login().user
 
 
 def experiment_name() -> str:
@@ -269,7 +446,8 @@ def http_status(error: BaseException) -> int | None:
 
 def outage(error: BaseException) -> str | None:
     """Why no answer came, where ``error`` (or what it wraps) is a connection refused or dropped, a timeout,
-    or a server still answering 5xx after MLflow's retries; None otherwise."""
+    or a server still answering 5xx after MLflow's retries; None otherwise. The words end with the retry
+    budget the client spent (``retry_budget``)."""
     import requests
 
     seen: BaseException | None = error
@@ -278,27 +456,63 @@ def outage(error: BaseException) -> str | None:
             text = str(seen)
             codes = re.search(r"too many (\d+) error responses", text)
             if codes:
-                return f"it answered {codes.group(1)} past the client's retries"
-            return "the connection was refused" if "refused" in text.lower() else "the connection was dropped"
+                return f"it answered {codes.group(1)}, past {retry_budget()}"
+            what = "the connection was refused" if "refused" in text.lower() else "the connection was dropped"
+            return f"{what}, past {retry_budget()}"
         if isinstance(seen, requests.exceptions.Timeout | requests.exceptions.ChunkedEncodingError):
-            return "it stopped answering mid-request"
+            return f"it stopped answering mid-request, past {retry_budget()}"
         seen = seen.__cause__ or seen.__context__
     return None
 
 
+# urllib3's longest wait between two tries (Retry.DEFAULT_BACKOFF_MAX), which MLflow's retries keep
+BACKOFF_MAX = 120.0
+
+
+def check_retry_budget() -> None:
+    """The retry budget MLflow's variables set is one its client takes (integers, within its limits: at most 10
+    retries), or one line now; MLflow would refuse every request later, each with a traceback."""
+    from mlflow.environment_variables import MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR, MLFLOW_HTTP_REQUEST_MAX_RETRIES
+    from mlflow.exceptions import MlflowException
+    from mlflow.utils.rest_utils import _validate_backoff_factor, _validate_max_retries  # the client's own checks
+
+    variables = (MLFLOW_HTTP_REQUEST_MAX_RETRIES, MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR)
+    try:
+        _validate_max_retries(MLFLOW_HTTP_REQUEST_MAX_RETRIES.get())
+        _validate_backoff_factor(MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR.get())
+    except (ValueError, MlflowException) as error:
+        given = ", ".join(f"{v.name}={os.environ[v.name]}" for v in variables if v.name in os.environ)
+        why = error.message if isinstance(error, MlflowException) else "not an integer"
+        raise CctkError(f"MLflow's client takes no retry budget of {given}: {why}") from None
+
+
+def retry_budget() -> str:
+    """The retries MLflow's client makes before it gives a call up, as its variables set them: each waits
+    ``factor * 2 ** (k - 1)`` seconds (the first none; at most 2 minutes), so the defaults (7 retries, factor
+    2) ride out about 4 minutes of a server that refuses or 503s; a longer restart needs more."""
+    from mlflow.environment_variables import MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR, MLFLOW_HTTP_REQUEST_MAX_RETRIES
+
+    retries, factor = MLFLOW_HTTP_REQUEST_MAX_RETRIES.get(), MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR.get()
+    seconds = sum(min(BACKOFF_MAX, factor * 2 ** (k - 1)) for k in range(2, retries + 1))
+    return (
+        f"the client's {retries} retr{'y' if retries == 1 else 'ies'} ({seconds:.0f} s of back-off; "
+        "MLFLOW_HTTP_REQUEST_MAX_RETRIES and MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR set them)"
+    )
+
+
 def refusal(status: int, uri: str, method: str, experiment: str | None) -> Refused:
     """The one line of a 401 or 403: who, which experiment, what permission is missing and who grants it."""
-    who = user()
+    account = login()
+    who = account.user
     if status == 401:
         if who is None:
             return Refused(
                 f"the tracking server at {uri} asks who you are (401): set MLFLOW_TRACKING_USERNAME and "
-                "MLFLOW_TRACKING_PASSWORD to your account on it (its admin makes one: cctk server users add)"
+                f"MLFLOW_TRACKING_PASSWORD (or {CREDENTIALS}) to your account on it (its admin makes one: "
+                "cctk server users add)"
             )
-        return Refused(
-            f"the tracking server at {uri} does not accept user {who!r} (401): no such user, or "
-            "MLFLOW_TRACKING_PASSWORD is not hers"
-        )
+        given = "no password was given" if account.password is None else f"the password in {account.source} is not hers"
+        return Refused(f"the tracking server at {uri} does not accept user {who!r} (401): no such user, or {given}")
     if method == "create_experiment":
         return Refused(f"user {who!r} may not create experiments on {uri} (403): ask its admin for one")
     level = needs(method)
@@ -374,34 +588,62 @@ def check_access(store: Store, writes: bool) -> None:
     of training). A server without MLflow's basic-auth app lets anyone write: nothing more is asked."""
     if not store.uri.startswith(ON_SERVER):
         return
+    check_retry_budget()
+    who = login().user  # first: a credentials file MLflow cannot read fails here in one line
     name = experiment_name()
     found = store.client.get_experiment_by_name(name)  # a login the server refuses: Refused, one line
-    if not writes or found is None or user() is None:
+    if not writes or found is None or who is None:
         return  # a new experiment is its creator's (MANAGE): any user may create one
     have = store.permission(found.experiment_id)
     if have is not None and have not in ("EDIT", "MANAGE"):
         raise Refused(
-            f"user {user()!r} has {have} on experiment {name!r} on {store.uri}: a run needs EDIT there; "
-            f"the server's admin grants it (cctk server users grant {user()} {name} EDIT), or write to an "
-            f"experiment of your own (MLFLOW_EXPERIMENT_NAME={user()})"
+            f"user {who!r} has {have} on experiment {name!r} on {store.uri}: a run needs EDIT there; "
+            f"the server's admin grants it (cctk server users grant {who} {name} EDIT), or write to an "
+            f"experiment of your own (MLFLOW_EXPERIMENT_NAME={who})"
         )
 
 
 def _left_running(run: LiveRun, gone: Unreachable) -> Unreachable:
     """``gone`` once ``run`` is ended FAILED (the server answers again), or naming ``run`` among the runs
     left RUNNING. One try, no retries: MLflow's client already waited minutes for the call that failed."""
+    with no_retries():
+        try:
+            run.failed(gone)
+            return gone
+        except Unreachable:
+            return Unreachable(gone.why, (*gone.left_running, run.run_id))
+
+
+@contextmanager
+def no_retries() -> Iterator[None]:
+    """MLflow's client tries each request once in the block: after an outage, what is left to say to the
+    server (ending the runs, the system metrics' last values) gets one try, not the whole budget again."""
     previous = os.environ.get("MLFLOW_HTTP_REQUEST_MAX_RETRIES")
     os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "0"  # read by MLflow's client on every request
     try:
-        run.failed(gone)
-        return gone
-    except Unreachable:
-        return Unreachable(gone.why, (*gone.left_running, run.run_id))
+        yield
     finally:
         if previous is None:
             os.environ.pop("MLFLOW_HTTP_REQUEST_MAX_RETRIES", None)
         else:
             os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = previous
+
+
+def finish_monitor(monitor: SystemMetricsMonitor, gone: bool) -> None:
+    """Stop MLflow's system-metrics monitor. After an outage (``gone``) its last values get one try, and its
+    error about them is not printed: the client spent its retries on the call that failed, and the command's one
+    line says why."""
+    if not gone:
+        monitor.finish()
+        return
+    quiet = logging.getLogger("mlflow.system_metrics")
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)
+    try:
+        with no_retries():
+            monitor.finish()
+    finally:
+        quiet.setLevel(level)
 
 
 @dataclass(frozen=True)
@@ -495,6 +737,9 @@ class LiveRun:
         try:
             from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
+            # it warns of each value it could not log (a server that stops answering is cctk's one line), and
+            # says at its start and end what it does (the run's parameters say it: system metrics on)
+            logging.getLogger("mlflow.system_metrics").setLevel(logging.ERROR)
             monitor = SystemMetricsMonitor(
                 self.run_id, sampling_interval=interval, tracking_uri=self._client.tracking_uri
             )
@@ -604,8 +849,8 @@ class Store:
 
     def __init__(self, config: TrackingConfig):
         self.config = config
-        self.uri = config.tracking_uri
-        self.client = Guarded(_open_client(self.uri), self.uri)
+        self.uri = config.shown  # what runs record and lines say: a database's password is its client's alone
+        self.client = Guarded(_open_client(config.tracking_uri), self.uri)
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bar per downloaded file
         # nor MLflow's two lines per ended run on a server, whose links open the GenAI view: cctk prints its own
         os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
@@ -884,6 +1129,17 @@ class Account:
     grants: tuple[tuple[str, str], ...] = ()
 
 
+Rows = list[dict[str, str]]  # the basic-auth app's grants of a user, as it lists them (a method is named list)
+
+
+@dataclass(frozen=True)
+class Grant:
+    """A grant made: the experiment's id, and the other users granted on it (user, permission)."""
+
+    experiment_id: str
+    others: tuple[tuple[str, str], ...] = ()
+
+
 class Accounts:
     """The users of a server and their permissions on experiments, through MLflow's own client of its
     basic-auth app (``AuthServiceClient``), as the admin ``MLFLOW_TRACKING_USERNAME`` names. Only what
@@ -899,14 +1155,62 @@ class Accounts:
     def add(self, name: str, password: str) -> None:
         self._call(lambda: self._auth.create_user(name, password), f"add user {name!r}")
 
-    def grant(self, name: str, experiment: str, permission: str) -> str:
-        """Give ``name`` ``permission`` on ``experiment`` (created, as the admin's, if it is new); its id."""
+    def remove(self, name: str) -> None:
+        """Delete user ``name`` (her grants go with her; the runs she wrote stay)."""
+        self._call(lambda: self._auth.delete_user(name), f"remove user {name!r}")
+
+    def password(self, name: str, password: str) -> None:
+        """Set ``name``'s password: the admin sets anyone's; a user changing her own gives her current one,
+        which the app asks for (her login's)."""
+        account = login()
+        current = account.password if name == account.user else None
+        self._call(
+            lambda: self._auth.update_user_password(name, password, current_password=current),
+            f"set the password of user {name!r}",
+        )
+
+    def grant(self, name: str, experiment: str, permission: str, shared: bool = False) -> Grant:
+        """Give ``name`` ``permission`` on ``experiment`` (created, as the admin's, if it is new). An experiment
+        another user holds MANAGE on (she made it: MLflow gives its creator MANAGE) is refused unless ``shared``
+        says so: that user could delete the runs written there and grant others, which a grant of EDIT would hide."""
+        found = self.store.client.get_experiment_by_name(experiment)
+        others = () if found is None else tuple(h for h in self.holders(found.experiment_id) if h[0] != name)
+        owners = [who for who, level in others if level == "MANAGE"]
+        if owners and not shared:
+            raise CctkError(
+                f"experiment {experiment!r} on {self.store.uri} exists and user {owners[0]!r} holds MANAGE on it "
+                f"(made it, or was granted it), so could delete {name!r}'s runs there and grant others. Pick another "
+                f"name, revoke that grant first (cctk server users revoke {owners[0]} {experiment}), or share it "
+                "as it is (--shared)"
+            )
         experiment_id = self.store.experiment(experiment)
         self._call(
             lambda: self._auth.grant_user_permission(name, "experiment", experiment_id, permission),
             f"grant {permission} on experiment {experiment!r} to {name!r}",
         )
-        return experiment_id
+        return Grant(experiment_id, others)
+
+    def revoke(self, name: str, experiment: str) -> str:
+        """Take ``name``'s grant on ``experiment`` away (the default permission holds there again); its id."""
+        found = self.store.client.get_experiment_by_name(experiment)
+        if found is None:
+            raise CctkError(f"there is no experiment {experiment!r} on {self.store.uri}")
+        self._call(
+            lambda: self._auth.revoke_user_permission(name, "experiment", found.experiment_id),
+            f"revoke the grant of {name!r} on experiment {experiment!r}",
+        )
+        return str(found.experiment_id)
+
+    def holders(self, experiment_id: str) -> tuple[tuple[str, str], ...]:
+        """(user, permission) of every user but the admins granted on an experiment (its creator: MANAGE)."""
+        from mlflow.server.auth.routes import LIST_USER_PERMISSIONS, LIST_USERS  # imported by _auth_client
+
+        users: list[dict[str, Any]] = self._call(lambda: self._get(LIST_USERS, {})["users"], "list users")
+        found = []
+        for name in sorted(u["username"] for u in users if not u["is_admin"]):
+            rows = self._rows(LIST_USER_PERMISSIONS, name)
+            found += [(name, r["permission"]) for r in rows if r["resource_pattern"] == str(experiment_id)]
+        return tuple(found)
 
     def list(self) -> list[Account]:
         from mlflow.server.auth.routes import LIST_USER_PERMISSIONS, LIST_USERS  # imported by _auth_client
@@ -918,17 +1222,18 @@ class Accounts:
         ]
 
     def _grants(self, route: str, name: str) -> tuple[tuple[str, str], ...]:
-        rows: list[dict[str, str]] = self._call(
-            lambda: self._get(route, {"username": name})["permissions"], "list the users' grants"
-        )
+        rows = self._rows(route, name)
         names: dict[str, str] = {}  # experiment id (or "*") -> its name
         for row in rows:
-            if row["resource_type"] == "experiment" and row["resource_pattern"] not in names:
+            if row["resource_pattern"] not in names:
                 pattern = row["resource_pattern"]
                 names[pattern] = "*" if pattern == "*" else self.store.client.get_experiment(pattern).name
-        return tuple(
-            sorted((names[r["resource_pattern"]], r["permission"]) for r in rows if r["resource_type"] == "experiment")
-        )
+        return tuple(sorted((names[r["resource_pattern"]], r["permission"]) for r in rows))
+
+    def _rows(self, route: str, name: str) -> Rows:
+        """The grants of user ``name`` on experiments, as the app lists them (resource_pattern, permission)."""
+        rows: Rows = self._call(lambda: self._get(route, {"username": name})["permissions"], "list the users' grants")
+        return [row for row in rows if row["resource_type"] == "experiment"]
 
     def _get(self, route: str, params: dict[str, str]) -> dict[str, Any]:
         from mlflow.utils.credentials import get_default_host_creds
@@ -994,9 +1299,9 @@ def server_state(uri: str) -> ServerState:
     except CctkError:
         return ServerState(uri, False)
     seconds = time.monotonic() - started
-    auth = _answer(uri + "/api/2.0/mlflow/experiments/search?max_results=1", login=False) == 401
+    auth = _answer(uri + "/api/2.0/mlflow/experiments/search?max_results=1", signed=False) == 401
     metrics = {200: "on", 401: "on (its admin reads them)", 403: "on (its admin reads them)"}.get(
-        _answer(uri + "/metrics", login=True) or 0, "off"
+        _answer(uri + "/metrics", signed=True) or 0, "off"
     )
     store = Store(TrackingConfig("status", uri))
     ids = [e.experiment_id for e in store.client.search_experiments(max_results=1000)]
@@ -1007,13 +1312,14 @@ def server_state(uri: str) -> ServerState:
     return ServerState(uri, True, seconds, auth, metrics, len(ids), runs)
 
 
-def _answer(url: str, login: bool) -> int | None:
-    """The HTTP status ``url`` answers with, anonymously or with the environment's login."""
+def _answer(url: str, signed: bool) -> int | None:
+    """The HTTP status ``url`` answers with, anonymously or ``signed`` with this process's login."""
     import base64
 
     request = urllib.request.Request(url)
-    if login and user() and os.environ.get("MLFLOW_TRACKING_PASSWORD"):
-        token = base64.b64encode(f"{user()}:{os.environ['MLFLOW_TRACKING_PASSWORD']}".encode()).decode()
+    account = login() if signed else None
+    if account is not None and account.user and account.password:
+        token = base64.b64encode(f"{account.user}:{account.password}".encode()).decode()
         request.add_header("Authorization", f"Basic {token}")
     try:
         with urllib.request.urlopen(request, timeout=10) as reply:

@@ -1,4 +1,8 @@
 import configparser
+import socket
+import sqlite3
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -6,7 +10,16 @@ from click.testing import CliRunner
 
 from cctk.cli.main import cli
 from cctk.core.errors import CctkError
-from cctk.store.server import allowed_hosts, is_loopback, launch, read_settings, with_password
+from cctk.store.server import (
+    AuthSettings,
+    allowed_hosts,
+    check_before_start,
+    is_loopback,
+    launch,
+    read_settings,
+    this_machine,
+    with_password,
+)
 
 LAB = """tracking_uri = "http://127.0.0.1:5001"
 [server]
@@ -85,26 +98,77 @@ def test_off_loopback_a_server_needs_authentication_or_no_auth_said(folder):
     assert is_loopback("localhost") and is_loopback("::1") and not is_loopback("mlflow.lab.example")
 
 
-def test_a_bad_server_table_is_one_line(folder):
-    (folder / "mlruns_config" / "bad.toml").write_text(
-        'tracking_uri = "http://x"\n[server]\nbackend_store_uri = "sqlite:///a.db"\nartifacts_destination = "a"\n'
-        "prot = 1\n"
-    )
-    with pytest.raises(CctkError, match=r"\[server\] of 'bad': unknown key 'prot'; known: "):
-        read_settings("bad")
-    (folder / "mlruns_config" / "bad.toml").write_text(
-        'tracking_uri = "http://x"\n[server]\nbackend_store_uri = "postgresql://u:pw@h/d"\n'
-        'artifacts_destination = "a"\n'
-    )
-    with pytest.raises(CctkError, match="backend_store_uri holds a password; name it in password_env"):
-        read_settings("bad")
-    (folder / "mlruns_config" / "bad.toml").write_text(
-        LAB.replace("[server.auth]", '[server.auth]\ndefault_permission = "ALL"')
-    )
-    with pytest.raises(CctkError, match="default_permission 'ALL'; choose one of: NO_PERMISSIONS, READ, EDIT, MANAGE"):
-        read_settings("bad")
-    with pytest.raises(CctkError, match="has no \\[server\\] table"):
-        read_settings("embedded")
+# Each bad configuration (the lab's, one thing changed) and the end of its one line; docs/mlflow.md lists them.
+BAD = {
+    "TOML syntax": (LAB.replace("[server]", "[server"), "not valid TOML: Expected ']' at the end of a table"),
+    "no backend store": (
+        LAB.replace("backend_store_uri", "# backend_store_uri"),
+        "[server] backend_store_uri is missing",
+    ),
+    "no artifact store": (
+        LAB.replace("artifacts_destination", "# artifacts_destination"),
+        "[server] artifacts_destination is missing",
+    ),
+    "port not a number": (LAB.replace("port = 5001", 'port = "abc"'), '[server] port = "abc" is not an integer'),
+    "port out of range": (LAB.replace("port = 5001", "port = 70000"), "[server] port = 70000 is out of range"),
+    "workers zero": (LAB + "", "[server] workers = 0 is out of range: 1 to 64"),
+    "cache not a number": (
+        LAB + 'cache_seconds = "x"\n',
+        '[server.auth] cache_seconds = "x" is not an integer',
+    ),
+    "hosts a string": (
+        LAB.replace('allowed_hosts = ["mlflow.lab.example"]', 'allowed_hosts = "mlflow.lab.example"'),
+        '[server] allowed_hosts = "mlflow.lab.example" is not a list',
+    ),
+    "origins not strings": (
+        LAB.replace("[server.auth]", "cors_allowed_origins = [1]\n[server.auth]"),
+        "[server] cors_allowed_origins = [1] is not a list of strings",
+    ),
+    "unknown key": (LAB.replace("port = 5001", "prot = 5001"), "[server] unknown key 'prot'; known: allowed_hosts"),
+    "password in the URI": (
+        LAB.replace("cctk@127", "cctk:pw@127"),
+        "[server] backend_store_uri holds a password (postgresql+psycopg2://cctk:***@127.0.0.1:5432/cctk)",
+    ),
+    "password in the query": (
+        LAB.replace("5432/cctk", "5432/cctk?password=pw"),
+        "backend_store_uri holds a password (postgresql+psycopg2://cctk@127.0.0.1:5432/cctk?password=***)",
+    ),
+    "auth database password": (
+        LAB + 'database_uri = "sqlite:///auth.db?password=pw"\n',
+        "[server.auth] database_uri holds a password (sqlite:///auth.db?password=***)",
+    ),
+    "unknown permission": (LAB + 'default_permission = "ALL"\n', 'default_permission = "ALL"; choose one of:'),
+    "auth not a table": (LAB.replace("[server.auth]\n", "auth = 1\n[x]\n"), "[server.auth] is not a table"),
+    "no tracking_uri": (LAB.replace('tracking_uri = "http://127.0.0.1:5001"', ""), "tracking_uri is missing"),
+}
+BAD["workers zero"] = (LAB.replace("port = 5001", "port = 5001\nworkers = 0"), BAD["workers zero"][1])
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_a_bad_configuration_is_one_line_naming_its_file_and_key_before_anything_starts(folder, monkeypatch, case):
+    """Before: tracebacks (a TOML syntax error, KeyError, ValueError), or allowed_hosts split into letters."""
+    text, line = BAD[case]
+    (folder / "mlruns_config" / "bad.toml").write_text(text)
+    launched = []
+    monkeypatch.setattr("cctk.cli.server.launch_process", lambda *a, **k: launched.append(a) or 0)
+    monkeypatch.setenv("CCTK_PG_PASSWORD", "pw")
+    command = ["server", "status", "--tracking", "bad"] if case == "no tracking_uri" else ["server", "--config", "bad"]
+    done = CliRunner().invoke(cli, command)
+    assert done.exit_code == 1 and done.output.count("\n") == 1, done.output
+    assert done.output.startswith(f"Error: {folder}/mlruns_config/bad.toml:") and line in done.output, done.output
+    assert not launched and not (folder / "mlruns").exists()  # nothing started, nothing made
+
+
+def test_a_toml_syntax_error_is_one_line_for_every_command_that_reads_the_configuration(folder):
+    """Before: a 45-line traceback from `cctk server status` and `cctk compare --tracking`, as from the server."""
+    (folder / "mlruns_config" / "bad.toml").write_text(BAD["TOML syntax"][0])
+    for command in (
+        ["server", "status", "--tracking", "bad"],
+        ["compare", "--runs", "a,b", "--tracking", "bad", "--out", str(folder / "cmp"), "--no-log"],
+    ):
+        done = CliRunner().invoke(cli, command)
+        assert done.exit_code == 1 and done.output.count("\n") == 1, (command, done.output)
+        assert done.output.startswith(f"Error: {folder}/mlruns_config/bad.toml: not valid TOML: "), done.output
 
 
 def test_with_password_keeps_uri_without_env(monkeypatch):
@@ -148,4 +212,99 @@ def test_ui_starts_one_worker_and_no_job_runner(tracking_uri, monkeypatch):
     assert done.exit_code == 0, done.output
     ((command, env),) = launched
     assert command[command.index("--workers") + 1] == "1" and command[command.index("--port") + 1] == "5077"
-    assert env == {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    assert env == {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_BACKEND_STORE_URI": tracking_uri}
+    assert "--backend-store-uri" not in command  # the store's URI is in its environment: ps shows command lines
+
+
+def test_ui_on_a_database_whose_uri_holds_a_password_shows_it_nowhere(monkeypatch):
+    """Before: `MLFLOW_TRACKING_URI=postgresql://u:SECRET@... cctk ui` put the password on mlflow ui's command line
+    (visible in ps) and printed it; `cctk server status` repeated it."""
+    import cctk.cli.server as server
+
+    uri = "postgresql+psycopg2://cctk:S3cret-pw@127.0.0.1:9/cctk"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setattr(server, "_link", lambda *a: "http://127.0.0.1:5000/#/experiments")
+    monkeypatch.setattr("cctk.store.tracking.missing_store", lambda config: None)  # no database on port 9
+    launched = []
+    monkeypatch.setattr(server, "launch_process", lambda command, env, *rest, **k: launched.append((command, env)) or 0)
+    done = CliRunner().invoke(cli, ["ui"])
+    assert done.exit_code == 0, done.output
+    ((command, env),) = launched
+    assert env["MLFLOW_BACKEND_STORE_URI"] == uri and "S3cret" not in " ".join(command) + done.output
+    assert "starting the MLflow UI on postgresql+psycopg2://cctk:***@127.0.0.1:9/cctk" in done.output
+    status = CliRunner().invoke(cli, ["server", "status"])
+    assert status.exit_code == 1 and "S3cret" not in status.output and "cctk:***@127.0.0.1:9" in status.output
+
+
+def test_off_loopback_with_auth_the_admin_hears_of_clear_text_and_clients_get_the_configured_address(folder):
+    lab = launch(read_settings("lab"), host="0.0.0.0")
+    assert lab.url == "http://127.0.0.1:5001"  # where this machine asks whether it answers
+    assert lab.clients == f"http://{this_machine()}:5001"  # the configuration names loopback: this machine's name
+    assert this_machine() in (socket.getfqdn(), socket.gethostname())
+    (note,) = lab.notes
+    assert note.startswith(f"WARNING: http://{this_machine()}:5001 is plain HTTP: basic-auth sends every user")
+    assert "reverse proxy that terminates TLS" in note
+    (folder / "mlruns_config" / "lab.toml").write_text(LAB.replace("http://127.0.0.1:5001", "http://mlflow.lab:5001"))
+    named = launch(read_settings("lab"), host="10.1.2.3")
+    assert named.clients == "http://mlflow.lab:5001" and named.notes[0].startswith("WARNING: http://mlflow.lab:5001")
+    (folder / "mlruns_config" / "lab.toml").write_text(LAB.replace("http://127.0.0.1:5001", "https://mlflow.lab"))
+    assert launch(read_settings("lab"), host="0.0.0.0").notes == ()  # behind a proxy that speaks TLS
+    assert launch(read_settings("lab")).notes == () and launch(read_settings("solo"), no_auth=True).notes == ()
+
+
+def test_the_server_keeps_its_files_to_its_user_and_signs_with_one_key_across_starts(folder, monkeypatch):
+    """Before: the artifact store was made 0755 (files 0644), the auth configuration 0644, and Flask's secret key
+    was new at each start."""
+    monkeypatch.delenv("MLFLOW_FLASK_SERVER_SECRET_KEY", raising=False)
+    first = launch(read_settings("lab"))
+    assert (folder / "mlruns/lab-artifacts").stat().st_mode & 0o777 == 0o700
+    assert (folder / "mlruns/lab-metrics").stat().st_mode & 0o777 == 0o700
+    assert first.umask == 0o077  # what the server writes there (artifacts, a SQLite store) is 0600
+    for name in ("lab-basic_auth.ini", "lab-secret_key"):
+        assert (folder / "mlruns" / name).stat().st_mode & 0o777 == 0o600, name
+    key = first.env["MLFLOW_FLASK_SERVER_SECRET_KEY"]
+    assert len(key) == 64 and launch(read_settings("lab")).env["MLFLOW_FLASK_SERVER_SECRET_KEY"] == key
+    monkeypatch.setenv("MLFLOW_FLASK_SERVER_SECRET_KEY", "the-admins-own")
+    assert launch(read_settings("lab")).env["MLFLOW_FLASK_SERVER_SECRET_KEY"] == "the-admins-own"
+
+
+def test_the_launched_server_writes_its_files_under_its_umask(tmp_path):
+    """``launch_process`` gives the child the umask asked for: a file it makes is its user's alone."""
+    from cctk.cli.server import launch_process
+
+    made = tmp_path / "made"
+    assert launch_process([sys.executable, "-c", f"open({str(made)!r}, 'w')"], {}, umask=0o077) == 0
+    assert made.stat().st_mode & 0o777 == 0o600
+
+
+def test_what_the_server_would_find_only_once_started_is_one_line_before(folder, monkeypatch):
+    """Before: an unset database password variable, a database that refuses the connection (the server retried
+    for minutes, 48 lines in 90 s), and no admin password on a first start (tables made, then a traceback)."""
+    settings = read_settings("lab")
+    monkeypatch.delenv("CCTK_PG_PASSWORD", raising=False)
+    with pytest.raises(CctkError, match=r"lab.toml: \[server\] password_env names CCTK_PG_PASSWORD, which is not set"):
+        check_before_start(settings, settings.auth)
+    monkeypatch.setenv("CCTK_PG_PASSWORD", "not-the-one")
+    with pytest.raises(CctkError) as refused:  # nothing listens on 127.0.0.1:9
+        check_before_start(replace(settings, backend_store_uri="postgresql+psycopg2://cctk@127.0.0.1:9/x"), None)
+    line = str(refused.value)
+    assert line.startswith(
+        f"{folder}/mlruns_config/lab.toml: [server] backend_store_uri postgresql+psycopg2://cctk:***@"
+    )
+    assert "Connection refused" in line and "(with the password in CCTK_PG_PASSWORD)" in line and "not-the" not in line
+    solo = read_settings("solo")
+    auth = AuthSettings(f"sqlite:///{folder}/auth.db", admin_password_env="CCTK_ADMIN_PASSWORD")
+    monkeypatch.delenv("CCTK_ADMIN_PASSWORD", raising=False)
+    with pytest.raises(CctkError, match=r"solo.toml: \[server.auth\] admin_password_env: CCTK_ADMIN_PASSWORD is not "):
+        check_before_start(solo, auth)
+    monkeypatch.setenv("CCTK_ADMIN_PASSWORD", "short")
+    with pytest.raises(CctkError, match="Password must be at least 12 characters; the first start makes the admin"):
+        check_before_start(solo, auth)
+    assert not (folder / "auth.db").exists()  # looked for, not made
+    monkeypatch.setenv("CCTK_ADMIN_PASSWORD", "long-enough-admin-pw")
+    check_before_start(solo, auth)
+    monkeypatch.delenv("CCTK_ADMIN_PASSWORD")  # a later start: the admin exists, her first password is not asked
+    with sqlite3.connect(folder / "auth.db") as made:
+        made.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, username TEXT, password_hash TEXT)")
+        made.execute("INSERT INTO users (username) VALUES ('admin')")
+    check_before_start(solo, auth)

@@ -34,10 +34,11 @@ def free_port() -> int:
 
 
 @contextmanager
-def mlflow_server(backend_uri: str, folder: Path, workers: int = 1, env: dict | None = None):
-    """``mlflow server`` on 127.0.0.1 with ``backend_uri`` and artifacts under ``folder``; yields its URL once
-    /health answers; its log is ``folder/server.log``; its whole process group is stopped at the end."""
-    port, log = free_port(), open(folder / "server.log", "w")  # noqa: SIM115 (the server writes it until the end)
+def mlflow_server(backend_uri: str, folder: Path, workers: int = 1, env: dict | None = None, port: int | None = None):
+    """``mlflow server`` on 127.0.0.1 (``port``, else a free one) with ``backend_uri`` and artifacts under
+    ``folder``; yields its URL once /health answers; its log is ``folder/server.log`` (appended to: a server
+    started again on the same folder keeps the first one's); its whole process group is stopped at the end."""
+    port, log = port or free_port(), open(folder / "server.log", "a")  # noqa: SIM115 (written until the end)
     server = subprocess.Popen(
         [
             sys.executable,
@@ -245,7 +246,8 @@ class FaultyProxy:
 # runs the real CLI (`cctk.cli.main.main`, as `python -m cctk` does) with its own arguments, environment, output
 # file and Ctrl-C as from a terminal, and that dies of the signals it is sent; only the imports were paid once.
 # Each request may hold one step (module:attribute) at its start, touching a file when it is reached (the stage
-# walks' HOLD). A child's exit code comes back as Popen's returncode would: the code, or -N for signal N.
+# walks' HOLD) and going on once the test deletes that file (after 600 s at most). A child's exit code comes back
+# as Popen's returncode would: the code, or -N for signal N.
 FORK_SERVER = r"""
 import importlib, json, os, pathlib, signal, sys, threading, time
 import cctk.pipeline.stages, cctk.core.lm.models, cctk.outputs.render, mlflow, transformers
@@ -258,8 +260,11 @@ def held(module, name, reached):
     module = importlib.import_module(module)
     real = getattr(module, name)
     def hold(*args, **kwargs):
-        pathlib.Path(reached).touch()
-        time.sleep(600)
+        reached_file = pathlib.Path(reached)
+        reached_file.touch()
+        deadline = time.monotonic() + 600
+        while reached_file.exists() and time.monotonic() < deadline:  # the test deletes it to let it go on
+            time.sleep(0.05)
         return real(*args, **kwargs)
     setattr(module, name, hold)
 

@@ -20,6 +20,7 @@ import pytest
 import requests
 from servers import FaultyProxy, free_port, postgres_cluster
 
+from cctk.core.errors import CctkError
 from cctk.core.lm.compute import PINNED
 
 pytestmark = pytest.mark.integration
@@ -42,6 +43,7 @@ class Lab:
     folder: Path
     server: subprocess.Popen
     log: Path
+    database: str  # the PostgreSQL cluster's URI, for the superuser postgres (no password in it)
     runs: dict[str, str] = field(default_factory=dict)  # what the tests made, for the tests after them
     environs: list[bytes] = field(default_factory=list)  # of client processes and Ray workers, as they ran
 
@@ -114,7 +116,7 @@ def lab(tmp_path_factory):
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
-        lab = Lab(f"http://127.0.0.1:{port}", folder, server, log)
+        lab = Lab(f"http://127.0.0.1:{port}", folder, server, log, database)
         try:
             for _ in range(240):
                 if "answers" in log.read_text() or server.poll() is not None:
@@ -254,22 +256,29 @@ def test_the_permission_matrix(lab, monkeypatch):
     assert lab.client("admin").get_run(own["alice"][1]).info.lifecycle_stage == "active"  # nothing was deleted
 
 
-def test_refusals_come_before_any_work(lab, tiny_dir, monkeypatch):
+def test_refusals_come_before_any_work(lab, tiny_dir, monkeypatch, tmp_path):
     """A run that may not write fails in one line before any session folder or model: the viewer on A's
-    experiment (403: READ only) and a wrong password (401), by the command line; B on A's and no login
-    at all, by the check every command makes as it connects."""
+    experiment (403: READ only), her login in MLflow's credentials file, and a wrong password (401), by the
+    command line; B on A's, no login at all, a wrong password in the file and a file MLflow cannot read, by the
+    check every command makes as it connects."""
     from cctk.store import tracking
 
+    in_file = tmp_path / "carol" / ".mlflow" / "credentials"  # out of the lab's folder, which holds no password
+    in_file.parent.mkdir(parents=True)
+    in_file.write_text(f"[mlflow]\nmlflow_tracking_username = carol\nmlflow_tracking_password = {PASSWORDS['carol']}\n")
+    read_only = "user 'carol' has READ on experiment 'alice'"
     cases = {
-        "carol": ("carol", {"MLFLOW_EXPERIMENT_NAME": "alice"}, "user 'carol' has READ on experiment 'alice'"),
+        "carol": ("carol", {"MLFLOW_EXPERIMENT_NAME": "alice"}, read_only),
         "wrong": ("bob", {"MLFLOW_TRACKING_PASSWORD": "not-his"}, "does not accept user 'bob' (401)"),
+        # before: MLflow's credentials file skipped the write check (an empty session folder was made)
+        "carol's file": (None, {"MLFLOW_EXPERIMENT_NAME": "alice", "HOME": str(in_file.parents[1])}, read_only),
     }
     for case, (who, extra, expected) in cases.items():
         out = lab.folder / f"refused-{case}"
         done = lab.cctk(
             "run", "--model", str(tiny_dir), *SMOKE, "--tracking", lab.url, "--out", str(out), who=who, **extra
         )
-        assert expected in _error(done), case
+        assert expected in _error(done), (case, done.stderr[-2000:])
         assert not out.exists()  # nothing made: no session folder, no run
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "alice")
     monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "bob")
@@ -279,8 +288,19 @@ def test_refusals_come_before_any_work(lab, tiny_dir, monkeypatch):
     tracking.connect(lab.url, writes=False)  # a read is his to make
     monkeypatch.delenv("MLFLOW_TRACKING_USERNAME")
     monkeypatch.delenv("MLFLOW_TRACKING_PASSWORD")
+    monkeypatch.setenv("HOME", str(tmp_path))
     with pytest.raises(tracking.Refused, match=r"asks who you are \(401\)"):
         tracking.connect(lab.url, writes=False)
+    (tmp_path / ".mlflow").mkdir()
+    (tmp_path / ".mlflow" / "credentials").write_text("[mlflow]\nmlflow_tracking_username = bob\n"
+                                                     "mlflow_tracking_password = not-his\n")  # fmt: skip
+    # before: "set MLFLOW_TRACKING_USERNAME" (the login in the file was not seen)
+    with pytest.raises(tracking.Refused, match=r"user 'bob' \(401\): no such user, or the password in ~/.mlflow/cred"):
+        tracking.connect(lab.url, writes=False)
+    (tmp_path / ".mlflow" / "credentials").write_text("mlflow_tracking_username = bob\n")  # before: a traceback
+    with pytest.raises(CctkError, match=r"/.mlflow/credentials: MLflow cannot read it as its credentials file"):
+        tracking.connect(lab.url, writes=False)
+    (tmp_path / ".mlflow" / "credentials").unlink()  # MLflow's own client below reads it too
     client = lab.client()
     alice = client.get_experiment_by_name("alice").experiment_id
     assert not client.search_runs([alice], "tags.`cctk.kind` = 'pipeline'")
@@ -384,6 +404,150 @@ def test_the_viewer_compares_both_and_writes_nothing(lab):
     assert "no MLflow run (--no-log)" in done.stdout and (out / "compare.html").is_file()
     assert sum(len(client.search_runs([e.experiment_id])) for e in client.search_experiments()) == before
     assert {e.name for e in client.search_experiments()} == names
+
+
+def test_a_database_uri_with_its_password_is_shown_nowhere(lab, tiny_dir):
+    """Before: a pipeline given `--tracking postgresql+psycopg2://user:SECRET@host/db` recorded the password in the tag
+    cctk.tracking_uri, run_info.json and report.html (artifacts too) and its last line; `cctk ui` put it on `mlflow
+    ui`'s command line; `cctk server status` repeated it. The URI, with the database's password, given as --tracking,
+    as MLFLOW_TRACKING_URI and in a configuration: no output, file, MLflow field (the module's last test reads
+    them all) or command line holds it."""
+    direct = lab.database.replace("postgres@", f"postgres:{PG_PASSWORD}@")
+    (lab.folder / "mlruns_config" / "direct.toml").write_text(f'tracking_uri = "{direct}"\n')
+    shown = lab.database.replace("postgres@", "postgres:***@")
+    out, said = lab.folder / "direct", []
+    done = lab.cctk("run", "--model", str(tiny_dir), *SMOKE, "--seed", "2", "--tracking", direct, "--out", str(out),
+                    MLFLOW_EXPERIMENT_NAME="direct")  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_id = re.search(r"MLflow run ([0-9a-f]{32})", done.stdout).group(1)
+    assert done.stdout.splitlines()[-1] == f"MLflow UI: cctk ui {run_id} --tracking {shown}"
+    said += [done.stdout, done.stderr]
+    tags = lab.client().get_run(run_id).data.tags
+    assert tags["cctk.tracking_uri"] == shown and (lab.folder / "direct").is_dir()
+    report = lab.cctk("report", run_id, "--tracking", "direct", "--out", str(lab.folder / "direct-report"))
+    assert report.returncode == 0, report.stderr[-3000:]
+    status = lab.cctk("server", "status", MLFLOW_TRACKING_URI=direct)
+    assert f"is no server ({shown})" in _error(status)
+    port = free_port()
+    ui = subprocess.Popen([str(BIN / "cctk"), "ui", run_id, "--port", str(port)], cwd=lab.folder,
+                          env=lab.env(MLFLOW_TRACKING_URI=direct), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True)  # fmt: skip
+    try:
+        lines = []
+        while not any("answers" in line for line in lines):
+            line = ui.stdout.readline()
+            assert line, "".join(lines)[-3000:]
+            lines.append(line)
+        assert f"starting the MLflow UI on {shown}" in lines[0]
+        commands = {pid: Path(f"/proc/{pid}/cmdline").read_bytes() for pid in [ui.pid, *_tree(ui.pid)]}
+        assert any(b"mlflow" in c and b"ui" in c for c in commands.values()), commands
+        listing = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+        assert PG_PASSWORD not in listing and not [c for c in commands.values() if PG_PASSWORD.encode() in c]
+    finally:
+        ui.send_signal(signal.SIGTERM)
+        out_text, _ = ui.communicate(timeout=60)
+    said += [report.stdout, report.stderr, status.stdout, status.stderr, "".join(lines), out_text]
+    assert not [text for text in said if PG_PASSWORD in text]
+    (lab.folder / "mlruns_config" / "direct.toml").unlink()  # the one file that holds it: the admin's own
+
+
+def _as(lab: Lab, monkeypatch, who: str | None, password: str | None = None, **extra: str):
+    """``cctk ARGS`` in this process (click's runner), in the lab's folder, logged in as ``who``."""
+    from click.testing import CliRunner
+
+    from cctk.cli.main import cli
+
+    monkeypatch.chdir(lab.folder)
+    login = {"MLFLOW_TRACKING_USERNAME": who, "MLFLOW_TRACKING_PASSWORD": password or PASSWORDS.get(who or "")}
+    env = {**login, "HOME": str(lab.folder), **extra}
+    return lambda *args: CliRunner().invoke(cli, list(args), env=env)
+
+
+def test_a_grant_on_an_experiment_another_user_made_is_refused_naming_its_owner(lab, monkeypatch):
+    """Before: Bob made the experiment "dave" first; the admin's grant to Dave said EDIT and reused it, Bob kept
+    MANAGE and deleted Dave's runs. Now the grant names Bob and is refused, unless --shared says it knowingly."""
+    from cctk.store import tracking
+
+    lab.accounts("admin").add("dave", "dave-Secret-4-zq")
+    os.environ.update(MLFLOW_TRACKING_USERNAME="bob", MLFLOW_TRACKING_PASSWORD=PASSWORDS["bob"])
+    squatted = tracking.Store(tracking.TrackingConfig("lab", lab.url)).experiment("dave")  # Bob's: MANAGE
+    cctk = _as(lab, monkeypatch, "admin")
+    refused = cctk("server", "users", "grant", "dave", "dave", "EDIT", "--tracking", "lab")
+    assert refused.exit_code == 1 and refused.output.count("\n") == 1, refused.output
+    assert f"Error: experiment 'dave' on {lab.url} exists and user 'bob' holds MANAGE on it" in refused.output
+    assert "cctk server users revoke bob dave" in refused.output and "--shared" in refused.output
+    assert [g for a in lab.accounts("admin").list() if a.name == "dave" for g in a.grants] == []
+    shared = cctk("server", "users", "grant", "dave", "dave", "EDIT", "--shared", "--tracking", "lab")
+    assert shared.exit_code == 0, shared.output
+    assert f"'dave' has EDIT on experiment 'dave' (id {squatted})" in shared.output
+    assert "also granted there: bob (MANAGE)" in shared.output
+    fresh = cctk("server", "users", "grant", "dave", "daves-own", "EDIT", "--tracking", "lab")
+    assert fresh.exit_code == 0 and "also granted" not in fresh.output, fresh.output
+
+
+def test_an_admin_removes_users_revokes_grants_and_sets_passwords(lab, monkeypatch):
+    """`cctk server users remove | revoke | password`, as the admin, and a user changing her own password."""
+
+    def answers(who: str, password: str) -> int:
+        return requests.get(f"{lab.url}/api/2.0/mlflow/experiments/search", params={"max_results": 1},
+                            auth=(who, password), timeout=30).status_code  # fmt: skip
+
+    admin = lab.accounts("admin")
+    admin.add("erin", "erin-Secret-5-zq")
+    admin.grant("erin", "erin", "EDIT")
+    cctk = _as(lab, monkeypatch, "admin", NEW="erin-Secret-6-zq")
+    revoked = cctk("server", "users", "revoke", "erin", "erin", "--tracking", "lab")
+    assert revoked.exit_code == 0 and "'erin' has no grant on experiment 'erin'" in revoked.output, revoked.output
+    assert [a.grants for a in lab.accounts("admin").list() if a.name == "erin"] == [()]
+    changed = cctk("server", "users", "password", "erin", "--password-env", "NEW", "--tracking", "lab")
+    assert changed.exit_code == 0 and "password of user 'erin'" in changed.output, changed.output
+    assert answers("erin", "erin-Secret-5-zq") == 401 and answers("erin", "erin-Secret-6-zq") == 200
+    own = _as(lab, monkeypatch, "erin", "erin-Secret-6-zq", NEW="erin-Secret-7-zq")
+    done = own("server", "users", "password", "erin", "--password-env", "NEW", "--tracking", "lab")
+    assert done.exit_code == 0, done.output  # her current password (her login's) given, as the app asks
+    assert answers("erin", "erin-Secret-7-zq") == 200
+    removed = cctk("server", "users", "remove", "erin", "--tracking", "lab")
+    assert removed.exit_code == 0 and "user 'erin' removed" in removed.output, removed.output
+    assert answers("erin", "erin-Secret-7-zq") == 401
+    assert "erin" not in [a.name for a in lab.accounts("admin").list()]
+
+
+def test_a_server_that_cannot_start_says_why_in_one_line_before_it_starts(lab, monkeypatch):
+    """Before: the database's password variable unset or wrong made the server retry for minutes (48 lines in
+    90 s, never exiting); no admin password on a first start made the tables, then a 35-line traceback."""
+    config = (lab.folder / "mlruns_config" / "lab.toml").read_text().replace("lab-artifacts", "never-made")
+    (lab.folder / "mlruns_config" / "fresh.toml").write_text(
+        config + 'database_uri = "sqlite:///mlruns/fresh-auth.db"\n'  # a new auth database: a first start
+    )
+    (lab.folder / "mlruns_config" / "again.toml").write_text(config)
+    cases = {
+        "unset": ("again", {}, "[server] password_env names CCTK_PG_PASSWORD, which is not set"),
+        "wrong": ("again", {"CCTK_PG_PASSWORD": "not-it"}, 'password authentication failed for user "postgres"'),
+        "no admin": ("fresh", {"CCTK_PG_PASSWORD": PG_PASSWORD}, "admin_password_env: CCTK_ADMIN_PASSWORD is not set"),
+    }
+    launched = []
+    monkeypatch.setattr("cctk.cli.server.launch_process", lambda *a, **k: launched.append(a) or 0)
+    for case, (name, extra, expected) in cases.items():
+        unset = {"CCTK_PG_PASSWORD": None, "CCTK_ADMIN_PASSWORD": None}
+        done = _as(lab, monkeypatch, None, **{**unset, **extra})("server", "--config", name)
+        assert done.exit_code == 1 and done.output.count("\n") == 1, (case, done.output)
+        assert expected in done.output and f"{lab.folder}/mlruns_config/{name}.toml: [server" in done.output, case
+    assert not launched and not (lab.folder / "mlruns" / "never-made").exists()
+    assert not (lab.folder / "mlruns/fresh-auth.db").exists()
+
+
+def test_the_servers_files_are_its_users_alone_and_its_workers_sign_with_one_key(lab):
+    """Before: the artifact store was made 0755 with files 0644 (every user of the host read every run's files),
+    and Flask's secret key was new at each start."""
+    artifacts = lab.folder / "mlruns" / "lab-artifacts"
+    modes = {str(p): oct(p.stat().st_mode & 0o777) for p in artifacts.rglob("*") if p.is_file()}
+    assert modes and set(modes.values()) == {"0o600"}, modes
+    assert all(p.stat().st_mode & 0o777 == 0o700 for p in [artifacts, *artifacts.rglob("*")] if p.is_dir())
+    key = (lab.folder / "mlruns" / "lab-secret_key").read_text().strip()
+    assert (lab.folder / "mlruns" / "lab-secret_key").stat().st_mode & 0o777 == 0o600
+    environs = [Path(f"/proc/{pid}/environ").read_bytes() for pid in _tree(lab.server.pid)]
+    keys = {e.split(b"MLFLOW_FLASK_SERVER_SECRET_KEY=")[1].split(b"\0")[0] for e in environs if b"SECRET_KEY=" in e}
+    assert keys == {key.encode()}
 
 
 def test_no_password_in_any_file_or_mlflow_field(lab):

@@ -15,7 +15,10 @@ Each stage is held open in the real ``cctk`` process (the step waits at its star
 of ``servers.FORK_SERVER``), so the signal lands in that stage every time, found by polling, never by sleeping a
 fixed time. The 24 processes of the three walks are forked from one that imported what they import
 (``servers.CctkForks``): each runs the real CLI in a process of its own and dies of its signal as a user's does;
-the 4 s of imports a start pays are paid once."""
+the 4 s of imports a start pays are paid once.
+
+A last walk stops the run the other way a user meets (issue 56): its tracking server goes away for longer than the
+client's retries, in an arm; it resumes once the server is back, to the same uninterrupted tables."""
 
 import os
 import re
@@ -27,7 +30,7 @@ from pathlib import Path
 import mlflow
 import pandas as pd
 import pytest
-from servers import CctkForks
+from servers import CctkForks, free_port, mlflow_server
 
 from cctk.core.config import parse_seeds
 from cctk.core.errors import CctkError
@@ -181,3 +184,51 @@ def test_a_walk_of_the_stages_resumes_to_the_uninterrupted_tables(
         pd.testing.assert_frame_equal(got.reset_index(drop=True), table.reset_index(drop=True), check_dtype=False)
     for stage, what in stops:  # the walk's last resume gave the uninterrupted tables
         WALKED[(stage, signal_name)] = what + ("; nothing to resume" if "no run" in what else "; resumed, tables equal")
+
+
+# One retry, no back-off to speak of: MLflow's client gives a call up within a second of the server going away, not
+# after the 4 minutes of its defaults (7 retries, factor 2)
+BUDGET = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
+
+
+def test_a_pipeline_whose_server_is_down_past_the_retries_resumes_to_the_uninterrupted_tables(
+    tiny_dir, tmp_path, uninterrupted, new_store, forks
+):
+    """A tracking server down longer than the client's retries (issue 56): the walk's pipeline, its system metrics
+    on as a user's are, logs to a real ``mlflow server``, which is stopped (its whole process group) while the first
+    arm is held at its start; let go, the arm's first logged epoch finds no server. The command ends in its one
+    line, once (before, MLflow's system-metrics monitor said it again), exit 1, the runs it could not end named
+    as RUNNING; the server started again on its store and port, ``--resume`` finishes the run: no run RUNNING, the
+    tables equal to the uninterrupted run's."""
+    backend, port, out, held = new_store(tmp_path / "server"), free_port(), tmp_path / "out", tmp_path / "held"
+    env = {**{k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}, "PYTHONPATH": os.getcwd(), **BUDGET}
+    fresh = ["run", "--no-figures", "--model", str(tiny_dir), "--profile", "smoke", "--seed", SEED, "--parts", "A"]
+    with mlflow_server(backend, tmp_path / "server", port=port) as url:
+        down = forks.start([*fresh, "--tracking", url, "--out", str(out)], env, tmp_path / "down.log",
+                           hold=STAGES["an arm"], reached=held)  # fmt: skip
+        while not held.exists():
+            assert down.poll() is None, down.output()[-3000:]
+            time.sleep(0.05)
+    held.unlink()  # the server is gone: the arm goes on
+    assert down.wait(timeout=300) == 1, down.output()[-3000:]
+    output = down.output()
+    said = [line for line in output.splitlines() if "stopped answering" in line or "Failed to" in line]
+    assert len(said) == 1 and "Traceback" not in output, output[-3000:]
+    assert said[0].startswith(f"Error: the tracking server at {url} stopped answering while cctk called ")
+    assert "the connection was refused, past the client's 1 retry (0 s of back-off; MLFLOW_HTTP_REQUEST" in said[0]
+    assert "could not be ended there and stay RUNNING: resume once the server answers" in said[0]
+    with mlflow_server(backend, tmp_path / "server", port=port):  # back, on its store and port
+        client = mlflow.MlflowClient(url)
+        parent = _parent(client)
+        assert parent.info.status == "RUNNING" and parent.info.run_id in said[0]
+        resume = ["run", "--resume", parent.info.run_id, "--no-figures", "--tracking", url, "--out", str(out)]
+        resumed = forks.run(resume, env, tmp_path / "resumed.log")
+        assert resumed.returncode == 0, resumed.stdout[-3000:]
+        assert _parent(client).info.status == "FINISHED" and "RUNNING" not in _statuses(client)
+    tables = load(next(out.iterdir())).tables
+    for name, table in uninterrupted.items():
+        got = tables[name]
+        if name == "table11":  # times differ
+            cols = ["model", "examples", "steps", "loss_first_epoch", "loss_last_epoch"]
+            table, got = table[cols], got[cols]
+        pd.testing.assert_frame_equal(got.reset_index(drop=True), table.reset_index(drop=True), check_dtype=False)

@@ -56,8 +56,13 @@ def test_the_store_uri_is_absolute_and_waits_for_a_busy_sqlite(monkeypatch, tmp_
     store = tracking.Store(tracking.TrackingConfig("x", "sqlite:///mlruns/mlflow.db"))
     assert sweep.absolute_store(store) == f"sqlite:///{tmp_path}/mlruns/mlflow.db?timeout=120"
     server = tracking.Store.__new__(tracking.Store)
-    server.uri = "http://127.0.0.1:5000"
+    server.config = tracking.TrackingConfig("x", "http://127.0.0.1:5000")
     assert sweep.absolute_store(server) == "http://127.0.0.1:5000"
+    database = tracking.Store.__new__(tracking.Store)  # its cells connect with its password; lines show it redacted
+    database.config = tracking.TrackingConfig("x", "postgresql://cctk:S3cret@h/db")
+    assert sweep.absolute_store(database) == "postgresql://cctk:S3cret@h/db"
+    with pytest.raises(CctkError, match=r"cannot reach the local store postgresql://cctk:\*\*\*@h/db: use a tracking"):
+        sweep.check_cluster_store(database.config.tracking_uri)
 
 
 def test_cli_errors_before_any_store_is_touched(tmp_path, monkeypatch):

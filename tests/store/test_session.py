@@ -140,6 +140,16 @@ def test_a_run_info_written_before_issue_21_reads_as_todays(written_session):
     )
 
 
+def test_a_run_info_written_before_issue_56_reads_its_stores_uri_redacted(written_session):
+    """A file whose run was given a database's URI with its password, written before cctk redacted it: read back
+    (a report drawn again, a citation), the password is not there."""
+    folder, _, _ = written_session
+    data = json.loads((folder / "run_info.json").read_text())
+    data["mlflow"] = {**data["mlflow"], "tracking_uri": "postgresql+psycopg2://cctk:S3cret@db.lab/cctk?sslmode=require"}
+    info = session.info_from_json(data)
+    assert info.mlflow.tracking_uri == "postgresql+psycopg2://cctk:***@db.lab/cctk?sslmode=require"
+
+
 def test_a_v1_run_info_from_before_issue_21_reads_its_model_under_its_own_key():
     from builders import run_info_before_issue_21
 

@@ -389,13 +389,115 @@ def test_a_missing_run_is_no_run_and_other_failures_say_what_failed(tracking_uri
 
 def test_a_tracking_uri_with_a_password_is_refused(monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    with pytest.raises(CctkError, match="the tracking URI carries a password: give the server's address alone"):
+    with pytest.raises(CctkError, match=r"the tracking URI http://alice:\*\*\*@127.0.0.1:5000 carries a password"):
         tracking.resolve("http://alice:secret@127.0.0.1:5000")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "https://alice:secret@lab.example")
     with pytest.raises(CctkError, match="MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"):
         tracking.resolve(None)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "https://lab.example/?password=secret")
+    with pytest.raises(CctkError, match=r"https://lab.example/\?password=\*\*\* carries a password"):
+        tracking.resolve(None)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://alice@lab.example")  # a user, no password: as it is
     assert tracking.resolve(None).tracking_uri == "http://alice@lab.example"
+
+
+@pytest.mark.parametrize(
+    ("uri", "shown"),
+    [
+        (
+            "postgresql+psycopg2://cctk:S3cr%2Fet@127.0.0.1:5432/cctk",
+            "postgresql+psycopg2://cctk:***@127.0.0.1:5432/cctk",
+        ),
+        (
+            "postgresql://cctk@h/db?sslmode=require&password=S3cret",
+            "postgresql://cctk@h/db?sslmode=require&password=***",
+        ),
+        ("mysql+pymysql://u:p@ss@h/db?passwd=S3cret#x", "mysql+pymysql://u:***@h/db?passwd=***#x"),
+        ("sqlite:///auth.db?password=S3cret", "sqlite:///auth.db?password=***"),
+        ("postgresql://:S3cret@h/db", "postgresql://:***@h/db"),
+        ("sqlite:///mlruns/mlflow.db?timeout=120", "sqlite:///mlruns/mlflow.db?timeout=120"),
+        ("http://127.0.0.1:5000", "http://127.0.0.1:5000"),
+        ("sqlite:///x.db?", "sqlite:///x.db?"),
+    ],
+)
+def test_a_uri_is_shown_with_every_password_in_it_redacted_and_the_rest_as_written(uri, shown):
+    assert tracking.redact(uri) == shown
+    assert tracking.has_password(uri) == (uri != shown)
+
+
+def test_a_database_uri_with_its_password_reaches_its_client_alone(monkeypatch, tmp_path):
+    """Before: `--tracking postgresql://user:SECRET@...` was recorded as it was (the tag cctk.tracking_uri,
+    run_info.json, the reports, the last line). Its client needs the password; the store shows it redacted."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    uri = "postgresql+psycopg2://cctk:S3cret@127.0.0.1:9/cctk"
+    config = tracking.resolve(uri)
+    assert (
+        config.tracking_uri == uri and config.name == config.shown == "postgresql+psycopg2://cctk:***@127.0.0.1:9/cctk"
+    )
+    opened = []
+    monkeypatch.setattr(tracking, "_open_client", lambda uri: opened.append(uri))
+    store = tracking.Store(config)
+    assert opened == [uri] and store.uri == config.shown  # what a run records (tag, run_info.json) and lines say
+    assert tracking.run_link(store, "1", "abc") == f"MLflow UI: cctk ui abc --tracking {config.shown}"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mlruns_config").mkdir()
+    (tmp_path / "mlruns_config" / "db.toml").write_text(f'tracking_uri = "{uri}"\n')
+    assert tracking.resolve("db").tracking_uri == uri and tracking.resolve("db").shown == config.shown
+
+
+def test_a_database_that_refuses_the_connection_is_one_line_before_any_work(monkeypatch):
+    """Before: MLflow's client retried it for a minute, then a 230-line traceback."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    with pytest.raises(CctkError) as refused:  # nothing listens on port 9
+        tracking.connect("postgresql+psycopg2://cctk:S3cret@127.0.0.1:9/cctk")
+    line = str(refused.value)
+    assert line.startswith("cannot reach the tracking store postgresql+psycopg2://cctk:***@127.0.0.1:9/cctk: connect")
+    assert "Connection refused" in line and "S3cret" not in line and "\n" not in line
+    assert tracking.is_database("mysql+pymysql://u@h/db") and not tracking.is_database("sqlite:///x.db")
+
+
+def test_a_tracking_configuration_that_cannot_be_read_is_one_line_naming_its_file(tmp_path, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mlruns_config").mkdir()
+    file = tmp_path / "mlruns_config" / "bad.toml"
+    for text, line in {
+        'tracking_uri = "http://x"\nport = \n': "not valid TOML: Invalid value (at line 2, column 8)",
+        "description = 'no uri'\n": "tracking_uri is missing",
+        "tracking_uri = 5000\n": "tracking_uri = 5000 is not a string",
+        'tracking_uri = "sqlite:///a.db"\nartifact_location = ["a"]\n': 'artifact_location = ["a"] is not a string',
+    }.items():
+        file.write_text(text)
+        with pytest.raises(CctkError) as refused:
+            tracking.resolve("bad")
+        assert str(refused.value) == f"{file}: {line}"
+
+
+def test_the_login_is_read_as_mlflow_reads_it_environment_first_then_its_credentials_file(tmp_path, monkeypatch):
+    """Before: a login in ~/.mlflow/credentials (MLflow's own file) skipped cctk's write check (an empty session
+    folder was made), refusals named `user None`, a wrong password there said to set MLFLOW_TRACKING_USERNAME,
+    and a malformed file gave a 63-line configparser traceback."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for key in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
+        monkeypatch.delenv(key, raising=False)
+    assert tracking.login() == tracking.Login(None, None, "no password")
+    (tmp_path / ".mlflow").mkdir()
+    credentials = tmp_path / ".mlflow" / "credentials"
+    credentials.write_text("[mlflow]\nmlflow_tracking_username = dave\nmlflow_tracking_password = daves-pw\n")
+    assert tracking.login() == tracking.Login("dave", "daves-pw", "~/.mlflow/credentials") and tracking.user() == "dave"
+    line = str(tracking.refusal(401, "http://s", "get_run", None))
+    assert line == (
+        "the tracking server at http://s does not accept user 'dave' (401): no such user, or the password in "
+        "~/.mlflow/credentials is not hers"
+    )
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "other")  # the environment wins, key by key, as in MLflow
+    assert tracking.login() == tracking.Login("dave", "other", "MLFLOW_TRACKING_PASSWORD")
+    assert "user 'dave' may not write to experiment 'x'" in str(tracking.refusal(403, "http://s", "log_batch", "x"))
+    credentials.write_text("mlflow_tracking_username = dave\n")  # no section header
+    with pytest.raises(CctkError) as malformed:
+        tracking.login()
+    assert str(malformed.value).startswith(f"{credentials}: MLflow cannot read it as its credentials file (File")
+    assert "\n" not in str(malformed.value)
 
 
 def test_runs_go_to_the_experiment_mlflow_experiment_name_names(tracking_uri, monkeypatch):
@@ -423,6 +525,24 @@ def test_a_server_that_does_not_answer_is_unreachable_in_one_line(monkeypatch):
     store = tracking.Store(tracking.TrackingConfig("x", "http://127.0.0.1:9"))
     with pytest.raises(tracking.Unreachable, match=r"^the tracking server at http://127.0.0.1:9 stopped answering"):
         store.client.get_experiment_by_name("cctk")
+
+
+def test_the_retry_budget_is_mlflows_variables_and_one_it_refuses_is_one_line(monkeypatch):
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "9")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "2")
+    tracking.check_retry_budget()
+    assert tracking.retry_budget().startswith("the client's 9 retries (484 s of back-off; MLFLOW_HTTP_REQUEST_MAX")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "12")  # before: a traceback at every request
+    with pytest.raises(CctkError) as refused:
+        tracking.check_retry_budget()
+    assert str(refused.value) == (
+        "MLflow's client takes no retry budget of MLFLOW_HTTP_REQUEST_MAX_RETRIES=12, "
+        "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR=2: The configured max_retries value (12) is in excess of the maximum "
+        "allowable retries (10)"
+    )
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "many")
+    with pytest.raises(CctkError, match=r"MLFLOW_HTTP_REQUEST_MAX_RETRIES=many, .*: not an integer"):
+        tracking.check_retry_budget()
 
 
 class _GoneRun:
