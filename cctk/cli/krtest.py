@@ -525,8 +525,7 @@ def _study_seeds(model, seed, seeds, data, out, tracking, values) -> None:
     from click.core import ParameterSource
 
     from ..core.config import seeds_or_count
-    from ..krtest.commands import seeds as seeds_module
-    from ..krtest.commands import study as study_module
+    from ..krtest.commands import seeds as seeds_module, study as study_module
 
     if click.get_current_context().get_parameter_source("seed") is not ParameterSource.DEFAULT:
         raise CctkError("give --seed (one study) or --seeds (one study per seed), not both")

@@ -24,8 +24,7 @@ from ..figures import save_figure
 from ..manuals.manual import Comparable
 from ..manuals.pooled import Comparison, PooledRun, varied
 from ..outputs.html_report import data_uri
-from ..outputs.tables import html as table_html
-from ..outputs.tables import write_table
+from ..outputs.tables import html as table_html, write_table
 
 GROUPING = (
     "Every table pools runs only within a group: one base model and one value of each recipe value that "

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Collection, Hashable, Iterator
-from collections.abc import Set as AbstractSet
+from collections.abc import Collection, Hashable, Iterator, Set as AbstractSet
 from typing import TypedDict
 
 import pandas as pd

@@ -53,7 +53,7 @@ def names() -> tuple[str, ...]:
 
 def get(name: str | None) -> AnyManual:
     """The manual of a name; the legacy one for None (a session from before protocols). The one resolver: called
-    only where a name comes in (tests/manuals/test_protocol_value.py names the edges)."""
+    only where a name comes in (tests/manuals/test_manual_value.py names the edges)."""
     name = name or LEGACY
     if name not in _entries():
         raise CctkError(f"unknown protocol {name!r}; choose one of: {', '.join(_choices())}")

@@ -26,8 +26,14 @@ from ..core import provenance
 from ..core.config import AUTO, Config
 from ..core.errors import CctkError
 from ..core.lm import compute, memory, models
-from ..core.lm.device import auto_on_cpu, check_placed, check_recipe, out_of_memory_as_line, room
-from ..core.lm.device import resolve as resolve_device
+from ..core.lm.device import (
+    auto_on_cpu,
+    check_placed,
+    check_recipe,
+    out_of_memory_as_line,
+    resolve as resolve_device,
+    room,
+)
 from ..core.lm.finetune import fine_tune
 from ..core.lm.record import TrainRecord
 from ..core.lm.scoring import measure
@@ -36,8 +42,7 @@ from ..core.records import MemoryUse, MlflowIds, hardware, software
 from ..manuals import configure, registry, words
 from ..manuals.manual import AnyManual, Curves, Datasets, ManualOptions, Measured, Results, Resumable, Row, trained
 from ..outputs import model_heatmaps, write_all
-from ..store import session as session_files
-from ..store import tracking
+from ..store import session as session_files, tracking
 from ..store.session import Layout
 from . import resume as resume_state
 from .resume import Done

@@ -2,8 +2,7 @@
 
 from click.testing import CliRunner
 
-from cctk.bench import bench
-from cctk.bench import exit as bench_exit
+from cctk.bench import bench, exit as bench_exit
 
 
 def test_each_way_ends_its_child_as_it_says(monkeypatch):

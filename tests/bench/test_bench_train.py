@@ -4,8 +4,7 @@ the default corpus of four repeats could not fill (the quick profile's 32)."""
 import pytest
 from click.testing import CliRunner
 
-from cctk.bench import bench
-from cctk.bench import train as train_bench
+from cctk.bench import bench, train as train_bench
 from cctk.core.lm import compute
 
 

@@ -19,8 +19,7 @@ from cctk.figures.style import paper
 from cctk.manuals.v2 import catalog
 from cctk.manuals.v2.labels import PAPER_FIGURE_ABOUT, PAPER_TABLE_CAPTIONS
 from cctk.manuals.v2.parts import compute_tables
-from cctk.outputs import latex
-from cctk.outputs import paper as paper_module
+from cctk.outputs import latex, paper as paper_module
 
 PDFLATEX = shutil.which("pdflatex")
 needs_pdflatex = pytest.mark.skipif(

@@ -38,7 +38,7 @@ def test_the_shipped_configurations_are_the_checkouts_top_level_folder_in_an_emp
     the default store is ./mlruns/ of that folder."""
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.chdir(tmp_path)
-    assert not (Path(tracking.__file__).parent / "mlruns_config").exists()
+    assert not (Path(tracking.__file__).parents[1] / "mlruns_config").exists()  # cctk/store/ holds none
     assert tracking.config_folders() == [ROOT / "mlruns_config"]
     assert tracking.config_names() == ["embedded", "postgres", "server"]
     config = tracking.resolve(None)
@@ -59,7 +59,7 @@ def test_an_installed_package_reads_its_own_copy(tmp_path, monkeypatch):
     package = tmp_path / "site-packages" / "cctk" / "store"
     (package / "mlruns_config").mkdir(parents=True)
     (package / "mlruns_config" / "lab.toml").write_text('tracking_uri = "http://10.0.0.7:5000"\n')
-    monkeypatch.setattr(tracking.resources, "files", lambda name: package if name == "cctk.store" else None)
+    monkeypatch.setattr(tracking.config.resources, "files", lambda name: package if name == "cctk.store" else None)
     monkeypatch.chdir(tmp_path)
     assert tracking.config_folders() == [package / "mlruns_config"]
     assert tracking.config_names() == ["lab"]
@@ -435,7 +435,7 @@ def test_a_database_uri_with_its_password_reaches_its_client_alone(monkeypatch, 
         config.tracking_uri == uri and config.name == config.shown == "postgresql+psycopg2://cctk:***@127.0.0.1:9/cctk"
     )
     opened = []
-    monkeypatch.setattr(tracking, "_open_client", lambda uri: opened.append(uri))
+    monkeypatch.setattr(tracking.runs, "_open_client", lambda uri: opened.append(uri))
     store = tracking.Store(config)
     assert opened == [uri] and store.uri == config.shown  # what a run records (tag, run_info.json) and lines say
     assert tracking.run_link(store, "1", "abc") == f"MLflow UI: cctk ui abc --tracking {config.shown}"

@@ -19,8 +19,7 @@ import pandas as pd
 from ... import __version__
 from ...core.errors import CctkError
 from ...core.lm import memory
-from ...core.lm.device import check_placed, check_recipe, out_of_memory_as_line, room
-from ...core.lm.device import resolve as resolve_device
+from ...core.lm.device import check_placed, check_recipe, out_of_memory_as_line, resolve as resolve_device, room
 from ...core.lm.models import check_available, load_model, model_config
 from ...core.lm.scoring import pad_id
 from ...store import tracking
@@ -36,8 +35,7 @@ from ..measurement.items import (
     with_book,
 )
 from ..measurement.lora import plan_lora
-from ..measurement.passages import Passage, check_segment
-from ..measurement.passages import segment as segment_corpus
+from ..measurement.passages import Passage, check_segment, segment as segment_corpus
 from ..measurement.report import write_curve, write_evaluation
 from ..measurement.scoring import Summary, check_fits, score, summarize
 from ..measurement.train import PERPLEXITY_LOGIT_COPIES, Evaluation, TrainConfig, Trained, perplexity, train

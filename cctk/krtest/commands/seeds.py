@@ -18,8 +18,7 @@ import pandas as pd
 from ...store import tracking
 from ...store.session import new_folder
 from .. import ARMS, SWEEP_RUN
-from . import compare as kr
-from . import study as study_module
+from . import compare as kr, study as study_module
 from .jobs import open_track
 
 

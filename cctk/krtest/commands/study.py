@@ -31,8 +31,7 @@ import pandas as pd
 from ... import __version__
 from ...core.config import Recipe
 from ...core.lm import memory
-from ...core.lm.device import check_recipe, out_of_memory_as_line
-from ...core.lm.device import resolve as resolve_device
+from ...core.lm.device import check_recipe, out_of_memory_as_line, resolve as resolve_device
 from ...core.lm.models import check_available, load_model, model_id
 from ...store import tracking
 from ...store.session import new_folder

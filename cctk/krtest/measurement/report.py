@@ -14,8 +14,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from ...figures.common import BASE, HELD_HIT, LINES, SEEN_HIT, new_figure, paper_style, save_figure, shade
-from ...outputs.tables import XLSX_EPOCH, session_start
-from ...outputs.tables import write_table as write_table_files
+from ...outputs.tables import XLSX_EPOCH, session_start, write_table as write_table_files
 from .scoring import ITEM_COLUMNS, Summary, by_passage
 
 ITEMS, BY_PASSAGE, SUMMARY, CURVE = "items.csv", "by_passage.csv", "summary.json", "curve.csv"

@@ -18,8 +18,7 @@ from ...core.labels import PAPER_FIGURE_ABOUT
 from ...core.lm.record import TrainRecord
 from ...core.records import Design
 from ..manual import Comparable, Comparison, Manual, ManualSpec, Measured, OneCorpus, PooledRun, Row, TableSpec
-from . import experiment as v1_experiment
-from . import facts as v1_facts
+from . import experiment as v1_experiment, facts as v1_facts
 from .config import PROFILES, SEED
 from .labels import FIGURE_ABOUT, HEADERS, SECTIONS, TABLE_CAPTIONS, TABLES, VOCABULARY, model_name
 

@@ -3,8 +3,7 @@ and the note beside a single run's synthesis. The vocabulary both manuals share 
 
 from __future__ import annotations
 
-from ...core.labels import BASE_MODEL, GROUPS, Vocabulary
-from ...core.labels import PAPER_FIGURE_ABOUT as SHARED_PAPER_ABOUT
+from ...core.labels import BASE_MODEL, GROUPS, PAPER_FIGURE_ABOUT as SHARED_PAPER_ABOUT, Vocabulary
 
 # --- Its models and targets by key, the names of its figures and what each kind shows (report.html). ---
 

@@ -12,8 +12,7 @@ from ..charts.across import cross_model_chart, implausibility_chart, recipe_sens
 from ..charts.forest import forest_chart
 from ..design import ARMS
 from ..labels import model_name
-from . import findings as evidence
-from . import tables as across
+from . import findings as evidence, tables as across
 from .tables import Study
 
 CAPTIONS = {

@@ -11,8 +11,7 @@ import math
 
 import numpy as np
 import pytest
-from builders import STUDY_SEED as SEED
-from builders import assert_rows, cp
+from builders import STUDY_SEED as SEED, assert_rows, cp
 
 from cctk.core.stats import band_with_interval
 from cctk.manuals.v2.parts import part_d

@@ -7,8 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from builders import HELD, HELD_EQ, HELD_GT, HELD_LT
-from builders import STUDY_SEED as SEED
+from builders import HELD, HELD_EQ, HELD_GT, HELD_LT, STUDY_SEED as SEED
 
 from cctk.core.facts import ADDITIONS
 from cctk.manuals.v2.design import MODEL_KEYS, build_study_inputs

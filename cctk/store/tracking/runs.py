@@ -1,43 +1,25 @@
-"""The one place that talks to MLflow: where runs are stored, and a narrow logging interface.
-
-Where runs go: ``MLFLOW_TRACKING_URI`` when set; else ``--tracking NAME|URI``, a NAME being a file
-``mlruns_config/NAME.toml`` of the working folder or, failing that, the shipped one (the repository's
-top-level ``mlruns_config/``, inside the wheel as ``cctk/store/mlruns_config/``); else the embedded default
-(SQLite store and artifacts under ./mlruns/).
-
-On a shared server (MLflow's basic-auth app), the client is who ``MLFLOW_TRACKING_USERNAME`` and
-``MLFLOW_TRACKING_PASSWORD`` say, else MLflow's ``~/.mlflow/credentials`` (read as MLflow reads them; cctk never
-takes a password as an argument), and runs go to the experiment ``MLFLOW_EXPERIMENT_NAME`` names (``cctk`` when
-unset). A store's URI is shown (lines, tags, files, command lines) only through ``redact``: a database's password
-reaches its client alone. A refusal (401, 403) is one line
-naming who, which experiment and what permission is missing (``Refused``); a server that stops answering past
-MLflow's own retries is one line too (``Unreachable``), and the runs it leaves open say so.
-"""
+"""Runs in a store: the client (``Guarded``: a refusal or an outage one line, ``Refused``, ``Unreachable``), the
+store (``Store``: experiments, runs opened and ended with a status that tells the truth, searches, artifacts), a
+run logged to (``LiveRun``: the narrow logging interface) or read back (``TrackedRun``), and the names cctk gives
+MLflow's fields (its tags)."""
 
 from __future__ import annotations
 
 import fcntl
-import json
 import logging
 import os
 import re
 import time
-import tomllib
-import urllib.error
-import urllib.request
 import warnings
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import unquote, urlsplit
+from typing import TYPE_CHECKING, Any
 
-from ..core.errors import CctkError, NoRun
-from ..core.records import ui_link
+from ...core.errors import CctkError, NoRun
+from ...core.records import ui_link
 
 if TYPE_CHECKING:  # MLflow itself is imported on first use: the light layers never load it
     import pandas as pd
@@ -50,9 +32,25 @@ if TYPE_CHECKING:  # MLflow itself is imported on first use: the light layers ne
     _Client = MlflowClient
 else:
     _Client = object
+from .config import (
+    CREDENTIALS,
+    DEFAULT_CONFIG,
+    HOW_TO_POINT,
+    ON_SERVER,
+    NoStore,
+    TrackingConfig,
+    Unreachable,
+    check_reachable,
+    check_retry_budget,
+    experiment_name,
+    login,
+    missing_store,
+    resolve,
+    retry_budget,
+    sqlite_path,
+    user,
+)
 
-EXPERIMENT = "cctk"
-DEFAULT_CONFIG = "embedded"
 # cctk's tags: every reader and writer names them through these constants
 KIND = "cctk.kind"  # pipeline, model, sweep, compare, measure, krtest, krtest-study, ...
 SESSION = "cctk.session"  # the session folder's name
@@ -78,291 +76,11 @@ STATUSES = ("FINISHED", "FAILED", "KILLED")
 Value = str | int | float | bool | None
 # The MLflow UI opens an experiment of this kind on its runs table ("Model training"), not on GenAI traces.
 EXPERIMENT_KIND = "custom_model_development"
-T = TypeVar("T")  # what a call to the server answers (or a configuration holds)
-ON_SERVER = ("http://", "https://")  # a tracking server's URIs; every other is a store its client opens itself
-
-
-@dataclass(frozen=True)
-class TrackingConfig:
-    """A store: its name (a configuration's, or the URI as ``shown``), the URI its clients connect to (a
-    database's may hold its password: nothing but a client gets it) and, for a store without a server, its
-    artifact folder."""
-
-    name: str
-    tracking_uri: str
-    artifact_location: str | None = None  # only for stores without a server
-
-    @property
-    def shown(self) -> str:
-        """The URI as every line, file, tag and command line gives it: any password in it replaced."""
-        return redact(self.tracking_uri)
-
-
-# The repository's top-level mlruns_config/, the one source of the shipped configurations, seen from a
-# checkout (this file is cctk/store/tracking.py of it)
-CHECKOUT_CONFIGS = Path(__file__).resolve().parents[2] / "mlruns_config"
-
-
-def shipped_configs() -> Traversable:
-    """The configurations that come with cctk: the package's own (``cctk/store/mlruns_config/``, where the
-    build puts the repository's top-level ``mlruns_config/``, so a wheel installed anywhere has them), or,
-    in a checkout, which holds no copy, that top-level folder itself."""
-    packaged = resources.files(__package__) / "mlruns_config"
-    return packaged if packaged.is_dir() else CHECKOUT_CONFIGS
-
-
-def config_folders() -> list[Traversable]:
-    """Where a configuration NAME is looked up, the first holding ``NAME.toml`` winning: ``mlruns_config/``
-    of the working folder (a researcher's own or changed configurations), then the shipped ones (once,
-    where the working folder is the checkout's top)."""
-    here, shipped = Path.cwd() / "mlruns_config", shipped_configs()
-    return ([here] if here.is_dir() and here.resolve() != shipped else []) + [shipped]
-
-
-def config_names() -> list[str]:
-    return sorted(
-        {
-            entry.name.removesuffix(".toml")
-            for folder in config_folders()
-            for entry in folder.iterdir()
-            if entry.name.endswith(".toml")
-        }
-    )
-
-
-def config_file(name: str) -> Traversable:
-    """The file of configuration ``name`` (the first folder of ``config_folders`` holding it), or one line."""
-    for folder in config_folders():
-        entry = folder / f"{name}.toml"
-        if entry.is_file():
-            return entry
-    raise CctkError(
-        f"unknown tracking configuration {name!r}; choose one of: {', '.join(config_names())}, or give a tracking URI"
-    )
-
-
-def read_config(name: str) -> dict[str, Any]:
-    """Configuration ``name``, parsed; a file that is no TOML is one line naming it and where it goes wrong."""
-    entry = config_file(name)
-    try:
-        return tomllib.loads(entry.read_text())
-    except tomllib.TOMLDecodeError as error:
-        raise CctkError(f"{entry}: not valid TOML: {error}") from None
-
-
-# How a configuration's value of each kind is named in the line that refuses another
-_KINDS: dict[type, str] = {str: "a string", int: "an integer", list: "a list", dict: "a table"}
-
-
-def config_value(table: Mapping[str, Any], key: str, kind: type[T], where: str, default: T | None = None) -> T:
-    """``table[key]`` (``default`` where it is left out), checked to be a ``kind``; a value missing or of
-    another kind is one line naming the key and ``where`` it is (the file and its table)."""
-    value = table.get(key, default)
-    if value is None:
-        raise CctkError(f"{where} {key} is missing")
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise CctkError(f"{where} {key} = {_toml(value)} is not {_KINDS.get(kind, kind.__name__)}")
-    return value
-
-
-def config_names_list(table: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
-    """A list of strings (``allowed_hosts = ["a", "b"]``): one string alone is refused, not split into letters."""
-    value = config_value(table, key, list, where, [])
-    if not all(isinstance(item, str) for item in value):
-        raise CctkError(f"{where} {key} = {_toml(value)} is not a list of strings")
-    return tuple(value)
-
-
-def _toml(value: Any) -> str:
-    """A value as TOML writes it (strings quoted, ``true``), for a line that refuses it."""
-    return json.dumps(value, ensure_ascii=False, default=str)
-
-
-def resolve(tracking: str | None = None) -> TrackingConfig:
-    """The store runs go to (see the module docstring for the order), its URI and artifact folder made
-    absolute: a run records where it is, wherever it is read from later."""
-    env = os.environ.get("MLFLOW_TRACKING_URI")
-    if env:
-        return TrackingConfig("MLFLOW_TRACKING_URI", absolute_uri(_no_server_password(env)))
-    tracking = tracking or DEFAULT_CONFIG
-    if "://" in tracking or tracking.startswith("sqlite:"):
-        return TrackingConfig(redact(tracking), absolute_uri(_no_server_password(tracking)))
-    raw, where = read_config(tracking), f"{config_file(tracking)}:"
-    artifacts = config_value(raw, "artifact_location", str, where, "")
-    uri = config_value(raw, "tracking_uri", str, where)
-    return TrackingConfig(
-        tracking, absolute_uri(_no_server_password(uri)), str(Path(artifacts).absolute()) if artifacts else None
-    )
-
-
-# Query parameters that carry a secret (psycopg2's and libpq's password=, MySQL's passwd=, a token=)
-_SECRET_KEYS = ("pass", "pwd", "secret", "token")
-
-
-def redact(uri: str) -> str:
-    """``uri`` with the password of its user (``postgresql://cctk:***@host/db``) and the value of every
-    query parameter that holds one (``?password=***``) replaced: the one form in which cctk writes or
-    prints a URI (tags, run_info.json, reports, lines, command lines). The rest is kept as written."""
-    parts = urlsplit(uri)
-    shown = uri  # spliced, not rebuilt: urlunsplit would drop the empty host of sqlite:///path
-    if parts.password is not None:
-        user, _, host = parts.netloc.rpartition("@")
-        shown = shown.replace(f"//{parts.netloc}", f"//{user.split(':', 1)[0]}:***@{host}", 1)
-    query = "&".join(
-        f"{piece.split('=', 1)[0]}=***" if "=" in piece and _secret_key(piece.split("=", 1)[0]) else piece
-        for piece in parts.query.split("&")
-    )
-    if query != parts.query:
-        head, _, tail = shown.partition("?")
-        shown = f"{head}?{tail.replace(parts.query, query, 1)}"
-    return shown
-
-
-def _secret_key(key: str) -> bool:
-    return any(word in unquote(key).lower() for word in _SECRET_KEYS)
-
-
-def has_password(uri: str) -> bool:
-    """Whether ``uri`` holds a password (in its user part or its query), as ``redact`` finds it."""
-    return redact(uri) != uri
-
-
-def password_problem(password: str) -> str | None:
-    """Why MLflow's basic-auth app would refuse ``password`` for an account (its own rule, in its words), or None."""
-    from mlflow.exceptions import MlflowException
-    from mlflow.utils.validation import _validate_password  # the rule create_user applies
-
-    try:
-        _validate_password(password)
-    except MlflowException as error:
-        return error.message
-    return None
-
-
-def _no_server_password(uri: str) -> str:
-    """``uri`` as it is, unless it is a tracking server's and carries a password (``http://alice:secret@host``,
-    ``?password=``): MLflow's client takes the account from the environment (or ~/.mlflow/credentials), and a
-    sweep hands the URI to every worker. A database's URI may hold its password: its client needs it, and
-    cctk shows it only redacted."""
-    if uri.startswith(ON_SERVER) and has_password(uri):
-        raise CctkError(
-            f"the tracking URI {redact(uri)} carries a password: give the server's address alone and the account in "
-            "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (MLflow's client reads them)"
-        )
-    return uri
-
-
-def absolute_uri(uri: str) -> str:
-    """``uri`` with a relative SQLite path (``sqlite:///mlruns/mlflow.db``) or a relative ``file:`` path taken
-    from the working folder; any other URI as it is."""
-    path = sqlite_path(uri)
-    if path is not None and str(path) != ":memory:":
-        query = uri.split("?", 1)[1] if "?" in uri else ""
-        return f"sqlite:///{path.absolute()}" + (f"?{query}" if query else "")
-    if uri.startswith("file:") and not uri.startswith("file://"):
-        return Path(uri.removeprefix("file:")).absolute().as_uri()
-    return uri
-
-
-HOW_TO_POINT = (
-    "point at the store that holds it with MLFLOW_TRACKING_URI=URI, --tracking NAME|URI "
-    "(a name of mlruns_config/ or a URI) or, from Python, tracking_name="
-)
-
-
-class NoStore(CctkError):
-    """A read found no store at the configured place (a SQLite file that does not exist, a server that
-    does not answer): nothing was created there."""
 
 
 class Refused(CctkError):
     """The tracking server refused a request: it does not know the user (401) or the user lacks a permission
     on the experiment (403). One line: who, which experiment, what is missing, who can grant it."""
-
-
-class Unreachable(CctkError):
-    """The tracking server stopped answering (503s, refused or dropped connections) past MLflow's retries.
-    ``left_running``: the runs that could not be ended there, so show RUNNING until resumed."""
-
-    def __init__(self, why: str, left_running: tuple[str, ...] = ()):
-        self.why, self.left_running = why, left_running
-        tail = (
-            f"; run{'s' if len(left_running) > 1 else ''} {', '.join(left_running)} could not be ended there and "
-            "stay RUNNING: resume once the server answers (cctk run --resume RUN_ID for a pipeline)"
-            if left_running
-            else ""
-        )
-        super().__init__(why + tail)
-
-
-def missing_store(config: TrackingConfig) -> str | None:
-    """Why ``config``'s store cannot be read without creating it (None when it can): a SQLite file that is
-    not there, or a server that does not answer."""
-    path = sqlite_path(config.tracking_uri)
-    if path is not None:
-        return None if path.is_file() else f"there is no MLflow store at {path}"
-    try:
-        check_reachable(config)
-    except CctkError as error:
-        return str(error)
-    return None
-
-
-def check_reachable(config: TrackingConfig, timeout: float = 5.0) -> None:
-    """A server that does not answer, or a database that refuses the connection, fails here in one line,
-    before any model is loaded (MLflow's client would retry a database for a minute, then a traceback)."""
-    if is_database(config.tracking_uri):
-        problem = database_problem(config.tracking_uri)
-        if problem:
-            raise CctkError(f"cannot reach the tracking store {config.shown}: {problem}")
-        return
-    if not config.tracking_uri.startswith(("http://", "https://")):
-        return
-    url = config.tracking_uri.rstrip("/") + "/health"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as reply:
-            if reply.status == 200:
-                return
-    except OSError:
-        pass
-    raise CctkError(
-        f"cannot reach the MLflow tracking server at {config.tracking_uri} "
-        f"(start it with `cctk server`, or pick another --tracking)"
-    )
-
-
-def is_database(uri: str) -> bool:
-    """Whether ``uri`` is a database server's that MLflow opens through SQLAlchemy (PostgreSQL, MySQL, SQL
-    Server); SQLite's is a file."""
-    from mlflow.store.db.db_types import DATABASE_ENGINES, SQLITE
-
-    dialect = uri.split(":", 1)[0].split("+", 1)[0]
-    return "://" in uri and dialect in DATABASE_ENGINES and dialect != SQLITE
-
-
-def database_problem(uri: str) -> str | None:
-    """Why a database refuses a connection (its driver's words, one line, no password), or None where it
-    takes one."""
-    import sqlalchemy
-
-    timeout = {"connect_timeout": 10} if uri.startswith(("postgresql", "mysql")) else {}  # not the TCP timeout
-    try:
-        engine = sqlalchemy.create_engine(uri, connect_args=timeout, poolclass=sqlalchemy.pool.NullPool)
-    except (sqlalchemy.exc.ArgumentError, ImportError) as error:  # a malformed URI, a driver not installed
-        return database_error(error)
-    try:
-        with engine.connect():
-            return None
-    except sqlalchemy.exc.SQLAlchemyError as error:
-        return database_error(error)
-    finally:
-        engine.dispose()
-
-
-def database_error(error: BaseException) -> str:
-    """A database error in one line: the driver's words (SQLAlchemy wraps them with its SQL), no password."""
-    cause = getattr(error, "orig", None) or error
-    return redact(" ".join(str(cause).split()))[:300]
 
 
 # -- who may do what on a shared server: refusals and outages as one line ------------------------------------
@@ -373,57 +91,6 @@ _MANAGES = ("delete_", "restore_")
 _DOING = {"READ": "read", "EDIT": "write to", "MANAGE": "delete runs of"}
 # The calls whose first argument is an experiment id (or a list of them); every other call's is a run id.
 _BY_EXPERIMENT = {"create_run", "get_experiment", "set_experiment_tag", "delete_experiment", "search_runs"}
-
-
-CREDENTIALS = "~/.mlflow/credentials"  # MLflow's own file of a login (its [mlflow] section)
-
-
-@dataclass(frozen=True)
-class Login:
-    """Who this process is to a tracking server, her password, and where the password was found (the line of
-    a refused login names it)."""
-
-    user: str | None
-    password: str | None
-    source: str  # "MLFLOW_TRACKING_PASSWORD", "~/.mlflow/credentials", or "no password"
-
-
-def login() -> Login:
-    """The login MLflow's client sends, read as it reads it (``mlflow.utils.credentials.read_mlflow_creds``):
-    each of ``MLFLOW_TRACKING_USERNAME`` and ``MLFLOW_TRACKING_PASSWORD``, else the file's
-    ``mlflow_tracking_username`` and ``mlflow_tracking_password``. A file it cannot read is one line naming it
-    (MLflow's client would fail every request with a traceback)."""
-    import configparser
-
-    from mlflow.utils.credentials import read_mlflow_creds
-
-    try:
-        found = read_mlflow_creds()
-    except (configparser.Error, UnicodeDecodeError) as error:
-        first = " ".join(str(error).split())[:200]
-        raise CctkError(
-            f"{Path(CREDENTIALS).expanduser()}: MLflow cannot read it as its credentials file ({first}); it holds "
-            "a section [mlflow] with mlflow_tracking_username = ... and mlflow_tracking_password = ..."
-        ) from None
-    source = (
-        "MLFLOW_TRACKING_PASSWORD"
-        if os.environ.get("MLFLOW_TRACKING_PASSWORD")
-        else CREDENTIALS
-        if found.password
-        else "no password"
-    )
-    return Login(found.username or None, found.password or None, source)
-
-
-def user() -> str | None:
-    """Who this process is to a tracking server, as MLflow's client says it (``login``)."""
-    return login().user
-
-
-def experiment_name() -> str:
-    """The experiment runs go to: MLflow's own ``MLFLOW_EXPERIMENT_NAME`` where set (a researcher's own on a
-    shared server), else ``cctk``."""
-    return os.environ.get("MLFLOW_EXPERIMENT_NAME") or EXPERIMENT
 
 
 def needs(method: str) -> str:
@@ -463,41 +130,6 @@ def outage(error: BaseException) -> str | None:
             return f"it stopped answering mid-request, past {retry_budget()}"
         seen = seen.__cause__ or seen.__context__
     return None
-
-
-# urllib3's longest wait between two tries (Retry.DEFAULT_BACKOFF_MAX), which MLflow's retries keep
-BACKOFF_MAX = 120.0
-
-
-def check_retry_budget() -> None:
-    """The retry budget MLflow's variables set is one its client takes (integers, within its limits: at most 10
-    retries), or one line now; MLflow would refuse every request later, each with a traceback."""
-    from mlflow.environment_variables import MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR, MLFLOW_HTTP_REQUEST_MAX_RETRIES
-    from mlflow.exceptions import MlflowException
-    from mlflow.utils.rest_utils import _validate_backoff_factor, _validate_max_retries  # the client's own checks
-
-    variables = (MLFLOW_HTTP_REQUEST_MAX_RETRIES, MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR)
-    try:
-        _validate_max_retries(MLFLOW_HTTP_REQUEST_MAX_RETRIES.get())
-        _validate_backoff_factor(MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR.get())
-    except (ValueError, MlflowException) as error:
-        given = ", ".join(f"{v.name}={os.environ[v.name]}" for v in variables if v.name in os.environ)
-        why = error.message if isinstance(error, MlflowException) else "not an integer"
-        raise CctkError(f"MLflow's client takes no retry budget of {given}: {why}") from None
-
-
-def retry_budget() -> str:
-    """The retries MLflow's client makes before it gives a call up, as its variables set them: each waits
-    ``factor * 2 ** (k - 1)`` seconds (the first none; at most 2 minutes), so the defaults (7 retries, factor
-    2) ride out about 4 minutes of a server that refuses or 503s; a longer restart needs more."""
-    from mlflow.environment_variables import MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR, MLFLOW_HTTP_REQUEST_MAX_RETRIES
-
-    retries, factor = MLFLOW_HTTP_REQUEST_MAX_RETRIES.get(), MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR.get()
-    seconds = sum(min(BACKOFF_MAX, factor * 2 ** (k - 1)) for k in range(2, retries + 1))
-    return (
-        f"the client's {retries} retr{'y' if retries == 1 else 'ies'} ({seconds:.0f} s of back-off; "
-        "MLFLOW_HTTP_REQUEST_MAX_RETRIES and MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR set them)"
-    )
 
 
 def refusal(status: int, uri: str, method: str, experiment: str | None) -> Refused:
@@ -809,13 +441,6 @@ def _duplicate_key(error: Exception) -> bool:
     return any(k in text for k in ("uniqueviolation", "unique constraint", "duplicate key", "duplicate entry"))
 
 
-def sqlite_path(uri: str) -> Path | None:
-    """The database file of a ``sqlite:///`` URI (relative or absolute, query left out); None otherwise."""
-    if not uri.startswith("sqlite:///"):
-        return None
-    return Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
-
-
 def _open_client(uri: str) -> MlflowClient:
     """An MLflow client on ``uri``. A SQLite store is opened under an exclusive lock on its folder: MLflow
     creates a new store's tables (alembic migrations) on first open, and two processes doing that at once
@@ -978,7 +603,7 @@ class Store:
         if who is None or not self.uri.startswith(ON_SERVER):
             return None
         try:
-            return _auth_client(self.uri).get_user_permission(who, "experiment", experiment_id).permission
+            return auth_client(self.uri).get_user_permission(who, "experiment", experiment_id).permission
         except Exception as error:
             if http_status(error) == 404:  # no basic-auth app: the route is not served
                 return None
@@ -1048,8 +673,8 @@ class Store:
 def source_tags() -> dict[str, str]:
     """Which code made a run: cctk (callers name the command), its version and, in a git clone, the commit
     and whether the tree had changes (``cctk.git.dirty``); ``cctk.git.state`` always (``none`` outside one)."""
-    from .. import __version__
-    from ..core.provenance import git_state, git_words
+    from ... import __version__
+    from ...core.provenance import git_state, git_words
 
     tags = {"mlflow.source.name": "cctk", "mlflow.source.type": "LOCAL", VERSION: __version__}
     git = git_state()
@@ -1117,215 +742,10 @@ def require_pipeline(run: TrackedRun) -> None:
         )
 
 
-# -- a shared server: its accounts (MLflow's basic-auth app) and its state -----------------------------------
-
-
-@dataclass(frozen=True)
-class Account:
-    """A user of a server with MLflow's basic-auth app, and her grants: (experiment name, permission)."""
-
-    name: str
-    admin: bool
-    grants: tuple[tuple[str, str], ...] = ()
-
-
-Rows = list[dict[str, str]]  # the basic-auth app's grants of a user, as it lists them (a method is named list)
-
-
-@dataclass(frozen=True)
-class Grant:
-    """A grant made: the experiment's id, and the other users granted on it (user, permission)."""
-
-    experiment_id: str
-    others: tuple[tuple[str, str], ...] = ()
-
-
-class Accounts:
-    """The users of a server and their permissions on experiments, through MLflow's own client of its
-    basic-auth app (``AuthServiceClient``), as the admin ``MLFLOW_TRACKING_USERNAME`` names. Only what
-    that client lacks (listing users and their grants) calls the app's routes directly."""
-
-    def __init__(self, store: Store):
-        if not store.uri.startswith(ON_SERVER):
-            raise CctkError(
-                f"{store.uri} is no tracking server: users are a server's (cctk server, with [server.auth])"
-            )
-        self.store, self._auth = store, _auth_client(store.uri)
-
-    def add(self, name: str, password: str) -> None:
-        self._call(lambda: self._auth.create_user(name, password), f"add user {name!r}")
-
-    def remove(self, name: str) -> None:
-        """Delete user ``name`` (her grants go with her; the runs she wrote stay)."""
-        self._call(lambda: self._auth.delete_user(name), f"remove user {name!r}")
-
-    def password(self, name: str, password: str) -> None:
-        """Set ``name``'s password: the admin sets anyone's; a user changing her own gives her current one,
-        which the app asks for (her login's)."""
-        account = login()
-        current = account.password if name == account.user else None
-        self._call(
-            lambda: self._auth.update_user_password(name, password, current_password=current),
-            f"set the password of user {name!r}",
-        )
-
-    def grant(self, name: str, experiment: str, permission: str, shared: bool = False) -> Grant:
-        """Give ``name`` ``permission`` on ``experiment`` (created, as the admin's, if it is new). An experiment
-        another user holds MANAGE on (she made it: MLflow gives its creator MANAGE) is refused unless ``shared``
-        says so: that user could delete the runs written there and grant others, which a grant of EDIT would hide."""
-        found = self.store.client.get_experiment_by_name(experiment)
-        others = () if found is None else tuple(h for h in self.holders(found.experiment_id) if h[0] != name)
-        owners = [who for who, level in others if level == "MANAGE"]
-        if owners and not shared:
-            raise CctkError(
-                f"experiment {experiment!r} on {self.store.uri} exists and user {owners[0]!r} holds MANAGE on it "
-                f"(made it, or was granted it), so could delete {name!r}'s runs there and grant others. Pick another "
-                f"name, revoke that grant first (cctk server users revoke {owners[0]} {experiment}), or share it "
-                "as it is (--shared)"
-            )
-        experiment_id = self.store.experiment(experiment)
-        self._call(
-            lambda: self._auth.grant_user_permission(name, "experiment", experiment_id, permission),
-            f"grant {permission} on experiment {experiment!r} to {name!r}",
-        )
-        return Grant(experiment_id, others)
-
-    def revoke(self, name: str, experiment: str) -> str:
-        """Take ``name``'s grant on ``experiment`` away (the default permission holds there again); its id."""
-        found = self.store.client.get_experiment_by_name(experiment)
-        if found is None:
-            raise CctkError(f"there is no experiment {experiment!r} on {self.store.uri}")
-        self._call(
-            lambda: self._auth.revoke_user_permission(name, "experiment", found.experiment_id),
-            f"revoke the grant of {name!r} on experiment {experiment!r}",
-        )
-        return str(found.experiment_id)
-
-    def holders(self, experiment_id: str) -> tuple[tuple[str, str], ...]:
-        """(user, permission) of every user but the admins granted on an experiment (its creator: MANAGE)."""
-        from mlflow.server.auth.routes import LIST_USER_PERMISSIONS, LIST_USERS  # imported by _auth_client
-
-        users: list[dict[str, Any]] = self._call(lambda: self._get(LIST_USERS, {})["users"], "list users")
-        found = []
-        for name in sorted(u["username"] for u in users if not u["is_admin"]):
-            rows = self._rows(LIST_USER_PERMISSIONS, name)
-            found += [(name, r["permission"]) for r in rows if r["resource_pattern"] == str(experiment_id)]
-        return tuple(found)
-
-    def list(self) -> list[Account]:
-        from mlflow.server.auth.routes import LIST_USER_PERMISSIONS, LIST_USERS  # imported by _auth_client
-
-        users: list[dict[str, Any]] = self._call(lambda: self._get(LIST_USERS, {})["users"], "list users")
-        return [
-            Account(u["username"], bool(u["is_admin"]), self._grants(LIST_USER_PERMISSIONS, u["username"]))
-            for u in sorted(users, key=lambda u: u["username"])
-        ]
-
-    def _grants(self, route: str, name: str) -> tuple[tuple[str, str], ...]:
-        rows = self._rows(route, name)
-        names: dict[str, str] = {}  # experiment id (or "*") -> its name
-        for row in rows:
-            if row["resource_pattern"] not in names:
-                pattern = row["resource_pattern"]
-                names[pattern] = "*" if pattern == "*" else self.store.client.get_experiment(pattern).name
-        return tuple(sorted((names[r["resource_pattern"]], r["permission"]) for r in rows))
-
-    def _rows(self, route: str, name: str) -> Rows:
-        """The grants of user ``name`` on experiments, as the app lists them (resource_pattern, permission)."""
-        rows: Rows = self._call(lambda: self._get(route, {"username": name})["permissions"], "list the users' grants")
-        return [row for row in rows if row["resource_type"] == "experiment"]
-
-    def _get(self, route: str, params: dict[str, str]) -> dict[str, Any]:
-        from mlflow.utils.credentials import get_default_host_creds
-        from mlflow.utils.rest_utils import http_request, verify_rest_response
-
-        reply = http_request(get_default_host_creds(self.store.uri), route, "GET", params=params)
-        found: dict[str, Any] = verify_rest_response(reply, route).json()  # the app's JSON object
-        return found
-
-    def _call(self, call: Callable[[], T], what: str) -> T:
-        """``call()``; a refusal or an error is one line naming what was asked."""
-        try:
-            return call()
-        except Exception as error:
-            status = http_status(error)
-            if status == 403:
-                line: CctkError | None = Refused(
-                    f"user {user()!r} may not {what} on {self.store.uri} (403): only its admin may"
-                )
-            elif status is not None and status != 401:
-                line = CctkError(f"cannot {what} on {self.store.uri}: {_message(error)}")
-            else:  # a refused login, no answer, or no error of the server's
-                line = self.store.client.translated(error, "get_experiment", (), {})
-            if line is None:
-                raise
-            raise line from None
-
-
-def _auth_client(uri: str) -> AuthServiceClient:
+def auth_client(uri: str) -> AuthServiceClient:
     """MLflow's client of the basic-auth app at ``uri``."""
     with warnings.catch_warnings():  # the server's modules, imported for their routes, warn of their own
         warnings.simplefilter("ignore")  # deprecations (starlette's WSGI middleware): not a user's concern
         from mlflow.server.auth.client import AuthServiceClient
 
     return AuthServiceClient(uri)
-
-
-def _message(error: BaseException) -> str:
-    """MLflow's own words of a refused request, one line."""
-    text = getattr(error, "message", None) or str(error)
-    return " ".join(str(text).split())[:300]
-
-
-@dataclass(frozen=True)
-class ServerState:
-    """What ``cctk server status`` prints: whether the server answers, whether it asks who one is, whether it
-    serves Prometheus metrics (and to whom), and its runs by status, of the experiments the user may read."""
-
-    url: str
-    answers: bool
-    seconds: float | None = None
-    auth: bool | None = None
-    metrics: str | None = None  # "on", "on (its admin reads them)", "off"
-    experiments: int = 0
-    runs: dict[str, int] | None = None
-
-
-def server_state(uri: str) -> ServerState:
-    """The state of the server at ``uri`` (see ``ServerState``), asked as the user the environment names."""
-    started = time.monotonic()
-    try:
-        check_reachable(TrackingConfig("status", uri), timeout=5)
-    except CctkError:
-        return ServerState(uri, False)
-    seconds = time.monotonic() - started
-    auth = _answer(uri + "/api/2.0/mlflow/experiments/search?max_results=1", signed=False) == 401
-    metrics = {200: "on", 401: "on (its admin reads them)", 403: "on (its admin reads them)"}.get(
-        _answer(uri + "/metrics", signed=True) or 0, "off"
-    )
-    store = Store(TrackingConfig("status", uri))
-    ids = [e.experiment_id for e in store.client.search_experiments(max_results=1000)]
-    runs = {
-        status: len(store.client.search_runs(ids, f"attributes.status = '{status}'", max_results=50000)) if ids else 0
-        for status in ("RUNNING", *STATUSES)
-    }
-    return ServerState(uri, True, seconds, auth, metrics, len(ids), runs)
-
-
-def _answer(url: str, signed: bool) -> int | None:
-    """The HTTP status ``url`` answers with, anonymously or ``signed`` with this process's login."""
-    import base64
-
-    request = urllib.request.Request(url)
-    account = login() if signed else None
-    if account is not None and account.user and account.password:
-        token = base64.b64encode(f"{account.user}:{account.password}".encode()).decode()
-        request.add_header("Authorization", f"Basic {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as reply:
-            status: int = reply.status  # an HTTPResponse's (typeshed leaves urlopen's reply untyped)
-            return status
-    except urllib.error.HTTPError as error:
-        return error.code
-    except OSError:
-        return None

@@ -1,0 +1,86 @@
+"""The one place that talks to MLflow, in three modules: ``config`` (where runs are stored and who writes them),
+``runs`` (the store, the runs and a narrow logging interface) and ``admin`` (a server's accounts and state); every
+name of theirs is here too (``tracking.connect``, ``tracking.LiveRun``).
+
+Where runs go: ``MLFLOW_TRACKING_URI`` when set; else ``--tracking NAME|URI``, a NAME being a file
+``mlruns_config/NAME.toml`` of the working folder or, failing that, the shipped one (the repository's
+top-level ``mlruns_config/``, inside the wheel as ``cctk/store/mlruns_config/``); else the embedded default
+(SQLite store and artifacts under ./mlruns/).
+
+On a shared server (MLflow's basic-auth app), the client is who ``MLFLOW_TRACKING_USERNAME`` and
+``MLFLOW_TRACKING_PASSWORD`` say, else MLflow's ``~/.mlflow/credentials`` (read as MLflow reads them; cctk never
+takes a password as an argument), and runs go to the experiment ``MLFLOW_EXPERIMENT_NAME`` names (``cctk`` when
+unset). A store's URI is shown (lines, tags, files, command lines) only through ``redact``: a database's password
+reaches its client alone. A refusal (401, 403) is one line
+naming who, which experiment and what permission is missing (``Refused``); a server that stops answering past
+MLflow's own retries is one line too (``Unreachable``), and the runs it leaves open say so.
+"""
+
+from __future__ import annotations
+
+from ...core.errors import NoRun as NoRun
+from .admin import (
+    Accounts as Accounts,
+    server_state as server_state,
+)
+from .config import (
+    EXPERIMENT as EXPERIMENT,
+    HOW_TO_POINT as HOW_TO_POINT,
+    Login as Login,
+    NoStore as NoStore,
+    TrackingConfig as TrackingConfig,
+    Unreachable as Unreachable,
+    absolute_uri as absolute_uri,
+    check_reachable as check_reachable,
+    check_retry_budget as check_retry_budget,
+    config_file as config_file,
+    config_folders as config_folders,
+    config_names as config_names,
+    config_names_list as config_names_list,
+    config_value as config_value,
+    database_error as database_error,
+    database_problem as database_problem,
+    experiment_name as experiment_name,
+    has_password as has_password,
+    is_database as is_database,
+    login as login,
+    missing_store as missing_store,
+    password_problem as password_problem,
+    read_config as read_config,
+    redact as redact,
+    resolve as resolve,
+    retry_budget as retry_budget,
+    sqlite_path as sqlite_path,
+    user as user,
+)
+from .runs import (
+    ARM as ARM,
+    ARTIFACT_URI as ARTIFACT_URI,
+    ATTEMPT as ATTEMPT,
+    CELL as CELL,
+    ENDED as ENDED,
+    ERROR as ERROR,
+    EXPERIMENT_KIND as EXPERIMENT_KIND,
+    KEY as KEY,
+    KIND as KIND,
+    PARENT_KEY as PARENT_KEY,
+    PARENT_RUN as PARENT_RUN,
+    PROTOCOL as PROTOCOL,
+    SESSION as SESSION,
+    SWEEP as SWEEP,
+    TRACKING_URI as TRACKING_URI,
+    TRAINED_AGAIN as TRAINED_AGAIN,
+    LiveRun as LiveRun,
+    Refused as Refused,
+    Store as Store,
+    TrackedRun as TrackedRun,
+    active_run as active_run,
+    connect as connect,
+    ending as ending,
+    finish_monitor as finish_monitor,
+    needs as needs,
+    nested_runs_hint as nested_runs_hint,
+    provenance_tags as provenance_tags,
+    refusal as refusal,
+    run_link as run_link,
+)

@@ -1,0 +1,403 @@
+"""Where runs go, and who writes them: a tracking configuration (``TrackingConfig``), read from
+``mlruns_config/NAME.toml`` of the working folder or the shipped ones, a URI, or ``MLFLOW_TRACKING_URI``; its
+checks before any work (a missing store, a server that does not answer, a database that refuses the
+connection, a retry budget MLflow would refuse); a URI shown only through ``redact``; the login, read as MLflow
+reads it (``MLFLOW_TRACKING_USERNAME`` and ``MLFLOW_TRACKING_PASSWORD``, else ``~/.mlflow/credentials``).
+Imports no MLflow at load."""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import unquote, urlsplit
+
+from ...core.errors import CctkError
+
+if TYPE_CHECKING:  # MLflow itself is imported on first use: the light layers never load it
+    pass
+
+
+EXPERIMENT = "cctk"
+DEFAULT_CONFIG = "embedded"
+T = TypeVar("T")  # what a call to the server answers (or a configuration holds)
+ON_SERVER = ("http://", "https://")  # a tracking server's URIs; every other is a store its client opens itself
+
+
+@dataclass(frozen=True)
+class TrackingConfig:
+    """A store: its name (a configuration's, or the URI as ``shown``), the URI its clients connect to (a
+    database's may hold its password: nothing but a client gets it) and, for a store without a server, its
+    artifact folder."""
+
+    name: str
+    tracking_uri: str
+    artifact_location: str | None = None  # only for stores without a server
+
+    @property
+    def shown(self) -> str:
+        """The URI as every line, file, tag and command line gives it: any password in it replaced."""
+        return redact(self.tracking_uri)
+
+
+# The repository's top-level mlruns_config/, the one source of the shipped configurations, seen from a
+# checkout (this file is cctk/store/tracking/config.py of it)
+CHECKOUT_CONFIGS = Path(__file__).resolve().parents[3] / "mlruns_config"
+
+
+def shipped_configs() -> Traversable:
+    """The configurations that come with cctk: the package's own (``cctk/store/mlruns_config/``, where the
+    build puts the repository's top-level ``mlruns_config/``, so a wheel installed anywhere has them), or,
+    in a checkout, which holds no copy, that top-level folder itself."""
+    packaged = resources.files("cctk.store") / "mlruns_config"
+    return packaged if packaged.is_dir() else CHECKOUT_CONFIGS
+
+
+def config_folders() -> list[Traversable]:
+    """Where a configuration NAME is looked up, the first holding ``NAME.toml`` winning: ``mlruns_config/``
+    of the working folder (a researcher's own or changed configurations), then the shipped ones (once,
+    where the working folder is the checkout's top)."""
+    here, shipped = Path.cwd() / "mlruns_config", shipped_configs()
+    return ([here] if here.is_dir() and here.resolve() != shipped else []) + [shipped]
+
+
+def config_names() -> list[str]:
+    return sorted(
+        {
+            entry.name.removesuffix(".toml")
+            for folder in config_folders()
+            for entry in folder.iterdir()
+            if entry.name.endswith(".toml")
+        }
+    )
+
+
+def config_file(name: str) -> Traversable:
+    """The file of configuration ``name`` (the first folder of ``config_folders`` holding it), or one line."""
+    for folder in config_folders():
+        entry = folder / f"{name}.toml"
+        if entry.is_file():
+            return entry
+    raise CctkError(
+        f"unknown tracking configuration {name!r}; choose one of: {', '.join(config_names())}, or give a tracking URI"
+    )
+
+
+def read_config(name: str) -> dict[str, Any]:
+    """Configuration ``name``, parsed; a file that is no TOML is one line naming it and where it goes wrong."""
+    entry = config_file(name)
+    try:
+        return tomllib.loads(entry.read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise CctkError(f"{entry}: not valid TOML: {error}") from None
+
+
+# How a configuration's value of each kind is named in the line that refuses another
+_KINDS: dict[type, str] = {str: "a string", int: "an integer", list: "a list", dict: "a table"}
+
+
+def config_value(table: Mapping[str, Any], key: str, kind: type[T], where: str, default: T | None = None) -> T:
+    """``table[key]`` (``default`` where it is left out), checked to be a ``kind``; a value missing or of
+    another kind is one line naming the key and ``where`` it is (the file and its table)."""
+    value = table.get(key, default)
+    if value is None:
+        raise CctkError(f"{where} {key} is missing")
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise CctkError(f"{where} {key} = {_toml(value)} is not {_KINDS.get(kind, kind.__name__)}")
+    return value
+
+
+def config_names_list(table: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+    """A list of strings (``allowed_hosts = ["a", "b"]``): one string alone is refused, not split into letters."""
+    value = config_value(table, key, list, where, [])
+    if not all(isinstance(item, str) for item in value):
+        raise CctkError(f"{where} {key} = {_toml(value)} is not a list of strings")
+    return tuple(value)
+
+
+def _toml(value: Any) -> str:
+    """A value as TOML writes it (strings quoted, ``true``), for a line that refuses it."""
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def resolve(tracking: str | None = None) -> TrackingConfig:
+    """The store runs go to (see the module docstring for the order), its URI and artifact folder made
+    absolute: a run records where it is, wherever it is read from later."""
+    env = os.environ.get("MLFLOW_TRACKING_URI")
+    if env:
+        return TrackingConfig("MLFLOW_TRACKING_URI", absolute_uri(_no_server_password(env)))
+    tracking = tracking or DEFAULT_CONFIG
+    if "://" in tracking or tracking.startswith("sqlite:"):
+        return TrackingConfig(redact(tracking), absolute_uri(_no_server_password(tracking)))
+    raw, where = read_config(tracking), f"{config_file(tracking)}:"
+    artifacts = config_value(raw, "artifact_location", str, where, "")
+    uri = config_value(raw, "tracking_uri", str, where)
+    return TrackingConfig(
+        tracking, absolute_uri(_no_server_password(uri)), str(Path(artifacts).absolute()) if artifacts else None
+    )
+
+
+# Query parameters that carry a secret (psycopg2's and libpq's password=, MySQL's passwd=, a token=)
+_SECRET_KEYS = ("pass", "pwd", "secret", "token")
+
+
+def redact(uri: str) -> str:
+    """``uri`` with the password of its user (``postgresql://cctk:***@host/db``) and the value of every
+    query parameter that holds one (``?password=***``) replaced: the one form in which cctk writes or
+    prints a URI (tags, run_info.json, reports, lines, command lines). The rest is kept as written."""
+    parts = urlsplit(uri)
+    shown = uri  # spliced, not rebuilt: urlunsplit would drop the empty host of sqlite:///path
+    if parts.password is not None:
+        user, _, host = parts.netloc.rpartition("@")
+        shown = shown.replace(f"//{parts.netloc}", f"//{user.split(':', 1)[0]}:***@{host}", 1)
+    query = "&".join(
+        f"{piece.split('=', 1)[0]}=***" if "=" in piece and _secret_key(piece.split("=", 1)[0]) else piece
+        for piece in parts.query.split("&")
+    )
+    if query != parts.query:
+        head, _, tail = shown.partition("?")
+        shown = f"{head}?{tail.replace(parts.query, query, 1)}"
+    return shown
+
+
+def _secret_key(key: str) -> bool:
+    return any(word in unquote(key).lower() for word in _SECRET_KEYS)
+
+
+def has_password(uri: str) -> bool:
+    """Whether ``uri`` holds a password (in its user part or its query), as ``redact`` finds it."""
+    return redact(uri) != uri
+
+
+def password_problem(password: str) -> str | None:
+    """Why MLflow's basic-auth app would refuse ``password`` for an account (its own rule, in its words), or None."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.utils.validation import _validate_password  # the rule create_user applies
+
+    try:
+        _validate_password(password)
+    except MlflowException as error:
+        return error.message
+    return None
+
+
+def _no_server_password(uri: str) -> str:
+    """``uri`` as it is, unless it is a tracking server's and carries a password (``http://alice:secret@host``,
+    ``?password=``): MLflow's client takes the account from the environment (or ~/.mlflow/credentials), and a
+    sweep hands the URI to every worker. A database's URI may hold its password: its client needs it, and
+    cctk shows it only redacted."""
+    if uri.startswith(ON_SERVER) and has_password(uri):
+        raise CctkError(
+            f"the tracking URI {redact(uri)} carries a password: give the server's address alone and the account in "
+            "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (MLflow's client reads them)"
+        )
+    return uri
+
+
+def absolute_uri(uri: str) -> str:
+    """``uri`` with a relative SQLite path (``sqlite:///mlruns/mlflow.db``) or a relative ``file:`` path taken
+    from the working folder; any other URI as it is."""
+    path = sqlite_path(uri)
+    if path is not None and str(path) != ":memory:":
+        query = uri.split("?", 1)[1] if "?" in uri else ""
+        return f"sqlite:///{path.absolute()}" + (f"?{query}" if query else "")
+    if uri.startswith("file:") and not uri.startswith("file://"):
+        return Path(uri.removeprefix("file:")).absolute().as_uri()
+    return uri
+
+
+HOW_TO_POINT = (
+    "point at the store that holds it with MLFLOW_TRACKING_URI=URI, --tracking NAME|URI "
+    "(a name of mlruns_config/ or a URI) or, from Python, tracking_name="
+)
+
+
+class NoStore(CctkError):
+    """A read found no store at the configured place (a SQLite file that does not exist, a server that
+    does not answer): nothing was created there."""
+
+
+class Unreachable(CctkError):
+    """The tracking server stopped answering (503s, refused or dropped connections) past MLflow's retries.
+    ``left_running``: the runs that could not be ended there, so show RUNNING until resumed."""
+
+    def __init__(self, why: str, left_running: tuple[str, ...] = ()):
+        self.why, self.left_running = why, left_running
+        tail = (
+            f"; run{'s' if len(left_running) > 1 else ''} {', '.join(left_running)} could not be ended there and "
+            "stay RUNNING: resume once the server answers (cctk run --resume RUN_ID for a pipeline)"
+            if left_running
+            else ""
+        )
+        super().__init__(why + tail)
+
+
+def missing_store(config: TrackingConfig) -> str | None:
+    """Why ``config``'s store cannot be read without creating it (None when it can): a SQLite file that is
+    not there, or a server that does not answer."""
+    path = sqlite_path(config.tracking_uri)
+    if path is not None:
+        return None if path.is_file() else f"there is no MLflow store at {path}"
+    try:
+        check_reachable(config)
+    except CctkError as error:
+        return str(error)
+    return None
+
+
+def check_reachable(config: TrackingConfig, timeout: float = 5.0) -> None:
+    """A server that does not answer, or a database that refuses the connection, fails here in one line,
+    before any model is loaded (MLflow's client would retry a database for a minute, then a traceback)."""
+    if is_database(config.tracking_uri):
+        problem = database_problem(config.tracking_uri)
+        if problem:
+            raise CctkError(f"cannot reach the tracking store {config.shown}: {problem}")
+        return
+    if not config.tracking_uri.startswith(("http://", "https://")):
+        return
+    url = config.tracking_uri.rstrip("/") + "/health"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as reply:
+            if reply.status == 200:
+                return
+    except OSError:
+        pass
+    raise CctkError(
+        f"cannot reach the MLflow tracking server at {config.tracking_uri} "
+        f"(start it with `cctk server`, or pick another --tracking)"
+    )
+
+
+def is_database(uri: str) -> bool:
+    """Whether ``uri`` is a database server's that MLflow opens through SQLAlchemy (PostgreSQL, MySQL, SQL
+    Server); SQLite's is a file."""
+    from mlflow.store.db.db_types import DATABASE_ENGINES, SQLITE
+
+    dialect = uri.split(":", 1)[0].split("+", 1)[0]
+    return "://" in uri and dialect in DATABASE_ENGINES and dialect != SQLITE
+
+
+def database_problem(uri: str) -> str | None:
+    """Why a database refuses a connection (its driver's words, one line, no password), or None where it
+    takes one."""
+    import sqlalchemy
+
+    timeout = {"connect_timeout": 10} if uri.startswith(("postgresql", "mysql")) else {}  # not the TCP timeout
+    try:
+        engine = sqlalchemy.create_engine(uri, connect_args=timeout, poolclass=sqlalchemy.pool.NullPool)
+    except (sqlalchemy.exc.ArgumentError, ImportError) as error:  # a malformed URI, a driver not installed
+        return database_error(error)
+    try:
+        with engine.connect():
+            return None
+    except sqlalchemy.exc.SQLAlchemyError as error:
+        return database_error(error)
+    finally:
+        engine.dispose()
+
+
+def database_error(error: BaseException) -> str:
+    """A database error in one line: the driver's words (SQLAlchemy wraps them with its SQL), no password."""
+    cause = getattr(error, "orig", None) or error
+    return redact(" ".join(str(cause).split()))[:300]
+
+
+CREDENTIALS = "~/.mlflow/credentials"  # MLflow's own file of a login (its [mlflow] section)
+
+
+@dataclass(frozen=True)
+class Login:
+    """Who this process is to a tracking server, her password, and where the password was found (the line of
+    a refused login names it)."""
+
+    user: str | None
+    password: str | None
+    source: str  # "MLFLOW_TRACKING_PASSWORD", "~/.mlflow/credentials", or "no password"
+
+
+def login() -> Login:
+    """The login MLflow's client sends, read as it reads it (``mlflow.utils.credentials.read_mlflow_creds``):
+    each of ``MLFLOW_TRACKING_USERNAME`` and ``MLFLOW_TRACKING_PASSWORD``, else the file's
+    ``mlflow_tracking_username`` and ``mlflow_tracking_password``. A file it cannot read is one line naming it
+    (MLflow's client would fail every request with a traceback)."""
+    import configparser
+
+    from mlflow.utils.credentials import read_mlflow_creds
+
+    try:
+        found = read_mlflow_creds()
+    except (configparser.Error, UnicodeDecodeError) as error:
+        first = " ".join(str(error).split())[:200]
+        raise CctkError(
+            f"{Path(CREDENTIALS).expanduser()}: MLflow cannot read it as its credentials file ({first}); it holds "
+            "a section [mlflow] with mlflow_tracking_username = ... and mlflow_tracking_password = ..."
+        ) from None
+    source = (
+        "MLFLOW_TRACKING_PASSWORD"
+        if os.environ.get("MLFLOW_TRACKING_PASSWORD")
+        else CREDENTIALS
+        if found.password
+        else "no password"
+    )
+    return Login(found.username or None, found.password or None, source)
+
+
+def user() -> str | None:
+    """Who this process is to a tracking server, as MLflow's client says it (``login``)."""
+    return login().user
+
+
+def experiment_name() -> str:
+    """The experiment runs go to: MLflow's own ``MLFLOW_EXPERIMENT_NAME`` where set (a researcher's own on a
+    shared server), else ``cctk``."""
+    return os.environ.get("MLFLOW_EXPERIMENT_NAME") or EXPERIMENT
+
+
+# urllib3's longest wait between two tries (Retry.DEFAULT_BACKOFF_MAX), which MLflow's retries keep
+BACKOFF_MAX = 120.0
+
+
+def check_retry_budget() -> None:
+    """The retry budget MLflow's variables set is one its client takes (integers, within its limits: at most 10
+    retries), or one line now; MLflow would refuse every request later, each with a traceback."""
+    from mlflow.environment_variables import MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR, MLFLOW_HTTP_REQUEST_MAX_RETRIES
+    from mlflow.exceptions import MlflowException
+    from mlflow.utils.rest_utils import _validate_backoff_factor, _validate_max_retries  # the client's own checks
+
+    variables = (MLFLOW_HTTP_REQUEST_MAX_RETRIES, MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR)
+    try:
+        _validate_max_retries(MLFLOW_HTTP_REQUEST_MAX_RETRIES.get())
+        _validate_backoff_factor(MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR.get())
+    except (ValueError, MlflowException) as error:
+        given = ", ".join(f"{v.name}={os.environ[v.name]}" for v in variables if v.name in os.environ)
+        why = error.message if isinstance(error, MlflowException) else "not an integer"
+        raise CctkError(f"MLflow's client takes no retry budget of {given}: {why}") from None
+
+
+def retry_budget() -> str:
+    """The retries MLflow's client makes before it gives a call up, as its variables set them: each waits
+    ``factor * 2 ** (k - 1)`` seconds (the first none; at most 2 minutes), so the defaults (7 retries, factor
+    2) ride out about 4 minutes of a server that refuses or 503s; a longer restart needs more."""
+    from mlflow.environment_variables import MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR, MLFLOW_HTTP_REQUEST_MAX_RETRIES
+
+    retries, factor = MLFLOW_HTTP_REQUEST_MAX_RETRIES.get(), MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR.get()
+    seconds = sum(min(BACKOFF_MAX, factor * 2 ** (k - 1)) for k in range(2, retries + 1))
+    return (
+        f"the client's {retries} retr{'y' if retries == 1 else 'ies'} ({seconds:.0f} s of back-off; "
+        "MLFLOW_HTTP_REQUEST_MAX_RETRIES and MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR set them)"
+    )
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI (relative or absolute, query left out); None otherwise."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    return Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
