@@ -190,7 +190,8 @@ def check_recipe(recipe: Recipe, device: torch.device) -> None:
 
 
 def room(device: torch.device) -> Room:
-    """What ``device`` and the host have free now."""
+    """What ``device`` and the host have free now; on CUDA for this process: what the driver reports free and
+    what its own allocator caches unused (``_cached``)."""
     import psutil
     import torch
 
@@ -199,9 +200,11 @@ def room(device: torch.device) -> Room:
     host = int(psutil.virtual_memory().available)
     if device.type == "cuda":
         free, total = torch.cuda.mem_get_info(device)
+        allocated = int(torch.cuda.memory_allocated(device))
         share = gpu_share()
         return Room(
-            min(int(free), int(total * share)),  # a share of a GPU (a sweep's cell): only that share is the run's
+            # a share of a GPU (a sweep's cell): only that share is the run's, less what its tensors hold
+            min(int(free) + _cached(device, allocated), int(total * share) - allocated),
             host,
             "cuda",
             f"{device} ({torch.cuda.get_device_name(device)}{f', {share:g} of it' if share < 1 else ''})",
@@ -212,9 +215,25 @@ def room(device: torch.device) -> Room:
     return Room(host, host, "cpu", "cpu", bf16=compute.bf16_missing("cpu") is None)
 
 
+def _cached(device: torch.device, allocated: int) -> int:
+    """What this process's caching allocator holds on ``device`` and no tensor uses: free for this process.
+
+    ``mem_get_info`` reports it taken (the driver sees the allocator's blocks, not what is in them), so after
+    one arm its whole peak would read as gone and the next arm's check would refuse a job that fits (phi-1.5
+    with 8-bit AdamW on a 24 GB card at its second arm, #55). Counted rather than handed back with
+    ``torch.cuda.empty_cache()``: emptying waits for the device, gives the blocks to any process that asks
+    first and costs the next arm its ``cudaMalloc`` calls again, while the allocator itself frees its cached
+    blocks and retries before it reports an out-of-memory error, so a cached block is as good as a free one
+    for this process (however fragmented)."""
+    import torch
+
+    return max(int(torch.cuda.memory_reserved(device)) - allocated, 0)
+
+
 def check_placed(plan: Plan, device: torch.device) -> None:
-    """Once the model is on ``device``: the rest of the job against what is free there now, less the margin
-    (other processes, and the kernels loaded since the check, have had their share); an ``OutOfMemory`` line
+    """Once the model is on ``device``: the rest of the job against what is free there now (the allocator's
+    cache of the arms before it counted free: ``_cached``), less the margin (other processes, and the kernels
+    loaded since the check, have had their share); an ``OutOfMemory`` line
     (the run ends FAILED with it) rather than the allocator's error midway. Nothing to read elsewhere."""
     if device.type != "cuda":
         return

@@ -30,7 +30,8 @@ Neither figure was measured on a GPU here (none was lent): the share is the frag
 allocator commonly shows (reserved over allocated, a few percent), the floor the 0.5 GiB that an earlier
 plan held back and that the T4's free memory then still fitted; ``python -m cctk.bench gpu`` prints the
 allocator's reserved against its allocated peak on the device at hand, to check the share. The free memory
-is read again once the model is on the device (``cctk.core.lm.device.check_placed``).
+is read again once the model is on the device (``cctk.core.lm.device.check_placed``; what the process's own
+caching allocator holds unused counts as free there).
 
 The device's peak is what its allocator holds, the figure ``torch.cuda.max_memory_allocated`` measures:
 the CUDA context (about 0.5 GiB) is outside it, and outside what ``torch.cuda.mem_get_info`` reports free
