@@ -54,6 +54,8 @@ class PeakMemory(Protocol):
 
     def max_memory_allocated(self, device: torch.device) -> int: ...
 
+    def max_memory_reserved(self, device: torch.device) -> int: ...
+
 
 class NonFiniteLoss(CctkError):
     """The loss or the gradient stopped being finite: the run is stopped, nothing after it is trained."""
@@ -144,7 +146,7 @@ def fine_tune(
     optimizer.zero_grad(set_to_none=True)  # no gradients outlive the run (a parent waits without them)
     model.eval()
     skipped = guard.check_run(f"{name}: ", recipe.epochs - 1) if guard is not None else None
-    gpu, cpu = _peaks(device, cuda)
+    gpu, reserved, cpu = _peaks(device, cuda)
     return TrainRecord(
         len(rows),
         steps,
@@ -154,6 +156,7 @@ def fine_tune(
         example_flops(model, rows) / 1e9,
         cpu,
         skipped_steps=skipped,
+        peak_gpu_reserved_bytes=reserved,
     )
 
 
@@ -164,12 +167,14 @@ def _reset_peaks(device: torch.device, cuda: PeakMemory = torch.cuda) -> None:
         reset_process_peak()
 
 
-def _peaks(device: torch.device, cuda: PeakMemory = torch.cuda) -> tuple[int, int]:
-    """(peak GPU memory, peak resident memory of the process) of the run: each 0 where it is not the device
-    (``cuda`` other than ``torch.cuda``: a reader of a GPU's statistics, whatever the device)."""
+def _peaks(device: torch.device, cuda: PeakMemory = torch.cuda) -> tuple[int, int, int]:
+    """(peak GPU memory its tensors held, peak its caching allocator reserved, peak resident memory of the
+    process) of the run: each 0 where it is not the device (``cuda`` other than ``torch.cuda``: a reader of a
+    GPU's statistics, whatever the device). The reserved peak is what runs out: the tensors' peak and the
+    blocks the allocator could not reuse for them (its rounding, fragmentation)."""
     if device.type == "cuda" or cuda is not torch.cuda:
-        return int(cuda.max_memory_allocated(device)), 0
-    return 0, process_peak()
+        return int(cuda.max_memory_allocated(device)), int(cuda.max_memory_reserved(device)), 0
+    return 0, 0, process_peak()
 
 
 MIN_SHARED = 0.1  # pack a batch when its prefix tree feeds at least 10% fewer tokens
