@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config import Recipe
@@ -103,37 +106,59 @@ def unusable_gpu(smi: Callable[..., str | None] = nvidia_smi) -> str | None:
         "?",
     )
     found = f"this machine has an NVIDIA GPU ({gpu}, driver {driver}, CUDA {most} at most)"
+    on_cpu = f"or pass {'-P device=cpu' if mlflow_env() else '--device cpu'} to compute on the CPU"
     if torch.version.cuda is None:
         return (
             f"{found} and this torch build ({torch.__version__}) has no CUDA: install a CUDA build "
-            f"({_cuda_build(driver)}), or pass --device cpu to compute on the CPU"
+            f"({_cuda_build(driver)}), {on_cpu}"
         )
     needs = DRIVER_FOR_CUDA.get(torch.version.cuda.split(".")[0])
     if needs and _older(driver, needs):
         return (
             f"{found} that torch {torch.__version__} (CUDA {torch.version.cuda}) cannot use: the build needs an "
             f"NVIDIA driver >= {needs}; update the driver, or install a build for an older CUDA "
-            f"({_cuda_build(driver)}), or pass --device cpu to compute on the CPU"
+            f"({_cuda_build(driver)}), {on_cpu}"
         )
     return (
         f"{found} that torch {torch.__version__} (CUDA {torch.version.cuda}) does not see: check "
         f"CUDA_VISIBLE_DEVICES ({os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}) and the driver (nvidia-smi), "
-        "or pass --device cpu to compute on the CPU"
+        f"{on_cpu}"
     )
 
 
 def _cuda_build(driver: str) -> str:
     """How to install the CUDA build of this torch release that ``driver`` runs: PyPI's (CUDA 13, drivers
-    580 and newer) or the CUDA 12.6 build of PyTorch's index (drivers 525 and newer), with make setup or pip."""
+    580 and newer) or the CUDA 12.6 build of PyTorch's index (drivers 525 and newer), with make setup or pip;
+    in an environment ``mlflow run`` built, which make setup never touches: the project's .venv through
+    ``--env-manager local``, or pip into that environment (MLflow reuses it at the next run)."""
     import torch
 
     release = torch.__version__.split("+")[0]
-    if _older(driver, DRIVER_FOR_CUDA["13"]):
-        return (
-            f"rm -r .venv && make setup TORCH_INDEX={OLDER_CUDA_INDEX}; "
-            f"or pip install torch=={release} --index-url {OLDER_CUDA_INDEX}"
-        )
-    return f"rm -r .venv && make setup TORCH=cuda; or pip install torch=={release} from PyPI"
+    older = _older(driver, DRIVER_FOR_CUDA["13"])
+    setup = f"rm -r .venv && make setup {f'TORCH_INDEX={OLDER_CUDA_INDEX}' if older else 'TORCH=cuda'}"
+    pip = f"pip install torch=={release} {f'--index-url {OLDER_CUDA_INDEX}' if older else 'from PyPI'}"
+    built = mlflow_env()
+    if built is None:
+        return f"{setup}; or {pip}"
+    return (
+        f"this is the environment `mlflow run` built from conda.yaml ({built}), which make setup does not "
+        f"change: run `mlflow run . --env-manager local` in the project's .venv ({setup}), or install it into "
+        f"this environment: {sys.executable} -m {pip}"
+    )
+
+
+# The environments `mlflow run` builds from conda.yaml are named so, with conda and with virtualenv or uv (its
+# mlflow.utils.environment._get_mlflow_env_name: "mlflow-" and a sha1 of their contents; conda's may add a
+# second hash of its root): the folder the interpreter runs in (sys.prefix). --env-manager local runs in the
+# user's own environment, whatever its name, which the usual advice repairs.
+MLFLOW_ENV = re.compile(r"mlflow-[0-9a-f]{40}(-[0-9a-f]+)?")
+
+
+def mlflow_env(prefix: str | None = None) -> str | None:
+    """The folder of the environment ``mlflow run`` built that this interpreter runs in (``prefix``: sys.prefix
+    unless told), or None where it runs in another."""
+    folder = Path(sys.prefix if prefix is None else prefix)
+    return str(folder) if MLFLOW_ENV.fullmatch(folder.name) else None
 
 
 def _older(driver: str, needed: str) -> bool:

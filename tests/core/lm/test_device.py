@@ -51,6 +51,36 @@ def test_a_cuda_build_the_driver_is_too_old_for_and_one_that_sees_no_gpu(fake_nv
     )
 
 
+MLFLOW_BUILT = "/home/u/.mlflow/envs/mlflow-" + "0123456789abcdef" * 2 + "01234567"
+
+
+def test_in_an_environment_mlflow_run_built_the_way_out_is_not_make_setup(fake_nvidia_smi, monkeypatch):
+    """#55: under ``mlflow run`` (conda, virtualenv or uv) the interpreter runs in an environment MLflow built from
+    conda.yaml (``mlflow-<sha1>``), which ``make setup`` and the project's .venv never touch: the line says to
+    run with ``--env-manager local`` in that .venv, or to install the build the driver runs into MLflow's
+    environment with its own pip, and ``-P device=cpu``, the MLproject's way to the CPU."""
+    monkeypatch.setattr(sys, "prefix", MLFLOW_BUILT)
+    line = unusable_gpu()
+    assert " and this torch build (2.13.0+cpu) has no CUDA: install a CUDA build (this is the environment " in line
+    assert f"`mlflow run` built from conda.yaml ({MLFLOW_BUILT}), which make setup does not change: run " in line
+    assert "`mlflow run . --env-manager local` in the project's .venv (rm -r .venv && make setup TORCH_INDEX=" in line
+    cu126 = f"{sys.executable} -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126"
+    assert f"or install it into this environment: {cu126}), or pass -P device=cpu to compute on the CPU" in line
+    monkeypatch.setattr(torch.version, "cuda", "13.0")  # PyPI's build, as conda.yaml installs it: driver 535 < 580
+    line = unusable_gpu()
+    assert "cannot use: the build needs an NVIDIA driver >= 580; " in line and cu126 in line
+    assert "--env-manager local" in line and "\n" not in line
+
+
+def test_an_environment_mlflow_run_built_is_told_by_its_folder():
+    assert devices.mlflow_env(MLFLOW_BUILT) == MLFLOW_BUILT  # virtualenv, uv, conda: mlflow-<sha1>
+    conda = "/opt/conda/envs/mlflow-" + "a" * 40 + "-" + "b" * 40  # conda's, with its root's hash
+    assert devices.mlflow_env(conda) == conda
+    for other in ("/work/cctk/.venv", "/opt/conda/envs/mlflow-dev", "/home/u/mlflow-" + "a" * 39):
+        assert devices.mlflow_env(other) is None  # --env-manager local: the user's own environment
+    assert devices.mlflow_env() is None  # the suite runs in the project's .venv
+
+
 def test_the_mlproject_entry_checks_the_device_before_the_command(fake_nvidia_smi):
     """``python -m cctk.cli.mlproject`` (every MLproject entry point) ends in one line, exit 1, before any
     command starts; ``-P device=cpu`` goes on."""
