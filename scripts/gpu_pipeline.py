@@ -209,34 +209,44 @@ def pipeline(profile: str, work: Path, store: str, device: str, parts: str) -> N
 
 def steps(model_dir: Path, device: str) -> None:
     """Seconds a training step of the model (its arithmetic corpus, batch 32) with AdamW and with torchao's
-    8-bit AdamW (compiled on CUDA), each after a warm-up run (the compilation): the step time of issue 55's
-    8-bit decision."""
+    8-bit AdamW (compiled on CUDA), each after a warm-up run (the compilation), and the allocator's peak
+    against the memory plan's estimate (torchao's whole-tensor update planned at 8 bytes a value of the largest
+    tensor, measured on a CPU): the GPU figures of issue 55's 8-bit decision."""
     import copy
+    import gc
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from cctk.core.config import Recipe
     from cctk.core.facts import ADDITIONS, correct_sums
+    from cctk.core.lm import memory
     from cctk.core.lm.corpus import build_corpus, tokenize
     from cctk.core.lm.finetune import fine_tune
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     rows = tokenize(build_corpus(correct_sums(), ADDITIONS, 4, seed=1, name="steps"), tokenizer)  # 324: 11 steps
-    model = AutoModelForCausalLM.from_pretrained(model_dir).to(device)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)  # on the host: each run trains a copy on the device
+    shape, longest = memory.Shape.of_model(model), max(len(ids) for ids, _ in rows)
     for optimizer in ("adamw", "adamw8bit"):
         recipe = Recipe(repeats=4, epochs=1, learning_rate=1e-4, batch_size=32, optimizer=optimizer)
+        need = memory.estimate(shape, recipe, longest, "cuda")
         try:
             start = time.perf_counter()
-            fine_tune(copy.deepcopy(model), rows[:64], recipe, 1, tokenizer.pad_token_id, "warm-up")
+            fine_tune(copy.deepcopy(model).to(device), rows[:64], recipe, 1, tokenizer.pad_token_id, "warm-up")
             warm = time.perf_counter() - start
-            record = fine_tune(copy.deepcopy(model), rows, recipe, 1, tokenizer.pad_token_id, "timed")
+            gc.collect()
+            record = fine_tune(copy.deepcopy(model).to(device), rows, recipe, 1, tokenizer.pad_token_id, "timed")
         except Exception as error:  # torchao on the device's torch: said, and the stage goes on
             print(f"step {optimizer}: failed: {type(error).__name__}: {str(error).splitlines()[0][:200]}")
             continue
         per_step = record.train_seconds / record.steps * 1000
-        print(f"step {optimizer}: {per_step:.1f} ms a step over {record.steps} steps (warm-up {warm:.1f} s)")
-        del record
+        print(
+            f"step {optimizer}: {per_step:.1f} ms a step over {record.steps} steps (warm-up {warm:.1f} s); memory "
+            f"estimated {memory.gib(need.weights + need.training)}, allocator's peak "
+            f"{memory.gib(record.peak_gpu_memory_bytes)} (reserved {memory.gib(record.peak_gpu_reserved_bytes)})"
+        )
+        gc.collect()
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
 
