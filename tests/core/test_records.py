@@ -72,6 +72,7 @@ def test_a_training_record_written_before_issue_55_reads_without_a_reserved_peak
     assert "peak_gpu_reserved_bytes" not in data
     old = TrainRecord.from_json(data)
     assert old.peak_gpu_reserved_bytes == 0 and "peak_gpu_reserved_bytes" not in old.metrics()
+    assert "peak_gpu_reserved_bytes" not in old.to_json()  # written back as it was (tests/store/test_landed.py)
     on_cuda = dataclasses.replace(old, peak_gpu_memory_bytes=2**30, peak_gpu_reserved_bytes=2**30 + 2**20)
     assert TrainRecord.from_json(json.loads(json.dumps(on_cuda.to_json()))) == on_cuda
 

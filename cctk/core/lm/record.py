@@ -62,6 +62,8 @@ class TrainRecord:
         data = {**asdict(self), "losses": list(self.losses), "examples_per_second": self.examples_per_second}
         if self.skipped_steps is None:  # not counted (every precision but fp16): the file as before
             del data["skipped_steps"]
+        if not self.peak_gpu_reserved_bytes:  # not on CUDA, or written before #55: the file as before
+            del data["peak_gpu_reserved_bytes"]
         return data
 
     @classmethod
