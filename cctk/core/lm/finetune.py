@@ -256,9 +256,10 @@ class _DeviceGuard:
     A ``GradScaler`` guards the update: under fp16 it scales the loss as fp16 needs and skips a step whose
     gradient overflowed (fp16's loss scaling: a few such steps are expected); under float32 and bf16 its
     scale starts at 1 and never grows (multiplying by a power of two changes no bit), so it only skips,
-    on the device, a step whose gradient is not finite (the fused AdamW and cctk's 8-bit AdamW read its flag
-    there). Each step's loss and gradient norm stay on the device, kept as they are (float32), and are read
-    together once an epoch with the loss scale: a non-finite loss, or a non-finite gradient norm under
+    on the device, a step whose gradient is not finite (the fused AdamW reads its flag there; torchao's 8-bit
+    AdamW does not take it, so the scaler reads it on the host, once a step). Each step's loss and gradient
+    norm stay on the device, kept as they are (float32), and are read together once an epoch with the loss
+    scale: a non-finite loss, or a non-finite gradient norm under
     float32 or bf16, stops the run there with the host step's line; under fp16 the skipped steps are counted,
     and a loss scale below ``MIN_LOSS_SCALE`` (at an epoch's end) or more than ``MAX_SKIPPED_SHARE`` of the
     steps skipped (at the run's end) stops it.
@@ -483,7 +484,8 @@ def _batches(rows: Sequence[Row], batch_size: int, order: np.random.Generator) -
 
 def make_optimizer(model: nn.Module, recipe: Recipe) -> torch.optim.Optimizer:
     """The recipe's optimizer: AdamW (fused into one kernel where this torch build has one for the device)
-    or cctk's 8-bit AdamW (``cctk.core.lm.adamw8bit``: torchao's 8-bit moments, no read on the host)."""
+    or torchao's 8-bit AdamW (``cctk.core.lm.adamw8bit``: compiled on CUDA; the GradScaler reads its flag on
+    the host)."""
     params = [p for p in model.parameters() if p.requires_grad]
     if recipe.optimizer == "adamw8bit":
         from .adamw8bit import AdamW8bit
