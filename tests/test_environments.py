@@ -117,3 +117,15 @@ def test_mlflow_reads_conda_yaml_as_its_virtualenv_manager_will():
     assert re.fullmatch(r"\d+\.\d+\.\d+", env.python) and SpecifierSet(requires).contains(Version(env.python))
     assert env.build_dependencies == ["pip"]
     assert env.dependencies == pip_lines(read("conda.yaml"))
+
+
+def test_conda_yaml_installs_the_8bit_optimizer_at_the_range_cctk_tested():
+    """#55: `--optimizer adamw8bit` (docs/gpus.md's advice for 16-24 GB cards) needs torchao, which conda.yaml
+    names at constraints.txt's pin, inside the range pyproject.toml says was tested (and `make setup` installs
+    through cctk's dependencies)."""
+    pins = read_pins(read("constraints.txt"))
+    assert f"torchao=={pins['torchao']}" in pip_lines(read("conda.yaml"))
+    declared = [Requirement(r) for r in tomllib.loads(read("pyproject.toml"))["project"]["dependencies"]]
+    (torchao,) = [r for r in declared if canonicalize_name(r.name) == "torchao"]
+    assert torchao.specifier.contains(pins["torchao"]) and torchao.specifier.contains("0.18.0")
+    assert not torchao.specifier.contains("0.19.0")  # a release cctk has not run is not let in

@@ -146,8 +146,9 @@ def fitting_recipe(plan: memory.Plan) -> Recipe | None:
 
 
 def free_room(device: torch.device, cache=torch.cuda) -> memory.Room:
-    """What ``device`` has free for the next shape: the allocator's cache of the shapes before it emptied
-    first (what it still holds reads as taken), then read (``cache``: ``torch.cuda``, a fake in the tests)."""
+    """What ``device`` has free for the next shape: the shapes before it collected and the allocator's cache
+    emptied first, then read (``cache``: ``torch.cuda``, a fake in the tests). ``room`` counts a cache as free
+    (issue 55); emptying it still hands the blocks back, so that the next shape's peak is its own."""
     if device.type == "cuda":
         gc.collect()  # the previous shape's model and optimizer, unreferenced, go before the cache is emptied
         cache.empty_cache()

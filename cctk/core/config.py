@@ -57,7 +57,7 @@ class Recipe:
         default="adamw",
         metadata={
             "help": "adamw (the manual's: two float32 moments, 8 bytes a parameter) or adamw8bit (8-bit moments "
-            "in torchao's tensors, CUDA only: about 2 bytes a parameter)",
+            "with torchao's AdamW8bit, CUDA only: about 2 bytes a parameter)",
             "choices": OPTIMIZERS,
         },
     )

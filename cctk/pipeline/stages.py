@@ -380,6 +380,10 @@ def _train_and_measure(context: RunContext, draws: Any, done: Done, echo: Echo) 
             context,
             provenance=_record_provenance(context.config, context.manual, context.store, context.mlflow_run, revision),
         )
+    if context.peak_gflops:  # not on a resume: its wall time is no cost
+        _forecast(
+            context, draws, [m for m in measured if m.parent and m.key not in done.run_ids], base, tokenizer, echo
+        )
     copied = {m.parent for m in measured if m.parent and not m.in_place}  # kept (and checkpointed) once trained
     last_child = {m.parent: m.key for m in measured if m.parent and m.key not in done.run_ids}
     # parents wait here, on the CPU, until their last child takes them
@@ -406,6 +410,29 @@ def _train_and_measure(context: RunContext, draws: Any, done: Done, echo: Echo) 
             weights[arm.key] = child.cpu()
         del child
     return results, context
+
+
+def _forecast(
+    context: RunContext,
+    draws: Any,
+    arms: list[Measured],
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    echo: Echo,
+) -> None:
+    """Before the first arm trains: the compute limit of the training to come (each arm's rows over its epochs,
+    at the GEMM peak measured at the start) and what the whole run should take, printed and logged on the
+    parent run (``estimated_limit_seconds``, ``estimated_seconds``), to set beside ``compute_limit_seconds``
+    and ``pipeline_seconds`` at its end."""
+    recipe, peak = context.config.recipe, context.peak_gflops
+    assert peak is not None  # measured at the start of every run that is not a resume
+    arms_cost = []
+    for arm in arms:
+        rows = context.protocol.rows(draws, arm.key, recipe, tokenizer)
+        arms_cost.append((len(rows) * recipe.epochs, compute.example_flops(model, rows) / 1e9))
+    line, metrics = compute.forecast(compute.planned_cost(arms_cost, peak, recipe.precision), context.device.type)
+    echo(line)
+    context.mlflow_run.metrics(metrics)
 
 
 def _finished_weights(

@@ -324,9 +324,13 @@ def test_an_arm_logs_the_memory_of_where_it_trained():
     from cctk.core.records import TrainRecord
 
     on_cpu = TrainRecord(10, 4, 1.0, (2.0, 1.0), peak_gpu_memory_bytes=0, peak_cpu_memory_bytes=3 * 2**30).metrics()
-    on_cuda = TrainRecord(10, 4, 1.0, (2.0, 1.0), peak_gpu_memory_bytes=5 * 2**30, peak_cpu_memory_bytes=0).metrics()
+    on_cuda = TrainRecord(
+        10, 4, 1.0, (2.0, 1.0), peak_gpu_memory_bytes=5 * 2**30, peak_gpu_reserved_bytes=6 * 2**30
+    ).metrics()
     assert on_cpu["peak_cpu_memory_bytes"] == 3 * 2**30 and "peak_gpu_memory_bytes" not in on_cpu
+    assert "peak_gpu_reserved_bytes" not in on_cpu
     assert on_cuda["peak_gpu_memory_bytes"] == 5 * 2**30 and "peak_cpu_memory_bytes" not in on_cuda
+    assert on_cuda["peak_gpu_reserved_bytes"] == 6 * 2**30  # beside it (#55): what runs out on the card
 
 
 # --- Which repository the running code comes from (issue 48): searched upward, never silently absent. ---

@@ -63,6 +63,20 @@ def test_a_record_with_its_own_edge_keeps_it():
     assert from_json(TrainedModel, data) == TrainedModel("correct sums", "base model", record)
 
 
+def test_a_training_record_written_before_issue_55_reads_without_a_reserved_peak():
+    """#55 added the GPU allocator's reserved peak to a training record: a record written before reads as 0
+    (not measured, so never logged), one from a GPU keeps it through its file."""
+    from builders import BEFORE_ISSUE_21
+
+    data = json.loads((BEFORE_ISSUE_21 / "v1_training_m_random.json").read_text())
+    assert "peak_gpu_reserved_bytes" not in data
+    old = TrainRecord.from_json(data)
+    assert old.peak_gpu_reserved_bytes == 0 and "peak_gpu_reserved_bytes" not in old.metrics()
+    assert "peak_gpu_reserved_bytes" not in old.to_json()  # written back as it was (tests/store/test_landed.py)
+    on_cuda = dataclasses.replace(old, peak_gpu_memory_bytes=2**30, peak_gpu_reserved_bytes=2**30 + 2**20)
+    assert TrainRecord.from_json(json.loads(json.dumps(on_cuda.to_json()))) == on_cuda
+
+
 def test_run_info_is_written_in_its_fields_order_design_flat_and_absent_values_left_out(written_session):
     from cctk.store import session
 

@@ -73,6 +73,27 @@ def test_the_auto_profile_on_a_cpu_says_why_in_the_first_lines_and_a_tag(tiny_di
     assert parent.tags[pipeline.AUTO_PROFILE] == why
 
 
+def test_a_run_forecasts_its_training_before_the_first_arm_and_logs_it(tiny_dir, tmp_path, tracking_uri):
+    """#55: once the model is loaded, before any arm trains, the run prints the compute limit of the training to
+    come (from its arms' rows and the GEMM peak of its start: pinned in the suite) and the whole run's time at the
+    ratio a quick pipeline measured on a CPU, and logs both; the limit is the one its end reports."""
+    from cctk.core.lm import compute
+
+    said = []
+    options = pipeline.Options(echo=said.append, system_metrics=False, figures=False)
+    pipeline.run(make_config(str(tiny_dir), "smoke", (3,), parts="A"), pipeline.Where(tmp_path), options)
+    (forecast,) = [i for i, line in enumerate(said) if line.startswith("estimated: the training's float32 compute")]
+    assert forecast == said.index(f"loading {tiny_dir} ...") + 1
+    assert said[forecast].endswith("x it, as a whole quick pipeline took on two CPU cores)")
+    store = tracking.connect()
+    (parent,) = store.search([store.experiment()], f"tags.`{tracking.KIND}` = 'pipeline'")
+    logged = store.metrics(parent.run_id)
+    assert logged["estimated_limit_seconds"] == pytest.approx(logged["compute_limit_seconds"], rel=1e-9)
+    assert logged["estimated_seconds"] == pytest.approx(
+        compute.MEASURED_RATIO["cpu"][0] * logged["compute_limit_seconds"]
+    )
+
+
 def test_an_arm_that_raises_leaves_a_failed_nested_run(tiny_dir, tmp_path, tracking_uri, monkeypatch):
     """The second arm's training raises: its nested run and the pipeline are FAILED with the error as a
     tag; the base model and the first arm, finished before, stay FINISHED. (The second arm trained is

@@ -1,211 +1,75 @@
-"""8-bit AdamW whose step never waits for the device (``--optimizer adamw8bit``).
+"""8-bit AdamW (``--optimizer adamw8bit``): torchao's own ``AdamW8bit``, its update compiled on CUDA.
 
 Both moments are kept in 8 bits, blockwise (256 values a block, each block its float32 scale: about 2.03 bytes
-a trained parameter for the two, against AdamW's 8), as torchao's ``OptimState8bit`` tensors, which behave as
-float32 tensors that quantize themselves on ``copy_``; tensors under 4096 values (norms, biases) keep float32
-moments, as torchao and bitsandbytes do. The update is one function per parameter tensor, plain tensor code
-(``adamw_update``): compiled on CUDA (a few fused kernels a tensor), run as it is elsewhere (the suite runs it
-on the CPU). Nothing in it reads a value on the host: the learning rate is a 0-d tensor the schedule fills,
-the step count lives on the device, and a step whose gradient is not finite is skipped on the device, from
-the ``found_inf`` flag the ``GradScaler`` hands an optimizer that says ``_step_supports_amp_scaling``.
+a trained parameter for the two, against AdamW's 8), in torchao's ``OptimState8bit`` tensors; tensors under
+4096 values (norms, biases), or whose size is no multiple of 256, keep float32 moments, as torchao and
+bitsandbytes do. torchao compiles each tensor's update (``torch.compile``, one graph a tensor shape); cctk
+adds one thing: off CUDA (only the suite trains with it there: ``device.check_recipe`` refuses the option
+elsewhere) the update runs as it is, uncompiled, since compiling on a CPU needs a C++ compiler and took 60 s
+for the tests' 2-layer model here, longer than the tests it would serve.
 
-Why not bitsandbytes' ``AdamW8bit`` (read in 0.50.2, measured in #46, docs/gpus.md): its ``step`` calls
-``torch.cuda.synchronize()`` after every parameter tensor (341 a step for phi-1.5), and, without
-``_step_supports_amp_scaling``, it makes the ``GradScaler`` read ``found_inf`` on the host, once more; torchao's
-own ``AdamW8bit`` has no per-tensor wait but costs that read too, keeps its step count on the host, and
-compiles on every device.
+Why torchao's, not the fork of its update cctk kept until issue 55 (over torchao's modules ``quant_utils`` and
+``subclass_8bit``, which are not its public API): the fork skipped a step on the device from the GradScaler's
+``found_inf`` (``_step_supports_amp_scaling``: no read on the host) and updated large tensors in chunks of 2M
+values so that its uncompiled temporaries stayed under 128 MiB; but its compiled CUDA path had never run, its
+chunks made about 870 compiled calls a phi-1.5 step, and it had to follow torchao's private code from release
+to release. torchao's optimizer is its public API and runs compiled on CUDA in torchao's own tests. What it
+costs: the GradScaler reads ``found_inf`` on the host once a step (an optimizer without
+``_step_supports_amp_scaling``), the one synchronisation of a packed batch's step (docs/gpus.md), and it skips
+a non-finite step exactly as it does for any optimizer. 500 steps on the CPU (tests/integration/
+test_adamw8bit_500.py, docs/gpus.md): cctk's and torchao's losses equal, both within a few percent of AdamW's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any, overload
+from collections.abc import Callable
+from typing import overload
 
 import torch
 from torch import Tensor
 from torch.optim.optimizer import ParamsT
-from torchao.optim.quant_utils import quantize_8bit_with_qmap, scale_tensor
-from torchao.optim.subclass_8bit import OptimState8bit  # its import warnings are silenced in cctk/__init__.py
+from torchao.optim import AdamW8bit as TorchaoAdamW8bit  # its import warnings are silenced in cctk/__init__.py
 
 BLOCK = 256  # values per quantization block (torchao's and bitsandbytes' default)
-SMALLEST = 4096  # tensors with fewer values keep float32 moments
-# A tensor is updated in chunks of at most CHUNK values (a multiple of BLOCK): the update's temporaries (measured
-# on the CPU, run as it is: 63 bytes a value, dequantized moments, their new values, the quantization's
-# scratch) then stay under WORKSPACE whatever the tensor (phi-1.5's embedding has 105M values: 6.6 GB at once),
-# and every large tensor shares one chunk shape (one compiled graph for them all on CUDA).
-CHUNK = 2**21
-WORKSPACE = 64 * CHUNK  # bytes: the most an update holds beside the weights, gradients and moments
+SMALLEST = 4096  # tensors with fewer values keep float32 moments (torchao's rule)
+# The compiled update's temporaries: a tensor's two new moments in float32 before they are quantized (a block's
+# scale needs all its values), 8 bytes a value of the largest tensor; measured compiled on the CPU (8.0 bytes a
+# value beside the optimizer's state, a tensor of 16M values), where uncompiled it takes 53.
+TEMPORARY_BYTES = 8
 
 
-def adamw_update(
-    p: Tensor,
-    grad: Tensor,
-    step: Tensor,
-    exp_avg: Tensor,
-    exp_avg_sq: Tensor,
-    lr: Tensor,
-    beta1: float,
-    beta2: float,
-    weight_decay: float,
-    eps: float,
-    skip: Tensor,
-    inv_scale: Tensor,
-) -> None:
-    """One tensor's (or chunk's) AdamW update in float32, as ``torch.optim.AdamW`` computes it, written back
-    into ``p`` and the moments (8-bit ones quantize themselves); ``step``: the steps applied before this one.
-    Where ``skip`` (0-d, 1.0: a gradient somewhere was not finite) is set, nothing changes: the gradient
-    counts as zero, the moments' weights as zero, and ``p`` keeps its value. ``inv_scale``: 1 / the loss
-    scale still in the gradient (1.0 once unscaled)."""
-    keep = skip > 0
-    grad = torch.where(keep, 0.0, grad.float() * inv_scale)  # an inf or nan never reaches the arithmetic
-    applied = 1.0 - skip
-    step_new = step + applied  # the count this update makes (the caller adds it once per tensor)
-    exp_avg_new = _dense(exp_avg).lerp(grad, (1 - beta1) * applied)  # weight 0: exactly the old moment
-    exp_avg_sq_new = _dense(exp_avg_sq).lerp(grad.square(), (1 - beta2) * applied)
-    bias1 = 1 - beta1 ** step_new.clamp(min=1)
-    bias2 = 1 - beta2 ** step_new.clamp(min=1)
-    denom = exp_avg_sq_new.sqrt() / bias2.sqrt() + eps
-    p_new = p.float() * (1 - lr * weight_decay) - (lr / bias1) * exp_avg_new / denom
-    p.copy_(torch.where(keep, p, p_new.to(p.dtype)))
-    _store(exp_avg, exp_avg_new, keep)
-    _store(exp_avg_sq, exp_avg_sq_new, keep)
-
-
-def _store(moment: Tensor, value: Tensor, keep: Tensor) -> None:
-    """``moment.copy_(value)`` (an 8-bit moment quantizes it as its own ``copy_`` does: torchao's block scales
-    and code map), except where ``keep``: then its codes and scales stay, to the bit (quantizing its own
-    dequantized values again would move a few codes)."""
-    if not isinstance(moment, OptimState8bit):
-        moment.copy_(torch.where(keep, moment, value))
-        return
-    scaled, scale = scale_tensor(value, moment.block_size)
-    codes = quantize_8bit_with_qmap(scaled, moment.qmap).view(moment.codes.shape)
-    moment.codes.copy_(torch.where(keep, moment.codes, codes))
-    moment.scale.copy_(torch.where(keep, moment.scale, scale))
-
-
-def _chunks(*tensors: Tensor) -> Iterator[tuple[Tensor, ...]]:
-    """The tensors (a parameter, its gradient and moments, one shape), flattened, in slices of ``CHUNK`` values
-    (one slice where it has fewer): views, so each update writes into the tensors themselves."""
-    n = tensors[0].numel()
-    if n <= CHUNK:
-        yield tensors
-        return
-    flat = [t.view(-1) for t in tensors]
-    for start in range(0, n, CHUNK):
-        yield tuple(t[start : start + CHUNK] for t in flat)
-
-
-def _dense(moment: Tensor) -> Tensor:
-    """A moment in float32: an 8-bit one dequantized, a float32 one as it is."""
-    return moment.dequantize() if isinstance(moment, OptimState8bit) else moment
-
-
-def _zeros_8bit(p: Tensor, signed: bool) -> Tensor:
-    zeros: Tensor = OptimState8bit.zeros(p.shape, signed, BLOCK, p.device, dtype=torch.float32)  # torchao: untyped
-    return zeros
-
-
-def quantized(p: Tensor) -> bool:
-    """Whether ``p``'s moments are kept in 8 bits (else float32)."""
-    return p.numel() >= SMALLEST and p.numel() % BLOCK == 0
-
-
-class AdamW8bit(torch.optim.Optimizer):
-    """AdamW with 8-bit blockwise moments; ``compiled`` (default: on CUDA) runs ``adamw_update`` compiled."""
-
-    _step_supports_amp_scaling = True  # the GradScaler hands step() found_inf on the device, never reads it
+class AdamW8bit(TorchaoAdamW8bit):  # type: ignore[misc]  # torchao ships no types: its class is Any to mypy
+    """torchao's ``AdamW8bit`` with 256-value blocks; ``compiled`` (default: where the parameters are on CUDA)
+    runs its update compiled, else as it is."""
 
     def __init__(
-        self,
-        params: ParamsT,
-        lr: float = 1e-3,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        weight_decay: float = 1e-2,
-        compiled: bool | None = None,
+        self, params: ParamsT, lr: float = 1e-3, weight_decay: float = 1e-2, compiled: bool | None = None
     ) -> None:
-        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
+        super().__init__(params, lr=lr, weight_decay=weight_decay, block_size=BLOCK)
         self.compiled = compiled
-        self._update: Callable[..., None] | None = None
-
-    def add_param_group(self, param_group: dict[str, Any]) -> None:
-        """The learning rate as a 0-d float32 tensor on the host: the schedule fills it in place (no
-        recompilation, no read), the update reads it as a scalar."""
-        super().add_param_group(param_group)
-        group = self.param_groups[-1]
-        if not isinstance(group["lr"], Tensor):
-            group["lr"] = torch.tensor(group["lr"], dtype=torch.float32)
-
-    def _state(self, p: Tensor) -> dict[str, Tensor]:
-        state: dict[str, Tensor] = self.state[p]
-        if not state:
-            state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
-            for name, signed in (("exp_avg", True), ("exp_avg_sq", False)):
-                state[name] = _zeros_8bit(p, signed) if quantized(p) else torch.zeros_like(p, dtype=torch.float32)
-        return state
-
-    def _function(self, device: torch.device) -> Callable[..., None]:
-        compiled = device.type == "cuda" if self.compiled is None else self.compiled
-        if not compiled:
-            return adamw_update
-        if self._update is None:
-            self._update = torch.compile(adamw_update, fullgraph=True, dynamic=False)
-        return self._update
 
     @overload
     def step(self, closure: None = None) -> None: ...
     @overload
     def step(self, closure: Callable[[], float]) -> float: ...
-    @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:
-        """Every tensor's update, none read on the host; skipped on the device where the GradScaler found a
-        gradient that is not finite (``found_inf``), unscaled on the device where it left the scale in."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        flags: dict[torch.device, tuple[Tensor, Tensor]] = {}  # (skip, 1 / scale) on each device, made once
-        # one compiled graph per tensor shape (as torchao's): more shapes than dynamo's cache limit is expected
-        with torch._dynamo.utils.disable_cache_limit():
-            for group in self.param_groups:
-                beta1, beta2 = group["betas"]
-                for p in group["params"]:
-                    if p.grad is None:
-                        continue
-                    state = self._state(p)
-                    if p.device not in flags:
-                        flags[p.device] = self._flags(p.device)
-                    skip, inv = flags[p.device]
-                    update = self._function(p.device)
-                    for chunk in _chunks(p.detach(), p.grad, state["exp_avg"], state["exp_avg_sq"]):
-                        update(
-                            *chunk[:2],
-                            state["step"],
-                            *chunk[2:],
-                            group["lr"],
-                            beta1,
-                            beta2,
-                            group["weight_decay"],
-                            group["eps"],
-                            skip,
-                            inv,
-                        )
-                    state["step"] += 1 - skip  # on the device, after the tensor's last chunk
+        """torchao's step; compiled where ``compiled`` says, else with ``torch.compile`` standing aside."""
+        compiled = self.compiled if self.compiled is not None else self._on_cuda()
+        with torch.compiler.set_stance("default" if compiled else "force_eager"):
+            loss: float | None = super().step(closure)
         return loss
 
-    def _flags(self, device: torch.device) -> tuple[Tensor, Tensor]:
-        """(skip, 1 / scale) for the tensors on ``device``: the GradScaler's ``found_inf`` and the scale it left
-        in the gradients (``grad_scale``: None once unscaled), attributes it sets around ``step`` (no flag, no
-        scale: nothing skipped, nothing to unscale)."""
-        found_inf, grad_scale = getattr(self, "found_inf", None), getattr(self, "grad_scale", None)
-        skip = torch.zeros((), device=device) if found_inf is None else found_inf.to(device, torch.float32)
-        inv = torch.ones((), device=device) if grad_scale is None else 1 / grad_scale.to(device, torch.float32)
-        return skip, inv
+    def _on_cuda(self) -> bool:
+        return any(p.device.type == "cuda" for group in self.param_groups for p in group["params"])
+
+
+def quantized(p: Tensor) -> bool:
+    """Whether ``p``'s moments are kept in 8 bits (else float32), as torchao decides it."""
+    return p.numel() >= SMALLEST and p.numel() % BLOCK == 0
 
 
 def state_bytes(optimizer: torch.optim.Optimizer) -> int:
-    """Bytes the optimizer's per-parameter state holds (an 8-bit moment: its codes and block scales)."""
+    """Bytes the optimizer's per-parameter state holds (an 8-bit moment: its codes, block scales and code map)."""
     total = 0
     for state in optimizer.state.values():
         for value in state.values():

@@ -191,6 +191,38 @@ def peak_gflops(device: str = "cpu", precision: str = "float32") -> float:
     return peak_flops(dtype, device) / 1e9
 
 
+# A whole pipeline's wall time over its training's compute limit, where one was timed, and where: the quick
+# pipeline of the bundled model on two CPU cores (`make run`, 2026-12-01, docs/speed.md; start-up, the 14
+# measurements, figures and reports on top of a training at 0.92 of the limit). None on a GPU yet (issue 55).
+MEASURED_RATIO = {"cpu": (1.23, "a whole quick pipeline took on two CPU cores")}
+
+
+def planned_cost(arms: Sequence[tuple[int, float]], peak_gflops: float, precision: str = "float32") -> Cost:
+    """The compute limit of a training not run yet: each arm's (examples over its epochs, GFLOP an example),
+    at the device's GEMM peak ``peak_gflops`` (pinned where ``CCTK_GEMM_PEAK_GFLOPS`` says so)."""
+    examples = sum(n for n, _ in arms)
+    gflop = sum(n * per_example for n, per_example in arms)
+    return Cost(examples, gflop, peak_gflops, precision, pinned=pinned_peak() is not None)
+
+
+def forecast(cost: Cost, device_type: str) -> tuple[str, dict[str, float]]:
+    """The line a run prints before its first arm trains, and its metrics: the training's compute limit and,
+    where a whole pipeline's ratio to it was timed on such a device (``MEASURED_RATIO``), the time that ratio
+    gives; elsewhere no guess."""
+    limit = cost.limit_seconds
+    peak = "the GEMM peak pinned" if cost.pinned else "this machine's GEMM peak at the start"
+    line = (
+        f"estimated: the training's {cost.precision} compute limit is {limit / 60:.1f} min ({cost.examples:,} "
+        f"examples x {cost.gflop_per_example:.2f} GFLOP at {cost.peak_gflops:,.0f} GFLOP/s, {peak}); "
+    )
+    metrics = {"estimated_limit_seconds": limit}
+    if device_type not in MEASURED_RATIO:
+        return line + f"no whole pipeline has been timed on a {device_type} device yet: expect more", metrics
+    ratio, where = MEASURED_RATIO[device_type]
+    metrics["estimated_seconds"] = ratio * limit
+    return line + f"the whole run about {ratio * limit / 60:.1f} min ({ratio:.2f}x it, as {where})", metrics
+
+
 def training_cost(
     records: Collection[TrainRecord], device: str = "cpu", precision: str = "float32", earlier: float | None = None
 ) -> Cost:

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config import Recipe
@@ -103,37 +106,59 @@ def unusable_gpu(smi: Callable[..., str | None] = nvidia_smi) -> str | None:
         "?",
     )
     found = f"this machine has an NVIDIA GPU ({gpu}, driver {driver}, CUDA {most} at most)"
+    on_cpu = f"or pass {'-P device=cpu' if mlflow_env() else '--device cpu'} to compute on the CPU"
     if torch.version.cuda is None:
         return (
             f"{found} and this torch build ({torch.__version__}) has no CUDA: install a CUDA build "
-            f"({_cuda_build(driver)}), or pass --device cpu to compute on the CPU"
+            f"({_cuda_build(driver)}), {on_cpu}"
         )
     needs = DRIVER_FOR_CUDA.get(torch.version.cuda.split(".")[0])
     if needs and _older(driver, needs):
         return (
             f"{found} that torch {torch.__version__} (CUDA {torch.version.cuda}) cannot use: the build needs an "
             f"NVIDIA driver >= {needs}; update the driver, or install a build for an older CUDA "
-            f"({_cuda_build(driver)}), or pass --device cpu to compute on the CPU"
+            f"({_cuda_build(driver)}), {on_cpu}"
         )
     return (
         f"{found} that torch {torch.__version__} (CUDA {torch.version.cuda}) does not see: check "
         f"CUDA_VISIBLE_DEVICES ({os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}) and the driver (nvidia-smi), "
-        "or pass --device cpu to compute on the CPU"
+        f"{on_cpu}"
     )
 
 
 def _cuda_build(driver: str) -> str:
     """How to install the CUDA build of this torch release that ``driver`` runs: PyPI's (CUDA 13, drivers
-    580 and newer) or the CUDA 12.6 build of PyTorch's index (drivers 525 and newer), with make setup or pip."""
+    580 and newer) or the CUDA 12.6 build of PyTorch's index (drivers 525 and newer), with make setup or pip;
+    in an environment ``mlflow run`` built, which make setup never touches: the project's .venv through
+    ``--env-manager local``, or pip into that environment (MLflow reuses it at the next run)."""
     import torch
 
     release = torch.__version__.split("+")[0]
-    if _older(driver, DRIVER_FOR_CUDA["13"]):
-        return (
-            f"rm -r .venv && make setup TORCH_INDEX={OLDER_CUDA_INDEX}; "
-            f"or pip install torch=={release} --index-url {OLDER_CUDA_INDEX}"
-        )
-    return f"rm -r .venv && make setup TORCH=cuda; or pip install torch=={release} from PyPI"
+    older = _older(driver, DRIVER_FOR_CUDA["13"])
+    setup = f"rm -r .venv && make setup {f'TORCH_INDEX={OLDER_CUDA_INDEX}' if older else 'TORCH=cuda'}"
+    pip = f"pip install torch=={release} {f'--index-url {OLDER_CUDA_INDEX}' if older else 'from PyPI'}"
+    built = mlflow_env()
+    if built is None:
+        return f"{setup}; or {pip}"
+    return (
+        f"this is the environment `mlflow run` built from conda.yaml ({built}), which make setup does not "
+        f"change: run `mlflow run . --env-manager local` in the project's .venv ({setup}), or install it into "
+        f"this environment: {sys.executable} -m {pip}"
+    )
+
+
+# The environments `mlflow run` builds from conda.yaml are named so, with conda and with virtualenv or uv (its
+# mlflow.utils.environment._get_mlflow_env_name: "mlflow-" and a sha1 of their contents; conda's may add a
+# second hash of its root): the folder the interpreter runs in (sys.prefix). --env-manager local runs in the
+# user's own environment, whatever its name, which the usual advice repairs.
+MLFLOW_ENV = re.compile(r"mlflow-[0-9a-f]{40}(-[0-9a-f]+)?")
+
+
+def mlflow_env(prefix: str | None = None) -> str | None:
+    """The folder of the environment ``mlflow run`` built that this interpreter runs in (``prefix``: sys.prefix
+    unless told), or None where it runs in another."""
+    folder = Path(sys.prefix if prefix is None else prefix)
+    return str(folder) if MLFLOW_ENV.fullmatch(folder.name) else None
 
 
 def _older(driver: str, needed: str) -> bool:
@@ -153,9 +178,10 @@ def auto_on_cpu(profile: str, device: str | None) -> str:
 
 
 DEVICE_STEP = "CCTK_DEVICE_STEP"
-# Where --optimizer adamw8bit runs: CUDA, its update compiled. Uncompiled (the CPU, MPS) it costs about a
-# microsecond a value on this project's CPU (26 s a step for smollm2-135m's embedding, against 0.2 s for
-# AdamW): the suite runs it on the CPU (tests/core/lm/test_adamw8bit.py), a user should not.
+# Where --optimizer adamw8bit runs: CUDA, torchao's update compiled. On this project's CPU, uncompiled, it
+# took 0.4 us a value (6.3 s a step for a tensor of 16M values; smollm2-135m's AdamW step is 0.2 s), and
+# compiled 45 ns a value after 10 s of compiling each tensor shape: the suite runs it on the CPU uncompiled
+# (tests/core/lm/test_adamw8bit.py), a user should not.
 EIGHT_BIT_DEVICES = ("cuda",)
 
 
@@ -190,7 +216,8 @@ def check_recipe(recipe: Recipe, device: torch.device) -> None:
 
 
 def room(device: torch.device) -> Room:
-    """What ``device`` and the host have free now."""
+    """What ``device`` and the host have free now; on CUDA for this process: what the driver reports free and
+    what its own allocator caches unused (``_cached``)."""
     import psutil
     import torch
 
@@ -199,9 +226,11 @@ def room(device: torch.device) -> Room:
     host = int(psutil.virtual_memory().available)
     if device.type == "cuda":
         free, total = torch.cuda.mem_get_info(device)
+        allocated = int(torch.cuda.memory_allocated(device))
         share = gpu_share()
         return Room(
-            min(int(free), int(total * share)),  # a share of a GPU (a sweep's cell): only that share is the run's
+            # a share of a GPU (a sweep's cell): only that share is the run's, less what its tensors hold
+            min(int(free) + _cached(device, allocated), int(total * share) - allocated),
             host,
             "cuda",
             f"{device} ({torch.cuda.get_device_name(device)}{f', {share:g} of it' if share < 1 else ''})",
@@ -212,9 +241,25 @@ def room(device: torch.device) -> Room:
     return Room(host, host, "cpu", "cpu", bf16=compute.bf16_missing("cpu") is None)
 
 
+def _cached(device: torch.device, allocated: int) -> int:
+    """What this process's caching allocator holds on ``device`` and no tensor uses: free for this process.
+
+    ``mem_get_info`` reports it taken (the driver sees the allocator's blocks, not what is in them), so after
+    one arm its whole peak would read as gone and the next arm's check would refuse a job that fits (phi-1.5
+    with 8-bit AdamW on a 24 GB card at its second arm, #55). Counted rather than handed back with
+    ``torch.cuda.empty_cache()``: emptying waits for the device, gives the blocks to any process that asks
+    first and costs the next arm its ``cudaMalloc`` calls again, while the allocator itself frees its cached
+    blocks and retries before it reports an out-of-memory error, so a cached block is as good as a free one
+    for this process (however fragmented)."""
+    import torch
+
+    return max(int(torch.cuda.memory_reserved(device)) - allocated, 0)
+
+
 def check_placed(plan: Plan, device: torch.device) -> None:
-    """Once the model is on ``device``: the rest of the job against what is free there now, less the margin
-    (other processes, and the kernels loaded since the check, have had their share); an ``OutOfMemory`` line
+    """Once the model is on ``device``: the rest of the job against what is free there now (the allocator's
+    cache of the arms before it counted free: ``_cached``), less the margin (other processes, and the kernels
+    loaded since the check, have had their share); an ``OutOfMemory`` line
     (the run ends FAILED with it) rather than the allocator's error midway. Nothing to read elsewhere."""
     if device.type != "cuda":
         return

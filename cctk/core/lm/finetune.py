@@ -54,6 +54,8 @@ class PeakMemory(Protocol):
 
     def max_memory_allocated(self, device: torch.device) -> int: ...
 
+    def max_memory_reserved(self, device: torch.device) -> int: ...
+
 
 class NonFiniteLoss(CctkError):
     """The loss or the gradient stopped being finite: the run is stopped, nothing after it is trained."""
@@ -144,7 +146,7 @@ def fine_tune(
     optimizer.zero_grad(set_to_none=True)  # no gradients outlive the run (a parent waits without them)
     model.eval()
     skipped = guard.check_run(f"{name}: ", recipe.epochs - 1) if guard is not None else None
-    gpu, cpu = _peaks(device, cuda)
+    gpu, reserved, cpu = _peaks(device, cuda)
     return TrainRecord(
         len(rows),
         steps,
@@ -154,6 +156,7 @@ def fine_tune(
         example_flops(model, rows) / 1e9,
         cpu,
         skipped_steps=skipped,
+        peak_gpu_reserved_bytes=reserved,
     )
 
 
@@ -164,12 +167,14 @@ def _reset_peaks(device: torch.device, cuda: PeakMemory = torch.cuda) -> None:
         reset_process_peak()
 
 
-def _peaks(device: torch.device, cuda: PeakMemory = torch.cuda) -> tuple[int, int]:
-    """(peak GPU memory, peak resident memory of the process) of the run: each 0 where it is not the device
-    (``cuda`` other than ``torch.cuda``: a reader of a GPU's statistics, whatever the device)."""
+def _peaks(device: torch.device, cuda: PeakMemory = torch.cuda) -> tuple[int, int, int]:
+    """(peak GPU memory its tensors held, peak its caching allocator reserved, peak resident memory of the
+    process) of the run: each 0 where it is not the device (``cuda`` other than ``torch.cuda``: a reader of a
+    GPU's statistics, whatever the device). The reserved peak is what runs out: the tensors' peak and the
+    blocks the allocator could not reuse for them (its rounding, fragmentation)."""
     if device.type == "cuda" or cuda is not torch.cuda:
-        return int(cuda.max_memory_allocated(device)), 0
-    return 0, process_peak()
+        return int(cuda.max_memory_allocated(device)), int(cuda.max_memory_reserved(device)), 0
+    return 0, 0, process_peak()
 
 
 MIN_SHARED = 0.1  # pack a batch when its prefix tree feeds at least 10% fewer tokens
@@ -251,9 +256,10 @@ class _DeviceGuard:
     A ``GradScaler`` guards the update: under fp16 it scales the loss as fp16 needs and skips a step whose
     gradient overflowed (fp16's loss scaling: a few such steps are expected); under float32 and bf16 its
     scale starts at 1 and never grows (multiplying by a power of two changes no bit), so it only skips,
-    on the device, a step whose gradient is not finite (the fused AdamW and cctk's 8-bit AdamW read its flag
-    there). Each step's loss and gradient norm stay on the device, kept as they are (float32), and are read
-    together once an epoch with the loss scale: a non-finite loss, or a non-finite gradient norm under
+    on the device, a step whose gradient is not finite (the fused AdamW reads its flag there; torchao's 8-bit
+    AdamW does not take it, so the scaler reads it on the host, once a step). Each step's loss and gradient
+    norm stay on the device, kept as they are (float32), and are read together once an epoch with the loss
+    scale: a non-finite loss, or a non-finite gradient norm under
     float32 or bf16, stops the run there with the host step's line; under fp16 the skipped steps are counted,
     and a loss scale below ``MIN_LOSS_SCALE`` (at an epoch's end) or more than ``MAX_SKIPPED_SHARE`` of the
     steps skipped (at the run's end) stops it.
@@ -478,7 +484,8 @@ def _batches(rows: Sequence[Row], batch_size: int, order: np.random.Generator) -
 
 def make_optimizer(model: nn.Module, recipe: Recipe) -> torch.optim.Optimizer:
     """The recipe's optimizer: AdamW (fused into one kernel where this torch build has one for the device)
-    or cctk's 8-bit AdamW (``cctk.core.lm.adamw8bit``: torchao's 8-bit moments, no read on the host)."""
+    or torchao's 8-bit AdamW (``cctk.core.lm.adamw8bit``: compiled on CUDA; the GradScaler reads its flag on
+    the host)."""
     params = [p for p in model.parameters() if p.requires_grad]
     if recipe.optimizer == "adamw8bit":
         from .adamw8bit import AdamW8bit

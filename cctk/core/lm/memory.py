@@ -6,7 +6,8 @@ read), in bytes::
     weights          4 P              float32 always (the manual's recipe; autocast leaves them float32)
     gradients        4 P_trained
     optimizer        8 P_trained      AdamW's two float32 moments; adamw8bit: 2.03 P_trained (8-bit codes and a
-                                      float32 scale per 256 values, each moment) + 128 MiB (its update's chunk)
+                                      float32 scale per 256 values, each moment) + 8 x the largest trained tensor
+                                      (its compiled update's two new moments in float32, one tensor at a time)
     half copies      2 P_matrices     bf16/fp16 autocast keeps a half copy of each matrix for backward
     activations      T x L x (6 H + 4 I) x 4 (2 in half) + L x heads x T^2 x 4 (attention scores)
     logits           5 x K x V x 4    the LM head at the K supervised positions: logits, their rows per example,
@@ -30,7 +31,8 @@ Neither figure was measured on a GPU here (none was lent): the share is the frag
 allocator commonly shows (reserved over allocated, a few percent), the floor the 0.5 GiB that an earlier
 plan held back and that the T4's free memory then still fitted; ``python -m cctk.bench gpu`` prints the
 allocator's reserved against its allocated peak on the device at hand, to check the share. The free memory
-is read again once the model is on the device (``cctk.core.lm.device.check_placed``).
+is read again once the model is on the device (``cctk.core.lm.device.check_placed``; what the process's own
+caching allocator holds unused counts as free there).
 
 The device's peak is what its allocator holds, the figure ``torch.cuda.max_memory_allocated`` measures:
 the CUDA context (about 0.5 GiB) is outside it, and outside what ``torch.cuda.mem_get_info`` reports free
@@ -64,7 +66,7 @@ WORKSPACE = 32 * 2**20  # scratch of the kernels of a training step, counted wit
 ANSWER_TOKENS = 4  # supervised tokens of one arithmetic example at most: " 36\n" is 2-4 tokens
 # per trained parameter: two float32 moments; two 8-bit ones with a float32 scale per block of 256
 OPTIMIZER_BYTES = {"adamw": 8.0, "adamw8bit": 2 * (1 + 4 / 256)}
-ADAMW8BIT_WORKSPACE = 64 * 2**21  # cctk.core.lm.adamw8bit.WORKSPACE, kept here to stay torch-free at import
+ADAMW8BIT_TEMPORARY = 8  # bytes a value of the largest tensor: cctk.core.lm.adamw8bit.TEMPORARY_BYTES (torch-free)
 LOGIT_COPIES = 2  # the scorer's logits: the logits and their log-softmax
 MARGIN_SHARE = 0.05  # of a GPU's free memory, kept free (see the module's docstring)
 MARGIN_FLOOR = 512 * 2**20
@@ -81,6 +83,12 @@ class Shape:
     intermediate: int
     vocab: int
     heads: int
+
+    @property
+    def largest(self) -> int:
+        """Values of its largest tensor: the embedding or the LM head (vocabulary x hidden), or a feed-forward
+        matrix where that is larger."""
+        return max(self.vocab, self.intermediate) * self.hidden
 
     @classmethod
     def of_config(cls, config: PretrainedConfig) -> Shape:
@@ -200,7 +208,7 @@ def estimate(
         weights=4 * shape.params,
         gradients=4 * trained,
         optimizer=int(OPTIMIZER_BYTES[recipe.optimizer] * trained)
-        + (ADAMW8BIT_WORKSPACE if recipe.optimizer == "adamw8bit" else 0),
+        + (ADAMW8BIT_TEMPORARY * min(shape.largest, trained) if recipe.optimizer == "adamw8bit" else 0),
         half_copies=2 * shape.matrices if half else 0,
         activations=tokens * per_token + scores,
         logits=logits,

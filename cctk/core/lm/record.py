@@ -36,6 +36,7 @@ class TrainRecord:
     gflop_per_example: float = 0.0  # forward and backward, as cctk.core.lm.compute counts it (0: not recorded)
     peak_cpu_memory_bytes: int = 0  # peak resident memory of the process during the run (0: not on a CPU)
     skipped_steps: int | None = None  # fp16 on the device step: steps whose overflowed gradient was skipped
+    peak_gpu_reserved_bytes: int = 0  # the GPU allocator's reserved peak, what runs out (0: not on CUDA, or before #55)
 
     @property
     def examples_per_second(self) -> float:
@@ -61,6 +62,8 @@ class TrainRecord:
         data = {**asdict(self), "losses": list(self.losses), "examples_per_second": self.examples_per_second}
         if self.skipped_steps is None:  # not counted (every precision but fp16): the file as before
             del data["skipped_steps"]
+        if not self.peak_gpu_reserved_bytes:  # not on CUDA, or written before #55: the file as before
+            del data["peak_gpu_reserved_bytes"]
         return data
 
     @classmethod
@@ -75,18 +78,22 @@ class TrainRecord:
             float(data.get("gflop_per_example") or 0.0),
             int(data.get("peak_cpu_memory_bytes") or 0),
             None if skipped is None else int(skipped),
+            int(data.get("peak_gpu_reserved_bytes") or 0),  # absent from the records written before #55
         )
 
     def metrics(self) -> dict[str, float]:
         """The run's MLflow metrics (the loss per epoch is logged as a history apart, as each epoch ends):
         the peak memory of where it ran, the process's on a CPU (``peak_cpu_memory_bytes``), the GPU
-        allocator's on CUDA (``peak_gpu_memory_bytes``), never a 0 that would read as a measurement."""
+        allocator's on CUDA (``peak_gpu_memory_bytes``, its tensors', and ``peak_gpu_reserved_bytes``, what it
+        reserved), never a 0 that would read as a measurement."""
+        gpu = {
+            "peak_gpu_memory_bytes": self.peak_gpu_memory_bytes,
+            "peak_gpu_reserved_bytes": self.peak_gpu_reserved_bytes,
+        }
         peak = (
             {"peak_cpu_memory_bytes": self.peak_cpu_memory_bytes}
             if self.peak_cpu_memory_bytes
-            else {"peak_gpu_memory_bytes": self.peak_gpu_memory_bytes}
-            if self.peak_gpu_memory_bytes
-            else {}
+            else {name: value for name, value in gpu.items() if value}
         )
         skipped = {} if self.skipped_steps is None else {"skipped_steps": self.skipped_steps}
         return {

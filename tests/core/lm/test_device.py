@@ -51,6 +51,36 @@ def test_a_cuda_build_the_driver_is_too_old_for_and_one_that_sees_no_gpu(fake_nv
     )
 
 
+MLFLOW_BUILT = "/home/u/.mlflow/envs/mlflow-" + "0123456789abcdef" * 2 + "01234567"
+
+
+def test_in_an_environment_mlflow_run_built_the_way_out_is_not_make_setup(fake_nvidia_smi, monkeypatch):
+    """#55: under ``mlflow run`` (conda, virtualenv or uv) the interpreter runs in an environment MLflow built from
+    conda.yaml (``mlflow-<sha1>``), which ``make setup`` and the project's .venv never touch: the line says to
+    run with ``--env-manager local`` in that .venv, or to install the build the driver runs into MLflow's
+    environment with its own pip, and ``-P device=cpu``, the MLproject's way to the CPU."""
+    monkeypatch.setattr(sys, "prefix", MLFLOW_BUILT)
+    line = unusable_gpu()
+    assert " and this torch build (2.13.0+cpu) has no CUDA: install a CUDA build (this is the environment " in line
+    assert f"`mlflow run` built from conda.yaml ({MLFLOW_BUILT}), which make setup does not change: run " in line
+    assert "`mlflow run . --env-manager local` in the project's .venv (rm -r .venv && make setup TORCH_INDEX=" in line
+    cu126 = f"{sys.executable} -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126"
+    assert f"or install it into this environment: {cu126}), or pass -P device=cpu to compute on the CPU" in line
+    monkeypatch.setattr(torch.version, "cuda", "13.0")  # PyPI's build, as conda.yaml installs it: driver 535 < 580
+    line = unusable_gpu()
+    assert "cannot use: the build needs an NVIDIA driver >= 580; " in line and cu126 in line
+    assert "--env-manager local" in line and "\n" not in line
+
+
+def test_an_environment_mlflow_run_built_is_told_by_its_folder():
+    assert devices.mlflow_env(MLFLOW_BUILT) == MLFLOW_BUILT  # virtualenv, uv, conda: mlflow-<sha1>
+    conda = "/opt/conda/envs/mlflow-" + "a" * 40 + "-" + "b" * 40  # conda's, with its root's hash
+    assert devices.mlflow_env(conda) == conda
+    for other in ("/work/cctk/.venv", "/opt/conda/envs/mlflow-dev", "/home/u/mlflow-" + "a" * 39):
+        assert devices.mlflow_env(other) is None  # --env-manager local: the user's own environment
+    assert devices.mlflow_env() is None  # the suite runs in the project's .venv
+
+
 def test_the_mlproject_entry_checks_the_device_before_the_command(fake_nvidia_smi):
     """``python -m cctk.cli.mlproject`` (every MLproject entry point) ends in one line, exit 1, before any
     command starts; ``-P device=cpu`` goes on."""
@@ -63,10 +93,25 @@ def test_the_mlproject_entry_checks_the_device_before_the_command(fake_nvidia_sm
 
 
 class FakeCuda:
-    """What a machine with one 16 GB T4 (compute capability 7.5) answers through ``torch.cuda``."""
+    """What a machine with one CUDA card (a 16 GB T4, compute capability 7.5, unless told) answers through
+    ``torch.cuda``, with a caching allocator: ``allocate`` takes blocks from the driver only beyond what it
+    holds already (``reserved``), ``release`` keeps them cached; the driver's free memory (``free``,
+    ``mem_get_info``) counts every block the allocator holds as taken, as a real driver does."""
 
-    def __init__(self, free: int = 14 * 2**30):
-        self.free, self.calls = free, []
+    def __init__(self, free: int = 14 * 2**30, total: int = 15 * 2**30, name: str = "Tesla T4", capability=(7, 5)):
+        self.free, self.total, self.name, self.capability = free, total, name, capability
+        self.reserved = self.allocated = 0
+        self.calls = []
+
+    def allocate(self, n: int) -> None:
+        self.allocated += n
+        grown = max(self.allocated - self.reserved, 0)
+        self.reserved += grown
+        self.free -= grown
+        assert self.free >= 0, "the fake card ran out of memory"
+
+    def release(self, n: int) -> None:
+        self.allocated -= n  # the blocks stay in the allocator's cache: the driver still counts them taken
 
     def is_available(self) -> bool:
         return True
@@ -76,23 +121,44 @@ class FakeCuda:
 
     def mem_get_info(self, device=None) -> tuple[int, int]:
         self.calls.append(("mem_get_info", str(device)))
-        return self.free, 15 * 2**30
+        return self.free, self.total
+
+    def memory_reserved(self, device=None) -> int:
+        return self.reserved
+
+    def memory_allocated(self, device=None) -> int:
+        return self.allocated
 
     def get_device_name(self, device=None) -> str:
-        return "Tesla T4"
+        return self.name
 
     def get_device_capability(self, device=None) -> tuple[int, int]:
-        return 7, 5
+        return self.capability
+
+
+FAKED = (
+    "is_available",
+    "device_count",
+    "mem_get_info",
+    "memory_reserved",
+    "memory_allocated",
+    "get_device_name",
+    "get_device_capability",
+)
+
+
+def fake_cuda(monkeypatch, fake: FakeCuda) -> FakeCuda:
+    """``torch.cuda`` and ``torch.version.cuda`` of ``fake``'s machine, in this process."""
+    for name in FAKED:
+        monkeypatch.setattr(torch.cuda, name, getattr(fake, name))
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    return fake
 
 
 @pytest.fixture
 def t4(monkeypatch):
     """``torch.cuda`` and ``torch.version.cuda`` of a T4 machine, in this process."""
-    fake = FakeCuda()
-    for name in ("is_available", "device_count", "mem_get_info", "get_device_name", "get_device_capability"):
-        monkeypatch.setattr(torch.cuda, name, getattr(fake, name))
-    monkeypatch.setattr(torch.version, "cuda", "13.0")
-    return fake
+    return fake_cuda(monkeypatch, FakeCuda())
 
 
 def test_the_cuda_branches_of_resolve_room_and_check_recipe_on_a_fake_t4(t4):
@@ -133,6 +199,78 @@ def test_free_memory_read_again_once_the_model_is_placed(t4):
     with pytest.raises(OutOfMemory, match=r"^qwen2\.5-0\.5b is on cuda:0 \(Tesla T4\), and the rest of this recipe "):
         devices.check_placed(plan, torch.device("cuda:0"))
     devices.check_placed(plan, torch.device("cpu"))  # nothing to read on a CPU
+
+
+def _qwen_on(fake: FakeCuda):
+    from cctk.core.lm import memory, models
+    from cctk.manuals.v2.config import PROFILES
+
+    shape = models.roster_shapes()["qwen2.5-0.5b"]
+    return memory.Plan("qwen2.5-0.5b", shape, PROFILES["paper"], 16, room(torch.device("cuda:0")), waiting=1)
+
+
+def test_what_the_allocator_caches_from_the_arm_before_counts_as_free(t4):
+    """#55: an arm ends with its whole peak still reserved by the caching allocator (the pipeline never empties
+    it), which ``mem_get_info`` reports taken; the next arm's check counts those blocks as this process's free
+    memory (the allocator frees its cache and retries before it runs out), and passes where the driver's
+    figure alone would refuse it."""
+    from cctk.core.lm import memory
+
+    plan, cuda0 = _qwen_on(t4), torch.device("cuda:0")
+    need = plan.estimate
+    rest = need.device - need.weights
+    t4.allocate(need.weights)  # the first arm's copy of the model, moved to the card
+    devices.check_placed(plan, cuda0)
+    t4.allocate(rest)  # its training's peak
+    t4.release(need.device)  # the arm ends, its model back on the host: every block stays cached
+    assert t4.reserved == need.device and t4.free == 14 * 2**30 - need.device
+    t4.allocate(need.weights)  # the next arm's model, in the cached blocks
+    assert rest > t4.free - memory.margin(t4.free)  # what the driver says free would refuse it
+    devices.check_placed(plan, cuda0)
+    assert room(cuda0).device == t4.free + t4.reserved - t4.allocated == 14 * 2**30 - need.weights
+
+
+def test_a_share_of_a_gpu_counts_what_the_process_already_holds(t4, monkeypatch):
+    """A sweep's cell given half of a 15 GiB card: its share less what its tensors hold, where that is less than
+    the free and cached memory."""
+    t4.allocate(3 * 2**30)
+    t4.release(2**30)  # 2 GiB held by tensors, 1 GiB cached
+    cuda0 = torch.device("cuda:0")
+    assert room(cuda0).device == (14 - 3 + 1) * 2**30
+    monkeypatch.setenv(devices.GPU_SHARE, "0.5")
+    assert room(cuda0).device == int(7.5 * 2**30) - 2 * 2**30
+
+
+def test_phi_15_with_8bit_adamw_passes_every_arms_check_on_a_24gb_card(monkeypatch):
+    """#55's case: phi-1.5 at the paper recipe with ``--optimizer adamw8bit`` (docs/gpus.md's advice for a 24 GB
+    card) on an L4's 22 GiB: the run's own plan (``stages.memory_plan``), the v2 manual's 13 arms in the
+    pipeline's order, each arm's model placed in the blocks the allocator cached from the arm before, its
+    check passed, its training's peak and its measurement allocated and released. Reading only the driver's
+    free memory, the second arm was refused."""
+    from cctk.core.lm import memory
+    from cctk.manuals.registry import get, make_config
+    from cctk.pipeline import stages
+
+    total = int(memory.CARDS["L4/A10 24 GB"][0] * memory.GIB)
+    card = fake_cuda(monkeypatch, FakeCuda(total - memory.CUDA_CONTEXT, total, "NVIDIA L4", (8, 9)))
+    cuda0 = torch.device("cuda:0")
+    config = make_config("phi-1.5", "paper", (1,), optimizer="adamw8bit")
+    protocol = get(config.protocol)
+    _, plan = stages.check_device(config, protocol, "cuda:0")
+    need = plan.estimate
+    arms = stages.training_order(protocol.models(config.options))
+    checked = []
+    for arm in arms:
+        card.allocate(need.weights)
+        if arm.parent is not None:  # trained: checked once placed, as stages._train_and_measure does
+            devices.check_placed(plan, cuda0)
+            checked.append(arm.key)
+            card.allocate(need.training)
+            card.release(need.training)
+        card.allocate(need.measurement)
+        card.release(need.measurement + need.weights)  # measured, then back on the host
+    assert len(checked) == 13 and card.reserved == need.device
+    assert card.free < need.device - need.weights  # the driver alone: no room for the rest of an arm
 
 
 def test_bench_gpu_empties_the_allocator_cache_before_it_reads_what_is_free(t4):

@@ -444,11 +444,18 @@ class CudaPeaks:
         self.calls.append(("read", str(device)))
         return 3 * 2**30
 
+    def max_memory_reserved(self, device):
+        self.calls.append(("read reserved", str(device)))
+        return 3 * 2**30 + 2**28
+
 
 def test_the_gpu_peak_is_reset_at_the_start_and_read_at_the_end(tiny, rows, tokenizer):
-    """The CUDA branch of the peak statistics (reset_peak_memory_stats, max_memory_allocated), run on the CPU
-    through an injected reader: the record carries the GPU's peak and no process peak, as on a GPU."""
+    """The CUDA branch of the peak statistics (reset_peak_memory_stats, max_memory_allocated and, #55, the
+    allocator's reserved peak, what runs out), run on the CPU through an injected reader: the record carries
+    the GPU's peaks and no process peak, as on a GPU."""
     peaks = CudaPeaks()
     record = fine_tune(copy.deepcopy(tiny), rows, RECIPE, seed=5, pad_id=tokenizer.pad_token_id, cuda=peaks)
-    assert peaks.calls == [("reset", "cpu"), ("read", "cpu")]
+    assert peaks.calls == [("reset", "cpu"), ("read", "cpu"), ("read reserved", "cpu")]
     assert (record.peak_gpu_memory_bytes, record.peak_cpu_memory_bytes) == (3 * 2**30, 0)
+    assert record.peak_gpu_reserved_bytes == 3 * 2**30 + 2**28
+    assert record.metrics()["peak_gpu_reserved_bytes"] == 3 * 2**30 + 2**28
