@@ -428,7 +428,7 @@ def _forecast(
     assert peak is not None  # measured at the start of every run that is not a resume
     arms_cost = []
     for arm in arms:
-        rows = context.protocol.rows(draws, arm.key, recipe, tokenizer)
+        rows = context.manual.rows(draws, arm.key, recipe, tokenizer)
         arms_cost.append((len(rows) * recipe.epochs, compute.example_flops(model, rows) / 1e9))
     line, metrics = compute.forecast(compute.planned_cost(arms_cost, peak, recipe.precision), context.device.type)
     echo(line)
