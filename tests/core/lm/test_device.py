@@ -248,7 +248,8 @@ def test_phi_15_with_8bit_adamw_passes_every_arms_check_on_a_24gb_card(monkeypat
     check passed, its training's peak and its measurement allocated and released. Reading only the driver's
     free memory, the second arm was refused."""
     from cctk.core.lm import memory
-    from cctk.manuals.registry import get, make_config
+    from cctk.manuals.configure import make_config
+    from cctk.manuals.registry import get
     from cctk.pipeline import stages
 
     total = int(memory.CARDS["L4/A10 24 GB"][0] * memory.GIB)
