@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..core.labels import TABLE_HEADERS, printed
+from ..core.labels import printed
 from .run_report import size
 from .tables import latex_text
 
@@ -97,7 +97,7 @@ def number(value, marks: Marks = LATEX) -> str:
     return f"{value:.3g}"
 
 
-def cell(column: str, value, marks: Marks = LATEX, headers: Mapping[str, str] = TABLE_HEADERS) -> str:
+def cell(column: str, value, marks: Marks, headers: Mapping[str, str]) -> str:
     if column.startswith("p_"):
         return p_value(value, marks)
     if column in ("peak_gpu_memory_bytes", "peak_cpu_memory_bytes"):
@@ -109,13 +109,13 @@ def cell(column: str, value, marks: Marks = LATEX, headers: Mapping[str, str] = 
     return number(value, marks)
 
 
-def header(column: str, marks: Marks = LATEX, headers: Mapping[str, str] = TABLE_HEADERS) -> str:
+def header(column: str, marks: Marks, headers: Mapping[str, str]) -> str:
     """The plain header of a column (``headers``: its manual's, ``ManualSpec.column_headers``, else cctk's shared
     ones); an unknown column its name in words."""
     return marks.escape(headers.get(column, column.replace("_", " ")))
 
 
-def display(table: pd.DataFrame, marks: Marks = LATEX, headers: Mapping[str, str] = TABLE_HEADERS) -> pd.DataFrame:
+def display(table: pd.DataFrame, marks: Marks, headers: Mapping[str, str]) -> pd.DataFrame:
     """The table as the paper prints it: every cell text (LaTeX, or plain with ``PLAIN``), counts and intervals
     in one cell, headers plain (``hits_seen, n_seen, lo_seen, hi_seen`` -> ``seen``: ``56/57 (98\\%,
     91--100\\%)``); the labels without their key columns (``model_key``, ...: the CSV's, for code that joins)."""
@@ -272,7 +272,7 @@ def _stack(cell_text: str) -> str:
     return cell_text
 
 
-def latex(table: pd.DataFrame, caption: str, label: str, headers: Mapping[str, str] = TABLE_HEADERS) -> str:
+def latex(table: pd.DataFrame, caption: str, label: str, headers: Mapping[str, str]) -> str:
     """One floating table (or a ``longtable`` when long) with its caption and label, its columns' ``headers``."""
     shown = display(table, LATEX, headers)
     if len(shown) > LONG_ROWS:

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from builders import synthetic_results
 
+from cctk.core.labels import TABLE_HEADERS
 from cctk.core.stats import clopper_pearson
 from cctk.manuals.v2.labels import PAPER_TABLE_CAPTIONS
 from cctk.manuals.v2.manual import V2
@@ -117,7 +118,7 @@ def test_a_narrow_table_sits_in_a_column_and_a_wide_one_spans_the_page(tables):
 
 def test_a_long_table_breaks_across_pages():
     table = pd.DataFrame({"a": range(81), "share": [i / 81 for i in range(81)]})
-    tex = latex.latex(table, "81 rows", "tab:long")
+    tex = latex.latex(table, "81 rows", "tab:long", HEADERS)
     assert tex.count("\\begin{longtable}") == 1 and "\\endhead" in tex and "(continued)" in tex
     assert len(re.findall(r"\\\\$", tex, flags=re.M)) >= 81
 
@@ -130,7 +131,9 @@ def test_a_v1_table_names_its_rows_in_words():
     from cctk.manuals.v1.manual import V1
 
     shown = latex.display(v1_tables(v1_results())["table02"], latex.LATEX, V1.spec.column_headers)
-    plain = latex.display(v1_tables(v1_results())["table02"])  # cctk's headers alone: v1's rows in raw words
+    plain = latex.display(
+        v1_tables(v1_results())["table02"], latex.LATEX, TABLE_HEADERS
+    )  # cctk's headers alone: v1's rows in raw words
     assert plain["number"].iloc[0] == r"pre\_ft\_true\_prob"
     assert list(shown["Probability"]) == [
         "P(true sum), before",

@@ -18,6 +18,7 @@ from cctk.cli.main import cli
 from cctk.figures.style import paper
 from cctk.manuals.v2 import catalog
 from cctk.manuals.v2.labels import PAPER_FIGURE_ABOUT, PAPER_TABLE_CAPTIONS
+from cctk.manuals.v2.manual import V2
 from cctk.manuals.v2.parts import compute_tables
 from cctk.outputs import latex, paper as paper_module
 
@@ -107,7 +108,11 @@ def test_paper_tex_compiles_with_every_table(tmp_path, odd_tables, two_figures, 
     tables = []
     for name, table in odd_tables.items():
         tables.append(
-            paper_module.PaperTable(name, f"tab:{name}", latex.latex(table, PAPER_TABLE_CAPTIONS[name], f"tab:{name}"))
+            paper_module.PaperTable(
+                name,
+                f"tab:{name}",
+                latex.latex(table, PAPER_TABLE_CAPTIONS[name], f"tab:{name}", V2.spec.column_headers),
+            )
         )
         (tmp_path / tables[-1].path).write_text(tables[-1].tex)
     long = paper_module.PaperTable(
@@ -117,6 +122,7 @@ def test_paper_tex_compiles_with_every_table(tmp_path, odd_tables, two_figures, 
             odd_tables["table09"].head(1).sample(81, replace=True, random_state=0),
             "81 rows: a longtable after \\onecolumn",
             "tab:table12",
+            V2.spec.column_headers,
         ),
     )
     (tmp_path / long.path).write_text(long.tex)
