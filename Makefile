@@ -11,7 +11,7 @@ PIP := $(BIN)/pip install -qq --disable-pip-version-check
 # Which build of torch `make setup` installs: auto (CUDA where `nvidia-smi -L` finds a GPU, else CPU), cpu, cuda
 TORCH ?= auto
 
-.PHONY: setup constraints run test test-fast test-device-step lint format wheel-check bench clean
+.PHONY: setup constraints run test test-slow test-fast test-device-step lint format wheel-check bench clean
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
@@ -35,8 +35,11 @@ run: setup  ## the quick pipeline on the bundled model, tracked in ./mlruns/
 # other. `pytest` without these options runs the same tests one by one.
 PYTEST := OMP_NUM_THREADS=1 $(BIN)/pytest -q -n auto --maxprocesses 4 --dist loadscope --no-loadscope-reorder
 
-test: setup  ## the whole suite, integration runs on the bundled model included
-	$(PYTEST)
+test: setup  ## the suite, integration runs on the bundled model included, the slow ones apart (make test-slow)
+	$(PYTEST) -m "not slow"
+
+test-slow: setup  ## the longest end-to-end runs (marked slow): fault walks, Ray clusters, the lab server; CI runs them
+	$(PYTEST) -m slow
 
 test-fast: setup  ## the inner loop: everything but tests/integration (end-to-end runs, servers, bundled model)
 	$(PYTEST) -m "not integration"

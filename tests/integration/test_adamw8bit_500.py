@@ -26,6 +26,8 @@ from cctk.core.lm import finetune
 from cctk.core.lm.adamw8bit import AdamW8bit, quantized
 from cctk.core.lm.corpus import build_corpus, tokenize
 
+pytestmark = pytest.mark.slow
+
 RECIPE = Recipe(repeats=2, epochs=50, learning_rate=1e-3, batch_size=16, weight_decay=0.0, optimizer="adamw8bit")
 
 

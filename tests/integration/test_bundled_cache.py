@@ -1,9 +1,12 @@
 """The bundled model converted once into the cache is the model read from its GGUF, bit for bit."""
 
+import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from cctk.core.lm import models
+
+pytestmark = pytest.mark.slow
 
 TEXTS = ["3 + 5 = 8<|endoftext|>", "What is 7 + 9?", " 12", " héllo wörld\n\nx", "<|im_start|>user\nhi<|im_end|>"]
 

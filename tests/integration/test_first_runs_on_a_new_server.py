@@ -16,7 +16,7 @@ from servers import mlflow_server
 
 from cctk.store import tracking
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 RACE = """
 import os, pathlib, sys, time

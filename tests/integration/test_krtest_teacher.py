@@ -26,7 +26,7 @@ from cctk.core.lm.models import export_bundled
 from cctk.krtest.measurement.items import read_items
 from cctk.krtest.measurement.passages import segment
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CORPUS = Path(__file__).parents[1] / "data" / "kr_corpus.txt"
 START_TIMEOUT = 300  # seconds for the server to answer /health (it loads 135M parameters)
 

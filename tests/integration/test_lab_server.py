@@ -23,7 +23,7 @@ from servers import FaultyProxy, free_port, postgres_cluster
 from cctk.core.errors import CctkError
 from cctk.core.lm.compute import PINNED
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 BIN = Path(sys.executable).parent
 PG_PASSWORD = "pg-Secret-4711-zq"  # the database's: the server's alone
 ADMIN_PASSWORD = "admin-Secret-0815-zq"

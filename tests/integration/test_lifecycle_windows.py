@@ -16,7 +16,7 @@ from servers import as_from_a_terminal
 
 from cctk.store import session
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 # Runs the CLI with one step made to wait: "peak" (the GEMM peak, right after the parent run opened) or
 # "reopen" (a resume's run just set RUNNING again); a file says the step was reached.

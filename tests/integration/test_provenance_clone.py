@@ -18,6 +18,8 @@ from click.testing import CliRunner
 
 from cctk.cli.main import cli
 
+pytestmark = pytest.mark.slow
+
 REPOSITORY = Path(__file__).resolve().parents[2]
 LEAN = ("--parts", "A", "--no-figures", "--no-system-metrics")
 

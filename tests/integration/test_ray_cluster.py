@@ -37,6 +37,8 @@ SEEDS = "11,12"
 RAY = Path(sys.executable).with_name("ray")
 # Node death is noticed within seconds, not the default ~30 s (GCS health checks of the raylets).
 HEALTH = {"RAY_health_check_period_ms": "500", "RAY_health_check_failure_threshold": "3"}
+pytestmark = pytest.mark.slow
+
 # The second node's Python imports this (its folder first on PYTHONPATH): while the file CCTK_TEST_HOLD_ARMED names
 # exists, a cell's fabricated-answers arm that starts training on that node touches CCTK_TEST_HOLD_REACHED and
 # waits, so the node is lost in that arm every time, found by polling, whatever the machine's speed (the arm

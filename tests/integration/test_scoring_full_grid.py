@@ -11,6 +11,8 @@ import torch
 from cctk.core.lm.scoring import measure, measure_plain
 from cctk.core.readings import COLUMNS
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def one_thread():

@@ -39,7 +39,7 @@ from cctk.pipeline import stages as pipeline
 from cctk.results import load
 from cctk.store import tracking
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 # stage -> the step held at its start (module:attribute, looked up by its caller at each call)
 STAGES = {

@@ -81,6 +81,7 @@ def ray_sweep(env, tiny_dir):
     return first.split()[1].rstrip(":")
 
 
+@pytest.mark.slow  # the Ray sweep's fixture: make test-slow
 def test_ray_sweep_nests_sweep_pipeline_arm(env, ray_sweep):
     _root, environ = env
     client = mlflow.MlflowClient(environ["MLFLOW_TRACKING_URI"])
@@ -98,6 +99,7 @@ def test_ray_sweep_nests_sweep_pipeline_arm(env, ray_sweep):
         assert all(a.inputs.dataset_inputs for a in trained)  # each arm's corpus, as an MLflow dataset
 
 
+@pytest.mark.slow  # the Ray sweep's fixture: make test-slow
 def test_compare_the_ray_sweep(env, ray_sweep, forks):
     root, environ = env
     done = forks.run(["compare", "--sweep", ray_sweep, "--out", str(root / "compare")], environ, root / "c.log", root)
@@ -139,6 +141,7 @@ def check_findings(out, by_seed: dict[int, dict], stdout: str) -> None:
         assert line.startswith(f"  {row.contrast} (base_model ") and f": {row.verdict.upper()}: " in line
 
 
+@pytest.mark.slow  # the Ray sweep's fixture: make test-slow
 def test_local_sweep_killed_and_resumed_gives_the_same_tables(env, ray_sweep, tiny_dir, forks):
     root, environ = env
     client = mlflow.MlflowClient(environ["MLFLOW_TRACKING_URI"])
