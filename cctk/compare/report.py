@@ -122,8 +122,9 @@ def write(runs: list[PooledRun[Any]], out: Path, sweep: str | None = None) -> Co
     runs_table = listing(runs)
     runs_table.to_csv(out / "runs.csv", index=False, lineterminator="\n")
     done = compute(runs)
+    headers = {k: v for r in runs for k, v in r.manual.spec.column_headers.items()}  # each manual's columns
     for name, table in done.tables.items():
-        write_table(table, out / "tables" / name, name, done.captions[name])
+        write_table(table, out / "tables" / name, name, done.captions[name], headers)
     figures = {name: save_figure(fig, out / "figures" / name, name) for name, fig in done.figures.items()}
     items = [
         {

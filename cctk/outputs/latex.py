@@ -3,22 +3,51 @@ for a count with its exact interval, p-values to three significant digits (``< 0
 for an infinite odds ratio, and a layout chosen to fit (a column, else the page as ``table*``, then
 smaller type and stacked cells) instead of scaling the table.
 
-DataFrames in, LaTeX text out: no files, no figures. ``cctk.outputs.paper`` writes them.
+DataFrames in, LaTeX text out: no files, no figures. ``cctk.outputs.paper`` writes them for a paper,
+``cctk.outputs.tables`` beside each table's CSV; ``latex_text`` is cctk's one LaTeX escape.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import pandas as pd
 
 from ..core.labels import printed
-from .run_report import size
-from .tables import latex_text
 
+# LaTeX's text mode, under any font encoding: its specials escaped; <, > and | in math (under OT1, the
+# default, they print as the glyphs at their slots: an inverted exclamation mark, an inverted question mark,
+# an em dash); the few non-ASCII signs cctk writes, as LaTeX (pdflatex stops at an undeclared one).
+LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "<": r"$<$",
+    ">": r"$>$",
+    "|": r"$|$",
+    "\u00b7": r"\textperiodcentered{}",
+    "\u00b1": r"$\pm$",
+    "\u2192": r"$\rightarrow$",
+    "\u2026": r"\dots{}",
+    "\u221e": r"$\infty$",
+    "\u2013": "--",
+    "\u2014": "---",
+    "\u2265": r"$\geq$",
+    "\u2264": r"$\leq$",
+    "\u2212": "$-$",
+    "\u00d7": r"$\times$",
+}
 # Groups of columns a count with its interval is made of: hits<s>, n<s>, lo<s>, hi<s>.
 GROUPS = ("", "_seen", "_heldout", "_recovery_seen", "_recovery_heldout", "_rule", "_control")
 # Widths in points: the column of a two-column page (3.375 in) and the whole text (7 in), see paper.tex;
@@ -29,6 +58,28 @@ PAD_PT = 12.0
 CM_PT = 28.45
 LONG_ROWS = 40  # longer tables break across pages (longtable)
 MATH, COMMAND = re.compile(r"\$([^$]*)\$"), re.compile(r"\\[A-Za-z]+")
+
+
+def latex_text(value: str) -> str:
+    """Plain text made safe for LaTeX: every caption, header and cell cctk writes into a .tex file."""
+    out = []
+    for c in value:
+        if c in LATEX_SPECIAL:
+            out.append(LATEX_SPECIAL[c])
+        elif ord(c) < 128:
+            out.append(c)
+        else:  # an accent: its base letter (pdflatex without fontspec knows no other)
+            out.append(unicodedata.normalize("NFKD", c).encode("ascii", "ignore").decode("ascii"))
+    return "".join(out)
+
+
+def size(n_bytes) -> str:
+    if n_bytes is None:
+        return "-"
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:.1f} {unit}"
+    return f"{int(n_bytes)} B"
 
 
 @dataclass(frozen=True)

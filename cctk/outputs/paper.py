@@ -27,7 +27,7 @@ from ..figures.style import WIDTHS, Style, notes, paper
 from ..manuals.manual import ManualSpec
 from ..store import session
 from . import latex, render
-from .tables import latex_text
+from .latex import latex_text
 
 FORMATS = ("pdf", "png")  # PDF for the paper, PNG to look at
 

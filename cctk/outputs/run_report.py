@@ -20,6 +20,7 @@ from ..figures.common import new_figure, paper_style
 from ..figures.loss import draw_losses
 from ..manuals.manual import ManualSpec
 from ..manuals.registry import DEFAULT
+from .latex import size
 from .tables import number
 
 PAGE = (8.27, 11.69)  # A4, inches
@@ -35,15 +36,6 @@ RUN_COLUMNS = {
     "peak_gpu_memory_bytes": "peak GPU memory",
     "peak_cpu_memory_bytes": "peak RSS",
 }
-
-
-def size(n_bytes) -> str:
-    if n_bytes is None:
-        return "-"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
-        if n_bytes >= scale:
-            return f"{n_bytes / scale:.1f} {unit}"
-    return f"{int(n_bytes)} B"
 
 
 def facts(info: RunInfo) -> list[tuple[str, list[tuple[str, str]]]]:

@@ -1,4 +1,6 @@
 """The tables of a run (11; 4 under protocol v1): CSV, XLSX and a floating LaTeX table each, and one workbook.
+The LaTeX is the paper's (``cctk.outputs.latex``: plain headers, counts with their intervals, set to fit),
+so a session's ``tables/*.tex`` and ``cctk export``'s are one writer's.
 
 Every file is a pure function of its DataFrame (no timestamps: the XLSX date is the session's
 start), so re-rendering a session gives the same bytes.
@@ -8,9 +10,8 @@ from __future__ import annotations
 
 import math
 import re
-import unicodedata
 import zipfile
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from datetime import datetime
 from pathlib import Path
 
@@ -18,45 +19,22 @@ import pandas as pd
 
 from ..core.labels import printed
 from ..store.session import Layout, session_start
+from .latex import latex
 
-# LaTeX's text mode, under any font encoding: its specials escaped; <, > and | in math (under OT1, the
-# default, they print as the glyphs at their slots: an inverted exclamation mark, an inverted question mark,
-# an em dash); the few non-ASCII signs cctk writes, as LaTeX (pdflatex stops at an undeclared one).
-LATEX_SPECIAL = {
-    "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "$": r"\$",
-    "#": r"\#",
-    "_": r"\_",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
-    "<": r"$<$",
-    ">": r"$>$",
-    "|": r"$|$",
-    "\u00b7": r"\textperiodcentered{}",
-    "\u00b1": r"$\pm$",
-    "\u2192": r"$\rightarrow$",
-    "\u2026": r"\dots{}",
-    "\u221e": r"$\infty$",
-    "\u2013": "--",
-    "\u2014": "---",
-    "\u2265": r"$\geq$",
-    "\u2264": r"$\leq$",
-    "\u2212": "$-$",
-    "\u00d7": r"$\times$",
-}
 XLSX_EPOCH = datetime(2000, 1, 1)  # when the session name carries no start time
 
 
 def write_tables(
-    tables: dict[str, pd.DataFrame], layout: Layout, captions: dict[str, str], label_prefix: str = ""
+    tables: dict[str, pd.DataFrame],
+    layout: Layout,
+    captions: dict[str, str],
+    headers: Mapping[str, str],
+    label_prefix: str = "",
 ) -> list[Path]:
     """Each table as CSV, XLSX and LaTeX in its folder, and all of them in the session's workbook.
 
-    ``captions``: the LaTeX caption of each table; ``label_prefix`` goes before its name in the label
+    ``captions``: the LaTeX caption of each table; ``headers``: its columns' (``ManualSpec.column_headers``);
+    ``label_prefix`` goes before its name in the label
     (its protocol's ``report.captions``; manual 1.0.0's and ``v1-``, so that ``tab:v1-table01``
     and ``tab:table01`` can sit in one paper)."""
     stamp = session_start(layout.session) or XLSX_EPOCH
@@ -66,7 +44,7 @@ def write_tables(
         files["csv"].parent.mkdir(parents=True, exist_ok=True)
         table.to_csv(files["csv"], index=False, lineterminator="\n")
         write_xlsx({name: table}, files["xlsx"], stamp)
-        files["tex"].write_text(latex(table, name, captions, label_prefix))
+        files["tex"].write_text(latex(table, captions[name], f"tab:{label_prefix}{name}", headers))
         written += list(files.values())
     layout.workbook.parent.mkdir(parents=True, exist_ok=True)
     write_xlsx(tables, layout.workbook, stamp)
@@ -82,76 +60,10 @@ def number(value) -> str:
     return f"{value:.3g}"
 
 
-def _styler(table: pd.DataFrame, escape: str):
+def _styler(table: pd.DataFrame):
     floats: list[Hashable] = [c for c in table.columns if pd.api.types.is_float_dtype(table[c])]
-    if escape == "latex":  # cctk's LaTeX escape, not pandas' (which leaves "a > b" to print as "a ¿ b" under OT1)
-        styler = table.style.hide(axis="index").format(_latex_cell, na_rep="--")
-        return styler.format(number, subset=floats, na_rep="--").format_index(_latex_cell, axis=1)
-    styler = table.style.hide(axis="index").format(dict.fromkeys(floats, number), na_rep="--", escape=escape)
-    return styler.format_index(escape=escape, axis=1)
-
-
-def _latex_cell(value: object) -> str:
-    return latex_text(str(value))
-
-
-LATEX_MAX_COLUMNS = 8  # wider tables are scaled to the text width
-LATEX_MAX_ROWS = 40  # longer ones (v1's 81 additions) break across pages as a longtable
-
-
-def latex_text(value: str) -> str:
-    """Plain text made safe for LaTeX: every caption, header and cell cctk writes into a .tex file."""
-    out = []
-    for c in value:
-        if c in LATEX_SPECIAL:
-            out.append(LATEX_SPECIAL[c])
-        elif ord(c) < 128:
-            out.append(c)
-        else:  # an accent: its base letter (pdflatex without fontspec knows no other)
-            out.append(unicodedata.normalize("NFKD", c).encode("ascii", "ignore").decode("ascii"))
-    return "".join(out)
-
-
-def latex(
-    table: pd.DataFrame,
-    name: str,
-    captions: dict[str, str] | None = None,
-    label_prefix: str = "",
-    caption: str | None = None,
-) -> str:
-    """A floating table: ``\\begin{table}``, caption (``caption``, else ``captions[name]``), label
-    ``tab:<label_prefix><name>``, booktabs rules.
-
-    A table of more than ``LATEX_MAX_COLUMNS`` columns is scaled to the text width
-    (``\\resizebox``, from the graphicx package), so it never runs off the page. A table of more
-    than ``LATEX_MAX_ROWS`` rows cannot float: it is a ``longtable`` (the longtable package) in
-    footnote size, with its caption and label, whose later pages say "(continued)". Its key columns are
-    left out (``cctk.core.labels.printed``): a reader sees the labels.
-    """
-    caption = caption or (captions or {})[name]
-    table = printed(table)
-    if len(table) > LATEX_MAX_ROWS:
-        return _longtable(table, caption, f"tab:{label_prefix}{name}")
-    text = _styler(table, "latex").to_latex(
-        caption=latex_text(caption),
-        label=f"tab:{label_prefix}{name}",
-        position="htbp",
-        position_float="centering",
-        hrules=True,
-    )
-    if len(table.columns) > LATEX_MAX_COLUMNS:
-        start, end = text.index("\\begin{tabular}"), text.index("\\end{tabular}") + len("\\end{tabular}")
-        text = f"{text[:start]}\\resizebox{{\\linewidth}}{{!}}{{%\n{text[start:end]}%\n}}{text[end:]}"
-    return text
-
-
-def _longtable(table: pd.DataFrame, caption: str, label: str) -> str:
-    caption = latex_text(caption)
-    text = _styler(table, "latex").to_latex(
-        caption=caption, label=label, environment="longtable", position="c", hrules=True
-    )
-    text = text.replace(f"\\caption[]{{{caption}}}", "\\caption[]{(continued)}", 1)
-    return f"\\begingroup\\footnotesize\n{text}\\endgroup\n"
+    styler = table.style.hide(axis="index").format(dict.fromkeys(floats, number), na_rep="--", escape="html")
+    return styler.format_index(escape="html", axis=1)
 
 
 def html(table: pd.DataFrame, name: str, left=None) -> str:
@@ -163,7 +75,7 @@ def html(table: pd.DataFrame, name: str, left=None) -> str:
     align = [{"selector": tag, "props": "text-align: left"} for tag in ("td", "th")]
     nowrap = [{"selector": "td", "props": "white-space: nowrap"}]  # numbers stay on one line
     styles = {c: align if c in left else nowrap for c in table.columns}
-    styler = _styler(table, "html").set_uuid(name).set_table_attributes('class="data"')
+    styler = _styler(table).set_uuid(name).set_table_attributes('class="data"')
     return styler.set_table_styles(styles, overwrite=False).to_html()
 
 
@@ -194,11 +106,18 @@ def _freeze_zip(path: Path, stamp: datetime) -> None:
             archive.writestr(info, data)
 
 
-def write_table(table: pd.DataFrame, folder: Path, name: str, caption: str, stamp: datetime = XLSX_EPOCH) -> list[Path]:
+def write_table(
+    table: pd.DataFrame,
+    folder: Path,
+    name: str,
+    caption: str,
+    headers: Mapping[str, str],
+    stamp: datetime = XLSX_EPOCH,
+) -> list[Path]:
     """One table outside a session (``cctk compare``): ``folder/<name>.{csv,xlsx,tex}``."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = [folder / f"{name}.{ext}" for ext in ("csv", "xlsx", "tex")]
     table.to_csv(paths[0], index=False, lineterminator="\n")
     write_xlsx({name[:31]: table}, paths[1], stamp)
-    paths[2].write_text(latex(table, name, caption=caption))
+    paths[2].write_text(latex(table, caption, f"tab:{name}", headers))
     return paths

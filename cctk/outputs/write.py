@@ -50,7 +50,8 @@ def write_all(
     """
     manual, spec = layout.manual, layout.manual.spec
     captions = {t.key: t.caption for t in spec.tables}
-    write_tables(tables, layout, captions, spec.label_prefix)  # first: the cheapest and most precious
+    # first: the cheapest and most precious
+    write_tables(tables, layout, captions, spec.column_headers, spec.label_prefix)
     session.write_draws(layout, results.draws)
     session.write_run_info(layout, info)
     config = info.config

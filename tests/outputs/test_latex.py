@@ -16,7 +16,7 @@ from cctk.manuals.v2.labels import PAPER_TABLE_CAPTIONS
 from cctk.manuals.v2.manual import V2
 from cctk.manuals.v2.parts import compute_tables
 from cctk.outputs import latex
-from cctk.outputs.tables import latex_text
+from cctk.outputs.latex import latex_text
 
 HEADERS = V2.spec.column_headers  # cctk's shared headers and manual 2.0.0's own
 

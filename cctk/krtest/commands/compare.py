@@ -257,12 +257,13 @@ def write(arms: list[KrArm], out: Path) -> dict[str, pd.DataFrame]:
     """The three tables (CSV, XLSX, LaTeX) under ``out/tables/<name>/`` and ``compare.html``."""
     from html import escape
 
+    from ...core.labels import TABLE_HEADERS
     from ...outputs.tables import html, write_table
 
     found = tables(arms)
     sections = []
     for name, table in found.items():
-        write_table(table, out / "tables" / name, name, CAPTIONS[name])
+        write_table(table, out / "tables" / name, name, CAPTIONS[name], TABLE_HEADERS)
         sections.append(f'<h2>{name}</h2><p class="caption">{escape(CAPTIONS[name])}</p>{html(table, name)}')
     (out / "compare.html").write_text(PAGE.format(body="\n".join(sections)), encoding="utf-8")
     return found

@@ -13,6 +13,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
+from ...core.labels import TABLE_HEADERS
 from ...figures.common import BASE, HELD_HIT, LINES, SEEN_HIT, new_figure, paper_style, save_figure, shade
 from ...outputs.tables import XLSX_EPOCH, session_start, write_table as write_table_files
 from .scoring import ITEM_COLUMNS, Summary, by_passage
@@ -117,4 +118,6 @@ def write_figure(curves: pd.DataFrame, baselines: pd.DataFrame, title: str, fold
 def write_table(table: pd.DataFrame, folder: Path, session: str = "") -> list[Path]:
     """``final_accuracies`` as CSV, XLSX and a floating LaTeX table (caption, label ``tab:final_accuracies``),
     through the toolkit's one table writer."""
-    return write_table_files(table, Path(folder), TABLE, TABLE_CAPTION, session_start(session) or XLSX_EPOCH)
+    return write_table_files(
+        table, Path(folder), TABLE, TABLE_CAPTION, TABLE_HEADERS, session_start(session) or XLSX_EPOCH
+    )
