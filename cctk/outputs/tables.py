@@ -24,19 +24,14 @@ from .latex import latex
 XLSX_EPOCH = datetime(2000, 1, 1)  # when the session name carries no start time
 
 
-def write_tables(
-    tables: dict[str, pd.DataFrame],
-    layout: Layout,
-    captions: dict[str, str],
-    headers: Mapping[str, str],
-    label_prefix: str = "",
-) -> list[Path]:
+def write_tables(tables: dict[str, pd.DataFrame], layout: Layout) -> list[Path]:
     """Each table as CSV, XLSX and LaTeX in its folder, and all of them in the session's workbook.
 
-    ``captions``: the LaTeX caption of each table; ``headers``: its columns' (``ManualSpec.column_headers``);
-    ``label_prefix`` goes before its name in the label
-    (its protocol's ``report.captions``; manual 1.0.0's and ``v1-``, so that ``tab:v1-table01``
-    and ``tab:table01`` can sit in one paper)."""
+    The LaTeX as the session's manual words it: each table's caption in the words of its headers (its
+    ``paper_caption``, else its caption), its columns' headers, its label ``tab:<label_prefix><key>`` (manual
+    1.0.0's prefix is ``v1-``, so that ``tab:v1-table01`` and ``tab:table01`` can sit in one paper)."""
+    spec = layout.manual.spec
+    captions = {t.key: t.paper_caption or t.caption for t in spec.tables}
     stamp = session_start(layout.session) or XLSX_EPOCH
     written = []
     for name, table in tables.items():
@@ -44,7 +39,7 @@ def write_tables(
         files["csv"].parent.mkdir(parents=True, exist_ok=True)
         table.to_csv(files["csv"], index=False, lineterminator="\n")
         write_xlsx({name: table}, files["xlsx"], stamp)
-        files["tex"].write_text(latex(table, captions[name], f"tab:{label_prefix}{name}", headers))
+        files["tex"].write_text(latex(table, captions[name], f"tab:{spec.label_prefix}{name}", spec.column_headers))
         written += list(files.values())
     layout.workbook.parent.mkdir(parents=True, exist_ok=True)
     write_xlsx(tables, layout.workbook, stamp)

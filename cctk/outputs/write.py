@@ -49,9 +49,7 @@ def write_all(
     ``figures=False`` draws none (``cctk report`` draws them later from the same folder).
     """
     manual, spec = layout.manual, layout.manual.spec
-    captions = {t.key: t.caption for t in spec.tables}
-    # first: the cheapest and most precious
-    write_tables(tables, layout, captions, spec.column_headers, spec.label_prefix)
+    write_tables(tables, layout)  # first: the cheapest and most precious
     session.write_draws(layout, results.draws)
     session.write_run_info(layout, info)
     config = info.config

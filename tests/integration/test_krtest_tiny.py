@@ -80,7 +80,12 @@ def test_study_runs_five_nested_arms_and_writes_figure_and_table(
     assert table.arm.tolist() == list(ARMS.values()) and table.trainable.tolist()[3:] == [4480, 4608]
     assert (table.lo <= table.accuracy).all() and (table.accuracy <= table.hi).all()
     tex = (folder / "table" / "final_accuracies.tex").read_text()
-    assert "\\begin{table}" in tex and "\\caption{" in tex and "\\label{tab:final_accuracies}" in tex
+    assert (
+        "\\begin{table" in tex
+        and "resizebox" not in tex
+        and "\\caption{" in tex
+        and "\\label{tab:final_accuracies}" in tex
+    )
     study = json.loads((folder / "study.json").read_text())
     assert set(study["arms"]) == set(ARMS) and study["lora_pair"]["closest_ranks"] == [6, 4]
     assert parent.data.metrics["blind.accuracy"] == study["arms"]["blind"]["accuracy"]

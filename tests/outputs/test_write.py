@@ -126,8 +126,7 @@ def test_keys_in_the_machine_readable_files_labels_alone_on_the_pages(session):
 
 def test_table_files_are_the_same_bytes_when_written_again(tmp_path, session):
     folder, _, tables = session
-    captions = {t.key: t.caption for t in V2.spec.tables}
-    write_tables(tables, Layout(tmp_path / SESSION, V2), captions, V2.spec.column_headers)
+    write_tables(tables, Layout(tmp_path / SESSION, V2))
     again, first = files_under(tmp_path / SESSION), files_under(folder)
     assert again == {name: first[name] for name in again}  # CSV, XLSX, LaTeX and the workbook
 
