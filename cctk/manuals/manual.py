@@ -176,6 +176,12 @@ class ManualSpec:
         return {**TABLE_HEADERS, **self.headers}
 
     @property
+    def table_captions(self) -> dict[str, str]:
+        """Each table's caption in LaTeX (a paper, a session's tables/*.tex), in the words of ``column_headers``:
+        its ``paper_caption``, else its title and report caption."""
+        return {t.key: t.paper_caption or f"{t.title[0].upper()}{t.title[1:]}. {t.caption}" for t in self.tables}
+
+    @property
     def titles(self) -> dict[str, str]:
         """tableNN -> title, in order."""
         return {t.key: t.title for t in self.tables}

@@ -24,7 +24,6 @@ from ..core.labels import file_stem
 from ..figures.common import lean_fonts, paper_style
 from ..figures.spec import Spec
 from ..figures.style import WIDTHS, Style, notes, paper
-from ..manuals.manual import ManualSpec
 from ..store import session
 from . import latex, render
 from .latex import latex_text
@@ -132,15 +131,10 @@ def captions_md(figures: list[PaperFigure]) -> str:
     return "".join(f"**Figure {f.number}** (`{f.path('pdf')}`, label `{f.label}`). {f.caption}\n\n" for f in figures)
 
 
-def table_captions(spec: ManualSpec) -> dict[str, str]:
-    """Each table's caption in a paper (its ``paper_caption``), else its title and report caption."""
-    return {t.key: t.paper_caption or f"{t.title[0].upper()}{t.title[1:]}. {t.caption}" for t in spec.tables}
-
-
 def write_tables(rebuilt: session.Rebuilt, out: Path, only: Sequence[str] | None = None) -> list[PaperTable]:
     """Every table (``only``: those named) as ``tables/tableNN.tex``."""
     spec = rebuilt.manual.spec
-    captions = table_captions(spec)
+    captions = spec.table_captions
     folder = Path(out) / "tables"
     folder.mkdir(parents=True, exist_ok=True)
     written = []

@@ -27,11 +27,11 @@ XLSX_EPOCH = datetime(2000, 1, 1)  # when the session name carries no start time
 def write_tables(tables: dict[str, pd.DataFrame], layout: Layout) -> list[Path]:
     """Each table as CSV, XLSX and LaTeX in its folder, and all of them in the session's workbook.
 
-    The LaTeX as the session's manual words it: each table's caption in the words of its headers (its
-    ``paper_caption``, else its caption), its columns' headers, its label ``tab:<label_prefix><key>`` (manual
+    The LaTeX is what ``cctk export --latex`` writes of the table: its manual's caption
+    (``ManualSpec.table_captions``) and headers, its label ``tab:<label_prefix><key>`` (manual
     1.0.0's prefix is ``v1-``, so that ``tab:v1-table01`` and ``tab:table01`` can sit in one paper)."""
     spec = layout.manual.spec
-    captions = {t.key: t.paper_caption or t.caption for t in spec.tables}
+    captions = spec.table_captions
     stamp = session_start(layout.session) or XLSX_EPOCH
     written = []
     for name, table in tables.items():

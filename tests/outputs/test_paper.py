@@ -21,6 +21,7 @@ from cctk.manuals.v2.labels import PAPER_FIGURE_ABOUT, PAPER_TABLE_CAPTIONS
 from cctk.manuals.v2.manual import V2
 from cctk.manuals.v2.parts import compute_tables
 from cctk.outputs import latex, paper as paper_module
+from cctk.store.session import Layout
 
 PDFLATEX = shutil.which("pdflatex")
 needs_pdflatex = pytest.mark.skipif(
@@ -180,6 +181,9 @@ def test_cli_export_and_report_in_paper_style(tmp_path, written_session):
     assert result.exit_code == 0, result.output
     assert "11 tables, 25 figures and paper.tex" in result.output
     assert "twocolumn" not in (tmp_path / "tex" / "paper.tex").read_text()
+    session = Layout(written_session[0], V2)
+    for exported in sorted((tmp_path / "tex" / "tables").iterdir()):  # one writer: the session's .tex is the paper's
+        assert exported.read_bytes() == session.table(exported.stem)["tex"].read_bytes()
     compile_tex(tmp_path / "tex")
     result = CliRunner().invoke(cli, ["report", folder, "--style", "paper", "--out", str(tmp_path / "figs")])
     assert result.exit_code == 0, result.output
