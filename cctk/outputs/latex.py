@@ -14,10 +14,14 @@ import re
 import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from ..core.labels import printed
+
+if TYPE_CHECKING:
+    from ..manuals.manual import ManualSpec
 
 # LaTeX's text mode, under any font encoding: its specials escaped; <, > and | in math (under OT1, the
 # default, they print as the glyphs at their slots: an inverted exclamation mark, an inverted question mark,
@@ -343,6 +347,13 @@ def latex(table: pd.DataFrame, caption: str, label: str, headers: Mapping[str, s
             "",
         ]
     )
+
+
+def manual_table(spec: ManualSpec, name: str, table: pd.DataFrame) -> tuple[str, str]:
+    """A manual's table ``name``: its label (``tab:<label_prefix><name>``) and its LaTeX, in the manual's caption
+    and headers: what a session's tables/*.tex and ``cctk export --latex`` both write."""
+    label = f"tab:{spec.label_prefix}{name}"
+    return label, latex(table, spec.table_captions[name], label, spec.column_headers)
 
 
 def _longtable(shown: pd.DataFrame, caption: str, label: str) -> str:

@@ -133,16 +133,13 @@ def captions_md(figures: list[PaperFigure]) -> str:
 
 def write_tables(rebuilt: session.Rebuilt, out: Path, only: Sequence[str] | None = None) -> list[PaperTable]:
     """Every table (``only``: those named) as ``tables/tableNN.tex``."""
-    spec = rebuilt.manual.spec
-    captions = spec.table_captions
     folder = Path(out) / "tables"
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for name, table in rebuilt.tables.items():
         if only is not None and name not in only:
             continue
-        label = f"tab:{spec.label_prefix}{name}"
-        written.append(PaperTable(name, label, latex.latex(table, captions[name], label, spec.column_headers)))
+        written.append(PaperTable(name, *latex.manual_table(rebuilt.manual.spec, name, table)))
         (folder / f"{name}.tex").write_text(written[-1].tex, encoding="utf-8")
     return written
 

@@ -19,7 +19,7 @@ import pandas as pd
 
 from ..core.labels import printed
 from ..store.session import Layout, session_start
-from .latex import latex
+from .latex import latex, manual_table
 
 XLSX_EPOCH = datetime(2000, 1, 1)  # when the session name carries no start time
 
@@ -27,11 +27,9 @@ XLSX_EPOCH = datetime(2000, 1, 1)  # when the session name carries no start time
 def write_tables(tables: dict[str, pd.DataFrame], layout: Layout) -> list[Path]:
     """Each table as CSV, XLSX and LaTeX in its folder, and all of them in the session's workbook.
 
-    The LaTeX is what ``cctk export --latex`` writes of the table: its manual's caption
-    (``ManualSpec.table_captions``) and headers, its label ``tab:<label_prefix><key>`` (manual
-    1.0.0's prefix is ``v1-``, so that ``tab:v1-table01`` and ``tab:table01`` can sit in one paper)."""
-    spec = layout.manual.spec
-    captions = spec.table_captions
+    The LaTeX is what ``cctk export --latex`` writes of the table (``latex.manual_table``): its manual's caption
+    and headers, its label ``tab:<label_prefix><key>`` (manual 1.0.0's prefix is ``v1-``, so that
+    ``tab:v1-table01`` and ``tab:table01`` can sit in one paper)."""
     stamp = session_start(layout.session) or XLSX_EPOCH
     written = []
     for name, table in tables.items():
@@ -39,7 +37,7 @@ def write_tables(tables: dict[str, pd.DataFrame], layout: Layout) -> list[Path]:
         files["csv"].parent.mkdir(parents=True, exist_ok=True)
         table.to_csv(files["csv"], index=False, lineterminator="\n")
         write_xlsx({name: table}, files["xlsx"], stamp)
-        files["tex"].write_text(latex(table, captions[name], f"tab:{spec.label_prefix}{name}", spec.column_headers))
+        files["tex"].write_text(manual_table(layout.manual.spec, name, table)[1])
         written += list(files.values())
     layout.workbook.parent.mkdir(parents=True, exist_ok=True)
     write_xlsx(tables, layout.workbook, stamp)
