@@ -60,23 +60,13 @@ def target_heatmap(
     with paper_style():
         fig = new_figure(8, 8.5)
         ax = fig.add_axes((0.09, 0.14, 0.84, 6.7 / 8.5))
-        for key, row in readings.iterrows():
-            pair = _addends(key)
-            _cell(ax, *pair, row, "excluded" if pair in out else "held" if pair in held else "seen", scale)
-        for group, colors in _groups(readings, held, out):
-            _outline_extremes(ax, group, colors)
+        _draw_cells(ax, readings, held, out, scale)
         _grid_axes(ax)
         fig.text(0.51, 0.985, title, ha="center", va="top", fontsize=11, fontweight="bold")
         fig.text(0.51, 0.955, headline(readings, held, out), ha="center", va="top", fontsize=9)
-        fig.text(
-            0.09,
-            0.072,
-            _notes(readings, held, out, scale, fixed_scale),
-            ha="left",
-            va="top",
-            fontsize=7,
-            linespacing=1.5,
-        )
+        lines = _note_lines(readings, held, out, scale, fixed_scale)
+        notes = "\n".join(textwrap.fill(line, NOTE_WIDTH, subsequent_indent="  ") for line in lines)
+        fig.text(0.09, 0.072, notes, ha="left", va="top", fontsize=7, linespacing=1.5)
     return fig
 
 
@@ -117,9 +107,10 @@ class Cells(TypedDict):
 
 # Fills and the text of a cell, report and paper.
 REPORT_CELLS: Cells = {"fills": (SEEN_HIT, SEEN_MISS, HELD_HIT, HELD_MISS), "sizes": (9, 7, 6.5)}
+PAPER_FILLS = (styles.HIT, styles.MISS, styles.HELD_HIT, styles.HELD_MISS)
 PAPER_CELLS: dict[str, Cells] = {
-    "page": {"fills": (styles.HIT, styles.MISS, styles.HELD_HIT, styles.HELD_MISS), "sizes": (8, 6, 5.5)},
-    "column": {"fills": (styles.HIT, styles.MISS, styles.HELD_HIT, styles.HELD_MISS), "sizes": (6,)},
+    "page": {"fills": PAPER_FILLS, "sizes": (8, 6, 5.5)},
+    "column": {"fills": PAPER_FILLS, "sizes": (6,)},
 }
 PAPER_HEIGHT = {"column": 3.3, "page": 5.4}  # inches: the grid square, its labels below and left
 
@@ -134,16 +125,11 @@ def _paper(
     style: Style,
 ) -> Figure:
     """The grid alone at the journal's width; title, headline and notes go to the caption."""
-    cells = PAPER_CELLS[style.width]
     with paper_style(), styles.fonts(style):
         fig = styles.figure(style, PAPER_HEIGHT[style.width])
         ax = fig.add_subplot()
         ax.set_aspect("equal")
-        for key, row in readings.iterrows():
-            pair = _addends(key)
-            _cell(ax, *pair, row, "excluded" if pair in out else "held" if pair in held else "seen", scale, cells)
-        for group, colors in _groups(readings, held, out):
-            _outline_extremes(ax, group, colors, width=1.4 if style.narrow else 2.2)
+        _draw_cells(ax, readings, held, out, scale, PAPER_CELLS[style.width], 1.4 if style.narrow else 2.2)
         _grid_axes(ax, 8)
         names = (("blue", "vermillion"), ("bluish green", "orange"))
         lines = _note_lines(readings, held, out, scale, fixed_scale, names, style.narrow)
@@ -155,9 +141,24 @@ def _paper(
     return fig
 
 
-def _cell(
-    ax: Axes, a: int, b: int, row: pd.Series, group: str, scale: tuple[float, float], cells: Cells = REPORT_CELLS
+def _draw_cells(
+    ax: Axes,
+    readings: pd.DataFrame,
+    held: set[tuple[int, int]],
+    out: set[tuple[int, int]],
+    scale: tuple[float, float],
+    cells: Cells = REPORT_CELLS,
+    outline: float = 2.2,
 ) -> None:
+    """Every addition's cell, then each group's extremes outlined."""
+    for key, row in readings.iterrows():
+        pair = _addends(key)
+        _cell(ax, *pair, row, "excluded" if pair in out else "held" if pair in held else "seen", scale, cells)
+    for group, colors in _groups(readings, held, out):
+        _outline_extremes(ax, group, colors, outline)
+
+
+def _cell(ax: Axes, a: int, b: int, row: pd.Series, group: str, scale: tuple[float, float], cells: Cells) -> None:
     """One addition; ``group`` is ``seen``, ``held`` (held out) or ``excluded`` (left out)."""
     lo, hi = scale
     level = (row.prob_target - lo) / (hi - lo) if hi > lo else 1.0
@@ -221,7 +222,7 @@ def _groups(
     yield readings[is_held], (HELD_HIGH, HELD_LOW)
 
 
-def _outline_extremes(ax, group: pd.DataFrame, colors: tuple[str, str], width: float = 2.2) -> None:
+def _outline_extremes(ax, group: pd.DataFrame, colors: tuple[str, str], width: float) -> None:
     p = group["prob_target"].dropna()  # a broken (NaN) model has no extremes to outline
     if p.empty:
         return
@@ -265,17 +266,6 @@ def _extremes_line(label: str, group: pd.DataFrame, outlines: tuple[str, str]) -
 
 
 REPORT_NAMES = (("blue", "red"), ("green", "orange"))  # fills of a hit and a miss: seen, held out
-
-
-def _notes(
-    readings: pd.DataFrame,
-    held: set[tuple[int, int]],
-    excluded: set[tuple[int, int]],
-    scale: tuple[float, float],
-    fixed_scale: bool,
-) -> str:
-    lines = _note_lines(readings, held, excluded, scale, fixed_scale)
-    return "\n".join(textwrap.fill(line, NOTE_WIDTH, subsequent_indent="  ") for line in lines)
 
 
 def _note_lines(

@@ -16,13 +16,19 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from ....figures.common import CONTROL, HELD_HIGH, HELD_HIT, LINES, SEEN_HIT, new_figure, paper_style
+from ....figures.common import CONTROL, DOT, HELD_HIGH, HELD_HIT, LINES, SEEN_HIT, new_figure, paper_style
 from ...manual import RecipeValue
 
 
 def _colors(bases: list[str]) -> dict[str, str]:
     palette = (SEEN_HIT, *LINES)
     return {b: palette[i % len(palette)] for i, b in enumerate(bases)}
+
+
+def _legend(fig: Figure, colors: dict[str, str]) -> None:
+    """One entry per series (group), under the chart."""
+    handles = [Line2D([], [], color=color, marker="o", label=b) for b, color in colors.items()]
+    fig.legend(handles=handles, loc="lower center", ncol=min(4, len(handles)), frameon=False)
 
 
 def value_text(value: object) -> str:
@@ -57,16 +63,7 @@ def cross_model_chart(rows: pd.DataFrame, by: Sequence[str] = ("base_model",)) -
             offset = (j - (len(bases) - 1) / 2) * step
             for _, r in part.iterrows():
                 y = models.index(r.model) + offset
-                ax.errorbar(
-                    r.share,
-                    y,
-                    xerr=[[r.share - r.lo], [r.hi - r.share]],
-                    fmt="o",
-                    color=colors[base],
-                    markersize=4.5,
-                    capsize=2.5,
-                    linewidth=1.3,
-                )
+                ax.errorbar(r.share, y, xerr=[[r.share - r.lo], [r.hi - r.share]], color=colors[base], **DOT)
         ax.set_yticks(range(len(models)), [textwrap.fill(m, 36) for m in models])
         ax.set_ylim(len(models) - 0.5, -0.5)
         ax.set_xlim(-0.02, 1.02)
@@ -75,8 +72,7 @@ def cross_model_chart(rows: pd.DataFrame, by: Sequence[str] = ("base_model",)) -
             "held-out additions whose top choice is the corpus's target, pooled over runs (exact 95% interval)"
         )
         ax.grid(axis="x", color="#dddddd", linewidth=0.6)
-        handles = [Line2D([], [], color=colors[b], marker="o", label=b) for b in bases]
-        fig.legend(handles=handles, loc="lower center", ncol=min(4, len(handles)), frameon=False)
+        _legend(fig, colors)
         title = "Held-out hits of every corpus, by base model" + (" and recipe" if len(by) > 1 else "")
         fig.suptitle(title, y=1 - 0.05 / height, va="top", fontsize=11, fontweight="bold")
     return fig
@@ -101,16 +97,8 @@ def implausibility_chart(
             for j, base in enumerate(bases):
                 part = table[(table["base_model"] == base) & (table["additions"] > 0)]
                 x = [labels.index(v) + (j - (len(bases) - 1) / 2) * step for v in part[column]]
-                ax.errorbar(
-                    x,
-                    part["share"],
-                    yerr=[part["share"] - part["lo"], part["hi"] - part["share"]],
-                    fmt="o",
-                    color=colors[base],
-                    markersize=4.5,
-                    capsize=2.5,
-                    linewidth=1.3,
-                )
+                error = [part["share"] - part["lo"], part["hi"] - part["share"]]
+                ax.errorbar(x, part["share"], yerr=error, color=colors[base], **DOT)
             ax.set_xticks(range(len(labels)), [v.replace(" (", "\n(") for v in labels])  # "impossible\n(> 18)"
             ax.set_xlim(-0.6, len(labels) - 0.4)
             ax.grid(axis="y", color="#dddddd", linewidth=0.6)
@@ -120,8 +108,7 @@ def implausibility_chart(
         left.set_xlabel("distance of the fabricated answer from the true sum")
         right.set_xlabel("fabricated answer")
         right.tick_params(labelleft=False)
-        handles = [Line2D([], [], color=colors[b], marker="o", label=b) for b in bases]
-        fig.legend(handles=handles, loc="lower center", ncol=min(4, len(handles)), frameon=False)
+        _legend(fig, colors)
         fig.suptitle(
             "How implausibility matters: absorption of fabricated answers (exact 95% intervals, pooled over runs)",
             y=0.98,

@@ -50,18 +50,15 @@ def _at(value: float, edges: tuple[float, float]) -> tuple[float, str]:
     return value, "o"
 
 
+def _say(ax: Axes, y: float, edges: tuple[float, float], text: str) -> None:
+    """A line's words instead of its marks, in the middle of the (log) axis."""
+    ax.text(math.sqrt(edges[0] * edges[1]), y, text, ha="center", va="center", fontsize=6, color=BASE)
+
+
 def _run_row(ax: Axes, y: float, row: Any, edges: tuple[float, float]) -> None:  # row: a per_run row (itertuples)
     """One run: its interval (arrow heads where a bound leaves the axis) and its odds ratio."""
     if math.isnan(row.odds_ratio):  # no hit on either side, or only hits: nothing to estimate
-        ax.text(
-            math.sqrt(edges[0] * edges[1]),
-            y,
-            "no odds ratio (no hit on either side)",
-            ha="center",
-            va="center",
-            fontsize=6,
-            color=BASE,
-        )
+        _say(ax, y, edges, "no odds ratio (no hit on either side)")
         return
     left, right = _at(row.or_lo, edges), _at(row.or_hi, edges)
     ax.plot([left[0], right[0]], [y, y], color=BASE, linewidth=1.1)
@@ -89,15 +86,7 @@ def _diamond(ax: Axes, y: float, finding: Any, edges: tuple[float, float], color
     """The pooled Mantel-Haenszel odds ratio: a diamond over its interval (an edge triangle when infinite)."""
     odds = finding.odds_ratio_mh
     if math.isnan(odds):
-        ax.text(
-            math.sqrt(edges[0] * edges[1]),
-            y,
-            "no pooled test (no hit, or only hits)",
-            ha="center",
-            va="center",
-            fontsize=6,
-            color=BASE,
-        )
+        _say(ax, y, edges, "no pooled test (no hit, or only hits)")
         return
     x, marker = _at(odds, edges)
     if marker != "o" or math.isnan(finding.or_lo):  # 0 or inf: statsmodels gives no interval

@@ -11,7 +11,7 @@ from matplotlib.lines import Line2D
 from matplotlib.transforms import blended_transform_factory
 
 from ....figures import style as styles
-from ....figures.common import BASE, CONTROL, HELD_HIT, SEEN_HIT, new_figure, paper_style
+from ....figures.common import BASE, CONTROL, DOT, HELD_HIT, SEEN_HIT, new_figure, paper_style
 from ....figures.style import REPORT, Style
 
 # The chart's series by key, and the legend's words for each (its labels, here at the edge).
@@ -27,6 +27,7 @@ PAPER = {
     "control_heldout": (CONTROL, "^"),
     "base": ("#000000", "D"),
 }
+PAPER_DOT = {"markersize": 3.5, "capsize": 2, "linewidth": 1.0}
 
 
 def synthesis_chart(rows: pd.DataFrame, style: Style = REPORT) -> Figure:
@@ -43,16 +44,8 @@ def synthesis_chart(rows: pd.DataFrame, style: Style = REPORT) -> Figure:
         fig = new_figure(8, height)
         ax = fig.add_axes((0.3, 0.75 / height, 0.48, 1 - 1.4 / height))
         for _, r in rows.iterrows():
-            y = models.index(r.model) + (OFFSET[r.series] if _two_groups(rows, r.model) else 0.0)
             ax.errorbar(
-                r.share,
-                y,
-                xerr=[[r.share - r.lo], [r.hi - r.share]],
-                fmt="o",
-                color=COLORS[r.series],
-                markersize=4.5,
-                capsize=2.5,
-                linewidth=1.3,
+                r.share, _y(rows, models, r), xerr=[[r.share - r.lo], [r.hi - r.share]], color=COLORS[r.series], **DOT
             )
         _counts(ax, rows, models)
         ax.set_yticks(range(len(models)), [textwrap.fill(m, 34) for m in models])
@@ -76,8 +69,9 @@ def synthesis_chart(rows: pd.DataFrame, style: Style = REPORT) -> Figure:
     return fig
 
 
-def _two_groups(rows: pd.DataFrame, model: str) -> bool:
-    return (rows["model"] == model).sum() > 1
+def _y(rows: pd.DataFrame, models: list[str], r: pd.Series) -> float:
+    """A dot's row: its model's, nudged by its group where the model has two."""
+    return models.index(r.model) + (OFFSET[r.series] if (rows["model"] == r.model).sum() > 1 else 0.0)
 
 
 def _counts(ax: Axes, rows: pd.DataFrame, models: list[str]) -> None:
@@ -103,18 +97,9 @@ def _paper(rows: pd.DataFrame, models: list[str], style: Style) -> Figure:
         fig = styles.figure(style, 0.9 + (0.27 if style.narrow else 0.22) * len(models))
         ax = fig.add_subplot()
         for _, r in rows.iterrows():
-            y = models.index(r.model) + (OFFSET[r.series] if _two_groups(rows, r.model) else 0.0)
             color, marker = PAPER[r.series]
-            ax.errorbar(
-                r.share,
-                y,
-                xerr=[[r.share - r.lo], [r.hi - r.share]],
-                fmt=marker,
-                color=color,
-                markersize=3.5,
-                capsize=2,
-                linewidth=1.0,
-            )
+            error = [[r.share - r.lo], [r.hi - r.share]]
+            ax.errorbar(r.share, _y(rows, models, r), xerr=error, fmt=marker, color=color, **PAPER_DOT)
         ax.set_yticks(
             range(len(models)),
             [textwrap.fill(m, 34 if style.narrow else 60) for m in models],
