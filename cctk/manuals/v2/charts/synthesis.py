@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from typing import Any
 
 import pandas as pd
 from matplotlib.axes import Axes
@@ -27,7 +28,7 @@ PAPER = {
     "control_heldout": (CONTROL, "^"),
     "base": ("#000000", "D"),
 }
-PAPER_DOT = {"markersize": 3.5, "capsize": 2, "linewidth": 1.0}
+PAPER_DOT: dict[str, Any] = {"markersize": 3.5, "capsize": 2, "linewidth": 1.0}
 
 
 def synthesis_chart(rows: pd.DataFrame, style: Style = REPORT) -> Figure:
