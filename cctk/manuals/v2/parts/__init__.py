@@ -118,16 +118,11 @@ class ModelMetrics:
 
     def metrics(self) -> dict[str, float]:
         """Its run's metrics, by their MLflow names: ``hits_<group>``, ``n_<group>``, ... and the impossible mass."""
-        metrics: dict[str, float] = {}
-        for group, s in self.groups:
-            metrics.update(
-                {
-                    f"hits_{group}": s.hits,
-                    f"n_{group}": s.n,
-                    f"prob_target_{group}": s.prob_target,
-                    f"surprise_{group}": s.surprise,
-                }
-            )
+        metrics: dict[str, float] = {
+            f"{name}_{group}": value
+            for group, s in self.groups
+            for name, value in (("hits", s.hits), ("n", s.n), ("prob_target", s.prob_target), ("surprise", s.surprise))
+        }
         return {**metrics, "mass_impossible": self.overall.mass_impossible}
 
 
@@ -135,5 +130,5 @@ def model_metrics(results: StudyResults, key: str) -> ModelMetrics:
     """One model's readings against its own target, by group."""
     readings = results.readings(key)
     return ModelMetrics(
-        tuple((group, summarize(readings, pairs)) for group, pairs in groups(results, key)), summarize(readings)
+        tuple((group, summarize(readings, pairs)) for group, pairs in groups(results.inputs, key)), summarize(readings)
     )
