@@ -109,13 +109,8 @@ def implausibility_chart(
         right.set_xlabel("fabricated answer")
         right.tick_params(labelleft=False)
         _legend(fig, colors)
-        fig.suptitle(
-            "How implausibility matters: absorption of fabricated answers (exact 95% intervals, pooled over runs)",
-            y=0.98,
-            va="top",
-            fontsize=10,
-            fontweight="bold",
-        )
+        title = "How implausibility matters: absorption of fabricated answers (exact 95% intervals, pooled over runs)"
+        fig.suptitle(title, y=0.98, va="top", fontsize=10, fontweight="bold")
     return fig
 
 
@@ -134,18 +129,11 @@ def recipe_sensitivity_chart(
     groups = list(dict.fromkeys(table["series"]))
     panels = ["absorption", *list(dict.fromkeys(table.loc[table["part"] != "A", "target"]))]
     place = _x_axis(sorted(set(table[x])))
+    width, height = 1.2 + 2.45 * len(panels), 1.35 + 2.35 * len(groups)
     with paper_style():
-        fig = new_figure(1.2 + 2.45 * len(panels), 1.35 + 2.35 * len(groups))
-        grid = fig.add_gridspec(
-            len(groups),
-            len(panels),
-            left=0.9 / fig.get_figwidth(),
-            right=0.985,
-            bottom=1.3 / fig.get_figheight(),
-            top=1 - 0.55 / fig.get_figheight(),
-            wspace=0.12,
-            hspace=0.45,
-        )
+        fig = new_figure(width, height)
+        margins = {"left": 0.9 / width, "right": 0.985, "bottom": 1.3 / height, "top": 1 - 0.55 / height}
+        grid = fig.add_gridspec(len(groups), len(panels), wspace=0.12, hspace=0.45, **margins)
         drawn = set()
         for i, group in enumerate(groups):
             rows = table[table["series"] == group]
@@ -160,13 +148,7 @@ def recipe_sensitivity_chart(
         fig.legend(
             handles=_sensitivity_legend(drawn), loc="lower center", ncol=2 if len(panels) < 4 else 3, frameon=False
         )
-        fig.suptitle(
-            f"How the outcome moves with {x}",
-            y=1 - 0.08 / fig.get_figheight(),
-            va="top",
-            fontsize=11,
-            fontweight="bold",
-        )
+        fig.suptitle(f"How the outcome moves with {x}", y=1 - 0.08 / height, va="top", fontsize=11, fontweight="bold")
     return fig
 
 
@@ -211,16 +193,8 @@ def _sensitivity_panel(
         share, lo, hi = part[f"share{tail}"], part[f"lo{tail}"], part[f"hi{tail}"]
         xs = [place.at(v, 0.025 * (k - (len(lines) - 1) / 2)) for v in part[x]]
         marker = "s" if name in fabricated_line else "o"
-        ax.errorbar(
-            xs,
-            share,
-            yerr=[share - lo, hi - share],
-            fmt=marker + "-",
-            color=color,
-            markersize=4,
-            capsize=2,
-            linewidth=1.1,
-        )
+        error = [share - lo, hi - share]
+        ax.errorbar(xs, share, yerr=error, fmt=marker + "-", color=color, markersize=4, capsize=2, linewidth=1.1)
         drawn.add((color, marker))
         if color == HELD_HIT:  # a rule: its one-sided CMH p against its control, in a row above 100%
             symbol = "\u25a0" if marker == "s" else "\u25cf"
@@ -265,12 +239,6 @@ def _sensitivity_legend(drawn: set[tuple[str, str]]) -> list[Line2D]:
         if (color, marker) in drawn
     ]
     if any(color == HELD_HIT for color, _ in drawn):
-        handles.append(
-            Line2D(
-                [],
-                [],
-                linestyle="none",
-                label="above 100%: one-sided CMH p that the rule (\u25cf, \u25a0) hits more often than its control",
-            )
-        )
+        p_values = "above 100%: one-sided CMH p that the rule (\u25cf, \u25a0) hits more often than its control"
+        handles.append(Line2D([], [], linestyle="none", label=p_values))
     return handles

@@ -15,6 +15,7 @@ from ....figures import style as styles
 from ....figures.common import BASE, CONTROL, DOT, HELD_HIT, SEEN_HIT, new_figure, paper_style
 from ....figures.style import REPORT, Style
 
+TITLE = "Synthesis: hits on each model's own target"
 # The chart's series by key, and the legend's words for each (its labels, here at the edge).
 SERIES = ("seen", "heldout", "control_heldout", "base")
 COLORS = {"seen": SEEN_HIT, "heldout": HELD_HIT, "control_heldout": CONTROL, "base": BASE}
@@ -59,14 +60,7 @@ def synthesis_chart(rows: pd.DataFrame, style: Style = REPORT) -> Figure:
         present = [g for g in COLORS if g in set(rows["series"])]
         handles = [Line2D([], [], color=COLORS[g], marker="o", label=LABELS[g]) for g in present]
         fig.legend(handles=handles, loc="lower center", ncol=len(handles), frameon=False)
-        fig.suptitle(
-            "Synthesis: hits on each model's own target",
-            x=0.54,
-            y=1 - 0.05 / height,
-            va="top",
-            fontsize=11,
-            fontweight="bold",
-        )
+        fig.suptitle(TITLE, x=0.54, y=1 - 0.05 / height, va="top", fontsize=11, fontweight="bold")
     return fig
 
 
@@ -81,15 +75,8 @@ def _counts(ax: Axes, rows: pd.DataFrame, models: list[str]) -> None:
     for col, header in enumerate(("seen", "held out")):
         ax.text(1.1 + 0.2 * col, -0.6, header, transform=where, ha="center", va="bottom", fontweight="bold")
     for _, r in rows.iterrows():
-        ax.text(
-            1.1 + 0.2 * COLUMN[r.series],
-            models.index(r.model),
-            f"{r.hits} / {r.n}",
-            transform=where,
-            ha="center",
-            va="center",
-            color=COLORS[r.series],
-        )
+        x, color = 1.1 + 0.2 * COLUMN[r.series], COLORS[r.series]
+        ax.text(x, models.index(r.model), f"{r.hits} / {r.n}", transform=where, ha="center", va="center", color=color)
 
 
 def _paper(rows: pd.DataFrame, models: list[str], style: Style) -> Figure:

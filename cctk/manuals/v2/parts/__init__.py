@@ -13,13 +13,12 @@ from ....core.readings import GroupSummary, summarize
 from ...manual import Absorption
 from ..labels import model_name, target_name
 from . import part_a, part_b, part_c, part_d, runs, synthesis
-from .core import ALL_SEEN, CURVE_COLUMNS, StudyResults, curve_rows, groups, summarize_split
+from .core import ALL_SEEN, CURVE_COLUMNS, StudyResults, curve_rows, groups
 
 PART_MODULES = (part_a, part_b, part_c, part_d, synthesis, runs)  # one per report section
 # The part (report section) of every table, from the experiment module that computes it.
 TABLE_PART: dict[str, str] = {name: module.PART for module in PART_MODULES for name in module.TABLES}
 __all__ = [
-    "ABSORBED",
     "ALL_SEEN",
     "CURVE_COLUMNS",
     "PART_MODULES",
@@ -33,7 +32,6 @@ __all__ = [
     "groups",
     "headline",
     "model_metrics",
-    "summarize_split",
 ]
 
 
