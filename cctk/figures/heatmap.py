@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Collection, Hashable, Iterator, Set as AbstractSet
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import pandas as pd
 from matplotlib import patheffects
@@ -164,47 +164,32 @@ def _cell(ax: Axes, a: int, b: int, row: pd.Series, group: str, scale: tuple[flo
     level = (row.prob_target - lo) / (hi - lo) if hi > lo else 1.0
     hit = bool(row.hit)
     fill: str | tuple[float, float, float]
+    corner = (b - 0.5, a - 0.5)
     if group == "excluded":
         fill = EXCLUDED_FILL
-        ax.add_patch(
-            Rectangle(
-                (b - 0.5, a - 0.5),
-                1,
-                1,
-                facecolor=fill,
-                edgecolor=EXCLUDED_HATCH,
-                hatch="////",
-                linewidth=0,
-                gid=f"cell {a} {b} excluded",
-            )
-        )
-        ax.add_patch(Rectangle((b - 0.5, a - 0.5), 1, 1, fill=False, edgecolor="white", linewidth=1.0))
+        hatched: dict[str, Any] = {
+            "edgecolor": EXCLUDED_HATCH,
+            "hatch": "////",
+            "linewidth": 0,
+            "gid": f"cell {a} {b} excluded",
+        }
+        ax.add_patch(Rectangle(corner, 1, 1, facecolor=fill, **hatched))
+        ax.add_patch(Rectangle(corner, 1, 1, fill=False, edgecolor="white", linewidth=1.0))
     else:
         seen_hit, seen_miss, held_hit, held_miss = cells["fills"]
         base = (held_hit if hit else held_miss) if group == "held" else (seen_hit if hit else seen_miss)
         t = FLOOR + (1 - FLOOR) * (level if hit else 1 - level)  # blue darkens up, red darkens down
         fill = shade(base, t)
-        ax.add_patch(
-            Rectangle((b - 0.5, a - 0.5), 1, 1, facecolor=fill, edgecolor="white", linewidth=1.0, gid=f"cell {a} {b}")
-        )
-    color, sizes = ink(fill), cells["sizes"]
+        ax.add_patch(Rectangle(corner, 1, 1, facecolor=fill, edgecolor="white", linewidth=1.0, gid=f"cell {a} {b}"))
+    text: dict[str, Any] = {"ha": "center", "va": "center", "color": ink(fill)}
+    sizes = cells["sizes"]
     if len(sizes) == 1:  # a column-wide grid: the probability alone
-        ax.text(b, a, pct(row.prob_target), ha="center", va="center", fontsize=sizes[0], color=color)
+        ax.text(b, a, pct(row.prob_target), fontsize=sizes[0], **text)
         return
-    ax.text(
-        b, a - 0.2, pct(row.prob_target), ha="center", va="center", fontsize=sizes[0], fontweight="bold", color=color
-    )
-    ax.text(
-        b,
-        a + 0.06,
-        f"{int(row.target)} | {int(row.top_choice)}",
-        ha="center",
-        va="center",
-        fontsize=sizes[1],
-        color=color,
-    )
+    ax.text(b, a - 0.2, pct(row.prob_target), fontsize=sizes[0], fontweight="bold", **text)
+    ax.text(b, a + 0.06, f"{int(row.target)} | {int(row.top_choice)}", fontsize=sizes[1], **text)
     if not hit:
-        ax.text(b, a + 0.3, f"({pct(row.prob_top)})", ha="center", va="center", fontsize=sizes[2], color=color)
+        ax.text(b, a + 0.3, f"({pct(row.prob_top)})", fontsize=sizes[2], **text)
 
 
 def _mask(readings: pd.DataFrame, pairs: Collection) -> pd.Series:
