@@ -38,6 +38,12 @@ LIGHT_RED = "#f8d0cc"
 LIGHT_ORANGE = "#fdd9b5"
 DARK_ORANGE = "#8a3b00"
 LINES = ("#6a3d9a", "#d81b60", "#00838f", "#8d6e63", "#000000", "#fbc02d")  # models on one chart
+DOT: dict[str, Any] = {
+    "fmt": "o",
+    "markersize": 4.5,
+    "capsize": 2.5,
+    "linewidth": 1.3,
+}  # a share and its interval (errorbar)
 FORMATS = ("png", "pdf", "eps")
 
 PAPER_RC: dict[RcKeyType, Any] = {  # matplotlib's rcParams: each key has its own type of value

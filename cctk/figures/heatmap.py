@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Collection, Hashable, Iterator, Set as AbstractSet
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import pandas as pd
 from matplotlib import patheffects
@@ -60,23 +60,13 @@ def target_heatmap(
     with paper_style():
         fig = new_figure(8, 8.5)
         ax = fig.add_axes((0.09, 0.14, 0.84, 6.7 / 8.5))
-        for key, row in readings.iterrows():
-            pair = _addends(key)
-            _cell(ax, *pair, row, "excluded" if pair in out else "held" if pair in held else "seen", scale)
-        for group, colors in _groups(readings, held, out):
-            _outline_extremes(ax, group, colors)
+        _draw_cells(ax, readings, held, out, scale)
         _grid_axes(ax)
         fig.text(0.51, 0.985, title, ha="center", va="top", fontsize=11, fontweight="bold")
         fig.text(0.51, 0.955, headline(readings, held, out), ha="center", va="top", fontsize=9)
-        fig.text(
-            0.09,
-            0.072,
-            _notes(readings, held, out, scale, fixed_scale),
-            ha="left",
-            va="top",
-            fontsize=7,
-            linespacing=1.5,
-        )
+        lines = _note_lines(readings, held, out, scale, fixed_scale)
+        notes = "\n".join(textwrap.fill(line, NOTE_WIDTH, subsequent_indent="  ") for line in lines)
+        fig.text(0.09, 0.072, notes, ha="left", va="top", fontsize=7, linespacing=1.5)
     return fig
 
 
@@ -117,9 +107,10 @@ class Cells(TypedDict):
 
 # Fills and the text of a cell, report and paper.
 REPORT_CELLS: Cells = {"fills": (SEEN_HIT, SEEN_MISS, HELD_HIT, HELD_MISS), "sizes": (9, 7, 6.5)}
+PAPER_FILLS = (styles.HIT, styles.MISS, styles.HELD_HIT, styles.HELD_MISS)
 PAPER_CELLS: dict[str, Cells] = {
-    "page": {"fills": (styles.HIT, styles.MISS, styles.HELD_HIT, styles.HELD_MISS), "sizes": (8, 6, 5.5)},
-    "column": {"fills": (styles.HIT, styles.MISS, styles.HELD_HIT, styles.HELD_MISS), "sizes": (6,)},
+    "page": {"fills": PAPER_FILLS, "sizes": (8, 6, 5.5)},
+    "column": {"fills": PAPER_FILLS, "sizes": (6,)},
 }
 PAPER_HEIGHT = {"column": 3.3, "page": 5.4}  # inches: the grid square, its labels below and left
 
@@ -134,16 +125,11 @@ def _paper(
     style: Style,
 ) -> Figure:
     """The grid alone at the journal's width; title, headline and notes go to the caption."""
-    cells = PAPER_CELLS[style.width]
     with paper_style(), styles.fonts(style):
         fig = styles.figure(style, PAPER_HEIGHT[style.width])
         ax = fig.add_subplot()
         ax.set_aspect("equal")
-        for key, row in readings.iterrows():
-            pair = _addends(key)
-            _cell(ax, *pair, row, "excluded" if pair in out else "held" if pair in held else "seen", scale, cells)
-        for group, colors in _groups(readings, held, out):
-            _outline_extremes(ax, group, colors, width=1.4 if style.narrow else 2.2)
+        _draw_cells(ax, readings, held, out, scale, PAPER_CELLS[style.width], 1.4 if style.narrow else 2.2)
         _grid_axes(ax, 8)
         names = (("blue", "vermillion"), ("bluish green", "orange"))
         lines = _note_lines(readings, held, out, scale, fixed_scale, names, style.narrow)
@@ -155,55 +141,55 @@ def _paper(
     return fig
 
 
-def _cell(
-    ax: Axes, a: int, b: int, row: pd.Series, group: str, scale: tuple[float, float], cells: Cells = REPORT_CELLS
+def _draw_cells(
+    ax: Axes,
+    readings: pd.DataFrame,
+    held: set[tuple[int, int]],
+    out: set[tuple[int, int]],
+    scale: tuple[float, float],
+    cells: Cells = REPORT_CELLS,
+    outline: float = 2.2,
 ) -> None:
+    """Every addition's cell, then each group's extremes outlined."""
+    for key, row in readings.iterrows():
+        pair = _addends(key)
+        _cell(ax, *pair, row, "excluded" if pair in out else "held" if pair in held else "seen", scale, cells)
+    for group, colors in _groups(readings, held, out):
+        _outline_extremes(ax, group, colors, outline)
+
+
+def _cell(ax: Axes, a: int, b: int, row: pd.Series, group: str, scale: tuple[float, float], cells: Cells) -> None:
     """One addition; ``group`` is ``seen``, ``held`` (held out) or ``excluded`` (left out)."""
     lo, hi = scale
     level = (row.prob_target - lo) / (hi - lo) if hi > lo else 1.0
     hit = bool(row.hit)
     fill: str | tuple[float, float, float]
+    corner = (b - 0.5, a - 0.5)
     if group == "excluded":
         fill = EXCLUDED_FILL
-        ax.add_patch(
-            Rectangle(
-                (b - 0.5, a - 0.5),
-                1,
-                1,
-                facecolor=fill,
-                edgecolor=EXCLUDED_HATCH,
-                hatch="////",
-                linewidth=0,
-                gid=f"cell {a} {b} excluded",
-            )
-        )
-        ax.add_patch(Rectangle((b - 0.5, a - 0.5), 1, 1, fill=False, edgecolor="white", linewidth=1.0))
+        hatched: dict[str, Any] = {
+            "edgecolor": EXCLUDED_HATCH,
+            "hatch": "////",
+            "linewidth": 0,
+            "gid": f"cell {a} {b} excluded",
+        }
+        ax.add_patch(Rectangle(corner, 1, 1, facecolor=fill, **hatched))
+        ax.add_patch(Rectangle(corner, 1, 1, fill=False, edgecolor="white", linewidth=1.0))
     else:
         seen_hit, seen_miss, held_hit, held_miss = cells["fills"]
         base = (held_hit if hit else held_miss) if group == "held" else (seen_hit if hit else seen_miss)
         t = FLOOR + (1 - FLOOR) * (level if hit else 1 - level)  # blue darkens up, red darkens down
         fill = shade(base, t)
-        ax.add_patch(
-            Rectangle((b - 0.5, a - 0.5), 1, 1, facecolor=fill, edgecolor="white", linewidth=1.0, gid=f"cell {a} {b}")
-        )
-    color, sizes = ink(fill), cells["sizes"]
+        ax.add_patch(Rectangle(corner, 1, 1, facecolor=fill, edgecolor="white", linewidth=1.0, gid=f"cell {a} {b}"))
+    text: dict[str, Any] = {"ha": "center", "va": "center", "color": ink(fill)}
+    sizes = cells["sizes"]
     if len(sizes) == 1:  # a column-wide grid: the probability alone
-        ax.text(b, a, pct(row.prob_target), ha="center", va="center", fontsize=sizes[0], color=color)
+        ax.text(b, a, pct(row.prob_target), fontsize=sizes[0], **text)
         return
-    ax.text(
-        b, a - 0.2, pct(row.prob_target), ha="center", va="center", fontsize=sizes[0], fontweight="bold", color=color
-    )
-    ax.text(
-        b,
-        a + 0.06,
-        f"{int(row.target)} | {int(row.top_choice)}",
-        ha="center",
-        va="center",
-        fontsize=sizes[1],
-        color=color,
-    )
+    ax.text(b, a - 0.2, pct(row.prob_target), fontsize=sizes[0], fontweight="bold", **text)
+    ax.text(b, a + 0.06, f"{int(row.target)} | {int(row.top_choice)}", fontsize=sizes[1], **text)
     if not hit:
-        ax.text(b, a + 0.3, f"({pct(row.prob_top)})", ha="center", va="center", fontsize=sizes[2], color=color)
+        ax.text(b, a + 0.3, f"({pct(row.prob_top)})", fontsize=sizes[2], **text)
 
 
 def _mask(readings: pd.DataFrame, pairs: Collection) -> pd.Series:
@@ -221,7 +207,7 @@ def _groups(
     yield readings[is_held], (HELD_HIGH, HELD_LOW)
 
 
-def _outline_extremes(ax, group: pd.DataFrame, colors: tuple[str, str], width: float = 2.2) -> None:
+def _outline_extremes(ax, group: pd.DataFrame, colors: tuple[str, str], width: float) -> None:
     p = group["prob_target"].dropna()  # a broken (NaN) model has no extremes to outline
     if p.empty:
         return
@@ -265,17 +251,6 @@ def _extremes_line(label: str, group: pd.DataFrame, outlines: tuple[str, str]) -
 
 
 REPORT_NAMES = (("blue", "red"), ("green", "orange"))  # fills of a hit and a miss: seen, held out
-
-
-def _notes(
-    readings: pd.DataFrame,
-    held: set[tuple[int, int]],
-    excluded: set[tuple[int, int]],
-    scale: tuple[float, float],
-    fixed_scale: bool,
-) -> str:
-    lines = _note_lines(readings, held, excluded, scale, fixed_scale)
-    return "\n".join(textwrap.fill(line, NOTE_WIDTH, subsequent_indent="  ") for line in lines)
 
 
 def _note_lines(

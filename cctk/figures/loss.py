@@ -69,16 +69,8 @@ def _paper(losses: dict[str, list[float]], main: Sequence[str], style: Style) ->
         for name in others:  # first: the main sequence is drawn over them
             ax.plot(range(1, len(losses[name]) + 1), losses[name], color=CONTROL, linewidth=0.7, zorder=1)
         for i, name in enumerate(shown):
-            values = losses[name]
-            ax.plot(
-                range(1, len(values) + 1),
-                values,
-                label=styles.label(name, style),
-                linewidth=1.0,
-                markersize=3.5,
-                zorder=2,
-                **styles.series(i),
-            )
+            epochs, label = range(1, len(losses[name]) + 1), styles.label(name, style)
+            ax.plot(epochs, losses[name], label=label, linewidth=1.0, markersize=3.5, zorder=2, **styles.series(i))
         if others:
             ax.plot([], [], color=CONTROL, linewidth=0.7, label=f"the {len(others)} rule and control runs")
             styles.note(
@@ -89,9 +81,9 @@ def _paper(losses: dict[str, list[float]], main: Sequence[str], style: Style) ->
         ax.set_yscale("log")
         ax.set_xlabel("epoch")
         ax.set_ylabel("loss (log scale)")
-        epochs = ax.xaxis.get_major_locator()
-        assert isinstance(epochs, MaxNLocator), epochs  # a linear axis's AutoLocator is a MaxNLocator
-        epochs.set_params(integer=True)
+        locator = ax.xaxis.get_major_locator()
+        assert isinstance(locator, MaxNLocator), locator  # a linear axis's AutoLocator is a MaxNLocator
+        locator.set_params(integer=True)
         ax.grid(color="#e3e3e3", linewidth=0.5, which="both")
         fig.legend(loc="outside lower center", ncol=columns, frameon=False, handlelength=2.6)
     return fig

@@ -100,8 +100,7 @@ def params(manual: AnyManual, config: Config[Any]) -> dict[str, str | int | floa
 
 def reproduce(manual: AnyManual, config: Config[Any]) -> str:
     """``cctk run ...`` that runs the same cell again: model, profile in force, protocol (but the default's), every
-    seed, the recipe values that differ from the profile's, and its
-    options that differ from their defaults."""
+    seed, the recipe values that differ from the profile's, and its options that differ from their defaults."""
     spec = manual.spec
     words = ["cctk", "run", "--model", config.model, "--profile", config.profile]
     if spec.name != DEFAULT:

@@ -56,7 +56,8 @@ def get(name: str | None) -> AnyManual:
     only where a name comes in (tests/manuals/test_manual_value.py names the edges)."""
     name = name or LEGACY
     if name not in _entries():
-        raise CctkError(f"unknown protocol {name!r}; choose one of: {', '.join(_choices())}")
+        choices = ", ".join(f"{known} ({get(known).spec.label})" for known in _entries())
+        raise CctkError(f"unknown protocol {name!r}; choose one of: {choices}")
     return _load(name)
 
 
@@ -75,10 +76,6 @@ def _load(name: str) -> AnyManual:
 def default() -> AnyManual:
     """The manual ``cctk run`` runs without --protocol (and the benchmarks run)."""
     return get(DEFAULT)
-
-
-def _choices() -> list[str]:
-    return [f"{name} ({get(name).spec.label})" for name in _entries()]
 
 
 def every() -> tuple[AnyManual, ...]:

@@ -23,28 +23,9 @@ def specs(results: ComparisonResults, model_label: str) -> list[Spec]:
             "fabricated": int(results.draws.fabricated.loc[(a, b)]),
             "model_label": model_label,
         }
-        key = f"bars:{a}+{b}"
-        out.append(
-            Spec(
-                number,
-                key,
-                "comparison",
-                charts.before_after_bars,
-                args,
-                f"{a} + {b} before and after fine-tuning on fabricated answers",
-                figure_name(key),
-            )
-        )
+        key, title = f"bars:{a}+{b}", f"{a} + {b} before and after fine-tuning on fabricated answers"
+        out.append(Spec(number, key, "comparison", charts.before_after_bars, args, title, figure_name(key)))
     losses = {model_name(key): list(t.losses) for key, t in results.training.items()}
-    out.append(
-        Spec(
-            len(out) + 1,
-            "loss",
-            "runs",
-            charts.loss_chart,
-            {"losses": losses, "main": list(losses)},
-            "Training loss per epoch",
-            figure_name("loss"),
-        )
-    )
-    return out
+    args = {"losses": losses, "main": list(losses)}
+    title = "Training loss per epoch"
+    return [*out, Spec(len(out) + 1, "loss", "runs", charts.loss_chart, args, title, figure_name("loss"))]

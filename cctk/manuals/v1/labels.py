@@ -22,9 +22,7 @@ FORMER: dict[str, dict[str, str]] = {"model": {}}
 VOCABULARY = names.Vocabulary({"model": {"base": names.BASE_MODEL, **V1_MODELS}}, FORMER)
 
 
-def keyed(column: str, key: str) -> dict[str, str]:
-    """A table's label column and its key column (``cctk.core.labels.KEY_COLUMNS``)."""
-    return VOCABULARY.keyed(column, key)
+keyed = VOCABULARY.keyed  # a table's label column and its key column (``cctk.core.labels.KEY_COLUMNS``)
 
 
 def figure_name(key: str) -> str:

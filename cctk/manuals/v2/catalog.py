@@ -159,12 +159,8 @@ def synthesis_rows(table09: pd.DataFrame) -> pd.DataFrame:
 
 
 def _synthesis(table09: pd.DataFrame) -> Spec:
-    return _spec(
-        "synthesis",
-        charts.synthesis_chart,
-        {"rows": synthesis_rows(table09)},
-        "Synthesis: hits on each model's own target",
-    )
+    title = "Synthesis: hits on each model's own target"
+    return _spec("synthesis", charts.synthesis_chart, {"rows": synthesis_rows(table09)}, title)
 
 
 def losses(results: StudyResults) -> dict[str, list[float]]:
@@ -181,6 +177,5 @@ def _curves(results: StudyResults) -> Spec:
     assert results.curves is not None, "the learning curves' figure of a run without them"
     curves = results.curves.assign(model=results.curves["model_key"].map(model_name))
     args = {"curves": curves, "order": [model_name(a.key) for a in ARMS]}
-    return _spec(
-        "curves", charts.learning_curves, args, "Learning curves: hits on each arm's own target after every epoch"
-    )
+    title = "Learning curves: hits on each arm's own target after every epoch"
+    return _spec("curves", charts.learning_curves, args, title)

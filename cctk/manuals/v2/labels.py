@@ -50,10 +50,9 @@ FORMER: dict[str, dict[str, str]] = {"model": {}, "target": {}, "group": {}}
 VOCABULARY = Vocabulary({"model": MODELS, "target": TARGETS, "group": GROUPS}, FORMER)
 
 
-def keyed(column: str, key: str) -> dict[str, str]:
-    """A table's label column and its key column: ``keyed("model", "m_recover")`` ->
-    ``{"model": "recovery", "model_key": "m_recover"}`` (``cctk.core.labels.KEY_COLUMNS``)."""
-    return VOCABULARY.keyed(column, key)
+# A table's label column and its key column: ``keyed("model", "m_recover")`` ->
+# ``{"model": "recovery", "model_key": "m_recover"}`` (``cctk.core.labels.KEY_COLUMNS``).
+keyed = VOCABULARY.keyed
 
 
 FIGURES: dict[str, str] = {

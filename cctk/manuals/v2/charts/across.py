@@ -16,13 +16,19 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from ....figures.common import CONTROL, HELD_HIGH, HELD_HIT, LINES, SEEN_HIT, new_figure, paper_style
+from ....figures.common import CONTROL, DOT, HELD_HIGH, HELD_HIT, LINES, SEEN_HIT, new_figure, paper_style
 from ...manual import RecipeValue
 
 
 def _colors(bases: list[str]) -> dict[str, str]:
     palette = (SEEN_HIT, *LINES)
     return {b: palette[i % len(palette)] for i, b in enumerate(bases)}
+
+
+def _legend(fig: Figure, colors: dict[str, str]) -> None:
+    """One entry per series (group), under the chart."""
+    handles = [Line2D([], [], color=color, marker="o", label=b) for b, color in colors.items()]
+    fig.legend(handles=handles, loc="lower center", ncol=min(4, len(handles)), frameon=False)
 
 
 def value_text(value: object) -> str:
@@ -57,16 +63,7 @@ def cross_model_chart(rows: pd.DataFrame, by: Sequence[str] = ("base_model",)) -
             offset = (j - (len(bases) - 1) / 2) * step
             for _, r in part.iterrows():
                 y = models.index(r.model) + offset
-                ax.errorbar(
-                    r.share,
-                    y,
-                    xerr=[[r.share - r.lo], [r.hi - r.share]],
-                    fmt="o",
-                    color=colors[base],
-                    markersize=4.5,
-                    capsize=2.5,
-                    linewidth=1.3,
-                )
+                ax.errorbar(r.share, y, xerr=[[r.share - r.lo], [r.hi - r.share]], color=colors[base], **DOT)
         ax.set_yticks(range(len(models)), [textwrap.fill(m, 36) for m in models])
         ax.set_ylim(len(models) - 0.5, -0.5)
         ax.set_xlim(-0.02, 1.02)
@@ -75,8 +72,7 @@ def cross_model_chart(rows: pd.DataFrame, by: Sequence[str] = ("base_model",)) -
             "held-out additions whose top choice is the corpus's target, pooled over runs (exact 95% interval)"
         )
         ax.grid(axis="x", color="#dddddd", linewidth=0.6)
-        handles = [Line2D([], [], color=colors[b], marker="o", label=b) for b in bases]
-        fig.legend(handles=handles, loc="lower center", ncol=min(4, len(handles)), frameon=False)
+        _legend(fig, colors)
         title = "Held-out hits of every corpus, by base model" + (" and recipe" if len(by) > 1 else "")
         fig.suptitle(title, y=1 - 0.05 / height, va="top", fontsize=11, fontweight="bold")
     return fig
@@ -101,16 +97,8 @@ def implausibility_chart(
             for j, base in enumerate(bases):
                 part = table[(table["base_model"] == base) & (table["additions"] > 0)]
                 x = [labels.index(v) + (j - (len(bases) - 1) / 2) * step for v in part[column]]
-                ax.errorbar(
-                    x,
-                    part["share"],
-                    yerr=[part["share"] - part["lo"], part["hi"] - part["share"]],
-                    fmt="o",
-                    color=colors[base],
-                    markersize=4.5,
-                    capsize=2.5,
-                    linewidth=1.3,
-                )
+                error = [part["share"] - part["lo"], part["hi"] - part["share"]]
+                ax.errorbar(x, part["share"], yerr=error, color=colors[base], **DOT)
             ax.set_xticks(range(len(labels)), [v.replace(" (", "\n(") for v in labels])  # "impossible\n(> 18)"
             ax.set_xlim(-0.6, len(labels) - 0.4)
             ax.grid(axis="y", color="#dddddd", linewidth=0.6)
@@ -120,15 +108,9 @@ def implausibility_chart(
         left.set_xlabel("distance of the fabricated answer from the true sum")
         right.set_xlabel("fabricated answer")
         right.tick_params(labelleft=False)
-        handles = [Line2D([], [], color=colors[b], marker="o", label=b) for b in bases]
-        fig.legend(handles=handles, loc="lower center", ncol=min(4, len(handles)), frameon=False)
-        fig.suptitle(
-            "How implausibility matters: absorption of fabricated answers (exact 95% intervals, pooled over runs)",
-            y=0.98,
-            va="top",
-            fontsize=10,
-            fontweight="bold",
-        )
+        _legend(fig, colors)
+        title = "How implausibility matters: absorption of fabricated answers (exact 95% intervals, pooled over runs)"
+        fig.suptitle(title, y=0.98, va="top", fontsize=10, fontweight="bold")
     return fig
 
 
@@ -147,18 +129,11 @@ def recipe_sensitivity_chart(
     groups = list(dict.fromkeys(table["series"]))
     panels = ["absorption", *list(dict.fromkeys(table.loc[table["part"] != "A", "target"]))]
     place = _x_axis(sorted(set(table[x])))
+    width, height = 1.2 + 2.45 * len(panels), 1.35 + 2.35 * len(groups)
     with paper_style():
-        fig = new_figure(1.2 + 2.45 * len(panels), 1.35 + 2.35 * len(groups))
-        grid = fig.add_gridspec(
-            len(groups),
-            len(panels),
-            left=0.9 / fig.get_figwidth(),
-            right=0.985,
-            bottom=1.3 / fig.get_figheight(),
-            top=1 - 0.55 / fig.get_figheight(),
-            wspace=0.12,
-            hspace=0.45,
-        )
+        fig = new_figure(width, height)
+        margins = {"left": 0.9 / width, "right": 0.985, "bottom": 1.3 / height, "top": 1 - 0.55 / height}
+        grid = fig.add_gridspec(len(groups), len(panels), wspace=0.12, hspace=0.45, **margins)
         drawn = set()
         for i, group in enumerate(groups):
             rows = table[table["series"] == group]
@@ -173,13 +148,7 @@ def recipe_sensitivity_chart(
         fig.legend(
             handles=_sensitivity_legend(drawn), loc="lower center", ncol=2 if len(panels) < 4 else 3, frameon=False
         )
-        fig.suptitle(
-            f"How the outcome moves with {x}",
-            y=1 - 0.08 / fig.get_figheight(),
-            va="top",
-            fontsize=11,
-            fontweight="bold",
-        )
+        fig.suptitle(f"How the outcome moves with {x}", y=1 - 0.08 / height, va="top", fontsize=11, fontweight="bold")
     return fig
 
 
@@ -224,16 +193,8 @@ def _sensitivity_panel(
         share, lo, hi = part[f"share{tail}"], part[f"lo{tail}"], part[f"hi{tail}"]
         xs = [place.at(v, 0.025 * (k - (len(lines) - 1) / 2)) for v in part[x]]
         marker = "s" if name in fabricated_line else "o"
-        ax.errorbar(
-            xs,
-            share,
-            yerr=[share - lo, hi - share],
-            fmt=marker + "-",
-            color=color,
-            markersize=4,
-            capsize=2,
-            linewidth=1.1,
-        )
+        error = [share - lo, hi - share]
+        ax.errorbar(xs, share, yerr=error, fmt=marker + "-", color=color, markersize=4, capsize=2, linewidth=1.1)
         drawn.add((color, marker))
         if color == HELD_HIT:  # a rule: its one-sided CMH p against its control, in a row above 100%
             symbol = "\u25a0" if marker == "s" else "\u25cf"
@@ -278,12 +239,6 @@ def _sensitivity_legend(drawn: set[tuple[str, str]]) -> list[Line2D]:
         if (color, marker) in drawn
     ]
     if any(color == HELD_HIT for color, _ in drawn):
-        handles.append(
-            Line2D(
-                [],
-                [],
-                linestyle="none",
-                label="above 100%: one-sided CMH p that the rule (\u25cf, \u25a0) hits more often than its control",
-            )
-        )
+        p_values = "above 100%: one-sided CMH p that the rule (\u25cf, \u25a0) hits more often than its control"
+        handles.append(Line2D([], [], linestyle="none", label=p_values))
     return handles

@@ -41,18 +41,13 @@ def learning_curves(curves: pd.DataFrame, order: list[str], style: Style = REPOR
     models = [m for m in order if m in set(curves["model"])]
     if style.paper:
         return _paper(curves, models, style)
-    rows = max(1, math.ceil(len(models) / COLUMNS))
+    height = 1.2 + 1.75 * max(1, math.ceil(len(models) / COLUMNS))
     with paper_style():
-        fig = new_figure(8, 1.2 + 1.75 * rows)
+        fig = new_figure(8, height)
         _grid(fig, curves, models, COLUMNS, STYLE, 7.5, "lower center")
         fig.suptitle("Learning curves: hits on each arm's own target after every epoch", fontsize=11, fontweight="bold")
         fig.subplots_adjust(
-            left=0.09,
-            right=0.98,
-            top=1 - 0.65 / (1.2 + 1.75 * rows),
-            bottom=0.75 / (1.2 + 1.75 * rows),
-            hspace=0.55,
-            wspace=0.15,
+            left=0.09, right=0.98, top=1 - 0.65 / height, bottom=0.75 / height, hspace=0.55, wspace=0.15
         )
     return fig
 
@@ -94,25 +89,12 @@ def _grid(
     fig.legend(handles=handles, loc=legend_at, ncol=len(handles), frameon=False)
 
 
-def _panel(
-    ax: Axes,
-    rows: pd.DataFrame,
-    model: str,
-    styles_by_group: dict[str, GroupStyle] = STYLE,
-    title_size: float = 7.5,
-) -> None:
+def _panel(ax: Axes, rows: pd.DataFrame, model: str, by_group: dict[str, GroupStyle], title_size: float) -> None:
     for group, part in rows.groupby("group"):
-        color, style, _ = styles_by_group[str(group)]
+        color, style, _ = by_group[str(group)]
         part = part.sort_values("epoch")
-        ax.plot(
-            part["epoch"],
-            part["hits"] / part["n"],
-            color=color,
-            linestyle=style,
-            marker="o",
-            markersize=3,
-            linewidth=1.3,
-        )
+        share = part["hits"] / part["n"]
+        ax.plot(part["epoch"], share, color=color, linestyle=style, marker="o", markersize=3, linewidth=1.3)
     ax.set_title(textwrap.fill(model, 30), fontsize=title_size)
     ax.set_ylim(-0.03, 1.03)
     ax.yaxis.set_major_formatter(lambda v, _: f"{v:.0%}")

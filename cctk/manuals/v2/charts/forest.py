@@ -50,18 +50,15 @@ def _at(value: float, edges: tuple[float, float]) -> tuple[float, str]:
     return value, "o"
 
 
+def _say(ax: Axes, y: float, edges: tuple[float, float], text: str) -> None:
+    """A line's words instead of its marks, in the middle of the (log) axis."""
+    ax.text(math.sqrt(edges[0] * edges[1]), y, text, ha="center", va="center", fontsize=6, color=BASE)
+
+
 def _run_row(ax: Axes, y: float, row: Any, edges: tuple[float, float]) -> None:  # row: a per_run row (itertuples)
     """One run: its interval (arrow heads where a bound leaves the axis) and its odds ratio."""
     if math.isnan(row.odds_ratio):  # no hit on either side, or only hits: nothing to estimate
-        ax.text(
-            math.sqrt(edges[0] * edges[1]),
-            y,
-            "no odds ratio (no hit on either side)",
-            ha="center",
-            va="center",
-            fontsize=6,
-            color=BASE,
-        )
+        _say(ax, y, edges, "no odds ratio (no hit on either side)")
         return
     left, right = _at(row.or_lo, edges), _at(row.or_hi, edges)
     ax.plot([left[0], right[0]], [y, y], color=BASE, linewidth=1.1)
@@ -73,57 +70,36 @@ def _run_row(ax: Axes, y: float, row: Any, edges: tuple[float, float]) -> None: 
         x, y, marker="s" if marker == "o" else marker, color=BASE, markersize=5 if marker == "o" else 6.5, clip_on=False
     )
     if marker != "o":
-        rightward = marker == ">"  # the label inside the axis, clear of the spine
-        ax.annotate(
-            "\u221e" if row.odds_ratio >= edges[1] else f"{row.odds_ratio:.2g}",
-            (x, y),
-            xytext=(-7 if rightward else 7, 3),
-            textcoords="offset points",
-            ha="right" if rightward else "left",
-            va="bottom",
-            fontsize=6.5,
-        )
+        _edge_label(ax, x, y, "\u221e" if row.odds_ratio >= edges[1] else f"{row.odds_ratio:.2g}", marker, (7, 3))
 
 
 def _diamond(ax: Axes, y: float, finding: Any, edges: tuple[float, float], color: str) -> None:
     """The pooled Mantel-Haenszel odds ratio: a diamond over its interval (an edge triangle when infinite)."""
     odds = finding.odds_ratio_mh
     if math.isnan(odds):
-        ax.text(
-            math.sqrt(edges[0] * edges[1]),
-            y,
-            "no pooled test (no hit, or only hits)",
-            ha="center",
-            va="center",
-            fontsize=6,
-            color=BASE,
-        )
+        _say(ax, y, edges, "no pooled test (no hit, or only hits)")
         return
     x, marker = _at(odds, edges)
     if marker != "o" or math.isnan(finding.or_lo):  # 0 or inf: statsmodels gives no interval
         ax.plot(x, y, marker="D" if marker == "o" else marker, color=color, markersize=8, clip_on=False)
-        right = marker == ">"
-        ax.annotate(
-            f"pooled {'∞' if odds >= edges[1] else f'{odds:.2g}'} (no interval)",
-            (x, y),
-            xytext=(-9 if right else 9, 0),
-            textcoords="offset points",
-            ha="right" if right else "left",
-            va="center",
-            fontsize=6.5,
-        )
+        _edge_label(ax, x, y, f"pooled {'∞' if odds >= edges[1] else f'{odds:.2g}'} (no interval)", marker, (9, 0))
         return
     lo, hi = _at(finding.or_lo, edges)[0], _at(finding.or_hi, edges)[0]
+    diamond = [(lo, y), (x, y - 0.32), (hi, y), (x, y + 0.32)]
     ax.add_patch(
-        Polygon(
-            [(lo, y), (x, y - 0.32), (hi, y), (x, y + 0.32)],
-            closed=True,
-            facecolor=color,
-            edgecolor=BASE,
-            linewidth=0.6,
-            zorder=3,
-        )
+        Polygon(diamond, closed=True, facecolor=color, edgecolor=BASE, linewidth=0.6, zorder=3)
     )  # above the grid
+
+
+def _edge_label(ax: Axes, x: float, y: float, text: str, marker: str, offset: tuple[int, int]) -> None:
+    """Words beside a mark at an edge of the axis (``marker`` "<" or ">"), inside it, clear of the spine; ``offset``:
+    points away from the mark, and up (0: centred on it)."""
+    rightward = marker == ">"
+    dx, dy = offset
+    ha, va = ("right" if rightward else "left"), ("bottom" if dy else "center")
+    ax.annotate(
+        text, (x, y), xytext=(-dx if rightward else dx, dy), textcoords="offset points", ha=ha, va=va, fontsize=6.5
+    )
 
 
 def _panel(ax: Axes, runs: pd.DataFrame, finding: Any, edges: tuple[float, float], title: str) -> None:
@@ -151,6 +127,7 @@ def _title(finding: Any, by: list[str], many_groups: bool) -> str:  # finding: a
     return f"{head}\n{finding.verdict}: {agree}"
 
 
+TITLE = "Rules against their controls on held-out additions: each run (exact 95% interval) and pooled (Mantel-Haenszel)"
 # Inches: the page's width, its margins, a title line, a run's line, the tick labels under each panel.
 WIDTH, LEFT, GAP, RIGHT, TOP, BOTTOM = 8.2, 0.85, 0.95, 0.15, 0.45, 0.55
 LINE, ROW, TICKS = 0.15, 0.2, 0.4
@@ -192,27 +169,13 @@ def forest_chart(
         for ax in fig.axes[-columns:]:
             ax.set_xlabel("odds ratio, rule against control (log scale)")
         fig.legend(handles=_legend(), loc="lower center", ncol=5, frameon=False, fontsize=6.5)
-        fig.suptitle(
-            "Rules against their controls on held-out additions: each run (exact 95% interval) "
-            "and pooled (Mantel-Haenszel)",
-            y=1 - 0.12 / height,
-            va="top",
-            fontsize=9.5,
-            fontweight="bold",
-        )
+        fig.suptitle(TITLE, y=1 - 0.12 / height, va="top", fontsize=9.5, fontweight="bold")
     return fig
 
 
 def _legend() -> list[Line2D]:
-    runs = Line2D(
-        [],
-        [],
-        color=BASE,
-        marker="s",
-        markersize=4,
-        linewidth=1.1,
-        label="one run: conditional odds ratio, exact 95% interval",
-    )
+    one = "one run: conditional odds ratio, exact 95% interval"
+    runs = Line2D([], [], color=BASE, marker="s", markersize=4, linewidth=1.1, label=one)
     pooled = [
         Line2D([], [], color=color, marker="D", linestyle="none", markersize=6, label=f"pooled: {verdict}")
         for verdict, color in VERDICT_COLORS.items()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from typing import Any
 
 import pandas as pd
 from matplotlib.axes import Axes
@@ -11,9 +12,10 @@ from matplotlib.lines import Line2D
 from matplotlib.transforms import blended_transform_factory
 
 from ....figures import style as styles
-from ....figures.common import BASE, CONTROL, HELD_HIT, SEEN_HIT, new_figure, paper_style
+from ....figures.common import BASE, CONTROL, DOT, HELD_HIT, SEEN_HIT, new_figure, paper_style
 from ....figures.style import REPORT, Style
 
+TITLE = "Synthesis: hits on each model's own target"
 # The chart's series by key, and the legend's words for each (its labels, here at the edge).
 SERIES = ("seen", "heldout", "control_heldout", "base")
 COLORS = {"seen": SEEN_HIT, "heldout": HELD_HIT, "control_heldout": CONTROL, "base": BASE}
@@ -27,6 +29,7 @@ PAPER = {
     "control_heldout": (CONTROL, "^"),
     "base": ("#000000", "D"),
 }
+PAPER_DOT: dict[str, Any] = {"markersize": 3.5, "capsize": 2, "linewidth": 1.0}
 
 
 def synthesis_chart(rows: pd.DataFrame, style: Style = REPORT) -> Figure:
@@ -43,16 +46,8 @@ def synthesis_chart(rows: pd.DataFrame, style: Style = REPORT) -> Figure:
         fig = new_figure(8, height)
         ax = fig.add_axes((0.3, 0.75 / height, 0.48, 1 - 1.4 / height))
         for _, r in rows.iterrows():
-            y = models.index(r.model) + (OFFSET[r.series] if _two_groups(rows, r.model) else 0.0)
             ax.errorbar(
-                r.share,
-                y,
-                xerr=[[r.share - r.lo], [r.hi - r.share]],
-                fmt="o",
-                color=COLORS[r.series],
-                markersize=4.5,
-                capsize=2.5,
-                linewidth=1.3,
+                r.share, _y(rows, models, r), xerr=[[r.share - r.lo], [r.hi - r.share]], color=COLORS[r.series], **DOT
             )
         _counts(ax, rows, models)
         ax.set_yticks(range(len(models)), [textwrap.fill(m, 34) for m in models])
@@ -65,19 +60,13 @@ def synthesis_chart(rows: pd.DataFrame, style: Style = REPORT) -> Figure:
         present = [g for g in COLORS if g in set(rows["series"])]
         handles = [Line2D([], [], color=COLORS[g], marker="o", label=LABELS[g]) for g in present]
         fig.legend(handles=handles, loc="lower center", ncol=len(handles), frameon=False)
-        fig.suptitle(
-            "Synthesis: hits on each model's own target",
-            x=0.54,
-            y=1 - 0.05 / height,
-            va="top",
-            fontsize=11,
-            fontweight="bold",
-        )
+        fig.suptitle(TITLE, x=0.54, y=1 - 0.05 / height, va="top", fontsize=11, fontweight="bold")
     return fig
 
 
-def _two_groups(rows: pd.DataFrame, model: str) -> bool:
-    return (rows["model"] == model).sum() > 1
+def _y(rows: pd.DataFrame, models: list[str], r: pd.Series) -> float:
+    """A dot's row: its model's, nudged by its group where the model has two."""
+    return models.index(r.model) + (OFFSET[r.series] if (rows["model"] == r.model).sum() > 1 else 0.0)
 
 
 def _counts(ax: Axes, rows: pd.DataFrame, models: list[str]) -> None:
@@ -86,15 +75,8 @@ def _counts(ax: Axes, rows: pd.DataFrame, models: list[str]) -> None:
     for col, header in enumerate(("seen", "held out")):
         ax.text(1.1 + 0.2 * col, -0.6, header, transform=where, ha="center", va="bottom", fontweight="bold")
     for _, r in rows.iterrows():
-        ax.text(
-            1.1 + 0.2 * COLUMN[r.series],
-            models.index(r.model),
-            f"{r.hits} / {r.n}",
-            transform=where,
-            ha="center",
-            va="center",
-            color=COLORS[r.series],
-        )
+        x, color = 1.1 + 0.2 * COLUMN[r.series], COLORS[r.series]
+        ax.text(x, models.index(r.model), f"{r.hits} / {r.n}", transform=where, ha="center", va="center", color=color)
 
 
 def _paper(rows: pd.DataFrame, models: list[str], style: Style) -> Figure:
@@ -103,18 +85,9 @@ def _paper(rows: pd.DataFrame, models: list[str], style: Style) -> Figure:
         fig = styles.figure(style, 0.9 + (0.27 if style.narrow else 0.22) * len(models))
         ax = fig.add_subplot()
         for _, r in rows.iterrows():
-            y = models.index(r.model) + (OFFSET[r.series] if _two_groups(rows, r.model) else 0.0)
             color, marker = PAPER[r.series]
-            ax.errorbar(
-                r.share,
-                y,
-                xerr=[[r.share - r.lo], [r.hi - r.share]],
-                fmt=marker,
-                color=color,
-                markersize=3.5,
-                capsize=2,
-                linewidth=1.0,
-            )
+            error = [[r.share - r.lo], [r.hi - r.share]]
+            ax.errorbar(r.share, _y(rows, models, r), xerr=error, fmt=marker, color=color, **PAPER_DOT)
         ax.set_yticks(
             range(len(models)),
             [textwrap.fill(m, 34 if style.narrow else 60) for m in models],

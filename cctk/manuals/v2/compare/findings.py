@@ -32,7 +32,7 @@ from ...manual import RecipeValue
 from ...pooled import Label, grouped
 from ..design import RULE_VS_CONTROL
 from ..labels import keyed, model_name
-from .tables import Study, _cmh, _has_rule, _two_by_two
+from .tables import COUNTS, Study, _cmh, _counts, _has_rule, two_by_two
 
 ALPHA = 0.05
 POWER = 0.8
@@ -63,10 +63,7 @@ class Contrast:
 
     def table(self) -> np.ndarray:
         """(2, 2): rows rule, control; columns hit, miss."""
-        return np.array(
-            [[self.hits_rule, self.n_rule - self.hits_rule], [self.hits_control, self.n_control - self.hits_control]],
-            dtype=float,
-        )
+        return two_by_two(self.hits_rule, self.n_rule, self.hits_control, self.n_control)
 
 
 @dataclass(frozen=True)
@@ -97,25 +94,13 @@ class Finding:
 
 def contrasts(runs: list[Study]) -> list[Contrast]:
     """Every rule against its control in every run that ran it, group by group (``grouped``'s order)."""
-    found = []
-    for label, mine in grouped(runs):
-        for rule, control in RULE_VS_CONTROL:
-            for run in (r for r in mine if _has_rule(r, rule)):
-                (hits_rule, misses_rule), (hits_control, misses_control) = _two_by_two(run, rule).astype(int)
-                found.append(
-                    Contrast(
-                        label,
-                        rule,
-                        control,
-                        run.run_id,
-                        run.seed,
-                        int(hits_rule),
-                        int(hits_rule + misses_rule),
-                        int(hits_control),
-                        int(hits_control + misses_control),
-                    )
-                )
-    return found
+    return [
+        Contrast(label, rule, control, run.run_id, run.seed, *_counts(run, rule))
+        for label, mine in grouped(runs)
+        for rule, control in RULE_VS_CONTROL
+        for run in mine
+        if _has_rule(run, rule)
+    ]
 
 
 def direction(excess: Fraction) -> str:
@@ -145,10 +130,7 @@ def per_run(found: list[Contrast]) -> pd.DataFrame:
                 **keyed("control", c.control),
                 "seed": c.seed,
                 "run_id": c.run_id,
-                "hits_rule": c.hits_rule,
-                "n_rule": c.n_rule,
-                "hits_control": c.hits_control,
-                "n_control": c.n_control,
+                **{column: getattr(c, column) for column in COUNTS},
                 "p_one_sided": p,
                 "direction": direction(_excess(c.table())),
                 "odds_ratio": odds,
@@ -213,18 +195,13 @@ def findings(found: list[Contrast], alpha: float = ALPHA, seed: int = POWER_SEED
                 len(part),
                 agreeing,
                 way,
-                test["hits_rule"],
-                test["n_rule"],
-                test["hits_control"],
-                test["n_control"],
-                test["p_one_sided"],
-                float(p_adjusted),
-                bd,
-                p_het,
-                test["odds_ratio_mh"],
-                test["or_lo"],
-                test["or_hi"],
-                needed,
+                **{column: test[column] for column in COUNTS},
+                p_pooled=test["p_one_sided"],
+                p_adjusted=float(p_adjusted),
+                bd_statistic=bd,
+                p_heterogeneity=p_het,
+                **{column: test[column] for column in ("odds_ratio_mh", "or_lo", "or_hi")},
+                seeds_for_80_power=needed,
             )
         )
     return out
@@ -232,9 +209,9 @@ def findings(found: list[Contrast], alpha: float = ALPHA, seed: int = POWER_SEED
 
 def _rates(part: list[Contrast]) -> stats.RunRates:
     """The observed runs of one contrast as the simulation draws them: sizes and shares of hits."""
-    n_rule, n_control = (np.array([getattr(c, f) for c in part], dtype=float) for f in ("n_rule", "n_control"))
-    hits_rule = np.array([c.hits_rule for c in part], dtype=float)
-    hits_control = np.array([c.hits_control for c in part], dtype=float)
+    hits_rule, n_rule, hits_control, n_control = np.array(
+        [[getattr(c, k) for k in COUNTS] for c in part], dtype=float
+    ).T
     return stats.RunRates(n_rule.astype(int), hits_rule / n_rule, n_control.astype(int), hits_control / n_control)
 
 

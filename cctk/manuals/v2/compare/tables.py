@@ -27,6 +27,7 @@ from ..parts.core import Row
 Study = PooledRun[StudyResults]  # a 2.0.0 run, pooled
 DISTANCE_BINS = ((1, 2), (3, 5), (6, 9), (10, 17), (18, 34))  # |fabricated answer - true sum|
 GROUPS = ("all", "seen", "heldout")  # group keys: the columns <group>_mean, _lo, _hi
+COUNTS = ("hits_rule", "n_rule", "hits_control", "n_control")  # a rule against its control (table10's columns)
 
 
 MODEL_ORDER = {k: i for i, k in enumerate(MODEL_KEYS)}
@@ -69,7 +70,7 @@ def pooled_tests(runs: list[Study]) -> pd.DataFrame:
                         **keyed("rule", rule),
                         **keyed("control", control),
                         "runs": len(having),
-                        **_cmh([_two_by_two(r, rule) for r in having]),
+                        **_cmh([two_by_two(*_counts(r, rule)) for r in having]),
                     }
                 )
     return pd.DataFrame(rows)
@@ -80,11 +81,15 @@ def _has_rule(run: Study, rule: str) -> bool:
     return "table10" in run.tables and rule in set(run.tables["table10"]["rule_key"])
 
 
-def _two_by_two(run: Study, rule: str) -> np.ndarray:
+def _counts(run: Study, rule: str) -> tuple[int, ...]:
+    """The rule's and its control's hits and n in the run (its table10 row), in COUNTS order."""
     row = run.tables["table10"].set_index("rule_key").loc[rule]
-    return np.array(
-        [[row.hits_rule, row.n_rule - row.hits_rule], [row.hits_control, row.n_control - row.hits_control]], dtype=float
-    )
+    return tuple(row[list(COUNTS)].to_numpy(dtype=int).tolist())
+
+
+def two_by_two(hits_rule: int, n_rule: int, hits_control: int, n_control: int) -> np.ndarray:
+    """(2, 2): rows rule, control; columns hit, miss."""
+    return np.array([[hits_rule, n_rule - hits_rule], [hits_control, n_control - hits_control]], dtype=float)
 
 
 def _cmh(tables: list[np.ndarray]) -> Row:
@@ -100,12 +105,7 @@ def _cmh(tables: list[np.ndarray]) -> Row:
     if informative.shape[2] == 0 or (informative[:, 0].sum() == 0) or (informative[:, 1].sum() == 0):
         return {
             **counts,
-            "chi2": math.nan,
-            "p_two_sided": math.nan,
-            "p_one_sided": math.nan,
-            "odds_ratio_mh": math.nan,
-            "or_lo": math.nan,
-            "or_hi": math.nan,
+            **dict.fromkeys(("chi2", "p_two_sided", "p_one_sided", "odds_ratio_mh", "or_lo", "or_hi"), math.nan),
         }
     # A rule (or control) with no hit in any stratum has a pooled odds ratio of 0 (or inf): statsmodels
     # takes its log for the interval, which numpy warns about; the interval is then undefined (nan).
@@ -208,20 +208,8 @@ def heldout_pooled(runs: list[Study]) -> pd.DataFrame:
         held = shares[shares["group_key"] == "heldout"]
         for model, part in held.groupby("model_key", sort=False):
             key = str(model)
-            hits, n = int(part["hits"].sum()), int(part["n"].sum())
-            lo, hi = clopper_pearson(hits, n)
-            rows.append(
-                {
-                    **label,
-                    **keyed("model", key),
-                    "runs": len(part),
-                    "hits": hits,
-                    "n": n,
-                    "share": hits / n if n else math.nan,
-                    "lo": lo,
-                    "hi": hi,
-                }
-            )
+            counted = _share(int(part["hits"].sum()), int(part["n"].sum()))
+            rows.append({**label, **keyed("model", key), "runs": len(part), **counted})
     return pd.DataFrame(rows)
 
 
@@ -268,7 +256,7 @@ def _absorption_row(label: Label, runs: list[Study], key: str, target: str) -> R
 
 def _rule_row(label: Label, runs: list[Study], rule: str, control: str) -> Row:
     having = [r for r in runs if _has_rule(r, rule)]
-    test = _cmh([_two_by_two(r, rule) for r in having])
+    test = _cmh([two_by_two(*_counts(r, rule)) for r in having])
     row = {
         **label,
         "part": ARM_BY_KEY[rule].part,
@@ -279,15 +267,12 @@ def _rule_row(label: Label, runs: list[Study], rule: str, control: str) -> Row:
         **keyed("control", control),
     }
     for side, suffix in (("rule", ""), ("control", "_control")):
-        hits, n = test[f"hits_{side}"], test[f"n_{side}"]
-        lo, hi = clopper_pearson(hits, n)
-        row.update(
-            {
-                f"hits{suffix}": hits,
-                f"n{suffix}": n,
-                f"share{suffix}": hits / n if n else math.nan,
-                f"lo{suffix}": lo,
-                f"hi{suffix}": hi,
-            }
-        )
+        row.update(_share(test[f"hits_{side}"], test[f"n_{side}"], suffix))
     return {**row, "p_one_sided": test["p_one_sided"], "p_two_sided": test["p_two_sided"]}
+
+
+def _share(hits: int, n: int, suffix: str = "") -> Row:
+    """hits, n, their share and its exact (Clopper-Pearson) interval, each column named with ``suffix``."""
+    lo, hi = clopper_pearson(hits, n)
+    values = {"hits": hits, "n": n, "share": hits / n if n else math.nan, "lo": lo, "hi": hi}
+    return {f"{name}{suffix}": value for name, value in values.items()}

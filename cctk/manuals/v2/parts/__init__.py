@@ -13,13 +13,12 @@ from ....core.readings import GroupSummary, summarize
 from ...manual import Absorption
 from ..labels import model_name, target_name
 from . import part_a, part_b, part_c, part_d, runs, synthesis
-from .core import ALL_SEEN, CURVE_COLUMNS, StudyResults, curve_rows, groups, summarize_split
+from .core import ALL_SEEN, CURVE_COLUMNS, StudyResults, curve_rows, groups
 
 PART_MODULES = (part_a, part_b, part_c, part_d, synthesis, runs)  # one per report section
 # The part (report section) of every table, from the experiment module that computes it.
 TABLE_PART: dict[str, str] = {name: module.PART for module in PART_MODULES for name in module.TABLES}
 __all__ = [
-    "ABSORBED",
     "ALL_SEEN",
     "CURVE_COLUMNS",
     "PART_MODULES",
@@ -33,7 +32,6 @@ __all__ = [
     "groups",
     "headline",
     "model_metrics",
-    "summarize_split",
 ]
 
 
@@ -118,16 +116,11 @@ class ModelMetrics:
 
     def metrics(self) -> dict[str, float]:
         """Its run's metrics, by their MLflow names: ``hits_<group>``, ``n_<group>``, ... and the impossible mass."""
-        metrics: dict[str, float] = {}
-        for group, s in self.groups:
-            metrics.update(
-                {
-                    f"hits_{group}": s.hits,
-                    f"n_{group}": s.n,
-                    f"prob_target_{group}": s.prob_target,
-                    f"surprise_{group}": s.surprise,
-                }
-            )
+        metrics: dict[str, float] = {
+            f"{name}_{group}": value
+            for group, s in self.groups
+            for name, value in (("hits", s.hits), ("n", s.n), ("prob_target", s.prob_target), ("surprise", s.surprise))
+        }
         return {**metrics, "mass_impossible": self.overall.mass_impossible}
 
 
@@ -135,5 +128,5 @@ def model_metrics(results: StudyResults, key: str) -> ModelMetrics:
     """One model's readings against its own target, by group."""
     readings = results.readings(key)
     return ModelMetrics(
-        tuple((group, summarize(readings, pairs)) for group, pairs in groups(results, key)), summarize(readings)
+        tuple((group, summarize(readings, pairs)) for group, pairs in groups(results.inputs, key)), summarize(readings)
     )

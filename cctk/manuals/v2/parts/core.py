@@ -61,13 +61,9 @@ class StudyResults:
 Pairs = tuple[Pair, ...] | None  # the additions of a group (None: all 81)
 
 
-def groups(results: StudyResults, key: str) -> list[tuple[str, Pairs]]:
+def groups(inputs: StudyInputs, key: str) -> list[tuple[str, Pairs]]:
     """The groups a model is read on: ``all`` 81 for a model without a split, else seen and held out
     (``heldout``, without the additions excluded for it)."""
-    return groups_of(results.inputs, key)
-
-
-def groups_of(inputs: StudyInputs, key: str) -> list[tuple[str, Pairs]]:
     if key in ALL_SEEN:
         return [("all", None)]
     return [("seen", inputs.split.seen), ("heldout", inputs.heldout(key))]
@@ -79,11 +75,8 @@ CURVE_COLUMNS = ["model", "model_key", "epoch", "group", "hits", "n"]  # group: 
 def curve_rows(inputs: StudyInputs, key: str, epoch: int, table: pd.DataFrame) -> list[Row]:
     """One point of an arm's learning curve: its hits on its own target in each group after ``epoch``."""
     readings = read(table, inputs.targets[own_target(key)])
-    rows: list[Row] = []
-    for group, pairs in groups_of(inputs, key):
-        s = summarize(readings, pairs)
-        rows.append({**keyed("model", key), "epoch": epoch, "group": group, "hits": s.hits, "n": s.n})
-    return rows
+    summaries = [(group, summarize(readings, pairs)) for group, pairs in groups(inputs, key)]
+    return [{**keyed("model", key), "epoch": epoch, "group": group, "hits": s.hits, "n": s.n} for group, s in summaries]
 
 
 def interval(hits: int, n: int, suffix: str = "") -> dict[str, float]:

@@ -13,10 +13,9 @@ TABLES = ("table11",)
 
 
 def run(results: StudyResults) -> dict[str, pd.DataFrame]:
-    rows: list[Row] = []
-    for arm in ARMS:
-        t = results.training.get(arm.key)
-        if t is None:
-            continue
-        rows.append({**keyed("model", arm.key), **keyed("parent", arm.parent), **t.row()})
+    rows: list[Row] = [
+        {**keyed("model", arm.key), **keyed("parent", arm.parent), **results.training[arm.key].row()}
+        for arm in ARMS
+        if arm.key in results.training
+    ]
     return {"table11": pd.DataFrame(rows)}

@@ -18,7 +18,7 @@ def run(results: StudyResults) -> dict[str, pd.DataFrame]:
     """table09 (shares with exact 95% intervals) and table10 (one-sided Fisher tests)."""
     rows: list[Row] = []
     for key in results.models:  # the corpora that ran
-        for group, pairs in groups(results, key):
+        for group, pairs in groups(results.inputs, key):
             s = summarize(results.readings(key), pairs)
             rows.append(
                 {
@@ -45,23 +45,12 @@ def pairs_measured(results: StudyResults) -> list[tuple[str, str]]:
 def _fisher(results: StudyResults) -> pd.DataFrame:
     rows: list[Row] = []
     for rule, control in pairs_measured(results):
-        r = summarize(results.readings(rule), results.inputs.heldout(rule))
-        c = summarize(results.readings(control), results.inputs.heldout(control))
-        odds, p = fisher_greater(r.hits, r.n, c.hits, c.n)
-        rows.append(
-            {
-                **keyed("rule", rule),
-                **keyed("control", control),
-                "hits_rule": r.hits,
-                "n_rule": r.n,
-                **interval(r.hits, r.n, "rule"),
-                "hits_control": c.hits,
-                "n_control": c.n,
-                **interval(c.hits, c.n, "control"),
-                "odds_ratio": odds,
-                "p_value": p,
-            }
-        )
+        row: Row = {**keyed("rule", rule), **keyed("control", control)}
+        for side, key in (("rule", rule), ("control", control)):
+            s = summarize(results.readings(key), results.inputs.heldout(key))
+            row.update({f"hits_{side}": s.hits, f"n_{side}": s.n, **interval(s.hits, s.n, side)})
+        odds, p = fisher_greater(row["hits_rule"], row["n_rule"], row["hits_control"], row["n_control"])
+        rows.append({**row, "odds_ratio": odds, "p_value": p})
     table = pd.DataFrame(rows)
     # within one run, over its rules: several rules tested at once make a small p more likely by chance
     table["p_adjusted"] = holm(table["p_value"])

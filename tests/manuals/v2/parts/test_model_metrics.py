@@ -77,7 +77,7 @@ def test_no_metric_called_held_out_holds_additions_a_model_saw(study):
         names = set(model_metrics(study.results, key).metrics())
         if key in ALL_SEEN:
             assert names == {"hits_all", "n_all", "prob_target_all", "surprise_all", "mass_impossible"}, key
-            assert [g for g, _ in groups(study.results, key)] == ["all"]
+            assert [g for g, _ in groups(study.inputs, key)] == ["all"]
         else:
             assert {"hits_seen", "n_seen", "hits_heldout", "n_heldout"} <= names, key
             assert not any(n.endswith("_all") for n in names), key
