@@ -322,14 +322,7 @@ def train_arm(
     started = time.perf_counter()
 
     def on_eval(point: Evaluation) -> None:
-        values = {
-            "kr_accuracy": point.summary.accuracy,
-            "kr_lo": point.summary.lo,
-            "kr_hi": point.summary.hi,
-            "kr_mean_margin": point.summary.mean_margin,
-            "val_perplexity": point.val_perplexity,
-        }
-        run.metrics(values, step=point.step)
+        run.metrics({k: v for k, v in point.record().items() if k not in ("step", "train_loss")}, step=point.step)
         loss = "" if math.isnan(point.train_loss) else f", loss {point.train_loss:.3f}"
         echo(
             f"{label} step {point.step}: KR {100 * point.summary.accuracy:.1f}% "

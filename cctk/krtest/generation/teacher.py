@@ -177,6 +177,19 @@ class Reply:
     requests: int = 1
     truncated: bool = False  # still cut by the token limit after the one retry with twice the limit
 
+    def line(self, document: str, location: int, chat: list[dict], **extra) -> dict:
+        """The journal line of request ``chat`` about a passage and this reply (``extra`` after its finish reason)."""
+        return {
+            "document": document,
+            "location": location,
+            "request": {"messages": chat},
+            "reply": self.text,
+            "finish_reason": self.finish_reason,
+            **extra,
+            "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens},
+            "requests": self.requests,
+        }
+
 
 def ask(teacher, chat: list[dict], n: int) -> Reply:
     """Ask ``teacher`` (request ``n``: its seed is ``seed + n``); a reply cut by the token limit is asked
