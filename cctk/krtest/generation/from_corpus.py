@@ -443,20 +443,13 @@ def _ask_stages(
     def one(n: int) -> dict:
         return exchange(found[n], names[found[n].document], n, teacher, options)
 
-    _ask_all(
-        len(found), journal, one, options.concurrency, _progress(len(found), len(journal.entries), "passages", rewrite)
-    )
+    progress = _progress(len(found), len(journal.entries), "passages", rewrite)
+    _ask_all(len(found), journal, one, options.concurrency, progress)
     if gate is None:
         return
     groups = gate.groups(judged.assemble(journal.entries), judged.texts())
-    _ask_all(
-        len(groups),
-        journal,
-        lambda n: gate.ask(groups[n], n),
-        options.concurrency,
-        _progress(len(groups), len(journal.units(gate.stage)), "oracle", rewrite),
-        gate.stage,
-    )
+    progress = _progress(len(groups), len(journal.units(gate.stage)), "oracle", rewrite)
+    _ask_all(len(groups), journal, lambda n: gate.ask(groups[n], n), options.concurrency, progress, gate.stage)
 
 
 def _progress(total: int, initial: int, desc: str, rewrite: Callable[[], Generation]) -> Callable[[], None]:
@@ -563,16 +556,8 @@ def _log_start(run, request: Request, teacher, gate, documents: list[Document], 
             "cctk_version": __version__,
         }
     )
-    table = pd.DataFrame(
-        [
-            {
-                "document": documents[f.document].name,
-                "location": f.passage.location(options.location),
-                "passage": f.passage.text,
-            }
-            for f in found
-        ]
-    )
+    rows = [(documents[f.document].name, f.passage.location(options.location), f.passage.text) for f in found]
+    table = pd.DataFrame(rows, columns=["document", "location", "passage"])
     run.dataset(table, f"kr corpus {Path(request.corpus).stem}", str(request.corpus), context="training")
 
 
