@@ -353,7 +353,7 @@ def run(request: Request, teacher, echo=print, gate=None) -> Generation | None:
     return _generate(request, teacher, gate, journal, settings, documents, found, tokenizer)
 
 
-def dry_run(found: list[Located], documents: list[Document], tokenizer, options: GenerationOptions, echo) -> int:
+def dry_run(found: list[Located], documents: list[Document], tokenizer, options: GenerationOptions, echo) -> None:
     """Print the passages and the requests, and an estimate of the prompt tokens; send nothing."""
     total = 0
     for n, located in enumerate(found):
@@ -370,7 +370,6 @@ def dry_run(found: list[Located], documents: list[Document], tokenizer, options:
         f"{len(found) * options.per_passage} items asked, about {total} prompt tokens "
         "(counted with the scoring tokenizer; the teacher's may differ); nothing sent"
     )
-    return total
 
 
 def _generate(

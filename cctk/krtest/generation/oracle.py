@@ -186,11 +186,7 @@ class OracleRequest:
         return {
             "questions": str(Path(self.questions).resolve()),
             "corpus": str(Path(self.corpus).resolve()),
-            "seed": self.seed,
-            "segment": self.segment,
-            "location": self.location,
-            "min_tokens": self.min_tokens,
-            "max_passage_tokens": self.max_passage_tokens,
+            **{k: getattr(self, k) for k in ("seed", "segment", "location", "min_tokens", "max_passage_tokens")},
             "oracle": oracle,
         }
 

@@ -4,9 +4,8 @@ The prompt (``PROMPT_VERSION``) asks for the paper's tuples (section 3, "Contras
 under its two constraints, correctness (the true sentence is grounded in the passage) and
 adversarial similarity (the false sentence has the true one's length, syntax and style and differs
 in one fact), with a shared context that sets the scene without giving the answer; two worked
-examples show the JSON wanted, with as many items as are asked. The reply is read as JSON: the first array (or object)
-in the text,
-code fences and chatter around it ignored.
+examples show the JSON wanted, with as many items as are asked. The reply is read as JSON: the first
+array (or object) in the text, code fences and chatter around it ignored.
 
 Two teachers, one method ``complete(messages, n, limit) -> Reply`` (``ask`` adds the one retry of a
 reply cut by the token limit):
@@ -374,11 +373,9 @@ def public_url(url: str) -> str:
     from urllib.parse import urlsplit, urlunsplit
 
     parts = urlsplit(url)
-    return (
-        urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")))
-        if parts.hostname
-        else url
-    )
+    if not parts.hostname:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")))
 
 
 @dataclass
