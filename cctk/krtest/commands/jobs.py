@@ -322,14 +322,7 @@ def train_arm(
     started = time.perf_counter()
 
     def on_eval(point: Evaluation) -> None:
-        values = {
-            "kr_accuracy": point.summary.accuracy,
-            "kr_lo": point.summary.lo,
-            "kr_hi": point.summary.hi,
-            "kr_mean_margin": point.summary.mean_margin,
-            "val_perplexity": point.val_perplexity,
-        }
-        run.metrics(values, step=point.step)
+        run.metrics({k: v for k, v in point.record().items() if k not in ("step", "train_loss")}, step=point.step)
         loss = "" if math.isnan(point.train_loss) else f", loss {point.train_loss:.3f}"
         echo(
             f"{label} step {point.step}: KR {100 * point.summary.accuracy:.1f}% "
@@ -355,16 +348,14 @@ def train_arm(
 def _finish(run: tracking.LiveRun, trained: Trained, out: Path, echo) -> None:
     final = trained.final
     paths = [*write_evaluation(final.items, final.summary, out), write_curve(trained.curve(), out)]
-    metrics = {k: getattr(final.summary, k) for k in SUMMARY_METRICS}
-    metrics.update(
-        {
-            "final_val_perplexity": final.val_perplexity,
-            "trainable_parameters": trained.trainable,
-            "steps": trained.result.steps,
-            "train_seconds": trained.train_seconds,
-            "eval_seconds": trained.eval_seconds,
-        }
-    )
+    metrics = {
+        **{k: getattr(final.summary, k) for k in SUMMARY_METRICS},
+        "final_val_perplexity": final.val_perplexity,
+        "trainable_parameters": trained.trainable,
+        "steps": trained.result.steps,
+        "train_seconds": trained.train_seconds,
+        "eval_seconds": trained.eval_seconds,
+    }
     if trained.result.skipped_steps is not None:  # fp16: steps the loss scaler skipped, as a pipeline arm logs them
         metrics["skipped_steps"] = trained.result.skipped_steps
     run.metrics(metrics, step=trained.result.steps)

@@ -69,14 +69,7 @@ def _log(sweep, outcome: SweepOutcome) -> None:
     metrics = {"sweep_seconds": outcome.seconds}
     for _, row in outcome.tables["kr_pooled"].iterrows():
         key = next(k for k, name in ARMS.items() if name == row["arm"])
-        metrics.update(
-            {
-                f"{key}.mean_accuracy": row["mean_accuracy"],
-                f"{key}.pooled_accuracy": row["pooled_accuracy"],
-                f"{key}.lo": row["lo"],
-                f"{key}.hi": row["hi"],
-            }
-        )
+        metrics.update({f"{key}.{k}": row[k] for k in ("mean_accuracy", "pooled_accuracy", "lo", "hi")})
     sweep.metrics({k: v for k, v in metrics.items() if v == v})  # a t interval of one seed is nan: not logged
     sweep.files(outcome.folder / "tables", "tables")
     sweep.files(outcome.folder / "compare.html")

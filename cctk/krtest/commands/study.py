@@ -234,15 +234,8 @@ def _arms(
     for key, items in (("blind", list(inputs.items)), ("open_book", inputs.book())):
         with _nested(track, parent, key, {"open_book": key == "open_book"} | params, inputs, outcome) as run:
             echo(f"{ARMS[key]}:")
-            evaluated[key] = evaluate_arm(
-                run,
-                lm,
-                tokenizer,
-                items,
-                outcome.folder / key,
-                echo,
-                validation_rows=val_rows if key == "blind" else None,
-            )
+            rows = val_rows if key == "blind" else None  # the untouched model's perplexity: once
+            evaluated[key] = evaluate_arm(run, lm, tokenizer, items, outcome.folder / key, echo, rows)
         outcome.summaries[key], outcome.tables[key] = evaluated[key].summary, evaluated[key].items
     lm.cpu()  # the untouched model waits in host memory while the arms train their own copies
     for key, train_config in arms.items():
@@ -289,8 +282,8 @@ def _arm_row(key: str, outcome: StudyOutcome) -> dict:
     ppl = float("nan")  # none for the open book
     if trained:
         ppl = trained.final.val_perplexity
-    elif key == "blind":  # the untouched model's, read at step 0 of a trained arm
-        ppl = _base_perplexity(outcome)
+    elif key == "blind" and outcome.trained:  # the untouched model's, read at step 0 of a trained arm
+        ppl = next(iter(outcome.trained.values())).evaluations[0].val_perplexity
     return {
         "arm": ARMS[key],
         "method": trained.config.method if trained else "none",
@@ -299,20 +292,9 @@ def _arm_row(key: str, outcome: StudyOutcome) -> dict:
         "trainable": trained.trainable if trained else pd.NA,
         "steps": trained.result.steps if trained else 0,
         "items": s.n,
-        "correct": s.correct,
-        "accuracy": s.accuracy,
-        "lo": s.lo,
-        "hi": s.hi,
-        "mean_margin": s.mean_margin,
-        "ties": s.ties,
-        "identical": s.identical,
+        **{k: getattr(s, k) for k in ("correct", "accuracy", "lo", "hi", "mean_margin", "ties", "identical")},
         "val_perplexity": ppl,
     }
-
-
-def _base_perplexity(outcome: StudyOutcome) -> float:
-    trained = next(iter(outcome.trained.values()), None)
-    return trained.evaluations[0].val_perplexity if trained else float("nan")
 
 
 def curves(outcome: StudyOutcome) -> pd.DataFrame:
@@ -321,17 +303,8 @@ def curves(outcome: StudyOutcome) -> pd.DataFrame:
 
 
 def baselines(outcome: StudyOutcome) -> pd.DataFrame:
-    return pd.DataFrame(
-        [
-            {
-                "arm": ARMS[k],
-                "accuracy": outcome.summaries[k].accuracy,
-                "lo": outcome.summaries[k].lo,
-                "hi": outcome.summaries[k].hi,
-            }
-            for k in ("blind", "open_book")
-        ]
-    )
+    rows = [(ARMS[k], outcome.summaries[k]) for k in ("blind", "open_book")]
+    return pd.DataFrame([{"arm": arm, "accuracy": s.accuracy, "lo": s.lo, "hi": s.hi} for arm, s in rows])
 
 
 def _write_outputs(config: StudyConfig, outcome: StudyOutcome, session: str) -> None:

@@ -3,8 +3,7 @@
 The paper's pipeline (figure 1): the corpus is read as documents and cut into passages
 (``cctk.krtest.generation.corpora``), the teacher is asked for ``per_passage`` contrastive items per passage
 (``cctk.krtest.generation.teacher``), and every proposed item is checked (``cctk.krtest.generation.validate``); the
-items
-kept are ``questions.jsonl``.
+items kept are ``questions.jsonl``.
 
 Nothing paid for is lost: each passage's exchange (request, reply, usage, verdicts) goes into the
 journal (``cctk.krtest.generation.journal``) as it arrives, and the other files are rewritten from the journal
@@ -45,7 +44,6 @@ import json
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed, wait
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -141,17 +139,8 @@ def exchange(located: Located, document: str, n: int, teacher, options: Generati
     chat = messages(passage.text, options.per_passage)
     started = time.perf_counter()
     reply = ask(teacher, chat, n)
-    return {
-        "document": document,
-        "location": passage.location(options.location),
-        "request": {"messages": chat},
-        "reply": reply.text,
-        "finish_reason": reply.finish_reason,
-        "truncated": reply.truncated,
-        "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens},
-        "requests": reply.requests,
-        "seconds": round(time.perf_counter() - started, 3),
-    }
+    line = reply.line(document, passage.location(options.location), chat, truncated=reply.truncated)
+    return {**line, "seconds": round(time.perf_counter() - started, 3)}
 
 
 def judge_reply(reply: Reply, checker: Checker, location: int, k: int) -> tuple[list[Verdict], int]:
@@ -245,16 +234,20 @@ def _document(line: dict, names: list) -> dict:
 def generate(corpus: str, teacher, tokenizer, options: GenerationOptions, echo=print) -> Generation:
     """Ask the teacher about every passage of one text and judge the items, in memory (no journal)."""
     options.check()
-    found = cut(
-        [Document("corpus", corpus)], options.segment, tokenizer, options.min_tokens, options.max_passage_tokens
-    )[: options.max_passages]
-    if not found:
-        raise CctkError("the corpus has no passage (only blank lines?)")
+    found = passages_of([Document("corpus", corpus)], tokenizer, options)
     judged, entries = Judged(found, ["corpus"], options, tokenizer), {}
     for n, located in enumerate(found):
         entries[n] = exchange(located, "corpus", n, teacher, options)
         echo(f"passage {n + 1}/{len(found)} (location {entries[n]['location']})")
     return judged.assemble(entries)
+
+
+def passages_of(documents: list[Document], tokenizer, options: GenerationOptions) -> list[Located]:
+    """The passages to ask about (the first ``max_passages``); a one-line error where there is none."""
+    found = cut(documents, options.segment, tokenizer, options.min_tokens, options.max_passage_tokens)
+    if not found:
+        raise CctkError("the corpus has no passage (only blank lines?)")
+    return found[: options.max_passages]
 
 
 def write_generation(done: Generation, folder: Path, about: dict) -> dict[str, Path]:
@@ -343,28 +336,24 @@ def run(request: Request, teacher, echo=print, gate=None) -> Generation | None:
     documents = read_documents(request.corpus, options.text_field)
     check_available(request.tokenizer_name)
     settings = request.settings(teacher_settings(teacher), gate.settings() if gate else None)
+    journal = None  # none for a dry run
     if not request.dry_run:
         from ...store import tracking
 
         tracking.check_reachable(tracking.resolve(request.tracking))  # an unreachable store fails before any work
-    journal = None if request.dry_run else open_journal(request.out, settings, OWNED, request.overwrite, "generation")
-    if not request.dry_run:
+        journal = open_journal(request.out, settings, OWNED, request.overwrite, "generation")
         teacher.connect()  # an endpoint that does not answer fails here, before the tokenizer is loaded
         if gate is not None:
             gate.connect()  # and an oracle that does not, before the teacher is paid for anything
     tokenizer = load_tokenizer(request.tokenizer_name)
-    found = cut(documents, options.segment, tokenizer, options.min_tokens, options.max_passage_tokens)
-    found = found[: options.max_passages]
-    if not found:
-        raise CctkError("the corpus has no passage (only blank lines?)")
-    if request.dry_run:
+    found = passages_of(documents, tokenizer, options)
+    if journal is None:
         dry_run(found, documents, tokenizer, options, echo)
         return None
-    assert journal is not None  # opened above for every run but a dry one
     return _generate(request, teacher, gate, journal, settings, documents, found, tokenizer)
 
 
-def dry_run(found: list[Located], documents: list[Document], tokenizer, options: GenerationOptions, echo) -> int:
+def dry_run(found: list[Located], documents: list[Document], tokenizer, options: GenerationOptions, echo) -> None:
     """Print the passages and the requests, and an estimate of the prompt tokens; send nothing."""
     total = 0
     for n, located in enumerate(found):
@@ -381,7 +370,6 @@ def dry_run(found: list[Located], documents: list[Document], tokenizer, options:
         f"{len(found) * options.per_passage} items asked, about {total} prompt tokens "
         "(counted with the scoring tokenizer; the teacher's may differ); nothing sent"
     )
-    return total
 
 
 def _generate(
@@ -402,7 +390,8 @@ def _generate(
     store, out = tracking.connect(request.tracking), Path(request.out)
     names = [d.name for d in documents]
     judged = Judged(found, names, request.options, tokenizer)
-    with _tracked(store, journal, f"krtest generate {Path(request.corpus).name}") as run:
+    name = f"krtest generate {Path(request.corpus).name}"
+    with journal.run(store, GENERATE_RUN, name, "cctk krtest generate") as run:
         if journal.header is None:
             out.mkdir(parents=True, exist_ok=True)
             journal.start({"settings": settings, "run_id": run.run_id})
@@ -431,17 +420,8 @@ def _rewriter(judged: Judged, gate, journal: Journal, out: Path, about: dict, te
             groups = gate.groups(done, judged.texts())
             gate.apply(done, groups, journal.units(gate.stage), len(judged.names) > 1)
         seconds = sum(line["seconds"] for line in journal.entries.values())
-        asked = {"teacher": teacher.describe(), **({"oracle": gate.describe()} if gate else {})}
-        write_generation(
-            done,
-            out,
-            {
-                **about,
-                **asked,  # what the servers accepted so far
-                "finished": finished,
-                "seconds": round(seconds, 1),
-            },
-        )
+        asked = {"teacher": teacher.describe(), **({"oracle": gate.describe()} if gate else {})}  # as accepted so far
+        write_generation(done, out, {**about, **asked, "finished": finished, "seconds": round(seconds, 1)})
         return done
 
     return rewrite
@@ -462,28 +442,13 @@ def _ask_stages(
     def one(n: int) -> dict:
         return exchange(found[n], names[found[n].document], n, teacher, options)
 
-    _ask_all(
-        len(found), journal, one, options.concurrency, _progress(len(found), len(journal.entries), "passages", rewrite)
-    )
+    progress = _progress(len(found), len(journal.entries), "passages", rewrite)
+    _ask_all(len(found), journal, one, options.concurrency, progress)
     if gate is None:
         return
     groups = gate.groups(judged.assemble(journal.entries), judged.texts())
-    _ask_all(
-        len(groups),
-        journal,
-        lambda n: gate.ask(groups[n], n),
-        options.concurrency,
-        _progress(len(groups), len(journal.units(gate.stage)), "oracle", rewrite),
-        gate.stage,
-    )
-
-
-@contextmanager
-def _tracked(store, journal: Journal, name: str, kind: str = GENERATE_RUN, source: str = "cctk krtest generate"):
-    """A new run for a fresh journal; the journal's own run, RUNNING again, for a continuation."""
-    run_id = journal.header.get("run_id") if journal.header else None
-    with store.run(kind, name, {"mlflow.source.name": source}, reopen=run_id) as run:
-        yield run
+    progress = _progress(len(groups), len(journal.units(gate.stage)), "oracle", rewrite)
+    _ask_all(len(groups), journal, lambda n: gate.ask(groups[n], n), options.concurrency, progress, gate.stage)
 
 
 def _progress(total: int, initial: int, desc: str, rewrite: Callable[[], Generation]) -> Callable[[], None]:
@@ -590,27 +555,14 @@ def _log_start(run, request: Request, teacher, gate, documents: list[Document], 
             "cctk_version": __version__,
         }
     )
-    table = pd.DataFrame(
-        [
-            {
-                "document": documents[f.document].name,
-                "location": f.passage.location(options.location),
-                "passage": f.passage.text,
-            }
-            for f in found
-        ]
-    )
+    rows = [(documents[f.document].name, f.passage.location(options.location), f.passage.text) for f in found]
+    table = pd.DataFrame(rows, columns=["document", "location", "passage"])
     run.dataset(table, f"kr corpus {Path(request.corpus).stem}", str(request.corpus), context="training")
 
 
 def _metrics(done: Generation) -> dict:
     found = {
-        "passages": done.passages,
-        "answered": done.answered,
-        "proposed": done.proposed,
-        "kept": done.kept,
-        "surplus": done.surplus,
-        "requests": done.requests,
+        **{k: getattr(done, k) for k in ("passages", "answered", "proposed", "kept", "surplus", "requests")},
         **done.usage,
         **{f"rejected_{reason}": count for reason, count in done.rejected.items()},
     }

@@ -1,10 +1,9 @@
 """The paper's oracle as the second gate of ``cctk krtest generate --oracle``.
 
 Validation (``cctk.krtest.generation.validate``) judges an item by its words; the oracle
-(``cctk.krtest.generation.oracle``,
-the paper's Golden Standard) judges it by its meaning: with the passage in front of it, does a
-capable model pick the true side? An item it answers otherwise (or leaves unanswered) is no item
-a model can be scored on, and leaves the kept items as ``oracle_disagrees``.
+(``cctk.krtest.generation.oracle``, the paper's Golden Standard) judges it by its meaning: with the
+passage in front of it, does a capable model pick the true side? An item it answers otherwise (or
+leaves unanswered) is no item a model can be scored on, and leaves the kept items as ``oracle_disagrees``.
 
 Once every passage has its teacher's reply, the items validation kept are grouped by passage and
 asked about exactly as ``cctk krtest oracle --generation`` would ask about the same

@@ -47,6 +47,12 @@ class Journal:
         self.units(stage)[unit] = line
         self._append(line)
 
+    def run(self, store, kind: str, name: str, source: str):
+        """The MLflow run (a context manager): a new one for a fresh journal; for a continuation, the journal's
+        own, RUNNING again."""
+        run_id = self.header.get("run_id") if self.header else None
+        return store.run(kind, name, {"mlflow.source.name": source}, reopen=run_id)
+
     def finish(self) -> None:
         self._append({"finished": True})
 

@@ -186,11 +186,7 @@ class OracleRequest:
         return {
             "questions": str(Path(self.questions).resolve()),
             "corpus": str(Path(self.corpus).resolve()),
-            "seed": self.seed,
-            "segment": self.segment,
-            "location": self.location,
-            "min_tokens": self.min_tokens,
-            "max_passage_tokens": self.max_passage_tokens,
+            **{k: getattr(self, k) for k in ("seed", "segment", "location", "min_tokens", "max_passage_tokens")},
             "oracle": oracle,
         }
 
@@ -234,21 +230,15 @@ def run_oracle(request: OracleRequest, oracle, echo=print) -> dict:
     tracking.check_reachable(tracking.resolve(request.tracking))
     groups = plan(request)
     about = oracle.describe()
-    journal = open_journal(
-        request.out,
-        request.settings({k: about.get(k) for k in ("kind", "model")}),
-        OWNED,
-        request.overwrite,
-        "oracle check",
-    )
+    settings = request.settings({k: about.get(k) for k in ("kind", "model")})
+    journal = open_journal(request.out, settings, OWNED, request.overwrite, "oracle check")
     oracle.connect()
     store, out = tracking.connect(request.tracking), Path(request.out)
-    with _tracked(store, journal, f"krtest oracle {Path(request.questions).parent.name}") as run:
+    name = f"krtest oracle {Path(request.questions).parent.name}"
+    with journal.run(store, ORACLE_RUN, name, "cctk krtest oracle") as run:
         if journal.header is None:
             out.mkdir(parents=True, exist_ok=True)
-            journal.start(
-                {"settings": request.settings({k: about.get(k) for k in ("kind", "model")}), "run_id": run.run_id}
-            )
+            journal.start({"settings": settings, "run_id": run.run_id})
             run.params(
                 {
                     "questions": str(request.questions),
@@ -276,27 +266,12 @@ def run_oracle(request: OracleRequest, oracle, echo=print) -> dict:
     return summary
 
 
-def _tracked(store, journal: Journal, name: str):
-    from .from_corpus import _tracked as tracked
-
-    return tracked(store, journal, name, ORACLE_RUN, "cctk krtest oracle")
-
-
 def ask_group(oracle, group: Group, n: int) -> dict:
     """Ask ``oracle`` about ``group`` (request ``n``): the journal line of its request, reply and answers."""
     chat = oracle_messages(group)
     reply = ask(oracle, chat, n)
     answers = {} if reply.truncated else parse_answers(reply.text)
-    return {
-        "document": group.document,
-        "location": group.location,
-        "request": {"messages": chat},
-        "reply": reply.text,
-        "finish_reason": reply.finish_reason,
-        "answers": answers,
-        "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens},
-        "requests": reply.requests,
-    }
+    return reply.line(group.document, group.location, chat, answers=answers)
 
 
 def tally(groups: list[Group], entries: dict[int, dict]) -> tuple[list[dict], dict]:

@@ -4,9 +4,8 @@ The prompt (``PROMPT_VERSION``) asks for the paper's tuples (section 3, "Contras
 under its two constraints, correctness (the true sentence is grounded in the passage) and
 adversarial similarity (the false sentence has the true one's length, syntax and style and differs
 in one fact), with a shared context that sets the scene without giving the answer; two worked
-examples show the JSON wanted, with as many items as are asked. The reply is read as JSON: the first array (or object)
-in the text,
-code fences and chatter around it ignored.
+examples show the JSON wanted, with as many items as are asked. The reply is read as JSON: the first
+array (or object) in the text, code fences and chatter around it ignored.
 
 Two teachers, one method ``complete(messages, n, limit) -> Reply`` (``ask`` adds the one retry of a
 reply cut by the token limit):
@@ -176,6 +175,19 @@ class Reply:
     completion_tokens: int = 0
     requests: int = 1
     truncated: bool = False  # still cut by the token limit after the one retry with twice the limit
+
+    def line(self, document: str, location: int, chat: list[dict], **extra) -> dict:
+        """The journal line of request ``chat`` about a passage and this reply (``extra`` after its finish reason)."""
+        return {
+            "document": document,
+            "location": location,
+            "request": {"messages": chat},
+            "reply": self.text,
+            "finish_reason": self.finish_reason,
+            **extra,
+            "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens},
+            "requests": self.requests,
+        }
 
 
 def ask(teacher, chat: list[dict], n: int) -> Reply:
@@ -361,11 +373,9 @@ def public_url(url: str) -> str:
     from urllib.parse import urlsplit, urlunsplit
 
     parts = urlsplit(url)
-    return (
-        urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")))
-        if parts.hostname
-        else url
-    )
+    if not parts.hostname:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")))
 
 
 @dataclass

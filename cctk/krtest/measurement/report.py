@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from matplotlib.figure import Figure
@@ -67,19 +68,10 @@ def curves_figure(curves: pd.DataFrame, baselines: pd.DataFrame, title: str) -> 
             color = ARM_COLORS[i % len(ARM_COLORS)]
             accuracy = 100 * rows["kr_accuracy"]
             bars = [accuracy - 100 * rows["kr_lo"], 100 * rows["kr_hi"] - accuracy]
-            left.errorbar(
-                rows["step"] + (i - (len(arms) - 1) / 2) * dodge,
-                accuracy,
-                yerr=bars,
-                color=color,
-                lw=1.6,
-                marker="o",
-                ms=2.5,
-                elinewidth=0.6,
-                capsize=1.5,
-                label=arm,
-            )
-            right.plot(rows["step"], rows["val_perplexity"], color=color, lw=1.6, marker="o", ms=2.5)
+            step = rows["step"] + (i - (len(arms) - 1) / 2) * dodge
+            line: dict[str, Any] = {"color": color, "lw": 1.6, "marker": "o", "ms": 2.5}
+            left.errorbar(step, accuracy, yerr=bars, elinewidth=0.6, capsize=1.5, label=arm, **line)
+            right.plot(rows["step"], rows["val_perplexity"], **line)
         for (_, b), color in zip(baselines.iterrows(), BASELINE_COLORS, strict=True):
             left.axhspan(100 * b["lo"], 100 * b["hi"], color=shade(color, 0.12), lw=0, zorder=0)  # opaque: EPS
             left.axhline(100 * b["accuracy"], color=color, lw=1.2, ls="--", label=f"{b['arm']} (no training)")
