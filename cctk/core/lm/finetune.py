@@ -19,11 +19,11 @@ its gradient rows are added into that weight's gradient in place rather than thr
 
 from __future__ import annotations
 
-import inspect
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import fields
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -39,6 +39,7 @@ from .corpus import IGNORE, Packed, Row, collate, pack, shared_tokens
 from .device import device_step
 from .memory import process_peak, reset_process_peak
 from .record import TrainRecord
+from .scoring import logits_at
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -83,23 +84,16 @@ def fine_tune(
 ) -> TrainRecord:
     """Train ``model`` in place on tokenized ``rows`` (input_ids, labels) with ``recipe``.
 
-    ``on_step(epoch, step, loss)`` is called after every optimizer step: ``loss`` is a float on the host
-    step; on the device step it is the step's 0-d loss tensor, still on the device (``float(loss)`` waits
-    for the device: read it only where the caller waits anyway, as an evaluation does); ``on_epoch(epoch,
-    model)`` after every epoch (1-based), the model in eval mode, then back in train mode (learning
-    curves); ``on_loss(epoch, loss)`` as each epoch ends (1-based), with the epoch's mean loss, the very
-    value the record's ``losses`` keeps (a caller logs the history as it grows). None changes what is
-    trained. ``cuda``: where a CUDA device's peak memory statistics are read (``torch.cuda``; a fake in the
-    tests, which run that branch on the CPU).
+    Callbacks, none of which changes what is trained: ``on_step(epoch, step, loss)`` after every optimizer
+    step, ``loss`` a float on the host step, the step's 0-d tensor on the device step (``float(loss)`` waits
+    for the device); ``on_epoch(epoch, model)`` after every epoch (1-based), the model in eval mode, then
+    back in train mode (learning curves); ``on_loss(epoch, loss)`` with the epoch's mean loss as the record
+    keeps it. ``cuda``: where a CUDA device's peak memory is read (``torch.cuda``; a fake in the tests).
 
-    ``host_checks`` (default: on the CPU only, unless ``CCTK_DEVICE_STEP=1``: ``cctk.core.lm.device.device_step``):
-    read the loss and the gradient norm on the host at every step, so a non-finite value stops the run
-    before the weights change. Off (an accelerator), the step never waits for the device: losses and
-    gradient norms stay there and are read once an epoch, the clipping factor is applied there, and a
-    step with a non-finite loss or gradient is skipped there (``_DeviceGuard``); the run stops with the
-    same error at the end of that epoch (under fp16, whose loss scaling skips overflowed steps by design,
-    the skipped steps are counted in the record, and a run that skipped more than half of its steps, or
-    whose loss scale fell below 1, stops).
+    ``host_checks`` (default: on the CPU only, unless ``CCTK_DEVICE_STEP=1``): read the loss and the gradient
+    norm on the host at every step, so a non-finite value stops the run before the weights change. Off (an
+    accelerator), the step never waits for the device (``_DeviceGuard``): a non-finite step is skipped there
+    and the run stops with the same error at the end of that epoch.
     """
     device = next(model.parameters()).device
     host_checks = not device_step(device) if host_checks is None else host_checks
@@ -169,9 +163,8 @@ def _reset_peaks(device: torch.device, cuda: PeakMemory = torch.cuda) -> None:
 
 def _peaks(device: torch.device, cuda: PeakMemory = torch.cuda) -> tuple[int, int, int]:
     """(peak GPU memory its tensors held, peak its caching allocator reserved, peak resident memory of the
-    process) of the run: each 0 where it is not the device (``cuda`` other than ``torch.cuda``: a reader of a
-    GPU's statistics, whatever the device). The reserved peak is what runs out: the tensors' peak and the
-    blocks the allocator could not reuse for them (its rounding, fragmentation)."""
+    process) of the run, each 0 where it is not the device. The reserved peak is what runs out: the
+    tensors' and the blocks the allocator could not reuse for them (rounding, fragmentation)."""
     if device.type == "cuda" or cuda is not torch.cuda:
         return int(cuda.max_memory_allocated(device)), int(cuda.max_memory_reserved(device)), 0
     return 0, 0, process_peak()
@@ -190,20 +183,7 @@ def to_model(batch_rows: Sequence[Row], pad_id: int, device: torch.device, packi
     move = _mover(device)
     if packing and len(batch_rows) > 1 and shared_tokens(batch_rows) >= MIN_SHARED:
         packed = pack(batch_rows)
-        return Packed(
-            *(
-                move(t)
-                for t in (
-                    packed.input_ids,
-                    packed.position_ids,
-                    packed.allowed,
-                    packed.keep,
-                    packed.rows,
-                    packed.targets,
-                    packed.weights,
-                )
-            )
-        )
+        return Packed(*(move(getattr(packed, f.name)) for f in fields(Packed)))
     batch = collate(batch_rows, pad_id)
     batch["keep"] = supervised_columns(batch["labels"])
     return {k: move(v) for k, v in batch.items()}
@@ -253,16 +233,11 @@ MIN_LOSS_SCALE = 1.0  # below 1 the scaler shrinks the gradients: they overflow 
 class _DeviceGuard:
     """The step of an accelerator: nothing read back on the host until the epoch ends.
 
-    A ``GradScaler`` guards the update: under fp16 it scales the loss as fp16 needs and skips a step whose
-    gradient overflowed (fp16's loss scaling: a few such steps are expected); under float32 and bf16 its
-    scale starts at 1 and never grows (multiplying by a power of two changes no bit), so it only skips,
-    on the device, a step whose gradient is not finite (the fused AdamW reads its flag there; torchao's 8-bit
-    AdamW does not take it, so the scaler reads it on the host, once a step). Each step's loss and gradient
-    norm stay on the device, kept as they are (float32), and are read together once an epoch with the loss
-    scale: a non-finite loss, or a non-finite gradient norm under
-    float32 or bf16, stops the run there with the host step's line; under fp16 the skipped steps are counted,
-    and a loss scale below ``MIN_LOSS_SCALE`` (at an epoch's end) or more than ``MAX_SKIPPED_SHARE`` of the
-    steps skipped (at the run's end) stops it.
+    A ``GradScaler`` guards the update: under fp16 it scales the loss and skips a step whose gradient
+    overflowed (a few are expected); under float32 and bf16 its scale stays 1 (changing no bit), so it only
+    skips a step whose gradient is not finite (on the device for the fused AdamW; torchao's 8-bit AdamW makes
+    the scaler read the flag on the host). Losses and gradient norms stay on the device and are read once an
+    epoch (``epoch_mean``), with the loss scale.
     """
 
     def __init__(self, device: torch.device, recipe: Recipe) -> None:
@@ -297,10 +272,9 @@ class _DeviceGuard:
         return self.losses[-1]
 
     def epoch_mean(self, who: str, epoch: int, first_step: int) -> float:
-        """The epoch's mean loss, from the one read of the epoch (its losses, gradient norms and the loss
-        scale, float32 values that become the host's floats exactly); a non-finite loss (or, under float32
-        and bf16, gradient norm) stops the run here, naming its step as the host step does, and so does an
-        fp16 loss scale below its floor."""
+        """The epoch's mean loss, from one read of its losses, gradient norms and loss scale (float32, exact
+        as host floats). A non-finite loss (or, but under fp16, gradient norm) stops the run with the host
+        step's line, and so does an fp16 loss scale below ``MIN_LOSS_SCALE``."""
         n = len(self.losses)
         scale = self.scaler._get_scale_async()  # the scale as a tensor on the device: no read of its own
         assert scale is not None  # set by the epoch's first scale()
@@ -365,9 +339,8 @@ def _step(
 
 def _clip(model: nn.Module, bound: float) -> float:
     """``clip_grad_norm_(params, bound)``, bit for bit, and the total norm (taken for the guard even with
-    ``bound`` 0, no clipping: manual 1.0.0). The gradients are rescaled only when the bound bites:
-    ``clip_grad_norm_`` multiplies every gradient by its clamped coefficient, 1.0 when the norm is below
-    the bound, a write pass over all 135M gradients per step that changes nothing."""
+    ``bound`` 0, no clipping: manual 1.0.0). Rescaled only when the bound bites: ``clip_grad_norm_``'s
+    coefficient 1.0 would be a write pass over every gradient that changes nothing."""
     params, grads = _gradients(model)
     norm = torch.nn.utils.get_total_norm(grads)
     total = float(norm)  # one device-to-host read
@@ -390,11 +363,7 @@ def completion_loss(model: PreTrainedModel, batch: dict[str, torch.Tensor]) -> t
     """
     targets = batch["labels"][:, 1:]  # (B, L-1): token t+1 is predicted at column t
     keep = batch["keep"] if "keep" in batch else supervised_columns(batch["labels"])  # columns some row needs
-    kwargs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"], "use_cache": False}
-    if "logits_to_keep" in inspect.signature(model.forward).parameters:
-        logits = model(**kwargs, logits_to_keep=keep).logits  # (B, K, V)
-    else:
-        logits = model(**kwargs).logits[:, keep]
+    logits = logits_at(model, keep, input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
     return F.cross_entropy(logits.float().flatten(0, 1), targets[:, keep].flatten(), ignore_index=IGNORE)
 
 
@@ -407,16 +376,8 @@ def packed_loss(model: PreTrainedModel, batch: Packed) -> torch.Tensor:
     dtype = next(model.parameters()).dtype
     mask = torch.zeros(batch.allowed.shape, dtype=dtype, device=batch.allowed.device)
     mask.masked_fill_(~batch.allowed, torch.finfo(dtype).min)
-    kwargs = {
-        "input_ids": batch.input_ids,
-        "position_ids": batch.position_ids,
-        "attention_mask": mask[None, None],
-        "use_cache": False,
-    }
-    if "logits_to_keep" in inspect.signature(model.forward).parameters:
-        logits = model(**kwargs, logits_to_keep=batch.keep).logits[0]  # (K, V)
-    else:
-        logits = model(**kwargs).logits[0, batch.keep]
+    inputs = {"input_ids": batch.input_ids, "position_ids": batch.position_ids, "attention_mask": mask[None, None]}
+    logits = logits_at(model, batch.keep, **inputs)[0]  # (K, V)
     losses = F.cross_entropy(logits.float()[batch.rows], batch.targets, reduction="none")  # (M,)
     return (losses * batch.weights).sum() / batch.weights.sum()
 
