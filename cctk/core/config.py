@@ -77,14 +77,11 @@ class Recipe:
             raise CctkError(f"recipe value schedule={self.schedule!r} is unknown: choose one of {', '.join(SCHEDULES)}")
         if not (math.isfinite(self.warmup) and 0 <= self.warmup < 1):
             raise CctkError(f"recipe value warmup={self.warmup} is out of range: must be in [0, 1)")
-        if self.precision not in PRECISIONS:
-            raise CctkError(
-                f"recipe value precision={self.precision!r} is unknown: choose one of {', '.join(PRECISIONS)}"
-            )
-        if self.optimizer not in OPTIMIZERS:
-            raise CctkError(
-                f"recipe value optimizer={self.optimizer!r} is unknown: choose one of {', '.join(OPTIMIZERS)}"
-            )
+        for name, choices in (("precision", PRECISIONS), ("optimizer", OPTIMIZERS)):
+            if getattr(self, name) not in choices:
+                raise CctkError(
+                    f"recipe value {name}={getattr(self, name)!r} is unknown: choose one of {', '.join(choices)}"
+                )
 
     def steps(self, n_examples: int) -> int:
         """Optimizer steps of a run on ``n_examples``: every epoch ends with a partial batch if need be."""

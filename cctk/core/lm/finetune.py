@@ -221,13 +221,12 @@ def _autocast(device: torch.device, precision: str) -> torch.autocast:
     return torch.autocast(device.type, dtype=HALF.get(precision, torch.bfloat16), enabled=precision in HALF)
 
 
-# fp16's loss scaling may skip steps (a scale too high for a gradient); an arm fails where it skipped so many
-# that it is not the recipe's arm any more, or where the gradients overflow fp16 whatever the scale:
-MAX_SKIPPED_SHARE = 0.5  # more than half of the recipe's updates lost (checked at the run's end: the
-# GradScaler's first steps halve its scale from 2**16 until the gradients fit, a few skips that a short run's
-# first epoch could count as a large share)
-MIN_LOSS_SCALE = 1.0  # below 1 the scaler shrinks the gradients: they overflow fp16 unscaled (every epoch's end;
-# the scale halves at each skipped step and grows back only after 2000 clean ones, GradScaler's growth_interval)
+# fp16's loss scaling may skip steps; an arm fails where it skipped so many that it is not the recipe's arm
+# any more (checked at the run's end: the GradScaler's first steps halve its scale from 2**16 until the
+# gradients fit, skips a short run's first epoch could count as a large share), or where its gradients overflow
+# fp16 unscaled (checked every epoch: the scale halves at each skip, grows back only after 2000 clean steps).
+MAX_SKIPPED_SHARE = 0.5
+MIN_LOSS_SCALE = 1.0
 
 
 class _DeviceGuard:
