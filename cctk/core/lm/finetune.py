@@ -1,20 +1,14 @@
 """Fine-tuning: AdamW in float32 on prompt + completion, the loss on the completion only.
 
-Rows carry their own labels: 2.0.0 corpora mask the prompt (``cctk.core.lm.corpus``); the whole-text rows
-of manual 1.0.0 (its ``corpus`` module) label every token, and the same loop trains on them.
+Rows carry their own labels: 2.0.0 corpora mask the prompt (``cctk.core.lm.corpus``); manual 1.0.0's
+whole-text rows label every token. Each run is re-seeded at its start, so its batch order and dropout do not
+depend on the runs before it. A non-finite loss or gradient norm stops the run *before* the optimizer step.
 
-One recipe for every run; the run is re-seeded at its start, so its batch order and dropout do
-not depend on how many runs came before it. The learning rate follows the recipe's schedule
-(constant in the manual's listing; an optional linear warm-up and linear decay to 0). A non-finite
-loss or gradient norm stops the run with an error *before* the optimizer step, so no broken update is
-ever applied.
-
-Two savings change no number beyond float32 rounding (tests compare them with the plain step):
-a batch whose rows share prefixes is fed as one prefix tree (``cctk.core.lm.corpus.pack``; not on a model
-with active dropout, where shared tokens would share a dropout mask), with the LM head only at the
-nodes that predict a supervised token; and where the input embedding is the LM head's weight (tied),
-its gradient rows are added into that weight's gradient in place rather than through a dense
-(vocabulary x hidden) zero tensor and a second dense sum.
+Two savings change no number beyond float32 rounding (tests compare them with the plain step): a batch whose
+rows share prefixes is fed as one prefix tree (``corpus.pack``; not with active dropout, where shared tokens
+would share a mask), the LM head only at nodes that predict a supervised token; and a tied input embedding's
+gradient rows are added into the LM head's gradient in place, not through a dense (vocabulary x hidden) zero
+tensor and a second dense sum.
 """
 
 from __future__ import annotations
@@ -176,9 +170,8 @@ MIN_SHARED = 0.1  # pack a batch when its prefix tree feeds at least 10% fewer t
 def to_model(batch_rows: Sequence[Row], pad_id: int, device: torch.device, packing: bool = True) -> Batch:
     """The batch as the model is fed it: one prefix tree where the rows share enough, else padded rows.
 
-    Built on the host (the columns the loss needs included, so the device never reports a shape back);
-    to an accelerator through pinned memory without waiting, so the next batch is built while the
-    device still runs the step before it.
+    Built on the host (the columns the loss needs included, so the device never reports a shape back), then
+    moved through pinned memory without waiting: the next batch is built while the device runs this one.
     """
     move = _mover(device)
     if packing and len(batch_rows) > 1 and shared_tokens(batch_rows) >= MIN_SHARED:
@@ -355,11 +348,8 @@ def _gradients(model: nn.Module) -> tuple[list[nn.Parameter], list[torch.Tensor]
 
 
 def completion_loss(model: PreTrainedModel, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Mean cross-entropy over the completion tokens, as Hugging Face computes it for labels.
-
-    The LM head runs only on columns that predict some completion token: with the prompt
-    masked, the other columns' logits would be discarded anyway.
-    """
+    """Mean cross-entropy over the completion tokens, as Hugging Face computes it for labels; the LM head
+    only on columns that predict some completion token (the others' logits would be discarded)."""
     targets = batch["labels"][:, 1:]  # (B, L-1): token t+1 is predicted at column t
     keep = batch["keep"] if "keep" in batch else supervised_columns(batch["labels"])  # columns some row needs
     logits = logits_at(model, keep, input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])

@@ -3,18 +3,14 @@
 ``measure`` is the one measurement of the toolkit (manual 2.0.0, sections 4.2-4.4). The index of
 a candidate is the sum of the log-probabilities of the tokens of ``" {v}\\n"`` teacher-forced after
 the prompt, prompt and answer tokenized separately and concatenated. ``prob`` is the softmax of the
-35 indices of one addition.
+35 indices of one addition. Manual 1.0.0 has another candidate set (2..18), answer text (``" {v}"``)
+and index: ``index="mean"``, the *mean* log-probability per answer token (Listings 3-5); ``logprob`` is
+the sum either way.
 
-The same scorer reads manual 1.0.0 with another candidate set (2..18), answer text
-(``" {v}"``, no end marker) and index: ``index="mean"`` feeds the softmax the *mean* log-probability
-per answer token (Listings 3-5). The table's ``logprob`` is the sum either way.
-
-``measure_plain`` is the manual's loop, one candidate per forward pass; ``measure`` gives the same
-numbers (to float32 rounding) by packing all candidates of a prompt into one row as a prefix tree.
-
-``score_forest`` is the one scoring kernel of the toolkit: rows of (prompt, answer tree), packed by
-``pack_forest`` under a 4D attention mask, one forward pass. ``measure`` gives every row the same
-tree (``pack_rows``); KR-Test (``cctk.krtest.measurement.scoring``) gives each context the tree of its items.
+``score_forest`` is the one scoring kernel: rows of (prompt, answer tree), packed by ``pack_forest``
+under a 4D attention mask, one forward pass; ``measure`` gives every row the same tree, KR-Test
+(``cctk.krtest.measurement.scoring``) each context the tree of its items. ``measure_plain`` is the
+manual's loop, one candidate per forward pass: the same numbers to float32 rounding.
 """
 
 from __future__ import annotations
