@@ -170,13 +170,10 @@ class Config(Generic[OptionsT]):
         return f"{self.profile} (auto: {'CUDA device' if self.profile == 'paper' else 'CPU'})"
 
     def as_params(self) -> dict[str, str | int | float]:
-        """Flat parameters for MLflow of what every manual shares: the values in force, after the profile and the
-        overrides (its manual adds its own: ``cctk.manuals.configure.params``).
+        """Flat MLflow parameters of what every manual shares, the values in force (its manual adds its own).
 
-        Recipe values are ``recipe.<name>`` so they never clash with the overrides that
-        ``mlflow run`` logs under the MLproject's parameter names (empty when not given). ``seeds`` lists
-        every seed (the manual's name); ``seed`` is the one used (``seeds[0]``, every draw and every arm's
-        training), ``seeds_reserved`` the others, reserved for repetitions and used by nothing.
+        Recipe values are ``recipe.<name>``, never clashing with the MLproject's parameters that ``mlflow run``
+        logs. ``seeds`` lists every seed; ``seed`` is the one used (``seeds[0]``), ``seeds_reserved`` the others.
         """
         params: dict[str, str | int | float] = {
             "model": self.model,

@@ -88,10 +88,9 @@ def nvidia_smi(*args: str) -> str | None:
 
 
 def unusable_gpu(smi: Callable[..., str | None] = nvidia_smi) -> str | None:
-    """One line where this machine has an NVIDIA GPU (``nvidia-smi -L`` lists one) that this torch cannot use,
-    naming the torch build, the driver it needs, the driver found and the way out; None where torch uses the
-    GPU, where there is none, or where ``CUDA_VISIBLE_DEVICES`` hides every GPU on purpose (Ray does so for a
-    task that asks for none)."""
+    """One line, with the way out, where this machine has an NVIDIA GPU (``nvidia-smi -L``) that this torch
+    cannot use; None where torch uses it, where there is none, or where ``CUDA_VISIBLE_DEVICES`` hides every
+    GPU on purpose (Ray does so for a task that asks for none)."""
     import torch
 
     if torch.cuda.is_available() or os.environ.get("CUDA_VISIBLE_DEVICES", "x").strip() in ("", "-1"):

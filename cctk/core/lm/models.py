@@ -147,12 +147,9 @@ def check_model_name(key_or_path: str) -> None:
 
 
 def check_available(key_or_path: str) -> ModelSource:
-    """Everything ``load_model`` needs is here or reachable, checked without loading anything.
-
-    The bundled GGUF must be installed; a Hub model must be cached or the Hub reachable (and the
-    model not gated for this login). Runs before a session folder or an MLflow run is created; returns
-    the model's source, resolved here once.
-    """
+    """The model's source, once everything ``load_model`` needs is checked here or reachable, before a session
+    folder or an MLflow run exists: the bundled GGUF installed; a Hub model cached, or reachable and not gated
+    for this login."""
     found = source(key_or_path)
     if found.key == BUNDLED:
         bundled_gguf()
@@ -236,8 +233,8 @@ def roster_shapes() -> dict[str, Shape]:
 
 @functools.cache
 def _roster_shapes() -> tuple[tuple[str, Shape], ...]:
-    """Built once a process: each shape builds its model on the meta device (0.3 s for the roster), and a pipeline
-    names what fits at its start and at every arm's out-of-memory line (4.5 s of a 16 s smoke run before)."""
+    """Built once a process (0.3 s on the meta device): a pipeline names what fits at its start and at every
+    arm's out-of-memory line (4.5 s of a 16 s smoke run before)."""
     from .memory import Shape
 
     return tuple((key, Shape.of_config(model_config(key))) for key in ROSTER if key != BUNDLED)
@@ -324,14 +321,13 @@ def cache_root() -> Path:
 
 
 def bundled_folder() -> str | None:
-    """The bundled model as a plain Hugging Face folder in the cache, converted from its GGUF on first use.
+    """The bundled model as a plain Hugging Face folder in the cache, converted from its GGUF on first use;
+    None where the cache cannot be written (the GGUF is read then).
 
-    Reading the GGUF de-quantizes every tensor and converts the tokenizer, about 20 s on two cores, in
-    every process that loads the model (each pipeline, sweep cell, bench, test process); the folder
-    holds the same float32 weights and tokenizer (tested bit for bit) and loads in 0.2 s. Its name
-    carries the GGUF's name, size and mtime, the transformers version and ``CONVERSION``, so a changed
-    file or converter gets a folder of its own. None where the cache cannot be written: then the GGUF
-    is read as before.
+    Reading the GGUF takes about 20 s on two cores in every process that loads the model; the folder holds
+    the same float32 weights and tokenizer (tested bit for bit) and loads in 0.2 s. Its name carries the
+    GGUF's name, size and mtime, the transformers version and ``CONVERSION``: a changed file or converter
+    gets a folder of its own.
     """
     import transformers
 
@@ -396,12 +392,9 @@ def _plain(model: PreTrainedModel) -> PreTrainedModel:
 
 
 def export_bundled(folder: Path) -> Path:
-    """The bundled model as a plain Hugging Face folder (float32 safetensors, tokenizer, chat template), for
-    tools that read folders, such as ``transformers serve``.
-
-    ``transformers serve dir:file.gguf`` fails on the GGUF's config, so the tool gets the plain model of
-    ``_plain`` (the cache's folder, but for its generation config): it samples when a request asks for a
-    temperature above 0, as OpenAI-compatible endpoints do (greedy at 0).
+    """The bundled model as a plain Hugging Face folder (float32 safetensors, tokenizer, chat template) for
+    tools that read folders: ``transformers serve dir:file.gguf`` fails on the GGUF's config. Unlike the
+    cache's folder it samples when a request asks for a temperature above 0, as OpenAI-compatible endpoints do.
     """
     model, tokenizer = load_model(BUNDLED)
     plain = _plain(model)
