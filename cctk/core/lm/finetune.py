@@ -89,7 +89,7 @@ def fine_tune(
     accelerator), the step never waits for the device (``_DeviceGuard``): a non-finite step is skipped there
     and the run stops with the same error at the end of that epoch.
     """
-    device = next(model.parameters()).device
+    device, who = next(model.parameters()).device, f"{name}: "  # who: the start of its error lines
     host_checks = not device_step(device) if host_checks is None else host_checks
     torch.manual_seed(rng(seed, f"train:{name}").integers(2**63))  # dropout, re-seeded per run
     order = rng(seed, f"batches:{name}")
@@ -110,9 +110,7 @@ def fine_tune(
                 batch = to_model(batch_rows, pad_id, device, packing)
                 loss: float | torch.Tensor
                 if guard is None:
-                    loss = _step(
-                        model, optimizer, batch, recipe, f"{name}: ", f"at epoch {epoch + 1}, step {steps + 1}"
-                    )
+                    loss = _step(model, optimizer, batch, recipe, who, f"at epoch {epoch + 1}, step {steps + 1}")
                     losses.append(loss)
                 else:
                     loss = guard.step(model, optimizer, batch)
@@ -120,9 +118,7 @@ def fine_tune(
                 steps += 1
                 if on_step:
                     on_step(epoch, steps, loss)
-            epoch_losses.append(
-                sum(losses) / len(losses) if guard is None else guard.epoch_mean(f"{name}: ", epoch, first)
-            )
+            epoch_losses.append(sum(losses) / len(losses) if guard is None else guard.epoch_mean(who, epoch, first))
             paused = time.perf_counter()
             if on_loss:
                 on_loss(epoch + 1, epoch_losses[-1])
@@ -133,7 +129,7 @@ def fine_tune(
     seconds = time.perf_counter() - start - aside
     optimizer.zero_grad(set_to_none=True)  # no gradients outlive the run (a parent waits without them)
     model.eval()
-    skipped = guard.check_run(f"{name}: ", recipe.epochs - 1) if guard is not None else None
+    skipped = guard.check_run(who, recipe.epochs - 1) if guard is not None else None
     gpu, reserved, cpu = _peaks(device, cuda)
     return TrainRecord(
         len(rows),
