@@ -171,8 +171,7 @@ def load_model(model: ModelSource | str, dtype: torch.dtype | None = None, keep:
     found = model if isinstance(model, ModelSource) else source(model)
     cache_key = f"{found.key}:{dtype}"
     if not keep:
-        kept = _last_loaded.pop(cache_key, None)
-        return kept or _load(found, dtype)
+        return _last_loaded.pop(cache_key, None) or _load(found, dtype)
     if cache_key not in _last_loaded:
         _last_loaded.clear()
         _last_loaded[cache_key] = _load(found, dtype)
@@ -185,12 +184,10 @@ def _load(found: ModelSource, dtype: torch.dtype) -> Loaded:
 
     kwargs: dict[str, str] = {}
     if found.key == BUNDLED:
-        cached = bundled_folder()
-        if cached is None:  # no cache to write: read the GGUF itself
+        folder = bundled_folder()
+        if folder is None:  # no cache to write: read the GGUF itself
             folder, name = bundled_gguf()
             kwargs = {"gguf_file": name}
-        else:
-            folder = cached
     elif Path(found.key).is_dir():
         folder = found.key
     else:
