@@ -261,7 +261,7 @@ class _DeviceGuard:
 
     def epoch_mean(self, who: str, epoch: int, first_step: int) -> float:
         """The epoch's mean loss, from one read of its losses, gradient norms and loss scale (float32, exact
-        as host floats). A non-finite loss (or, but under fp16, gradient norm) stops the run with the host
+        as host floats). A non-finite loss (or, except under fp16, gradient norm) stops the run with the host
         step's line, and so does an fp16 loss scale below ``MIN_LOSS_SCALE``."""
         n = len(self.losses)
         scale = self.scaler._get_scale_async()  # the scale as a tensor on the device: no read of its own
