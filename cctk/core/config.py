@@ -77,14 +77,11 @@ class Recipe:
             raise CctkError(f"recipe value schedule={self.schedule!r} is unknown: choose one of {', '.join(SCHEDULES)}")
         if not (math.isfinite(self.warmup) and 0 <= self.warmup < 1):
             raise CctkError(f"recipe value warmup={self.warmup} is out of range: must be in [0, 1)")
-        if self.precision not in PRECISIONS:
-            raise CctkError(
-                f"recipe value precision={self.precision!r} is unknown: choose one of {', '.join(PRECISIONS)}"
-            )
-        if self.optimizer not in OPTIMIZERS:
-            raise CctkError(
-                f"recipe value optimizer={self.optimizer!r} is unknown: choose one of {', '.join(OPTIMIZERS)}"
-            )
+        for name, choices in (("precision", PRECISIONS), ("optimizer", OPTIMIZERS)):
+            if getattr(self, name) not in choices:
+                raise CctkError(
+                    f"recipe value {name}={getattr(self, name)!r} is unknown: choose one of {', '.join(choices)}"
+                )
 
     def steps(self, n_examples: int) -> int:
         """Optimizer steps of a run on ``n_examples``: every epoch ends with a partial batch if need be."""
@@ -173,13 +170,10 @@ class Config(Generic[OptionsT]):
         return f"{self.profile} (auto: {'CUDA device' if self.profile == 'paper' else 'CPU'})"
 
     def as_params(self) -> dict[str, str | int | float]:
-        """Flat parameters for MLflow of what every manual shares: the values in force, after the profile and the
-        overrides (its manual adds its own: ``cctk.manuals.configure.params``).
+        """Flat MLflow parameters of what every manual shares, the values in force (its manual adds its own).
 
-        Recipe values are ``recipe.<name>`` so they never clash with the overrides that
-        ``mlflow run`` logs under the MLproject's parameter names (empty when not given). ``seeds`` lists
-        every seed (the manual's name); ``seed`` is the one used (``seeds[0]``, every draw and every arm's
-        training), ``seeds_reserved`` the others, reserved for repetitions and used by nothing.
+        Recipe values are ``recipe.<name>``, never clashing with the MLproject's parameters that ``mlflow run``
+        logs. ``seeds`` lists every seed; ``seed`` is the one used (``seeds[0]``), ``seeds_reserved`` the others.
         """
         params: dict[str, str | int | float] = {
             "model": self.model,

@@ -75,8 +75,4 @@ def targets(values: Iterable[int]) -> pd.Series:
 def fabricated_answers(seed: int) -> pd.Series:
     """Per addition, one of the 34 candidates other than its sum, drawn uniformly once."""
     draws = rng(seed, "fabricated").integers(0, len(CANDIDATES) - 1, size=len(ADDITIONS))
-    values = []
-    for (a, b), j in zip(ADDITIONS, draws, strict=True):
-        others = [c for c in CANDIDATES if c != a + b]
-        values.append(others[j])
-    return targets(values)
+    return targets([[c for c in CANDIDATES if c != a + b][j] for (a, b), j in zip(ADDITIONS, draws, strict=True)])

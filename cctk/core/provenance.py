@@ -210,11 +210,9 @@ PACKAGE = Path(__file__).resolve().parents[1]  # the cctk package folder whose c
 def repository(package: Path = PACKAGE, cwd: Path | None = None) -> Path | None:
     """The work tree of the git repository whose files are the code that runs; None where there is none.
 
-    Searched upward from the package (a checkout, an editable install): the repository counts where it
-    tracks the package's ``__init__.py`` (a wheel installed into a venv inside a checkout lies in an ignored
-    folder, and the checkout is not its code). Else searched upward from the working folder ``cwd`` (a
-    wheel run inside a checkout): that checkout counts where its ``cctk/`` holds the very same Python files
-    as the installed package. Neither: a wheel, a folder without git, or git not installed."""
+    Searched upward from the package (a checkout, an editable install): it counts where it tracks the
+    package's ``__init__.py`` (not a wheel in an ignored venv inside a checkout). Else upward from ``cwd`` (a
+    wheel run inside a checkout): it counts where its ``cctk/`` holds the very same Python files."""
     package = Path(package)
     found = _top(package)
     if found is not None and _git(found, "ls-files", "--error-unmatch", "--", str(package / "__init__.py")) is not None:
@@ -247,8 +245,7 @@ def _same_code(installed: Path, checkout: Path) -> bool:
 
 def git_state(root: Path | None = None) -> GitState | None:
     """Commit and dirty flag of the repository the running code comes from (``repository()``), or of the
-    one ``root`` lies in; None where there is none (installed from a wheel): the run says so
-    (``Provenance.flat``: ``git.state`` ``none``)."""
+    one ``root`` lies in; None where there is none (installed from a wheel)."""
     root = repository() if root is None else _top(Path(root))
     if root is None:
         return None

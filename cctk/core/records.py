@@ -1,10 +1,6 @@
-"""Typed records that cross module boundaries: ``RunInfo``, the one record of a pipeline run, everything
-run_info.json holds (each arm's ``TrainRecord`` among it: ``cctk.core.lm.record``, where ``fine_tune`` makes
-it); and the one codec of records at their JSON edge (``to_json``, ``from_json``), driven by the
-dataclasses' own fields and types.
-
-Torch-free and MLflow-free. The JSON conversions happen only at the edges, where a record is written to
-``run_info.json`` (``cctk.store.session``: its file, and what an older file lacks), a training file or MLflow.
+"""Typed records that cross module boundaries: ``RunInfo``, everything run_info.json holds (each arm's
+``TrainRecord`` among it), and the one codec of records at their JSON edge (``to_json``, ``from_json``), driven
+by the dataclasses' own fields and types. Torch-free and MLflow-free; ``cctk.store.session`` owns the file.
 """
 
 from __future__ import annotations
@@ -101,10 +97,9 @@ class TrainedModel:
 
 
 class Design(ABC, Generic[OptionsT]):
-    """What run_info.json records of a manual's own design, its fields written flat in the file, and what the
-    reports say of it: each manual has its record, a frozen dataclass of its own fields in its folder (manual
-    2.0.0's split, curves, parts and warnings; how manual 1.0.0 answers, indexes, trains and plots). The core knows
-    none of them: it reads back the options a run took (``OptionsT``) and asks the record for its words."""
+    """What run_info.json records of a manual's own design (its fields written flat in the file) and what the
+    reports say of it: each manual's frozen dataclass, in its folder. The core knows none of them: it reads
+    back the options a run took (``OptionsT``) and asks the record for its words."""
 
     @abstractmethod
     def options(self) -> OptionsT:
@@ -135,12 +130,8 @@ class Design(ABC, Generic[OptionsT]):
 
 @dataclass(frozen=True, kw_only=True)
 class RunInfo:
-    """The one record of a pipeline run: everything run_info.json holds, in the file's order. The pipeline
-    builds it once, at its end (``cctk.store.session.run_info``); the outputs, the results API, a citation and
-    a re-render read it.
-
-    What differs between the manuals is its ``design`` (its manual's record, written in the file where the split
-    was, flat)."""
+    """The one record of a pipeline run: everything run_info.json holds, in the file's order, built once at the
+    run's end (``cctk.store.session.run_info``); what differs between the manuals is its flat ``design``."""
 
     protocol: str
     session: str

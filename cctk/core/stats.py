@@ -1,10 +1,7 @@
 """Exact and resampled intervals (manual 2.0.0, section 4.13), Student's t interval of a mean over runs, and the
-tests of rules against controls across runs (heterogeneity, multiplicity, power by simulation): numbers in,
-numbers out.
-
-No torch and no MLflow here: these functions take counts or arrays and return floats. scipy and statsmodels are
-imported where they are used, so that the command line, which loads every manual (and through them this module),
-starts without them.
+tests of rules against controls across runs (heterogeneity, multiplicity, power by simulation): counts or arrays
+in, floats out, no torch and no MLflow. scipy and statsmodels are imported where they are used, so that the
+command line, which loads every manual (and through them this module), starts without them.
 """
 
 from __future__ import annotations

@@ -1,23 +1,16 @@
 """8-bit AdamW (``--optimizer adamw8bit``): torchao's own ``AdamW8bit``, its update compiled on CUDA.
 
-Both moments are kept in 8 bits, blockwise (256 values a block, each block its float32 scale: about 2.03 bytes
-a trained parameter for the two, against AdamW's 8), in torchao's ``OptimState8bit`` tensors; tensors under
-4096 values (norms, biases), or whose size is no multiple of 256, keep float32 moments, as torchao and
-bitsandbytes do. torchao compiles each tensor's update (``torch.compile``, one graph a tensor shape); cctk
-adds one thing: off CUDA (only the suite trains with it there: ``device.check_recipe`` refuses the option
-elsewhere) the update runs as it is, uncompiled, since compiling on a CPU needs a C++ compiler and took 60 s
-for the tests' 2-layer model here, longer than the tests it would serve.
+Both moments are kept in 8 bits, blockwise (256 values a block, each with a float32 scale: about 2.03 bytes a
+trained parameter for the two, against AdamW's 8); tensors under 4096 values, or whose size is no multiple of
+256, keep float32 moments, as torchao and bitsandbytes do. torchao compiles each tensor's update; off CUDA (only
+the suite trains with it there: ``device.check_recipe`` refuses it elsewhere) cctk runs it uncompiled, since
+compiling on a CPU needs a C++ compiler and took 60 s for the tests' 2-layer model.
 
-Why torchao's, not the fork of its update cctk kept until issue 55 (over torchao's modules ``quant_utils`` and
-``subclass_8bit``, which are not its public API): the fork skipped a step on the device from the GradScaler's
-``found_inf`` (``_step_supports_amp_scaling``: no read on the host) and updated large tensors in chunks of 2M
-values so that its uncompiled temporaries stayed under 128 MiB; but its compiled CUDA path had never run, its
-chunks made about 870 compiled calls a phi-1.5 step, and it had to follow torchao's private code from release
-to release. torchao's optimizer is its public API and runs compiled on CUDA in torchao's own tests. What it
-costs: the GradScaler reads ``found_inf`` on the host once a step (an optimizer without
-``_step_supports_amp_scaling``), the one synchronisation of a packed batch's step (docs/gpus.md), and it skips
-a non-finite step exactly as it does for any optimizer. 500 steps on the CPU (tests/integration/
-test_adamw8bit_500.py, docs/gpus.md): cctk's and torchao's losses equal, both within a few percent of AdamW's.
+Why torchao's, not the fork of its private update cctk kept until issue 55: the fork's compiled CUDA path had
+never run, its 2M-value chunks made about 870 compiled calls a phi-1.5 step, and it followed torchao's private
+code from release to release. The cost: the GradScaler reads ``found_inf`` on the host once a step (the one
+synchronisation of a packed batch's step, docs/gpus.md). 500 steps on the CPU (tests/integration/
+test_adamw8bit_500.py): cctk's and torchao's losses equal, both within a few percent of AdamW's.
 """
 
 from __future__ import annotations

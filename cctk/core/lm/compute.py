@@ -145,17 +145,15 @@ class Cost:
 
     def line(self, seconds: float) -> str:
         ratio = seconds / self.limit_seconds
+        peak = (
+            f"the GEMM peak pinned by {PINNED}"
+            if self.pinned
+            else "this machine's GEMM peak, the higher of the run's start and end"
+        )
         return (
             f"{ratio:.2f}x the {self.precision} compute limit of its training "
             f"({self.limit_seconds / 60:.1f} min: {self.examples:,} examples x {self.gflop_per_example:.2f} "
-            f"GFLOP at {self.peak_gflops:.0f} GFLOP/s, "
-            + (
-                f"the GEMM peak pinned by {PINNED}"
-                if self.pinned
-                else "this machine's GEMM peak, the higher of the run's start and end"
-            )
-            + ")"
-            + (BUSY if ratio < 1 and not self.pinned else "")
+            f"GFLOP at {self.peak_gflops:.0f} GFLOP/s, {peak})" + (BUSY if ratio < 1 and not self.pinned else "")
         )
 
 

@@ -88,10 +88,9 @@ def nvidia_smi(*args: str) -> str | None:
 
 
 def unusable_gpu(smi: Callable[..., str | None] = nvidia_smi) -> str | None:
-    """One line where this machine has an NVIDIA GPU (``nvidia-smi -L`` lists one) that this torch cannot use,
-    naming the torch build, the driver it needs, the driver found and the way out; None where torch uses the
-    GPU, where there is none, or where ``CUDA_VISIBLE_DEVICES`` hides every GPU on purpose (Ray does so for a
-    task that asks for none)."""
+    """One line, with the way out, where this machine has an NVIDIA GPU (``nvidia-smi -L``) that this torch
+    cannot use; None where torch uses it, where there is none, or where ``CUDA_VISIBLE_DEVICES`` hides every
+    GPU on purpose (Ray does so for a task that asks for none)."""
     import torch
 
     if torch.cuda.is_available() or os.environ.get("CUDA_VISIBLE_DEVICES", "x").strip() in ("", "-1"):
@@ -127,10 +126,9 @@ def unusable_gpu(smi: Callable[..., str | None] = nvidia_smi) -> str | None:
 
 
 def _cuda_build(driver: str) -> str:
-    """How to install the CUDA build of this torch release that ``driver`` runs: PyPI's (CUDA 13, drivers
-    580 and newer) or the CUDA 12.6 build of PyTorch's index (drivers 525 and newer), with make setup or pip;
-    in an environment ``mlflow run`` built, which make setup never touches: the project's .venv through
-    ``--env-manager local``, or pip into that environment (MLflow reuses it at the next run)."""
+    """How to install the CUDA build of this torch release that ``driver`` runs (PyPI's CUDA 13, or PyTorch's
+    CUDA 12.6 build for older drivers), with make setup or pip; in an environment ``mlflow run`` built, which
+    make setup never touches: the project's .venv through ``--env-manager local``, or pip into it."""
     import torch
 
     release = torch.__version__.split("+")[0]
@@ -244,23 +242,19 @@ def room(device: torch.device) -> Room:
 def _cached(device: torch.device, allocated: int) -> int:
     """What this process's caching allocator holds on ``device`` and no tensor uses: free for this process.
 
-    ``mem_get_info`` reports it taken (the driver sees the allocator's blocks, not what is in them), so after
-    one arm its whole peak would read as gone and the next arm's check would refuse a job that fits (phi-1.5
-    with 8-bit AdamW on a 24 GB card at its second arm, #55). Counted rather than handed back with
-    ``torch.cuda.empty_cache()``: emptying waits for the device, gives the blocks to any process that asks
-    first and costs the next arm its ``cudaMalloc`` calls again, while the allocator itself frees its cached
-    blocks and retries before it reports an out-of-memory error, so a cached block is as good as a free one
-    for this process (however fragmented)."""
+    ``mem_get_info`` reports it taken, so the next arm's check would refuse a job that fits (phi-1.5 with
+    8-bit AdamW on a 24 GB card at its second arm, #55). Counted rather than handed back with ``empty_cache()``
+    (which waits for the device, gives the blocks to any process and costs the next arm its ``cudaMalloc``
+    calls): the allocator frees its cached blocks and retries before it runs out, so they are as good as free."""
     import torch
 
     return max(int(torch.cuda.memory_reserved(device)) - allocated, 0)
 
 
 def check_placed(plan: Plan, device: torch.device) -> None:
-    """Once the model is on ``device``: the rest of the job against what is free there now (the allocator's
-    cache of the arms before it counted free: ``_cached``), less the margin (other processes, and the kernels
-    loaded since the check, have had their share); an ``OutOfMemory`` line
-    (the run ends FAILED with it) rather than the allocator's error midway. Nothing to read elsewhere."""
+    """Once the model is on a CUDA ``device``: the rest of the job against what is free there now (``_cached``
+    counted free), less the margin; an ``OutOfMemory`` line (the run ends FAILED) rather than the allocator's
+    error midway."""
     if device.type != "cuda":
         return
     short = plan.placed_shortfall(room(device).device)

@@ -1,29 +1,23 @@
 """Fine-tuning: AdamW in float32 on prompt + completion, the loss on the completion only.
 
-Rows carry their own labels: 2.0.0 corpora mask the prompt (``cctk.core.lm.corpus``); the whole-text rows
-of manual 1.0.0 (its ``corpus`` module) label every token, and the same loop trains on them.
+Rows carry their own labels: 2.0.0 corpora mask the prompt (``cctk.core.lm.corpus``); manual 1.0.0's
+whole-text rows label every token. Each run is re-seeded at its start, so its batch order and dropout do not
+depend on the runs before it. A non-finite loss or gradient norm stops the run *before* the optimizer step.
 
-One recipe for every run; the run is re-seeded at its start, so its batch order and dropout do
-not depend on how many runs came before it. The learning rate follows the recipe's schedule
-(constant in the manual's listing; an optional linear warm-up and linear decay to 0). A non-finite
-loss or gradient norm stops the run with an error *before* the optimizer step, so no broken update is
-ever applied.
-
-Two savings change no number beyond float32 rounding (tests compare them with the plain step):
-a batch whose rows share prefixes is fed as one prefix tree (``cctk.core.lm.corpus.pack``; not on a model
-with active dropout, where shared tokens would share a dropout mask), with the LM head only at the
-nodes that predict a supervised token; and where the input embedding is the LM head's weight (tied),
-its gradient rows are added into that weight's gradient in place rather than through a dense
-(vocabulary x hidden) zero tensor and a second dense sum.
+Two savings change no number beyond float32 rounding (tests compare them with the plain step): a batch whose
+rows share prefixes is fed as one prefix tree (``corpus.pack``; not with active dropout, where shared tokens
+would share a mask), the LM head only at nodes that predict a supervised token; and a tied input embedding's
+gradient rows are added into the LM head's gradient in place, not through a dense (vocabulary x hidden) zero
+tensor and a second dense sum.
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import fields
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -39,6 +33,7 @@ from .corpus import IGNORE, Packed, Row, collate, pack, shared_tokens
 from .device import device_step
 from .memory import process_peak, reset_process_peak
 from .record import TrainRecord
+from .scoring import logits_at
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -83,25 +78,18 @@ def fine_tune(
 ) -> TrainRecord:
     """Train ``model`` in place on tokenized ``rows`` (input_ids, labels) with ``recipe``.
 
-    ``on_step(epoch, step, loss)`` is called after every optimizer step: ``loss`` is a float on the host
-    step; on the device step it is the step's 0-d loss tensor, still on the device (``float(loss)`` waits
-    for the device: read it only where the caller waits anyway, as an evaluation does); ``on_epoch(epoch,
-    model)`` after every epoch (1-based), the model in eval mode, then back in train mode (learning
-    curves); ``on_loss(epoch, loss)`` as each epoch ends (1-based), with the epoch's mean loss, the very
-    value the record's ``losses`` keeps (a caller logs the history as it grows). None changes what is
-    trained. ``cuda``: where a CUDA device's peak memory statistics are read (``torch.cuda``; a fake in the
-    tests, which run that branch on the CPU).
+    Callbacks, none of which changes what is trained: ``on_step(epoch, step, loss)`` after every optimizer
+    step, ``loss`` a float on the host step, the step's 0-d tensor on the device step (``float(loss)`` waits
+    for the device); ``on_epoch(epoch, model)`` after every epoch (1-based), the model in eval mode, then
+    back in train mode (learning curves); ``on_loss(epoch, loss)`` with the epoch's mean loss as the record
+    keeps it. ``cuda``: where a CUDA device's peak memory is read (``torch.cuda``; a fake in the tests).
 
-    ``host_checks`` (default: on the CPU only, unless ``CCTK_DEVICE_STEP=1``: ``cctk.core.lm.device.device_step``):
-    read the loss and the gradient norm on the host at every step, so a non-finite value stops the run
-    before the weights change. Off (an accelerator), the step never waits for the device: losses and
-    gradient norms stay there and are read once an epoch, the clipping factor is applied there, and a
-    step with a non-finite loss or gradient is skipped there (``_DeviceGuard``); the run stops with the
-    same error at the end of that epoch (under fp16, whose loss scaling skips overflowed steps by design,
-    the skipped steps are counted in the record, and a run that skipped more than half of its steps, or
-    whose loss scale fell below 1, stops).
+    ``host_checks`` (default: on the CPU only, unless ``CCTK_DEVICE_STEP=1``): read the loss and the gradient
+    norm on the host at every step, so a non-finite value stops the run before the weights change. Off (an
+    accelerator), the step never waits for the device (``_DeviceGuard``): a non-finite step is skipped there
+    and the run stops with the same error at the end of that epoch.
     """
-    device = next(model.parameters()).device
+    device, who = next(model.parameters()).device, f"{name}: "  # who: the start of its error lines
     host_checks = not device_step(device) if host_checks is None else host_checks
     torch.manual_seed(rng(seed, f"train:{name}").integers(2**63))  # dropout, re-seeded per run
     order = rng(seed, f"batches:{name}")
@@ -122,9 +110,7 @@ def fine_tune(
                 batch = to_model(batch_rows, pad_id, device, packing)
                 loss: float | torch.Tensor
                 if guard is None:
-                    loss = _step(
-                        model, optimizer, batch, recipe, f"{name}: ", f"at epoch {epoch + 1}, step {steps + 1}"
-                    )
+                    loss = _step(model, optimizer, batch, recipe, who, f"at epoch {epoch + 1}, step {steps + 1}")
                     losses.append(loss)
                 else:
                     loss = guard.step(model, optimizer, batch)
@@ -132,9 +118,7 @@ def fine_tune(
                 steps += 1
                 if on_step:
                     on_step(epoch, steps, loss)
-            epoch_losses.append(
-                sum(losses) / len(losses) if guard is None else guard.epoch_mean(f"{name}: ", epoch, first)
-            )
+            epoch_losses.append(sum(losses) / len(losses) if guard is None else guard.epoch_mean(who, epoch, first))
             paused = time.perf_counter()
             if on_loss:
                 on_loss(epoch + 1, epoch_losses[-1])
@@ -145,7 +129,7 @@ def fine_tune(
     seconds = time.perf_counter() - start - aside
     optimizer.zero_grad(set_to_none=True)  # no gradients outlive the run (a parent waits without them)
     model.eval()
-    skipped = guard.check_run(f"{name}: ", recipe.epochs - 1) if guard is not None else None
+    skipped = guard.check_run(who, recipe.epochs - 1) if guard is not None else None
     gpu, reserved, cpu = _peaks(device, cuda)
     return TrainRecord(
         len(rows),
@@ -169,9 +153,8 @@ def _reset_peaks(device: torch.device, cuda: PeakMemory = torch.cuda) -> None:
 
 def _peaks(device: torch.device, cuda: PeakMemory = torch.cuda) -> tuple[int, int, int]:
     """(peak GPU memory its tensors held, peak its caching allocator reserved, peak resident memory of the
-    process) of the run: each 0 where it is not the device (``cuda`` other than ``torch.cuda``: a reader of a
-    GPU's statistics, whatever the device). The reserved peak is what runs out: the tensors' peak and the
-    blocks the allocator could not reuse for them (its rounding, fragmentation)."""
+    process) of the run, each 0 where it is not the device. The reserved peak is what runs out: the
+    tensors' and the blocks the allocator could not reuse for them (rounding, fragmentation)."""
     if device.type == "cuda" or cuda is not torch.cuda:
         return int(cuda.max_memory_allocated(device)), int(cuda.max_memory_reserved(device)), 0
     return 0, 0, process_peak()
@@ -183,27 +166,13 @@ MIN_SHARED = 0.1  # pack a batch when its prefix tree feeds at least 10% fewer t
 def to_model(batch_rows: Sequence[Row], pad_id: int, device: torch.device, packing: bool = True) -> Batch:
     """The batch as the model is fed it: one prefix tree where the rows share enough, else padded rows.
 
-    Built on the host (the columns the loss needs included, so the device never reports a shape back);
-    to an accelerator through pinned memory without waiting, so the next batch is built while the
-    device still runs the step before it.
+    Built on the host (the columns the loss needs included, so the device never reports a shape back), then
+    moved through pinned memory without waiting: the next batch is built while the device runs this one.
     """
     move = _mover(device)
     if packing and len(batch_rows) > 1 and shared_tokens(batch_rows) >= MIN_SHARED:
         packed = pack(batch_rows)
-        return Packed(
-            *(
-                move(t)
-                for t in (
-                    packed.input_ids,
-                    packed.position_ids,
-                    packed.allowed,
-                    packed.keep,
-                    packed.rows,
-                    packed.targets,
-                    packed.weights,
-                )
-            )
-        )
+        return Packed(*(move(getattr(packed, f.name)) for f in fields(Packed)))
     batch = collate(batch_rows, pad_id)
     batch["keep"] = supervised_columns(batch["labels"])
     return {k: move(v) for k, v in batch.items()}
@@ -241,28 +210,22 @@ def _autocast(device: torch.device, precision: str) -> torch.autocast:
     return torch.autocast(device.type, dtype=HALF.get(precision, torch.bfloat16), enabled=precision in HALF)
 
 
-# fp16's loss scaling may skip steps (a scale too high for a gradient); an arm fails where it skipped so many
-# that it is not the recipe's arm any more, or where the gradients overflow fp16 whatever the scale:
-MAX_SKIPPED_SHARE = 0.5  # more than half of the recipe's updates lost (checked at the run's end: the
-# GradScaler's first steps halve its scale from 2**16 until the gradients fit, a few skips that a short run's
-# first epoch could count as a large share)
-MIN_LOSS_SCALE = 1.0  # below 1 the scaler shrinks the gradients: they overflow fp16 unscaled (every epoch's end;
-# the scale halves at each skipped step and grows back only after 2000 clean ones, GradScaler's growth_interval)
+# fp16's loss scaling may skip steps; an arm fails where it skipped so many that it is not the recipe's arm
+# any more (checked at the run's end: the GradScaler's first steps halve its scale from 2**16 until the
+# gradients fit, skips a short run's first epoch could count as a large share), or where its gradients overflow
+# fp16 unscaled (checked every epoch: the scale halves at each skip, grows back only after 2000 clean steps).
+MAX_SKIPPED_SHARE = 0.5
+MIN_LOSS_SCALE = 1.0
 
 
 class _DeviceGuard:
     """The step of an accelerator: nothing read back on the host until the epoch ends.
 
-    A ``GradScaler`` guards the update: under fp16 it scales the loss as fp16 needs and skips a step whose
-    gradient overflowed (fp16's loss scaling: a few such steps are expected); under float32 and bf16 its
-    scale starts at 1 and never grows (multiplying by a power of two changes no bit), so it only skips,
-    on the device, a step whose gradient is not finite (the fused AdamW reads its flag there; torchao's 8-bit
-    AdamW does not take it, so the scaler reads it on the host, once a step). Each step's loss and gradient
-    norm stay on the device, kept as they are (float32), and are read together once an epoch with the loss
-    scale: a non-finite loss, or a non-finite gradient norm under
-    float32 or bf16, stops the run there with the host step's line; under fp16 the skipped steps are counted,
-    and a loss scale below ``MIN_LOSS_SCALE`` (at an epoch's end) or more than ``MAX_SKIPPED_SHARE`` of the
-    steps skipped (at the run's end) stops it.
+    A ``GradScaler`` guards the update: under fp16 it scales the loss and skips a step whose gradient
+    overflowed (a few are expected); under float32 and bf16 its scale stays 1 (changing no bit), so it only
+    skips a step whose gradient is not finite (on the device for the fused AdamW; torchao's 8-bit AdamW makes
+    the scaler read the flag on the host). Losses and gradient norms stay on the device and are read once an
+    epoch (``epoch_mean``), with the loss scale.
     """
 
     def __init__(self, device: torch.device, recipe: Recipe) -> None:
@@ -297,10 +260,9 @@ class _DeviceGuard:
         return self.losses[-1]
 
     def epoch_mean(self, who: str, epoch: int, first_step: int) -> float:
-        """The epoch's mean loss, from the one read of the epoch (its losses, gradient norms and the loss
-        scale, float32 values that become the host's floats exactly); a non-finite loss (or, under float32
-        and bf16, gradient norm) stops the run here, naming its step as the host step does, and so does an
-        fp16 loss scale below its floor."""
+        """The epoch's mean loss, from one read of its losses, gradient norms and loss scale (float32, exact
+        as host floats). A non-finite loss (or, except under fp16, gradient norm) stops the run with the host
+        step's line, and so does an fp16 loss scale below ``MIN_LOSS_SCALE``."""
         n = len(self.losses)
         scale = self.scaler._get_scale_async()  # the scale as a tensor on the device: no read of its own
         assert scale is not None  # set by the epoch's first scale()
@@ -365,9 +327,8 @@ def _step(
 
 def _clip(model: nn.Module, bound: float) -> float:
     """``clip_grad_norm_(params, bound)``, bit for bit, and the total norm (taken for the guard even with
-    ``bound`` 0, no clipping: manual 1.0.0). The gradients are rescaled only when the bound bites:
-    ``clip_grad_norm_`` multiplies every gradient by its clamped coefficient, 1.0 when the norm is below
-    the bound, a write pass over all 135M gradients per step that changes nothing."""
+    ``bound`` 0, no clipping: manual 1.0.0). Rescaled only when the bound bites: ``clip_grad_norm_``'s
+    coefficient 1.0 would be a write pass over every gradient that changes nothing."""
     params, grads = _gradients(model)
     norm = torch.nn.utils.get_total_norm(grads)
     total = float(norm)  # one device-to-host read
@@ -383,18 +344,11 @@ def _gradients(model: nn.Module) -> tuple[list[nn.Parameter], list[torch.Tensor]
 
 
 def completion_loss(model: PreTrainedModel, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Mean cross-entropy over the completion tokens, as Hugging Face computes it for labels.
-
-    The LM head runs only on columns that predict some completion token: with the prompt
-    masked, the other columns' logits would be discarded anyway.
-    """
+    """Mean cross-entropy over the completion tokens, as Hugging Face computes it for labels; the LM head
+    only on columns that predict some completion token (the others' logits would be discarded)."""
     targets = batch["labels"][:, 1:]  # (B, L-1): token t+1 is predicted at column t
     keep = batch["keep"] if "keep" in batch else supervised_columns(batch["labels"])  # columns some row needs
-    kwargs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"], "use_cache": False}
-    if "logits_to_keep" in inspect.signature(model.forward).parameters:
-        logits = model(**kwargs, logits_to_keep=keep).logits  # (B, K, V)
-    else:
-        logits = model(**kwargs).logits[:, keep]
+    logits = logits_at(model, keep, input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
     return F.cross_entropy(logits.float().flatten(0, 1), targets[:, keep].flatten(), ignore_index=IGNORE)
 
 
@@ -407,16 +361,8 @@ def packed_loss(model: PreTrainedModel, batch: Packed) -> torch.Tensor:
     dtype = next(model.parameters()).dtype
     mask = torch.zeros(batch.allowed.shape, dtype=dtype, device=batch.allowed.device)
     mask.masked_fill_(~batch.allowed, torch.finfo(dtype).min)
-    kwargs = {
-        "input_ids": batch.input_ids,
-        "position_ids": batch.position_ids,
-        "attention_mask": mask[None, None],
-        "use_cache": False,
-    }
-    if "logits_to_keep" in inspect.signature(model.forward).parameters:
-        logits = model(**kwargs, logits_to_keep=batch.keep).logits[0]  # (K, V)
-    else:
-        logits = model(**kwargs).logits[0, batch.keep]
+    inputs = {"input_ids": batch.input_ids, "position_ids": batch.position_ids, "attention_mask": mask[None, None]}
+    logits = logits_at(model, batch.keep, **inputs)[0]  # (K, V)
     losses = F.cross_entropy(logits.float()[batch.rows], batch.targets, reduction="none")  # (M,)
     return (losses * batch.weights).sum() / batch.weights.sum()
 

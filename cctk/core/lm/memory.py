@@ -23,25 +23,20 @@ T is the tokens of one batch (batch size x longest row, an upper bound of a pack
 supervised tokens of one batch (at most 4 an arithmetic example; every token of a KR-Test passage), L
 the layers, H the hidden size, I the feed-forward size, V the vocabulary.
 
-On a GPU the plan keeps a margin of what is free (``margin``): the larger of ``MARGIN_SHARE`` of it and
-``MARGIN_FLOOR``, for what the estimate leaves out there: the caching allocator's rounding and the blocks it
-cannot reuse when batch shapes change (a share of what it holds), and what loads after the check (the
-kernels CUDA loads lazily on first use, cuBLAS's workspaces, the compiled 8-bit update's kernels: a floor).
-Neither figure was measured on a GPU here (none was lent): the share is the fragmentation PyTorch's caching
-allocator commonly shows (reserved over allocated, a few percent), the floor the 0.5 GiB that an earlier
-plan held back and that the T4's free memory then still fitted; ``python -m cctk.bench gpu`` prints the
-allocator's reserved against its allocated peak on the device at hand, to check the share. The free memory
-is read again once the model is on the device (``cctk.core.lm.device.check_placed``; what the process's own
-caching allocator holds unused counts as free there).
+On a GPU the plan keeps a margin of what is free (``margin``): the larger of ``MARGIN_SHARE`` of it (the
+caching allocator's rounding and fragmentation: the few percent by which reserved commonly exceeds allocated)
+and ``MARGIN_FLOOR`` (what loads after the check: CUDA's lazy kernels, cuBLAS's workspaces, the compiled 8-bit
+update; the 0.5 GiB an earlier plan held back, which the T4 still fitted). Neither was measured on a GPU here;
+``python -m cctk.bench gpu`` prints the allocator's reserved against its allocated peak, to check the share.
+The free memory is read again once the model is on the device (``cctk.core.lm.device.check_placed``).
 
-The device's peak is what its allocator holds, the figure ``torch.cuda.max_memory_allocated`` measures:
-the CUDA context (about 0.5 GiB) is outside it, and outside what ``torch.cuda.mem_get_info`` reports free
-once the context exists, so it is counted on neither side (a card's free memory before any process is its
-total less the context, ``CARDS``). On a CPU the device is the host, and the estimate counts what the
-process's first training step allocates once (about 0.2 GiB). Host memory holds the process itself,
-the copies of the model that wait there (a parent for its next arm, the copy made for an arm before it
-moves to the device) and, on a CPU device, everything above. Measured against the process's peak resident
-memory in tests/core/lm/test_memory.py and by ``python -m cctk.bench gpu``.
+The device's peak is what its allocator holds (``torch.cuda.max_memory_allocated``): the CUDA context (about
+0.5 GiB) is outside it and outside what ``torch.cuda.mem_get_info`` reports free, so it is counted on neither
+side (a fresh card's free memory is its total less the context, ``CARDS``). On a CPU the device is the host,
+and the estimate counts what the first training step allocates once (about 0.2 GiB). Host memory holds the
+process, the model copies that wait there (a parent for its next arm, an arm's copy before it moves to the
+device) and, on a CPU device, everything above. Measured against the process's peak resident memory in
+tests/core/lm/test_memory.py and by ``python -m cctk.bench gpu``.
 """
 
 from __future__ import annotations
@@ -274,17 +269,15 @@ class Plan:
         need = self.estimate
         if not self.on_cpu and need.device > self.room.usable:
             where, needed, free = f"on {self.room.name}", need.device, self.room.device
+            kept = f" ({gib(margin(self.room.device))} of it kept free)"
         elif need.host(self.on_cpu) > self.room.host:
-            where, needed, free = "in host memory", need.host(self.on_cpu), self.room.host
+            where, needed, free, kept = "in host memory", need.host(self.on_cpu), self.room.host, ""
         else:
             return None
         return (
             f"{self.model} with this recipe ({_recipe_words(self.recipe)}) needs about {gib(needed)} {where} "
-            f"({need.breakdown()}), {gib(free)} free{self._kept(where)}; {self.what_fits()}"
+            f"({need.breakdown()}), {gib(free)} free{kept}; {self.what_fits()}"
         )
-
-    def _kept(self, where: str) -> str:
-        return f" ({gib(margin(self.room.device))} of it kept free)" if where.startswith("on ") else ""
 
     def placed_shortfall(self, free: int) -> str | None:
         """Once the model's weights are on the device and ``free`` bytes are left there: None where the rest
@@ -321,15 +314,9 @@ class Plan:
 
     def what_fits(self) -> str:
         said = []
-        fitting = [v for v in options(self.recipe, self.room) if self.fits(self.shape, v)]
-        if fitting:
-            best = fitting[0]
-            flags = [
-                f"--{name} {getattr(best, name)}"
-                for name in ("precision", "optimizer")
-                if getattr(best, name) != getattr(self.recipe, name)
-            ]
-            said.append(f"it fits with {' '.join(flags)} ({gib(self._peak(self.shape, best))})")
+        best = next((v for v in options(self.recipe, self.room) if self.fits(self.shape, v)), None)
+        if best is not None:
+            said.append(f"it fits with {_flags(best, self.recipe)} ({gib(self._peak(self.shape, best))})")
         smaller = [k for k, s in self.others.items() if s.params < self.shape.params and self.fits(s, self.recipe)]
         if smaller:
             said.append(f"a smaller model fits as it is: {', '.join(smaller)}")
@@ -352,6 +339,12 @@ class Plan:
 
 def _recipe_words(recipe: Recipe) -> str:
     return f"{recipe.precision}, {recipe.optimizer}, batch {recipe.batch_size}"
+
+
+def _flags(variant: Recipe, recipe: Recipe) -> str:
+    """The options that turn ``recipe`` into ``variant``: ``--precision bf16 --optimizer adamw8bit``."""
+    changed = [n for n in ("precision", "optimizer") if getattr(variant, n) != getattr(recipe, n)]
+    return " ".join(f"--{n} {getattr(variant, n)}" for n in changed)
 
 
 def options(recipe: Recipe, room: Room) -> list[Recipe]:
@@ -438,14 +431,7 @@ def nearest_fit(shape: Shape, recipe: Recipe, card: Room, longest_row: int = 16,
     plan = Plan("", shape, recipe, longest_row, card, waiting)
     if plan.shortfall() is None:
         return "as is"
-    for variant in options(recipe, card):
-        if plan.fits(shape, variant):
-            return " ".join(
-                f"--{n} {getattr(variant, n)}"
-                for n in ("precision", "optimizer")
-                if getattr(variant, n) != getattr(recipe, n)
-            )
-    return "-"
+    return next((_flags(v, recipe) for v in options(recipe, card) if plan.fits(shape, v)), "-")
 
 
 def fits_table(shapes: dict[str, Shape], recipe: Recipe, host_gib: float = 64.0) -> list[list[str]]:
@@ -453,9 +439,7 @@ def fits_table(shapes: dict[str, Shape], recipe: Recipe, host_gib: float = 64.0)
     ``recipe`` needs there, the host holding ``host_gib``."""
     rows = []
     for key, shape in shapes.items():
-        cells = []
-        for total, bf16 in CARDS.values():
-            cells.append(nearest_fit(shape, recipe, card_room(total, bf16, host_gib)))
+        cells = [nearest_fit(shape, recipe, card_room(total, bf16, host_gib)) for total, bf16 in CARDS.values()]
         need = estimate(shape, recipe, 16, "cuda", waiting=1)
         rows.append([key, f"{shape.params / 1e6:,.0f}M", gib(need.device), *cells])
     return rows

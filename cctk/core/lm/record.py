@@ -1,9 +1,6 @@
 """``TrainRecord``: what one fine-tuning run did, as ``fine_tune`` returns it and a run's records
-(``cctk.core.records``: each arm's ``Trained``) and the session's training files keep it.
-
-Here, under the records rather than among them: the model code (``finetune``) makes it and knows no run,
-and a run's records hold it (and the model's source, ``models.ModelSource``), so ``core/lm/`` sits below
-``core/records.py`` and ``core/provenance.py`` and never imports them. Torch-free, as the records are."""
+(``cctk.core.records``) and the session's training files keep it. Here, under the records, so that
+``core/lm/`` never imports ``core/records.py``. Torch-free, as the records are."""
 
 from __future__ import annotations
 

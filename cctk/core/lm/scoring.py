@@ -3,18 +3,14 @@
 ``measure`` is the one measurement of the toolkit (manual 2.0.0, sections 4.2-4.4). The index of
 a candidate is the sum of the log-probabilities of the tokens of ``" {v}\\n"`` teacher-forced after
 the prompt, prompt and answer tokenized separately and concatenated. ``prob`` is the softmax of the
-35 indices of one addition.
+35 indices of one addition. Manual 1.0.0 has another candidate set (2..18), answer text (``" {v}"``)
+and index: ``index="mean"``, the *mean* log-probability per answer token (Listings 3-5); ``logprob`` is
+the sum either way.
 
-The same scorer reads manual 1.0.0 with another candidate set (2..18), answer text
-(``" {v}"``, no end marker) and index: ``index="mean"`` feeds the softmax the *mean* log-probability
-per answer token (Listings 3-5). The table's ``logprob`` is the sum either way.
-
-``measure_plain`` is the manual's loop, one candidate per forward pass; ``measure`` gives the same
-numbers (to float32 rounding) by packing all candidates of a prompt into one row as a prefix tree.
-
-``score_forest`` is the one scoring kernel of the toolkit: rows of (prompt, answer tree), packed by
-``pack_forest`` under a 4D attention mask, one forward pass. ``measure`` gives every row the same
-tree (``pack_rows``); KR-Test (``cctk.krtest.measurement.scoring``) gives each context the tree of its items.
+``score_forest`` is the one scoring kernel: rows of (prompt, answer tree), packed by ``pack_forest``
+under a 4D attention mask, one forward pass; ``measure`` gives every row the same tree, KR-Test
+(``cctk.krtest.measurement.scoring``) each context the tree of its items. ``measure_plain`` is the
+manual's loop, one candidate per forward pass: the same numbers to float32 rounding.
 """
 
 from __future__ import annotations
@@ -148,9 +144,8 @@ def score_forest(
     counts = [int(t.term_owner.max()) + 1 if len(t.term_owner) else 0 for t in trees]  # answers of each row
     first = np.cumsum([0, *counts])[:-1]
     owner = torch.cat([t.term_owner + int(f) for t, f in zip(trees, first, strict=True)])
-    per_token = (
-        logp[row.to(device), slot.to(device), token.to(device)].cpu().double()
-    )  # read, then widened (MPS has no float64)
+    # read, then widened (MPS has no float64)
+    per_token = logp[row.to(device), slot.to(device), token.to(device)].cpu().double()
     return torch.zeros(sum(counts), dtype=torch.float64).index_add_(0, owner, per_token)
 
 
@@ -166,42 +161,38 @@ def measure(
     ``scoring.answer(v)`` is a candidate's text; ``prob`` is the softmax over an addition's candidates of
     ``logprob`` (``scoring.index="sum"``) or of ``logprob / n_tokens`` (``"mean"``, manual 1.0.0).
     """
-    candidates, answer, index = scoring.candidates, scoring.answer, scoring.index
-    _check_index(index)
+    answers = _answers(tokenizer, scoring)
     prompts = [encode(tokenizer, prompt(a, b), special=True) for a, b in additions]
-    answers = [encode(tokenizer, answer(v), special=False) for v in candidates]
     tree = answer_tree(answers)
     rows_per_pass = max(1, LOGIT_BUDGET // ((len(tree.tokens) + 1) * vocab_size(model)))
     n_passes = -(-len(prompts) // rows_per_pass)
     chunk = -(-len(prompts) // n_passes)  # equal chunks rather than a short last one
+    chunks = [prompts[i : i + chunk] for i in range(0, len(prompts), chunk)]
+    # (rows, candidates) summed log-probabilities: every row the same tree of the candidates
     scores = [
-        _score_rows(model, prompts[i : i + chunk], tree, pad_id(tokenizer), len(candidates))
-        for i in range(0, len(prompts), chunk)
+        score_forest(model, rows, [tree] * len(rows), pad_id(tokenizer)).reshape(len(rows), -1) for rows in chunks
     ]
-    return _table(additions, candidates, answers, torch.cat(scores).numpy(), index)
+    return _table(additions, scoring.candidates, answers, torch.cat(scores).numpy(), scoring.index)
 
 
-def _score_rows(
-    model: PreTrainedModel, prompts: Sequence[Sequence[int]], tree: AnswerTree, pad_id: int, n_candidates: int
-) -> torch.Tensor:
-    """(B, C) summed log-probabilities: every row the same tree of the C candidates."""
-    return score_forest(model, prompts, [tree] * len(prompts), pad_id).reshape(len(prompts), n_candidates)
+def logits_at(model: PreTrainedModel, columns: torch.Tensor, **inputs: torch.Tensor) -> torch.Tensor:
+    """(B, K, V) logits at ``columns`` only (``logits_to_keep`` where the model takes it): the LM head skips
+    the columns whose predictions nobody reads."""
+    if "logits_to_keep" in inspect.signature(model.forward).parameters:
+        kept: torch.Tensor = model(**inputs, logits_to_keep=columns, use_cache=False).logits
+        return kept
+    logits: torch.Tensor = model(**inputs, use_cache=False).logits
+    return logits[:, columns]
 
 
 def _forward(
     model: PreTrainedModel, ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor, out_cols: torch.Tensor
 ) -> torch.Tensor:
-    """Logits at ``out_cols`` only, so the LM head skips the prompt's other tokens."""
+    """Logits at ``out_cols`` only, so the LM head skips the prompt's other tokens; in eval mode."""
     was_training = model.training
     model.eval()
     try:
-        if "logits_to_keep" in inspect.signature(model.forward).parameters:
-            kept: torch.Tensor = model(
-                input_ids=ids, position_ids=pos, attention_mask=mask, logits_to_keep=out_cols, use_cache=False
-            ).logits
-            return kept
-        logits: torch.Tensor = model(input_ids=ids, position_ids=pos, attention_mask=mask, use_cache=False).logits
-        return logits[:, out_cols]
+        return logits_at(model, out_cols, input_ids=ids, position_ids=pos, attention_mask=mask)
     finally:
         model.train(was_training)
 
@@ -214,13 +205,11 @@ def measure_plain(
     scoring: Scoring = SCORING,
 ) -> pd.DataFrame:
     """The manual's loop: one forward pass per candidate of every addition (reference and baseline)."""
-    candidates, answer, index = scoring.candidates, scoring.answer, scoring.index
-    _check_index(index)
+    answers = _answers(tokenizer, scoring)
     device, _ = _device_dtype(model)
     was_training = model.training
     model.eval()
-    answers = [encode(tokenizer, answer(v), special=False) for v in candidates]
-    scores = np.zeros((len(additions), len(candidates)))
+    scores = np.zeros((len(additions), len(answers)))
     for i, (a, b) in enumerate(additions):
         prompt_ids = encode(tokenizer, prompt(a, b), special=True)
         for j, answer_ids in enumerate(answers):
@@ -229,12 +218,14 @@ def measure_plain(
             n = len(prompt_ids)
             scores[i, j] = sum(log_probs[0, n + k - 1, input_ids[0, n + k]].item() for k in range(len(answer_ids)))
     model.train(was_training)
-    return _table(additions, candidates, answers, scores, index)
+    return _table(additions, scoring.candidates, answers, scores, scoring.index)
 
 
-def _check_index(index: str) -> None:
-    if index not in INDEXES:
-        raise ValueError(f"index must be one of {INDEXES}, got {index!r}")
+def _answers(tokenizer: PreTrainedTokenizerBase, scoring: Scoring) -> list[list[int]]:
+    """The candidates' answer tokens, the scoring's index checked first."""
+    if scoring.index not in INDEXES:
+        raise ValueError(f"index must be one of {INDEXES}, got {scoring.index!r}")
+    return [encode(tokenizer, scoring.answer(v), special=False) for v in scoring.candidates]
 
 
 def _table(
