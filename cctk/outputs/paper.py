@@ -133,14 +133,14 @@ def captions_md(figures: list[PaperFigure]) -> str:
 
 def write_tables(rebuilt: session.Rebuilt, out: Path, only: Sequence[str] | None = None) -> list[PaperTable]:
     """Every table (``only``: those named) as ``tables/tableNN.tex``."""
-    folder = Path(out) / "tables"
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, table in rebuilt.tables.items():
-        if only is not None and name not in only:
-            continue
-        written.append(PaperTable(name, *latex.manual_table(rebuilt.manual.spec, name, table)))
-        (folder / f"{name}.tex").write_text(written[-1].tex, encoding="utf-8")
+    (Path(out) / "tables").mkdir(parents=True, exist_ok=True)
+    written = [
+        PaperTable(name, *latex.manual_table(rebuilt.manual.spec, name, table))
+        for name, table in rebuilt.tables.items()
+        if only is None or name in only
+    ]
+    for table in written:
+        (Path(out) / table.path).write_text(table.tex, encoding="utf-8")
     return written
 
 

@@ -123,8 +123,7 @@ def parse_grid(
     names = tuple(m.strip() for m in models.split(",") if m.strip())
     if not names:
         raise CctkError("--models needs at least one model")
-    lost = unusable_gpu()  # a GPU this torch cannot use: one line now, not a failed cell (or the CPU) each
-    if lost:
+    if lost := unusable_gpu():  # a GPU this torch cannot use: one line now, not a failed cell (or the CPU) each
         raise CctkError(lost)
     for name in names:  # every model's files and configuration, before any cell starts
         check_available(name)
