@@ -203,10 +203,8 @@ def export(source: Path, out: Path, width: str = "column", only: Sequence[str] =
         return _export_only(rebuilt, Path(out), style, *pick(rebuilt, only))
     drawn = write_figures(rebuilt, out, style)
     tables = write_tables(rebuilt, out)
-    name = session.read_run_info(Path(source)).session
-    (Path(out) / "paper.tex").write_text(
-        paper_tex(rebuilt.info.config.model, name, tables, drawn, style), encoding="utf-8"
-    )
+    tex = paper_tex(rebuilt.info.config.model, rebuilt.info.session, tables, drawn, style)
+    (Path(out) / "paper.tex").write_text(tex, encoding="utf-8")
     return Written(Path(out), drawn, tables)
 
 

@@ -294,7 +294,7 @@ def _stages(context: RunContext, done: Done, echo: Echo, system_metrics: bool, p
             context.mlflow_run.files(path)
         results, context = _train_and_measure(context, draws, done, echo)
         manual = context.manual
-        if _curves(manual, context.config):  # every arm's points, a resume's too
+        if isinstance(manual, Curves) and manual.curves(context.config):  # every arm's points, a resume's too
             results = manual.with_curves(results, session_files.read_curves(context.layout))
         tables = manual.tables(results)
         shutil.rmtree(context.layout.checkpoints, ignore_errors=True)  # only a resume needs them
@@ -362,12 +362,9 @@ def _train_and_measure(context: RunContext, draws: Any, done: Done, echo: Echo) 
     echo(f"loading {context.config.model} ...")
     base, tokenizer = models.load_model(context.source, keep=False)  # the only copy: no pristine twin
     revision = getattr(base.config, "_commit_hash", None)  # the Hub commit the config was read from
-    known = context.provenance
-    if revision and known.model.kind == "hub" and revision != known.model.revision:
-        context = replace(
-            context,
-            provenance=_record_provenance(context.config, context.manual, context.store, context.mlflow_run, revision),
-        )
+    if revision and context.provenance.model.kind == "hub" and revision != context.provenance.model.revision:
+        found = _record_provenance(context.config, context.manual, context.store, context.mlflow_run, revision)
+        context = replace(context, provenance=found)
     if context.peak_gflops:  # not on a resume: its wall time is no cost
         _forecast(
             context, draws, [m for m in measured if m.parent and m.key not in done.run_ids], base, tokenizer, echo
