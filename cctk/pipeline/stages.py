@@ -576,19 +576,16 @@ def _nested_run(context: RunContext, arm: Measured, draws: Any) -> Iterator[trac
         "mlflow.source.name": "cctk run",
         tracking.PARENT_RUN: context.mlflow_run.run_id,
     }
+    name = context.manual.spec.model_name(arm.key)
     with context.store.run(
-        "model",
-        context.manual.spec.model_name(arm.key),
-        tags,
-        parent=context.mlflow_run,
-        experiment_id=context.experiment_id,
+        "model", name, tags, parent=context.mlflow_run, experiment_id=context.experiment_id
     ) as nested:
         nested.params({"parent_run_id": context.mlflow_run.run_id, "seed": context.config.seed})  # the seed it used
         nested.note(context.manual.describe(draws, arm.key))
         # an arm's out-of-memory error as one line (the run ends FAILED with it): the estimate it was checked
         # against and the options that fit, instead of the allocator's traceback
         plan = replace(context.plan, others=models.roster_shapes())
-        with out_of_memory_as_line(plan, context.device, f"the {context.manual.spec.model_name(arm.key)} arm"):
+        with out_of_memory_as_line(plan, context.device, f"the {name} arm"):
             yield nested
 
 
