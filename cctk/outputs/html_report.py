@@ -190,10 +190,9 @@ def render(info: RunInfo, tables: dict[str, pd.DataFrame], figures: list[tuple[S
             }
         )
     seeds = info.seeds
-    seed_rows = [{"name": "seeds[0]", "value": seeds.values[0], "role": seeds.roles["seeds[0]"]}]
-    seed_rows += [
-        {"name": f"seeds[{i}]", "value": v, "role": seeds.roles["seeds[1:]"]}
-        for i, v in enumerate(seeds.values[1:], start=1)
+    seed_rows = [
+        {"name": f"seeds[{i}]", "value": v, "role": seeds.roles["seeds[1:]" if i else "seeds[0]"]}
+        for i, v in enumerate(seeds.values)
     ]
     minutes = f"{info.seconds / 60:.1f}" if info.seconds is not None else None
     return TEMPLATE.render(

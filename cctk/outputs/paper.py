@@ -133,14 +133,14 @@ def captions_md(figures: list[PaperFigure]) -> str:
 
 def write_tables(rebuilt: session.Rebuilt, out: Path, only: Sequence[str] | None = None) -> list[PaperTable]:
     """Every table (``only``: those named) as ``tables/tableNN.tex``."""
-    folder = Path(out) / "tables"
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, table in rebuilt.tables.items():
-        if only is not None and name not in only:
-            continue
-        written.append(PaperTable(name, *latex.manual_table(rebuilt.manual.spec, name, table)))
-        (folder / f"{name}.tex").write_text(written[-1].tex, encoding="utf-8")
+    (Path(out) / "tables").mkdir(parents=True, exist_ok=True)
+    written = [
+        PaperTable(name, *latex.manual_table(rebuilt.manual.spec, name, table))
+        for name, table in rebuilt.tables.items()
+        if only is None or name in only
+    ]
+    for table in written:
+        (Path(out) / table.path).write_text(table.tex, encoding="utf-8")
     return written
 
 
@@ -203,10 +203,8 @@ def export(source: Path, out: Path, width: str = "column", only: Sequence[str] =
         return _export_only(rebuilt, Path(out), style, *pick(rebuilt, only))
     drawn = write_figures(rebuilt, out, style)
     tables = write_tables(rebuilt, out)
-    name = session.read_run_info(Path(source)).session
-    (Path(out) / "paper.tex").write_text(
-        paper_tex(rebuilt.info.config.model, name, tables, drawn, style), encoding="utf-8"
-    )
+    tex = paper_tex(rebuilt.info.config.model, rebuilt.info.session, tables, drawn, style)
+    (Path(out) / "paper.tex").write_text(tex, encoding="utf-8")
     return Written(Path(out), drawn, tables)
 
 

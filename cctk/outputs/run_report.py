@@ -25,17 +25,6 @@ from .tables import number
 
 PAGE = (8.27, 11.69)  # A4, inches
 BLOCKS = ((0.06, 31), (0.36, 20), (0.55, 38))  # x of hardware, software, model blocks; characters a value may take
-RUN_COLUMNS = {
-    "model": "model",
-    "parent": "parent",
-    "examples": "examples",
-    "steps": "steps",
-    "seconds": "time (s)",
-    "examples_per_second": "examples/s",
-    "loss": "loss first \u2192 last",
-    "peak_gpu_memory_bytes": "peak GPU memory",
-    "peak_cpu_memory_bytes": "peak RSS",
-}
 
 
 def facts(info: RunInfo) -> list[tuple[str, list[tuple[str, str]]]]:
@@ -105,25 +94,24 @@ def fine_tuning_runs(info: RunInfo, spec: ManualSpec, tables: dict[str, pd.DataF
 
 def runs_table(table11: pd.DataFrame) -> pd.DataFrame:
     """table11 with readable cells: times, rates, loss first -> last, memory in MiB/GiB."""
-    out = pd.DataFrame(
+    return pd.DataFrame(
         {
             "model": table11["model"],
             "parent": table11["parent"],
             "examples": table11["examples"].map(str),
             "steps": table11["steps"].map(str),
-            "seconds": table11["seconds"].map(lambda v: f"{v:.1f}"),
-            "examples_per_second": table11["examples_per_second"].map(lambda v: f"{v:.1f}"),
-            "loss": [
+            "time (s)": table11["seconds"].map(lambda v: f"{v:.1f}"),
+            "examples/s": table11["examples_per_second"].map(lambda v: f"{v:.1f}"),
+            "loss first \u2192 last": [
                 f"{number(a)} \u2192 {number(b)}"
                 for a, b in zip(table11["loss_first_epoch"], table11["loss_last_epoch"], strict=True)
             ],
-            "peak_gpu_memory_bytes": table11["peak_gpu_memory_bytes"].map(lambda v: size(v) if v else "-"),
-            "peak_cpu_memory_bytes": table11.get("peak_cpu_memory_bytes", pd.Series(0, index=table11.index)).map(
+            "peak GPU memory": table11["peak_gpu_memory_bytes"].map(lambda v: size(v) if v else "-"),
+            "peak RSS": table11.get("peak_cpu_memory_bytes", pd.Series(0, index=table11.index)).map(
                 lambda v: size(v) if v else "-"
             ),
         }
     )
-    return out.rename(columns=RUN_COLUMNS)
 
 
 def draw(info: RunInfo, spec: ManualSpec, table11: pd.DataFrame, losses: dict[str, list[float]], main: list[str]):
@@ -143,7 +131,9 @@ def draw(info: RunInfo, spec: ManualSpec, table11: pd.DataFrame, losses: dict[st
             fig.text(0.06, below, "\n".join(lines), fontsize=7, va="top", color="#c62828", fontweight="bold")
             below -= LINE * len(lines) + 0.015
         bottom = _runs(fig, runs_table(table11), below, spec.loss)
-        _loss(fig.add_axes((0.1, 0.06, 0.5, bottom - 0.06 - 0.03)), losses, main)
+        ax = fig.add_axes((0.1, 0.06, 0.5, bottom - 0.06 - 0.03))
+        draw_losses(ax, losses, main, legend_x=1.03)  # cctk.figures.loss's chart, in the page's own axes
+        ax.set_title("Training loss per epoch", fontweight="bold", fontsize=10, loc="left")
     return fig
 
 
@@ -215,13 +205,13 @@ def _runs(fig, table: pd.DataFrame, top: float, loss: str) -> float:
     head = top - 0.045
     for header, x, align in COLUMNS:
         fig.text(x, head, header, fontsize=6.5, fontweight="bold", ha=align, va="bottom", linespacing=1.1)
-    _rule(fig, head - 0.004, 1.0)
+    _rule(fig, head - 0.004)
     y = head - 0.004 - ROW / 2
     for row in table.itertuples(index=False):
         for value, (_, x, align) in zip(row, COLUMNS, strict=True):
             fig.text(x, y, str(value), fontsize=6.5, ha=align, va="center")
         y -= ROW
-    _rule(fig, y + ROW / 2, 1.0)
+    _rule(fig, y + ROW / 2)
     fig.text(
         0.06,
         y - 0.003,
@@ -234,14 +224,8 @@ def _runs(fig, table: pd.DataFrame, top: float, loss: str) -> float:
     return y - 0.035
 
 
-def _rule(fig, y: float, width: float) -> None:
-    fig.add_artist(Line2D([0.06, 0.955], [y, y], color="#888888", linewidth=0.6 * width))
-
-
-def _loss(ax, losses: dict[str, list[float]], main: list[str]) -> None:
-    """The loss chart of cctk.figures.loss_chart, drawn into the page's own axes."""
-    draw_losses(ax, losses, main, legend_x=1.03)
-    ax.set_title("Training loss per epoch", fontweight="bold", fontsize=10, loc="left")
+def _rule(fig, y: float) -> None:
+    fig.add_artist(Line2D([0.06, 0.955], [y, y], color="#888888", linewidth=0.6))
 
 
 def write(

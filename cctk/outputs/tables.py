@@ -33,12 +33,7 @@ def write_tables(tables: dict[str, pd.DataFrame], layout: Layout) -> list[Path]:
     stamp = session_start(layout.session) or XLSX_EPOCH
     written = []
     for name, table in tables.items():
-        files = layout.table(name)
-        files["csv"].parent.mkdir(parents=True, exist_ok=True)
-        table.to_csv(files["csv"], index=False, lineterminator="\n")
-        write_xlsx({name: table}, files["xlsx"], stamp)
-        files["tex"].write_text(manual_table(layout.manual.spec, name, table)[1])
-        written += list(files.values())
+        written += _write(table, layout.table(name), name, manual_table(layout.manual.spec, name, table)[1], stamp)
     layout.workbook.parent.mkdir(parents=True, exist_ok=True)
     write_xlsx(tables, layout.workbook, stamp)
     return [*written, layout.workbook]
@@ -108,9 +103,14 @@ def write_table(
     stamp: datetime = XLSX_EPOCH,
 ) -> list[Path]:
     """One table outside a session (``cctk compare``): ``folder/<name>.{csv,xlsx,tex}``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = [folder / f"{name}.{ext}" for ext in ("csv", "xlsx", "tex")]
-    table.to_csv(paths[0], index=False, lineterminator="\n")
-    write_xlsx({name[:31]: table}, paths[1], stamp)
-    paths[2].write_text(latex(table, caption, f"tab:{name}", headers))
-    return paths
+    files = {ext: folder / f"{name}.{ext}" for ext in ("csv", "xlsx", "tex")}
+    return _write(table, files, name[:31], latex(table, caption, f"tab:{name}", headers), stamp)
+
+
+def _write(table: pd.DataFrame, files: dict[str, Path], sheet: str, tex: str, stamp: datetime) -> list[Path]:
+    """The table as ``files["csv"]``, ``["xlsx"]`` (one sheet) and ``["tex"]`` (``tex``)."""
+    files["csv"].parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(files["csv"], index=False, lineterminator="\n")
+    write_xlsx({sheet: table}, files["xlsx"], stamp)
+    files["tex"].write_text(tex)
+    return list(files.values())

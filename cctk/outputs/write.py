@@ -26,12 +26,10 @@ def model_heatmaps(results, key: str, layout: Layout) -> list[Path]:
     """The figures of one model as soon as it is measured (2.0.0: its heatmaps; the correct sum too for
     m_random), PNG/PDF/EPS, each in its numbered folder, where ``write_all(..., reuse_heatmaps=True)``
     finds it again. The figures are those of the layout's manual (none where it draws none per model)."""
-    paths: list[Path] = []
     if not isinstance(layout.manual, ModelFigures):
-        return paths
-    for spec in layout.manual.model_figures(results, key):
-        paths += figure_spec.draw_and_save(spec, layout.figure(spec.number, spec.stem)["png"].parent)
-    return paths
+        return []
+    specs = layout.manual.model_figures(results, key)
+    return [p for s in specs for p in figure_spec.draw_and_save(s, layout.figure(s.number, s.stem)["png"].parent)]
 
 
 def write_all(

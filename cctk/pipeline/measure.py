@@ -45,15 +45,9 @@ def run(
     echo(f"measured {summary.n} x {len(CANDIDATES)} candidates in {seconds:.1f} s")
     echo(f"hits on the correct sum: {summary.hits}/{summary.n}")
 
-    _track(store, found, out, figures, summary, seconds)
+    with store.run("measure", f"measure {found.key}", {tracking.KEY: found.key}) as logged:
+        _log(logged, found, out, figures, summary, seconds)
     return summary
-
-
-def _track(
-    store: tracking.Store, model: ModelSource, out: Path, figures: list[Path], summary: GroupSummary, seconds: float
-) -> None:
-    with store.run("measure", f"measure {model.key}", {tracking.KEY: model.key}) as run:
-        _log(run, model, out, figures, summary, seconds)
 
 
 def _log(

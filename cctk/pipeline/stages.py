@@ -13,7 +13,7 @@ import copy
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -35,7 +35,6 @@ from ..core.lm.device import (
     room,
 )
 from ..core.lm.finetune import fine_tune
-from ..core.lm.record import TrainRecord
 from ..core.lm.scoring import measure
 from ..core.progress import Progress
 from ..core.records import MemoryUse, MlflowIds, hardware, software
@@ -319,9 +318,10 @@ def _set_up(
     echo: Echo,
     device: str | None = None,
 ) -> None:
-    """The parent run's description and parameters, and the session's first lines; where the ``auto``
-    profile took the CPU's recipe, why, in those lines and in tag ``cctk.auto_profile`` (``device``: the
-    device asked for, None where none was)."""
+    """The parent run's description and parameters, and the session's first lines: the session, then what its
+    manual says before it starts (the profile and the seeds: how to repeat the run; the parts when not all); where
+    the ``auto`` profile took the CPU's recipe, why, in the profile's place and in tag ``cctk.auto_profile``
+    (``device``: the device asked for, None where none was)."""
     note = words.run_note(manual, config) + (f"; a cell of sweep {sweep}" if sweep else "")
     mlflow_run.note(f"{note}. {tracking.nested_runs_hint(mlflow_run.run_id)}")
     mlflow_run.params({**configure.params(manual, config), "model_id": source.id, "cctk_version": __version__})
@@ -330,7 +330,9 @@ def _set_up(
     )
     if auto:
         mlflow_run.tags({AUTO_PROFILE: auto})
-    _say_where(manual, config, layout, echo, auto)
+    echo(f"session {layout.session}  ({words.heading(manual)}outputs in {layout.folder})")
+    for line in words.setup_lines(manual, config):
+        echo(line.replace(f"profile {config.profile_note};", f"profile auto: {auto};", 1) if auto else line)
 
 
 def _record_provenance(
@@ -350,20 +352,6 @@ def _record_provenance(
     return found
 
 
-def _say_where(
-    manual: AnyManual,
-    config: Config[Any],
-    layout: Layout,
-    echo: Echo,
-    auto: str | None = None,
-) -> None:
-    """The session, then what its manual says before it starts: the profile and the seeds (how to repeat the
-    run), and the parts when not all; ``auto``: why the auto profile took the CPU's recipe, in the profile's place."""
-    echo(f"session {layout.session}  ({words.heading(manual)}outputs in {layout.folder})")
-    for line in words.setup_lines(manual, config):
-        echo(line.replace(f"profile {config.profile_note};", f"profile auto: {auto};", 1) if auto else line)
-
-
 def _train_and_measure(context: RunContext, draws: Any, done: Done, echo: Echo) -> tuple[Results[Any], RunContext]:
     """Every model not finished yet, trained and measured in its nested run; returns the results and the
     context (with the provenance of the Hub revision loaded, where it differs from the one checked)."""
@@ -374,12 +362,9 @@ def _train_and_measure(context: RunContext, draws: Any, done: Done, echo: Echo) 
     echo(f"loading {context.config.model} ...")
     base, tokenizer = models.load_model(context.source, keep=False)  # the only copy: no pristine twin
     revision = getattr(base.config, "_commit_hash", None)  # the Hub commit the config was read from
-    known = context.provenance
-    if revision and known.model.kind == "hub" and revision != known.model.revision:
-        context = replace(
-            context,
-            provenance=_record_provenance(context.config, context.manual, context.store, context.mlflow_run, revision),
-        )
+    if revision and context.provenance.model.kind == "hub" and revision != context.provenance.model.revision:
+        found = _record_provenance(context.config, context.manual, context.store, context.mlflow_run, revision)
+        context = replace(context, provenance=found)
     if context.peak_gflops:  # not on a resume: its wall time is no cost
         _forecast(
             context, draws, [m for m in measured if m.parent and m.key not in done.run_ids], base, tokenizer, echo
@@ -426,10 +411,8 @@ def _forecast(
     and ``pipeline_seconds`` at its end."""
     recipe, peak = context.config.recipe, context.peak_gflops
     assert peak is not None  # measured at the start of every run that is not a resume
-    arms_cost = []
-    for arm in arms:
-        rows = context.manual.rows(draws, arm.key, recipe, tokenizer)
-        arms_cost.append((len(rows) * recipe.epochs, compute.example_flops(model, rows) / 1e9))
+    rows = [context.manual.rows(draws, arm.key, recipe, tokenizer) for arm in arms]
+    arms_cost = [(len(r) * recipe.epochs, compute.example_flops(model, r) / 1e9) for r in rows]
     line, metrics = compute.forecast(compute.planned_cost(arms_cost, peak, recipe.precision), context.device.type)
     echo(line)
     context.mlflow_run.metrics(metrics)
@@ -526,17 +509,9 @@ def _train_model(
     """Train model ``i`` from its parent (a copy, or in place), log it, checkpoint it if others start from
     a copy of it, measure it."""
     draws, recipe = results.draws, context.config.recipe
-    recipe_params = {
-        k: v for k, v in context.config.as_params().items() if k.startswith("recipe.")
-    }  # the parent's names
-    nested.params(
-        {
-            "parent": context.manual.spec.model_name(arm.parent or ""),  # a trained model's: never none
-            "corpus": arm.corpus,
-            "examples": len(rows),
-            **recipe_params,
-        }
-    )
+    recipe_params = {k: v for k, v in context.config.as_params().items() if k.startswith("recipe.")}  # the parent's
+    parent = context.manual.spec.model_name(arm.parent or "")  # a trained model's: never none
+    nested.params({"parent": parent, "corpus": arm.corpus, "examples": len(rows), **recipe_params})
     if isinstance(context.manual, Datasets):
         name, table = context.manual.dataset(draws, arm.key)
         nested.dataset(table, name=name, source=str(context.layout.targets.resolve()), context="training")
@@ -563,21 +538,12 @@ def _train_model(
         progress.close(finished=trained is not None)
     if curve:
         session_files.append_curves(context.layout, curve)
-    _log_training(context, results, arm.key, trained, nested)
+    results.training[arm.key] = trained  # on disk for a resume; its loss history was logged epoch by epoch
+    nested.metrics(trained.metrics())
+    nested.files(session_files.write_training(context.layout, arm.key, trained), "training")
     if checkpoint:
         resume_state.save_checkpoint(child, context.layout, arm.key)
     _measure_and_log(context, results, arm.key, child, tokenizer, nested)
-
-
-def _log_training(
-    context: RunContext, results: Results[Any], key: str, record: TrainRecord, nested: tracking.LiveRun
-) -> None:
-    """Keep the run's training record, on disk (for a resume) and in its MLflow run (its loss history was
-    logged epoch by epoch, as training went)."""
-    results.training[key] = record
-    path = session_files.write_training(context.layout, key, record)
-    nested.metrics(record.metrics())
-    nested.files(path, "training")
 
 
 def _curve_point(
@@ -608,26 +574,19 @@ def _nested_run(context: RunContext, arm: Measured, draws: Any) -> Iterator[trac
         tracking.PARENT_KEY: arm.parent or "",
         tracking.PROTOCOL: context.manual.spec.name,
         "mlflow.source.name": "cctk run",
+        tracking.PARENT_RUN: context.mlflow_run.run_id,
     }
-    tags[tracking.PARENT_RUN] = context.mlflow_run.run_id
+    name = context.manual.spec.model_name(arm.key)
     with context.store.run(
-        "model",
-        context.manual.spec.model_name(arm.key),
-        tags,
-        parent=context.mlflow_run,
-        experiment_id=context.experiment_id,
+        "model", name, tags, parent=context.mlflow_run, experiment_id=context.experiment_id
     ) as nested:
         nested.params({"parent_run_id": context.mlflow_run.run_id, "seed": context.config.seed})  # the seed it used
         nested.note(context.manual.describe(draws, arm.key))
-        with _out_of_memory(context, arm.key):
+        # an arm's out-of-memory error as one line (the run ends FAILED with it): the estimate it was checked
+        # against and the options that fit, instead of the allocator's traceback
+        plan = replace(context.plan, others=models.roster_shapes())
+        with out_of_memory_as_line(plan, context.device, f"the {name} arm"):
             yield nested
-
-
-def _out_of_memory(context: RunContext, key: str) -> AbstractContextManager[None]:
-    """An out-of-memory error of an arm as one line (the run ends FAILED with it): the estimate it was
-    checked against and the options that fit, instead of the allocator's traceback."""
-    plan = replace(context.plan, others=models.roster_shapes())
-    return out_of_memory_as_line(plan, context.device, f"the {context.manual.spec.model_name(key)} arm")
 
 
 def _measure_and_log(

@@ -123,8 +123,7 @@ def parse_grid(
     names = tuple(m.strip() for m in models.split(",") if m.strip())
     if not names:
         raise CctkError("--models needs at least one model")
-    lost = unusable_gpu()  # a GPU this torch cannot use: one line now, not a failed cell (or the CPU) each
-    if lost:
+    if lost := unusable_gpu():  # a GPU this torch cannot use: one line now, not a failed cell (or the CPU) each
         raise CctkError(lost)
     for name in names:  # every model's files and configuration, before any cell starts
         check_available(name)
@@ -388,7 +387,7 @@ def execute(
                 _describe(run, sweep)
             sweep = replace(sweep, run_id=run.run_id)
             opened = run.run_id
-            _say_plan(sweep, store, echo)
+            _say_plan(sweep, run, echo)
             started = cell_runs(store, opened)
             jobs = [_job(sweep, cell) for cell in sweep.grid.cells() if not _finished_before(cell, started, echo)]
             if ray is None:
@@ -401,7 +400,8 @@ def execute(
             settle(store, opened, ends)
     where = f" --tracking {tracking.redact(sweep.tracking_uri)}" if sweep.out is None else ""  # a cluster's server
     echo(f"sweep {sweep.run_id} finished; compare it with: cctk compare --sweep {sweep.run_id}{where} --out DIR")
-    return {**{k: r.run_id for k, r in started.items() if r.status == "FINISHED"}, **finished_ids(ends)}
+    before = {k: r.run_id for k, r in started.items() if r.status == "FINISHED"}
+    return {**before, **{key: end.run_id for key, end in ends.items() if end.run_id is not None}}
 
 
 def _finished_before(cell: Cell, started: dict[str, tracking.TrackedRun], echo: Echo) -> bool:
@@ -421,10 +421,6 @@ def _job(sweep: Sweep, cell: Cell) -> CellJob:
     )
 
 
-def finished_ids(ends: dict[str, CellEnd]) -> dict[str, str]:
-    return {key: end.run_id for key, end in ends.items() if end.run_id is not None}
-
-
 def _raise_failed(ends: dict[str, CellEnd], cells: int) -> None:
     """The sweep fails (after every cell has ended) when a cell failed, naming each one and why."""
     failed = [end for end in ends.values() if end.error is not None]
@@ -434,19 +430,17 @@ def _raise_failed(ends: dict[str, CellEnd], cells: int) -> None:
         )
 
 
-def _say_plan(sweep: Sweep, store: tracking.Store, echo: Echo) -> None:
+def _say_plan(sweep: Sweep, run: tracking.LiveRun, echo: Echo) -> None:
     """The sweep's first lines: its id, and where its results are (a folder here, or MLflow alone: the
     experiment and the server, for a cluster's cells), then its seeds, profile, manual and options."""
-    cells = sweep.grid.cells()
     if sweep.out is None:
-        experiment = store.get(sweep.run_id).experiment_id if sweep.run_id else "?"
         where = (
             f"(ray cluster at {sweep.address}), results in MLflow experiment {tracking.EXPERIMENT} "
-            f"(id {experiment}) at {tracking.redact(sweep.tracking_uri)}"
+            f"(id {run.experiment_id}) at {tracking.redact(sweep.tracking_uri)}"
         )
     else:
         where = f"({sweep.executor}), outputs in {sweep.out}"
-    echo(f"sweep {sweep.run_id}: {len(cells)} cells {where}")
+    echo(f"sweep {sweep.run_id}: {len(sweep.grid.cells())} cells {where}")
     echo(
         f"seeds {', '.join(map(str, sweep.grid.seeds))}; profile {sweep.grid.profile}"
         + (f"; cells run with {sweep.grid.options_words}" if sweep.grid.options_words else "")

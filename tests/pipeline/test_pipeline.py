@@ -364,7 +364,7 @@ def test_a_fault_while_the_parent_run_is_set_up_leaves_it_ended_not_running(
     def broken(*args):
         raise RuntimeError("the console went away")
 
-    monkeypatch.setattr(pipeline, "_say_where", broken)
+    monkeypatch.setattr(pipeline.words, "setup_lines", broken)  # the first lines
     with pytest.raises(RuntimeError, match="console went away"):
         pipeline.run(
             make_config(str(tiny_dir), "smoke", (1,), parts="A"), pipeline.Where(tmp_path / "out"), pipeline.QUIET
