@@ -14,7 +14,7 @@ from ..manuals import registry
 from ..manuals.configure import Option, command_options
 from ..manuals.manual import AnyManual, Resumable
 from .krtest import krtest
-from .options import DEVICE, RUN_TRACKING, TRACKING, OutFolder, RunIds
+from .options import DEVICE, MODEL, RUN_TRACKING, TRACKING, RunIds, out_option
 from .server import server, ui
 
 if TYPE_CHECKING:
@@ -127,10 +127,8 @@ def _profiles() -> list[str]:
 
 
 @cli.command()
-@click.option(
-    "--model", "model", default="smollm2-135m-bundled", show_default=True, help="Roster key, Hub id or local directory."
-)
-@click.option("--out", type=OutFolder(), required=True, help="Folder for measurement.csv and the heatmap.")
+@MODEL
+@out_option("Folder for measurement.csv and the heatmap.")
 @TRACKING
 @DEVICE
 def measure(model, out, tracking, device):
@@ -142,9 +140,7 @@ def measure(model, out, tracking, device):
 
 @cli.command("run")
 @click.option("--protocol", default=registry.DEFAULT, show_default=True, help=_protocol_help())
-@click.option(
-    "--model", default="smollm2-135m-bundled", show_default=True, help="Roster key, Hub id or local directory."
-)
+@MODEL
 @click.option(
     "--profile",
     default=AUTO,
@@ -426,7 +422,7 @@ def _reopened_sweep(
     metavar="ID1,ID2,...",
     help="Compare these pipeline runs, or these KR-Test runs (evals, trains, studies, seed sweeps).",
 )
-@click.option("--out", type=OutFolder(), required=True, help="Folder for the tables, figures and compare.html.")
+@out_option("Folder for the tables, figures and compare.html.")
 @TRACKING
 @click.option("--no-log", is_flag=True, help="Log no MLflow run of the comparison (a reader who may not write).")
 def compare_command(sweep_id, runs, out, tracking, no_log):
@@ -451,12 +447,10 @@ def compare_command(sweep_id, runs, out, tracking, no_log):
 @cli.command()
 @click.argument("source")
 @RUN_TRACKING
-@click.option(
-    "--out",
-    type=OutFolder(),
-    default=None,
-    help="Render into OUT/<session> (a copy) instead of the session folder itself; with --style paper, "
+@out_option(
+    "Render into OUT/<session> (a copy) instead of the session folder itself; with --style paper, "
     "the folder that receives the figures and captions (required).",
+    default=None,
 )
 @click.option(
     "--style",
