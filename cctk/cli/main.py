@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ RETRIES = 3  # cctk.pipeline.sweep.RETRIES (the CLI imports the pipeline only wh
 
 MANUALS = registry.every()  # the manuals of the registry: --protocol's choices, their options and profiles
 DEFAULT = registry.default()  # what ``cctk run`` runs without --protocol
+PROFILES = dict.fromkeys(name for m in MANUALS for name in m.spec.profiles)  # every manual's, each once
 
 
 # The shell's codes for a process its signal stopped (128 + the signal), which scripts and CI test for.
@@ -122,10 +124,6 @@ def _protocol_help() -> str:
     return " or ".join(f"{m.spec.name} ({m.spec.label}: {m.spec.about})" for m in MANUALS) + "."
 
 
-def _profiles() -> list[str]:
-    return list(dict.fromkeys(name for m in MANUALS for name in m.spec.profiles))
-
-
 @cli.command()
 @MODEL
 @out_option("Folder for measurement.csv and the heatmap.")
@@ -145,7 +143,7 @@ def measure(model, out, tracking, device):
     "--profile",
     default=AUTO,
     show_default=True,
-    help=f"{AUTO} (paper on a CUDA device, quick on a CPU), {', '.join(_profiles())}; "
+    help=f"{AUTO} (paper on a CUDA device, quick on a CPU), {', '.join(PROFILES)}; "
     "each protocol has its own recipes under these names.",
 )
 @click.option(
@@ -480,8 +478,6 @@ def report(
 
     SOURCE is a session folder or the MLflow run id of a pipeline (its artifacts are downloaded).
     """
-    import time
-
     from .. import results
     from ..outputs import rerender
 
@@ -537,8 +533,6 @@ def report(
 def export_command(source, latex_dir, width, tracking, only):
     """A run as a paper's parts: every table as booktabs LaTeX, every figure in paper style, their captions
     and a paper.tex that compiles (pdflatex paper.tex in the folder). SOURCE as for cctk report."""
-    import time
-
     from .. import results
     from ..outputs import paper
 

@@ -1,10 +1,7 @@
 """``cctk server`` and ``cctk ui``: MLflow's own tracking server and UI on a configured store, stopped with cctk.
 
-``cctk server`` starts ``mlflow server`` from a configuration's ``[server]`` table (``cctk.store.server``
-builds its command line, which holds no secret, and its environment, which carries them); ``cctk server
-status`` says whether a server answers and what it holds; ``cctk server users
-add|remove|password|grant|revoke|list`` manage its accounts (MLflow's basic-auth app), as its admin. ``cctk
-ui`` opens the MLflow UI on a store that exists (at a run, given one) and prints its link once it answers.
+``cctk.store.server`` builds the server's command line, which holds no secret, and its environment, which carries
+them.
 """
 
 from __future__ import annotations
