@@ -40,20 +40,8 @@ def run(
     try:
         before = peak_flops() / 1e9  # measured, CCTK_GEMM_PEAK_GFLOPS or not
         uri = f"sqlite:///{folder.resolve() / 'mlflow.db'}"
-        command = [
-            sys.executable,
-            "-m",
-            "cctk",
-            "run",
-            "--model",
-            model,
-            "--profile",
-            profile,
-            "--out",
-            str(folder / "outputs"),
-            "--tracking",
-            uri,
-        ] + (["--seed", str(seed)] if seed else [])
+        command = [sys.executable, "-m", "cctk", "run", "--model", model, "--profile", profile, "--tracking", uri]
+        command += ["--out", str(folder / "outputs")] + (["--seed", str(seed)] if seed else [])
         command += [] if figures else ["--no-figures"]
         # the child measures its peak as a user's run does: a pinned one would make the ratio say nothing
         env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", PINNED)}

@@ -110,13 +110,8 @@ def manual_options(command):
         for option in command_options(manual.spec):
             seen.setdefault(option.name, option)
     for option in reversed(seen.values()):
-        flag = option.flag_name
-        if option.flag:
-            command = click.option(flag, option.name, is_flag=True, default=None, help=option.help)(command)
-        else:
-            command = click.option(
-                flag, option.name, type=option.kind, default=None, metavar=option.metavar, help=option.help
-            )(command)
+        kind = {"is_flag": True} if option.flag else {"type": option.kind, "metavar": option.metavar}
+        command = click.option(option.flag_name, option.name, default=None, help=option.help, **kind)(command)
     return command
 
 
