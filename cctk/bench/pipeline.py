@@ -49,17 +49,13 @@ def run(
         subprocess.run(command, check=True, env=env)
         wall = time.perf_counter() - start
         after = peak_flops() / 1e9
-        metrics = _pipeline_metrics(uri)
+        store = tracking.Store(tracking.resolve(uri))
+        runs = store.search([store.experiment()], f"tags.`{tracking.KIND}` = 'pipeline'")
+        metrics = store.metrics(runs[0].run_id, READ)
     finally:
         if out is None:
             shutil.rmtree(folder, ignore_errors=True)
     return _result(model, profile, metrics, wall, (before, metrics["gemm_peak_gflops"], after)) | {"figures": figures}
-
-
-def _pipeline_metrics(uri: str) -> dict:
-    store = tracking.Store(tracking.resolve(uri))
-    runs = store.search([store.experiment()], f"tags.`{tracking.KIND}` = 'pipeline'")
-    return store.metrics(runs[0].run_id, READ)
 
 
 def _result(model: str, profile: str, m: dict, wall: float, peaks: tuple[float, float, float]) -> dict:

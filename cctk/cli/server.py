@@ -28,8 +28,6 @@ from .options import SERVER_TRACKING, TRACKING
 if TYPE_CHECKING:
     from ..store.tracking import Accounts, TrackingConfig
 
-Echo = Callable[[str], None]
-
 
 @click.group(invoke_without_command=True)
 @click.option(
@@ -73,8 +71,7 @@ def server(ctx: click.Context, config_name: str, host: str | None, port: int | N
         answers = f"tracking server at {started.url} answers ({seconds:.0f} s)"
         click.echo(f"{answers}: clients use --tracking {started.clients}")
 
-    code = launch_process(started.command, started.env, click.echo, started.url, ready, umask=started.umask)
-    raise SystemExit(code)
+    raise SystemExit(launch_process(started.command, started.env, started.url, ready, umask=started.umask))
 
 
 @server.command("status")
@@ -257,7 +254,7 @@ def ui(run: str | None, tracking: str | None, former: str | None, port: int) -> 
         click.echo(f"MLflow UI at http://{LOOPBACK}:{port} answers ({seconds:.0f} s); cctk's runs: {link}")
 
     command, env = ui_command(config, port)
-    raise SystemExit(launch_process(command, env, click.echo, f"http://{LOOPBACK}:{port}", ready))
+    raise SystemExit(launch_process(command, env, f"http://{LOOPBACK}:{port}", ready))
 
 
 def _link(config: TrackingConfig, run: str | None, base: str | None = None) -> str:
@@ -294,7 +291,6 @@ def ui_command(config: TrackingConfig, port: int = 5000) -> tuple[list[str], dic
 def launch_process(
     command: list[str],
     env: dict[str, str],
-    echo: Echo = print,
     ready_url: str | None = None,
     on_ready: Callable[[float], None] | None = None,
     grace: float = 10.0,
