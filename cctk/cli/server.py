@@ -293,13 +293,12 @@ def launch_process(
     env: dict[str, str],
     ready_url: str | None = None,
     on_ready: Callable[[float], None] | None = None,
-    grace: float = 10.0,
     umask: int = -1,
 ) -> int:
     """Run ``command`` (its environment added ``env``, its file mode mask ``umask`` where given) in a process
     group of its own until it exits; once ``ready_url`` answers, ``on_ready(seconds)``. Ctrl-C or SIGTERM to
     cctk goes to the whole group (MLflow's server, uvicorn and their workers) and cctk waits for it, so
-    nothing it started outlives it (what is still there after ``grace`` seconds is killed)."""
+    nothing it started outlives it (what is still there after 10 seconds is killed)."""
     started = time.monotonic()
     child = subprocess.Popen(command, env={**os.environ, **env}, start_new_session=True, umask=umask)
 
@@ -314,7 +313,7 @@ def launch_process(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        _stop_group(child, grace)
+        _stop_group(child)
 
 
 @contextlib.contextmanager
@@ -331,7 +330,7 @@ def running(command: list[str], env: dict[str, str], url: str, log: Path) -> Ite
             raise CctkError(f"the server did not start: {log.read_text()[-2000:]}")
         yield time.monotonic() - started
     finally:
-        _stop_group(child, 10.0)
+        _stop_group(child)
 
 
 def _wait_ready(child: subprocess.Popen[bytes], url: str) -> bool:
@@ -354,7 +353,7 @@ def _signal_group(pgid: int, signum: int) -> None:
         os.killpg(pgid, signum)
 
 
-def _stop_group(child: subprocess.Popen[bytes], grace: float) -> None:
+def _stop_group(child: subprocess.Popen[bytes], grace: float = 10.0) -> None:
     """The leader has exited or cctk is leaving: end what is left of its group, SIGTERM then SIGKILL."""
     _signal_group(child.pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
