@@ -26,12 +26,8 @@ FIRST = {"parts": "A"}  # the options of a run of the first part alone
 
 
 def part_a(model_name: str, recipe: Recipe, seed: int) -> dict[str, Any]:
-    """The first part's arms as the pipeline trains them, for choosing a recipe: each trained from its parent in
-    turn, then measured; hits on their own targets against the manual's thresholds, losses and seconds.
-
-    Same corpora, batch order, training and measurement as ``cctk run`` with ``seed`` (the pipeline
-    trains the second arm on a copy of the first; here the first is trained on, which is the same).
-    """
+    """The first part's arms as ``cctk run`` trains them with ``seed``, each from its parent in turn, then measured
+    (the pipeline trains the second arm on a copy of the first; here the first is trained on, the same)."""
     manual = registry.default()
     if not isinstance(manual, Absorbs):
         raise CctkError(f"{manual.spec.label} names no model that must absorb its corpus: nothing to check")

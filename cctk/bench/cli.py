@@ -1,17 +1,6 @@
 """The command line of the benchmarks, ``python -m cctk.bench measure | train | pipeline | absorb | figures | exit |
-paper | gpu | server`` (ratios measured in one process), one module of this package per command.
-
-``measure``: the manual's plain loop (one candidate per forward pass, end marker included)
-against ``cctk.measure`` on the bundled model, over all 81 x 35 candidates by default.
-``train``: examples per second of a plain PyTorch loop, ``fine_tune`` with each saving, and the
-compute limit. ``pipeline``: a whole quick pipeline (``cctk run``, as ``make run``), its wall time as
-a ratio of the compute limit of its training on this machine. ``absorb``: the Part A arms of a recipe
-per seed, hits against the run's thresholds. ``figures``: a heatmap saved in three formats, matplotlib's
-PostScript font box each time against the box kept per font. ``exit``: a process that imported what ``cctk run``
-imports, ended as before 2026-12-04 against as ``cctk`` ends now. ``paper``: where ``cctk export`` and ``cctk report
---style paper`` spend their time on a session, each save the way before issue 48 and now. ``gpu``: the first
-contact with a device (``cctk.bench.gpu``). ``server``: a bounded load check of a tracking server
-(``cctk.bench.server``).
+paper | gpu | server`` (ratios measured in one process): one module of this package per command, whose docstring
+says what it times against what.
 """
 
 from __future__ import annotations
@@ -56,8 +45,7 @@ def bench_measure(model, additions, json_out):
     """Plain one-candidate loop vs ``measure``: seconds, speedup, largest |log-prob difference|."""
     from .measure import run
 
-    result = run(model, additions)
-    _report(result, json_out)
+    _report(run(model, additions), json_out)
 
 
 @bench.command("train")
@@ -73,8 +61,7 @@ def bench_train(model, steps, batch_size, json_out):
     """Examples per second: a plain PyTorch loop vs ``fine_tune`` (float32, bf16) vs the compute limit."""
     from .train import profiles, run
 
-    result = run(model, steps, batch_size or profiles()["quick"].batch_size)
-    _report(result, json_out)
+    _report(run(model, steps, batch_size or profiles()["quick"].batch_size), json_out)
 
 
 @bench.command("pipeline")
@@ -99,8 +86,7 @@ def bench_pipeline(model, profile, seed, out, figures, json_out):
     compute limit of its training, the GEMM peak measured here before and after it."""
     from .pipeline import run
 
-    result = run(model, profile, seed, out, figures)
-    _report(result, json_out)
+    _report(run(model, profile, seed, out, figures), json_out)
 
 
 @bench.command("figures")

@@ -17,7 +17,7 @@ import dataclasses
 import gc
 import platform
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 from unittest import mock
 
@@ -31,16 +31,12 @@ from ..core.lm.corpus import build_corpus, tokenize
 from ..core.lm.device import check_recipe, resolve, room
 from ..core.lm.finetune import batch_loss, fine_tune, to_model
 from ..core.lm.scoring import measure
-from ..manuals import registry
 from .syncs import SyncCounter
+from .train import profiles
 
 SHAPES = {"cpu": ("smollm2-135m",), "cuda": ("smollm2-135m", "qwen2.5-0.5b", "phi-1.5")}
 T4 = memory.card_room(14.75, bf16=False, name="emulated 16 GB T4")
-
-
-def profiles() -> Mapping[str, Recipe]:
-    """The default manual's profiles (``cctk run``'s): what is timed."""
-    return registry.default().spec.profiles
+PRECISIONS = ("float32", "bf16", "fp16")
 
 
 def run(device_name: str | None = None) -> dict:
@@ -77,21 +73,23 @@ def _describe(device: torch.device) -> str:
     return f"{device}: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
 
 
+def _refusal(recipe: Recipe, device: torch.device) -> str | None:
+    """Why ``check_recipe`` refuses ``recipe`` on ``device``, or None where it may run there."""
+    try:
+        check_recipe(recipe, device)
+    except CctkError as error:
+        return f"refused: {error}"
+    return None
+
+
 def _arithmetic(device: torch.device) -> dict:
     """Which precisions and optimizers a recipe may ask for here, and the GEMM peak of each."""
-    out = {}
-    for precision in ("float32", "bf16", "fp16"):
-        try:
-            check_recipe(Recipe(precision=precision), device)
-        except CctkError as error:
-            out[f"precision {precision}"] = f"refused: {error}"
-            continue
-        out[f"precision {precision}"] = f"{compute.peak_gflops(str(device), precision):.0f} GFLOP/s GEMM peak"
-    try:
-        check_recipe(Recipe(optimizer="adamw8bit"), device)
-        out["optimizer adamw8bit"] = "available"
-    except CctkError as error:
-        out["optimizer adamw8bit"] = f"refused: {error}"
+    out = {
+        f"precision {p}": _refusal(Recipe(precision=p), device)
+        or f"{compute.peak_gflops(str(device), p):.0f} GFLOP/s GEMM peak"
+        for p in PRECISIONS
+    }
+    out["optimizer adamw8bit"] = _refusal(Recipe(optimizer="adamw8bit"), device) or "available"
     return out
 
 
@@ -185,7 +183,8 @@ def _memory(device: torch.device, key: str, rows, pad_id: int, free: memory.Room
         return {label: f"out of memory ({str(error).splitlines()[0][:160]}); estimated {memory.gib(need.device)}"}
     finally:
         del model
-        _empty_cache(device)
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
     if device.type == "cuda":
         measured, predicted = record.peak_gpu_memory_bytes, need.weights + need.training
         reserved = torch.cuda.max_memory_reserved(device)  # the allocator's own share: what the margin covers
@@ -198,25 +197,14 @@ def _memory(device: torch.device, key: str, rows, pad_id: int, free: memory.Room
     }
 
 
-def _empty_cache(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-
-
 def step_recipes(device: torch.device) -> list[Recipe]:
     """Every precision and optimizer a recipe may ask for on this device (``check_recipe``), float32 AdamW first."""
-    out = []
-    for precision in ("float32", "bf16", "fp16"):
-        for optimizer in ("adamw", "adamw8bit"):
-            recipe = Recipe(
-                repeats=1, epochs=2, learning_rate=1e-4, batch_size=16, precision=precision, optimizer=optimizer
-            )
-            try:
-                check_recipe(recipe, device)
-            except CctkError:
-                continue
-            out.append(recipe)
-    return out
+    recipes = (
+        Recipe(repeats=1, epochs=2, learning_rate=1e-4, batch_size=16, precision=precision, optimizer=optimizer)
+        for precision in PRECISIONS
+        for optimizer in ("adamw", "adamw8bit")
+    )
+    return [recipe for recipe in recipes if _refusal(recipe, device) is None]
 
 
 def _syncs_per_step(device: torch.device, tokenizer, rows) -> dict:

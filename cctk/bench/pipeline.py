@@ -40,20 +40,8 @@ def run(
     try:
         before = peak_flops() / 1e9  # measured, CCTK_GEMM_PEAK_GFLOPS or not
         uri = f"sqlite:///{folder.resolve() / 'mlflow.db'}"
-        command = [
-            sys.executable,
-            "-m",
-            "cctk",
-            "run",
-            "--model",
-            model,
-            "--profile",
-            profile,
-            "--out",
-            str(folder / "outputs"),
-            "--tracking",
-            uri,
-        ] + (["--seed", str(seed)] if seed else [])
+        command = [sys.executable, "-m", "cctk", "run", "--model", model, "--profile", profile, "--tracking", uri]
+        command += ["--out", str(folder / "outputs")] + (["--seed", str(seed)] if seed else [])
         command += [] if figures else ["--no-figures"]
         # the child measures its peak as a user's run does: a pinned one would make the ratio say nothing
         env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", PINNED)}
@@ -61,17 +49,13 @@ def run(
         subprocess.run(command, check=True, env=env)
         wall = time.perf_counter() - start
         after = peak_flops() / 1e9
-        metrics = _pipeline_metrics(uri)
+        store = tracking.Store(tracking.resolve(uri))
+        runs = store.search([store.experiment()], f"tags.`{tracking.KIND}` = 'pipeline'")
+        metrics = store.metrics(runs[0].run_id, READ)
     finally:
         if out is None:
             shutil.rmtree(folder, ignore_errors=True)
     return _result(model, profile, metrics, wall, (before, metrics["gemm_peak_gflops"], after)) | {"figures": figures}
-
-
-def _pipeline_metrics(uri: str) -> dict:
-    store = tracking.Store(tracking.resolve(uri))
-    runs = store.search([store.experiment()], f"tags.`{tracking.KIND}` = 'pipeline'")
-    return store.metrics(runs[0].run_id, READ)
 
 
 def _result(model: str, profile: str, m: dict, wall: float, peaks: tuple[float, float, float]) -> dict:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -12,9 +14,8 @@ from ..core.lm.models import BUNDLED
 from ..krtest import ARMS
 from ..krtest.generation.generate import ENTITIES, VALIDATION_ENTITIES
 from ..krtest.measurement.lora import DEFAULT_BUDGET
-from .options import DEVICE, TRACKING, OutFolder
+from .options import DEVICE, MODEL, TRACKING, out_option
 
-OUT_DIR = OutFolder()  # checked as it is read: it takes files, or one line before any work
 IN_FILE = click.Path(dir_okay=False, path_type=Path)
 
 
@@ -83,12 +84,7 @@ TIMEOUT = click.option("--timeout", type=float, default=120.0, show_default=True
     show_default=True,
     help="Seed of every draw: the fictional corpus, or the teacher's sampling (request n: seed + n).",
 )
-@click.option(
-    "--out",
-    type=OUT_DIR,
-    required=True,
-    help="Folder for questions.jsonl and the rest; an unfinished generation there is continued.",
-)
+@out_option("Folder for questions.jsonl and the rest; an unfinished generation there is continued.")
 @click.option(
     "--corpus",
     type=click.Path(path_type=Path),
@@ -176,7 +172,7 @@ def generate(seed, out, corpus, teacher, location, entities, validation_entities
     """Write KR-Test items: from your corpus through a teacher LLM, or a seeded fictional data set."""
     check_seeds((seed,))
     if corpus is None:
-        _fictional(seed, out, location, entities, validation_entities, options)
+        _fictional(seed, out, location, entities, validation_entities)
         return
     if teacher is None:
         raise CctkError("--corpus needs --teacher (an endpoint http://host:port/v1 or a local model)")
@@ -192,32 +188,12 @@ def generate(seed, out, corpus, teacher, location, entities, validation_entities
         options["teacher_model"],
         options["api_key_env"],
         options["temperature"],
-        options["max_tokens"],
-        seed,
-        options["timeout"],
-        options["retries"],
+        seed=seed,
+        **_endpoint(options),
     )
     gate = _gate(options, seed)
-    config = from_corpus.GenerationOptions(
-        options["segment"],
-        options["per_passage"],
-        location,
-        options["max_passages"],
-        options["min_tokens"],
-        options["max_passage_tokens"],
-        options["concurrency"],
-        options["text_field"],
-    )
-    request = from_corpus.Request(
-        corpus,
-        options["tokenizer_name"],
-        config,
-        out,
-        seed,
-        options["overwrite"],
-        options["dry_run"],
-        options["tracking"],
-    )
+    config = _fields(from_corpus.GenerationOptions, options, location=location)
+    request = _fields(from_corpus.Request, options, corpus=corpus, options=config, out=out, seed=seed)
     done = from_corpus.run(request, chosen, echo=click.echo, gate=gate)
     if done is None:
         return
@@ -241,17 +217,19 @@ def _gate(options: dict, seed: int):
 
     endpoint = name.startswith(("http://", "https://"))
     key = own_key or (options["api_key_env"] if endpoint else None)  # a local oracle needs no key
-    oracle = make_oracle(
-        name,
-        model,
-        key,
-        options["max_tokens"],
-        seed,
-        options["timeout"],
-        options["retries"],
-        key_flag="--oracle-api-key-env" if own_key else "--api-key-env",
-    )
+    flag = "--oracle-api-key-env" if own_key else "--api-key-env"
+    oracle = make_oracle(name, model, key, seed=seed, key_flag=flag, **_endpoint(options))
     return Gate(oracle, seed)  # the true side's A/B positions drawn from --seed, as krtest oracle --seed does
+
+
+def _endpoint(values: dict[str, Any]) -> dict[str, Any]:
+    """An endpoint's --max-tokens, --timeout and --retries: the teacher's and the oracle's."""
+    return {name: values[name] for name in ("max_tokens", "timeout", "retries")}
+
+
+def _fields(cls: Any, values: dict[str, Any], **given: Any) -> Any:
+    """A ``cls`` (a dataclass) of ``given`` and the entries of ``values`` named as its other fields."""
+    return cls(**given, **{f.name: values[f.name] for f in dataclasses.fields(cls) if f.name in values})
 
 
 @krtest.command()
@@ -287,9 +265,7 @@ def _gate(options: dict, seed: int):
 @click.option("--retries", type=int, default=5, show_default=True, help="Endpoint: retries of a request.")
 @TIMEOUT
 @click.option("--overwrite", is_flag=True, help="Replace a finished oracle check in --out.")
-@click.option(
-    "--out", type=OUT_DIR, required=True, help="Folder for oracle.json, oracle.csv, questions.validated.jsonl."
-)
+@out_option("Folder for oracle.json, oracle.csv, questions.validated.jsonl.")
 @TRACKING
 def oracle(questions, corpus, generation, oracle_name, oracle_model, api_key_env, seed, out, **values):
     """The paper's Golden Standard: an LLM picks the option consistent with each item's passage."""
@@ -300,23 +276,9 @@ def oracle(questions, corpus, generation, oracle_name, oracle_model, api_key_env
         raise CctkError("give --generation DIR, or --questions and --corpus, not both")
     if not generation and not (questions and corpus):
         raise CctkError("the oracle needs --questions FILE and --corpus PATH (or --generation DIR)")
-    fields = {
-        "segment": values["segment"],
-        "location": values["location"],
-        "min_tokens": values["min_tokens"],
-        "max_passage_tokens": values["max_passage_tokens"],
-        "text_field": values["text_field"],
-        "tokenizer_name": values["tokenizer_name"],
-        "questions": questions,
-        "corpus": corpus,
-        **taken,
-    }
-    request = oracle_module.OracleRequest(
-        out=out, seed=seed, overwrite=values["overwrite"], tracking=values["tracking"], **fields
-    )
-    chosen = oracle_module.make_oracle(
-        oracle_name, oracle_model, api_key_env, values["max_tokens"], seed, values["timeout"], values["retries"]
-    )
+    fields = {**values, "questions": questions, "corpus": corpus, **taken}  # --generation's own values win
+    request = _fields(oracle_module.OracleRequest, fields, out=out, seed=seed)
+    chosen = oracle_module.make_oracle(oracle_name, oracle_model, api_key_env, seed=seed, **_endpoint(values))
     summary = oracle_module.run_oracle(request, chosen, echo=click.echo)
     click.echo(
         f"oracle: {summary['correct']}/{summary['n']} = {100 * summary['accuracy']:.1f}% "
@@ -325,14 +287,15 @@ def oracle(questions, corpus, generation, oracle_name, oracle_model, api_key_env
     )
 
 
-def _fictional(seed, out, location, entities, validation_entities, options) -> None:
+def _fictional(seed, out, location, entities, validation_entities) -> None:
     from click.core import ParameterSource
 
     from ..krtest.generation.generate import make_dataset, write_dataset
 
     ctx = click.get_current_context()
+    flags = {p.name: p.opts[0] for p in ctx.command.params}
     teacher_only = [
-        n
+        flags[n]
         for n in (
             "teacher",
             "teacher_model",
@@ -359,13 +322,7 @@ def _fictional(seed, out, location, entities, validation_entities, options) -> N
         if ctx.get_parameter_source(n) is not ParameterSource.DEFAULT
     ]
     if teacher_only:
-        flag = {"max_passage_tokens": "max-tokens-per-passage", "oracle_name": "oracle"}.get(
-            teacher_only[0], teacher_only[0]
-        )
-        raise CctkError(
-            f"--{flag.replace('_name', '').replace('_', '-')} is for items from your corpus "
-            "(--corpus FILE --teacher ...)"
-        )
+        raise CctkError(f"{teacher_only[0]} is for items from your corpus (--corpus FILE --teacher ...)")
     entities, validation_entities = entities or ENTITIES, validation_entities or VALIDATION_ENTITIES
     dataset = make_dataset(seed, entities, validation_entities, location)
     paths = write_dataset(dataset, out)
@@ -376,7 +333,7 @@ def _fictional(seed, out, location, entities, validation_entities, options) -> N
 
 
 @krtest.command("eval")
-@click.option("--model", default=BUNDLED, show_default=True, help="Roster key, Hub id or local directory.")
+@MODEL
 @click.option(
     "--questions", type=IN_FILE, required=True, help="JSONL items: context, sentence_true, sentence_false, location."
 )
@@ -397,30 +354,18 @@ def _fictional(seed, out, location, entities, validation_entities, options) -> N
     default=None,
     help="With --segment tokens:N: the tokenizer that cut the windows [default: the model's].",
 )
-@click.option("--out", type=OUT_DIR, required=True, help="Folder for items.csv, by_passage.csv and summary.json.")
+@out_option("Folder for items.csv, by_passage.csv and summary.json.")
 @TRACKING
 @DEVICE
-def eval_command(model, questions, corpus, book, location, segment, tokenizer_name, out, tracking, device):
+def eval_command(model, questions, corpus, book, out, tracking, **options):
     """Score one model on a question file; print its accuracy with an exact 95% interval."""
     from ..krtest.commands.jobs import run_eval
 
-    run_eval(
-        model,
-        questions,
-        out,
-        corpus,
-        book,
-        tracking,
-        echo=click.echo,
-        location=location,
-        segment=segment,
-        tokenizer_name=tokenizer_name,
-        device=device,
-    )
+    run_eval(model, questions, out, corpus, book, tracking, echo=click.echo, **options)
 
 
 @krtest.command()
-@click.option("--model", default=BUNDLED, show_default=True, help="Roster key, Hub id or local directory.")
+@MODEL
 @click.option("--corpus", type=IN_FILE, required=True, help="The text to fine-tune on (passages split by blank lines).")
 @click.option("--questions", type=IN_FILE, required=True, help="KR-Test items about the corpus (JSONL).")
 @LOCATION
@@ -453,7 +398,7 @@ def eval_command(model, questions, corpus, book, location, segment, tokenizer_na
 @click.option(
     "--max-tokens", type=int, default=None, help="Longest training row; longer passages are cut [default: 256]."
 )
-@click.option("--out", type=OUT_DIR, required=True, help="Folder for items.csv, summary.json, curve.csv.")
+@out_option("Folder for items.csv, summary.json, curve.csv.")
 @TRACKING
 @DEVICE
 def train(model, corpus, questions, location, validation, method, modules, seed, out, tracking, device, **values):
@@ -467,7 +412,7 @@ def train(model, corpus, questions, location, validation, method, modules, seed,
 
 
 @krtest.command()
-@click.option("--model", default=BUNDLED, show_default=True, help="Roster key, Hub id or local directory.")
+@MODEL
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the data set, batch order and adapters.")
 @click.option(
     "--seeds",
@@ -498,13 +443,7 @@ def train(model, corpus, questions, location, validation, method, modules, seed,
 @click.option("--lora-learning-rate", type=float, default=None, help="Override: learning rate of both LoRA arms.")
 @click.option("--full-epochs", type=int, default=None, help="Override: passes over the corpus, full fine-tuning.")
 @click.option("--lora-epochs", type=int, default=None, help="Override: passes over the corpus, both LoRA arms.")
-@click.option(
-    "--out",
-    type=OUT_DIR,
-    default=Path("outputs/krtest"),
-    show_default=True,
-    help="Folder that receives the session folder.",
-)
+@out_option("Folder that receives the session folder.", default=Path("outputs/krtest"), show_default=True)
 @TRACKING
 @DEVICE
 def study(model, seed, seeds, data, out, tracking, **values):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +15,7 @@ from ..manuals import registry
 from ..manuals.configure import Option, command_options
 from ..manuals.manual import AnyManual, Resumable
 from .krtest import krtest
-from .options import DEVICE, RUN_TRACKING, TRACKING, OutFolder, RunIds
+from .options import DEVICE, MODEL, RUN_TRACKING, TRACKING, RunIds, out_option
 from .server import server, ui
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ RETRIES = 3  # cctk.pipeline.sweep.RETRIES (the CLI imports the pipeline only wh
 
 MANUALS = registry.every()  # the manuals of the registry: --protocol's choices, their options and profiles
 DEFAULT = registry.default()  # what ``cctk run`` runs without --protocol
+PROFILES = dict.fromkeys(name for m in MANUALS for name in m.spec.profiles)  # every manual's, each once
 
 
 # The shell's codes for a process its signal stopped (128 + the signal), which scripts and CI test for.
@@ -108,13 +110,8 @@ def manual_options(command):
         for option in command_options(manual.spec):
             seen.setdefault(option.name, option)
     for option in reversed(seen.values()):
-        flag = option.flag_name
-        if option.flag:
-            command = click.option(flag, option.name, is_flag=True, default=None, help=option.help)(command)
-        else:
-            command = click.option(
-                flag, option.name, type=option.kind, default=None, metavar=option.metavar, help=option.help
-            )(command)
+        kind = {"is_flag": True} if option.flag else {"type": option.kind, "metavar": option.metavar}
+        command = click.option(option.flag_name, option.name, default=None, help=option.help, **kind)(command)
     return command
 
 
@@ -122,15 +119,9 @@ def _protocol_help() -> str:
     return " or ".join(f"{m.spec.name} ({m.spec.label}: {m.spec.about})" for m in MANUALS) + "."
 
 
-def _profiles() -> list[str]:
-    return list(dict.fromkeys(name for m in MANUALS for name in m.spec.profiles))
-
-
 @cli.command()
-@click.option(
-    "--model", "model", default="smollm2-135m-bundled", show_default=True, help="Roster key, Hub id or local directory."
-)
-@click.option("--out", type=OutFolder(), required=True, help="Folder for measurement.csv and the heatmap.")
+@MODEL
+@out_option("Folder for measurement.csv and the heatmap.")
 @TRACKING
 @DEVICE
 def measure(model, out, tracking, device):
@@ -142,14 +133,12 @@ def measure(model, out, tracking, device):
 
 @cli.command("run")
 @click.option("--protocol", default=registry.DEFAULT, show_default=True, help=_protocol_help())
-@click.option(
-    "--model", default="smollm2-135m-bundled", show_default=True, help="Roster key, Hub id or local directory."
-)
+@MODEL
 @click.option(
     "--profile",
     default=AUTO,
     show_default=True,
-    help=f"{AUTO} (paper on a CUDA device, quick on a CPU), {', '.join(_profiles())}; "
+    help=f"{AUTO} (paper on a CUDA device, quick on a CPU), {', '.join(PROFILES)}; "
     "each protocol has its own recipes under these names.",
 )
 @click.option(
@@ -426,7 +415,7 @@ def _reopened_sweep(
     metavar="ID1,ID2,...",
     help="Compare these pipeline runs, or these KR-Test runs (evals, trains, studies, seed sweeps).",
 )
-@click.option("--out", type=OutFolder(), required=True, help="Folder for the tables, figures and compare.html.")
+@out_option("Folder for the tables, figures and compare.html.")
 @TRACKING
 @click.option("--no-log", is_flag=True, help="Log no MLflow run of the comparison (a reader who may not write).")
 def compare_command(sweep_id, runs, out, tracking, no_log):
@@ -451,12 +440,10 @@ def compare_command(sweep_id, runs, out, tracking, no_log):
 @cli.command()
 @click.argument("source")
 @RUN_TRACKING
-@click.option(
-    "--out",
-    type=OutFolder(),
-    default=None,
-    help="Render into OUT/<session> (a copy) instead of the session folder itself; with --style paper, "
+@out_option(
+    "Render into OUT/<session> (a copy) instead of the session folder itself; with --style paper, "
     "the folder that receives the figures and captions (required).",
+    default=None,
 )
 @click.option(
     "--style",
@@ -486,8 +473,6 @@ def report(
 
     SOURCE is a session folder or the MLflow run id of a pipeline (its artifacts are downloaded).
     """
-    import time
-
     from .. import results
     from ..outputs import rerender
 
@@ -543,8 +528,6 @@ def report(
 def export_command(source, latex_dir, width, tracking, only):
     """A run as a paper's parts: every table as booktabs LaTeX, every figure in paper style, their captions
     and a paper.tex that compiles (pdflatex paper.tex in the folder). SOURCE as for cctk report."""
-    import time
-
     from .. import results
     from ..outputs import paper
 

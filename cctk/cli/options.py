@@ -12,6 +12,7 @@ from click.decorators import FC
 
 from ..core.errors import CctkError
 from ..core.lm.device import DEVICE_HELP
+from ..core.lm.models import BUNDLED
 
 
 def tracking_option(help: str, default: str | None = None, dest: str = "tracking") -> Callable[[FC], FC]:
@@ -25,6 +26,12 @@ TRACKING = tracking_option(f"The store: {WHERE}.")
 RUN_TRACKING = tracking_option(f"The store that holds a run given by its id: {WHERE}.")
 SERVER_TRACKING = tracking_option("The server: a configuration name or its URL.", default="server")
 DEVICE = click.option("--device", default=None, help=DEVICE_HELP)
+MODEL = click.option("--model", default=BUNDLED, show_default=True, help="Roster key, Hub id or local directory.")
+
+
+def out_option(help: str, **default: Any) -> Callable[[FC], FC]:
+    """``--out``, a folder checked as it is read (``OutFolder``): required unless given a ``default``."""
+    return click.option("--out", type=OutFolder(), required=not default, help=help, **default)
 
 
 class OutFolder(click.Path):

@@ -1,10 +1,7 @@
 """``cctk server`` and ``cctk ui``: MLflow's own tracking server and UI on a configured store, stopped with cctk.
 
-``cctk server`` starts ``mlflow server`` from a configuration's ``[server]`` table (``cctk.store.server``
-builds its command line, which holds no secret, and its environment, which carries them); ``cctk server
-status`` says whether a server answers and what it holds; ``cctk server users
-add|remove|password|grant|revoke|list`` manage its accounts (MLflow's basic-auth app), as its admin. ``cctk
-ui`` opens the MLflow UI on a store that exists (at a run, given one) and prints its link once it answers.
+``cctk.store.server`` builds the server's command line, which holds no secret, and its environment, which carries
+them.
 """
 
 from __future__ import annotations
@@ -30,8 +27,6 @@ from .options import SERVER_TRACKING, TRACKING
 
 if TYPE_CHECKING:
     from ..store.tracking import Accounts, TrackingConfig
-
-Echo = Callable[[str], None]
 
 
 @click.group(invoke_without_command=True)
@@ -76,8 +71,7 @@ def server(ctx: click.Context, config_name: str, host: str | None, port: int | N
         answers = f"tracking server at {started.url} answers ({seconds:.0f} s)"
         click.echo(f"{answers}: clients use --tracking {started.clients}")
 
-    code = launch_process(started.command, started.env, click.echo, started.url, ready, umask=started.umask)
-    raise SystemExit(code)
+    raise SystemExit(launch_process(started.command, started.env, started.url, ready, umask=started.umask))
 
 
 @server.command("status")
@@ -260,7 +254,7 @@ def ui(run: str | None, tracking: str | None, former: str | None, port: int) -> 
         click.echo(f"MLflow UI at http://{LOOPBACK}:{port} answers ({seconds:.0f} s); cctk's runs: {link}")
 
     command, env = ui_command(config, port)
-    raise SystemExit(launch_process(command, env, click.echo, f"http://{LOOPBACK}:{port}", ready))
+    raise SystemExit(launch_process(command, env, f"http://{LOOPBACK}:{port}", ready))
 
 
 def _link(config: TrackingConfig, run: str | None, base: str | None = None) -> str:
@@ -297,16 +291,14 @@ def ui_command(config: TrackingConfig, port: int = 5000) -> tuple[list[str], dic
 def launch_process(
     command: list[str],
     env: dict[str, str],
-    echo: Echo = print,
     ready_url: str | None = None,
     on_ready: Callable[[float], None] | None = None,
-    grace: float = 10.0,
     umask: int = -1,
 ) -> int:
     """Run ``command`` (its environment added ``env``, its file mode mask ``umask`` where given) in a process
     group of its own until it exits; once ``ready_url`` answers, ``on_ready(seconds)``. Ctrl-C or SIGTERM to
     cctk goes to the whole group (MLflow's server, uvicorn and their workers) and cctk waits for it, so
-    nothing it started outlives it (what is still there after ``grace`` seconds is killed)."""
+    nothing it started outlives it (what is still there after 10 seconds is killed)."""
     started = time.monotonic()
     child = subprocess.Popen(command, env={**os.environ, **env}, start_new_session=True, umask=umask)
 
@@ -321,7 +313,7 @@ def launch_process(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        _stop_group(child, grace)
+        _stop_group(child)
 
 
 @contextlib.contextmanager
@@ -338,7 +330,7 @@ def running(command: list[str], env: dict[str, str], url: str, log: Path) -> Ite
             raise CctkError(f"the server did not start: {log.read_text()[-2000:]}")
         yield time.monotonic() - started
     finally:
-        _stop_group(child, 10.0)
+        _stop_group(child)
 
 
 def _wait_ready(child: subprocess.Popen[bytes], url: str) -> bool:
@@ -361,7 +353,7 @@ def _signal_group(pgid: int, signum: int) -> None:
         os.killpg(pgid, signum)
 
 
-def _stop_group(child: subprocess.Popen[bytes], grace: float) -> None:
+def _stop_group(child: subprocess.Popen[bytes], grace: float = 10.0) -> None:
     """The leader has exited or cctk is leaving: end what is left of its group, SIGTERM then SIGKILL."""
     _signal_group(child.pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
