@@ -10,21 +10,16 @@ from __future__ import annotations
 import json
 import os
 import tomllib
-import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from ...core.errors import CctkError
-
-if TYPE_CHECKING:  # MLflow itself is imported on first use: the light layers never load it
-    pass
-
 
 EXPERIMENT = "cctk"
 DEFAULT_CONFIG = "embedded"
@@ -70,14 +65,8 @@ def config_folders() -> list[Traversable]:
 
 
 def config_names() -> list[str]:
-    return sorted(
-        {
-            entry.name.removesuffix(".toml")
-            for folder in config_folders()
-            for entry in folder.iterdir()
-            if entry.name.endswith(".toml")
-        }
-    )
+    files = (entry.name for folder in config_folders() for entry in folder.iterdir())
+    return sorted({name.removesuffix(".toml") for name in files if name.endswith(".toml")})
 
 
 def config_file(name: str) -> Traversable:
@@ -261,7 +250,7 @@ def check_reachable(config: TrackingConfig, timeout: float = 5.0) -> None:
         if problem:
             raise CctkError(f"cannot reach the tracking store {config.shown}: {problem}")
         return
-    if not config.tracking_uri.startswith(("http://", "https://")):
+    if not config.tracking_uri.startswith(ON_SERVER):
         return
     url = config.tracking_uri.rstrip("/") + "/health"
     try:
@@ -340,13 +329,8 @@ def login() -> Login:
             f"{Path(CREDENTIALS).expanduser()}: MLflow cannot read it as its credentials file ({first}); it holds "
             "a section [mlflow] with mlflow_tracking_username = ... and mlflow_tracking_password = ..."
         ) from None
-    source = (
-        "MLFLOW_TRACKING_PASSWORD"
-        if os.environ.get("MLFLOW_TRACKING_PASSWORD")
-        else CREDENTIALS
-        if found.password
-        else "no password"
-    )
+    from_env = os.environ.get("MLFLOW_TRACKING_PASSWORD")
+    source = "MLFLOW_TRACKING_PASSWORD" if from_env else CREDENTIALS if found.password else "no password"
     return Login(found.username or None, found.password or None, source)
 
 
