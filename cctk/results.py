@@ -52,11 +52,8 @@ class Keyed(dict[str, V]):
     def __missing__(self, key: str) -> V:
         raise unknown_key(self.kind, key, self, " in this run")
 
-    def __reduce__(
-        self,
-    ) -> tuple[
-        type[Keyed[V]], tuple[str, dict[str, V]]
-    ]:  # pickled with its kind (dict's own would call __init__ without it)
+    def __reduce__(self) -> tuple[type[Keyed[V]], tuple[str, dict[str, V]]]:
+        # pickled with its kind (dict's own would call __init__ without it)
         return (Keyed, (self.kind, dict(self)))
 
 

@@ -226,7 +226,8 @@ def launch(settings: ServerSettings, host: str | None = None, port: int | None =
         command += ["--app-name", "basic-auth"]
         env.update(_auth_environment(settings, auth))
     clients = clients_address(settings, host, port)
-    return Launch(command, env, f"http://{_reachable(host)}:{port}", settings, clients, _notes(host, auth, clients))
+    here = LOOPBACK if host in ("0.0.0.0", "::") else host  # where a client on this machine reaches it
+    return Launch(command, env, f"http://{here}:{port}", settings, clients, _notes(host, auth, clients))
 
 
 def check_before_start(settings: ServerSettings, auth: AuthSettings | None) -> None:
@@ -409,11 +410,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:  # a host name: whatever it resolves to, it is not loopback by name
         return False
-
-
-def _reachable(host: str) -> str:
-    """Where a client on this machine reaches a server bound to ``host``."""
-    return LOOPBACK if host in ("0.0.0.0", "::") else host
 
 
 def with_password(uri: str, password_env: str | None) -> str:

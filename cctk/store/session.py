@@ -305,10 +305,8 @@ def append_curves(layout: Layout, rows: list[dict[str, Any]]) -> Path:
     """Add one finished arm's learning-curve rows to curves.csv (written whole per arm: a resume
     never finds half an arm). A curves.csv written before its key column (a run resumed since) is first
     rewritten with it, so that its rows and the new ones share one header."""
-    new, columns = (
-        not layout.curves.is_file(),
-        list(layout.manual.curve_columns) if isinstance(layout.manual, Curves) else [],
-    )
+    new = not layout.curves.is_file()
+    columns = list(layout.manual.curve_columns) if isinstance(layout.manual, Curves) else []
     if not new and list(pd.read_csv(layout.curves, nrows=0).columns) != columns:
         scratch = layout.curves.with_suffix(".csv.partial")
         _curves(layout)[columns].to_csv(scratch, index=False, lineterminator="\n")
@@ -487,10 +485,10 @@ def copy_inputs(source: Layout, root: Path) -> Layout:
         *(source.folder / "measurements").glob("*.csv"),
         *(source.folder / "training").glob("*.json"),
     ]
-    for path in inputs:
-        if path.is_file():
-            (target.folder / path.relative_to(source.folder)).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, target.folder / path.relative_to(source.folder))
+    for path in filter(Path.is_file, inputs):
+        copy = target.folder / path.relative_to(source.folder)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, copy)
     return target
 
 
