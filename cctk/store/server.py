@@ -2,20 +2,16 @@
 
 ``mlflow server`` does the serving: its basic-auth app (users, per-experiment permissions, an admin), its
 security middleware (``--allowed-hosts``, ``--cors-allowed-origins``) and its Prometheus exporter
-(``--expose-prometheus``). This module turns the table into that command and its environment:
+(``--expose-prometheus``). This module turns the table into that command and its environment, every value
+checked first and what the server would find only once started checked before it starts (``check_before_start``):
+each fault one line naming the file and the key. Off loopback, a server needs authentication or ``--no-auth``.
 
-- Secrets reach the server through its environment only, never its command line (which ``ps`` shows every
-  user of the host), a file or a log: the backend store's URI with its password as
-  ``MLFLOW_BACKEND_STORE_URI`` (``mlflow server`` reads it as ``--backend-store-uri``), the auth database's
-  password on PostgreSQL as ``PGPASSWORD`` (libpq reads it), the admin's first password as
-  ``MLFLOW_AUTH_ADMIN_PASSWORD``. The auth app's configuration file (``basic_auth.ini``) holds no secret; it
-  and Flask's key (one for every worker and restart) are 0600, and what the server writes is its user's alone.
-- Every value of the table is checked, and what the server would find only once started (the database's
-  password, the admin's on a first start) is checked before it starts: each fault one line naming the file
-  and the key.
-- Off loopback, a server without authentication is refused unless asked for (``--no-auth``), the host
-  names clients may use are set (``--allowed-hosts``: DNS rebinding protection), and basic-auth over plain
-  HTTP is said out loud.
+Secrets reach the server through its environment only, never its command line (which ``ps`` shows every
+user of the host), a file or a log: the backend store's URI with its password as
+``MLFLOW_BACKEND_STORE_URI`` (``mlflow server`` reads it as ``--backend-store-uri``), the auth database's
+password on PostgreSQL as ``PGPASSWORD`` (libpq reads it), the admin's first password as
+``MLFLOW_AUTH_ADMIN_PASSWORD``. The auth app's configuration file (``basic_auth.ini``) holds no secret; it
+and Flask's key (one for every worker and restart) are 0600, and what the server writes is its user's alone.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
-"""Where runs go, and who writes them: a tracking configuration (``TrackingConfig``), read from
-``mlruns_config/NAME.toml`` of the working folder or the shipped ones, a URI, or ``MLFLOW_TRACKING_URI``; its
-checks before any work (a missing store, a server that does not answer, a database that refuses the
-connection, a retry budget MLflow would refuse); a URI shown only through ``redact``; the login, read as MLflow
-reads it (``MLFLOW_TRACKING_USERNAME`` and ``MLFLOW_TRACKING_PASSWORD``, else ``~/.mlflow/credentials``).
-Imports no MLflow at load."""
+"""Where runs go, and who writes them: a tracking configuration (``TrackingConfig``), its checks before any
+work (a missing store, a server that does not answer, a database that refuses the connection, a retry budget
+MLflow would refuse), ``redact`` and the login (``login``). Imports no MLflow at load.
+
+Where runs go: ``MLFLOW_TRACKING_URI`` when set; else ``--tracking NAME|URI``, a NAME being a file
+``mlruns_config/NAME.toml`` of the working folder or, failing that, the shipped one (the repository's
+top-level ``mlruns_config/``, inside the wheel as ``cctk/store/mlruns_config/``); else the embedded default
+(SQLite store and artifacts under ./mlruns/)."""
 
 from __future__ import annotations
 
@@ -118,8 +120,8 @@ def _toml(value: Any) -> str:
 
 
 def resolve(tracking: str | None = None) -> TrackingConfig:
-    """The store runs go to (see the module docstring for the order), its URI and artifact folder made
-    absolute: a run records where it is, wherever it is read from later."""
+    """The store runs go to (the order: the module docstring), its URI and artifact folder made absolute: a
+    run records where it is, wherever it is read from later."""
     env = os.environ.get("MLFLOW_TRACKING_URI")
     if env:
         return TrackingConfig("MLFLOW_TRACKING_URI", absolute_uri(_no_server_password(env)))
@@ -192,8 +194,7 @@ def _no_server_password(uri: str) -> str:
 
 
 def absolute_uri(uri: str) -> str:
-    """``uri`` with a relative SQLite path (``sqlite:///mlruns/mlflow.db``) or a relative ``file:`` path taken
-    from the working folder; any other URI as it is."""
+    """``uri`` with a relative SQLite or ``file:`` path taken from the working folder."""
     path = sqlite_path(uri)
     if path is not None and str(path) != ":memory:":
         query = uri.split("?", 1)[1] if "?" in uri else ""
@@ -275,8 +276,7 @@ def is_database(uri: str) -> bool:
 
 
 def database_problem(uri: str) -> str | None:
-    """Why a database refuses a connection (its driver's words, one line, no password), or None where it
-    takes one."""
+    """Why a database refuses a connection (its driver's words, one line, no password), or None."""
     import sqlalchemy
 
     timeout = {"connect_timeout": 10} if uri.startswith(("postgresql", "mysql")) else {}  # not the TCP timeout

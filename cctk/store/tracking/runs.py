@@ -491,9 +491,8 @@ class Store:
         name = name or experiment_name()
         found = self.client.get_experiment_by_name(name)
         if found is None:
-            location = None
-            if self.config.artifact_location:
-                location = Path(self.config.artifact_location).resolve().as_uri()
+            folder = self.config.artifact_location
+            location = Path(folder).resolve().as_uri() if folder else None
             try:
                 self.client.create_experiment(name, artifact_location=location)
             except Exception:  # another process created it first: found below, else the error goes on
@@ -526,14 +525,9 @@ class Store:
         attach: bool = False,
         reopen: str | None = None,
     ) -> Iterator[LiveRun]:
-        """The one lifecycle of every cctk run: open it (tagged ``cctk.kind``), yield it, and end it
-        FINISHED when the block completes, KILLED on Ctrl-C or SIGTERM (``KeyboardInterrupt``), FAILED
-        on any other exception (the error, one line, as tag ``cctk.error``); the exception goes on.
-
+        """The one lifecycle of every cctk run: open it (tagged ``cctk.kind``), yield it, end it (``ending``).
         ``attach``: the run ``mlflow run`` created (``MLFLOW_RUN_ID``) becomes this run when there is one.
-        ``reopen``: the id of an existing run this one continues (a resume): set RUNNING again, its tags
-        kept; a fault while it is set RUNNING ends it as any other.
-        """
+        ``reopen``: the id of an existing run this one continues (a resume): set RUNNING again, its tags kept."""
         attached = os.environ.get("MLFLOW_RUN_ID") if attach else None
         continued = reopen or attached
         tags = {KIND: kind, **(tags or {})}
@@ -638,8 +632,7 @@ class Store:
         return finished
 
     def artifact_location(self, experiment_id: str) -> str:
-        """Where an experiment's runs keep their artifacts (``mlflow-artifacts:/...`` when the server proxies
-        them)."""
+        """``mlflow-artifacts:/...`` where the server proxies them."""
         return self.client.get_experiment(experiment_id).artifact_location
 
     def fetch(self, run_id: str, artifact: str, path: Path) -> bool:
