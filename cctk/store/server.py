@@ -120,8 +120,6 @@ def read_settings(config_name: str) -> ServerSettings:
             f"tracking configuration {config_name!r} has no [server] table; use `cctk ui` for the embedded store"
         )
     where = f"{config_file(config_name)}: [server]"
-    if not isinstance(table, dict):
-        raise CctkError(f"{where} is not a table")
     _known(table, SERVER_KEYS, where)
     metrics = config_value(table, "metrics", str, where, "")
     clients = raw.get("tracking_uri")
@@ -142,7 +140,10 @@ def read_settings(config_name: str) -> ServerSettings:
     )
 
 
-def _known(table: dict[str, Any], keys: set[str], where: str) -> None:
+def _known(table: Any, keys: set[str], where: str) -> None:
+    """``table`` is a TOML table of ``keys`` only."""
+    if not isinstance(table, dict):
+        raise CctkError(f"{where} is not a table")
     unknown = sorted(set(table) - keys)
     if unknown:
         raise CctkError(f"{where} unknown key {unknown[0]!r}; known: {', '.join(sorted(keys))}")
@@ -172,8 +173,6 @@ def _auth(server: dict[str, Any], where_server: str) -> AuthSettings | None:
     if table is None:
         return None
     where = f"{where_server.removesuffix('[server]')}[server.auth]"
-    if not isinstance(table, dict):
-        raise CctkError(f"{where} is not a table")
     _known(table, AUTH_KEYS, where)
     default = config_value(table, "default_permission", str, where, "READ")
     if default not in PERMISSIONS:

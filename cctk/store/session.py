@@ -245,12 +245,8 @@ def _check_whole(path: Path, table: pd.DataFrame) -> None:
     with open(path, "rb") as file:
         file.seek(max(0, path.stat().st_size - 1))
         ended = file.read(1) == b"\n"
-    if (
-        not ended
-        or len(sizes) != N_ADDITIONS
-        or (sizes != sizes.iloc[0]).any()
-        or table[["a", "b"]].isna().any(axis=None)
-    ):
+    whole = len(sizes) == N_ADDITIONS and (sizes == sizes.iloc[0]).all() and not table[["a", "b"]].isna().any(axis=None)
+    if not ended or not whole:
         raise CctkError(
             f"{path} is incomplete ({len(table)} rows, {len(sizes)} of {N_ADDITIONS} additions"
             f"{'' if ended else ', its last row cut'}): it was cut short"
