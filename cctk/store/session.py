@@ -416,8 +416,7 @@ def write_run_info(layout: Layout, info: RunInfo) -> Path:
 
 
 def _plain(value: Any) -> Any:
-    """numpy scalars (and anything else odd) as plain JSON values (``json.dumps``' ``default``: any value in,
-    a JSON value out)."""
+    """numpy scalars (and anything else odd) as plain JSON values (``json.dumps``' ``default``)."""
     return value.item() if hasattr(value, "item") else str(value)
 
 
@@ -455,11 +454,9 @@ class Rebuilt:
 
 
 def rebuild(folder: Path) -> Rebuilt:
-    """Results, tables and run record of a session from its folder alone (no model), under its manual.
-
-    The draws are drawn again from the recorded seed (and recipe), the tables computed again. A run of
-    some parts (``--parts``) needs the measurements of those parts' models only.
-    """
+    """Results, tables and run record of a session from its folder alone (no model), under its manual: the
+    draws drawn again from the recorded seed (and recipe), the tables computed again. A run of some parts
+    (``--parts``) needs the measurements of those parts' models only."""
     manual, info = read_stored(folder)
     layout, config = Layout(Path(folder), manual), info.config
     measurements = read_measurements(layout, require=model_keys(manual, config.options))

@@ -149,10 +149,8 @@ def redact(uri: str) -> str:
     if parts.password is not None:
         user, _, host = parts.netloc.rpartition("@")
         shown = shown.replace(f"//{parts.netloc}", f"//{user.split(':', 1)[0]}:***@{host}", 1)
-    query = "&".join(
-        f"{piece.split('=', 1)[0]}=***" if "=" in piece and _secret_key(piece.split("=", 1)[0]) else piece
-        for piece in parts.query.split("&")
-    )
+    pieces = [piece.partition("=") for piece in parts.query.split("&")]
+    query = "&".join(f"{key}=***" if mark and _secret_key(key) else key + mark + value for key, mark, value in pieces)
     if query != parts.query:
         head, _, tail = shown.partition("?")
         shown = f"{head}?{tail.replace(parts.query, query, 1)}"
@@ -197,7 +195,7 @@ def absolute_uri(uri: str) -> str:
     """``uri`` with a relative SQLite or ``file:`` path taken from the working folder."""
     path = sqlite_path(uri)
     if path is not None and str(path) != ":memory:":
-        query = uri.split("?", 1)[1] if "?" in uri else ""
+        query = uri.partition("?")[2]
         return f"sqlite:///{path.absolute()}" + (f"?{query}" if query else "")
     if uri.startswith("file:") and not uri.startswith("file://"):
         return Path(uri.removeprefix("file:")).absolute().as_uri()
