@@ -102,6 +102,13 @@ class Accounts:
         )
         return str(found.experiment_id)
 
+    # above the method ``list``: below it, mypy reads ``list`` in an annotation as that method
+    def _users(self) -> list[dict[str, Any]]:
+        from mlflow.server.auth.routes import LIST_USERS  # imported by auth_client
+
+        users: list[dict[str, Any]] = self._call(lambda: self._get(LIST_USERS, {})["users"], "list users")
+        return users
+
     def holders(self, experiment_id: str) -> tuple[tuple[str, str], ...]:
         """(user, permission) of every user but the admins granted on an experiment (its creator: MANAGE)."""
         names = sorted(u["username"] for u in self._users() if not u["is_admin"])
@@ -111,12 +118,6 @@ class Accounts:
     def list(self) -> list[Account]:
         users = sorted(self._users(), key=lambda u: u["username"])
         return [Account(u["username"], bool(u["is_admin"]), self._grants(u["username"])) for u in users]
-
-    def _users(self) -> list[dict[str, Any]]:
-        from mlflow.server.auth.routes import LIST_USERS  # imported by auth_client
-
-        users: list[dict[str, Any]] = self._call(lambda: self._get(LIST_USERS, {})["users"], "list users")
-        return users
 
     def _grants(self, name: str) -> tuple[tuple[str, str], ...]:
         rows = self._rows(name)
