@@ -52,11 +52,8 @@ class Keyed(dict[str, V]):
     def __missing__(self, key: str) -> V:
         raise unknown_key(self.kind, key, self, " in this run")
 
-    def __reduce__(
-        self,
-    ) -> tuple[
-        type[Keyed[V]], tuple[str, dict[str, V]]
-    ]:  # pickled with its kind (dict's own would call __init__ without it)
+    def __reduce__(self) -> tuple[type[Keyed[V]], tuple[str, dict[str, V]]]:
+        # pickled with its kind (dict's own would call __init__ without it)
         return (Keyed, (self.kind, dict(self)))
 
 
@@ -147,8 +144,7 @@ def session_folder(source: str | os.PathLike[str], tracking_name: str | None = N
 
 
 def _sessions_in(folder: Path, shown: int = 3) -> str:
-    """The session folders right inside ``folder`` (``outputs/``), the newest first, as a hint; nothing where
-    there are none."""
+    """The session folders right inside ``folder`` (``outputs/``), the newest first, as a hint ("" if none)."""
     found = sorted((p for p in folder.iterdir() if (p / RUN_INFO).is_file()), key=lambda p: p.name, reverse=True)
     if not found:
         return ""
@@ -163,11 +159,9 @@ def default_cache() -> Path:
 
 
 def download(run_id: str, tracking_name: str | None = None, cache: Path | None = None) -> Path:
-    """The artifacts of pipeline run ``run_id`` (all but the zip) in ``cache/<run_id>/``.
-
-    A finished run's copy in the cache is read as it is; where the store is not here (no SQLite file, a
-    server that does not answer) or does not hold the run, the cached copy is read all the same. Reading
-    never creates a store."""
+    """The artifacts of pipeline run ``run_id`` (all but the zip) in ``cache/<run_id>/``. A finished run's copy
+    in the cache is read as it is; where the store is not here (no SQLite file, a server that does not answer)
+    or does not hold the run, the cached copy is read all the same. Reading never creates a store."""
     folder = Path(cache or default_cache()) / run_id
     cached = (folder / RUN_INFO).is_file()
     try:

@@ -2,20 +2,16 @@
 
 ``mlflow server`` does the serving: its basic-auth app (users, per-experiment permissions, an admin), its
 security middleware (``--allowed-hosts``, ``--cors-allowed-origins``) and its Prometheus exporter
-(``--expose-prometheus``). This module turns the table into that command and its environment:
+(``--expose-prometheus``). This module turns the table into that command and its environment, every value
+checked first and what the server would find only once started checked before it starts (``check_before_start``):
+each fault one line naming the file and the key. Off loopback, a server needs authentication or ``--no-auth``.
 
-- Secrets reach the server through its environment only, never its command line (which ``ps`` shows every
-  user of the host), a file or a log: the backend store's URI with its password as
-  ``MLFLOW_BACKEND_STORE_URI`` (``mlflow server`` reads it as ``--backend-store-uri``), the auth database's
-  password on PostgreSQL as ``PGPASSWORD`` (libpq reads it), the admin's first password as
-  ``MLFLOW_AUTH_ADMIN_PASSWORD``. The auth app's configuration file (``basic_auth.ini``) holds no secret; it
-  and Flask's key (one for every worker and restart) are 0600, and what the server writes is its user's alone.
-- Every value of the table is checked, and what the server would find only once started (the database's
-  password, the admin's on a first start) is checked before it starts: each fault one line naming the file
-  and the key.
-- Off loopback, a server without authentication is refused unless asked for (``--no-auth``), the host
-  names clients may use are set (``--allowed-hosts``: DNS rebinding protection), and basic-auth over plain
-  HTTP is said out loud.
+Secrets reach the server through its environment only, never its command line (which ``ps`` shows every
+user of the host), a file or a log: the backend store's URI with its password as
+``MLFLOW_BACKEND_STORE_URI`` (``mlflow server`` reads it as ``--backend-store-uri``), the auth database's
+password on PostgreSQL as ``PGPASSWORD`` (libpq reads it), the admin's first password as
+``MLFLOW_AUTH_ADMIN_PASSWORD``. The auth app's configuration file (``basic_auth.ini``) holds no secret; it
+and Flask's key (one for every worker and restart) are 0600, and what the server writes is its user's alone.
 """
 
 from __future__ import annotations
@@ -124,8 +120,6 @@ def read_settings(config_name: str) -> ServerSettings:
             f"tracking configuration {config_name!r} has no [server] table; use `cctk ui` for the embedded store"
         )
     where = f"{config_file(config_name)}: [server]"
-    if not isinstance(table, dict):
-        raise CctkError(f"{where} is not a table")
     _known(table, SERVER_KEYS, where)
     metrics = config_value(table, "metrics", str, where, "")
     clients = raw.get("tracking_uri")
@@ -146,7 +140,10 @@ def read_settings(config_name: str) -> ServerSettings:
     )
 
 
-def _known(table: dict[str, Any], keys: set[str], where: str) -> None:
+def _known(table: Any, keys: set[str], where: str) -> None:
+    """``table`` is a TOML table of ``keys`` only."""
+    if not isinstance(table, dict):
+        raise CctkError(f"{where} is not a table")
     unknown = sorted(set(table) - keys)
     if unknown:
         raise CctkError(f"{where} unknown key {unknown[0]!r}; known: {', '.join(sorted(keys))}")
@@ -176,8 +173,6 @@ def _auth(server: dict[str, Any], where_server: str) -> AuthSettings | None:
     if table is None:
         return None
     where = f"{where_server.removesuffix('[server]')}[server.auth]"
-    if not isinstance(table, dict):
-        raise CctkError(f"{where} is not a table")
     _known(table, AUTH_KEYS, where)
     default = config_value(table, "default_permission", str, where, "READ")
     if default not in PERMISSIONS:
@@ -226,7 +221,8 @@ def launch(settings: ServerSettings, host: str | None = None, port: int | None =
         command += ["--app-name", "basic-auth"]
         env.update(_auth_environment(settings, auth))
     clients = clients_address(settings, host, port)
-    return Launch(command, env, f"http://{_reachable(host)}:{port}", settings, clients, _notes(host, auth, clients))
+    here = LOOPBACK if host in ("0.0.0.0", "::") else host  # where a client on this machine reaches it
+    return Launch(command, env, f"http://{here}:{port}", settings, clients, _notes(host, auth, clients))
 
 
 def check_before_start(settings: ServerSettings, auth: AuthSettings | None) -> None:
@@ -409,11 +405,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:  # a host name: whatever it resolves to, it is not loopback by name
         return False
-
-
-def _reachable(host: str) -> str:
-    """Where a client on this machine reaches a server bound to ``host``."""
-    return LOOPBACK if host in ("0.0.0.0", "::") else host
 
 
 def with_password(uri: str, password_env: str | None) -> str:

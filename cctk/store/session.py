@@ -245,12 +245,8 @@ def _check_whole(path: Path, table: pd.DataFrame) -> None:
     with open(path, "rb") as file:
         file.seek(max(0, path.stat().st_size - 1))
         ended = file.read(1) == b"\n"
-    if (
-        not ended
-        or len(sizes) != N_ADDITIONS
-        or (sizes != sizes.iloc[0]).any()
-        or table[["a", "b"]].isna().any(axis=None)
-    ):
+    whole = len(sizes) == N_ADDITIONS and (sizes == sizes.iloc[0]).all() and not table[["a", "b"]].isna().any(axis=None)
+    if not ended or not whole:
         raise CctkError(
             f"{path} is incomplete ({len(table)} rows, {len(sizes)} of {N_ADDITIONS} additions"
             f"{'' if ended else ', its last row cut'}): it was cut short"
@@ -305,10 +301,8 @@ def append_curves(layout: Layout, rows: list[dict[str, Any]]) -> Path:
     """Add one finished arm's learning-curve rows to curves.csv (written whole per arm: a resume
     never finds half an arm). A curves.csv written before its key column (a run resumed since) is first
     rewritten with it, so that its rows and the new ones share one header."""
-    new, columns = (
-        not layout.curves.is_file(),
-        list(layout.manual.curve_columns) if isinstance(layout.manual, Curves) else [],
-    )
+    new = not layout.curves.is_file()
+    columns = list(layout.manual.curve_columns) if isinstance(layout.manual, Curves) else []
     if not new and list(pd.read_csv(layout.curves, nrows=0).columns) != columns:
         scratch = layout.curves.with_suffix(".csv.partial")
         _curves(layout)[columns].to_csv(scratch, index=False, lineterminator="\n")
@@ -422,8 +416,7 @@ def write_run_info(layout: Layout, info: RunInfo) -> Path:
 
 
 def _plain(value: Any) -> Any:
-    """numpy scalars (and anything else odd) as plain JSON values (``json.dumps``' ``default``: any value in,
-    a JSON value out)."""
+    """numpy scalars (and anything else odd) as plain JSON values (``json.dumps``' ``default``)."""
     return value.item() if hasattr(value, "item") else str(value)
 
 
@@ -461,11 +454,9 @@ class Rebuilt:
 
 
 def rebuild(folder: Path) -> Rebuilt:
-    """Results, tables and run record of a session from its folder alone (no model), under its manual.
-
-    The draws are drawn again from the recorded seed (and recipe), the tables computed again. A run of
-    some parts (``--parts``) needs the measurements of those parts' models only.
-    """
+    """Results, tables and run record of a session from its folder alone (no model), under its manual: the
+    draws drawn again from the recorded seed (and recipe), the tables computed again. A run of some parts
+    (``--parts``) needs the measurements of those parts' models only."""
     manual, info = read_stored(folder)
     layout, config = Layout(Path(folder), manual), info.config
     measurements = read_measurements(layout, require=model_keys(manual, config.options))
@@ -487,10 +478,10 @@ def copy_inputs(source: Layout, root: Path) -> Layout:
         *(source.folder / "measurements").glob("*.csv"),
         *(source.folder / "training").glob("*.json"),
     ]
-    for path in inputs:
-        if path.is_file():
-            (target.folder / path.relative_to(source.folder)).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, target.folder / path.relative_to(source.folder))
+    for path in filter(Path.is_file, inputs):
+        copy = target.folder / path.relative_to(source.folder)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, copy)
     return target
 
 

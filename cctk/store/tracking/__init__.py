@@ -1,19 +1,14 @@
 """The one place that talks to MLflow, in three modules: ``config`` (where runs are stored and who writes them),
 ``runs`` (the store, the runs and a narrow logging interface) and ``admin`` (a server's accounts and state); every
-name of theirs is here too (``tracking.connect``, ``tracking.LiveRun``).
-
-Where runs go: ``MLFLOW_TRACKING_URI`` when set; else ``--tracking NAME|URI``, a NAME being a file
-``mlruns_config/NAME.toml`` of the working folder or, failing that, the shipped one (the repository's
-top-level ``mlruns_config/``, inside the wheel as ``cctk/store/mlruns_config/``); else the embedded default
-(SQLite store and artifacts under ./mlruns/).
+name of theirs is here too (``tracking.connect``, ``tracking.LiveRun``). Where runs go: ``config``'s docstring.
 
 On a shared server (MLflow's basic-auth app), the client is who ``MLFLOW_TRACKING_USERNAME`` and
 ``MLFLOW_TRACKING_PASSWORD`` say, else MLflow's ``~/.mlflow/credentials`` (read as MLflow reads them; cctk never
 takes a password as an argument), and runs go to the experiment ``MLFLOW_EXPERIMENT_NAME`` names (``cctk`` when
 unset). A store's URI is shown (lines, tags, files, command lines) only through ``redact``: a database's password
-reaches its client alone. A refusal (401, 403) is one line
-naming who, which experiment and what permission is missing (``Refused``); a server that stops answering past
-MLflow's own retries is one line too (``Unreachable``), and the runs it leaves open say so.
+reaches its client alone. A refusal (401, 403) is one line naming who, which experiment and what permission is
+missing (``Refused``); a server that stops answering past MLflow's own retries is one line too (``Unreachable``),
+and the runs it leaves open say so.
 """
 
 from __future__ import annotations

@@ -9,12 +9,9 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from ...core.errors import CctkError
-
-if TYPE_CHECKING:  # MLflow itself is imported on first use: the light layers never load it
-    pass
 from .config import ON_SERVER, TrackingConfig, check_reachable, login, user
 from .runs import STATUSES, Refused, Store, auth_client, http_status
 
@@ -105,38 +102,35 @@ class Accounts:
         )
         return str(found.experiment_id)
 
+    # above the method ``list``: below it, mypy reads ``list`` in an annotation as that method
+    def _users(self) -> list[dict[str, Any]]:
+        from mlflow.server.auth.routes import LIST_USERS  # imported by auth_client
+
+        users: list[dict[str, Any]] = self._call(lambda: self._get(LIST_USERS, {})["users"], "list users")
+        return users
+
     def holders(self, experiment_id: str) -> tuple[tuple[str, str], ...]:
         """(user, permission) of every user but the admins granted on an experiment (its creator: MANAGE)."""
-        from mlflow.server.auth.routes import LIST_USER_PERMISSIONS, LIST_USERS  # imported by auth_client
-
-        users: list[dict[str, Any]] = self._call(lambda: self._get(LIST_USERS, {})["users"], "list users")
-        found = []
-        for name in sorted(u["username"] for u in users if not u["is_admin"]):
-            rows = self._rows(LIST_USER_PERMISSIONS, name)
-            found += [(name, r["permission"]) for r in rows if r["resource_pattern"] == str(experiment_id)]
-        return tuple(found)
+        names = sorted(u["username"] for u in self._users() if not u["is_admin"])
+        rows = [(name, row) for name in names for row in self._rows(name)]
+        return tuple((name, r["permission"]) for name, r in rows if r["resource_pattern"] == str(experiment_id))
 
     def list(self) -> list[Account]:
-        from mlflow.server.auth.routes import LIST_USER_PERMISSIONS, LIST_USERS  # imported by auth_client
+        users = sorted(self._users(), key=lambda u: u["username"])
+        return [Account(u["username"], bool(u["is_admin"]), self._grants(u["username"])) for u in users]
 
-        users: list[dict[str, Any]] = self._call(lambda: self._get(LIST_USERS, {})["users"], "list users")
-        return [
-            Account(u["username"], bool(u["is_admin"]), self._grants(LIST_USER_PERMISSIONS, u["username"]))
-            for u in sorted(users, key=lambda u: u["username"])
-        ]
-
-    def _grants(self, route: str, name: str) -> tuple[tuple[str, str], ...]:
-        rows = self._rows(route, name)
-        names: dict[str, str] = {}  # experiment id (or "*") -> its name
-        for row in rows:
-            if row["resource_pattern"] not in names:
-                pattern = row["resource_pattern"]
-                names[pattern] = "*" if pattern == "*" else self.store.client.get_experiment(pattern).name
+    def _grants(self, name: str) -> tuple[tuple[str, str], ...]:
+        rows = self._rows(name)
+        patterns = dict.fromkeys(row["resource_pattern"] for row in rows)  # experiment id (or "*"), once each
+        names = {p: "*" if p == "*" else self.store.client.get_experiment(p).name for p in patterns}
         return tuple(sorted((names[r["resource_pattern"]], r["permission"]) for r in rows))
 
-    def _rows(self, route: str, name: str) -> Rows:
+    def _rows(self, name: str) -> Rows:
         """The grants of user ``name`` on experiments, as the app lists them (resource_pattern, permission)."""
-        rows: Rows = self._call(lambda: self._get(route, {"username": name})["permissions"], "list the users' grants")
+        from mlflow.server.auth.routes import LIST_USER_PERMISSIONS  # imported by auth_client
+
+        found = self._call(lambda: self._get(LIST_USER_PERMISSIONS, {"username": name}), "list the users' grants")
+        rows: Rows = found["permissions"]
         return [row for row in rows if row["resource_type"] == "experiment"]
 
     def _get(self, route: str, params: dict[str, str]) -> dict[str, Any]:

@@ -1,30 +1,27 @@
-"""Where runs go, and who writes them: a tracking configuration (``TrackingConfig``), read from
-``mlruns_config/NAME.toml`` of the working folder or the shipped ones, a URI, or ``MLFLOW_TRACKING_URI``; its
-checks before any work (a missing store, a server that does not answer, a database that refuses the
-connection, a retry budget MLflow would refuse); a URI shown only through ``redact``; the login, read as MLflow
-reads it (``MLFLOW_TRACKING_USERNAME`` and ``MLFLOW_TRACKING_PASSWORD``, else ``~/.mlflow/credentials``).
-Imports no MLflow at load."""
+"""Where runs go, and who writes them: a tracking configuration (``TrackingConfig``), its checks before any
+work (a missing store, a server that does not answer, a database that refuses the connection, a retry budget
+MLflow would refuse), ``redact`` and the login (``login``). Imports no MLflow at load.
+
+Where runs go: ``MLFLOW_TRACKING_URI`` when set; else ``--tracking NAME|URI``, a NAME being a file
+``mlruns_config/NAME.toml`` of the working folder or, failing that, the shipped one (the repository's
+top-level ``mlruns_config/``, inside the wheel as ``cctk/store/mlruns_config/``); else the embedded default
+(SQLite store and artifacts under ./mlruns/)."""
 
 from __future__ import annotations
 
 import json
 import os
 import tomllib
-import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from ...core.errors import CctkError
-
-if TYPE_CHECKING:  # MLflow itself is imported on first use: the light layers never load it
-    pass
-
 
 EXPERIMENT = "cctk"
 DEFAULT_CONFIG = "embedded"
@@ -70,14 +67,8 @@ def config_folders() -> list[Traversable]:
 
 
 def config_names() -> list[str]:
-    return sorted(
-        {
-            entry.name.removesuffix(".toml")
-            for folder in config_folders()
-            for entry in folder.iterdir()
-            if entry.name.endswith(".toml")
-        }
-    )
+    files = (entry.name for folder in config_folders() for entry in folder.iterdir())
+    return sorted({name.removesuffix(".toml") for name in files if name.endswith(".toml")})
 
 
 def config_file(name: str) -> Traversable:
@@ -129,8 +120,8 @@ def _toml(value: Any) -> str:
 
 
 def resolve(tracking: str | None = None) -> TrackingConfig:
-    """The store runs go to (see the module docstring for the order), its URI and artifact folder made
-    absolute: a run records where it is, wherever it is read from later."""
+    """The store runs go to (the order: the module docstring), its URI and artifact folder made absolute: a
+    run records where it is, wherever it is read from later."""
     env = os.environ.get("MLFLOW_TRACKING_URI")
     if env:
         return TrackingConfig("MLFLOW_TRACKING_URI", absolute_uri(_no_server_password(env)))
@@ -158,10 +149,8 @@ def redact(uri: str) -> str:
     if parts.password is not None:
         user, _, host = parts.netloc.rpartition("@")
         shown = shown.replace(f"//{parts.netloc}", f"//{user.split(':', 1)[0]}:***@{host}", 1)
-    query = "&".join(
-        f"{piece.split('=', 1)[0]}=***" if "=" in piece and _secret_key(piece.split("=", 1)[0]) else piece
-        for piece in parts.query.split("&")
-    )
+    pieces = [piece.partition("=") for piece in parts.query.split("&")]
+    query = "&".join(f"{key}=***" if mark and _secret_key(key) else key + mark + value for key, mark, value in pieces)
     if query != parts.query:
         head, _, tail = shown.partition("?")
         shown = f"{head}?{tail.replace(parts.query, query, 1)}"
@@ -203,11 +192,10 @@ def _no_server_password(uri: str) -> str:
 
 
 def absolute_uri(uri: str) -> str:
-    """``uri`` with a relative SQLite path (``sqlite:///mlruns/mlflow.db``) or a relative ``file:`` path taken
-    from the working folder; any other URI as it is."""
+    """``uri`` with a relative SQLite or ``file:`` path taken from the working folder."""
     path = sqlite_path(uri)
     if path is not None and str(path) != ":memory:":
-        query = uri.split("?", 1)[1] if "?" in uri else ""
+        query = uri.partition("?")[2]
         return f"sqlite:///{path.absolute()}" + (f"?{query}" if query else "")
     if uri.startswith("file:") and not uri.startswith("file://"):
         return Path(uri.removeprefix("file:")).absolute().as_uri()
@@ -261,7 +249,7 @@ def check_reachable(config: TrackingConfig, timeout: float = 5.0) -> None:
         if problem:
             raise CctkError(f"cannot reach the tracking store {config.shown}: {problem}")
         return
-    if not config.tracking_uri.startswith(("http://", "https://")):
+    if not config.tracking_uri.startswith(ON_SERVER):
         return
     url = config.tracking_uri.rstrip("/") + "/health"
     try:
@@ -286,8 +274,7 @@ def is_database(uri: str) -> bool:
 
 
 def database_problem(uri: str) -> str | None:
-    """Why a database refuses a connection (its driver's words, one line, no password), or None where it
-    takes one."""
+    """Why a database refuses a connection (its driver's words, one line, no password), or None."""
     import sqlalchemy
 
     timeout = {"connect_timeout": 10} if uri.startswith(("postgresql", "mysql")) else {}  # not the TCP timeout
@@ -340,13 +327,8 @@ def login() -> Login:
             f"{Path(CREDENTIALS).expanduser()}: MLflow cannot read it as its credentials file ({first}); it holds "
             "a section [mlflow] with mlflow_tracking_username = ... and mlflow_tracking_password = ..."
         ) from None
-    source = (
-        "MLFLOW_TRACKING_PASSWORD"
-        if os.environ.get("MLFLOW_TRACKING_PASSWORD")
-        else CREDENTIALS
-        if found.password
-        else "no password"
-    )
+    from_env = os.environ.get("MLFLOW_TRACKING_PASSWORD")
+    source = "MLFLOW_TRACKING_PASSWORD" if from_env else CREDENTIALS if found.password else "no password"
     return Login(found.username or None, found.password or None, source)
 
 

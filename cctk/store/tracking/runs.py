@@ -24,6 +24,7 @@ from ...core.records import ui_link
 if TYPE_CHECKING:  # MLflow itself is imported on first use: the light layers never load it
     import pandas as pd
     from mlflow import MlflowClient
+    from mlflow.entities import Run
     from mlflow.server.auth.client import AuthServiceClient
     from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
@@ -289,6 +290,12 @@ class TrackedRun:
     tags: dict[str, str]
 
 
+def _tracked(run: Run) -> TrackedRun:
+    return TrackedRun(
+        run.info.run_id, run.info.experiment_id, run.info.status, dict(run.data.params), dict(run.data.tags)
+    )
+
+
 class LiveRun:
     """A run being logged to: a narrow logging interface over one MLflow run (params, metrics, tags, files).
     A run read back from the store is a ``TrackedRun``."""
@@ -324,10 +331,8 @@ class LiveRun:
 
     def files(self, local_path: Path, artifact_path: str | None = None) -> None:
         local_path = Path(local_path)
-        if local_path.is_dir():
-            self._client.log_artifacts(self.run_id, str(local_path), artifact_path)
-        else:
-            self._client.log_artifact(self.run_id, str(local_path), artifact_path)
+        log = self._client.log_artifacts if local_path.is_dir() else self._client.log_artifact
+        log(self.run_id, str(local_path), artifact_path)
 
     def note(self, text: str) -> None:
         """The run's one-line description (the UI's "Description")."""
@@ -486,9 +491,8 @@ class Store:
         name = name or experiment_name()
         found = self.client.get_experiment_by_name(name)
         if found is None:
-            location = None
-            if self.config.artifact_location:
-                location = Path(self.config.artifact_location).resolve().as_uri()
+            folder = self.config.artifact_location
+            location = Path(folder).resolve().as_uri() if folder else None
             try:
                 self.client.create_experiment(name, artifact_location=location)
             except Exception:  # another process created it first: found below, else the error goes on
@@ -521,14 +525,9 @@ class Store:
         attach: bool = False,
         reopen: str | None = None,
     ) -> Iterator[LiveRun]:
-        """The one lifecycle of every cctk run: open it (tagged ``cctk.kind``), yield it, and end it
-        FINISHED when the block completes, KILLED on Ctrl-C or SIGTERM (``KeyboardInterrupt``), FAILED
-        on any other exception (the error, one line, as tag ``cctk.error``); the exception goes on.
-
+        """The one lifecycle of every cctk run: open it (tagged ``cctk.kind``), yield it, end it (``ending``).
         ``attach``: the run ``mlflow run`` created (``MLFLOW_RUN_ID``) becomes this run when there is one.
-        ``reopen``: the id of an existing run this one continues (a resume): set RUNNING again, its tags
-        kept; a fault while it is set RUNNING ends it as any other.
-        """
+        ``reopen``: the id of an existing run this one continues (a resume): set RUNNING again, its tags kept."""
         attached = os.environ.get("MLFLOW_RUN_ID") if attach else None
         continued = reopen or attached
         tags = {KIND: kind, **(tags or {})}
@@ -565,11 +564,7 @@ class Store:
 
     def search(self, experiment_ids: list[str], query: str) -> list[TrackedRun]:
         """Runs matching an MLflow search ``query`` (e.g. ``tags.`cctk.sweep` = 'ID'``), as plain values."""
-        found = self.client.search_runs(experiment_ids, query, max_results=5000)
-        return [
-            TrackedRun(r.info.run_id, r.info.experiment_id, r.info.status, dict(r.data.params), dict(r.data.tags))
-            for r in found
-        ]
+        return [_tracked(r) for r in self.client.search_runs(experiment_ids, query, max_results=5000)]
 
     def pipelines(self) -> list[TrackedRun]:
         """Every pipeline's parent run in the store, of any experiment, the newest first (creates nothing)."""
@@ -592,9 +587,7 @@ class Store:
                 raise NoRun(f"no run {run_id!r} in the tracking store {self.uri}") from None
             first = " ".join(str(error).split())[:300]
             raise CctkError(f"the tracking store {self.uri} could not read run {run_id!r}: {first}") from None
-        return TrackedRun(
-            run.info.run_id, run.info.experiment_id, run.info.status, dict(run.data.params), dict(run.data.tags)
-        )
+        return _tracked(run)
 
     def permission(self, experiment_id: str) -> str | None:
         """What the user may do on an experiment (READ, EDIT, MANAGE, ...), as MLflow's basic-auth app resolves
@@ -625,10 +618,7 @@ class Store:
 
     def children(self, parent: TrackedRun) -> list[TrackedRun]:
         found = self.client.search_runs([parent.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.run_id}'")
-        return [
-            TrackedRun(r.info.run_id, r.info.experiment_id, r.info.status, dict(r.data.params), dict(r.data.tags))
-            for r in found
-        ]
+        return [_tracked(r) for r in found]
 
     def finished_children(self, parent: TrackedRun) -> dict[str, str]:
         """``cctk.key`` -> run id of every FINISHED child; RUNNING ones (a killed process) become KILLED."""
@@ -642,8 +632,7 @@ class Store:
         return finished
 
     def artifact_location(self, experiment_id: str) -> str:
-        """Where an experiment's runs keep their artifacts (``mlflow-artifacts:/...`` when the server proxies
-        them)."""
+        """``mlflow-artifacts:/...`` where the server proxies them."""
         return self.client.get_experiment(experiment_id).artifact_location
 
     def fetch(self, run_id: str, artifact: str, path: Path) -> bool:
