@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -15,6 +15,11 @@ from ..krtest import ARMS
 from ..krtest.generation.generate import ENTITIES, VALIDATION_ENTITIES
 from ..krtest.measurement.lora import DEFAULT_BUDGET
 from .options import DEVICE, MODEL, TRACKING, out_option
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+D = TypeVar("D", bound="DataclassInstance")
 
 IN_FILE = click.Path(dir_okay=False, path_type=Path)
 
@@ -227,7 +232,7 @@ def _endpoint(values: dict[str, Any]) -> dict[str, Any]:
     return {name: values[name] for name in ("max_tokens", "timeout", "retries")}
 
 
-def _fields(cls: Any, values: dict[str, Any], **given: Any) -> Any:
+def _fields(cls: type[D], values: dict[str, Any], **given: Any) -> D:
     """A ``cls`` (a dataclass) of ``given`` and the entries of ``values`` named as its other fields."""
     return cls(**given, **{f.name: values[f.name] for f in dataclasses.fields(cls) if f.name in values})
 
