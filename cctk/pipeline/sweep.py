@@ -527,8 +527,11 @@ def settle(store: tracking.Store, sweep_id: str, ends: dict[str, CellEnd]) -> No
 def _connected(sweep: Sweep) -> Iterator[ModuleType | None]:
     """Ray for the sweep (None for ``local``), connected before the sweep's run exists: to the cluster at
     ``--address`` (no cluster answering fails in one line within ``CONNECT_TIMEOUT``), or a local instance
-    started here. The workers get the tracking URI, and nothing else of this process's environment
-    (credentials come from each machine's own)."""
+    started here. The workers get the tracking URI in their environment (where it wins over a machine's own),
+    and nothing else of this process's environment (credentials come from each machine's own). A URI with a
+    database's password stays out of it: Ray writes a runtime environment into its session's logs, which anyone
+    on the machine may read. Such a URI runs only locally (a cluster refuses it), where the workers inherit this
+    process's environment and each cell connects with the URI its job carries."""
     if sweep.executor != "ray":
         yield None
         return
@@ -536,7 +539,8 @@ def _connected(sweep: Sweep) -> Iterator[ModuleType | None]:
     if ray.is_initialized():  # a caller's own session (the tests', a notebook's): theirs to end
         yield ray
         return
-    environment = {"env_vars": {"MLFLOW_TRACKING_URI": sweep.tracking_uri}}
+    uri = sweep.tracking_uri
+    environment = {"env_vars": {} if tracking.has_password(uri) else {"MLFLOW_TRACKING_URI": uri}}
     if sweep.address:
         check_cluster(sweep.address)
     _init(ray, sweep.address, environment)

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -424,6 +426,18 @@ def test_a_database_uri_with_its_password_is_shown_nowhere(lab, tiny_dir):
     said += [done.stdout, done.stderr]
     tags = lab.client().get_run(run_id).data.tags
     assert tags["cctk.tracking_uri"] == shown and (lab.folder / "direct").is_dir()
+    # before: a local Ray sweep put the URI in its runtime environment, which Ray writes into
+    # <its temporary folder>/session_*/logs/runtime_env_agent.log, a file anyone on the machine may read
+    ray_folder = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # short: Ray's socket paths have a limit
+    swept = lab.cctk("sweep", "--executor", "ray", "--models", str(tiny_dir), "--seeds", "3", "--profile", "smoke",
+                     "--parts", "A", "--no-figures", "--tracking", "direct", "--out", str(lab.folder / "direct-sweep"),
+                     MLFLOW_EXPERIMENT_NAME="direct", RAY_TMPDIR=str(ray_folder))  # fmt: skip
+    assert swept.returncode == 0, swept.stderr[-3000:]
+    said += [swept.stdout, swept.stderr]
+    logs = [p for p in ray_folder.rglob("*") if p.is_file()]
+    assert any(p.name == "runtime_env_agent.log" for p in logs)
+    assert not [p for p in logs if PG_PASSWORD.encode() in p.read_bytes()]
+    shutil.rmtree(ray_folder, ignore_errors=True)
     report = lab.cctk("report", run_id, "--tracking", "direct", "--out", str(lab.folder / "direct-report"))
     assert report.returncode == 0, report.stderr[-3000:]
     status = lab.cctk("server", "status", MLFLOW_TRACKING_URI=direct)

@@ -393,6 +393,12 @@ def test_workers_get_the_tracking_uri_and_no_credentials(monkeypatch):
         pass
     assert seen["runtime_env"] == {"env_vars": {"MLFLOW_TRACKING_URI": "http://h:5000"}} and seen["address"] == "h:1"
     assert "secret" not in repr(seen) and seen["shut"]
+    # a local instance on a database with its password: Ray would write its runtime environment into its logs
+    seen.clear()
+    local = sweep.Sweep(None, plan.grid, None, "ray", None, "postgresql://u:S3cret@h/db")
+    with sweep._connected(local):
+        pass
+    assert seen["runtime_env"] == {"env_vars": {}} and "S3cret" not in repr(seen)
 
 
 def test_gpus_per_cell_is_one_device_at_most():

@@ -134,6 +134,24 @@ def test_pipeline_runs_are_read_back_as_plain_values(tracking_uri):
         store.pipeline("deadbeef")
 
 
+def test_searches_read_every_page_not_the_first_thousand(tracking_uri, monkeypatch):
+    """Before: ``children`` asked MLflow's default 1000 runs and ``search`` 5000, so a parent with more child
+    runs (a long sweep's pipelines, a resumed study) was cut short without a word. A page of 2 stands for them."""
+    store = tracking.connect()
+    experiment = store.experiment()
+    parent = store.start(experiment, "p", {"cctk.kind": "pipeline"})
+    done = [store.start(experiment, f"c{i}", {"cctk.key": f"k{i}"}, parent=parent) for i in range(5)]
+    for run in done:
+        run.end()
+    others = [store.start(store.experiment(f"other {i}"), "o", {"cctk.kind": "pipeline"}) for i in range(3)]
+    monkeypatch.setattr(tracking.runs, "PAGE", 2)
+    run = store.pipeline(parent.run_id)
+    assert sorted(c.run_id for c in store.children(run)) == sorted(r.run_id for r in done)
+    assert store.finished_children(run) == {f"k{i}": r.run_id for i, r in enumerate(done)}
+    assert len(store.experiment_ids()) == 5  # Default, ours and the three others
+    assert {r.run_id for r in store.pipelines()} == {parent.run_id, *(o.run_id for o in others)}
+
+
 def test_a_parameter_mlflow_run_logged_is_kept_and_the_value_in_force_logged_beside_it(tracking_uri):
     """`mlflow run . -P profile=auto` logs profile=auto before cctk runs; MLflow refuses to change it, so
     the profile in force goes under profile.resolved (and a value equal to the logged one is left alone)."""

@@ -193,9 +193,9 @@ def server_state(uri: str) -> ServerState:
         _answer(uri + "/metrics", signed=True) or 0, "off"
     )
     store = Store(TrackingConfig("status", uri))
-    ids = [e.experiment_id for e in store.client.search_experiments(max_results=1000)]
+    ids = store.experiment_ids()
     runs = {
-        status: len(store.client.search_runs(ids, f"attributes.status = '{status}'", max_results=50000)) if ids else 0
+        status: len(store.search(ids, f"attributes.status = '{status}'")) if ids else 0
         for status in ("RUNNING", *STATUSES)
     }
     return ServerState(uri, True, seconds, auth, metrics, len(ids), runs)

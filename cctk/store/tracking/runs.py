@@ -73,6 +73,7 @@ PACKAGE = "cctk.package."  # + a distribution's name: its version (a pipeline's 
 TRACKING_URI = "cctk.tracking_uri"  # the store's absolute URI, as the run recorded it
 ARTIFACT_URI = "cctk.artifact_uri"  # the run's artifact location
 STATUSES = ("FINISHED", "FAILED", "KILLED")
+PAGE = 5000  # runs a search reads a request; it reads pages until the store has no more
 # A value a run logs as a parameter or a tag: MLflow keeps its text (``_text``)
 Value = str | int | float | bool | None
 # The MLflow UI opens an experiment of this kind on its runs table ("Model training"), not on GenAI traces.
@@ -563,13 +564,28 @@ class Store:
         return LiveRun(created.info.run_id, self.client)
 
     def search(self, experiment_ids: list[str], query: str) -> list[TrackedRun]:
-        """Runs matching an MLflow search ``query`` (e.g. ``tags.`cctk.sweep` = 'ID'``), as plain values."""
-        return [_tracked(r) for r in self.client.search_runs(experiment_ids, query, max_results=5000)]
+        """Every run matching an MLflow search ``query`` (e.g. ``tags.`cctk.sweep` = 'ID'``), as plain values,
+        the newest first, read a page at a time."""
+        found, token = [], None
+        while True:
+            page = self.client.search_runs(experiment_ids, query, max_results=PAGE, page_token=token)
+            found += [_tracked(r) for r in page]
+            if not (token := page.token):
+                return found
 
     def pipelines(self) -> list[TrackedRun]:
         """Every pipeline's parent run in the store, of any experiment, the newest first (creates nothing)."""
-        ids = [e.experiment_id for e in self.client.search_experiments()]
+        ids = self.experiment_ids()
         return self.search(ids, f"tags.`{KIND}` = 'pipeline'") if ids else []
+
+    def experiment_ids(self) -> list[str]:
+        """The id of every active experiment in the store, read a page at a time."""
+        ids, token = [], None
+        while True:
+            page = self.client.search_experiments(max_results=PAGE, page_token=token)
+            ids += [e.experiment_id for e in page]
+            if not (token := page.token):
+                return ids
 
     def reopen(self, run_id: str) -> LiveRun:
         """An existing run, set RUNNING again (attached by ``mlflow run``, or resumed)."""
@@ -617,8 +633,8 @@ class Store:
         return {k: v for k, v in found.items() if names is None or k in names}
 
     def children(self, parent: TrackedRun) -> list[TrackedRun]:
-        found = self.client.search_runs([parent.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.run_id}'")
-        return [_tracked(r) for r in found]
+        """Every run nested under ``parent``."""
+        return self.search([parent.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.run_id}'")
 
     def finished_children(self, parent: TrackedRun) -> dict[str, str]:
         """``cctk.key`` -> run id of every FINISHED child; RUNNING ones (a killed process) become KILLED."""
