@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import zipfile
+from itertools import pairwise
 from pathlib import Path
 
 import pandas as pd
@@ -276,3 +277,25 @@ finally:
     assert done.returncode == 0, done.stderr[-2000:]
     assert "torch loaded: False mlflow loaded: False" in done.stdout
     assert (tmp_path / SESSION / "report.html").is_file()
+
+
+def test_no_cell_of_the_run_reports_runs_table_runs_into_the_next(session):
+    """Before: 2.0.0's longest name, "control for the conditional rule from fabricated answers", ran into its
+    parent's cell. Each row's cells (and the header's), as drawn, end before the next one starts."""
+    from builders import run_info
+
+    from cctk.manuals.configure import make_config
+    from cctk.outputs import run_report
+
+    _, results, tables = session
+    info, spec = run_info(make_config("smollm2-135m-bundled", "quick", (SEED,)), results), V2.spec
+    losses = {spec.model_name(key): list(record.losses) for key, record in results.training.items()}
+    fig = run_report.draw(info, spec, run_report.fine_tuning_runs(info, spec, tables), losses, [])
+    rows: dict[float, list] = {}
+    for text in fig.texts:
+        rows.setdefault(round(text.get_position()[1], 6), []).append(text.get_window_extent())
+    table = [sorted(boxes, key=lambda box: box.x0) for boxes in rows.values() if len(boxes) == 9]
+    assert len(table) == 1 + len(ARMS)  # the header and a row a fine-tuning run
+    assert max(box.x1 for boxes in table for box in boxes[:1]) > 0.3 * fig.bbox.width  # the longest name is there
+    for boxes in table:
+        assert all(left.x1 < right.x0 for left, right in pairwise(boxes)), boxes
