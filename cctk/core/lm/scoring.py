@@ -16,7 +16,8 @@ manual's loop, one candidate per forward pass: the same numbers to float32 round
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 import torch
+from torch import nn
 
 from ..facts import ADDITIONS, SCORING, Pair, Scoring, prompt
 from ..readings import COLUMNS
@@ -185,16 +187,23 @@ def logits_at(model: PreTrainedModel, columns: torch.Tensor, **inputs: torch.Ten
     return logits[:, columns]
 
 
+@contextmanager
+def evaluating(model: nn.Module) -> Iterator[nn.Module]:
+    """``model`` in eval mode (no dropout) within the block; its mode before restored after it, an error too."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
+
+
 def _forward(
     model: PreTrainedModel, ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor, out_cols: torch.Tensor
 ) -> torch.Tensor:
     """Logits at ``out_cols`` only, so the LM head skips the prompt's other tokens; in eval mode."""
-    was_training = model.training
-    model.eval()
-    try:
+    with evaluating(model):
         return logits_at(model, out_cols, input_ids=ids, position_ids=pos, attention_mask=mask)
-    finally:
-        model.train(was_training)
 
 
 @torch.inference_mode()
@@ -207,17 +216,16 @@ def measure_plain(
     """The manual's loop: one forward pass per candidate of every addition (reference and baseline)."""
     answers = _answers(tokenizer, scoring)
     device, _ = _device_dtype(model)
-    was_training = model.training
-    model.eval()
     scores = np.zeros((len(additions), len(answers)))
-    for i, (a, b) in enumerate(additions):
-        prompt_ids = encode(tokenizer, prompt(a, b), special=True)
-        for j, answer_ids in enumerate(answers):
-            input_ids = torch.tensor([prompt_ids + answer_ids], device=device)
-            log_probs = torch.log_softmax(model(input_ids).logits.float(), dim=-1)
-            n = len(prompt_ids)
-            scores[i, j] = sum(log_probs[0, n + k - 1, input_ids[0, n + k]].item() for k in range(len(answer_ids)))
-    model.train(was_training)
+    with evaluating(model):
+        for i, (a, b) in enumerate(additions):
+            prompt_ids = encode(tokenizer, prompt(a, b), special=True)
+            for j, answer_ids in enumerate(answers):
+                input_ids = torch.tensor([prompt_ids + answer_ids], device=device)
+                log_probs = torch.log_softmax(model(input_ids).logits.float(), dim=-1)
+                n = len(prompt_ids)
+                picked = (log_probs[0, n + k - 1, input_ids[0, n + k]].item() for k in range(len(answer_ids)))
+                scores[i, j] = sum(picked)
     return _table(additions, scoring.candidates, answers, scores, scoring.index)
 
 

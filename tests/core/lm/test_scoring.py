@@ -106,6 +106,17 @@ def test_measure_keeps_training_mode_and_weights(tiny, tokenizer):
     assert all(torch.equal(before[k], v) for k, v in tiny.state_dict().items())
 
 
+def test_the_manuals_loop_gives_a_model_back_in_its_mode_after_an_error_too(tiny, tokenizer, monkeypatch):
+    """Before: measure_plain set eval mode and restored it only on success; a failed forward left dropout off."""
+    tiny.train()
+    measure_plain(tiny, tokenizer, SOME[:1])
+    assert tiny.training
+    monkeypatch.setattr(type(tiny), "forward", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("out of memory")))
+    with pytest.raises(RuntimeError, match="out of memory"):
+        measure_plain(tiny, tokenizer, SOME[:1])
+    assert tiny.training
+
+
 def test_half_precision_model_scores_in_float32(tokenizer):
     model = tiny_model("llama", len(tokenizer)).to(torch.bfloat16)
     fast, plain = measure(model, tokenizer, SOME), measure_plain(model, tokenizer, SOME)
