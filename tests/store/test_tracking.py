@@ -456,11 +456,19 @@ def test_a_database_uri_with_its_password_reaches_its_client_alone(monkeypatch, 
     monkeypatch.setattr(tracking.runs, "_open_client", lambda uri: opened.append(uri))
     store = tracking.Store(config)
     assert opened == [uri] and store.uri == config.shown  # what a run records (tag, run_info.json) and lines say
-    assert tracking.run_link(store, "1", "abc") == f"MLflow UI: cctk ui abc --tracking {config.shown}"
+    link = f"MLflow UI: cctk ui abc --tracking '{config.shown}' (*** is the password)"  # pasteable, but for ***
+    assert tracking.run_link(store, "1", "abc") == link
     monkeypatch.chdir(tmp_path)
     (tmp_path / "mlruns_config").mkdir()
     (tmp_path / "mlruns_config" / "db.toml").write_text(f'tracking_uri = "{uri}"\n')
     assert tracking.resolve("db").tracking_uri == uri and tracking.resolve("db").shown == config.shown
+    assert (
+        tracking.run_link(tracking.Store(tracking.resolve("db")), "1", "abc") == "MLflow UI: cctk ui abc --tracking db"
+    )
+    plain = tracking.Store(tracking.resolve("mysql://u@h/db?ssl=1&charset=utf8"))  # `&` would end a shell command
+    assert (
+        tracking.run_link(plain, "1", "abc") == "MLflow UI: cctk ui abc --tracking 'mysql://u@h/db?ssl=1&charset=utf8'"
+    )
 
 
 def test_a_database_that_refuses_the_connection_is_one_line_before_any_work(monkeypatch):

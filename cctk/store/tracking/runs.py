@@ -9,6 +9,7 @@ import fcntl
 import logging
 import os
 import re
+import shlex
 import time
 import warnings
 from collections.abc import Collection, Iterator, Mapping
@@ -720,8 +721,11 @@ def run_link(store: Store, experiment_id: str, run_id: str) -> str:
     if store.uri.startswith(ON_SERVER):
         return f"MLflow UI: {store.runs_url(store.uri, experiment_id, run_id)}"
     name = store.config.name
-    where = "" if name in (DEFAULT_CONFIG, "MLFLOW_TRACKING_URI") else f" --tracking {name}"
-    return f"MLflow UI: cctk ui {run_id}{where}"
+    if name in (DEFAULT_CONFIG, "MLFLOW_TRACKING_URI"):
+        return f"MLflow UI: cctk ui {run_id}"
+    # quoted for a shell (a URI's `&`, a redacted `***`); a URI given with its password says what *** stands for
+    hidden = name == store.config.shown != store.config.tracking_uri
+    return f"MLflow UI: cctk ui {run_id} --tracking {shlex.quote(name)}" + (" (*** is the password)" if hidden else "")
 
 
 def provenance_tags(flat: dict[str, str], packages: dict[str, str | None]) -> dict[str, str]:
