@@ -4,7 +4,18 @@
 (statistics, experiments, figures, outputs, results) never load torch.
 """
 
+from __future__ import annotations
+
 import logging
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import pandas as pd
+
+    from .core.lm.models import Loaded, load_model as load_model
+    from .core.lm.scoring import measure as measure
 
 __version__ = "0.1.0"
 
@@ -16,7 +27,7 @@ for _name in ("torchao", "torch.utils._pytree"):
 __all__ = ["__version__", "load_model", "measure"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Callable[..., Loaded] | Callable[..., pd.DataFrame]:
     if name == "load_model":
         from .core.lm.models import load_model
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypedDict, TypeVar
 
 import click
 
@@ -17,15 +18,94 @@ from ..krtest.measurement.lora import DEFAULT_BUDGET
 from .options import DEVICE, MODEL, TRACKING, out_option
 
 if TYPE_CHECKING:
+    from typing import Unpack
+
     from _typeshed import DataclassInstance
+
+    from ..krtest.generation.gate import Gate
 
 D = TypeVar("D", bound="DataclassInstance")
 
 IN_FILE = click.Path(dir_okay=False, path_type=Path)
 
 
+# What click passes the commands beyond their named parameters (``**options``, ``**values``), as it reads them.
+class _Endpoint(TypedDict):
+    """An endpoint's --max-tokens, --timeout and --retries: the teacher's and the oracle's."""
+
+    max_tokens: int
+    timeout: float
+    retries: int
+
+
+class _GenerateOptions(_Endpoint):
+    teacher_model: str | None
+    api_key_env: str | None
+    segment: str
+    min_tokens: int
+    max_passage_tokens: int | None
+    text_field: str
+    per_passage: int
+    max_passages: int | None
+    temperature: float | None
+    concurrency: int
+    oracle_name: str | None
+    oracle_model: str | None
+    oracle_api_key_env: str | None
+    overwrite: bool
+    dry_run: bool
+    tracking: str | None
+    tokenizer_name: str
+
+
+class _OracleValues(_Endpoint):
+    segment: str
+    location: str
+    min_tokens: int
+    max_passage_tokens: int | None
+    text_field: str
+    tokenizer_name: str
+    overwrite: bool
+    tracking: str | None
+
+
+class _EvalOptions(TypedDict):
+    location: str
+    segment: str
+    tokenizer_name: str | None
+    device: str | None
+
+
+class _TrainValues(TypedDict):
+    budget: int
+    eval_every: int | None
+    epochs: int | None
+    learning_rate: float | None
+    batch_size: int | None
+    grad_clip: float | None
+    weight_decay: float | None
+    schedule: str | None
+    warmup: float | None
+    max_tokens: int | None
+
+
+class _StudyValues(TypedDict):
+    location: str
+    entities: int | None
+    validation_entities: int | None
+    budget: int | None
+    eval_every: int | None
+    epochs: int | None
+    batch_size: int | None
+    full_learning_rate: float | None
+    lora_learning_rate: float | None
+    full_epochs: int | None
+    lora_epochs: int | None
+    device: str | None
+
+
 @click.group("krtest")
-def krtest():
+def krtest() -> None:
     """KR-Test: what a model retains of a corpus, not only its perplexity (seed 003, "Beyond Perplexity")."""
 
 
@@ -173,7 +253,16 @@ TIMEOUT = click.option("--timeout", type=float, default=120.0, show_default=True
     default=None,
     help=f"Fictional corpus: other people, in the validation text only [default: {VALIDATION_ENTITIES}].",
 )
-def generate(seed, out, corpus, teacher, location, entities, validation_entities, **options):
+def generate(
+    seed: int,
+    out: Path,
+    corpus: Path | None,
+    teacher: str | None,
+    location: str,
+    entities: int | None,
+    validation_entities: int | None,
+    **options: Unpack[_GenerateOptions],
+) -> None:
     """Write KR-Test items: from your corpus through a teacher LLM, or a seeded fictional data set."""
     check_seeds((seed,))
     if corpus is None:
@@ -207,7 +296,7 @@ def generate(seed, out, corpus, teacher, location, entities, validation_entities
         click.echo(f"WARNING: no item kept; every proposal and its reason is in {out / from_corpus.PROPOSALS}")
 
 
-def _gate(options: dict, seed: int):
+def _gate(options: _GenerateOptions, seed: int) -> Gate | None:
     """The oracle gate of ``generate --oracle`` (None without it), checked before any work. An endpoint oracle
     shares the teacher's --max-tokens, --retries and --timeout, and its key variable unless
     --oracle-api-key-env names another (the oracle is often the teacher's provider, not always)."""
@@ -227,12 +316,12 @@ def _gate(options: dict, seed: int):
     return Gate(oracle, seed)  # the true side's A/B positions drawn from --seed, as krtest oracle --seed does
 
 
-def _endpoint(values: dict[str, Any]) -> dict[str, Any]:
+def _endpoint(values: _Endpoint) -> _Endpoint:
     """An endpoint's --max-tokens, --timeout and --retries: the teacher's and the oracle's."""
-    return {name: values[name] for name in ("max_tokens", "timeout", "retries")}
+    return {"max_tokens": values["max_tokens"], "timeout": values["timeout"], "retries": values["retries"]}
 
 
-def _fields(cls: type[D], values: dict[str, Any], **given: Any) -> D:
+def _fields(cls: type[D], values: Mapping[str, object], **given: object) -> D:
     """A ``cls`` (a dataclass) of ``given`` and the entries of ``values`` named as its other fields."""
     return cls(**given, **{f.name: values[f.name] for f in dataclasses.fields(cls) if f.name in values})
 
@@ -272,7 +361,17 @@ def _fields(cls: type[D], values: dict[str, Any], **given: Any) -> D:
 @click.option("--overwrite", is_flag=True, help="Replace a finished oracle check in --out.")
 @out_option("Folder for oracle.json, oracle.csv, questions.validated.jsonl.")
 @TRACKING
-def oracle(questions, corpus, generation, oracle_name, oracle_model, api_key_env, seed, out, **values):
+def oracle(
+    questions: Path | None,
+    corpus: Path | None,
+    generation: Path | None,
+    oracle_name: str,
+    oracle_model: str | None,
+    api_key_env: str | None,
+    seed: int,
+    out: Path,
+    **values: Unpack[_OracleValues],
+) -> None:
     """The paper's Golden Standard: an LLM picks the option consistent with each item's passage."""
     from ..krtest.generation import oracle as oracle_module
 
@@ -292,7 +391,7 @@ def oracle(questions, corpus, generation, oracle_name, oracle_model, api_key_env
     )
 
 
-def _fictional(seed, out, location, entities, validation_entities) -> None:
+def _fictional(seed: int, out: Path, location: str, entities: int | None, validation_entities: int | None) -> None:
     from click.core import ParameterSource
 
     from ..krtest.generation.generate import make_dataset, write_dataset
@@ -362,7 +461,15 @@ def _fictional(seed, out, location, entities, validation_entities) -> None:
 @out_option("Folder for items.csv, by_passage.csv and summary.json.")
 @TRACKING
 @DEVICE
-def eval_command(model, questions, corpus, book, out, tracking, **options):
+def eval_command(
+    model: str,
+    questions: Path,
+    corpus: Path | None,
+    book: bool,
+    out: Path,
+    tracking: str | None,
+    **options: Unpack[_EvalOptions],
+) -> None:
     """Score one model on a question file; print its accuracy with an exact 95% interval."""
     from ..krtest.commands.jobs import run_eval
 
@@ -406,7 +513,20 @@ def eval_command(model, questions, corpus, book, out, tracking, **options):
 @out_option("Folder for items.csv, summary.json, curve.csv.")
 @TRACKING
 @DEVICE
-def train(model, corpus, questions, location, validation, method, modules, seed, out, tracking, device, **values):
+def train(
+    model: str,
+    corpus: Path,
+    questions: Path,
+    location: str,
+    validation: Path | None,
+    method: str,
+    modules: str | None,
+    seed: int,
+    out: Path,
+    tracking: str | None,
+    device: str | None,
+    **values: Unpack[_TrainValues],
+) -> None:
     """Fine-tune on a corpus (full or LoRA), KR accuracy and validation perplexity every K steps."""
     from ..krtest.commands.jobs import read_inputs, run_train
     from ..krtest.measurement.train import make_train_config
@@ -451,7 +571,15 @@ def train(model, corpus, questions, location, validation, method, modules, seed,
 @out_option("Folder that receives the session folder.", default=Path("outputs/krtest"), show_default=True)
 @TRACKING
 @DEVICE
-def study(model, seed, seeds, data, out, tracking, **values):
+def study(
+    model: str,
+    seed: int,
+    seeds: str | None,
+    data: Path | None,
+    out: Path,
+    tracking: str | None,
+    **values: Unpack[_StudyValues],
+) -> None:
     """The paper's study: blind and open-book baselines, full fine-tuning, LoRA on attention vs FFN."""
     from ..krtest.commands import study as study_module
 
@@ -465,7 +593,9 @@ def study(model, seed, seeds, data, out, tracking, **values):
         click.echo(f"{name:<20} {100 * s.accuracy:5.1f}% [{100 * s.lo:.1f}-{100 * s.hi:.1f}]")
 
 
-def _study_seeds(model, seed, seeds, data, out, tracking, values) -> None:
+def _study_seeds(
+    model: str, seed: int, seeds: str, data: Path | None, out: Path, tracking: str | None, values: _StudyValues
+) -> None:
     from click.core import ParameterSource
 
     from ..core.config import seeds_or_count

@@ -19,8 +19,13 @@ from .options import DEVICE, MODEL, RUN_TRACKING, TRACKING, RunIds, out_option
 from .server import server, ui
 
 if TYPE_CHECKING:
+    from click.decorators import FC
+
     from ..pipeline.sweep import Grid, Sweep
     from ..store.tracking import Store
+
+# What a recipe option (int, float, str or a choice's str) or a manual's option (a switch, float or str) is read as
+OptionValue = str | int | float | bool
 
 RETRIES = 3  # cctk.pipeline.sweep.RETRIES (the CLI imports the pipeline only when a command runs)
 
@@ -59,7 +64,7 @@ def cli() -> None:
     "cctk's memory estimate (a Markdown table; docs/gpus.md's).",
 )
 @click.option("--profile", default="paper", show_default=True, help="With --fits: the recipe.")
-def models(fits, profile):
+def models(fits: bool, profile: str) -> None:
     """List the model roster and what each model needs."""
     from ..core.lm.models import ROSTER
 
@@ -88,7 +93,7 @@ def _fits_table(profile: str) -> None:
         click.echo("| " + " | ".join(row) + " |")
 
 
-def recipe_options(command):
+def recipe_options(command: FC) -> FC:
     """One ``--<name>`` override per field of ``cctk.core.config.Recipe``, typed and documented from it."""
     for spec in reversed(recipe_fields()):
         kind = click.Choice(spec.metadata["choices"]) if "choices" in spec.metadata else field_type(spec.name)
@@ -102,7 +107,7 @@ def recipe_options(command):
     return command
 
 
-def manual_options(command):
+def manual_options(command: FC) -> FC:
     """One ``--<name>`` per option of a manual of the registry (``cctk.manuals.configure.command_options``), each
     once; a run or sweep passes those given to its manual, which refuses one it does not take."""
     seen: dict[str, Option] = {}
@@ -124,7 +129,7 @@ def _protocol_help() -> str:
 @out_option("Folder for measurement.csv and the heatmap.")
 @TRACKING
 @DEVICE
-def measure(model, out, tracking, device):
+def measure(model: str, out: Path, tracking: str | None, device: str | None) -> None:
     """Measure one model on every candidate of every addition."""
     from ..pipeline import measure as measure_job
 
@@ -183,18 +188,18 @@ def measure(model, out, tracking, device):
     help="Continue an interrupted pipeline run (its own settings are used).",
 )
 def run_command(
-    protocol,
-    model,
-    profile,
-    seed,
-    out,
-    tracking,
-    device,
-    system_metrics,
-    figures,
-    resume_id,
-    **values,
-):
+    protocol: str,
+    model: str,
+    profile: str,
+    seed: str | None,
+    out: Path,
+    tracking: str | None,
+    device: str | None,
+    system_metrics: bool,
+    figures: bool,
+    resume_id: str | None,
+    **values: OptionValue | None,
+) -> None:
     """Run a manual's whole experiment for one model: manual 2.0.0 by default (Parts A-D and the synthesis), or
     another with --protocol (v1: the 1.0.0 pipeline, base model fine-tuned in place on fabricated answers)."""
     from ..core.config import parse_seeds
@@ -214,7 +219,9 @@ def run_command(
     pipeline.run(config, where, options)
 
 
-def _check_manual_options(manual: AnyManual, given: dict[str, Any], seed: str | None, resume_id: str | None) -> None:
+def _check_manual_options(
+    manual: AnyManual, given: dict[str, OptionValue], seed: str | None, resume_id: str | None
+) -> None:
     """An option the chosen manual does not take, a second seed where it takes one, a resume of a manual that does
     not resume, or a resume given its manual's options: one line rather than being ignored."""
     spec = manual.spec
@@ -304,23 +311,24 @@ def _check_manual_options(manual: AnyManual, given: dict[str, Any], seed: str | 
 @manual_options
 @click.pass_context
 def sweep_command(
-    ctx,
-    models,
-    seeds,
-    sets,
-    profile,
-    protocol,
-    executor,
-    address,
-    cpus_per_cell,
-    gpus_per_cell,
-    retries,
-    out,
-    tracking,
-    figures,
-    resume_id,
-    **values,
-):
+    ctx: click.Context,
+    /,  # pass_context hands ctx in first; **values could otherwise take a "ctx" too (mypy's reading of it)
+    models: str | None,
+    seeds: str | None,
+    sets: tuple[str, ...],
+    profile: str,
+    protocol: str,
+    executor: str,
+    address: str | None,
+    cpus_per_cell: float,
+    gpus_per_cell: float | None,
+    retries: int | None,
+    out: Path,
+    tracking: str | None,
+    figures: bool,
+    resume_id: str | None,
+    **values: OptionValue | None,
+) -> None:
     """Run a grid of pipelines over models, seeds and recipe values (an MLflow sweep run); every cell runs one
     manual (--protocol) with the same options."""
     from ..pipeline import sweep
@@ -353,7 +361,12 @@ def sweep_command(
 
 
 def _grid(
-    models: str | None, seeds: str | None, sets: tuple[str, ...], profile: str, protocol: str, given: dict[str, Any]
+    models: str | None,
+    seeds: str | None,
+    sets: tuple[str, ...],
+    profile: str,
+    protocol: str,
+    given: dict[str, Any],  # Any: unpacked into parse_grid, whose device: str mypy would hold every value to
 ) -> Grid:
     """A new sweep's grid, every cell checked: its models, seeds and recipe values, its manual and options."""
     from ..pipeline import sweep
@@ -386,7 +399,7 @@ def _new_sweep(
 
 
 def _reopened_sweep(
-    resume_id: str, given: dict[str, Any], address: str | None, retries: int | None, tracking: str | None
+    resume_id: str, given: dict[str, OptionValue], address: str | None, retries: int | None, tracking: str | None
 ) -> tuple[Store, Sweep]:
     """An interrupted sweep, read back; ``address``: the cluster it goes on with (default: its own). ``given``:
     the manual and its options given on the command line, refused (the sweep's cells keep their own)."""
@@ -418,7 +431,9 @@ def _reopened_sweep(
 @out_option("Folder for the tables, figures and compare.html.")
 @TRACKING
 @click.option("--no-log", is_flag=True, help="Log no MLflow run of the comparison (a reader who may not write).")
-def compare_command(sweep_id, runs, out, tracking, no_log):
+def compare_command(
+    sweep_id: str | None, runs: list[str] | None, out: Path, tracking: str | None, no_log: bool
+) -> None:
     """Finished pipelines side by side: across seeds, across models, pooled tests, implausibility."""
     from ..compare import job
     from ..krtest.commands import compare as kr
@@ -525,7 +540,7 @@ def report(
     help="These figures and tables alone, comma-separated (synthesis, 24_synthesis, table09, 'synthesis shares'), "
     "their captions replaced in the folder's caption files and paper.tex: a re-render of one in seconds.",
 )
-def export_command(source, latex_dir, width, tracking, only):
+def export_command(source: str, latex_dir: Path, width: str, tracking: str | None, only: str | None) -> None:
     """A run as a paper's parts: every table as booktabs LaTeX, every figure in paper style, their captions
     and a paper.tex that compiles (pdflatex paper.tex in the folder). SOURCE as for cctk report."""
     from .. import results
@@ -561,7 +576,7 @@ def _names(only: str | None) -> tuple[str, ...]:
 @cli.command()
 @click.argument("run", required=False)
 @RUN_TRACKING
-def cite(run, tracking):
+def cite(run: str | None, tracking: str | None) -> None:
     """BibTeX for cctk (version, year) and, given RUN (a session folder or a pipeline's run id), for that
     run (run id, date, model and its hash, seed, commit)."""
     from .. import results

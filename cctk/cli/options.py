@@ -49,7 +49,7 @@ class OutFolder(click.Path):
         return folder
 
 
-class RunIds(click.ParamType):
+class RunIds(click.ParamType[list[str]]):
     """``--runs ID1,ID2,...``: the run ids in order, each once: a run given twice would count twice in every
     pooled number, so it is refused in one line naming it, before any store is opened."""
 
