@@ -7,6 +7,13 @@ and ``commands/`` (the commands tracked in MLflow, and ``cctk compare --runs`` o
 ``cctk.cli.krtest``.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .measurement.callback import KRTestCallback
+
 # tag cctk.kind of KR-Test runs: one that scores items (an eval, a train, a study's arm), a study, a seed sweep
 RUN, STUDY_RUN, SWEEP_RUN = "krtest", "krtest-study", "krtest-sweep"
 
@@ -19,7 +26,7 @@ ARMS: dict[str, str] = {  # the study's arms: internal key -> the plain name eve
 }
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> type[KRTestCallback]:
     # ``cctk.krtest.KRTestCallback`` without loading transformers when the package is only imported (the CLI)
     if name == "KRTestCallback":
         from .measurement.callback import KRTestCallback

@@ -21,6 +21,7 @@ the tracking store.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -176,7 +177,7 @@ def tables(arms: list[KrArm]) -> dict[str, pd.DataFrame]:
 # --- From the tracking store. ---
 
 
-def is_kr(store, runs: list[str]) -> bool:
+def is_kr(store: Store, runs: list[str]) -> bool:
     """Are ``--runs`` KR-Test runs? All or none of them must be; a mix fails in one line."""
     kinds = [store.get(run_id).tags.get(KIND) for run_id in runs]
     kr = [k in KINDS for k in kinds]
@@ -269,7 +270,7 @@ def write(arms: list[KrArm], out: Path) -> dict[str, pd.DataFrame]:
     return found
 
 
-def compare(store, runs: list[str], out: Path, echo=print) -> dict[str, pd.DataFrame]:
+def compare(store: Store, runs: list[str], out: Path, echo: Callable[[str], None] = print) -> dict[str, pd.DataFrame]:
     """``cctk compare --runs`` on KR-Test runs: gather, write, print the pooled and paired tables, log a run."""
     out = Path(out)
     arms = gather(store, runs, out / "runs")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,7 +44,9 @@ from ..measurement.train import PERPLEXITY_LOGIT_COPIES, Evaluation, TrainConfig
 
 if TYPE_CHECKING:
     import torch
-    from transformers import PreTrainedModel
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from ...core.lm.corpus import Row
 
 SUMMARY_METRICS = ("n", "correct", "accuracy", "lo", "hi", "mean_margin", "ties", "identical")
 
@@ -63,7 +67,7 @@ class Inputs:
     segment: str = "blank-lines"
     passages: tuple[Passage, ...] = ()
 
-    def params(self) -> dict:
+    def params(self) -> dict[str, str | int]:
         return {
             "questions": str(self.questions),
             "n_items": len(self.items),
@@ -91,8 +95,8 @@ def read_inputs(
     need_validation: bool = False,
     location: str = "char",
     segment: str = "blank-lines",
-    tokenizer=None,
-    scoring_tokenizer=None,
+    tokenizer: PreTrainedTokenizerBase | None = None,
+    scoring_tokenizer: PreTrainedTokenizerBase | None = None,
     max_tokens: int = MAX_TOKENS,
 ) -> Inputs:
     """Read and check the files (every item's location against the corpus); a missing one that is needed
@@ -129,7 +133,14 @@ class Track:
     store: tracking.Store
     experiment_id: str
 
-    def run(self, name: str, tags: dict, parent: tracking.LiveRun | None = None, kind: str = RUN, attach: bool = False):
+    def run(
+        self,
+        name: str,
+        tags: dict[str, str],
+        parent: tracking.LiveRun | None = None,
+        kind: str = RUN,
+        attach: bool = False,
+    ) -> AbstractContextManager[tracking.LiveRun]:
         """A run in the one lifecycle (a context manager); ``attach``: ``mlflow run``'s run when there is one."""
         return self.store.run(
             kind, name, {"mlflow.source.name": "cctk krtest", **tags}, parent, self.experiment_id, attach
@@ -149,7 +160,7 @@ def run_eval(
     corpus: Path | None = None,
     book: bool = False,
     tracking_name: str | None = None,
-    echo=print,
+    echo: Callable[[str], None] = print,
     location: str = "char",
     segment: str = "blank-lines",
     tokenizer_name: str | None = None,
@@ -210,7 +221,13 @@ def context_limit(model: str) -> int:
 
 
 def evaluate_arm(
-    run: tracking.LiveRun, lm, tokenizer, items: list[Item], out: Path, echo=print, validation_rows=None
+    run: tracking.LiveRun,
+    lm: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    items: list[Item],
+    out: Path,
+    echo: Callable[[str], None] = print,
+    validation_rows: Sequence[Row] | None = None,
 ) -> Evaluation:
     """Score, write ``items.csv``, ``by_passage.csv`` and ``summary.json``, print the accuracy, log metrics
     and files; returns the evaluation (the model's step 0; its validation perplexity nan without
@@ -237,7 +254,7 @@ def run_train(
     config: TrainConfig,
     out: Path,
     tracking_name: str | None = None,
-    echo=print,
+    echo: Callable[[str], None] = print,
     device: str | None = None,
 ) -> Trained:
     """``cctk krtest train``: fine-tune on the corpus, KR-Test and perplexity every K steps, tracked."""
@@ -270,7 +287,7 @@ def placed(lm: PreTrainedModel, where: torch.device | str) -> PreTrainedModel:
     return lm
 
 
-def memory_plan(model: str, config: TrainConfig, where, waiting: int = 0) -> memory.Plan:
+def memory_plan(model: str, config: TrainConfig, where: torch.device, waiting: int = 0) -> memory.Plan:
     """KR-Test training's memory against the device (``cctk.core.lm.memory``): rows of up to ``max_tokens``, each
     token supervised, evaluated every K steps while the gradients and moments live (the scorer and the
     perplexity in chunks of ``LOGIT_BUDGET``, three budgets held at once); LoRA trains its budget. ``waiting``:
@@ -291,12 +308,12 @@ def arm_key(config: TrainConfig) -> str:
 
 def train_arm(
     run: tracking.LiveRun,
-    lm,
-    tokenizer,
+    lm: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
     inputs: Inputs,
     config: TrainConfig,
     out: Path,
-    echo=print,
+    echo: Callable[[str], None] = print,
     label: str = "",
     untouched: Evaluation | None = None,
 ) -> Trained:
@@ -345,7 +362,7 @@ def train_arm(
     return trained
 
 
-def _finish(run: tracking.LiveRun, trained: Trained, out: Path, echo) -> None:
+def _finish(run: tracking.LiveRun, trained: Trained, out: Path, echo: Callable[[str], None]) -> None:
     final = trained.final
     paths = [*write_evaluation(final.items, final.summary, out), write_curve(trained.curve(), out)]
     metrics = {

@@ -10,6 +10,7 @@ every two arms, per seed and pooled), which are the sweep run's artifacts and me
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -36,7 +37,7 @@ def run(
     seeds: tuple[int, ...],
     out_root: Path = Path("outputs/krtest"),
     tracking_name: str | None = None,
-    echo=print,
+    echo: Callable[[str], None] = print,
 ) -> SweepOutcome:
     """Every check first (each seed's configuration), then one study per seed, then the tables across seeds."""
     started = time.perf_counter()
@@ -65,7 +66,7 @@ def arms(studies: list[study_module.StudyOutcome], model: str) -> list[kr.KrArm]
     ]
 
 
-def _log(sweep, outcome: SweepOutcome) -> None:
+def _log(sweep: tracking.LiveRun, outcome: SweepOutcome) -> None:
     metrics = {"sweep_seconds": outcome.seconds}
     for _, row in outcome.tables["kr_pooled"].iterrows():
         key = next(k for k, name in ARMS.items() if name == row["arm"])

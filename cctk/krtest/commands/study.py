@@ -22,9 +22,11 @@ from __future__ import annotations
 import functools
 import json
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -52,6 +54,10 @@ from ..measurement.report import write_figure, write_table
 from ..measurement.scoring import Summary
 from ..measurement.train import RECIPES, TrainConfig, Trained, corpus_rows
 from .jobs import Inputs, Track, evaluate_arm, memory_plan, open_track, placed, read_inputs, train_arm
+
+if TYPE_CHECKING:
+    from ...core.lm.models import Loaded
+    from ..measurement.train import Evaluation
 
 STUDY_JSON = "study.json"
 
@@ -96,7 +102,7 @@ class StudyConfig:
         """An arm's memory: it trains a fresh copy while the untouched model waits in host memory."""
         return memory_plan(self.model, config, resolve_device(self.device), waiting=1)
 
-    def params(self) -> dict:
+    def params(self) -> dict[str, Any]:
         values = {
             "model": self.model,
             "model_id": model_id(self.model),
@@ -123,7 +129,7 @@ def make_study_config(
     lora_learning_rate: float | None = None,
     full_epochs: int | None = None,
     lora_epochs: int | None = None,
-    **values,
+    **values: Any,
 ) -> StudyConfig:
     """A checked study configuration: defaults, with the values given (None = keep); ``full_*`` and
     ``lora_*`` override ``epochs`` and the default rate for full fine-tuning or both LoRA arms."""
@@ -138,7 +144,7 @@ def make_study_config(
     return config
 
 
-def _given(**values) -> dict:
+def _given(**values: Any) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
 
 
@@ -159,7 +165,7 @@ def run(
     config: StudyConfig,
     out_root: Path = Path("outputs/krtest"),
     tracking_name: str | None = None,
-    echo=print,
+    echo: Callable[[str], None] = print,
     parent: tracking.LiveRun | None = None,
 ) -> StudyOutcome:
     """Check everything, then the five arms, the figure and the table; returns what each arm gave.
@@ -194,7 +200,7 @@ def run(
     return outcome
 
 
-def _pair_params(pair: PairPlan) -> dict:
+def _pair_params(pair: PairPlan) -> dict[str, int | float | bool]:
     return {
         "lora.attention.rank": pair.attention.rank,
         "lora.ffn.rank": pair.ffn.rank,
@@ -218,11 +224,11 @@ def _read_data(folder: Path, location: str) -> Inputs:
 def _arms(
     config: StudyConfig,
     inputs: Inputs,
-    loaded: tuple,
+    loaded: Loaded,
     track: Track,
     parent: tracking.LiveRun,
     outcome: StudyOutcome,
-    echo,
+    echo: Callable[[str], None],
 ) -> None:
     lm, tokenizer = loaded  # the untouched model: the baselines score it, each trained arm trains a fresh copy
     assert inputs.validation is not None  # a study's data set has its validation text
@@ -230,7 +236,7 @@ def _arms(
     (max_tokens,) = {arm.max_tokens for arm in arms.values()}  # one for all: the blind arm's rows are each arm's
     val_rows = corpus_rows(inputs.validation, tokenizer, max_tokens)
     params = {"model": config.model, "seed": config.seed} | inputs.params()
-    evaluated = {}
+    evaluated: dict[str, Evaluation] = {}
     for key, items in (("blind", list(inputs.items)), ("open_book", inputs.book())):
         with _nested(track, parent, key, {"open_book": key == "open_book"} | params, inputs, outcome) as run:
             echo(f"{ARMS[key]}:")
@@ -261,7 +267,9 @@ def _arms(
 
 
 @contextmanager
-def _nested(track: Track, parent: tracking.LiveRun, key: str, params: dict, inputs: Inputs, outcome: StudyOutcome):
+def _nested(
+    track: Track, parent: tracking.LiveRun, key: str, params: dict[str, Any], inputs: Inputs, outcome: StudyOutcome
+) -> Iterator[tracking.LiveRun]:
     """An arm's run under the study's, in the one lifecycle, its parameters and datasets logged."""
     with track.run(ARMS[key], {tracking.ARM: key}, parent=parent) as run:
         run.params(params)
@@ -276,7 +284,7 @@ def final_table(outcome: StudyOutcome) -> pd.DataFrame:
     return pd.DataFrame(rows).astype({"rank": "Int64", "trainable": "Int64"})
 
 
-def _arm_row(key: str, outcome: StudyOutcome) -> dict:
+def _arm_row(key: str, outcome: StudyOutcome) -> dict[str, Any]:
     s, trained = outcome.summaries[key], outcome.trained.get(key)
     plan = trained.plan if trained else None
     ppl = float("nan")  # none for the open book

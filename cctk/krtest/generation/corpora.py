@@ -22,10 +22,14 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ...core.errors import CctkError
 from ..measurement.items import read_corpus
 from ..measurement.passages import Passage, _piece, segment
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 SUFFIXES = (".txt", ".md")
 SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+")
@@ -76,7 +80,11 @@ def _jsonl(path: Path, field: str) -> list[Document]:
 
 
 def cut(
-    documents: list[Document], how: str, tokenizer, min_tokens: int = 0, max_tokens: int | None = None
+    documents: list[Document],
+    how: str,
+    tokenizer: PreTrainedTokenizerBase,
+    min_tokens: int = 0,
+    max_tokens: int | None = None,
 ) -> list[Located]:
     """Every document's passages, in order, shaped by the token bounds (see the module docstring)."""
 

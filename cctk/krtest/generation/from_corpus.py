@@ -46,7 +46,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ... import __version__
 from ...core.errors import CctkError
@@ -55,11 +55,13 @@ from ..measurement.passages import Passage, check_segment
 from ..measurement.scoring import encode_continuation
 from .corpora import Document, Located, cut, read_documents
 from .journal import JOURNAL, Journal, open_journal
-from .teacher import PROMPT_VERSION, Reply, ask, messages, parse_reply
+from .teacher import PROMPT_VERSION, Reply, Teacher, ask, messages, parse_reply
 from .validate import MAX_SPANS, REASONS, SUPPORT, Checker, key
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
+
+    from ...store.tracking import LiveRun
 
 QUESTIONS, GENERATION, PROPOSALS, REPLIES = "questions.jsonl", "generation.json", "proposals.jsonl", "replies.jsonl"
 REJECTED = "rejected.jsonl"  # with --oracle: the items the oracle did not confirm
@@ -98,8 +100,8 @@ class Verdict:
     """One proposed item judged against its own passage (``duplicate`` is decided across passages)."""
 
     verdict: str
-    record: dict
-    key: tuple | None = None
+    record: dict[str, Any]
+    key: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -117,14 +119,14 @@ class Generation:
     items: list[Item] = field(default_factory=list)
     documents: list[str] = field(default_factory=list)  # the document of each item
     sources: list[int] = field(default_factory=list)  # the index in ``proposals`` of each item
-    proposals: list[dict] = field(default_factory=list)
-    replies: list[dict] = field(default_factory=list)
+    proposals: list[dict[str, Any]] = field(default_factory=list)
+    replies: list[dict[str, Any]] = field(default_factory=list)
     # with an oracle (Gate.apply): its figures so far, the items validation kept, those it did not confirm
-    oracle: dict | None = None
+    oracle: dict[str, Any] | None = None
     kept_by_validation: int | None = None
-    dropped: list[dict] = field(default_factory=list)
+    dropped: list[dict[str, Any]] = field(default_factory=list)
 
-    def judge(self, verdict: str, location: int, record: dict) -> None:
+    def judge(self, verdict: str, location: int, record: dict[str, Any]) -> None:
         self.proposed += 1
         self.proposals.append({"location": location, "verdict": verdict, **record})
         if verdict == "kept":
@@ -133,7 +135,30 @@ class Generation:
             self.rejected[verdict] += 1
 
 
-def exchange(located: Located, document: str, n: int, teacher, options: GenerationOptions) -> dict:
+G = TypeVar("G")  # the groups a gate asks its oracle about (``oracle.Group``)
+
+
+class OracleGate(Protocol[G]):
+    """What a generation asks of its second gate, ``gate.Gate`` (given, as the teacher is: this module imports
+    neither the gate nor the oracle, which import it, so the gate's groups are a type parameter)."""
+
+    @property
+    def stage(self) -> str: ...
+
+    def connect(self) -> None: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def settings(self) -> dict[str, Any]: ...
+
+    def groups(self, done: Generation, passages: dict[tuple[str, int], str]) -> list[G]: ...
+
+    def ask(self, group: G, n: int) -> dict[str, Any]: ...
+
+    def apply(self, done: Generation, groups: list[G], entries: dict[int, dict[str, Any]], several: bool) -> None: ...
+
+
+def exchange(located: Located, document: str, n: int, teacher: Teacher, options: GenerationOptions) -> dict[str, Any]:
     """Ask about passage ``n``: the journal line of its request and reply."""
     passage = located.passage
     chat = messages(passage.text, options.per_passage)
@@ -168,10 +193,10 @@ def judge_reply(reply: Reply, checker: Checker, location: int, k: int) -> tuple[
 def checker_for(passage: Passage, unit: str, tokenizer: PreTrainedTokenizerBase) -> Checker:
     """The rules for the items of ``passage``, sides encoded as ``tokenizer``'s scoring sees them."""
 
-    def sides(context, true, false):
+    def sides(context: str, true: str, false: str) -> tuple[list[int], list[int]]:
         return encode_continuation(tokenizer, context, true), encode_continuation(tokenizer, context, false)
 
-    def holds(location):
+    def holds(location: int) -> bool:
         return location == passage.location(unit)
 
     return Checker(passage.text, sides, holds)
@@ -187,7 +212,7 @@ class Judged:
     tokenizer: PreTrainedTokenizerBase
     cache: dict[int, tuple[list[Verdict], int]] = field(default_factory=dict)
 
-    def verdicts(self, n: int, line: dict) -> tuple[list[Verdict], int]:
+    def verdicts(self, n: int, line: dict[str, Any]) -> tuple[list[Verdict], int]:
         if n not in self.cache:
             passage = self.found[n].passage
             reply = Reply(line["reply"], line["finish_reason"], truncated=line["truncated"])
@@ -199,7 +224,7 @@ class Judged:
         """Each passage's text by (document name, location): where an oracle reads an item's passage."""
         return {(self.names[f.document], f.passage.location(self.options.location)): f.passage.text for f in self.found}
 
-    def assemble(self, entries: dict[int, dict]) -> Generation:
+    def assemble(self, entries: dict[int, dict[str, Any]]) -> Generation:
         """The generation so far, passage by passage in corpus order (whatever order the replies came in)."""
         done, seen = Generation(passages=len(self.found)), set()
         for n in sorted(entries):
@@ -218,7 +243,7 @@ class Judged:
         return done
 
 
-def _count(done: Generation, line: dict, surplus: int, names: list[str]) -> None:
+def _count(done: Generation, line: dict[str, Any], surplus: int, names: list[str]) -> None:
     done.answered += 1
     done.surplus += surplus
     done.requests += line["requests"]
@@ -227,11 +252,17 @@ def _count(done: Generation, line: dict, surplus: int, names: list[str]) -> None
     done.replies.append({"location": line["location"], "reply": line["reply"], **_document(line, names)})
 
 
-def _document(line: dict, names: list) -> dict:
+def _document(line: dict[str, Any], names: list[str]) -> dict[str, str]:
     return {"document": line["document"]} if len(names) > 1 else {}
 
 
-def generate(corpus: str, teacher, tokenizer, options: GenerationOptions, echo=print) -> Generation:
+def generate(
+    corpus: str,
+    teacher: Teacher,
+    tokenizer: PreTrainedTokenizerBase,
+    options: GenerationOptions,
+    echo: Callable[[str], None] = print,
+) -> Generation:
     """Ask the teacher about every passage of one text and judge the items, in memory (no journal)."""
     options.check()
     found = passages_of([Document("corpus", corpus)], tokenizer, options)
@@ -242,7 +273,9 @@ def generate(corpus: str, teacher, tokenizer, options: GenerationOptions, echo=p
     return judged.assemble(entries)
 
 
-def passages_of(documents: list[Document], tokenizer, options: GenerationOptions) -> list[Located]:
+def passages_of(
+    documents: list[Document], tokenizer: PreTrainedTokenizerBase, options: GenerationOptions
+) -> list[Located]:
     """The passages to ask about (the first ``max_passages``); a one-line error where there is none."""
     found = cut(documents, options.segment, tokenizer, options.min_tokens, options.max_passage_tokens)
     if not found:
@@ -250,7 +283,7 @@ def passages_of(documents: list[Document], tokenizer, options: GenerationOptions
     return found[: options.max_passages]
 
 
-def write_generation(done: Generation, folder: Path, about: dict) -> dict[str, Path]:
+def write_generation(done: Generation, folder: Path, about: dict[str, Any]) -> dict[str, Path]:
     """The four files in ``folder`` (created), and rejected.jsonl where an oracle judged; ``about`` (teacher,
     seed, options, ...) goes into generation.json."""
     folder = Path(folder)
@@ -274,7 +307,7 @@ def write_generation(done: Generation, folder: Path, about: dict) -> dict[str, P
     return paths
 
 
-def _counts(done: Generation) -> dict:
+def _counts(done: Generation) -> dict[str, Any]:
     """The counts of generation.json; with an oracle, what each gate kept beside the final ``kept``."""
     names = ("passages", "answered", "proposed", "kept", "rejected", "surplus", "usage", "requests")
     counts = {k: getattr(done, k) for k in names}
@@ -304,7 +337,7 @@ class Request:
     dry_run: bool = False
     tracking: str | None = None
 
-    def settings(self, teacher: dict, oracle: dict | None = None) -> dict:
+    def settings(self, teacher: dict[str, Any], oracle: dict[str, Any] | None = None) -> dict[str, Any]:
         """What makes a generation what it is: a continuation must be asked with the same (the oracle too,
         where there is one: without one, the settings are what they were before there could be one)."""
         return {
@@ -318,14 +351,19 @@ class Request:
         }
 
 
-def teacher_settings(teacher) -> dict:
+def teacher_settings(teacher: Teacher) -> dict[str, Any]:
     """The teacher as the user named it (before /models resolves a model). Not its URL: a server restarted
     on another port, or the same model behind another gateway, may continue a generation."""
     about = teacher.describe()
     return {k: about.get(k) for k in ("kind", "model", "temperature", "max_tokens")}
 
 
-def run(request: Request, teacher, echo=print, gate=None) -> Generation | None:
+def run(
+    request: Request,
+    teacher: Teacher,
+    echo: Callable[[str], None] = print,
+    gate: OracleGate[G] | None = None,
+) -> Generation | None:
     """Check, plan, connect, ask every unanswered passage (journaled), then the oracle about the items kept
     when there is a gate, write, track: the command. ``teacher`` from ``teacher.make_teacher``, ``gate`` a
     ``gate.Gate`` (or None: validation alone)."""
@@ -353,7 +391,13 @@ def run(request: Request, teacher, echo=print, gate=None) -> Generation | None:
     return _generate(request, teacher, gate, journal, settings, documents, found, tokenizer)
 
 
-def dry_run(found: list[Located], documents: list[Document], tokenizer, options: GenerationOptions, echo) -> None:
+def dry_run(
+    found: list[Located],
+    documents: list[Document],
+    tokenizer: PreTrainedTokenizerBase,
+    options: GenerationOptions,
+    echo: Callable[[str], None],
+) -> None:
     """Print the passages and the requests, and an estimate of the prompt tokens; send nothing."""
     total = 0
     for n, located in enumerate(found):
@@ -374,13 +418,13 @@ def dry_run(found: list[Located], documents: list[Document], tokenizer, options:
 
 def _generate(
     request: Request,
-    teacher,
-    gate,
+    teacher: Teacher,
+    gate: OracleGate[G] | None,
     journal: Journal,
-    settings: dict,
+    settings: dict[str, Any],
     documents: list[Document],
     found: list[Located],
-    tokenizer,
+    tokenizer: PreTrainedTokenizerBase,
 ) -> Generation:
     """Ask every passage not yet in the journal, then the oracle (if any) about every group of kept items not
     yet in it, rewriting the files after each reply, in one MLflow run (a continuation reopens the run of the
@@ -410,7 +454,15 @@ def _generate(
     return done
 
 
-def _rewriter(judged: Judged, gate, journal: Journal, out: Path, about: dict, teacher) -> Callable[..., Generation]:
+class Rewrite(Protocol):
+    """``_rewriter``'s function: the generation so far, its files written (``finished``: the last time)."""
+
+    def __call__(self, finished: bool = False) -> Generation: ...
+
+
+def _rewriter(
+    judged: Judged, gate: OracleGate[G] | None, journal: Journal, out: Path, about: dict[str, Any], teacher: Teacher
+) -> Rewrite:
     """``rewrite(finished=False)``: the generation so far assembled from the journal (the oracle's verdicts
     applied once every passage is answered) and its files written."""
 
@@ -431,15 +483,15 @@ def _ask_stages(
     found: list[Located],
     names: list[str],
     judged: Judged,
-    gate,
+    gate: OracleGate[G] | None,
     journal: Journal,
-    teacher,
+    teacher: Teacher,
     options: GenerationOptions,
     rewrite: Callable[[], Generation],
 ) -> None:
     """The teacher about every passage, then the oracle (if any) about the items kept, passage by passage."""
 
-    def one(n: int) -> dict:
+    def one(n: int) -> dict[str, Any]:
         return exchange(found[n], names[found[n].document], n, teacher, options)
 
     progress = _progress(len(found), len(journal.entries), "passages", rewrite)
@@ -470,7 +522,7 @@ def _progress(total: int, initial: int, desc: str, rewrite: Callable[[], Generat
 def _ask_all(
     total: int,
     journal: Journal,
-    one: Callable[[int], dict],
+    one: Callable[[int], dict[str, Any]],
     concurrency: int,
     answered: Callable[[], None],
     stage: str | None = None,
@@ -500,7 +552,9 @@ def _ask_all(
             raise
 
 
-def _about(request: Request, teacher, documents: list[Document], found: list[Located], run_id: str) -> dict:
+def _about(
+    request: Request, teacher: Teacher, documents: list[Document], found: list[Located], run_id: str
+) -> dict[str, Any]:
     options = request.options
     per_document = [sum(1 for f in found if f.document == k) for k in range(len(documents))]
     return {
@@ -523,7 +577,14 @@ def _about(request: Request, teacher, documents: list[Document], found: list[Loc
     }
 
 
-def _log_start(run, request: Request, teacher, gate, documents: list[Document], found: list[Located]) -> None:
+def _log_start(
+    run: LiveRun,
+    request: Request,
+    teacher: Teacher,
+    gate: OracleGate[G] | None,
+    documents: list[Document],
+    found: list[Located],
+) -> None:
     """The params of the generation (the oracle's where there is one), and the corpus (as its passages) as a
     dataset input."""
     import pandas as pd
@@ -560,8 +621,8 @@ def _log_start(run, request: Request, teacher, gate, documents: list[Document], 
     run.dataset(table, f"kr corpus {Path(request.corpus).stem}", str(request.corpus), context="training")
 
 
-def _metrics(done: Generation) -> dict:
-    found = {
+def _metrics(done: Generation) -> dict[str, float]:
+    found: dict[str, float] = {
         **{k: getattr(done, k) for k in ("passages", "answered", "proposed", "kept", "surplus", "requests")},
         **done.usage,
         **{f"rejected_{reason}": count for reason, count in done.rejected.items()},
@@ -583,7 +644,7 @@ def _metrics(done: Generation) -> dict:
     return found
 
 
-def load_tokenizer(name: str):
+def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
     """The tokenizer of a roster key, folder or Hub id: the bundled one from its converted folder (or its
     GGUF), a folder's own, else the model's (loaded)."""
     from transformers import AutoTokenizer

@@ -18,10 +18,14 @@ every rewrite.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from ..measurement.items import Item, item_row
 from .oracle import Group, Question, ask_group, positions, tally
 from .teacher import Teacher
+
+if TYPE_CHECKING:
+    from .from_corpus import Generation
 
 STAGE = "oracle"  # the journal's stage of the oracle's lines
 REASON = "oracle_disagrees"  # the verdict of an item the oracle did not answer with its true side
@@ -39,18 +43,18 @@ class Gate:
     def connect(self) -> None:
         self.oracle.connect()
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return self.oracle.describe()
 
-    def settings(self) -> dict:
+    def settings(self) -> dict[str, Any]:
         """The oracle as the user named it, as ``cctk krtest oracle`` journals it (a continuation must match)."""
         about = self.oracle.describe()
         return {k: about.get(k) for k in ("kind", "model")}
 
-    def groups(self, done, passages: dict[tuple[str, int], str]) -> list[Group]:
+    def groups(self, done: Generation, passages: dict[tuple[str, int], str]) -> list[Group]:
         """The items ``done`` (a ``from_corpus.Generation``) kept, one group per passage in passage order;
         ``passages``: each passage's text by (document, location)."""
-        members: dict[tuple[str, int], list] = {}
+        members: dict[tuple[str, int], list[tuple[Item, str]]] = {}
         drawn = positions(len(done.items), self.seed)
         for item, document, option in zip(done.items, done.documents, drawn, strict=True):
             members.setdefault((document, item.location), []).append((item, option))
@@ -64,11 +68,11 @@ class Gate:
             for (document, location), found in members.items()
         ]
 
-    def ask(self, group: Group, n: int) -> dict:
+    def ask(self, group: Group, n: int) -> dict[str, Any]:
         """The journal line of group ``n``'s request and reply."""
         return ask_group(self.oracle, group, n)
 
-    def apply(self, done, groups: list[Group], entries: dict[int, dict], several: bool) -> None:
+    def apply(self, done: Generation, groups: list[Group], entries: dict[int, dict[str, Any]], several: bool) -> None:
         """The oracle's answers so far (``entries``: its journal lines by group) applied to ``done``: an item
         it did not answer with its true side leaves the kept items for ``done.dropped`` (rejected.jsonl) and
         its proposal's verdict becomes ``oracle_disagrees``; ``done.oracle`` gets the oracle's figures.

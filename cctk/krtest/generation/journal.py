@@ -18,10 +18,15 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ...core.errors import CctkError
+
+if TYPE_CHECKING:
+    from ...store.tracking import LiveRun, Store
 
 JOURNAL = "journal.jsonl"
 
@@ -29,25 +34,25 @@ JOURNAL = "journal.jsonl"
 @dataclass
 class Journal:
     path: Path
-    header: dict | None = None  # None: not yet written (a fresh start)
-    entries: dict[int, dict] = field(default_factory=dict)  # unit index -> its line (the first stage)
-    stages: dict[str, dict[int, dict]] = field(default_factory=dict)  # a later stage -> its units' lines
+    header: dict[str, Any] | None = None  # None: not yet written (a fresh start)
+    entries: dict[int, dict[str, Any]] = field(default_factory=dict)  # unit index -> its line (the first stage)
+    stages: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)  # a later stage -> its units' lines
 
-    def start(self, header: dict) -> None:
+    def start(self, header: dict[str, Any]) -> None:
         """Write the header of a fresh journal."""
         self.header = header
         self._append({"header": header})
 
-    def units(self, stage: str | None = None) -> dict[int, dict]:
+    def units(self, stage: str | None = None) -> dict[int, dict[str, Any]]:
         """The lines answered so far of ``stage`` (None: the first), by unit index."""
         return self.entries if stage is None else self.stages.setdefault(stage, {})
 
-    def add(self, unit: int, record: dict, stage: str | None = None) -> None:
+    def add(self, unit: int, record: dict[str, Any], stage: str | None = None) -> None:
         line = {"unit": unit, **({"stage": stage} if stage else {}), **record}
         self.units(stage)[unit] = line
         self._append(line)
 
-    def run(self, store, kind: str, name: str, source: str):
+    def run(self, store: Store, kind: str, name: str, source: str) -> AbstractContextManager[LiveRun]:
         """The MLflow run (a context manager): a new one for a fresh journal; for a continuation, the journal's
         own, RUNNING again."""
         run_id = self.header.get("run_id") if self.header else None
@@ -56,14 +61,14 @@ class Journal:
     def finish(self) -> None:
         self._append({"finished": True})
 
-    def _append(self, record: dict) -> None:
+    def _append(self, record: dict[str, Any]) -> None:
         with open(self.path, "a", encoding="utf-8") as sink:
             sink.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
             sink.flush()
             os.fsync(sink.fileno())
 
 
-def open_journal(folder: Path, settings: dict, owned: tuple[str, ...], overwrite: bool, what: str) -> Journal:
+def open_journal(folder: Path, settings: dict[str, Any], owned: tuple[str, ...], overwrite: bool, what: str) -> Journal:
     """The journal of ``folder`` for a run with ``settings`` (see the module docstring); ``owned``: the
     files the run writes there (removed with ``overwrite``)."""
     folder, path = Path(folder), Path(folder) / JOURNAL
@@ -99,7 +104,7 @@ def open_journal(folder: Path, settings: dict, owned: tuple[str, ...], overwrite
     return journal
 
 
-def _read(path: Path) -> list[dict]:
+def _read(path: Path) -> list[dict[str, Any]]:
     """Every complete line; a partial last line (a kill during a write) is cut off the file."""
     raw = path.read_bytes()
     complete = raw[: raw.rfind(b"\n") + 1]

@@ -22,8 +22,10 @@ import csv
 import json
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ... import __version__
 from ...core.errors import CctkError
@@ -32,6 +34,10 @@ from ..measurement.items import Item, read_items
 from .corpora import cut, read_documents
 from .journal import JOURNAL, Journal, open_journal
 from .teacher import ask
+
+if TYPE_CHECKING:
+    from ..measurement.passages import Passage
+    from .teacher import EndpointTeacher, LocalTeacher, Teacher
 
 ORACLE_JSON, ORACLE_CSV, VALIDATED = "oracle.json", "oracle.csv", "questions.validated.jsonl"
 OWNED = (ORACLE_JSON, ORACLE_CSV, VALIDATED)
@@ -71,7 +77,7 @@ class Group:
     questions: tuple[Question, ...]
 
 
-def oracle_messages(group: Group) -> list[dict]:
+def oracle_messages(group: Group) -> list[dict[str, str]]:
     """The paper's prompt: the reference paragraph, then every question of it."""
     blocks = []
     for q in group.questions:
@@ -90,7 +96,7 @@ def make_oracle(
     timeout: float = 120.0,
     retries: int = 5,
     key_flag: str = "--api-key-env",
-):
+) -> EndpointTeacher | LocalTeacher:
     """The oracle as the paper ran it: an endpoint (``http(s)://...``) or a local model, at temperature 0
     (the seed of request n sent with it, as a teacher's), asked for one JSON object where the server takes it."""
     from .teacher import make_teacher
@@ -138,10 +144,12 @@ def read_questions(path: Path, seed: int) -> list[tuple[Item, str, str, str]]:
     return out
 
 
-def group_questions(found: list[tuple[Item, str, str, str]], passages: dict, unit: str) -> list[Group]:
+def group_questions(
+    found: list[tuple[Item, str, str, str]], passages: dict[str, list[Passage]], unit: str
+) -> list[Group]:
     """The questions grouped by their source passage, in order of first appearance; a one-line error
     for an item whose location points at no passage."""
-    groups: dict[tuple[str, int], list] = {}
+    groups: dict[tuple[str, int], list[tuple[Item, str, str, str, Passage]]] = {}
     for item, raw, document, true_option in found:
         passage = _passage_of(passages, document, item.location, unit)
         if passage is None:
@@ -157,7 +165,7 @@ def group_questions(found: list[tuple[Item, str, str, str]], passages: dict, uni
     return out
 
 
-def _passage_of(passages: dict, document: str, location: int, unit: str):
+def _passage_of(passages: dict[str, list[Passage]], document: str, location: int, unit: str) -> Passage | None:
     from ..measurement.passages import passage_at
 
     if document not in passages:
@@ -182,7 +190,7 @@ class OracleRequest:
     overwrite: bool = False
     tracking: str | None = None
 
-    def settings(self, oracle: dict) -> dict:
+    def settings(self, oracle: dict[str, Any]) -> dict[str, Any]:
         return {
             "questions": str(Path(self.questions).resolve()),
             "corpus": str(Path(self.corpus).resolve()),
@@ -191,7 +199,7 @@ class OracleRequest:
         }
 
 
-def from_generation(folder: Path) -> dict:
+def from_generation(folder: Path) -> dict[str, Any]:
     """The questions, corpus and segmentation of a generation folder (its generation.json)."""
     path = Path(folder) / "generation.json"
     if not path.is_file():
@@ -223,7 +231,7 @@ def plan(request: OracleRequest) -> list[Group]:
     return group_questions(found, passages, request.location)
 
 
-def run_oracle(request: OracleRequest, oracle, echo=print) -> dict:
+def run_oracle(request: OracleRequest, oracle: Teacher, echo: Callable[[str], None] = print) -> dict[str, Any]:
     """The command: plan, connect, ask every group not yet journaled, write, track; returns oracle.json."""
     from ...store import tracking
 
@@ -266,7 +274,7 @@ def run_oracle(request: OracleRequest, oracle, echo=print) -> dict:
     return summary
 
 
-def ask_group(oracle, group: Group, n: int) -> dict:
+def ask_group(oracle: Teacher, group: Group, n: int) -> dict[str, Any]:
     """Ask ``oracle`` about ``group`` (request ``n``): the journal line of its request, reply and answers."""
     chat = oracle_messages(group)
     reply = ask(oracle, chat, n)
@@ -274,7 +282,7 @@ def ask_group(oracle, group: Group, n: int) -> dict:
     return reply.line(group.document, group.location, chat, answers=answers)
 
 
-def tally(groups: list[Group], entries: dict[int, dict]) -> tuple[list[dict], dict]:
+def tally(groups: list[Group], entries: dict[int, dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Every question's row (in file order: its line, answer, whether it is correct, whether its group was
     asked yet) and the figures of those asked: n, correct, accuracy with its exact 95% interval,
     unanswered, passages, requests, usage. ``entries``: the journal's lines by group index."""
@@ -320,10 +328,10 @@ def write_oracle(
     journal: Journal,
     out: Path,
     request: OracleRequest,
-    oracle: dict,
+    oracle: dict[str, Any],
     run_id: str,
     finished: bool = False,
-) -> dict:
+) -> dict[str, Any]:
     """oracle.json, oracle.csv and questions.validated.jsonl from the journal (questions in file order)."""
     rows, figures = tally(groups, journal.entries)
     done = [r for r in rows if r["answered"]]

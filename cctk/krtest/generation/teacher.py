@@ -23,7 +23,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from ...core.errors import CctkError
 from ..measurement.items import TEXT_FIELDS
@@ -128,7 +128,7 @@ RESPONSE_FORMAT = {
 }
 
 
-def messages(passage: str, k: int) -> list[dict]:
+def messages(passage: str, k: int) -> list[dict[str, str]]:
     """The chat of one request: the rules, two worked examples of min(k, 4) items, then the passage."""
     chat = [{"role": "system", "content": f"{SYSTEM} {RULES}"}]
     shown = min(k, len(EXAMPLES[0][1]))
@@ -148,7 +148,7 @@ def _ask(passage: str, k: int) -> str:
     )
 
 
-def parse_reply(text: str) -> list | None:
+def parse_reply(text: str) -> list[Any] | None:
     """The items of a reply: the first JSON array in it (an object holding one, or one item object,
     counts as well); None when there is no JSON value to read."""
     text = FENCE.sub("", text)
@@ -176,7 +176,7 @@ class Reply:
     requests: int = 1
     truncated: bool = False  # still cut by the token limit after the one retry with twice the limit
 
-    def line(self, document: str, location: int, chat: list[dict], **extra) -> dict:
+    def line(self, document: str, location: int, chat: list[dict[str, str]], **extra: Any) -> dict[str, Any]:
         """The journal line of request ``chat`` about a passage and this reply (``extra`` after its finish reason)."""
         return {
             "document": document,
@@ -190,7 +190,7 @@ class Reply:
         }
 
 
-def ask(teacher, chat: list[dict], n: int) -> Reply:
+def ask(teacher: Teacher, chat: list[dict[str, str]], n: int) -> Reply:
     """Ask ``teacher`` (request ``n``: its seed is ``seed + n``); a reply cut by the token limit is asked
     again once with twice the limit, and both replies' usage counts (the endpoint billed both)."""
     first = _as_reply(teacher.complete(chat, n, teacher.max_tokens))
@@ -207,7 +207,7 @@ def ask(teacher, chat: list[dict], n: int) -> Reply:
     )
 
 
-def _as_reply(value) -> Reply:
+def _as_reply(value: Reply | str) -> Reply:
     return value if isinstance(value, Reply) else Reply(str(value))
 
 
@@ -232,9 +232,9 @@ class Teacher(Protocol):
 
     def connect(self) -> None: ...
 
-    def complete(self, chat: list[dict], n: int = 0, limit: int | None = None) -> Reply: ...
+    def complete(self, chat: list[dict[str, str]], n: int = 0, limit: int | None = None) -> Reply: ...
 
-    def describe(self) -> dict: ...
+    def describe(self) -> dict[str, Any]: ...
 
 
 @dataclass
@@ -250,7 +250,7 @@ class EndpointTeacher:
     seed: int = 0
     timeout: float = 120.0
     retries: int = 5
-    response_format: dict | None = field(default_factory=lambda: RESPONSE_FORMAT)  # None: plain JSON asked
+    response_format: dict[str, Any] | None = field(default_factory=lambda: RESPONSE_FORMAT)  # None: plain JSON asked
     role: str = "teacher"  # or "oracle": what its errors call it (a generation with --oracle talks to both)
     key_flag: str = "--api-key-env"  # the option that names its key variable, for its errors
     _client: OpenAI | None = field(default=None, repr=False)  # built by connect()
@@ -290,7 +290,7 @@ class EndpointTeacher:
             )
         self.model = listed[0]
 
-    def complete(self, chat: list[dict], n: int = 0, limit: int | None = None) -> Reply:
+    def complete(self, chat: list[dict[str, str]], n: int = 0, limit: int | None = None) -> Reply:
         """One reply; a parameter the server refuses (max_tokens, response_format) is dropped and asked again."""
         from openai import BadRequestError, OpenAIError, UnprocessableEntityError
 
@@ -313,7 +313,7 @@ class EndpointTeacher:
             getattr(usage, "completion_tokens", 0) or 0,
         )
 
-    def _arguments(self, chat: list[dict], n: int, limit: int | None) -> dict[str, Any]:
+    def _arguments(self, chat: list[dict[str, str]], n: int, limit: int | None) -> dict[str, Any]:
         """The keyword arguments of ``chat.completions.create``."""
         arguments: dict[str, Any] = {"model": self.model, "messages": chat, self._limit_key: limit or self.max_tokens}
         if self.temperature is not None:  # sampling parameters only when asked for
@@ -322,7 +322,7 @@ class EndpointTeacher:
             arguments["response_format"] = self.response_format
         return arguments
 
-    def _adapt(self, message: str, sent: dict) -> bool:
+    def _adapt(self, message: str, sent: dict[str, Any]) -> bool:
         """Drop what a 400 names as refused from what was ``sent`` (another thread may have dropped it
         already); False when there is nothing left to drop."""
         if "max_tokens" in message and "max_tokens" in sent:
@@ -333,7 +333,7 @@ class EndpointTeacher:
             return True
         return False
 
-    def _fail(self, error: Exception, what: str):
+    def _fail(self, error: Exception, what: str) -> NoReturn:
         from openai import APIConnectionError, AuthenticationError, PermissionDeniedError
 
         if isinstance(error, (AuthenticationError, PermissionDeniedError)):
@@ -352,7 +352,7 @@ class EndpointTeacher:
             "continue"
         ) from None
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {
             "kind": "endpoint",
             "url": public_url(self.url),
@@ -393,7 +393,7 @@ class LocalTeacher:
 
         self._loaded = load_model(self.model_name)
 
-    def complete(self, chat: list[dict], n: int = 0, limit: int | None = None) -> Reply:
+    def complete(self, chat: list[dict[str, str]], n: int = 0, limit: int | None = None) -> Reply:
         import torch
         from transformers import BatchEncoding, GenerationMixin
 
@@ -427,7 +427,7 @@ class LocalTeacher:
         assert isinstance(said, str), type(said)  # one sequence of ids decodes to one string
         return Reply(said, "length" if cut else "stop", int(ids.shape[1]), len(new))
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {
             "kind": "local",
             "model": self.model_name,
@@ -448,7 +448,7 @@ def make_teacher(
     retries: int = 5,
     role: str = "teacher",
     key_flag: str = "--api-key-env",
-):
+) -> EndpointTeacher | LocalTeacher:
     """An endpoint for ``http(s)://...``, else a local model (checked available, not yet loaded); ``role``
     and ``key_flag`` name it and its key option in errors ("oracle", "--oracle-api-key-env")."""
     if temperature is not None and temperature < 0:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from transformers import Trainer, TrainerCallback
 
@@ -27,6 +28,15 @@ from ...store import tracking
 from .items import Item, log_questions, read_items
 from .scoring import Summary, score, summarize
 
+if TYPE_CHECKING:
+    from transformers import (
+        PreTrainedModel,
+        PreTrainedTokenizerBase,
+        TrainerControl,
+        TrainerState,
+        TrainingArguments,
+    )
+
 METRICS = ("kr_accuracy", "kr_lo", "kr_hi", "kr_mean_margin")
 WHEN = ("steps", "evaluate", "both")
 
@@ -34,7 +44,13 @@ WHEN = ("steps", "evaluate", "both")
 class KRTestCallback(TrainerCallback):
     """Score KR-Test during a ``transformers.Trainer`` run and add it to the Trainer's logs."""
 
-    def __init__(self, questions: str | Path | list[Item], every: int = 50, tokenizer=None, on: str = "steps"):
+    def __init__(
+        self,
+        questions: str | Path | list[Item],
+        every: int = 50,
+        tokenizer: PreTrainedTokenizerBase | None = None,
+        on: str = "steps",
+    ) -> None:
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
             raise CctkError(f"every={every!r} is out of range: a number of optimizer steps >= 1")
         if on not in WHEN:
@@ -48,7 +64,15 @@ class KRTestCallback(TrainerCallback):
         self.trainer: Trainer | None = None
         self._run: tracking.LiveRun | None = None
 
-    def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
+    def on_train_begin(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        model: PreTrainedModel | None = None,
+        processing_class: PreTrainedTokenizerBase | None = None,
+        **kwargs: Any,  # the Trainer's other objects (optimizer, dataloaders, ...): whatever it holds
+    ) -> None:
         if not state.is_world_process_zero:
             return
         self.tokenizer = self.tokenizer or processing_class or kwargs.get("tokenizer")
@@ -62,21 +86,44 @@ class KRTestCallback(TrainerCallback):
             log_questions(self._run, self.items, self.source)
         self._score(model, state)
 
-    def on_step_end(self, args, state, control, model=None, **kwargs):
+    def on_step_end(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        model: PreTrainedModel | None = None,
+        **kwargs: Any,
+    ) -> None:
         if self.on != "evaluate" and state.global_step % self.every == 0:
             self._score(model, state)
 
-    def on_evaluate(self, args, state, control, model=None, **kwargs):
+    def on_evaluate(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        model: PreTrainedModel | None = None,
+        **kwargs: Any,
+    ) -> None:
         if self.on != "steps":
             self._score(model, state)
 
-    def on_train_end(self, args, state, control, model=None, **kwargs):
+    def on_train_end(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        model: PreTrainedModel | None = None,
+        **kwargs: Any,
+    ) -> None:
         self._score(model, state)
 
-    def _score(self, model, state) -> None:
+    def _score(self, model: PreTrainedModel | None, state: TrainerState) -> None:
         """Score once per step, on the main process only; into the Trainer's logs (and MLflow's run)."""
         if not state.is_world_process_zero or (self.history and self.history[-1][0] == state.global_step):
             return
+        # on the main process the Trainer passes its model to every event, and on_train_begin set the tokenizer
+        assert model is not None and self.tokenizer is not None, "the Trainer's model and tokenizer"
         summary = summarize(score(model, self.tokenizer, self.items))  # eval mode inside, training mode restored
         self.history.append((state.global_step, summary))
         values = dict(zip(METRICS, (summary.accuracy, summary.lo, summary.hi, summary.mean_margin), strict=True))

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -28,6 +28,8 @@ from ...core.errors import CctkError
 from .passages import Passage, check_segment, passage_at, segment
 
 if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
     from ...store.tracking import LiveRun
 
 TEXT_FIELDS = ("context", "sentence_true", "sentence_false")  # what a teacher writes; the corpus gives location
@@ -64,7 +66,11 @@ MAX_TOKENS = 4_096  # per text field, where the scoring tokenizer is given
 
 
 def read_items(
-    path: Path, tokenizer=None, max_tokens: int = MAX_TOKENS, keep_duplicates: bool = False, report=None
+    path: Path,
+    tokenizer: PreTrainedTokenizerBase | None = None,
+    max_tokens: int = MAX_TOKENS,
+    keep_duplicates: bool = False,
+    report: Callable[[str], None] | None = None,
 ) -> list[Item]:
     """Every item of a JSONL file, in file order; a one-line ``CctkError`` on the first bad line.
 
@@ -90,7 +96,9 @@ def read_items(
     return items if keep_duplicates else drop_duplicates(items, str(path), report)
 
 
-def check_length(item: Item, where: str, tokenizer=None, max_tokens: int = MAX_TOKENS) -> Item:
+def check_length(
+    item: Item, where: str, tokenizer: PreTrainedTokenizerBase | None = None, max_tokens: int = MAX_TOKENS
+) -> Item:
     """A text field longer than the bound fails in one line that states the bound."""
     for name in TEXT_FIELDS:
         value = getattr(item, name)
@@ -103,9 +111,9 @@ def check_length(item: Item, where: str, tokenizer=None, max_tokens: int = MAX_T
     return item
 
 
-def drop_duplicates(items: list[Item], source: str, report=None) -> list[Item]:
+def drop_duplicates(items: list[Item], source: str, report: Callable[[str], None] | None = None) -> list[Item]:
     """Each distinct item once (its first line): a copy would count twice in the accuracy."""
-    seen: dict[tuple, int] = {}
+    seen: dict[tuple[str | int, ...], int] = {}
     kept = []
     for item in items:
         key = tuple(item_row(item).values())
@@ -150,22 +158,30 @@ def parse_item(text: str, line: int, where: str) -> Item:
         raise CctkError(
             f"{where}: expected a JSON object with the fields {', '.join(FIELDS)}, got {_json_type(record)}"
         )
-    return Item(line, **{name: _field(record, name, kind, where) for name, kind in FIELDS.items()})
+    context, true, false = (_text(record, name, where) for name in TEXT_FIELDS)  # FIELDS' order: texts first
+    return Item(line, context, true, false, _integer(record, "location", where))
 
 
-def _field(record: dict, name: str, kind: type, where: str):
+def _field(record: dict[str, Any], name: str, where: str) -> object:
+    """The value of field ``name`` as the JSON holds it (any JSON type: the caller checks it)."""
     if name not in record:
         raise CctkError(f"{where}: field {name!r} is missing")
-    value = record[name]
-    if kind is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise CctkError(
-                f"{where}: field {name!r} must be an integer (a character offset or line index), "
-                f"got {_json_type(value)}"
-            )
-        if value < 0:
-            raise CctkError(f"{where}: field {name!r} must be >= 0, got {value}")
-        return value
+    return record[name]
+
+
+def _integer(record: dict[str, Any], name: str, where: str) -> int:
+    value = _field(record, name, where)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CctkError(
+            f"{where}: field {name!r} must be an integer (a character offset or line index), got {_json_type(value)}"
+        )
+    if value < 0:
+        raise CctkError(f"{where}: field {name!r} must be >= 0, got {value}")
+    return value
+
+
+def _text(record: dict[str, Any], name: str, where: str) -> str:
+    value = _field(record, name, where)
     if not isinstance(value, str):
         raise CctkError(f"{where}: field {name!r} must be a string, got {_json_type(value)}")
     if not value.strip():
@@ -180,7 +196,7 @@ def _field(record: dict, name: str, kind: type, where: str):
     return value
 
 
-def _json_type(value) -> str:
+def _json_type(value: object) -> str:
     return JSON_TYPES.get(type(value), type(value).__name__)
 
 
@@ -228,7 +244,7 @@ def open_book(
     source: str = "questions",
     unit: str = "char",
     how: str = "blank-lines",
-    tokenizer=None,
+    tokenizer: PreTrainedTokenizerBase | None = None,
 ) -> list[Item]:
     """The oracle baseline: each item with its source passage before its context.
 

@@ -28,7 +28,9 @@ from ...core.errors import CctkError
 from ...core.facts import rng
 
 if TYPE_CHECKING:
+    from peft import PeftModel
     from torch import nn
+    from transformers import PreTrainedModel
 
 # LoRA trainable parameters aimed at by default: on SmolLM2-135M both placements reach it exactly
 # (attention rank 33, FFN rank 20). torch is imported where a model is walked, so that the CLI shows this
@@ -57,7 +59,7 @@ class LoraPlan:
         return ",".join(dict.fromkeys(name.rsplit(".", 1)[-1] for name in self.targets))
 
 
-def find_blocks(model) -> dict[str, tuple[str, ...]]:
+def find_blocks(model: PreTrainedModel) -> dict[str, tuple[str, ...]]:
     """Full names of the linear modules of every decoder layer's attention and FFN blocks."""
     prefix, layers = decoder_layers(model)
     found: dict[str, list[str]] = {p: [] for p in PLACEMENTS}
@@ -77,7 +79,7 @@ def find_blocks(model) -> dict[str, tuple[str, ...]]:
     return {p: tuple(names) for p, names in found.items()}
 
 
-def decoder_layers(model) -> tuple[str, nn.ModuleList]:
+def decoder_layers(model: PreTrainedModel) -> tuple[str, nn.ModuleList]:
     """The first ``ModuleList`` with one entry per hidden layer, each holding linear modules."""
     from torch import nn
 
@@ -120,7 +122,7 @@ def _in_out(module: nn.Module) -> tuple[int, int]:
     return weight.shape[0], weight.shape[1]  # Conv1D stores (in, out)
 
 
-def plan_lora(model, modules: str | None, budget: int, rank: int | None = None) -> LoraPlan:
+def plan_lora(model: PreTrainedModel, modules: str | None, budget: int, rank: int | None = None) -> LoraPlan:
     """``rank`` on the placement's modules; None: the rank whose count ``rank * width`` is closest to ``budget``.
     ``modules`` as a configuration holds it: None (no placement named) fails in one line as an unknown one."""
     if modules is None or modules not in PLACEMENTS:
@@ -172,7 +174,7 @@ def relative_difference(a: int, b: int) -> float:
     return abs(a - b) / min(a, b)
 
 
-def plan_pair(model, budget: int) -> PairPlan:
+def plan_pair(model: PreTrainedModel, budget: int) -> PairPlan:
     """Both placements at ``budget``, their counts matched within ``MATCH`` where the ranks allow it."""
     attention, ffn = plan_lora(model, "attention", budget), plan_lora(model, "ffn", budget)
     closest = (attention.rank, ffn.rank)
@@ -186,7 +188,7 @@ def matched_ranks(width_a: int, width_b: int, budget: int) -> tuple[int, int]:
     """The ranks (a, b) whose counts ``a * width_a`` and ``b * width_b`` both lie within ``NEAR`` of ``budget``
     and differ least (relatively), then lie closest to it; the closest ranks when no pair lies that near."""
 
-    def near(width):
+    def near(width: int) -> list[int]:
         found = [
             r
             for r in range(max(1, int(budget * (1 - NEAR) // width)), int(budget * (1 + NEAR) // width) + 2)
@@ -216,7 +218,7 @@ def closest_rank(width: int, budget: int) -> int:
     return min((low, low + 1), key=lambda r: (abs(r * width - budget), r))
 
 
-def attach_lora(model, plan: LoraPlan, seed: int):
+def attach_lora(model: PreTrainedModel, plan: LoraPlan, seed: int) -> PeftModel:
     """``model`` with PEFT LoRA adapters on ``plan.targets`` (alpha = 2 * rank, no dropout), only they trainable.
 
     B starts at zero, so the adapted model computes what the model did; A is drawn from ``seed``.
@@ -243,5 +245,5 @@ def attach_lora(model, plan: LoraPlan, seed: int):
     return adapted
 
 
-def trainable_count(model) -> int:
+def trainable_count(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)

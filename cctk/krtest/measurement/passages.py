@@ -22,8 +22,12 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ...core.errors import CctkError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 SEGMENTS = ("blank-lines", "lines", "tokens:N")
 UNITS = ("char", "line")
@@ -64,7 +68,7 @@ def check_segment(segment: str, unit: str = "char") -> None:
         )
 
 
-def segment(corpus: str, how: str = "blank-lines", tokenizer=None) -> list[Passage]:
+def segment(corpus: str, how: str = "blank-lines", tokenizer: PreTrainedTokenizerBase | None = None) -> list[Passage]:
     """The passages of ``corpus`` in order (see the module docstring)."""
     check_segment(how)
     lines = _lines(corpus)
@@ -96,7 +100,7 @@ def _lines(corpus: str) -> list[tuple[int, int, bool]]:
     return found
 
 
-def _passage(corpus: str, lines, first: int, last: int) -> Passage:
+def _passage(corpus: str, lines: list[tuple[int, int, bool]], first: int, last: int) -> Passage:
     start, end = lines[first][0], lines[last][1]
     text = corpus[start:end]
     start += len(text) - len(text.lstrip())
@@ -104,7 +108,7 @@ def _passage(corpus: str, lines, first: int, last: int) -> Passage:
     return Passage(start, end, first, last, corpus[start:end])
 
 
-def _windows(corpus: str, block: Passage, size: int, tokenizer) -> list[Passage]:
+def _windows(corpus: str, block: Passage, size: int, tokenizer: PreTrainedTokenizerBase) -> list[Passage]:
     """``block`` cut into windows of at most about ``size`` tokens, each cut at the last whitespace
     before the token limit (a word longer than the window is cut at the limit)."""
     text = block.text

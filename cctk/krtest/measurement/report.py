@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from ...core.labels import TABLE_HEADERS
 from ...figures.common import BASE, HELD_HIT, LINES, SEEN_HIT, new_figure, paper_style, save_figure, shade
@@ -89,18 +90,18 @@ def curves_figure(curves: pd.DataFrame, baselines: pd.DataFrame, title: str) -> 
     return fig
 
 
-def _plain(value: float, _position) -> str:
+def _plain(value: float, _position: int | None) -> str:
     """Log-axis labels as plain numbers (3, 5, 20, 30), only at leading digits 1, 2, 3 and 5."""
     leading = f"{value:.0e}"[0]
     return f"{value:.3g}" if leading in "1235" else ""
 
 
-def _axes(ax, ylabel: str, title: str) -> None:
+def _axes(ax: Axes, ylabel: str, title: str) -> None:
     ax.set_xlabel("optimizer step")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(color="#e3e3e3", linewidth=0.6, which="both")
-    ax.xaxis.get_major_locator().set_params(integer=True)
+    cast(MaxNLocator, ax.xaxis.get_major_locator()).set_params(integer=True)  # AutoLocator: a MaxNLocator
 
 
 def write_figure(curves: pd.DataFrame, baselines: pd.DataFrame, title: str, folder: Path) -> list[Path]:

@@ -24,9 +24,9 @@ one forward pass per side. They agree to float32 rounding.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pandas as pd
@@ -36,6 +36,9 @@ from ...core.errors import CctkError
 from ...core.lm.scoring import LOGIT_BUDGET, AnswerTree, answer_tree, encode, pad_id, score_forest, vocab_size
 from ...core.stats import clopper_pearson
 from .items import Item
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 ITEM_COLUMNS = ["line", "location", "context", "logprob_true", "logprob_false", "margin", "n_tokens", "correct"]
 TOKENS_PER_PASS = 8192  # packed tokens per forward pass
@@ -82,7 +85,7 @@ class Summary:
         return text
 
 
-def encode_continuation(tokenizer, context: str, sentence: str) -> list[int]:
+def encode_continuation(tokenizer: PreTrainedTokenizerBase, context: str, sentence: str) -> list[int]:
     """The tokens of ``sentence`` in the joined text ``context + " " + sentence`` (see the module docstring)."""
     head = encode(tokenizer, context, special=False)
     joined = encode(tokenizer, context + " " + sentence, special=False)
@@ -91,7 +94,7 @@ def encode_continuation(tokenizer, context: str, sentence: str) -> list[int]:
     return encode(tokenizer, " " + sentence, special=False)  # a token spans the boundary
 
 
-def encode_item(tokenizer, item: Item) -> Encoded:
+def encode_item(tokenizer: PreTrainedTokenizerBase, item: Item) -> Encoded:
     context = item.scored_context
     true = encode_continuation(tokenizer, context, item.sentence_true)
     false = encode_continuation(tokenizer, context, item.sentence_false)
@@ -99,7 +102,7 @@ def encode_item(tokenizer, item: Item) -> Encoded:
     return Encoded(tuple(encode(tokenizer, context, special=True)), tuple(true[:t]), tuple(false[:t]))
 
 
-def check_fits(tokenizer, items: Sequence[Item], limit: int, source: str) -> None:
+def check_fits(tokenizer: PreTrainedTokenizerBase, items: Sequence[Item], limit: int, source: str) -> None:
     """Every item as the scorer feeds it (its context, after the passage in an open book, then an answer
     side) within ``limit`` tokens of ``tokenizer``; else one line naming the item's line and the count,
     before anything is scored (a 5 MB context would ask the model for terabytes)."""
@@ -131,7 +134,7 @@ class Row:
         return len(self.context) + len(self.tree.tokens)
 
 
-def score(model, tokenizer, items: Sequence[Item]) -> pd.DataFrame:
+def score(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, items: Sequence[Item]) -> pd.DataFrame:
     """One row per item, in the order given: ``ITEM_COLUMNS`` and ``identical``."""
     encoded = [encode_item(tokenizer, item) for item in items]
     groups: dict[tuple[int, ...], list[int]] = {}  # context -> the items that share it
@@ -149,7 +152,7 @@ def score(model, tokenizer, items: Sequence[Item]) -> pd.DataFrame:
     return _table(items, encoded, sums)
 
 
-def _chunks(rows: Sequence[Row], vocab: int):
+def _chunks(rows: Sequence[Row], vocab: int) -> Iterator[list[Row]]:
     """Consecutive rows whose logits, (rows, Nmax + 1, vocab) float32, fit ``LOGIT_BUDGET`` and whose
     tokens, rows * (Pmax + Nmax), fit ``TOKENS_PER_PASS`` (a bound on activations and masks)."""
     chunk: list[Row] = []
@@ -165,7 +168,7 @@ def _chunks(rows: Sequence[Row], vocab: int):
 
 
 @torch.inference_mode()
-def score_plain(model, tokenizer, items: Sequence[Item]) -> pd.DataFrame:
+def score_plain(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, items: Sequence[Item]) -> pd.DataFrame:
     """The reference: one forward pass per side of every item (whole continuation fed, first T scored)."""
     device = next(model.parameters()).device
     was_training = model.training

@@ -17,6 +17,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 import torch
@@ -24,13 +25,16 @@ import torch.nn.functional as F
 
 from ...core.config import Recipe, check_seeds
 from ...core.errors import CctkError
-from ...core.lm.corpus import IGNORE, collate
+from ...core.lm.corpus import IGNORE, Row, collate
 from ...core.lm.finetune import fine_tune
 from ...core.lm.record import TrainRecord
 from ...core.lm.scoring import LOGIT_BUDGET, encode, pad_id, vocab_size
 from .items import Item, passages
 from .lora import DEFAULT_BUDGET, LoraPlan, attach_lora, check_budget, plan_lora, trainable_count
 from .scoring import Summary, score, summarize
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 METHODS = ("full", "lora")
 RECIPES = {  # measured on the bundled model and the default data set (docs/krtest.md)
@@ -67,7 +71,7 @@ class TrainConfig:
         check_seeds((self.seed,))
         self.recipe.check()
 
-    def params(self) -> dict:
+    def params(self) -> dict[str, Any]:
         """Flat values for MLflow (recipe values as ``recipe.<name>``, ``repeats`` left out: unused)."""
         values = {
             "method": self.method,
@@ -84,7 +88,7 @@ class TrainConfig:
         return values
 
 
-def make_train_config(method: str = "full", modules: str | None = None, seed: int = 0, **values) -> TrainConfig:
+def make_train_config(method: str = "full", modules: str | None = None, seed: int = 0, **values: Any) -> TrainConfig:
     """A checked configuration: the method's recipe, with recipe values and the rest overridden (None = keep)."""
     recipe_names = set(asdict(Recipe())) - {"repeats"}
     overrides = {k: v for k, v in values.items() if v is not None}
@@ -105,7 +109,7 @@ class Evaluation:
     train_loss: float  # of the step's batch; nan at step 0
     items: pd.DataFrame = field(repr=False, compare=False)
 
-    def record(self) -> dict:
+    def record(self) -> dict[str, float]:
         s = self.summary
         return {
             "step": self.step,
@@ -140,7 +144,7 @@ class Trained:
         return self.result.train_seconds - self.eval_seconds
 
 
-def corpus_rows(text: str, tokenizer, max_tokens: int) -> list[tuple[list[int], list[int]]]:
+def corpus_rows(text: str, tokenizer: PreTrainedTokenizerBase, max_tokens: int) -> list[Row]:
     """(input_ids, labels) per passage chunk, labels = input_ids: the loss on every token."""
     rows = []
     for passage in passages(text):
@@ -161,7 +165,7 @@ PERPLEXITY_LOGIT_COPIES = 3
 
 
 @torch.inference_mode()
-def perplexity(model, rows: Sequence[tuple[list[int], list[int]]], pad_id: int) -> float:
+def perplexity(model: PreTrainedModel, rows: Sequence[Row], pad_id: int) -> float:
     """exp of the mean negative log-likelihood per predicted token of ``rows``.
 
     Rows go through in chunks whose logits fit ``LOGIT_BUDGET``, as ``measure`` sizes its passes (and
@@ -189,16 +193,17 @@ def perplexity(model, rows: Sequence[tuple[list[int], list[int]]], pad_id: int) 
     return math.exp(sum(torch.stack(sums).cpu().double().tolist()) / count)
 
 
-def read_losses(losses: Sequence) -> list[float]:
+def read_losses(losses: Sequence[float | torch.Tensor]) -> list[float]:
     """Step losses as floats: the host step's as they are, the device step's tensors in one read."""
     if all(isinstance(loss, float) for loss in losses):
-        return list(losses)
-    return torch.stack(list(losses)).cpu().double().tolist()
+        return cast("list[float]", list(losses))
+    # else the device step's (fine_tune gives one kind in a run): mypy narrows no sequence through all()
+    return torch.stack(cast("list[torch.Tensor]", list(losses))).cpu().double().tolist()
 
 
 def train(
-    model,
-    tokenizer,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
     items: Sequence[Item],
     corpus: str,
     validation: str,
@@ -219,7 +224,8 @@ def train(
     rows = corpus_rows(corpus, tokenizer, config.max_tokens)
     val_rows = corpus_rows(validation, tokenizer, config.max_tokens)
     plan = plan_lora(model, config.modules, config.budget, config.rank) if config.method == "lora" else None
-    net = attach_lora(model, plan, config.seed).get_base_model() if plan else model
+    # PEFT types its base model as a Module: it is ``model`` itself, its target modules adapted in place
+    net = cast("PreTrainedModel", attach_lora(model, plan, config.seed).get_base_model()) if plan else model
     total = config.recipe.steps(len(rows))
     evaluations, eval_seconds = [], [0.0]
 
@@ -232,9 +238,9 @@ def train(
         if on_eval:
             on_eval(point)
 
-    pending: list[tuple[int, object]] = []  # (step, loss) not handed to on_loss yet
+    pending: list[tuple[int, float | torch.Tensor]] = []  # (step, loss) not handed to on_loss yet
 
-    def on_step(epoch: int, step: int, loss) -> None:
+    def on_step(epoch: int, step: int, loss: float | torch.Tensor) -> None:
         pending.append((step, loss))
         if step % config.eval_every == 0 or step == total:  # an evaluation waits for the device anyway
             losses = read_losses([loss for _, loss in pending])
