@@ -33,7 +33,16 @@ import pandas as pd
 import torch
 
 from ...core.errors import CctkError
-from ...core.lm.scoring import LOGIT_BUDGET, AnswerTree, answer_tree, encode, pad_id, score_forest, vocab_size
+from ...core.lm.scoring import (
+    LOGIT_BUDGET,
+    AnswerTree,
+    answer_tree,
+    encode,
+    evaluating,
+    pad_id,
+    score_forest,
+    vocab_size,
+)
 from ...core.stats import clopper_pearson
 from .items import Item
 
@@ -171,19 +180,18 @@ def _chunks(rows: Sequence[Row], vocab: int) -> Iterator[list[Row]]:
 def score_plain(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, items: Sequence[Item]) -> pd.DataFrame:
     """The reference: one forward pass per side of every item (whole continuation fed, first T scored)."""
     device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
     sums = np.zeros((len(items), 2))
-    for i, item in enumerate(items):
-        context = encode(tokenizer, item.scored_context, special=True)
-        sides = [
-            encode_continuation(tokenizer, item.scored_context, s) for s in (item.sentence_true, item.sentence_false)
-        ]
-        t = min(len(s) for s in sides)
-        for j, side in enumerate(sides):
-            logp = torch.log_softmax(model(torch.tensor([context + side], device=device)).logits.float(), -1)[0]
-            sums[i, j] = sum(logp[len(context) + k - 1, side[k]].item() for k in range(t))
-    model.train(was_training)
+    with evaluating(model):
+        for i, item in enumerate(items):
+            context = encode(tokenizer, item.scored_context, special=True)
+            sides = [
+                encode_continuation(tokenizer, item.scored_context, s)
+                for s in (item.sentence_true, item.sentence_false)
+            ]
+            t = min(len(s) for s in sides)
+            for j, side in enumerate(sides):
+                logp = torch.log_softmax(model(torch.tensor([context + side], device=device)).logits.float(), -1)[0]
+                sums[i, j] = sum(logp[len(context) + k - 1, side[k]].item() for k in range(t))
     return _table(items, [encode_item(tokenizer, item) for item in items], sums)
 
 

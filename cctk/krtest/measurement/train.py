@@ -28,7 +28,7 @@ from ...core.errors import CctkError
 from ...core.lm.corpus import IGNORE, Row, collate
 from ...core.lm.finetune import fine_tune
 from ...core.lm.record import TrainRecord
-from ...core.lm.scoring import LOGIT_BUDGET, encode, pad_id, vocab_size
+from ...core.lm.scoring import LOGIT_BUDGET, encode, evaluating, pad_id, vocab_size
 from .items import Item, passages
 from .lora import DEFAULT_BUDGET, LoraPlan, attach_lora, check_budget, plan_lora, trainable_count
 from .scoring import Summary, score, summarize
@@ -171,25 +171,24 @@ def perplexity(model: PreTrainedModel, rows: Sequence[Row], pad_id: int) -> floa
     Rows go through in chunks whose logits fit ``LOGIT_BUDGET``, as ``measure`` sizes its passes (and
     ``cctk.core.lm.memory`` plans for), and the device is read once, at the end.
     """
-    was_training = model.training
-    model.eval()
     device = next(model.parameters()).device
     longest = max(len(ids) for ids, _ in rows)
     chunk = max(1, LOGIT_BUDGET // (longest * vocab_size(model)))
     sums, count = [], 0
-    for i in range(0, len(rows), chunk):
-        batch = collate(rows[i : i + chunk], pad_id)
-        logits = model(
-            input_ids=batch["input_ids"].to(device), attention_mask=batch["attention_mask"].to(device), use_cache=False
-        ).logits  # (B, L, V)
-        targets = batch["labels"][:, 1:]  # token t+1 is predicted at column t
-        count += int((targets != IGNORE).sum())  # on the host, before the move
-        sums.append(
-            F.cross_entropy(
+    with evaluating(model):
+        for i in range(0, len(rows), chunk):
+            batch = collate(rows[i : i + chunk], pad_id)
+            logits = model(
+                input_ids=batch["input_ids"].to(device),
+                attention_mask=batch["attention_mask"].to(device),
+                use_cache=False,
+            ).logits  # (B, L, V)
+            targets = batch["labels"][:, 1:]  # token t+1 is predicted at column t
+            count += int((targets != IGNORE).sum())  # on the host, before the move
+            loss = F.cross_entropy(
                 logits[:, :-1].float().flatten(0, 1), targets.to(device).flatten(), ignore_index=IGNORE, reduction="sum"
             )
-        )
-    model.train(was_training)
+            sums.append(loss)
     return math.exp(sum(torch.stack(sums).cpu().double().tolist()) / count)
 
 
