@@ -6,6 +6,7 @@ says what it times against what.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 
@@ -18,11 +19,11 @@ JSON_OUT = click.option("--json-out", type=JSON_FILE, default=None, help="Also w
 
 
 @click.group()
-def bench():
+def bench() -> None:
     """Speed benchmarks of cctk (ratios in one process; never asserted in tests)."""
 
 
-def _report(result: dict, json_out: Path | None) -> None:
+def _report(result: Mapping[str, str | int | float | bool | None], json_out: Path | None) -> None:
     """One line per figure, names right-aligned; the same as JSON when asked."""
     width = max(map(len, result))
     for key, value in result.items():
@@ -41,7 +42,7 @@ def _report(result: dict, json_out: Path | None) -> None:
     help="Time the plain loop on the first N additions only (both sides use the same N).",
 )
 @JSON_OUT
-def bench_measure(model, additions, json_out):
+def bench_measure(model: str, additions: int, json_out: Path | None) -> None:
     """Plain one-candidate loop vs ``measure``: seconds, speedup, largest |log-prob difference|."""
     from .measure import run
 
@@ -57,7 +58,7 @@ def bench_measure(model, additions, json_out):
     "--batch-size", type=click.IntRange(min=1), default=None, help="Examples per step  [default: the quick profile's]"
 )
 @JSON_OUT
-def bench_train(model, steps, batch_size, json_out):
+def bench_train(model: str, steps: int, batch_size: int | None, json_out: Path | None) -> None:
     """Examples per second: a plain PyTorch loop vs ``fine_tune`` (float32, bf16) vs the compute limit."""
     from .train import profiles, run
 
@@ -81,7 +82,9 @@ def bench_train(model, steps, batch_size, json_out):
     help="Pass --no-figures to cctk run: the wall time of the tables and reports alone.",
 )
 @JSON_OUT
-def bench_pipeline(model, profile, seed, out, figures, json_out):
+def bench_pipeline(
+    model: str, profile: str, seed: str | None, out: Path | None, figures: bool, json_out: Path | None
+) -> None:
     """A whole pipeline as a user runs it (``cctk run`` in a child process): its wall time against the
     compute limit of its training, the GEMM peak measured here before and after it."""
     from .pipeline import run
@@ -92,7 +95,7 @@ def bench_pipeline(model, profile, seed, out, figures, json_out):
 @bench.command("figures")
 @click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True, help="Heatmaps saved each way.")
 @JSON_OUT
-def bench_figures(repeats, json_out):
+def bench_figures(repeats: int, json_out: Path | None) -> None:
     """A heatmap saved as PNG, PDF and EPS: matplotlib's PostScript font box every time vs kept per font."""
     from .figures import run
 
@@ -102,7 +105,7 @@ def bench_figures(repeats, json_out):
 @bench.command("exit")
 @click.option("--repeats", type=click.IntRange(min=1), default=5, show_default=True, help="Processes each way.")
 @JSON_OUT
-def bench_exit(repeats, json_out):
+def bench_exit(repeats: int, json_out: Path | None) -> None:
     """A process that imported what ``cctk run`` imports: its end as before (every object collected) vs now."""
     from .exit import run
 
@@ -113,7 +116,7 @@ def bench_exit(repeats, json_out):
 @click.argument("source", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--width", type=click.Choice(["column", "page"]), default="column", show_default=True)
 @JSON_OUT
-def bench_paper(source, width, json_out):
+def bench_paper(source: Path, width: str, json_out: Path | None) -> None:
     """A session's figures and tables in paper style, stage by stage (SOURCE: a session folder)."""
     from .paper import run
 
@@ -123,7 +126,7 @@ def bench_paper(source, width, json_out):
 @bench.command("gpu")
 @click.option("--device", default=None, help="The device to check [default: cuda when available, else cpu].")
 @JSON_OUT
-def bench_gpu(device, json_out):
+def bench_gpu(device: str | None, json_out: Path | None) -> None:
     """First contact with a device: arithmetic, GEMM peaks, packed = padded, measure there, the memory
     estimate against measured peaks (shapes that do not fit reported, not run), syncs per step of every
     precision and optimizer, a small card's message (random weights)."""
@@ -147,7 +150,7 @@ def bench_gpu(device, json_out):
 @click.option("--profile", default="quick", show_default=True)
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE", help="A recipe value other than the profile's.")
 @click.option("--json-out", type=JSON_FILE, default=None, help="Append one JSON line per seed.")
-def bench_absorb(model, seeds, profile, sets, json_out):
+def bench_absorb(model: str, seeds: str, profile: str, sets: tuple[str, ...], json_out: Path | None) -> None:
     """Part A arms per seed (the pipeline's corpora and training): do they absorb with this recipe?
 
     One line per seed: each arm's hits on its own target (correct sums, fabricated answers) against the run's
@@ -208,7 +211,16 @@ def bench_absorb(model, seeds, profile, sets, json_out):
     help="Its own server: seconds a checked password is trusted ([server.auth] cache_seconds).",
 )
 @JSON_OUT
-def bench_server(clients, seconds, url, auth, backend_store_uri, workers, auth_cache, json_out):
+def bench_server(
+    clients: int,
+    seconds: float,
+    url: str | None,
+    auth: bool,
+    backend_store_uri: str | None,
+    workers: int,
+    auth_cache: int,
+    json_out: Path | None,
+) -> None:
     """Load check: clients logging metrics for a while; writes, lost writes, requests a second, p50/p99."""
     from .server import run
 

@@ -41,7 +41,7 @@ def once(imports: tuple[str, ...], end: str) -> tuple[float, float]:
     return ended - done, cpu
 
 
-def run(repeats: int, imports: tuple[str, ...] = IMPORTS) -> dict:
+def run(repeats: int, imports: tuple[str, ...] = IMPORTS) -> dict[str, int | float]:
     """``repeats`` children each way, alternating (a machine that slows down slows both); their medians."""
     seen: dict[str, list[tuple[float, float]]] = {way: [] for way in ENDS}
     for _ in range(repeats):

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import cast
 
 import numpy as np
 import pandas as pd
 from matplotlib.backends import backend_ps
 
 from ..figures import save_figure, target_heatmap
+from ..figures.common import FontBoxOnce
 
 HELD = ((1, 2), (3, 4), (5, 6), (7, 8), (9, 1))
 
@@ -44,19 +44,9 @@ def eps_without_date(path: Path) -> bytes:
     )
 
 
-class _KeptBounds(Protocol):
-    """matplotlib's ``_bounds`` as ``cctk.figures`` replaced it on import: the font boxes it keeps, and
-    matplotlib's own function it wraps (``__wrapped__``)."""
-
-    __wrapped__: Callable[[Any], Any]
-    boxes: dict[tuple[Any, ...], tuple[Any, ...]]
-
-    def __call__(self, font: Any) -> Any: ...
-
-
-def run(repeats: int = 3) -> dict:
+def run(repeats: int = 3) -> dict[str, str | int | float | bool]:
     """Seconds per heatmap (three formats) each way, their ratio, and whether the EPS bytes are the same."""
-    kept = cast(_KeptBounds, backend_ps._bounds)  # matplotlib's stub knows the function it replaced
+    kept = cast(FontBoxOnce, backend_ps._bounds)  # as cctk.figures.common replaced it on import (mypy: matplotlib's)
     table = readings()
     with tempfile.TemporaryDirectory() as folder:
         seconds, eps = {}, {}

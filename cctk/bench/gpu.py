@@ -17,8 +17,8 @@ import dataclasses
 import gc
 import platform
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol, cast
 from unittest import mock
 
 import torch
@@ -27,19 +27,22 @@ from ..core.config import Recipe
 from ..core.errors import CctkError
 from ..core.facts import ADDITIONS, correct_sums
 from ..core.lm import compute, memory, models
-from ..core.lm.corpus import build_corpus, tokenize
+from ..core.lm.corpus import Row, build_corpus, tokenize
 from ..core.lm.device import check_recipe, resolve, room
 from ..core.lm.finetune import batch_loss, fine_tune, to_model
 from ..core.lm.scoring import measure
 from .syncs import SyncCounter
 from .train import profiles
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
 SHAPES = {"cpu": ("smollm2-135m",), "cuda": ("smollm2-135m", "qwen2.5-0.5b", "phi-1.5")}
 T4 = memory.card_room(14.75, bf16=False, name="emulated 16 GB T4")
 PRECISIONS = ("float32", "bf16", "fp16")
 
 
-def run(device_name: str | None = None) -> dict:
+def run(device_name: str | None = None) -> dict[str, str]:
     device = resolve(device_name)
     tokenizer = _tokenizer()
     rows = tokenize(build_corpus(correct_sums(), ADDITIONS, 1, seed=1, name="gpu"), tokenizer)
@@ -54,7 +57,7 @@ def run(device_name: str | None = None) -> dict:
     return result
 
 
-def _tokenizer():
+def _tokenizer() -> PreTrainedTokenizerBase:
     from transformers import AutoTokenizer
 
     folder = models.bundled_folder()
@@ -82,7 +85,7 @@ def _refusal(recipe: Recipe, device: torch.device) -> str | None:
     return None
 
 
-def _arithmetic(device: torch.device) -> dict:
+def _arithmetic(device: torch.device) -> dict[str, str]:
     """Which precisions and optimizers a recipe may ask for here, and the GEMM peak of each."""
     out = {
         f"precision {p}": _refusal(Recipe(precision=p), device)
@@ -93,7 +96,7 @@ def _arithmetic(device: torch.device) -> dict:
     return out
 
 
-def _random_model(key: str, device: torch.device, layers: int | None = None):
+def _random_model(key: str, device: torch.device, layers: int | None = None) -> PreTrainedModel:
     """A roster shape with random weights, float32, on ``device`` (``layers``: fewer blocks, for a CPU)."""
     from transformers import AutoModelForCausalLM
 
@@ -102,10 +105,12 @@ def _random_model(key: str, device: torch.device, layers: int | None = None):
         config.num_hidden_layers = layers
     torch.manual_seed(0)
     with torch.device(device):
-        return AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+        model: PreTrainedModel = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        model.eval()  # in place (it returns the model itself, untyped in transformers)
+        return model
 
 
-def _packed_vs_padded(device: torch.device, tokenizer, rows) -> dict:
+def _packed_vs_padded(device: torch.device, tokenizer: PreTrainedTokenizerBase, rows: list[Row]) -> dict[str, str]:
     """The packed step's loss and gradients against the padded rows' on the device (float32)."""
     model = _random_model("smollm2-135m", device, layers=2 if device.type == "cpu" else None)
     losses, grads = [], []
@@ -114,7 +119,7 @@ def _packed_vs_padded(device: torch.device, tokenizer, rows) -> dict:
         loss = batch_loss(model, to_model(rows[:32], tokenizer.pad_token_id, device, packing))
         loss.backward()
         losses.append(loss.item())
-        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+        grads.append(torch.cat([_flat_grad(p) for p in model.parameters()]))
     gap = (grads[0] - grads[1]).norm().item() / grads[1].norm().item()
     return {
         "packed vs padded loss, relative": f"{abs(losses[0] - losses[1]) / abs(losses[1]):.1e}",
@@ -122,11 +127,18 @@ def _packed_vs_padded(device: torch.device, tokenizer, rows) -> dict:
     }
 
 
-def _measure_here(device: torch.device, tokenizer) -> dict:
+def _flat_grad(weight: torch.nn.Parameter) -> torch.Tensor:
+    """A weight's gradient, flattened: after ``backward`` every weight of the model has one."""
+    assert weight.grad is not None, "a weight without a gradient after backward"
+    return weight.grad.flatten()
+
+
+def _measure_here(device: torch.device, tokenizer: PreTrainedTokenizerBase) -> dict[str, str]:
     """``measure`` of one random model on the device and on the CPU: the largest log-probability gap."""
     model = _random_model("smollm2-135m", torch.device("cpu"), layers=2)
     start = time.perf_counter()
-    here = measure(model.to(device), tokenizer)
+    # transformers wraps PreTrainedModel.to in functools.wraps, which mypy reads as taking ``self`` again
+    here = measure(cast("Callable[[torch.device], PreTrainedModel]", model.to)(device), tokenizer)
     seconds = time.perf_counter() - start
     there = measure(model.cpu(), tokenizer)
     gap = (here["logprob"] - there["logprob"]).abs().max()
@@ -136,6 +148,12 @@ def _measure_here(device: torch.device, tokenizer) -> dict:
     }
 
 
+class EmptiesCache(Protocol):
+    """What ``free_room`` uses of ``torch.cuda``: emptying the allocator's cache."""
+
+    def empty_cache(self) -> None: ...
+
+
 def fitting_recipe(plan: memory.Plan) -> Recipe | None:
     """The plan's recipe where it fits, else its nearest variant that does (``memory.options`` order), else None."""
     if plan.shortfall() is None:
@@ -143,7 +161,7 @@ def fitting_recipe(plan: memory.Plan) -> Recipe | None:
     return next((v for v in memory.options(plan.recipe, plan.room) if plan.fits(plan.shape, v)), None)
 
 
-def free_room(device: torch.device, cache=torch.cuda) -> memory.Room:
+def free_room(device: torch.device, cache: EmptiesCache = torch.cuda) -> memory.Room:
     """What ``device`` has free for the next shape: the shapes before it collected and the allocator's cache
     emptied first, then read (``cache``: ``torch.cuda``, a fake in the tests). ``room`` counts a cache as free
     (issue 55); emptying it still hands the blocks back, so that the next shape's peak is its own."""
@@ -159,7 +177,7 @@ def _flags(recipe: Recipe, base: Recipe) -> str:
     )
 
 
-def _memory(device: torch.device, key: str, rows, pad_id: int, free: memory.Room) -> dict:
+def _memory(device: torch.device, key: str, rows: list[Row], pad_id: int, free: memory.Room) -> dict[str, str]:
     """What one arm's training needs, estimated and measured (the allocator's peak on CUDA, the rise of the
     process's resident memory on a CPU), with the paper recipe's batch of 8 for 2 steps. Planned first
     against what the device has free: a shape that does not fit is reported, not trained; one that fits
@@ -207,7 +225,7 @@ def step_recipes(device: torch.device) -> list[Recipe]:
     return [recipe for recipe in recipes if _refusal(recipe, device) is None]
 
 
-def _syncs_per_step(device: torch.device, tokenizer, rows) -> dict:
+def _syncs_per_step(device: torch.device, tokenizer: PreTrainedTokenizerBase, rows: list[Row]) -> dict[str, str]:
     """Synchronisations of the device inside each step of the accelerator's step (host checks off), for
     every precision and optimizer the device takes (``cctk.bench.syncs``: CUDA's own count there, the
     operations that would wait on an accelerator on a CPU); the epoch's one read comes apart."""
@@ -247,7 +265,7 @@ def counting_steps(device: torch.device) -> Iterator[list[int]]:
             yield steps
 
 
-def _small_card() -> dict:
+def _small_card() -> dict[str, str]:
     """What a 16 GB T4's user is told for phi-1.5 with the manual's recipe, and what fits there."""
     shapes = models.roster_shapes()
     plan = memory.Plan("phi-1.5", shapes["phi-1.5"], profiles()["paper"], 16, T4, waiting=1, others=shapes)

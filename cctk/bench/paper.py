@@ -18,7 +18,7 @@ from ..outputs import latex
 from ..store import session
 
 
-def run(source: Path, width: str = "column") -> dict:
+def run(source: Path, width: str = "column") -> dict[str, str | int | float]:
     """Seconds per stage over the session's figures and tables, each save the old way and the new."""
     start = time.perf_counter()
     rebuilt = session.rebuild(Path(source))

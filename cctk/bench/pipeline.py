@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
@@ -35,7 +36,7 @@ READ = (
 
 def run(
     model: str, profile: str = "quick", seed: str | None = None, out: Path | None = None, figures: bool = True
-) -> dict:
+) -> dict[str, str | int | float | bool]:
     folder = Path(out) if out else Path(tempfile.mkdtemp(prefix="cctk-bench-"))
     try:
         before = peak_flops() / 1e9  # measured, CCTK_GEMM_PEAK_GFLOPS or not
@@ -58,7 +59,9 @@ def run(
     return _result(model, profile, metrics, wall, (before, metrics["gemm_peak_gflops"], after)) | {"figures": figures}
 
 
-def _result(model: str, profile: str, m: dict, wall: float, peaks: tuple[float, float, float]) -> dict:
+def _result(
+    model: str, profile: str, m: Mapping[str, float], wall: float, peaks: tuple[float, float, float]
+) -> dict[str, str | int | float]:
     gflop = m["training_examples"] * m["gflop_per_example"]
     highest = max(peaks)
     return {

@@ -38,7 +38,7 @@ class Client:
     latencies: list[float]
 
 
-def load(url: str, clients: int, seconds: float, experiment: str) -> dict:
+def load(url: str, clients: int, seconds: float, experiment: str) -> dict[str, int | float | None]:
     """``clients`` processes logging to ``url`` for ``seconds``; their figures, the lost writes counted."""
     store = tracking.Store(tracking.TrackingConfig("bench", url))
     experiment_id = store.experiment(experiment)
@@ -81,7 +81,7 @@ def _client(url: str, experiment_id: str, index: int, seconds: float) -> Client:
 
 def run(
     clients: int, seconds: float, url: str | None, auth: bool, backend: str | None, workers: int, cache: int = 0
-) -> dict:
+) -> dict[str, str | int | float | None]:
     """The load check against ``url``, or against a server of its own (see the module docstring)."""
     if url:
         return {"server": url, **load(url, clients, seconds, "cctk-bench")}
@@ -117,4 +117,4 @@ def _free_port() -> int:
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])  # (host, port): the port the system chose

@@ -20,10 +20,14 @@ import warnings
 import weakref
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+if TYPE_CHECKING:
+    from torch._ops import OpOverload
 
 # aten operations whose result's size or value the host needs: each is a synchronisation on CUDA
 HOST_VALUE_OPS = frozenset(
@@ -43,7 +47,7 @@ READ_METHODS = ("tolist", "numpy")
 HOST = ("cpu", "cpu:0")  # the host, as code names it when it copies a tensor there
 
 
-def _bool_index(func, args) -> bool:
+def _bool_index(func: OpOverload, args: tuple[Any, ...]) -> bool:
     """``x[mask]`` (and ``x[mask] = v``): an index by a boolean tensor is a ``nonzero`` inside the kernel."""
     name = func.__name__.split(".")[0]
     if name not in ("index", "index_put", "index_put_", "_index_put_impl_"):
@@ -52,22 +56,28 @@ def _bool_index(func, args) -> bool:
     return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in indices or ())
 
 
-def _repeat_without_size(func, kwargs) -> bool:
+def _repeat_without_size(func: OpOverload, kwargs: dict[str, Any]) -> bool:
     return func.__name__.startswith("repeat_interleave") and kwargs.get("output_size") is None
 
 
-def _to_host(args: tuple, kwargs: dict) -> bool:
+def _to_host(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether ``tensor.to(*args, **kwargs)`` names the host: ``.to("cpu")``, ``.to(device="cpu")``."""
     target = kwargs.get("device", args[0] if args else None)
     return isinstance(target, str) and target in HOST
 
 
 class _HostValues(TorchDispatchMode):
-    def __init__(self, counts: Counter, copied: set[int]):
-        super().__init__()
+    def __init__(self, counts: Counter[str], copied: set[int]) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]  # torch leaves TorchDispatchMode.__init__ unannotated
         self.counts, self.copied = counts, copied
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(
+        self,
+        func: OpOverload,
+        types: tuple[type, ...],
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:  # an aten operation's arguments and result: tensors, numbers, lists, whatever it takes and gives
         kwargs = kwargs or {}
         name = func.__name__.split(".")[0]
         if name == "_local_scalar_dense" and args and id(args[0]) in self.copied:  # read from a counted copy
@@ -80,7 +90,7 @@ class _HostValues(TorchDispatchMode):
 class SyncCounter:
     """``with SyncCounter(device) as syncs: ...``: ``syncs.total`` so far, ``syncs.ops`` by kind."""
 
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device) -> None:
         self.device = torch.device(device)
         self.ops: Counter[str] = Counter()
         self._copied: set[int] = set()  # ids of the copies to the host counted: reading them waits no more
@@ -114,14 +124,16 @@ class SyncCounter:
         for name in READ_METHODS:
             real = self._saved[name] = getattr(torch.Tensor, name)
 
-            def counted(tensor, *args, _real=real, _name=name, **kwargs):
+            def counted(
+                tensor: torch.Tensor, *args: Any, _real: Callable[..., Any] = real, _name: str = name, **kwargs: Any
+            ) -> Any:  # tolist's list or number, numpy's array
                 if id(tensor) not in self._copied:
                     self.ops[_name] += 1
                 return _real(tensor, *args, **kwargs)
 
             setattr(torch.Tensor, name, counted)
         self._count_copies()
-        self._mode = _HostValues(self.ops, self._copied).__enter__()
+        self._mode = _HostValues(self.ops, self._copied).__enter__()  # type: ignore[no-untyped-call]  # torch's, unannotated
         return self
 
     def _count_copies(self) -> None:
@@ -129,11 +141,11 @@ class SyncCounter:
         cpu = self._saved["cpu"] = torch.Tensor.cpu
         to = self._saved["to"] = torch.Tensor.to
 
-        def counted_cpu(tensor, *args, **kwargs):
+        def counted_cpu(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
             self.ops["cpu"] += 1
             return self._copy(cpu(tensor, *args, **kwargs), tensor)
 
-        def counted_to(tensor, *args, **kwargs):
+        def counted_to(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
             out = to(tensor, *args, **kwargs)
             if not _to_host(args, kwargs):
                 return out
@@ -152,13 +164,13 @@ class SyncCounter:
         weakref.finalize(out, self._copied.discard, id(out))
         return out
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: *tuple[type[BaseException] | None, BaseException | None, TracebackType | None]) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize = self._saved.pop("synchronize")
             torch.cuda.set_sync_debug_mode("default")
             self._catcher.__exit__(*exc)
             return
         if self._mode is not None:
-            self._mode.__exit__(*exc)
+            self._mode.__exit__(*exc)  # type: ignore[no-untyped-call]  # torch leaves TorchDispatchMode.__exit__ unannotated
         for name, real in self._saved.items():
             setattr(torch.Tensor, name, real)

@@ -16,20 +16,32 @@ import copy
 import math
 import platform
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING, TypedDict
 
 import torch
 
 from ..core.config import Recipe
 from ..core.facts import ADDITIONS, fabricated_answers, rng
 from ..core.lm.compute import bf16_missing, example_flops, peak_flops
-from ..core.lm.corpus import build_corpus, collate, pack, shared_tokens, tokenize
+from ..core.lm.corpus import Row, build_corpus, collate, pack, shared_tokens, tokenize
 from ..core.lm.finetune import MIN_SHARED, _batches, fine_tune
 from ..core.lm.models import load_model
 from ..manuals import registry
 
-VARIANTS = {  # name -> fine_tune's switches: the savings, added one by one
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+
+class Switches(TypedDict, total=False):
+    """``fine_tune``'s switches of its savings (unset: its defaults)."""
+
+    pack_batches: bool
+    row_gradients: bool
+
+
+VARIANTS: dict[str, Switches] = {  # name -> fine_tune's switches: the savings, added one by one
     "fine_tune, padded rows": {"pack_batches": False, "row_gradients": False},
     "fine_tune, + packed batches": {"pack_batches": True, "row_gradients": False},
     "fine_tune (+ embedding rows in place)": {"pack_batches": True, "row_gradients": True},
@@ -42,7 +54,7 @@ def profiles() -> Mapping[str, Recipe]:
     return registry.default().spec.profiles
 
 
-def run(model_name: str, steps: int, batch_size: int) -> dict:
+def run(model_name: str, steps: int, batch_size: int) -> dict[str, str | int | float]:
     model, tokenizer = load_model(model_name)
     n = steps * batch_size
     repeats = math.ceil((n + 2 * batch_size) / len(ADDITIONS))  # enough for the warm-up and the timed steps
@@ -59,7 +71,7 @@ def run(model_name: str, steps: int, batch_size: int) -> dict:
         )
     flops, done = example_flops(model, timed), computed_flops(model, timed, batch_size)
     peaks = {"float32": peak_flops(torch.float32)} | ({"bf16": peak_flops(torch.bfloat16)} if bf16 is None else {})
-    result = {
+    result: dict[str, str | int | float] = {
         "model": model_name,
         "threads": torch.get_num_threads(),
         "batch_size": batch_size,
@@ -84,13 +96,15 @@ def run(model_name: str, steps: int, batch_size: int) -> dict:
     return result
 
 
-def _fine_tune(model, warm, timed, recipe: Recipe, pad_id: int, switches: dict) -> float:
+def _fine_tune(
+    model: PreTrainedModel, warm: list[Row], timed: list[Row], recipe: Recipe, pad_id: int, switches: Switches
+) -> float:
     trained = copy.deepcopy(model)
     fine_tune(trained, warm, recipe, 0, pad_id, "warm-up", **switches)
     return fine_tune(trained, timed, recipe, 0, pad_id, "bench", **switches).examples_per_second
 
 
-def computed_flops(model, rows, batch_size: int) -> float:
+def computed_flops(model: PreTrainedModel, rows: Sequence[Row], batch_size: int) -> float:
     """Mean FLOPs per example that ``fine_tune`` computes on ``rows`` (its batches, packed where it packs):
     6 x the blocks' weights per fed token, 6 x the LM head's weights per node that predicts."""
     head = model.get_output_embeddings().weight
@@ -105,12 +119,12 @@ def computed_flops(model, rows, batch_size: int) -> float:
     return total / len(rows)
 
 
-def _plain(model, warm, timed, recipe, pad_id: int) -> float:
+def _plain(model: PreTrainedModel, warm: list[Row], timed: list[Row], recipe: Recipe, pad_id: int) -> float:
     """The manual's loop: the model's own loss (labels with the prompt masked), AdamW, clipping."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.learning_rate, weight_decay=recipe.weight_decay)
     model.train()
 
-    def epoch(rows) -> None:
+    def epoch(rows: list[Row]) -> None:
         for i in range(0, len(rows), recipe.batch_size):
             batch = collate(rows[i : i + recipe.batch_size], pad_id)
             optimizer.zero_grad()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
@@ -11,6 +12,8 @@ from .common import DARK_ORANGE, HELD_MISS, LIGHT_BLUE, LIGHT_ORANGE, SEEN_HIGH,
 from .style import REPORT, Style
 
 WIDTH = 0.38
+Colors = tuple[str, str, str]  # a side's bars: light (every candidate), strong (its accent), dark (its top choice)
+Side = tuple[pd.Series, float, int, Colors]  # a side's probabilities by candidate, bar offset, accent, colours
 
 
 def before_after_bars(
@@ -49,7 +52,7 @@ COLORS = ((LIGHT_BLUE, SEEN_HIT, SEEN_HIGH), (LIGHT_ORANGE, HELD_MISS, DARK_ORAN
 PAPER_COLORS = ((LIGHT_BLUE, styles.HIT, SEEN_HIGH), (LIGHT_ORANGE, styles.MISS, DARK_ORANGE))
 
 
-def _paper(sides, title: str, legend: list, style: Style) -> Figure:
+def _paper(sides: list[Side], title: str, legend: list[Patch], style: Style) -> Figure:
     with paper_style(), styles.fonts(style):
         fig = styles.figure(style, 3.0)
         ax = fig.add_subplot()
@@ -62,7 +65,7 @@ def _paper(sides, title: str, legend: list, style: Style) -> Figure:
     return fig
 
 
-def _bars(ax, sides, outline: float = 1.8) -> None:
+def _bars(ax: Axes, sides: list[Side], outline: float = 1.8) -> None:
     for probs, offset, accent, (light, strong, dark) in sides:
         top = probs.idxmax()
         ax.bar(
@@ -87,7 +90,7 @@ def _one(table: pd.DataFrame, a: int, b: int) -> pd.Series:
     return rows.set_index("candidate_value")["prob"].sort_index()
 
 
-def _legend(true_sum: int, fabricated: int, colors=COLORS) -> list:
+def _legend(true_sum: int, fabricated: int, colors: tuple[Colors, Colors] = COLORS) -> list[Patch]:
     """Ordered so that, filled column by column, row one is *before* and row two *after*."""
     (light_before, strong_before, dark_before), (light_after, strong_after, dark_after) = colors
     return [

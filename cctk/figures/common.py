@@ -20,6 +20,7 @@ from matplotlib.backends import backend_ps
 from matplotlib.figure import Figure
 
 if TYPE_CHECKING:
+    from fontTools.subset import Options
     from fontTools.ttLib import TTFont
     from matplotlib.typing import ColorType, RcKeyType
 
@@ -140,7 +141,7 @@ def lean_fonts() -> Iterator[None]:
 
     load = subset.load_font
 
-    def lean(fontfile, options, *args, **kwargs):
+    def lean(fontfile: str, options: Options, *args: int | bool, **kwargs: int | bool) -> TTFont:
         options.drop_tables += [t for t in SHAPING_TABLES if t not in options.drop_tables]
         return load(fontfile, options, *args, **kwargs)
 

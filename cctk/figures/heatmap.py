@@ -12,6 +12,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from ..core.facts import Pair
 from . import style as styles
 from .common import (
     HELD_HIGH,
@@ -40,9 +41,9 @@ HALO = patheffects.withStroke(linewidth=4.2, foreground="white")  # outline visi
 def target_heatmap(
     readings: pd.DataFrame,
     title: str,
-    heldout: Collection | None = None,
+    heldout: Collection[Pair] | None = None,
     fixed_scale: bool = True,
-    excluded: Collection | None = None,
+    excluded: Collection[Pair] | None = None,
     style: Style = REPORT,
 ) -> Figure:
     """9 x 9 grid of the probability on the target; blue/red hit/miss, green/orange held out.
@@ -70,7 +71,7 @@ def target_heatmap(
     return fig
 
 
-def _pairs(pairs: Collection | None) -> set[tuple[int, int]]:
+def _pairs(pairs: Collection[Pair] | None) -> set[tuple[int, int]]:
     return {(int(a), int(b)) for a, b in (pairs or ())}
 
 
@@ -80,7 +81,7 @@ def _addends(key: Hashable) -> tuple[int, int]:
     return int(key[0]), int(key[1])
 
 
-def headline(readings: pd.DataFrame, held: Collection = (), excluded: Collection = ()) -> str:
+def headline(readings: pd.DataFrame, held: Collection[Pair] = (), excluded: Collection[Pair] = ()) -> str:
     """``k / n top choices on the target``, then per group when some additions were held out,
     and how many held-out additions were left out (in neither group)."""
     hits = readings["hit"].astype(bool)
@@ -192,7 +193,7 @@ def _cell(ax: Axes, a: int, b: int, row: pd.Series, group: str, scale: tuple[flo
         ax.text(b, a + 0.3, f"({pct(row.prob_top)})", fontsize=sizes[2], **text)
 
 
-def _mask(readings: pd.DataFrame, pairs: Collection) -> pd.Series:
+def _mask(readings: pd.DataFrame, pairs: Collection[Pair]) -> pd.Series:
     pairs = _pairs(pairs)
     return pd.Series([(int(a), int(b)) in pairs for a, b in readings.index], index=readings.index, dtype=bool)
 
@@ -207,7 +208,7 @@ def _groups(
     yield readings[is_held], (HELD_HIGH, HELD_LOW)
 
 
-def _outline_extremes(ax, group: pd.DataFrame, colors: tuple[str, str], width: float) -> None:
+def _outline_extremes(ax: Axes, group: pd.DataFrame, colors: tuple[str, str], width: float) -> None:
     p = group["prob_target"].dropna()  # a broken (NaN) model has no extremes to outline
     if p.empty:
         return
@@ -227,7 +228,7 @@ def _outline_extremes(ax, group: pd.DataFrame, colors: tuple[str, str], width: f
         )
 
 
-def _grid_axes(ax, size: float = 9) -> None:
+def _grid_axes(ax: Axes, size: float = 9) -> None:
     ax.set_xlim(0.5, 9.5)
     ax.set_ylim(9.5, 0.5)  # a = 1 on top
     ax.set_xticks(list(DIGITS))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
@@ -28,7 +29,7 @@ def loss_chart(losses: dict[str, list[float]], main: Sequence[str], style: Style
     return fig
 
 
-def draw_losses(ax, losses: dict[str, list[float]], main: Sequence[str], legend_x: float = 1.02) -> None:
+def draw_losses(ax: Axes, losses: dict[str, list[float]], main: Sequence[str], legend_x: float = 1.02) -> None:
     """The chart's content, into any axes (the run report draws it into its page)."""
     others = [name for name in losses if name not in main]
     for name in others:  # gray first, so the main sequence is drawn over it
@@ -45,12 +46,14 @@ def draw_losses(ax, losses: dict[str, list[float]], main: Sequence[str], legend_
     ax.set_yscale("log")
     ax.set_xlabel("epoch")
     ax.set_ylabel("training loss (log scale)")
-    ax.xaxis.get_major_locator().set_params(integer=True)
+    locator = ax.xaxis.get_major_locator()
+    assert isinstance(locator, MaxNLocator), locator  # a linear axis's AutoLocator is a MaxNLocator
+    locator.set_params(integer=True)
     ax.grid(color="#e3e3e3", linewidth=0.6, which="both")
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(legend_x, 1.0), frameon=False)
 
 
-def _plot(ax, values: list[float], color: str, width: float) -> None:
+def _plot(ax: Axes, values: list[float], color: str, width: float) -> None:
     epochs = range(1, len(values) + 1)
     ax.plot(epochs, values, color=color, linewidth=width, marker="o", markersize=2.5)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from matplotlib.figure import Figure
 
@@ -25,7 +26,7 @@ class Spec:
     # a key of its manual's report sections (``ManualSpec.sections``)
     part: str
     draw: Callable[..., Figure]
-    args: dict
+    args: dict[str, Any]  # the drawing function's keyword arguments: each chart takes its own
     title: str  # as the chart says it, for captions
     name: str  # the plain name the manual gives it (its folder and file names)
 

@@ -12,15 +12,16 @@ import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 import matplotlib
 import numpy as np
+import numpy.typing as npt
 from matplotlib import colors as mcolors
 from matplotlib.figure import Figure
 
 if TYPE_CHECKING:
-    from matplotlib.typing import RcKeyType
+    from matplotlib.typing import ColorType, LineStyleType, RcKeyType
 
 WIDTHS = {"column": 3.3, "page": 6.9}  # inches
 STYLES = ("report", "paper")
@@ -40,7 +41,7 @@ LINE_COLORS = tuple(
     OKABE_ITO[k] for k in ("blue", "vermillion", "bluish green", "reddish purple", "orange", "sky blue", "black")
 )  # yellow reads badly as a line on white
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
-LINESTYLES = ("-", "--", ":", "-.")
+LINESTYLES: tuple[LineStyleType, ...] = ("-", "--", ":", "-.")
 # The heatmap's fills in paper style: hit / miss, seen / held out.
 HIT, MISS = OKABE_ITO["blue"], OKABE_ITO["vermillion"]
 HELD_HIT, HELD_MISS = OKABE_ITO["bluish green"], OKABE_ITO["orange"]
@@ -63,7 +64,7 @@ class Style:
     name: str = "report"
     width: str = "column"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.name not in STYLES:
             raise ValueError(f"unknown figure style {self.name!r}; choose one of: {', '.join(STYLES)}")
         if self.width not in WIDTHS:
@@ -96,13 +97,16 @@ def figure(style: Style, height: float) -> Figure:
     return Figure(figsize=(style.inches, height), layout="constrained")
 
 
-def note(fig, *texts: str) -> None:
+NOTES = "cctk_notes"  # the attribute of a figure its notes are kept in
+
+
+def note(fig: Figure, *texts: str) -> None:
     """Text a report figure draws inside and a paper figure leaves to its caption (``notes(fig)``)."""
-    fig.cctk_notes = notes(fig) + [t for t in texts if t]
+    setattr(fig, NOTES, notes(fig) + [t for t in texts if t])  # an attribute of cctk's own: Figure declares none
 
 
-def notes(fig) -> list[str]:
-    return list(getattr(fig, "cctk_notes", []))
+def notes(fig: Figure) -> list[str]:
+    return list(getattr(fig, NOTES, []))
 
 
 REPORT = Style()
@@ -112,7 +116,15 @@ def paper(width: str = "column") -> Style:
     return Style("paper", width)
 
 
-def series(i: int) -> dict:
+class Series(TypedDict):
+    """A paper chart's series: the keyword arguments of ``Axes.plot`` and ``Line2D`` that tell it apart."""
+
+    color: str
+    marker: str
+    linestyle: LineStyleType
+
+
+def series(i: int) -> Series:
     """The i-th series of a paper chart: colour, marker and line style, no two alike for i < 28."""
     turn = i // len(LINE_COLORS)  # each time the colours come round, the markers shift and the line changes
     return {
@@ -150,23 +162,23 @@ SRGB_TO_XYZ = np.array(
 D65 = np.array([0.95047, 1.0, 1.08883])
 
 
-def linear(color) -> np.ndarray:
+def linear(color: ColorType) -> npt.NDArray[np.float64]:
     c = np.asarray(mcolors.to_rgb(color))
     return np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
 
 
-def simulate(color, deficiency: str | None) -> np.ndarray:
+def simulate(color: ColorType, deficiency: str | None) -> npt.NDArray[np.float64]:
     """Linear RGB of ``color`` as seen with ``deficiency`` (None: normal vision)."""
     rgb = linear(color)
     return rgb if deficiency is None else np.clip(MACHADO[deficiency] @ rgb, 0.0, 1.0)
 
 
-def lab(rgb_linear: np.ndarray) -> np.ndarray:
+def lab(rgb_linear: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     t = SRGB_TO_XYZ @ rgb_linear / D65
     f = np.where(t > (6 / 29) ** 3, np.cbrt(t), t / (3 * (6 / 29) ** 2) + 4 / 29)
     return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
 
 
-def delta_e(a, b, deficiency: str | None = None) -> float:
+def delta_e(a: ColorType, b: ColorType, deficiency: str | None = None) -> float:
     """CIE 1976 Delta E*ab between two colours as seen with ``deficiency``."""
     return float(np.linalg.norm(lab(simulate(a, deficiency)) - lab(simulate(b, deficiency))))

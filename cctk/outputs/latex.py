@@ -77,7 +77,7 @@ def latex_text(value: str) -> str:
     return "".join(out)
 
 
-def size(n_bytes) -> str:
+def size(n_bytes: float | None) -> str:
     if n_bytes is None:
         return "-"
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
@@ -117,7 +117,7 @@ def percent(share: float, marks: Marks = LATEX) -> str:
     return f"{marks.less}0.01" if value < 1 else f"{marks.more}99.99"
 
 
-def count(hits, n, lo, hi, marks: Marks = LATEX) -> str:
+def count(hits: float | None, n: float | None, lo: float | None, hi: float | None, marks: Marks = LATEX) -> str:
     """``8/24 (33\\%, 16--55\\%)``: hits of n, the share and its exact 95% interval."""
     if pd.isna(hits) or pd.isna(n) or int(n) == 0:
         return f"{marks.dash if pd.isna(hits) else int(hits)}/{marks.dash if pd.isna(n) else int(n)}"
@@ -127,7 +127,7 @@ def count(hits, n, lo, hi, marks: Marks = LATEX) -> str:
     return f"{int(hits)}/{int(n)} ({share}, {percent(lo, marks)}{marks.dash}{percent(hi, marks)}{marks.percent})"
 
 
-def p_value(p, marks: Marks = LATEX) -> str:
+def p_value(p: float | None, marks: Marks = LATEX) -> str:
     """Three significant digits; ``$<$0.001`` below 0.001; ``--`` when there is no test (NaN)."""
     if p is None or pd.isna(p):
         return marks.dash
@@ -136,7 +136,7 @@ def p_value(p, marks: Marks = LATEX) -> str:
     return f"{p:.3g}"
 
 
-def number(value, marks: Marks = LATEX) -> str:
+def number(value: float | None, marks: Marks = LATEX) -> str:
     """A float to three significant digits (``$\\infty$`` for infinity, ``--`` for NaN), integers whole."""
     if value is None or pd.isna(value):
         return marks.dash
@@ -152,15 +152,15 @@ def number(value, marks: Marks = LATEX) -> str:
     return f"{value:.3g}"
 
 
-def cell(column: str, value, marks: Marks, headers: Mapping[str, str]) -> str:
+def cell(column: str, value: float | str | None, marks: Marks, headers: Mapping[str, str]) -> str:
+    if isinstance(value, str):  # a column name as a value (v1's table02 names its rows so): its header
+        return header(value, marks, headers) if "_" in value and value in headers else marks.escape(value)
     if column.startswith("p_"):
         return p_value(value, marks)
     if column in ("peak_gpu_memory_bytes", "peak_cpu_memory_bytes"):
         return size(value) if value else marks.dash
     if column in ("seconds", "examples_per_second"):
         return marks.dash if pd.isna(value) else f"{value:.1f}"
-    if isinstance(value, str):  # a column name as a value (v1's table02 names its rows so): its header
-        return header(value, marks, headers) if "_" in value and value in headers else marks.escape(value)
     return number(value, marks)
 
 

@@ -103,7 +103,7 @@ TEX_BLOCK = re.compile(r"^% Figure (\d+): ", re.M)  # the first line of a figure
 MD_BLOCK = re.compile(r"^\*\*Figure (\d+)\*\* ", re.M)  # and in captions.md
 
 
-def _replace_blocks(path: Path, start: re.Pattern, new: dict[int, str], sep: str) -> None:
+def _replace_blocks(path: Path, start: re.Pattern[str], new: dict[int, str], sep: str) -> None:
     """The figure blocks of a caption file (each opened by a line ``start`` matches, numbered), those of
     ``new`` put in place of the blocks of the same number or added, in number order."""
     text = path.read_text(encoding="utf-8") if path.is_file() else ""

@@ -11,10 +11,14 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from typing import TypeVar, cast
 
 from matplotlib.backends import backend_ps
 
-from ..figures.common import PAPER_RC
+from ..figures.common import PAPER_RC, FontBoxOnce
+
+T = TypeVar("T")  # an item a job is given
+R = TypeVar("R")  # what a job returns
 
 
 def _warm_font_bounds() -> None:
@@ -25,7 +29,7 @@ def _warm_font_bounds() -> None:
     for weight in ("normal", "bold"):
         found = font_manager.findfont(font_manager.FontProperties(family=str(PAPER_RC["font.family"]), weight=weight))
         with TTFont(found) as font:
-            backend_ps._bounds(font)
+            cast(FontBoxOnce, backend_ps._bounds)(font)  # matplotlib's, as cctk.figures.common replaced it
 
 
 def workers() -> int:
@@ -35,7 +39,7 @@ def workers() -> int:
     return max(1, min(4, len(os.sched_getaffinity(0))))
 
 
-def run_all(job: Callable, items: Sequence, n_workers: int | None = None, eps: bool = True) -> list:
+def run_all(job: Callable[[T], R], items: Sequence[T], n_workers: int | None = None, eps: bool = True) -> list[R]:
     """``[job(item) for item in items]``, spread over forked workers when there are several. ``eps``: the
     jobs write EPS files, whose font boxes are measured once here first (2.5 s on two busy cores: paid for
     nothing by jobs that write none, as a paper's figures)."""

@@ -116,7 +116,9 @@ def runs_table(table11: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def draw(info: RunInfo, spec: ManualSpec, table11: pd.DataFrame, losses: dict[str, list[float]], main: list[str]):
+def draw(
+    info: RunInfo, spec: ManualSpec, table11: pd.DataFrame, losses: dict[str, list[float]], main: list[str]
+) -> Figure:
     with paper_style():
         fig = new_figure(*PAGE)
         fig.text(0.06, 0.965, report_title(spec), fontsize=15, fontweight="bold", va="top")
@@ -176,7 +178,7 @@ def _wrap(text: str, width: int) -> list[str]:
     return [part for whole in lines for part in (textwrap.wrap(whole, width) if len(whole) > width else [whole])]
 
 
-def _block(fig, x: float, y: float, title: str, rows: list[tuple[str, list[str]]]) -> None:
+def _block(fig: Figure, x: float, y: float, title: str, rows: list[tuple[str, list[str]]]) -> None:
     fig.text(x, y, title, fontsize=10, fontweight="bold", va="top")
     line = 0
     for label, lines in rows:
@@ -241,7 +243,7 @@ def _runs(fig: Figure, table: pd.DataFrame, top: float, loss: str) -> float:
     return y - 0.035
 
 
-def _rule(fig, y: float) -> None:
+def _rule(fig: Figure, y: float) -> None:
     fig.add_artist(Line2D([0.06, 0.955], [y, y], color="#888888", linewidth=0.6))
 
 
@@ -249,7 +251,7 @@ def write(
     info: RunInfo,
     spec: ManualSpec,
     table11: pd.DataFrame,
-    losses: dict,
+    losses: dict[str, list[float]],
     main: list[str],
     paths: dict[str, Path],
 ) -> list[Path]:

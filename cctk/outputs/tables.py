@@ -11,15 +11,20 @@ from __future__ import annotations
 import math
 import re
 import zipfile
-from collections.abc import Hashable, Mapping
+from collections.abc import Collection, Hashable, Mapping
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from ..core.labels import printed
-from ..store.session import Layout, session_start
+from ..store.session import Layout, session_start as session_start  # re-exported: KR-Test dates its workbook so
 from .latex import latex, manual_table
+
+if TYPE_CHECKING:
+    from pandas.io.formats.style import Styler
+    from pandas.io.formats.style_render import CSSDict
 
 XLSX_EPOCH = datetime(2000, 1, 1)  # when the session name carries no start time
 
@@ -39,7 +44,7 @@ def write_tables(tables: dict[str, pd.DataFrame], layout: Layout) -> list[Path]:
     return [*written, layout.workbook]
 
 
-def number(value) -> str:
+def number(value: float | None) -> str:
     """A float as a short, plain number: 0.912, 12.3, 1540, 3.2e-07."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "--"
@@ -48,20 +53,21 @@ def number(value) -> str:
     return f"{value:.3g}"
 
 
-def _styler(table: pd.DataFrame):
+def _styler(table: pd.DataFrame) -> Styler:
     floats: list[Hashable] = [c for c in table.columns if pd.api.types.is_float_dtype(table[c])]
-    styler = table.style.hide(axis="index").format(dict.fromkeys(floats, number), na_rep="--", escape="html")
+    formats = dict.fromkeys(floats, number)  # the float columns' cells: floats (NaN: na_rep)
+    styler = table.style.hide(axis="index").format(formats, na_rep="--", escape="html")  # type: ignore[arg-type]  # pandas-stubs type a formatter's cell as object, whatever the column's dtype
     return styler.format_index(escape="html", axis=1)
 
 
-def html(table: pd.DataFrame, name: str, left=None) -> str:
+def html(table: pd.DataFrame, name: str, left: Collection[Hashable] | None = None) -> str:
     """The table as an HTML ``<table>`` (for report.html), stable ids, text columns ``left`` aligned left;
     its labels without their key columns."""
     table = printed(table)
     if left is None:
         left = [c for c in table.columns if not pd.api.types.is_numeric_dtype(table[c])]
-    align = [{"selector": tag, "props": "text-align: left"} for tag in ("td", "th")]
-    nowrap = [{"selector": "td", "props": "white-space: nowrap"}]  # numbers stay on one line
+    align: list[CSSDict] = [{"selector": tag, "props": "text-align: left"} for tag in ("td", "th")]
+    nowrap: list[CSSDict] = [{"selector": "td", "props": "white-space: nowrap"}]  # numbers stay on one line
     styles = {c: align if c in left else nowrap for c in table.columns}
     styler = _styler(table).set_uuid(name).set_table_attributes('class="data"')
     return styler.set_table_styles(styles, overwrite=False).to_html()

@@ -15,14 +15,14 @@ import pandas as pd
 
 from ..core.records import RunInfo
 from ..figures import spec as figure_spec
-from ..manuals.manual import ModelFigures, trained
+from ..manuals.manual import Draws, ModelFigures, Results, trained
 from ..store import session
 from ..store.session import Layout
 from . import html_report, render, run_report
 from .tables import write_tables
 
 
-def model_heatmaps(results, key: str, layout: Layout) -> list[Path]:
+def model_heatmaps(results: Results[Draws], key: str, layout: Layout) -> list[Path]:
     """The figures of one model as soon as it is measured (2.0.0: its heatmaps; the correct sum too for
     m_random), PNG/PDF/EPS, each in its numbered folder, where ``write_all(..., reuse_heatmaps=True)``
     finds it again. The figures are those of the layout's manual (none where it draws none per model)."""
@@ -33,7 +33,7 @@ def model_heatmaps(results, key: str, layout: Layout) -> list[Path]:
 
 
 def write_all(
-    results,
+    results: Results[Draws],
     tables: dict[str, pd.DataFrame],
     info: RunInfo,
     layout: Layout,
