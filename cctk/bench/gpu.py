@@ -6,7 +6,9 @@ padded one on the device (loss and gradients); ``measure`` on the device against
 estimate of ``cctk.core.lm.memory`` against the peak measured while training roster shapes with random weights
 (no Hub), each shape planned first against what the device has free (one that does not fit is reported,
 not trained: the check finishes on a 16 GB card); how often a training step synchronises with the host,
-for every precision and optimizer the device takes; and the line a smaller card's user would get. Models
+for every precision and optimizer the device takes; how launch-bound the manual's step is (the operations
+it dispatches, and on CUDA its kernels and how busy they keep the card: ``cctk.bench.launches``); and the
+line a smaller card's user would get. Models
 are built from the roster's configurations with random weights: nothing is downloaded.
 """
 
@@ -31,6 +33,7 @@ from ..core.lm.corpus import Row, build_corpus, tokenize
 from ..core.lm.device import check_recipe, resolve, room
 from ..core.lm.finetune import batch_loss, fine_tune, to_model
 from ..core.lm.scoring import measure
+from . import launches
 from .syncs import SyncCounter
 from .train import profiles
 
@@ -53,6 +56,7 @@ def run(device_name: str | None = None) -> dict[str, str]:
     for key in SHAPES.get(device.type, SHAPES["cpu"]):
         result |= _memory(device, key, rows, tokenizer.pad_token_id, free_room(device))
     result |= _syncs_per_step(device, tokenizer, rows)
+    result |= _launches(device, tokenizer, rows)
     result |= _small_card()
     return result
 
@@ -243,6 +247,18 @@ def _syncs_per_step(device: torch.device, tokenizer: PreTrainedTokenizerBase, ro
         )
         del model
     return out
+
+
+def _launches(device: torch.device, tokenizer: PreTrainedTokenizerBase, rows: list[Row]) -> dict[str, str]:
+    """How launch-bound the manual's step is (``cctk.bench.launches``): smollm2-135m whole on CUDA, 2 layers
+    of it on a CPU, with the paper recipe's batch, for 8 steps."""
+    recipe = dataclasses.replace(profiles()["paper"], repeats=1, epochs=1)
+    layers = 2 if device.type == "cpu" else None
+    model = _random_model("smollm2-135m", device, layers=layers)
+    found = launches.step_launches(model, rows[: 8 * recipe.batch_size], recipe, tokenizer.pad_token_id)
+    del model
+    shape = "2 layers of smollm2-135m" if layers else "smollm2-135m"
+    return {f"a training step of {shape}, batch {recipe.batch_size}, float32 adamw": found.line()}
 
 
 @contextlib.contextmanager

@@ -1,6 +1,7 @@
 """The memory estimate against the bundled model's training on the CPU, and the first-contact check."""
 
 import dataclasses
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -52,3 +53,5 @@ def test_first_contact_check_runs_on_a_cpu():
         "phi-1.5 with this recipe (float32, adamw, batch 8) needs about 21.8 GiB on emulated 16 GB T4"
     )
     assert "memory smollm2-135m (paper recipe)" in lines
+    step = lines["a training step of 2 layers of smollm2-135m, batch 8, float32 adamw"]  # no kernels on a CPU
+    assert re.fullmatch(r"\d+ operations and \d+\.\d ms a step over 8 steps", step), step

@@ -1,0 +1,53 @@
+"""How launch-bound a step is (``cctk.bench.launches``): the operations a step dispatches, counted inside the
+accelerator's step, and the line ``bench gpu`` prints."""
+
+import pytest
+import torch
+
+from cctk.bench import launches
+from cctk.core.config import Recipe
+
+RECIPE = Recipe(repeats=1, epochs=1, learning_rate=1e-4, batch_size=8)
+
+
+def llama(layers: int, vocab_size: int):
+    import transformers as tf
+
+    config = tf.LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        max_position_embeddings=128,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(0)
+    return tf.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+
+
+@pytest.fixture(scope="module")
+def rows(tokenizer):
+    from cctk.core.facts import ADDITIONS, correct_sums
+    from cctk.core.lm.corpus import build_corpus, tokenize
+
+    return tokenize(build_corpus(correct_sums(), ADDITIONS[:32], 1, seed=1, name="launches"), tokenizer)
+
+
+def test_each_layer_adds_the_same_operations_to_a_step(tokenizer, rows):
+    """A block of the model is the same operations whichever it is: were the counter to miss a step, count
+    the batch's assembly, the epoch's read or a run but the counted one, the steps would not line up so."""
+    found = [launches.step_launches(llama(n, len(tokenizer)), rows, RECIPE, tokenizer.pad_token_id) for n in (1, 2, 3)]
+    assert [f.steps for f in found] == [4, 4, 4] and all(f.kernels is None and f.busy is None for f in found)
+    ops = [f.operations for f in found]
+    assert ops[2] - ops[1] == ops[1] - ops[0] > 100 and ops[0] > ops[1] - ops[0]  # a block, and what is not one
+    assert found[0].line() == f"{ops[0]:.0f} operations and {found[0].seconds * 1000:.1f} ms a step over 4 steps"
+
+
+def test_a_cuda_step_says_its_kernels_and_how_busy_they_keep_the_device():
+    cuda = launches.Launches(11, 3012.4, 0.0125, 2900.2, 0.005)
+    assert cuda.busy == pytest.approx(0.4)
+    assert cuda.line() == "3012 operations and 12.5 ms a step over 11 steps; 2900 kernels a step, busy 40% of it"
+    unseen = launches.Launches(11, 3012.4, 0.0125, 0.0, 0.0)
+    assert unseen.line() == "3012 operations and 12.5 ms a step over 11 steps; the profiler saw no CUDA kernel"
