@@ -47,7 +47,7 @@ PRECISIONS = ("float32", "bf16", "fp16")
 
 def run(device_name: str | None = None) -> dict[str, str]:
     device = resolve(device_name)
-    tokenizer = _tokenizer()
+    tokenizer = models.bundled_tokenizer()
     rows = tokenize(build_corpus(correct_sums(), ADDITIONS, 1, seed=1, name="gpu"), tokenizer)
     result = {"device": _describe(device), "torch": torch.__version__, "CUDA": torch.version.cuda or "-"}
     result |= _arithmetic(device)
@@ -59,16 +59,6 @@ def run(device_name: str | None = None) -> dict[str, str]:
     result |= _launches(device, tokenizer, rows)
     result |= _small_card()
     return result
-
-
-def _tokenizer() -> PreTrainedTokenizerBase:
-    from transformers import AutoTokenizer
-
-    folder = models.bundled_folder()
-    if folder:
-        return AutoTokenizer.from_pretrained(folder)
-    gguf_folder, name = models.bundled_gguf()
-    return AutoTokenizer.from_pretrained(gguf_folder, gguf_file=name)
 
 
 def _describe(device: torch.device) -> str:

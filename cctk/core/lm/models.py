@@ -184,10 +184,7 @@ def _load(found: ModelSource, dtype: torch.dtype) -> Loaded:
 
     kwargs: dict[str, str] = {}
     if found.key == BUNDLED:
-        folder = bundled_folder()
-        if folder is None:  # no cache to write: read the GGUF itself
-            folder, name = bundled_gguf()
-            kwargs = {"gguf_file": name}
+        folder, kwargs = bundled_source()
     elif Path(found.key).is_dir():
         folder = found.key
     else:
@@ -333,6 +330,25 @@ def bundled_folder() -> str | None:
     key = f"{name}:{stat.st_size}:{stat.st_mtime_ns}:{transformers.__version__}:{CONVERSION}"
     target = cache_root() / f"{BUNDLED}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
     return converted(target, _write_bundled)
+
+
+def bundled_source() -> tuple[str, dict[str, str]]:
+    """Where the bundled model is read from, and the keywords that read it: its converted folder, else (no
+    cache to write) the GGUF itself."""
+    folder = bundled_folder()
+    if folder is not None:
+        return folder, {}
+    gguf_folder, name = bundled_gguf()
+    return gguf_folder, {"gguf_file": name}
+
+
+def bundled_tokenizer() -> PreTrainedTokenizerBase:
+    """The bundled model's tokenizer alone (no weights read)."""
+    from transformers import AutoTokenizer
+
+    folder, kwargs = bundled_source()
+    tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(folder, **kwargs)
+    return tokenizer
 
 
 def converted(target: Path, write: Callable[[Path], Any]) -> str | None:

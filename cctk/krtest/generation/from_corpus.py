@@ -649,13 +649,11 @@ def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
     GGUF), a folder's own, else the model's (loaded)."""
     from transformers import AutoTokenizer
 
-    from ...core.lm.models import BUNDLED, bundled_folder, bundled_gguf, check_available, load_model
+    from ...core.lm.models import BUNDLED, bundled_tokenizer, check_available, load_model
 
     check_available(name)
     if name == BUNDLED:
-        converted = bundled_folder()
-        folder, file = (converted, None) if converted else bundled_gguf()
-        tokenizer = AutoTokenizer.from_pretrained(folder, **({"gguf_file": file} if file else {}))
+        tokenizer = bundled_tokenizer()
     elif Path(name).is_dir():
         tokenizer = AutoTokenizer.from_pretrained(name)
     else:
