@@ -7,6 +7,7 @@ tests/integration/test_adamw8bit_500.py."""
 from __future__ import annotations
 
 import copy
+import shutil
 
 import pytest
 import torch
@@ -75,6 +76,23 @@ def test_its_steps_are_torchaos_own_to_the_bit_and_compiled_on_cuda_only(monkeyp
     monkeypatch.setattr(AdamW8bit, "_on_cuda", lambda self: True)  # parameters on CUDA
     a.step()
     assert stances == ["force_eager", "default", "default"]
+
+
+@pytest.mark.slow  # compiling takes a C++ compiler and 20-60 s on two cores
+@pytest.mark.skipif(
+    not shutil.which("g++") and not shutil.which("c++"), reason="Inductor's CPU backend needs a C++ compiler"
+)
+def test_the_compiled_update_traces_and_steps_as_the_uncompiled_one():
+    """Issue 55: the compiled path (torchao's update under ``torch.compile``, as on CUDA) had never run. Here
+    Inductor compiles it for the CPU: the trace a GPU compiles too, with another code generator. After 3 steps
+    the 8-bit codes are the uncompiled ones and the weights within a float32 rounding of theirs."""
+    compiled, eager = _pair((64, 256))
+    start = eager.detach().clone()
+    a, b = AdamW8bit([compiled], lr=1e-2, compiled=True), AdamW8bit([eager], lr=1e-2, compiled=False)
+    _steps([a, b], [compiled, eager], (64, 256), n=3)
+    assert torch.equal(a.state[compiled]["exp_avg"].codes, b.state[eager]["exp_avg"].codes)
+    assert torch.equal(a.state[compiled]["exp_avg_sq"].codes, b.state[eager]["exp_avg_sq"].codes)
+    assert (compiled - eager).abs().max().item() <= 1e-6 < (compiled - start).abs().max().item()  # and they moved
 
 
 def test_a_step_the_grad_scaler_skips_changes_nothing():
