@@ -106,3 +106,23 @@ def test_cctk_and_the_mlproject_entry_end_with_sigterm_handled_and_their_objects
         with pytest.raises(Terminated):
             handled[signal.SIGTERM](signal.SIGTERM, None)
     gc.unfreeze()
+
+
+@pytest.mark.parametrize("name", ["generate", "oracle", "eval", "train", "study"])
+def test_what_a_krtest_command_passes_on_is_the_typeddict_it_declares(name):
+    """``cli/krtest.py`` types each command's ``**options`` with a TypedDict of what click passes beyond the named
+    parameters: its keys are exactly the options click declares and the function does not name."""
+    import inspect
+    import re
+
+    from cctk.cli import krtest as module
+    from cctk.cli.krtest import krtest
+
+    command = krtest.commands[name]
+    assert command.callback is not None
+    signature = inspect.signature(command.callback)
+    named = {p.name for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD}
+    (rest,) = [p for p in signature.parameters.values() if p.kind is inspect.Parameter.VAR_KEYWORD]
+    assert re.fullmatch(r"Unpack\[_\w+\]", rest.annotation), rest.annotation  # a string: the module's annotations
+    declared = getattr(module, rest.annotation.removeprefix("Unpack[").removesuffix("]"))
+    assert declared.__required_keys__ | declared.__optional_keys__ == {p.name for p in command.params} - named
