@@ -129,7 +129,7 @@ def bench_paper(source: Path, width: str, json_out: Path | None) -> None:
 def bench_gpu(device: str | None, json_out: Path | None) -> None:
     """First contact with a device: arithmetic, GEMM peaks, packed = padded, measure there, the memory
     estimate against measured peaks (shapes that do not fit reported, not run), syncs per step of every
-    precision and optimizer, a small card's message (random weights)."""
+    precision and optimizer, how launch-bound the manual's step is, a small card's message (random weights)."""
     import torch
 
     from ..core.errors import CctkError
