@@ -36,8 +36,8 @@ def rows(tokenizer):
 
 
 def test_each_layer_adds_the_same_operations_to_a_step(tokenizer, rows):
-    """A block of the model is the same operations whichever it is: were the counter to miss a step, count
-    the batch's assembly, the epoch's read or a run but the counted one, the steps would not line up so."""
+    """A block of the model is the same operations whichever it is, so the counts of 1, 2 and 3 blocks line
+    up exactly (233 a block on this CPU), and a step has more than its blocks (embedding, head, optimizer)."""
     found = [launches.step_launches(llama(n, len(tokenizer)), rows, RECIPE, tokenizer.pad_token_id) for n in (1, 2, 3)]
     assert [f.steps for f in found] == [4, 4, 4] and all(f.kernels is None and f.busy is None for f in found)
     ops = [f.operations for f in found]
