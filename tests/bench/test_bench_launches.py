@@ -35,6 +35,7 @@ def rows(tokenizer):
     return tokenize(build_corpus(correct_sums(), ADDITIONS[:32], 1, seed=1, name="launches"), tokenizer)
 
 
+@pytest.mark.slow  # 12 epochs of three models, ~15 s; the CPU line itself runs in make test's first-contact test
 def test_each_layer_adds_the_same_operations_to_a_step(tokenizer, rows):
     """A block of the model is the same operations whichever it is, so the counts of 1, 2 and 3 blocks line
     up exactly (233 a block on this CPU), and a step has more than its blocks (embedding, head, optimizer)."""
