@@ -33,15 +33,15 @@ BEFORE_KEYS = Path(__file__).parent / "data" / "before_issue_40"  # tables befor
 LANDED = Path(__file__).parent / "data" / "landed_3c00e48"  # runs the code before issue 45 wrote (its README)
 
 
-def tiny_model(arch: str, vocab_size: int, seed: int = 0):
-    """A 2-layer model of a real architecture with random weights, in float32 and eval mode."""
+def tiny_model(arch: str, vocab_size: int, seed: int = 0, layers: int = 2):
+    """A small model (2 layers unless told) of a real architecture with random weights, in float32 and eval mode."""
     import torch
     import transformers as tf
 
     common = {
         "vocab_size": vocab_size,
         "hidden_size": 64,
-        "num_hidden_layers": 2,
+        "num_hidden_layers": layers,
         "num_attention_heads": 4,
         "intermediate_size": 128,
         "max_position_embeddings": 128,

@@ -20,8 +20,7 @@ import gc
 import platform
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Protocol, cast
-from unittest import mock
+from typing import TYPE_CHECKING, Protocol, cast
 
 import torch
 
@@ -255,20 +254,8 @@ def _launches(device: torch.device, tokenizer: PreTrainedTokenizerBase, rows: li
 def counting_steps(device: torch.device) -> Iterator[list[int]]:
     """Count the device's synchronisations inside each step of ``_DeviceGuard`` (not while a batch is
     built on the host, nor the epoch's own read). Yields the list of each step's count."""
-    from ..core.lm import finetune
-
-    steps: list[int] = []
-    real_step = finetune._DeviceGuard.step
-    with SyncCounter(device) as syncs:
-
-        def counted_step(guard: finetune._DeviceGuard, *args: Any, **kwargs: Any) -> torch.Tensor:
-            before = syncs.total
-            loss = real_step(guard, *args, **kwargs)
-            steps.append(syncs.total - before)
-            return loss
-
-        with mock.patch.object(finetune._DeviceGuard, "step", counted_step):  # the real one back after
-            yield steps
+    with SyncCounter(device) as syncs, launches.per_step(lambda: syncs.total) as steps:
+        yield steps
 
 
 def _small_card() -> dict[str, str]:

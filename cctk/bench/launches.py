@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 from unittest import mock
 
@@ -75,15 +75,16 @@ class _Operations(TorchDispatchMode):
 
 
 @contextlib.contextmanager
-def _counting_operations() -> Iterator[list[int]]:
-    """The operations inside each step of ``_DeviceGuard``, a count a step."""
+def per_step(total: Callable[[], int]) -> Iterator[list[int]]:
+    """How much ``total()`` grows inside each step of ``_DeviceGuard`` (forward, backward, clipping and
+    the optimizer; not while a batch is built on the host, nor the epoch's own reads): a count a step."""
     steps: list[int] = []
     real_step = finetune._DeviceGuard.step
 
     def counted_step(guard: finetune._DeviceGuard, *args: Any, **kwargs: Any) -> torch.Tensor:
-        with _Operations() as operations:
-            loss = real_step(guard, *args, **kwargs)
-        steps.append(operations.count)
+        before = total()
+        loss = real_step(guard, *args, **kwargs)
+        steps.append(total() - before)
         return loss
 
     with mock.patch.object(finetune._DeviceGuard, "step", counted_step):  # the real one back after
@@ -100,19 +101,13 @@ def step_launches(model: PreTrainedModel, rows: list[Row], recipe: Recipe, pad_i
 
     epoch("warm-up")
     timed = epoch("timed")
-    with _counting_operations() as operations:
+    with _Operations() as operations, per_step(lambda: operations.count) as steps:
         epoch("counted")
-    launches = Launches(timed.steps, sum(operations) / len(operations), timed.train_seconds / timed.steps)
+    launches = Launches(timed.steps, sum(steps) / len(steps), timed.train_seconds / timed.steps)
     if device.type != "cuda":
         return launches
     kernels = _profiled(lambda: epoch("profiled"))
-    return Launches(
-        launches.steps,
-        launches.operations,
-        launches.seconds,
-        len(kernels) / timed.steps,
-        sum(kernels) / timed.steps,
-    )
+    return replace(launches, kernels=len(kernels) / timed.steps, kernel_seconds=sum(kernels) / timed.steps)
 
 
 def _profiled(run: Callable[[], TrainRecord]) -> list[float]:

@@ -2,29 +2,12 @@
 accelerator's step, and the line ``bench gpu`` prints."""
 
 import pytest
-import torch
+from builders import tiny_model
 
 from cctk.bench import launches
 from cctk.core.config import Recipe
 
 RECIPE = Recipe(repeats=1, epochs=1, learning_rate=1e-4, batch_size=8)
-
-
-def llama(layers: int, vocab_size: int):
-    import transformers as tf
-
-    config = tf.LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=64,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=128,
-        max_position_embeddings=128,
-        tie_word_embeddings=True,
-    )
-    torch.manual_seed(0)
-    return tf.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +22,10 @@ def rows(tokenizer):
 def test_each_layer_adds_the_same_operations_to_a_step(tokenizer, rows):
     """A block of the model is the same operations whichever it is, so the counts of 1, 2 and 3 blocks line
     up exactly (233 a block on this CPU), and a step has more than its blocks (embedding, head, optimizer)."""
-    found = [launches.step_launches(llama(n, len(tokenizer)), rows, RECIPE, tokenizer.pad_token_id) for n in (1, 2, 3)]
+    found = [
+        launches.step_launches(tiny_model("llama", len(tokenizer), layers=n), rows, RECIPE, tokenizer.pad_token_id)
+        for n in (1, 2, 3)
+    ]
     assert [f.steps for f in found] == [4, 4, 4] and all(f.kernels is None and f.busy is None for f in found)
     ops = [f.operations for f in found]
     assert ops[2] - ops[1] == ops[1] - ops[0] > 100 and ops[0] > ops[1] - ops[0]  # a block, and what is not one

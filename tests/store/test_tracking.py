@@ -436,6 +436,12 @@ def test_a_tracking_uri_with_a_password_is_refused(monkeypatch):
         ("sqlite:///mlruns/mlflow.db?timeout=120", "sqlite:///mlruns/mlflow.db?timeout=120"),
         ("http://127.0.0.1:5000", "http://127.0.0.1:5000"),
         ("sqlite:///x.db?", "sqlite:///x.db?"),
+        ("http://u:p@h:8000/v1?api_key=K3y&model=m", "http://u:***@h:8000/v1?api_key=***&model=m"),  # a teacher's
+        ("https://g.example/v1?key=K3y&access_key=A", "https://g.example/v1?key=***&access_key=***"),
+        (
+            "postgresql://h/db?sslkey=/etc/client.key&sslmode=verify-full",
+            "postgresql://h/db?sslkey=/etc/client.key&sslmode=verify-full",
+        ),
     ],
 )
 def test_a_uri_is_shown_with_every_password_in_it_redacted_and_the_rest_as_written(uri, shown):

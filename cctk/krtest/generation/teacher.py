@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from ...core.errors import CctkError
+from ...core.redaction import redact
 from ..measurement.items import TEXT_FIELDS
 
 if TYPE_CHECKING:
@@ -285,7 +286,7 @@ class EndpointTeacher:
             self._fail(error, "listing its models")
         if len(listed) != 1:
             raise CctkError(
-                f"the endpoint {self.url} serves {len(listed)} models ({', '.join(listed) or 'none'}); "
+                f"the endpoint {redact(self.url)} serves {len(listed)} models ({', '.join(listed) or 'none'}); "
                 f"name one with --{self.role}-model"
             )
         self.model = listed[0]
@@ -339,15 +340,16 @@ class EndpointTeacher:
         if isinstance(error, (AuthenticationError, PermissionDeniedError)):
             variable = self.key_variable()
             raise CctkError(
-                f"authentication failed at {self.url} (HTTP {error.status_code}) with the key from "
+                f"authentication failed at {redact(self.url)} (HTTP {error.status_code}) with the key from "
                 + (f"${variable}" if variable else f"no variable (set OPENAI_API_KEY or {self.key_flag})")
             )
         if isinstance(error, APIConnectionError) and what.startswith("listing"):
             raise CctkError(
-                f"cannot reach the {self.role} endpoint {self.url} ({type(error).__name__}); is the server running?"
+                f"cannot reach the {self.role} endpoint {redact(self.url)} ({type(error).__name__}); "
+                "is the server running?"
             ) from None
         raise CctkError(
-            f"the {self.role} endpoint {self.url} failed on {what} after {self.retries} retries: "
+            f"the {self.role} endpoint {redact(self.url)} failed on {what} after {self.retries} retries: "
             f"{type(error).__name__}: {_first_line(error)}; run the same command again to "
             "continue"
         ) from None
@@ -355,7 +357,7 @@ class EndpointTeacher:
     def describe(self) -> dict[str, Any]:
         return {
             "kind": "endpoint",
-            "url": public_url(self.url),
+            "url": redact(self.url),
             "model": self.model,
             "api_key_env": self.key_variable() or "",
             "temperature": self.temperature,
@@ -366,16 +368,6 @@ class EndpointTeacher:
             "retries": self.retries,
             "timeout": self.timeout,
         }
-
-
-def public_url(url: str) -> str:
-    """``url`` without user:password (never logged)."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if not parts.hostname:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")))
 
 
 @dataclass

@@ -19,9 +19,9 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import unquote, urlsplit
 
 from ...core.errors import CctkError
+from ...core.redaction import has_password as has_password, redact as redact
 
 EXPERIMENT = "cctk"
 DEFAULT_CONFIG = "embedded"
@@ -134,36 +134,6 @@ def resolve(tracking: str | None = None) -> TrackingConfig:
     return TrackingConfig(
         tracking, absolute_uri(_no_server_password(uri)), str(Path(artifacts).absolute()) if artifacts else None
     )
-
-
-# Query parameters that carry a secret (psycopg2's and libpq's password=, MySQL's passwd=, a token=)
-_SECRET_KEYS = ("pass", "pwd", "secret", "token")
-
-
-def redact(uri: str) -> str:
-    """``uri`` with the password of its user (``postgresql://cctk:***@host/db``) and the value of every
-    query parameter that holds one (``?password=***``) replaced: the one form in which cctk writes or
-    prints a URI (tags, run_info.json, reports, lines, command lines). The rest is kept as written."""
-    parts = urlsplit(uri)
-    shown = uri  # spliced, not rebuilt: urlunsplit would drop the empty host of sqlite:///path
-    if parts.password is not None:
-        user, _, host = parts.netloc.rpartition("@")
-        shown = shown.replace(f"//{parts.netloc}", f"//{user.split(':', 1)[0]}:***@{host}", 1)
-    pieces = [piece.partition("=") for piece in parts.query.split("&")]
-    query = "&".join(f"{key}=***" if mark and _secret_key(key) else key + mark + value for key, mark, value in pieces)
-    if query != parts.query:
-        head, _, tail = shown.partition("?")
-        shown = f"{head}?{tail.replace(parts.query, query, 1)}"
-    return shown
-
-
-def _secret_key(key: str) -> bool:
-    return any(word in unquote(key).lower() for word in _SECRET_KEYS)
-
-
-def has_password(uri: str) -> bool:
-    """Whether ``uri`` holds a password (in its user part or its query), as ``redact`` finds it."""
-    return redact(uri) != uri
 
 
 def password_problem(password: str) -> str | None:

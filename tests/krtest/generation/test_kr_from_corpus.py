@@ -227,6 +227,16 @@ def test_generate_checks_before_any_work(tmp_path, args, message, monkeypatch):
     assert not out.exists()
 
 
+def test_an_endpoint_url_is_shown_without_its_secrets(tmp_path):
+    """Before: a teacher's ``user:password@`` and ``?api_key=`` went into its error lines whole."""
+    url = "http://alice:S3cret@127.0.0.1:9/v1?api_key=K3y"
+    args = ["krtest", "generate", "--out", str(tmp_path / "out"), "--corpus", str(DATA / "kr_corpus.txt")]
+    result = CliRunner().invoke(cli, [*args, "--teacher", url])
+    assert result.exit_code == 1, result.output
+    assert "cannot reach the teacher endpoint http://alice:***@127.0.0.1:9/v1?api_key=*** " in result.output
+    assert "S3cret" not in result.output and "K3y" not in result.output
+
+
 def test_local_teacher_is_seeded(tiny_dir, tmp_path, tracking_uri):
     def run(name, *extra):
         result = CliRunner().invoke(
