@@ -11,6 +11,9 @@ from cctk.cli.main import cli
 pytestmark = pytest.mark.integration
 
 
+# ~100 s, make test's longest test until it went here: make test runs the study's whole code path on a tiny model
+# (test_krtest_tiny.py) and on the accelerator's step (test_device_step.py); this one shows the bundled model learns
+@pytest.mark.slow
 def test_small_study_on_the_bundled_model(tmp_path, tracking_uri):
     data, out = tmp_path / "data", tmp_path / "out"
     runner = CliRunner()
