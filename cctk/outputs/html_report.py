@@ -42,7 +42,9 @@ h3 { font-size: 17px; margin: 28px 0 6px; }
 .lead { color: #555; margin: 0 0 16px; }
 nav ol { columns: 2; padding-left: 20px; }
 nav a, a { color: #2166ac; }
-.facts { display: grid; grid-template-columns: repeat(auto-fit, minmax(300px, 1fr)); gap: 8px 28px; }
+.facts { display: flex; flex-wrap: wrap; align-items: flex-start; gap: 8px 28px; }
+.facts > div { flex: 1 1 300px; }  /* three columns (the machine; model and recipe; measurement), else stacked */
+.facts table.kv { width: 100%; }
 table { border-collapse: collapse; font-size: 13px; margin: 6px 0 12px; }
 th, td { padding: 3px 9px; border-bottom: 1px solid #e2e2e2; text-align: right; vertical-align: top; }
 th { border-bottom: 2px solid #999; background: #fafafa; }
@@ -76,10 +78,12 @@ code { font-size: 13px; }
 </ol></nav>
 
 <h2 id="parameters">Parameters</h2>
-<div class="facts">
-{% for title, rows in blocks %}<div><h3>{{ title }}</h3><table class="kv">
+{% macro facts_block(title, rows) %}<h3>{{ title }}</h3><table class="kv">
 {% for label, value in rows %}<tr><td>{{ label }}</td><td>{{ value }}</td></tr>{% endfor %}
-</table></div>{% endfor %}
+</table>{% endmacro %}
+<div class="facts">
+<div>{% for title, rows in blocks[:2] %}{{ facts_block(title, rows) }}{% endfor %}</div>
+<div>{% for title, rows in blocks[2:] %}{{ facts_block(title, rows) }}{% endfor %}</div>
 <div><h3>Measurement and tracking</h3><table class="kv">
 <tr><td>candidates</td><td>{{ info.candidates[0] }} to {{ info.candidates[-1] }} ({{
  info.candidates|length }})</td></tr>

@@ -127,13 +127,21 @@ def count(hits: float | None, n: float | None, lo: float | None, hi: float | Non
     return f"{int(hits)}/{int(n)} ({share}, {percent(lo, marks)}{marks.dash}{percent(hi, marks)}{marks.percent})"
 
 
+def significant(value: float) -> str:
+    """``value`` to three significant digits, its trailing zeros kept (2.30, not 2.3: the digits shown are the
+    digits known), in exponent form below 0.0001 (3.20e-07); whole from 999.5 on (1000, not 1.00e+03)."""
+    if abs(value) >= 999.5:
+        return f"{value:.0f}"
+    return f"{value:#.3g}".rstrip(".")  # "#" keeps the zeros, and a point after a whole number (100.)
+
+
 def p_value(p: float | None, marks: Marks = LATEX) -> str:
     """Three significant digits; ``$<$0.001`` below 0.001; ``--`` when there is no test (NaN)."""
     if p is None or pd.isna(p):
         return marks.dash
     if p < 0.001:
         return f"{marks.less}0.001"
-    return f"{p:.3g}"
+    return significant(p)
 
 
 def number(value: float | None, marks: Marks = LATEX) -> str:
@@ -144,12 +152,10 @@ def number(value: float | None, marks: Marks = LATEX) -> str:
         return marks.infinity if value > 0 else f"-{marks.infinity}".replace("-$", "$-")
     if float(value).is_integer() and abs(value) < 1e15:
         return f"{int(value)}"
-    if abs(value) >= 1000:
-        return f"{value:.0f}"
-    if abs(value) < 0.001:  # 3.2e-07 as $3.2\times10^{-7}$
+    if abs(value) < 0.001:  # 3.2e-07 as $3.20\times10^{-7}$
         mantissa, exponent = f"{value:.2e}".split("e")
-        return marks.times_ten.format(m=f"{float(mantissa):.3g}", e=int(exponent))
-    return f"{value:.3g}"
+        return marks.times_ten.format(m=mantissa, e=int(exponent))
+    return significant(value)
 
 
 def cell(column: str, value: float | str | None, marks: Marks, headers: Mapping[str, str]) -> str:

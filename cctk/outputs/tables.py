@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..core.labels import printed
 from ..store.session import Layout, session_start as session_start  # re-exported: KR-Test dates its workbook so
-from .latex import latex, manual_table
+from .latex import latex, manual_table, significant
 
 if TYPE_CHECKING:
     from pandas.io.formats.style import Styler
@@ -45,12 +45,13 @@ def write_tables(tables: dict[str, pd.DataFrame], layout: Layout) -> list[Path]:
 
 
 def number(value: float | None) -> str:
-    """A float as a short, plain number: 0.912, 12.3, 1540, 3.2e-07."""
+    """A float as a short, plain number to three significant digits: 0.912, 2.30, 12.3, 1540, 3.20e-07; a
+    whole one whole (a count in a column with gaps is a float)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "--"
-    if abs(value) >= 1000:
-        return f"{value:.0f}"
-    return f"{value:.3g}"
+    if float(value).is_integer() and abs(value) < 1e15:
+        return f"{int(value)}"
+    return significant(value)
 
 
 def _styler(table: pd.DataFrame) -> Styler:
