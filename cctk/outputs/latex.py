@@ -128,11 +128,19 @@ def count(hits: float | None, n: float | None, lo: float | None, hi: float | Non
 
 
 def significant(value: float) -> str:
-    """``value`` to three significant digits, its trailing zeros kept (2.30, not 2.3: the digits shown are the
-    digits known), in exponent form below 0.0001 (3.20e-07); whole from 999.5 on (1000, not 1.00e+03)."""
+    """``value`` to three significant digits, its trailing zeros kept (a loss of 2.2997 is 2.30, not 2.3: the
+    digits shown are the digits known) unless it is exactly the shorter number (a coverage of 0.8, a p of 0.5);
+    in exponent form below 0.0001 (3.20e-07); whole from 999.5 on (1000, not 1.00e+03)."""
     if abs(value) >= 999.5:
         return f"{value:.0f}"
+    if _exact(value):
+        return f"{value:.3g}"
     return f"{value:#.3g}".rstrip(".")  # "#" keeps the zeros, and a point after a whole number (100.)
+
+
+def _exact(value: float) -> bool:
+    """Whether three significant digits are ``value`` exactly (0.8, 2.35), not rounded."""
+    return float(f"{value:.3g}") == value
 
 
 def p_value(p: float | None, marks: Marks = LATEX) -> str:
@@ -152,9 +160,9 @@ def number(value: float | None, marks: Marks = LATEX) -> str:
         return marks.infinity if value > 0 else f"-{marks.infinity}".replace("-$", "$-")
     if float(value).is_integer() and abs(value) < 1e15:
         return f"{int(value)}"
-    if abs(value) < 0.001:  # 3.2e-07 as $3.20\times10^{-7}$
+    if abs(value) < 0.001:  # 3.2004e-07 as $3.20\times10^{-7}$, 3.2e-07 as $3.2\times10^{-7}$
         mantissa, exponent = f"{value:.2e}".split("e")
-        return marks.times_ten.format(m=mantissa, e=int(exponent))
+        return marks.times_ten.format(m=significant(float(mantissa)) if _exact(value) else mantissa, e=int(exponent))
     return significant(value)
 
 

@@ -41,11 +41,12 @@ def test_a_count_with_its_exact_interval():
     [
         (4.4e-05, "$<$0.001"),
         (0.000999, "$<$0.001"),
-        (0.001, "0.00100"),  # three significant digits, as every number
+        (0.001, "0.001"),  # exactly: no zeros added
+        (0.0010004, "0.00100"),
         (0.011304, "0.0113"),
         (0.0452, "0.0452"),
-        (0.5, "0.500"),
-        (1.0, "1.00"),
+        (0.5, "0.5"),
+        (1.0, "1"),
         (math.nan, "--"),
     ],
 )
@@ -62,8 +63,10 @@ def test_p_values_to_three_significant_digits(p, shown):
         (0.0926, "0.0926"),
         (24.0, "24"),
         (1540.4, "1540"),
-        (3.2e-07, r"$3.20\times10^{-7}$"),
-        (2.3, "2.30"),  # the digits shown are the digits known: 2.3 would say two
+        (3.2e-07, r"$3.2\times10^{-7}$"),
+        (3.2004e-07, r"$3.20\times10^{-7}$"),
+        (2.2997, "2.30"),  # the digits shown are the digits known: 2.3 would say two
+        (2.3, "2.3"),  # exactly 2.3
         (999.7, "1000"),  # not 1.00e+03
         (-4.56e-05, r"$-4.56\times10^{-5}$"),
     ],
@@ -77,7 +80,7 @@ def test_report_html_and_the_run_report_show_numbers_as_a_paper_does():
     zeros) and 999.7 as 1e+03."""
     from cctk.outputs.tables import html, number
 
-    assert [number(v) for v in (2.2997, 0.926, 999.7, 1540.4, 3.2e-07, 12.0, math.nan)] == [
+    assert [number(v) for v in (2.2997, 0.926, 999.7, 1540.4, 3.2004e-07, 12.0, math.nan, 0.8)] == [
         "2.30",
         "0.926",
         "1000",
@@ -85,8 +88,9 @@ def test_report_html_and_the_run_report_show_numbers_as_a_paper_does():
         "3.20e-07",
         "12",
         "--",
+        "0.8",  # exactly 0.8 (a coverage the table sets)
     ]
-    shown = html(pd.DataFrame({"model": ["a"], "loss": [1.2]}), "t")
+    shown = html(pd.DataFrame({"model": ["a"], "loss": [1.19996]}), "t")
     assert ">1.20</td>" in shown and ">1.2</td>" not in shown
 
 
