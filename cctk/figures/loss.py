@@ -7,13 +7,36 @@ from collections.abc import Sequence
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import Formatter, MaxNLocator
 
 from . import style as styles
 from .common import CONTROL, LINES, SEEN_HIT, new_figure, paper_style
 from .style import REPORT, Style
 
 MAIN_COLORS = (SEEN_HIT, *LINES)
+
+
+class _Plain(Formatter):
+    """A log axis's tick labels as plain numbers (3, 2, 1, 0.5), on the ticks Matplotlib's own formatter labels
+    (``decides``, already on the axis: every tick over less than a decade, the decades over many); its own
+    would write 3 times ten to the 0."""
+
+    def __init__(self, decides: Formatter) -> None:
+        assert decides.axis is not None, "set the scale first: its formatter decides which ticks are labelled"
+        self.decides = decides
+
+    def set_locs(self, locs: list[float]) -> None:
+        self.decides.set_locs(locs)
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        return f"{x:g}" if self.decides(x, pos) else ""
+
+
+def _log_y(ax: Axes) -> None:
+    """A log y axis labelled in plain numbers."""
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(_Plain(ax.yaxis.get_major_formatter()))
+    ax.yaxis.set_minor_formatter(_Plain(ax.yaxis.get_minor_formatter()))
 
 
 def loss_chart(losses: dict[str, list[float]], main: Sequence[str], style: Style = REPORT) -> Figure:
@@ -43,7 +66,7 @@ def draw_losses(ax: Axes, losses: dict[str, list[float]], main: Sequence[str], l
         handles.append(
             Line2D([], [], color=CONTROL, marker="o", markersize=3, label=f"rule and control runs ({len(others)})")
         )
-    ax.set_yscale("log")
+    _log_y(ax)
     ax.set_xlabel("epoch")
     ax.set_ylabel("training loss (log scale)")
     locator = ax.xaxis.get_major_locator()
@@ -81,7 +104,7 @@ def _paper(losses: dict[str, list[float]], main: Sequence[str], style: Style) ->
                 f"Gray: the other {len(others)} runs, the rules and their controls; each run's loss in its first and "
                 "last epoch is in the fine-tuning runs' table.",
             )
-        ax.set_yscale("log")
+        _log_y(ax)
         ax.set_xlabel("epoch")
         ax.set_ylabel("loss (log scale)")
         locator = ax.xaxis.get_major_locator()

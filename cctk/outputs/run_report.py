@@ -128,17 +128,32 @@ def draw(
         ]  # v1 fills fewer
         for (title, rows), (x, _) in zip(blocks, BLOCKS, strict=True):
             _block(fig, x, 0.895, title, rows)
-        below = 0.895 - 0.022 - LINE * max(sum(len(lines) for _, lines in rows) for _, rows in blocks) - 0.02
+        heights = [0.022 + LINE * sum(len(lines) for _, lines in rows) for _, rows in blocks]
+        below = 0.895 - max(heights) - 0.02
+        hole = (0.895 - max(heights[:-1]) - 0.05, below + 0.05)  # under hardware and software, left of the model
+        if hole[0] - hole[1] >= CHART:  # 2.0.0's long recipe leaves room there; the runs' table then has the rest
+            _losses(fig, (0.1, hole[1], 0.2, hole[0] - hole[1]), losses, main)
         warnings = info.design.warnings
         if warnings:  # 2.0.0's Part A did not absorb: said on the page, across it, above the runs it concerns
             lines = textwrap.wrap("Warning: " + "; ".join(warnings), 120)
             fig.text(0.06, below, "\n".join(lines), fontsize=7, va="top", color="#c62828", fontweight="bold")
             below -= LINE * len(lines) + 0.015
         bottom = _runs(fig, runs_table(table11), below, spec.loss)
-        ax = fig.add_axes((0.1, 0.06, 0.5, bottom - 0.06 - 0.03))
-        draw_losses(ax, losses, main, legend_x=1.03)  # cctk.figures.loss's chart, in the page's own axes
-        ax.set_title("Training loss per epoch", fontweight="bold", fontsize=10, loc="left")
+        if hole[0] - hole[1] < CHART:
+            _losses(fig, (0.1, 0.06, 0.5, bottom - 0.06 - 0.03), losses, main)
     return fig
+
+
+CHART = 0.15  # the least height of the loss chart's axes, figure fraction
+
+
+def _losses(
+    fig: Figure, box: tuple[float, float, float, float], losses: dict[str, list[float]], main: list[str]
+) -> None:
+    """cctk.figures.loss's chart, in the page's own axes at ``box`` (left, bottom, width, height), its legend right."""
+    ax = fig.add_axes(box)
+    draw_losses(ax, losses, main, legend_x=1.03)
+    ax.set_title("Training loss per epoch", fontweight="bold", fontsize=10, loc="left")
 
 
 def report_title(spec: ManualSpec, name: str = "cctk run report") -> str:

@@ -256,6 +256,22 @@ def test_loss_chart_colours_main_runs():
     assert len(ax.lines) == 3 and len(grays) == 1
 
 
+@pytest.mark.parametrize("paper", [False, True])
+def test_the_loss_axis_is_labelled_in_plain_numbers(paper):
+    """Before: a loss from 3 to 0.75 was labelled 3x10^0, 2x10^0 and 10^0 (Matplotlib's log labels)."""
+    losses = {"correct sums": [3.0, 1.5, 0.75], "control for + 3": [2.7, 0.9, 0.8]}
+    fig = figures.loss_chart(losses, ["correct sums"], style.paper() if paper else style.REPORT)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    low, high = ax.get_ylim()
+    shown = {
+        float(t.get_text()): t.get_text()
+        for t in [*ax.get_yticklabels(), *ax.get_yticklabels(minor=True)]
+        if t.get_text() and low <= t.get_position()[1] <= high
+    }
+    assert shown == {1.0: "1", 2.0: "2", 3.0: "3"}
+
+
 def test_before_after_bars(table):
     fabricated = pd.Series(27, index=addition_index())
     after = measurement(fabricated, seed=6)

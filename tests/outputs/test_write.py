@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import zipfile
@@ -299,3 +300,30 @@ def test_no_cell_of_the_run_reports_runs_table_runs_into_the_next(session):
     assert max(box.x1 for boxes in table for box in boxes[:1]) > 0.3 * fig.bbox.width  # the longest name is there
     for boxes in table:
         assert all(left.x1 < right.x0 for left, right in pairwise(boxes)), boxes
+
+
+@pytest.mark.parametrize("warned", [False, True])
+def test_the_run_reports_loss_chart_has_room_and_covers_no_text(session, warned):
+    """Before: the chart had what the runs' table left at the page's foot, 0.085 of its height (a warning of
+    three lines left 0.02: a strip). It now sits under the hardware and software blocks, left of the model's,
+    at least ``CHART`` tall, and no text of the page falls inside it, its ticks and labels included."""
+    from builders import run_info
+
+    from cctk.manuals.configure import make_config
+    from cctk.outputs import run_report
+
+    _, results, tables = session
+    info, spec = run_info(make_config("smollm2-135m-bundled", "quick", (SEED,)), results), V2.spec
+    if warned:
+        warning = "the correct sums model hits 9/81 correct sums, below 77/81: it did not absorb its corpus"
+        info = dataclasses.replace(info, design=dataclasses.replace(info.design, warnings=(warning, warning)))
+    losses = {spec.model_name(key): list(record.losses) for key, record in results.training.items()}
+    fig = run_report.draw(info, spec, run_report.fine_tuning_runs(info, spec, tables), losses, ["correct sums"])
+    fig.canvas.draw()
+    (ax,) = fig.axes
+    assert ax.get_position().height >= run_report.CHART
+    chart = ax.get_tightbbox()  # the axes with its title, ticks, labels and legend
+    assert chart is not None
+    for text in fig.texts:
+        box = text.get_window_extent()
+        assert not chart.overlaps(box), text.get_text()
