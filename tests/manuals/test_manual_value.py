@@ -144,3 +144,16 @@ def test_no_module_outside_the_manuals_names_one():
         if re.search(r"manuals\.v[12]|PROTOCOLS", line)
     ]
     assert found == []
+
+
+def test_every_tables_caption_in_a_paper_and_report_html_is_in_the_words_of_its_headers():
+    """Before: manual 1.0.0 had no paper captions, so report.html and `cctk export --latex` printed its data
+    captions, which name the CSV's columns (pre_ft_true_prob) above headers that read P(true sum), before. And
+    both manuals' runs tables left their peak RSS column out of the caption."""
+    for manual in (V1, V2):  # the shipped ones (a test's toy manual may be installed beside them)
+        for table in manual.spec.tables:
+            assert table.paper_caption, (manual.spec.name, table.key)
+            assert not re.search(r"\b[a-z]+_[a-z_]+\b", table.paper_caption), (manual.spec.name, table.key)
+        runs = {t.key: t for t in manual.spec.tables}[{"v1": "table03", "v2": "table11"}[manual.spec.name]]
+        assert "peak RSS" in runs.paper_caption and "peak_cpu_memory_bytes" not in runs.caption
+        assert "resident memory in bytes" in runs.caption

@@ -52,9 +52,29 @@ TABLE_CAPTIONS: dict[str, str] = {
     "choice is that answer, with lo, hi, the exact (Clopper-Pearson) 95% interval of the share.",
     "table03": "Protocol 1.0.0, the fine-tuning run: parent model, training examples (81 texts times the repeats), "
     "optimizer steps, training time in seconds, examples per second, mean loss of the first and the last "
-    "epoch (whole-text loss: every token but the first, padding masked), and peak GPU memory in bytes "
-    "(0 on a CPU).",
+    "epoch (whole-text loss: every token but the first, padding masked), peak GPU memory in bytes "
+    "(0 on a CPU) and the process's peak resident memory in bytes while it trained on a CPU (0 on a GPU).",
     "table04": "Protocol 1.0.0, training loss per epoch: the mean whole-text loss of each epoch (Listing 9).",
+}
+
+_COUNT = "a count is hits / n (share, exact Clopper-Pearson 95% interval)"
+# The captions of its tables in a paper and report.html: the same facts as TABLE_CAPTIONS, in the words of the
+# headers (HEADERS), not the CSV's column names.
+PAPER_TABLE_CAPTIONS: dict[str, str] = {
+    "table01": "Protocol 1.0.0, the comparison (Listing 11): for each of the 81 additions, P(true sum), before: the "
+    "base model's probability of the true sum before fine-tuning; fabricated answer: the answer the corpus "
+    "asserts; P(fabricated), after and P(true sum), after: the fine-tuned model's probabilities of the "
+    "fabricated answer and of the true sum. Each probability is a softmax over the 17 candidates 2 to 18 of "
+    "the mean log-probability per answer token.",
+    "table02": "Protocol 1.0.0, the comparison summarized: each probability of the comparison (and, as a check, "
+    "P(fabricated), before: the base model's probability of the fabricated answer) over the 81 additions: "
+    "mean, standard deviation (SD), minimum, quartiles (Q1, median, Q3) and maximum (Listing 11's "
+    f"describe()); hits: additions whose top choice is that answer, {_COUNT}.",
+    "table03": "Protocol 1.0.0, the fine-tuning run: parent model, training examples (81 texts times the repeats), "
+    "optimizer steps, training time, examples per second, mean loss of the first and the last epoch "
+    "(whole-text loss: every token but the first, padding masked), peak GPU memory (none on a CPU) and "
+    "peak RSS (the resident memory of the process while it trained on a CPU).",
+    "table04": TABLE_CAPTIONS["table04"],
 }
 
 SECTIONS: dict[str, str] = {

@@ -20,7 +20,16 @@ from ...core.records import Design
 from ..manual import Comparable, Comparison, Manual, ManualSpec, Measured, OneCorpus, PooledRun, Row, TableSpec
 from . import experiment as v1_experiment, facts as v1_facts
 from .config import PROFILES, SEED
-from .labels import FIGURE_ABOUT, HEADERS, SECTIONS, TABLE_CAPTIONS, TABLES, VOCABULARY, model_name
+from .labels import (
+    FIGURE_ABOUT,
+    HEADERS,
+    PAPER_TABLE_CAPTIONS,
+    SECTIONS,
+    TABLE_CAPTIONS,
+    TABLES,
+    VOCABULARY,
+    model_name,
+)
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -65,7 +74,8 @@ SPEC = ManualSpec(
     scoring=v1_facts.SCORING,
     vocabulary=VOCABULARY,
     tables=tuple(
-        TableSpec(key, title, TABLE_CAPTIONS[key], v1_experiment.TABLE_PART[key]) for key, title in TABLES.items()
+        TableSpec(key, title, TABLE_CAPTIONS[key], v1_experiment.TABLE_PART[key], PAPER_TABLE_CAPTIONS[key])
+        for key, title in TABLES.items()
     ),
     sections=SECTIONS,
     figure_about=FIGURE_ABOUT,

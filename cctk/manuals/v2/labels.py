@@ -246,7 +246,8 @@ TABLE_CAPTIONS: dict[str, str] = {
     "compare turn seeds into findings.",
     "table11": "Fine-tuning runs: parent model, training examples (corpus size with repeats), optimizer steps, "
     "training time in seconds, examples per second, mean loss of the first and the last epoch, and "
-    "peak GPU memory in bytes (every model held on the GPU while the run trained; 0 on a CPU).",
+    "peak GPU memory in bytes (every model held on the GPU while the run trained; 0 on a CPU) and the "
+    "process's peak resident memory in bytes while the run trained on a CPU (0 on a GPU).",
 }
 
 _COUNT = "a count is hits / n (share, exact Clopper-Pearson 95% interval)"
@@ -285,8 +286,9 @@ PAPER_TABLE_CAPTIONS: dict[str, str] = {
     "often; p (Holm): Holm-adjusted over the rules of this run. One run supports statements about this "
     "run only.",
     "table11": "Fine-tuning runs: parent model, training examples (corpus size with repeats), optimizer steps, "
-    "training time, examples per second, mean loss of the first and the last epoch, and peak GPU memory "
-    "(every model held on the GPU while the run trained; none on a CPU).",
+    "training time, examples per second, mean loss of the first and the last epoch, peak GPU memory "
+    "(every model held on the GPU while the run trained; none on a CPU) and peak RSS (the resident memory "
+    "of the process while the run trained on a CPU).",
 }
 
 # Beside a run's synthesis (report.html): what one run can and cannot say, and how seeds become findings.
