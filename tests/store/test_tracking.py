@@ -615,3 +615,17 @@ def test_a_run_the_server_cannot_end_is_named_as_left_running_and_the_command_fa
     with pytest.raises(tracking.Unreachable) as again, tracking.ending(back):
         raise tracking.Unreachable("gone")
     assert back.ended == ("FAILED", "gone") and again.value.left_running == ()
+
+
+def test_a_new_store_opens_without_mlflows_info_lines(tmp_path):
+    """Before: every command's first use of a new store printed MLflow's "INFO mlflow.store.db.utils: Creating
+    initial MLflow database tables..." and "Updating database tables" above cctk's own first line."""
+    import subprocess
+    import sys
+
+    uri = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
+    code = f"from cctk.store import tracking; tracking.Store(tracking.resolve({uri!r})).experiment_ids()"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "mlruns" / "mlflow.db").is_file()
+    assert "INFO" not in done.stderr and "database tables" not in done.stderr, done.stderr

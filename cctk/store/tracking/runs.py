@@ -455,6 +455,9 @@ def _open_client(uri: str) -> MlflowClient:
     MLflow store fails in one line naming it."""
     from mlflow import MlflowClient
 
+    # MLflow says "Creating initial MLflow database tables..." and "Updating database tables" at INFO on a new
+    # store's first open, above the command's own first line: routine, not the user's business
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
     path = sqlite_path(uri)
     if path is None:
         return MlflowClient(tracking_uri=uri)
