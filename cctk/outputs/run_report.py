@@ -130,16 +130,17 @@ def draw(
             _block(fig, x, 0.895, title, rows)
         heights = [0.022 + LINE * sum(len(lines) for _, lines in rows) for _, rows in blocks]
         below = 0.895 - max(heights) - 0.02
-        hole = (0.895 - max(heights[:-1]) - 0.05, below + 0.05)  # under hardware and software, left of the model
-        if hole[0] - hole[1] >= CHART:  # 2.0.0's long recipe leaves room there; the runs' table then has the rest
-            _losses(fig, (0.1, hole[1], 0.2, hole[0] - hole[1]), losses, main)
+        top, foot = 0.895 - max(heights[:-1]) - 0.05, below + 0.05  # under hardware and software, left of the model
+        in_hole = top - foot >= CHART  # the manuals' long recipes leave room there; the runs' table has the rest
+        if in_hole:
+            _losses(fig, (0.1, foot, 0.2, top - foot), losses, main)
         warnings = info.design.warnings
         if warnings:  # 2.0.0's Part A did not absorb: said on the page, across it, above the runs it concerns
             lines = textwrap.wrap("Warning: " + "; ".join(warnings), 120)
             fig.text(0.06, below, "\n".join(lines), fontsize=7, va="top", color="#c62828", fontweight="bold")
             below -= LINE * len(lines) + 0.015
         bottom = _runs(fig, runs_table(table11), below, spec.loss)
-        if hole[0] - hole[1] < CHART:
+        if not in_hole:  # a short recipe (a toy manual's): the chart takes the page's foot
             _losses(fig, (0.1, 0.06, 0.5, bottom - 0.06 - 0.03), losses, main)
     return fig
 
