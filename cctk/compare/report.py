@@ -23,12 +23,12 @@ from markupsafe import Markup
 from ..figures import save_figure
 from ..manuals.manual import Comparable
 from ..manuals.pooled import Comparison, PooledRun, varied
-from ..outputs.html_report import data_uri
-from ..outputs.tables import html as table_html, write_table
+from ..outputs.html_report import data_uri, plain_table
+from ..outputs.tables import write_table
 
 GROUPING = (
     "Every table pools runs only within a group: one base model and one value of each recipe value that "
-    "differs between the runs compared (the columns after base_model, read from what each run logged)."
+    "differs between the runs compared (the columns after the base model, read from what each run logged)."
 )
 
 PAGE = jinja2.Environment(autoescape=True).from_string("""<!DOCTYPE html>
@@ -142,7 +142,7 @@ def write(runs: list[PooledRun[Any]], out: Path, sweep: str | None = None) -> Co
             "name": n,
             "title": n.replace("_", " "),
             "caption": done.captions[n],
-            "html": Markup(table_html(t, n)),
+            "html": Markup(plain_table(t, n, headers)),  # as the LaTeX prints it, and report.html its tables
         }
         for n, t in done.tables.items()
         if n != done.lead
@@ -152,14 +152,14 @@ def write(runs: list[PooledRun[Any]], out: Path, sweep: str | None = None) -> Co
         runs=runs,
         sweep=sweep,
         items=items,
-        runs_html=Markup(table_html(runs_table, "runs")),
+        runs_html=Markup(plain_table(runs_table, "runs", headers)),
         varied=varied(runs),
         grouping=GROUPING,
         sentences=sentences,
         findings_caption=done.captions.get(done.lead or "", ""),
         note=done.note,
         verdicts=[verdict for _, verdict in done.findings],
-        findings_html=Markup(table_html(done.tables[done.lead], done.lead)) if done.lead else "",
+        findings_html=Markup(plain_table(done.tables[done.lead], done.lead, headers)) if done.lead else "",
     )
     (out / "compare.html").write_text(page, encoding="utf-8")
     return Compared(done.tables, figures, out, sentences)

@@ -129,6 +129,13 @@ TABLE_HEADERS: dict[str, str] = {
     "peak_gpu_memory_bytes": "Peak GPU memory",
     "peak_cpu_memory_bytes": "Peak RSS",
     "loss": "Loss",
+    # cctk compare's, whatever the manual: the runs compared and their groups
+    "run_id": "Run",
+    "base_model": "Base model",
+    "seed": "Seed",
+    "runs": "Runs",
+    "protocol": "Protocol",
+    "parts": "Parts",
 }
 
 # What each shared kind of figure shows, in a paper's caption (cctk report --style paper): the paper style's

@@ -193,32 +193,51 @@ def display(table: pd.DataFrame, marks: Marks, headers: Mapping[str, str]) -> pd
     folded = {f"{k}{g}" for g in groups.values() for k in ("n", "lo", "hi")} | (
         {"share"} if "" in groups.values() else set()
     )
-    if {"k", "k_lo", "k_hi"} <= set(table.columns):
-        folded |= {"k_lo", "k_hi"}
+    intervals = {value: (lo, hi) for value, lo, hi in INTERVALS if {value, lo, hi} <= set(table.columns)}
+    folded |= {bound for bounds in intervals.values() for bound in bounds}
     columns: dict[str, list[str]] = {}
     for column in table.columns:
         if column in groups:
-            parts = [f"{k}{groups[column]}" for k in ("hits", "n", "lo", "hi")]
+            parts = [f"{k}{groups[column]}" for k in ("hits", "n", "lo", "hi")]  # a count without bounds: NaN
             columns[header(column, marks, headers)] = [
-                count(hits, n, lo, hi, marks) for hits, n, lo, hi in table[parts].itertuples(index=False)
+                count(hits, n, lo, hi, marks)
+                for hits, n, lo, hi in table.reindex(columns=parts).itertuples(index=False)
             ]
-        elif column == "k" and "k_lo" in folded:
-            columns[header("k", marks, headers)] = [
-                f"{number(k, marks)} ({number(lo, marks)}{marks.dash}{number(hi, marks)})"
-                for k, lo, hi in table[["k", "k_lo", "k_hi"]].itertuples(index=False)
+        elif column in intervals:
+            columns[header(column, marks, headers)] = [
+                _with_interval(cell(column, value, marks, headers), lo, hi, marks)
+                for value, lo, hi in table[[column, *intervals[column]]].itertuples(index=False)
             ]
         elif column not in folded:
             columns[header(column, marks, headers)] = [cell(column, v, marks, headers) for v in table[column]]
     return pd.DataFrame(columns)
 
 
+# A value printed with its 95% interval in one cell, ``22 (13--25)``: (value, lower bound, upper bound) columns
+INTERVALS = (
+    ("k", "k_lo", "k_hi"),  # 2.0.0's deviation band (bootstrap)
+    ("odds_ratio_mh", "or_lo", "or_hi"),  # cctk compare's pooled odds ratio (Mantel-Haenszel)
+    ("odds_ratio", "or_lo", "or_hi"),  # cctk compare's odds ratio of one run (conditional)
+    ("all_mean", "all_lo", "all_hi"),  # cctk compare's means over runs (Student's t)
+    ("seen_mean", "seen_lo", "seen_hi"),
+    ("heldout_mean", "heldout_lo", "heldout_hi"),
+)
+
+
+def _with_interval(value: str, lo: float | None, hi: float | None, marks: Marks) -> str:
+    """``value (lo--hi)``; the value alone where it has no interval (one run, an infinite odds ratio)."""
+    if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
+        return value
+    return f"{value} ({number(lo, marks)}{marks.dash}{number(hi, marks)})"
+
+
 def _count_group(table: pd.DataFrame, column: str) -> str | None:
-    """The suffix of the count group ``column`` opens (``hits<s>`` with n, lo, hi beside it), else None."""
+    """The suffix of the count group ``column`` opens (``hits<s>`` with n beside it, lo and hi where the count has
+    an interval), else None."""
     if not column.startswith("hits"):
         return None
     group = column[len("hits") :]
-    wanted = {f"{k}{group}" for k in ("n", "lo", "hi")}
-    return group if group in GROUPS and wanted <= set(table.columns) else None
+    return group if group in GROUPS and f"n{group}" in table.columns else None
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,8 @@ the pipeline cells of a sweep; the comparison is read back from MLflow and check
 
 from __future__ import annotations
 
+import re
+
 import mlflow
 import pandas as pd
 import pytest
@@ -77,6 +79,11 @@ def test_compare_a_sweep(tmp_path, logged_sweep, tracking_uri, monkeypatch):
         assert {p.suffix for p in (tmp_path / "cmp" / "figures" / name).iterdir()} == {".png", ".pdf", ".eps"}
     page = (tmp_path / "cmp" / "compare.html").read_text()
     assert page.count("data:image/png;base64,") == 3 and "cross_seed" in page
+    # its tables as report.html and the LaTeX print them (before: the CSV's column names, hits and n apart)
+    headers = set(re.findall(r"<th[^>]*>([^<]+)</th>", page))
+    assert {"Rule hits", "Control hits", "p (CMH)", "p (Holm)", "Odds ratio (MH)", "Runs for 80% power"} <= headers
+    assert not {h for h in headers if re.fullmatch(r"[a-z0-9]+(_[a-z0-9]+)+", h)}, headers
+    assert re.search(r">\d+/\d+ \(\d+%\)</td>", page)  # a count with its share in one cell
     # the console summary opens with the findings: one line per contrast (six rules, two seeds)
     lines = result.output.splitlines()
     start = lines.index("findings across seeds:")

@@ -138,7 +138,7 @@ def check_findings(out, by_seed: dict[int, dict], stdout: str) -> None:
     lines = stdout.splitlines()
     said = lines[lines.index("findings across seeds:") + 1 :][:6]
     for line, row in zip(said, findings.itertuples(), strict=True):
-        assert line.startswith(f"  {row.contrast} (base_model ") and f": {row.verdict.upper()}: " in line
+        assert line.startswith(f"  {row.contrast} (base model ") and f": {row.verdict.upper()}: " in line
 
 
 @pytest.mark.slow  # the Ray sweep's fixture: make test-slow

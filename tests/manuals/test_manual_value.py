@@ -157,3 +157,6 @@ def test_every_tables_caption_in_a_paper_and_report_html_is_in_the_words_of_its_
         runs = {t.key: t for t in manual.spec.tables}[{"v1": "table03", "v2": "table11"}[manual.spec.name]]
         assert "peak RSS" in runs.paper_caption and "peak_cpu_memory_bytes" not in runs.caption
         assert "resident memory in bytes" in runs.caption
+    from cctk.manuals.v2.compare import CAPTIONS  # cctk compare's, printed over plain headers too
+
+    assert not [name for name, text in CAPTIONS.items() if re.search(r"\b[a-z]+_[a-z_]+\b", text)]

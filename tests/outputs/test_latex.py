@@ -94,6 +94,29 @@ def test_report_html_and_the_run_report_show_numbers_as_a_paper_does():
     assert ">1.20</td>" in shown and ">1.2</td>" not in shown
 
 
+def test_a_value_and_its_interval_print_in_one_cell_and_a_count_without_one_keeps_its_share():
+    """cctk compare's tables: an odds ratio with its bounds (none where it is infinite), a mean over runs with its
+    t interval, a count of hits / n that has no interval."""
+    table = pd.DataFrame(
+        {
+            "contrast": ["a", "b"],
+            "hits_rule": [6, 2],
+            "n_rule": [48, 46],
+            "odds_ratio_mh": [1.5714, math.inf],
+            "or_lo": [0.413, math.nan],
+            "or_hi": [5.97, math.nan],
+            "all_mean": [0.5, 0.25],
+            "all_lo": [0.25, math.nan],
+            "all_hi": [0.75, math.nan],
+        }
+    )
+    shown = latex.display(table, latex.PLAIN, {"hits_rule": "Rule hits", "odds_ratio_mh": "Odds ratio (MH)"})
+    assert shown.columns.tolist() == ["contrast", "Rule hits", "Odds ratio (MH)", "all mean"]
+    assert shown["Rule hits"].tolist() == ["6/48 (12%)", "2/46 (4%)"]
+    assert shown["Odds ratio (MH)"].tolist() == ["1.57 (0.413\u20135.97)", "\u221e"]
+    assert shown["all mean"].tolist() == ["0.5 (0.25\u20130.75)", "0.25"]
+
+
 def test_text_escapes_what_latex_reads_as_commands():
     assert latex_text("m_random 50% & #1 {x} a >= b \u00b1 \u2192 caf\u00e9") == (
         r"m\_random 50\% \& \#1 \{x\} a $>$= b $\pm$ $\rightarrow$ cafe"

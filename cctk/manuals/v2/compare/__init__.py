@@ -15,55 +15,54 @@ from ..labels import model_name
 from . import findings as evidence, tables as across
 from .tables import Study
 
+# In the words of the tables' headers (HEADERS in cctk.manuals.v2.labels): compare.html and the LaTeX print these.
 CAPTIONS = {
     "cross_seed": "Across seeds: for every base model (and value of each recipe value that differs between the "
-    "runs) and measured model, the number of runs and, per group (all "
-    "81 additions for the models trained on all of them, seen and held out for the others), the mean "
-    "over runs of the share of additions whose top choice is the model's own target, with a Student's t "
-    "95% interval of that mean (runs - 1 degrees of freedom, clipped to [0, 1]; none for one run).",
+    "runs) and measured model, the number of runs and, per group (all additions for the models trained on "
+    "all 81, seen and held out for the others), the mean over runs of the share of additions whose top "
+    "choice is the model's own target, with its Student's t 95% interval (runs - 1 degrees of freedom, "
+    "clipped to [0, 1]; none for one run).",
     "rule_vs_control_pooled": "Each rule against its control on the held-out additions, pooled over the runs of a "
-    "base model (and recipe, where it differs): hits / n summed over runs, Cochran-Mantel-Haenszel chi-square with the "
-    "runs as strata (no continuity correction), its two-sided p-value and the one-sided "
-    "p-value that the rule hits more often, and the Mantel-Haenszel pooled odds ratio with "
-    "its 95% interval; beside it p_adjusted (Holm over every rule-vs-control test of "
-    "this comparison), runs_agreeing (runs pointing the way of the pooled estimate) and "
-    "the Breslow-Day test of equal odds ratios across runs with Tarone's correction "
-    "(bd_statistic, p_heterogeneity).",
+    "base model (and recipe, where it differs): rule hits and control hits, each hits / n summed over runs "
+    "with its share; CMH chi-square: the Cochran-Mantel-Haenszel test with the runs as strata (no "
+    "continuity correction), its two-sided p and the one-sided p that the rule hits more often; odds ratio "
+    "(MH): the Mantel-Haenszel pooled odds ratio with its 95% interval; p (Holm): Holm over every "
+    "rule-vs-control test of this comparison; runs agreeing: runs pointing the way of the pooled estimate; "
+    "Breslow-Day: the statistic of the test of equal odds ratios across runs with Tarone's correction, and "
+    "its p.",
     "heldout_pooled": "Held-out hits of every corpus trained on the seen additions, per base model (and recipe, "
-    "where it differs): hits and "
-    "held-out additions summed over runs, the pooled share and its exact (Clopper-Pearson) 95% "
+    "where it differs): hits / n summed over runs, with the pooled share and its exact (Clopper-Pearson) 95% "
     "interval (the data of the cross-model chart).",
     "implausibility_distance": "How implausibility matters: the fabricated-answers model on its fabricated answers, "
-    "pooled over the runs of a base model (and recipe, where it differs), by the "
-    "distance of the fabricated answer from the true sum: "
-    "additions, hits (top choice is the fabricated answer), share with its exact "
-    "(Clopper-Pearson) 95% interval, and the mean probability on the fabricated answer.",
+    "pooled over the runs of a base model (and recipe, where it differs), by the distance of the fabricated "
+    "answer from the true sum: additions, hits (top choice is the fabricated answer), their share with its "
+    "exact (Clopper-Pearson) 95% interval from lo to hi, and P(fabricated): the mean probability on the "
+    "fabricated answer.",
     "implausibility_possible": "How implausibility matters: the same, by whether the fabricated answer could be a "
     "correct sum (<= 18) or never can (> 18).",
     "recipe_sensitivity": "How the outcome moves with the recipe, per base model and value of every recipe value "
-    "that differs between the runs: Part A's absorption (part A: each Part A model's share "
-    "of hits on its own target over all 81 additions, the mean over runs with a Student's t "
-    "95% interval over runs; hits / n summed over runs) and every rule that ran against its "
-    "control on the held-out additions (hits / n pooled over runs, share with its exact "
-    "Clopper-Pearson 95% interval, for the rule and for its control; p_one_sided and "
-    "p_two_sided of the Cochran-Mantel-Haenszel test of rule_vs_control_pooled). A part the "
-    "runs did not run has no row.",
-    "per_run": "Each rule against its control on the held-out additions, run by run: hits and n of each side, "
-    "the run's one-sided Fisher exact p that the rule hits more often (p_one_sided) and the same "
-    "Holm-adjusted over the rules of that run (p_adjusted, as the run's table10), direction (the rule's "
-    "share above, equal to or below its control's), and the run's conditional maximum-likelihood odds "
-    "ratio with its exact (conditional) 95% interval (inf: the control has no hit, 0: the rule has none).",
-    "findings": "Findings across seeds, one row per contrast (rule vs its control, per group): verdict, runs, "
-    "runs_agreeing (runs whose direction is that of the pooled estimate), the pooled hits / n, "
-    "p_pooled (one-sided Cochran-Mantel-Haenszel), p_adjusted (Holm over every contrast of this "
-    "comparison), p_heterogeneity (Breslow-Day with Tarone's correction, runs - 1 degrees of "
-    "freedom; nan with fewer than two informative runs or a pooled odds ratio of 0 or infinity), "
-    "odds_ratio_mh with its 95% interval, and seeds_for_80_power: the fewest runs whose simulated "
-    "study (runs drawn from the observed ones, hits binomial at their rates; 400 studies) reaches 80% "
-    "power at 0.05 / (family size), up to 50. Verdict: supported when p_adjusted < 0.05, "
-    "p_heterogeneity is not below 0.05, at least two thirds of at least two runs agree; inconsistent "
-    "when p_adjusted < 0.05 but the runs are heterogeneous or fewer than two thirds agree; not "
-    "supported otherwise.",
+    "that differs between the runs: Part A's absorption (each Part A model's share of hits on its own target "
+    "over all 81 additions, the mean over runs with a Student's t 95% interval over runs; hits / n summed "
+    "over runs) and every rule that ran against its control on the held-out additions (hits / n pooled over "
+    "runs, share with its exact Clopper-Pearson 95% interval, for the rule and for its control; p, "
+    "one-sided and p, two-sided: the Cochran-Mantel-Haenszel test of the pooled rule-vs-control table). "
+    "Interval: which of the two. A part the runs did not run has no row.",
+    "per_run": "Each rule against its control on the held-out additions, run by run: rule hits and control hits "
+    "(hits / n, share); p, one-sided: the run's one-sided Fisher exact p that the rule hits more often; p "
+    "(Holm): the same Holm-adjusted over the rules of that run (as the run's table 10); direction: the "
+    "rule's share above, equal to or below its control's; odds ratio: the run's conditional "
+    "maximum-likelihood odds ratio with its exact (conditional) 95% interval (infinite: the control has no "
+    "hit; 0: the rule has none).",
+    "findings": "Findings across seeds, one row per contrast (rule vs its control, per group): verdict; runs; runs "
+    "agreeing (runs whose direction is that of the pooled estimate); rule hits and control hits pooled over "
+    "runs; p (CMH): one-sided Cochran-Mantel-Haenszel; p (Holm): Holm over every contrast of this "
+    "comparison; Breslow-Day and p (Breslow-Day): the test of equal odds ratios across runs with Tarone's "
+    "correction, runs - 1 degrees of freedom (none with fewer than two informative runs or a pooled odds "
+    "ratio of 0 or infinity); odds ratio (MH) with its 95% interval; runs for 80% power: the fewest runs "
+    "whose simulated study (runs drawn from the observed ones, hits binomial at their rates; 400 studies) "
+    "reaches 80% power at 0.05 / (family size), up to 50. Verdict: supported when p (Holm) < 0.05, p "
+    "(Breslow-Day) is not below 0.05 and at least two thirds of at least two runs agree; inconsistent when "
+    "p (Holm) < 0.05 but the runs are heterogeneous or fewer than two thirds agree; not supported otherwise.",
 }
 FIGURE_TITLES = {
     "forest": "Forest plot: each rule against its control, run by run and pooled",

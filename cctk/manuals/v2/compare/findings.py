@@ -268,7 +268,7 @@ def _agreement(f: Finding) -> str:
 
 def sentence(f: Finding, alpha: float = ALPHA) -> str:
     """One line per contrast: the verdict, why, and its numbers."""
-    group = ", ".join(f"{k} {v}" for k, v in f.label.items())
+    group = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in f.label.items())  # base model tiny
     interval = (
         "no interval"
         if math.isnan(f.or_lo) or math.isnan(f.or_hi)

@@ -197,7 +197,7 @@ def test_verdict_rule(p_adjusted, p_het, runs, agreeing, expected):
 def test_sentences_carry_the_numbers(found):
     _, by = found
     supported = ev.sentence(by[SUPPORTED])
-    assert supported.startswith("sum + 18 from correct sums vs control for + 18 (base_model tiny): SUPPORTED:")
+    assert supported.startswith("sum + 18 from correct sums vs control for + 18 (base model tiny): SUPPORTED:")
     assert "hit 27/72 against 3/72 over 3 runs" in supported and "holds in 3 of 3 runs" in supported
     assert f"Holm-adjusted {by[SUPPORTED].p_adjusted:.2g}" in supported
     assert f"odds ratio {by[SUPPORTED].odds_ratio_mh:.3g}" in supported
