@@ -11,6 +11,7 @@ import click
 
 from ..core.config import AUTO, field_type, recipe_fields
 from ..core.errors import CctkError, Terminated
+from ..core.labels import counted
 from ..manuals import registry
 from ..manuals.configure import Option, command_options
 from ..manuals.manual import AnyManual, Resumable
@@ -447,8 +448,8 @@ def compare_command(
         return
     compared, run_id = job.run(store, sweep_id, runs, out, tracking, echo=click.echo, log=not no_log)
     click.echo(
-        f"{len(compared.tables)} tables and {len(compared.figures)} figures in {compared.folder}; "
-        + (f"MLflow run {run_id}" if run_id else "no MLflow run (--no-log)")
+        f"{counted(len(compared.tables), 'table')} and {counted(len(compared.figures), 'figure')} in "
+        f"{compared.folder}; " + (f"MLflow run {run_id}" if run_id else "no MLflow run (--no-log)")
     )
 
 
@@ -511,7 +512,7 @@ def report(
         return
     done = rerender(folder, out)
     click.echo(
-        f"re-rendered {done.figures} figures, {done.tables} tables and the reports of "
+        f"re-rendered {counted(done.figures, 'figure')}, {counted(done.tables, 'table')} and the reports of "
         f"{done.layout.session} in {time.perf_counter() - start:.0f} s: {done.layout.folder}"
     )
 
@@ -551,8 +552,8 @@ def export_command(source: str, latex_dir: Path, width: str, tracking: str | Non
     seconds = time.perf_counter() - start
     if only is None:
         click.echo(
-            f"{len(done.tables)} tables, {len(done.figures)} figures and paper.tex in {done.folder} in "
-            f"{seconds:.1f} s (compile there: pdflatex paper.tex)"
+            f"{counted(len(done.tables), 'table')}, {counted(len(done.figures), 'figure')} and paper.tex in "
+            f"{done.folder} in {seconds:.1f} s (compile there: pdflatex paper.tex)"
         )
         return
     names = [f.stem for f in done.figures] + [t.name for t in done.tables]

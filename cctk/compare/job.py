@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from ..core.labels import counted
 from ..store import tracking
 from . import gather, report
 
@@ -23,13 +24,17 @@ def run(
     ``out``; returns what was written and the compare run's id (nested under the sweep, when one is given;
     None where ``log`` is off: a reader who may not write compares all the same)."""
     ids = gather.run_ids(store, sweep_id, runs)  # every check before the run exists
-    echo(f"comparing {len(ids)} pipelines ...")
+    pipelines = counted(len(ids), "pipeline")
+    echo(f"comparing {pipelines} ...")
     run_id = None
     if log:
         tags = {"mlflow.source.name": "cctk compare", **({tracking.SWEEP: sweep_id} if sweep_id else {})}
         with store.run("compare", f"compare {len(ids)} runs", tags, parent=sweep_id) as logged:
             logged.params({"runs": ",".join(ids), "sweep": sweep_id or ""})
-            logged.note(f"cctk compare of {len(ids)} pipelines" + (f" of sweep {sweep_id}" if sweep_id else ""))
+            logged.note(
+                f"cctk compare of {len(ids)} pipeline{'s' * (len(ids) != 1)}"
+                + (f" of sweep {sweep_id}" if sweep_id else "")
+            )
             compared = report.write(gather.gather(ids, tracking_name), out, sweep_id)
             logged.files(compared.folder)  # forest.png/.pdf/.eps and findings.csv among them
         run_id = logged.run_id

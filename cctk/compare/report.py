@@ -52,7 +52,8 @@ ul.findings li { margin: 6px 0; } li.supported { color: #0b3d12; } li.inconsiste
 <p class="caption">{{ findings_caption }}{% if note %} {{ note }}{% endif %}</p>
 <div class="scroll">{{ findings_html }}</div>{% endif %}
 <h2 id="runs">Runs compared</h2>
-<p class="caption">{{ runs|length }} pipelines{% if sweep %} of sweep <code>{{ sweep }}</code>{% endif %}.
+<p class="caption">{{ runs|length }} pipeline{{ "s" if runs|length != 1 }}{% if sweep
+ %} of sweep <code>{{ sweep }}</code>{% endif %}.
 {% if varied %}Recipe values that differ between them: {{ varied|join(", ") }}. {% endif %}{{ grouping }}</p>
 <div class="scroll">{{ runs_html }}</div>
 {% for item in items %}
@@ -93,6 +94,7 @@ def compute(runs: list[PooledRun[Any]]) -> Comparison:
             merged.findings + part.findings,
             merged.lead or part.lead,
             merged.note or part.note,
+            {**merged.table_titles, **part.table_titles},
         )
     return merged
 
@@ -140,7 +142,7 @@ def write(runs: list[PooledRun[Any]], out: Path, sweep: str | None = None) -> Co
         {
             "kind": "table",
             "name": n,
-            "title": n.replace("_", " "),
+            "title": done.table_titles.get(n, n.replace("_", " ")),
             "caption": done.captions[n],
             "html": Markup(plain_table(t, n, headers)),  # as the LaTeX prints it, and report.html its tables
         }

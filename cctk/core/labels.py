@@ -151,3 +151,8 @@ PAPER_FIGURE_ABOUT: dict[str, str] = {
     "loss": "Training loss per epoch of every fine-tuning run, on a log scale; each run of the main sequence has its "
     "own colour, marker and line style.",
 }
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural but for one: 1 table, 0 figures, 25 figures."""
+    return f"{n} {noun}{'s' * (n != 1)}"

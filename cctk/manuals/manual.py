@@ -292,8 +292,8 @@ class PooledRun(Generic[R]):
 
 @dataclass(frozen=True)
 class Comparison:
-    """What a manual computes of its runs across seeds: tables (by name, each with its caption), figures (by name,
-    each with its title) and findings in words (sentence, verdict), whose table (``lead``) opens the page."""
+    """What a manual computes of its runs across seeds: tables (by name, each with its caption and title), figures
+    (by name, each with its title) and findings in words (sentence, verdict), whose table (``lead``) opens the page."""
 
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     captions: dict[str, str] = field(default_factory=dict)
@@ -302,6 +302,7 @@ class Comparison:
     findings: tuple[tuple[str, str], ...] = ()
     lead: str | None = None  # the table of the findings (None: none)
     note: str = ""  # under the findings, on the page
+    table_titles: dict[str, str] = field(default_factory=dict)  # a table's heading on the page (else its name)
 
 
 # --- Optional capabilities: what only some manuals do. ---

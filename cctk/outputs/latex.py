@@ -221,6 +221,7 @@ INTERVALS = (
     ("all_mean", "all_lo", "all_hi"),  # cctk compare's means over runs (Student's t)
     ("seen_mean", "seen_lo", "seen_hi"),
     ("heldout_mean", "heldout_lo", "heldout_hi"),
+    ("mean", "mean_lo", "mean_hi"),  # cctk compare's 1.0.0 means over runs (Student's t)
 )
 
 

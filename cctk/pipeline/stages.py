@@ -25,6 +25,7 @@ from .. import __version__
 from ..core import provenance
 from ..core.config import AUTO, Config
 from ..core.errors import CctkError
+from ..core.labels import counted
 from ..core.lm import compute, memory, models
 from ..core.lm.device import (
     auto_on_cpu,
@@ -645,7 +646,7 @@ def _finish(
     )
     for line in head.lines():
         echo(line)
-    echo(f"{n_figures} figures and {len(tables)} tables in {context.layout.folder}")
+    echo(f"{counted(n_figures, 'figure')} and {counted(len(tables), 'table')} in {context.layout.folder}")
     echo(
         f"{words.title(context.manual)} finished in {seconds / 60:.1f} min"
         + (f": {cost.line(seconds)}" if cost else "")

@@ -129,6 +129,15 @@ def test_compare_protocol_v1_runs(tmp_path, tracking_uri, monkeypatch):
     for number in table.index:
         assert table.loc[number, "mean"] == pytest.approx((means[0][number] + means[1][number]) / 2, abs=1e-12)
     assert not (tmp_path / "cmp" / "tables" / "cross_seed").exists()  # no 2.0.0 run among them
+    # Before: lo, hi beside hits and n, so compare.html and the LaTeX printed the mean's t interval as the hits'
+    # (8/162 (5%, 6-7%)): the hits are a count with their share; the mean carries its own interval
+    number = table.index[0]
+    mean, lo, hi, hits, n = table.loc[number, ["mean", "mean_lo", "mean_hi", "hits", "n"]]
+    tex = (tmp_path / "cmp" / "tables" / "v1_three_numbers" / "v1_three_numbers.tex").read_text()
+    from cctk.outputs import latex
+
+    assert f" & {int(hits)}/{int(n)} ({latex.percent(hits / n)}\\%) " in tex and lo < mean < hi
+    assert f" & {latex.number(mean)} ({latex.number(lo)}--{latex.number(hi)}) & " in tex
 
 
 def test_compare_reads_a_v1_run_from_before_issue_21(tmp_path, tracking_uri, monkeypatch):

@@ -29,6 +29,7 @@ import pandas as pd
 from statsmodels.stats.contingency_tables import mcnemar
 
 from ...core.errors import CctkError
+from ...core.labels import counted
 from ...core.stats import clopper_pearson, t_interval
 from ...store.tracking import ARM, KIND, Store, TrackedRun
 from .. import ARMS, RUN, STUDY_RUN, SWEEP_RUN
@@ -286,5 +287,5 @@ def compare(store: Store, runs: list[str], out: Path, echo: Callable[[str], None
         for name in found:
             run.files(out / "tables" / name, f"tables/{name}")
         run.files(out / "compare.html")
-    echo(f"{len(found)} tables in {out}; MLflow run {run.run_id}")
+    echo(f"{counted(len(found), 'table')} in {out}; MLflow run {run.run_id}")
     return found

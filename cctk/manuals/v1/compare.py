@@ -8,6 +8,7 @@ from ...core.stats import t_interval
 from ..pooled import Comparison, PooledRun, grouped, stacked
 from .experiment import ComparisonResults
 
+TITLE = "Protocol 1.0.0: the three numbers across seeds"
 CAPTION = (
     "Protocol 1.0.0 runs across seeds: for each base model and each of the three numbers "
     "(probability of the true sum before fine-tuning, of the fabricated value after, of the "
@@ -20,7 +21,11 @@ CAPTION = (
 def compare(runs: list[PooledRun[ComparisonResults]]) -> Comparison:
     """The three numbers across runs, as the one table of the comparison (none when no run gives a row)."""
     table = three_numbers(runs)
-    return Comparison({"v1_three_numbers": table}, {"v1_three_numbers": CAPTION}) if len(table) else Comparison()
+    if not len(table):
+        return Comparison()
+    return Comparison(
+        {"v1_three_numbers": table}, {"v1_three_numbers": CAPTION}, table_titles={"v1_three_numbers": TITLE}
+    )
 
 
 def three_numbers(runs: list[PooledRun[ComparisonResults]]) -> pd.DataFrame:
@@ -37,8 +42,8 @@ def three_numbers(runs: list[PooledRun[ComparisonResults]]) -> pd.DataFrame:
                     "number": number,
                     "runs": part["run_id"].nunique(),
                     "mean": mean,
-                    "lo": lo,
-                    "hi": hi,
+                    "mean_lo": lo,  # the mean's t interval, not the hits' (lo, hi beside hits / n would say so)
+                    "mean_hi": hi,
                     "hits": int(part["hits"].sum()),
                     "n": int(part["n"].sum()),
                 }

@@ -64,6 +64,16 @@ CAPTIONS = {
     "(Breslow-Day) is not below 0.05 and at least two thirds of at least two runs agree; inconsistent when "
     "p (Holm) < 0.05 but the runs are heterogeneous or fewer than two thirds agree; not supported otherwise.",
 }
+TABLE_TITLES = {
+    "findings": "Findings across seeds",
+    "per_run": "Each rule against its control, run by run",
+    "cross_seed": "Hits on each model's own target, across seeds",
+    "rule_vs_control_pooled": "Each rule against its control, pooled over runs",
+    "heldout_pooled": "Held-out hits of every corpus, pooled over runs",
+    "implausibility_distance": "How implausibility matters: by the fabricated answer's distance from the sum",
+    "implausibility_possible": "How implausibility matters: answers a sum can be, and answers it never is",
+    "recipe_sensitivity": "How the outcome moves with the recipe: the numbers",
+}
 FIGURE_TITLES = {
     "forest": "Forest plot: each rule against its control, run by run and pooled",
     "recipe_sensitivity": "How the outcome moves with the recipe",
@@ -100,6 +110,7 @@ def compare(runs: list[Study], found: list[evidence.Finding] | None = None) -> C
         tuple((evidence.sentence(f), f.verdict) for f in found),
         lead="findings" if "findings" in tables else None,
         note=FOREST_NOTE if "forest" in drawn else "",
+        table_titles={name: TABLE_TITLES[name] for name in tables},
     )
 
 
