@@ -222,6 +222,9 @@ INTERVALS = (
     ("seen_mean", "seen_lo", "seen_hi"),
     ("heldout_mean", "heldout_lo", "heldout_hi"),
     ("mean", "mean_lo", "mean_hi"),  # cctk compare's 1.0.0 means over runs (Student's t)
+    ("accuracy", "lo", "hi"),  # KR-Test's compare: an arm's accuracy (Clopper-Pearson)
+    ("mean_accuracy", "t_lo", "t_hi"),  # over runs (Student's t)
+    ("pooled_accuracy", "lo", "hi"),  # pooled over runs (Clopper-Pearson)
 )
 
 

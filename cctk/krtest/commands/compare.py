@@ -38,15 +38,44 @@ KINDS = (RUN, STUDY_RUN, SWEEP_RUN)
 SAME_ITEMS = ["line", "location", "context"]
 COUNTS = ["both", "only_a", "only_b", "neither"]  # of a pair of arms' items: both right, one only, neither
 PAIRED = ["arm_a", "arm_b", "model", "seeds", "items", *COUNTS, "accuracy_a", "accuracy_b", "p_mcnemar"]
+TITLES = {
+    "kr_runs": "KR-Test runs",
+    "kr_pooled": "KR-Test across seeds",
+    "kr_paired": "KR-Test arms compared on the same items",
+}
+# In the words of the headers (HEADERS): compare.html and the LaTeX print these over them.
 CAPTIONS = {
     "kr_runs": "KR-Test runs: for every arm run, its items, how many it got right (the true continuation scores "
     "strictly higher over the first T tokens), the accuracy and its exact (Clopper-Pearson) 95% interval.",
     "kr_pooled": "KR-Test across seeds: for every model and arm, the runs, the mean accuracy over runs with a "
     "Student's t 95% interval (runs - 1 degrees of freedom, clipped to [0, 1]; none for one run), and "
-    "the items pooled over runs with the exact (Clopper-Pearson) 95% interval of the pooled share.",
+    "the items pooled over runs with the exact (Clopper-Pearson) 95% interval of the pooled accuracy.",
     "kr_paired": "KR-Test arms compared on the same items: items both arms got right, only the first, only the "
     "second, neither; the two accuracies; and the exact McNemar test (two-sided binomial test of the "
     "discordant items). Rows with seeds 'all' pool the discordant items over the seeds.",
+}
+HEADERS = {
+    "run_id": "Run",
+    "study": "Study",
+    "model": "Model",
+    "arm": "Arm",
+    "seed": "Seed",
+    "seeds": "Seeds",
+    "runs": "Runs",
+    "items": "Items",
+    "correct": "Correct",
+    "accuracy": "Accuracy",
+    "mean_accuracy": "Mean accuracy",
+    "pooled_accuracy": "Pooled accuracy",
+    "arm_a": "First arm",
+    "arm_b": "Second arm",
+    "both": "Both",
+    "only_a": "Only the first",
+    "only_b": "Only the second",
+    "neither": "Neither",
+    "accuracy_a": "Accuracy, first",
+    "accuracy_b": "Accuracy, second",
+    "p_mcnemar": "p (McNemar)",
 }
 
 
@@ -249,7 +278,8 @@ def label(arm: str, model: str, in_study: bool) -> str:
 PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>cctk compare: KR-Test</title>
 <style>body {{ font-family: "DejaVu Sans", Helvetica, Arial, sans-serif; margin: 24px 32px; color: #222; }}
-table {{ border-collapse: collapse; font-size: 13px; }} th, td {{ padding: 3px 9px; border-bottom: 1px solid #e2e2e2; }}
+table {{ border-collapse: collapse; font-size: 13px; }}
+th, td {{ padding: 3px 9px; border-bottom: 1px solid #e2e2e2; text-align: right; }}  /* names: left, their own */
 .caption {{ color: #444; font-size: 14px; max-width: 1000px; }}</style></head><body>
 <h1>cctk compare: KR-Test</h1>{body}</body></html>
 """
@@ -259,14 +289,17 @@ def write(arms: list[KrArm], out: Path) -> dict[str, pd.DataFrame]:
     """The three tables (CSV, XLSX, LaTeX) under ``out/tables/<name>/`` and ``compare.html``."""
     from html import escape
 
-    from ...core.labels import TABLE_HEADERS
-    from ...outputs.tables import html, write_table
+    from ...outputs.html_report import plain_table
+    from ...outputs.tables import write_table
 
     found = tables(arms)
     sections = []
     for name, table in found.items():
-        write_table(table, out / "tables" / name, name, CAPTIONS[name], TABLE_HEADERS)
-        sections.append(f'<h2>{name}</h2><p class="caption">{escape(CAPTIONS[name])}</p>{html(table, name)}')
+        write_table(table, out / "tables" / name, name, CAPTIONS[name], HEADERS)
+        sections.append(
+            f'<h2 id="{name}">{TITLES[name]}</h2><p class="caption">{escape(CAPTIONS[name])}</p>'
+            + plain_table(table, name, HEADERS)  # as the LaTeX: plain headers, an accuracy with its interval
+        )
     (out / "compare.html").write_text(PAGE.format(body="\n".join(sections)), encoding="utf-8")
     return found
 

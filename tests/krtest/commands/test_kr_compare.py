@@ -1,6 +1,7 @@
 """KR-Test runs in ``cctk compare``: tables by hand, exact McNemar, runs gathered from a real MLflow store."""
 
 import math
+import re
 
 import mlflow
 import numpy as np
@@ -105,7 +106,13 @@ def test_compare_gathers_kr_runs_from_mlflow(tracking_uri, tmp_path):
     assert (first.arm_a, first.arm_b, first.only_a, first.only_b) == ("blind baseline", "full fine-tuning", 0, 3)
     assert first.p_mcnemar == pytest.approx(0.25)  # 3 discordant, all one way: 2 / 2**3
     assert len(paired) == 3  # the lone run pairs with both arms: the same items
-    assert (out / "compare.html").read_text().count("<h2>") == 3
+    page = (out / "compare.html").read_text()
+    assert page.count("<h2 ") == 3 and ">KR-Test arms compared on the same items</h2>" in page
+    # as the LaTeX prints them (before: run_id, only_a, p_mcnemar over an accuracy and its lo, hi apart)
+    headers = set(re.findall(r"<th[^>]*>([^<]+)</th>", page))
+    assert {"Arm", "Only the first", "p (McNemar)", "Accuracy", "Pooled accuracy"} <= headers
+    assert not {h for h in headers if "_" in h}, headers
+    assert ">1 (0.541\u20131)</td>" in page  # ckpt-100's 6 of 6 with its exact interval, in one cell
     compare = [
         r
         for r in mlflow.search_runs(search_all_experiments=True, output_format="list")
