@@ -7,6 +7,7 @@ from cctk.bench import pipeline as pipeline_bench
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.slow  # ~40-50 s, a whole pipeline of the tiny model timed: the bench's own check, run by make test-slow
 def test_bench_pipeline_reads_the_runs_cost(tiny_dir, tmp_path):
     # without figures: what is read back is the run's cost and hits (a pipeline's figures: test_pipeline_end_to_end)
     result = pipeline_bench.run(str(tiny_dir), profile="smoke", seed="3", out=tmp_path, figures=False)

@@ -37,6 +37,7 @@ def test_estimate_matches_the_bundled_models_training_on_a_cpu(tiny, tokenizer):
     assert 0.75 * measured <= predicted <= 1.5 * measured, (measured / 2**20, predicted / 2**20)
 
 
+@pytest.mark.slow  # ~35-50 s: bench gpu's every line on the CPU; tests/bench/test_bench_gpu.py checks each in make test
 def test_first_contact_check_runs_on_a_cpu():
     """``python -m cctk.bench gpu`` on this machine: every check prints, packed = padded and the device's
     measurement = the CPU's, and the device step waits on the device at most once a step (a padded batch's

@@ -141,7 +141,7 @@ def test_the_toy_manual_runs_end_to_end(tiny_dir, tmp_path, toy):
     csv = folder / "tables" / "table01_hits_on_the_digits" / "table01_hits_on_the_digits.csv"
     written = csv.read_bytes()
     again = cctk("report", str(folder), "--out", str(tmp_path / "again"))
-    assert "re-rendered 1 figures, 1 tables" in again
+    assert "re-rendered 1 figure, 1 table and the reports" in again
     assert (tmp_path / "again" / folder.name / csv.relative_to(folder)).read_bytes() == written
     assert "The digits" in (tmp_path / "again" / folder.name / "report.html").read_text()
 

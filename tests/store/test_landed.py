@@ -94,6 +94,11 @@ def test_cctk_compare_gives_the_landed_tables(store, protocol, run_id, tmp_path)
     out = tmp_path / "compare"
     done = CliRunner().invoke(cli, ["compare", "--runs", run_id, "--out", str(out)])
     assert done.exit_code == 0, done.output
-    landed = store.root / "compare" / protocol
+    landed = files_under(store.root / "compare" / protocol)
+    three = "tables/v1_three_numbers/v1_three_numbers.csv"
+    if three in landed:  # since stop 62 its mean's t interval is named mean_lo, mean_hi (lo, hi read as the hits'):
+        header, rest = landed[three].split(b"\n", 1)  # the values are the landed ones, byte for byte
+        assert header == b"base_model,number,runs,mean,lo,hi,hits,n"
+        landed[three] = b"base_model,number,runs,mean,mean_lo,mean_hi,hits,n\n" + rest
     written = {p: b for p, b in files_under(out).items() if p.endswith(".csv")}
-    assert written == files_under(landed)
+    assert written == landed
