@@ -31,10 +31,7 @@ def run(
         tags = {"mlflow.source.name": "cctk compare", **({tracking.SWEEP: sweep_id} if sweep_id else {})}
         with store.run("compare", f"compare {len(ids)} runs", tags, parent=sweep_id) as logged:
             logged.params({"runs": ",".join(ids), "sweep": sweep_id or ""})
-            logged.note(
-                f"cctk compare of {len(ids)} pipeline{'s' * (len(ids) != 1)}"
-                + (f" of sweep {sweep_id}" if sweep_id else "")
-            )
+            logged.note(f"cctk compare of {pipelines}" + (f" of sweep {sweep_id}" if sweep_id else ""))
             compared = report.write(gather.gather(ids, tracking_name), out, sweep_id)
             logged.files(compared.folder)  # forest.png/.pdf/.eps and findings.csv among them
         run_id = logged.run_id

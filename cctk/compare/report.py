@@ -20,6 +20,7 @@ import jinja2
 import pandas as pd
 from markupsafe import Markup
 
+from ..core.labels import counted
 from ..figures import save_figure
 from ..manuals.manual import Comparable
 from ..manuals.pooled import Comparison, PooledRun, varied
@@ -52,8 +53,7 @@ ul.findings li { margin: 6px 0; } li.supported { color: #0b3d12; } li.inconsiste
 <p class="caption">{{ findings_caption }}{% if note %} {{ note }}{% endif %}</p>
 <div class="scroll">{{ findings_html }}</div>{% endif %}
 <h2 id="runs">Runs compared</h2>
-<p class="caption">{{ runs|length }} pipeline{{ "s" if runs|length != 1 }}{% if sweep
- %} of sweep <code>{{ sweep }}</code>{% endif %}.
+<p class="caption">{{ pipelines }}{% if sweep %} of sweep <code>{{ sweep }}</code>{% endif %}.
 {% if varied %}Recipe values that differ between them: {{ varied|join(", ") }}. {% endif %}{{ grouping }}</p>
 <div class="scroll">{{ runs_html }}</div>
 {% for item in items %}
@@ -151,7 +151,7 @@ def write(runs: list[PooledRun[Any]], out: Path, sweep: str | None = None) -> Co
     ]
     sentences = tuple(sentence for sentence, _ in done.findings)
     page = PAGE.render(
-        runs=runs,
+        pipelines=counted(len(runs), "pipeline"),
         sweep=sweep,
         items=items,
         runs_html=Markup(plain_table(runs_table, "runs", headers)),

@@ -138,6 +138,9 @@ TABLE_HEADERS: dict[str, str] = {
     "parts": "Parts",
 }
 
+# How a paper caption and report.html read a count cell of hits / n, in every manual's tables
+COUNT_CAPTION = "a count is hits / n (share, exact Clopper-Pearson 95% interval)"
+
 # What each shared kind of figure shows, in a paper's caption (cctk report --style paper): the paper style's
 # colours, markers and lines; a manual adds its own kinds and its reading of each (``ManualSpec.paper_figure_about``),
 # then a figure's own notes (its numbers) follow.

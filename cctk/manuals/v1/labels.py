@@ -57,7 +57,6 @@ TABLE_CAPTIONS: dict[str, str] = {
     "table04": "Protocol 1.0.0, training loss per epoch: the mean whole-text loss of each epoch (Listing 9).",
 }
 
-_COUNT = "a count is hits / n (share, exact Clopper-Pearson 95% interval)"
 # The captions of its tables in a paper and report.html: the same facts as TABLE_CAPTIONS, in the words of the
 # headers (HEADERS), not the CSV's column names.
 PAPER_TABLE_CAPTIONS: dict[str, str] = {
@@ -69,7 +68,7 @@ PAPER_TABLE_CAPTIONS: dict[str, str] = {
     "table02": "Protocol 1.0.0, the comparison summarized: each probability of the comparison (and, as a check, "
     "P(fabricated), before: the base model's probability of the fabricated answer) over the 81 additions: "
     "mean, standard deviation (SD), minimum, quartiles (Q1, median, Q3) and maximum (Listing 11's "
-    f"describe()); hits: additions whose top choice is that answer, {_COUNT}.",
+    f"describe()); hits: additions whose top choice is that answer, {names.COUNT_CAPTION}.",
     "table03": "Protocol 1.0.0, the fine-tuning run: parent model, training examples (81 texts times the repeats), "
     "optimizer steps, training time, examples per second, mean loss of the first and the last epoch "
     "(whole-text loss: every token but the first, padding masked), peak GPU memory (none on a CPU) and "

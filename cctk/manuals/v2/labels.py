@@ -3,7 +3,13 @@ and the note beside a single run's synthesis. The vocabulary both manuals share 
 
 from __future__ import annotations
 
-from ...core.labels import BASE_MODEL, GROUPS, PAPER_FIGURE_ABOUT as SHARED_PAPER_ABOUT, Vocabulary
+from ...core.labels import (
+    BASE_MODEL,
+    COUNT_CAPTION as _COUNT,
+    GROUPS,
+    PAPER_FIGURE_ABOUT as SHARED_PAPER_ABOUT,
+    Vocabulary,
+)
 
 # --- Its models and targets by key, the names of its figures and what each kind shows (report.html). ---
 
@@ -273,7 +279,6 @@ TABLE_CAPTIONS: dict[str, str] = {
     "process's peak resident memory in bytes while the run trained on a CPU (0 on a GPU).",
 }
 
-_COUNT = "a count is hits / n (share, exact Clopper-Pearson 95% interval)"
 # The captions of the tables in a paper: the same facts as TABLE_CAPTIONS, in the words of the headers.
 PAPER_TABLE_CAPTIONS: dict[str, str] = {
     "table01": "Corpus absorption (Part A): the base model, the correct-sums model and the fabricated-answers model, "
