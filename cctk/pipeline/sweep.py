@@ -140,17 +140,16 @@ def parse_grid(
 def absolute_store(store: tracking.Store) -> str:
     """The store's URI as every worker can use it: an absolute SQLite path, waiting for a busy database.
 
-    SQLite takes one writer at a time; a second writer waits up to ``timeout`` seconds for the lock
-    (Python's default is 5 s, too short for cells that log at once), so concurrent cells all complete.
+    SQLite takes one writer at a time; a second writer waits up to ``tracking.BUSY_TIMEOUT`` seconds for the
+    lock (``tracking.waiting``; Python's default is 5 s, too short for cells that log at once), so concurrent
+    cells all complete.
     A database's password stays in it: the cells connect with it (a Ray worker through its environment),
     and every line that names the store shows it redacted (``tracking.redact``).
     """
     uri = store.config.tracking_uri
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
         uri = "sqlite:///" + str(Path(uri.removeprefix("sqlite:///")).resolve())
-    if uri.startswith("sqlite:") and "timeout=" not in uri:
-        uri += ("&" if "?" in uri else "?") + "timeout=120"
-    return uri
+    return tracking.waiting(uri)
 
 
 RETRIES = 3  # Ray's own default for a task whose worker or node was lost: tried again up to 3 times

@@ -629,3 +629,55 @@ def test_a_new_store_opens_without_mlflows_info_lines(tmp_path):
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "mlruns" / "mlflow.db").is_file()
     assert "INFO" not in done.stderr and "database tables" not in done.stderr, done.stderr
+
+
+def test_a_sqlite_stores_writer_waits_for_anothers_lock(tracking_uri):
+    """Python's sqlite3 gives up on a locked database after 5 s: a run's last status write, waiting on another
+    writer under load (a sweep's cell, the system metrics' thread), failed and left the run RUNNING. Every
+    SQLite client of cctk waits ``BUSY_TIMEOUT`` s; a URI's own timeout is kept."""
+    import sqlalchemy
+
+    store = tracking.connect(tracking_uri)
+    assert store.client.tracking_uri == tracking_uri + "?timeout=120" and store.uri == tracking_uri
+    engine = sqlalchemy.create_engine(store.client.tracking_uri)  # as MLflow's store builds its engine from it
+    with engine.connect() as connection:
+        assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 120_000
+    assert tracking.waiting("sqlite:////tmp/x.db?timeout=9") == "sqlite:////tmp/x.db?timeout=9"
+    assert tracking.waiting("sqlite:////tmp/x.db?mode=ro") == "sqlite:////tmp/x.db?mode=ro&timeout=120"
+    assert tracking.waiting("http://127.0.0.1:5000") == "http://127.0.0.1:5000"
+
+
+class _Refusing:
+    """A store's client whose first ``refusals`` status writes fail as a locked database's do."""
+
+    def __init__(self, client, refusals: int, error: Exception):
+        self.client, self.refusals, self.error, self.tries = client, refusals, error, 0
+
+    def set_terminated(self, run_id, status):
+        self.tries += 1
+        if self.tries <= self.refusals:
+            raise self.error
+        self.client.set_terminated(run_id, status=status)
+
+
+def test_a_refused_status_write_is_tried_again_once(tracking_uri, monkeypatch):
+    from mlflow.exceptions import MlflowException
+
+    monkeypatch.setattr(tracking.runs, "END_PAUSE", 0.0)
+    store = tracking.connect(tracking_uri)
+    locked = MlflowException("(sqlite3.OperationalError) database is locked")
+    run = store.start(store.experiment(), "arm")
+    client = _Refusing(store.client, 1, locked)
+    with pytest.raises(KeyboardInterrupt), tracking.ending(tracking.LiveRun(run.run_id, client)):
+        raise KeyboardInterrupt
+    assert store.get(run.run_id).status == "KILLED" and client.tries == 2
+    twice = store.start(store.experiment(), "arm")
+    client = _Refusing(store.client, 2, locked)
+    with pytest.raises(MlflowException, match="database is locked"):
+        tracking.LiveRun(twice.run_id, client).end("FINISHED")
+    assert store.get(twice.run_id).status == "RUNNING" and client.tries == 2  # once again, not forever
+    refused = store.start(store.experiment(), "arm")
+    client = _Refusing(store.client, 1, tracking.Refused("user 'bob' may not log to this experiment"))
+    with pytest.raises(tracking.Refused):
+        tracking.LiveRun(refused.run_id, client).end("FINISHED")
+    assert client.tries == 1  # a refusal is one line at once

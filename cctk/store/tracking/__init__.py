@@ -19,6 +19,7 @@ from .admin import (
     server_state as server_state,
 )
 from .config import (
+    BUSY_TIMEOUT as BUSY_TIMEOUT,
     EXPERIMENT as EXPERIMENT,
     HOW_TO_POINT as HOW_TO_POINT,
     Login as Login,
@@ -47,6 +48,7 @@ from .config import (
     retry_budget as retry_budget,
     sqlite_path as sqlite_path,
     user as user,
+    waiting as waiting,
 )
 from .runs import (
     ARM as ARM,

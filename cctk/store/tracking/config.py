@@ -348,6 +348,18 @@ def retry_budget() -> str:
     )
 
 
+BUSY_TIMEOUT = 120  # seconds a SQLite writer waits for another's lock (Python's default, 5 s, is too short under load)
+
+
+def waiting(uri: str) -> str:
+    """``uri`` as a client connects to it: a SQLite store's writer waits up to ``BUSY_TIMEOUT`` s for another's
+    lock (a sweep's cells, the system metrics' thread, a second ``cctk run``) before it fails, unless the URI
+    sets its own ``timeout``. Any other URI as it is."""
+    if uri.startswith("sqlite:") and "timeout=" not in uri:
+        return uri + ("&" if "?" in uri else "?") + f"timeout={BUSY_TIMEOUT}"
+    return uri
+
+
 def sqlite_path(uri: str) -> Path | None:
     """The database file of a ``sqlite:///`` URI (relative or absolute, query left out); None otherwise."""
     if not uri.startswith("sqlite:///"):

@@ -51,7 +51,10 @@ from .config import (
     retry_budget,
     sqlite_path,
     user,
+    waiting,
 )
+
+END_PAUSE = 1.0  # seconds before a run's refused status write is tried again (``LiveRun.end``)
 
 # cctk's tags: every reader and writer names them through these constants
 KIND = "cctk.kind"  # pipeline, model, sweep, compare, measure, krtest, krtest-study, ...
@@ -399,7 +402,16 @@ class LiveRun:
         return uri
 
     def end(self, status: str = "FINISHED") -> None:
-        self._client.set_terminated(self.run_id, status=status)
+        """End the run ``status``. The write is tried again once a second later where the store refused it
+        (a database's lock or connection, not a refusal or an outage, which are one line each): a run left
+        RUNNING when its command has ended would say what is not true."""
+        try:
+            self._client.set_terminated(self.run_id, status=status)
+        except CctkError:
+            raise
+        except Exception:
+            time.sleep(END_PAUSE)
+            self._client.set_terminated(self.run_id, status=status)
 
     def failed(self, error: BaseException) -> None:
         """End the run FAILED, the error as one line in tag ``cctk.error``."""
@@ -466,7 +478,7 @@ def _open_client(uri: str) -> MlflowClient:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path.parent, os.O_RDONLY)
         fcntl.flock(fd, fcntl.LOCK_EX)  # blocks until the other opener is done
-        return MlflowClient(tracking_uri=uri)
+        return MlflowClient(tracking_uri=waiting(uri))
     except Exception as error:  # sqlalchemy's DatabaseError on a file of garbage, an alembic error, no folder
         cause = getattr(error, "orig", None) or error  # sqlalchemy wraps the driver's error with its SQL
         first = " ".join(str(cause).split())[:200]
