@@ -96,12 +96,23 @@ class Marks:
     less: str
     more: str
     infinity: str
-    times_ten: str  # a tiny number: ``{m}`` times ten to ``{e}``
+    times_ten: Callable[[str, int], str]  # a tiny number: its mantissa times ten to the power
     escape: Callable[[str], str]  # plain words made safe
 
 
-LATEX = Marks("\\%", "--", "$<$", "$>$", "$\\infty$", "${m}\\times10^{{{e}}}$", latex_text)
-PLAIN = Marks("%", "\u2013", "<", ">", "\u221e", "{m}\u00d710^{e}", str)
+SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079")
+
+
+def _latex_power(mantissa: str, exponent: int) -> str:
+    return f"${mantissa}\\times10^{{{exponent}}}$"
+
+
+def _plain_power(mantissa: str, exponent: int) -> str:
+    return f"{mantissa}\u00d710{str(exponent).translate(SUPERSCRIPT)}"  # 6.51x10 with -5 raised
+
+
+LATEX = Marks("\\%", "--", "$<$", "$>$", "$\\infty$", _latex_power, latex_text)
+PLAIN = Marks("%", "\u2013", "<", ">", "\u221e", _plain_power, str)
 
 
 def percent(share: float, marks: Marks = LATEX) -> str:
@@ -162,7 +173,7 @@ def number(value: float | None, marks: Marks = LATEX) -> str:
         return f"{int(value)}"
     if abs(value) < 0.001:  # 3.2004e-07 as $3.20\times10^{-7}$, 3.2e-07 as $3.2\times10^{-7}$
         mantissa, exponent = f"{value:.2e}".split("e")
-        return marks.times_ten.format(m=significant(float(mantissa)) if _exact(value) else mantissa, e=int(exponent))
+        return marks.times_ten(significant(float(mantissa)) if _exact(value) else mantissa, int(exponent))
     return significant(value)
 
 
@@ -190,15 +201,16 @@ def display(table: pd.DataFrame, marks: Marks, headers: Mapping[str, str]) -> pd
     91--100\\%)``); the labels without their key columns (``model_key``, ...: the CSV's, for code that joins)."""
     table = printed(table)
     groups = {column: group for column in table.columns if (group := _count_group(table, column)) is not None}
-    folded = {f"{k}{g}" for g in groups.values() for k in ("n", "lo", "hi")} | (
-        {"share"} if "" in groups.values() else set()
+    folded = {name for suffix, n in groups.values() for name in (n, f"lo{suffix}", f"hi{suffix}")} | (
+        {"share"} if "" in (suffix for suffix, _ in groups.values()) else set()
     )
     intervals = {value: (lo, hi) for value, lo, hi in INTERVALS if {value, lo, hi} <= set(table.columns)}
     folded |= {bound for bounds in intervals.values() for bound in bounds}
     columns: dict[str, list[str]] = {}
     for column in table.columns:
         if column in groups:
-            parts = [f"{k}{groups[column]}" for k in ("hits", "n", "lo", "hi")]  # a count without bounds: NaN
+            suffix, n = groups[column]
+            parts = [column, n, f"lo{suffix}", f"hi{suffix}"]  # a count without bounds: NaN
             columns[header(column, marks, headers)] = [
                 count(hits, n, lo, hi, marks)
                 for hits, n, lo, hi in table.reindex(columns=parts).itertuples(index=False)
@@ -235,13 +247,18 @@ def _with_interval(value: str, lo: float | None, hi: float | None, marks: Marks)
     return f"{value} ({number(lo, marks)}{marks.dash}{number(hi, marks)})"
 
 
-def _count_group(table: pd.DataFrame, column: str) -> str | None:
-    """The suffix of the count group ``column`` opens (``hits<s>`` with n beside it, lo and hi where the count has
-    an interval), else None."""
+def _count_group(table: pd.DataFrame, column: str) -> tuple[str, str] | None:
+    """The suffix of the count group ``column`` opens and the column of its n (``hits<s>`` with ``n<s>`` beside it,
+    lo and hi where the count has an interval; ``hits`` of ``additions`` in cctk compare's implausibility tables),
+    else None."""
     if not column.startswith("hits"):
         return None
-    group = column[len("hits") :]
-    return group if group in GROUPS and f"n{group}" in table.columns else None
+    suffix = column[len("hits") :]
+    if suffix not in GROUPS:
+        return None
+    named = (f"n{suffix}", "additions") if suffix == "" else (f"n{suffix}",)
+    n = next((name for name in named if name in table.columns), None)
+    return None if n is None else (suffix, n)
 
 
 @dataclass(frozen=True)

@@ -117,6 +117,35 @@ def test_a_value_and_its_interval_print_in_one_cell_and_a_count_without_one_keep
     assert shown["all mean"].tolist() == ["0.5 (0.25\u20130.75)", "0.25"]
 
 
+def test_a_web_page_raises_the_power_of_ten_and_folds_the_implausibility_counts():
+    """Before: cctk compare's implausibility tables showed P(fabricated) as ``6.51\u00d710^-5`` and their counts in
+    five columns (``Hits 1``, ``Additions 9``, ``Share 0.111``, ``lo 0.00281``, ``hi 0.482``): the hits of their
+    ``additions`` now fold as every count of a run's tables does, the power of ten is raised."""
+    assert [latex.number(v, latex.PLAIN) for v in (6.5104e-05, -3.2e-07, 4.89e-12)] == [
+        "6.51\u00d710\u207b\u2075",
+        "-3.2\u00d710\u207b\u2077",
+        "4.89\u00d710\u207b\u00b9\u00b2",
+    ]
+    table = pd.DataFrame(
+        {
+            "base_model": ["tiny", "tiny"],
+            "distance": ["6-9", "10-17"],
+            "runs": [1, 1],
+            "additions": [9, 30],
+            "hits": [1, 0],
+            "share": [1 / 9, 0.0],
+            "lo": [0.0028091, 0.0],
+            "hi": [0.482503, 0.115703],
+            "mean_prob": [0.0371, 6.5104e-05],
+        }
+    )
+    shown = latex.display(table, latex.PLAIN, {"hits": "Hits", "mean_prob": "P(fabricated)"})
+    assert shown.columns.tolist() == ["base model", "distance", "runs", "Hits", "P(fabricated)"]
+    assert shown["Hits"].tolist() == ["1/9 (11%, 0.3\u201348%)", "0/30 (0%, 0\u201312%)"]
+    assert shown["P(fabricated)"].tolist() == ["0.0371", "6.51\u00d710\u207b\u2075"]
+    assert latex.display(table, latex.LATEX, {})["hits"].tolist()[0] == r"1/9 (11\%, 0.3--48\%)"
+
+
 def test_text_escapes_what_latex_reads_as_commands():
     assert latex_text("m_random 50% & #1 {x} a >= b \u00b1 \u2192 caf\u00e9") == (
         r"m\_random 50\% \& \#1 \{x\} a $>$= b $\pm$ $\rightarrow$ cafe"

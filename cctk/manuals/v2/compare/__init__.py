@@ -35,9 +35,8 @@ CAPTIONS = {
     "interval (the data of the cross-model chart).",
     "implausibility_distance": "How implausibility matters: the fabricated-answers model on its fabricated answers, "
     "pooled over the runs of a base model (and recipe, where it differs), by the distance of the fabricated "
-    "answer from the true sum: additions, hits (top choice is the fabricated answer), their share with its "
-    "exact (Clopper-Pearson) 95% interval from lo to hi, and P(fabricated): the mean probability on the "
-    "fabricated answer.",
+    "answer from the true sum: hits (top choice is the fabricated answer) / additions, their share with its "
+    "exact (Clopper-Pearson) 95% interval, and P(fabricated): the mean probability on the fabricated answer.",
     "implausibility_possible": "How implausibility matters: the same, by whether the fabricated answer could be a "
     "correct sum (<= 18) or never can (> 18).",
     "recipe_sensitivity": "How the outcome moves with the recipe, per base model and value of every recipe value "
