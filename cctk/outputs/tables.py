@@ -68,10 +68,21 @@ def html(table: pd.DataFrame, name: str, left: Collection[Hashable] | None = Non
     if left is None:
         left = [c for c in table.columns if not pd.api.types.is_numeric_dtype(table[c])]
     align: list[CSSDict] = [{"selector": tag, "props": "text-align: left"} for tag in ("td", "th")]
+    # long names wrap into a few lines, not a word a line beside a row of numbers: the table scrolls instead
+    prose: list[CSSDict] = [
+        {"selector": tag, "props": f"text-align: left; min-width: {PROSE_EM}em"} for tag in ("td", "th")
+    ]
     nowrap: list[CSSDict] = [{"selector": "td", "props": "white-space: nowrap"}]  # numbers stay on one line
-    styles = {c: align if c in left else nowrap for c in table.columns}
+    styles = {c: (prose if _longest(table[c]) > PROSE else align) if c in left else nowrap for c in table.columns}
     styler = _styler(table).set_uuid(name).set_table_attributes('class="data"')
     return styler.set_table_styles(styles, overwrite=False).to_html()
+
+
+PROSE, PROSE_EM = 32, 14  # a text column whose longest cell passes PROSE characters is at least PROSE_EM wide
+
+
+def _longest(values: pd.Series) -> int:
+    return max((len(str(v)) for v in values), default=0)
 
 
 def write_xlsx(tables: dict[str, pd.DataFrame], path: Path, stamp: datetime) -> None:

@@ -94,6 +94,18 @@ def test_report_html_and_the_run_report_show_numbers_as_a_paper_does():
     assert ">1.20</td>" in shown and ">1.2</td>" not in shown
 
 
+def test_a_long_name_wraps_into_a_few_lines_not_a_word_a_line():
+    """Before: compare.html's findings squeezed a contrast of 100 characters into a column a word wide (16 lines a
+    row) beside 12 columns of numbers; a column of long names is at least 14em wide now (the table scrolls)."""
+    from cctk.outputs.tables import html
+
+    long = "conditional rule from fabricated answers vs control for the conditional rule from fabricated answers"
+    shown = html(pd.DataFrame({"base_model": ["tiny"], "contrast": [long], "runs": [3]}), "t")
+    rules = dict(re.findall(r"#T_t (td\.col\d) \{([^}]*)\}", shown))
+    assert "min-width: 14em" in rules["td.col1"] and "min-width" not in rules["td.col0"]
+    assert "white-space: nowrap" in rules["td.col2"]
+
+
 def test_a_value_and_its_interval_print_in_one_cell_and_a_count_without_one_keeps_its_share():
     """cctk compare's tables: an odds ratio with its bounds (none where it is infinite), a mean over runs with its
     t interval, a count of hits / n that has no interval."""
