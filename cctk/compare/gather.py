@@ -28,11 +28,7 @@ def run_ids(store: tracking.Store, sweep: str | None = None, runs: list[str] | N
         raise CctkError(
             f"MLflow run {sweep} is not a cctk sweep (tag {tracking.KIND} is {found.tags.get(tracking.KIND)!r})"
         )
-    cells = [
-        r
-        for r in store.search([found.experiment_id], f"tags.`{tracking.SWEEP}` = '{sweep}'")
-        if r.tags.get(tracking.KIND) == "pipeline" and r.status == "FINISHED"
-    ]
+    cells = [r for r in store.cells(found) if r.status == "FINISHED"]
     if not cells:
         raise CctkError(f"sweep {sweep} has no finished pipeline yet")
     return [r.run_id for r in sorted(cells, key=lambda r: r.tags.get(tracking.CELL, ""))]

@@ -237,12 +237,9 @@ def reopen_sweep(store: tracking.Store, sweep_id: str, address: str | None = Non
 def cell_runs(store: tracking.Store, sweep_id: str) -> dict[str, tracking.TrackedRun]:
     """The pipeline run of every cell started so far, by cell key: its FINISHED one, else its latest (a
     cell has one run; an attempt that could not be resumed leaves a KILLED one beside it)."""
-    runs = store.search([store.get(sweep_id).experiment_id], f"tags.`{tracking.SWEEP}` = '{sweep_id}'")
     found: dict[str, tracking.TrackedRun] = {}
-    for run in runs:  # the latest first (MLflow orders a search by start time, newest first)
-        key = run.tags.get(tracking.CELL)
-        if key is None or run.tags.get(tracking.KIND) != "pipeline":
-            continue
+    for run in store.cells(store.get(sweep_id)):  # the latest first (MLflow orders a search by start time)
+        key = run.tags[tracking.CELL]
         if key not in found or (run.status == "FINISHED" and found[key].status != "FINISHED"):
             found[key] = run
     return found

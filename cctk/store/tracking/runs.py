@@ -589,6 +589,11 @@ class Store:
             if not (token := page.token):
                 return found
 
+    def cells(self, sweep: TrackedRun) -> list[TrackedRun]:
+        """The pipeline run of every cell ``sweep`` started, of every attempt, the newest first."""
+        found = self.search([sweep.experiment_id], f"tags.`{SWEEP}` = '{sweep.run_id}'")
+        return [run for run in found if run.tags.get(KIND) == "pipeline" and CELL in run.tags]
+
     def pipelines(self) -> list[TrackedRun]:
         """Every pipeline's parent run in the store, of any experiment, the newest first (creates nothing)."""
         ids = self.experiment_ids()
