@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import mlflow
 import psutil
@@ -31,33 +32,37 @@ def _running_arm(client):
     return runs[0] if runs and runs[0].info.status == "RUNNING" else None
 
 
-def _stop_at_first_arm(command: list[str], uri: str):
-    """Start ``command``, SIGTERM it while its first arm trains; the arm's run and the process family."""
+def _stop_at_first_arm(command: list[str], uri: str, log: Path):
+    """Start ``command``, SIGTERM it while its first arm trains; the arm's run and what the command printed
+    (its last lines: the message of every assertion about it, so that a failure says what the command said)."""
     client = mlflow.MlflowClient(uri)
     client.search_experiments()  # the store's tables, made here first: two processes creating them race
-    proc = subprocess.Popen(
-        command,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "MLFLOW_TRACKING_URI": uri},
-        start_new_session=True,
-    )
-    try:
-        arm = _wait(lambda: _running_arm(client), 180)
-        family = psutil.Process(proc.pid).children(recursive=True)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) != 0
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert not [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            command,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "MLFLOW_TRACKING_URI": uri},
+            start_new_session=True,
+        )
+        try:
+            arm = _wait(lambda: _running_arm(client), 180)
+            family = psutil.Process(proc.pid).children(recursive=True)
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    said = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+    assert code == 143 and "Stopped (SIGTERM)." in said, said
+    assert not [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], (family, said)
     _no_group(proc.pid)
-    return client, arm
+    return client, arm, said
 
 
 def test_sigterm_to_a_pipeline_leaves_killed_runs_and_no_process(tiny_dir, tmp_path, new_store):
     uri = new_store(tmp_path)
-    client, arm = _stop_at_first_arm(
+    client, arm, said = _stop_at_first_arm(
         [
             sys.executable,
             "-m",
@@ -77,16 +82,17 @@ def test_sigterm_to_a_pipeline_leaves_killed_runs_and_no_process(tiny_dir, tmp_p
             str(tmp_path / "out"),
         ],
         uri,
+        tmp_path / "said.txt",
     )
     parent = client.get_run(arm.data.tags["mlflow.parentRunId"])
-    assert parent.info.status == "KILLED" and client.get_run(arm.info.run_id).info.status == "KILLED"
+    assert parent.info.status == "KILLED" and client.get_run(arm.info.run_id).info.status == "KILLED", said
     base = client.search_runs([parent.info.experiment_id], "tags.`cctk.key` = 'base'")[0]
-    assert base.info.status == "FINISHED"  # finished before the signal: it stays so
+    assert base.info.status == "FINISHED", said  # finished before the signal: it stays so
 
 
 def test_sigterm_to_a_sweep_leaves_the_sweep_its_cell_and_the_arm_killed(tiny_dir, tmp_path, new_store):
     uri = new_store(tmp_path)
-    client, arm = _stop_at_first_arm(
+    client, arm, said = _stop_at_first_arm(
         [
             sys.executable,
             "-m",
@@ -106,11 +112,12 @@ def test_sigterm_to_a_sweep_leaves_the_sweep_its_cell_and_the_arm_killed(tiny_di
             str(tmp_path / "out"),
         ],
         uri,
+        tmp_path / "said.txt",
     )
     cell = client.get_run(arm.data.tags["mlflow.parentRunId"])
     sweep = client.get_run(cell.data.tags["mlflow.parentRunId"])
     assert sweep.data.tags["cctk.kind"] == "sweep" and cell.data.tags["cctk.sweep"] == sweep.info.run_id
-    assert [r.info.status for r in (sweep, cell, client.get_run(arm.info.run_id))] == ["KILLED"] * 3
+    assert [r.info.status for r in (sweep, cell, client.get_run(arm.info.run_id))] == ["KILLED"] * 3, said
     assert len(client.search_runs([sweep.info.experiment_id], "tags.`cctk.kind` = 'pipeline'")) == 1  # seed 5: never
 
 
