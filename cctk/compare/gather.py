@@ -31,7 +31,7 @@ def run_ids(store: tracking.Store, sweep: str | None = None, runs: list[str] | N
     cells = [r for r in store.cells(found) if r.status == "FINISHED"]
     if not cells:
         raise CctkError(f"sweep {sweep} has no finished pipeline yet")
-    return [r.run_id for r in sorted(cells, key=lambda r: r.tags.get(tracking.CELL, ""))]
+    return [r.run_id for r in sorted(cells, key=lambda r: r.tags[tracking.CELL])]
 
 
 def gather(ids: list[str], tracking_name: str | None = None, cache: Path | None = None) -> list[PooledRun[Any]]:
