@@ -67,8 +67,10 @@ def html(table: pd.DataFrame, name: str, left: Collection[Hashable] | None = Non
     table = printed(table)
     if left is None:
         left = [c for c in table.columns if not pd.api.types.is_numeric_dtype(table[c])]
-    align: list[CSSDict] = [{"selector": tag, "props": "text-align: left"} for tag in ("td", "th")]
-    # long names wrap into a few lines, not a word a line beside a row of numbers: the table scrolls instead
+    # a short name (a model's, a group's) stays on one line; long ones wrap into a few lines, not a word a line
+    # beside a row of numbers: the table scrolls instead
+    align: list[CSSDict] = [{"selector": "td", "props": "text-align: left; white-space: nowrap"}]
+    align += [{"selector": "th", "props": "text-align: left"}]
     prose: list[CSSDict] = [
         {"selector": tag, "props": f"text-align: left; min-width: {PROSE_EM}em"} for tag in ("td", "th")
     ]
@@ -78,7 +80,7 @@ def html(table: pd.DataFrame, name: str, left: Collection[Hashable] | None = Non
     return styler.set_table_styles(styles, overwrite=False).to_html()
 
 
-PROSE, PROSE_EM = 32, 14  # a text column whose longest cell passes PROSE characters is at least PROSE_EM wide
+PROSE, PROSE_EM = 32, 14  # a text column whose longest cell passes PROSE characters wraps, at least PROSE_EM wide
 
 
 def _longest(values: pd.Series) -> int:

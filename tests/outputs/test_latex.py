@@ -102,7 +102,8 @@ def test_a_long_name_wraps_into_a_few_lines_not_a_word_a_line():
     long = "conditional rule from fabricated answers vs control for the conditional rule from fabricated answers"
     shown = html(pd.DataFrame({"base_model": ["tiny"], "contrast": [long], "runs": [3]}), "t")
     rules = dict(re.findall(r"#T_t (td\.col\d) \{([^}]*)\}", shown))
-    assert "min-width: 14em" in rules["td.col1"] and "min-width" not in rules["td.col0"]
+    assert "min-width: 14em" in rules["td.col1"] and "nowrap" not in rules["td.col1"]
+    assert "white-space: nowrap" in rules["td.col0"] and "min-width" not in rules["td.col0"]  # "tiny" stays whole
     assert "white-space: nowrap" in rules["td.col2"]
 
 
