@@ -446,12 +446,15 @@ def ending(run: LiveRun) -> Iterator[LiveRun]:
 
 def active_run() -> LiveRun | None:
     """The run MLflow holds active in this process (``mlflow.start_run()``, or a Hugging Face Trainer's
-    ``MLflowCallback``), through a client on MLflow's current tracking URI; None when there is none."""
+    ``MLflowCallback``), through a client on MLflow's current tracking URI (waiting for a busy SQLite store as
+    every client of cctk does); None when there is none."""
     import mlflow
     from mlflow import MlflowClient
 
     found = mlflow.active_run()
-    return None if found is None else LiveRun(found.info.run_id, MlflowClient(tracking_uri=mlflow.get_tracking_uri()))
+    if found is None:
+        return None
+    return LiveRun(found.info.run_id, MlflowClient(tracking_uri=waiting(mlflow.get_tracking_uri())))
 
 
 def _duplicate_key(error: Exception) -> bool:
