@@ -394,10 +394,34 @@ def execute(
     finally:
         if opened is not None:  # the cells' processes are gone now: what they left RUNNING is ended
             settle(store, opened, ends)
+            _settle_own(store, opened)
     where = f" --tracking {tracking.redact(sweep.tracking_uri)}" if sweep.out is None else ""  # a cluster's server
     echo(f"sweep {sweep.run_id} finished; compare it with: cctk compare --sweep {sweep.run_id}{where} --out DIR")
     before = {k: r.run_id for k, r in started.items() if r.status == "FINISHED"}
     return {**before, **{key: end.run_id for key, end in ends.items() if end.run_id is not None}}
+
+
+def _settle_own(store: tracking.Store, sweep_id: str) -> None:
+    """The sweep's own run where its end could not be written (the store refused the write twice, and its error
+    is what leaves): ended now as the sweep left, KILLED when it was stopped (Ctrl-C, SIGTERM), else FAILED."""
+    leaving = sys.exception()
+    if leaving is None:
+        return
+    try:
+        run = store.get(sweep_id)
+    except Exception:  # the store does not answer: what leaves says so
+        return
+    if run.status != "RUNNING":
+        return
+    cause = leaving.__context__ or leaving  # what ended the sweep; ``leaving``: the refused write, where it was one
+    stopped = isinstance(cause, KeyboardInterrupt)
+    why = f"the sweep {'stopped' if stopped else 'failed'} ({one_line(cause)})"
+    if cause is not leaving:
+        why += f" and its end could not be written: {one_line(leaving)}"
+    try:
+        end_run(store, run, "KILLED" if stopped else "FAILED", why)
+    except Exception:  # the store still refuses: what leaves says so, and this error would hide it
+        return
 
 
 def _finished_before(cell: Cell, started: dict[str, tracking.TrackedRun], echo: Echo) -> bool:

@@ -122,6 +122,47 @@ def test_a_sweep_ends_finished_or_killed_as_its_cells_end(tracking_uri, tmp_path
     assert sorted(r.status for r in runs) == ["FINISHED", "KILLED"]
 
 
+@pytest.mark.parametrize(
+    ("leave", "status", "why"),
+    [
+        (Terminated("stopped by signal 15"), "KILLED", "the sweep stopped (Terminated: stopped by signal 15)"),
+        (
+            RuntimeError("cell broke"),
+            "FAILED",
+            "the sweep failed (2 of 2 cells failed: cell smollm2-135m-bundled|seed=3",
+        ),
+    ],
+)
+def test_a_sweep_whose_end_the_store_refused_is_ended_as_it_left(
+    tracking_uri, tmp_path, monkeypatch, leave, status, why
+):
+    """The once-seen SIGTERM that left the sweep's own run RUNNING (its cell and arm KILLED): where the store
+    refuses the sweep's end (both tries), the store's error goes on, and the run is ended on the way out as the
+    sweep left: KILLED when it was stopped, FAILED when a cell failed, saying why and what the store said."""
+    store, plan = new_sweep(tmp_path)
+    end, refused = tracking.LiveRun.end, []
+
+    def refusing(self, status="FINISHED"):
+        if not refused and store.get(self.run_id).tags.get(tracking.KIND) == "sweep":
+            refused.append(self.run_id)
+            raise RuntimeError("(sqlite3.OperationalError) database is locked")
+        end(self, status)
+
+    def run_cell(cell, *_):
+        raise leave
+
+    monkeypatch.setattr(tracking.LiveRun, "end", refusing)
+    with pytest.raises(RuntimeError, match="database is locked"):
+        sweep.execute(store, plan, run_cell, echo=lambda *_: None)
+    (ended,) = store.search([store.experiment()], f"tags.`{tracking.KIND}` = 'sweep'")
+    said = ended.tags[tracking.ENDED if status == "KILLED" else tracking.ERROR]
+    assert ended.status == status and said.startswith(why), said
+    assert said.endswith(
+        "and its end could not be written: RuntimeError: (sqlite3.OperationalError) database is locked"
+    )
+    assert refused == [ended.run_id]
+
+
 def test_a_failed_cell_stops_no_other_and_fails_the_sweep_naming_it(tracking_uri, tmp_path):
     store, plan = new_sweep(tmp_path)
     said, called = [], []
