@@ -14,8 +14,10 @@ import os
 import re
 import shutil
 import socket
+import sys
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -158,6 +160,22 @@ def check_available(key_or_path: str) -> ModelSource:
     return found
 
 
+@contextmanager
+def bars_on_a_terminal() -> Iterator[None]:
+    """Transformers' progress bars (``Loading weights: 100%|...``) where a person watches the terminal; none in a
+    log or a captured stream, where each is a line of carriage returns. Hub downloads keep their own bars."""
+    from transformers.utils import logging as transformers_logging
+
+    shown = transformers_logging.is_progress_bar_enabled()
+    if shown and not sys.stderr.isatty():
+        transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            transformers_logging.enable_progress_bar()
+
+
 def load_model(model: ModelSource | str, dtype: torch.dtype | None = None, keep: bool = True) -> Loaded:
     """Return ``(model, tokenizer)``: a fresh copy, in eval mode, on the CPU, in ``dtype`` (float32).
 
@@ -190,7 +208,8 @@ def _load(found: ModelSource, dtype: torch.dtype) -> Loaded:
     else:
         folder = _hub_source(found.id)
     tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(folder, **kwargs)
-    model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, **kwargs)
+    with bars_on_a_terminal():
+        model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, **kwargs)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     # ``to`` through its Module type: transformers wraps its override in functools.wraps, which mypy reads unbound
@@ -379,7 +398,8 @@ def _write_bundled(folder: Path) -> None:
 
     gguf_folder, name = bundled_gguf()
     tokenizer = AutoTokenizer.from_pretrained(gguf_folder, gguf_file=name)
-    model = AutoModelForCausalLM.from_pretrained(gguf_folder, gguf_file=name, dtype=_float32())
+    with bars_on_a_terminal():
+        model = AutoModelForCausalLM.from_pretrained(gguf_folder, gguf_file=name, dtype=_float32())
     _plain(model).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
 

@@ -1,11 +1,21 @@
 import subprocess
 import sys
+from unittest import mock
 
 import pytest
 import torch
 
 from cctk.core.errors import CctkError
-from cctk.core.lm.models import BUNDLED, ROSTER, bundled_gguf, cache_root, check_model_name, converted, load_model
+from cctk.core.lm.models import (
+    BUNDLED,
+    ROSTER,
+    bars_on_a_terminal,
+    bundled_gguf,
+    cache_root,
+    check_model_name,
+    converted,
+    load_model,
+)
 
 
 def test_unknown_key_lists_the_roster():
@@ -79,6 +89,20 @@ def test_local_directory_loads_a_fresh_float32_copy(tmp_path, tokenizer, make_ti
         next(first.parameters()).add_(1.0)
     assert not torch.equal(next(first.parameters()), next(second.parameters()))
     assert tok.pad_token_id is not None
+
+
+def test_a_load_draws_no_progress_bar_into_a_log(tmp_path, tokenizer, make_tiny, capfd):
+    """Before: every pipeline's log held Transformers' ``Loading weights: 0%|...|100%`` bar, carriage returns and
+    all; on a terminal it still shows, and the setting is left as it was."""
+    from transformers.utils import logging as transformers_logging
+
+    make_tiny("llama", len(tokenizer)).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    load_model(str(tmp_path), keep=False)
+    assert "Loading weights" not in capfd.readouterr().err
+    assert transformers_logging.is_progress_bar_enabled()
+    with mock.patch.object(sys.stderr, "isatty", return_value=True), bars_on_a_terminal():
+        assert transformers_logging.is_progress_bar_enabled()
 
 
 def test_cli_unknown_model_fails_in_one_line_without_traceback(tmp_path):
