@@ -29,7 +29,7 @@ import pandas as pd
 from statsmodels.stats.contingency_tables import mcnemar
 
 from ...core.errors import CctkError
-from ...core.labels import counted
+from ...core.labels import TABLE_HEADERS, counted
 from ...core.stats import clopper_pearson, t_interval
 from ...store.tracking import ARM, KIND, Store, TrackedRun
 from .. import ARMS, RUN, STUDY_RUN, SWEEP_RUN
@@ -54,14 +54,12 @@ CAPTIONS = {
     "second, neither; the two accuracies; and the exact McNemar test (two-sided binomial test of the "
     "discordant items). Rows with seeds 'all' pool the discordant items over the seeds.",
 }
+# Its own columns' headers beside cctk's shared ones (run_id, model, seed, runs: core.labels.TABLE_HEADERS)
 HEADERS = {
-    "run_id": "Run",
+    **TABLE_HEADERS,
     "study": "Study",
-    "model": "Model",
     "arm": "Arm",
-    "seed": "Seed",
     "seeds": "Seeds",
-    "runs": "Runs",
     "items": "Items",
     "correct": "Correct",
     "accuracy": "Accuracy",
