@@ -310,6 +310,26 @@ def test_a_corrupted_store_is_refused_in_one_line_naming_its_file(tmp_path):
         tracking.connect(f"sqlite:///{path}")
 
 
+def test_a_store_locked_past_the_wait_is_said_to_be_locked_not_broken(tracking_uri, monkeypatch):
+    """Before: a store another process held locked past the wait read "cannot be opened as an MLflow SQLite store
+    ...; move it away", advice that would lose a sound store."""
+    import sqlite3
+
+    path = tracking.sqlite_path(tracking_uri)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_uri + "?timeout=0.2")  # the URI's own wait, kept
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        with pytest.raises(CctkError) as locked:
+            tracking.connect().experiment_ids()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert str(locked.value).startswith(f"the tracking store {path} stayed locked by another process longer than")
+    assert str(locked.value).endswith("or wait longer with ?timeout=SECONDS on its URI")
+    assert "move it away" not in str(locked.value)
+
+
 def test_an_experiment_tag_set_by_a_racing_process_is_no_error(tracking_uri, monkeypatch):
     """On a new server, two first runs set the experiment's kind tag at once and one insert is refused
     (an IntegrityError): the tag is there, so cctk goes on."""

@@ -485,6 +485,12 @@ def _open_client(uri: str) -> MlflowClient:
     except Exception as error:  # sqlalchemy's DatabaseError on a file of garbage, an alembic error, no folder
         cause = getattr(error, "orig", None) or error  # sqlalchemy wraps the driver's error with its SQL
         first = " ".join(str(cause).split())[:200]
+        if "database is locked" in first:  # a sound store another process held past the wait: not to be moved
+            raise CctkError(
+                f"the tracking store {path} stayed locked by another process longer than the wait for it "
+                f"({type(cause).__name__}: {first}); try again once that process is done, or wait longer with "
+                "?timeout=SECONDS on its URI"
+            ) from None
         raise CctkError(
             f"the tracking store {path} cannot be opened as an MLflow SQLite store "
             f"({type(cause).__name__}: {first}); move it away or pick another --tracking"
