@@ -15,6 +15,7 @@ from ..core.labels import counted
 from ..manuals import registry
 from ..manuals.configure import Option, command_options
 from ..manuals.manual import AnyManual, Resumable
+from ..store.tracking import NotEnded
 from .krtest import krtest
 from .options import DEVICE, MODEL, RUN_TRACKING, TRACKING, RunIds, out_option
 from .server import server, ui
@@ -43,12 +44,22 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except NotEnded as error:  # a run the store would not end: said, then the command ends as it was ending
+            if not isinstance(error.leaving, KeyboardInterrupt):
+                raise click.ClickException(str(error)) from None
+            click.echo(f"Error: {error}", err=True)
+            raise _stopped(error.leaving) from None
         except CctkError as error:
             raise click.ClickException(str(error)) from None
         except KeyboardInterrupt as stop:  # every `finally` has run: the runs ended KILLED
-            terminated = isinstance(stop, Terminated)
-            click.echo("Stopped (SIGTERM)." if terminated else "Interrupted (Ctrl-C).", err=True)
-            raise SystemExit(EXIT_TERMINATED if terminated else EXIT_INTERRUPTED) from None
+            raise _stopped(stop) from None
+
+
+def _stopped(stop: KeyboardInterrupt) -> SystemExit:
+    """Say how the command was stopped; the exit code the shell gives a process its signal stopped."""
+    terminated = isinstance(stop, Terminated)
+    click.echo("Stopped (SIGTERM)." if terminated else "Interrupted (Ctrl-C).", err=True)
+    return SystemExit(EXIT_TERMINATED if terminated else EXIT_INTERRUPTED)
 
 
 @click.group(cls=_Group)

@@ -317,8 +317,8 @@ def _resumable(store: tracking.Store, earlier: tracking.TrackedRun | None) -> st
 
 
 def end_run(store: tracking.Store, run: tracking.TrackedRun, status: str, why: str) -> None:
-    """End a run no process runs any more, and its RUNNING children: ``status`` (FAILED or KILLED), ``why``
-    as tag ``cctk.error`` (FAILED) or ``cctk.ended`` (KILLED)."""
+    """End a run no process runs any more, and its RUNNING children: ``status``, ``why`` as tag ``cctk.error``
+    (FAILED) or ``cctk.ended`` (KILLED, FINISHED)."""
     tag = tracking.ERROR if status == "FAILED" else tracking.ENDED
     for stale in [*(c for c in store.children(run) if c.status == "RUNNING"), run]:
         live = tracking.LiveRun(stale.run_id, store.client)
@@ -391,37 +391,36 @@ def execute(
             else:
                 _ray(ray, sweep, jobs, run_cell, echo, per_cell, ends)
             _raise_failed(ends, len(jobs))
+    except tracking.NotEnded as refused:
+        if refused.run_id != opened:
+            raise
+        _end_late(store, refused)
     finally:
         if opened is not None:  # the cells' processes are gone now: what they left RUNNING is ended
             settle(store, opened, ends)
-            _settle_own(store, opened)
     where = f" --tracking {tracking.redact(sweep.tracking_uri)}" if sweep.out is None else ""  # a cluster's server
     echo(f"sweep {sweep.run_id} finished; compare it with: cctk compare --sweep {sweep.run_id}{where} --out DIR")
     before = {k: r.run_id for k, r in started.items() if r.status == "FINISHED"}
     return {**before, **{key: end.run_id for key, end in ends.items() if end.run_id is not None}}
 
 
-def _settle_own(store: tracking.Store, sweep_id: str) -> None:
-    """The sweep's own run where its end could not be written (the store refused the write twice, and its error
-    is what leaves): ended now as the sweep left, KILLED when it was stopped (Ctrl-C, SIGTERM), else FAILED."""
-    leaving = sys.exception()
-    if leaving is None:
-        return
+def _end_late(store: tracking.Store, refused: tracking.NotEnded) -> None:
+    """The sweep's own run, whose end the store refused (both tries): tried once more now, as the sweep left
+    (KILLED when stopped, FAILED when a cell failed, else FINISHED), its tag saying why and what the store said.
+    Written, what ended the sweep leaves (a stop, the failed cells), as if the store had taken the first try;
+    refused again, ``refused`` leaves, naming the run left RUNNING."""
+    cause = refused.leaving
+    if cause is None:
+        why = "the sweep finished"
+    else:
+        why = f"the sweep {'stopped' if isinstance(cause, KeyboardInterrupt) else 'failed'} ({one_line(cause)})"
+    why += f" and its end was written on a later try (the store refused it twice: {one_line(refused.refused)})"
     try:
-        run = store.get(sweep_id)
-    except Exception:  # the store does not answer: what leaves says so
-        return
-    if run.status != "RUNNING":
-        return
-    cause = leaving.__context__ or leaving  # what ended the sweep; ``leaving``: the refused write, where it was one
-    stopped = isinstance(cause, KeyboardInterrupt)
-    why = f"the sweep {'stopped' if stopped else 'failed'} ({one_line(cause)})"
-    if cause is not leaving:
-        why += f" and its end could not be written: {one_line(leaving)}"
-    try:
-        end_run(store, run, "KILLED" if stopped else "FAILED", why)
-    except Exception:  # the store still refuses: what leaves says so, and this error would hide it
-        return
+        end_run(store, store.get(refused.run_id), refused.status, why)
+    except Exception:  # the store refuses still: ``refused`` says which run stays RUNNING
+        raise refused from None
+    if cause is not None:
+        raise cause from None
 
 
 def _finished_before(cell: Cell, started: dict[str, tracking.TrackedRun], echo: Echo) -> bool:

@@ -9,6 +9,7 @@ from cctk.core.errors import Terminated
 from cctk.core.progress import Progress
 from cctk.manuals.v2.config import PROFILES
 from cctk.pipeline import stages as pipeline
+from cctk.store import tracking
 
 
 @pytest.mark.parametrize(
@@ -38,3 +39,28 @@ def test_an_interrupted_arm_says_so():
     assert said == [said[0]] and said[0].startswith(
         f"arm 2/13 fabricated answers: interrupted after 3 of {total} steps"
     )
+
+
+def test_a_stopped_run_the_store_would_not_end_is_named_and_exits_143(monkeypatch, tmp_path, tracking_uri):
+    """The store refused the KILLED write (both tries): the run left RUNNING is one line naming it, then the
+    command exits as the stopped command it was (not the store's traceback, exit 1)."""
+    store = tracking.connect(tracking_uri)
+
+    def refusing(self, status="FINISHED"):
+        raise RuntimeError("(sqlite3.OperationalError) database is locked")
+
+    def stopped(*args, **kwargs):
+        with store.run("pipeline", "session", {}):
+            raise Terminated("stopped by signal 15")
+
+    monkeypatch.setattr(tracking.LiveRun, "end", refusing)
+    monkeypatch.setattr(pipeline, "run", stopped)
+    result = CliRunner().invoke(cli, ["run", "--out", str(tmp_path)])
+    (left,) = store.search([store.experiment()], "")
+    assert left.status == "RUNNING" and result.exit_code == 143
+    said = (
+        f"Error: run {left.run_id} could not be ended KILLED: the store refused the write twice (RuntimeError: "
+        f"(sqlite3.OperationalError) database is locked); it shows RUNNING until it is resumed (cctk run --resume "
+        f"{left.run_id} for a pipeline, cctk sweep --resume {left.run_id} for a sweep) or the store takes the write"
+    )
+    assert result.output.splitlines() == [said, "Stopped (SIGTERM)."]

@@ -131,36 +131,69 @@ def test_a_sweep_ends_finished_or_killed_as_its_cells_end(tracking_uri, tmp_path
             "FAILED",
             "the sweep failed (2 of 2 cells failed: cell smollm2-135m-bundled|seed=3",
         ),
+        (None, "FINISHED", "the sweep finished"),
     ],
 )
 def test_a_sweep_whose_end_the_store_refused_is_ended_as_it_left(
     tracking_uri, tmp_path, monkeypatch, leave, status, why
 ):
     """The once-seen SIGTERM that left the sweep's own run RUNNING (its cell and arm KILLED): where the store
-    refuses the sweep's end (both tries), the store's error goes on, and the run is ended on the way out as the
-    sweep left: KILLED when it was stopped, FAILED when a cell failed, saying why and what the store said."""
+    refuses the sweep's end (both tries), the end is tried once more after the cells, as the sweep left (KILLED
+    when it was stopped, FAILED when a cell failed, else FINISHED), its tag saying why and what the store said;
+    what leaves is what ended the sweep. Where the store refuses that too, one line names the run left RUNNING."""
     store, plan = new_sweep(tmp_path)
     end, refused = tracking.LiveRun.end, []
 
     def refusing(self, status="FINISHED"):
         if not refused and store.get(self.run_id).tags.get(tracking.KIND) == "sweep":
-            refused.append(self.run_id)
+            refused.append(self.run_id)  # both of LiveRun.end's tries, as one
             raise RuntimeError("(sqlite3.OperationalError) database is locked")
         end(self, status)
 
     def run_cell(cell, *_):
-        raise leave
+        if leave is not None:
+            raise leave
+        return f"run-{cell.seed}"
 
     monkeypatch.setattr(tracking.LiveRun, "end", refusing)
-    with pytest.raises(RuntimeError, match="database is locked"):
+    if leave is None:
         sweep.execute(store, plan, run_cell, echo=lambda *_: None)
+    else:
+        with pytest.raises(CctkError if isinstance(leave, RuntimeError) else type(leave)):
+            sweep.execute(store, plan, run_cell, echo=lambda *_: None)
     (ended,) = store.search([store.experiment()], f"tags.`{tracking.KIND}` = 'sweep'")
-    said = ended.tags[tracking.ENDED if status == "KILLED" else tracking.ERROR]
+    said = ended.tags[tracking.ERROR if status == "FAILED" else tracking.ENDED]
     assert ended.status == status and said.startswith(why), said
     assert said.endswith(
-        "and its end could not be written: RuntimeError: (sqlite3.OperationalError) database is locked"
+        "and its end was written on a later try (the store refused it twice: "
+        "RuntimeError: (sqlite3.OperationalError) database is locked)"
     )
     assert refused == [ended.run_id]
+
+
+def test_a_sweep_whose_end_the_store_refuses_for_good_says_it_is_left_running(tracking_uri, tmp_path, monkeypatch):
+    store, plan = new_sweep(tmp_path)
+    end = tracking.LiveRun.end
+
+    def refusing(self, status="FINISHED"):
+        if store.get(self.run_id).tags.get(tracking.KIND) == "sweep":
+            raise RuntimeError("(sqlite3.OperationalError) database is locked")
+        end(self, status)
+
+    def stopped(cell, *_):
+        raise Terminated("stopped by signal 15")
+
+    monkeypatch.setattr(tracking.LiveRun, "end", refusing)
+    with pytest.raises(tracking.NotEnded) as left:
+        sweep.execute(store, plan, stopped, echo=lambda *_: None)
+    (sweep_run,) = store.search([store.experiment()], f"tags.`{tracking.KIND}` = 'sweep'")
+    assert sweep_run.status == "RUNNING" and isinstance(left.value.leaving, Terminated)
+    assert str(left.value) == (
+        f"run {sweep_run.run_id} could not be ended KILLED: the store refused the write twice (RuntimeError: "
+        f"(sqlite3.OperationalError) database is locked); it shows RUNNING until it is resumed (cctk run --resume "
+        f"{sweep_run.run_id} for a pipeline, cctk sweep --resume {sweep_run.run_id} for a sweep) or the store takes "
+        "the write"
+    )
 
 
 def test_a_failed_cell_stops_no_other_and_fails_the_sweep_naming_it(tracking_uri, tmp_path):

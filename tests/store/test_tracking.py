@@ -679,6 +679,9 @@ class _Refusing:
             raise self.error
         self.client.set_terminated(run_id, status=status)
 
+    def set_tag(self, run_id, key, value):
+        self.client.set_tag(run_id, key, value)
+
 
 def test_a_refused_status_write_is_tried_again_once(tracking_uri, monkeypatch):
     from mlflow.exceptions import MlflowException
@@ -696,8 +699,35 @@ def test_a_refused_status_write_is_tried_again_once(tracking_uri, monkeypatch):
     with pytest.raises(MlflowException, match="database is locked"):
         tracking.LiveRun(twice.run_id, client).end("FINISHED")
     assert store.get(twice.run_id).status == "RUNNING" and client.tries == 2  # once again, not forever
+    left = store.start(store.experiment(), "arm")
+    client = _Refusing(store.client, 2, locked)
+    with (
+        pytest.raises(tracking.NotEnded, match=f"run {left.run_id} could not be ended FAILED") as said,
+        tracking.ending(tracking.LiveRun(left.run_id, client)),
+    ):
+        raise ValueError("the arm broke")
+    assert store.get(left.run_id).status == "RUNNING"  # and the line says so, with what ended the block
+    assert isinstance(said.value.leaving, ValueError) and said.value.status == "FAILED"
     refused = store.start(store.experiment(), "arm")
     client = _Refusing(store.client, 1, tracking.Refused("user 'bob' may not log to this experiment"))
     with pytest.raises(tracking.Refused):
         tracking.LiveRun(refused.run_id, client).end("FINISHED")
     assert client.tries == 1  # a refusal is one line at once
+
+
+class _TagRefusing(_Refusing):
+    def set_tag(self, run_id, key, value):
+        raise self.error
+
+
+def test_a_failed_run_whose_error_tag_the_store_refused_still_ends_failed(tracking_uri):
+    """A busy store that did not take tag cctk.error still gets the status: FAILED, and the block's own error
+    goes on (not the store's)."""
+    from mlflow.exceptions import MlflowException
+
+    store = tracking.connect(tracking_uri)
+    run = store.start(store.experiment(), "arm")
+    client = _TagRefusing(store.client, 0, MlflowException("(sqlite3.OperationalError) database is locked"))
+    with pytest.raises(ValueError, match="the arm broke"), tracking.ending(tracking.LiveRun(run.run_id, client)):
+        raise ValueError("the arm broke")
+    assert store.get(run.run_id).status == "FAILED" and tracking.ERROR not in store.get(run.run_id).tags

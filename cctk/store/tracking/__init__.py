@@ -24,6 +24,7 @@ from .config import (
     HOW_TO_POINT as HOW_TO_POINT,
     Login as Login,
     NoStore as NoStore,
+    NotEnded as NotEnded,
     TrackingConfig as TrackingConfig,
     Unreachable as Unreachable,
     absolute_uri as absolute_uri,

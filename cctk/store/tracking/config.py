@@ -198,6 +198,21 @@ class Unreachable(CctkError):
         super().__init__(why + tail)
 
 
+class NotEnded(CctkError):
+    """The store refused to end run ``run_id`` ``status`` (both tries of ``LiveRun.end``; ``refused``: what it
+    said), so the run shows RUNNING. ``leaving``: what ended the run's block (a ``KeyboardInterrupt`` when the
+    command was stopped, an error when it failed, None when it finished)."""
+
+    def __init__(self, run_id: str, status: str, refused: Exception, leaving: BaseException | None):
+        self.run_id, self.status, self.refused, self.leaving = run_id, status, refused, leaving
+        said = " ".join(f"{type(refused).__name__}: {refused}".split())
+        super().__init__(
+            f"run {run_id} could not be ended {status}: the store refused the write twice ({said}); it shows RUNNING "
+            f"until it is resumed (cctk run --resume {run_id} for a pipeline, cctk sweep --resume {run_id} for a "
+            "sweep) or the store takes the write"
+        )
+
+
 def missing_store(config: TrackingConfig) -> str | None:
     """Why ``config``'s store cannot be read without creating it (None when it can): a SQLite file that is
     not there, or a server that does not answer."""

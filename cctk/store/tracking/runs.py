@@ -40,6 +40,7 @@ from .config import (
     HOW_TO_POINT,
     ON_SERVER,
     NoStore,
+    NotEnded,
     TrackingConfig,
     Unreachable,
     check_reachable,
@@ -414,12 +415,18 @@ class LiveRun:
             self._client.set_terminated(self.run_id, status=status)
 
     def failed(self, error: BaseException) -> None:
-        """End the run FAILED, the error as one line in tag ``cctk.error``."""
+        """End the run FAILED, the error as one line in tag ``cctk.error``. A busy store that did not take the
+        tag may take the status (``end`` tries it twice): the status is what must be true, the error's line is
+        what the command says."""
         text = " ".join(f"{type(error).__name__}: {error}".split())
         try:
             self._client.set_tag(self.run_id, ERROR, text[:4000])
-        finally:
+        except CctkError:  # a refusal, an outage: one line, once the status has been tried
             self.end("FAILED")
+            raise
+        except Exception:  # the tag not written (a database's lock): the status still is
+            pass
+        self.end("FAILED")
 
 
 @contextmanager
@@ -430,18 +437,32 @@ def ending(run: LiveRun) -> Iterator[LiveRun]:
     ``Store.run`` opens every run inside it."""
     try:
         yield run
-    except KeyboardInterrupt:
-        run.end("KILLED")
+    except KeyboardInterrupt as stop:
+        _end(run, "KILLED", stop)
         raise
     except Unreachable as gone:  # the server stopped answering: end it if it answers again, else say so
         raise _left_running(run, gone) from None
     except BaseException as error:
-        run.failed(error)
+        _end(run, "FAILED", error)
         raise
     try:
-        run.end("FINISHED")
+        _end(run, "FINISHED", None)
     except Unreachable as gone:
         raise Unreachable(gone.why, (*gone.left_running, run.run_id)) from None
+
+
+def _end(run: LiveRun, status: str, leaving: BaseException | None) -> None:
+    """End ``run`` ``status`` as ``leaving`` (None: the block finished) leaves its block; a store that refused
+    the write twice is ``NotEnded``, one line naming the run left RUNNING (not the store's traceback)."""
+    try:
+        if status == "FAILED" and leaving is not None:
+            run.failed(leaving)
+        else:
+            run.end(status)
+    except CctkError:
+        raise
+    except Exception as refused:
+        raise NotEnded(run.run_id, status, refused, leaving) from refused
 
 
 def active_run() -> LiveRun | None:
