@@ -239,8 +239,10 @@ def test_synthesis_chart():
     rows["share"] = rows["hits"] / rows["n"]
     rows["lo"], rows["hi"] = rows["share"] * 0.8, np.minimum(rows["share"] * 1.1, 1.0)
     fig = v2_charts.synthesis_chart(rows)
-    texts = [t.get_text() for t in fig.axes[0].texts]
-    assert {"20 / 24", "2 / 24", "10 / 81", "seen", "held out"} <= set(texts)
+    at = {t.get_text(): t.get_position()[0] for t in fig.axes[0].texts}
+    assert {"20 / 24", "2 / 24", "81 / 81", "seen", "held out"} <= set(at)
+    # the base model trained on nothing: its count of all 81 under neither header, between them
+    assert at["10 / 81 (all)"] == (at["seen"] + at["held out"]) / 2 and at["81 / 81"] == at["seen"]
 
 
 def test_loss_chart_colours_main_runs():

@@ -21,7 +21,9 @@ SERIES = ("seen", "heldout", "control_heldout", "base")
 COLORS = {"seen": SEEN_HIT, "heldout": HELD_HIT, "control_heldout": CONTROL, "base": BASE}
 LABELS = {"seen": "seen", "heldout": "held out", "control_heldout": "held out, control", "base": "base model (all 81)"}
 OFFSET = {"seen": -0.15, "heldout": 0.15, "control_heldout": 0.15, "base": 0.0}
-COLUMN = {"seen": 0, "base": 0, "heldout": 1, "control_heldout": 1}  # counts column
+# Counts column; the base model (trained on nothing) is neither seen nor held out: its count of all 81 sits
+# between the two columns, marked "(all)"
+COLUMN = {"seen": 0.0, "base": 0.5, "heldout": 1.0, "control_heldout": 1.0}
 # Paper style: (colour, marker) of each series.
 PAPER = {
     "seen": (styles.HIT, "o"),
@@ -70,13 +72,15 @@ def _y(rows: pd.DataFrame, models: list[str], r: pd.Series) -> float:
 
 
 def _counts(ax: Axes, rows: pd.DataFrame, models: list[str]) -> None:
-    """Two columns right of the chart: hits / n for the seen and the held-out additions."""
+    """Two columns right of the chart: hits / n for the seen and the held-out additions (the base model's, of
+    all 81, between them)."""
     where = blended_transform_factory(ax.transAxes, ax.transData)
     for col, header in enumerate(("seen", "held out")):
         ax.text(1.1 + 0.2 * col, -0.6, header, transform=where, ha="center", va="bottom", fontweight="bold")
     for _, r in rows.iterrows():
         x, color = 1.1 + 0.2 * COLUMN[r.series], COLORS[r.series]
-        ax.text(x, models.index(r.model), f"{r.hits} / {r.n}", transform=where, ha="center", va="center", color=color)
+        count = f"{r.hits} / {r.n}" + (" (all)" if r.series == "base" else "")
+        ax.text(x, models.index(r.model), count, transform=where, ha="center", va="center", color=color)
 
 
 def _paper(rows: pd.DataFrame, models: list[str], style: Style) -> Figure:
