@@ -45,10 +45,15 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except NotEnded as error:  # a run the store would not end: said, then the command ends as it was ending
-            if not isinstance(error.leaving, KeyboardInterrupt):
+            leaving = error.leaving
+            if leaving is None:
                 raise click.ClickException(str(error)) from None
             click.echo(f"Error: {error}", err=True)
-            raise _stopped(error.leaving) from None
+            if isinstance(leaving, KeyboardInterrupt):
+                raise _stopped(leaving) from None
+            if isinstance(leaving, CctkError):
+                raise click.ClickException(str(leaving)) from None
+            raise leaving from None
         except CctkError as error:
             raise click.ClickException(str(error)) from None
         except KeyboardInterrupt as stop:  # every `finally` has run: the runs ended KILLED

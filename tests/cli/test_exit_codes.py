@@ -5,7 +5,7 @@ import pytest
 from click.testing import CliRunner
 
 from cctk.cli.main import cli
-from cctk.core.errors import Terminated
+from cctk.core.errors import CctkError, Terminated
 from cctk.core.progress import Progress
 from cctk.manuals.v2.config import PROFILES
 from cctk.pipeline import stages as pipeline
@@ -41,26 +41,37 @@ def test_an_interrupted_arm_says_so():
     )
 
 
-def test_a_stopped_run_the_store_would_not_end_is_named_and_exits_143(monkeypatch, tmp_path, tracking_uri):
-    """The store refused the KILLED write (both tries): the run left RUNNING is one line naming it, then the
-    command exits as the stopped command it was (not the store's traceback, exit 1)."""
+@pytest.mark.parametrize(
+    ("leave", "status", "code", "last"),
+    [
+        (Terminated("stopped by signal 15"), "KILLED", 143, "Stopped (SIGTERM)."),
+        (CctkError("the arm's corpus is empty"), "FAILED", 1, "Error: the arm's corpus is empty"),
+        (None, "FINISHED", 1, None),
+    ],
+)
+def test_a_run_the_store_would_not_end_is_named_then_the_command_ends_as_it_was(
+    leave, status, code, last, monkeypatch, tmp_path, tracking_uri
+):
+    """The store refused the end's write (both tries): the run left RUNNING is one line naming it, then the
+    command ends as it was ending: a stopped one exits 143, a failed one says why (not the store's traceback)."""
     store = tracking.connect(tracking_uri)
 
     def refusing(self, status="FINISHED"):
         raise RuntimeError("(sqlite3.OperationalError) database is locked")
 
-    def stopped(*args, **kwargs):
+    def ran(*args, **kwargs):
         with store.run("pipeline", "session", {}):
-            raise Terminated("stopped by signal 15")
+            if leave is not None:
+                raise leave
 
     monkeypatch.setattr(tracking.LiveRun, "end", refusing)
-    monkeypatch.setattr(pipeline, "run", stopped)
+    monkeypatch.setattr(pipeline, "run", ran)
     result = CliRunner().invoke(cli, ["run", "--out", str(tmp_path)])
     (left,) = store.search([store.experiment()], "")
-    assert left.status == "RUNNING" and result.exit_code == 143
+    assert left.status == "RUNNING" and result.exit_code == code
     said = (
-        f"Error: run {left.run_id} could not be ended KILLED: the store refused the write twice (RuntimeError: "
+        f"Error: run {left.run_id} could not be ended {status}: the store refused the write twice (RuntimeError: "
         f"(sqlite3.OperationalError) database is locked); it shows RUNNING until it is resumed (cctk run --resume "
         f"{left.run_id} for a pipeline, cctk sweep --resume {left.run_id} for a sweep) or the store takes the write"
     )
-    assert result.output.splitlines() == [said, "Stopped (SIGTERM)."]
+    assert result.output.splitlines() == [said] + ([last] if last else [])
