@@ -129,6 +129,18 @@ class TableSpec:
     section: str
     paper_caption: str | None = None
 
+    @classmethod
+    def every(
+        cls,
+        titles: Mapping[str, str],
+        captions: Mapping[str, str],
+        sections: Mapping[str, str],
+        paper_captions: Mapping[str, str | None],
+    ) -> tuple[TableSpec, ...]:
+        """A manual's tables in the order of ``titles`` (key -> title), each with its caption, section and paper
+        caption by key."""
+        return tuple(cls(k, t, captions[k], sections[k], paper_captions[k]) for k, t in titles.items())
+
 
 @dataclass(frozen=True)
 class ManualSpec:

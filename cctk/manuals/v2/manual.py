@@ -114,10 +114,7 @@ SPEC = ManualSpec(
     profiles=PROFILES,
     scoring=facts.SCORING,
     vocabulary=VOCABULARY,
-    tables=tuple(
-        TableSpec(key, title, TABLE_CAPTIONS[key], experiments.TABLE_PART[key], PAPER_TABLE_CAPTIONS[key])
-        for key, title in TABLES.items()
-    ),
+    tables=TableSpec.every(TABLES, TABLE_CAPTIONS, experiments.TABLE_PART, PAPER_TABLE_CAPTIONS),
     sections=SECTIONS,
     figure_about=FIGURE_ABOUT,
     paper_figure_about=PAPER_FIGURE_ABOUT,
