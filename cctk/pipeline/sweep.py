@@ -141,7 +141,7 @@ def absolute_store(store: tracking.Store) -> str:
     """The store's URI as every worker can use it: an absolute SQLite path, waiting for a busy database.
 
     SQLite takes one writer at a time; a second writer waits up to ``tracking.BUSY_TIMEOUT`` seconds for the
-    lock (``tracking.waiting``; Python's default is 5 s, too short for cells that log at once), so concurrent
+    lock (``tracking.waiting``; MLflow's own sessions wait 20 s, too short for cells that log at once), so concurrent
     cells all complete.
     A database's password stays in it: the cells connect with it (a Ray worker through its environment),
     and every line that names the store shows it redacted (``tracking.redact``).

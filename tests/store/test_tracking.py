@@ -325,7 +325,9 @@ def test_a_store_locked_past_the_wait_is_said_to_be_locked_not_broken(tracking_u
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    assert str(locked.value).startswith(f"the tracking store {path} stayed locked by another process longer than")
+    assert str(locked.value).startswith(
+        f"the tracking store {path} stayed locked by another process longer than the wait for it as cctk opened it"
+    )
     assert str(locked.value).endswith("or wait longer with ?timeout=SECONDS on its URI")
     assert "move it away" not in str(locked.value)
 
@@ -651,17 +653,21 @@ def test_a_new_store_opens_without_mlflows_info_lines(tmp_path):
     assert "INFO" not in done.stderr and "database tables" not in done.stderr, done.stderr
 
 
-def test_a_sqlite_stores_writer_waits_for_anothers_lock(tracking_uri):
-    """Python's sqlite3 gives up on a locked database after 5 s: a run's last status write, waiting on another
-    writer under load (a sweep's cell, the system metrics' thread), failed and left the run RUNNING. Every
-    SQLite client of cctk waits ``BUSY_TIMEOUT`` s; a URI's own timeout is kept."""
+def test_a_sqlite_stores_writer_waits_for_anothers_lock(tracking_uri, monkeypatch):
+    """MLflow begins every session on SQLite with a 20 s busy timeout: a run's last status write, waiting on
+    another writer under load (a sweep's cell, the system metrics' thread), could fail and leave the run
+    RUNNING. Every SQLite client of cctk waits ``BUSY_TIMEOUT`` s in MLflow's own sessions (read in one); a
+    URI's own timeout is kept."""
     import sqlalchemy
 
     store = tracking.connect(tracking_uri)
     assert store.client.tracking_uri == tracking_uri + "?timeout=120" and store.uri == tracking_uri
-    engine = sqlalchemy.create_engine(store.client.tracking_uri)  # as MLflow's store builds its engine from it
-    with engine.connect() as connection:
-        assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 120_000
+    sessions = store.client._tracking_client.store.ManagedSessionMaker  # MLflow's, as every call of it opens one
+    with sessions() as session:
+        assert session.execute(sqlalchemy.text("PRAGMA busy_timeout")).scalar() == 120_000
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_uri + "?timeout=0.5")  # wins over connect's argument
+    with tracking.connect().client._tracking_client.store.ManagedSessionMaker() as own:
+        assert own.execute(sqlalchemy.text("PRAGMA busy_timeout")).scalar() == 500
     assert tracking.waiting("sqlite:////tmp/x.db?timeout=9") == "sqlite:////tmp/x.db?timeout=9"
     assert tracking.waiting("sqlite:////tmp/x.db?mode=ro") == "sqlite:////tmp/x.db?mode=ro&timeout=120"
     assert tracking.waiting("http://127.0.0.1:5000") == "http://127.0.0.1:5000"
@@ -731,3 +737,37 @@ def test_a_failed_run_whose_error_tag_the_store_refused_still_ends_failed(tracki
     with pytest.raises(ValueError, match="the arm broke"), tracking.ending(tracking.LiveRun(run.run_id, client)):
         raise ValueError("the arm broke")
     assert store.get(run.run_id).status == "FAILED" and tracking.ERROR not in store.get(run.run_id).tags
+
+
+def test_a_store_locked_past_the_wait_mid_run_is_one_line_and_the_run_it_could_not_end_is_named(
+    tracking_uri, monkeypatch
+):
+    """Held by another process (a real SQLite lock) past the wait: a write is ``Locked``, one line naming the
+    store and the call (before: MLflow's traceback); the end is tried twice, then one line names the run left
+    RUNNING; once the lock is let go, the store takes the end."""
+    import sqlite3
+
+    monkeypatch.setattr(tracking.runs, "END_PAUSE", 0.0)
+    path = tracking.sqlite_path(tracking_uri)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_uri + "?timeout=0.2")  # the URI's own wait, kept
+    store = tracking.connect()
+    run = tracking.LiveRun(store.start(store.experiment(), "arm").run_id, store.client)
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        with pytest.raises(tracking.Locked) as write:
+            run.tags({"cctk.note": "x"})
+        with pytest.raises(tracking.NotEnded) as end, tracking.ending(run):
+            raise KeyboardInterrupt
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert str(write.value) == (
+        f"the tracking store {path} stayed locked by another process longer than the wait for it while cctk called "
+        "set_tag; try again once that process is done, or wait longer with ?timeout=SECONDS on its URI"
+    )
+    assert isinstance(end.value.refused, tracking.Locked) and isinstance(end.value.leaving, KeyboardInterrupt)
+    assert str(end.value).startswith(f"run {run.run_id} could not be ended KILLED: the store refused the write twice")
+    assert store.get(run.run_id).status == "RUNNING"
+    run.end("KILLED")
+    assert store.get(run.run_id).status == "KILLED"

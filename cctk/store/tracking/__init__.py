@@ -22,6 +22,7 @@ from .config import (
     BUSY_TIMEOUT as BUSY_TIMEOUT,
     EXPERIMENT as EXPERIMENT,
     HOW_TO_POINT as HOW_TO_POINT,
+    Locked as Locked,
     Login as Login,
     NoStore as NoStore,
     NotEnded as NotEnded,

@@ -198,6 +198,25 @@ class Unreachable(CctkError):
         super().__init__(why + tail)
 
 
+class Locked(CctkError):
+    """A SQLite store another process held locked longer than the wait for it (its URI's ``timeout``): sound,
+    busy. A write refused so may be taken a moment later (``LiveRun.end`` tries it again)."""
+
+
+def locked(path: Path, doing: str) -> Locked:
+    """The line of a store at ``path`` that stayed locked (SQLite's "database is locked") while cctk was
+    ``doing``."""
+    return Locked(
+        f"the tracking store {path} stayed locked by another process longer than the wait for it {doing}; try "
+        "again once that process is done, or wait longer with ?timeout=SECONDS on its URI"
+    )
+
+
+def is_locked(error: BaseException) -> bool:
+    """SQLite's "database is locked", however sqlalchemy and MLflow wrapped it."""
+    return "database is locked" in str(error)
+
+
 class NotEnded(CctkError):
     """The store refused to end run ``run_id`` ``status`` (both tries of ``LiveRun.end``; ``refused``: what it
     said), so the run shows RUNNING. ``leaving``: what ended the run's block (a ``KeyboardInterrupt`` when the
@@ -205,7 +224,9 @@ class NotEnded(CctkError):
 
     def __init__(self, run_id: str, status: str, refused: Exception, leaving: BaseException | None):
         self.run_id, self.status, self.refused, self.leaving = run_id, status, refused, leaving
-        said = " ".join(f"{type(refused).__name__}: {refused}".split())
+        said = " ".join(
+            (str(refused) if isinstance(refused, CctkError) else f"{type(refused).__name__}: {refused}").split()
+        )
         super().__init__(
             f"run {run_id} could not be ended {status}: the store refused the write twice ({said}); it shows RUNNING "
             f"until it is resumed (cctk run --resume {run_id} for a pipeline, cctk sweep --resume {run_id} for a "
@@ -363,7 +384,8 @@ def retry_budget() -> str:
     )
 
 
-BUSY_TIMEOUT = 120  # seconds a SQLite writer waits for another's lock (Python's default, 5 s, is too short under load)
+# seconds a SQLite writer waits for another's lock (MLflow's sessions wait 20 s, too short under load)
+BUSY_TIMEOUT = 120
 
 
 def waiting(uri: str) -> str:

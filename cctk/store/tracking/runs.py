@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # MLflow itself is imported on first use: the light layers ne
     from mlflow.entities import Run
     from mlflow.server.auth.client import AuthServiceClient
     from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+    from sqlalchemy.engine import Connection
 
     # ``Guarded`` hands out its client's attributes unchanged (only the errors of a call change): to mypy, it is
     # one, with MLflow's own signatures and records (Run, Experiment, ...); at run time it wraps one.
@@ -39,6 +40,7 @@ from .config import (
     DEFAULT_CONFIG,
     HOW_TO_POINT,
     ON_SERVER,
+    Locked,
     NoStore,
     NotEnded,
     TrackingConfig,
@@ -46,6 +48,8 @@ from .config import (
     check_reachable,
     check_retry_budget,
     experiment_name,
+    is_locked,
+    locked,
     login,
     missing_store,
     resolve,
@@ -165,15 +169,17 @@ def refusal(status: int, uri: str, method: str, experiment: str | None) -> Refus
 
 
 class Guarded(_Client):
-    """An MLflow client whose refusals and outages are one line each (``Refused``, ``Unreachable``); every
-    other error goes on as MLflow raised it. Attributes (``tracking_uri``) are the client's."""
+    """An MLflow client whose refusals, outages and locks past the wait are one line each (``Refused``,
+    ``Unreachable``, ``Locked``); every other error goes on as MLflow raised it. Attributes (``tracking_uri``)
+    are the client's."""
 
     def __init__(self, client: MlflowClient, uri: str):
         self._client, self._uri = client, uri
+        self._sqlite = sqlite_path(uri)  # a SQLite store's file: a lock past the wait is one line too (``Locked``)
 
     def __getattr__(self, name: str) -> Any:
         found = getattr(self._client, name)
-        if not callable(found) or not self._uri.startswith(ON_SERVER):
+        if not callable(found) or not (self._sqlite or self._uri.startswith(ON_SERVER)):
             return found
 
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -192,7 +198,9 @@ class Guarded(_Client):
     def translated(
         self, error: Exception, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> CctkError | None:
-        """``error`` as one line, or None where it is no refusal or outage."""
+        """``error`` as one line, or None where it is no refusal, outage or lock."""
+        if self._sqlite is not None:
+            return locked(self._sqlite, f"while cctk called {method}") if is_locked(error) else None
         why = outage(error)
         if why is not None:
             return Unreachable(
@@ -408,9 +416,9 @@ class LiveRun:
         RUNNING when its command has ended would say what is not true."""
         try:
             self._client.set_terminated(self.run_id, status=status)
-        except CctkError:
-            raise
-        except Exception:
+        except Exception as error:
+            if _at_once(error):
+                raise
             time.sleep(END_PAUSE)
             self._client.set_terminated(self.run_id, status=status)
 
@@ -421,11 +429,11 @@ class LiveRun:
         text = " ".join(f"{type(error).__name__}: {error}".split())
         try:
             self._client.set_tag(self.run_id, ERROR, text[:4000])
-        except CctkError:  # a refusal, an outage: one line, once the status has been tried
-            self.end("FAILED")
-            raise
-        except Exception:  # the tag not written (a database's lock): the status still is
-            pass
+        except Exception as error:
+            if _at_once(error):  # a refusal, an outage: one line, once the status has been tried
+                self.end("FAILED")
+                raise
+            # else the tag not written (a database's lock): the status still is
         self.end("FAILED")
 
 
@@ -459,10 +467,16 @@ def _end(run: LiveRun, status: str, leaving: BaseException | None) -> None:
             run.failed(leaving)
         else:
             run.end(status)
-    except CctkError:
-        raise
     except Exception as refused:
+        if _at_once(refused):
+            raise
         raise NotEnded(run.run_id, status, refused, leaving) from refused
+
+
+def _at_once(error: Exception) -> bool:
+    """A refusal or an outage (a ``CctkError`` other than ``Locked``): one line at once, no second try; a busy
+    store's error (a lock, a dropped database connection) may pass a moment later."""
+    return isinstance(error, CctkError) and not isinstance(error, Locked)
 
 
 def active_run() -> LiveRun | None:
@@ -475,6 +489,7 @@ def active_run() -> LiveRun | None:
     found = mlflow.active_run()
     if found is None:
         return None
+    _keep_the_wait()
     return LiveRun(found.info.run_id, MlflowClient(tracking_uri=waiting(mlflow.get_tracking_uri())))
 
 
@@ -482,6 +497,29 @@ def _duplicate_key(error: Exception) -> bool:
     """A store's unique-key violation (PostgreSQL, SQLite, MySQL), seen through MLflow's error text."""
     text = str(error).lower()
     return any(k in text for k in ("uniqueviolation", "unique constraint", "duplicate key", "duplicate entry"))
+
+
+def _keep_the_wait() -> None:
+    """MLflow begins every session on a SQLite store with ``PRAGMA busy_timeout = 20000``, over the wait the
+    URI's ``timeout`` asked for (``waiting``: ``BUSY_TIMEOUT``, 120 s): on every engine whose URL names a
+    ``timeout``, that PRAGMA waits as long as it says. Its traceback of each error it raises anyway (a lock
+    past the wait: ``Locked``, one line) is not printed."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
+    if not event.contains(Engine, "before_cursor_execute", _busy_timeout):
+        event.listen(Engine, "before_cursor_execute", _busy_timeout, retval=True)
+
+
+def _busy_timeout(
+    conn: Connection, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool
+) -> tuple[str, Any]:
+    if statement.startswith("PRAGMA busy_timeout") and conn.engine.url.get_backend_name() == "sqlite":
+        wait = conn.engine.url.query.get("timeout")
+        if isinstance(wait, str):
+            statement = f"PRAGMA busy_timeout = {round(float(wait) * 1000)};"
+    return statement, parameters
 
 
 def _open_client(uri: str) -> MlflowClient:
@@ -497,6 +535,7 @@ def _open_client(uri: str) -> MlflowClient:
     path = sqlite_path(uri)
     if path is None:
         return MlflowClient(tracking_uri=uri)
+    _keep_the_wait()
     fd = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -506,12 +545,8 @@ def _open_client(uri: str) -> MlflowClient:
     except Exception as error:  # sqlalchemy's DatabaseError on a file of garbage, an alembic error, no folder
         cause = getattr(error, "orig", None) or error  # sqlalchemy wraps the driver's error with its SQL
         first = " ".join(str(cause).split())[:200]
-        if "database is locked" in first:  # a sound store another process held past the wait: not to be moved
-            raise CctkError(
-                f"the tracking store {path} stayed locked by another process longer than the wait for it "
-                f"({type(cause).__name__}: {first}); try again once that process is done, or wait longer with "
-                "?timeout=SECONDS on its URI"
-            ) from None
+        if is_locked(cause):  # a sound store another process held past the wait: not to be moved
+            raise locked(path, "as cctk opened it") from None
         raise CctkError(
             f"the tracking store {path} cannot be opened as an MLflow SQLite store "
             f"({type(cause).__name__}: {first}); move it away or pick another --tracking"
