@@ -13,7 +13,7 @@ import shlex
 import time
 import warnings
 from collections.abc import Collection, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -426,14 +426,17 @@ class LiveRun:
         """End the run FAILED, the error as one line in tag ``cctk.error``. A busy store that did not take the
         tag may take the status (``end`` tries it twice): the status is what must be true, the error's line is
         what the command says."""
-        text = " ".join(f"{type(error).__name__}: {error}".split())
+        text = " ".join(f"{type(error).__name__}: {error}".split())[:4000]
         try:
-            self._client.set_tag(self.run_id, ERROR, text[:4000])
-        except Exception as error:
-            if _at_once(error):  # a refusal, an outage: one line, once the status has been tried
+            self._client.set_tag(self.run_id, ERROR, text)
+        except Exception as refused:
+            if _at_once(refused):  # a refusal, an outage: one line, once the status has been tried
                 self.end("FAILED")
                 raise
-            # else the tag not written (a database's lock): the status still is
+            self.end("FAILED")  # the tag not written (a database's lock): the status still is, and then,
+            with suppress(Exception):  # the store taking writes again, the tag once more
+                self._client.set_tag(self.run_id, ERROR, text)
+            return
         self.end("FAILED")
 
 
