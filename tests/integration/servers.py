@@ -141,9 +141,9 @@ def postgres_cluster(password: str | None = None):
     subprocess.run([*as_user, initdb, "-D", str(data), *method, "-U", "postgres"], check=True, capture_output=True)
     (home / "pw").unlink(missing_ok=True)
     start = [*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-l", str(data / "log"), "-w", "start"]
-    subprocess.run(
-        [*start, "-o", f"-p {port} -k {data} -c listen_addresses=127.0.0.1"], check=True, capture_output=True
-    )
+    start += ["-o", f"-p {port} -k {data} -c listen_addresses=127.0.0.1"]
+    subprocess.run(start, check=True, capture_output=True)
+    _PG_CTL[port] = ([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"], start)
     try:
         createdb = str(bindir / "createdb") if (bindir / "createdb").exists() else "createdb"
         env = {**os.environ, **({"PGPASSWORD": password} if password is not None else {})}
@@ -155,8 +155,21 @@ def postgres_cluster(password: str | None = None):
         )
         yield f"postgresql+psycopg2://postgres@127.0.0.1:{port}/cctk"  # the driver in [dev]
     finally:
-        subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"], capture_output=True)
+        subprocess.run(_PG_CTL.pop(port)[0], capture_output=True)
         shutil.rmtree(home, ignore_errors=True)
+
+
+_PG_CTL: dict[int, tuple[list[str], list[str]]] = {}  # port -> pg_ctl's stop and start commands of its cluster
+
+
+def postgres_down(uri: str) -> None:
+    """Stop the cluster of ``postgres_cluster``'s ``uri`` (fast: its connections are cut)."""
+    subprocess.run(_PG_CTL[int(uri.rsplit(":", 1)[1].split("/")[0])][0], check=True, capture_output=True)
+
+
+def postgres_up(uri: str) -> None:
+    """Start the cluster of ``uri`` again, on its port, with its data."""
+    subprocess.run(_PG_CTL[int(uri.rsplit(":", 1)[1].split("/")[0])][1], check=True, capture_output=True)
 
 
 class FaultyProxy:

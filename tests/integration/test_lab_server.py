@@ -331,7 +331,7 @@ def test_a_pipeline_rides_out_503s_and_a_server_gone_leaves_it_resumable(lab, ti
         assert line.startswith(
             f"Error: the tracking server at {proxy.url} stopped answering while cctk called log_inputs"
         )
-        left = re.search(r"runs? ([0-9a-f, ]+) could not be ended there and stay RUNNING", line).group(1).split(", ")
+        left = re.search(r"runs? ([0-9a-f, ]+) could not be ended there and stays? RUNNING", line).group(1).split(", ")
         client = lab.client()
         (parent,) = client.search_runs(
             [client.get_experiment_by_name("alice").experiment_id], "tags.`cctk.kind` = 'pipeline'"

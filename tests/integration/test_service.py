@@ -9,7 +9,7 @@ from pathlib import Path
 
 import mlflow
 import pytest
-from servers import mlflow_server, postgres_cluster
+from servers import mlflow_server, postgres_cluster, postgres_down, postgres_up
 
 from cctk.manuals.v2.design import models_for
 
@@ -157,3 +157,35 @@ def test_two_pipelines_at_once_on_a_postgres_backed_server(tiny_dir, tracking_se
         names = {a.path for a in client.list_artifacts(parent.info.run_id)}
         assert "run_info.json" in names and "report.html" in names
         assert {a.path for a in client.list_artifacts(children[0].info.run_id)} >= {"measurement"}
+
+
+def test_a_database_store_that_stops_answering_is_one_line_naming_the_run_left_running(postgres, monkeypatch):
+    """A PostgreSQL store (the URI as --tracking) stopped mid-run: the write is one line naming the database
+    and the call (before: MLflow's logged traceback, then its exception's), and the run it could not end is
+    named as left RUNNING; started again, the database holds it RUNNING, for a resume to end."""
+    import psycopg2
+
+    from cctk.store import tracking
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    store = tracking.connect(postgres)
+    run = tracking.LiveRun(store.start(store.experiment(), "arm").run_id, store.client)
+    postgres_down(postgres)
+    with pytest.raises(tracking.Unreachable) as gone, tracking.ending(run):
+        run.tags({"cctk.note": "logged while the database is down"})
+    said = str(gone.value)
+    assert said.startswith(
+        f"the tracking database at {postgres} stopped answering while cctk called set_tag: "
+        "(psycopg2.OperationalError) connection to server at "
+    )
+    assert said.endswith(
+        f"; run {run.run_id} could not be ended there and stays RUNNING: resume once the server answers "
+        "(cctk run --resume RUN_ID for a pipeline)"
+    )
+    assert "[SQL:" not in said and "Background on this error" not in said
+    postgres_up(postgres)
+    with psycopg2.connect(postgres.replace("postgresql+psycopg2", "postgresql")) as connection:
+        cursor = connection.cursor()
+        cursor.execute("SELECT status FROM runs WHERE run_uuid = %s", (run.run_id,))
+        assert cursor.fetchone() == ("RUNNING",)
+    connection.close()

@@ -216,7 +216,7 @@ def test_a_pipeline_whose_server_is_down_past_the_retries_resumes_to_the_uninter
     assert len(said) == 1 and "Traceback" not in output, output[-3000:]
     assert said[0].startswith(f"Error: the tracking server at {url} stopped answering while cctk called ")
     assert "the connection was refused, past the client's 1 retry (0 s of back-off; MLFLOW_HTTP_REQUEST" in said[0]
-    assert "could not be ended there and stay RUNNING: resume once the server answers" in said[0]
+    assert re.search("could not be ended there and stays? RUNNING: resume once the server answers", said[0])
     with mlflow_server(backend, tmp_path / "server", port=port):  # back, on its store and port
         client = mlflow.MlflowClient(url)
         parent = _parent(client)

@@ -628,7 +628,7 @@ def test_a_run_the_server_cannot_end_is_named_as_left_running_and_the_command_fa
     with pytest.raises(tracking.Unreachable) as raised, tracking.ending(_GoneRun()):
         raise tracking.Unreachable("the tracking server at http://s stopped answering while cctk called log_batch")
     assert raised.value.left_running == ("r1",)
-    assert str(raised.value).endswith("run r1 could not be ended there and stay RUNNING: resume once the server "
+    assert str(raised.value).endswith("run r1 could not be ended there and stays RUNNING: resume once the server "
                                       "answers (cctk run --resume RUN_ID for a pipeline)")  # fmt: skip
     with pytest.raises(tracking.Unreachable) as outer:
         _a_parent_and_its_arm_gone()

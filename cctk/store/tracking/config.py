@@ -189,9 +189,11 @@ class Unreachable(CctkError):
 
     def __init__(self, why: str, left_running: tuple[str, ...] = ()):
         self.why, self.left_running = why, left_running
+        several = len(left_running) > 1
         tail = (
-            f"; run{'s' if len(left_running) > 1 else ''} {', '.join(left_running)} could not be ended there and "
-            "stay RUNNING: resume once the server answers (cctk run --resume RUN_ID for a pipeline)"
+            f"; run{'s' if several else ''} {', '.join(left_running)} could not be ended there and "
+            f"stay{'' if several else 's'} RUNNING: resume once the server answers (cctk run --resume RUN_ID for a "
+            "pipeline)"
             if left_running
             else ""
         )
@@ -298,9 +300,31 @@ def database_problem(uri: str) -> str | None:
 
 
 def database_error(error: BaseException) -> str:
-    """A database error in one line: the driver's words (SQLAlchemy wraps them with its SQL), no password."""
+    """A database error in one line: the driver's words (SQLAlchemy wraps them with its SQL and a link, MLflow
+    with its own exception), no password."""
     cause = getattr(error, "orig", None) or error
-    return redact(" ".join(str(cause).split()))[:300]
+    text = str(cause).split("[SQL:")[0].split("(Background on this error at:")[0]
+    return redact(" ".join(text.split()))[:300]
+
+
+# The drivers' words for a database that does not answer (PostgreSQL's psycopg2, MySQL's clients)
+_LOST = (
+    "connection refused",
+    "could not connect",
+    "connection to server",
+    "server closed the connection",
+    "terminating connection",
+    "connection already closed",
+    "can't connect to mysql",
+    "lost connection to mysql",
+    "mysql server has gone away",
+)
+
+
+def lost_database(error: BaseException) -> bool:
+    """Whether ``error`` (however SQLAlchemy and MLflow wrapped it) says the database stopped answering."""
+    text = str(error).lower()
+    return "operationalerror" in text and any(words in text for words in _LOST)
 
 
 CREDENTIALS = "~/.mlflow/credentials"  # MLflow's own file of a login (its [mlflow] section)

@@ -47,10 +47,13 @@ from .config import (
     Unreachable,
     check_reachable,
     check_retry_budget,
+    database_error,
     experiment_name,
+    is_database,
     is_locked,
     locked,
     login,
+    lost_database,
     missing_store,
     resolve,
     retry_budget,
@@ -176,10 +179,11 @@ class Guarded(_Client):
     def __init__(self, client: MlflowClient, uri: str):
         self._client, self._uri = client, uri
         self._sqlite = sqlite_path(uri)  # a SQLite store's file: a lock past the wait is one line too (``Locked``)
+        self._database = self._sqlite is None and is_database(uri)  # PostgreSQL, MySQL: an outage is one line
 
     def __getattr__(self, name: str) -> Any:
         found = getattr(self._client, name)
-        if not callable(found) or not (self._sqlite or self._uri.startswith(ON_SERVER)):
+        if not callable(found) or not (self._sqlite or self._database or self._uri.startswith(ON_SERVER)):
             return found
 
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -201,6 +205,13 @@ class Guarded(_Client):
         """``error`` as one line, or None where it is no refusal, outage or lock."""
         if self._sqlite is not None:
             return locked(self._sqlite, f"while cctk called {method}") if is_locked(error) else None
+        if self._database:
+            if not lost_database(error):
+                return None
+            return Unreachable(
+                f"the tracking database at {self._uri} stopped answering while cctk called {method}: "
+                f"{database_error(error)}"
+            )
         why = outage(error)
         if why is not None:
             return Unreachable(
@@ -456,20 +467,20 @@ def ending(run: LiveRun) -> Iterator[LiveRun]:
     except BaseException as error:
         _end(run, "FAILED", error)
         raise
-    try:
-        _end(run, "FINISHED", None)
-    except Unreachable as gone:
-        raise Unreachable(gone.why, (*gone.left_running, run.run_id)) from None
+    _end(run, "FINISHED", None)
 
 
 def _end(run: LiveRun, status: str, leaving: BaseException | None) -> None:
     """End ``run`` ``status`` as ``leaving`` (None: the block finished) leaves its block; a store that refused
-    the write twice is ``NotEnded``, one line naming the run left RUNNING (not the store's traceback)."""
+    the write twice is ``NotEnded``, one line naming the run left RUNNING (not the store's traceback), as is
+    a server that stopped answering then (``Unreachable``, the run among those it left RUNNING)."""
     try:
         if status == "FAILED" and leaving is not None:
             run.failed(leaving)
         else:
             run.end(status)
+    except Unreachable as gone:
+        raise Unreachable(gone.why, (*gone.left_running, run.run_id)) from None
     except Exception as refused:
         if _at_once(refused):
             raise
@@ -537,6 +548,8 @@ def _open_client(uri: str) -> MlflowClient:
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
     path = sqlite_path(uri)
     if path is None:
+        if is_database(uri):  # MLflow logs the traceback of each database error it raises: cctk says one line
+            logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
         return MlflowClient(tracking_uri=uri)
     _keep_the_wait()
     fd = None
