@@ -29,6 +29,9 @@ def table(bundled):
 READ = ((1, 1), (3, 5), (3, 9), (4, 1), (5, 5), (6, 9), (7, 1), (9, 9))
 
 
+# slow: 45 s of the default suite's 10 minutes; the packed scorer against the plain loop stays in on tiny models
+# (tests/core/lm/test_scoring.py), and the bundled model's golden log-probs below
+@pytest.mark.slow
 def test_measure_equals_plain_loop_on_the_first_and_last_rows_of_every_pass(bundled, table):
     assert len(table) == 2835
     plain = measure_plain(*bundled, READ)
