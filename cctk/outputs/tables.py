@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..core.labels import printed
 from ..store.session import Layout, session_start as session_start  # re-exported: KR-Test dates its workbook so
-from .latex import latex, manual_table, significant
+from .latex import PLAIN, latex, manual_table, number as latex_number
 
 if TYPE_CHECKING:
     from pandas.io.formats.style import Styler
@@ -45,13 +45,12 @@ def write_tables(tables: dict[str, pd.DataFrame], layout: Layout) -> list[Path]:
 
 
 def number(value: float | None) -> str:
-    """A float as a short, plain number to three significant digits: 0.912, 2.30, 12.3, 1540, 3.20e-07; a
-    whole one whole (a count in a column with gaps is a float)."""
+    """A float as a short, plain number to three significant digits: 0.912, 2.30, 12.3, 1540; a tiny one as
+    report.html's data tables print it (3.20 times ten to the -7, the power raised); a whole one whole (a count
+    in a column with gaps is a float); a missing one ``--``."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "--"
-    if float(value).is_integer() and abs(value) < 1e15:
-        return f"{int(value)}"
-    return significant(value)
+    return latex_number(value, PLAIN)
 
 
 def _styler(table: pd.DataFrame) -> Styler:

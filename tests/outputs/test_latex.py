@@ -77,7 +77,7 @@ def test_numbers(value, shown):
 
 def test_report_html_and_the_run_report_show_numbers_as_a_paper_does():
     """Before: report.html and the run report showed a loss of 2.2997 as 2.3 beside 0.926 (``.3g`` drops the
-    zeros) and 999.7 as 1e+03."""
+    zeros) and 999.7 as 1e+03, and a tiny number as 3.20e-07 where the data tables raise the power of ten."""
     from cctk.outputs.tables import html, number
 
     assert [number(v) for v in (2.2997, 0.926, 999.7, 1540.4, 3.2004e-07, 12.0, math.nan, 0.8)] == [
@@ -85,7 +85,7 @@ def test_report_html_and_the_run_report_show_numbers_as_a_paper_does():
         "0.926",
         "1000",
         "1540",
-        "3.20e-07",
+        "3.20\u00d710\u207b\u2077",
         "12",
         "--",
         "0.8",  # exactly 0.8 (a coverage the table sets)
