@@ -15,7 +15,7 @@ from ..core.labels import counted
 from ..manuals import registry
 from ..manuals.configure import Option, command_options
 from ..manuals.manual import AnyManual, Resumable
-from ..store.tracking import NotEnded
+from ..store.tracking import NotEnded, Unreachable
 from .krtest import krtest
 from .options import DEVICE, MODEL, RUN_TRACKING, TRACKING, RunIds, out_option
 from .server import server, ui
@@ -44,8 +44,8 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except NotEnded as error:  # a run the store would not end: said, then the command ends as it was ending
-            leaving = error.leaving
+        except (NotEnded, Unreachable) as error:  # runs the store would not end: said, then the command ends as
+            leaving = error.leaving  # it was ending (stopped: 130 or 143)
             if leaving is None:
                 raise click.ClickException(str(error)) from None
             click.echo(f"Error: {error}", err=True)

@@ -75,3 +75,19 @@ def test_a_run_the_store_would_not_end_is_named_then_the_command_ends_as_it_was(
         f"{left.run_id} for a pipeline, cctk sweep --resume {left.run_id} for a sweep) or the store takes the write"
     )
     assert result.output.splitlines() == [said] + ([last] if last else [])
+
+
+def test_a_stop_while_the_server_is_gone_names_the_runs_left_and_exits_130(monkeypatch, tmp_path):
+    def stopped_in_an_outage(*args, **kwargs):
+        raise tracking.Unreachable(
+            "the tracking server at http://s stopped answering", ("r1", "r0"), KeyboardInterrupt()
+        )
+
+    monkeypatch.setattr(pipeline, "run", stopped_in_an_outage)
+    result = CliRunner().invoke(cli, ["run", "--out", str(tmp_path)])
+    assert result.exit_code == 130
+    said = (
+        "Error: the tracking server at http://s stopped answering; runs r1, r0 could not be ended there and stay "
+        "RUNNING: resume once the server answers (cctk run --resume RUN_ID for a pipeline)"
+    )
+    assert result.output.splitlines() == [said, "Interrupted (Ctrl-C)."]

@@ -639,6 +639,31 @@ def test_a_run_the_server_cannot_end_is_named_as_left_running_and_the_command_fa
     assert back.ended == ("FAILED", "gone") and again.value.left_running == ()
 
 
+class _BackForTheStop(_GoneRun):
+    """A parent whose server answers again by the time it is ended."""
+
+    run_id = "r0"
+
+    def end(self, status="FINISHED"):
+        self.ended = status
+
+
+def test_a_stop_that_meets_an_outage_names_the_runs_left_running_and_stays_a_stop():
+    """Ctrl-C while the server is gone: the arm's KILLED write fails, and the line naming the runs left RUNNING
+    carries the stop (the command still exits 130, tests/cli/test_exit_codes.py); a parent the server answers
+    again is ended KILLED, not FAILED."""
+    parent = _GoneRun()
+    parent.run_id = "r0"
+    stop = KeyboardInterrupt()
+    with pytest.raises(tracking.Unreachable) as gone, tracking.ending(parent), tracking.ending(_GoneRun()):
+        raise stop
+    assert gone.value.left_running == ("r1", "r0") and gone.value.leaving is stop
+    back = _BackForTheStop()
+    with pytest.raises(tracking.Unreachable) as again, tracking.ending(back), tracking.ending(_GoneRun()):
+        raise stop
+    assert back.ended == "KILLED" and again.value.left_running == ("r1",) and again.value.leaving is stop
+
+
 def test_a_new_store_opens_without_mlflows_info_lines(tmp_path):
     """Before: every command's first use of a new store printed MLflow's "INFO mlflow.store.db.utils: Creating
     initial MLflow database tables..." and "Updating database tables" above cctk's own first line."""

@@ -185,10 +185,12 @@ class NoStore(CctkError):
 
 class Unreachable(CctkError):
     """The tracking server stopped answering (503s, refused or dropped connections) past MLflow's retries.
-    ``left_running``: the runs that could not be ended there, so show RUNNING until resumed."""
+    ``left_running``: the runs that could not be ended there, so show RUNNING until resumed; ``leaving``: what
+    was ending them (a ``KeyboardInterrupt`` when the command was stopped), where the outage came as they
+    ended."""
 
-    def __init__(self, why: str, left_running: tuple[str, ...] = ()):
-        self.why, self.left_running = why, left_running
+    def __init__(self, why: str, left_running: tuple[str, ...] = (), leaving: BaseException | None = None):
+        self.why, self.left_running, self.leaving = why, left_running, leaving
         several = len(left_running) > 1
         tail = (
             f"; run{'s' if several else ''} {', '.join(left_running)} could not be ended there and "

@@ -262,14 +262,18 @@ def check_access(store: Store, writes: bool) -> None:
 
 
 def _left_running(run: LiveRun, gone: Unreachable) -> Unreachable:
-    """``gone`` once ``run`` is ended FAILED (the server answers again), or naming ``run`` among the runs
-    left RUNNING. One try, no retries: MLflow's client already waited minutes for the call that failed."""
+    """``gone`` once ``run`` is ended FAILED, or KILLED where the command was being stopped (the server answers
+    again), or naming ``run`` among the runs left RUNNING. One try, no retries: MLflow's client already waited
+    minutes for the call that failed."""
     with no_retries():
         try:
-            run.failed(gone)
+            if isinstance(gone.leaving, KeyboardInterrupt):
+                run.end("KILLED")
+            else:
+                run.failed(gone)
             return gone
         except Unreachable:
-            return Unreachable(gone.why, (*gone.left_running, run.run_id))
+            return Unreachable(gone.why, (*gone.left_running, run.run_id), gone.leaving)
 
 
 @contextmanager
@@ -480,7 +484,7 @@ def _end(run: LiveRun, status: str, leaving: BaseException | None) -> None:
         else:
             run.end(status)
     except Unreachable as gone:
-        raise Unreachable(gone.why, (*gone.left_running, run.run_id)) from None
+        raise Unreachable(gone.why, (*gone.left_running, run.run_id), leaving) from None
     except Exception as refused:
         if _at_once(refused):
             raise
