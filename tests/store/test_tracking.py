@@ -802,3 +802,25 @@ def test_a_store_locked_past_the_wait_mid_run_is_one_line_and_the_run_it_could_n
     assert store.get(run.run_id).status == "RUNNING"
     run.end("KILLED")
     assert store.get(run.run_id).status == "KILLED"
+
+
+def test_the_users_own_active_run_gets_cctks_client(tracking_uri, monkeypatch):
+    """KR-Test's callback logs to a user's own run (mlflow.start_run()): a lock past the wait there is the same
+    one line (before: a plain MLflow client, its traceback inside the user's Trainer)."""
+    import sqlite3
+
+    import mlflow
+
+    path = tracking.sqlite_path(tracking_uri)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_uri + "?timeout=0.2")  # MLflow's current URI
+    with mlflow.start_run():
+        run = tracking.active_run()
+        run.tags({"cctk.note": "taken"})
+        holder = sqlite3.connect(path, isolation_level=None)
+        try:
+            holder.execute("BEGIN EXCLUSIVE")
+            with pytest.raises(tracking.Locked, match=f"the tracking store {path} stayed locked"):
+                run.tags({"cctk.note": "refused"})
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()

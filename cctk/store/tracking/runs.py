@@ -55,6 +55,7 @@ from .config import (
     login,
     lost_database,
     missing_store,
+    redact,
     resolve,
     retry_budget,
     sqlite_path,
@@ -499,8 +500,9 @@ def _at_once(error: Exception) -> bool:
 
 def active_run() -> LiveRun | None:
     """The run MLflow holds active in this process (``mlflow.start_run()``, or a Hugging Face Trainer's
-    ``MLflowCallback``), through a client on MLflow's current tracking URI (waiting for a busy SQLite store as
-    every client of cctk does); None when there is none."""
+    ``MLflowCallback``), through a client on MLflow's current tracking URI that waits for a busy SQLite store
+    and says a lock past the wait or an outage in one line, as every client of cctk does; None when there is
+    none."""
     import mlflow
     from mlflow import MlflowClient
 
@@ -508,7 +510,8 @@ def active_run() -> LiveRun | None:
     if found is None:
         return None
     _keep_the_wait()
-    return LiveRun(found.info.run_id, MlflowClient(tracking_uri=waiting(mlflow.get_tracking_uri())))
+    uri = mlflow.get_tracking_uri()  # a lock past the wait, an outage: one line, as on cctk's own runs
+    return LiveRun(found.info.run_id, Guarded(MlflowClient(tracking_uri=waiting(uri)), redact(uri)))
 
 
 def _duplicate_key(error: Exception) -> bool:
