@@ -12,6 +12,13 @@ class CctkError(Exception):
     """Bad input or an unusable environment, found before any work starts."""
 
 
+def one_line(error: BaseException) -> str:
+    """A failure as the line users read: a ``CctkError``'s own words, else the exception's type and words
+    (whitespace folded)."""
+    text = str(error) if isinstance(error, CctkError) else f"{type(error).__name__}: {error}"
+    return " ".join(text.split())
+
+
 class OutOfMemory(CctkError):
     """A device or the host ran out of memory during a run: one line with the estimate and what fits."""
 

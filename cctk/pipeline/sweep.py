@@ -28,6 +28,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from ..core import errors
 from ..core.config import parse_set, seeds_or_count
 from ..core.errors import CctkError
 from ..core.lm.device import GPU_SHARE, unusable_gpu
@@ -483,10 +484,8 @@ def _say_end(end: CellEnd, echo: Echo) -> None:
 
 
 def one_line(error: BaseException) -> str:
-    """A cell's failure as the line users read: a ``CctkError``'s own words, else the exception's type and
-    words (whitespace folded)."""
-    text = str(error) if isinstance(error, CctkError) else f"{type(error).__name__}: {error}"
-    return " ".join(text.split())[:1000]
+    """A cell's failure as the line users read (``errors.one_line``), at most 1000 characters."""
+    return errors.one_line(error)[:1000]
 
 
 def _ray(

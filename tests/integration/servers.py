@@ -164,12 +164,16 @@ _PG_CTL: dict[int, tuple[list[str], list[str]]] = {}  # port -> pg_ctl's stop an
 
 def postgres_down(uri: str) -> None:
     """Stop the cluster of ``postgres_cluster``'s ``uri`` (fast: its connections are cut)."""
-    subprocess.run(_PG_CTL[int(uri.rsplit(":", 1)[1].split("/")[0])][0], check=True, capture_output=True)
+    subprocess.run(_pg_ctl(uri)[0], check=True, capture_output=True)
 
 
 def postgres_up(uri: str) -> None:
     """Start the cluster of ``uri`` again, on its port, with its data."""
-    subprocess.run(_PG_CTL[int(uri.rsplit(":", 1)[1].split("/")[0])][1], check=True, capture_output=True)
+    subprocess.run(_pg_ctl(uri)[1], check=True, capture_output=True)
+
+
+def _pg_ctl(uri: str) -> tuple[list[str], list[str]]:
+    return _PG_CTL[int(uri.rsplit(":", 1)[1].split("/")[0])]
 
 
 class FaultyProxy:

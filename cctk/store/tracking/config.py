@@ -20,7 +20,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ...core.errors import CctkError
+from ...core.errors import CctkError, one_line
 from ...core.redaction import has_password as has_password, redact as redact
 
 EXPERIMENT = "cctk"
@@ -228,11 +228,9 @@ class NotEnded(CctkError):
 
     def __init__(self, run_id: str, status: str, refused: Exception, leaving: BaseException | None):
         self.run_id, self.status, self.refused, self.leaving = run_id, status, refused, leaving
-        said = " ".join(
-            (str(refused) if isinstance(refused, CctkError) else f"{type(refused).__name__}: {refused}").split()
-        )
         super().__init__(
-            f"run {run_id} could not be ended {status}: the store refused the write twice ({said}); it shows RUNNING "
+            f"run {run_id} could not be ended {status}: the store refused the write twice ({one_line(refused)}); it "
+            "shows RUNNING "
             f"until it is resumed (cctk run --resume {run_id} for a pipeline, cctk sweep --resume {run_id} for a "
             "sweep) or the store takes the write"
         )

@@ -443,17 +443,18 @@ class LiveRun:
         tag may take the status (``end`` tries it twice): the status is what must be true, the error's line is
         what the command says."""
         text = " ".join(f"{type(error).__name__}: {error}".split())[:4000]
+        tagged = True
         try:
             self._client.set_tag(self.run_id, ERROR, text)
         except Exception as refused:
             if _at_once(refused):  # a refusal, an outage: one line, once the status has been tried
                 self.end("FAILED")
                 raise
-            self.end("FAILED")  # the tag not written (a database's lock): the status still is, and then,
-            with suppress(Exception):  # the store taking writes again, the tag once more
-                self._client.set_tag(self.run_id, ERROR, text)
-            return
+            tagged = False  # a database's lock: the status still is written, then the tag once more
         self.end("FAILED")
+        if not tagged:
+            with suppress(Exception):
+                self._client.set_tag(self.run_id, ERROR, text)
 
 
 @contextmanager
@@ -509,7 +510,7 @@ def active_run() -> LiveRun | None:
     found = mlflow.active_run()
     if found is None:
         return None
-    _keep_the_wait()
+    _database_sessions()
     uri = mlflow.get_tracking_uri()  # a lock past the wait, an outage: one line, as on cctk's own runs
     return LiveRun(found.info.run_id, Guarded(MlflowClient(tracking_uri=waiting(uri)), redact(uri)))
 
@@ -520,11 +521,13 @@ def _duplicate_key(error: Exception) -> bool:
     return any(k in text for k in ("uniqueviolation", "unique constraint", "duplicate key", "duplicate entry"))
 
 
-def _keep_the_wait() -> None:
-    """MLflow begins every session on a SQLite store with ``PRAGMA busy_timeout = 20000``, over the wait the
-    URI's ``timeout`` asked for (``waiting``: ``BUSY_TIMEOUT``, 120 s): on every engine whose URL names a
-    ``timeout``, that PRAGMA waits as long as it says. Its traceback of each error it raises anyway (a lock
-    past the wait: ``Locked``, one line) is not printed."""
+def _database_sessions() -> None:
+    """MLflow's sessions on a database store as cctk needs them. MLflow begins every session on a SQLite store
+    with ``PRAGMA busy_timeout = 20000``, over the wait the URI's ``timeout`` asked for (``waiting``:
+    ``BUSY_TIMEOUT``, 120 s): on every engine whose URL names a ``timeout``, that PRAGMA waits as long as it
+    says. MLflow's database module logs nothing: its INFO lines on a new store's first open ("Creating initial
+    MLflow database tables...") are routine, and its traceback of each error it raises anyway is said in one
+    line (``Locked``, ``Unreachable``)."""
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
 
@@ -550,15 +553,11 @@ def _open_client(uri: str) -> MlflowClient:
     MLflow store fails in one line naming it."""
     from mlflow import MlflowClient
 
-    # MLflow says "Creating initial MLflow database tables..." and "Updating database tables" at INFO on a new
-    # store's first open, above the command's own first line: routine, not the user's business
-    logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
     path = sqlite_path(uri)
+    if path is not None or is_database(uri):
+        _database_sessions()
     if path is None:
-        if is_database(uri):  # MLflow logs the traceback of each database error it raises: cctk says one line
-            logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
         return MlflowClient(tracking_uri=uri)
-    _keep_the_wait()
     fd = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
