@@ -14,7 +14,10 @@ def test_each_way_ends_its_child_as_it_says(monkeypatch):
     assert programs[0].endswith("raise SystemExit(0)") and programs[1].endswith("main(['--version'])")
     assert programs[0].startswith("import json\nimport time\nprint(time.time(), flush=True)")
     assert all(result[k] > 0 for k in result if "seconds" in k)
-    assert result["exit speedup"] == round(result["exit seconds before"] / result["exit seconds now"], 2)
+    # The speedup is taken from the unrounded times: it lies within what the printed (3-decimal) times allow.
+    before, now, half = result["exit seconds before"], result["exit seconds now"], 0.0005
+    low, high = (before - half) / (now + half), (before + half) / (now - half)
+    assert low - 0.005 <= result["exit speedup"] <= high + 0.005
 
 
 def test_the_bench_command_lists_exit():
