@@ -72,7 +72,7 @@ def test_a_run_the_store_would_not_end_is_named_then_the_command_ends_as_it_was(
     said = (
         f"Error: run {left.run_id} could not be ended {status}: the store refused the write twice (RuntimeError: "
         f"(sqlite3.OperationalError) database is locked); it shows RUNNING until it is resumed (cctk run --resume "
-        f"{left.run_id} for a pipeline, cctk sweep --resume {left.run_id} for a sweep) or the store takes the write"
+        f"{left.run_id}) or the store takes the write"
     )
     assert result.output.splitlines() == [said] + ([last] if last else [])
 

@@ -190,9 +190,8 @@ def test_a_sweep_whose_end_the_store_refuses_for_good_says_it_is_left_running(tr
     assert sweep_run.status == "RUNNING" and isinstance(left.value.leaving, Terminated)
     assert str(left.value) == (
         f"run {sweep_run.run_id} could not be ended KILLED: the store refused the write twice (RuntimeError: "
-        f"(sqlite3.OperationalError) database is locked); it shows RUNNING until it is resumed (cctk run --resume "
-        f"{sweep_run.run_id} for a pipeline, cctk sweep --resume {sweep_run.run_id} for a sweep) or the store takes "
-        "the write"
+        f"(sqlite3.OperationalError) database is locked); it shows RUNNING until it is resumed (cctk sweep --resume "
+        f"{sweep_run.run_id}) or the store takes the write"
     )
 
 

@@ -746,6 +746,64 @@ def test_a_refused_status_write_is_tried_again_once(tracking_uri, monkeypatch):
     assert client.tries == 1  # a refusal is one line at once
 
 
+def test_a_nested_run_the_store_would_not_end_ends_its_parent_as_the_command_leaves(tracking_uri, monkeypatch):
+    """An arm's end refused twice as the command was stopped: its pipeline still ends KILLED (was FAILED, the
+    arm's line its error), and the arm's line says what ends it later: its pipeline's resume (it named the
+    arm's own id, which ``cctk run --resume`` refuses). Where the pipeline's end is refused too, one line names
+    both runs, the arm's first; the command still leaves as it was stopped."""
+    from mlflow.exceptions import MlflowException
+
+    monkeypatch.setattr(tracking.runs, "END_PAUSE", 0.0)
+    store = tracking.connect(tracking_uri)
+    locked = MlflowException("(sqlite3.OperationalError) database is locked")
+    parent = store.start(store.experiment(), "pipeline")
+    arm = store.start(store.experiment(), "arm", parent=parent.run_id)
+    with (
+        pytest.raises(tracking.NotEnded) as said,
+        tracking.ending(tracking.LiveRun(parent.run_id, store.client), "pipeline"),
+        tracking.ending(tracking.LiveRun(arm.run_id, _Refusing(store.client, 2, locked)), "model", parent.run_id),
+    ):
+        raise KeyboardInterrupt
+    assert store.get(parent.run_id).status == "KILLED" and store.get(arm.run_id).status == "RUNNING"
+    assert said.value.run_id == arm.run_id and isinstance(said.value.leaving, KeyboardInterrupt)
+    assert str(said.value) == (
+        f"run {arm.run_id} could not be ended KILLED: the store refused the write twice (MlflowException: "
+        "(sqlite3.OperationalError) database is locked); it shows RUNNING until its pipeline is resumed (cctk run "
+        f"--resume {parent.run_id}, which ends it KILLED) or the store takes the write"
+    )
+    failing = store.start(store.experiment(), "pipeline")
+    arm = store.start(store.experiment(), "arm", parent=failing.run_id)
+    with (
+        pytest.raises(tracking.NotEnded) as both,
+        tracking.ending(tracking.LiveRun(failing.run_id, _Refusing(store.client, 2, locked)), "pipeline"),
+        tracking.ending(tracking.LiveRun(arm.run_id, _Refusing(store.client, 2, locked)), "model", failing.run_id),
+    ):
+        raise ValueError("the arm broke")
+    assert store.get(failing.run_id).status == "RUNNING" and store.get(arm.run_id).status == "RUNNING"
+    line = str(both.value)
+    assert line.startswith(f"run {arm.run_id} could not be ended FAILED: ") and line.count("could not be ended") == 2
+    assert line.endswith(
+        f"; run {failing.run_id} could not be ended FAILED: the store refused the write twice (MlflowException: "
+        "(sqlite3.OperationalError) database is locked); it shows RUNNING until it is resumed (cctk run --resume "
+        f"{failing.run_id}) or the store takes the write"
+    )
+    assert both.value.run_id == failing.run_id and both.value.inner is not None
+    assert isinstance(both.value.leaving, ValueError)  # the CLI says the arm's error after the line
+    finished = store.start(store.experiment(), "pipeline")
+    arm = store.start(store.experiment(), "arm", parent=finished.run_id)
+    with (
+        pytest.raises(tracking.NotEnded) as done,
+        tracking.ending(tracking.LiveRun(finished.run_id, store.client), "pipeline"),
+        tracking.ending(tracking.LiveRun(arm.run_id, _Refusing(store.client, 2, locked)), "model", finished.run_id),
+    ):
+        pass  # the arm finished; the store would not end it: the pipeline did not finish
+    ended = store.get(finished.run_id)
+    assert ended.status == "FAILED" and ended.tags[tracking.ERROR] == f"NotEnded: {done.value}"
+    assert tracking.NotEnded("r1", "FINISHED", locked, None).until == (
+        "it is ended by hand (mlflow.MlflowClient().set_terminated('r1', 'FINISHED'))"
+    )
+
+
 class _TagRefusing(_Refusing):
     """Its first tag write fails as a locked database's does."""
 

@@ -224,16 +224,35 @@ def is_locked(error: BaseException) -> bool:
 class NotEnded(CctkError):
     """The store refused to end run ``run_id`` ``status`` (both tries of ``LiveRun.end``; ``refused``: what it
     said), so the run shows RUNNING. ``leaving``: what ended the run's block (a ``KeyboardInterrupt`` when the
-    command was stopped, an error when it failed, None when it finished)."""
+    command was stopped, an error when it failed, None when it finished). ``until``: what ends it later, in a few
+    words (``resume_words``). ``inner``: a nested run's ``NotEnded`` that ended this run's block, its line first."""
 
-    def __init__(self, run_id: str, status: str, refused: Exception, leaving: BaseException | None):
-        self.run_id, self.status, self.refused, self.leaving = run_id, status, refused, leaving
-        super().__init__(
+    def __init__(
+        self,
+        run_id: str,
+        status: str,
+        refused: Exception,
+        leaving: BaseException | None,
+        until: str = "",
+        inner: NotEnded | None = None,
+    ):
+        self.run_id, self.status, self.refused, self.leaving, self.inner = run_id, status, refused, leaving, inner
+        self.until = until = until or resume_words("", run_id, status)
+        line = (
             f"run {run_id} could not be ended {status}: the store refused the write twice ({one_line(refused)}); it "
-            "shows RUNNING "
-            f"until it is resumed (cctk run --resume {run_id} for a pipeline, cctk sweep --resume {run_id} for a "
-            "sweep) or the store takes the write"
+            f"shows RUNNING until {until} or the store takes the write"
         )
+        super().__init__(line if inner is None else f"{inner}; {line}")
+
+
+def resume_words(kind: str, run_id: str, status: str, parent: str | None = None) -> str:
+    """What ends a run of ``kind`` (``cctk.kind``) that the store would not end ``status``: a pipeline's or a
+    sweep's resume; a model's nested run, its pipeline's resume (which ends it KILLED); else MLflow's client."""
+    if kind == "model" and parent is not None:
+        return f"its pipeline is resumed (cctk run --resume {parent}, which ends it KILLED)"
+    if kind in ("pipeline", "sweep"):
+        return f"it is resumed (cctk {'run' if kind == 'pipeline' else 'sweep'} --resume {run_id})"
+    return f"it is ended by hand (mlflow.MlflowClient().set_terminated({run_id!r}, {status!r}))"
 
 
 def missing_store(config: TrackingConfig) -> str | None:

@@ -57,6 +57,7 @@ from .config import (
     missing_store,
     redact,
     resolve,
+    resume_words,
     retry_budget,
     sqlite_path,
     user,
@@ -458,28 +459,39 @@ class LiveRun:
 
 
 @contextmanager
-def ending(run: LiveRun) -> Iterator[LiveRun]:
-    """End ``run`` as the block ends: FINISHED, KILLED (``KeyboardInterrupt``, SIGTERM) or FAILED (any
-    other exception, recorded as tag ``cctk.error``); the exception goes on. A server that stopped answering
-    (``Unreachable``) gets one quick try; where it fails, the run is named as left RUNNING (resumable).
-    ``Store.run`` opens every run inside it."""
+def ending(run: LiveRun, kind: str = "", parent: str | None = None) -> Iterator[LiveRun]:
+    """End ``run`` (of ``kind``, nested under run ``parent`` if given) as the block ends: FINISHED, KILLED
+    (``KeyboardInterrupt``, SIGTERM) or FAILED (any other exception, recorded as tag ``cctk.error``); the
+    exception goes on. A server that stopped answering (``Unreachable``) gets one quick try; where it fails, the
+    run is named as left RUNNING (resumable). A nested run the store would not end (``NotEnded``) ends this one
+    as the command is leaving (KILLED when stopped, else FAILED with what failed). ``Store.run`` opens every run
+    inside it."""
     try:
         yield run
     except KeyboardInterrupt as stop:
-        _end(run, "KILLED", stop)
+        _end(run, "KILLED", stop, kind, parent)
         raise
     except Unreachable as gone:  # the server stopped answering: end it if it answers again, else say so
         raise _left_running(run, gone) from None
-    except BaseException as error:
-        _end(run, "FAILED", error)
+    except NotEnded as inner:  # a nested run left RUNNING: this one ends as the command leaves, its line first
+        stopped = isinstance(inner.leaving, KeyboardInterrupt)
+        cause = inner if inner.leaving is None else inner.leaving
+        try:
+            _end(run, "KILLED" if stopped else "FAILED", cause, kind, parent)
+        except NotEnded as also:
+            raise NotEnded(also.run_id, also.status, also.refused, inner.leaving, also.until, inner) from None
         raise
-    _end(run, "FINISHED", None)
+    except BaseException as error:
+        _end(run, "FAILED", error, kind, parent)
+        raise
+    _end(run, "FINISHED", None, kind, parent)
 
 
-def _end(run: LiveRun, status: str, leaving: BaseException | None) -> None:
+def _end(run: LiveRun, status: str, leaving: BaseException | None, kind: str, parent: str | None) -> None:
     """End ``run`` ``status`` as ``leaving`` (None: the block finished) leaves its block; a store that refused
-    the write twice is ``NotEnded``, one line naming the run left RUNNING (not the store's traceback), as is
-    a server that stopped answering then (``Unreachable``, the run among those it left RUNNING)."""
+    the write twice is ``NotEnded``, one line naming the run left RUNNING and what ends it later (not the
+    store's traceback), as is a server that stopped answering then (``Unreachable``, the run among those it left
+    RUNNING)."""
     try:
         if status == "FAILED" and leaving is not None:
             run.failed(leaving)
@@ -490,7 +502,8 @@ def _end(run: LiveRun, status: str, leaving: BaseException | None) -> None:
     except Exception as refused:
         if _at_once(refused):
             raise
-        raise NotEnded(run.run_id, status, refused, leaving) from refused
+        until = resume_words(kind, run.run_id, status, parent)
+        raise NotEnded(run.run_id, status, refused, leaving, until) from refused
 
 
 def _at_once(error: Exception) -> bool:
@@ -639,7 +652,8 @@ class Store:
             run = LiveRun(continued, self.client)
         else:
             run = self.start(experiment_id or self.experiment(), name, tags, parent)
-        with ending(run):  # set RUNNING again inside the lifecycle: a fault there ends it too
+        above = parent.run_id if isinstance(parent, LiveRun) else parent
+        with ending(run, kind, above):  # set RUNNING again inside the lifecycle: a fault there ends it too
             if continued:
                 self.reopen(continued)
             if attached:
