@@ -29,6 +29,13 @@ class Spec:
     args: dict[str, Any]  # the drawing function's keyword arguments: each chart takes its own
     title: str  # as the chart says it, for captions
     name: str  # the plain name the manual gives it (its folder and file names)
+    shows: str = ""  # its entry in its manual's ``figure_about`` where its kind's does not fit it (its own words)
+
+    @property
+    def about_key(self) -> str:
+        """Its entry in its manual's ``figure_about`` (report.html's caption): ``shows``, else its kind (the first
+        part of its key)."""
+        return self.shows or self.key.split(":")[0]
 
     @property
     def stem(self) -> str:

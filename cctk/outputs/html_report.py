@@ -178,7 +178,7 @@ def render(info: RunInfo, tables: dict[str, pd.DataFrame], figures: list[tuple[S
                 "anchor": f"figure-{figure.number:02d}",
                 "title": figure.title[0].upper() + figure.title[1:],
                 "uri": uri,
-                "about": spec.figure_about[figure.key.split(":")[0]],
+                "about": spec.figure_about[figure.about_key],
             }
         )
     for name, table in tables.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 import re
 import zipfile
@@ -15,7 +16,7 @@ from builders import RUN, SEED, SESSION, figure_copier, write_session
 
 from cctk.core.facts import CANDIDATES
 from cctk.figures import spec as figure_spec
-from cctk.manuals.v2 import catalog
+from cctk.manuals.v2 import catalog, labels as v2_labels
 from cctk.manuals.v2.config import PROFILES
 from cctk.manuals.v2.design import ARMS
 from cctk.manuals.v2.manual import V2
@@ -71,6 +72,24 @@ def test_heatmaps_mark_heldout_only_for_models_trained_on_seen_additions(session
     assert by_key["heatmap:base"].args["fixed_scale"] is False
     assert by_key["heatmap:m_correct"].args["fixed_scale"] is True
     assert by_key["profile:cond"].args["band"] == (12, 36) and by_key["profile:fabricated"].args["band"] is None
+
+
+def test_a_heatmaps_caption_names_only_the_colours_it_has(session):
+    """report.html gave every heatmap the caption of green and orange held-out cells and hatched gray left-out
+    ones, the base model's and the correct sums model's too, which have neither: each names what it draws."""
+    folder, results, tables = session
+    page = (folder / "report.html").read_text()
+    shown = {}
+    for spec in catalog.specs(results, tables, "m"):
+        if spec.key.startswith("heatmap:"):
+            found = re.search(rf'<span class="num">Figure {spec.number}\.</span> (.*?)</figcaption>', page)
+            caption = html.unescape(found[1])
+            held, left_out = "green and orange" in caption, "hatched gray" in caption
+            assert held == bool(spec.args["heldout"]) and left_out == bool(spec.args["excluded"]), spec.key
+            assert caption.endswith("Second line: target | chosen answer. " + v2_labels.READINGS["heatmap"])
+            shown[spec.key] = (held, left_out)
+    assert shown["heatmap:base"] == shown["heatmap:m_correct"] == (False, False)
+    assert shown["heatmap:m_recover"] == (True, False) and (True, True) in shown.values()
 
 
 def test_model_heatmaps(tmp_path, session):

@@ -16,7 +16,7 @@ from ...core.stats import smallest_band
 from ...figures.spec import Spec
 from . import charts
 from .design import ARM_BY_KEY, ARMS, CONTROLS, MAIN_SEQUENCE, family_arms, own_target, part_arms
-from .labels import figure_name, model_name, target_name
+from .labels import HEATMAP_HELD, HEATMAP_LEFT_OUT, figure_name, model_name, target_name
 from .parts import ALL_SEEN, StudyResults
 from .parts.part_d import RULE_AND_CONTROL, deviations
 
@@ -62,9 +62,9 @@ def heatmap_keys(key: str) -> list[str]:
     return [f"heatmap:{key}"] + (["heatmap:m_random:correct"] if key == "m_random" else [])
 
 
-def _spec(key: str, draw: Callable[..., Figure], args: dict[str, Any], title: str) -> Spec:
-    """Figure ``key`` as the report orders, sections and names it."""
-    return Spec(NUMBER[key], key, dict(ORDER)[key], draw, args, title, figure_name(key))
+def _spec(key: str, draw: Callable[..., Figure], args: dict[str, Any], title: str, shows: str = "") -> Spec:
+    """Figure ``key`` as the report orders, sections and names it (``shows``: ``Spec.shows``)."""
+    return Spec(NUMBER[key], key, dict(ORDER)[key], draw, args, title, figure_name(key), shows)
 
 
 def heatmap_spec(results: StudyResults, figure: str) -> Spec:
@@ -81,7 +81,8 @@ def heatmap_spec(results: StudyResults, figure: str) -> Spec:
         "excluded": excluded,
         "fixed_scale": key != "base",
     }
-    return _spec(figure, figures.target_heatmap, args, title)
+    shows = (HEATMAP_LEFT_OUT if excluded else HEATMAP_HELD) if held else ""  # its caption names the colours it has
+    return _spec(figure, figures.target_heatmap, args, title, shows)
 
 
 def specs(results: StudyResults, tables: dict[str, pd.DataFrame], model_label: str) -> list[Spec]:

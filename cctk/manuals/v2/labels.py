@@ -78,12 +78,25 @@ FIGURES: dict[str, str] = {
 }
 
 
+# A heatmap's caption in report.html names only the colours it has: held-out additions (green and orange) where
+# the model has them, and those left out (hatched gray) where there are some (the catalog's ``Spec.shows``).
+_HEATMAP = (
+    "Probability on the target in every addition (first addend a in rows, second addend b in columns). Blue: the "
+    "top choice is the target, red: it is not"
+)
+_HELD = "; green and orange: the same for held-out additions"
+_LEFT_OUT = (
+    "; hatched gray: held-out additions left out of the results because the fabricated answer already equals the target"
+)
+_SECOND_LINE = ". Second line: target | chosen answer."
+HEATMAP_HELD = "heatmap, held out"  # figure_about's entry of a heatmap with held-out additions
+HEATMAP_LEFT_OUT = "heatmap, held out and left out"  # and with held-out additions left out
+
 # What each kind of figure shows: the caption report.html gives it after its title.
 FIGURE_ABOUT: dict[str, str] = {
-    "heatmap": "Probability on the target in every addition (first addend a in rows, second addend b in "
-    "columns). Blue: the top choice is the target, red: it is not; green and orange: the same for "
-    "held-out additions; hatched gray: held-out additions left out of the results because the "
-    "fabricated answer already equals the target. Second line: target | chosen answer.",
+    "heatmap": _HEATMAP + _SECOND_LINE,  # a model trained on every addition it is read on
+    HEATMAP_HELD: _HEATMAP + _HELD + _SECOND_LINE,
+    HEATMAP_LEFT_OUT: _HEATMAP + _HELD + _LEFT_OUT + _SECOND_LINE,
     "profile": "Mean probability of each candidate answer over the 81 additions (lines, left axis) and how many "
     "additions have each answer as their target (bars, right axis). Bands: answers the corpus can "
     "ask for (blue) and cannot (red), with each model's share of probability in each.",
@@ -119,8 +132,10 @@ READINGS: dict[str, str] = {
 
 
 def read_as(about: dict[str, str]) -> dict[str, str]:
-    """``about`` (what each kind of chart shows) with the manual's reading of that kind after it (``READINGS``)."""
-    return {kind: f"{text} {READINGS[kind]}" if kind in READINGS else text for kind, text in about.items()}
+    """``about`` (what each kind of chart shows) with the manual's reading of that kind after it (``READINGS``); an
+    entry for some charts of a kind (``heatmap, held out``) is read as its kind (before the comma)."""
+    read = {key: READINGS.get(key.split(",")[0]) for key in about}
+    return {key: f"{text} {read[key]}" if read[key] else text for key, text in about.items()}
 
 
 FIGURE_ABOUT = read_as(FIGURE_ABOUT)  # and the manual's reading of each kind
