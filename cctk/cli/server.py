@@ -86,9 +86,9 @@ def status(tracking: str) -> None:
         raise CctkError(f"{config.name!r} is no server ({config.shown}): `cctk server status` asks a tracking server")
     state = tracking_module.server_state(uri)
     if not state.answers:
-        raise CctkError(f"the tracking server at {uri} does not answer (start it with `cctk server`)")
+        raise CctkError(f"the tracking server at {config.shown} does not answer (start it with `cctk server`)")
     who = tracking_module.user()
-    click.echo(f"server   {uri} answers ({state.seconds:.2f} s)")
+    click.echo(f"server   {config.shown} answers ({state.seconds:.2f} s)")
     click.echo(f"store    {_store_of(tracking)}")
     click.echo(
         "auth     " + ("on (MLflow basic-auth)" + (f", you are {who!r}" if who else "") if state.auth else "off")
@@ -239,7 +239,7 @@ def ui(run: str | None, tracking: str | None, former: str | None, port: int) -> 
     config = tracking_module.resolve(tracking or former)
     if config.tracking_uri.startswith(("http://", "https://")):  # its server is its UI
         tracking_module.check_reachable(config)
-        click.echo(f"the runs of {config.tracking_uri} are served by its server: {_link(config, run)}")
+        click.echo(f"the runs of {config.shown} are served by its server: {_link(config, run)}")
         return
     why = tracking_module.missing_store(config)
     if why:

@@ -286,7 +286,7 @@ def check_reachable(config: TrackingConfig, timeout: float = 5.0) -> None:
     except OSError:
         pass
     raise CctkError(
-        f"cannot reach the MLflow tracking server at {config.tracking_uri} "
+        f"cannot reach the MLflow tracking server at {config.shown} "
         f"(start it with `cctk server`, or pick another --tracking)"
     )
 
