@@ -99,7 +99,7 @@ code { font-size: 13px; }
 
 <h2 id="seeds">Seeds</h2>
 <table class="kv">
-<tr><th>seed</th><th>value</th><th>what it controls</th></tr>
+<tr><th>Seed</th><th>Value</th><th>What it controls</th></tr>
 {% for seed in seeds %}<tr><td>{{ seed.name }}</td><td><code>{{ seed.value }}</code></td><td>{{
  seed.role }}</td></tr>{% endfor %}
 </table>
@@ -212,5 +212,5 @@ def render(info: RunInfo, tables: dict[str, pd.DataFrame], figures: list[tuple[S
         figures_drawn=bool(figures),
         ran=info.design.ran(),
         parts=[s for s in sections.values() if s["items"]],  # a part not run has neither table nor figure
-        runs=Markup(table_html(runs_table(fine_tuning_runs(info, spec, tables)), "runs", left=["model", "parent"])),
+        runs=Markup(table_html(runs_table(fine_tuning_runs(info, spec, tables)), "runs", left=["Model", "Parent"])),
     )

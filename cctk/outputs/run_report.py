@@ -95,21 +95,22 @@ def fine_tuning_runs(info: RunInfo, spec: ManualSpec, tables: dict[str, pd.DataF
 
 
 def runs_table(table11: pd.DataFrame) -> pd.DataFrame:
-    """table11 with readable cells: times, rates, loss first -> last, memory in MiB/GiB."""
+    """table11 with readable cells: times, rates, loss first -> last, memory in MiB/GiB; its headers capitalized,
+    as every table's header row in the reports."""
     return pd.DataFrame(
         {
-            "model": table11["model"],
-            "parent": table11["parent"],
-            "examples": table11["examples"].map(str),
-            "steps": table11["steps"].map(str),
-            "time (s)": table11["seconds"].map(lambda v: f"{v:.1f}"),
-            "examples/s": table11["examples_per_second"].map(lambda v: f"{v:.1f}"),
-            "loss first \u2192 last": [
+            "Model": table11["model"],
+            "Parent": table11["parent"],
+            "Examples": table11["examples"].map(str),
+            "Steps": table11["steps"].map(str),
+            "Time (s)": table11["seconds"].map(lambda v: f"{v:.1f}"),
+            "Examples/s": table11["examples_per_second"].map(lambda v: f"{v:.1f}"),
+            "Loss first \u2192 last": [
                 f"{number(a)} \u2192 {number(b)}"
                 for a, b in zip(table11["loss_first_epoch"], table11["loss_last_epoch"], strict=True)
             ],
-            "peak GPU memory": table11["peak_gpu_memory_bytes"].map(lambda v: size(v) if v else "-"),
-            "peak RSS": table11.get("peak_cpu_memory_bytes", pd.Series(0, index=table11.index)).map(
+            "Peak GPU memory": table11["peak_gpu_memory_bytes"].map(lambda v: size(v) if v else "-"),
+            "Peak RSS": table11.get("peak_cpu_memory_bytes", pd.Series(0, index=table11.index)).map(
                 lambda v: size(v) if v else "-"
             ),
         }
@@ -206,15 +207,15 @@ def _block(fig: Figure, x: float, y: float, title: str, rows: list[tuple[str, li
 
 # Columns of the runs table: header, x of the text (figure fraction), alignment.
 COLUMNS = (
-    ("model", 0.06, "left"),
-    ("parent", 0.36, "left"),
-    ("examples", 0.545, "right"),
-    ("steps", 0.59, "right"),
-    ("time\n(s)", 0.635, "right"),
-    ("examples\nper second", 0.72, "right"),
-    ("loss, first\n\u2192 last epoch", 0.815, "right"),
-    ("peak GPU\nmemory", 0.885, "right"),
-    ("peak\nRSS", 0.955, "right"),
+    ("Model", 0.06, "left"),
+    ("Parent", 0.36, "left"),
+    ("Examples", 0.545, "right"),
+    ("Steps", 0.59, "right"),
+    ("Time\n(s)", 0.635, "right"),
+    ("Examples\nper second", 0.72, "right"),
+    ("Loss, first\n\u2192 last epoch", 0.815, "right"),
+    ("Peak GPU\nmemory", 0.885, "right"),
+    ("Peak\nRSS", 0.955, "right"),
 )
 ROW = 0.0165  # height of one table row, figure fraction
 GAP = 0.015  # the least space between a model's name and its parent's, figure fraction
@@ -237,7 +238,7 @@ def _runs(fig: Figure, table: pd.DataFrame, top: float, loss: str) -> float:
     """The fine-tuning runs as a plain table of text; returns the y below it."""
     fig.text(0.06, top, "Fine-tuning runs", fontsize=10, fontweight="bold", va="top")
     head = top - 0.045
-    placed = columns(fig, table["model"].map(str))
+    placed = columns(fig, table["Model"].map(str))
     for header, x, align in placed:
         fig.text(x, head, header, fontsize=6.5, fontweight="bold", ha=align, va="bottom", linespacing=1.1)
     _rule(fig, head - 0.004)

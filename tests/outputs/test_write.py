@@ -197,7 +197,7 @@ def test_html_report_is_self_contained(session):
     assert numbers == sorted(numbers) and len(numbers) == 25
     for name in tables:
         assert f'id="{name}"' in page
-    assert "what it controls" in page and str(SEED) in page
+    assert "What it controls" in page and str(SEED) in page
     # beside the synthesis, what one run can say, and the commands that turn seeds into findings
     synthesis = page[page.index('id="part-synthesis"') : page.index('id="part-runs"')]
     assert "One run supports within-run statements only" in synthesis
