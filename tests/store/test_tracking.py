@@ -804,6 +804,34 @@ def test_a_nested_run_the_store_would_not_end_ends_its_parent_as_the_command_lea
     )
 
 
+def test_the_runs_an_outage_left_running_are_named_with_the_command_that_ends_them():
+    """What ends them is said by the outermost run's kind (was `cctk run --resume RUN_ID for a pipeline` for
+    every run): a pipeline's resume, also for its arm; a sweep's; a compare's run, MLflow's set_terminated."""
+    parent = _GoneRun()
+    parent.run_id = "r0"
+    with (
+        pytest.raises(tracking.Unreachable) as both,
+        tracking.ending(parent, "pipeline"),
+        tracking.ending(_GoneRun(), "model", "r0"),
+    ):
+        raise tracking.Unreachable("gone")
+    assert str(both.value) == (
+        "gone; runs r1, r0 could not be ended there and stay RUNNING: resume once the server answers (cctk run "
+        "--resume r0)"
+    )
+    with pytest.raises(tracking.Unreachable) as arm, tracking.ending(_GoneRun(), "model", "r0"):
+        raise tracking.Unreachable("gone")
+    assert str(arm.value).endswith("stays RUNNING: resume once the server answers (cctk run --resume r0)")
+    with pytest.raises(tracking.Unreachable) as sweep, tracking.ending(_GoneRun(), "sweep"):
+        raise tracking.Unreachable("gone")
+    assert str(sweep.value).endswith("stays RUNNING: resume once the server answers (cctk sweep --resume r1)")
+    with pytest.raises(tracking.Unreachable) as compare, tracking.ending(_GoneRun(), "compare"):
+        raise tracking.Unreachable("gone")
+    assert str(compare.value).endswith(
+        "stays RUNNING: end it by hand once the server answers (mlflow.MlflowClient().set_terminated('r1', 'FAILED'))"
+    )
+
+
 class _TagRefusing(_Refusing):
     """Its first tag write fails as a locked database's does."""
 

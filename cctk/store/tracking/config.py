@@ -187,15 +187,17 @@ class Unreachable(CctkError):
     """The tracking server stopped answering (503s, refused or dropped connections) past MLflow's retries.
     ``left_running``: the runs that could not be ended there, so show RUNNING until resumed; ``leaving``: what
     was ending them (a ``KeyboardInterrupt`` when the command was stopped), where the outage came as they
-    ended."""
+    ended; ``then``: what ends them once the server answers (``after_outage``: the outermost run's resume)."""
 
-    def __init__(self, why: str, left_running: tuple[str, ...] = (), leaving: BaseException | None = None):
+    def __init__(
+        self, why: str, left_running: tuple[str, ...] = (), leaving: BaseException | None = None, then: str = ""
+    ):
         self.why, self.left_running, self.leaving = why, left_running, leaving
+        self.then = then = then or "resume once the server answers (cctk run --resume RUN_ID for a pipeline)"
         several = len(left_running) > 1
         tail = (
             f"; run{'s' if several else ''} {', '.join(left_running)} could not be ended there and "
-            f"stay{'' if several else 's'} RUNNING: resume once the server answers (cctk run --resume RUN_ID for a "
-            "pipeline)"
+            f"stay{'' if several else 's'} RUNNING: {then}"
             if left_running
             else ""
         )
@@ -245,14 +247,35 @@ class NotEnded(CctkError):
         super().__init__(line if inner is None else f"{inner}; {line}")
 
 
-def resume_words(kind: str, run_id: str, status: str, parent: str | None = None) -> str:
-    """What ends a run of ``kind`` (``cctk.kind``) that the store would not end ``status``: a pipeline's or a
-    sweep's resume; a model's nested run, its pipeline's resume (which ends it KILLED); else MLflow's client."""
+def resume_command(kind: str, run_id: str, parent: str | None = None) -> str | None:
+    """The command that ends a run of ``kind`` (``cctk.kind``) left RUNNING: a pipeline's or a sweep's own
+    resume; a model's nested run, its pipeline's (which ends it KILLED); None for any other run."""
     if kind == "model" and parent is not None:
-        return f"its pipeline is resumed (cctk run --resume {parent}, which ends it KILLED)"
+        return f"cctk run --resume {parent}"
     if kind in ("pipeline", "sweep"):
-        return f"it is resumed (cctk {'run' if kind == 'pipeline' else 'sweep'} --resume {run_id})"
-    return f"it is ended by hand (mlflow.MlflowClient().set_terminated({run_id!r}, {status!r}))"
+        return f"cctk {'run' if kind == 'pipeline' else 'sweep'} --resume {run_id}"
+    return None
+
+
+def resume_words(kind: str, run_id: str, status: str, parent: str | None = None) -> str:
+    """What ends a run of ``kind`` that the store would not end ``status``, after "until" (``NotEnded``)."""
+    command = resume_command(kind, run_id, parent)
+    if command is None:
+        return f"it is ended by hand (mlflow.MlflowClient().set_terminated({run_id!r}, {status!r}))"
+    if kind == "model":
+        return f"its pipeline is resumed ({command}, which ends it KILLED)"
+    return f"it is resumed ({command})"
+
+
+def after_outage(kind: str, run_id: str, parent: str | None = None) -> str:
+    """What ends the runs a server's outage left RUNNING, ``run_id`` (of ``kind``) the outermost, once it answers
+    again (``Unreachable``); the generic words where the kind is not known."""
+    command = resume_command(kind, run_id, parent)
+    if command is not None:
+        return f"resume once the server answers ({command})"
+    if kind:
+        return f"end it by hand once the server answers (mlflow.MlflowClient().set_terminated({run_id!r}, 'FAILED'))"
+    return ""
 
 
 def missing_store(config: TrackingConfig) -> str | None:

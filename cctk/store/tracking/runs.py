@@ -45,6 +45,7 @@ from .config import (
     NotEnded,
     TrackingConfig,
     Unreachable,
+    after_outage,
     check_reachable,
     check_retry_budget,
     database_error,
@@ -263,10 +264,10 @@ def check_access(store: Store, writes: bool) -> None:
         )
 
 
-def _left_running(run: LiveRun, gone: Unreachable) -> Unreachable:
-    """``gone`` once ``run`` is ended FAILED, or KILLED where the command was being stopped (the server answers
-    again), or naming ``run`` among the runs left RUNNING. One try, no retries: MLflow's client already waited
-    minutes for the call that failed."""
+def _left_running(run: LiveRun, gone: Unreachable, kind: str = "", parent: str | None = None) -> Unreachable:
+    """``gone`` once ``run`` (of ``kind``, nested under run ``parent``) is ended FAILED, or KILLED where the
+    command was being stopped (the server answers again), or naming ``run`` among the runs left RUNNING, with
+    what ends them then. One try, no retries: MLflow's client already waited minutes for the call that failed."""
     with no_retries():
         try:
             if isinstance(gone.leaving, KeyboardInterrupt):
@@ -275,7 +276,8 @@ def _left_running(run: LiveRun, gone: Unreachable) -> Unreachable:
                 run.failed(gone)
             return gone
         except Unreachable:
-            return Unreachable(gone.why, (*gone.left_running, run.run_id), gone.leaving)
+            then = after_outage(kind, run.run_id, parent)
+            return Unreachable(gone.why, (*gone.left_running, run.run_id), gone.leaving, then)
 
 
 @contextmanager
@@ -472,7 +474,7 @@ def ending(run: LiveRun, kind: str = "", parent: str | None = None) -> Iterator[
         _end(run, "KILLED", stop, kind, parent)
         raise
     except Unreachable as gone:  # the server stopped answering: end it if it answers again, else say so
-        raise _left_running(run, gone) from None
+        raise _left_running(run, gone, kind, parent) from None
     except NotEnded as inner:  # a nested run left RUNNING: this one ends as the command leaves, its line first
         stopped = isinstance(inner.leaving, KeyboardInterrupt)
         cause = inner if inner.leaving is None else inner.leaving
@@ -498,7 +500,8 @@ def _end(run: LiveRun, status: str, leaving: BaseException | None, kind: str, pa
         else:
             run.end(status)
     except Unreachable as gone:
-        raise Unreachable(gone.why, (*gone.left_running, run.run_id), leaving) from None
+        then = after_outage(kind, run.run_id, parent)
+        raise Unreachable(gone.why, (*gone.left_running, run.run_id), leaving, then) from None
     except Exception as refused:
         if _at_once(refused):
             raise
