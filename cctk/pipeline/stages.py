@@ -366,10 +366,8 @@ def _train_and_measure(context: RunContext, draws: Any, done: Done, echo: Echo) 
     if revision and context.provenance.model.kind == "hub" and revision != context.provenance.model.revision:
         found = _record_provenance(context.config, context.manual, context.store, context.mlflow_run, revision)
         context = replace(context, provenance=found)
-    if context.peak_gflops:  # not on a resume: its wall time is no cost
-        _forecast(
-            context, draws, [m for m in measured if m.parent and m.key not in done.run_ids], base, tokenizer, echo
-        )
+    forecast = context.peak_gflops is not None  # not on a resume: its wall time is no cost
+    per_model = 0.0  # seconds the base model's measurement and logging took: each trained model's after it
     copied = {m.parent for m in measured if m.parent and not m.in_place}  # kept (and checkpointed) once trained
     last_child = {m.parent: m.key for m in measured if m.parent and m.key not in done.run_ids}
     # parents wait here, on the CPU, until their last child takes them
@@ -379,10 +377,16 @@ def _train_and_measure(context: RunContext, draws: Any, done: Done, echo: Echo) 
         if arm.key in done.run_ids:
             continue
         if arm.parent is None:
+            began = time.perf_counter()
             with _nested_run(context, arm, draws) as nested:
                 _measure_and_log(context, results, arm.key, on_device(base, context.device), tokenizer, nested)
             base.cpu()
+            per_model = time.perf_counter() - began
             continue
+        if forecast:  # the base model measured, the first arm about to train
+            arms = [m for m in measured if m.parent and m.key not in done.run_ids]
+            _forecast(context, draws, arms, base, tokenizer, echo, per_model)
+            forecast = False
         if arm.parent not in weights:  # finished before an interruption: checkpointed, or trained again
             resumed = (draws, tokenizer, done, echo)
             weights[arm.parent] = _finished_weights(context, arm.parent, weights, last_child, resumed)
@@ -405,16 +409,19 @@ def _forecast(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
     echo: Echo,
+    per_model: float,
 ) -> None:
-    """Before the first arm trains: the compute limit of the training to come (each arm's rows over its epochs,
-    at the GEMM peak measured at the start) and what the whole run should take, printed and logged on the
-    parent run (``estimated_limit_seconds``, ``estimated_seconds``), to set beside ``compute_limit_seconds``
-    and ``pipeline_seconds`` at its end."""
+    """Before the first arm trains, the base model measured (``per_model``: the seconds that took): the compute
+    limit of the training to come (each arm's rows over its epochs, at the GEMM peak measured at the start) and
+    what the whole run should take, printed and logged on the parent run (``estimated_limit_seconds``,
+    ``estimated_seconds``), to set beside ``compute_limit_seconds`` and ``pipeline_seconds`` at its end."""
     recipe, peak = context.config.recipe, context.peak_gflops
     assert peak is not None  # measured at the start of every run that is not a resume
     rows = [context.manual.rows(draws, arm.key, recipe, tokenizer) for arm in arms]
     arms_cost = [(len(r) * recipe.epochs, compute.example_flops(model, r) / 1e9) for r in rows]
-    line, metrics = compute.forecast(compute.planned_cost(arms_cost, peak, recipe.precision), context.device.type)
+    rest = compute.Rest(time.perf_counter() - context.started, len(arms), per_model)
+    cost = compute.planned_cost(arms_cost, peak, recipe.precision)
+    line, metrics = compute.forecast(cost, context.device.type, rest)
     echo(line)
     context.mlflow_run.metrics(metrics)
 

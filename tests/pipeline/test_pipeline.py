@@ -74,24 +74,30 @@ def test_the_auto_profile_on_a_cpu_says_why_in_the_first_lines_and_a_tag(tiny_di
 
 
 def test_a_run_forecasts_its_training_before_the_first_arm_and_logs_it(tiny_dir, tmp_path, tracking_uri):
-    """#55: once the model is loaded, before any arm trains, the run prints the compute limit of the training to
-    come (from its arms' rows and the GEMM peak of its start: pinned in the suite) and the whole run's time at the
-    ratio a quick pipeline measured on a CPU, and logs both; the limit is the one its end reports."""
+    """#55: once the base model is measured, before any arm trains, the run prints the compute limit of the
+    training to come (from its arms' rows and the GEMM peak of its start: pinned in the suite) and the whole run's
+    time (the seconds so far, the training at the ratio the quick pipeline's arms took on a CPU, each arm measured
+    as long as the base model took, the reports), and logs both; the limit is the one its end reports."""
     from cctk.core.lm import compute
 
     said = []
     options = pipeline.Options(echo=said.append, system_metrics=False, figures=False)
     pipeline.run(make_config(str(tiny_dir), "smoke", (3,), parts="A"), pipeline.Where(tmp_path), options)
     (forecast,) = [i for i, line in enumerate(said) if line.startswith("estimated: the training's float32 compute")]
-    assert forecast == said.index(f"loading {tiny_dir} ...") + 1
-    assert said[forecast].endswith("x it, as a whole quick pipeline took on two CPU cores)")
+    assert forecast == said.index(f"loading {tiny_dir} ...") + 1  # the base model is measured without a line
+    assert said[forecast + 1].startswith("arm 1/2 correct sums: ")
+    found = re.search(r"the whole run about [\d.]+ min \((\d+) s so far; the training 1.07x its limit, as the quick "
+                      r"pipeline's arms took on two CPU cores; 2 models measured at ([\d.]+) s each, as the base model "
+                      r"took; 20 s of figures and reports\)$", said[forecast])  # fmt: skip
+    assert found, said[forecast]
     store = tracking.connect()
     (parent,) = store.search([store.experiment()], f"tags.`{tracking.KIND}` = 'pipeline'")
     logged = store.metrics(parent.run_id)
     assert logged["estimated_limit_seconds"] == pytest.approx(logged["compute_limit_seconds"], rel=1e-9)
-    assert logged["estimated_seconds"] == pytest.approx(
-        compute.MEASURED_RATIO["cpu"][0] * logged["compute_limit_seconds"]
-    )
+    so_far, per_model = float(found[1]), float(found[2])
+    expected = so_far + compute.TRAINING_RATIO["cpu"][0] * logged["compute_limit_seconds"] + 2 * per_model + 20
+    assert logged["estimated_seconds"] == pytest.approx(expected, abs=0.6 + 2 * 0.05)  # the line's rounding
+    assert 0 < per_model <= so_far + 0.5 and so_far < logged["pipeline_seconds"]  # the base model's time within
 
 
 def test_an_arm_that_raises_leaves_a_failed_nested_run(tiny_dir, tmp_path, tracking_uri, monkeypatch):

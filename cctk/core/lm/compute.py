@@ -189,10 +189,23 @@ def peak_gflops(device: str = "cpu", precision: str = "float32") -> float:
     return peak_flops(dtype, device) / 1e9
 
 
-# A whole pipeline's wall time over its training's compute limit, where one was timed, and where: the quick
-# pipeline of the bundled model on two CPU cores (`make run`, 2026-12-01, docs/speed.md; start-up, the 14
-# measurements, figures and reports on top of a training at 0.92 of the limit). None on a GPU yet (issue 55).
-MEASURED_RATIO = {"cpu": (1.23, "a whole quick pipeline took on two CPU cores")}
+# The arms' training time over its compute limit, where it was timed, and where: the 13 arms of the quick pipeline
+# of the bundled model on two CPU cores took 20.6 min against a limit of 19.3 (`make run`, 2026-12-01,
+# docs/speed.md). None on a GPU yet (issue 55).
+TRAINING_RATIO = {"cpu": (1.07, "the quick pipeline's arms took on two CPU cores")}
+# The figures and reports a pipeline draws at its end (17 s of the quick pipeline's on two CPU cores, rounded up).
+REPORT_SECONDS = 20.0
+
+
+@dataclass(frozen=True)
+class Rest:
+    """A run's time besides training, as far as it is known before its first arm trains: the seconds so far
+    (start-up, the GEMM peak, the model's load, the base model's measurement) and the measurement and logging
+    of each of the ``models`` trained after it (``per_model``: as long as the base model's took)."""
+
+    elapsed: float
+    models: int
+    per_model: float
 
 
 def planned_cost(arms: Sequence[tuple[int, float]], peak_gflops: float, precision: str = "float32") -> Cost:
@@ -203,10 +216,11 @@ def planned_cost(arms: Sequence[tuple[int, float]], peak_gflops: float, precisio
     return Cost(examples, gflop, peak_gflops, precision, pinned=pinned_peak() is not None)
 
 
-def forecast(cost: Cost, device_type: str) -> tuple[str, dict[str, float]]:
+def forecast(cost: Cost, device_type: str, rest: Rest) -> tuple[str, dict[str, float]]:
     """The line a run prints before its first arm trains, and its metrics: the training's compute limit and,
-    where a whole pipeline's ratio to it was timed on such a device (``MEASURED_RATIO``), the time that ratio
-    gives; elsewhere no guess."""
+    where its arms' time over that limit was timed on such a device (``TRAINING_RATIO``), the whole run's: the
+    seconds so far, the training at that ratio, each trained model measured as long as the base model took, and
+    the reports (``REPORT_SECONDS``); elsewhere no guess."""
     limit = cost.limit_seconds
     peak = "the GEMM peak pinned" if cost.pinned else "this machine's GEMM peak at the start"
     line = (
@@ -214,11 +228,20 @@ def forecast(cost: Cost, device_type: str) -> tuple[str, dict[str, float]]:
         f"examples x {cost.gflop_per_example:.2f} GFLOP at {cost.peak_gflops:,.0f} GFLOP/s, {peak}); "
     )
     metrics = {"estimated_limit_seconds": limit}
-    if device_type not in MEASURED_RATIO:
-        return line + f"no whole pipeline has been timed on a {device_type} device yet: expect more", metrics
-    ratio, where = MEASURED_RATIO[device_type]
-    metrics["estimated_seconds"] = ratio * limit
-    return line + f"the whole run about {ratio * limit / 60:.1f} min ({ratio:.2f}x it, as {where})", metrics
+    measuring = rest.models * rest.per_model
+    after = f"{rest.models} models measured at {rest.per_model:.1f} s each, as the base model took"
+    if device_type not in TRAINING_RATIO:
+        return line + (
+            f"no training has been timed against its limit on a {device_type} device yet: expect more than the "
+            f"limit, then {after}, and the reports"
+        ), metrics
+    ratio, where = TRAINING_RATIO[device_type]
+    whole = rest.elapsed + ratio * limit + measuring + REPORT_SECONDS
+    metrics["estimated_seconds"] = whole
+    return line + (
+        f"the whole run about {whole / 60:.1f} min ({rest.elapsed:.0f} s so far; the training {ratio:.2f}x its "
+        f"limit, as {where}; {after}; {REPORT_SECONDS:.0f} s of figures and reports)"
+    ), metrics
 
 
 def training_cost(

@@ -114,27 +114,35 @@ def test_cctk_run_refuses_bf16_in_one_line_before_any_work(tiny_dir, tmp_path, m
 
 def test_the_forecast_before_training_by_hand(monkeypatch):
     """#55: before the first arm trains, a run prints and logs the compute limit of the training to come (the
-    plan's examples and GFLOP at the peak measured at its start) and, on a CPU, where a whole quick pipeline took
-    1.23x its limit, that much. Two arms: 120 examples over their epochs at 2.5 GFLOP, 30 at 10: 600 GFLOP at
-    20 GFLOP/s = 30 s; 36.9 s on a CPU; no guess on CUDA, where no pipeline has been timed."""
+    plan's examples and GFLOP at the peak measured at its start) and, on a CPU, where the quick pipeline's arms
+    took 1.07x their limit, the whole run: the seconds so far, the training at that ratio, each trained model
+    measured as long as the base model took, and 20 s of reports. Two arms: 120 examples over their epochs at 2.5
+    GFLOP, 30 at 10: 600 GFLOP at 20 GFLOP/s = 30 s; 12 s so far, 2 models at 4 s: 12 + 32.1 + 8 + 20 = 72.1 s.
+    No guess on CUDA, where no training has been timed against its limit. (The forecast once took the quick
+    pipeline's whole ratio, 1.23x, for every run: a smoke run said 2.1 min and took 4.2, its 14 measurements a
+    larger share of it.)"""
     monkeypatch.delenv(compute.PINNED, raising=False)
     cost = compute.planned_cost([(120, 2.5), (30, 10.0)], 20.0)
     assert (cost.examples, cost.gflop, cost.gflop_per_example, cost.limit_seconds) == (150, 600.0, 4.0, 30.0)
-    line, metrics = compute.forecast(cost, "cpu")
-    assert metrics == {"estimated_limit_seconds": 30.0, "estimated_seconds": 1.23 * 30.0}
+    rest = compute.Rest(elapsed=12.0, models=2, per_model=4.0)
+    line, metrics = compute.forecast(cost, "cpu", rest)
+    assert metrics == {"estimated_limit_seconds": 30.0, "estimated_seconds": pytest.approx(72.1)}
     assert line == (
         "estimated: the training's float32 compute limit is 0.5 min (150 examples x 4.00 GFLOP at 20 GFLOP/s, "
-        "this machine's GEMM peak at the start); the whole run about 0.6 min (1.23x it, as a whole quick pipeline "
-        "took on two CPU cores)"
+        "this machine's GEMM peak at the start); the whole run about 1.2 min (12 s so far; the training 1.07x its "
+        "limit, as the quick pipeline's arms took on two CPU cores; 2 models measured at 4.0 s each, as the base "
+        "model took; 20 s of figures and reports)"
     )
-    line, metrics = compute.forecast(compute.planned_cost([(2_000_000, 50.0)], 50_000.0, "bf16"), "cuda")
+    line, metrics = compute.forecast(compute.planned_cost([(2_000_000, 50.0)], 50_000.0, "bf16"), "cuda", rest)
     assert metrics == {"estimated_limit_seconds": 2000.0}
     assert line == (
         "estimated: the training's bf16 compute limit is 33.3 min (2,000,000 examples x 50.00 GFLOP at 50,000 "
-        "GFLOP/s, this machine's GEMM peak at the start); no whole pipeline has been timed on a cuda device yet: "
-        "expect more"
+        "GFLOP/s, this machine's GEMM peak at the start); no training has been timed against its limit on a cuda "
+        "device yet: expect more than the limit, then 2 models measured at 4.0 s each, as the base model took, and "
+        "the reports"
     )
     monkeypatch.setenv(compute.PINNED, "20")
     assert (
-        "GFLOP at 20 GFLOP/s, the GEMM peak pinned)" in compute.forecast(compute.planned_cost([(1, 1.0)], 20), "cpu")[0]
+        "GFLOP at 20 GFLOP/s, the GEMM peak pinned)"
+        in compute.forecast(compute.planned_cost([(1, 1.0)], 20), "cpu", rest)[0]
     )
