@@ -78,7 +78,9 @@ cpu)
 esac
 
 # What was installed, and whether a CUDA build sees the GPU (a build for a newer CUDA than the driver's
-# installs without complaint, and every command would then compute on the CPU).
+# installs without complaint, and every command would then compute on the CPU). NumPy comes with the package's
+# dependencies, after torch: torch's warning that it is missing says nothing here.
+export PYTHONWARNINGS="ignore:Failed to initialize NumPy"
 # shellcheck disable=SC2016
 "$PYTHON" -c 'import torch; print("installed torch", torch.__version__, "(CUDA", (torch.version.cuda or "none") + ")")'
 [ "$kind" = cuda ] || exit 0
