@@ -130,6 +130,13 @@ def test_pipeline_runs_are_read_back_as_plain_values(tracking_uri):
     assert store.get(stale.run_id).status == "KILLED"  # a RUNNING child of a dead process
     with pytest.raises(CctkError, match="is not a cctk pipeline run"):
         store.pipeline(done.run_id)
+    arm = store.start(experiment, "arm", {"cctk.kind": "model", "cctk.key": "m_random"}, parent=parent)
+    with pytest.raises(CctkError) as nested:  # an arm's id, copied from the UI, names the pipeline to give
+        store.pipeline(arm.run_id)
+    assert str(nested.value) == (
+        f"MLflow run {arm.run_id} is a model's nested run (tag cctk.kind is 'model'), not a pipeline's: give its "
+        f"pipeline's run, {parent.run_id}"
+    )
     with pytest.raises(CctkError, match="no run 'deadbeef'"):
         store.pipeline("deadbeef")
 

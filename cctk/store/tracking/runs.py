@@ -868,6 +868,12 @@ def _text(value: Value) -> str:
 def require_pipeline(run: TrackedRun) -> None:
     """A one-line error unless ``run`` is the parent run of a cctk pipeline."""
     kind = run.tags.get(KIND)
+    parent = run.tags.get("mlflow.parentRunId")
+    if kind == "model" and parent:  # an arm's run id, copied from the UI: its pipeline is the run above it
+        raise CctkError(
+            f"MLflow run {run.run_id} is a model's nested run (tag {KIND} is 'model'), not a pipeline's: give "
+            f"its pipeline's run, {parent}"
+        )
     if kind != "pipeline":
         raise CctkError(
             f"MLflow run {run.run_id} is not a cctk pipeline run (tag {KIND} is {kind!r}); "
