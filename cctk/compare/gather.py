@@ -23,11 +23,7 @@ def run_ids(store: tracking.Store, sweep: str | None = None, runs: list[str] | N
                 raise CctkError(f"pipeline run {run_id} is not finished; resume it first (cctk run --resume)")
         return runs
     assert sweep is not None  # one of the two, checked above
-    found = store.get(sweep)
-    if found.tags.get(tracking.KIND) != "sweep":
-        raise CctkError(
-            f"MLflow run {sweep} is not a cctk sweep (tag {tracking.KIND} is {found.tags.get(tracking.KIND)!r})"
-        )
+    found = store.sweep(sweep)
     cells = [r for r in store.cells(found) if r.status == "FINISHED"]
     if not cells:
         raise CctkError(f"sweep {sweep} has no finished pipeline yet")

@@ -216,11 +216,7 @@ def _describe(run: tracking.LiveRun, sweep: Sweep) -> None:
 def reopen_sweep(store: tracking.Store, sweep_id: str, address: str | None = None, retries: int | None = None) -> Sweep:
     """An interrupted sweep, read back (``execute`` sets its run RUNNING again and ends it). ``address``:
     the cluster it goes on with, where that differs from the one it started on (a head started again)."""
-    run = store.get(sweep_id)
-    if run.tags.get(tracking.KIND) != "sweep":
-        raise CctkError(
-            f"MLflow run {sweep_id} is not a cctk sweep (tag {tracking.KIND} is {run.tags.get(tracking.KIND)!r})"
-        )
+    run = store.sweep(sweep_id)
     p = run.params
     address = address or p.get("address") or None
     return Sweep(

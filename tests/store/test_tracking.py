@@ -141,6 +141,26 @@ def test_pipeline_runs_are_read_back_as_plain_values(tracking_uri):
         store.pipeline("deadbeef")
 
 
+def test_a_sweep_is_read_back_and_a_cells_run_names_its_sweep(tracking_uri):
+    """`cctk sweep --resume` and `cctk compare --sweep` take a sweep's run; a cell's pipeline given instead (its
+    id copied from the UI) names the sweep to give."""
+    store = tracking.connect()
+    experiment = store.experiment()
+    sweep = store.start(experiment, "sweep", {tracking.KIND: "sweep"})
+    cell = store.start(experiment, "cell", {tracking.KIND: "pipeline", tracking.SWEEP: sweep.run_id}, parent=sweep)
+    alone = store.start(experiment, "alone", {tracking.KIND: "pipeline"})
+    assert store.sweep(sweep.run_id).run_id == sweep.run_id
+    with pytest.raises(CctkError) as of_a_sweep:
+        store.sweep(cell.run_id)
+    assert str(of_a_sweep.value) == (
+        f"MLflow run {cell.run_id} is not a cctk sweep (tag cctk.kind is 'pipeline'): it is a run of sweep "
+        f"{sweep.run_id}, give that"
+    )
+    with pytest.raises(CctkError) as no_sweep:
+        store.sweep(alone.run_id)
+    assert str(no_sweep.value) == f"MLflow run {alone.run_id} is not a cctk sweep (tag cctk.kind is 'pipeline')"
+
+
 def test_searches_read_every_page_not_the_first_thousand(tracking_uri, monkeypatch):
     """Before: ``children`` asked MLflow's default 1000 runs and ``search`` 5000, so a parent with more child
     runs (a long sweep's pipelines, a resumed study) was cut short without a word. A page of 2 stands for them."""

@@ -752,6 +752,16 @@ class Store:
         require_pipeline(run)
         return run
 
+    def sweep(self, run_id: str) -> TrackedRun:
+        """The run of a cctk sweep, or a one-line error (naming the sweep a cell's run belongs to)."""
+        run = self.get(run_id)
+        kind = run.tags.get(KIND)
+        if kind != "sweep":
+            above = run.tags.get(SWEEP)
+            hint = f": it is a run of sweep {above}, give that" if above else ""
+            raise CctkError(f"MLflow run {run_id} is not a cctk sweep (tag {KIND} is {kind!r}){hint}")
+        return run
+
     def metrics(self, run_id: str, names: Collection[str] | None = None) -> dict[str, float]:
         """The latest value of each metric of a run (only ``names``, when given)."""
         found = self.client.get_run(run_id).data.metrics
