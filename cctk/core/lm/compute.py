@@ -229,7 +229,8 @@ def forecast(cost: Cost, device_type: str, rest: Rest) -> tuple[str, dict[str, f
     )
     metrics = {"estimated_limit_seconds": limit}
     measuring = rest.models * rest.per_model
-    after = f"{rest.models} models measured at {rest.per_model:.1f} s each, as the base model took"
+    models = f"{rest.models} model{'s' * (rest.models != 1)}"
+    after = f"{models} measured at {rest.per_model:.1f} s{' each' * (rest.models != 1)}, as the base model took"
     if device_type not in TRAINING_RATIO:
         return line + (
             f"no training has been timed against its limit on a {device_type} device yet: expect more than the "

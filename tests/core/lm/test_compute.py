@@ -133,6 +133,8 @@ def test_the_forecast_before_training_by_hand(monkeypatch):
         "limit, as the quick pipeline's arms took on two CPU cores; 2 models measured at 4.0 s each, as the base "
         "model took; 20 s of figures and reports)"
     )
+    one = compute.forecast(cost, "cpu", compute.Rest(elapsed=12.0, models=1, per_model=4.0))[0]
+    assert "; 1 model measured at 4.0 s, as the base model took;" in one  # manual 1.0.0 trains one
     line, metrics = compute.forecast(compute.planned_cost([(2_000_000, 50.0)], 50_000.0, "bf16"), "cuda", rest)
     assert metrics == {"estimated_limit_seconds": 2000.0}
     assert line == (
