@@ -32,10 +32,14 @@ class Spec:
     shows: str = ""  # its entry in its manual's ``figure_about`` where its kind's does not fit it (its own words)
 
     @property
+    def kind(self) -> str:
+        """What kind of chart it is: the first part of its key (``heatmap`` of ``heatmap:m_random``)."""
+        return self.key.split(":")[0]
+
+    @property
     def about_key(self) -> str:
-        """Its entry in its manual's ``figure_about`` (report.html's caption): ``shows``, else its kind (the first
-        part of its key)."""
-        return self.shows or self.key.split(":")[0]
+        """Its entry in its manual's ``figure_about`` (report.html's caption): ``shows``, else its kind."""
+        return self.shows or self.kind
 
     @property
     def stem(self) -> str:

@@ -60,7 +60,7 @@ class PaperTable:
 def caption(spec: Spec, about: dict[str, str], figure_notes: list[str]) -> str:
     """The figure's title, what its kind shows and its own notes: what the report style draws inside."""
     title = spec.title[0].upper() + spec.title[1:]
-    return " ".join([f"{title}.", about.get(spec.key.split(":")[0], ""), *figure_notes]).strip()
+    return " ".join([f"{title}.", about.get(spec.kind, ""), *figure_notes]).strip()
 
 
 def draw(spec: Spec, folder: Path, style: Style, about: dict[str, str], prefix: str = "") -> PaperFigure:

@@ -193,7 +193,7 @@ class Unreachable(CctkError):
         self, why: str, left_running: tuple[str, ...] = (), leaving: BaseException | None = None, then: str = ""
     ):
         self.why, self.left_running, self.leaving = why, left_running, leaving
-        self.then = then = then or "resume once the server answers (cctk run --resume RUN_ID for a pipeline)"
+        then = then or "resume once the server answers (cctk run --resume RUN_ID for a pipeline)"
         several = len(left_running) > 1
         tail = (
             f"; run{'s' if several else ''} {', '.join(left_running)} could not be ended there and "
@@ -261,7 +261,7 @@ def resume_words(kind: str, run_id: str, status: str, parent: str | None = None)
     """What ends a run of ``kind`` that the store would not end ``status``, after "until" (``NotEnded``)."""
     command = resume_command(kind, run_id, parent)
     if command is None:
-        return f"it is ended by hand (mlflow.MlflowClient().set_terminated({run_id!r}, {status!r}))"
+        return f"it is ended by hand ({_by_hand(run_id, status)})"
     if kind == "model":
         return f"its pipeline is resumed ({command}, which ends it KILLED)"
     return f"it is resumed ({command})"
@@ -274,8 +274,13 @@ def after_outage(kind: str, run_id: str, parent: str | None = None) -> str:
     if command is not None:
         return f"resume once the server answers ({command})"
     if kind:
-        return f"end it by hand once the server answers (mlflow.MlflowClient().set_terminated({run_id!r}, 'FAILED'))"
+        return f"end it by hand once the server answers ({_by_hand(run_id, 'FAILED')})"
     return ""
+
+
+def _by_hand(run_id: str, status: str) -> str:
+    """The MLflow call that ends run ``run_id`` ``status`` where no cctk command does."""
+    return f"mlflow.MlflowClient().set_terminated({run_id!r}, {status!r})"
 
 
 def missing_store(config: TrackingConfig) -> str | None:
