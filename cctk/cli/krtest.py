@@ -12,7 +12,6 @@ import click
 from ..core.config import check_seeds
 from ..core.errors import CctkError
 from ..core.lm.models import BUNDLED
-from ..krtest import ARMS
 from ..krtest.generation.generate import ENTITIES, VALIDATION_ENTITIES
 from ..krtest.measurement.lora import DEFAULT_BUDGET
 from .options import DEVICE, MODEL, TRACKING, out_option
@@ -288,12 +287,7 @@ def generate(
     gate = _gate(options, seed)
     config = _fields(from_corpus.GenerationOptions, options, location=location)
     request = _fields(from_corpus.Request, options, corpus=corpus, options=config, out=out, seed=seed)
-    done = from_corpus.run(request, chosen, echo=click.echo, gate=gate)
-    if done is None:
-        return
-    click.echo(f"{from_corpus.summary_line(done)}: {out / from_corpus.QUESTIONS}, {out / from_corpus.GENERATION}")
-    if not done.kept:
-        click.echo(f"WARNING: no item kept; every proposal and its reason is in {out / from_corpus.PROPOSALS}")
+    from_corpus.run(request, chosen, echo=click.echo, gate=gate)  # its figures, files and run printed
 
 
 def _gate(options: _GenerateOptions, seed: int) -> Gate | None:
@@ -383,12 +377,7 @@ def oracle(
     fields = {**values, "questions": questions, "corpus": corpus, **taken}  # --generation's own values win
     request = _fields(oracle_module.OracleRequest, fields, out=out, seed=seed)
     chosen = oracle_module.make_oracle(oracle_name, oracle_model, api_key_env, seed=seed, **_endpoint(values))
-    summary = oracle_module.run_oracle(request, chosen, echo=click.echo)
-    click.echo(
-        f"oracle: {summary['correct']}/{summary['n']} = {100 * summary['accuracy']:.1f}% "
-        f"[{100 * summary['lo']:.1f}-{100 * summary['hi']:.1f}], {summary['unanswered']} unanswered "
-        f"(the paper's oracle: 99.56%): {out / oracle_module.ORACLE_JSON}"
-    )
+    oracle_module.run_oracle(request, chosen, echo=click.echo)  # its accuracy, file and run printed
 
 
 def _fictional(seed: int, out: Path, location: str, entities: int | None, validation_entities: int | None) -> None:
@@ -587,10 +576,7 @@ def study(
         _study_seeds(model, seed, seeds, data, out, tracking, values)
         return
     config = study_module.make_study_config(model, seed, data, **values)
-    outcome = study_module.run(config, out, tracking, echo=click.echo)
-    for key, name in ARMS.items():
-        s = outcome.summaries[key]
-        click.echo(f"{name:<20} {100 * s.accuracy:5.1f}% [{100 * s.lo:.1f}-{100 * s.hi:.1f}]")
+    study_module.run(config, out, tracking, echo=click.echo)  # its arms' accuracies, its folder and run printed
 
 
 def _study_seeds(
@@ -605,15 +591,4 @@ def _study_seeds(
         raise CctkError("give --seed (one study) or --seeds (one study per seed), not both")
     chosen = seeds_or_count(seeds)
     config = study_module.make_study_config(model, chosen[0], data, **values)
-    outcome = seeds_module.run(config, chosen, out, tracking, echo=click.echo)
-    pooled = outcome.tables["kr_pooled"]
-    click.echo(
-        f"across seeds {', '.join(map(str, chosen))} (mean [t 95% interval]; pooled items [exact 95% interval]):"
-    )
-    for _, row in pooled.iterrows():
-        click.echo(
-            f"{row['arm']:<20} {100 * row['mean_accuracy']:5.1f}% [{100 * row['t_lo']:.1f}-{100 * row['t_hi']:.1f}]"
-            f"; {row['correct']}/{row['items']} = {100 * row['pooled_accuracy']:.1f}% "
-            f"[{100 * row['lo']:.1f}-{100 * row['hi']:.1f}]"
-        )
-    click.echo(f"sweep {outcome.run_id} finished in {outcome.seconds / 60:.1f} min: {outcome.folder}")
+    seeds_module.run(config, chosen, out, tracking, echo=click.echo)  # the pooled accuracies and its run printed

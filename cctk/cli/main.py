@@ -467,6 +467,8 @@ def compare_command(
         f"{counted(len(compared.tables), 'table')} and {counted(len(compared.figures), 'figure')} in "
         f"{compared.folder}; " + (f"MLflow run {run_id}" if run_id else "no MLflow run (--no-log)")
     )
+    if run_id:
+        click.echo(store.link(run_id))
 
 
 @cli.command()

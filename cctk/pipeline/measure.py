@@ -47,6 +47,7 @@ def run(
 
     with store.run("measure", f"measure {found.key}", {tracking.KEY: found.key}) as logged:
         _log(logged, found, out, figures, summary, seconds)
+    echo(store.link(logged.run_id))
     return summary
 
 

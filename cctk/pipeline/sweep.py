@@ -395,8 +395,9 @@ def execute(
     finally:
         if opened is not None:  # the cells' processes are gone now: what they left RUNNING is ended
             settle(store, opened, ends)
-    where = f" --tracking {tracking.redact(sweep.tracking_uri)}" if sweep.out is None else ""  # a cluster's server
-    echo(f"sweep {sweep.run_id} finished; compare it with: cctk compare --sweep {sweep.run_id}{where} --out DIR")
+    compare = tracking.on_store(store, f"cctk compare --sweep {opened} --out DIR")  # its store, as the user named it
+    echo(f"sweep {opened} finished; compare it with: {compare}")
+    echo(store.link(opened))
     before = {k: r.run_id for k, r in started.items() if r.status == "FINISHED"}
     return {**before, **{key: end.run_id for key, end in ends.items() if end.run_id is not None}}
 

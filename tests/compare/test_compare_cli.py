@@ -93,6 +93,9 @@ def test_compare_a_sweep(tmp_path, logged_sweep, tracking_uri, monkeypatch):
     client = mlflow.MlflowClient(tracking_uri)
     (run,) = client.search_runs([client.get_experiment_by_name("cctk").experiment_id], "tags.`cctk.kind` = 'compare'")
     assert run.data.tags["mlflow.parentRunId"] == sweep_id and len(run.data.params["runs"].split(",")) == 2
+    assert (
+        lines[-2].endswith(f"; MLflow run {run.info.run_id}") and lines[-1] == f"MLflow UI: cctk ui {run.info.run_id}"
+    )
     logged = {a.path for a in client.list_artifacts(run.info.run_id, "figures/forest")}
     assert logged == {f"figures/forest/forest.{ext}" for ext in ("png", "pdf", "eps")}
 

@@ -50,6 +50,8 @@ def test_study_runs_five_nested_arms_and_writes_figure_and_table(
     ) in result.output
     runs = mlflow.search_runs(search_all_experiments=True, output_format="list")
     parent = next(r for r in runs if r.data.tags.get("cctk.kind") == "krtest-study")
+    *_, finished, link = result.output.strip().splitlines()  # the arms' accuracies before (before: after)
+    assert finished.startswith("study finished in ") and link == f"MLflow UI: cctk ui {parent.info.run_id}"
     assert (
         parent.data.params["lora.difference_percent"] == "2.8571" and parent.data.params["lora.pair_searched"] == "True"
     )
@@ -115,6 +117,9 @@ def test_study_over_two_seeds_then_compare(tiny_dir, data_dir, tracking_uri, tmp
     assert "across seeds 11, 12" in result.output
     runs = mlflow.search_runs(search_all_experiments=True, output_format="list")
     sweep = next(r for r in runs if r.data.tags.get("cctk.kind") == "krtest-sweep")
+    *_, finished, link = result.output.strip().splitlines()  # each study's link left to the sweep's
+    assert finished.startswith(f"sweep {sweep.info.run_id} finished in ")
+    assert link == f"MLflow UI: cctk ui {sweep.info.run_id}" and result.output.count("MLflow UI:") == 1
     studies = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == sweep.info.run_id]
     assert sorted(r.data.params["seed"] for r in studies) == ["11", "12"]
     assert all(r.data.tags["cctk.kind"] == "krtest-study" for r in studies) and sweep.data.params["seeds"] == "11,12"

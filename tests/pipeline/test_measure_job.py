@@ -15,6 +15,7 @@ def test_measure_writes_table_and_heatmap_and_tracks_them(tiny_dir, tmp_path, tr
     client = mlflow.MlflowClient()
     (run,) = client.search_runs([client.get_experiment_by_name("cctk").experiment_id])
     assert run.data.tags["cctk.kind"] == "measure" and run.info.status == "FINISHED"
+    assert lines[-1] == f"MLflow UI: cctk ui {run.info.run_id}"  # the run it logged, last (before: not named)
     assert run.data.metrics["hits_correct"] == summary.hits
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"measurement.csv", "figures"} <= artifacts

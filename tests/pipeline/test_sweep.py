@@ -34,6 +34,22 @@ def test_a_count_of_seeds_draws_fresh_distinct_ones():
     assert len(grid.seeds) == 3 and len(set(grid.seeds)) == 3
 
 
+def test_a_finished_sweep_names_its_store_in_the_commands_it_prints(new_store, tmp_path, monkeypatch):
+    """Before: a local sweep on a store given by --tracking printed `cctk compare --sweep ID --out DIR`, which
+    looks in ./mlruns/ and finds no such sweep; and no line named where to see the sweep's run."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    uri = new_store(tmp_path / "elsewhere")
+    store = tracking.connect(uri)
+    plan = sweep.open_sweep(store, sweep.parse_grid("smollm2-135m-bundled", "3", (), "smoke"), tmp_path, "local", None)
+    said: list[str] = []
+    sweep.execute(store, plan, lambda cell, *_: f"run-{cell.seed}", echo=said.append)
+    (run,) = store.search([store.experiment()], f"tags.`{tracking.KIND}` = 'sweep'")
+    assert said[-2:] == [
+        f"sweep {run.run_id} finished; compare it with: cctk compare --sweep {run.run_id} --out DIR --tracking {uri}",
+        f"MLflow UI: cctk ui {run.run_id} --tracking {uri}",
+    ]
+
+
 @pytest.mark.parametrize(
     ("models", "seeds", "sets", "message"),
     [

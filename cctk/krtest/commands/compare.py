@@ -319,4 +319,5 @@ def compare(store: Store, runs: list[str], out: Path, echo: Callable[[str], None
             run.files(out / "tables" / name, f"tables/{name}")
         run.files(out / "compare.html")
     echo(f"{counted(len(found), 'table')} in {out}; MLflow run {run.run_id}")
+    echo(store.link(run.run_id))
     return found

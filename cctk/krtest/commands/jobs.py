@@ -206,7 +206,9 @@ def run_eval(
             }
         )
         inputs.log(run)
-        return evaluate_arm(run, lm, tokenizer, items, Path(out), echo).summary
+        summary = evaluate_arm(run, lm, tokenizer, items, Path(out), echo).summary
+    echo(track.store.link(run.run_id))
+    return summary
 
 
 def context_limit(model: str) -> int:
@@ -276,7 +278,9 @@ def run_train(
         with out_of_memory_as_line(plan, where, f"the {arm_key(config)} arm"):
             lm = placed(lm, where)
             check_placed(plan, where)
-            return train_arm(run, lm, tokenizer, inputs, config, Path(out), echo, label=arm_key(config))
+            trained = train_arm(run, lm, tokenizer, inputs, config, Path(out), echo, label=arm_key(config))
+    echo(track.store.link(run.run_id))
+    return trained
 
 
 def placed(lm: PreTrainedModel, where: torch.device | str) -> PreTrainedModel:

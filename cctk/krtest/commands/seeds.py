@@ -56,6 +56,15 @@ def run(
         outcome.tables = kr.write(arms(outcome.studies, config.model), outcome.folder)
         outcome.seconds = time.perf_counter() - started
         _log(sweep, outcome)
+    echo(f"across seeds {', '.join(map(str, seeds))} (mean [t 95% interval]; pooled items [exact 95% interval]):")
+    for _, row in outcome.tables["kr_pooled"].iterrows():
+        echo(
+            f"{row['arm']:<20} {100 * row['mean_accuracy']:5.1f}% [{100 * row['t_lo']:.1f}-{100 * row['t_hi']:.1f}]"
+            f"; {row['correct']}/{row['items']} = {100 * row['pooled_accuracy']:.1f}% "
+            f"[{100 * row['lo']:.1f}-{100 * row['hi']:.1f}]"
+        )
+    echo(f"sweep {outcome.run_id} finished in {outcome.seconds / 60:.1f} min: {outcome.folder}")
+    echo(track.store.link(outcome.run_id))
     return outcome
 
 

@@ -196,7 +196,12 @@ def run(
         outcome.seconds = time.perf_counter() - started
         _write_record(config, outcome, session)
         _log_parent(study, outcome)
+    for key, name in ARMS.items():
+        s = outcome.summaries[key]
+        echo(f"{name:<20} {100 * s.accuracy:5.1f}% [{100 * s.lo:.1f}-{100 * s.hi:.1f}]")
     echo(f"study finished in {outcome.seconds / 60:.1f} min: {outcome.folder}")
+    if parent is None:  # a seed sweep's study: the sweep's line ends the command
+        echo(track.store.link(study.run_id))
     return outcome
 
 

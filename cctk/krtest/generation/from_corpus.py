@@ -388,7 +388,7 @@ def run(
     if journal is None:
         dry_run(found, documents, tokenizer, options, echo)
         return None
-    return _generate(request, teacher, gate, journal, settings, documents, found, tokenizer)
+    return _generate(request, teacher, gate, journal, settings, documents, found, tokenizer, echo)
 
 
 def dry_run(
@@ -425,10 +425,11 @@ def _generate(
     documents: list[Document],
     found: list[Located],
     tokenizer: PreTrainedTokenizerBase,
+    echo: Callable[[str], None],
 ) -> Generation:
     """Ask every passage not yet in the journal, then the oracle (if any) about every group of kept items not
     yet in it, rewriting the files after each reply, in one MLflow run (a continuation reopens the run of the
-    generation it continues)."""
+    generation it continues); its figures, its files and its run said last."""
     from ...store import tracking
 
     store, out = tracking.connect(request.tracking), Path(request.out)
@@ -451,6 +452,10 @@ def _generate(
         done = rewrite(finished=True)
         for name in (QUESTIONS, GENERATION, PROPOSALS, REPLIES, *([REJECTED] if gate else []), JOURNAL):
             run.files(out / name)
+    echo(f"{summary_line(done)}: {out / QUESTIONS}, {out / GENERATION}")
+    if not done.kept:
+        echo(f"WARNING: no item kept; every proposal and its reason is in {out / PROPOSALS}")
+    echo(store.link(run.run_id))
     return done
 
 

@@ -271,6 +271,12 @@ def run_oracle(request: OracleRequest, oracle: Teacher, echo: Callable[[str], No
         summary = write_oracle(groups, journal, out, request, oracle.describe(), run.run_id, finished=True)
         for name in (*OWNED, JOURNAL):
             run.files(out / name)
+    echo(
+        f"oracle: {summary['correct']}/{summary['n']} = {100 * summary['accuracy']:.1f}% "
+        f"[{100 * summary['lo']:.1f}-{100 * summary['hi']:.1f}], {summary['unanswered']} unanswered "
+        f"(the paper's oracle: 99.56%): {out / ORACLE_JSON}"
+    )
+    echo(store.link(run.run_id))
     return summary
 
 

@@ -717,6 +717,10 @@ class Store:
         self.client.update_run(run_id, status="RUNNING")
         return LiveRun(run_id, self.client)
 
+    def link(self, run_id: str) -> str:
+        """Where to see one of this store's runs (``run_link``): the last line of a command that logged it."""
+        return run_link(self, self.get(run_id).experiment_id, run_id)
+
     def get(self, run_id: str) -> TrackedRun:
         """A run of this store, or a one-line error."""
         from mlflow.exceptions import MlflowException
@@ -854,12 +858,18 @@ def run_link(store: Store, experiment_id: str, run_id: str) -> str:
     opens the UI on an embedded store at it."""
     if store.uri.startswith(ON_SERVER):
         return f"MLflow UI: {store.runs_url(store.uri, experiment_id, run_id)}"
+    return f"MLflow UI: {on_store(store, f'cctk ui {run_id}')}"
+
+
+def on_store(store: Store, command: str) -> str:
+    """``command`` (a cctk command line) pointed at ``store`` as the user named it: ``--tracking NAME`` unless
+    it is the default store or ``MLFLOW_TRACKING_URI``'s (which the next command finds the same way)."""
     name = store.config.name
     if name in (DEFAULT_CONFIG, "MLFLOW_TRACKING_URI"):
-        return f"MLflow UI: cctk ui {run_id}"
+        return command
     # quoted for a shell (a URI's `&`, a redacted `***`); a URI given with its password says what *** stands for
     hidden = name == store.config.shown != store.config.tracking_uri
-    return f"MLflow UI: cctk ui {run_id} --tracking {shlex.quote(name)}" + (" (*** is the password)" if hidden else "")
+    return f"{command} --tracking {shlex.quote(name)}" + (" (*** is the password)" if hidden else "")
 
 
 def provenance_tags(flat: dict[str, str], packages: dict[str, str | None]) -> dict[str, str]:

@@ -119,6 +119,7 @@ def test_compare_gathers_kr_runs_from_mlflow(tracking_uri, tmp_path):
         if r.data.tags.get("cctk.kind") == "compare"
     ]
     assert len(compare) == 1 and compare[0].data.params["kind"] == "krtest"
+    assert result.output.strip().splitlines()[-1] == f"MLflow UI: cctk ui {compare[0].info.run_id}"
 
 
 def test_compare_refuses_a_mix_and_an_unfinished_arm(tracking_uri, tmp_path):

@@ -43,6 +43,9 @@ def test_eval_writes_items_and_summary_prints_and_tracks(tiny_dir, tracking_uri,
         assert list(summary) == ["n", "correct", "accuracy", "lo", "hi", "mean_margin", "ties", "identical"]
         assert summary["n"] == 12 and summary["correct"] == int(items.correct.sum())
         assert f"KR accuracy {100 * summary['accuracy']:.1f}% (exact 95% CI" in result.output
+        (newest, *_) = mlflow.search_runs(search_all_experiments=True, output_format="list")
+        assert newest.data.tags["cctk.arm"] == ("open_book" if book else "blind")
+        assert result.output.splitlines()[-1] == f"MLflow UI: cctk ui {newest.info.run_id}"  # before: not named
     runs = mlflow.search_runs(search_all_experiments=True, output_format="list")
     assert sorted(r.data.tags["cctk.arm"] for r in runs) == ["blind", "open_book"]
     client = mlflow.MlflowClient()

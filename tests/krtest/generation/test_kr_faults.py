@@ -342,8 +342,10 @@ def test_the_oracle_gate_rejects_what_it_answers_wrong_and_a_failed_check_contin
     gated = requests(out / "journal.jsonl", "oracle")
     assert len(gated) == 5 and gated == requests(tmp_path / "checked" / "journal.jsonl", None)
     assert "temperature" in oracle.sent and "the oracle confirmed 12 of the 13 items" in again.output
-    assert again.output.strip().splitlines()[-1].startswith("5 passages, 5 requests")
+    *_, said, link = again.output.strip().splitlines()
+    assert said.startswith("5 passages, 5 requests")
     record = json.loads((out / "generation.json").read_text())
+    assert link == f"MLflow UI: cctk ui {record['mlflow_run_id']}"  # the run the continuation reopened
     assert (record["proposed"], record["kept_by_validation"], record["kept_by_oracle"], record["kept"]) == (
         15,
         13,

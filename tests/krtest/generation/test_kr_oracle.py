@@ -148,7 +148,9 @@ def test_oracle_takes_a_generations_questions_corpus_and_segmentation(tiny_dir, 
             ],
         )
     assert checked.exit_code == 0, checked.output
-    assert checked.output.strip().splitlines()[-1].startswith("oracle: 8/8 = 100.0% [63.1-100.0], 0 unanswered")
+    *_, said, link = checked.output.strip().splitlines()
+    assert said.startswith("oracle: 8/8 = 100.0% [63.1-100.0], 0 unanswered")
     record = json.loads((tmp_path / "o" / "oracle.json").read_text())
+    assert link == f"MLflow UI: cctk ui {record['mlflow_run_id']}"  # before: the run was not named
     assert record["location"] == "line" and record["passages"] == 8  # line locations, as the generation's
     assert both.exit_code == 1 and "not both" in both.output
