@@ -33,6 +33,7 @@ def test_train_logs_kr_accuracy_and_perplexity_histories(tiny_dir, data_dir, tra
     run = mlflow.search_runs(search_all_experiments=True, output_format="list")[0]
     client = mlflow.MlflowClient()
     assert run.data.tags["cctk.kind"] == "krtest" and run.info.status == "FINISHED"
+    assert lines[-1] == f"MLflow UI: cctk ui {run.info.run_id}"  # before: the run was not named
     accuracy, ppl = history(client, run.info.run_id, "kr_accuracy"), history(client, run.info.run_id, "val_perplexity")
     assert [s for s, _ in accuracy] == [0, 2, 4] and [s for s, _ in ppl] == [0, 2, 4]
     assert all(0 <= v <= 1 for _, v in accuracy) and all(math.isfinite(v) and v > 1 for _, v in ppl)
