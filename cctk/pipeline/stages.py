@@ -543,7 +543,7 @@ def _train_model(
             on_loss=lambda epoch, loss: nested.metrics({"loss": loss}, step=epoch),
         )
     finally:
-        progress.close(finished=trained is not None)
+        progress.close(finished=trained is not None, losses=trained.losses if trained else ())
     if curve:
         session_files.append_curves(context.layout, curve)
     results.training[arm.key] = trained  # on disk for a resume; its loss history was logged epoch by epoch

@@ -98,6 +98,16 @@ def test_a_run_forecasts_its_training_before_the_first_arm_and_logs_it(tiny_dir,
     expected = so_far + compute.TRAINING_RATIO["cpu"][0] * logged["compute_limit_seconds"] + 2 * per_model + 20
     assert logged["estimated_seconds"] == pytest.approx(expected, abs=0.6 + 2 * 0.05)  # the line's rounding
     assert 0 < per_model <= so_far + 0.5 and so_far < logged["pipeline_seconds"]  # the base model's time within
+    # the arm's line: the mean loss of its first and last epoch, as its run's `loss` history and table 11 (before:
+    # the first and last step's loss, which neither shows)
+    (arm,) = store.search([store.experiment()], f"tags.`{tracking.KEY}` = 'm_correct'")
+    history = [m.value for m in sorted(store.client.get_metric_history(arm.run_id, "loss"), key=lambda m: m.step)]
+    assert len(history) == 2  # the smoke recipe's epochs
+    assert re.fullmatch(
+        rf"arm 1/2 correct sums: \d+ steps, loss {history[0]:.4f} \(epoch 1\) -> {history[1]:.4f} \(epoch 2\), "
+        r"[\d.]+ s",
+        said[forecast + 1],
+    ), said[forecast + 1]
 
 
 def test_an_arm_that_raises_leaves_a_failed_nested_run(tiny_dir, tmp_path, tracking_uri, monkeypatch):
