@@ -131,6 +131,93 @@ def load(source: str | os.PathLike[str], tracking_name: str | None = None, cache
     return read_folder(session_folder(source, tracking_name, cache))
 
 
+def load_sweep(sweep_id: str, tracking_name: str | None = None, cache: Path | None = None) -> dict[str, RunResults]:
+    """Every finished cell of sweep ``sweep_id``: its cell's key (``smollm2-135m-bundled|seed=3``) -> its
+    pipeline's results, in the order of the keys (``load`` of each run id: downloaded once into the cache)."""
+    store = tracking.connect(tracking_name, create=False)
+    return {r.tags[tracking.CELL]: load(r.run_id, tracking_name, cache) for r in finished_cells(store, sweep_id)}
+
+
+def finished_cells(store: tracking.Store, sweep_id: str) -> list[tracking.TrackedRun]:
+    """The finished pipeline of each cell of sweep ``sweep_id`` (a one-line error where it is no sweep or none
+    has finished), by cell key."""
+    found = store.sweep(sweep_id)
+    cells: dict[str, tracking.TrackedRun] = {}
+    for run in store.cells(found):  # every attempt, the newest first
+        if run.status == "FINISHED":
+            cells.setdefault(run.tags[tracking.CELL], run)
+    if not cells:
+        raise CctkError(f"sweep {sweep_id} has no finished pipeline yet")
+    return [cells[key] for key in sorted(cells)]
+
+
+@dataclass
+class CompareResults:
+    """What a ``cctk compare`` wrote: its tables (2.0.0's ``findings``, ``per_run``, ``cross_seed``, ...; KR-Test's
+    ``kr_pooled``, ``kr_paired``, ...), the pipelines it compared and its figures (``forest``, ...)."""
+
+    folder: Path
+    tables: dict[str, pd.DataFrame]  # table name -> its CSV
+    runs: (
+        pd.DataFrame | None
+    )  # runs.csv: run id, base model, seed, the recipe values that differ, parts (KR-Test: None)
+    figures: dict[str, Path]  # figure name -> PNG
+    figure_files: dict[str, dict[str, Path]]  # figure name -> {"png": ..., "pdf": ..., "eps": ...}
+
+    def __post_init__(self) -> None:
+        self.tables = Keyed("table", self.tables)
+        self.figures = Keyed("figure", self.figures)
+        self.figure_files = Keyed("figure", self.figure_files)
+
+
+COMPARE_PAGE, COMPARE_RUNS = "compare.html", "runs.csv"
+
+
+def load_compare(
+    source: str | os.PathLike[str], tracking_name: str | None = None, cache: Path | None = None
+) -> CompareResults:
+    """A ``cctk compare`` folder (its ``--out``), or the run id of a compare in the MLflow store (its artifacts
+    downloaded once into the cache, as ``load`` does a pipeline's)."""
+    path = Path(source)
+    if path.is_dir():
+        if not (path / COMPARE_PAGE).is_file():
+            raise CctkError(f"{path} is not the folder of a cctk compare (no {COMPARE_PAGE})")
+        return _read_compare(path)
+    if path.exists() or any(sep in str(source) for sep in ("/", "\\")):  # a path, never a run id
+        raise CctkError(f"no compare folder at {path}")
+    return _read_compare(_download_compare(str(source), tracking_name, cache))
+
+
+def _download_compare(run_id: str, tracking_name: str | None, cache: Path | None) -> Path:
+    folder = Path(cache or default_cache()) / run_id
+    if (folder / COMPARE_PAGE).is_file():  # a compare's files never change once written
+        return folder
+    store = tracking.connect(tracking_name, create=False)
+    kind = store.get(run_id).tags.get(tracking.KIND)
+    if kind != "compare":
+        raise CctkError(f"MLflow run {run_id} is not a cctk compare (tag {tracking.KIND} is {kind!r}){_load_it(kind)}")
+    _download_whole(store, run_id, folder, COMPARE_PAGE)
+    return folder
+
+
+def _read_compare(folder: Path) -> CompareResults:
+    tables = {p.name: pd.read_csv(p / f"{p.name}.csv") for p in sorted((folder / "tables").glob("*")) if p.is_dir()}
+    files = {
+        p.name: {f.suffix[1:]: f for f in sorted(p.glob(f"{p.name}.*"))}
+        for p in sorted((folder / "figures").glob("*"))
+        if p.is_dir()
+    }
+    runs = pd.read_csv(folder / COMPARE_RUNS) if (folder / COMPARE_RUNS).is_file() else None
+    figures = {name: paths["png"] for name, paths in files.items() if "png" in paths}
+    return CompareResults(folder, tables, runs, figures, files)
+
+
+def _load_it(kind: str | None) -> str:
+    """Which loader reads a cctk run of ``kind`` ("" for none)."""
+    loaders = {"pipeline": "load", "sweep": "load_sweep", "compare": "load_compare"}
+    return f"; load it with cctk.results.{loaders[kind]}" if kind in loaders else ""
+
+
 def session_folder(source: str | os.PathLike[str], tracking_name: str | None = None, cache: Path | None = None) -> Path:
     """``source`` itself when it is a session folder, else the downloaded artifacts of run ``source``."""
     path = Path(source)
@@ -173,7 +260,7 @@ def download(run_id: str, tracking_name: str | None = None, cache: Path | None =
             f"{run_id!r} is neither a session folder nor a run cached in {folder.parent}, and {error}"
         ) from None
     try:
-        run = store.pipeline(run_id)
+        run = store.get(run_id)
     except NoRun:
         if cached:
             return folder
@@ -181,6 +268,12 @@ def download(run_id: str, tracking_name: str | None = None, cache: Path | None =
             f"{run_id!r} is neither a session folder nor a run in the MLflow store {store.uri} (nor cached in "
             f"{folder.parent}); {_held(store, run_id)}"
         ) from None
+    kind = run.tags.get(tracking.KIND)
+    if kind in ("sweep", "compare"):  # where the one meant is plain: its loader
+        raise CctkError(
+            f"MLflow run {run_id} is not a cctk pipeline run (tag {tracking.KIND} is {kind!r}){_load_it(kind)}"
+        )
+    tracking.require_pipeline(run)
     if run.status == "FINISHED" and cached:
         return folder  # a finished run's artifacts do not change
     _download_whole(store, run_id, folder)
@@ -200,14 +293,15 @@ def _held(store: tracking.Store, run_id: str) -> str:
     return f"{hint}it holds {len(runs)} pipeline run{'s' * (len(runs) != 1)}, the newest {newest}"
 
 
-def _download_whole(store: tracking.Store, run_id: str, folder: Path) -> None:
-    """Into a scratch folder beside ``folder``, then renamed: a copy in the cache is never half a run."""
+def _download_whole(store: tracking.Store, run_id: str, folder: Path, needed: str = RUN_INFO) -> None:
+    """Into a scratch folder beside ``folder``, then renamed: a copy in the cache is never half a run (one
+    without the file ``needed``, written last)."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f".{run_id}.", dir=folder.parent))
     try:
         store.download(run_id, scratch)
-        if not (scratch / RUN_INFO).is_file():
-            raise CctkError(f"MLflow run {run_id} has no {RUN_INFO} among its artifacts (unfinished or an older run)")
+        if not (scratch / needed).is_file():
+            raise CctkError(f"MLflow run {run_id} has no {needed} among its artifacts (unfinished or an older run)")
         shutil.rmtree(folder, ignore_errors=True)
         os.replace(scratch, folder)
     finally:

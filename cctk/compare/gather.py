@@ -23,11 +23,7 @@ def run_ids(store: tracking.Store, sweep: str | None = None, runs: list[str] | N
                 raise CctkError(f"pipeline run {run_id} is not finished; resume it first (cctk run --resume)")
         return runs
     assert sweep is not None  # one of the two, checked above
-    found = store.sweep(sweep)
-    cells = [r for r in store.cells(found) if r.status == "FINISHED"]
-    if not cells:
-        raise CctkError(f"sweep {sweep} has no finished pipeline yet")
-    return [r.run_id for r in sorted(cells, key=lambda r: r.tags[tracking.CELL])]
+    return [r.run_id for r in run_results.finished_cells(store, sweep)]
 
 
 def gather(ids: list[str], tracking_name: str | None = None, cache: Path | None = None) -> list[PooledRun[Any]]:

@@ -12,6 +12,7 @@ from builders import RUN, synthetic_results, write_session
 from click.testing import CliRunner
 
 from cctk.cli.main import cli
+from cctk.core.errors import CctkError
 from cctk.manuals.configure import make_config
 from cctk.manuals.v2.parts import compute_tables
 from cctk.store import tracking
@@ -185,3 +186,54 @@ def test_compare_refuses_a_run_given_twice(tmp_path, tracking_uri):
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert result.output.strip() == f"Error: --runs names {run.run_id} more than once; give each run once"
     assert [r.tags.get("cctk.kind") for r in store.search([store.experiment()], "")] == ["pipeline"]
+
+
+def test_a_sweep_and_its_comparison_load_in_python(tmp_path, logged_sweep, tracking_uri, monkeypatch):
+    """Before: `cctk.results.load(SWEEP_ID)` said "give the parent run of a `cctk run`", and neither a sweep's
+    pipelines nor a comparison's tables had a loader (a paper read compare's CSVs by their paths)."""
+    import numpy as np
+
+    import cctk.results
+
+    monkeypatch.setenv("CCTK_CACHE", str(tmp_path / "cache"))
+    sweep_id, tables = logged_sweep
+    cells = cctk.results.load_sweep(sweep_id)
+    assert list(cells) == ["tiny|seed=7", "tiny|seed=8"]  # the finished cells by key; the RUNNING one left out
+    for seed, loaded in zip((7, 8), cells.values(), strict=True):
+        assert loaded.info.config.seed == seed
+        np.testing.assert_array_equal(loaded.tables["table09"]["share"], tables[seed]["table09"]["share"])
+    result = CliRunner().invoke(cli, ["compare", "--sweep", sweep_id, "--out", str(tmp_path / "cmp")])
+    assert result.exit_code == 0, result.output
+    (compare_id,) = re.findall(r"MLflow run ([0-9a-f]{32})$", result.output, re.MULTILINE)
+    by_folder = cctk.results.load_compare(tmp_path / "cmp")
+    by_run = cctk.results.load_compare(compare_id)  # its artifacts, downloaded into the cache
+    assert by_run.folder == tmp_path / "cache" / "cctk" / "runs" / compare_id
+    written = sorted(p.name for p in (tmp_path / "cmp" / "tables").iterdir())
+    assert sorted(by_folder.tables) == sorted(by_run.tables) == written and "findings" in written
+    for name in written:
+        pd.testing.assert_frame_equal(
+            by_run.tables[name], pd.read_csv(tmp_path / "cmp" / "tables" / name / f"{name}.csv")
+        )
+        pd.testing.assert_frame_equal(by_folder.tables[name], by_run.tables[name])
+    assert by_folder.runs is not None and by_folder.runs.seed.tolist() == [7, 8]
+    assert by_folder.runs.run_id.tolist() == [r.info.run_id for r in _cells(sweep_id)]
+    assert set(by_run.figures) == {"forest", "cross_model", "implausibility"}
+    assert set(by_run.figure_files["forest"]) == {"png", "pdf", "eps"} and by_run.figures["forest"].is_file()
+    with pytest.raises(CctkError, match=r"tag cctk.kind is 'sweep'\); load it with cctk.results.load_sweep$"):
+        cctk.results.load(sweep_id)
+    with pytest.raises(CctkError, match=r"tag cctk.kind is 'compare'\); load it with cctk.results.load_compare$"):
+        cctk.results.load(compare_id)
+    with pytest.raises(CctkError, match=rf"^MLflow run {sweep_id} is not a cctk compare"):
+        cctk.results.load_compare(sweep_id)
+    with pytest.raises(CctkError, match="is not the folder of a cctk compare"):
+        cctk.results.load_compare(tmp_path / "sessions")
+
+
+def _cells(sweep_id: str) -> list:
+    """The sweep's finished cells, by cell key."""
+    client = mlflow.MlflowClient()
+    found = client.search_runs(
+        [client.get_experiment_by_name("cctk").experiment_id], f"tags.`cctk.sweep` = '{sweep_id}'"
+    )
+    cells = [r for r in found if r.data.tags["cctk.kind"] == "pipeline" and r.info.status == "FINISHED"]
+    return sorted(cells, key=lambda r: r.data.tags["cctk.cell"])

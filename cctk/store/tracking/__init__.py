@@ -82,5 +82,6 @@ from .runs import (
     on_store as on_store,
     provenance_tags as provenance_tags,
     refusal as refusal,
+    require_pipeline as require_pipeline,
     run_link as run_link,
 )
