@@ -45,16 +45,19 @@ class Keyed(dict[str, V]):
     """A dict whose missing key is a one-line error naming the closest key and every valid one
     (``cctk.core.errors.UnknownKey``: a ``CctkError`` and a ``KeyError``); ``in`` and ``.get`` as on a dict."""
 
-    def __init__(self, kind: str, items: Iterable[tuple[str, V]] | dict[str, V] = ()) -> None:
+    def __init__(
+        self, kind: str, items: Iterable[tuple[str, V]] | dict[str, V] = (), where: str = " in this run"
+    ) -> None:
         super().__init__(items)
         self.kind = kind  # what a key names: "table", "measurement", "figure"
+        self.where = where  # where it was looked for, as the error says it
 
     def __missing__(self, key: str) -> V:
-        raise unknown_key(self.kind, key, self, " in this run")
+        raise unknown_key(self.kind, key, self, self.where)
 
-    def __reduce__(self) -> tuple[type[Keyed[V]], tuple[str, dict[str, V]]]:
+    def __reduce__(self) -> tuple[type[Keyed[V]], tuple[str, dict[str, V], str]]:
         # pickled with its kind (dict's own would call __init__ without it)
-        return (Keyed, (self.kind, dict(self)))
+        return (Keyed, (self.kind, dict(self), self.where))
 
 
 @dataclass
@@ -165,9 +168,9 @@ class CompareResults:
     figure_files: dict[str, dict[str, Path]]  # figure name -> {"png": ..., "pdf": ..., "eps": ...}
 
     def __post_init__(self) -> None:
-        self.tables = Keyed("table", self.tables)
-        self.figures = Keyed("figure", self.figures)
-        self.figure_files = Keyed("figure", self.figure_files)
+        self.tables = Keyed("table", self.tables, " in this comparison")
+        self.figures = Keyed("figure", self.figures, " in this comparison")
+        self.figure_files = Keyed("figure", self.figure_files, " in this comparison")
 
 
 COMPARE_PAGE, COMPARE_RUNS = "compare.html", "runs.csv"

@@ -219,6 +219,8 @@ def test_a_sweep_and_its_comparison_load_in_python(tmp_path, logged_sweep, track
     assert by_folder.runs.run_id.tolist() == [r.info.run_id for r in _cells(sweep_id)]
     assert set(by_run.figures) == {"forest", "cross_model", "implausibility"}
     assert set(by_run.figure_files["forest"]) == {"png", "pdf", "eps"} and by_run.figures["forest"].is_file()
+    with pytest.raises(KeyError, match=r"no table 'finding' in this comparison \(did you mean 'findings'\?\)"):
+        by_run.tables["finding"]
     with pytest.raises(CctkError, match=r"tag cctk.kind is 'sweep'\); load it with cctk.results.load_sweep$"):
         cctk.results.load(sweep_id)
     with pytest.raises(CctkError, match=r"tag cctk.kind is 'compare'\); load it with cctk.results.load_compare$"):
