@@ -161,9 +161,7 @@ class CompareResults:
 
     folder: Path
     tables: dict[str, pd.DataFrame]  # table name -> its CSV
-    runs: (
-        pd.DataFrame | None
-    )  # runs.csv: run id, base model, seed, the recipe values that differ, parts (KR-Test: None)
+    runs: pd.DataFrame | None  # runs.csv: run id, base model, seed, varied recipe values, parts (KR-Test: None)
     figures: dict[str, Path]  # figure name -> PNG
     figure_files: dict[str, dict[str, Path]]  # figure name -> {"png": ..., "pdf": ..., "eps": ...}
 
