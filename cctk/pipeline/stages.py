@@ -368,6 +368,7 @@ def _train_and_measure(context: RunContext, draws: Any, done: Done, echo: Echo) 
         context = replace(context, provenance=found)
     forecast = context.peak_gflops is not None  # not on a resume: its wall time is no cost
     per_model = 0.0  # seconds the base model's measurement and logging took: each trained model's after it
+    per_point = 0.0  # and its measurement alone: each learning-curve point's (--curves)
     copied = {m.parent for m in measured if m.parent and not m.in_place}  # kept (and checkpointed) once trained
     last_child = {m.parent: m.key for m in measured if m.parent and m.key not in done.run_ids}
     # parents wait here, on the CPU, until their last child takes them
@@ -379,13 +380,14 @@ def _train_and_measure(context: RunContext, draws: Any, done: Done, echo: Echo) 
         if arm.parent is None:
             began = time.perf_counter()
             with _nested_run(context, arm, draws) as nested:
-                _measure_and_log(context, results, arm.key, on_device(base, context.device), tokenizer, nested)
+                placed = on_device(base, context.device)
+                per_point = _measure_and_log(context, results, arm.key, placed, tokenizer, nested)
             base.cpu()
             per_model = time.perf_counter() - began
             continue
         if forecast:  # the base model measured, the first arm about to train
             arms = [m for m in measured if m.parent and m.key not in done.run_ids]
-            _forecast(context, draws, arms, base, tokenizer, echo, per_model)
+            _forecast(context, draws, arms, (base, tokenizer), echo, (per_model, per_point))
             forecast = False
         if arm.parent not in weights:  # finished before an interruption: checkpointed, or trained again
             resumed = (draws, tokenizer, done, echo)
@@ -406,20 +408,22 @@ def _forecast(
     context: RunContext,
     draws: Any,
     arms: list[Measured],
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
+    loaded: tuple[PreTrainedModel, PreTrainedTokenizerBase],
     echo: Echo,
-    per_model: float,
+    timed: tuple[float, float],
 ) -> None:
-    """Before the first arm trains, the base model measured (``per_model``: the seconds that took): the compute
-    limit of the training to come (each arm's rows over its epochs, at the GEMM peak measured at the start) and
-    what the whole run should take, printed and logged on the parent run (``estimated_limit_seconds``,
-    ``estimated_seconds``), to set beside ``compute_limit_seconds`` and ``pipeline_seconds`` at its end."""
+    """Before the first arm trains, the base model measured (``timed``: the seconds its measurement and logging
+    took, and its measurement alone): the compute limit of the training to come (each arm's rows over its
+    epochs, at the GEMM peak measured at the start) and what the whole run should take, printed and logged on
+    the parent run (``estimated_limit_seconds``, ``estimated_seconds``), to set beside ``compute_limit_seconds``
+    and ``pipeline_seconds`` at its end."""
+    (model, tokenizer), (per_model, per_point) = loaded, timed
     recipe, peak = context.config.recipe, context.peak_gflops
     assert peak is not None  # measured at the start of every run that is not a resume
     rows = [context.manual.rows(draws, arm.key, recipe, tokenizer) for arm in arms]
     arms_cost = [(len(r) * recipe.epochs, compute.example_flops(model, r) / 1e9) for r in rows]
-    rest = compute.Rest(time.perf_counter() - context.started, len(arms), per_model)
+    points = len(arms) * recipe.epochs if _curves(context.manual, context.config) else 0  # after every epoch
+    rest = compute.Rest(time.perf_counter() - context.started, len(arms), per_model, points, per_point)
     cost = compute.planned_cost(arms_cost, peak, recipe.precision)
     line, metrics = compute.forecast(cost, context.device.type, rest)
     echo(line)
@@ -604,9 +608,12 @@ def _measure_and_log(
     module: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
     nested: tracking.LiveRun,
-) -> None:
-    """Measure one model, save its table at once (nothing finished is lost), log it to its run."""
+) -> float:
+    """Measure one model, save its table at once (nothing finished is lost), log it to its run; returns the
+    seconds the measurement alone took."""
+    began = time.perf_counter()
     table = measure(module, tokenizer, scoring=context.manual.spec.scoring)
+    seconds = time.perf_counter() - began
     results.measurements[key] = table
     nested.metrics(context.manual.readings(results, key).metrics())
     nested.files(session_files.write_measurement(context.layout, key, table), "measurement")
@@ -614,6 +621,7 @@ def _measure_and_log(
     drawn = model_heatmaps(results, key, context.layout) if context.figures else []
     for figure in drawn:  # write_all
         nested.files(figure, "figures")  # reuses them
+    return seconds
 
 
 def _finish(

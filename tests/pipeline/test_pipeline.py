@@ -82,22 +82,27 @@ def test_a_run_forecasts_its_training_before_the_first_arm_and_logs_it(tiny_dir,
 
     said = []
     options = pipeline.Options(echo=said.append, system_metrics=False, figures=False)
-    pipeline.run(make_config(str(tiny_dir), "smoke", (3,), parts="A"), pipeline.Where(tmp_path), options)
+    config = make_config(str(tiny_dir), "smoke", (3,), parts="A", curves=True)
+    pipeline.run(config, pipeline.Where(tmp_path), options)
     (forecast,) = [i for i, line in enumerate(said) if line.startswith("estimated: the training's float32 compute")]
     assert forecast == said.index(f"loading {tiny_dir} ...") + 1  # the base model is measured without a line
     assert said[forecast + 1].startswith("arm 1/2 correct sums: ")
+    # --curves: each arm measured after each of its 2 epochs, as long as the base model's measurement alone took
+    # (before: left out, a quick run's 78 measurements, about 8 minutes, among them)
     found = re.search(r"the whole run about [\d.]+ min \((\d+) s so far; the training 1.07x its limit, as the quick "
                       r"pipeline's arms took on two CPU cores; 2 models measured at ([\d.]+) s each, as the base model "
-                      r"took; 20 s of figures and reports\)$", said[forecast])  # fmt: skip
+                      r"took; 4 learning-curve measurements \(every arm after every epoch\) at ([\d.]+) s each, as the "
+                      r"base model's measurement alone took; 20 s of figures and reports\)$", said[forecast])  # fmt: skip
     assert found, said[forecast]
     store = tracking.connect()
     (parent,) = store.search([store.experiment()], f"tags.`{tracking.KIND}` = 'pipeline'")
     logged = store.metrics(parent.run_id)
     assert logged["estimated_limit_seconds"] == pytest.approx(logged["compute_limit_seconds"], rel=1e-9)
-    so_far, per_model = float(found[1]), float(found[2])
+    so_far, per_model, per_point = float(found[1]), float(found[2]), float(found[3])
     expected = so_far + compute.TRAINING_RATIO["cpu"][0] * logged["compute_limit_seconds"] + 2 * per_model + 20
-    assert logged["estimated_seconds"] == pytest.approx(expected, abs=0.6 + 2 * 0.05)  # the line's rounding
-    assert 0 < per_model <= so_far + 0.5 and so_far < logged["pipeline_seconds"]  # the base model's time within
+    expected += 4 * per_point
+    assert logged["estimated_seconds"] == pytest.approx(expected, abs=0.6 + 6 * 0.05)  # the line's rounding
+    assert 0 <= per_point <= per_model <= so_far + 0.5 and so_far < logged["pipeline_seconds"]  # each within the next
     # the arm's line: the mean loss of its first and last epoch, as its run's `loss` history and table 11 (before:
     # the first and last step's loss, which neither shows)
     (arm,) = store.search([store.experiment()], f"tags.`{tracking.KEY}` = 'm_correct'")

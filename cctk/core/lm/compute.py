@@ -201,11 +201,14 @@ REPORT_SECONDS = 20.0
 class Rest:
     """A run's time besides training, as far as it is known before its first arm trains: the seconds so far
     (start-up, the GEMM peak, the model's load, the base model's measurement) and the measurement and logging
-    of each of the ``models`` trained after it (``per_model``: as long as the base model's took)."""
+    of each of the ``models`` trained after it (``per_model``: as long as the base model's took), and under
+    ``--curves`` each arm measured after each epoch (``curve_points``, each ``per_point``)."""
 
     elapsed: float
     models: int
     per_model: float
+    curve_points: int = 0  # ``--curves``: the measurements of every arm after every epoch
+    per_point: float = 0.0  # each as long as the base model's measurement alone took
 
 
 def planned_cost(arms: Sequence[tuple[int, float]], peak_gflops: float, precision: str = "float32") -> Cost:
@@ -228,9 +231,14 @@ def forecast(cost: Cost, device_type: str, rest: Rest) -> tuple[str, dict[str, f
         f"examples x {cost.gflop_per_example:.2f} GFLOP at {cost.peak_gflops:,.0f} GFLOP/s, {peak}); "
     )
     metrics = {"estimated_limit_seconds": limit}
-    measuring = rest.models * rest.per_model
+    measuring = rest.models * rest.per_model + rest.curve_points * rest.per_point
     models = f"{rest.models} model{'s' * (rest.models != 1)}"
     after = f"{models} measured at {rest.per_model:.1f} s{' each' * (rest.models != 1)}, as the base model took"
+    if rest.curve_points:
+        after += (
+            f"; {rest.curve_points} learning-curve measurement{'s' * (rest.curve_points != 1)} (every arm after "
+            f"every epoch) at {rest.per_point:.1f} s each, as the base model's measurement alone took"
+        )
     if device_type not in TRAINING_RATIO:
         return line + (
             f"no training has been timed against its limit on a {device_type} device yet: expect more than the "

@@ -134,6 +134,13 @@ def test_the_forecast_before_training_by_hand(monkeypatch):
         "model took; 20 s of figures and reports)"
     )
     one = compute.forecast(cost, "cpu", compute.Rest(elapsed=12.0, models=1, per_model=4.0))[0]
+    # --curves: 2 arms measured after each of 3 epochs, 3 s each (the base model's measurement alone): 18 s more
+    curves = compute.forecast(cost, "cpu", compute.Rest(12.0, 2, 4.0, curve_points=6, per_point=3.0))
+    assert curves[1]["estimated_seconds"] == pytest.approx(90.1)
+    assert curves[0].endswith(
+        "2 models measured at 4.0 s each, as the base model took; 6 learning-curve measurements (every arm after "
+        "every epoch) at 3.0 s each, as the base model's measurement alone took; 20 s of figures and reports)"
+    )
     assert "; 1 model measured at 4.0 s, as the base model took;" in one  # manual 1.0.0 trains one
     line, metrics = compute.forecast(compute.planned_cost([(2_000_000, 50.0)], 50_000.0, "bf16"), "cuda", rest)
     assert metrics == {"estimated_limit_seconds": 2000.0}
