@@ -89,10 +89,13 @@ def test_a_run_forecasts_its_training_before_the_first_arm_and_logs_it(tiny_dir,
     assert said[forecast + 1].startswith("arm 1/2 correct sums: ")
     # --curves: each arm measured after each of its 2 epochs, as long as the base model's measurement alone took
     # (before: left out, a quick run's 78 measurements, about 8 minutes, among them)
-    found = re.search(r"the whole run about [\d.]+ min \((\d+) s so far; the training 1.07x its limit, as the quick "
-                      r"pipeline's arms took on two CPU cores; 2 models measured at ([\d.]+) s each, as the base model "
-                      r"took; 4 learning-curve measurements \(every arm after every epoch\) at ([\d.]+) s each, as the "
-                      r"base model's measurement alone took; 20 s of figures and reports\)$", said[forecast])  # fmt: skip
+    said_of_it = (
+        r"the whole run about [\d.]+ min \((\d+) s so far; the training 1.07x its limit, as the quick pipeline's arms "
+        r"took on two CPU cores; 2 models measured at ([\d.]+) s each, as the base model took; 4 learning-curve "
+        r"measurements \(every arm after every epoch\) at ([\d.]+) s each, as the base model's measurement alone "
+        r"took; 20 s of figures and reports\)$"
+    )
+    found = re.search(said_of_it, said[forecast])
     assert found, said[forecast]
     store = tracking.connect()
     (parent,) = store.search([store.experiment()], f"tags.`{tracking.KIND}` = 'pipeline'")
