@@ -144,13 +144,18 @@ def load_sweep(sweep_id: str, tracking_name: str | None = None, cache: Path | No
 def finished_cells(store: tracking.Store, sweep_id: str) -> list[tracking.TrackedRun]:
     """The finished pipeline of each cell of sweep ``sweep_id`` (a one-line error where it is no sweep or none
     has finished), by cell key."""
-    found = store.sweep(sweep_id)
-    cells: dict[str, tracking.TrackedRun] = {}
-    for run in store.cells(found):  # every attempt, the newest first
-        if run.status == "FINISHED":
-            cells.setdefault(run.tags[tracking.CELL], run)
+    cells = _finished(store.cells(store.sweep(sweep_id)))
     if not cells:
         raise CctkError(f"sweep {sweep_id} has no finished pipeline yet")
+    return cells
+
+
+def _finished(attempts: list[tracking.TrackedRun]) -> list[tracking.TrackedRun]:
+    """Of a sweep's cells' runs (every attempt, the newest first), each cell's finished one, by cell key."""
+    cells: dict[str, tracking.TrackedRun] = {}
+    for run in attempts:
+        if run.status == "FINISHED":
+            cells.setdefault(run.tags[tracking.CELL], run)
     return [cells[key] for key in sorted(cells)]
 
 
@@ -219,6 +224,27 @@ def _load_it(kind: str | None) -> str:
     return f"; load it with cctk.results.{loaders[kind]}" if kind in loaders else ""
 
 
+def _require_pipeline(store: tracking.Store, run: tracking.TrackedRun) -> None:
+    """A one-line error unless ``run`` is a pipeline's; a sweep's names its finished cells' runs (what a report,
+    an export or a citation takes) and a comparison's the loader of its tables."""
+    kind, run_id = run.tags.get(tracking.KIND), run.run_id
+    if kind == "sweep":
+        cells = _finished(store.cells(run))
+        shown = ", ".join(f"{c.run_id} ({c.tags[tracking.CELL]})" for c in cells[:3])
+        more = f" and {len(cells) - 3} more" if len(cells) > 3 else ""
+        its = f": give one of its cells' pipeline runs, {shown}{more}" if cells else " (no cell of it has finished)"
+        raise CctkError(
+            f"MLflow run {run_id} is a sweep (tag {tracking.KIND} is 'sweep'), not a pipeline{its}; "
+            f"cctk.results.load_sweep('{run_id}') reads them all"
+        )
+    if kind == "compare":
+        raise CctkError(
+            f"MLflow run {run_id} is a comparison (tag {tracking.KIND} is 'compare'), not a pipeline: "
+            f"cctk.results.load_compare('{run_id}') reads its tables"
+        )
+    tracking.require_pipeline(run)
+
+
 def session_folder(source: str | os.PathLike[str], tracking_name: str | None = None, cache: Path | None = None) -> Path:
     """``source`` itself when it is a session folder, else the downloaded artifacts of run ``source``."""
     path = Path(source)
@@ -269,12 +295,7 @@ def download(run_id: str, tracking_name: str | None = None, cache: Path | None =
             f"{run_id!r} is neither a session folder nor a run in the MLflow store {store.uri} (nor cached in "
             f"{folder.parent}); {_held(store, run_id)}"
         ) from None
-    kind = run.tags.get(tracking.KIND)
-    if kind in ("sweep", "compare"):  # where the one meant is plain: its loader
-        raise CctkError(
-            f"MLflow run {run_id} is not a cctk pipeline run (tag {tracking.KIND} is {kind!r}){_load_it(kind)}"
-        )
-    tracking.require_pipeline(run)
+    _require_pipeline(store, run)
     if run.status == "FINISHED" and cached:
         return folder  # a finished run's artifacts do not change
     _download_whole(store, run_id, folder)

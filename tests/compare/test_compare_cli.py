@@ -221,9 +221,15 @@ def test_a_sweep_and_its_comparison_load_in_python(tmp_path, logged_sweep, track
     assert set(by_run.figure_files["forest"]) == {"png", "pdf", "eps"} and by_run.figures["forest"].is_file()
     with pytest.raises(KeyError, match=r"no table 'finding' in this comparison \(did you mean 'findings'\?\)"):
         by_run.tables["finding"]
-    with pytest.raises(CctkError, match=r"tag cctk.kind is 'sweep'\); load it with cctk.results.load_sweep$"):
+    first, second = _cells(sweep_id)
+    with pytest.raises(CctkError) as refused:  # a report, an export or a citation takes a cell's run
         cctk.results.load(sweep_id)
-    with pytest.raises(CctkError, match=r"tag cctk.kind is 'compare'\); load it with cctk.results.load_compare$"):
+    assert str(refused.value) == (
+        f"MLflow run {sweep_id} is a sweep (tag cctk.kind is 'sweep'), not a pipeline: give one of its cells' "
+        f"pipeline runs, {first.info.run_id} (tiny|seed=7), {second.info.run_id} (tiny|seed=8); "
+        f"cctk.results.load_sweep('{sweep_id}') reads them all"
+    )
+    with pytest.raises(CctkError, match=rf"not a pipeline: cctk.results.load_compare\('{compare_id}'\) reads its"):
         cctk.results.load(compare_id)
     with pytest.raises(CctkError, match=rf"^MLflow run {sweep_id} is not a cctk compare"):
         cctk.results.load_compare(sweep_id)

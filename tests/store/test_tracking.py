@@ -130,6 +130,9 @@ def test_pipeline_runs_are_read_back_as_plain_values(tracking_uri):
     assert store.get(stale.run_id).status == "KILLED"  # a RUNNING child of a dead process
     with pytest.raises(CctkError, match="is not a cctk pipeline run"):
         store.pipeline(done.run_id)
+    sweep = store.start(experiment, "s", {"cctk.kind": "sweep"})  # `cctk run --resume SWEEP`: the sweep's commands
+    with pytest.raises(CctkError, match=rf"\(a sweep's: cctk sweep --resume {sweep.run_id}, cctk compare --sweep "):
+        store.pipeline(sweep.run_id)
     arm = store.start(experiment, "arm", {"cctk.kind": "model", "cctk.key": "m_random"}, parent=parent)
     with pytest.raises(CctkError) as nested:  # an arm's id, copied from the UI, names the pipeline to give
         store.pipeline(arm.run_id)

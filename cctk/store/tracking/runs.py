@@ -895,9 +895,14 @@ def require_pipeline(run: TrackedRun) -> None:
             f"its pipeline's run, {parent}"
         )
     if kind != "pipeline":
+        sweep = (  # the commands that take a sweep's run
+            f" (a sweep's: cctk sweep --resume {run.run_id}, cctk compare --sweep {run.run_id})"
+            if kind == "sweep"
+            else ""
+        )
         raise CctkError(
             f"MLflow run {run.run_id} is not a cctk pipeline run (tag {KIND} is {kind!r}); "
-            "give the parent run of a `cctk run`"
+            f"give the parent run of a `cctk run`{sweep}"
         )
 
 
