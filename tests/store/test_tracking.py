@@ -940,3 +940,22 @@ def test_the_users_own_active_run_gets_cctks_client(tracking_uri, monkeypatch):
         finally:
             holder.execute("ROLLBACK")
             holder.close()
+
+
+def test_a_commands_last_line_reads_nothing_of_an_embedded_store_and_outlives_a_servers_outage(monkeypatch, tmp_path):
+    """`Store.link`, the line a command ends with once its run is FINISHED: an embedded store's `cctk ui ID` needs
+    no read; a server's page names the run's experiment, read from the server, and a server that stopped answering
+    at that moment gets the run named on it, not an error after the work is done."""
+    from types import SimpleNamespace
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setattr(tracking.runs, "_open_client", lambda uri: None)
+    monkeypatch.setattr(tracking.Store, "get", lambda self, run_id: (_ for _ in ()).throw(tracking.Unreachable("x")))
+    uri = f"sqlite:///{tmp_path}/m.db"
+    assert tracking.Store(tracking.resolve(uri)).link("abc") == f"MLflow UI: cctk ui abc --tracking {uri}"
+    server = tracking.Store(tracking.resolve("http://127.0.0.1:9"))
+    assert server.link("abc") == "MLflow UI: run abc on http://127.0.0.1:9"
+    monkeypatch.setattr(tracking.Store, "get", lambda self, run_id: SimpleNamespace(experiment_id="4"))
+    assert server.link("abc") == (
+        "MLflow UI: http://127.0.0.1:9/#/experiments/4/runs/abc?workflowType=machine_learning"
+    )

@@ -718,8 +718,16 @@ class Store:
         return LiveRun(run_id, self.client)
 
     def link(self, run_id: str) -> str:
-        """Where to see one of this store's runs (``run_link``): the last line of a command that logged it."""
-        return run_link(self, self.get(run_id).experiment_id, run_id)
+        """Where to see one of this store's runs (``run_link``): the last line of a command that logged it. A
+        server's page names the run's experiment, read from the server; where it does not answer now, the work
+        done, the line names the run on it (``cctk ui`` on an embedded store needs no read)."""
+        if not self.uri.startswith(ON_SERVER):
+            return run_link(self, "", run_id)
+        try:
+            experiment = self.get(run_id).experiment_id
+        except Exception:  # an outage after the run ended (MLflow's or the connection's error): the work is done
+            return f"MLflow UI: run {run_id} on {self.uri}"
+        return run_link(self, experiment, run_id)
 
     def get(self, run_id: str) -> TrackedRun:
         """A run of this store, or a one-line error."""
