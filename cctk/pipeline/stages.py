@@ -39,6 +39,7 @@ from ..core.lm.finetune import fine_tune
 from ..core.lm.scoring import measure
 from ..core.progress import Progress
 from ..core.records import MemoryUse, MlflowIds, hardware, software
+from ..figures import warm_up
 from ..manuals import configure, registry, words
 from ..manuals.manual import AnyManual, Curves, Datasets, ManualOptions, Measured, Results, Resumable, Row, trained
 from ..outputs import model_heatmaps, write_all
@@ -378,6 +379,8 @@ def _train_and_measure(context: RunContext, draws: Any, done: Done, echo: Echo) 
         if arm.key in done.run_ids:
             continue
         if arm.parent is None:
+            if context.figures:  # Matplotlib's one-time costs kept out of the time each arm's is forecast from
+                warm_up()
             began = time.perf_counter()
             with _nested_run(context, arm, draws) as nested:
                 placed = on_device(base, context.device)
