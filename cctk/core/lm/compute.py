@@ -193,8 +193,9 @@ def peak_gflops(device: str = "cpu", precision: str = "float32") -> float:
 # of the bundled model on two CPU cores took 20.6 min against a limit of 19.3 (`make run`, 2026-12-01,
 # docs/speed.md). None on a GPU yet (issue 55).
 TRAINING_RATIO = {"cpu": (1.07, "the quick pipeline's arms took on two CPU cores")}
-# The figures and reports a pipeline draws at its end (17 s of the quick pipeline's on two CPU cores, rounded up).
-REPORT_SECONDS = 20.0
+# The figures, tables and reports a pipeline writes after its last arm, and their logging: 10.5 s of the quick
+# pipeline's and 11.0 of the smoke's on two CPU cores (2026-12-06; 5.9 for --parts A, 6.5 under manual 1.0.0).
+REPORT_SECONDS = 11.0
 
 
 @dataclass(frozen=True)
