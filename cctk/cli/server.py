@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..core.errors import CctkError
-from ..store.server import LOOPBACK, PERMISSIONS
+from ..store.server import LOOPBACK, PERMISSIONS, quiet_server
 from .options import SERVER_TRACKING, TRACKING
 
 if TYPE_CHECKING:
@@ -285,7 +285,7 @@ def ui_command(config: TrackingConfig, port: int = 5000) -> tuple[list[str], dic
     command = [sys.executable, "-m", "mlflow", "ui", "--host", LOOPBACK, "--port", str(port), "--workers", "1"]
     if config.artifact_location:
         command += ["--default-artifact-root", Path(config.artifact_location).resolve().as_uri()]
-    return command, {**UI_ENV, "MLFLOW_BACKEND_STORE_URI": config.tracking_uri}
+    return command, {**UI_ENV, "MLFLOW_BACKEND_STORE_URI": config.tracking_uri, **quiet_server()}
 
 
 def launch_process(

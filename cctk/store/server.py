@@ -212,6 +212,7 @@ def launch(settings: ServerSettings, host: str | None = None, port: int | None =
     env = {
         "MLFLOW_BACKEND_STORE_URI": backend,  # read by `mlflow server` as --backend-store-uri
         "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",  # GenAI jobs: seven worker processes cctk never uses
+        **quiet_server(),
     }
     command += _middleware(settings, host)
     if settings.metrics is not None:
@@ -429,3 +430,15 @@ def _absolute_sqlite(uri: str) -> str:
 def _ensure_sqlite_folder(uri: str) -> None:
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
         Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+
+
+# MLflow's server imports Starlette's WSGI middleware, which warns of its own deprecation at every start, in the
+# server's log and console: no concern of a cctk user's (cctk's own process hides it too: ``tracking.auth_client``).
+STARLETTE_WSGI = "ignore:starlette.middleware.wsgi is deprecated"
+
+
+def quiet_server() -> dict[str, str]:
+    """What a tracking server's or UI's environment adds to keep that warning out: ``PYTHONWARNINGS``, after
+    the user's own filters (the last one given wins for what it matches)."""
+    given = os.environ.get("PYTHONWARNINGS")
+    return {"PYTHONWARNINGS": f"{given},{STARLETTE_WSGI}" if given else STARLETTE_WSGI}

@@ -212,8 +212,29 @@ def test_ui_starts_one_worker_and_no_job_runner(tracking_uri, monkeypatch):
     assert done.exit_code == 0, done.output
     ((command, env),) = launched
     assert command[command.index("--workers") + 1] == "1" and command[command.index("--port") + 1] == "5077"
-    assert env == {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_BACKEND_STORE_URI": tracking_uri}
+    assert env == {
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+        "MLFLOW_BACKEND_STORE_URI": tracking_uri,
+        "PYTHONWARNINGS": "ignore:starlette.middleware.wsgi is deprecated",
+    }
     assert "--backend-store-uri" not in command  # the store's URI is in its environment: ps shows command lines
+
+
+def test_a_servers_environment_keeps_starlettes_deprecation_out_and_the_users_filters(monkeypatch):
+    """`cctk ui` and `cctk server` printed Starlette's `starlette.middleware.wsgi is deprecated` (MLflow's import)
+    at every start: the filter their environment adds silences it in a real interpreter, after the user's own."""
+    import os
+    import subprocess
+    import sys
+
+    from cctk.store.server import quiet_server
+
+    monkeypatch.setenv("PYTHONWARNINGS", "error::ResourceWarning")
+    assert quiet_server() == {"PYTHONWARNINGS": "error::ResourceWarning,ignore:starlette.middleware.wsgi is deprecated"}
+    code = "import starlette.middleware.wsgi"  # a UserWarning: shown by default
+    for env, said in ((quiet_server(), False), ({"PYTHONWARNINGS": "error::ResourceWarning"}, True)):
+        done = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True)
+        assert ("starlette.middleware.wsgi is deprecated" in done.stderr) is said, done.stderr
 
 
 def test_ui_on_a_database_whose_uri_holds_a_password_shows_it_nowhere(monkeypatch):
