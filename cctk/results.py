@@ -219,8 +219,8 @@ def _read_compare(folder: Path) -> CompareResults:
 
 
 def _load_it(kind: str | None) -> str:
-    """Which loader reads a cctk run of ``kind`` ("" for none)."""
-    loaders = {"pipeline": "load", "sweep": "load_sweep", "compare": "load_compare"}
+    """Which other loader reads a cctk run of ``kind``, not a comparison ("" for none)."""
+    loaders = {"pipeline": "load", "sweep": "load_sweep"}
     return f"; load it with cctk.results.{loaders[kind]}" if kind in loaders else ""
 
 

@@ -390,7 +390,7 @@ def _train_and_measure(context: RunContext, draws: Any, done: Done, echo: Echo) 
             continue
         if forecast:  # the base model measured, the first arm about to train
             arms = [m for m in measured if m.parent and m.key not in done.run_ids]
-            _forecast(context, draws, arms, (base, tokenizer), echo, (per_model, per_point))
+            _forecast(context, draws, arms, base, tokenizer, echo, per_model, per_point)
             forecast = False
         if arm.parent not in weights:  # finished before an interruption: checkpointed, or trained again
             resumed = (draws, tokenizer, done, echo)
@@ -411,16 +411,17 @@ def _forecast(
     context: RunContext,
     draws: Any,
     arms: list[Measured],
-    loaded: tuple[PreTrainedModel, PreTrainedTokenizerBase],
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
     echo: Echo,
-    timed: tuple[float, float],
+    per_model: float,
+    per_point: float,
 ) -> None:
-    """Before the first arm trains, the base model measured (``timed``: the seconds its measurement and logging
-    took, and its measurement alone): the compute limit of the training to come (each arm's rows over its
-    epochs, at the GEMM peak measured at the start) and what the whole run should take, printed and logged on
-    the parent run (``estimated_limit_seconds``, ``estimated_seconds``), to set beside ``compute_limit_seconds``
-    and ``pipeline_seconds`` at its end."""
-    (model, tokenizer), (per_model, per_point) = loaded, timed
+    """Before the first arm trains, the base model measured (``per_model``: the seconds its measurement and
+    logging took; ``per_point``: its measurement alone): the compute limit of the training to come (each arm's
+    rows over its epochs, at the GEMM peak measured at the start) and what the whole run should take, printed
+    and logged on the parent run (``estimated_limit_seconds``, ``estimated_seconds``), to set beside
+    ``compute_limit_seconds`` and ``pipeline_seconds`` at its end."""
     recipe, peak = context.config.recipe, context.peak_gflops
     assert peak is not None  # measured at the start of every run that is not a resume
     rows = [context.manual.rows(draws, arm.key, recipe, tokenizer) for arm in arms]
