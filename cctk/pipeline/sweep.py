@@ -20,6 +20,7 @@ import socket
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -270,6 +271,30 @@ class CellEnd:
     error: str | None = None
 
 
+@dataclass
+class Pace:
+    """The cells this sweep runs (``total``: those not finished before it), how many have ended and since when:
+    what is left at the pace so far (ended cells per second, one at a time here or several at once on Ray)."""
+
+    total: int
+    started: float  # time.monotonic() when the first cell was handed out
+    ended: int = 0
+
+    def tick(self, now: float) -> str:
+        """One more cell ended at ``now``: the words that follow its line."""
+        self.ended += 1
+        spent = now - self.started
+        said = f"{self.ended} of {self.total} cells ended in {_minutes(spent)}"
+        left = self.total - self.ended
+        if left == 0:
+            return f"({said})"
+        return f"({said}; the other {left} about {_minutes(spent / self.ended * left)} at this pace)"
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min"
+
+
 def run_attempt(run_cell: RunCell, job: CellJob) -> str:
     """One attempt at a cell, wherever it runs (this process, a Ray worker, a retry on another node): the
     cell's earlier run, if any, is continued as ``cctk run --resume`` continues one (every finished arm
@@ -383,10 +408,11 @@ def execute(
             _say_plan(sweep, run, echo)
             started = cell_runs(store, opened)
             jobs = [_job(sweep, cell) for cell in sweep.grid.cells() if not _finished_before(cell, started, echo)]
+            pace = Pace(len(jobs), time.monotonic())
             if ray is None:
-                _local(jobs, run_cell, echo, ends)
+                _local(jobs, run_cell, _saying(echo, pace), ends)
             else:
-                _ray(ray, sweep, jobs, run_cell, echo, per_cell, ends)
+                _ray(ray, sweep, jobs, run_cell, _saying(echo, pace), per_cell, ends)
             _raise_failed(ends, len(jobs))
     except tracking.NotEnded as refused:
         if refused.run_id != opened:
@@ -464,7 +490,17 @@ def _say_plan(sweep: Sweep, run: tracking.LiveRun, echo: Echo) -> None:
     )
 
 
-def _local(jobs: list[CellJob], run_cell: RunCell, echo: Echo, ends: dict[str, CellEnd]) -> None:
+def _saying(echo: Echo, pace: Pace) -> Callable[[CellEnd], None]:
+    """How each cell's end is said: its line, with how many cells have ended and what is left (``Pace``)."""
+
+    def say(end: CellEnd) -> None:
+        outcome = f"finished, run {end.run_id}" if end.error is None else f"FAILED: {end.error}"
+        echo(f"cell {end.key}: {outcome} {pace.tick(time.monotonic())}")
+
+    return say
+
+
+def _local(jobs: list[CellJob], run_cell: RunCell, say: Callable[[CellEnd], None], ends: dict[str, CellEnd]) -> None:
     """The cells one after another in this process; a cell that fails (its run ended FAILED by the
     pipeline itself) stops no other."""
     for job in jobs:
@@ -473,11 +509,7 @@ def _local(jobs: list[CellJob], run_cell: RunCell, echo: Echo, ends: dict[str, C
         except Exception as error:  # any failure of one cell is that cell's, said in one line
             end = CellEnd(job.cell.key, error=one_line(error))
         ends[end.key] = end
-        _say_end(end, echo)
-
-
-def _say_end(end: CellEnd, echo: Echo) -> None:
-    echo(f"cell {end.key}: " + (f"finished, run {end.run_id}" if end.error is None else f"FAILED: {end.error}"))
+        say(end)
 
 
 def one_line(error: BaseException) -> str:
@@ -490,7 +522,7 @@ def _ray(
     sweep: Sweep,
     jobs: list[CellJob],
     run_cell: RunCell,
-    echo: Echo,
+    say: Callable[[CellEnd], None],
     per_cell: PerCell,
     ends: dict[str, CellEnd],
 ) -> None:
@@ -505,7 +537,7 @@ def _ray(
             ready, _ = ray.wait(list(pending), num_returns=1)
             cell = pending.pop(ready[0])
             ends[cell.key] = _ended(ray, ready[0], cell, sweep.retries)
-            _say_end(ends[cell.key], echo)
+            say(ends[cell.key])
     except KeyboardInterrupt:
         for ref in pending:
             ray.cancel(ref, force=True)  # the sweep ends KILLED; ``settle`` ends their runs KILLED

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from dataclasses import replace
 
 import pytest
@@ -225,8 +226,17 @@ def test_a_failed_cell_stops_no_other_and_fails_the_sweep_naming_it(tracking_uri
         sweep.execute(store, plan, run_cell, echo=said.append)
     line = "1 of 2 cells failed: cell smollm2-135m-bundled|seed=3: RuntimeError: cell broke"
     assert str(failed.value) == line and called == [3, 5]
-    assert "cell smollm2-135m-bundled|seed=3: FAILED: RuntimeError: cell broke" in said
-    assert "cell smollm2-135m-bundled|seed=5: finished, run run-5" in said
+    failed_line = next(line for line in said if "seed=3" in line)
+    finished_line = next(line for line in said if "seed=5" in line)
+    assert re.fullmatch(
+        r"cell smollm2-135m-bundled\|seed=3: FAILED: RuntimeError: cell broke "
+        r"\(1 of 2 cells ended in \d+\.\d min; the other 1 about \d+\.\d min at this pace\)",
+        failed_line,
+    ), failed_line
+    assert re.fullmatch(
+        r"cell smollm2-135m-bundled\|seed=5: finished, run run-5 \(2 of 2 cells ended in \d+\.\d min\)",
+        finished_line,
+    ), finished_line
     (ended,) = store.search([store.experiment()], f"tags.`{tracking.KIND}` = 'sweep'")
     assert ended.status == "FAILED" and ended.tags[tracking.ERROR] == f"CctkError: {line}"
 
@@ -497,3 +507,13 @@ def test_gpus_per_cell_is_one_device_at_most():
     import importlib
 
     assert importlib.import_module("cctk.cli.main").RETRIES == sweep.RETRIES
+
+
+def test_the_pace_says_what_is_left_from_the_cells_ended_so_far():
+    """Four cells, handed out at t=100 s: the first ends at 160 (three left at 60 s a cell), the second at 340
+    (two left at 120 s a cell: the pace of both), the last alone."""
+    pace = sweep.Pace(4, started=100.0)
+    assert pace.tick(160.0) == "(1 of 4 cells ended in 1.0 min; the other 3 about 3.0 min at this pace)"
+    assert pace.tick(340.0) == "(2 of 4 cells ended in 4.0 min; the other 2 about 4.0 min at this pace)"
+    assert pace.tick(400.0) == "(3 of 4 cells ended in 5.0 min; the other 1 about 1.7 min at this pace)"
+    assert pace.tick(430.0) == "(4 of 4 cells ended in 5.5 min)"
