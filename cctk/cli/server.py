@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..core.errors import CctkError
-from ..store.server import LOOPBACK, PERMISSIONS, quiet_server
+from ..store.server import LOOPBACK, PERMISSIONS, quiet_server, store_environment
 from .options import SERVER_TRACKING, TRACKING
 
 if TYPE_CHECKING:
@@ -280,12 +280,11 @@ UI_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 def ui_command(config: TrackingConfig, port: int = 5000) -> tuple[list[str], dict[str, str]]:
     """``mlflow ui`` on an embedded store that exists, on loopback, one worker (MLflow's default is four, for a
     UI one person reads): its command line and what its environment adds. The store's URI goes in the
-    environment (``MLFLOW_BACKEND_STORE_URI``, which ``mlflow ui`` reads as ``--backend-store-uri``): a
-    database's may hold its password, and ``ps`` shows every command line to every user of the host."""
+    environment (``store_environment``), never on the command line."""
     command = [sys.executable, "-m", "mlflow", "ui", "--host", LOOPBACK, "--port", str(port), "--workers", "1"]
     if config.artifact_location:
         command += ["--default-artifact-root", Path(config.artifact_location).resolve().as_uri()]
-    return command, {**UI_ENV, "MLFLOW_BACKEND_STORE_URI": config.tracking_uri, **quiet_server()}
+    return command, {**UI_ENV, **store_environment(config.tracking_uri), **quiet_server()}
 
 
 def launch_process(

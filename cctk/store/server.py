@@ -210,7 +210,7 @@ def launch(settings: ServerSettings, host: str | None = None, port: int | None =
     command += ["--serve-artifacts", "--artifacts-destination", settings.artifacts_destination.as_uri()]
     command += ["--workers", str(settings.workers)]
     env = {
-        "MLFLOW_BACKEND_STORE_URI": backend,  # read by `mlflow server` as --backend-store-uri
+        **store_environment(backend),
         "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",  # GenAI jobs: seven worker processes cctk never uses
         **quiet_server(),
     }
@@ -435,6 +435,14 @@ def _ensure_sqlite_folder(uri: str) -> None:
 # MLflow's server imports Starlette's WSGI middleware, which warns of its own deprecation at every start, in the
 # server's log and console: no concern of a cctk user's (cctk's own process hides it too: ``tracking.auth_client``).
 STARLETTE_WSGI = "ignore:starlette.middleware.wsgi is deprecated"
+
+
+def store_environment(uri: str) -> dict[str, str]:
+    """The store of a tracking server or UI, in its environment (``mlflow server`` and ``mlflow ui`` read these as
+    ``--backend-store-uri`` and ``--registry-store-uri``): a database's URI may hold its password, and ``ps``
+    shows every command line to every user of the host. The registry in the same store, said (without it MLflow
+    prints ``Registry store URI not provided`` at every start)."""
+    return {"MLFLOW_BACKEND_STORE_URI": uri, "MLFLOW_REGISTRY_STORE_URI": uri}
 
 
 def quiet_server() -> dict[str, str]:

@@ -55,6 +55,7 @@ def test_a_server_binds_loopback_with_proxied_artifacts(folder):
     assert (
         "--backend-store-uri" not in command and started.env["MLFLOW_BACKEND_STORE_URI"] == "sqlite:///mlruns/server.db"
     )
+    assert started.env["MLFLOW_REGISTRY_STORE_URI"] == "sqlite:///mlruns/server.db"  # said: MLflow prints nothing of it
     assert "--app-name" not in command and "--allowed-hosts" not in command  # loopback: MLflow's defaults
     assert started.env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
     assert (folder / "mlruns").is_dir() and started.url == "http://127.0.0.1:5000"
@@ -67,6 +68,7 @@ def test_the_passwords_reach_the_server_through_its_environment_only(folder, mon
     started = launch(read_settings("lab"))
     assert not [part for part in started.command if "s3cr" in part or "admin-pass" in part]
     assert started.env["MLFLOW_BACKEND_STORE_URI"] == "postgresql+psycopg2://cctk:s3cr%2Fet@127.0.0.1:5432/cctk"
+    assert started.env["MLFLOW_REGISTRY_STORE_URI"] == started.env["MLFLOW_BACKEND_STORE_URI"]
     assert started.env["PGPASSWORD"] == "s3cr/et"  # the auth database's, which libpq reads
     assert started.env["MLFLOW_AUTH_ADMIN_PASSWORD"] == "admin-pass-123456"
     assert started.command[-2:] == ["--app-name", "basic-auth"]
@@ -215,6 +217,7 @@ def test_ui_starts_one_worker_and_no_job_runner(tracking_uri, monkeypatch):
     assert env == {
         "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
         "MLFLOW_BACKEND_STORE_URI": tracking_uri,
+        "MLFLOW_REGISTRY_STORE_URI": tracking_uri,  # else MLflow prints `Registry store URI not provided`
         "PYTHONWARNINGS": "ignore:starlette.middleware.wsgi is deprecated",
     }
     assert "--backend-store-uri" not in command  # the store's URI is in its environment: ps shows command lines
