@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -310,7 +311,7 @@ def _lines(cell_text: str, how: TableSetting, header: bool = False) -> int:
         cell_text = cell_text.replace(token, "x")
     cell_text = _printed(cell_text)
     if how.stacked and header:
-        return max(len(part) for part in cell_text.split(", "))
+        return max(len(line.rstrip(",")) for line in _header_lines(cell_text, how))  # a comma: next to no width
     if how.stacked and _is_count(cell_text):
         return max(len(part) for part in cell_text.split(" (", 1))
     if how.wrap and _is_words(cell_text):
@@ -344,7 +345,7 @@ def tabular(shown: pd.DataFrame, how: TableSetting = LAYOUTS[0]) -> str:
     """The booktabs ``tabular`` of a display table: text columns left (wrapping when ``how`` wraps), numbers
     right."""
     spec = "".join(_column_spec(shown[c], how) for c in shown.columns)
-    head = " & ".join(_stack_header(c) if how.stacked else c for c in shown.columns) + r" \\"
+    head = " & ".join(_stack_header(c, how) if how.stacked else c for c in shown.columns) + r" \\"
     rows = [" & ".join(_stack(c) if how.stacked else c for c in row) + r" \\" for row in shown.itertuples(index=False)]
     return "\n".join(
         [f"\\begin{{tabular}}{{{spec}}}", r"\toprule", head, r"\midrule", *rows, r"\bottomrule", r"\end{tabular}"]
@@ -365,12 +366,30 @@ def _column_spec(values: pd.Series, how: TableSetting) -> str:
     return f">{{\\raggedright\\arraybackslash}}p{{{wrapped}cm}}" if wrapped else "l"
 
 
-def _stack_header(name: str) -> str:
-    """``P(target), held out`` over two lines, the header of a stacked table."""
-    if ", " not in name:
+def _header_lines(name: str, how: TableSetting) -> list[str]:
+    """The lines of a stacked table's header: ``P(target), held out`` over two, what comes after the comma, and
+    each side wrapped at the table's width of names where it wraps (``held out of it``: ``held out``, ``of it``)."""
+    sides = name.split(", ", 1)
+    if len(sides) == 2:
+        sides[0] += ","
+    width = how.wrap or 0
+    return [line for side in sides for line in (_balanced(side, width) if len(side) > width > 0 else [side])]
+
+
+def _balanced(text: str, width: int) -> list[str]:
+    """``text`` wrapped at ``width`` characters into as few lines as that takes, the lines as even as they can be:
+    ``held out of it`` at 12 is ``held out`` / ``of it``, not ``held out of`` / ``it``."""
+    lines = textwrap.wrap(text, width)
+    narrowest = next(w for w in range(1, width + 1) if len(textwrap.wrap(text, w)) <= len(lines))
+    return textwrap.wrap(text, narrowest)
+
+
+def _stack_header(name: str, how: TableSetting) -> str:
+    """A stacked table's header over its lines (``_header_lines``)."""
+    lines = _header_lines(name, how)
+    if len(lines) == 1:
         return name
-    first, second = name.split(", ", 1)
-    return f"\\begin{{tabular}}[b]{{@{{}}c@{{}}}}{first},\\\\{second}\\end{{tabular}}"
+    return "\\begin{tabular}[b]{@{}c@{}}" + "\\\\".join(lines) + "\\end{tabular}"
 
 
 def _stack(cell_text: str) -> str:

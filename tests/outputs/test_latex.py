@@ -244,3 +244,27 @@ def test_math_cells_are_numbers_that_never_wrap():
     for how in latex.LAYOUTS:
         assert latex._column_spec(shown["P(target)"], how) == "r"
     assert latex._lines(small, latex.LAYOUTS[0]) == len("7.67*10-5")
+
+
+def test_a_stacked_header_wraps_each_side_of_its_comma_into_even_lines():
+    """The widest layout wraps names at 12 characters, headers too: ``held out of it`` over ``held out`` and
+    ``of it`` (not ``held out of`` and ``it``), the comma kept on its first line; a narrower layout keeps them."""
+    last = latex.LAYOUTS[-1]
+    assert latex._stack_header("P(target), held out of it", last) == (
+        r"\begin{tabular}[b]{@{}c@{}}P(target),\\held out\\of it\end{tabular}"
+    )
+    assert latex._stack_header("Recovery corpus", last) == r"\begin{tabular}[b]{@{}c@{}}Recovery\\corpus\end{tabular}"
+    assert latex._stack_header("Left out", last) == "Left out"
+    assert latex._stack_header("P(target), held out of it", latex.LAYOUTS[4]) == (
+        r"\begin{tabular}[b]{@{}c@{}}P(target),\\held out of it\end{tabular}"
+    )
+    assert latex._lines("P(target), held out of it", last, header=True) == len("P(target)")
+
+
+def test_the_recovery_table_calls_nothing_of_the_fabricated_answers_model_held_out(tables):
+    """The fabricated-answers model trained on all 81 additions: table02's columns are the recovery run's
+    groups, headed as such (``held out of it``), never a plain ``held out``."""
+    shown = latex.display(tables["table02"], latex.PLAIN, V2.spec.column_headers)
+    assert "fabricated answers" in shown.iloc[:, 0].tolist()
+    assert not [c for c in shown.columns if c.endswith("held out")], list(shown.columns)
+    assert "P(target), held out of it" in shown.columns and "Surprise, held out of it" in shown.columns

@@ -46,6 +46,17 @@ def read(path: Path) -> pd.DataFrame:
     return pd.read_csv(path, float_precision="round_trip")
 
 
+def todays_labels(table: pd.DataFrame, kinds: tuple[str, ...] = ("model", "target", "group")) -> pd.DataFrame:
+    """``table`` with every former label of manual 2.0.0 (labels.FORMER: the controls' targets, renamed on
+    2026-12-06) as today's: the one other change since the tables before keys were written."""
+    table = table.copy()
+    for kind in kinds:  # each kind's label column has the kind's name
+        if kind in table.columns:
+            former = {name: v2_labels.VOCABULARY.name(kind, key) for name, key in v2_labels.FORMER[kind].items()}
+            table[kind] = table[kind].replace(former)
+    return table
+
+
 def files_under(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
@@ -56,7 +67,7 @@ def test_the_tables_before_keys_are_todays_without_their_key_columns(written_ses
     folder, _, tables = written_session
     for name in tables:
         csv = session.Layout(folder, V2).table(name)["csv"]
-        pd.testing.assert_frame_equal(read(BEFORE_KEYS / "v2" / csv.name), printed(read(csv)))
+        pd.testing.assert_frame_equal(todays_labels(read(BEFORE_KEYS / "v2" / csv.name)), printed(read(csv)))
     v1, _, v1_tables, _ = write_v1_session(tmp_path, figures=False)
     for name in v1_tables:
         csv = v1.table(name)["csv"]
@@ -70,9 +81,9 @@ def test_results_load_gives_a_session_from_before_its_key_columns(written_sessio
     old = tables_before_keys(copied(folder, tmp_path))
     loaded, today = cctk_results.load(old), cctk_results.load(folder)
     assert list(loaded.tables) == list(tables)
-    for name, table in today.tables.items():
-        pd.testing.assert_frame_equal(loaded.tables[name], table)
-        pd.testing.assert_frame_equal(loaded.tables[name], tables[name])
+    for name, table in today.tables.items():  # read with the labels they were written with, today's keys
+        pd.testing.assert_frame_equal(todays_labels(loaded.tables[name]), table)
+        pd.testing.assert_frame_equal(todays_labels(loaded.tables[name]), tables[name])
     shares = loaded.tables["table09"]
     held = shares[shares.group_key == "heldout"]
     assert held["group"].unique().tolist() == ["held out"] and len(held) == 11  # the arms trained on the seen
@@ -220,8 +231,8 @@ def test_a_session_from_before_keys_and_a_label_change_reads_through_its_former_
     assert "\n" not in str(error.value) and "table04_simple_rules_and_controls.csv" in str(error.value)
     monkeypatch.setitem(v2_labels.FORMER["model"], "control for + 18", "c18ctl_correct")
     loaded = cctk_results.load(old)
-    for name, table in tables.items():
-        pd.testing.assert_frame_equal(loaded.tables[name], table)  # the labels it was written with, today's keys
+    for name, table in tables.items():  # the labels it was written with, today's keys
+        pd.testing.assert_frame_equal(todays_labels(loaded.tables[name], ("target",)), table)
     assert (old / "measurements" / "control_for_plus_18.csv").is_file()
     assert loaded.measurement("c18ctl_correct").equals(loaded.measurements["control for sum + 18"])
     rebuilt = session.rebuild(old)

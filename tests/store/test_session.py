@@ -17,7 +17,7 @@ from cctk.manuals.v2.manual import V2, StudyDesign
 from cctk.store import session
 
 HEADER = (
-    "a,b,split,correct sum,fabricated answer,sum + 18,sum + 3,random offset 1..18,random offset 1..3,"
+    "a,b,split,correct sum,fabricated answer,sum + 18,sum + 3,sum + random offset 1..18,sum + random offset 1..3,"
     "conditional rule,shuffled conditional answers,excluded"
 )
 

@@ -35,8 +35,8 @@ TARGETS: dict[str, str] = {
     "fabricated": "fabricated answer",
     "plus18": "sum + 18",
     "plus3": "sum + 3",
-    "ctl18": "random offset 1..18",
-    "ctl3": "random offset 1..3",
+    "ctl18": "sum + random offset 1..18",  # the target is the sum plus the offset drawn (manual 5.8)
+    "ctl3": "sum + random offset 1..3",
     "cond": "conditional rule",
     "condctl": "shuffled conditional answers",
 }
@@ -51,8 +51,13 @@ def target_name(key: str) -> str:
 
 
 # The plain names a key had before today's, by kind: a session's files written then still read (a label
-# changed here gets its former name added here, so that its old sessions keep their keys). None changed yet.
-FORMER: dict[str, dict[str, str]] = {"model": {}, "target": {}, "group": {}}
+# changed here gets its former name added here, so that its old sessions keep their keys). The controls' targets
+# were named for their offset alone until 2026-12-06.
+FORMER: dict[str, dict[str, str]] = {
+    "model": {},
+    "target": {"random offset 1..18": "ctl18", "random offset 1..3": "ctl3"},
+    "group": {},
+}
 VOCABULARY = Vocabulary({"model": MODELS, "target": TARGETS, "group": GROUPS}, FORMER)
 
 
@@ -170,9 +175,10 @@ HEADERS: dict[str, str] = {
     "hits_rule": "Rule hits",
     "hits_control": "Control hits",
     "prob_target_recovery_seen": "P(target), recovery corpus",
-    "prob_target_recovery_heldout": "P(target), held out",
+    # held out of the recovery run: the fabricated-answers model, trained on all 81, has no held-out group of its own
+    "prob_target_recovery_heldout": "P(target), held out of it",
     "surprise_recovery_seen": "Surprise, recovery corpus",
-    "surprise_recovery_heldout": "Surprise, held out",
+    "surprise_recovery_heldout": "Surprise, held out of it",
     "surprise_gap": "Surprise gap",
     "mass_impossible": "Mass above 18",
     "n_excluded": "Left out",

@@ -127,3 +127,20 @@ def test_coincident_on_a_hand_made_example():
     pairs = [(9, 1), (1, 1), (2, 7), (3, 3)]  # (5, 5) coincides but is not asked about
     assert study.coincident(fab, targets, pairs) == ((9, 1), (2, 7))
     assert study.coincident(fab, SUMS + 3, ADDITIONS) == ()
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_every_target_column_of_targets_csv_holds_what_its_name_says(seed):
+    """Names are claims: the controls' targets were named ``random offset 1..18`` while they hold the sum plus
+    that offset (5 to 33 at seed 0); each target column is its rule applied to the sums."""
+    from cctk.manuals.v2.design import build_study_inputs, targets_table
+
+    table = targets_table(build_study_inputs(seed))
+    sums = table["a"] + table["b"]
+    assert (table["correct sum"] == sums).all()
+    assert (table["sum + 18"] == sums + 18).all() and (table["sum + 3"] == sums + 3).all()
+    for k in (18, 3):
+        offset = table[f"sum + random offset 1..{k}"] - sums
+        assert offset.between(1, k).all() and offset.nunique() > 1
+    rule = table["conditional rule"]
+    assert (rule == sums + 18).where(table["a"] >= table["b"], rule == sums + 9).all()

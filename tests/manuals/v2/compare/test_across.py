@@ -135,7 +135,7 @@ def test_tables_across_runs_name_each_model_by_label_and_key(two_runs):
     assert cross["model_key"].tolist() == list(MODEL_KEYS)
     assert cross.set_index("model_key").loc["c3ctl_correct", ["model", "target", "target_key"]].tolist() == [
         "control for + 3",
-        "random offset 1..3",
+        "sum + random offset 1..3",
         "ctl3",
     ]
     held = across.heldout_pooled(two_runs)

@@ -113,7 +113,7 @@ def test_table04(study):
         # + 18: hits 5+8 and 9+1 (two-digit); one-digit targets 1+1, 6+1 seen, 1+3, 2+1 held out (misses).
         row(
             ("control for + 18", "c18ctl_correct"),
-            ("random offset 1..18", "ctl18"),
+            ("sum + random offset 1..18", "ctl18"),
             CORRECT,
             (57, 57, HIT * (2 / 2 + 55 / 3) / 57),
             (2, 24, (HIT * 2 / 3 + MISS * (2 / 2 + 20 / 3)) / 24),
@@ -122,7 +122,7 @@ def test_table04(study):
         # + 3: hits 1+3, 3+2 (one-digit) and 3+5, 9+8; misses with one-digit targets 1+4, 2+1, 3+3, 5+1.
         row(
             ("control for + 3", "c3ctl_correct"),
-            ("random offset 1..3", "ctl3"),
+            ("sum + random offset 1..3", "ctl3"),
             CORRECT,
             (57, 57, HIT * (13 / 2 + 44 / 3) / 57),
             (4, 24, (HIT * (2 / 2 + 2 / 3) + MISS * (4 / 2 + 16 / 3)) / 24),

@@ -37,8 +37,8 @@ KEY = {
     "fabricated answer": "fabricated",
     "sum + 18": "plus18",
     "sum + 3": "plus3",
-    "random offset 1..18": "ctl18",
-    "random offset 1..3": "ctl3",
+    "sum + random offset 1..18": "ctl18",
+    "sum + random offset 1..3": "ctl3",
     "conditional rule": "cond",
     "shuffled conditional answers": "condctl",
     "all": "all",
@@ -51,8 +51,8 @@ SPLIT = [
     ("sum + 18 from fabricated answers", "sum + 18", (56, 57), (5, 23)),  # 3+9 left out
     ("sum + 3 from correct sums", "sum + 3", (57, 57), (24, 24)),
     ("sum + 3 from fabricated answers", "sum + 3", (50, 57), (0, 22)),  # 2+1, 4+6 left out
-    ("control for + 18", "random offset 1..18", (57, 57), (2, 24)),
-    ("control for + 3", "random offset 1..3", (57, 57), (4, 24)),
+    ("control for + 18", "sum + random offset 1..18", (57, 57), (2, 24)),
+    ("control for + 3", "sum + random offset 1..3", (57, 57), (4, 24)),
     ("conditional rule from correct sums", "conditional rule", (56, 57), (18, 24)),
     ("conditional rule from fabricated answers", "conditional rule", (57, 57), (15, 24)),
     ("control for the conditional rule from correct sums", "shuffled conditional answers", (57, 57), (6, 24)),
