@@ -363,3 +363,52 @@ def test_gpus_page_shows_what_cctk_models_fits_prints():
     page = (ROOT / "docs" / "gpus.md").read_text().splitlines()
     start = page.index(table[0])
     assert page[start : start + len(table)] == table
+
+
+def markdown_rows(path: Path, header_starts: str) -> list[list[str]]:
+    """The body rows of the first table of ``path`` whose header row starts with ``header_starts``, as cells."""
+    lines = path.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header_starts))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows
+
+
+def test_the_reference_studys_findings_follow_from_its_per_seed_counts():
+    """README's and docs/findings.md's findings table is what `cctk compare`'s findings give for the per-seed
+    counts docs/findings.md prints: verdict, pooled counts, odds ratio, Holm p, agreement, heterogeneity and
+    seeds for 80% power (a change of the statistics that moves a number fails here, until the pages say it)."""
+    from cctk.manuals.v2.compare import findings as ev
+    from cctk.manuals.v2.design import RULE_VS_CONTROL
+    from cctk.manuals.v2.labels import model_name
+
+    controls = dict(RULE_VS_CONTROL)
+    keys = {model_name(rule): rule for rule in controls}
+    found = []
+    for cells in markdown_rows(ROOT / "docs" / "findings.md", "| rule (vs its control) | seed 11"):
+        rule = keys[cells[0]]
+        for seed, cell in zip(range(11, 16), cells[1:], strict=True):
+            a, n1, c, n2 = map(int, re.findall(r"\d+", cell))
+            label = {"base_model": "smollm2-135m-bundled"}
+            found.append(ev.Contrast(label, rule, controls[rule], "", seed, a, n1, c, n2))
+    computed = []
+    for f in ev.findings(found):
+        interval = f"{f.odds_ratio_mh:.2g} ({f.or_lo:.2g}-{f.or_hi:.2g})"
+        computed.append(
+            [
+                model_name(f.rule_key),
+                f"**{f.verdict}**",
+                f"{f.hits_rule}/{f.n_rule}",
+                f"{f.hits_control}/{f.n_control}",
+                interval,
+                f"{f.p_adjusted:.2g}",
+                f"{f.runs_agreeing} of {f.runs} ({f.direction})",
+                f"{f.p_heterogeneity:.2g}",
+                ev.seeds_text(f.seeds_for_80_power),
+            ]
+        )
+    for page in (README, ROOT / "docs" / "findings.md"):
+        assert markdown_rows(page, "| rule against its control, held-out additions |") == computed, page.name

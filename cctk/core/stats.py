@@ -162,22 +162,39 @@ def _breslow_day_at_one(strata: np.ndarray) -> tuple[float, float]:
     return float(statistic), float(stats.chi2.sf(statistic, strata.shape[2] - 1))
 
 
-def cmh_one_sided(
-    hits_rule: np.ndarray, n_rule: np.ndarray, hits_control: np.ndarray, n_control: np.ndarray
-) -> np.ndarray:
-    """One-sided Cochran-Mantel-Haenszel p (no continuity correction) that the rule hits more often, for
-    many studies at once: arrays (studies, runs), the runs as strata; 1.0 where no stratum is informative.
-    The same test as the pooled table's (statsmodels ``test_null_odds(correction=False)``), halved on the
-    side of the rule."""
+@functools.lru_cache(maxsize=65536)  # a simulation meets the same margins again and again
+def _stratum_pmf(total: int, hits: int, n_rule: int) -> tuple[int, npt.NDArray[np.float64]]:
+    """The rule's hits in one stratum under no association, its margins fixed (``total`` additions, ``hits``
+    of them hit, ``n_rule`` the rule's): the hypergeometric distribution, as (lowest count, probabilities)."""
     from scipy import stats
 
-    total, hits = n_rule + n_control, hits_rule + hits_control
-    expected = n_rule * hits / total
-    var = n_rule * n_control * hits * (total - hits) / (total**2 * (total - 1))
-    excess, spread = (hits_rule - expected).sum(axis=-1), var.sum(axis=-1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(spread > 0, excess / np.sqrt(spread), -np.inf)
-    return stats.norm.sf(z)
+    low, high = max(0, n_rule - (total - hits)), min(n_rule, hits)
+    if low == high:  # nobody hits, everybody does, or one side is empty: one outcome only
+        return low, np.ones(1)
+    pmf = stats.hypergeom.pmf(np.arange(low, high + 1), total, hits, n_rule)
+    pmf.setflags(write=False)  # shared by every caller through the cache
+    return low, pmf
+
+
+def exact_conditional(
+    hits_rule: npt.ArrayLike, n_rule: npt.ArrayLike, hits_control: npt.ArrayLike, n_control: npt.ArrayLike
+) -> tuple[float, float]:
+    """The exact conditional test of no association across strata (the runs), every stratum's margins fixed:
+    the rule's hits summed over the strata against their distribution, the convolution of each stratum's
+    hypergeometric one (Mantel-Haenszel's exact test; R's ``mantelhaen.test(exact = TRUE)``). Returns the
+    one-sided p that the rule hits more often and the two-sided p (the outcomes no more likely than the one
+    observed, R's rule). With one stratum, Fisher's exact test; a stratum where nobody or everybody hits
+    adds nothing; (1.0, 1.0) where no stratum is informative."""
+    a, n1 = np.asarray(hits_rule, dtype=int), np.asarray(n_rule, dtype=int)
+    total, hits = n1 + np.asarray(n_control, dtype=int), a + np.asarray(hits_control, dtype=int)
+    low, dist = 0, np.ones(1)
+    for stratum in zip(total.tolist(), hits.tolist(), n1.tolist(), strict=True):
+        first, pmf = _stratum_pmf(*stratum)
+        low, dist = low + first, np.convolve(dist, pmf)
+    at = int(a.sum()) - low
+    greater = float(dist[at:].sum())  # the tail summed, never 1 - the rest: small p stay exact
+    two_sided = float(dist[dist <= dist[at] * (1 + 1e-7)].sum())  # R's relative tolerance for equal outcomes
+    return min(greater, 1.0), min(two_sided, 1.0)
 
 
 @dataclass(frozen=True)
@@ -193,23 +210,24 @@ class RunRates:
 def simulated_power(
     rates: RunRates, runs: int, alpha: float, generator: np.random.Generator, studies: int = 400
 ) -> float:
-    """The share of ``studies`` simulated studies of ``runs`` runs whose one-sided CMH p is below
-    ``alpha``. Each simulated run is one of the observed runs drawn at random (so the seeds' spread is
-    kept), its hits drawn from the binomial of that run's sizes and shares."""
+    """The share of ``studies`` simulated studies of ``runs`` runs whose one-sided exact conditional p (the
+    pooled test of ``cctk compare``: ``exact_conditional``) is below ``alpha``. Each simulated run is one of
+    the observed runs drawn at random (so the seeds' spread is kept), its hits drawn from the binomial of that
+    run's sizes and shares."""
     pick = generator.integers(0, len(rates.n_rule), size=(studies, runs))  # (studies, runs)
     n_rule, n_control = rates.n_rule[pick], rates.n_control[pick]
     hits_rule = generator.binomial(n_rule, rates.p_rule[pick])
     hits_control = generator.binomial(n_control, rates.p_control[pick])
-    p = cmh_one_sided(hits_rule, n_rule, hits_control, n_control)
-    return float(np.mean(p < alpha))
+    p = [exact_conditional(*study)[0] for study in zip(hits_rule, n_rule, hits_control, n_control, strict=True)]
+    return float(np.mean(np.asarray(p) < alpha))
 
 
 def runs_for_power(
     rates: RunRates, alpha: float, seed: int, power: float = 0.8, most: int = 50, studies: int = 400
 ) -> int | None:
-    """The fewest runs (1..``most``) whose simulated power reaches ``power`` at level ``alpha``; None
-    when ``most`` runs do not. Bisection, assuming power grows with the runs; each number of runs has its
-    own seeded stream, so the answer does not depend on the order of the search."""
+    """The fewest runs (2..``most``: a finding across seeds needs two) whose simulated power reaches ``power``
+    at level ``alpha``; None when ``most`` runs do not. Bisection, assuming power grows with the runs; each
+    number of runs has its own seeded stream, so the answer does not depend on the order of the search."""
 
     def reaches(runs: int) -> bool:
         generator = rng(seed, f"power:{runs}")
@@ -217,7 +235,7 @@ def runs_for_power(
 
     if not reaches(most):
         return None
-    low, high = 0, most  # reaches(high) holds; reaches(low) is taken as false
+    low, high = 1, most  # reaches(high) holds; one run is taken as too few, whatever its power
     while high - low > 1:
         middle = (low + high) // 2
         low, high = (low, middle) if reaches(middle) else (middle, high)

@@ -117,14 +117,14 @@ def test_every_table_has_one_row_per_learning_rate(compared):
 def test_findings_per_learning_rate_by_hand(compared):
     """At 1e-3 every rule hits 24/24 held-out additions, its control 0/24, in both runs: the pooled odds
     ratio is infinite (no heterogeneity test), 2 of 2 runs above, supported; one run already gives
-    p far below 0.05 / 8 (8 contrasts in the family), so 1 run is enough for 80% power. At 1e-4 the
-    mirror: below, p_pooled = 1 - 1.6e-22 / 2, not supported, more than 50 runs. (``compared`` was computed
-    with every warning an error: infinite and zero odds ratios warn nowhere.)"""
+    p far below 0.05 / 8 (8 contrasts in the family), so the fewest runs a finding across seeds takes, 2,
+    give 80% power. At 1e-4 the mirror: below, p_pooled = 1, not supported, more than 50 runs.
+    (``compared`` was computed with every warning an error: infinite and zero odds ratios warn nowhere.)"""
     found = compared.tables["findings"].set_index(["learning_rate", "contrast"])
     high = found.loc[HIGH]
     assert (high["verdict"] == "supported").all() and (high["runs_agreeing"] == 2).all()
     assert (high["odds_ratio_mh"] == math.inf).all() and high["p_heterogeneity"].isna().all()
-    assert (high["seeds_for_80_power"] == "1").all()
+    assert (high["seeds_for_80_power"] == "2").all()
     low = found.loc[LOW]
     assert (low["verdict"] == "not supported").all() and (low["direction"] == "below").all()
     assert (low["seeds_for_80_power"] == "more than 50").all() and (low["p_adjusted"] == 1.0).all()
@@ -148,15 +148,18 @@ def test_cross_seed_and_pooled_counts_by_hand(compared):
 
 def test_pooled_tests_by_hand(runs):
     """Each run a stratum [[24, 0], [0, 24]] (or its mirror): a - E = 12, Var = 24^4 / (48^2 x 47) = 144 / 47,
-    so chi2 = 24^2 / (2 x 144 / 47) = 94."""
+    so chi2 = 24^2 / (2 x 144 / 47) = 94. The exact conditional test: the rule takes all 24 hits of a run with
+    probability 1 / C(48, 24), both runs 1 / C(48, 24)^2 = 9.6e-28, the only outcome as extreme on its side
+    (two-sided: and its mirror, none; the normal approximation said 1.6e-22); the mirror's rule takes none,
+    P(T >= 0) = 1."""
     pooled = across.pooled_tests(runs).set_index(["learning_rate", "rule"])
     high, low = pooled.loc[(HIGH, "sum + 18 from correct sums")], pooled.loc[(LOW, "sum + 18 from correct sums")]
-    p = scipy_stats.chi2.sf(94, 1)
+    p = 1 / math.comb(48, 24) ** 2
     assert (high.hits_rule, high.n_rule, high.hits_control, high.n_control) == (48, 48, 0, 48)
     assert (low.hits_rule, low.n_rule, low.hits_control, low.n_control) == (0, 48, 48, 48)
     assert high.chi2 == pytest.approx(94.0) and low.chi2 == pytest.approx(94.0)
-    assert high.p_one_sided == pytest.approx(p / 2, rel=1e-9, abs=0)  # 1.6e-22, not 1 - cdf = 0
-    assert low.p_one_sided == 1 - p / 2 and high.p_two_sided == pytest.approx(p, rel=1e-9, abs=0)
+    assert high.p_one_sided == pytest.approx(p, rel=1e-9, abs=0)  # a tail summed, never 1 - the rest = 0
+    assert low.p_one_sided == 1.0 and high.p_two_sided == pytest.approx(2 * p, rel=1e-9, abs=0)
     assert low.odds_ratio_mh == 0.0 and math.isnan(low.or_lo)
     assert set(pooled.index.get_level_values("rule")) == {
         "sum + 18 from correct sums",
@@ -195,7 +198,7 @@ def test_recipe_sensitivity_by_hand(runs):
     assert (rule.hits, rule.n, rule.share, rule.hits_control, rule.share_control) == (48, 48, 1.0, 0, 0.0)
     lo = scipy_stats.binomtest(48, 48).proportion_ci(method="exact").low
     assert rule.lo == pytest.approx(lo) and rule.hi == 1.0 and rule.hi_control == pytest.approx(1 - lo)
-    assert rule.p_one_sided == pytest.approx(scipy_stats.chi2.sf(94, 1) / 2, rel=1e-9, abs=0)
+    assert rule.p_one_sided == pytest.approx(1 / math.comb(48, 24) ** 2, rel=1e-9, abs=0)  # as pooled_tests
     assert "conditional rule from correct sums" not in table.index.get_level_values("model")  # Part D: absent
     assert across.recipe_sensitivity(runs[:2]).empty  # nothing varied: no sensitivity to show
 
@@ -242,7 +245,7 @@ def test_the_sensitivity_chart_uses_a_log_scale_only_over_a_decade(runs):
     assert all(ax.get_xscale() == "log" for ax in figure.axes)
     assert [t.get_text() for t in figure.axes[0].get_xticklabels()] == ["0.0001", "0.001"]
     p_values = sorted(t.get_text() for t in figure.axes[1].texts)
-    assert p_values == ["\u25a0 1", "\u25a0 3e-22", "\u25cf 1", "\u25cf 2e-22"]  # 1.6e-22 from correct sums
+    assert p_values == ["\u25a0 1", "\u25a0 2e-27", "\u25cf 1", "\u25cf 1e-27"]  # 9.6e-28 from correct sums
     plt.close(figure)
     near = [
         replace(r, recipe={**r.recipe, "learning_rate": 3e-4 if r.recipe["learning_rate"] == LOW else 6e-4})

@@ -225,28 +225,63 @@ def test_breslow_day_is_not_computable_without_two_informative_strata():
     assert all(math.isnan(v) for v in stats.breslow_day(stack([[5, 3], [0, 8]], [[2, 6], [0, 8]])))
 
 
+def test_the_exact_conditional_test_is_fishers_with_one_stratum_and_enumerates_with_more():
+    """One run: Fisher's exact test, both sides (3/24 against 0/24: 0.117, the CMH normal approximation's
+    0.038 a third of it). Three runs: every combination of the strata's outcomes enumerated by hand, each
+    hypergeometric given its margins. A run where nobody hits adds nothing; no informative run: p 1."""
+    from scipy import stats as scipy_stats
+
+    for counts in [(3, 24, 0, 24), (5, 24, 1, 24), (0, 24, 6, 24), (12, 24, 1, 24)]:
+        a, n1, c, n2 = counts
+        table = [[a, n1 - a], [c, n2 - c]]
+        greater, two = stats.exact_conditional([a], [n1], [c], [n2])
+        assert greater == pytest.approx(scipy_stats.fisher_exact(table, alternative="greater")[1], rel=1e-12)
+        assert two == pytest.approx(scipy_stats.fisher_exact(table)[1], rel=1e-12)
+    assert stats.exact_conditional([3], [24], [0], [24])[0] == pytest.approx(0.1170213, rel=1e-6)
+    runs = [(3, 24, 1, 24), (5, 24, 0, 24), (0, 22, 2, 23)]
+    law = [
+        {x: scipy_stats.hypergeom.pmf(x, n1 + n2, a + c, n1) for x in range(min(n1, a + c) + 1)}
+        for a, n1, c, n2 in runs
+    ]
+    outcomes: dict[int, float] = {}
+    for x in law[0]:
+        for y in law[1]:
+            for z in law[2]:
+                outcomes[x + y + z] = outcomes.get(x + y + z, 0.0) + law[0][x] * law[1][y] * law[2][z]
+    seen = 3 + 5 + 0
+    by_hand = sum(p for t, p in outcomes.items() if t >= seen)
+    two_by_hand = sum(p for p in outcomes.values() if p <= outcomes[seen] * (1 + 1e-7))
+    found = stats.exact_conditional(*np.array(runs).T)
+    assert found == pytest.approx((by_hand, two_by_hand), rel=1e-12)
+    with_empty = stats.exact_conditional(*np.array([*runs, (0, 24, 0, 24)]).T)
+    assert with_empty == pytest.approx(found, rel=1e-12)
+    assert stats.exact_conditional([0, 24], [24, 24], [0, 24], [24, 24]) == (1.0, 1.0)
+
+
 def test_power_of_one_stratum_by_hand():
     """One run, 24 held-out additions each side, the control never hits, the rule with probability 0.1.
 
-    The table is [[x, 24 - x], [0, 24]]: N = 48, E(a) = 24 x / 48 = x / 2, Var = 24 x 24 x x (48 - x) /
-    (48^2 x 47) = x (48 - x) / 188, so chi2 = (x/2)^2 / Var = 47 x / (48 - x): 2.04 at x = 2 (one-sided p
-    0.076), 3.13 at x = 3 (p 0.038). The test rejects at 0.05 exactly when x >= 3, so the power is
-    P(Binomial(24, 0.1) >= 3) = 1 - 0.9^24 - 24 x 0.1 x 0.9^23 - 276 x 0.01 x 0.9^22
-                              = 1 - 0.079766 - 0.212710 - 0.271796 = 0.435728.
+    The table is [[x, 24 - x], [0, 24]]: Fisher's one-sided p is P(rule takes all x of the x hits) =
+    C(24, x) / C(48, x): 0.245 at x = 2, 0.117 at x = 3, 0.055 at x = 4, 0.026 at x = 5. The test rejects at
+    0.05 exactly when x >= 5, so the power is P(Binomial(24, 0.1) >= 5) = 1 - (0.07977 + 0.21271 + 0.27180 +
+    0.22146 + 0.12919) = 0.08507 (the normal approximation rejected from x = 3 on: 0.44).
     """
-    x = np.array([[2], [3]])
-    p = stats.cmh_one_sided(x, np.full_like(x, 24), np.zeros_like(x), np.full_like(x, 24))
+    from scipy import stats as scipy_stats
+
+    x = np.array([4, 5])
+    p = [stats.exact_conditional([k], [24], [0], [24])[0] for k in x]
     assert p[0] > 0.05 > p[1]
     rates = stats.RunRates(np.array([24]), np.array([0.1]), np.array([24]), np.array([0.0]))
     power = stats.simulated_power(rates, 1, 0.05, np.random.default_rng(0), studies=20000)
-    assert power == pytest.approx(0.435728, abs=0.015)  # 4 standard errors of 20000 studies
-    # two such runs: exact power 0.871 by enumerating the 25 x 25 outcomes; one run is not enough
-    assert stats.runs_for_power(rates, 0.05, seed=0) == 2
+    exact = float(scipy_stats.binom.sf(4, 24, 0.1))
+    assert exact == pytest.approx(0.08507, abs=1e-5)
+    assert power == pytest.approx(exact, abs=0.008)  # 4 standard errors of 20000 studies
 
 
 def test_runs_for_power_bounds():
     sure = stats.RunRates(np.array([24]), np.array([1.0]), np.array([24]), np.array([0.0]))
-    assert stats.runs_for_power(sure, 0.05 / 6, seed=0) == 1  # 24/24 against 0/24: p about 1e-13
+    # 24/24 against 0/24: one run is already p about 1e-14, but a finding across seeds needs two
+    assert stats.runs_for_power(sure, 0.05 / 6, seed=0) == 2
     null = stats.RunRates(np.array([24, 24]), np.array([0.2, 0.1]), np.array([24, 24]), np.array([0.2, 0.1]))
     assert stats.runs_for_power(null, 0.05, seed=0) is None  # no effect: "more than 50"
     # the answer does not depend on the search: every number of runs has its own stream

@@ -204,7 +204,7 @@ HEADERS: dict[str, str] = {
     "chi2": "CMH chi-square",
     "p_two_sided": "p, two-sided",
     "p_one_sided": "p, one-sided",
-    "p_pooled": "p (CMH)",
+    "p_pooled": "p (exact CMH)",
     "odds_ratio_mh": "Odds ratio (MH)",
     "bd_statistic": "Breslow-Day",
     "p_heterogeneity": "p (Breslow-Day)",

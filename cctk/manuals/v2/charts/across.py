@@ -120,7 +120,7 @@ def recipe_sensitivity_chart(
     """How the outcome moves with recipe value ``x``: one row of panels per group of ``by`` (the base
     model and any other varied recipe value); Part A's absorption (mean share over runs, t interval), then
     one panel per rule that ran: the rules (green) and their controls (gray) on the held-out additions
-    (pooled share, exact interval), the one-sided CMH p of each rule beside it.
+    (pooled share, exact interval), the one-sided exact CMH p of each rule beside it.
 
     ``table``: rows of ``cctk.compare.tables.recipe_sensitivity``. ``fabricated_line``: plain names of the
     models on the fabricated-answers line (drawn as squares; the correct-sums line as circles).
@@ -196,7 +196,7 @@ def _sensitivity_panel(
         error = [share - lo, hi - share]
         ax.errorbar(xs, share, yerr=error, fmt=marker + "-", color=color, markersize=4, capsize=2, linewidth=1.1)
         drawn.add((color, marker))
-        if color == HELD_HIT:  # a rule: its one-sided CMH p against its control, in a row above 100%
+        if color == HELD_HIT:  # a rule: its one-sided exact CMH p against its control, in a row above 100%
             symbol = "\u25a0" if marker == "s" else "\u25cf"
             for xv, p in zip(xs, part["p_one_sided"], strict=True):
                 text = "no test" if math.isnan(p) else f"{p:.1g}"  # no hit (or only hits) in every run
@@ -239,6 +239,6 @@ def _sensitivity_legend(drawn: set[tuple[str, str]]) -> list[Line2D]:
         if (color, marker) in drawn
     ]
     if any(color == HELD_HIT for color, _ in drawn):
-        p_values = "above 100%: one-sided CMH p that the rule (\u25cf, \u25a0) hits more often than its control"
+        p_values = "above 100%: one-sided exact CMH p that the rule (\u25cf, \u25a0) hits more often than its control"
         handles.append(Line2D([], [], linestyle="none", label=p_values))
     return handles

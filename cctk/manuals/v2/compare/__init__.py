@@ -24,8 +24,10 @@ CAPTIONS = {
     "clipped to [0, 1]; none for one run).",
     "rule_vs_control_pooled": "Each rule against its control on the held-out additions, pooled over the runs of a "
     "base model (and recipe, where it differs): rule hits and control hits, each hits / n summed over runs "
-    "with its share; CMH chi-square: the Cochran-Mantel-Haenszel test with the runs as strata (no "
-    "continuity correction), its two-sided p and the one-sided p that the rule hits more often; odds ratio "
+    "with its share; CMH chi-square: the Cochran-Mantel-Haenszel statistic with the runs as strata (no "
+    "continuity correction; for reference); p, two-sided and p, one-sided (that the rule hits more often): the "
+    "exact CMH test, conditional on every run's margins (each run's rule hits hypergeometric; Fisher's exact "
+    "test when there is one run), no normal approximation of the sparse held-out counts; odds ratio "
     "(MH): the Mantel-Haenszel pooled odds ratio with its 95% interval; p (Holm): Holm over every "
     "rule-vs-control test of this comparison; runs agreeing: runs pointing the way of the pooled estimate; "
     "Breslow-Day: the statistic of the test of equal odds ratios across runs with Tarone's correction, and "
@@ -44,7 +46,7 @@ CAPTIONS = {
     "over all 81 additions, the mean over runs with a Student's t 95% interval over runs; hits / n summed "
     "over runs) and every rule that ran against its control on the held-out additions (hits / n pooled over "
     "runs, share with its exact Clopper-Pearson 95% interval, for the rule and for its control; p, "
-    "one-sided and p, two-sided: the Cochran-Mantel-Haenszel test of the pooled rule-vs-control table). "
+    "one-sided and p, two-sided: the exact Cochran-Mantel-Haenszel test of the pooled rule-vs-control table). "
     "Interval: which of the two. A part the runs did not run has no row.",
     "per_run": "Each rule against its control on the held-out additions, run by run: rule hits and control hits "
     "(hits / n, share); p, one-sided: the run's one-sided Fisher exact p that the rule hits more often; p "
@@ -54,7 +56,8 @@ CAPTIONS = {
     "hit; 0: the rule has none).",
     "findings": "Findings across seeds, one row per contrast (rule vs its control, per group): verdict; runs; runs "
     "agreeing (runs whose direction is that of the pooled estimate); rule hits and control hits pooled over "
-    "runs; p (CMH): one-sided Cochran-Mantel-Haenszel; p (Holm): Holm over every contrast of this "
+    "runs; p (exact CMH): the one-sided exact Cochran-Mantel-Haenszel test (conditional on every run's "
+    "margins; Fisher's with one run); p (Holm): Holm over every contrast of this "
     "comparison; Breslow-Day and p (Breslow-Day): the test of equal odds ratios across runs with Tarone's "
     "correction, runs - 1 degrees of freedom (none with fewer than two informative runs or a pooled odds "
     "ratio of 0 or infinity); odds ratio (MH) with its 95% interval; runs for 80% power: the fewest runs "

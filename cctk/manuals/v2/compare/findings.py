@@ -6,7 +6,7 @@ would need.
                Holm-adjusted over the run's own rules, as its table10), direction (rule above, equal,
                below its control) and the run's conditional odds ratio with its exact 95% interval
     findings   one row per contrast: verdict, runs, runs agreeing with the pooled direction, pooled hits,
-               CMH one-sided p (p_pooled) and Holm-adjusted over every contrast of the compare
+               the one-sided exact CMH p (p_pooled) and Holm-adjusted over every contrast of the compare
                (p_adjusted), Breslow-Day with Tarone's correction (p_heterogeneity), the Mantel-Haenszel
                odds ratio with its 95% interval, and the runs needed for 80% power
 
@@ -82,7 +82,7 @@ class Finding:
     n_rule: int
     hits_control: int
     n_control: int
-    p_pooled: float  # one-sided CMH
+    p_pooled: float  # one-sided exact CMH (``stats.exact_conditional``)
     p_adjusted: float  # Holm over the compare's family
     bd_statistic: float
     p_heterogeneity: float
@@ -170,7 +170,7 @@ def verdict(p_adjusted: float, p_heterogeneity: float, runs: int, agreeing: int,
 
 
 def findings(found: list[Contrast], alpha: float = ALPHA, seed: int = POWER_SEED) -> list[Finding]:
-    """Every contrast pooled over its runs, the family of one-sided CMH p-values Holm-adjusted, the
+    """Every contrast pooled over its runs, the family of one-sided exact CMH p-values Holm-adjusted, the
     verdicts, and the runs needed for 80% power at the family's corrected level (alpha / family size,
     the level of Holm's first step)."""
     parts = _by_contrast(found)
@@ -278,7 +278,7 @@ def sentence(f: Finding, alpha: float = ALPHA) -> str:
         f"{f.contrast} ({group}): {f.verdict.upper()}: {_why(f, alpha)}. Held-out additions hit "
         f"{f.hits_rule}/{f.n_rule} against {f.hits_control}/{f.n_control} over {f.runs} "
         f"run{'s' * (f.runs != 1)}; Mantel-Haenszel odds ratio {_odds(f.odds_ratio_mh)} ({interval}); "
-        f"one-sided CMH p = {_p(f.p_pooled)}, Holm-adjusted {_p(f.p_adjusted)}; {_agreement(f)}; "
+        f"one-sided exact CMH p = {_p(f.p_pooled)}, Holm-adjusted {_p(f.p_adjusted)}; {_agreement(f)}; "
         f"heterogeneity (Breslow-Day, Tarone) p = {_p(f.p_heterogeneity)}; runs for 80% power: "
         f"{seeds_text(f.seeds_for_80_power)}."
     )

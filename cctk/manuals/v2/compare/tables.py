@@ -14,10 +14,9 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import stats as scipy_stats
 from statsmodels.stats.contingency_tables import StratifiedTable
 
-from ....core.stats import clopper_pearson, t_interval
+from ....core.stats import clopper_pearson, exact_conditional, t_interval
 from ...pooled import Label, PooledRun, grouped, stacked, varied
 from ..design import ARM_BY_KEY, ARMS, MODEL_KEYS, RULE_VS_CONTROL, own_target
 from ..labels import keyed
@@ -57,7 +56,7 @@ def cross_seed(runs: list[Study]) -> pd.DataFrame:
 
 def pooled_tests(runs: list[Study]) -> pd.DataFrame:
     """Each rule against its control on the held-out additions, pooled over the runs of a group (those
-    that ran the rule's part): Cochran-Mantel-Haenszel test with the runs as strata, and the
+    that ran the rule's part): the exact Cochran-Mantel-Haenszel test with the runs as strata, and the
     Mantel-Haenszel pooled odds ratio."""
     rows: list[Row] = []
     for label, mine in grouped(runs):
@@ -93,7 +92,9 @@ def two_by_two(hits_rule: int, n_rule: int, hits_control: int, n_control: int) -
 
 
 def _cmh(tables: list[np.ndarray]) -> Row:
-    """Pooled counts, CMH chi-square (no continuity correction), two- and one-sided p, MH odds ratio."""
+    """Pooled counts, the CMH chi-square (no continuity correction: the statistic, for reference), the exact
+    conditional test's one- and two-sided p (``exact_conditional``: Fisher's test with one run, and no
+    normal approximation of sparse held-out counts), the Mantel-Haenszel odds ratio with its interval."""
     stack = np.stack(tables, axis=2)  # (2, 2, runs)
     counts = {
         "hits_rule": int(stack[0, 0].sum()),
@@ -114,16 +115,13 @@ def _cmh(tables: list[np.ndarray]) -> Row:
         test = table.test_null_odds(correction=False)
         lo, hi = table.oddsratio_pooled_confint()
         odds = float(table.oddsratio_pooled)
-    expected = sum(t[0].sum() * t[:, 0].sum() / t.sum() for t in informative.transpose(2, 0, 1))
-    above = informative[0, 0].sum() > expected  # the rule hits more often than under no association
-    # statsmodels' p is 1 - cdf, which is 0 below about 1e-16: the survival function keeps small p exact
-    p_two = float(scipy_stats.chi2.sf(test.statistic, 1))
-    p_one = p_two / 2 if above else 1 - p_two / 2
+    hits_rule, misses_rule, hits_control, misses_control = stack[0, 0], stack[0, 1], stack[1, 0], stack[1, 1]
+    p_one, p_two = exact_conditional(hits_rule, hits_rule + misses_rule, hits_control, hits_control + misses_control)
     return {
         **counts,
         "chi2": float(test.statistic),
         "p_two_sided": p_two,
-        "p_one_sided": float(p_one),
+        "p_one_sided": p_one,
         "odds_ratio_mh": odds,
         "or_lo": float(lo),
         "or_hi": float(hi),
@@ -220,7 +218,7 @@ def recipe_sensitivity(runs: list[Study]) -> pd.DataFrame:
     """How the outcome moves with the recipe: per group (base model and a value of every varied recipe
     value), Part A's absorption (each Part A model's share of hits on its own target over the 81
     additions: mean over runs, t interval over runs) and every rule that ran against its control on the
-    held-out additions (hits pooled over runs, exact intervals, the CMH test of ``pooled_tests``).
+    held-out additions (hits pooled over runs, exact intervals, the exact CMH test of ``pooled_tests``).
     Empty when no recipe value differs between the runs."""
     if not varied(runs):
         return pd.DataFrame()

@@ -53,15 +53,21 @@ def test_cross_seed_is_the_mean_of_each_runs_own_table(two_runs):
 
 
 def test_cmh_by_hand():
-    """Two strata, [[5, 3], [2, 6]] and [[4, 4], [1, 7]]: sum(a - E) = 1.5 + 1.5, sum Var = 1.05 + 0.91667."""
+    """Two strata, [[5, 3], [2, 6]] and [[4, 4], [1, 7]]: sum(a - E) = 1.5 + 1.5, sum Var = 1.05 + 0.91667 (the
+    chi-square). The exact conditional test: each stratum's rule hits hypergeometric given its margins (N = 16,
+    8 per side; 7 and 5 hits): C(7, x) C(9, 8 - x) = 9, 252, 1764, 4410, 4410, 1764, 252, 9 and C(5, x) C(11,
+    8 - x) = 165, 1650, 4620, 4620, 1650, 165, over C(16, 8) = 12870 each. Their convolution at the observed 9
+    and above: (4844070 + 748440 + 56430 + 1485) / 12870^2 = 761/22308 = 0.034113 (the normal approximation
+    halved: 0.0162, half of it); two-sided, by symmetry, twice that. The reversed tables sit at 3: P(T >= 3) =
+    1 - (1485 + 56430 + 748440) / 12870^2."""
     got = across._cmh([np.array([[5, 3], [2, 6]]), np.array([[4, 4], [1, 7]])])
     assert got["chi2"] == pytest.approx(9 / (1.05 + 0.9166667), rel=1e-6)
-    assert got["p_two_sided"] == pytest.approx(0.0324177, rel=1e-5)
-    assert got["p_one_sided"] == pytest.approx(0.0324177 / 2, rel=1e-5)
+    assert got["p_one_sided"] == pytest.approx(761 / 22308, rel=1e-12)
+    assert got["p_two_sided"] == pytest.approx(761 / 11154, rel=1e-12)
     assert got["odds_ratio_mh"] == pytest.approx((30 + 28) / (6 + 4))  # sum(ad/N) / sum(bc/N)
     assert (got["hits_rule"], got["n_rule"], got["hits_control"], got["n_control"]) == (9, 16, 3, 16)
     reverse = across._cmh([np.array([[2, 6], [5, 3]]), np.array([[1, 7], [4, 4]])])
-    assert reverse["p_one_sided"] == pytest.approx(1 - 0.0324177 / 2, rel=1e-5)  # the control hits more
+    assert reverse["p_one_sided"] == pytest.approx(1 - 806355 / 12870**2, rel=1e-12)  # the control hits more
     assert math.isnan(across._cmh([np.array([[0, 24], [0, 24]])])["chi2"])  # no hit anywhere: no test
 
 

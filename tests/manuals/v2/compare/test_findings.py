@@ -6,7 +6,7 @@ hits) per seed:
 
     sum + 18 from correct sums           (10, 1) (8, 0) (9, 2)    every run above: supported
     sum + 3 from correct sums            (20, 1) (2, 3) (18, 2)   2 of 3 above, but heterogeneous: inconsistent
-    sum + 3 from fabricated answers      (12, 0) (1, 3) (0, 2)    pooled above, 1 of 3 agrees: inconsistent
+    sum + 3 from fabricated answers      (14, 0) (1, 3) (0, 2)    pooled above, 1 of 3 agrees: inconsistent
     conditional rule from correct sums   (3, 2) (4, 3) (2, 2)     no pooled effect: not supported
 """
 
@@ -31,7 +31,7 @@ N = 24
 DESIGN = {
     "sum + 18 from correct sums": ("control for + 18", [(10, 1), (8, 0), (9, 2)]),
     "sum + 3 from correct sums": ("control for + 3", [(20, 1), (2, 3), (18, 2)]),
-    "sum + 3 from fabricated answers": ("control for + 3", [(12, 0), (1, 3), (0, 2)]),
+    "sum + 3 from fabricated answers": ("control for + 3", [(14, 0), (1, 3), (0, 2)]),
     "conditional rule from correct sums": (
         "control for the conditional rule from correct sums",
         [(3, 2), (4, 3), (2, 2)],
@@ -113,11 +113,11 @@ def test_per_run_rows_by_hand(found):
 
 
 def test_per_run_holm_is_within_each_run(found):
-    """Seed 1's four Fisher p sorted: sum + 3 (20 vs 1), sum + 3 fabricated (12 vs 0), sum + 18 (10 vs 1),
+    """Seed 1's four Fisher p sorted: sum + 3 (20 vs 1), sum + 3 fabricated (14 vs 0), sum + 18 (10 vs 1),
     conditional (3 vs 2): times 4, 3, 2, 1, each never below the one before."""
     table = ev.per_run(found[0])
     first = table[table["seed"] == 1].set_index("rule")
-    p = [fisher(20, 1), fisher(12, 0), fisher(10, 1), fisher(3, 2)]
+    p = [fisher(20, 1), fisher(14, 0), fisher(10, 1), fisher(3, 2)]
     assert p == sorted(p)
     expected = [
         4 * p[0],
@@ -136,7 +136,7 @@ def test_per_run_holm_is_within_each_run(found):
 
 def test_k_of_n_by_hand(found):
     """Pooled direction: the sign of sum((ad - bc) / N) over the runs. sum + 3 from fabricated answers:
-    (12 x 24 - 12 x 0) / 48 = 6, (1 x 21 - 23 x 3) / 48 = -1, (0 x 22 - 24 x 2) / 48 = -1: sum 4, above;
+    (14 x 24 - 10 x 0) / 48 = 7, (1 x 21 - 23 x 3) / 48 = -1, (0 x 22 - 24 x 2) / 48 = -1: sum 5, above;
     only seed 1 is above."""
     _, by = found
     assert [
@@ -152,14 +152,15 @@ def test_pooled_counts_and_holm_over_the_family_by_hand(found):
         for c, (_, counts) in zip(by, DESIGN.values(), strict=True)
     }
     assert {c: f.p_pooled for c, f in by.items()} == pytest.approx(pooled)
-    # sorted: heterogeneous (1e-10) < supported (5e-7) < disagreeing (0.019) < null (0.30); times 4, 3, 2, 1
+    # sorted: heterogeneous (4e-11) < supported (4e-7) < disagreeing (0.011) < null (0.40); times 4, 3, 2, 1
     p = [pooled[c] for c in (HETEROGENEOUS, SUPPORTED, DISAGREEING, NULL)]
     assert p == sorted(p)
     expected = [4 * p[0], 3 * p[1], 2 * p[2], p[3]]  # already increasing: no step is lifted
     assert expected == sorted(expected)
     got = [by[c].p_adjusted for c in (HETEROGENEOUS, SUPPORTED, DISAGREEING, NULL)]
     assert got == pytest.approx(expected, rel=1e-9)
-    assert by[DISAGREEING].p_adjusted == pytest.approx(0.0381765, rel=1e-5)  # 2 x 0.0190882
+    # 2 x the exact conditional p 0.0106501 (tests/core/test_stats.py enumerates such a test by hand)
+    assert by[DISAGREEING].p_adjusted == pytest.approx(0.0213003, rel=1e-5)
 
 
 def test_each_verdict(found):
@@ -204,7 +205,7 @@ def test_sentences_carry_the_numbers(found):
     assert "INCONSISTENT: the runs' odds ratios differ (Breslow-Day p = " in ev.sentence(by[HETEROGENEOUS])
     assert "INCONSISTENT: only 1 of 3 runs point the way of the pooled estimate" in ev.sentence(by[DISAGREEING])
     null = ev.sentence(by[NULL])
-    assert "NOT SUPPORTED: no pooled effect at the corrected level (Holm-adjusted p = 0.3)" in null
+    assert "NOT SUPPORTED: no pooled effect at the corrected level (Holm-adjusted p = 0.4)" in null
     assert "hit 9/72 against 7/72" in null and null.endswith("runs for 80% power: more than 50.")
 
 
