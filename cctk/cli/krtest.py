@@ -483,7 +483,7 @@ def eval_command(
     type=int,
     default=DEFAULT_BUDGET,
     show_default=True,
-    help="LoRA: trainable parameters aimed at (the closest rank is chosen).",
+    help="LoRA: trainable parameters aimed at (the rank of the placement's pair, as krtest study trains them).",
 )
 @click.option("--eval-every", type=int, default=None, help="Optimizer steps between evaluations [default: 9].")
 @click.option("--seed", type=int, default=0, show_default=True)

@@ -9,7 +9,8 @@ fc1, fc2.
 
 LoRA of rank r on a linear map of ``in -> out`` trains ``r * (in + out)`` parameters (A: r x in,
 B: out x r), so a placement trains ``r * width`` with ``width`` the sum of ``in + out`` over its
-modules, and the rank closest to the budget is found by rounding ``budget / width``.
+modules, and the rank closest to the budget is found by rounding ``budget / width``; a placement planned
+alone takes its rank in the pair below, so the two placements trained apart match as the study's arms do.
 
 Two placements rarely reach one budget exactly (their widths differ: on Llama-3.2-1B the closest
 ranks, 18 on attention and 8 on the FFN, train 3,833,856 and 3,932,160 parameters, 2.6% apart).
@@ -123,13 +124,23 @@ def _in_out(module: nn.Module) -> tuple[int, int]:
 
 
 def plan_lora(model: PreTrainedModel, modules: str | None, budget: int, rank: int | None = None) -> LoraPlan:
-    """``rank`` on the placement's modules; None: the rank whose count ``rank * width`` is closest to ``budget``.
-    ``modules`` as a configuration holds it: None (no placement named) fails in one line as an unknown one."""
+    """``rank`` on the placement's modules; None: the placement's rank in the pair at ``budget`` (``plan_pair``),
+    so that an attention arm and an FFN arm trained apart (``cctk krtest train``, once each) train as many
+    parameters as the study's two arms do. ``modules`` as a configuration holds it: None (no placement named)
+    fails in one line as an unknown one."""
     if modules is None or modules not in PLACEMENTS:
         raise CctkError(f"unknown LoRA placement {modules!r}; choose one of: {', '.join(PLACEMENTS)}")
     check_budget(budget)
     if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 1):
         raise CctkError(f"LoRA rank={rank!r} is out of range: must be an integer >= 1")
+    if rank is None:
+        paired: LoraPlan = getattr(plan_pair(model, budget), modules)
+        return paired
+    return _plan(model, modules, budget, rank)
+
+
+def _plan(model: PreTrainedModel, modules: str, budget: int, rank: int | None) -> LoraPlan:
+    """``rank`` (None: the one closest to ``budget`` on its own) on the placement's modules."""
     targets = find_blocks(model)[modules]
     named = dict(model.named_modules())
     width = sum(sum(_in_out(named[t])) for t in targets)
@@ -165,9 +176,19 @@ class PairPlan:
             text += (
                 f" (the ranks closest to the budget, {a} and {f}, were "
                 f"{100 * relative_difference(a * self.attention.width, f * self.ffn.width):.2f}% apart, more than "
-                f"{100 * MATCH:.0f}%: chose the closest pair within {100 * NEAR:.0f}% of the budget)"
+                f"{100 * MATCH:.0f}%: chose the closest pair within {100 * NEAR:.0f}% of the budget, "
+                f"{self._from_budget()})"
             )
         return text
+
+    def _from_budget(self) -> str:
+        """How far the pair's counts lie from the budget: ``2.1% and 0.3% over it``."""
+        budget = self.attention.budget
+        parts = [
+            f"{100 * abs(plan.trainable - budget) / budget:.1f}% {'over' if plan.trainable > budget else 'under'}"
+            for plan in (self.attention, self.ffn)
+        ]
+        return f"{parts[0]} and {parts[1]} it"
 
 
 def relative_difference(a: int, b: int) -> float:
@@ -176,7 +197,8 @@ def relative_difference(a: int, b: int) -> float:
 
 def plan_pair(model: PreTrainedModel, budget: int) -> PairPlan:
     """Both placements at ``budget``, their counts matched within ``MATCH`` where the ranks allow it."""
-    attention, ffn = plan_lora(model, "attention", budget), plan_lora(model, "ffn", budget)
+    check_budget(budget)
+    attention, ffn = _plan(model, "attention", budget, None), _plan(model, "ffn", budget, None)
     closest = (attention.rank, ffn.rank)
     if relative_difference(attention.trainable, ffn.trainable) <= MATCH:
         return PairPlan(attention, ffn, closest, searched=False)

@@ -47,13 +47,17 @@ def test_blocks_are_found_from_the_structure(arch):
 @pytest.mark.parametrize("arch", EXPECTED)
 @pytest.mark.parametrize("budget", [1, 5_000, 12_345, 100_000])
 def test_rank_closest_to_the_budget_and_exact_counts(arch, budget):
-    for placement, width_per_layer in zip(("attention", "ffn"), WIDTHS[arch], strict=True):
+    """Each placement's rank closest to the budget on its own (the pair's ``closest``); the plan takes its rank
+    in the pair, the closest where the two counts lie within 1% of each other."""
+    for i, (placement, width_per_layer) in enumerate(zip(("attention", "ffn"), WIDTHS[arch], strict=True)):
         model = tiny_model(arch, 500)
-        plan = plan_lora(model, placement, budget)
+        plan, pair = plan_lora(model, placement, budget), plan_pair(model, budget)
         width = 2 * width_per_layer
         assert plan.width == width
         best = min(range(1, budget // width + 3), key=lambda r: abs(r * width - budget))
-        assert plan.rank == best and plan.trainable == plan.rank * width
+        assert pair.closest[i] == best and plan == getattr(pair, placement)
+        assert plan.rank == best or pair.searched
+        assert plan.trainable == plan.rank * width
         adapted = attach_lora(model, plan, seed=0)
         assert adapted.get_nb_trainable_parameters()[0] == plan.trainable
         assert trainable_count(adapted) == plan.trainable
@@ -109,6 +113,17 @@ def test_plan_pair_on_tiny_llama(budget, closest, chosen, searched):
     assert pair.attention.trainable == chosen[0] * 896 and pair.ffn.trainable == chosen[1] * 1152
     line = pair.line()
     assert f"{100 * pair.difference:.2f}% apart" in line and ("chose the closest pair" in line) == searched
+    # each placement planned alone (cctk krtest train) takes its rank in the pair: two arms trained apart
+    # train what the study's two arms train (before: 6 and 4 at 5,000, 5376 against 4608 parameters)
+    model = tiny_model("llama", 500)
+    assert (plan_lora(model, "attention", budget).rank, plan_lora(model, "ffn", budget).rank) == chosen
+    assert plan_lora(model, "attention", budget, rank=closest[0]).trainable == closest[0] * 896  # a rank given
+
+
+def test_a_searched_pair_says_how_far_it_lies_from_the_budget():
+    """At 5,000 the pair 5 and 4 trains 4480 (10.4% under the budget) and 4608 (7.8% under)."""
+    line = plan_pair(tiny_model("llama", 500), 5_000).line()
+    assert line.endswith("chose the closest pair within 25% of the budget, 10.4% under and 7.8% under it)"), line
 
 
 def test_a_pair_out_of_reach_keeps_the_closest_ranks():
