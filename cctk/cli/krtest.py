@@ -437,7 +437,10 @@ def _fictional(seed: int, out: Path, location: str, entities: int | None, valida
     help="The corpus the items' locations point into (every location is checked against it).",
 )
 @click.option(
-    "--open-book", "book", is_flag=True, help="Put each item's source passage before its context (the oracle)."
+    "--open-book",
+    "book",
+    is_flag=True,
+    help="Put each item's source passage before its context (an upper bound; the paper's oracle: krtest oracle).",
 )
 @LOCATION
 @SEGMENT

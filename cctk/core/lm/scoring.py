@@ -198,11 +198,33 @@ def evaluating(model: nn.Module) -> Iterator[nn.Module]:
         model.train(was_training)
 
 
+# The attention implementations that apply a 4D float mask as given. Flash attention reads a mask as a 2D
+# padding mask (a packed forest's would index out of range), and flex attention on a CPU crashed the process.
+MASKED_ATTENTION = ("eager", "sdpa")
+
+
+@contextmanager
+def masked_attention(model: PreTrainedModel) -> Iterator[None]:
+    """``model`` on SDPA attention within the block where it runs another implementation (a model a user loaded
+    with ``attn_implementation="flash_attention_2"``, monitored by ``KRTestCallback``): the packed forest's 4D
+    mask needs one that applies it; the user's implementation restored after the block, an error too."""
+    used = getattr(getattr(model, "config", None), "_attn_implementation", None)  # a module of our own has none
+    if used is None or used in MASKED_ATTENTION:
+        yield
+        return
+    model.set_attn_implementation("sdpa")
+    try:
+        yield
+    finally:
+        model.set_attn_implementation(used)
+
+
 def _forward(
     model: PreTrainedModel, ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor, out_cols: torch.Tensor
 ) -> torch.Tensor:
-    """Logits at ``out_cols`` only, so the LM head skips the prompt's other tokens; in eval mode."""
-    with evaluating(model):
+    """Logits at ``out_cols`` only, so the LM head skips the prompt's other tokens; in eval mode, on an
+    attention implementation that applies the 4D mask (``masked_attention``)."""
+    with evaluating(model), masked_attention(model):
         return logits_at(model, out_cols, input_ids=ids, position_ids=pos, attention_mask=mask)
 
 

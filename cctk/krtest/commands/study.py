@@ -3,7 +3,8 @@
 Five arms, each a nested MLflow run under one parent (``cctk.kind=krtest-study``):
 
     blind              the untouched model on the questions                   (paper: pre-trained baseline)
-    open_book          the same, the source passage put before each context   (paper: the oracle)
+    open_book          the same, the source passage put before each context   (an upper bound, as the paper's
+                                                                              oracle is; that is krtest oracle)
     full               full fine-tuning on the corpus, evaluated every K steps
     lora_attention     LoRA on q, k, v, o (or their equivalents) at the budget
     lora_ffn           LoRA on gate, up, down (or their equivalents) at the budget

@@ -136,7 +136,7 @@ def positions(count: int, seed: int) -> list[str]:
 def read_questions(path: Path, seed: int) -> list[tuple[Item, str, str, str]]:
     """(item, raw line, document, true option) in file order; the true side's position drawn per question."""
     items = read_items(path)
-    lines = Path(path).read_text(encoding="utf-8").split("\n")
+    lines = Path(path).read_text(encoding="utf-8-sig").split("\n")  # a BOM, as read_items takes one
     out = []
     for item, option in zip(items, positions(len(items), seed), strict=True):
         raw = lines[item.line - 1]

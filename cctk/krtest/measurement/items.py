@@ -246,7 +246,9 @@ def open_book(
     how: str = "blank-lines",
     tokenizer: PreTrainedTokenizerBase | None = None,
 ) -> list[Item]:
-    """The oracle baseline: each item with its source passage before its context.
+    """The open-book upper bound: each item with its source passage before its context (the same model and
+    likelihood scoring, the passage in context: not the paper's oracle, a chat model choosing A or B from the
+    paragraph, which ``cctk krtest oracle`` asks).
 
     Fails in one line on a ``location`` that points past the corpus or at blank text.
     """

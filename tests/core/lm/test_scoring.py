@@ -157,3 +157,36 @@ def test_score_forest_scores_each_row_against_its_own_tree(tiny, tokenizer):
     table = measure(tiny, tokenizer, ((2, 5), (1, 2))).set_index(["a", "b", "candidate_value"])["logprob"]
     assert sums.dtype == torch.float64 and sums.shape == (3,)
     assert sums.tolist() == pytest.approx([table[(2, 5, 7)], table[(2, 5, 12)], table[(1, 2, 3)]], abs=1e-4)
+
+
+def test_a_model_on_an_attention_that_reads_masks_as_padding_is_scored_on_sdpa(monkeypatch):
+    """Flash attention reads an attention mask as 2D padding (a packed forest's 4D mask indexes out of range):
+    a model a user loaded so (``KRTestCallback`` scores their model) is scored on SDPA, its own attention
+    restored after. Shown with an attention registered here that refuses a 4D mask as flash attention
+    mishandles one, and that the scorer fails on it without the switch."""
+    from transformers import AttentionInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from cctk.core.lm import scoring
+
+    calls = []
+
+    def padding_only(module, query, key, value, attention_mask, **kwargs):
+        calls.append(None if attention_mask is None else attention_mask.dim())
+        if attention_mask is not None and attention_mask.dim() == 4:
+            raise IndexError("a 4D mask read as a padding mask")
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+
+    AttentionInterface.register("padding_only", padding_only)
+    model = tiny_model("llama", 300)
+    prompts = [[1, 5, 7, 9], [1, 4, 4]]
+    trees = [answer_tree([[10, 11, 12], [10, 13], [20]]), answer_tree([[10, 11], [30]])]
+    on_sdpa = scoring.score_forest(model, prompts, trees, 0)
+    model.set_attn_implementation("padding_only")
+    assert torch.equal(scoring.score_forest(model, prompts, trees, 0), on_sdpa)
+    assert model.config._attn_implementation == "padding_only" and calls == []  # restored; never asked
+    model(torch.tensor([[1, 2, 3]]))
+    assert calls == [None, None]  # the model's own attention again, both layers
+    monkeypatch.setattr(scoring, "MASKED_ATTENTION", (*scoring.MASKED_ATTENTION, "padding_only"))
+    with pytest.raises(IndexError, match="4D mask"):
+        scoring.score_forest(model, prompts, trees, 0)

@@ -54,6 +54,18 @@ def test_prompt_is_the_papers_and_positions_are_seeded(tmp_path):
     assert parse_answers("no json") == {}
 
 
+def test_a_questions_file_with_a_byte_order_mark_reads_as_without(tmp_path):
+    """Editors on Windows write a BOM: eval took such a file, the oracle failed on its first line's JSON."""
+    rows = write_questions(tmp_path / "q.jsonl")
+    marked = tmp_path / "marked.jsonl"
+    marked.write_bytes(b"\xef\xbb\xbf" + (tmp_path / "q.jsonl").read_bytes())
+    read = read_questions(marked, 0)
+    assert [(item, raw, option) for item, raw, _, option in read] == [
+        (item, raw, option) for item, raw, _, option in read_questions(tmp_path / "q.jsonl", 0)
+    ]
+    assert json.loads(read[0][1]) == rows[0]
+
+
 def test_oracle_scores_writes_and_continues(tiny_dir, tmp_path, tracking_uri):
     rows = write_questions(tmp_path / "q.jsonl")
     argv = [
