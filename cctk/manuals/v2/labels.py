@@ -263,8 +263,8 @@ TABLE_CAPTIONS: dict[str, str] = {
     "the exact (Clopper-Pearson) 95% interval of the share; prob_target: mean probability on the "
     "target; surprise: mean negative log-probability per token of the target; surprise_gap: surprise "
     "on recovery_heldout minus recovery_seen.",
-    "table03": "Training loss per epoch of the Part A and B runs: one column per model, the mean loss over the "
-    "answer tokens (prompt masked) in each epoch.",
+    "table03": "Training loss per epoch of the Part A and B runs: one column per model, the mean over the epoch's "
+    "batches of each batch's mean loss per answer token (prompt masked).",
     "table04": "Part C, simple rules (sum + 18, sum + 3) from both parents and their controls (sum plus a random "
     "offset), each on its own target. " + _SPLIT_COLUMNS + "; parent: the model it was trained from.",
     "table05": "Part D, the conditional rule (sum + 18 if a >= b, else sum + 9) and its control (the rule's answers "
@@ -310,8 +310,8 @@ PAPER_TABLE_CAPTIONS: dict[str, str] = {
     "sums of the seen additions, scored on the correct sum over the additions of the recovery corpus and "
     f"those held out of it; {_COUNT}. Surprise: mean negative log-probability per token of the target; "
     "surprise gap: held out minus recovery corpus.",
-    "table03": "Training loss per epoch of the Part A and B runs: the mean loss over the answer tokens (prompt "
-    "masked) in each epoch.",
+    "table03": "Training loss per epoch of the Part A and B runs: the mean over the epoch's batches of each "
+    "batch's mean loss per answer token (prompt masked).",
     "table04": "Simple rules (Part C), sum + 18 and sum + 3 from both parents, and their controls (sum plus a random "
     f"offset), each on its own target, on the seen and the held-out additions; {_COUNT}. Surprise: mean "
     "negative log-probability per token of the target; left out: held-out additions whose fabricated "
