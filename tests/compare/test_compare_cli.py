@@ -134,6 +134,10 @@ def test_compare_protocol_v1_runs(tmp_path, tracking_uri, monkeypatch):
     for number in table.index:
         assert table.loc[number, "mean"] == pytest.approx((means[0][number] + means[1][number]) / 2, abs=1e-12)
     assert not (tmp_path / "cmp" / "tables" / "cross_seed").exists()  # no 2.0.0 run among them
+    # the three numbers and table02's check row, which the caption names too (it named three only)
+    from cctk.manuals.v1.compare import CAPTION
+
+    assert "pre_ft_fabricated_prob" in table.index and "as a check, the base model's probability of the" in CAPTION
     # Before: lo, hi beside hits and n, so compare.html and the LaTeX printed the mean's t interval as the hits'
     # (8/162 (5%, 6-7%)): the hits are a count with their share; the mean carries its own interval
     number = table.index[0]

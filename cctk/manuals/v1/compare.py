@@ -12,7 +12,8 @@ TITLE = "Protocol 1.0.0: the three numbers across seeds"
 CAPTION = (
     "Protocol 1.0.0 runs across seeds: for each base model and each of the three numbers "
     "(probability of the true sum before fine-tuning, of the fabricated value after, of the "
-    "true sum after), the mean over runs of the run's mean over the 81 additions, with a "
+    "true sum after) and, as a check, the base model's probability of the fabricated value (table 2's fourth "
+    "row), the mean over runs of the run's mean over the 81 additions, with a "
     "Student's t 95% interval over runs (clipped to [0, 1]; none for one run), and the hits "
     "(top choice is that answer) summed over runs."
 )
@@ -30,8 +31,8 @@ def compare(runs: list[PooledRun[ComparisonResults]]) -> Comparison:
 
 def three_numbers(runs: list[PooledRun[ComparisonResults]]) -> pd.DataFrame:
     """Per group and number (pre-fine-tuning true sum, post-fine-tuning fabricated value, post-fine-tuning true
-    sum), the mean over runs of each run's mean probability over the 81 additions with a t interval over runs,
-    and the hits summed over runs."""
+    sum, and the check row of each run's table02: pre-fine-tuning fabricated value), the mean over runs of each
+    run's mean probability over the 81 additions with a t interval over runs, and the hits summed over runs."""
     rows = []
     for label, mine in grouped(runs):
         for number, part in stacked(mine, "table02").groupby("number", sort=False):
