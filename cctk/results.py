@@ -4,7 +4,7 @@ Given a session folder, reads it; given an MLflow run id of a pipeline, download
 run's artifacts (the session folder) into a cache first (``$CCTK_CACHE/cctk/runs/<id>``, else
 ``~/.cache/cctk/runs/<id>``), which is read from any folder, with or without the store.
 
-    r = cctk.results.load("outputs/20260101-120000_smollm2-135m-bundled")
+    r = cctk.results.load("outputs/20260101-120000_smollm2_135m_bundled")
     r.tables["table09"]; r.table("synthesis shares"); r.measurements["correct sums"]; r.figures["synthesis"]
 
 A key that is not there (``r.tables["table9"]``, ``r.measurement("m_rnd")``) is a one-line ``CctkError`` (a
