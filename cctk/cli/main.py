@@ -226,6 +226,7 @@ def run_command(
 
     manual = registry.get(protocol)  # the command line's edge: the name resolved once
     given = {name: value for name, value in values.items() if value is not None}
+    _check_resume_id(resume_id, "RUN_ID")
     _check_manual_options(manual, given, seed, resume_id)
     where = pipeline.Where(out, tracking, device)
     options = pipeline.Options(echo=click.echo, system_metrics=system_metrics, figures=figures)
@@ -234,6 +235,16 @@ def run_command(
         return
     config = configure(manual, model, profile, parse_seeds(seed), device=str(resolve_device(device)), **given)
     pipeline.run(config, where, options)
+
+
+def _check_resume_id(resume_id: str | None, metavar: str) -> None:
+    """``--resume ''`` (an unset variable in a script) would start a new run where one was to go on: refused."""
+    if resume_id is not None and not resume_id.strip():
+        raise CctkError(f"--resume needs the {metavar} of the run to continue, got an empty one")
+
+
+# A sweep's own settings, which --resume keeps: given again, they are refused rather than ignored.
+SWEEP_SETTINGS = ("models", "seeds", "sets", "profile", "executor", "out", "figures")
 
 
 def _check_manual_options(
@@ -352,6 +363,12 @@ def sweep_command(
     from ..pipeline.stages import sweep_cell
     from ..store import tracking as tracking_module
 
+    _check_resume_id(resume_id, "SWEEP_ID")
+    if resume_id:
+        kept = [n for n in SWEEP_SETTINGS if ctx.get_parameter_source(n) is not click.core.ParameterSource.DEFAULT]
+        if kept:
+            option = {"sets": "set"}.get(kept[0], kept[0])
+            raise CctkError(f"--resume continues a sweep with the settings it was started with; leave out --{option}")
     if not resume_id:
         sweep.check_executor(executor, address)
         if retries is not None and executor == "local":
@@ -371,6 +388,8 @@ def sweep_command(
         store, plan = _reopened_sweep(resume_id, given, address, retries, tracking)
     else:
         grid = _grid(models, seeds, sets, profile, protocol, given)
+        if executor == "local":
+            _check_cells_here(grid)
         store, plan = _new_sweep(grid, executor, address, retries, out, tracking, figures)
     if plan.address:
         sweep.check_artifacts(store)
@@ -392,6 +411,23 @@ def _grid(
         raise CctkError("cctk sweep needs --models and --seeds (or --resume SWEEP_ID)")
     _check_manual_options(registry.get(protocol), given, None, None)
     return sweep.parse_grid(models, seeds, sets, profile, protocol=protocol, **given)
+
+
+def _check_cells_here(grid: Grid) -> None:
+    """A local sweep's cells run on this machine: each one's recipe and memory checked on its device as
+    ``cctk run`` checks a run's (an 8-bit optimizer not installed, fp16 on a CPU, a batch that does not fit),
+    before the sweep's run exists, rather than as a cell FAILED."""
+    from ..core.lm.device import resolve as resolve_device
+    from ..manuals.configure import make_config
+    from ..pipeline.stages import check_device
+
+    device = str(resolve_device(None))
+    manual = registry.get(grid.protocol)
+    for cell in grid.cells():
+        config = make_config(
+            cell.model, grid.profile, (cell.seed,), protocol=grid.protocol, device=device, **dict(cell.overrides)
+        )
+        check_device(config, manual, None)
 
 
 def _new_sweep(
@@ -428,7 +464,7 @@ def _reopened_sweep(
         raise CctkError(
             f"--resume continues a sweep with the manual and options it was started with; leave out --{first}"
         )
-    store = tracking_module.connect(tracking)
+    store = tracking_module.connect(tracking, create=False, writes=True)  # the sweep's store exists: none made
     plan = sweep.reopen_sweep(store, resume_id, address, retries)
     sweep.check_executor(plan.executor, plan.address)
     if plan.address:

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     help="A configuration of mlruns_config/ with a [server] table (server, postgres).",
 )
 @click.option("--host", default=None, help="Address to bind (default: the configuration's, 127.0.0.1).")
-@click.option("--port", type=int, default=None, help="Port (default: the configuration's).")
+@click.option("--port", type=click.IntRange(1, 65535), default=None, help="Port (default: the configuration's).")
 @click.option(
     "--no-auth",
     is_flag=True,
@@ -231,7 +231,7 @@ def _accounts(tracking: str) -> Accounts:
 @click.argument("run", required=False)
 @TRACKING
 @click.option("--config", "former", default=None, hidden=True)  # the option's former name
-@click.option("--port", type=int, default=5000, show_default=True)
+@click.option("--port", type=click.IntRange(1, 65535), default=5000, show_default=True)
 def ui(run: str | None, tracking: str | None, former: str | None, port: int) -> None:
     """Open the MLflow UI on a store runs were written to (at RUN, a run id, when given); it creates none."""
     from ..store import tracking as tracking_module

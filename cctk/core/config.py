@@ -262,9 +262,12 @@ def parse_set(text: str) -> tuple[str, tuple[int | float | str, ...]]:
         raise CctkError(f"--set takes NAME=V1,V2 with NAME a recipe value ({', '.join(names)}), got {text!r}")
     cast = field_type(name)
     try:
-        return name, tuple(cast(v) for v in values.split(","))
+        parsed = tuple(cast(v) for v in values.split(","))
     except ValueError:
         raise CctkError(f"--set {name}: cannot read {values!r} as {cast.__name__} values") from None
+    if len(set(parsed)) < len(parsed):  # two cells of one recipe would be one cell run twice
+        raise CctkError(f"--set {name}={values}: a value is given twice")
+    return name, parsed
 
 
 MAX_FRESH_SEEDS = 1000  # --seeds N above this is a seed written without its comma, not a count

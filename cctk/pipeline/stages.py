@@ -230,7 +230,7 @@ def resume(run_id: str, where: Where = Where(), options: Options = Options()) ->
     """Continue an interrupted pipeline from wherever it stopped (a folder holding only its draws too):
     finished models are taken from their runs, not trained again. A FINISHED run, and a run whose
     process still holds its session folder, are refused (nothing of theirs is rewritten)."""
-    store, echo = tracking.connect(where.tracking), options.echo
+    store, echo = tracking.connect(where.tracking, create=False, writes=True), options.echo  # the run's store exists
     parent = store.pipeline(run_id)
     manual = registry.get(parent.tags.get(tracking.PROTOCOL))  # MLflow's edge: resolved once, passed on
     if not isinstance(manual, Resumable):

@@ -131,7 +131,11 @@ def parse_grid(
         check_available(name)
         model_config(name)
     chosen = configure.options(registry.get(protocol).spec, **options)
-    grid = Grid(names, seeds_or_count(seeds), tuple(parse_set(text) for text in sets), profile, protocol, chosen)
+    parsed = tuple(parse_set(text) for text in sets)
+    twice = [name for i, (name, _) in enumerate(parsed) if name in {n for n, _ in parsed[:i]}]
+    if twice:  # the second would replace the first without a word
+        raise CctkError(f"--set {twice[0]} is given twice: give its values once, --set {twice[0]}=V1,V2")
+    grid = Grid(names, seeds_or_count(seeds), parsed, profile, protocol, chosen)
     for cell in grid.cells():  # every combination is a valid recipe
         configure.make_config(
             cell.model, profile, (cell.seed,), device=device, protocol=protocol, **dict(cell.overrides)

@@ -332,3 +332,13 @@ def test_what_the_server_would_find_only_once_started_is_one_line_before(folder,
         made.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, username TEXT, password_hash TEXT)")
         made.execute("INSERT INTO users (username) VALUES ('admin')")
     check_before_start(solo, auth)
+
+
+@pytest.mark.parametrize("command", [["ui"], ["server"]])
+@pytest.mark.parametrize("port", ["99999", "0", "-1"])
+def test_a_port_out_of_range_is_refused_before_anything_starts(tmp_path, monkeypatch, command, port):
+    """uvicorn failed on such a port with a traceback and exit 0, `cctk server` after creating its database."""
+    monkeypatch.chdir(tmp_path)
+    done = CliRunner().invoke(cli, [*command, "--port", port])
+    assert done.exit_code == 2 and "is not in the range 1<=x<=65535" in done.output, done.output
+    assert not list(tmp_path.iterdir())

@@ -447,7 +447,7 @@ def test_a_cluster_refuses_a_local_store_before_anything_exists(tmp_path, monkey
     ]
     for extra, message in (
         ([], "cannot reach the local store sqlite:///"),
-        (["--tracking", "file:///nowhere/runs"], "cannot reach the local store file:///nowhere/runs"),
+        (["--tracking", "file:///nowhere/runs"], "is MLflow's filesystem store"),
         (["--tracking", "http://me:secret@127.0.0.1:5000"], "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"),
         (["--tracking", "server", "--out", "here"], "leave it out"),
     ):
@@ -517,3 +517,38 @@ def test_the_pace_says_what_is_left_from_the_cells_ended_so_far():
     assert pace.tick(340.0) == "(2 of 4 cells ended in 4.0 min; the other 2 about 4.0 min at this pace)"
     assert pace.tick(400.0) == "(3 of 4 cells ended in 5.0 min; the other 1 about 1.7 min at this pace)"
     assert pace.tick(430.0) == "(4 of 4 cells ended in 5.5 min)"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--set", "optimizer=adamw8bit"], "--optimizer adamw8bit runs on CUDA devices"),
+        (["--set", "precision=fp16"], "--precision fp16 is for CUDA devices"),
+        (["--set", "batch_size=100000"], "needs about"),
+        (["--set", "epochs=2,2"], "--set epochs=2,2: a value is given twice"),
+        (["--set", "epochs=2", "--set", "epochs=3"], "--set epochs is given twice"),
+        (["--resume", ""], "--resume needs the SWEEP_ID of the run to continue, got an empty one"),
+        (["--resume", "nosuch"], "there is no MLflow store at"),
+    ],
+)
+def test_a_local_sweep_refuses_what_cctk_run_refuses_before_anything_exists(tmp_path, monkeypatch, extra, message):
+    """A cell that cannot run on this machine (an 8-bit optimizer or fp16 on a CPU, a batch that does not fit)
+    was a FAILED cell of a sweep run that existed; a value twice, one recipe run twice; an empty or unknown
+    --resume started a new sweep or created an empty store. Now each is one line, nothing created."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    grid = [] if "--resume" in extra else ["--models", "smollm2-135m-bundled", "--seeds", "1,", "--profile", "smoke"]
+    done = CliRunner().invoke(cli, ["sweep", *grid, *extra])
+    assert done.exit_code == 1 and len(done.output.strip().splitlines()) == 1, done.output
+    assert message in done.output and not list(tmp_path.iterdir()), done.output
+
+
+def test_a_resumed_sweep_refuses_settings_it_would_ignore(tmp_path):
+    """--models, --seeds, --set ... given with --resume were ignored without a word (the sweep keeps its own)."""
+    store, _ = new_sweep(tmp_path)
+    with store.run("sweep", "sweep") as opened:
+        pass
+    for extra in (["--models", "x"], ["--seeds", "3"], ["--set", "epochs=2"], ["--profile", "quick"]):
+        done = CliRunner().invoke(cli, ["sweep", "--resume", opened.run_id, *extra])
+        option = extra[0]
+        assert done.exit_code == 1 and f"leave out {option}" in done.output, done.output

@@ -959,3 +959,50 @@ def test_a_commands_last_line_reads_nothing_of_an_embedded_store_and_outlives_a_
     assert server.link("abc") == (
         "MLflow UI: http://127.0.0.1:9/#/experiments/4/runs/abc?workflowType=machine_learning"
     )
+
+
+def test_a_filesystem_store_or_an_unknown_scheme_is_one_line_before_any_work(tmp_path, monkeypatch):
+    """MLflow refuses a file: store with a sixty-line traceback (and ftp: with a KeyError): cctk says why in one
+    line, from --tracking, MLFLOW_TRACKING_URI or a configuration, and lets MLflow's own opt-out through."""
+    from click.testing import CliRunner
+
+    from cctk.cli.main import cli
+    from cctk.store.tracking.config import resolve
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    with pytest.raises(CctkError, match=r"^the tracking URI file:///tmp/runs is MLflow's filesystem store"):
+        resolve("file:///tmp/runs")
+    with pytest.raises(CctkError, match=r"^the tracking URI ftp://x is no store MLflow opens"):
+        resolve("ftp://x")
+    measure = ["measure", "--model", "smollm2-135m-bundled", "--out", "o", "--tracking", "file:./runs"]
+    done = CliRunner().invoke(cli, measure)
+    assert done.exit_code == 1 and len(done.output.strip().splitlines()) == 1, done.output
+    assert "filesystem store" in done.output and not list(tmp_path.iterdir())
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "ftp://x")
+    with pytest.raises(CctkError, match="no store MLflow opens"):
+        resolve()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "file:///tmp/runs")
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    assert resolve().tracking_uri == "file:///tmp/runs"
+    for uri in ("sqlite:///x.db", "postgresql+psycopg2://u@h/db", "mysql://u@h/db", "https://mlflow.example.org"):
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+        assert resolve().tracking_uri.startswith(uri.partition(":")[0])
+
+
+@pytest.mark.parametrize(
+    ("resume", "message"),
+    [("", "--resume needs the RUN_ID of the run to continue, got an empty one"), ("nosuch", "no MLflow store at")],
+)
+def test_run_resume_of_nothing_creates_nothing(tmp_path, monkeypatch, resume, message):
+    """`--resume ''` (an unset variable) started a new pipeline; `--resume ID` in a folder without a store
+    created an empty one before saying the run is not there."""
+    from click.testing import CliRunner
+
+    from cctk.cli.main import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    done = CliRunner().invoke(cli, ["run", "--resume", resume])
+    assert done.exit_code == 1 and message in done.output and not list(tmp_path.iterdir()), done.output

@@ -124,16 +124,38 @@ def resolve(tracking: str | None = None) -> TrackingConfig:
     run records where it is, wherever it is read from later."""
     env = os.environ.get("MLFLOW_TRACKING_URI")
     if env:
-        return TrackingConfig("MLFLOW_TRACKING_URI", absolute_uri(_no_server_password(env)))
+        return TrackingConfig("MLFLOW_TRACKING_URI", absolute_uri(_no_server_password(_known_store(env))))
     tracking = tracking or DEFAULT_CONFIG
-    if "://" in tracking or tracking.startswith("sqlite:"):
-        return TrackingConfig(redact(tracking), absolute_uri(_no_server_password(tracking)))
+    if "://" in tracking or tracking.startswith(("sqlite:", "file:")):
+        return TrackingConfig(redact(tracking), absolute_uri(_no_server_password(_known_store(tracking))))
     raw, where = read_config(tracking), f"{config_file(tracking)}:"
     artifacts = config_value(raw, "artifact_location", str, where, "")
-    uri = config_value(raw, "tracking_uri", str, where)
+    uri = _known_store(config_value(raw, "tracking_uri", str, where))
     return TrackingConfig(
         tracking, absolute_uri(_no_server_password(uri)), str(Path(artifacts).absolute()) if artifacts else None
     )
+
+
+# The tracking URIs MLflow opens as a store: a database (SQLAlchemy's dialects) or a server.
+STORE_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql", "http", "https", "databricks")
+
+
+def _known_store(uri: str) -> str:
+    """``uri`` where MLflow opens it as a store; else one line, before any work (MLflow's own refusal of a
+    filesystem store is a sixty-line traceback, an unknown scheme a KeyError)."""
+    scheme = uri.partition(":")[0].partition("+")[0].lower()
+    if scheme == "file" and os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() not in ("true", "1"):
+        raise CctkError(
+            f"the tracking URI {redact(uri)} is MLflow's filesystem store, which MLflow keeps in maintenance mode "
+            "and refuses (unless MLFLOW_ALLOW_FILE_STORE=true): give a database, e.g. sqlite:///PATH/mlflow.db "
+            "(mlflow migrate-filestore moves a folder's runs there)"
+        )
+    if scheme not in (*STORE_SCHEMES, "file"):
+        raise CctkError(
+            f"the tracking URI {redact(uri)} is no store MLflow opens: give a database (sqlite:///PATH/mlflow.db, "
+            "postgresql://..., mysql://...), a server (http://HOST:PORT) or a name of mlruns_config/"
+        )
+    return uri
 
 
 def password_problem(password: str) -> str | None:
