@@ -405,7 +405,6 @@ def _fictional(seed: int, out: Path, location: str, entities: int | None, valida
             "retries",
             "timeout",
             "concurrency",
-            "overwrite",
             "dry_run",
             "tracking",
             "oracle_name",
@@ -418,7 +417,7 @@ def _fictional(seed: int, out: Path, location: str, entities: int | None, valida
         raise CctkError(f"{teacher_only[0]} is for items from your corpus (--corpus FILE --teacher ...)")
     entities, validation_entities = entities or ENTITIES, validation_entities or VALIDATION_ENTITIES
     dataset = make_dataset(seed, entities, validation_entities, location)
-    paths = write_dataset(dataset, out)
+    paths = write_dataset(dataset, out, overwrite=bool(ctx.params["overwrite"]))
     click.echo(
         f"{len(dataset.items)} questions about {entities} people, validation text about "
         f"{validation_entities} others: {', '.join(str(p) for p in paths.values())}"

@@ -382,10 +382,11 @@ class PerCell:
 
 def per_cell(cpus: float = 1.0, gpus: float | None = None) -> PerCell:
     """A cell trains on one device: up to one GPU, a fraction sharing one between cells."""
-    if cpus <= 0 or (gpus is not None and not 0 <= gpus <= 1):
+    if cpus <= 0:
+        raise CctkError(f"--cpus-per-cell must be > 0, got {cpus}")
+    if gpus is not None and not 0 <= gpus <= 1:
         raise CctkError(
-            f"--cpus-per-cell must be > 0 and --gpus-per-cell between 0 and 1 (a cell trains on one GPU; "
-            f"a fraction shares one), got {cpus} and {gpus}"
+            f"--gpus-per-cell must be between 0 and 1 (a cell trains on one GPU; a fraction shares one), got {gpus}"
         )
     return PerCell(cpus, gpus)
 

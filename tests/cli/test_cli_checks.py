@@ -147,3 +147,44 @@ def test_a_near_miss_gets_did_you_mean(args, message, tmp_path, tracking_uri):
     _one_line_error(CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "out")]), message)
     assert not (tmp_path / "out").exists()
     _no_run(tmp_path)
+
+
+def test_a_fictional_set_replaces_another_generation_only_with_overwrite(tmp_path):
+    """krtest generate --seed S --out DIR wrote over a folder's questions (another seed's, a teacher's) without
+    a word, while --overwrite is what the help says replaces one: the same set again is no change, another is
+    one line with nothing written, --overwrite replaces it."""
+    generate = ["krtest", "generate", "--out", str(tmp_path / "kr")]
+    assert CliRunner().invoke(cli, [*generate, "--seed", "0"]).exit_code == 0
+    first = (tmp_path / "kr" / "questions.jsonl").read_bytes()
+    assert CliRunner().invoke(cli, [*generate, "--seed", "0"]).exit_code == 0  # the same set: no change
+    refused = CliRunner().invoke(cli, [*generate, "--seed", "1"])
+    assert refused.exit_code == 1 and "holds another corpus.txt already: --overwrite replaces it" in refused.output
+    assert (tmp_path / "kr" / "questions.jsonl").read_bytes() == first
+    assert CliRunner().invoke(cli, [*generate, "--seed", "1", "--overwrite"]).exit_code == 0
+    assert (tmp_path / "kr" / "questions.jsonl").read_bytes() != first
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", "--model", ""], "--model is empty: give a model key"),
+        (["krtest", "train", "--method", "lora"], "--method lora needs --modules, the LoRA placement"),
+        (["krtest", "train", "--validation", "nosuch.txt"], "validation file nosuch.txt does not exist"),
+        (["sweep", "--models", "smollm2-135m-bundled", "--seeds", "1", "--cpus-per-cell", "0"], "got 0.0"),
+    ],
+)
+def test_messages_name_what_is_wrong(tmp_path, monkeypatch, argv, message):
+    """Lines that named the wrong thing or printed a None: ` is a folder but not a model directory` (an empty
+    --model read as the working folder), `unknown LoRA placement None`, `corpus file nosuch.txt` for the
+    validation text, `got 0.0 and None`."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    (tmp_path / "c.txt").write_text("Kelby is a village.\n")
+    (tmp_path / "q.jsonl").write_text(
+        '{"context": "Kelby", "sentence_true": "is a village.", "sentence_false": "is a town.", "location": 0}\n'
+    )
+    if argv[:2] == ["krtest", "train"]:
+        argv = [*argv, "--model", "smollm2-135m-bundled", "--corpus", "c.txt", "--questions", "q.jsonl", "--out", "o"]
+    done = CliRunner().invoke(cli, argv)
+    assert done.exit_code == 1 and message in done.output and "None" not in done.output, done.output
+    assert len(done.output.strip().splitlines()) == 1, done.output

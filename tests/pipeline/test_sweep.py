@@ -502,8 +502,10 @@ def test_workers_get_the_tracking_uri_and_no_credentials(monkeypatch):
 
 def test_gpus_per_cell_is_one_device_at_most():
     assert sweep.per_cell().gpus is None and sweep.per_cell(2.0, 0.5) == sweep.PerCell(2.0, 0.5)
-    with pytest.raises(CctkError, match=r"--gpus-per-cell between 0 and 1 .* got 1.0 and 2"):
+    with pytest.raises(CctkError, match=r"^--gpus-per-cell must be between 0 and 1 .* got 2$"):
         sweep.per_cell(1.0, 2)
+    with pytest.raises(CctkError, match=r"^--cpus-per-cell must be > 0, got 0.0$"):  # each named alone
+        sweep.per_cell(0.0)
     import importlib
 
     assert importlib.import_module("cctk.cli.main").RETRIES == sweep.RETRIES

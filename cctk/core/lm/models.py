@@ -133,6 +133,8 @@ def check_model_name(key_or_path: str) -> None:
     """
     if key_or_path in ROSTER:
         return
+    if not key_or_path.strip():
+        raise CctkError(f"--model is empty: give a model key ({', '.join(ROSTER)}), a Hub id or a model folder")
     path = Path(key_or_path)
     if path.is_dir():
         if (path / "config.json").is_file():

@@ -118,7 +118,7 @@ def read_inputs(
         Path(questions),
         items,
         text,
-        read_corpus(validation) if validation else None,
+        read_corpus(validation, "validation") if validation else None,
         Path(corpus) if corpus else None,
         location,
         segment,

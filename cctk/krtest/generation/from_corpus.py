@@ -86,11 +86,10 @@ class GenerationOptions:
             raise CctkError(f"--per-passage must be >= 1, got {self.per_passage}")
         if self.max_passages is not None and self.max_passages < 1:
             raise CctkError(f"--max-passages must be >= 1, got {self.max_passages}")
-        if self.min_tokens < 0 or (self.max_passage_tokens is not None and self.max_passage_tokens < 8):
-            raise CctkError(
-                f"--min-tokens must be >= 0 and --max-tokens-per-passage >= 8, got {self.min_tokens} "
-                f"and {self.max_passage_tokens}"
-            )
+        if self.min_tokens < 0:
+            raise CctkError(f"--min-tokens must be >= 0, got {self.min_tokens}")
+        if self.max_passage_tokens is not None and self.max_passage_tokens < 8:
+            raise CctkError(f"--max-tokens-per-passage must be >= 8, got {self.max_passage_tokens}")
         if self.concurrency < 1:
             raise CctkError(f"--concurrency must be >= 1, got {self.concurrency}")
 

@@ -269,12 +269,19 @@ def _names(seed: int, purpose: str, parts: tuple[list[str], ...], n: int) -> lis
     return [combos[i] for i in picked]
 
 
-def write_dataset(dataset: Dataset, folder: Path) -> dict[str, Path]:
-    """``corpus.txt``, ``questions.jsonl``, ``validation.txt`` in ``folder``; returns their paths."""
+def write_dataset(dataset: Dataset, folder: Path, overwrite: bool = False) -> dict[str, Path]:
+    """``corpus.txt``, ``questions.jsonl``, ``validation.txt`` in ``folder``; returns their paths. A file there
+    already that holds something else (another seed's set, a generation from a corpus) is replaced only with
+    ``overwrite``: one line before anything is written; the same set written again is no change."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     paths = {name: folder / name for name in (CORPUS, QUESTIONS, VALIDATION)}
-    paths[CORPUS].write_text(dataset.corpus, encoding="utf-8", newline="\n")
-    paths[QUESTIONS].write_text(questions_text(dataset.items), encoding="utf-8", newline="\n")
-    paths[VALIDATION].write_text(dataset.validation, encoding="utf-8", newline="\n")
+    texts = {CORPUS: dataset.corpus, QUESTIONS: questions_text(dataset.items), VALIDATION: dataset.validation}
+    other = [
+        name for name, path in paths.items() if path.is_file() and path.read_bytes() != texts[name].encode("utf-8")
+    ]
+    if other and not overwrite:
+        raise CctkError(f"{folder} holds another {other[0]} already: --overwrite replaces it, or give another --out")
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, path in paths.items():
+        path.write_text(texts[name], encoding="utf-8", newline="\n")
     return paths

@@ -153,7 +153,8 @@ def parse_item(text: str, line: int, where: str) -> Item:
     try:
         record = json.loads(text)
     except json.JSONDecodeError as error:
-        raise CctkError(f"{where}: not valid JSON ({error.msg} at column {error.colno})") from None
+        message = error.msg.removesuffix(" at")  # "Unterminated string starting at": its column follows
+        raise CctkError(f"{where}: not valid JSON ({message} at column {error.colno})") from None
     if not isinstance(record, dict):
         raise CctkError(
             f"{where}: expected a JSON object with the fields {', '.join(FIELDS)}, got {_json_type(record)}"
@@ -200,16 +201,17 @@ def _json_type(value: object) -> str:
     return JSON_TYPES.get(type(value), type(value).__name__)
 
 
-def read_corpus(path: Path) -> str:
+def read_corpus(path: Path, what: str = "corpus") -> str:
+    """A text file, ``what`` it is for (``corpus``, ``validation``) naming it in a one-line refusal."""
     path = Path(path)
     if not path.is_file():
-        raise CctkError(f"corpus file {path} does not exist")
+        raise CctkError(f"{what} file {path} does not exist")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise CctkError(f"corpus file {path} is not UTF-8 text") from None
+        raise CctkError(f"{what} file {path} is not UTF-8 text") from None
     if not text.strip():
-        raise CctkError(f"corpus file {path} is empty")
+        raise CctkError(f"{what} file {path} is empty")
     return text
 
 

@@ -128,7 +128,9 @@ def plan_lora(model: PreTrainedModel, modules: str | None, budget: int, rank: in
     so that an attention arm and an FFN arm trained apart (``cctk krtest train``, once each) train as many
     parameters as the study's two arms do. ``modules`` as a configuration holds it: None (no placement named)
     fails in one line as an unknown one."""
-    if modules is None or modules not in PLACEMENTS:
+    if modules is None:
+        raise CctkError(f"--method lora needs --modules, the LoRA placement: {' or '.join(PLACEMENTS)}")
+    if modules not in PLACEMENTS:
         raise CctkError(f"unknown LoRA placement {modules!r}; choose one of: {', '.join(PLACEMENTS)}")
     check_budget(budget)
     if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 1):

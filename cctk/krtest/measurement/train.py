@@ -60,7 +60,11 @@ class TrainConfig:
         if self.method not in METHODS:
             raise CctkError(f"unknown method {self.method!r}; choose one of: {', '.join(METHODS)}")
         if self.method == "lora" and self.modules not in ("attention", "ffn"):
-            raise CctkError(f"LoRA needs --modules attention or ffn, got {self.modules!r}")
+            raise CctkError(
+                "--method lora needs --modules, the LoRA placement: attention or ffn"
+                if self.modules is None
+                else f"LoRA needs --modules attention or ffn, got {self.modules!r}"
+            )
         if self.method == "full" and self.modules is not None:
             raise CctkError("--modules is for --method lora; full fine-tuning trains every module")
         check_budget(self.budget)

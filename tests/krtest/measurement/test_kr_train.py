@@ -72,7 +72,7 @@ def test_corpus_rows_cut_long_passages(tokenizer):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--method", "lora"], "LoRA needs --modules"),
+        (["--method", "lora"], "--method lora needs --modules"),
         (["--method", "full", "--modules", "ffn"], "--modules is for --method lora"),
         (["--method", "lora", "--modules", "ffn", "--budget", "0"], "budget=0 is out of range"),
         (["--eval-every", "0"], "eval_every=0 is out of range"),
