@@ -145,16 +145,16 @@ def read_questions(path: Path, seed: int) -> list[tuple[Item, str, str, str]]:
 
 
 def group_questions(
-    found: list[tuple[Item, str, str, str]], passages: dict[str, list[Passage]], unit: str
+    found: list[tuple[Item, str, str, str]], passages: dict[str, list[Passage]], unit: str, source: str = "questions"
 ) -> list[Group]:
     """The questions grouped by their source passage, in order of first appearance; a one-line error
-    for an item whose location points at no passage."""
+    for an item whose location points at no passage, naming ``source`` (the questions file) and its line."""
     groups: dict[tuple[str, int], list[tuple[Item, str, str, str, Passage]]] = {}
     for item, raw, document, true_option in found:
         passage = _passage_of(passages, document, item.location, unit)
         if passage is None:
             raise CctkError(
-                f"questions line {item.line}: location {item.location} points at no passage of "
+                f"{source} line {item.line}: location {item.location} points at no passage of "
                 f"{document or 'the corpus'}"
             )
         groups.setdefault((document, passage.location(unit)), []).append((item, raw, document, true_option, passage))
@@ -228,7 +228,7 @@ def plan(request: OracleRequest) -> list[Group]:
     tokenizer = load_tokenizer(request.tokenizer_name)
     located = cut(documents, request.segment, tokenizer, request.min_tokens, request.max_passage_tokens)
     passages = {d.name: [f.passage for f in located if f.document == k] for k, d in enumerate(documents)}
-    return group_questions(found, passages, request.location)
+    return group_questions(found, passages, request.location, str(request.questions))
 
 
 def run_oracle(request: OracleRequest, oracle: Teacher, echo: Callable[[str], None] = print) -> dict[str, Any]:

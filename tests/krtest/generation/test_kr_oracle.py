@@ -5,6 +5,7 @@ import csv
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from fault_server import FaultServer, item_for
 from mlflow import MlflowClient
@@ -166,3 +167,18 @@ def test_oracle_takes_a_generations_questions_corpus_and_segmentation(tiny_dir, 
     assert link == f"MLflow UI: cctk ui {record['mlflow_run_id']}"  # before: the run was not named
     assert record["location"] == "line" and record["passages"] == 8  # line locations, as the generation's
     assert both.exit_code == 1 and "not both" in both.output
+
+
+def test_a_location_out_of_the_corpus_names_the_questions_file(tmp_path):
+    """krtest eval named the file with the line; the oracle said only `questions line 3`."""
+    from cctk.core.errors import CctkError
+    from cctk.krtest.generation.oracle import group_questions
+
+    rows = write_questions(tmp_path / "q.jsonl")
+    rows[2]["location"] = 10**6
+    (tmp_path / "q.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    passages = {"": segment(CORPUS.read_text())}
+    found = read_questions(tmp_path / "q.jsonl", 0)
+    with pytest.raises(CctkError) as refused:
+        group_questions(found, passages, "char", str(tmp_path / "q.jsonl"))
+    assert str(refused.value).startswith(f"{tmp_path / 'q.jsonl'} line 3: location 1000000 points at no passage")
