@@ -983,6 +983,9 @@ def test_a_filesystem_store_or_an_unknown_scheme_is_one_line_before_any_work(tmp
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "ftp://x")
     with pytest.raises(CctkError, match="no store MLflow opens"):
         resolve()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "./mlruns")  # a bare path is MLflow's file store as well
+    with pytest.raises(CctkError, match="is MLflow's filesystem store"):
+        resolve()
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "file:///tmp/runs")
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     assert resolve().tracking_uri == "file:///tmp/runs"

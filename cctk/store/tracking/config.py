@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 import urllib.request
 from collections.abc import Mapping
@@ -144,6 +145,8 @@ def _known_store(uri: str) -> str:
     """``uri`` where MLflow opens it as a store; else one line, before any work (MLflow's own refusal of a
     filesystem store is a sixty-line traceback, an unknown scheme a KeyError)."""
     scheme = uri.partition(":")[0].partition("+")[0].lower()
+    if ":" not in uri or re.match(r"[A-Za-z]:[\\/]", uri):  # a path (./mlruns, C:\runs): MLflow's file store too
+        scheme = "file"
     if scheme == "file" and os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() not in ("true", "1"):
         raise CctkError(
             f"the tracking URI {redact(uri)} is MLflow's filesystem store, which MLflow keeps in maintenance mode "
