@@ -387,9 +387,7 @@ def sweep_command(
             given["protocol"] = protocol
         store, plan = _reopened_sweep(resume_id, given, address, retries, tracking)
     else:
-        grid = _grid(models, seeds, sets, profile, protocol, given)
-        if executor == "local":
-            _check_cells_here(grid)
+        grid = _grid(models, seeds, sets, profile, protocol, given, here=executor == "local")
         store, plan = _new_sweep(grid, executor, address, retries, out, tracking, figures)
     if plan.address:
         sweep.check_artifacts(store)
@@ -403,30 +401,33 @@ def _grid(
     profile: str,
     protocol: str,
     given: dict[str, Any],  # Any: unpacked into parse_grid, whose device: str mypy would hold every value to
+    here: bool = False,
 ) -> Grid:
-    """A new sweep's grid, every cell checked: its models, seeds and recipe values, its manual and options."""
+    """A new sweep's grid, every cell checked: its models, seeds and recipe values, its manual and options, and
+    where its cells run ``here`` (a local sweep), each on this machine (``_check_cells_here``)."""
     from ..pipeline import sweep
 
     if not models or not seeds:
         raise CctkError("cctk sweep needs --models and --seeds (or --resume SWEEP_ID)")
-    _check_manual_options(registry.get(protocol), given, None, None)
-    return sweep.parse_grid(models, seeds, sets, profile, protocol=protocol, **given)
+    manual = registry.get(protocol)  # the command line's edge: the name resolved once
+    _check_manual_options(manual, given, None, None)
+    grid = sweep.parse_grid(models, seeds, sets, profile, protocol=protocol, **given)
+    if here:
+        _check_cells_here(grid, manual)
+    return grid
 
 
-def _check_cells_here(grid: Grid) -> None:
+def _check_cells_here(grid: Grid, manual: AnyManual) -> None:
     """A local sweep's cells run on this machine: each one's recipe and memory checked on its device as
     ``cctk run`` checks a run's (an 8-bit optimizer not installed, fp16 on a CPU, a batch that does not fit),
     before the sweep's run exists, rather than as a cell FAILED."""
     from ..core.lm.device import resolve as resolve_device
-    from ..manuals.configure import make_config
+    from ..manuals.configure import configure
     from ..pipeline.stages import check_device
 
     device = str(resolve_device(None))
-    manual = registry.get(grid.protocol)
     for cell in grid.cells():
-        config = make_config(
-            cell.model, grid.profile, (cell.seed,), protocol=grid.protocol, device=device, **dict(cell.overrides)
-        )
+        config = configure(manual, cell.model, grid.profile, (cell.seed,), device=device, **dict(cell.overrides))
         check_device(config, manual, None)
 
 
