@@ -12,13 +12,13 @@ from pathlib import Path
 
 import click
 
-from ..cli.options import tracking_option
+from ..cli.options import Folder, OneLineGroup, tracking_option
 
 JSON_FILE = click.Path(dir_okay=False, path_type=Path)
 JSON_OUT = click.option("--json-out", type=JSON_FILE, default=None, help="Also write the figures as JSON to this file.")
 
 
-@click.group()
+@click.group(cls=OneLineGroup)
 def bench() -> None:
     """Speed benchmarks of cctk (ratios in one process; never asserted in tests)."""
 
@@ -71,7 +71,7 @@ def bench_train(model: str, steps: int, batch_size: int | None, json_out: Path |
 @click.option("--seed", default=None, help="seeds[0] of the run (fresh if omitted).")
 @click.option(
     "--out",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=Folder(),
     default=None,
     help="Folder for the session and its tracking store [default: a temporary folder, removed].",
 )

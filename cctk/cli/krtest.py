@@ -14,7 +14,7 @@ from ..core.errors import CctkError
 from ..core.lm.models import BUNDLED
 from ..krtest.generation.generate import ENTITIES, VALIDATION_ENTITIES
 from ..krtest.measurement.lora import DEFAULT_BUDGET
-from .options import DEVICE, MODEL, TRACKING, out_option
+from .options import DEVICE, MODEL, TRACKING, Folder, out_option
 
 if TYPE_CHECKING:
     from typing import Unpack
@@ -330,7 +330,7 @@ def _fields(cls: type[D], values: Mapping[str, object], **given: object) -> D:
 )
 @click.option(
     "--generation",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=Folder(),
     default=None,
     help="A folder of `generate --corpus`: its questions, corpus and segmentation.",
 )
@@ -539,7 +539,7 @@ def train(
 )
 @click.option(
     "--data",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=Folder(),
     default=None,
     help="A folder written by `cctk krtest generate` (default: generate one from the seed).",
 )
@@ -574,6 +574,8 @@ def study(
     """The paper's study: blind and open-book baselines, full fine-tuning, LoRA on attention vs FFN."""
     from ..krtest.commands import study as study_module
 
+    if data is not None and (values["entities"] is not None or values["validation_entities"] is not None):
+        raise CctkError("--entities and --validation-entities size a generated corpus; --data brings its own")
     if seeds is not None:
         _study_seeds(model, seed, seeds, data, out, tracking, values)
         return

@@ -17,7 +17,7 @@ from ..manuals.configure import Option, command_options
 from ..manuals.manual import AnyManual, Resumable
 from ..store.tracking import NotEnded, Unreachable
 from .krtest import krtest
-from .options import DEVICE, MODEL, RUN_TRACKING, TRACKING, RunIds, out_option
+from .options import DEVICE, MODEL, RUN_TRACKING, TRACKING, Folder, OneLineGroup, RunIds, out_option
 from .server import server, ui
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ PROFILES = dict.fromkeys(name for m in MANUALS for name in m.spec.profiles)  # e
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
 
 
-class _Group(click.Group):
+class _Group(OneLineGroup):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -83,8 +83,12 @@ def cli() -> None:
 @click.option("--profile", default="paper", show_default=True, help="With --fits: the recipe.")
 def models(fits: bool, profile: str) -> None:
     """List the model roster and what each model needs."""
+    from click.core import ParameterSource
+
     from ..core.lm.models import ROSTER
 
+    if not fits and click.get_current_context().get_parameter_source("profile") is not ParameterSource.DEFAULT:
+        raise CctkError("--profile is the recipe of --fits' table; the roster alone has none")
     if fits:
         _fits_table(profile)
         return
@@ -176,7 +180,7 @@ def measure(model: str, out: Path, tracking: str | None, device: str | None) -> 
 )
 @click.option(
     "--out",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=Folder(),
     default=Path("outputs"),
     show_default=True,
     help="Folder that receives the session folder.",
@@ -227,6 +231,8 @@ def run_command(
     manual = registry.get(protocol)  # the command line's edge: the name resolved once
     given = {name: value for name, value in values.items() if value is not None}
     _check_resume_id(resume_id, "RUN_ID")
+    if seed is not None and not seed.strip():  # an unset variable in a script: fresh seeds were not asked for
+        raise CctkError("--seed is empty: give seeds, or leave --seed out to draw fresh ones")
     _check_manual_options(manual, given, seed, resume_id)
     where = pipeline.Where(out, tracking, device)
     options = pipeline.Options(echo=click.echo, system_metrics=system_metrics, figures=figures)
@@ -316,7 +322,7 @@ def _check_manual_options(
 )
 @click.option(
     "--out",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=Folder(),
     default=Path("outputs"),
     show_default=True,
     help="Folder that receives the cells' session folders (not with --address: there MLflow holds them).",
@@ -577,7 +583,7 @@ def report(
 @click.option(
     "--latex",
     "latex_dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=Folder(),
     required=True,
     help="Folder for the LaTeX tables, the paper-style figures, captions.tex and paper.tex.",
 )

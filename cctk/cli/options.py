@@ -15,6 +15,34 @@ from ..core.lm.device import DEVICE_HELP
 from ..core.lm.models import BUNDLED
 
 
+class OneLineGroup(click.Group):
+    """A command group whose usage errors (an unknown option or command, a value of the wrong type) are one line,
+    as every other error of the command line is, with the help to read: Click's own are four."""
+
+    def main(  # type: ignore[override]  # click's overloads: this one always exits, as standalone_mode=True does
+        self, args: list[str] | None = None, prog_name: str | None = None, **extra: Any
+    ) -> None:
+        extra.pop("standalone_mode", None)
+        try:
+            code = super().main(args, prog_name, standalone_mode=False, **extra)
+        except click.UsageError as error:
+            if isinstance(error, click.exceptions.NoArgsIsHelpError):  # a group alone: its help, as Click shows it
+                error.show()
+                raise SystemExit(error.exit_code) from None
+            message = error.format_message()
+            message += "" if message.endswith((".", "?", ")")) else "."
+            where = f" See '{error.ctx.command_path} --help'." if error.ctx is not None else ""
+            click.echo(f"Error: {message}{where}", err=True)
+            raise SystemExit(error.exit_code) from None
+        except click.ClickException as error:
+            error.show()
+            raise SystemExit(error.exit_code) from None
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            raise SystemExit(1) from None
+        raise SystemExit(code if isinstance(code, int) else 0)  # --help and --version exit 0 as Click's own
+
+
 def tracking_option(help: str, default: str | None = None, dest: str = "tracking") -> Callable[[FC], FC]:
     """``--tracking``, declared once for every command that reads or writes runs: a tracking configuration's
     name (``mlruns_config/``) or a URI, MLFLOW_TRACKING_URI winning over both; ``help`` says what it names."""
@@ -34,17 +62,27 @@ def out_option(help: str, **default: Any) -> Callable[[FC], FC]:
     return click.option("--out", type=OutFolder(), required=not default, help=help, **default)
 
 
-class OutFolder(click.Path):
-    """An ``--out`` folder: it can be made and take files (``session.check_out``), else one line as the
-    options are read, before any store, model or run is touched. Nothing is made here."""
+class Folder(click.Path):
+    """A folder to write in, by its name: an empty one (``--out ''``, a variable that came out empty) is refused,
+    not read as the working folder. Nothing is made here."""
 
     def __init__(self) -> None:
         super().__init__(file_okay=False, path_type=Path)
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
+        if not str(value).strip():
+            self.fail("is empty: give a folder, or . for the working one", param, ctx)
+        return cast(Path, super().convert(value, param, ctx))  # path_type=Path: click returns a Path
+
+
+class OutFolder(Folder):
+    """An ``--out`` folder: it can be made and take files (``session.check_out``), else one line as the
+    options are read, before any store, model or run is touched. Nothing is made here."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
         from ..store.session import check_out
 
-        folder = cast(Path, super().convert(value, param, ctx))  # path_type=Path: click returns a Path
+        folder = super().convert(value, param, ctx)
         check_out(folder)
         return folder
 

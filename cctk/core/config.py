@@ -277,11 +277,14 @@ def seeds_or_count(text: str) -> tuple[int, ...]:
     """``--seeds`` of a sweep or ``bench absorb``: ``N`` draws N fresh seeds, ``S1,S2,...`` are the seeds
     (one seed alone: ``S,``)."""
     parts = str(text).split(",")
+    count = len(parts) == 1  # N, not S1,S2,... nor S, (one seed alone)
+    if not count and parts[-1].strip() == "":
+        parts.pop()
     try:
-        values = tuple(int(s) for s in (parts if len(parts) == 1 else [p for p in parts if p.strip()]))
+        values = tuple(int(s) for s in parts)  # an empty part (1,,2 or ,1) is no seed: refused here
     except ValueError:
         raise CctkError(f"--seeds takes a count N or seeds S1,S2,..., got {text!r}") from None
-    if len(parts) == 1:
+    if count:
         if values[0] < 1:
             raise CctkError(f"--seeds N needs N >= 1, got {values[0]}")
         if values[0] > MAX_FRESH_SEEDS:
@@ -290,8 +293,7 @@ def seeds_or_count(text: str) -> tuple[int, ...]:
                 f"for the one seed {values[0]} write --seeds {values[0]},"
             )
         return draw_seeds(values[0])
-    if not values:
-        raise CctkError(f"--seeds takes a count N or seeds S1,S2,..., got {text!r}")
+    check_seeds(values)
     if len(set(values)) != len(values):
         raise CctkError(f"--seeds repeats a seed: {text}")
     return values

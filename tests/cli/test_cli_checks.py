@@ -171,12 +171,25 @@ def test_a_fictional_set_replaces_another_generation_only_with_overwrite(tmp_pat
         (["krtest", "train", "--method", "lora"], "--method lora needs --modules, the LoRA placement"),
         (["krtest", "train", "--validation", "nosuch.txt"], "validation file nosuch.txt does not exist"),
         (["sweep", "--models", "smollm2-135m-bundled", "--seeds", "1", "--cpus-per-cell", "0"], "got 0.0"),
+        (["run", "--seed", ""], "--seed is empty: give seeds, or leave --seed out to draw fresh ones"),
+        (["sweep", "--models", "smollm2-135m-bundled", "--seeds", "1,,2"], "--seeds takes a count N or seeds S1,S2"),
+        (["krtest", "study", "--seeds", "3,,4"], "--seeds takes a count N or seeds S1,S2,..., got '3,,4'"),
+        (["models", "--profile", "quick"], "--profile is the recipe of --fits' table; the roster alone has none"),
+        (
+            ["krtest", "eval", "--questions", "q.jsonl", "--tokenizer", "gpt2", "--out", "o"],
+            "--tokenizer names what cut a corpus into --segment tokens:N windows; give both and --corpus",
+        ),
+        (
+            ["krtest", "study", "--data", "kr", "--entities", "5"],
+            "--entities and --validation-entities size a generated corpus; --data brings its own",
+        ),
     ],
 )
 def test_messages_name_what_is_wrong(tmp_path, monkeypatch, argv, message):
     """Lines that named the wrong thing or printed a None: ` is a folder but not a model directory` (an empty
     --model read as the working folder), `unknown LoRA placement None`, `corpus file nosuch.txt` for the
-    validation text, `got 0.0 and None`."""
+    validation text, `got 0.0 and None`; and input that was taken without a word: `--seed ''` drew fresh seeds,
+    `--seeds 1,,2` ran seeds 1 and 2, an option that means nothing without another was ignored."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     (tmp_path / "c.txt").write_text("Kelby is a village.\n")
@@ -188,3 +201,25 @@ def test_messages_name_what_is_wrong(tmp_path, monkeypatch, argv, message):
     done = CliRunner().invoke(cli, argv)
     assert done.exit_code == 1 and message in done.output and "None" not in done.output, done.output
     assert len(done.output.strip().splitlines()) == 1, done.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.txt", "q.jsonl"]  # nothing made: no store, no folder
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (
+            ["run", "--modle", "x"],
+            "Error: No such option '--modle'. (Did you mean one of: '--model', '--profile'?) See 'cctk run --help'.",
+        ),
+        (["run", "--epochs", "abc"], "Error: Invalid value for '--epochs': 'abc' is not a valid integer. See 'cctk"),
+        (["krtest", "frob"], "Error: No such command 'frob'. See 'cctk krtest --help'."),
+        (["run", "--out", ""], "Error: Invalid value for '--out': is empty: give a folder, or . for the working one."),
+    ],
+)
+def test_a_usage_error_is_one_line_naming_the_help(tmp_path, monkeypatch, argv, line):
+    """Click's own usage errors were four lines (usage, hint, a blank, the error) where every other error of
+    the command line is one; `--out ''` wrote into the working folder."""
+    monkeypatch.chdir(tmp_path)
+    done = CliRunner().invoke(cli, argv, prog_name="cctk")
+    assert done.exit_code == 2 and done.output.strip().splitlines()[0].startswith(line), done.output
+    assert len(done.output.strip().splitlines()) == 1 and not list(tmp_path.iterdir()), done.output

@@ -107,7 +107,8 @@ def test_seeds_or_count_takes_a_count_a_list_or_one_seed_with_its_comma():
         "--seeds 1959666577 would draw 1959666577 fresh seeds (at most 1000); "
         "for the one seed 1959666577 write --seeds 1959666577,"
     )
-    for bad in ("0", ",", "5,5", "x"):
+    assert seeds_or_count("5,9,") == (5, 9)
+    for bad in ("0", ",", "5,5", "x", "1,,2", ",1", "-1,2", ""):  # an empty part is no seed (1,,2 ran 1 and 2)
         with pytest.raises(CctkError):
             seeds_or_count(bad)
 

@@ -167,6 +167,8 @@ def run_eval(
     device: str | None = None,
 ) -> Summary:
     """``cctk krtest eval``: score one untouched model on a question file (``book``: open book)."""
+    if tokenizer_name is not None and not (segment.startswith("tokens:") and corpus is not None):
+        raise CctkError("--tokenizer names what cut a corpus into --segment tokens:N windows; give both and --corpus")
     where = resolve_device(device)
     found = check_available(model)
     check_segment(segment, location)
