@@ -83,8 +83,9 @@ def run(
     clients: int, seconds: float, url: str | None, auth: bool, backend: str | None, workers: int, cache: int = 0
 ) -> dict[str, str | int | float | None]:
     """The load check against ``url``, or against a server of its own (see the module docstring)."""
-    if url:
-        return {"server": url, **load(url, clients, seconds, "cctk-bench")}
+    if url:  # read as every --tracking is: an account or a secret in it refused, the address shown redacted
+        given = tracking.resolve(url)
+        return {"server": given.shown, **load(given.tracking_uri, clients, seconds, "cctk-bench")}
     with tempfile.TemporaryDirectory(prefix="cctk-bench-server-") as folder:
         root = Path(folder)
         settings = ServerSettings(

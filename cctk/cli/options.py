@@ -37,6 +37,9 @@ class OneLineGroup(click.Group):
         except click.ClickException as error:
             error.show()
             raise SystemExit(error.exit_code) from None
+        except CctkError as error:  # a command of a group that does not turn it into Click's one line itself
+            click.echo(f"Error: {error}", err=True)
+            raise SystemExit(1) from None
         except click.Abort:
             click.echo("Aborted!", err=True)
             raise SystemExit(1) from None

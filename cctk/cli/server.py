@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..core.errors import CctkError
+from ..core.redaction import variable_name
 from ..store.server import LOOPBACK, PERMISSIONS, quiet_server, store_environment
 from .options import SERVER_TRACKING, TRACKING
 
@@ -129,7 +130,7 @@ PASSWORD_ENV = click.option(
 def _new_password(name: str, password_env: str | None) -> str:
     """A user's new password: from ``password_env``, else asked for twice, hidden."""
     if password_env:
-        password = os.environ.get(password_env)
+        password = os.environ.get(variable_name(password_env, "--password-env"))
         if not password:
             raise CctkError(f"--password-env {password_env}: the variable is not set")
         return password

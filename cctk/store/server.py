@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from ..core.errors import CctkError
+from ..core.redaction import variable_name
 from .tracking import (
     config_file,
     config_names_list,
@@ -123,13 +124,18 @@ def read_settings(config_name: str) -> ServerSettings:
     _known(table, SERVER_KEYS, where)
     metrics = config_value(table, "metrics", str, where, "")
     clients = raw.get("tracking_uri")
+    if isinstance(clients, str) and has_password(clients):  # printed to every client as the address to use
+        raise CctkError(
+            f"{config_file(config_name)}: tracking_uri {redact(clients)} carries an account or a secret: give the "
+            "server's address alone; clients give theirs in MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"
+        )
     return ServerSettings(
         config=config_name,
         host=config_value(table, "host", str, where, LOOPBACK),
         port=_bounded(table, "port", where, 5000, 1, 65535),
         backend_store_uri=_database(table, "backend_store_uri", where, None),
         artifacts_destination=Path(config_value(table, "artifacts_destination", str, where)).resolve(),
-        password_env=config_value(table, "password_env", str, where, "") or None,
+        password_env=_variable(table, "password_env", where, ""),
         auth=_auth(table, where),
         allowed_hosts=config_names_list(table, "allowed_hosts", where),
         cors_allowed_origins=config_names_list(table, "cors_allowed_origins", where),
@@ -155,6 +161,12 @@ def _bounded(table: dict[str, Any], key: str, where: str, default: int, least: i
     if not least <= value <= most:
         raise CctkError(f"{where} {key} = {value} is out of range: {least} to {most}")
     return value
+
+
+def _variable(table: dict[str, Any], key: str, where: str, default: str) -> str | None:
+    """The name of the environment variable that holds a secret (None: left empty), checked to be a name."""
+    name = config_value(table, key, str, where, default)
+    return variable_name(name, f"{where} {key}") if name else None
 
 
 def _database(table: dict[str, Any], key: str, where: str, default: str | None) -> str:
@@ -186,7 +198,7 @@ def _auth(server: dict[str, Any], where_server: str) -> AuthSettings | None:
     return AuthSettings(
         database_uri=database,
         admin=config_value(table, "admin", str, where, "admin"),
-        admin_password_env=config_value(table, "admin_password_env", str, where, "CCTK_ADMIN_PASSWORD"),
+        admin_password_env=_variable(table, "admin_password_env", where, "CCTK_ADMIN_PASSWORD") or "",
         default_permission=default,
         cache_seconds=_bounded(table, "cache_seconds", where, 0, 0, 86400),
     )

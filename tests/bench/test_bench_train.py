@@ -74,3 +74,17 @@ def test_bench_measure_agrees_with_the_plain_loop(tiny_dir):
     result = measure.run(str(tiny_dir), additions=1)
     assert result["rows"] == 35 and result["naive_seconds"] > 0 and result["fast_seconds"] > 0
     assert result["max_abs_logprob_diff"] < 1e-4
+
+
+def test_bench_server_reads_its_tracking_as_every_command_does(tmp_path, monkeypatch):
+    """`bench server --tracking URL` used the URL as given: an account in it printed whole and written to the
+    JSON file, no refusal."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    url = "http://admin:Adm1nS3cretPW@127.0.0.1:9"
+    done = CliRunner().invoke(bench, ["server", "--tracking", url, "--clients", "1", "--seconds", "1",
+                                      "--json-out", "b.json"])  # fmt: skip
+    assert done.exit_code == 1 and "S3cret" not in done.output and not (tmp_path / "b.json").exists()
+    assert done.output.startswith("Error: the tracking URI http://admin:***@127.0.0.1:9 carries an account"), (
+        done.output
+    )

@@ -142,6 +142,29 @@ BAD = {
     "unknown permission": (LAB + 'default_permission = "ALL"\n', 'default_permission = "ALL"; choose one of:'),
     "auth not a table": (LAB.replace("[server.auth]\n", "auth = 1\n[x]\n"), "[server.auth] is not a table"),
     "no tracking_uri": (LAB.replace('tracking_uri = "http://127.0.0.1:5001"', ""), "tracking_uri is missing"),
+    # a secret where it does not belong: refused without being shown (the test checks no S3cret in the line)
+    "password with a / in the URI": (
+        LAB.replace("cctk@127", "cctk:S3c/ret#PW@127"),
+        "[server] backend_store_uri holds a password (postgresql+psycopg2://cctk:***@127.0.0.1:5432/cctk)",
+    ),
+    "a password as password_env": (
+        LAB.replace('password_env = "CCTK_PG_PASSWORD"', 'password_env = "S3cret!PW"'),
+        "[server] password_env takes the name of an environment variable (letters, digits and _), and what it",
+    ),
+    "a password as admin_password_env": (
+        LAB.replace('admin_password_env = "CCTK_ADMIN_PASSWORD"', 'admin_password_env = "Adm1nS3cret!x"'),
+        "[server.auth] admin_password_env takes the name of an environment variable",
+    ),
+    "an account in the clients' address": (
+        LAB.replace("http://127.0.0.1:5001", "https://admin:S3cretPW@lab.example.org"),
+        "tracking_uri https://admin:***@lab.example.org carries an account or a secret: give the server's address",
+    ),
+    "a URI as a list": (
+        LAB.replace(
+            'backend_store_uri = "postgresql+psycopg2://cctk@', 'backend_store_uri = ["postgresql://a:S3cret@'
+        ).replace('5432/cctk"', '5432/cctk"]'),
+        '[server] backend_store_uri = ["postgresql://a:***@127.0.0.1:5432/cctk"] is not a string',
+    ),
 }
 BAD["workers zero"] = (LAB.replace("port = 5001", "port = 5001\nworkers = 0"), BAD["workers zero"][1])
 
@@ -158,6 +181,7 @@ def test_a_bad_configuration_is_one_line_naming_its_file_and_key_before_anything
     done = CliRunner().invoke(cli, command)
     assert done.exit_code == 1 and done.output.count("\n") == 1, done.output
     assert done.output.startswith(f"Error: {folder}/mlruns_config/bad.toml:") and line in done.output, done.output
+    assert "S3cret" not in done.output
     assert not launched and not (folder / "mlruns").exists()  # nothing started, nothing made
 
 
@@ -342,3 +366,26 @@ def test_a_port_out_of_range_is_refused_before_anything_starts(tmp_path, monkeyp
     done = CliRunner().invoke(cli, [*command, "--port", port])
     assert done.exit_code == 2 and "is not in the range 1<=x<=65535" in done.output, done.output
     assert not list(tmp_path.iterdir())
+
+
+def test_a_secret_typed_where_its_variable_belongs_is_refused_unshown(tmp_path, monkeypatch):
+    """`--password-env 'S3c ret!'` said `--password-env S3c ret!: the variable is not set`."""
+    monkeypatch.chdir(tmp_path)
+    done = CliRunner().invoke(cli, ["server", "users", "add", "carol", "--password-env", "S3c ret!", "--tracking",
+                                    "http://127.0.0.1:9"])  # fmt: skip
+    assert done.exit_code == 1 and "S3c" not in done.output, done.output
+    assert done.output.startswith("Error: --password-env takes the name of an environment variable")
+
+
+def test_a_refused_account_change_shows_the_databases_words_without_its_sql():
+    """A second `users add carol` on a SQLite auth database printed SQLAlchemy's parameters: the new password's
+    salted scrypt hash, enough to test guesses offline."""
+    from cctk.store.tracking.admin import _message
+
+    class Refused(Exception):
+        message = (
+            "(sqlite3.IntegrityError) UNIQUE constraint failed: users.username\n[SQL: INSERT INTO users (username, "
+            "password_hash, is_admin) VALUES (?, ?, ?)]\n[parameters: ('carol', 'scrypt:32768:8:1$RVm96DcZ$6327')]"
+        )
+
+    assert _message(Refused()) == "(sqlite3.IntegrityError) UNIQUE constraint failed: users.username"

@@ -422,7 +422,10 @@ def test_a_database_uri_with_its_password_is_shown_nowhere(lab, tiny_dir):
                     MLFLOW_EXPERIMENT_NAME="direct")  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     run_id = re.search(r"MLflow run ([0-9a-f]{32})", done.stdout).group(1)
-    assert done.stdout.splitlines()[-1] == f"MLflow UI: cctk ui {run_id} --tracking '{shown}' (*** is the password)"
+    assert (
+        done.stdout.splitlines()[-1]
+        == f"MLflow UI: MLFLOW_TRACKING_URI='{shown}' cctk ui {run_id} (*** is the password)"
+    )
     said += [done.stdout, done.stderr]
     tags = lab.client().get_run(run_id).data.tags
     assert tags["cctk.tracking_uri"] == shown and (lab.folder / "direct").is_dir()

@@ -459,16 +459,44 @@ def test_a_missing_run_is_no_run_and_other_failures_say_what_failed(tracking_uri
 
 def test_a_tracking_uri_with_a_password_is_refused(monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    with pytest.raises(CctkError, match=r"the tracking URI http://alice:\*\*\*@127.0.0.1:5000 carries a password"):
+    with pytest.raises(
+        CctkError, match=r"the tracking URI http://alice:\*\*\*@127.0.0.1:5000 carries an account or a secret"
+    ):
         tracking.resolve("http://alice:secret@127.0.0.1:5000")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "https://alice:secret@lab.example")
     with pytest.raises(CctkError, match="MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"):
         tracking.resolve(None)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "https://lab.example/?password=secret")
-    with pytest.raises(CctkError, match=r"https://lab.example/\?password=\*\*\* carries a password"):
+    with pytest.raises(CctkError, match=r"https://lab.example/\?password=\*\*\* carries an account or a secret"):
         tracking.resolve(None)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://alice@lab.example")  # a user, no password: as it is
-    assert tracking.resolve(None).tracking_uri == "http://alice@lab.example"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "https://ghp_S3cretTOKEN@lab.example")  # a token as the user
+    with pytest.raises(CctkError, match=r"https://\*\*\*@lab.example carries an account or a secret") as refused:
+        tracking.resolve(None)
+    assert "S3cret" not in str(refused.value)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "postgresql://alice@db.lab/mlflow")  # a database's user: as it is
+    assert tracking.resolve(None).tracking_uri == "postgresql://alice@db.lab/mlflow"
+
+
+def test_a_database_url_its_client_cannot_read_is_one_line(monkeypatch):
+    """A port that is not a number was a ValueError's traceback at the first connection."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    with pytest.raises(CctkError) as refused:
+        tracking.resolve("postgresql+psycopg2://a:S3cret@127.0.0.1:abc/db")
+    assert str(refused.value) == (
+        "the tracking URI postgresql+psycopg2://a:***@127.0.0.1:abc/db is no database URL SQLAlchemy reads: "
+        "dialect+driver://USER:PASSWORD@HOST:PORT/DATABASE, the port a number"
+    )
+
+
+def test_a_raw_at_in_a_database_password_is_refused_without_its_tail(monkeypatch):
+    """Its driver read `S3c` as the password and `retPW@127.0.0.1` as the host, and printed the host."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    with pytest.raises(CctkError) as refused:
+        tracking.resolve("postgresql+psycopg2://alice:S3c@retPW@127.0.0.1:1/mlflow")
+    assert str(refused.value) == (
+        "the tracking URI postgresql+psycopg2://alice:***@127.0.0.1:1/mlflow has an @ in its password as it is: "
+        "write it percent-encoded (%40), or its driver reads the password to that @ and the rest as the host"
+    )
 
 
 @pytest.mark.parametrize(
@@ -494,6 +522,20 @@ def test_a_tracking_uri_with_a_password_is_refused(monkeypatch):
             "postgresql://h/db?sslkey=/etc/client.key&sslmode=verify-full",
             "postgresql://h/db?sslkey=/etc/client.key&sslmode=verify-full",
         ),
+        # a password with a raw / # ? [ or @ (SQLAlchemy takes it; urlsplit ended the host at the /, and the
+        # password went out whole), a tab in it (urlsplit drops tabs), a token as the user of a web address
+        ("postgresql+psycopg2://bob:S3c/ret#PW@127.0.0.1:1/x", "postgresql+psycopg2://bob:***@127.0.0.1:1/x"),
+        ("postgresql://bob:S3c?r[et]@h/db?password=p", "postgresql://bob:***@h/db?password=***"),
+        ("postgresql://alice:S3c@retPW@127.0.0.1:5432/m", "postgresql://alice:***@127.0.0.1:5432/m"),
+        ("postgresql://a:S3c\tret@h/db", "postgresql://a:***@h/db"),
+        ("https://ghp_S3cretTOKEN@api.example.com/v1", "https://***@api.example.com/v1"),
+        ("postgresql://alice@h/db", "postgresql://alice@h/db"),  # a database's user alone is no secret
+        ("sqlite:////tmp/a@b/mlflow.db", "sqlite:////tmp/a@b/mlflow.db"),
+        ("databricks://profile:prefix", "databricks://profile:prefix"),
+        (
+            "https://h/v1?x-api-key=K&subscription-key=S&sig=Z&credential=C&n=1",
+            "https://h/v1?x-api-key=***&subscription-key=***&sig=***&credential=***&n=1",
+        ),
     ],
 )
 def test_a_uri_is_shown_with_every_password_in_it_redacted_and_the_rest_as_written(uri, shown):
@@ -514,7 +556,8 @@ def test_a_database_uri_with_its_password_reaches_its_client_alone(monkeypatch, 
     monkeypatch.setattr(tracking.runs, "_open_client", lambda uri: opened.append(uri))
     store = tracking.Store(config)
     assert opened == [uri] and store.uri == config.shown  # what a run records (tag, run_info.json) and lines say
-    link = f"MLflow UI: cctk ui abc --tracking '{config.shown}' (*** is the password)"  # pasteable, but for ***
+    # pasteable but for ***, and in the environment, not on the command line (ps shows that to every user)
+    link = f"MLflow UI: MLFLOW_TRACKING_URI='{config.shown}' cctk ui abc (*** is the password)"
     assert tracking.run_link(store, "1", "abc") == link
     monkeypatch.chdir(tmp_path)
     (tmp_path / "mlruns_config").mkdir()
@@ -577,11 +620,18 @@ def test_the_login_is_read_as_mlflow_reads_it_environment_first_then_its_credent
     monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "other")  # the environment wins, key by key, as in MLflow
     assert tracking.login() == tracking.Login("dave", "other", "MLFLOW_TRACKING_PASSWORD")
     assert "user 'dave' may not write to experiment 'x'" in str(tracking.refusal(403, "http://s", "log_batch", "x"))
-    credentials.write_text("mlflow_tracking_username = dave\n")  # no section header
-    with pytest.raises(CctkError) as malformed:
-        tracking.login()
-    assert str(malformed.value).startswith(f"{credentials}: MLflow cannot read it as its credentials file (File")
-    assert "\n" not in str(malformed.value)
+    for text, why in [
+        ("mlflow_tracking_password = S3cretPW\n", "line 1 comes before any section header"),  # no [mlflow]
+        (
+            "[mlflow]\nmlflow_tracking_username = dave\nmlflow_tracking_password S3cretPW\n",
+            "line 3 is not name = value",
+        ),
+    ]:
+        credentials.write_text(text)
+        with pytest.raises(CctkError) as malformed:
+            tracking.login()
+        assert str(malformed.value).startswith(f"{credentials}: MLflow cannot read it as its credentials file ({why})")
+        assert "\n" not in str(malformed.value) and "S3cret" not in str(malformed.value)  # configparser quoted it
 
 
 def test_runs_go_to_the_experiment_mlflow_experiment_name_names(tracking_uri, monkeypatch):

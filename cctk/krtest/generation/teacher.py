@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from ...core.errors import CctkError
-from ...core.redaction import redact
+from ...core.redaction import redact, variable_name
 from ..measurement.items import TEXT_FIELDS
 
 if TYPE_CHECKING:
@@ -449,6 +449,8 @@ def make_teacher(
         raise CctkError(f"--max-tokens must be >= 16, got {max_tokens}")
     if timeout <= 0 or retries < 0:
         raise CctkError(f"--timeout must be > 0 and --retries >= 0, got {timeout} and {retries}")
+    if api_key_env is not None:
+        variable_name(api_key_env, key_flag)
     if teacher.startswith(("http://", "https://")):
         require_openai()
         endpoint = EndpointTeacher(

@@ -162,8 +162,8 @@ class Accounts:
 
 def _message(error: BaseException) -> str:
     """MLflow's own words of a refused request, one line."""
-    text = getattr(error, "message", None) or str(error)
-    return " ".join(str(text).split())[:300]
+    text = getattr(error, "message", None) or str(error)  # a database's words quote the SQL and its parameters:
+    return " ".join(str(text).split("[SQL:")[0].split())[:300]  # a new password's salted hash among them
 
 
 @dataclass(frozen=True)

@@ -15,14 +15,14 @@ import re
 import tomllib
 import urllib.request
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ...core.errors import CctkError, one_line
-from ...core.redaction import has_password as has_password, redact as redact
+from ...core.redaction import has_password as has_password, raw_at_in_password, redact as redact
 
 EXPERIMENT = "cctk"
 DEFAULT_CONFIG = "embedded"
@@ -103,7 +103,7 @@ def config_value(table: Mapping[str, Any], key: str, kind: type[T], where: str, 
     if value is None:
         raise CctkError(f"{where} {key} is missing")
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise CctkError(f"{where} {key} = {_toml(value)} is not {_KINDS.get(kind, kind.__name__)}")
+        raise CctkError(f"{where} {key} = {_shown(value)} is not {_KINDS.get(kind, kind.__name__)}")
     return value
 
 
@@ -111,12 +111,19 @@ def config_names_list(table: Mapping[str, Any], key: str, where: str) -> tuple[s
     """A list of strings (``allowed_hosts = ["a", "b"]``): one string alone is refused, not split into letters."""
     value = config_value(table, key, list, where, [])
     if not all(isinstance(item, str) for item in value):
-        raise CctkError(f"{where} {key} = {_toml(value)} is not a list of strings")
+        raise CctkError(f"{where} {key} = {_shown(value)} is not a list of strings")
     return tuple(value)
 
 
-def _toml(value: Any) -> str:
-    """A value as TOML writes it (strings quoted, ``true``), for a line that refuses it."""
+def _shown(value: Any) -> str:
+    """A value as TOML writes it (strings quoted, ``true``), for a line that refuses it: every string in it
+    redacted (a URI given as a list still holds its password)."""
+    if isinstance(value, str):
+        value = redact(value)
+    elif isinstance(value, list):
+        value = [redact(v) if isinstance(v, str) else v for v in value]
+    elif isinstance(value, dict):
+        value = {k: redact(v) if isinstance(v, str) else v for k, v in value.items()}
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
@@ -158,6 +165,17 @@ def _known_store(uri: str) -> str:
             f"the tracking URI {redact(uri)} is no store MLflow opens: give a database (sqlite:///PATH/mlflow.db, "
             "postgresql://..., mysql://...), a server (http://HOST:PORT) or a name of mlruns_config/"
         )
+    if scheme in ("postgresql", "mysql", "mssql"):  # read as its client will read it (a port not a number was a
+        from sqlalchemy.engine import make_url  # traceback at the first connection); SQLAlchemy's words quote
+        from sqlalchemy.exc import ArgumentError  # the URL, password and all: not shown
+
+        try:
+            make_url(uri)
+        except (ArgumentError, ValueError):
+            raise CctkError(
+                f"the tracking URI {redact(uri)} is no database URL SQLAlchemy reads: "
+                "dialect+driver://USER:PASSWORD@HOST:PORT/DATABASE, the port a number"
+            ) from None
     return uri
 
 
@@ -174,14 +192,20 @@ def password_problem(password: str) -> str | None:
 
 
 def _no_server_password(uri: str) -> str:
-    """``uri`` as it is, unless it is a tracking server's and carries a password (``http://alice:secret@host``,
-    ``?password=``): MLflow's client takes the account from the environment (or ~/.mlflow/credentials), and a
-    sweep hands the URI to every worker. A database's URI may hold its password: its client needs it, and
-    cctk shows it only redacted."""
-    if uri.startswith(ON_SERVER) and has_password(uri):
+    """``uri`` as it is, unless it is a tracking server's and carries an account or a secret
+    (``http://alice:secret@host``, ``https://TOKEN@host``, ``?password=``): MLflow's client takes the account from
+    the environment (or ~/.mlflow/credentials), and a sweep hands the URI to every worker. A database's URI may
+    hold its password: its client needs it, and cctk shows it only redacted; one with a raw @ in it is refused,
+    as its driver would read the password's tail as the host and print it."""
+    if uri.startswith(ON_SERVER) and has_password(uri):  # a user alone on the web is a token: redact masks it
         raise CctkError(
-            f"the tracking URI {redact(uri)} carries a password: give the server's address alone and the account in "
-            "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (MLflow's client reads them)"
+            f"the tracking URI {redact(uri)} carries an account or a secret: give the server's address alone and the "
+            "account in MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (MLflow's client reads them)"
+        )
+    if raw_at_in_password(uri):
+        raise CctkError(
+            f"the tracking URI {redact(uri)} has an @ in its password as it is: write it percent-encoded (%40), or "
+            "its driver reads the password to that @ and the rest as the host"
         )
     return uri
 
@@ -408,7 +432,7 @@ class Login:
     a refused login names it)."""
 
     user: str | None
-    password: str | None
+    password: str | None = field(repr=False)  # never in a line, a log or a traceback's locals
     source: str  # "MLFLOW_TRACKING_PASSWORD", "~/.mlflow/credentials", or "no password"
 
 
@@ -424,14 +448,31 @@ def login() -> Login:
     try:
         found = read_mlflow_creds()
     except (configparser.Error, UnicodeDecodeError) as error:
-        first = " ".join(str(error).split())[:200]
         raise CctkError(
-            f"{Path(CREDENTIALS).expanduser()}: MLflow cannot read it as its credentials file ({first}); it holds "
-            "a section [mlflow] with mlflow_tracking_username = ... and mlflow_tracking_password = ..."
+            f"{Path(CREDENTIALS).expanduser()}: MLflow cannot read it as its credentials file ({_unread(error)}); it "
+            "holds a section [mlflow] with mlflow_tracking_username = ... and mlflow_tracking_password = ..."
         ) from None
     from_env = os.environ.get("MLFLOW_TRACKING_PASSWORD")
     source = "MLFLOW_TRACKING_PASSWORD" if from_env else CREDENTIALS if found.password else "no password"
     return Login(found.username or None, found.password or None, source)
+
+
+def _unread(error: Exception) -> str:
+    """Why a credentials file could not be read, by its line's number only: configparser's own words quote the
+    line, which may hold the password."""
+    import configparser
+
+    if isinstance(error, configparser.MissingSectionHeaderError):
+        return f"line {error.lineno} comes before any section header"
+    if isinstance(error, configparser.ParsingError):
+        return f"line {', '.join(str(n) for n, _ in error.errors)} is not name = value"
+    if isinstance(error, configparser.DuplicateOptionError):
+        return f"line {error.lineno} repeats a name"
+    if isinstance(error, configparser.DuplicateSectionError):
+        return f"line {error.lineno} repeats a section"
+    if isinstance(error, UnicodeDecodeError):
+        return "not UTF-8 text"
+    return type(error).__name__
 
 
 def user() -> str | None:

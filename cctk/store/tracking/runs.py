@@ -875,9 +875,11 @@ def on_store(store: Store, command: str) -> str:
     name = store.config.name
     if name in (DEFAULT_CONFIG, "MLFLOW_TRACKING_URI"):
         return command
-    # quoted for a shell (a URI's `&`, a redacted `***`); a URI given with its password says what *** stands for
-    hidden = name == store.config.shown != store.config.tracking_uri
-    return f"{command} --tracking {shlex.quote(name)}" + (" (*** is the password)" if hidden else "")
+    # quoted for a shell (a URI's `&`, a redacted `***`); a URI given with its password goes in the environment,
+    # not the command line (which `ps` shows every user of the machine), and the line says what *** stands for
+    if name == store.config.shown != store.config.tracking_uri:
+        return f"MLFLOW_TRACKING_URI={shlex.quote(name)} {command} (*** is the password)"
+    return f"{command} --tracking {shlex.quote(name)}"
 
 
 def provenance_tags(flat: dict[str, str], packages: dict[str, str | None]) -> dict[str, str]:

@@ -202,6 +202,10 @@ def test_max_passages_and_line_locations(tokenizer):
             ],
             "--oracle-api-key-env CCTK_NO_SUCH_KEY: that environment variable",
         ),
+        (  # the key itself typed where its variable's name belongs: refused, not echoed
+            ["--corpus", "{corpus}", "--teacher", "http://127.0.0.1:9/v1", "--api-key-env", "sk-proj-S3cretKEY"],
+            "--api-key-env takes the name of an environment variable (letters, digits and _), and what it was",
+        ),
         (
             [
                 "--corpus",
@@ -224,7 +228,7 @@ def test_generate_checks_before_any_work(tmp_path, args, message, monkeypatch):
     result = CliRunner().invoke(cli, ["krtest", "generate", "--out", str(out), *argv])
     assert result.exit_code == 1, result.output
     assert message in result.output and len(result.output.strip().splitlines()) == 1
-    assert not out.exists()
+    assert not out.exists() and "S3cret" not in result.output
 
 
 def test_an_endpoint_url_is_shown_without_its_secrets(tmp_path):
@@ -235,6 +239,9 @@ def test_an_endpoint_url_is_shown_without_its_secrets(tmp_path):
     assert result.exit_code == 1, result.output
     assert "cannot reach the teacher endpoint http://alice:***@127.0.0.1:9/v1?api_key=*** " in result.output
     assert "S3cret" not in result.output and "K3y" not in result.output
+    result = CliRunner().invoke(cli, [*args, "--teacher", "https://ghp_S3cretTOKEN@127.0.0.1:9/v1"])  # a token
+    assert "cannot reach the teacher endpoint https://***@127.0.0.1:9/v1 " in result.output, result.output
+    assert "S3cret" not in result.output
 
 
 def test_local_teacher_is_seeded(tiny_dir, tmp_path, tracking_uri):
