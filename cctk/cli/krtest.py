@@ -576,6 +576,8 @@ def study(
 
     if data is not None and (values["entities"] is not None or values["validation_entities"] is not None):
         raise CctkError("--entities and --validation-entities size a generated corpus; --data brings its own")
+    if data is None and values["location"] != "char":  # the generated items count characters
+        raise CctkError("--location says what the items of a --data folder count; a generated corpus counts characters")
     if seeds is not None:
         _study_seeds(model, seed, seeds, data, out, tracking, values)
         return

@@ -180,6 +180,10 @@ def test_a_fictional_set_replaces_another_generation_only_with_overwrite(tmp_pat
             "--tokenizer names what cut a corpus into --segment tokens:N windows; give both and --corpus",
         ),
         (
+            ["krtest", "study", "--location", "line"],
+            "--location says what the items of a --data folder count; a generated corpus counts characters",
+        ),
+        (
             ["krtest", "study", "--data", "kr", "--entities", "5"],
             "--entities and --validation-entities size a generated corpus; --data brings its own",
         ),
