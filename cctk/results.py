@@ -138,7 +138,8 @@ def load_sweep(sweep_id: str, tracking_name: str | None = None, cache: Path | No
     """Every finished cell of sweep ``sweep_id``: its cell's key (``smollm2-135m-bundled|seed=3``) -> its
     pipeline's results, in the order of the keys (``load`` of each run id: downloaded once into the cache)."""
     store = tracking.connect(tracking_name, create=False)
-    return {r.tags[tracking.CELL]: load(r.run_id, tracking_name, cache) for r in finished_cells(store, sweep_id)}
+    cells = ((r.tags[tracking.CELL], load(r.run_id, tracking_name, cache)) for r in finished_cells(store, sweep_id))
+    return Keyed("cell", cells, " in this sweep")  # a cell mistyped: one line naming the closest
 
 
 def finished_cells(store: tracking.Store, sweep_id: str) -> list[tracking.TrackedRun]:
@@ -198,8 +199,11 @@ def _download_compare(run_id: str, tracking_name: str | None, cache: Path | None
     folder = Path(cache or default_cache()) / run_id
     if (folder / COMPARE_PAGE).is_file():  # a compare's files never change once written
         return folder
-    store = tracking.connect(tracking_name, create=False)
-    kind = store.get(run_id).tags.get(tracking.KIND)
+    try:
+        store = tracking.connect(tracking_name, create=False)
+        kind = store.get(run_id).tags.get(tracking.KIND)
+    except (tracking.NoStore, NoRun) as error:  # a folder's name mistyped reads as a run id: say both
+        raise CctkError(f"{run_id!r} is neither a compare folder nor a run in the MLflow store ({error})") from None
     if kind != "compare":
         raise CctkError(f"MLflow run {run_id} is not a cctk compare (tag {tracking.KIND} is {kind!r}){_load_it(kind)}")
     _download_whole(store, run_id, folder, COMPARE_PAGE)

@@ -240,6 +240,10 @@ def test_a_sweep_and_its_comparison_load_in_python(tmp_path, logged_sweep, track
         cctk.results.load_compare(sweep_id)
     with pytest.raises(CctkError, match="is not the folder of a cctk compare"):
         cctk.results.load_compare(tmp_path / "sessions")
+    with pytest.raises(CctkError, match=r"^'cmpx' is neither a compare folder nor a run in the MLflow store \("):
+        cctk.results.load_compare("cmpx")  # a folder's name mistyped: it said only "no run 'cmpx'"
+    with pytest.raises(CctkError, match=r"^no cell 'tiny\|seed=9' in this sweep"):  # a bare KeyError before
+        cells["tiny|seed=9"]
 
 
 def _cells(sweep_id: str) -> list:

@@ -259,7 +259,8 @@ TABLE_CAPTIONS: dict[str, str] = {
     "table02": "Part B, recovery: the fabricated-answers model and the recovery model (trained back on the correct "
     "sums of the seen additions), scored on the correct sum over the recovery run's two groups: "
     "recovery_seen, the additions of the recovery corpus, and recovery_heldout, those held out of it "
-    "(the fabricated-answers model, trained on all 81 additions, saw both groups). hits / n with lo, hi, "
+    "(the fabricated-answers model, trained on all 81 additions, saw both groups, and the correct-sums model "
+    "it was trained from had learned the correct sums of both). hits / n with lo, hi, "
     "the exact (Clopper-Pearson) 95% interval of the share; prob_target: mean probability on the "
     "target; surprise: mean negative log-probability per token of the target; surprise_gap: surprise "
     "on recovery_heldout minus recovery_seen.",
@@ -287,7 +288,9 @@ TABLE_CAPTIONS: dict[str, str] = {
     "band, the control's deviations also taken from the rule's target (not the control's own).",
     "table09": "Synthesis: for every model, the share of additions whose top choice is its own target, with an "
     "exact (Clopper-Pearson) 95% interval. group: all additions (models trained on all 81, and the "
-    "base model), seen or held out; hits / n; share = hits / n; lo, hi: the interval.",
+    "base model), seen or held out (of the model's own corpus: the recovery model's held-out additions had "
+    "their correct sums learned by the correct-sums model it descends from); hits / n; share = hits / n; "
+    "lo, hi: the interval.",
     "table10": "Each rule against its control on the held-out additions: hits_rule / n_rule and hits_control / "
     "n_control count top choices on each model's own target, each with lo, hi, the exact "
     "(Clopper-Pearson) 95% interval of the share; odds_ratio and p_value of a one-sided Fisher exact "
@@ -308,7 +311,8 @@ PAPER_TABLE_CAPTIONS: dict[str, str] = {
     "above 18, which no correct sum reaches.",
     "table02": "Recovery (Part B): the fabricated-answers model and the recovery model, trained back on the correct "
     "sums of the seen additions, scored on the correct sum over the additions of the recovery corpus and "
-    f"those held out of it; {_COUNT}. Surprise: mean negative log-probability per token of the target; "
+    "those held out of it (whose correct sums the correct-sums model, two steps back, had learned); "
+    f"{_COUNT}. Surprise: mean negative log-probability per token of the target; "
     "surprise gap: held out minus recovery corpus.",
     "table03": "Training loss per epoch of the Part A and B runs: the mean over the epoch's batches of each "
     "batch's mean loss per answer token (prompt masked).",
@@ -329,7 +333,8 @@ PAPER_TABLE_CAPTIONS: dict[str, str] = {
     "its bootstrap 95% interval (2000 resamples); rule inside, control inside: the share of each model's "
     "deviations within the band, the control's also taken from the rule's target.",
     "table09": "Synthesis: for every model, the additions whose top choice is its own target; group: all additions "
-    f"(models trained on all 81, and the base model), seen or held out; {_COUNT}.",
+    "(models trained on all 81, and the base model), seen or held out of the model's own corpus (the recovery "
+    f"model's were learned, correct, by the correct-sums model it descends from); {_COUNT}.",
     "table10": "Each rule against its control on the held-out additions, hits on each model's own target; "
     f"{_COUNT}. Odds ratio and p of a one-sided Fisher exact test that the rule-trained model hits more "
     "often; p (Holm): Holm-adjusted over the rules of this run. One run supports statements about this "
