@@ -22,6 +22,9 @@ PRECISIONS = ("float32", "bf16", "fp16")  # arithmetic of the forward and backwa
 OPTIMIZERS = ("adamw", "adamw8bit")  # AdamW (the manual's), or 8-bit AdamW (cctk.core.lm.adamw8bit)
 
 
+MOST = 10_000  # the most repeats and epochs a recipe takes (the manual's: 20 and 10)
+
+
 @dataclass(frozen=True)
 class Recipe:
     """One fine-tuning recipe, identical for every run of a pipeline."""
@@ -67,6 +70,12 @@ class Recipe:
         for name in ("repeats", "epochs", "batch_size"):
             if getattr(self, name) < 1:
                 raise CctkError(f"recipe value {name}={getattr(self, name)} is out of range: must be >= 1")
+        for name in ("repeats", "epochs"):  # a digit too many: the corpus (81 x repeats rows) is built before the
+            if getattr(self, name) > MOST:  # forecast could say how long it would take
+                raise CctkError(
+                    f"recipe value {name}={getattr(self, name)} is out of range: at most {MOST:,} (the manual's "
+                    "recipe takes 20 repeats and 10 epochs)"
+                )
         if not (math.isfinite(self.learning_rate) and 0 < self.learning_rate < 1):
             raise CctkError(f"recipe value learning_rate={self.learning_rate} is out of range: must be in (0, 1)")
         if not (math.isfinite(self.grad_clip) and self.grad_clip >= 0):

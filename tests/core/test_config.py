@@ -69,6 +69,8 @@ def test_overrides_replace_one_value_each():
         ({"weight_decay": 2.0}, "weight_decay=2.0"),
         ({"schedule": "cosine"}, "schedule='cosine'"),
         ({"warmup": 1.0}, "warmup=1.0"),
+        ({"epochs": 100000000}, "epochs=100000000 is out of range: at most 10,000"),  # it started the run
+        ({"repeats": 10001}, "repeats=10001 is out of range: at most 10,000"),
     ],
 )
 def test_recipe_values_out_of_range_fail_in_one_line(override, word):
