@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+from ..core.errors import CctkError
 from ..manuals.configure import command_options
 from .main import MANUALS, main
 
@@ -14,7 +15,7 @@ FLAGS = {
     **{o.flag_name: (o.flag_name, None) for m in MANUALS for o in command_options(m.spec) if o.flag},
     "--figures": ("--figures", "--no-figures"),
 }
-YES, NO = ("yes", "true", "1", "on"), ("no", "false", "0", "off", "")
+YES, NO = ("yes", "true", "1", "on"), ("no", "false", "0", "off")  # empty: the default, as every parameter
 
 
 def strip_empty(argv: list[str]) -> list[str]:
@@ -23,7 +24,9 @@ def strip_empty(argv: list[str]) -> list[str]:
     out, i = [], 0
     while i < len(argv):
         value = argv[i + 1] if i + 1 < len(argv) else None
-        if argv[i] in FLAGS and value is not None and value.lower() in YES + NO:
+        if argv[i] in FLAGS and value:
+            if value.lower() not in YES + NO:
+                raise CctkError(f"-P {argv[i][2:]}={value}: a switch takes yes or no (or nothing: its default)")
             flag = FLAGS[argv[i]][0 if value.lower() in YES else 1]
             out += [flag] if flag else []
             i += 2
@@ -54,7 +57,11 @@ def check_device_first(argv: list[str]) -> None:
 def entry(argv: list[str]) -> None:
     """The MLproject's command line after ``python -m cctk.cli.mlproject``, run as ``cctk`` runs its own (SIGTERM
     ends the runs KILLED)."""
-    args = strip_empty(argv)
+    try:
+        args = strip_empty(argv)
+    except CctkError as error:
+        print(f"Error: {error}", file=sys.stderr)
+        raise SystemExit(1) from None
     check_device_first(args)
     main(args)
 

@@ -45,7 +45,8 @@ def run(
     echo(f"measured {summary.n} x {len(CANDIDATES)} candidates in {seconds:.1f} s")
     echo(f"hits on the correct sum: {summary.hits}/{summary.n}")
 
-    with store.run("measure", f"measure {found.key}", {tracking.KEY: found.key}) as logged:
+    # `mlflow run . -e measure` created the run this one becomes (it was left empty beside a second one)
+    with store.run("measure", f"measure {found.key}", {tracking.KEY: found.key}, attach=True) as logged:
         _log(logged, found, out, figures, summary, seconds)
     echo(store.link(logged.run_id))
     return summary

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from cctk.cli.main import cli
 from cctk.cli.mlproject import strip_empty
 from cctk.core.config import recipe_fields
+from cctk.core.errors import CctkError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,6 +66,9 @@ def test_mlproject_switches_become_the_clis_flags():
     assert (main["parameters"]["curves"]["default"], main["parameters"]["figures"]["default"]) == ("no", "yes")
     assert strip_empty(["--curves", "yes", "--figures", "no", "--seed", ""]) == ["--curves", "--no-figures"]
     assert strip_empty(["--curves", "no", "--figures", "YES"]) == ["--figures"]
+    assert strip_empty(["--figures", "", "--curves", ""]) == []  # empty keeps the default (it turned figures off)
+    with pytest.raises(CctkError, match=r"^-P curves=maybe: a switch takes yes or no \(or nothing: its default\)$"):
+        strip_empty(["--curves", "maybe"])  # it was `Got unexpected extra argument (maybe)`
     options = {o for p in cli.commands["run"].params for o in (*p.opts, *p.secondary_opts)}
     assert {"--curves", "--figures", "--no-figures"} <= options  # the flags it gives exist
 

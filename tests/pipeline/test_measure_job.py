@@ -20,3 +20,17 @@ def test_measure_writes_table_and_heatmap_and_tracks_them(tiny_dir, tmp_path, tr
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"measurement.csv", "figures"} <= artifacts
     assert len(client.list_artifacts(run.info.run_id, "figures")) == 3
+
+
+def test_measure_becomes_the_run_mlflow_run_created(tiny_dir, tmp_path, tracking_uri, monkeypatch):
+    """`mlflow run . -e measure` left its own run empty and logged a second one beside it."""
+    from cctk.store import tracking
+
+    client = mlflow.MlflowClient()
+    created = client.create_run(tracking.connect().experiment())
+    monkeypatch.setenv("MLFLOW_RUN_ID", created.info.run_id)
+    lines = []
+    measure_job.run(str(tiny_dir), tmp_path / "out", echo=lines.append)
+    (run,) = client.search_runs([created.info.experiment_id])  # one run: the one created
+    assert run.info.run_id == created.info.run_id and run.data.tags["cctk.kind"] == "measure"
+    assert lines[-1] == f"MLflow UI: cctk ui {created.info.run_id}" and "hits_correct" in run.data.metrics

@@ -1059,3 +1059,18 @@ def test_run_resume_of_nothing_creates_nothing(tmp_path, monkeypatch, resume, me
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     done = CliRunner().invoke(cli, ["run", "--resume", resume])
     assert done.exit_code == 1 and message in done.output and not list(tmp_path.iterdir()), done.output
+
+
+def test_the_run_mlflow_run_created_is_attached_its_experiment_tagged_and_a_stop_said(tracking_uri, monkeypatch):
+    """`mlflow run` without --experiment-name creates its run in MLflow's Default experiment, which cctk never
+    tagged as a model-training one; its own command ends the run again after this process is gone (FAILED on
+    Ctrl-C), so the run says it was stopped. A measurement attaches as a pipeline does."""
+    store = tracking.connect()
+    created = store.client.create_run("0")  # what `mlflow run` makes: Default, a random name
+    monkeypatch.setenv("MLFLOW_RUN_ID", created.info.run_id)
+    with pytest.raises(KeyboardInterrupt), store.run("pipeline", "session", attach=True):
+        raise KeyboardInterrupt
+    run = store.client.get_run(created.info.run_id)
+    assert run.info.status == "KILLED" and run.data.tags[tracking.ENDED].startswith("stopped by Ctrl-C or SIGTERM")
+    assert store.client.get_experiment("0").tags["mlflow.experimentKind"] == "custom_model_development"
+    assert run.data.tags["mlflow.runName"] == "session" and run.data.tags["cctk.kind"] == "pipeline"

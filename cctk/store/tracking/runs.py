@@ -82,6 +82,8 @@ GIT_STATE = "cctk.git.state"  # clean, dirty, or none (no git repository holds t
 PARENT_RUN = "cctk.parent_run_id"  # an arm's pipeline run (also a param, parent_run_id)
 ERROR = "cctk.error"  # why a run FAILED: the exception, one line
 ENDED = "cctk.ended"  # why cctk ended KILLED a run that no process ran any more (a lost node, a stopped sweep)
+# an `mlflow run` parent stopped by Ctrl-C or SIGTERM: cctk ends it KILLED, then MLflow's own command sets FAILED
+STOPPED = "stopped by Ctrl-C or SIGTERM: cctk ended it KILLED (mlflow run then marks it FAILED); cctk run --resume"
 TRAINED_AGAIN = "cctk.trained_again"  # a finished arm whose weights a resume trained again, and why
 ATTEMPT = "cctk.attempt"  # a sweep cell's run: the attempt running it (2 and up: resumed after one was lost)
 PACKAGE = "cctk.package."  # + a distribution's name: its version (a pipeline's parent run)
@@ -661,7 +663,14 @@ class Store:
                 self.reopen(continued)
             if attached:
                 run.tags({**tags, "mlflow.runName": name, VERSION: source_tags()[VERSION]})
-            yield run
+                self._tag_kind(self.client.get_run(attached).info.experiment_id)  # mlflow run's experiment
+            try:
+                yield run
+            except KeyboardInterrupt:
+                if attached:  # `mlflow run` ends its run again once this process is gone: FAILED on an exit of 1
+                    with suppress(Exception):
+                        run.tags({ENDED: STOPPED})
+                raise
 
     def runs_url(self, base: str, experiment_id: str, run_id: str | None = None) -> str:
         """The UI's runs table of an experiment (or one run's page), in the Model training view."""
