@@ -83,7 +83,7 @@ PARENT_RUN = "cctk.parent_run_id"  # an arm's pipeline run (also a param, parent
 ERROR = "cctk.error"  # why a run FAILED: the exception, one line
 ENDED = "cctk.ended"  # why cctk ended KILLED a run that no process ran any more (a lost node, a stopped sweep)
 # an `mlflow run` parent stopped by Ctrl-C or SIGTERM: cctk ends it KILLED, then MLflow's own command sets FAILED
-STOPPED = "stopped by Ctrl-C or SIGTERM: cctk ended it KILLED (mlflow run then marks it FAILED); cctk run --resume"
+STOPPED = "stopped by Ctrl-C or SIGTERM: cctk ended it KILLED, mlflow run then FAILED (a pipeline: cctk run --resume)"
 TRAINED_AGAIN = "cctk.trained_again"  # a finished arm whose weights a resume trained again, and why
 ATTEMPT = "cctk.attempt"  # a sweep cell's run: the attempt running it (2 and up: resumed after one was lost)
 PACKAGE = "cctk.package."  # + a distribution's name: its version (a pipeline's parent run)
