@@ -19,10 +19,11 @@ class OneLineGroup(click.Group):
     """A command group whose usage errors (an unknown option or command, a value of the wrong type) are one line,
     as every other error of the command line is, with the help to read: Click's own are four."""
 
-    def main(  # type: ignore[override]  # click's overloads: this one always exits, as standalone_mode=True does
+    def main(  # type: ignore[override]  # click's overloads: standalone, it always exits
         self, args: list[str] | None = None, prog_name: str | None = None, **extra: Any
-    ) -> None:
-        extra.pop("standalone_mode", None)
+    ) -> Any:
+        if not extra.pop("standalone_mode", True):  # a caller that handles Click's exceptions itself
+            return super().main(args, prog_name, standalone_mode=False, **extra)
         try:
             code = super().main(args, prog_name, standalone_mode=False, **extra)
         except click.UsageError as error:
