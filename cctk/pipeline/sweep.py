@@ -160,6 +160,8 @@ def absolute_store(store: tracking.Store) -> str:
 
 RETRIES = 3  # Ray's own default for a task whose worker or node was lost: tried again up to 3 times
 CONNECT_TIMEOUT = 20.0  # seconds a Ray cluster at --address has to answer before the sweep gives up
+# and then seconds Ray has to connect: its handshake took over 20 s on two loaded cores (a CI run's slow tests)
+HANDSHAKE_TIMEOUT = 60.0
 SCRATCH = "cctk-sweeps"  # a cluster cell's session folder: <the worker's temporary folder>/cctk-sweeps/<sweep>/
 
 
@@ -624,7 +626,7 @@ def _no_cluster(address: str, timeout: float, why: str) -> str:
 
 
 def _init(
-    ray: ModuleType, address: str | None, environment: dict[str, dict[str, str]], timeout: float = CONNECT_TIMEOUT
+    ray: ModuleType, address: str | None, environment: dict[str, dict[str, str]], timeout: float = HANDSHAKE_TIMEOUT
 ) -> None:
     """``ray.init``: a local instance, or the cluster at ``address`` given ``timeout`` seconds to connect (a
     port that answers but is no Ray head would hold it for many minutes), waiting in a thread of its own
