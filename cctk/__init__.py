@@ -1,7 +1,7 @@
 """cctk: what a small causal language model takes from the text it is fine-tuned on.
 
 ``load_model`` and ``measure`` are imported on first use, so that the torch-free layers
-(statistics, experiments, figures, outputs, results) never load torch.
+(statistics, manuals, figures, outputs, results) never load torch.
 """
 
 from __future__ import annotations

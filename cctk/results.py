@@ -2,7 +2,8 @@
 
 Given a session folder, reads it; given an MLflow run id of a pipeline, downloads the parent
 run's artifacts (the session folder) into a cache first (``$CCTK_CACHE/cctk/runs/<id>``, else
-``~/.cache/cctk/runs/<id>``), which is read from any folder, with or without the store.
+``$XDG_CACHE_HOME/cctk/runs/<id>``, else ``~/.cache/cctk/runs/<id>``), which is read from any folder, with or
+without the store.
 
     r = cctk.results.load("outputs/20260101-120000_smollm2_135m_bundled")
     r.tables["table09"]; r.table("synthesis shares"); r.measurements["correct sums"]; r.figures["synthesis"]

@@ -131,8 +131,10 @@ READINGS: dict[str, str] = {
     "deviation": "The band is fitted to the rule-trained model, so the 90% of its additions inside it is true by "
     "construction; what carries information is the half-width k and how many of the control's additions "
     "fall inside the same band.",
-    "synthesis": "A model trained on all 81 additions has one point (no held-out group); a rule is read against "
-    "its control on the held-out additions, which fixes what chance and memory alone produce.",
+    "synthesis": "A model trained on all 81 additions has one point (no held-out group); held out means held out of "
+    "the model's own corpus (the recovery model's were learned, correct, by the correct-sums model it descends "
+    "from); a rule is read against its control on the held-out additions, which fixes what chance and memory "
+    "alone produce.",
 }
 
 

@@ -38,7 +38,7 @@ def run(results: StudyResults) -> dict[str, pd.DataFrame]:
 
 
 def pairs_measured(results: StudyResults) -> list[tuple[str, str]]:
-    """The rule / control pairs (``lineage.RULE_VS_CONTROL``) whose both models the run measured."""
+    """The rule / control pairs (``design.RULE_VS_CONTROL``) whose both models the run measured."""
     return [(rule, control) for rule, control in RULE_VS_CONTROL if {rule, control} <= set(results.models)]
 
 
