@@ -128,7 +128,9 @@ class KRTestCallback(TrainerCallback):
         self.history.append((state.global_step, summary))
         values = dict(zip(METRICS, (summary.accuracy, summary.lo, summary.hi, summary.mean_margin), strict=True))
         if self.trainer is not None:
+            pending = self.trainer.control.should_log  # the Trainer's own log of this step (its loss), still to come
             self.trainer.log(dict(values))
+            self.trainer.control.should_log = pending  # Trainer.log's on_log clears it: that log would be lost
         if self._run is not None:
             self._run.metrics(values, step=state.global_step)
 

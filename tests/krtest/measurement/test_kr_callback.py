@@ -14,7 +14,9 @@ from cctk.krtest.measurement.items import passages
 from cctk.krtest.measurement.scoring import score, summarize
 
 
-def trainer_for(model, tokenizer, corpus: str, callback, tmp_path, max_steps: int, eval_steps: int | None = None):
+def trainer_for(
+    model, tokenizer, corpus: str, callback, tmp_path, max_steps: int, eval_steps: int | None = None, logging_steps=0
+):
     from transformers import Trainer, TrainingArguments
 
     rows = [tokenizer(p)["input_ids"][:32] for p in passages(corpus)]
@@ -33,7 +35,7 @@ def trainer_for(model, tokenizer, corpus: str, callback, tmp_path, max_steps: in
         use_cpu=True,
         seed=0,
         disable_tqdm=True,
-        logging_strategy="no",
+        **({"logging_steps": logging_steps} if logging_steps else {"logging_strategy": "no"}),
         **({"eval_strategy": "steps", "eval_steps": eval_steps} if eval_steps else {}),
     )
     return Trainer(
@@ -42,7 +44,7 @@ def trainer_for(model, tokenizer, corpus: str, callback, tmp_path, max_steps: in
         train_dataset=data,
         eval_dataset=data[:2] if eval_steps else None,
         processing_class=tokenizer,
-        callbacks=[callback],
+        callbacks=[callback] if callback else [],
     )
 
 
@@ -81,6 +83,23 @@ def test_metrics_reach_the_trainers_log_history_without_mlflow(tokenizer, tmp_pa
     assert [step for step, _ in kr_steps(trainer)] == [0, 2, 4, 5]
     last = [row for row in trainer.state.log_history if "kr_accuracy" in row][-1]
     assert set(METRICS) <= set(last) and last["kr_lo"] <= last["kr_accuracy"] <= last["kr_hi"]
+
+
+def test_the_trainers_own_loss_logs_are_kept(tokenizer, tmp_path):
+    """Trainer.log clears the Trainer's pending log of the step: scoring on a logging step must not take its loss."""
+    data = make_dataset(2, entities=2, validation_entities=2)
+
+    def losses(callback) -> list[tuple[int, float]]:
+        model = tiny_model("llama", len(tokenizer))
+        trainer = trainer_for(model, tokenizer, data.corpus, callback, tmp_path, max_steps=5, logging_steps=1)
+        trainer.train()
+        return [(row["step"], row["loss"]) for row in trainer.state.log_history if "loss" in row]
+
+    plain = losses(None)
+    assert [step for step, _ in plain] == [1, 2, 3, 4, 5]
+    kept = losses(KRTestCallback(list(data.items), every=2))
+    assert [step for step, _ in kept] == [1, 2, 3, 4, 5]  # steps 2 and 4 (scored) lost theirs before
+    assert [loss for _, loss in kept] == pytest.approx([loss for _, loss in plain], rel=1e-6)  # each its own step's
 
 
 def test_on_evaluate_scores_after_each_evaluation(tokenizer, tmp_path):
