@@ -503,7 +503,7 @@ def compare_command(
         raise CctkError("cctk compare needs --sweep ID or --runs ID1,ID2,... (one of them)")
     store = tracking_module.connect(tracking, create=False, writes=not no_log)  # never a new, empty store
     if runs and not sweep_id and kr.is_kr(store, runs):  # KR-Test runs: their own tables (cctk.krtest.commands.compare)
-        kr.compare(store, runs, out, echo=click.echo)
+        kr.compare(store, runs, out, echo=click.echo, log=not no_log)
         return
     compared, run_id = job.run(store, sweep_id, runs, out, tracking, echo=click.echo, log=not no_log)
     click.echo(

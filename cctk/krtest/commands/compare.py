@@ -302,8 +302,11 @@ def write(arms: list[KrArm], out: Path) -> dict[str, pd.DataFrame]:
     return found
 
 
-def compare(store: Store, runs: list[str], out: Path, echo: Callable[[str], None] = print) -> dict[str, pd.DataFrame]:
-    """``cctk compare --runs`` on KR-Test runs: gather, write, print the pooled and paired tables, log a run."""
+def compare(
+    store: Store, runs: list[str], out: Path, echo: Callable[[str], None] = print, log: bool = True
+) -> dict[str, pd.DataFrame]:
+    """``cctk compare --runs`` on KR-Test runs: gather, write, print the pooled and paired tables, and log a run
+    (``log``; ``--no-log``: none, for a reader who may not write)."""
     out = Path(out)
     arms = gather(store, runs, out / "runs")
     if not arms:
@@ -312,7 +315,15 @@ def compare(store: Store, runs: list[str], out: Path, echo: Callable[[str], None
     found = write(arms, out)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         echo(found["kr_pooled"].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-        echo(found["kr_paired"].to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+        paired = found["kr_paired"]
+        echo(
+            paired.to_string(index=False, float_format=lambda v: f"{v:.3g}")
+            if len(paired)
+            else "no two arms scored on the same items: no paired test"
+        )
+    if not log:
+        echo(f"{counted(len(found), 'table')} in {out}; no MLflow run (--no-log)")
+        return found
     with store.run("compare", f"compare {len(arms)} KR-Test arms", {"mlflow.source.name": "cctk compare"}) as run:
         run.params({"runs": ",".join(runs), "kind": RUN, "arms": len(arms)})
         for name in found:

@@ -134,3 +134,17 @@ def test_compare_refuses_a_mix_and_an_unfinished_arm(tracking_uri, tmp_path):
     running = store.start(experiment, "eval", {"cctk.kind": "krtest", "cctk.arm": "blind"})
     unfinished = CliRunner().invoke(cli, ["compare", "--runs", running.run_id, "--out", str(tmp_path / "b")])
     assert unfinished.exit_code == 1 and f"KR-Test run {running.run_id} is not finished" in unfinished.output
+
+
+def test_compare_no_log_logs_no_run_and_one_arm_says_no_pair(tracking_uri, tmp_path):
+    store = tracking.connect(tracking_uri)
+    lone = log_arm(store, store.experiment(), "eval", "blind", [True, False, True], tmp=tmp_path)
+    before = len(mlflow.search_runs(search_all_experiments=True, output_format="list"))
+    out = tmp_path / "cmp"
+    result = CliRunner().invoke(cli, ["compare", "--runs", lone.run_id, "--out", str(out), "--no-log"])
+    assert result.exit_code == 0, result.output
+    assert len(mlflow.search_runs(search_all_experiments=True, output_format="list")) == before  # no compare run
+    lines = result.output.strip().splitlines()
+    assert lines[-1] == f"3 tables in {out}; no MLflow run (--no-log)"
+    assert "no two arms scored on the same items: no paired test" in lines and "Empty DataFrame" not in result.output
+    assert (out / "tables" / "kr_pooled" / "kr_pooled.csv").is_file()
