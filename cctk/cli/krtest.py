@@ -90,6 +90,8 @@ class _TrainValues(TypedDict):
 
 class _StudyValues(TypedDict):
     location: str
+    corpus: Path | None
+    validation: Path | None
     entities: int | None
     validation_entities: int | None
     budget: int | None
@@ -544,6 +546,20 @@ def train(
     help="A folder written by `cctk krtest generate` (default: generate one from the seed).",
 )
 @LOCATION
+@click.option(
+    "--corpus",
+    type=IN_FILE,
+    default=None,
+    help="With --data: the text its questions point into, passages split by blank lines (default: its corpus.txt; "
+    "a folder of generate --corpus has none).",
+)
+@click.option(
+    "--validation",
+    type=IN_FILE,
+    default=None,
+    help="With --data: the text of validation perplexity (default: its validation.txt, else validation.txt "
+    "beside the corpus).",
+)
 @click.option("--entities", type=int, default=None, help=f"People in a generated corpus [default: {ENTITIES}].")
 @click.option(
     "--validation-entities",
@@ -576,6 +592,8 @@ def study(
 
     if data is not None and (values["entities"] is not None or values["validation_entities"] is not None):
         raise CctkError("--entities and --validation-entities size a generated corpus; --data brings its own")
+    if data is None and (values["corpus"] is not None or values["validation"] is not None):
+        raise CctkError("--corpus and --validation go with --data; a generated data set brings its own")
     if data is None and values["location"] != "char":  # the generated items count characters
         raise CctkError("--location says what the items of a --data folder count; a generated corpus counts characters")
     if seeds is not None:

@@ -184,6 +184,10 @@ def test_a_fictional_set_replaces_another_generation_only_with_overwrite(tmp_pat
             "--location says what the items of a --data folder count; a generated corpus counts characters",
         ),
         (
+            ["krtest", "study", "--corpus", "c.txt"],
+            "--corpus and --validation go with --data; a generated data set brings its own",
+        ),
+        (
             ["krtest", "study", "--data", "kr", "--entities", "5"],
             "--entities and --validation-entities size a generated corpus; --data brings its own",
         ),

@@ -33,6 +33,7 @@ import pandas as pd
 
 from ... import __version__
 from ...core.config import Recipe
+from ...core.errors import CctkError
 from ...core.lm import memory
 from ...core.lm.device import check_recipe, out_of_memory_as_line, resolve as resolve_device
 from ...core.lm.models import check_available, load_model, model_id
@@ -75,6 +76,9 @@ class StudyConfig:
     full: Recipe = RECIPES["full"]
     lora: Recipe = RECIPES["lora"]
     location: str = "char"  # what the locations of a --data folder's items count
+    corpus: Path | None = None  # with --data: the text its questions point into (default: its corpus.txt)
+    validation: Path | None = None  # with --data: the validation text (default: its validation.txt, else beside
+    # the corpus)
     device: str = "cpu"  # where every arm is scored and trained (resolved and checked: cctk.core.lm.device)
 
     def arms(self, ranks: tuple[int, int] | None = None) -> dict[str, TrainConfig]:
@@ -94,6 +98,8 @@ class StudyConfig:
         check_segment("blank-lines", self.location)
         if self.data is None:
             check_sizes(self.entities, self.validation_entities)
+        else:
+            check_data(self.data, self.corpus, self.validation)
         for config in self.arms().values():
             config.check()
             check_recipe(config.recipe, where)
@@ -115,6 +121,9 @@ class StudyConfig:
         }
         if self.data is None:
             values.update({"entities": self.entities, "validation_entities": self.validation_entities})
+        else:
+            inputs = data_files(self.data, self.corpus, self.validation)
+            values.update({"corpus": str(inputs[1]), "validation": str(inputs[2] or "beside the corpus")})
         for method, recipe in (("full", self.full), ("lora", self.lora)):
             values.update({f"{method}.{k}": v for k, v in asdict(recipe).items() if k != "repeats"})
         return values
@@ -173,7 +182,7 @@ def run(
     ``parent``: the run to nest the study under (a seed sweep); else a run of its own (or ``mlflow run``'s)."""
     started = time.perf_counter()
     config.check()
-    inputs = _read_data(config.data, config.location) if config.data else None
+    inputs = _read_data(config) if config.data else None
     dataset = None if inputs else make_dataset(config.seed, config.entities, config.validation_entities)
     track = open_track(tracking_name)
     echo(f"loading {config.model} ...")
@@ -222,9 +231,43 @@ def model_label(model: str) -> str:
     return Path(model).name if Path(model).is_dir() else model.replace("/", "_")
 
 
-def _read_data(folder: Path, location: str) -> Inputs:
-    """A generated folder, every file checked (locations included) before any run starts."""
-    return read_inputs(folder / QUESTIONS, folder / CORPUS, folder / VALIDATION, location=location)
+def data_files(folder: Path, corpus: Path | None, validation: Path | None) -> tuple[Path, Path, Path | None]:
+    """A ``--data`` folder's questions, the corpus they point into and the validation text: ``corpus`` or the
+    folder's corpus.txt (``generate``'s fictional set has one; ``generate --corpus`` keeps the questions only),
+    ``validation`` or the folder's validation.txt where there is one (else None: beside the corpus)."""
+    if corpus is None and not (folder / CORPUS).is_file():
+        raise CctkError(
+            f"{folder} holds no {CORPUS} (generate --corpus keeps the questions only): give --corpus FILE, the text "
+            "its questions point into, and --validation FILE unless a validation.txt lies beside it"
+        )
+    for path, what in ((corpus, "corpus"), (validation, "validation")):
+        if path is not None and not path.is_file():
+            raise CctkError(f"{what} file {path} does not exist")
+    if validation is None and (folder / VALIDATION).is_file():
+        validation = folder / VALIDATION
+    return folder / QUESTIONS, corpus or folder / CORPUS, validation
+
+
+def check_data(folder: Path, corpus: Path | None, validation: Path | None) -> tuple[Path, Path, Path | None]:
+    """``data_files``, and questions written from passages split by blank lines (generation.json's ``segment``),
+    the passages the study trains on."""
+    from ..generation.from_corpus import GENERATION
+
+    recorded = folder / GENERATION
+    segment = json.loads(recorded.read_text()).get("segment", "blank-lines") if recorded.is_file() else "blank-lines"
+    if segment != "blank-lines":
+        raise CctkError(
+            f"the questions of {folder} were written from passages of --segment {segment}; krtest study trains "
+            "on passages split by blank lines (krtest eval and train read the same)"
+        )
+    return data_files(folder, corpus, validation)
+
+
+def _read_data(config: StudyConfig) -> Inputs:
+    """A ``--data`` folder, every file checked (locations included) before any run starts."""
+    assert config.data is not None
+    questions, corpus, validation = check_data(config.data, config.corpus, config.validation)
+    return read_inputs(questions, corpus, validation, need_validation=True, location=config.location)
 
 
 def _arms(

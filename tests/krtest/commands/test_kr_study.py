@@ -32,6 +32,46 @@ def test_study_checks_its_data_before_any_run(data_dir, tracking_uri, tmp_path):
     assert not (tmp_path / "out").exists() and mlflow.search_runs(search_all_experiments=True).empty
 
 
+def test_a_folder_of_generate_corpus_takes_its_corpus_and_validation(data_dir, tracking_uri, tmp_path):
+    """`generate --corpus my.txt --teacher ...` writes the questions and generation.json, no corpus.txt: the
+    README's next command, `study --data`, failed on the missing corpus.txt; now --corpus names the text."""
+    import json
+
+    from cctk.krtest.commands.study import _read_data, make_study_config
+
+    mine, texts = tmp_path / "mine", tmp_path / "texts"
+    mine.mkdir(), texts.mkdir()
+    (mine / "questions.jsonl").write_text((data_dir / "questions.jsonl").read_text())
+    (mine / "generation.json").write_text(json.dumps({"segment": "blank-lines", "corpus": "my.txt"}))
+    (texts / "my.txt").write_text((data_dir / "corpus.txt").read_text())
+    argv = ["krtest", "study", "--data", str(mine), "--out", str(tmp_path / "out")]
+    result = CliRunner().invoke(cli, argv)
+    assert result.exit_code == 1 and result.output.strip() == (
+        f"Error: {mine} holds no corpus.txt (generate --corpus keeps the questions only): give --corpus FILE, the "
+        "text its questions point into, and --validation FILE unless a validation.txt lies beside it"
+    )
+    result = CliRunner().invoke(cli, [*argv, "--corpus", str(texts / "nosuch.txt")])
+    assert result.exit_code == 1
+    assert result.output.strip() == f"Error: corpus file {texts / 'nosuch.txt'} does not exist"
+    result = CliRunner().invoke(cli, [*argv, "--corpus", str(texts / "my.txt")])  # no validation.txt beside it
+    assert result.exit_code == 1
+    assert "no --validation FILE given and no validation.txt beside the corpus" in result.output
+    assert not (tmp_path / "out").exists() and mlflow.search_runs(search_all_experiments=True).empty
+    (texts / "validation.txt").write_text((data_dir / "validation.txt").read_text())
+    config = make_study_config("smollm2-135m-bundled", data=mine, corpus=texts / "my.txt", device="cpu")
+    inputs = _read_data(config)
+    assert inputs.corpus == (data_dir / "corpus.txt").read_text() and inputs.corpus_path == texts / "my.txt"
+    assert inputs.validation == (data_dir / "validation.txt").read_text()  # beside the corpus
+    assert len(inputs.items) == len((data_dir / "questions.jsonl").read_text().splitlines())
+    assert config.params()["corpus"] == str(texts / "my.txt")
+    (mine / "generation.json").write_text(json.dumps({"segment": "tokens:64"}))
+    result = CliRunner().invoke(cli, [*argv, "--corpus", str(texts / "my.txt")])
+    assert result.exit_code == 1 and result.output.strip() == (
+        f"Error: the questions of {mine} were written from passages of --segment tokens:64; krtest study trains on "
+        "passages split by blank lines (krtest eval and train read the same)"
+    )
+
+
 def test_mlproject_entry_point_runs_the_study():
     import shlex
     from pathlib import Path
