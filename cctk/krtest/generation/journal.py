@@ -10,7 +10,8 @@ Every other file of the folder is rewritten from the journal, so it is the one s
 
 Opening a folder:
     no journal, none of the outputs   a fresh start
-    a journal, not finished           a continuation, if its settings are the ones asked for now
+    a journal, not finished           a continuation, if its settings are the ones asked for now; with other
+                                      settings, a fresh start where no unit was answered, else refused
     a finished journal                refused in one line, unless ``overwrite`` (then removed first)
 """
 
@@ -91,6 +92,10 @@ def open_journal(folder: Path, settings: dict[str, Any], owned: tuple[str, ...],
         raise CctkError(f"--out {folder} holds a finished {what}; --overwrite replaces it, or choose another --out")
     before = header.get("settings", {})
     for key in [*settings, *(k for k in before if k not in settings)]:  # a setting dropped differs too (--oracle)
+        if before.get(key) != settings.get(key) and not any("unit" in line for line in lines[1:]):
+            for name in (JOURNAL, *owned):  # nothing answered (a first request refused): nothing to keep
+                (folder / name).unlink(missing_ok=True)
+            return Journal(path)
         if before.get(key) != settings.get(key):
             raise CctkError(
                 f"--out {folder} holds an unfinished {what} with other settings ({key}: "

@@ -217,6 +217,19 @@ def _first_line(error: Exception) -> str:
     return text.splitlines()[0][:300] if text else ""
 
 
+RETRIED = (408, 409, 429)  # the statuses below 500 the openai client tries again (with 5xx and lost connections)
+
+
+def _reason(error: Exception) -> str:
+    """The first line of the error with what the server said: the openai client keeps only a JSON body's
+    ``error.message`` in its text, so a FastAPI server's ``detail`` (transformers serve's ``Server is pinned to
+    ...``) or a plain-text body was lost (``Error code: 400``)."""
+    text, body = _first_line(error), getattr(error, "body", None)
+    said = body.get("message") or body.get("detail") if isinstance(body, dict) else body
+    said = " ".join(str(said).split())[:300] if said else ""
+    return f"{text} - {said}" if said and said not in text else text
+
+
 def require_openai() -> None:
     """The ``teacher`` extra is installed, or one line that says how to get it."""
     try:
@@ -274,16 +287,21 @@ class EndpointTeacher:
         return key
 
     def connect(self) -> None:
-        """Build the client; ask /models only when no model is named (gateways may lack it)."""
-        from openai import OpenAI, OpenAIError
+        """Build the client and ask /models: an endpoint that does not answer, or refuses the key, fails here,
+        before any work; with no model named, its only model is the one. With a model named, any other
+        refusal of /models is no error (gateways may lack it): the model is asked for directly."""
+        from openai import APIConnectionError, AuthenticationError, OpenAI, OpenAIError, PermissionDeniedError
 
         self._client = OpenAI(base_url=self.url, api_key=self.api_key(), timeout=self.timeout, max_retries=self.retries)
-        if self.model is not None:
-            return
         try:
             listed = [m.id for m in self._client.with_options(max_retries=min(self.retries, 1)).models.list()]
         except OpenAIError as error:
-            self._fail(error, "listing its models")
+            unanswered = (APIConnectionError, AuthenticationError, PermissionDeniedError)  # nothing would work
+            if self.model is None or isinstance(error, unanswered):
+                self._fail(error, "listing its models")
+            return
+        if self.model is not None:
+            return
         if len(listed) != 1:
             raise CctkError(
                 f"the endpoint {redact(self.url)} serves {len(listed)} models ({', '.join(listed) or 'none'}); "
@@ -302,7 +320,7 @@ class EndpointTeacher:
                 reply = self._client.chat.completions.create(**arguments)
                 break
             except (BadRequestError, UnprocessableEntityError) as error:
-                if not self._adapt(str(error), arguments):
+                if not self._adapt(_reason(error), arguments):
                     self._fail(error, f"request {n + 1}")
             except OpenAIError as error:
                 self._fail(error, f"request {n + 1}")
@@ -335,7 +353,7 @@ class EndpointTeacher:
         return False
 
     def _fail(self, error: Exception, what: str) -> NoReturn:
-        from openai import APIConnectionError, AuthenticationError, PermissionDeniedError
+        from openai import APIConnectionError, APIStatusError, AuthenticationError, PermissionDeniedError
 
         if isinstance(error, (AuthenticationError, PermissionDeniedError)):
             variable = self.key_variable()
@@ -348,9 +366,15 @@ class EndpointTeacher:
                 f"cannot reach the {self.role} endpoint {redact(self.url)} ({type(error).__name__}); "
                 "is the server running?"
             ) from None
+        status = error.status_code if isinstance(error, APIStatusError) else None
+        if status is not None and status < 500 and status not in RETRIED:  # refused, not retried: say why
+            raise CctkError(
+                f"the {self.role} endpoint {redact(self.url)} refused {what} (HTTP {status}): {_reason(error)}; "
+                f"mend what it names (--{self.role}-model?) and run again (passages answered are kept)"
+            ) from None
         raise CctkError(
             f"the {self.role} endpoint {redact(self.url)} failed on {what} after {self.retries} retries: "
-            f"{type(error).__name__}: {_first_line(error)}; run the same command again to "
+            f"{type(error).__name__}: {_reason(error)}; run the same command again to "
             "continue"
         ) from None
 

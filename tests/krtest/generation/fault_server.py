@@ -13,9 +13,10 @@ passage's index to what its first attempts get, in order, teacher and oracle ali
     "length"   a reply cut by the token limit (finish_reason "length", half a JSON array)
     "hang"     no answer until ``release`` is set (a request in flight when the client is killed)
 
-Like strict endpoints, it refuses ``max_tokens`` (asks for ``max_completion_tokens``) and
-``response_format`` with HTTP 400. It records every request (passage, limit, time) and the usage it
-reported in every reply the client received.
+``pinned``: chat requests for another model are refused with HTTP 400 and FastAPI's ``{"detail": ...}``, as
+``transformers serve`` refuses them; ``models=False``: ``/v1/models`` answers 404. Like strict endpoints, it
+refuses ``max_tokens`` (asks for ``max_completion_tokens``) and ``response_format`` with HTTP 400. It records
+every request (passage, limit, time) and the usage it reported in every reply the client received.
 """
 
 from __future__ import annotations
@@ -40,13 +41,18 @@ class FaultServer:
         slow_seconds: float = 3.0,
         status: int | None = None,
         items: dict[int, list[dict]] | None = None,
+        pinned: str | None = None,
+        models: bool = True,
     ):
         self.passages = [p.text for p in segment(corpus)]
         self.items = items or {}  # passage index -> the items its reply holds (else item_for, once per asked item)
         self.faults = {k: list(v) for k, v in (faults or {}).items()}
         self.slow_seconds = slow_seconds
         self.status = status  # every request answered with this HTTP status (401: a bad key)
+        self.pinned = pinned  # chat requests for another model: HTTP 400 with FastAPI's {"detail": ...}
+        self.models = models  # False: /v1/models answers 404 (a gateway without it)
         self.models_asked = 0
+        self.refused = 0  # chat requests refused for their model
         self.sent: set[str] = set()  # every parameter any chat request carried
         self.wrong: set[str] = set()  # oracle: questions with these words in their context answered wrong
         self.skip: set[str] = set()  # oracle: and these left unanswered
@@ -77,6 +83,9 @@ class FaultServer:
 
     def answer(self, handler, body: dict) -> None:
         self.sent |= set(body)
+        if self.pinned and body["model"] != self.pinned:  # as transformers serve refuses it
+            self.refused += 1
+            return _send(handler, 400, {"detail": f"Server is pinned to '{self.pinned}'; requested '{body['model']}'."})
         if "max_tokens" in body:
             return _send(
                 handler,
@@ -175,6 +184,8 @@ class FaultServer:
                 server.keys.append(self.headers.get("Authorization", ""))
                 if server.status:
                     return _send(self, server.status, {"error": {"message": "no"}})
+                if not server.models:
+                    return _send(self, 404, {"detail": "Not Found"})
                 _send(
                     self,
                     200,

@@ -137,17 +137,22 @@ def test_a_refused_key_says_authentication_failed_and_names_the_variable(
     assert "sk-" not in result.output
 
 
-def test_a_named_model_skips_models_and_a_missing_extra_says_how_to_install(
+def test_a_named_model_needs_no_models_and_a_missing_extra_says_how_to_install(
     tiny_dir, tmp_path, tracking_uri, monkeypatch
 ):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with FaultServer(CORPUS.read_text()) as server:
+    with FaultServer(CORPUS.read_text(), models=False) as server:
         result = CliRunner().invoke(
             cli, generate(server.url, tmp_path / "out", tiny_dir, "--teacher-model", "gw-x", "--max-passages", "2")
         )
     assert result.exit_code == 0, result.output
-    assert server.models_asked == 0 and server.passages_asked() == [0, 1]  # a gateway without /models works
+    assert server.models_asked == 1 and server.passages_asked() == [0, 1]  # a gateway without /models works
     assert set(server.keys) == {"Bearer not-needed"}
+    unreachable = generate("http://127.0.0.1:9/v1", tmp_path / "gone", tiny_dir, "--teacher-model", "gw-x")
+    result = CliRunner().invoke(cli, unreachable)  # named or not, an endpoint that does not answer: before any work
+    assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1
+    assert "cannot reach the teacher endpoint http://127.0.0.1:9/v1" in result.output
+    assert not (tmp_path / "gone").exists()
     real_import = builtins.__import__
 
     def no_openai(name, *args, **kwargs):
@@ -430,3 +435,27 @@ def test_kill_during_an_oracle_request_then_the_same_command_asks_only_the_rest(
     assert (record["kept"], record["oracle_check"]["n"], record["finished"]) == (12, 13, True)
     run = MlflowClient(tracking_uri).get_run(record["mlflow_run_id"])
     assert run.info.status == "FINISHED" and run.data.metrics["kept_by_oracle"] == 12  # the killed run, continued
+
+
+def test_a_model_the_server_refuses_says_why_and_the_mended_command_starts_afresh(tiny_dir, tmp_path, tracking_uri):
+    """transformers serve refuses another model with HTTP 400 and FastAPI's ``detail``: the line said `failed on
+    request 1 after 5 retries: BadRequestError: Error code: 400` (no retry happened, the reason was lost), and the
+    same command with the right model was refused for its other settings though nothing had been answered."""
+    out = tmp_path / "out"
+    with FaultServer(CORPUS.read_text(), pinned="fault-model") as server:
+        wrong = CliRunner().invoke(cli, generate(server.url, out, tiny_dir, "--teacher-model", "gpt-4o"))
+        assert wrong.exit_code == 1 and len(wrong.output.strip().splitlines()) == 1
+        assert wrong.output.strip() == (
+            f"Error: the teacher endpoint {server.url} refused request 1 (HTTP 400): Error code: 400 - Server is "
+            "pinned to 'fault-model'; requested 'gpt-4o'.; mend what it names (--teacher-model?) and run again "
+            "(passages answered are kept)"
+        )
+        assert server.refused == 2  # once more without response_format, which a 400 may be about
+        mended = CliRunner().invoke(cli, generate(server.url, out, tiny_dir, "--teacher-model", "fault-model"))
+    assert mended.exit_code == 0, mended.output
+    record = json.loads((out / "generation.json").read_text())
+    assert record["finished"] and record["teacher"]["model"] == "fault-model" and record["answered"] == 8
+    runs = MlflowClient(tracking_uri).search_runs(
+        [e.experiment_id for e in MlflowClient(tracking_uri).search_experiments()]
+    )
+    assert sorted(r.info.status for r in runs) == ["FAILED", "FINISHED"]  # the refused run stays what it was

@@ -211,14 +211,16 @@ def test_max_passages_and_line_locations(tokenizer):
                 "--corpus",
                 "{corpus}",
                 "--teacher",
-                "http://127.0.0.1:9/v1",
-                "--teacher-model",
-                "t",
+                "smollm2-135m-bundled",
                 "--oracle",
                 "http://127.0.0.1:9/v1",
             ],
             "cannot reach the oracle endpoint http://127.0.0.1:9/v1",
-        ),  # before the teacher is paid
+        ),  # before the teacher works
+        (  # a teacher named by its model is asked for /models too: one that does not answer fails here
+            ["--corpus", "{corpus}", "--teacher", "http://127.0.0.1:9/v1", "--teacher-model", "t"],
+            "cannot reach the teacher endpoint http://127.0.0.1:9/v1",
+        ),
     ],
 )
 def test_generate_checks_before_any_work(tmp_path, args, message, monkeypatch):
