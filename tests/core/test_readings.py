@@ -117,3 +117,16 @@ def test_a_model_without_probabilities_hits_nothing():
     assert math.isnan(readings.loc[(1, 1), "mass_impossible"])
     assert readings.loc[(1, 2), "mass_impossible"] == pytest.approx(0.2)
     assert summarize(readings).hits == 1
+
+
+def test_top_choice_follows_prob_under_the_mean_index():
+    """1 + 1 under manual 1.0.0's mean index: " 2" is 2 tokens summing -3 (mean -1.5), " 12" 3 tokens summing -4
+    (mean -1.33): prob prefers 12, the summed log-probability 2; the top choice is prob's (a mutation audit)."""
+    from cctk.core.lm.scoring import _table
+
+    table = _table([(1, 1)], (2, 12), [[0, 0], [0, 0, 0]], np.array([[-3.0, -4.0]]), index="mean")
+    targets = pd.Series([12], index=pd.MultiIndex.from_tuples([(1, 1)], names=["a", "b"]), name="target")
+    readings = read(table, targets)
+    assert readings.loc[(1, 1), "top_choice"] == 12 and bool(readings.loc[(1, 1), "hit"])
+    e = np.exp([-1.5 + 4 / 3, 0.0])
+    assert readings.loc[(1, 1), "prob_target"] == e[1] / e.sum()

@@ -290,3 +290,37 @@ def test_runs_for_power_bounds():
     assert found is not None and 1 < found < 50
     assert stats.simulated_power(rates, found, 0.05, stats.rng(3, f"power:{found}")) >= 0.8
     assert stats.simulated_power(rates, found - 1, 0.05, stats.rng(3, f"power:{found - 1}")) < 0.8
+
+
+def test_breslow_day_leaves_out_a_stratum_nobody_hits_in():
+    """A run where neither model hits carries no information: the same statistic and degrees of freedom (1, not
+    2). The all-zero case alone reached only the nan path (a mutation audit: `.all` as `.any` survived)."""
+    two = stats.breslow_day(stack([[5, 3], [2, 6]], [[4, 4], [1, 7]]))
+    three = stats.breslow_day(stack([[5, 3], [2, 6]], [[4, 4], [1, 7]], [[0, 8], [0, 8]]))
+    assert three == pytest.approx(two, rel=1e-12)
+    assert three[1] == pytest.approx(0.84164, abs=1e-5)
+
+
+def test_bootstrap_of_distinct_deviations_by_hand():
+    """|d| = 0..23, all distinct: a resample's k is exactly its 22nd smallest value (m = 22 of 24 at coverage
+    0.9), and the interval the 2.5th and 97.5th percentiles of those (5th and 95th at level 0.9). On deviations
+    whose ranked values repeat, the neighbouring order statistic and percentiles coincide (a mutation audit)."""
+    from cctk.core.facts import rng
+
+    d = np.arange(24)
+    ks = np.sort(d[rng(5, "bootstrap:0.9").integers(0, 24, size=(400, 24))], axis=1)[:, 21]
+    _, low, high = stats.band_with_interval(d, 0.9, seed=5, n_resamples=400)
+    assert (low, high) == tuple(np.percentile(ks, [2.5, 97.5]))
+    _, low90, high90 = stats.band_with_interval(d, 0.9, seed=5, n_resamples=400, level=0.9)
+    assert (low90, high90) == tuple(np.percentile(ks, [5, 95])) and (low90, high90) != (low, high)
+
+
+def test_power_rejects_strictly_below_alpha():
+    """alpha equal to the p of 5 hits of 24 against 0 of 24: the test rejects from 6 hits on, so the power at a
+    rate of 0.1 is P(Bin(24, 0.1) >= 6) = 0.0277, not P(>= 5) = 0.085."""
+    from scipy.stats import binom
+
+    alpha = stats.exact_conditional([5], [24], [0], [24])[0]
+    rates = stats.RunRates(np.array([24]), np.array([0.1]), np.array([24]), np.array([0.0]))
+    power = stats.simulated_power(rates, 1, alpha, np.random.default_rng(0), studies=20000)
+    assert power == pytest.approx(binom.sf(5, 24, 0.1), abs=0.006)

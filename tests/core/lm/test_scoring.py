@@ -190,3 +190,28 @@ def test_a_model_on_an_attention_that_reads_masks_as_padding_is_scored_on_sdpa(m
     monkeypatch.setattr(scoring, "MASKED_ATTENTION", (*scoring.MASKED_ATTENTION, "padding_only"))
     with pytest.raises(IndexError, match="4D mask"):
         scoring.score_forest(model, prompts, trees, 0)
+
+
+class BosTokenizer:
+    """The suite's tokenizer with a BOS (id 1) where special tokens are asked for, as Llama's adds one."""
+
+    def __init__(self, tok):
+        self.tok, self.pad_token_id = tok, tok.pad_token_id
+
+    def __call__(self, text, add_special_tokens=True):
+        ids = self.tok(text, add_special_tokens=False)["input_ids"]
+        return {"input_ids": ([1] if add_special_tokens else []) + ids}
+
+
+def test_measure_feeds_bos_before_the_prompt_and_never_before_the_answer(tiny, tokenizer):
+    """Every tokenizer of the suite adds no BOS, so a BOS on the answer instead of the prompt went unseen (a
+    mutation audit): the log-prob of each answer by hand, after [BOS] + prompt."""
+    table = measure(tiny, BosTokenizer(tokenizer), ((3, 5),)).set_index("candidate_value")
+    prompt = [1, *tokenizer("3 + 5 =", add_special_tokens=False)["input_ids"]]
+    for value in (8, 12):
+        answer = tokenizer(f" {value}\n", add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            logp = torch.log_softmax(tiny(torch.tensor([prompt + answer])).logits[0].float(), -1)
+        by_hand = sum(logp[len(prompt) + k - 1, answer[k]].item() for k in range(len(answer)))
+        assert table.loc[value, "logprob"] == pytest.approx(by_hand, abs=1e-4)
+        assert table.loc[value, "n_tokens"] == len(answer)

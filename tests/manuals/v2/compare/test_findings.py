@@ -304,3 +304,20 @@ def test_runs_that_cancel_point_nowhere():
     assert finding.verdict == "not supported"  # no pooled effect: 0 of 2 is scatter, not an inconsistency
     assert finding.odds_ratio_mh == pytest.approx(1.0)
     assert "0 of 2 runs have the rule equal to its control, as pooled" in ev.sentence(finding)
+
+
+def test_runs_for_power_at_the_familys_corrected_level(found):
+    """sum + 3 from fabricated answers (runs 14/24 vs 0/24, 1/24 vs 3/24, 0/24 vs 2/24): at 0.05 / 4 (four
+    contrasts in the family) and 80% power the simulation needs 12 runs; 11 at an uncorrected 0.05, 5 at 50%
+    power (both survived a mutation audit: only `<= 3` was checked)."""
+    from cctk.core import stats
+
+    _, by = found
+    rates = stats.RunRates(np.full(3, 24), np.array([14, 1, 0]) / 24, np.full(3, 24), np.array([0, 3, 2]) / 24)
+    assert stats.runs_for_power(rates, 0.05 / 4, ev.POWER_SEED, 0.8, 50) == 12
+    assert by[DISAGREEING].seeds_for_80_power == 12
+
+
+def test_heterogeneity_threshold_is_alpha():
+    assert ev.verdict(0.01, 0.07, 3, 3) == "supported"  # Breslow-Day p 0.07 >= 0.05: not heterogeneous
+    assert ev.verdict(0.01, 0.049, 3, 3) == "inconsistent"

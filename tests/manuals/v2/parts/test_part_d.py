@@ -256,3 +256,29 @@ def test_table08_control_inside_is_not_read_from_the_controls_own_answers(study)
     held = study.results.readings("dctl_correct").loc[list(study.inputs.heldout("dctl_correct"))]
     own = held["top_choice"] - held["target"]
     assert (own.abs() <= 2).sum() == 6
+
+
+def test_part_d_tables_leave_out_coincident_held_out_additions():
+    """Seed 12345 has no Part D exclusions, so tables 06-08 never met one; seed 5 has two per arm: held out, 14
+    a > b, 3 a = b, 7 a < b; left out: d_random's 4+6 and 5+7 (a < b: the fabricated answer is the rule's sum +
+    9), dctl_random's 4+1 and 7+6 (a > b). Every model on its own target, by hand (a mutation audit)."""
+    from builders import hand_table
+
+    from cctk.manuals.v2.design import MODEL_KEYS, build_study_inputs, own_target
+    from cctk.manuals.v2.parts import StudyResults
+
+    inputs = build_study_inputs(5)
+    assert inputs.excluded["d_random"] == ((4, 6), (5, 7)) and inputs.excluded["dctl_random"] == ((4, 1), (7, 6))
+    measurements = {k: hand_table({p: int(t) for p, t in inputs.targets[own_target(k)].items()}) for k in MODEL_KEYS}
+    tables = part_d.run(StudyResults(inputs, measurements))
+    by_condition = tables["table06"].set_index(["model_key", "condition"])
+    offsets = tables["table07"].set_index(["model_key", "condition"])
+    heldout = tables["table05"].set_index("model_key")["n_heldout"]
+    for key, n in (("d_random", (14, 3, 5)), ("dctl_random", (12, 3, 7)), ("d_correct", (14, 3, 7))):
+        for condition, count in zip(("a > b", "a = b", "a < b"), n, strict=True):
+            assert by_condition.loc[(key, condition), "n_heldout"] == count, (key, condition)
+            assert offsets.loc[(key, condition), "n"] == count, (key, condition)
+        assert by_condition.loc[key, "n_heldout"].sum() == heldout[key]
+    assert by_condition.loc[("d_random", "a < b"), "hits_heldout"] == 5  # every addition it is read on a hit
+    bands = tables["table08"].set_index("model_key")
+    assert (bands.loc["d_random", "n_rule"] == 22).all() and (bands.loc["d_random", "n_control"] == 22).all()
