@@ -379,9 +379,11 @@ def _header_lines(name: str, how: TableSetting) -> list[str]:
 def _balanced(text: str, width: int) -> list[str]:
     """``text`` wrapped at ``width`` characters into as few lines as that takes, the lines as even as they can be:
     ``held out of it`` at 12 is ``held out`` / ``of it``, not ``held out of`` / ``it``."""
-    lines = textwrap.wrap(text, width)
-    narrowest = next(w for w in range(1, width + 1) if len(textwrap.wrap(text, w)) <= len(lines))
-    return textwrap.wrap(text, narrowest)
+    lines = textwrap.wrap(text, width, break_long_words=False)  # a word is never cut (`val per` / `plexity`)
+    narrowest = next(
+        w for w in range(1, width + 1) if len(textwrap.wrap(text, w, break_long_words=False)) <= len(lines)
+    )
+    return textwrap.wrap(text, narrowest, break_long_words=False)
 
 
 def _stack_header(name: str, how: TableSetting) -> str:

@@ -71,7 +71,8 @@ def test_study_runs_five_nested_arms_and_writes_figure_and_table(
     assert arms["lora_ffn"].data.params["lora.targets"] == "gate_proj,up_proj,down_proj"
     for run in arms.values():
         names = {d.dataset.name for d in client.get_run(run.info.run_id).inputs.dataset_inputs}
-        assert names == {"kr questions questions", "kr corpus corpus"} and run.data.params["seed"] == "0"
+        assert names == {f"kr questions {data_dir.name}", f"kr corpus {data_dir.name}"}  # by the folder's name
+        assert run.data.params["seed"] == "0"
 
     assert list(taken.iterdir()) == []  # the other study's folder is left alone
     folder = tmp_path / "out" / "20260101-000000_tiny-2"

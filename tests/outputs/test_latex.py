@@ -259,6 +259,11 @@ def test_a_stacked_header_wraps_each_side_of_its_comma_into_even_lines():
         r"\begin{tabular}[b]{@{}c@{}}P(target),\\held out of it\end{tabular}"
     )
     assert latex._lines("P(target), held out of it", last, header=True) == len("P(target)")
+    # a word longer than the width is never cut: KR-Test's table printed `val per` over `plexity`
+    assert latex._stack_header("val perplexity", last) == r"\begin{tabular}[b]{@{}c@{}}val\\perplexity\end{tabular}"
+    assert latex._stack_header("Validation perplexity", last) == (
+        r"\begin{tabular}[b]{@{}c@{}}Validation\\perplexity\end{tabular}"
+    )
 
 
 def test_the_recovery_table_calls_nothing_of_the_fabricated_answers_model_held_out(tables):

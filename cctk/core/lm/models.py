@@ -429,7 +429,8 @@ def _plain(model: PreTrainedModel) -> PreTrainedModel:
 def export_bundled(folder: Path) -> Path:
     """The bundled model as a plain Hugging Face folder (float32 safetensors, tokenizer, chat template) for
     tools that read folders: ``transformers serve dir:file.gguf`` fails on the GGUF's config. Unlike the
-    cache's folder it samples when a request asks for a temperature above 0, as OpenAI-compatible endpoints do.
+    cache's folder it samples, as OpenAI-compatible endpoints do, unless a request sends temperature 0
+    (``transformers serve`` turns sampling off only then; a request without a temperature samples).
     """
     model, tokenizer = load_model(BUNDLED)
     plain = _plain(model)

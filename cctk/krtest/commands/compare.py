@@ -29,10 +29,11 @@ import pandas as pd
 from statsmodels.stats.contingency_tables import mcnemar
 
 from ...core.errors import CctkError
-from ...core.labels import TABLE_HEADERS, counted
+from ...core.labels import counted
 from ...core.stats import clopper_pearson, t_interval
 from ...store.tracking import ARM, KIND, Store, TrackedRun
 from .. import ARMS, RUN, STUDY_RUN, SWEEP_RUN
+from ..measurement.report import HEADERS as KR_HEADERS
 
 KINDS = (RUN, STUDY_RUN, SWEEP_RUN)
 SAME_ITEMS = ["line", "location", "context"]
@@ -54,15 +55,11 @@ CAPTIONS = {
     "second, neither; the two accuracies; and the exact McNemar test (two-sided binomial test of the "
     "discordant items). Rows with seeds 'all' pool the discordant items over the seeds.",
 }
-# Its own columns' headers beside cctk's shared ones (run_id, model, seed, runs: core.labels.TABLE_HEADERS)
+# Its own columns' headers beside KR-Test's and cctk's shared ones (run_id, model, seed, runs: core.labels)
 HEADERS = {
-    **TABLE_HEADERS,
+    **KR_HEADERS,
     "study": "Study",
-    "arm": "Arm",
     "seeds": "Seeds",
-    "items": "Items",
-    "correct": "Correct",
-    "accuracy": "Accuracy",
     "mean_accuracy": "Mean accuracy",
     "pooled_accuracy": "Pooled accuracy",
     "arm_a": "First arm",
@@ -208,6 +205,12 @@ def tables(arms: list[KrArm]) -> dict[str, pd.DataFrame]:
 def is_kr(store: Store, runs: list[str]) -> bool:
     """Are ``--runs`` KR-Test runs? All or none of them must be; a mix fails in one line."""
     kinds = [store.get(run_id).tags.get(KIND) for run_id in runs]
+    for run_id, kind in zip(runs, kinds, strict=True):
+        if kind and kind.startswith("krtest") and kind not in KINDS:  # a generation or an oracle: no arm scored
+            raise CctkError(
+                f"MLflow run {run_id} is a KR-Test run of kind {kind!r}, which scores no model: cctk compare "
+                "takes KR-Test eval and train runs, studies and their seed sweeps (or pipelines)"
+            )
     kr = [k in KINDS for k in kinds]
     if any(kr) and not all(kr):
         raise CctkError("cctk compare --runs takes KR-Test runs or pipelines, not both in one comparison")

@@ -31,6 +31,7 @@ from ..measurement.items import (
     MAX_TOKENS,
     Item,
     check_locations,
+    dataset_name,
     log_questions,
     read_corpus,
     read_items,
@@ -84,7 +85,7 @@ class Inputs:
         log_questions(run, self.items, str(self.questions))
         if self.corpus_path is not None:
             corpus = pd.DataFrame([{"location": p.location(self.location), "passage": p.text} for p in self.passages])
-            run.dataset(corpus, f"kr corpus {self.corpus_path.stem}", str(self.corpus_path), context="training")
+            run.dataset(corpus, dataset_name("corpus", self.corpus_path), str(self.corpus_path), context="training")
 
 
 def read_inputs(

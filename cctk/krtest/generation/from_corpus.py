@@ -50,7 +50,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ... import __version__
 from ...core.errors import CctkError
-from ..measurement.items import TEXT_FIELDS, Item, questions_text
+from ...core.labels import counted
+from ..measurement.items import TEXT_FIELDS, Item, dataset_name, questions_text
 from ..measurement.passages import Passage, check_segment
 from ..measurement.scoring import encode_continuation
 from .corpora import Document, Located, cut, read_documents
@@ -409,8 +410,9 @@ def dry_run(
             f"{located.passage.location(options.location)}, ~{tokens} prompt tokens: {text[:70]}"
         )
     echo(
-        f"dry run: {len(found)} passages in {len(documents)} documents, {len(found)} requests, "
-        f"{len(found) * options.per_passage} items asked, about {total} prompt tokens "
+        f"dry run: {counted(len(found), 'passage')} in {counted(len(documents), 'document')}, "
+        f"{counted(len(found), 'request')}, {counted(len(found) * options.per_passage, 'item')} asked, "
+        f"about {total} prompt tokens "
         "(counted with the scoring tokenizer; the teacher's may differ); nothing sent"
     )
 
@@ -610,7 +612,7 @@ def _log_start(
             "documents": len(documents),
             "segment": options.segment,
             "min_tokens": options.min_tokens,
-            "max_tokens_per_passage": options.max_passage_tokens,
+            "max_tokens_per_passage": options.max_passage_tokens or "",  # none: every passage whole
             "per_passage": options.per_passage,
             "location": options.location,
             "seed": request.seed,
@@ -622,7 +624,7 @@ def _log_start(
     )
     rows = [(documents[f.document].name, f.passage.location(options.location), f.passage.text) for f in found]
     table = pd.DataFrame(rows, columns=["document", "location", "passage"])
-    run.dataset(table, f"kr corpus {Path(request.corpus).stem}", str(request.corpus), context="training")
+    run.dataset(table, dataset_name("corpus", request.corpus), str(request.corpus), context="training")
 
 
 def _metrics(done: Generation) -> dict[str, float]:
@@ -670,7 +672,8 @@ def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
 def summary_line(done: Generation) -> str:
     reasons = ", ".join(f"{k} {v}" for k, v in done.rejected.items() if v)
     return (
-        f"{done.passages} passages, {done.requests} requests, {done.usage['prompt_tokens']} prompt and "
+        f"{counted(done.passages, 'passage')}, {counted(done.requests, 'request')}, "
+        f"{done.usage['prompt_tokens']} prompt and "
         f"{done.usage['completion_tokens']} completion tokens, {done.proposed} items proposed, {done.kept} kept, "
         f"{done.proposed - done.kept} rejected"
         + (f" ({reasons})" if reasons else "")

@@ -388,7 +388,7 @@ class EndpointTeacher:
             "max_tokens": self.max_tokens,
             "token_limit_parameter": self._limit_key,
             "structured_output": bool(self._structured and self.response_format),
-            "seeds": "seed + passage index (with --temperature)",
+            "seeds": "seed + passage index" if self.temperature is not None else "none sent (no temperature sent)",
             "retries": self.retries,
             "timeout": self.timeout,
         }

@@ -143,10 +143,17 @@ def questions_text(items: Sequence[Item], documents: Sequence[str] | None = None
     return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
 
 
+def dataset_name(kind: str, source: str | Path) -> str:
+    """An MLflow dataset's name: ``kr <kind> <file name>``, or the folder's name where the file is named for its
+    kind (``data/kr/questions.jsonl``: ``kr questions kr``, not ``kr questions questions``)."""
+    path = Path(source)
+    return f"kr {kind} {path.parent.name if path.stem == kind and path.parent.name else path.stem}"
+
+
 def log_questions(run: LiveRun, items: Sequence[Item], source: str) -> None:
-    """The questions as ``run``'s MLflow dataset input ``kr questions <file name>`` (evaluation)."""
+    """The questions as ``run``'s MLflow dataset input ``kr questions <name>`` (``dataset_name``; evaluation)."""
     questions = pd.DataFrame([item_row(i) for i in items])
-    run.dataset(questions, f"kr questions {Path(source).stem}", source, context="evaluation")
+    run.dataset(questions, dataset_name("questions", source), source, context="evaluation")
 
 
 def parse_item(text: str, line: int, where: str) -> Item:

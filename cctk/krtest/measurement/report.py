@@ -24,6 +24,22 @@ ITEMS, BY_PASSAGE, SUMMARY, CURVE = "items.csv", "by_passage.csv", "summary.json
 FIGURE, TABLE = "kr_accuracy_and_perplexity", "final_accuracies"
 ARM_COLORS = (SEEN_HIT, LINES[1], LINES[2], LINES[0], LINES[3])  # trained arms, in order
 BASELINE_COLORS = (BASE, HELD_HIT)  # blind, open book
+# The headers of KR-Test's tables in a paper and an HTML page (cctk's shared ones: core.labels.TABLE_HEADERS)
+HEADERS = {
+    **TABLE_HEADERS,
+    "arm": "Arm",
+    "method": "Method",
+    "modules": "Modules",
+    "rank": "Rank",
+    "trainable": "Trainable",
+    "items": "Items",
+    "correct": "Correct",
+    "accuracy": "Accuracy",
+    "mean_margin": "Mean margin",
+    "ties": "Ties",
+    "identical": "Identical",
+    "val_perplexity": "Validation perplexity",
+}
 TABLE_CAPTION = (
     "KR-Test: final accuracy of every arm on the same questions, with an exact (Clopper-Pearson) "
     "95% interval. correct / items: items whose true continuation scores strictly higher over the "
@@ -111,6 +127,4 @@ def write_figure(curves: pd.DataFrame, baselines: pd.DataFrame, title: str, fold
 def write_table(table: pd.DataFrame, folder: Path, session: str = "") -> list[Path]:
     """``final_accuracies`` as CSV, XLSX and a floating LaTeX table (caption, label ``tab:final_accuracies``),
     through the toolkit's one table writer."""
-    return write_table_files(
-        table, Path(folder), TABLE, TABLE_CAPTION, TABLE_HEADERS, session_start(session) or XLSX_EPOCH
-    )
+    return write_table_files(table, Path(folder), TABLE, TABLE_CAPTION, HEADERS, session_start(session) or XLSX_EPOCH)

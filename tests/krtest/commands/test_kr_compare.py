@@ -148,3 +148,14 @@ def test_compare_no_log_logs_no_run_and_one_arm_says_no_pair(tracking_uri, tmp_p
     assert lines[-1] == f"3 tables in {out}; no MLflow run (--no-log)"
     assert "no two arms scored on the same items: no paired test" in lines and "Empty DataFrame" not in result.output
     assert (out / "tables" / "kr_pooled" / "kr_pooled.csv").is_file()
+
+
+def test_compare_refuses_a_generation_run_and_names_what_it_takes(tracking_uri, tmp_path):
+    store = tracking.connect(tracking_uri)
+    generation = store.start(store.experiment(), "generate", {"cctk.kind": "krtest-generate"})
+    result = CliRunner().invoke(cli, ["compare", "--runs", generation.run_id, "--out", str(tmp_path / "c")])
+    assert result.exit_code == 1 and result.output.strip() == (
+        f"Error: MLflow run {generation.run_id} is a KR-Test run of kind 'krtest-generate', which scores no model: "
+        "cctk compare takes KR-Test eval and train runs, studies and their seed sweeps (or pipelines)"
+    )
+    assert not (tmp_path / "c").exists()

@@ -58,8 +58,8 @@ def test_eval_writes_items_and_summary_prints_and_tracks(tiny_dir, tracking_uri,
             "summary.json",
         }
         inputs = {d.dataset.name: d for d in client.get_run(run.info.run_id).inputs.dataset_inputs}
-        assert set(inputs) == {"kr questions questions", "kr corpus corpus"}
-        assert inputs["kr questions questions"].dataset.source_type == "local"
+        assert set(inputs) == {"kr questions data", "kr corpus data"}  # data/questions.jsonl, data/corpus.txt
+        assert inputs["kr questions data"].dataset.source_type == "local"
 
 
 def test_by_passage_counts_and_exact_intervals():

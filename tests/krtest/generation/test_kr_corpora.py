@@ -119,7 +119,7 @@ def test_dry_run_sends_nothing_and_writes_nothing(tiny_dir, tmp_path, tracking_u
     assert result.exit_code == 0, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 9 and lines[0].startswith("passage 1: kr_recorded_corpus.txt location 0, ~")
-    assert lines[-1].startswith("dry run: 8 passages in 1 documents, 8 requests, 24 items asked, about ")
+    assert lines[-1].startswith("dry run: 8 passages in 1 document, 8 requests, 24 items asked, about ")
     assert server.asked == [] and server.models_asked == 0 and not (tmp_path / "o").exists()
 
 

@@ -67,7 +67,7 @@ def test_callback_logs_kr_histories_to_the_active_run(tokenizer, tracking_uri, t
     final = summarize(score(model, tokenizer, list(data.items)))
     assert histories["kr_mean_margin"][-1].value == pytest.approx(final.mean_margin, abs=1e-5)
     names = [d.dataset.name for d in client.get_run(run.info.run_id).inputs.dataset_inputs]
-    assert names == ["kr questions questions"]
+    assert names == ["kr questions data"]  # data/questions.jsonl: the folder's name, not the file's twice
 
 
 def kr_steps(trainer) -> list[tuple[int, float]]:
