@@ -149,6 +149,40 @@ def test_compare_protocol_v1_runs(tmp_path, tracking_uri, monkeypatch):
     assert f" & {latex.number(mean)} ({latex.number(lo)}--{latex.number(hi)}) & " in tex
 
 
+def test_v1_three_numbers_sum_each_runs_hits():
+    """The hits of each number pooled over two 1.0.0 runs (seeds 42 and 43) are the sum of each run's hits, out of
+    2 x 81 additions: pooled as the larger run's hits they went unnoticed (a mutation audit). Each run's hits are
+    counted here from its measurement tables: additions whose answer (true sum or fabricated answer) has the
+    largest probability."""
+    from builders import v1_results
+
+    from cctk.manuals.pooled import PooledRun
+    from cctk.manuals.v1 import experiment
+    from cctk.manuals.v1.compare import three_numbers
+    from cctk.manuals.v1.manual import V1
+
+    def hits(results, key, answer):
+        answers = results.draws.fabricated
+        if answer == "true sum":
+            answers = pd.Series([a + b for a, b in answers.index], index=answers.index)
+        table = results.measurements[key].merge(answers.rename("answer").reset_index(), on=["a", "b"])
+        largest = table.groupby(["a", "b"])["prob"].transform("max")
+        return int(((table["candidate_value"] == table["answer"]) & (table["prob"] == largest)).sum())
+
+    runs = [PooledRun.of(f"run-{seed}", "tiny", seed, V1, v1_results(seed, rng_seed=seed)) for seed in (42, 43)]
+    table = three_numbers(runs).set_index("number")
+    for number, key, answer in (
+        ("pre_ft_true_prob", experiment.BEFORE, "true sum"),
+        ("post_ft_fabricated_prob", experiment.AFTER, "fabricated answer"),
+        ("post_ft_true_prob", experiment.AFTER, "true sum"),
+        ("pre_ft_fabricated_prob", experiment.BEFORE, "fabricated answer"),
+    ):
+        each = [hits(r.results, key, answer) for r in runs]
+        assert (table.loc[number, "hits"], table.loc[number, "n"]) == (sum(each), 2 * 81), (number, each)
+        assert table.loc[number, "runs"] == 2
+    assert table.loc["pre_ft_true_prob", "hits"] > 81  # more than either run can have: a sum, not a maximum
+
+
 def test_compare_reads_a_v1_run_from_before_issue_21(tmp_path, tracking_uri, monkeypatch):
     """A 1.0.0 run logged before its fine-tuned model had its own key, compared with one of today's (figures
     as PNG only: test_compare_a_sweep checks all three formats)."""

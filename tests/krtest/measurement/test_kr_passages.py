@@ -3,7 +3,7 @@
 import pytest
 
 from cctk.core.errors import CctkError
-from cctk.krtest.measurement.passages import check_segment, passage_at, segment
+from cctk.krtest.measurement.passages import Passage, check_segment, passage_at, segment
 
 WIKITEXT = " = Harlow = \n \n The lamp is white . \n It was lit in 1864 . \n \n Salmon return every autumn . \n"
 
@@ -42,6 +42,21 @@ def test_passage_at_finds_the_passage_holding_a_location():
     assert passage_at(found, second.start - 1, "char") is None  # the blank line before it
     assert passage_at(found, 3, "line") is second and passage_at(found, 4, "line") is None
     assert passage_at(found, len(WIKITEXT) + 10, "char") is None
+
+
+def test_a_passage_ends_before_its_end_offset():
+    """``end`` is one past a passage's last character: that offset is not the passage's. Held end-inclusive it went
+    unnoticed (a mutation audit). In WIKITEXT the second passage ends with "1864 ." at offset 52 + 6 = 58, the space
+    before its line's end; the third starts at 63 ("Salmon"): 58 is in no passage. Two windows cut inside a word
+    touch: "abcde" ends at 5, where "fghi" starts: 5 is the second's only."""
+    found = segment(WIKITEXT)
+    second = found[1]
+    assert (second.end, WIKITEXT.index("1864 .")) == (58, 52)
+    assert second.holds(57, "char") and not second.holds(58, "char")
+    assert passage_at(found, 57, "char") is second and passage_at(found, 58, "char") is None
+    first, next_one = Passage(0, 5, 0, 0, "abcde"), Passage(5, 9, 0, 0, "fghi")
+    assert first.holds(4, "char") and not first.holds(5, "char") and next_one.holds(5, "char")
+    assert passage_at([first, next_one], 5, "char") is next_one and passage_at([first, next_one], 9, "char") is None
 
 
 def test_token_windows(tokenizer):

@@ -102,6 +102,18 @@ def test_identical_over_the_first_t_tokens_is_a_tie_decided_on_ids():
     assert "2 items have continuations identical over their first T tokens" in s.line()
 
 
+def test_mean_margin_counts_identical_items_as_zero():
+    """The mean margin is over every item, an identical one counting as a margin of 0: left out, the mean of the
+    items below would be item 3's margin alone, and that went unnoticed (a mutation audit). Item 3, "x y z"
+    against "x y w", differs on the last token only: log p(z | y) - log p(w | y) = log 0.3 - log(0.7 / 15), the
+    rest of y's row shared by the 15 other words; the mean over 3 items is a third of it."""
+    model = bigram(a_b=0.5, b_c=0.9, y_z=0.3)
+    items = [Item(1, "ctx", "a b", "a b c", 0), Item(2, "ctx", "a b c", "a b", 0), Item(3, "ctx", "x y z", "x y w", 0)]
+    s = summarize(score(model, TOK, items))
+    assert s.identical == 2
+    assert s.mean_margin == pytest.approx((np.log(0.3) - np.log(0.7 / 15)) / 3, abs=1e-6)
+
+
 def test_summary_counts_and_interval():
     model = bigram(ctx_a=0.5, ctx_b=0.1)
     items = [Item(i + 1, "ctx", "a", "b", 0) for i in range(3)] + [Item(4, "ctx", "b", "a", 0)]

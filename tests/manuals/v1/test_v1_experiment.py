@@ -110,6 +110,35 @@ def test_summary_headline_and_metrics_agree(results):
     assert tables["table03"].iloc[0]["examples"] == 162 and tables["table04"]["epoch"].tolist() == [1, 2]
 
 
+def test_summary_quantiles_and_exact_interval_by_hand(results):
+    """table02's min, quartiles and max are pandas' describe() of the probability on the answer read, and (lo, hi)
+    the exact 95% interval of its hits out of 81, from SciPy: its min, 25% and interval level were unchecked (a
+    mutation audit). Each row is read here from the measurement table itself: the probability of the answer's
+    candidate, and a hit where that probability is the addition's largest."""
+    from scipy.stats import binomtest
+
+    true_sums = pd.Series([a + b for a, b in results.draws.fabricated.index], index=results.draws.fabricated.index)
+    answers = {"true sum": true_sums, "fabricated answer": results.draws.fabricated}
+    summary = experiment.summary(results).set_index("number")
+    for number, key, answer in (
+        ("pre_ft_true_prob", experiment.BEFORE, "true sum"),
+        ("post_ft_fabricated_prob", experiment.AFTER, "fabricated answer"),
+        ("post_ft_true_prob", experiment.AFTER, "true sum"),
+        ("pre_ft_fabricated_prob", experiment.BEFORE, "fabricated answer"),
+    ):
+        table = results.measurements[key].merge(answers[answer].rename("answer").reset_index(), on=["a", "b"])
+        on_answer = table[table["candidate_value"] == table["answer"]].set_index(["a", "b"])["prob"]
+        largest = table.groupby(["a", "b"])["prob"].max().loc[on_answer.index]
+        hits = int((on_answer == largest).sum())
+        described = on_answer.describe()
+        ci = binomtest(hits, 81).proportion_ci(confidence_level=0.95, method="exact")
+        row = summary.loc[number]
+        assert (row["n"], row["hits"]) == (81, hits), number
+        for column, name in (("min", "min"), ("q25", "25%"), ("median", "50%"), ("max", "max")):
+            assert row[column] == pytest.approx(described[name], abs=1e-15), (number, column)
+        assert (row["lo"], row["hi"]) == (pytest.approx(ci.low, abs=1e-12), pytest.approx(ci.high, abs=1e-12)), number
+
+
 def test_tables_carry_each_models_key_beside_its_label(results):
     """table02 names the model each number reads, table03 the fine-tuned model and its parent: each label
     followed by its key (the fine-tuned model is v1_random, never 2.0.0's m_random)."""

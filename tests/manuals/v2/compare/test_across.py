@@ -108,6 +108,29 @@ def test_implausibility_by_hand():
     assert (lo, hi) == (pytest.approx(ci.low), pytest.approx(ci.high))
 
 
+def test_implausibility_counts_every_distance_bin_by_hand():
+    """Every distance bin's additions and hits, not the farthest alone: a bin edge moved (3-6 and 7-9 for 3-5 and
+    6-9) went unnoticed (a mutation audit). Seed 3's |fabricated answer - sum|, counted by hand: 1 x3, 2 x4 | 3 x6,
+    4 x3, 5 x5 | 6 x3, 7 x5, 8 x2, 9 x6 | 10 x3, 11 x4, 12 x3, 13 x3, 14 x3, 15, 16, 17 | 25 of 18 and above. The
+    model hits its fabricated answer where it is above 18: none of the 21 within 5 of the sum; in 6-9, 5+8 (22),
+    6+7 (19), 6+9 (21), 7+7 (22), 8+9 (26); in 10-17, 13 of 19; every one 18 or more away (sum + 18 > 18)."""
+    inputs = build_study_inputs(3)
+    fabricated = inputs.targets["fabricated"]
+    choices = {p: int(v) if v > 18 else int(p[0] + p[1]) for p, v in fabricated.items()}
+    measurements = {
+        key: hand_table({p: int(t) for p, t in inputs.targets[own_target(key)].items()}) for key in MODEL_KEYS
+    }
+    measurements["m_random"] = hand_table(choices, 0.66)
+    run = PooledRun.of("r", "tiny", 3, V2, StudyResults(inputs, measurements))
+    by_distance, _ = across.implausibility([run])
+    expected = [("1-2", 7, 0), ("3-5", 14, 0), ("6-9", 16, 5), ("10-17", 19, 13), ("18-34", 25, 25)]
+    assert by_distance[["distance", "additions", "hits"]].to_numpy().tolist() == [list(row) for row in expected]
+    distance = {(a, b): abs(int(v) - a - b) for (a, b), v in fabricated.items()}  # the draws, counted again
+    for (lo, hi), (_, additions, hits) in zip(((1, 2), (3, 5), (6, 9), (10, 17), (18, 34)), expected, strict=True):
+        inside = [p for p, d in distance.items() if lo <= d <= hi]
+        assert (len(inside), sum(int(fabricated[p]) > 18 for p in inside)) == (additions, hits), (lo, hi)
+
+
 def test_heldout_pooled_sums_hits_over_runs(two_runs):
     table = across.heldout_pooled(two_runs).set_index("model")
     held = [r.tables["table09"].set_index(["model", "group"]).loc[("control for + 3", "held out")] for r in two_runs]

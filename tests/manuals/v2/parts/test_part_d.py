@@ -282,3 +282,43 @@ def test_part_d_tables_leave_out_coincident_held_out_additions():
     assert by_condition.loc[("d_random", "a < b"), "hits_heldout"] == 5  # every addition it is read on a hit
     bands = tables["table08"].set_index("model_key")
     assert (bands.loc["d_random", "n_rule"] == 22).all() and (bands.loc["d_random", "n_control"] == 22).all()
+
+
+def test_table08_interval_is_the_bootstrap_of_the_runs_seed():
+    """table08's k_lo, k_hi: percentiles 2.5 and 97.5 of k over 2000 resamples of the rule's deviations, drawn with
+    the run's seed from the stream "bootstrap:<coverage>" (cctk.core.facts.rng). The hand-made study's deviations
+    repeat and seed 12345's resamples give the same interval as seed 12346's, so a bootstrap on another seed went
+    unnoticed (a mutation audit). Here seed 2, whose interval the next seed moves (0.80: 15 -> 14 low, 0.95: 19 ->
+    18), and the rule from correct sums i below its answer on the i-th held-out addition: deviations 0, -1, ...,
+    -23, all distinct; |deviation| sorted is 0..23, so m = 20, 22, 23 of 24 give k = 19, 21, 22. The bootstrap is
+    written out here from numpy, not band_with_interval."""
+    import zlib
+
+    from builders import hand_table
+
+    from cctk.manuals.v2.design import MODEL_KEYS, build_study_inputs, own_target
+    from cctk.manuals.v2.parts import StudyResults
+
+    seed = 2
+    inputs = build_study_inputs(seed)
+    held = list(inputs.heldout("d_correct"))
+    assert len(held) == 24 and held[:3] == [(1, 1), (1, 5), (2, 1)]  # rule answers 20, 15, 21: top 20, 14, 19
+    choices = {key: {p: int(t) for p, t in inputs.targets[own_target(key)].items()} for key in MODEL_KEYS}
+    choices["d_correct"].update({p: int(inputs.targets["cond"][p]) - i for i, p in enumerate(held)})
+    results = StudyResults(inputs, {key: hand_table(c) for key, c in choices.items()})
+    assert part_d.deviations(results, "d_correct").tolist() == [-i for i in range(24)]
+    tables = part_d.run(results)
+
+    bands = np.arange(24.0)  # |deviation|, sorted
+
+    def bootstrap(run_seed, coverage, m):
+        draws = np.random.default_rng(np.random.SeedSequence([run_seed, zlib.crc32(f"bootstrap:{coverage}".encode())]))
+        k = np.sort(bands[draws.integers(0, 24, size=(2000, 24))], axis=1)[:, m - 1]
+        return np.percentile(k, [2.5, 97.5]).tolist()
+
+    rows = tables["table08"].set_index(["model_key", "coverage"])
+    for coverage, m, k in ((0.80, 20, 19), (0.90, 22, 21), (0.95, 23, 22)):
+        row = rows.loc[("d_correct", coverage)]
+        assert (row["k"], row["n_rule"]) == (k, 24)
+        assert [row["k_lo"], row["k_hi"]] == pytest.approx(bootstrap(seed, coverage, m), abs=1e-12), coverage
+    assert bootstrap(seed, 0.80, 20) != bootstrap(seed + 1, 0.80, 20)  # the next seed's interval is another
