@@ -9,6 +9,7 @@ DataFrames in, LaTeX text out: no files, no figures. ``cctk.outputs.paper`` writ
 
 from __future__ import annotations
 
+import decimal
 import math
 import re
 import textwrap
@@ -116,14 +117,23 @@ LATEX = Marks("\\%", "--", "$<$", "$>$", "$\\infty$", _latex_power, latex_text)
 PLAIN = Marks("%", "\u2013", "<", ">", "\u221e", _plain_power, str)
 
 
+def half_up(value: float, digits: int = 0) -> str:
+    """``value`` with ``digits`` decimals, a half rounded up as a reader rounds it (3/24 is 12.5%: ``13``, where
+    Python's format rounds half to even, ``12``); read at ten decimals first, so that 100 * 7/40 (17.4999...)
+    is the 17.5 it stands for."""
+    exact = decimal.Decimal(f"{value:.10f}")
+    return str(exact.quantize(decimal.Decimal(1).scaleb(-digits), rounding=decimal.ROUND_HALF_UP))
+
+
 def percent(share: float, marks: Marks = LATEX) -> str:
     """A share as a percent: whole numbers from 1 to 99; nearer 0 or 100 one decimal (two where one would
-    round to the end itself), so that a bound near an end never reads as the end: 0.3, 99.6, 99.96."""
+    round to the end itself), so that a bound near an end never reads as the end: 0.3, 99.6, 99.96; a half
+    rounded up (``half_up``)."""
     value = 100 * share
     if value in (0.0, 100.0) or 1 <= value <= 99:
-        return f"{value:.0f}"
+        return half_up(value)
     for digits in (1, 2):
-        shown = f"{value:.{digits}f}"
+        shown = half_up(value, digits)
         if float(shown) not in (0.0, 100.0):
             return shown
     return f"{marks.less}0.01" if value < 1 else f"{marks.more}99.99"

@@ -125,7 +125,7 @@ def test_a_value_and_its_interval_print_in_one_cell_and_a_count_without_one_keep
     )
     shown = latex.display(table, latex.PLAIN, {"hits_rule": "Rule hits", "odds_ratio_mh": "Odds ratio (MH)"})
     assert shown.columns.tolist() == ["contrast", "Rule hits", "Odds ratio (MH)", "all mean"]
-    assert shown["Rule hits"].tolist() == ["6/48 (12%)", "2/46 (4%)"]
+    assert shown["Rule hits"].tolist() == ["6/48 (13%)", "2/46 (4%)"]  # 12.5% rounded half up
     assert shown["Odds ratio (MH)"].tolist() == ["1.57 (0.413\u20135.97)", "\u221e"]
     assert shown["all mean"].tolist() == ["0.5 (0.25\u20130.75)", "0.25"]
 
@@ -273,3 +273,13 @@ def test_the_recovery_table_calls_nothing_of_the_fabricated_answers_model_held_o
     assert "fabricated answers" in shown.iloc[:, 0].tolist()
     assert not [c for c in shown.columns if c.endswith("held out")], list(shown.columns)
     assert "P(target), held out of it" in shown.columns and "Surprise, held out of it" in shown.columns
+
+
+@pytest.mark.parametrize(
+    ("share", "shown"),
+    [(3 / 24, "13"), (7 / 40, "18"), (1 / 8, "13"), (5 / 8, "63"), (1 / 3, "33"), (1 / 200, "0.5"), (0.9995, "99.95")],
+)
+def test_a_percent_rounds_a_half_up_as_a_reader_does(share, shown):
+    """Python's format rounds a half to even: 3/24 (12.5%) printed 12 where a reader rounds to 13; 100 * 7/40 is
+    17.499999999999996 in floating point, the 17.5 it stands for (a statistics audit)."""
+    assert latex.percent(share) == shown

@@ -43,10 +43,10 @@ HEADERS = {
 TABLE_CAPTION = (
     "KR-Test: final accuracy of every arm on the same questions, with an exact (Clopper-Pearson) "
     "95% interval. correct / items: items whose true continuation scores strictly higher over the "
-    "first T tokens; mean_margin: mean log-probability of the true minus the false continuation; "
+    "first T tokens; mean margin (mean_margin): mean log-probability of the true minus the false continuation; "
     "ties: items with margin 0 (identical: continuations equal over their first T tokens); rank and "
     "trainable: the LoRA rank and the exact count of trainable parameters; steps: optimizer steps; "
-    "val_perplexity: perplexity of the validation text after training."
+    "validation perplexity (val_perplexity): perplexity of the validation text after training."
 )
 
 

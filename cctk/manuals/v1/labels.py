@@ -51,7 +51,8 @@ TABLE_CAPTIONS: dict[str, str] = {
     "deviation, minimum, quartiles and maximum (Listing 11's describe()); hits / n: additions whose top "
     "choice is that answer, with lo, hi, the exact (Clopper-Pearson) 95% interval of the share.",
     "table03": "Protocol 1.0.0, the fine-tuning run: parent model, training examples (81 texts times the repeats), "
-    "optimizer steps, training time in seconds, examples per second, mean loss of the first and the last "
+    "optimizer steps, training time in seconds, examples per second (every epoch's examples over the training time), "
+    "mean loss of the first and the last "
     "epoch (whole-text loss: every token but the first, padding masked), peak GPU memory in bytes "
     "(0 on a CPU) and the process's peak resident memory in bytes while it trained on a CPU (0 on a GPU).",
     "table04": "Protocol 1.0.0, training loss per epoch: the mean whole-text loss of each epoch (Listing 9).",
@@ -70,7 +71,8 @@ PAPER_TABLE_CAPTIONS: dict[str, str] = {
     "mean, standard deviation (SD), minimum, quartiles (Q1, median, Q3) and maximum (Listing 11's "
     f"describe()); hits: additions whose top choice is that answer, {names.COUNT_CAPTION}.",
     "table03": "Protocol 1.0.0, the fine-tuning run: parent model, training examples (81 texts times the repeats), "
-    "optimizer steps, training time, examples per second, mean loss of the first and the last epoch "
+    "optimizer steps, training time, examples per second (every epoch's examples over the training time), mean loss "
+    "of the first and the last epoch "
     "(whole-text loss: every token but the first, padding masked), peak GPU memory (none on a CPU) and "
     "peak RSS (the resident memory of the process while it trained on a CPU).",
     "table04": TABLE_CAPTIONS["table04"],

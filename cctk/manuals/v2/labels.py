@@ -285,7 +285,8 @@ TABLE_CAPTIONS: dict[str, str] = {
     "n: held-out additions of that condition read.",
     "table08": "Part D, deviation bands: k is the smallest half-width such that a share 'coverage' of the "
     "rule-trained model's held-out deviations (top choice minus the rule's target) lie within plus or "
-    "minus k; k_lo, k_hi: bootstrap 95% interval of k (2000 resamples); n_rule, n_control: held-out "
+    "minus k; k_lo, k_hi: bootstrap 95% interval of k (percentiles of 2000 resamples of the held-out deviations, "
+    "drawn from the run's seed); n_rule, n_control: held-out "
     "additions of each model; rule_inside, control_inside: share of each model's deviations within the "
     "band, the control's deviations also taken from the rule's target (not the control's own).",
     "table09": "Synthesis: for every model, the share of additions whose top choice is its own target, with an "
@@ -300,7 +301,8 @@ TABLE_CAPTIONS: dict[str, str] = {
     "of this run. One run supports statements about this run only: cctk sweep --seeds and cctk "
     "compare turn seeds into findings.",
     "table11": "Fine-tuning runs: parent model, training examples (corpus size with repeats), optimizer steps, "
-    "training time in seconds, examples per second, mean loss of the first and the last epoch, and "
+    "training time in seconds, examples per second (every epoch's examples over the training time), mean loss of the "
+    "first and the last epoch, and "
     "peak GPU memory in bytes (every model held on the GPU while the run trained; 0 on a CPU) and the "
     "process's peak resident memory in bytes while the run trained on a CPU (0 on a GPU).",
 }
@@ -332,7 +334,8 @@ PAPER_TABLE_CAPTIONS: dict[str, str] = {
     "held-out additions of that condition.",
     "table08": "Deviation bands: k is the smallest half-width such that a share (coverage) of the rule-trained "
     "model's held-out deviations (top choice minus the rule's target) lie within plus or minus k, with "
-    "its bootstrap 95% interval (2000 resamples); rule inside, control inside: the share of each model's "
+    "its bootstrap 95% interval (percentiles of 2000 resamples drawn from the run's seed); rule inside, control "
+    "inside: the share of each model's "
     "deviations within the band, the control's also taken from the rule's target.",
     "table09": "Synthesis: for every model, the additions whose top choice is its own target; group: all additions "
     "(models trained on all 81, and the base model), seen or held out of the model's own corpus (the recovery "
@@ -342,7 +345,8 @@ PAPER_TABLE_CAPTIONS: dict[str, str] = {
     "often; p (Holm): Holm-adjusted over the rules of this run. One run supports statements about this "
     "run only.",
     "table11": "Fine-tuning runs: parent model, training examples (corpus size with repeats), optimizer steps, "
-    "training time, examples per second, mean loss of the first and the last epoch, peak GPU memory "
+    "training time, examples per second (every epoch's examples over the training time), mean loss of the first and "
+    "the last epoch, peak GPU memory "
     "(every model held on the GPU while the run trained; none on a CPU) and peak RSS (the resident memory "
     "of the process while the run trained on a CPU).",
 }
