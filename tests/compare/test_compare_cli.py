@@ -85,7 +85,8 @@ def test_compare_a_sweep(tmp_path, logged_sweep, tracking_uri, monkeypatch):
     shown = {"Rule hits", "Control hits", "p (exact CMH)", "p (Holm)", "Odds ratio (MH)", "Runs for 80% power"}
     assert shown <= headers
     assert not {h for h in headers if re.fullmatch(r"[a-z0-9]+(_[a-z0-9]+)+", h)}, headers
-    assert re.search(r">\d+/\d+ \(\d+%\)</td>", page)  # a count with its share in one cell
+    assert not re.search(r">\d+/\d+ \(\d+%\)</td>", page)  # every share of hits with its exact interval (SPEC 3)
+    assert re.search(r">\d+/\d+ \(\d+%, [\d.]+\u2013[\d.]+%\)</td>", page)  # a count, share, interval in one cell
     # the console summary opens with the findings: one line per contrast (six rules, two seeds)
     lines = result.output.splitlines()
     start = lines.index("findings across seeds:")

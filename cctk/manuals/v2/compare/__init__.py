@@ -24,7 +24,8 @@ CAPTIONS = {
     "clipped to [0, 1]; none for one run).",
     "rule_vs_control_pooled": "Each rule against its control on the held-out additions, pooled over the runs of a "
     "base model (and recipe, where it differs): rule hits and control hits, each hits / n summed over runs "
-    "with its share; CMH chi-square: the Cochran-Mantel-Haenszel statistic with the runs as strata (no "
+    "with its share and its exact Clopper-Pearson 95% interval; CMH chi-square: the Cochran-Mantel-Haenszel "
+    "statistic with the runs as strata (no "
     "continuity correction; for reference); p, two-sided and p, one-sided (that the rule hits more often): the "
     "exact CMH test, conditional on every run's margins (each run's rule hits hypergeometric; Fisher's exact "
     "test when there is one run), no normal approximation of the sparse held-out counts; odds ratio "
@@ -49,14 +50,16 @@ CAPTIONS = {
     "one-sided and p, two-sided: the exact Cochran-Mantel-Haenszel test of the pooled rule-vs-control table). "
     "Interval: which of the two. A part the runs did not run has no row.",
     "per_run": "Each rule against its control on the held-out additions, run by run: rule hits and control hits "
-    "(hits / n, share); p, one-sided: the run's one-sided Fisher exact p that the rule hits more often; p "
+    "(hits / n, share, its exact Clopper-Pearson 95% interval); p, one-sided: the run's one-sided Fisher exact p "
+    "that the rule hits more often; p "
     "(Holm): the same Holm-adjusted over the rules of that run (as the run's table 10); direction: the "
     "rule's share above, equal to or below its control's; odds ratio: the run's conditional "
     "maximum-likelihood odds ratio with its exact (conditional) 95% interval (infinite: the control has no "
     "hit; 0: the rule has none).",
     "findings": "Findings across seeds, one row per contrast (rule vs its control, per group): verdict; runs; runs "
     "agreeing (runs whose direction is that of the pooled estimate); rule hits and control hits pooled over "
-    "runs; p (exact CMH): the one-sided exact Cochran-Mantel-Haenszel test (conditional on every run's "
+    "runs (hits / n, share, its exact Clopper-Pearson 95% interval); p (exact CMH): the one-sided exact "
+    "Cochran-Mantel-Haenszel test (conditional on every run's "
     "margins; Fisher's with one run); p (Holm): Holm over every contrast of this "
     "comparison; Breslow-Day and p (Breslow-Day): the test of equal odds ratios across runs with Tarone's "
     "correction, runs - 1 degrees of freedom (none with fewer than two informative runs or a pooled odds "

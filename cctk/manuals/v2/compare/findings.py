@@ -32,7 +32,7 @@ from ...manual import RecipeValue
 from ...pooled import Label, grouped
 from ..design import RULE_VS_CONTROL
 from ..labels import keyed, model_name
-from .tables import COUNTS, Study, _cmh, _counts, _has_rule, two_by_two
+from .tables import COUNTED, COUNTS, Study, _cmh, _counts, _has_rule, counted, two_by_two
 
 ALPHA = 0.05
 POWER = 0.8
@@ -78,10 +78,14 @@ class Finding:
     runs: int
     runs_agreeing: int
     direction: str  # of the pooled estimate
-    hits_rule: int
+    hits_rule: int  # summed over the runs, each share with its exact interval
     n_rule: int
+    lo_rule: float
+    hi_rule: float
     hits_control: int
     n_control: int
+    lo_control: float
+    hi_control: float
     p_pooled: float  # one-sided exact CMH (``stats.exact_conditional``)
     p_adjusted: float  # Holm over the compare's family
     bd_statistic: float
@@ -130,7 +134,7 @@ def per_run(found: list[Contrast]) -> pd.DataFrame:
                 **keyed("control", c.control),
                 "seed": c.seed,
                 "run_id": c.run_id,
-                **{column: getattr(c, column) for column in COUNTS},
+                **counted(*(getattr(c, column) for column in COUNTS)),
                 "p_one_sided": p,
                 "direction": direction(_excess(c.table())),
                 "odds_ratio": odds,
@@ -195,7 +199,7 @@ def findings(found: list[Contrast], alpha: float = ALPHA, seed: int = POWER_SEED
                 len(part),
                 agreeing,
                 way,
-                **{column: test[column] for column in COUNTS},
+                **{column: test[column] for column in COUNTED},
                 p_pooled=test["p_one_sided"],
                 p_adjusted=float(p_adjusted),
                 bd_statistic=bd,

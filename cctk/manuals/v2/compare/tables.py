@@ -21,12 +21,27 @@ from ...pooled import Label, PooledRun, grouped, stacked, varied
 from ..design import ARM_BY_KEY, ARMS, MODEL_KEYS, RULE_VS_CONTROL, own_target
 from ..labels import keyed
 from ..parts import StudyResults
-from ..parts.core import Row
+from ..parts.core import Row, interval
 
 Study = PooledRun[StudyResults]  # a 2.0.0 run, pooled
 DISTANCE_BINS = ((1, 2), (3, 5), (6, 9), (10, 17), (18, 34))  # |fabricated answer - true sum|
 GROUPS = ("all", "seen", "heldout")  # group keys: the columns <group>_mean, _lo, _hi
 COUNTS = ("hits_rule", "n_rule", "hits_control", "n_control")  # a rule against its control (table10's columns)
+# the same with each share's exact interval, in table10's order
+COUNTED = ("hits_rule", "n_rule", "lo_rule", "hi_rule", "hits_control", "n_control", "lo_control", "hi_control")
+
+
+def counted(hits_rule: int, n_rule: int, hits_control: int, n_control: int) -> Row:
+    """A rule's and its control's hits / n, each with its exact (Clopper-Pearson) 95% interval (``COUNTED``):
+    every share of hits in every table carries one."""
+    return {
+        "hits_rule": hits_rule,
+        "n_rule": n_rule,
+        **interval(hits_rule, n_rule, "rule"),
+        "hits_control": hits_control,
+        "n_control": n_control,
+        **interval(hits_control, n_control, "control"),
+    }
 
 
 MODEL_ORDER = {k: i for i, k in enumerate(MODEL_KEYS)}
@@ -92,16 +107,12 @@ def two_by_two(hits_rule: int, n_rule: int, hits_control: int, n_control: int) -
 
 
 def _cmh(tables: list[np.ndarray]) -> Row:
-    """Pooled counts, the CMH chi-square (no continuity correction: the statistic, for reference), the exact
-    conditional test's one- and two-sided p (``exact_conditional``: Fisher's test with one run, and no
-    normal approximation of sparse held-out counts), the Mantel-Haenszel odds ratio with its interval."""
+    """Pooled counts with their exact intervals (``counted``), the CMH chi-square (no continuity correction: the
+    statistic, for reference), the exact conditional test's one- and two-sided p (``exact_conditional``: Fisher's
+    test with one run, and no normal approximation of sparse held-out counts), the Mantel-Haenszel odds ratio
+    with its interval."""
     stack = np.stack(tables, axis=2)  # (2, 2, runs)
-    counts = {
-        "hits_rule": int(stack[0, 0].sum()),
-        "n_rule": int(stack[0].sum()),
-        "hits_control": int(stack[1, 0].sum()),
-        "n_control": int(stack[1].sum()),
-    }
+    counts = counted(int(stack[0, 0].sum()), int(stack[0].sum()), int(stack[1, 0].sum()), int(stack[1].sum()))
     informative = stack[:, :, (stack.sum(axis=0) > 0).all(axis=0)]  # strata with both outcomes possible
     if informative.shape[2] == 0 or (informative[:, 0].sum() == 0) or (informative[:, 1].sum() == 0):
         return {

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from builders import synthetic_results
-from scipy.stats import hypergeom
+from scipy.stats import beta, hypergeom
 
 from cctk.compare import report
 from cctk.manuals.pooled import PooledRun
@@ -102,6 +102,11 @@ def test_per_run_rows_by_hand(found):
         assert list(zip(rows["hits_rule"], rows["hits_control"], strict=True)) == counts
         assert (rows["n_rule"] == N).all() and (rows["n_control"] == N).all()
         assert rows["p_one_sided"].tolist() == pytest.approx([fisher(*c) for c in counts], rel=1e-9)
+        for side, hits in (("rule", [r for r, _ in counts]), ("control", [k for _, k in counts])):  # SPEC 3
+            lo = [beta.ppf(0.025, h, N - h + 1) if h else 0.0 for h in hits]  # the exact bounds by definition
+            hi = [beta.ppf(0.975, h + 1, N - h) if h < N else 1.0 for h in hits]
+            assert rows[f"lo_{side}"].tolist() == pytest.approx(lo, abs=1e-9)
+            assert rows[f"hi_{side}"].tolist() == pytest.approx(hi, abs=1e-9)
     directions = table.set_index(["rule", "seed"])["direction"]
     assert directions["sum + 3 from fabricated answers"].tolist() == ["above", "below", "below"]
     assert directions["conditional rule from correct sums"].tolist() == ["above", "above", "equal"]
@@ -147,6 +152,11 @@ def test_k_of_n_by_hand(found):
 def test_pooled_counts_and_holm_over_the_family_by_hand(found):
     _, by = found
     assert (by[SUPPORTED].hits_rule, by[SUPPORTED].n_rule, by[SUPPORTED].hits_control) == (27, 72, 3)
+    # each pooled share with its exact interval (SPEC 3: every share of hits, in every table)
+    assert (by[SUPPORTED].lo_rule, by[SUPPORTED].hi_rule) == pytest.approx(
+        (beta.ppf(0.025, 27, 46), beta.ppf(0.975, 28, 45)), abs=1e-9
+    )
+    assert by[SUPPORTED].lo_control == pytest.approx(beta.ppf(0.025, 3, 70), abs=1e-9)
     pooled = {
         c: _cmh([np.array([[r, N - r], [k, N - k]], dtype=float) for r, k in counts])["p_one_sided"]
         for c, (_, counts) in zip(by, DESIGN.values(), strict=True)
