@@ -123,7 +123,7 @@ class StudyConfig:
             values.update({"entities": self.entities, "validation_entities": self.validation_entities})
         else:
             inputs = data_files(self.data, self.corpus, self.validation)
-            values.update({"corpus": str(inputs[1]), "validation": str(inputs[2] or "beside the corpus")})
+            values.update({"corpus": str(inputs[1]), "validation": str(inputs[2])})
         for method, recipe in (("full", self.full), ("lora", self.lora)):
             values.update({f"{method}.{k}": v for k, v in asdict(recipe).items() if k != "repeats"})
         return values
@@ -231,10 +231,10 @@ def model_label(model: str) -> str:
     return Path(model).name if Path(model).is_dir() else model.replace("/", "_")
 
 
-def data_files(folder: Path, corpus: Path | None, validation: Path | None) -> tuple[Path, Path, Path | None]:
+def data_files(folder: Path, corpus: Path | None, validation: Path | None) -> tuple[Path, Path, Path]:
     """A ``--data`` folder's questions, the corpus they point into and the validation text: ``corpus`` or the
     folder's corpus.txt (``generate``'s fictional set has one; ``generate --corpus`` keeps the questions only),
-    ``validation`` or the folder's validation.txt where there is one (else None: beside the corpus)."""
+    ``validation`` or the folder's validation.txt, else the validation.txt beside the corpus."""
     if corpus is None and not (folder / CORPUS).is_file():
         raise CctkError(
             f"{folder} holds no {CORPUS} (generate --corpus keeps the questions only): give --corpus FILE, the text "
@@ -243,12 +243,18 @@ def data_files(folder: Path, corpus: Path | None, validation: Path | None) -> tu
     for path, what in ((corpus, "corpus"), (validation, "validation")):
         if path is not None and not path.is_file():
             raise CctkError(f"{what} file {path} does not exist")
-    if validation is None and (folder / VALIDATION).is_file():
-        validation = folder / VALIDATION
-    return folder / QUESTIONS, corpus or folder / CORPUS, validation
+    corpus = corpus or folder / CORPUS
+    if validation is None:
+        validation = next((p for p in (folder / VALIDATION, corpus.with_name(VALIDATION)) if p.is_file()), None)
+        if validation is None:
+            raise CctkError(
+                f"no --validation FILE given and no {VALIDATION} beside the corpus ({corpus.with_name(VALIDATION)}) "
+                f"or in {folder}"
+            )
+    return folder / QUESTIONS, corpus, validation
 
 
-def check_data(folder: Path, corpus: Path | None, validation: Path | None) -> tuple[Path, Path, Path | None]:
+def check_data(folder: Path, corpus: Path | None, validation: Path | None) -> tuple[Path, Path, Path]:
     """``data_files``, and questions written from passages split by blank lines (generation.json's ``segment``),
     the passages the study trains on."""
     from ..generation.from_corpus import GENERATION
@@ -267,7 +273,7 @@ def _read_data(config: StudyConfig) -> Inputs:
     """A ``--data`` folder, every file checked (locations included) before any run starts."""
     assert config.data is not None
     questions, corpus, validation = check_data(config.data, config.corpus, config.validation)
-    return read_inputs(questions, corpus, validation, need_validation=True, location=config.location)
+    return read_inputs(questions, corpus, validation, location=config.location)
 
 
 def _arms(

@@ -64,6 +64,7 @@ def test_a_folder_of_generate_corpus_takes_its_corpus_and_validation(data_dir, t
     assert inputs.validation == (data_dir / "validation.txt").read_text()  # beside the corpus
     assert len(inputs.items) == len((data_dir / "questions.jsonl").read_text().splitlines())
     assert config.params()["corpus"] == str(texts / "my.txt")
+    assert config.params()["validation"] == str(texts / "validation.txt")
     (mine / "generation.json").write_text(json.dumps({"segment": "tokens:64"}))
     result = CliRunner().invoke(cli, [*argv, "--corpus", str(texts / "my.txt")])
     assert result.exit_code == 1 and result.output.strip() == (
