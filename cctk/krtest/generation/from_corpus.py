@@ -673,8 +673,8 @@ def summary_line(done: Generation) -> str:
     reasons = ", ".join(f"{k} {v}" for k, v in done.rejected.items() if v)
     return (
         f"{counted(done.passages, 'passage')}, {counted(done.requests, 'request')}, "
-        f"{done.usage['prompt_tokens']} prompt and "
-        f"{done.usage['completion_tokens']} completion tokens, {done.proposed} items proposed, {done.kept} kept, "
+        f"{done.usage['prompt_tokens']} prompt and {done.usage['completion_tokens']} completion tokens, "
+        f"{counted(done.proposed, 'item')} proposed, {done.kept} kept, "
         f"{done.proposed - done.kept} rejected"
         + (f" ({reasons})" if reasons else "")
         + (f"; {done.surplus} surplus items ignored" if done.surplus else "")
@@ -690,6 +690,6 @@ def _oracle_line(done: Generation) -> str:
     return (
         f"; the oracle confirmed {check['correct']} of the {done.kept_by_validation} items validation kept "
         f"({100 * check['accuracy']:.1f}%, exact 95% interval {100 * check['lo']:.1f}-{100 * check['hi']:.1f}%"
-        f", {check['unanswered']} unanswered; {check['requests']} requests, {check['usage']['prompt_tokens']} "
-        f"prompt and {check['usage']['completion_tokens']} completion tokens)"
+        f", {check['unanswered']} unanswered; {counted(check['requests'], 'request')}, "
+        f"{check['usage']['prompt_tokens']} prompt and {check['usage']['completion_tokens']} completion tokens)"
     )

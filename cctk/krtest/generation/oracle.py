@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ... import __version__
 from ...core.errors import CctkError
+from ...core.labels import counted
 from ...core.stats import clopper_pearson
 from ..measurement.items import Item, read_items
 from .corpora import cut, read_documents
@@ -263,7 +264,7 @@ def run_oracle(request: OracleRequest, oracle: Teacher, echo: Callable[[str], No
                 if n not in journal.entries:
                     journal.add(n, ask_group(oracle, group, n))
                     write_oracle(groups, journal, out, request, oracle.describe(), run.run_id)  # as it grows
-                    echo(f"passage {n + 1}/{len(groups)}: {len(group.questions)} questions")
+                    echo(f"passage {n + 1}/{len(groups)}: {counted(len(group.questions), 'question')}")
         finally:
             summary = write_oracle(groups, journal, out, request, oracle.describe(), run.run_id)
             run.metrics({k: summary[k] for k in ("n", "correct", "accuracy", "lo", "hi", "unanswered", "requests")})
