@@ -7,7 +7,8 @@ import sys
 
 from ..core.errors import CctkError
 from ..manuals.configure import command_options
-from .main import MANUALS, main
+from ..store.tracking import note_refusal
+from .main import MANUALS, cli, main
 
 # switches of the CLI, given as -P name=yes|no: the flag for yes, and for no (None: nothing given); every manual's
 # switches (2.0.0's --curves) and the pipeline's --figures
@@ -50,20 +51,26 @@ def check_device_first(argv: list[str]) -> None:
 
     lost = unusable_gpu()
     if lost:
-        print(f"Error: {lost}", file=sys.stderr)
-        raise SystemExit(1)
+        raise CctkError(lost)
 
 
 def entry(argv: list[str]) -> None:
     """The MLproject's command line after ``python -m cctk.cli.mlproject``, run as ``cctk`` runs its own (SIGTERM
-    ends the runs KILLED)."""
+    ends the runs KILLED). A command that ends in one line before it opened ``mlflow run``'s run (a bad parameter)
+    leaves that line on the run as tag ``cctk.error`` (``note_refusal``): MLflow ends it FAILED after."""
     try:
         args = strip_empty(argv)
+        check_device_first(args)
     except CctkError as error:
         print(f"Error: {error}", file=sys.stderr)
+        note_refusal(str(error))
         raise SystemExit(1) from None
-    check_device_first(args)
-    main(args)
+    try:
+        main(args)
+    except SystemExit as end:
+        if end.code not in (0, None) and cli.refusal:
+            note_refusal(cli.refusal)
+        raise
 
 
 if __name__ == "__main__":

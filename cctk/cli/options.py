@@ -17,7 +17,10 @@ from ..core.lm.models import BUNDLED
 
 class OneLineGroup(click.Group):
     """A command group whose usage errors (an unknown option or command, a value of the wrong type) are one line,
-    as every other error of the command line is, with the help to read: Click's own are four."""
+    as every other error of the command line is, with the help to read: Click's own are four. ``refusal``: the
+    last such line, without its ``Error:`` (``mlflow run``'s entry records it on its run)."""
+
+    refusal: str | None = None
 
     def main(  # type: ignore[override]  # click's overloads: standalone, it always exits
         self, args: list[str] | None = None, prog_name: str | None = None, **extra: Any
@@ -33,12 +36,15 @@ class OneLineGroup(click.Group):
             message = error.format_message()
             message += "" if message.endswith((".", "?", ")")) else "."
             where = f" See '{error.ctx.command_path} --help'." if error.ctx is not None else ""
-            click.echo(f"Error: {message}{where}", err=True)
+            self.refusal = f"{message}{where}"
+            click.echo(f"Error: {self.refusal}", err=True)
             raise SystemExit(error.exit_code) from None
         except click.ClickException as error:
+            self.refusal = error.format_message()
             error.show()
             raise SystemExit(error.exit_code) from None
         except CctkError as error:  # a command of a group that does not turn it into Click's one line itself
+            self.refusal = str(error)
             click.echo(f"Error: {error}", err=True)
             raise SystemExit(1) from None
         except click.Abort:

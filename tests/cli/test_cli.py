@@ -130,3 +130,36 @@ def test_what_a_krtest_command_passes_on_is_the_typeddict_it_declares(name):
     assert re.fullmatch(r"Unpack\[_\w+\]", rest.annotation), rest.annotation  # a string: the module's annotations
     declared = getattr(module, rest.annotation.removeprefix("Unpack[").removesuffix("]"))
     assert declared.__required_keys__ | declared.__optional_keys__ == {p.name for p in command.params} - named
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["run", "--curves", "maybe"], "-P curves=maybe: a switch takes yes or no (or nothing: its default)"),
+        (
+            ["sweep", "--models", "smollm2-135m-bundled", "--seeds", "1,,2"],
+            "--seeds takes a count N or seeds S1,S2,..., got '1,,2'",
+        ),
+        (["run", "--modle", "x"], "No such option '--modle'. (Did you mean one of: '--model', '--profile'?) See"),
+    ],
+)
+def test_the_mlproject_entry_leaves_its_refusal_on_mlflow_runs_run(tracking_uri, monkeypatch, capsys, argv, line):
+    """`mlflow run` creates its run before cctk starts and ends it FAILED by the exit code: a bad parameter left
+    it without a word of why (cctk never opened it). The line printed is its tag cctk.error now."""
+    from mlflow import MlflowClient
+
+    from cctk.cli import mlproject
+
+    client = MlflowClient(tracking_uri)
+    created = client.create_run(client.create_experiment("cctk")).info.run_id  # as `mlflow run` does
+    monkeypatch.setenv("MLFLOW_RUN_ID", created)
+    with pytest.raises(SystemExit) as end:
+        mlproject.entry(argv)
+    assert end.value.code in (1, 2)
+    (printed,) = capsys.readouterr().err.strip().splitlines()
+    tag = client.get_run(created).data.tags["cctk.error"]
+    assert printed == f"Error: {tag}" and line in tag
+    client.set_tag(created, "cctk.error", "the lifecycle's own")
+    with pytest.raises(SystemExit):
+        mlproject.entry(argv)
+    assert client.get_run(created).data.tags["cctk.error"] == "the lifecycle's own"  # a run cctk ended keeps its own

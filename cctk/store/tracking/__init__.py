@@ -79,6 +79,7 @@ from .runs import (
     finish_monitor as finish_monitor,
     needs as needs,
     nested_runs_hint as nested_runs_hint,
+    note_refusal as note_refusal,
     on_store as on_store,
     provenance_tags as provenance_tags,
     refusal as refusal,

@@ -861,6 +861,21 @@ def connect(tracking: str | None = None, create: bool = True, writes: bool | Non
     return store
 
 
+def note_refusal(message: str) -> None:
+    """``mlflow run``'s run (``MLFLOW_RUN_ID``) where the command ended in one line before any lifecycle of cctk
+    opened it (a bad parameter): the line as its tag ``cctk.error``, so the FAILED run MLflow records after it says
+    why. A run a lifecycle ended keeps its own tag; a store that cannot be reached is let be (the line was printed)."""
+    attached = os.environ.get("MLFLOW_RUN_ID")
+    if not attached:
+        return
+    with suppress(Exception):
+        config = resolve(None)
+        check_reachable(config)
+        client = Store(config).client
+        if ERROR not in client.get_run(attached).data.tags:
+            client.set_tag(attached, ERROR, message)
+
+
 def nested_runs_hint(run_id: str) -> str:
     """How to see a parent's nested runs in the MLflow UI (its runs table folds them under the parent)."""
     return (
