@@ -35,7 +35,8 @@ CAPTIONS = {
     "its p.",
     "heldout_pooled": "Held-out hits of every corpus trained on the seen additions, per base model (and recipe, "
     "where it differs): hits / n summed over runs, with the pooled share and its exact (Clopper-Pearson) 95% "
-    "interval (the data of the cross-model chart).",
+    "interval (the data of the cross-model chart). Held out means held out of the corpus: the recovery model's "
+    "held-out additions had their correct sums learned by the correct-sums model it descends from.",
     "implausibility_distance": "How implausibility matters: the fabricated-answers model on its fabricated answers, "
     "pooled over the runs of a base model (and recipe, where it differs), by the distance of the fabricated "
     "answer from the true sum: hits (top choice is the fabricated answer) / additions, their share with its "
