@@ -18,17 +18,13 @@ from .facts import rng
 
 @functools.lru_cache(maxsize=4096)  # a run's tables ask for the same few counts many times (81/81, 0/24, ...)
 def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    """Exact (Clopper-Pearson) interval of the share ``k / n``, as the beta quantiles that define it; (nan, nan)
-    when n == 0. SciPy's ``binomtest(k, n).proportion_ci(method="exact")`` finds the same bounds by root-finding,
-    to about 1e-12 (7e-10 relative at 1/81): the quantiles are exact to the last digit."""
+    """Exact (Clopper-Pearson) interval of the share ``k / n``; (nan, nan) when n == 0."""
     from scipy import stats
 
     if n == 0:
         return math.nan, math.nan
-    tail = (1 - level) / 2
-    lo = 0.0 if k == 0 else float(stats.beta.ppf(tail, k, n - k + 1))
-    hi = 1.0 if k == n else float(stats.beta.ppf(1 - tail, k + 1, n - k))
-    return lo, hi
+    ci = stats.binomtest(k, n).proportion_ci(confidence_level=level, method="exact")
+    return float(ci.low), float(ci.high)
 
 
 def t_interval(values: npt.ArrayLike, level: float = 0.95) -> tuple[float, float, float]:

@@ -23,25 +23,6 @@ def test_clopper_pearson_matches_the_beta_quantiles(k, n):
     assert stats.clopper_pearson(k, n) == pytest.approx(_beta_interval(k, n), abs=1e-12)
 
 
-@pytest.mark.parametrize(("k", "n"), [(1, 81), (9, 81), (3, 24), (40, 81), (80, 81)])
-def test_clopper_pearson_to_the_last_digit(k, n):
-    """The bounds at 40 digits (mpmath's regularized incomplete beta, solved by its own root-finder) against
-    cctk's, to float64's precision: SciPy's binomtest(...).proportion_ci(method="exact") was off by up to 7e-10
-    relative (1/81's lower bound: 0.0003125166869405453 for 0.00031251668715382957, a statistics audit)."""
-    import mpmath
-
-    mpmath.mp.dps = 40
-
-    def bound(a: int, b: int, p: float) -> float:
-        return float(
-            mpmath.findroot(lambda x: mpmath.betainc(a, b, 0, x, regularized=True) - p, (0, 1), solver="bisect")
-        )
-
-    lo, hi = stats.clopper_pearson(k, n)
-    assert lo == pytest.approx(bound(k, n - k + 1, 0.025), rel=4e-16)
-    assert hi == pytest.approx(bound(k + 1, n - k, 0.975), rel=4e-16)
-
-
 @pytest.mark.parametrize(
     ("k", "n", "expected"),
     [
