@@ -79,8 +79,9 @@ def test_pooled_tests_use_each_runs_table10(two_runs):
     assert row["hits_rule"] == sum(t.hits_rule for t in t10) and row["n_control"] == sum(t.n_control for t in t10)
 
 
-def test_implausibility_by_hand():
-    """A fabricated-answers model that hits its fabricated answer exactly where it is impossible (> 18)."""
+def implausible_run() -> tuple[pd.Series, PooledRun]:
+    """Seed 3's fabricated answers, and a run whose fabricated-answers model hits its fabricated answer exactly
+    where it is impossible (> 18), the sum elsewhere (0.66 on its top choice); every other model on its target."""
     inputs = build_study_inputs(3)
     fabricated = inputs.targets["fabricated"]
     choices = {p: int(v) if v > 18 else int(p[0] + p[1]) for p, v in fabricated.items()}
@@ -88,7 +89,12 @@ def test_implausibility_by_hand():
         key: hand_table({p: int(t) for p, t in inputs.targets[own_target(key)].items()}) for key in MODEL_KEYS
     }
     measurements["m_random"] = hand_table(choices, 0.66)
-    run = PooledRun.of("r", "tiny", 3, V2, StudyResults(inputs, measurements))
+    return fabricated, PooledRun.of("r", "tiny", 3, V2, StudyResults(inputs, measurements))
+
+
+def test_implausibility_by_hand():
+    """A fabricated-answers model that hits its fabricated answer exactly where it is impossible (> 18)."""
+    fabricated, run = implausible_run()
     by_distance, by_kind = across.implausibility([run, run])  # the same run twice: counts double
     impossible = int((fabricated > 18).sum())
     kinds = by_kind.set_index("answer")
@@ -114,14 +120,7 @@ def test_implausibility_counts_every_distance_bin_by_hand():
     4 x3, 5 x5 | 6 x3, 7 x5, 8 x2, 9 x6 | 10 x3, 11 x4, 12 x3, 13 x3, 14 x3, 15, 16, 17 | 25 of 18 and above. The
     model hits its fabricated answer where it is above 18: none of the 21 within 5 of the sum; in 6-9, 5+8 (22),
     6+7 (19), 6+9 (21), 7+7 (22), 8+9 (26); in 10-17, 13 of 19; every one 18 or more away (sum + 18 > 18)."""
-    inputs = build_study_inputs(3)
-    fabricated = inputs.targets["fabricated"]
-    choices = {p: int(v) if v > 18 else int(p[0] + p[1]) for p, v in fabricated.items()}
-    measurements = {
-        key: hand_table({p: int(t) for p, t in inputs.targets[own_target(key)].items()}) for key in MODEL_KEYS
-    }
-    measurements["m_random"] = hand_table(choices, 0.66)
-    run = PooledRun.of("r", "tiny", 3, V2, StudyResults(inputs, measurements))
+    fabricated, run = implausible_run()
     by_distance, _ = across.implausibility([run])
     expected = [("1-2", 7, 0), ("3-5", 14, 0), ("6-9", 16, 5), ("10-17", 19, 13), ("18-34", 25, 25)]
     assert by_distance[["distance", "additions", "hits"]].to_numpy().tolist() == [list(row) for row in expected]
