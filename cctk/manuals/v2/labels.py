@@ -296,8 +296,10 @@ TABLE_CAPTIONS: dict[str, str] = {
     "lo, hi: the interval.",
     "table10": "Each rule against its control on the held-out additions: hits_rule / n_rule and hits_control / "
     "n_control count top choices on each model's own target, each with lo, hi, the exact "
-    "(Clopper-Pearson) 95% interval of the share; odds_ratio and p_value of a one-sided Fisher exact "
-    "test that the rule-trained model hits more often; p_adjusted: that p Holm-adjusted over the rules "
+    "(Clopper-Pearson) 95% interval of the share; odds_ratio: the sample odds ratio (rule hits x control "
+    "misses over rule misses x control hits, as scipy's fisher_exact gives it; cctk compare's per_run gives the "
+    "conditional maximum-likelihood one); p_value: a one-sided Fisher exact test that the rule-trained model "
+    "hits more often; p_adjusted: that p Holm-adjusted over the rules "
     "of this run. One run supports statements about this run only: cctk sweep --seeds and cctk "
     "compare turn seeds into findings.",
     "table11": "Fine-tuning runs: parent model, training examples (corpus size with repeats), optimizer steps, "
@@ -341,9 +343,9 @@ PAPER_TABLE_CAPTIONS: dict[str, str] = {
     "(models trained on all 81, and the base model), seen or held out of the model's own corpus (the recovery "
     f"model's were learned, correct, by the correct-sums model it descends from); {_COUNT}.",
     "table10": "Each rule against its control on the held-out additions, hits on each model's own target; "
-    f"{_COUNT}. Odds ratio and p of a one-sided Fisher exact test that the rule-trained model hits more "
-    "often; p (Holm): Holm-adjusted over the rules of this run. One run supports statements about this "
-    "run only.",
+    f"{_COUNT}. Odds ratio: the sample odds ratio (rule hits x control misses over rule misses x control "
+    "hits); p: a one-sided Fisher exact test that the rule-trained model hits more often; p (Holm): "
+    "Holm-adjusted over the rules of this run. One run supports statements about this run only.",
     "table11": "Fine-tuning runs: parent model, training examples (corpus size with repeats), optimizer steps, "
     "training time, examples per second (every epoch's examples over the training time), mean loss of the first and "
     "the last epoch, peak GPU memory "
