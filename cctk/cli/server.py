@@ -297,19 +297,25 @@ def launch_process(
 ) -> int:
     """Run ``command`` (its environment added ``env``, its file mode mask ``umask`` where given) in a process
     group of its own until it exits; once ``ready_url`` answers, ``on_ready(seconds)``. Ctrl-C or SIGTERM to
-    cctk goes to the whole group (MLflow's server, uvicorn and their workers) and cctk waits for it, so
-    nothing it started outlives it (what is still there after 10 seconds is killed)."""
+    cctk stops the whole group (MLflow's server, uvicorn and their workers) with SIGTERM, their own clean
+    stop (uvicorn re-raises a SIGINT it handled as a KeyboardInterrupt: forty lines of traceback), and cctk
+    waits for it, so nothing it started outlives it (what is still there after 10 seconds is killed). Its
+    exit status: the command's own, or 128 + the signal's number where a signal stopped cctk (130 for
+    Ctrl-C, 143 for SIGTERM), as every cctk command stopped so exits."""
     started = time.monotonic()
     child = subprocess.Popen(command, env={**os.environ, **env}, start_new_session=True, umask=umask)
+    stopped_by: list[int] = []
 
     def forward(signum: int, frame: FrameType | None) -> None:
-        _signal_group(child.pid, signum)
+        stopped_by.append(signum)
+        _signal_group(child.pid, signal.SIGTERM)
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         if ready_url and _wait_ready(child, ready_url) and on_ready:
             on_ready(time.monotonic() - started)
-        return child.wait()
+        code = child.wait()
+        return 128 + stopped_by[0] if stopped_by else code
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

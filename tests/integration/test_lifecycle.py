@@ -12,6 +12,7 @@ from pathlib import Path
 
 import mlflow
 import psutil
+import pytest
 
 
 def _wait(predicate, seconds: float, step: float = 0.2):
@@ -135,26 +136,33 @@ def _answers(port: int) -> bool:
         return False
 
 
-def test_sigterm_to_cctk_ui_leaves_no_process(tmp_path, new_store):
-    port = _free_port()
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_or_sigterm_to_cctk_ui_stops_it_cleanly_and_leaves_no_process(tmp_path, new_store, signum, code):
+    """Ctrl-C stops the UI's server as SIGTERM does, without uvicorn's traceback of a KeyboardInterrupt, and cctk
+    exits as a command that signal stopped."""
+    port, log = _free_port(), tmp_path / "ui.log"
     env = {**os.environ, "MLFLOW_TRACKING_URI": new_store(tmp_path)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cctk", "ui", "--port", str(port)],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cctk", "ui", "--port", str(port)],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         _wait(lambda: _answers(port), 120, step=0.5)
         family = psutil.Process(proc.pid).children(recursive=True)
         assert family, "cctk ui started no MLflow process"
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        proc.send_signal(signum)
+        assert proc.wait(timeout=60) == code, log.read_text()[-3000:]
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+    said = log.read_text()
+    assert "Traceback" not in said and "KeyboardInterrupt" not in said, said[-3000:]
+    assert "Application shutdown complete." in said, said[-3000:]  # the server's own clean stop
     _wait(lambda: not [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], 30)
     assert not _answers(port)
     _no_group(proc.pid)
