@@ -39,10 +39,11 @@ RAY = Path(sys.executable).with_name("ray")
 HEALTH = {"RAY_health_check_period_ms": "500", "RAY_health_check_failure_threshold": "3"}
 pytestmark = pytest.mark.slow
 
-# The second node's Python imports this (its folder first on PYTHONPATH): while the file CCTK_TEST_HOLD_ARMED names
-# exists, a cell's fabricated-answers arm that starts training on that node touches CCTK_TEST_HOLD_REACHED and
-# waits, so the node is lost in that arm every time, found by polling, whatever the machine's speed (the arm
-# itself trains in under a second on the tiny model).
+# Each node's Python imports this (its folder first on PYTHONPATH): while the file CCTK_TEST_HOLD_ARMED names
+# exists (hold-armed on the second node, hold-armed-head on the head), a cell's fabricated-answers arm that starts
+# training on that node touches CCTK_TEST_HOLD_REACHED (hold-reached, hold-reached-head) and waits, so a node or the
+# driver is lost in that arm every time, found by polling, whatever the machine's speed (the arm itself trains in
+# under a second on the tiny model).
 HOLD_HOOK = """
 import importlib.abc, importlib.util, os, pathlib, sys, time
 
@@ -94,6 +95,17 @@ class Cluster:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    def hold(self, suffix: str) -> dict[str, str]:
+        """The environment that puts ``HOLD_HOOK`` in a node's Python, armed by ``hold-armed{suffix}``."""
+        hooks = self.root / "hooks"
+        hooks.mkdir(exist_ok=True)
+        (hooks / "sitecustomize.py").write_text(HOLD_HOOK)
+        return {
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(hooks), self.env.get("PYTHONPATH")])),
+            "CCTK_TEST_HOLD_ARMED": str(self.root / f"hold-armed{suffix}"),
+            "CCTK_TEST_HOLD_REACHED": str(self.root / f"hold-reached{suffix}"),
+        }
+
     def start(self, name: str, *args: str, env: dict | None = None) -> Node:
         temp = Path(tempfile.mkdtemp(prefix=f"r{name}", dir="/tmp"))  # short: Ray's socket paths have a limit
         disk = self.root / f"disk-{name}"
@@ -124,7 +136,7 @@ class Cluster:
             "--dashboard-port",
             str(free_port()),
         )
-        self.start("head", *head)
+        self.start("head", *head, env=self.hold("-head"))
         for _ in range(300):
             with contextlib.suppress(OSError):
                 socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
@@ -136,15 +148,16 @@ class Cluster:
         """The second node, started (again, after a test killed it) where it is not running, with ``HOLD_HOOK``."""
         if len(self.nodes) > 1 and self.nodes[-1].process.poll() is None:
             return self.nodes[-1]
-        hooks = self.root / "hooks"
-        hooks.mkdir(exist_ok=True)
-        (hooks / "sitecustomize.py").write_text(HOLD_HOOK)
-        hold = {
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(hooks), self.env.get("PYTHONPATH")])),
-            "CCTK_TEST_HOLD_ARMED": str(self.root / "hold-armed"),
-            "CCTK_TEST_HOLD_REACHED": str(self.root / "hold-reached"),
-        }
-        return self.start(f"node{len(self.nodes)}", "--address", self.address, env=hold)
+        name = f"node{len(self.nodes)}"
+        node = self.start(name, "--address", self.address, env=self.hold(""))
+        # `ray start` says so once the node has registered with the head: until then a sweep's second cell waits
+        # for a CPU, and on two loaded cores the first cell could end before the second began
+        deadline = time.monotonic() + 120
+        while "Ray runtime started." not in (self.root / f"{name}.log").read_text():
+            if node.process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the second node did not join: {(self.root / f'{name}.log').read_text()[-2000:]}")
+            time.sleep(0.2)
+        return node
 
     def lose(self, node: Node) -> list[str]:
         """The node's raylet and every process it started (its workers), killed with SIGKILL."""
@@ -421,6 +434,14 @@ def test_a_sweep_that_loses_a_node_resumes_the_lost_cell_in_its_own_run(
 def test_a_sweep_that_loses_its_driver_is_resumed_on_the_same_cluster(root, env, tiny_dir, cluster, server, references):
     client = mlflow.MlflowClient(server)
     cluster.second_node()
+    armed, reached = (
+        [root / "hold-armed", root / "hold-armed-head"],
+        [root / "hold-reached", root / "hold-reached-head"],
+    )
+    for path in reached:
+        path.unlink(missing_ok=True)  # the lost node's test reached its hold
+    for path in armed:
+        path.touch()  # each node's cell holds at the start of its fabricated-answers arm: both RUNNING when lost
     driver = subprocess.Popen(
         sweep_command(tiny_dir, cluster, server),
         env=env,
@@ -431,10 +452,15 @@ def test_a_sweep_that_loses_its_driver_is_resumed_on_the_same_cluster(root, env,
     )
     sweep_id = driver.stdout.readline().split()[1].rstrip(":")
 
-    def both_started(runs: list) -> bool:
-        return both_running(runs) and all("base" in finished_arms(client, r) for r in runs)
+    def both_held(runs: list) -> bool:
+        started = both_running(runs) and all("m_correct" in finished_arms(client, r) for r in runs)
+        return started and all(path.exists() for path in reached)
 
-    wait_for(client, sweep_id, both_started, "both measured their base model")
+    try:
+        wait_for(client, sweep_id, both_held, "both held in their fabricated-answers arm")
+    finally:
+        for path in armed:
+            path.unlink(missing_ok=True)  # the resumed cells train through
     driver.send_signal(signal.SIGKILL)
     driver.wait(timeout=60)
     print(run_table(client, sweep_id))  # as the driver's death left it
