@@ -70,6 +70,8 @@ code { font-size: 13px; }
 ({{ info.model.id }}) &middot; profile {{ info.profile }}{% if
  minutes %} &middot; {{ minutes }} min from start to the reports{% endif %}</p>
 {% if ran %}<p class="lead">{{ ran }}</p>{% endif %}
+{% for warning in warnings %}<p class="warning"><b>Warning:</b> {{ warning }}.</p>
+{% endfor %}
 
 <nav><h2>Contents</h2><ol>
 <li><a href="#parameters">Parameters</a></li><li><a href="#seeds">Seeds</a></li>
@@ -107,8 +109,7 @@ code { font-size: 13px; }
 <code>--seed {{ seed_text }}</code> to repeat it.{% else %}These seeds were given for this run
 (<code>--seed {{ seed_text }}</code>).{% endif %}</p>
 
-{% for warning in warnings %}<p class="warning"><b>Warning:</b> {{ warning }}.</p>
-{% endfor %}{% if not figures_drawn %}<p class="caption"><b>Figures not drawn in this run</b> (it ran with
+{% if not figures_drawn %}<p class="caption"><b>Figures not drawn in this run</b> (it ran with
 <code>--no-figures</code>): <code>cctk report {{
  info.session }}</code> draws them from the saved measurements.</p>{% endif %}
 

@@ -206,6 +206,23 @@ def test_html_report_is_self_contained(session):
     assert command in synthesis and "cctk compare --sweep SWEEP_ID" in synthesis
 
 
+def test_html_reports_warning_sits_at_the_top_before_the_contents(session):
+    """A Part A model that did not absorb its corpus is said under the report's title, before its contents (it sat
+    below the parameters and seeds, a screen down, where the README says the top)."""
+    from builders import run_info
+
+    from cctk.manuals.configure import make_config
+    from cctk.outputs import html_report
+
+    _, results, tables = session
+    warning = "the correct sums model hits 9/81 correct sums, below 77/81: it did not absorb its corpus"
+    info = run_info(make_config("smollm2-135m-bundled", "quick", (SEED,)), results)
+    info = dataclasses.replace(info, design=dataclasses.replace(info.design, warnings=(warning,)))
+    page = html_report.render(info, tables, [], V2.spec)
+    said = page.index(f"<b>Warning:</b> {warning}.")
+    assert page.index("<h1>") < said < page.index("<nav>") and page.count("<b>Warning:</b>") == 1
+
+
 def test_html_tables_have_the_exports_plain_headers_and_the_figures_the_manuals_reading(session):
     """Issue 48: report.html's tables printed raw column names (hits_rule, lo_rule, p_adjusted, inf); now the
     export's headers and cells, in Unicode, with the captions in the words of those headers; every deviation
