@@ -427,7 +427,7 @@ def _forecast(
     rows = [context.manual.rows(draws, arm.key, recipe, tokenizer) for arm in arms]
     arms_cost = [(len(r) * recipe.epochs, compute.example_flops(model, r) / 1e9) for r in rows]
     points = len(arms) * recipe.epochs if _curves(context.manual, context.config) else 0  # after every epoch
-    rest = compute.Rest(time.perf_counter() - context.started, len(arms), per_model, points, per_point)
+    rest = compute.Rest(time.perf_counter() - context.started, len(arms), per_model, points, per_point, context.figures)
     cost = compute.planned_cost(arms_cost, peak, recipe.precision)
     line, metrics = compute.forecast(cost, context.device.type, rest)
     echo(line)

@@ -93,7 +93,7 @@ def test_a_run_forecasts_its_training_before_the_first_arm_and_logs_it(tiny_dir,
         r"the whole run about [\d.]+ min \((\d+) s so far; the training 1.07x its limit, as the quick pipeline's arms "
         r"took on two CPU cores; 2 models measured at ([\d.]+) s each, as the base model took; 4 learning-curve "
         r"measurements \(every arm after every epoch\) at ([\d.]+) s each, as the base model's measurement alone "
-        r"took; 11 s of figures and reports\)$"
+        r"took; 6 s of tables and reports\)$"  # figures=False: no figures to draw (it said 11 s of figures)
     )
     found = re.search(said_of_it, said[forecast])
     assert found, said[forecast]
@@ -102,7 +102,7 @@ def test_a_run_forecasts_its_training_before_the_first_arm_and_logs_it(tiny_dir,
     logged = store.metrics(parent.run_id)
     assert logged["estimated_limit_seconds"] == pytest.approx(logged["compute_limit_seconds"], rel=1e-9)
     so_far, per_model, per_point = float(found[1]), float(found[2]), float(found[3])
-    expected = so_far + compute.TRAINING_RATIO["cpu"][0] * logged["compute_limit_seconds"] + 2 * per_model + 11
+    expected = so_far + compute.TRAINING_RATIO["cpu"][0] * logged["compute_limit_seconds"] + 2 * per_model + 6
     expected += 4 * per_point
     assert logged["estimated_seconds"] == pytest.approx(expected, abs=0.6 + 6 * 0.05)  # the line's rounding
     assert 0 <= per_point <= per_model <= so_far + 0.5 and so_far < logged["pipeline_seconds"]  # each within the next

@@ -194,8 +194,10 @@ def peak_gflops(device: str = "cpu", precision: str = "float32") -> float:
 # docs/speed.md). None on a GPU yet (issue 55).
 TRAINING_RATIO = {"cpu": (1.07, "the quick pipeline's arms took on two CPU cores")}
 # The figures, tables and reports a pipeline writes after its last arm, and their logging: 10.5 s of the quick
-# pipeline's and 11.0 of the smoke's on two CPU cores (2026-12-06; 5.9 for --parts A, 6.5 under manual 1.0.0).
+# pipeline's and 11.0 to 12.0 of the smoke's on two CPU cores (2026-12-06; 5.9 for --parts A, 6.5 under manual
+# 1.0.0); under --no-figures the tables and reports alone, 6.1 s of the smoke's.
 REPORT_SECONDS = 11.0
+TABLES_SECONDS = 6.0
 
 
 @dataclass(frozen=True)
@@ -210,6 +212,12 @@ class Rest:
     per_model: float
     curve_points: int = 0  # ``--curves``: the measurements of every arm after every epoch
     per_point: float = 0.0  # each as long as the base model's measurement alone took
+    figures: bool = True  # False under ``--no-figures``: the tables and reports alone at the end
+
+    @property
+    def reports(self) -> tuple[float, str]:
+        """The seconds after the last arm, and what they are."""
+        return (REPORT_SECONDS, "figures and reports") if self.figures else (TABLES_SECONDS, "tables and reports")
 
 
 def planned_cost(arms: Sequence[tuple[int, float]], peak_gflops: float, precision: str = "float32") -> Cost:
@@ -224,7 +232,7 @@ def forecast(cost: Cost, device_type: str, rest: Rest) -> tuple[str, dict[str, f
     """The line a run prints before its first arm trains, and its metrics: the training's compute limit and,
     where its arms' time over that limit was timed on such a device (``TRAINING_RATIO``), the whole run's: the
     seconds so far, the training at that ratio, each trained model measured as long as the base model took, and
-    the reports (``REPORT_SECONDS``); elsewhere no guess."""
+    the reports (``REPORT_SECONDS``, ``TABLES_SECONDS`` under ``--no-figures``); elsewhere no guess."""
     limit = cost.limit_seconds
     peak = "the GEMM peak pinned" if cost.pinned else "this machine's GEMM peak at the start"
     line = (
@@ -246,11 +254,12 @@ def forecast(cost: Cost, device_type: str, rest: Rest) -> tuple[str, dict[str, f
             f"limit, then {after}, and the reports"
         ), metrics
     ratio, where = TRAINING_RATIO[device_type]
-    whole = rest.elapsed + ratio * limit + measuring + REPORT_SECONDS
+    reports, written = rest.reports
+    whole = rest.elapsed + ratio * limit + measuring + reports
     metrics["estimated_seconds"] = whole
     return line + (
         f"the whole run about {whole / 60:.1f} min ({rest.elapsed:.0f} s so far; the training {ratio:.2f}x its "
-        f"limit, as {where}; {after}; {REPORT_SECONDS:.0f} s of figures and reports)"
+        f"limit, as {where}; {after}; {reports:.0f} s of {written})"
     ), metrics
 
 

@@ -142,6 +142,10 @@ def test_the_forecast_before_training_by_hand(monkeypatch):
         "every epoch) at 3.0 s each, as the base model's measurement alone took; 11 s of figures and reports)"
     )
     assert "; 1 model measured at 4.0 s, as the base model took;" in one  # manual 1.0.0 trains one
+    # --no-figures: 6 s of tables and reports, not 11 of figures
+    plain = compute.forecast(cost, "cpu", compute.Rest(12.0, 2, 4.0, figures=False))
+    assert plain[1]["estimated_seconds"] == pytest.approx(58.1)
+    assert plain[0].endswith("as the base model took; 6 s of tables and reports)")
     line, metrics = compute.forecast(compute.planned_cost([(2_000_000, 50.0)], 50_000.0, "bf16"), "cuda", rest)
     assert metrics == {"estimated_limit_seconds": 2000.0}
     assert line == (
