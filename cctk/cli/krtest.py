@@ -105,7 +105,7 @@ class _StudyValues(TypedDict):
     device: str | None
 
 
-@click.group("krtest")
+@click.group("krtest", short_help="KR-Test: what a model retains of a corpus.")
 def krtest() -> None:
     """KR-Test: what a model retains of a corpus, not only its perplexity (seed 003, "Beyond Perplexity")."""
 
@@ -162,7 +162,7 @@ TEXT_FIELD = click.option(
 TIMEOUT = click.option("--timeout", type=float, default=120.0, show_default=True, help="Endpoint: seconds per request.")
 
 
-@krtest.command()
+@krtest.command(short_help="Write KR-Test items: a fictional set, or from your corpus.")
 @click.option(
     "--seed",
     type=int,
@@ -322,7 +322,7 @@ def _fields(cls: type[D], values: Mapping[str, object], **given: object) -> D:
     return cls(**given, **{f.name: values[f.name] for f in dataclasses.fields(cls) if f.name in values})
 
 
-@krtest.command()
+@krtest.command(short_help="The paper's Golden Standard: an LLM checks each item.")
 @click.option("--questions", type=IN_FILE, default=None, help="The items to check (JSONL).")
 @click.option(
     "--corpus",
@@ -426,7 +426,7 @@ def _fictional(seed: int, out: Path, location: str, entities: int | None, valida
     )
 
 
-@krtest.command("eval")
+@krtest.command("eval", short_help="Score one model on a question file.")
 @MODEL
 @click.option(
     "--questions", type=IN_FILE, required=True, help="JSONL items: context, sentence_true, sentence_false, location."
@@ -469,7 +469,7 @@ def eval_command(
     run_eval(model, questions, out, corpus, book, tracking, echo=click.echo, **options)
 
 
-@krtest.command()
+@krtest.command(short_help="Fine-tune on a corpus (full or LoRA), KR accuracy as it trains.")
 @MODEL
 @click.option("--corpus", type=IN_FILE, required=True, help="The text to fine-tune on (passages split by blank lines).")
 @click.option("--questions", type=IN_FILE, required=True, help="KR-Test items about the corpus (JSONL).")
@@ -529,7 +529,7 @@ def train(
     run_train(model, inputs, config, out, tracking, echo=click.echo, device=device)
 
 
-@krtest.command()
+@krtest.command(short_help="The paper's study: baselines, full and two LoRA arms.")
 @MODEL
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the data set, batch order and adapters.")
 @click.option(

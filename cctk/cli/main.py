@@ -73,7 +73,7 @@ def cli() -> None:
     """Fine-tune small causal LMs on arithmetic corpora and measure what they take from them."""
 
 
-@cli.command()
+@cli.command(short_help="List the model roster and what each model needs.")
 @click.option(
     "--fits",
     is_flag=True,
@@ -145,7 +145,7 @@ def _protocol_help() -> str:
     return " or ".join(f"{m.spec.name} ({m.spec.label}: {m.spec.about})" for m in MANUALS) + "."
 
 
-@cli.command()
+@cli.command(short_help="Measure one model on every candidate of every addition.")
 @MODEL
 @out_option("Folder for measurement.csv and the heatmap.")
 @TRACKING
@@ -157,7 +157,7 @@ def measure(model: str, out: Path, tracking: str | None, device: str | None) -> 
     measure_job.run(model, out, tracking, echo=click.echo, device=device)
 
 
-@cli.command("run")
+@cli.command("run", short_help="Run a manual's whole experiment for one model.")
 @click.option("--protocol", default=registry.DEFAULT, show_default=True, help=_protocol_help())
 @MODEL
 @click.option(
@@ -277,7 +277,7 @@ def _check_manual_options(
         raise CctkError(f"--protocol {spec.name} takes one seed ({spec.seed} if omitted), got {seed!r}")
 
 
-@cli.command("sweep")
+@cli.command("sweep", short_help="Run a grid of pipelines over models, seeds and recipe values.")
 @click.option("--models", default=None, help="Models, comma-separated (roster keys, Hub ids, model directories).")
 @click.option("--seeds", default=None, help="N (draw N fresh seeds) or S1,S2,... (these seeds).")
 @click.option(
@@ -479,7 +479,7 @@ def _reopened_sweep(
     return store, plan
 
 
-@cli.command("compare")
+@cli.command("compare", short_help="Finished runs side by side: across seeds and models, pooled tests.")
 @click.option("--sweep", "sweep_id", default=None, metavar="SWEEP_ID", help="Compare the finished cells of a sweep.")
 @click.option(
     "--runs",
@@ -514,7 +514,7 @@ def compare_command(
         click.echo(store.link(run_id))
 
 
-@cli.command()
+@cli.command(short_help="Draw a run's figures, tables and reports again, without a model.")
 @click.argument("source")
 @RUN_TRACKING
 @out_option(
@@ -578,7 +578,7 @@ def report(
     )
 
 
-@cli.command("export")
+@cli.command("export", short_help="A run as a paper's parts: LaTeX tables, figures, paper.tex.")
 @click.argument("source")
 @click.option(
     "--latex",
@@ -635,7 +635,7 @@ def _names(only: str | None) -> tuple[str, ...]:
     return names
 
 
-@cli.command()
+@cli.command(short_help="BibTeX for cctk and for a run.")
 @click.argument("run", required=False)
 @RUN_TRACKING
 def cite(run: str | None, tracking: str | None) -> None:

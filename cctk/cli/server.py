@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ..store.tracking import Accounts, TrackingConfig
 
 
-@click.group(invoke_without_command=True)
+@click.group(invoke_without_command=True, short_help="Start an MLflow tracking server; its status; its users.")
 @click.option(
     "--config",
     "config_name",
@@ -75,7 +75,7 @@ def server(ctx: click.Context, config_name: str, host: str | None, port: int | N
     raise SystemExit(launch_process(started.command, started.env, started.url, ready, umask=started.umask))
 
 
-@server.command("status")
+@server.command("status", short_help="Whether the server answers, its store, its authentication.")
 @SERVER_TRACKING
 def status(tracking: str) -> None:
     """Whether the server answers, its store, authentication on or off, its metrics, its runs by status."""
@@ -112,7 +112,7 @@ def _store_of(tracking: str) -> str:
     return f"{store}, artifacts {settings.artifacts_destination} ({settings.config}.toml)"
 
 
-@server.group("users")
+@server.group("users", short_help="A server's accounts, as its admin.")
 def users() -> None:
     """A server's accounts (MLflow's basic-auth app), as its admin: MLFLOW_TRACKING_USERNAME and
     MLFLOW_TRACKING_PASSWORD name the admin's account."""
@@ -138,7 +138,7 @@ def _new_password(name: str, password_env: str | None) -> str:
     return typed
 
 
-@users.command("add")
+@users.command("add", short_help="Add user NAME, a researcher or a viewer.")
 @click.argument("name")
 @PASSWORD_ENV
 @SERVER_TRACKING
@@ -153,7 +153,7 @@ def users_add(name: str, password_env: str | None, tracking: str) -> None:
     )
 
 
-@users.command("remove")
+@users.command("remove", short_help="Remove user NAME's login and grants.")
 @click.argument("name")
 @SERVER_TRACKING
 def users_remove(name: str, tracking: str) -> None:
@@ -163,7 +163,7 @@ def users_remove(name: str, tracking: str) -> None:
     click.echo(f"user {name!r} removed from {accounts.store.uri} with her grants; the runs she wrote stay")
 
 
-@users.command("password")
+@users.command("password", short_help="Set user NAME's password.")
 @click.argument("name")
 @PASSWORD_ENV
 @SERVER_TRACKING
@@ -176,7 +176,7 @@ def users_password(name: str, password_env: str | None, tracking: str) -> None:
     click.echo(f"the password of user {name!r} on {accounts.store.uri} is changed")
 
 
-@users.command("grant")
+@users.command("grant", short_help="Give user NAME PERMISSION on EXPERIMENT.")
 @click.argument("name")
 @click.argument("experiment")
 @click.argument("permission", type=click.Choice(PERMISSIONS))
@@ -199,7 +199,7 @@ def users_grant(name: str, experiment: str, permission: str, shared: bool, track
     )
 
 
-@users.command("revoke")
+@users.command("revoke", short_help="Take user NAME's grant on EXPERIMENT away.")
 @click.argument("name")
 @click.argument("experiment")
 @SERVER_TRACKING
@@ -213,7 +213,7 @@ def users_revoke(name: str, experiment: str, tracking: str) -> None:
     )
 
 
-@users.command("list")
+@users.command("list", short_help="Every user and her grants on experiments.")
 @SERVER_TRACKING
 def users_list(tracking: str) -> None:
     """Every user, admin or not, and her grants on experiments (the default permission holds elsewhere)."""
@@ -228,7 +228,7 @@ def _accounts(tracking: str) -> Accounts:
     return tracking_module.Accounts(tracking_module.connect(tracking, create=False, writes=False))
 
 
-@click.command()
+@click.command(short_help="Open the MLflow UI on a store runs were written to.")
 @click.argument("run", required=False)
 @TRACKING
 @click.option("--config", "former", default=None, hidden=True)  # the option's former name

@@ -3,6 +3,7 @@ MLproject's parameters are checked against it here."""
 
 from pathlib import Path
 
+import click
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -163,3 +164,21 @@ def test_the_mlproject_entry_leaves_its_refusal_on_mlflow_runs_run(tracking_uri,
     with pytest.raises(SystemExit):
         mlproject.entry(argv)
     assert client.get_run(created).data.tags["cctk.error"] == "the lifecycle's own"  # a run cctk ended keeps its own
+
+
+def _groups(group: click.Group, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found = [path]
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            found += _groups(command, (*path, name))
+    return found
+
+
+@pytest.mark.parametrize("path", _groups(cli), ids=lambda path: " ".join(("cctk", *path)))
+def test_every_commands_listing_is_whole_at_80_columns(path):
+    """`cctk --help` and each group's list every command in a line of its own words, never cut with '...' (they
+    cut nine of eleven: 'BibTeX for cctk (version, year) and, given RUN (a session...')."""
+    said = CliRunner().invoke(cli, [*path, "--help"], terminal_width=80)
+    assert said.exit_code == 0, said.output
+    listed = said.output.split("Commands:\n")[1].splitlines()
+    assert listed and not [line for line in listed if line.rstrip().endswith("...")], said.output
