@@ -879,9 +879,9 @@ def note_refusal(message: str) -> None:
 def nested_runs_hint(run_id: str) -> str:
     """How to see a parent's nested runs in the MLflow UI (its runs table folds them under the parent)."""
     return (
-        "Its models are nested runs, folded under it in the runs table: the + beside its name (Expand child "
-        f"runs) lists them, as does the search tags.mlflow.parentRunId = '{run_id}'; drag the Run Name "
-        "column wider to read long names whole"
+        "Its models are nested runs, folded under it in the runs table: the + beside its name lists them, as "
+        f"does the search tags.mlflow.parentRunId = '{run_id}'; drag the Run Name column wider to read long names "
+        "whole"
     )
 
 
