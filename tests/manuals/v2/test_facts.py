@@ -144,3 +144,25 @@ def test_every_target_column_of_targets_csv_holds_what_its_name_says(seed):
         assert offset.between(1, k).all() and offset.min() < offset.max()
     rule = table["conditional rule"]
     assert (rule == sums + 18).where(table["a"] >= table["b"], rule == sums + 9).all()
+
+
+def test_each_arms_dataset_is_named_by_its_target_and_its_additions():
+    """An arm's MLflow dataset: the distinct pairs of its corpus, named so that one target on two sets of additions
+    is two names (the correct-sums arm's 81 and the recovery's 57 seen were both 'correct sum', told apart in the
+    UI's dataset filter by their digests alone)."""
+    from cctk.manuals.configure import make_config
+    from cctk.manuals.v2.manual import V2
+
+    draws = V2.draw(make_config("smollm2-135m-bundled", "smoke", (7,)))
+    seen = study.split_additions(7).seen
+    named = {key: V2.dataset(draws, key) for key in ("m_correct", "m_recover", "m_random", "c18_correct")}
+    assert {key: name for key, (name, _) in named.items()} == {
+        "m_correct": "correct sum on 81 additions",
+        "m_recover": "correct sum on 57 additions",
+        "m_random": "fabricated answer on 81 additions",
+        "c18_correct": "sum + 18 on 57 additions",
+    }
+    recovery = named["m_recover"][1]
+    assert list(zip(recovery.a, recovery.b, strict=True)) == sorted(seen) and len(seen) == 57
+    assert recovery.completion.tolist() == [f" {a + b}\n" for a, b in sorted(seen)]
+    assert recovery.prompt.tolist() == [facts.prompt(a, b) for a, b in sorted(seen)]
