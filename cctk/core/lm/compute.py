@@ -193,11 +193,12 @@ def peak_gflops(device: str = "cpu", precision: str = "float32") -> float:
 # of the bundled model on two CPU cores took 20.6 min against a limit of 19.3 (`make run`, 2026-12-01,
 # docs/speed.md). None on a GPU yet (issue 55).
 TRAINING_RATIO = {"cpu": (1.07, "the quick pipeline's arms took on two CPU cores")}
-# The figures, tables and reports a pipeline writes after its last arm, and their logging: 10.5 s of the quick
-# pipeline's and 11.0 to 12.0 of the smoke's on two CPU cores (2026-12-06; 5.9 for --parts A, 6.5 under manual
-# 1.0.0); under --no-figures the tables and reports alone, 6.1 s of the smoke's.
-REPORT_SECONDS = 11.0
+# What a pipeline writes after its last arm, and its logging, on two CPU cores (2026-12-06): the tables and reports
+# alone 6.1 s (a smoke run under --no-figures), and the figures about 5 s more for manual 2.0.0's 13 arms (10.5 s
+# of the quick pipeline's, 11.0 to 12.0 of the smoke's): the figures follow the models trained, so a run of fewer
+# arms draws fewer (--parts A, 2 arms: 5.9 s; manual 1.0.0, 1 arm: 6.5 s; this sum says 6.8 and 6.4).
 TABLES_SECONDS = 6.0
+FIGURE_SECONDS_PER_MODEL = 5.0 / 13
 
 
 @dataclass(frozen=True)
@@ -216,8 +217,11 @@ class Rest:
 
     @property
     def reports(self) -> tuple[float, str]:
-        """The seconds after the last arm, and what they are."""
-        return (REPORT_SECONDS, "figures and reports") if self.figures else (TABLES_SECONDS, "tables and reports")
+        """The seconds after the last arm, and what they are: the tables and reports, and each trained model's
+        share of the figures where they are drawn."""
+        if not self.figures:
+            return TABLES_SECONDS, "tables and reports"
+        return TABLES_SECONDS + FIGURE_SECONDS_PER_MODEL * self.models, "figures and reports"
 
 
 def planned_cost(arms: Sequence[tuple[int, float]], peak_gflops: float, precision: str = "float32") -> Cost:
@@ -232,7 +236,7 @@ def forecast(cost: Cost, device_type: str, rest: Rest) -> tuple[str, dict[str, f
     """The line a run prints before its first arm trains, and its metrics: the training's compute limit and,
     where its arms' time over that limit was timed on such a device (``TRAINING_RATIO``), the whole run's: the
     seconds so far, the training at that ratio, each trained model measured as long as the base model took, and
-    the reports (``REPORT_SECONDS``, ``TABLES_SECONDS`` under ``--no-figures``); elsewhere no guess."""
+    the reports (``Rest.reports``); elsewhere no guess."""
     limit = cost.limit_seconds
     peak = "the GEMM peak pinned" if cost.pinned else "this machine's GEMM peak at the start"
     line = (
