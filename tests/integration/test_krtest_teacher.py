@@ -23,11 +23,10 @@ from click.testing import CliRunner
 
 from cctk.cli.main import cli
 from cctk.core.lm.models import export_bundled
-from cctk.krtest.measurement.items import read_items
+from cctk.krtest.measurement.items import FIELDS, read_items
 from cctk.krtest.measurement.passages import segment
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-FIELDS = ("context", "sentence_true", "sentence_false", "location")  # what makes two items one
 CORPUS = Path(__file__).parents[1] / "data" / "kr_corpus.txt"
 START_TIMEOUT = 300  # seconds for the server to answer /health (it loads 135M parameters)
 
@@ -190,7 +189,7 @@ def test_generate_through_transformers_serve_then_eval(tmp_path, tracking_uri):
         assert item.context in answered[item.location]
 
     # the teacher may write a hand-made item word for word (the passage's one number changed as by hand): the
-    # oracle and eval score each distinct item once
+    # oracle and eval score each distinct item once (its four fields, FIELDS, make an item)
     distinct = {tuple(json.loads(line)[k] for k in FIELDS) for line in questions.read_text().splitlines()}
     assert len(HAND_MADE) <= len(distinct) <= len(HAND_MADE) + len(items)
     oracle = json.loads((tmp_path / "oracle" / "oracle.json").read_text())
