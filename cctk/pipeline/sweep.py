@@ -12,6 +12,7 @@ in (``run_cell``), so this module never imports the pipeline.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
@@ -162,7 +163,7 @@ RETRIES = 3  # Ray's own default for a task whose worker or node was lost: tried
 CONNECT_TIMEOUT = 20.0  # seconds a Ray cluster at --address has to answer before the sweep gives up
 # and then seconds Ray has to connect: its handshake took over 20 s on two loaded cores (a CI run's slow tests)
 HANDSHAKE_TIMEOUT = 60.0
-SCRATCH = "cctk-sweeps"  # a cluster cell's session folder: <the worker's temporary folder>/cctk-sweeps/<sweep>/
+SCRATCH = "cctk-sweeps"  # a cluster cell's folder: <the worker's temporary folder>/cctk-sweeps/<sweep>/<cell>/
 
 
 @dataclass(frozen=True)
@@ -310,7 +311,7 @@ def run_attempt(run_cell: RunCell, job: CellJob) -> str:
     if earlier is not None and earlier.status == "FINISHED":
         return earlier.run_id  # finished, but the word never reached the driver (its node was lost after)
     resume_id = _resumable(store, earlier)
-    out = job.out or str(Path(tempfile.gettempdir()) / SCRATCH / job.sweep_id)
+    out = job.out or str(scratch(job.sweep_id, job.cell))
     with gpu_share():
         run_id = run_cell(
             job.cell,
@@ -324,8 +325,17 @@ def run_attempt(run_cell: RunCell, job: CellJob) -> str:
             job.options,
         )
     if job.out is None:  # everything is in MLflow: the worker's disk keeps nothing of it
-        shutil.rmtree(Path(out) / store.get(run_id).tags.get(tracking.SESSION, "-"), ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)
     return run_id
+
+
+def scratch(sweep_id: str, cell: Cell) -> Path:
+    """Where a cluster cell keeps its session folder on a worker's disk: a folder of the cell's own. Cells on
+    different machines start sessions of one model in the same second under one name (``new_folder`` keeps
+    names apart on one disk only); in a folder shared by the sweep, a cell resumed on another machine would
+    take the other cell's files of that name for its own (its measurements and checkpoints, another seed's)."""
+    digest = hashlib.sha256(cell.key.encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / SCRATCH / sweep_id / f"cell-{digest}"
 
 
 def _resumable(store: tracking.Store, earlier: tracking.TrackedRun | None) -> str | None:

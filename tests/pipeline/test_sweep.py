@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import tempfile
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -279,6 +281,41 @@ def test_an_attempt_at_a_cell_resumes_the_run_its_lost_attempt_left(tracking_uri
         store.client.set_terminated(lost, "FINISHED")
         asked.clear()
         assert sweep.run_attempt(run_cell, jobs[3]) == lost and not asked
+
+
+def test_cluster_cells_resumed_on_each_others_nodes_never_take_each_others_files(tracking_uri, tmp_path, monkeypatch):
+    """Two cells of one model start their sessions in the same second on two nodes (one name on two disks), both
+    are lost (the sweep's driver died) and each is resumed on the other's node: neither may find a folder of its
+    session's name there (the other cell's measurements and checkpoints, another seed's, taken for its own), and,
+    once finished, they leave nothing on either disk."""
+    store, plan = new_sweep(tmp_path)
+    nodes = {name: tmp_path / name for name in ("a", "b")}
+    with store.run("sweep", "sweep") as opened:
+        plan = replace(plan, run_id=opened.run_id, out=None)  # a cluster: each cell writes in its worker's TMPDIR
+        jobs = {seed: sweep._job(plan, sweep.Cell("smollm2-135m-bundled", seed)) for seed in (3, 5)}
+        found = {}
+
+        def run_cell(cell, profile, out, uri, sweep_id, resume_id, figures, protocol, options):
+            session = Path(out) / "20261207-000625_smollm2-135m-bundled"  # session_name: one second, one model
+            found[cell.seed] = sorted(p.name for p in session.glob("checkpoints/*"))
+            (session / "checkpoints").mkdir(parents=True, exist_ok=True)
+            (session / "checkpoints" / f"m_correct-seed{cell.seed}.pt").touch()
+            if resume_id is None:
+                raise RuntimeError("the driver was lost")
+            return resume_id
+
+        for name, seed in (("a", 3), ("b", 5)):
+            monkeypatch.setattr(tempfile, "tempdir", str(nodes[name]))
+            with pytest.raises(RuntimeError):
+                sweep.run_attempt(run_cell, jobs[seed])
+            open_cell_run(store, plan, seed)  # the cell's run, as its lost attempt left it
+        for name, seed in (("b", 3), ("a", 5)):
+            monkeypatch.setattr(tempfile, "tempdir", str(nodes[name]))
+            sweep.run_attempt(run_cell, jobs[seed])
+    assert found == {3: [], 5: []}  # each found the other's m_correct checkpoint, as its own, before
+    # what a finished cell kept is gone; each lost attempt's files stay on the disk it was lost with
+    left = {(p.parents[5].name, p.name) for p in tmp_path.glob("[ab]/cctk-sweeps/*/*/*/checkpoints/*")}
+    assert left == {("a", "m_correct-seed3.pt"), ("b", "m_correct-seed5.pt")}
 
 
 def test_settle_ends_what_no_process_runs_failed_or_killed(tracking_uri, tmp_path):
