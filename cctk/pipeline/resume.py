@@ -54,11 +54,16 @@ def finished(store: Store, parent: TrackedRun, layout: Layout) -> Done:
 
 def _fetch(store: Store, run_id: str, layout: Layout, key: str) -> None:
     """A finished model's measurement and training record, from its MLflow run where the session folder
-    lacks them (they were written on a machine that was lost): the run logged both as it finished."""
-    wanted = {"measurement": layout.measurement(key), "training": layout.training(key)}
-    for folder, path in wanted.items():
-        if not path.is_file() and not (folder == "training" and key == "base"):
-            store.fetch(run_id, f"{folder}/{path.name}", path)
+    lacks them (they were written on a machine that was lost): the run logged both as it finished, under
+    today's name or, logged by an older cctk, one that ``Layout.named`` lists."""
+    wanted = {"measurement": (layout.measurement(key), ".csv"), "training": (layout.training(key), ".json")}
+    for folder, (path, suffix) in wanted.items():
+        if path.is_file() or (folder == "training" and key == "base"):
+            continue
+        plural = "measurements" if folder == "measurement" else folder
+        for candidate in layout.named(plural, key, suffix):
+            if store.fetch(run_id, f"{folder}/{candidate.name}", candidate):
+                break
 
 
 def save_checkpoint(model: torch.nn.Module, layout: Layout, key: str) -> None:

@@ -7,9 +7,9 @@ resume and ``cctk.results`` read through it::
       run_info.json                    the run record and the facts derived from it (records.RunInfo)
       targets.csv                      the draws: split, every target table, exclusions
       measurements/<model>.csv         the measurement table of each measured model
-      training/<key>.json              the TrainRecord of each fine-tuning run
+      training/<model>.json            the TrainRecord of each fine-tuning run
       curves.csv                       learning curves, one row per arm, epoch and group (--curves)
-      checkpoints/<key>.pt             parents of unfinished arms (only while a run is unfinished)
+      checkpoints/<model>.pt           parents of unfinished arms (only while a run is unfinished)
       figures/NN_<name>/<name>.{png,pdf,eps}
       tables/tableNN_<name>/tableNN_<name>.{csv,xlsx,tex}
       workbook/<session>.xlsx
@@ -146,23 +146,36 @@ class Layout:
         """A manual's one corpus (1.0.0's): the fine-tuning texts, one per line, in the corpus order."""
         return self.folder / "corpus.txt"
 
-    def measurement(self, key: str) -> Path:
-        """Its CSV, named by the model's plain name; in a session written before that name changed, by the
-        name it had then, where that file is there (``Vocabulary.former``)."""
+    def named(self, folder: str, key: str, suffix: str) -> list[Path]:
+        """The paths a model's file in ``folder`` may have, today's first: the model's plain name, then those
+        of a session written before: the plain names it had (``Vocabulary.former``), its key and the keys it
+        had (``ManualSpec.renamed``; training records and checkpoints were named by key until 2026-12-07)."""
         spec = self.manual.spec
         names = (spec.model_name(key), *spec.vocabulary.former_names("model", key))
-        paths = [self.folder / "measurements" / f"{file_stem(name)}.csv" for name in names]
+        stems = [file_stem(name) for name in names] + [key, *(old for old, new in spec.renamed.items() if new == key)]
+        return [self.folder / folder / f"{stem}{suffix}" for stem in dict.fromkeys(stems)]
+
+    def _found(self, folder: str, key: str, suffix: str) -> Path:
+        """The first of ``named`` that is there; today's name where none is."""
+        paths = self.named(folder, key, suffix)
         return next((path for path in paths if path.is_file()), paths[0])
 
+    def measurement(self, key: str) -> Path:
+        """Its CSV, named by the model's plain name (in a session written before that name changed, by the name
+        it had then, where that file is there)."""
+        return self._found("measurements", key, ".csv")
+
     def training(self, key: str) -> Path:
-        return self.folder / "training" / f"{key}.json"
+        """Its training record (``TrainRecord``), named by the model's plain name (or as ``named`` says)."""
+        return self._found("training", key, ".json")
 
     @property
     def checkpoints(self) -> Path:
         return self.folder / "checkpoints"
 
     def checkpoint(self, key: str) -> Path:
-        return self.checkpoints / f"{key}.pt"
+        """The weights of a parent of unfinished arms, named by the model's plain name (or as ``named`` says)."""
+        return self._found("checkpoints", key, ".pt")
 
     @property
     def figures(self) -> Path:

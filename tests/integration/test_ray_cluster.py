@@ -402,7 +402,7 @@ def test_a_sweep_that_loses_a_node_resumes_the_lost_cell_in_its_own_run(
     again = [a for a in models if "cctk.trained_again" in a.data.tags]
     assert [a.data.tags["cctk.key"] for a in again] == ["m_correct"]  # its checkpoint was on the lost disk
     # the lost attempt's files stayed on the lost node's disk; the head's keeps nothing: MLflow has it all
-    assert [p.name for p in node.disk.glob("cctk-sweeps/*/*/*/checkpoints/*")] == ["m_correct.pt"]
+    assert [p.name for p in node.disk.glob("cctk-sweeps/*/*/*/checkpoints/*")] == ["correct_sums.pt"]
     assert not list(cluster.nodes[0].disk.glob("cctk-sweeps/*/*"))
     swept = tables_by_seed(client, sweep_id, server, root / "cache")
     references.tables.update({s: tables for s, tables in swept.items() if s != seed})  # the cell that ran through

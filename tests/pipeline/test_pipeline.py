@@ -433,3 +433,38 @@ def test_the_memory_use_of_a_gpu_run_is_its_largest_arm_on_the_allocator():
     context = SimpleNamespace(device=torch.device("cuda:0"), memory_estimate=8 * 2**30)
     use = pipeline._memory_use(context, SimpleNamespace(training=arms))
     assert (use.where, use.estimate_bytes, use.peak_bytes) == ("gpu", 8 * 2**30, 7 * 2**30)
+
+
+def test_a_resume_on_another_machine_fetches_an_older_runs_key_named_record(tracking_uri, tmp_path):
+    """A finished arm whose files are not on this machine comes back from its MLflow run: its measurement under
+    today's name, its training record under the key an older cctk named it by (training/m_correct.json); the
+    resumed pipeline reads both as written."""
+    import json
+
+    from builders import synthetic_results
+
+    from cctk.manuals.v2.manual import V2
+    from cctk.pipeline.resume import finished
+    from cctk.store import session
+
+    results = synthetic_results()
+    written = session.Layout(tmp_path / "lost" / "20261201-120000_tiny", V2)
+    table = results.measurements["m_correct"]
+    measured = session.write_measurement(written, "m_correct", table)
+    old_record = written.folder / "training" / "m_correct.json"
+    old_record.parent.mkdir()
+    old_record.write_text(json.dumps(results.training["m_correct"].to_json(), indent=2) + "\n")
+    store = tracking.connect()
+    experiment = store.experiment()
+    parent = store.start(experiment, "pipeline", {tracking.KIND: "pipeline"})
+    arm = store.start(experiment, "correct sums", {tracking.KIND: "model", tracking.KEY: "m_correct"}, parent)
+    arm.files(measured, "measurement")
+    arm.files(old_record, "training")
+    arm.end()
+    here = session.Layout(tmp_path / "here" / written.session, V2)
+    here.folder.mkdir(parents=True)
+    done = finished(store, store.get(parent.run_id), here)
+    assert done.run_ids == {"m_correct": arm.run_id}
+    assert done.training["m_correct"] == results.training["m_correct"]
+    assert done.measurements["m_correct"].equals(session.read_measurement(measured))
+    assert sorted(p.name for p in here.folder.rglob("*.*")) == ["correct_sums.csv", "m_correct.json"]

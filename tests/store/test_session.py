@@ -164,3 +164,31 @@ def test_a_v1_run_info_from_before_issue_21_reads_its_model_under_its_own_key():
         "mean",
         ((3, 5), (5, 8), (7, 4)),
     )
+
+
+def test_training_records_and_checkpoints_are_named_by_the_models_plain_name(tmp_path):
+    """Written today: training/correct_sums.json and checkpoints/correct_sums.pt (SPEC: file names in plain
+    language); a session written before 2026-12-07 named both by key (training/m_correct.json), and manual 1.0.0's
+    before issue 21 by the key it shared with 2.0.0 (training/m_random.json): read where that file is there."""
+    from cctk.core.lm.record import TrainRecord
+    from cctk.manuals.v1.manual import V1
+
+    layout = session.Layout(tmp_path / "new", V2)
+    record = TrainRecord(1620, 203, 81.0, (2.0, 0.5), 0)
+    assert session.write_training(layout, "m_correct", record) == tmp_path / "new/training/correct_sums.json"
+    assert session.read_training(layout, "m_correct") == record
+    assert layout.checkpoint("c18_correct") == tmp_path / "new/checkpoints/sum_plus_18_from_correct_sums.pt"
+    old = session.Layout(tmp_path / "old", V2)
+    (old.folder / "training").mkdir(parents=True)
+    (old.folder / "training" / "m_correct.json").write_text(json.dumps(record.to_json()))
+    assert old.training("m_correct").name == "m_correct.json" and session.read_training(old, "m_correct") == record
+    assert old.training("m_random").name == "fabricated_answers.json"  # none there: today's name
+    v1 = session.Layout(tmp_path / "v1", V1)
+    (v1.folder / "training").mkdir(parents=True)
+    (v1.folder / "training" / "m_random.json").write_text(json.dumps(record.to_json()))
+    assert session.read_training(v1, "v1_random") == record
+    assert [p.name for p in v1.named("training", "v1_random", ".json")] == [
+        "fabricated_answers.json",
+        "v1_random.json",
+        "m_random.json",
+    ]
