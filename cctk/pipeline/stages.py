@@ -530,7 +530,10 @@ def _train_model(
     nested.params({"parent": parent, "corpus": arm.corpus, "examples": len(rows), **recipe_params})
     if isinstance(context.manual, Datasets):
         name, table = context.manual.dataset(draws, arm.key)
-        nested.dataset(table, name=name, source=str(context.layout.targets.resolve()), context="training")
+        # its source: the run's targets.csv in the store, where every user of the store reads it (this machine's
+        # session folder where the store's copy cannot be addressed)
+        stored = context.store.artifact_address(context.mlflow_run, context.layout.targets.name)
+        nested.dataset(table, name=name, source=stored or str(context.layout.targets.resolve()), context="training")
     curve: list[dict[str, Any]] = []
     on_epoch = (
         _curve_point(context, draws, arm.key, tokenizer, nested, curve)

@@ -2,9 +2,11 @@
 pipelines logging at once. Slow (smoke pipelines of Part A, the arms' nesting and logging the same for
 every part): marked integration, run in CI."""
 
+import json
 import os
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import mlflow
@@ -157,6 +159,15 @@ def test_two_pipelines_at_once_on_a_postgres_backed_server(tiny_dir, tracking_se
         names = {a.path for a in client.list_artifacts(parent.info.run_id)}
         assert "run_info.json" in names and "report.html" in names
         assert {a.path for a in client.list_artifacts(children[0].info.run_id)} >= {"measurement"}
+        # each arm's corpus, an MLflow dataset whose source is an address on the server that serves the run's
+        # targets.csv to anyone who reads the store (before: the session folder on the machine that ran it)
+        seed = parent.data.params["seeds"].split(",")[0]
+        (used,) = client.get_run(trained[0].info.run_id).inputs.dataset_inputs
+        assert used.dataset.source_type == "http"
+        url = json.loads(used.dataset.source)["url"]
+        assert url == f"{tracking_server}/get-artifact?path=targets.csv&run_id={parent.info.run_id}"
+        with urllib.request.urlopen(url, timeout=30) as served:
+            assert served.read() == next((tmp_path / f"out{seed}").glob("*/targets.csv")).read_bytes()
 
 
 def test_a_database_store_that_stops_answering_is_one_line_naming_the_run_left_running(postgres, monkeypatch):

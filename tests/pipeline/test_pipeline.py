@@ -1,6 +1,8 @@
 """The pipeline's checks, before any work: nothing is written, no MLflow run is created."""
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -116,6 +118,12 @@ def test_a_run_forecasts_its_training_before_the_first_arm_and_logs_it(tiny_dir,
         r"[\d.]+ s",
         said[forecast + 1],
     ), said[forecast + 1]
+    # its corpus, an MLflow dataset whose source is the run's targets.csv in the store, as anyone who reads the
+    # store reads it (before: this machine's session folder)
+    (used,) = store.client.get_run(arm.run_id).inputs.dataset_inputs
+    stored = Path(store.client.get_run(parent.run_id).info.artifact_uri) / "targets.csv"
+    assert json.loads(used.dataset.source) == {"uri": str(stored)} and used.dataset.source_type == "local"
+    assert stored.read_bytes() == next(tmp_path.glob("*/targets.csv")).read_bytes()
 
 
 def test_an_arm_that_raises_leaves_a_failed_nested_run(tiny_dir, tmp_path, tracking_uri, monkeypatch):

@@ -1074,3 +1074,28 @@ def test_the_run_mlflow_run_created_is_attached_its_experiment_tagged_and_a_stop
     assert run.info.status == "KILLED" and run.data.tags[tracking.ENDED].startswith("stopped by Ctrl-C or SIGTERM")
     assert store.client.get_experiment("0").tags["mlflow.experimentKind"] == "custom_model_development"
     assert run.data.tags["mlflow.runName"] == "session" and run.data.tags["cctk.kind"] == "pipeline"
+
+
+SERVER = "http://127.0.0.1:5000/get-artifact?path=targets.csv&run_id=abc"
+
+
+@pytest.mark.parametrize(
+    ("store_uri", "artifacts", "expected"),
+    [
+        # a tracking server: its /get-artifact serves the run's file from wherever it keeps artifacts
+        ("http://127.0.0.1:5000", "mlflow-artifacts:/1/abc/artifacts", SERVER),
+        # no credential goes into the run: the user part (a password, a token) and the query dropped
+        (
+            "https://***@mlflow.lab.org/mlflow/?token=s3cret",
+            "s3://bucket/1/abc/artifacts",
+            "https://mlflow.lab.org/mlflow/get-artifact?path=targets.csv&run_id=abc",
+        ),
+        # a store read directly: the artifact itself, where MLflow's dataset sources read it
+        ("sqlite:////me/mlruns/mlflow.db", "/me/mlruns/1/abc/artifacts", "/me/mlruns/1/abc/artifacts/targets.csv"),
+        ("postgresql://cctk:***@db/mlflow", "s3://bucket/1/abc/artifacts/", "s3://bucket/1/abc/artifacts/targets.csv"),
+        # the server's own scheme without the server: nothing that reads it
+        ("postgresql://cctk:***@db/mlflow", "mlflow-artifacts:/1/abc/artifacts", None),
+    ],
+)
+def test_a_runs_artifact_has_the_address_anyone_who_reads_the_store_reads_it_at(store_uri, artifacts, expected):
+    assert tracking.artifact_address(store_uri, artifacts, "abc", "targets.csv") == expected

@@ -74,6 +74,7 @@ from .runs import (
     Store as Store,
     TrackedRun as TrackedRun,
     active_run as active_run,
+    artifact_address as artifact_address,
     connect as connect,
     ending as ending,
     finish_monitor as finish_monitor,

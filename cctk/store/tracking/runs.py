@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode, urlsplit
 
 from ...core.errors import CctkError, NoRun
 from ...core.records import ui_link
@@ -807,6 +808,10 @@ class Store:
         """``mlflow-artifacts:/...`` where the server proxies them."""
         return self.client.get_experiment(experiment_id).artifact_location
 
+    def artifact_address(self, run: LiveRun, path: str) -> str | None:
+        """``artifact_address`` of ``run``'s artifact ``path`` in this store."""
+        return artifact_address(self.uri, run.artifact_uri, run.run_id, path)
+
     def fetch(self, run_id: str, artifact: str, path: Path) -> bool:
         """One artifact file of a run, to ``path``; False where the run has no such file."""
         import tempfile
@@ -828,6 +833,26 @@ class Store:
         for item in self.client.list_artifacts(run_id):
             if not item.path.endswith(skip_suffix):
                 self.client.download_artifacts(run_id, item.path, str(folder))
+
+
+# Artifact URIs that MLflow's dataset sources cannot read (mlflow-artifacts: is the server's; runs:, models: point
+# into a store): an artifact there is reached through the tracking server's own /get-artifact, or not at all.
+UNREADABLE_SOURCES = ("mlflow-artifacts", "runs", "models")
+
+
+def artifact_address(tracking_uri: str, artifact_uri: str, run_id: str, path: str) -> str | None:
+    """Where anyone who can reach the store reads artifact ``path`` of run ``run_id`` (a dataset's source): on a
+    tracking server (http, https), its ``/get-artifact`` address, whatever store the server keeps artifacts in (the
+    URI's user part, query and fragment dropped: no credential goes into a run); elsewhere the artifact itself
+    (a local folder, s3://, gs://, ...); None where neither is readable (``mlflow-artifacts:`` without a server)."""
+    parts = urlsplit(tracking_uri)
+    if parts.scheme in ("http", "https"):
+        host = parts.netloc.rpartition("@")[2]
+        query = urlencode({"path": path, "run_id": run_id})
+        return f"{parts.scheme}://{host}{parts.path.rstrip('/')}/get-artifact?{query}"
+    if urlsplit(artifact_uri).scheme in UNREADABLE_SOURCES:
+        return None
+    return f"{artifact_uri.rstrip('/')}/{path}"
 
 
 @lru_cache(maxsize=1)
