@@ -1099,3 +1099,12 @@ SERVER = "http://127.0.0.1:5000/get-artifact?path=targets.csv&run_id=abc"
 )
 def test_a_runs_artifact_has_the_address_anyone_who_reads_the_store_reads_it_at(store_uri, artifacts, expected):
     assert tracking.artifact_address(store_uri, artifacts, "abc", "targets.csv") == expected
+
+
+def test_an_address_no_dataset_source_of_mlflows_reads_is_not_given_as_one():
+    """A store whose artifacts MLflow's dataset sources cannot read (a scheme a plugin adds): the arm's dataset keeps
+    its session path rather than fail the arm (MLflow's ``from_pandas`` refuses an unresolvable source)."""
+    assert tracking.dataset_source_reads("http://127.0.0.1:5000/get-artifact?path=targets.csv&run_id=abc")
+    assert tracking.dataset_source_reads("/me/mlruns/1/abc/artifacts/targets.csv")
+    assert tracking.dataset_source_reads("s3://bucket/1/abc/artifacts/targets.csv")
+    assert not tracking.dataset_source_reads("weird-store://bucket/1/abc/artifacts/targets.csv")

@@ -76,6 +76,7 @@ from .runs import (
     active_run as active_run,
     artifact_address as artifact_address,
     connect as connect,
+    dataset_source_reads as dataset_source_reads,
     ending as ending,
     finish_monitor as finish_monitor,
     needs as needs,

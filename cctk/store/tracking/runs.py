@@ -809,8 +809,10 @@ class Store:
         return self.client.get_experiment(experiment_id).artifact_location
 
     def artifact_address(self, run: LiveRun, path: str) -> str | None:
-        """``artifact_address`` of ``run``'s artifact ``path`` in this store."""
-        return artifact_address(self.uri, run.artifact_uri, run.run_id, path)
+        """``artifact_address`` of ``run``'s artifact ``path`` in this store, where MLflow's dataset sources read
+        it (a store of a scheme none reads, one a plugin adds: None)."""
+        address = artifact_address(self.uri, run.artifact_uri, run.run_id, path)
+        return address if address is not None and dataset_source_reads(address) else None
 
     def fetch(self, run_id: str, artifact: str, path: Path) -> bool:
         """One artifact file of a run, to ``path``; False where the run has no such file."""
@@ -853,6 +855,20 @@ def artifact_address(tracking_uri: str, artifact_uri: str, run_id: str, path: st
     if urlsplit(artifact_uri).scheme in UNREADABLE_SOURCES:
         return None
     return f"{artifact_uri.rstrip('/')}/{path}"
+
+
+def dataset_source_reads(address: str) -> bool:
+    """Whether one of MLflow's dataset sources reads ``address`` (what ``from_pandas`` refuses to log otherwise)."""
+    from mlflow.data.dataset_source_registry import resolve_dataset_source
+    from mlflow.exceptions import MlflowException
+
+    with warnings.catch_warnings():  # a local path is read by two of them: MLflow warns that it picks one
+        warnings.filterwarnings("ignore", message="The specified dataset source can be interpreted")
+        try:
+            resolve_dataset_source(address)
+        except MlflowException:
+            return False
+    return True
 
 
 @lru_cache(maxsize=1)
