@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -253,6 +254,7 @@ def resume(run_id: str, where: Where = Where(), options: Options = Options()) ->
     session_files.check_out(layout.folder, "the session folder")
     busy = f"run {run_id} is still running: its process holds {layout.folder} (stop it first, or wait for it to end)"
     with _held(layout.folder, busy):  # first: a live run's own memory use would fail the plan
+        _check_own(layout, store, run_id)
         device, plan = check_device(config, manual, where.device)
         source = models.check_available(config.model)  # before the run is reopened, as run()'s input checks
         done = resume_state.finished(store, parent, layout)
@@ -264,6 +266,22 @@ def resume(run_id: str, where: Where = Where(), options: Options = Options()) ->
             )
             results = _stages(context, done, echo, options.system_metrics, peak=False)
     return Outcome(results, run_id, layout.folder)
+
+
+def _check_own(layout: Layout, store: tracking.Store, run_id: str) -> None:
+    """Refuse a session folder of the run's name that holds another run's draws (another seed's or model's: a
+    folder copied from elsewhere, another machine's in the --out given), whose measurements and checkpoints the
+    resume would take for the run's own: its targets.csv must be the one the run logged as it started (a folder
+    without draws, a run that logged none, has nothing to compare)."""
+    if not layout.targets.is_file():
+        return
+    with tempfile.TemporaryDirectory() as scratch:
+        logged = Path(scratch) / layout.targets.name
+        if store.fetch(run_id, layout.targets.name, logged) and logged.read_bytes() != layout.targets.read_bytes():
+            raise CctkError(
+                f"the session folder {layout.folder} holds another run's draws (its targets.csv is not the one run "
+                f"{run_id} logged): resume from the folder the run started in, or pass its --out"
+            )
 
 
 @contextmanager

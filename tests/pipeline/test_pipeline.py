@@ -476,3 +476,30 @@ def test_a_resume_on_another_machine_fetches_an_older_runs_key_named_record(trac
     assert done.training["m_correct"] == results.training["m_correct"]
     assert done.measurements["m_correct"].equals(session.read_measurement(measured))
     assert sorted(p.name for p in here.folder.rglob("*.*")) == ["correct_sums.csv", "m_correct.json"]
+
+
+def test_resume_refuses_a_folder_of_its_name_holding_another_runs_draws(tiny_dir, tmp_path, tracking_uri):
+    """A folder named as the run's session whose targets.csv is not the one the run logged (another seed's: the
+    folder of another machine's cell, one copied from elsewhere) is refused in one line, nothing in it rewritten;
+    its own folder is taken up."""
+    from cctk.manuals import registry
+    from cctk.store import session
+
+    run_id, folder = _interrupted_pipeline(tiny_dir, tmp_path, "KILLED")
+    store = tracking.connect()
+    tracking.LiveRun(run_id, store.client).files(folder / "targets.csv")  # as the run logs it before training
+    manual = registry.get("v2")
+    other = tmp_path / "elsewhere" / folder.name
+    session.write_draws(session.Layout(other, manual), manual.draw(make_config(str(tiny_dir), "smoke", (12,))))
+    (other / "checkpoints").mkdir()
+    (other / "checkpoints" / "correct_sums.pt").write_bytes(b"seed 12's")
+    before = {p: p.read_bytes() for p in other.rglob("*") if p.is_file()}
+    with pytest.raises(CctkError) as refused:
+        pipeline.resume(run_id, pipeline.Where(tmp_path / "elsewhere"))
+    assert str(refused.value) == (
+        f"the session folder {other} holds another run's draws (its targets.csv is not the one run {run_id} logged): "
+        "resume from the folder the run started in, or pass its --out"
+    )
+    assert {p: p.read_bytes() for p in other.rglob("*") if p.is_file()} == before
+    assert store.get(run_id).status == "KILLED"
+    assert pipeline._check_own(session.Layout(folder, manual), store, run_id) is None  # its own folder: taken up
