@@ -56,13 +56,13 @@ def _fetch(store: Store, run_id: str, layout: Layout, key: str) -> None:
     """A finished model's measurement and training record, from its MLflow run where the session folder
     lacks them (they were written on a machine that was lost): the run logged both as it finished, under
     today's name or, logged by an older cctk, one that ``Layout.named`` lists."""
-    wanted = {"measurement": (layout.measurement(key), ".csv"), "training": (layout.training(key), ".json")}
-    for folder, (path, suffix) in wanted.items():
-        if path.is_file() or (folder == "training" and key == "base"):
+    wanted = {"measurement": ("measurements", ".csv"), "training": ("training", ".json")}  # artifact -> file
+    for artifact, (folder, suffix) in wanted.items():
+        paths = layout.named(folder, key, suffix)
+        if (artifact == "training" and key == "base") or any(path.is_file() for path in paths):
             continue
-        plural = "measurements" if folder == "measurement" else folder
-        for candidate in layout.named(plural, key, suffix):
-            if store.fetch(run_id, f"{folder}/{candidate.name}", candidate):
+        for path in paths:
+            if store.fetch(run_id, f"{artifact}/{path.name}", path):
                 break
 
 

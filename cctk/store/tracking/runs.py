@@ -383,7 +383,7 @@ class LiveRun:
         with warnings.catch_warnings():  # two UserWarnings per arm that say nothing about cctk's data:
             # a local path matches MLflow's LocalArtifactDatasetSource twice (it picks it either way), and
             # the schema inferred from integer columns (a, b) could not hold missing values (there are none)
-            warnings.filterwarnings("ignore", message="The specified dataset source can be interpreted")
+            warnings.filterwarnings("ignore", message=TWO_SOURCES)
             warnings.filterwarnings("ignore", message="Hint: Inferred schema contains integer column")
             dataset = from_pandas(table, source=source, name=name)
             tag = InputTag(key="mlflow.data.context", value=context)
@@ -840,6 +840,8 @@ class Store:
 # Artifact URIs that MLflow's dataset sources cannot read (mlflow-artifacts: is the server's; runs:, models: point
 # into a store): an artifact there is reached through the tracking server's own /get-artifact, or not at all.
 UNREADABLE_SOURCES = ("mlflow-artifacts", "runs", "models")
+# What MLflow warns when two of its dataset sources read one address (a local path): it picks one either way.
+TWO_SOURCES = "The specified dataset source can be interpreted"
 
 
 def artifact_address(tracking_uri: str, artifact_uri: str, run_id: str, path: str) -> str | None:
@@ -862,8 +864,8 @@ def dataset_source_reads(address: str) -> bool:
     from mlflow.data.dataset_source_registry import resolve_dataset_source
     from mlflow.exceptions import MlflowException
 
-    with warnings.catch_warnings():  # a local path is read by two of them: MLflow warns that it picks one
-        warnings.filterwarnings("ignore", message="The specified dataset source can be interpreted")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=TWO_SOURCES)
         try:
             resolve_dataset_source(address)
         except MlflowException:
