@@ -17,7 +17,7 @@ import math
 import os
 import platform
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -52,16 +52,52 @@ def example_flops(model: PreTrainedModel, rows: Sequence[Row]) -> float:
 def peak_flops(
     dtype: torch.dtype = torch.float32, device: str = "cpu", size: int = GEMM_SIZE, seconds: float = 1.5
 ) -> float:
-    """The matrix-product rate this device reaches in ``dtype``: repeated ``size``-cube GEMMs."""
+    """The matrix-product rate this device reaches in ``dtype``: repeated ``size``-cube GEMMs for ``seconds``,
+    read as ``best_rate`` reads them (a warm-up, then the fastest of a few windows)."""
     where = torch.device(device)
     a, b = (torch.randn(size, size, dtype=dtype, device=where) for _ in range(2))
-    _sync(where, a @ b)  # warm-up
-    count, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        out = a @ b
-        count += 1
-    _sync(where, out)
-    return 2 * size**3 * count / (time.perf_counter() - start)
+    _sync(where, a @ b)  # the first product allocates and starts the thread pool or the kernel's plan
+    done = a
+
+    def product() -> None:
+        nonlocal done
+        done = a @ b
+
+    return best_rate(product, lambda: _sync(where, done), 2 * size**3, seconds)
+
+
+WARM_UP = 1 / 3  # the share of a peak's seconds spent before its first timed window
+WINDOWS = 4  # the timed windows that share the rest
+
+
+def best_rate(
+    product: Callable[[], None],
+    sync: Callable[[], None],
+    flop: float,
+    seconds: float,
+    clock: Callable[[], float] = time.perf_counter,
+) -> float:
+    """FLOP/s of ``product`` (``flop`` each) at its fastest: ``product`` repeated for ``WARM_UP`` of ``seconds``
+    untimed, then ``WINDOWS`` windows share the rest, each ended by ``sync`` (the device done) and timed whole; the
+    fastest window's rate. A machine is slow to reach its peak (a CPU's clock and thread pool ramp up over the
+    first products after an idle spell; a shared host's neighbours come and go), and one average over the whole
+    time reads the ramp and the dips with it: on two shared cores the first four 2048-cube products after an idle
+    spell ran at 128-133 GFLOP/s, the next at 173-183 (2026-12-07). A peak read low makes the limit too long and
+    the run's ratio too kind."""
+    start = clock()
+    while clock() - start < WARM_UP * seconds:
+        product()
+    sync()
+    window = (1 - WARM_UP) * seconds / WINDOWS
+    rates = []
+    for _ in range(WINDOWS):
+        count, begun = 0, clock()
+        while clock() - begun < window:
+            product()
+            count += 1
+        sync()
+        rates.append(flop * count / (clock() - begun))
+    return max(rates)
 
 
 def _sync(device: torch.device, tensor: torch.Tensor) -> None:

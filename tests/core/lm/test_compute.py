@@ -91,6 +91,22 @@ def test_peak_flops_is_a_rate():
     assert compute.peak_flops(size=64, seconds=0.05) > 1e6  # 2 * 64**3 FLOPs take far less than a second
 
 
+def test_the_peak_is_the_fastest_window_after_the_warm_up():
+    """A device that takes 0.1 s a product for its first half second (a CPU ramping up), then 0.05 s, with one
+    window slowed to 0.125 s a product (a neighbour's burst): the peak is 20 products a second (one each 0.05 s).
+    One average over 1.5 s after a single product, as the peak was read before, says about 15."""
+    now = [0.0]
+    costs = iter([0.1] * 5 + [0.05] * 5 + [0.125] * 2 + [0.05] * 100)
+    syncs = []
+
+    def product():
+        now[0] += next(costs)
+
+    rate = compute.best_rate(product, lambda: syncs.append(now[0]), flop=1.0, seconds=1.5, clock=lambda: now[0])
+    assert rate == pytest.approx(20.0)
+    assert len(syncs) == 1 + compute.WINDOWS and syncs[0] == pytest.approx(0.5)  # the warm-up: 5 slow products
+
+
 @pytest.mark.parametrize(
     ("flags", "native"),
     [({"avx2", "avx512f"}, False), ({"avx512f", "avx512_bf16"}, True), ({"amx_bf16"}, True), (set(), False)],
