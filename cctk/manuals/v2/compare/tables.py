@@ -113,11 +113,15 @@ def _cmh(tables: list[np.ndarray]) -> Row:
     with its interval."""
     stack = np.stack(tables, axis=2)  # (2, 2, runs)
     counts = counted(int(stack[0, 0].sum()), int(stack[0].sum()), int(stack[1, 0].sum()), int(stack[1].sum()))
+    hits_rule, misses_rule, hits_control, misses_control = stack[0, 0], stack[0, 1], stack[1, 0], stack[1, 1]
+    p_one, p_two = exact_conditional(hits_rule, hits_rule + misses_rule, hits_control, hits_control + misses_control)
     informative = stack[:, :, (stack.sum(axis=0) > 0).all(axis=0)]  # strata with both outcomes possible
-    if informative.shape[2] == 0 or (informative[:, 0].sum() == 0) or (informative[:, 1].sum() == 0):
+    if informative.shape[2] == 0:  # nobody hits, or everybody does, in every run: p 1 (each run's Fisher p), no OR
         return {
             **counts,
-            **dict.fromkeys(("chi2", "p_two_sided", "p_one_sided", "odds_ratio_mh", "or_lo", "or_hi"), math.nan),
+            **dict.fromkeys(("chi2", "odds_ratio_mh", "or_lo", "or_hi"), math.nan),
+            "p_two_sided": p_two,
+            "p_one_sided": p_one,
         }
     # A rule (or control) with no hit in any stratum has a pooled odds ratio of 0 (or inf): statsmodels
     # takes its log for the interval, which numpy warns about; the interval is then undefined (nan).
@@ -126,8 +130,6 @@ def _cmh(tables: list[np.ndarray]) -> Row:
         test = table.test_null_odds(correction=False)
         lo, hi = table.oddsratio_pooled_confint()
         odds = float(table.oddsratio_pooled)
-    hits_rule, misses_rule, hits_control, misses_control = stack[0, 0], stack[0, 1], stack[1, 0], stack[1, 1]
-    p_one, p_two = exact_conditional(hits_rule, hits_rule + misses_rule, hits_control, hits_control + misses_control)
     return {
         **counts,
         "chi2": float(test.statistic),

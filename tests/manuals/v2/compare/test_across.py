@@ -68,7 +68,13 @@ def test_cmh_by_hand():
     assert (got["hits_rule"], got["n_rule"], got["hits_control"], got["n_control"]) == (9, 16, 3, 16)
     reverse = across._cmh([np.array([[2, 6], [5, 3]]), np.array([[1, 7], [4, 4]])])
     assert reverse["p_one_sided"] == pytest.approx(1 - 806355 / 12870**2, rel=1e-12)  # the control hits more
-    assert math.isnan(across._cmh([np.array([[0, 24], [0, 24]])])["chi2"])  # no hit anywhere: no test
+    # no hit anywhere, or every addition hit: no odds ratio and no chi-square, but the exact test's p is 1 (each
+    # run's rule hits can only be what they were), as each run's Fisher test in its table10 says
+    for tables in ([np.array([[0, 24], [0, 24]])], [np.array([[0, 24], [0, 24]]), np.array([[24, 0], [24, 0]])]):
+        none = across._cmh(tables)
+        assert all(math.isnan(none[k]) for k in ("chi2", "odds_ratio_mh", "or_lo", "or_hi"))
+        assert (none["p_one_sided"], none["p_two_sided"]) == (1.0, 1.0)
+    assert (none["hits_rule"], none["n_rule"], none["hits_control"], none["n_control"]) == (24, 48, 24, 48)
 
 
 def test_pooled_tests_use_each_runs_table10(two_runs):
