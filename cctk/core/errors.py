@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import difflib
 import signal
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from types import FrameType
 
 
@@ -72,3 +74,35 @@ def stop_on_sigterm() -> None:
         raise Terminated(f"stopped by signal {signum}")
 
     signal.signal(signal.SIGTERM, raise_terminated)
+
+
+@contextmanager
+def stops_held() -> Iterator[None]:
+    """Ctrl-C (and SIGTERM where ``stop_on_sigterm`` made it a stop) held off while the block runs, and raised as it
+    ends: for a write that must not be cut in two, such as a run's status (a stop inside the store's write left the
+    run RUNNING after its command had gone). Where the block raises, its error goes on and the held stop with it
+    (the command is leaving either way). A second stop while the first is held is raised at once (a store that
+    hangs is not waited for against the user's will), as a second SIGTERM still ends the process; off the main
+    thread, where no signal arrives, the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[KeyboardInterrupt] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        stop = KeyboardInterrupt() if signum == signal.SIGINT else Terminated(f"stopped by signal {signum}")
+        if held:  # a second stop while the first waits: the user insists (a store that hangs), so at once
+            raise stop
+        held.append(stop)
+
+    # the handlers Python runs (the one that raises KeyboardInterrupt, stop_on_sigterm's): not an ignored signal,
+    # nor the default that ends the process at once (a second SIGTERM's)
+    mine = [sig for sig in (signal.SIGINT, signal.SIGTERM) if callable(signal.getsignal(sig))]
+    previous = {sig: signal.signal(sig, hold) for sig in mine}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if held:
+        raise held[0]

@@ -1,3 +1,5 @@
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -824,6 +826,41 @@ def test_a_refused_status_write_is_tried_again_once(tracking_uri, monkeypatch):
     with pytest.raises(tracking.Refused):
         tracking.LiveRun(refused.run_id, client).end("FINISHED")
     assert client.tries == 1  # a refusal is one line at once
+
+
+class _Stopped:
+    """A store's client that is sent Ctrl-C (``stops`` times) while it writes a run's status."""
+
+    def __init__(self, client, stops: int = 1):
+        self.client, self.stops = client, stops
+
+    def set_terminated(self, run_id, status):
+        for _ in range(self.stops):
+            os.kill(os.getpid(), signal.SIGINT)  # Python raises it at the next bytecode: inside the write
+        self.client.set_terminated(run_id, status=status)
+
+
+def test_a_stop_while_the_status_is_written_is_raised_once_it_is_written(tracking_uri):
+    """Ctrl-C as a finished run's status was being written left it RUNNING (seen on a smoke run stopped at its
+    last line): the stop now waits for the write, then the command stops (exit 130 at the CLI). A run being
+    ended KILLED is written too; a second Ctrl-C while the first waits is raised at once."""
+    store = tracking.connect(tracking_uri)
+    done = store.start(store.experiment(), "arm")
+    with pytest.raises(KeyboardInterrupt), tracking.ending(tracking.LiveRun(done.run_id, _Stopped(store.client))):
+        pass
+    assert store.get(done.run_id).status == "FINISHED"
+    killed = store.start(store.experiment(), "arm")
+    with pytest.raises(KeyboardInterrupt), tracking.ending(tracking.LiveRun(killed.run_id, _Stopped(store.client))):
+        raise KeyboardInterrupt
+    assert store.get(killed.run_id).status == "KILLED"
+    insisted = store.start(store.experiment(), "arm")
+    with (
+        pytest.raises(KeyboardInterrupt),
+        tracking.ending(tracking.LiveRun(insisted.run_id, _Stopped(store.client, 2))),
+    ):
+        pass
+    assert store.get(insisted.run_id).status == "RUNNING"  # the user's second Ctrl-C, at once
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler given back
 
 
 def test_a_nested_run_the_store_would_not_end_ends_its_parent_as_the_command_leaves(tracking_uri, monkeypatch):

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
 
-from ...core.errors import CctkError, NoRun
+from ...core.errors import CctkError, NoRun, stops_held
 from ...core.records import ui_link
 
 if TYPE_CHECKING:  # MLflow itself is imported on first use: the light layers never load it
@@ -498,10 +498,11 @@ def _end(run: LiveRun, status: str, leaving: BaseException | None, kind: str, pa
     store's traceback), as is a server that stopped answering then (``Unreachable``, the run among those it left
     RUNNING)."""
     try:
-        if status == "FAILED" and leaving is not None:
-            run.failed(leaving)
-        else:
-            run.end(status)
+        with stops_held():  # a Ctrl-C in the store's write would leave the run RUNNING: raised once it is written
+            if status == "FAILED" and leaving is not None:
+                run.failed(leaving)
+            else:
+                run.end(status)
     except Unreachable as gone:
         then = after_outage(kind, run.run_id, parent)
         raise Unreachable(gone.why, (*gone.left_running, run.run_id), leaving, then) from None
