@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+from click.core import ParameterSource
 
 from ..core.config import AUTO, field_type, recipe_fields
 from ..core.errors import CctkError, Terminated
@@ -17,7 +18,7 @@ from ..manuals.configure import Option, command_options
 from ..manuals.manual import AnyManual, Resumable
 from ..store.tracking import NotEnded, Unreachable
 from .krtest import krtest
-from .options import DEVICE, MODEL, RUN_TRACKING, TRACKING, Folder, OneLineGroup, RunIds, out_option
+from .options import DEVICE, MODEL, RUN_TRACKING, TRACKING, Folder, Given, OneLineGroup, RunIds, out_option
 from .server import server, ui
 
 if TYPE_CHECKING:
@@ -136,9 +137,14 @@ def manual_options(command: FC) -> FC:
         for option in command_options(manual.spec):
             seen.setdefault(option.name, option)
     for option in reversed(seen.values()):
-        kind = {"is_flag": True} if option.flag else {"type": option.kind, "metavar": option.metavar}
+        what = f"a value such as {option.metavar}" if option.metavar else "a value"
+        typed = Given(what) if option.kind is str else option.kind
+        kind = {"is_flag": True} if option.flag else {"type": typed, "metavar": option.metavar}
         command = click.option(option.flag_name, option.name, default=None, help=option.help, **kind)(command)
     return command
+
+
+PROTOCOL = Given("a protocol (" + ", ".join(m.spec.name for m in MANUALS) + ")")
 
 
 def _protocol_help() -> str:
@@ -158,7 +164,7 @@ def measure(model: str, out: Path, tracking: str | None, device: str | None) -> 
 
 
 @cli.command("run", short_help="Run a manual's whole experiment for one model.")
-@click.option("--protocol", default=registry.DEFAULT, show_default=True, help=_protocol_help())
+@click.option("--protocol", type=PROTOCOL, default=registry.DEFAULT, show_default=True, help=_protocol_help())
 @MODEL
 @click.option(
     "--profile",
@@ -231,6 +237,8 @@ def run_command(
     manual = registry.get(protocol)  # the command line's edge: the name resolved once
     given = {name: value for name, value in values.items() if value is not None}
     _check_resume_id(resume_id, "RUN_ID")
+    if resume_id:
+        _check_resume_given(click.get_current_context())
     if seed is not None and not seed.strip():  # an unset variable in a script: fresh seeds were not asked for
         raise CctkError("--seed is empty: give seeds, or leave --seed out to draw fresh ones")
     _check_manual_options(manual, given, seed, resume_id)
@@ -247,6 +255,26 @@ def _check_resume_id(resume_id: str | None, metavar: str) -> None:
     """``--resume ''`` (an unset variable in a script) would start a new run where one was to go on: refused."""
     if resume_id is not None and not resume_id.strip():
         raise CctkError(f"--resume needs the {metavar} of the run to continue, got an empty one")
+
+
+# What `cctk run --resume` takes besides the run: where it works (its folder, store, device) and how (system
+# metrics, figures); --protocol, which a manual that does not resume refuses in its own words. The rest (the
+# model, profile, seeds, recipe values, options) is the run's own.
+RESUME_TAKES = ("resume_id", "out", "tracking", "device", "system_metrics", "figures", "protocol")
+
+
+def _check_resume_given(ctx: click.Context) -> None:
+    """A setting of the run given again with ``--resume`` (``--seed 5``, ``--model X``, ``--learning-rate``) would be
+    ignored, the run going on with its own: refused in one line (as ``cctk sweep --resume`` refuses its settings)."""
+    for param in ctx.command.params:
+        name = param.name or ""
+        if name in RESUME_TAKES or ctx.get_parameter_source(name) in (None, ParameterSource.DEFAULT):
+            continue
+        flag = max(param.opts, key=len)
+        raise CctkError(
+            f"--resume continues a run with the options it was started with (its model, profile, seeds, recipe "
+            f"values and parts); leave out {flag}"
+        )
 
 
 # A sweep's own settings, which --resume keeps: given again, they are refused rather than ignored.
@@ -289,7 +317,11 @@ def _check_manual_options(
 )
 @click.option("--profile", default=AUTO, show_default=True, help="Profile of every cell.")
 @click.option(
-    "--protocol", default=registry.DEFAULT, show_default=True, help="The manual every cell runs: " + _protocol_help()
+    "--protocol",
+    type=PROTOCOL,
+    default=registry.DEFAULT,
+    show_default=True,
+    help="The manual every cell runs: " + _protocol_help(),
 )
 @click.option(
     "--executor",

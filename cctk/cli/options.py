@@ -53,17 +53,33 @@ class OneLineGroup(click.Group):
         raise SystemExit(code if isinstance(code, int) else 0)  # --help and --version exit 0 as Click's own
 
 
+class Given(click.ParamType[str]):
+    """Text that must say something: an empty value (``--tracking ''``, a shell variable that came out empty) is
+    refused in one line, not read as the option left out (which would quietly run with its default)."""
+
+    name = "text"
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        if not str(value).strip():
+            self.fail(f"is empty: give {self.what}, or leave the option out for its default", param, ctx)
+        return str(value)
+
+
 def tracking_option(help: str, default: str | None = None, dest: str = "tracking") -> Callable[[FC], FC]:
     """``--tracking``, declared once for every command that reads or writes runs: a tracking configuration's
     name (``mlruns_config/``) or a URI, MLFLOW_TRACKING_URI winning over both; ``help`` says what it names."""
-    return click.option("--tracking", dest, default=default, show_default=default is not None, help=help)
+    kind = Given("a tracking configuration's name or a URI")
+    return click.option("--tracking", dest, type=kind, default=default, show_default=default is not None, help=help)
 
 
 WHERE = "a tracking configuration's name or a URI (default: embedded, ./mlruns/; MLFLOW_TRACKING_URI wins)"
 TRACKING = tracking_option(f"The store: {WHERE}.")
 RUN_TRACKING = tracking_option(f"The store that holds a run given by its id: {WHERE}.")
 SERVER_TRACKING = tracking_option("The server: a configuration name or its URL.", default="server")
-DEVICE = click.option("--device", default=None, help=DEVICE_HELP)
+DEVICE = click.option("--device", type=Given("a device (cpu, cuda, cuda:1)"), default=None, help=DEVICE_HELP)
 MODEL = click.option("--model", default=BUNDLED, show_default=True, help="Roster key, Hub id or local directory.")
 
 

@@ -222,6 +222,15 @@ def test_messages_name_what_is_wrong(tmp_path, monkeypatch, argv, message):
         (["run", "--epochs", "abc"], "Error: Invalid value for '--epochs': 'abc' is not a valid integer. See 'cctk"),
         (["krtest", "frob"], "Error: No such command 'frob'. See 'cctk krtest --help'."),
         (["run", "--out", ""], "Error: Invalid value for '--out': is empty: give a folder, or . for the working one."),
+        # an empty value ran with the option's default: every part, the ./mlruns store, the default device, v2
+        (["run", "--parts", " "], "Error: Invalid value for '--parts': is empty: give a value such as A,C, or leave"),
+        (["run", "--tracking", ""], "Error: Invalid value for '--tracking': is empty: give a tracking configuration's"),
+        (
+            ["compare", "--runs", "a,b", "--out", "o", "--tracking", ""],
+            "Error: Invalid value for '--tracking': is empty",
+        ),
+        (["run", "--device", ""], "Error: Invalid value for '--device': is empty: give a device (cpu, cuda, cuda:1)"),
+        (["sweep", "--protocol", ""], "Error: Invalid value for '--protocol': is empty: give a protocol (v2, v1)"),
     ],
 )
 def test_a_usage_error_is_one_line_naming_the_help(tmp_path, monkeypatch, argv, line):
@@ -231,3 +240,29 @@ def test_a_usage_error_is_one_line_naming_the_help(tmp_path, monkeypatch, argv, 
     done = CliRunner().invoke(cli, argv, prog_name="cctk")
     assert done.exit_code == 2 and done.output.strip().splitlines()[0].startswith(line), done.output
     assert len(done.output.strip().splitlines()) == 1 and not list(tmp_path.iterdir()), done.output
+
+
+@pytest.mark.parametrize(
+    ("given", "flag"),
+    [
+        (["--seed", "5"], "--seed"),
+        (["--model", "smollm2-135m"], "--model"),
+        (["--profile", "smoke"], "--profile"),
+        (["--learning-rate", "0.1"], "--learning-rate"),
+        (["--parts", "A"], "--parts"),
+    ],
+)
+def test_a_resume_refuses_the_runs_own_settings_given_again(tmp_path, monkeypatch, given, flag):
+    """``cctk run --resume ID --seed 5`` resumed with the run's own seeds, saying nothing of the 5 (as --model
+    and --profile did): the run's settings given again are refused in one line, as a sweep's resume refuses its
+    own. Where it works and how (--out, --tracking, --device, --no-figures) is the resume's to say."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    done = CliRunner().invoke(cli, ["run", "--resume", "abc", *given], prog_name="cctk")
+    assert done.exit_code == 1 and done.output.strip() == (
+        "Error: --resume continues a run with the options it was started with (its model, profile, seeds, recipe "
+        f"values and parts); leave out {flag}"
+    )
+    assert not list(tmp_path.iterdir())
+    where = CliRunner().invoke(cli, ["run", "--resume", "abc", "--device", "cpu", "--no-figures", "--out", "o"])
+    assert "leave out" not in where.output and "no MLflow store" in where.output  # on to the run's store

@@ -1,4 +1,5 @@
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -1073,6 +1074,29 @@ def test_a_filesystem_store_or_an_unknown_scheme_is_one_line_before_any_work(tmp
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "./mlruns")  # a bare path is MLflow's file store as well
     with pytest.raises(CctkError, match="is MLflow's filesystem store"):
         resolve()
+
+
+@pytest.mark.parametrize(
+    "uri", ["sqlite://", "sqlite:///:memory:", "sqlite:///", "sqlite:///file:r?mode=memory&uri=true"]
+)
+def test_a_sqlite_store_in_memory_is_refused(uri, monkeypatch):
+    """A database in memory took a whole run (exit 0) and lost it as the command ended (with ``sqlite://``, 67 lines
+    of the system metrics' tracebacks too), its last line still naming the store to browse it in."""
+    from cctk.store.tracking.config import resolve
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    with pytest.raises(CctkError, match=rf"^the tracking URI {re.escape(uri)} is a SQLite database in memory, gone"):
+        resolve(uri)
+
+
+def test_a_sqlite_url_sqlalchemy_does_not_read_is_one_line(monkeypatch, tmp_path):
+    """``sqlite://mlflow.db`` (two slashes) was a traceback from SQLAlchemy at the first query."""
+    from cctk.store.tracking.config import resolve
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    with pytest.raises(CctkError, match=r"^the tracking URI sqlite://mlflow.db is no SQLite URL: give sqlite:///"):
+        resolve("sqlite://mlflow.db")
+    assert resolve(f"sqlite:///{tmp_path}/m.db?timeout=5").tracking_uri.startswith(f"sqlite:///{tmp_path}/m.db")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "file:///tmp/runs")
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     assert resolve().tracking_uri == "file:///tmp/runs"

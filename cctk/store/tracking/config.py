@@ -165,6 +165,8 @@ def _known_store(uri: str) -> str:
             f"the tracking URI {redact(uri)} is no store MLflow opens: give a database (sqlite:///PATH/mlflow.db, "
             "postgresql://..., mysql://...), a server (http://HOST:PORT) or a name of mlruns_config/"
         )
+    if scheme == "sqlite":
+        _sqlite_file(uri)
     if scheme in ("postgresql", "mysql", "mssql"):  # read as its client will read it (a port not a number was a
         from sqlalchemy.engine import make_url  # traceback at the first connection); SQLAlchemy's words quote
         from sqlalchemy.exc import ArgumentError  # the URL, password and all: not shown
@@ -532,6 +534,24 @@ def waiting(uri: str) -> str:
     if uri.startswith("sqlite:") and "timeout=" not in uri:
         return uri + ("&" if "?" in uri else "?") + f"timeout={BUSY_TIMEOUT}"
     return uri
+
+
+def _sqlite_file(uri: str) -> None:
+    """A ``sqlite:`` URI that names a database file, else one line: a database in memory (SQLAlchemy's
+    ``sqlite://``, ``sqlite:///:memory:``, a ``file:`` URI with ``mode=memory``), gone with the command and every
+    run in it, or a URL SQLAlchemy does not read (``sqlite://mlflow.db``: a traceback at the first query)."""
+    rest = uri.partition(":")[2]
+    path, _, query = rest.removeprefix("///").partition("?")
+    if rest in ("", "//") or (rest.startswith("///") and (path in ("", ":memory:") or "mode=memory" in query)):
+        raise CctkError(
+            f"the tracking URI {redact(uri)} is a SQLite database in memory, gone with the command and every run "
+            "in it: give a file, e.g. sqlite:///PATH/mlflow.db"
+        )
+    if not rest.startswith("///"):
+        raise CctkError(
+            f"the tracking URI {redact(uri)} is no SQLite URL: give sqlite:///RELATIVE/PATH.db or "
+            "sqlite:////ABSOLUTE/PATH.db (three slashes before the path)"
+        )
 
 
 def sqlite_path(uri: str) -> Path | None:
