@@ -371,6 +371,8 @@ def oracle(
     """The paper's Golden Standard: an LLM picks the option consistent with each item's passage."""
     from ..krtest.generation import oracle as oracle_module
 
+    check_seeds((seed,))
+
     taken = oracle_module.from_generation(generation) if generation else {}
     if generation and (questions or corpus):
         raise CctkError("give --generation DIR, or --questions and --corpus, not both")

@@ -191,6 +191,34 @@ def test_a_fictional_set_replaces_another_generation_only_with_overwrite(tmp_pat
             ["krtest", "study", "--data", "kr", "--entities", "5"],
             "--entities and --validation-entities size a generated corpus; --data brings its own",
         ),
+        # a nan temperature passed the >= 0 check and failed in transformers' generate, a run and files made;
+        # inf generated at random; the oracle took a negative seed
+        *(
+            (
+                [
+                    *("krtest", "generate", "--corpus", "c.txt", "--teacher", "smollm2-135m-bundled", "--out", "o"),
+                    *("--temperature", t),
+                ],
+                f"--temperature must be a number >= 0 (0: greedy), got {t}",
+            )
+            for t in ("nan", "inf")
+        ),
+        (
+            [
+                *(
+                    "krtest",
+                    "oracle",
+                    "--oracle",
+                    "smollm2-135m-bundled",
+                    "--questions",
+                    "q.jsonl",
+                    "--corpus",
+                    "c.txt",
+                ),
+                *("--seed", "-3", "--out", "o"),
+            ],
+            "seeds must be in 0..2**32-1 (4294967295), got -3",
+        ),
     ],
 )
 def test_messages_name_what_is_wrong(tmp_path, monkeypatch, argv, message):

@@ -20,6 +20,7 @@ reply cut by the token limit):
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -467,11 +468,11 @@ def make_teacher(
 ) -> EndpointTeacher | LocalTeacher:
     """An endpoint for ``http(s)://...``, else a local model (checked available, not yet loaded); ``role``
     and ``key_flag`` name it and its key option in errors ("oracle", "--oracle-api-key-env")."""
-    if temperature is not None and temperature < 0:
-        raise CctkError(f"--temperature must be >= 0, got {temperature}")
+    if temperature is not None and not (math.isfinite(temperature) and temperature >= 0):  # nan and inf too
+        raise CctkError(f"--temperature must be a number >= 0 (0: greedy), got {temperature}")
     if max_tokens < 16:
         raise CctkError(f"--max-tokens must be >= 16, got {max_tokens}")
-    if timeout <= 0 or retries < 0:
+    if not timeout > 0 or retries < 0:  # a nan timeout too
         raise CctkError(f"--timeout must be > 0 and --retries >= 0, got {timeout} and {retries}")
     if api_key_env is not None:
         variable_name(api_key_env, key_flag)
