@@ -126,6 +126,8 @@ def parse_grid(
     names = tuple(m.strip() for m in models.split(",") if m.strip())
     if not names:
         raise CctkError("--models needs at least one model")
+    if len(set(names)) != len(names):  # its cells would be one cell, run once: said, as a repeated seed is
+        raise CctkError(f"--models repeats a model: {models}")
     if lost := unusable_gpu():  # a GPU this torch cannot use: one line now, not a failed cell (or the CPU) each
         raise CctkError(lost)
     for name in names:  # every model's files and configuration, before any cell starts

@@ -58,6 +58,7 @@ def test_a_finished_sweep_names_its_store_in_the_commands_it_prints(new_store, t
     [
         ("nope", "1,2", (), "unknown model 'nope'"),
         ("smollm2-135m-bundled", "1,1", (), "repeats a seed"),
+        ("smollm2-135m-bundled, smollm2-135m-bundled", "1,2", (), "repeats a model: smollm2-135m-bundled, smol"),
         ("smollm2-135m-bundled", "0", (), "N >= 1"),
         ("smollm2-135m-bundled", "x", (), "count N or seeds"),
         ("smollm2-135m-bundled", "1,2", ("lr=1e-4",), "NAME a recipe value"),

@@ -1,6 +1,7 @@
 import os
 import re
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -584,6 +585,14 @@ def test_a_database_that_refuses_the_connection_is_one_line_before_any_work(monk
     assert line.startswith("cannot reach the tracking store postgresql+psycopg2://cctk:***@127.0.0.1:9/cctk: connect")
     assert "Connection refused" in line and "S3cret" not in line and "\n" not in line
     assert tracking.is_database("mysql+pymysql://u@h/db") and not tracking.is_database("sqlite:///x.db")
+    # a driver not installed: which package installs it (psycopg 3: the dev extra installs psycopg2 alone)
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # an import of it fails, installed or not
+    with pytest.raises(CctkError) as missing:
+        tracking.connect("postgresql+psycopg://cctk:S3cret@127.0.0.1:9/cctk")
+    assert str(missing.value).startswith(
+        "cannot reach the tracking store postgresql+psycopg://cctk:***@127.0.0.1:9/cctk: its driver is not installed "
+        "(import of psycopg halted; None in sys.modules): pip install 'psycopg[binary]' into this environment"
+    )
 
 
 def test_a_tracking_configuration_that_cannot_be_read_is_one_line_naming_its_file(tmp_path, monkeypatch):

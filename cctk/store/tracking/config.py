@@ -379,6 +379,17 @@ def is_database(uri: str) -> bool:
     return "://" in uri and dialect in DATABASE_ENGINES and dialect != SQLITE
 
 
+# SQLAlchemy's database drivers by module, and the package that installs each
+DRIVERS = {
+    "psycopg2": "psycopg2-binary",
+    "psycopg": "'psycopg[binary]'",
+    "MySQLdb": "mysqlclient",
+    "pymysql": "PyMySQL",
+    "pyodbc": "pyodbc",
+    "pymssql": "pymssql",
+}
+
+
 def database_problem(uri: str) -> str | None:
     """Why a database refuses a connection (its driver's words, one line, no password), or None."""
     import sqlalchemy
@@ -386,7 +397,10 @@ def database_problem(uri: str) -> str | None:
     timeout = {"connect_timeout": 10} if uri.startswith(("postgresql", "mysql")) else {}  # not the TCP timeout
     try:
         engine = sqlalchemy.create_engine(uri, connect_args=timeout, poolclass=sqlalchemy.pool.NullPool)
-    except (sqlalchemy.exc.ArgumentError, ImportError) as error:  # a malformed URI, a driver not installed
+    except ImportError as error:  # the database's Python driver is not installed: say which and how
+        package = DRIVERS.get(error.name or "", f"the package that provides {error.name}")
+        return f"its driver is not installed ({error}): pip install {package} into this environment"
+    except sqlalchemy.exc.ArgumentError as error:  # a malformed URI
         return database_error(error)
     try:
         with engine.connect():
