@@ -92,7 +92,7 @@ def test_a_run_forecasts_its_training_before_the_first_arm_and_logs_it(tiny_dir,
     # --curves: each arm measured after each of its 2 epochs, as long as the base model's measurement alone took
     # (before: left out, a quick run's 78 measurements, about 8 minutes, among them)
     said_of_it = (
-        r"the whole run about [\d.]+ min \((\d+) s so far; the training 1.07x its limit, as the quick pipeline's arms "
+        r"the whole run about [\d.]+ min \((\d+) s so far; the training 1.13x its limit, as the quick pipeline's arms "
         r"took on two CPU cores; 2 models measured at ([\d.]+) s each, as the base model took; 4 learning-curve "
         r"measurements \(every arm after every epoch\) at ([\d.]+) s each, as the base model's measurement alone "
         r"took; 6 s of tables and reports\)$"  # figures=False: no figures to draw (it said 11 s of figures)

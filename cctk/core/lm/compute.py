@@ -226,9 +226,10 @@ def peak_gflops(device: str = "cpu", precision: str = "float32") -> float:
 
 
 # The arms' training time over its compute limit, where it was timed, and where: the 13 arms of the quick pipeline
-# of the bundled model on two CPU cores took 20.6 min against a limit of 19.3 (`make run`, 2026-12-01,
-# docs/speed.md). None on a GPU yet (issue 55).
-TRAINING_RATIO = {"cpu": (1.07, "the quick pipeline's arms took on two CPU cores")}
+# of the bundled model on two CPU cores took 17.6 min against a limit of 15.6 at the GEMM peak read as the fastest
+# window (`python -m cctk.bench pipeline --seed 11`, 2026-12-07, docs/speed.md; 1.07x on 2026-12-01 against the
+# peak read as one average, which read the CPU's ramp-up with it). None on a GPU yet (issue 55).
+TRAINING_RATIO = {"cpu": (1.13, "the quick pipeline's arms took on two CPU cores")}
 # What a pipeline writes after its last arm, and its logging, on two CPU cores (2026-12-06): the tables and reports
 # alone 6.1 s (a smoke run under --no-figures), and the figures about 5 s more for manual 2.0.0's 13 arms (10.5 s
 # of the quick pipeline's, 11.0 to 12.0 of the smoke's): the figures follow the models trained, so a run of fewer

@@ -398,7 +398,7 @@ def database_problem(uri: str) -> str | None:
     try:
         engine = sqlalchemy.create_engine(uri, connect_args=timeout, poolclass=sqlalchemy.pool.NullPool)
     except ImportError as error:  # the database's Python driver is not installed: say which and how
-        package = DRIVERS.get(error.name or "", f"the package that provides {error.name}")
+        package = DRIVERS.get(error.name or "", f"the package that provides {error.name or 'the driver'}")
         return f"its driver is not installed ({error}): pip install {package} into this environment"
     except sqlalchemy.exc.ArgumentError as error:  # a malformed URI
         return database_error(error)
