@@ -850,7 +850,15 @@ class _Stopped:
         self.client.set_terminated(run_id, status=status)
 
 
-def test_a_stop_while_the_status_is_written_is_raised_once_it_is_written(tracking_uri):
+@pytest.fixture
+def ctrl_c():
+    """Ctrl-C raising KeyboardInterrupt in this process, as in a command (a pytest-xdist worker ignores it)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_a_stop_while_the_status_is_written_is_raised_once_it_is_written(tracking_uri, ctrl_c):
     """Ctrl-C as a finished run's status was being written left it RUNNING (seen on a smoke run stopped at its
     last line): the stop now waits for the write, then the command stops (exit 130 at the CLI). A run being
     ended KILLED is written too; a second Ctrl-C while the first waits is raised at once."""
