@@ -466,8 +466,13 @@ def eval_command(
     **options: Unpack[_EvalOptions],
 ) -> None:
     """Score one model on a question file; print its accuracy with an exact 95% interval."""
+    from click.core import ParameterSource
+
     from ..krtest.commands.jobs import run_eval
 
+    given = click.get_current_context().get_parameter_source("segment") is not ParameterSource.DEFAULT
+    if given and corpus is None:  # it would be ignored: no corpus to cut into passages
+        raise CctkError("--segment says how --corpus is cut into passages (by_passage.csv); give --corpus too")
     run_eval(model, questions, out, corpus, book, tracking, echo=click.echo, **options)
 
 

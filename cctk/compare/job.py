@@ -25,7 +25,7 @@ def run(
     None where ``log`` is off: a reader who may not write compares all the same)."""
     ids = gather.run_ids(store, sweep_id, runs)  # every check before the run exists
     pipelines = counted(len(ids), "pipeline")
-    echo(f"comparing {pipelines} ...")
+    echo(f"comparing {pipelines}{_unfinished(store, sweep_id, len(ids))} ...")
     run_id = None
     if log:
         tags = {"mlflow.source.name": "cctk compare", **({tracking.SWEEP: sweep_id} if sweep_id else {})}
@@ -42,3 +42,14 @@ def run(
         for line in compared.findings:
             echo(f"  {line}")
     return compared, run_id
+
+
+def _unfinished(store: tracking.Store, sweep_id: str | None, finished: int) -> str:
+    """`` (2 of the sweep's 4 cells finished: ...)`` where a sweep's cells have not all finished (a sweep stopped,
+    or a cell failed for good), so that its comparison is not read as the whole grid's; else nothing."""
+    if not sweep_id:
+        return ""
+    planned = store.sweep(sweep_id).params.get("cells", "")
+    if not planned.isdigit() or int(planned) <= finished:
+        return ""
+    return f" ({finished} of the sweep's {planned} cells finished: cctk sweep --resume {sweep_id} runs the rest)"

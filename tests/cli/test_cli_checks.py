@@ -180,6 +180,10 @@ def test_a_fictional_set_replaces_another_generation_only_with_overwrite(tmp_pat
             "--tokenizer names what cut a corpus into --segment tokens:N windows; give both and --corpus",
         ),
         (
+            ["krtest", "eval", "--questions", "q.jsonl", "--segment", "lines", "--out", "o"],
+            "--segment says how --corpus is cut into passages (by_passage.csv); give --corpus too",
+        ),
+        (
             ["krtest", "study", "--location", "line"],
             "--location says what the items of a --data folder count; a generated corpus counts characters",
         ),

@@ -24,6 +24,7 @@ def logged_sweep(tmp_path, tracking_uri):
     store = tracking.connect()
     experiment = store.experiment()
     sweep = store.start(experiment, "sweep", {"cctk.kind": "sweep"})
+    sweep.params({"cells": 3})  # as a sweep logs its grid's size
     tables = {}
     for seed in (7, 8):
         results = synthetic_results(seed)
@@ -60,6 +61,10 @@ def test_compare_a_sweep(tmp_path, logged_sweep, tracking_uri, monkeypatch):
     sweep_id, tables = logged_sweep
     result = CliRunner().invoke(cli, ["compare", "--sweep", sweep_id, "--out", str(tmp_path / "cmp")])
     assert result.exit_code == 0, result.output
+    # the third cell never finished: said (it said "comparing 2 pipelines ...", as of a whole grid)
+    assert result.output.startswith(
+        f"comparing 2 pipelines (2 of the sweep's 3 cells finished: cctk sweep --resume {sweep_id} runs the rest) ..."
+    )
     cross = pd.read_csv(tmp_path / "cmp" / "tables" / "cross_seed" / "cross_seed.csv").set_index("model")
     assert len(cross) == 14 and (cross["runs"] == 2).all()
     for model in ("correct sums", "sum + 3 from fabricated answers"):
