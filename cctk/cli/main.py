@@ -284,8 +284,9 @@ SWEEP_SETTINGS = ("models", "seeds", "sets", "profile", "executor", "out", "figu
 def _check_manual_options(
     manual: AnyManual, given: dict[str, OptionValue], seed: str | None, resume_id: str | None
 ) -> None:
-    """An option the chosen manual does not take, a second seed where it takes one, a resume of a manual that does
-    not resume, or a resume given its manual's options: one line rather than being ignored."""
+    """An option the chosen manual does not take, a second seed where it takes one, or a resume of a manual that
+    does not resume: one line rather than being ignored (a resume given its manual's options, or any other setting
+    of the run, is refused before, by ``_check_resume_given``)."""
     spec = manual.spec
     own = {o.name for o in command_options(spec)}
     for name in given:
@@ -298,9 +299,6 @@ def _check_manual_options(
             f"--resume continues the pipelines of a manual that resumes; a protocol {spec.name} run is "
             "short: start it again"
         )
-    mine = [name for name in given if name in own]
-    if resume_id and mine:
-        raise CctkError(f"--resume continues a run with the options it was started with; leave out --{mine[0]}")
     if spec.seed is not None and seed is not None and "," in str(seed):
         raise CctkError(f"--protocol {spec.name} takes one seed ({spec.seed} if omitted), got {seed!r}")
 
