@@ -6,6 +6,7 @@ The same page serves every manual: it reads the run's ``RunInfo``, and what its 
 
 from __future__ import annotations
 
+import math
 import re
 import textwrap
 from collections.abc import Iterable
@@ -218,34 +219,69 @@ COLUMNS = (
     ("Peak\nRSS", 0.955, "right"),
 )
 ROW = 0.0165  # height of one table row, figure fraction
+SIZE = 6.5  # the table's font size, points, where its widest texts fit across the page
 GAP = 0.015  # the least space between a model's name and its parent's, figure fraction
 
 
-def columns(fig: Figure, models: Iterable[str]) -> list[tuple[str, float, str]]:
-    """``COLUMNS``, the parent's moved right of the widest model name where one runs past it (2.0.0's
-    "control for the conditional rule from fabricated answers" does, at the table's 6.5 pt)."""
-    probe = fig.text(0, 0, "", fontsize=6.5)
-    widest = 0.0
-    for name in models:
-        probe.set_text(name)
-        widest = max(widest, probe.get_window_extent().width / fig.bbox.width)
+def columns(fig: Figure, table: pd.DataFrame) -> tuple[list[tuple[str, float, str]], float]:
+    """``COLUMNS`` placed for ``table``'s cells as drawn, and the font size to draw them at: ``SIZE``, or less where
+    the widest cell or header of every column side by side would not fit across the page (2.0.0's longest name,
+    a parent, a loss printed as 3.90x10^-4 and a GPU's memory do not). The parent's column moves right of the
+    widest model name where one runs past it (2.0.0's "control for the conditional rule from fabricated answers"
+    does); each right-aligned column moves right of the one before where its widest text would run into it,
+    then, from the last, back left of the next one where that took it past the page's right margin (the last
+    column's own x)."""
+    widths = _widths(fig, table, SIZE)
+    room = COLUMNS[-1][1] - COLUMNS[0][1] - GAP * (len(COLUMNS) - 1)
+    points = SIZE if sum(widths) <= room else math.floor(20 * SIZE * room / sum(widths)) / 20
+    if points < SIZE:
+        widths = _widths(fig, table, points)
+    (model, start, align), (parent, at, _) = COLUMNS[:2]
+    placed = [(model, start, align), (parent, max(at, start + widths[0] + GAP), "left")]
+    edge = placed[1][1] + widths[1]
+    for (header, x, align), width in zip(COLUMNS[2:], widths[2:], strict=True):  # right-aligned: x is the right end
+        placed.append((header, max(x, edge + GAP + width), align))
+        edge = placed[-1][1]
+    limit = COLUMNS[-1][1]
+    for i in range(len(placed) - 1, 1, -1):
+        header, x, align = placed[i]
+        placed[i] = (header, min(x, limit), align)
+        limit = placed[i][1] - widths[i] - GAP
+    return placed, points
+
+
+def _widths(fig: Figure, table: pd.DataFrame, points: float) -> list[float]:
+    """Each column's widest cell or header line (bold) at ``points``, as a fraction of the page's width."""
+    probe = fig.text(0, 0, "", fontsize=points)
+
+    def widest(texts: Iterable[str], weight: str) -> float:
+        probe.set_fontweight(weight)
+        most = 0.0
+        for text in texts:
+            probe.set_text(text)
+            most = max(most, probe.get_window_extent().width / fig.bbox.width)
+        return most
+
+    widths = [
+        max(widest(table.iloc[:, i].map(str), "normal"), widest(header.split("\n"), "bold"))
+        for i, (header, _, _) in enumerate(COLUMNS)
+    ]
     probe.remove()
-    (model, x, align), (parent, at, _) = COLUMNS[:2]
-    return [(model, x, align), (parent, max(at, x + widest + GAP), "left"), *COLUMNS[2:]]
+    return widths
 
 
 def _runs(fig: Figure, table: pd.DataFrame, top: float, loss: str) -> float:
     """The fine-tuning runs as a plain table of text; returns the y below it."""
     fig.text(0.06, top, "Fine-tuning runs", fontsize=10, fontweight="bold", va="top")
     head = top - 0.045
-    placed = columns(fig, table["Model"].map(str))
+    placed, points = columns(fig, table)
     for header, x, align in placed:
-        fig.text(x, head, header, fontsize=6.5, fontweight="bold", ha=align, va="bottom", linespacing=1.1)
+        fig.text(x, head, header, fontsize=points, fontweight="bold", ha=align, va="bottom", linespacing=1.1)
     _rule(fig, head - 0.004)
     y = head - 0.004 - ROW / 2
     for row in table.itertuples(index=False):
         for value, (_, x, align) in zip(row, placed, strict=True):
-            fig.text(x, y, str(value), fontsize=6.5, ha=align, va="center")
+            fig.text(x, y, str(value), fontsize=points, ha=align, va="center")
         y -= ROW
     _rule(fig, y + ROW / 2)
     fig.text(

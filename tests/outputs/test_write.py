@@ -316,9 +316,12 @@ finally:
     assert (tmp_path / SESSION / "report.html").is_file()
 
 
-def test_no_cell_of_the_run_reports_runs_table_runs_into_the_next(session):
+@pytest.mark.parametrize("tiny", [False, True])
+def test_no_cell_of_the_run_reports_runs_table_runs_into_the_next(session, tiny):
     """Before: 2.0.0's longest name, "control for the conditional rule from fabricated answers", ran into its
-    parent's cell. Each row's cells (and the header's), as drawn, end before the next one starts."""
+    parent's cell; and a last-epoch loss printed as 3.90x10^-4 (a seed trained to 81/81) ran its loss cell into
+    the examples-per-second one ("27.50.949 -> 3.90x10^-4"). Each row's cells (and the header's), as drawn, end
+    before the next one starts, the last inside the page's right margin."""
     from builders import run_info
 
     from cctk.manuals.configure import make_config
@@ -327,15 +330,23 @@ def test_no_cell_of_the_run_reports_runs_table_runs_into_the_next(session):
     _, results, tables = session
     info, spec = run_info(make_config("smollm2-135m-bundled", "quick", (SEED,)), results), V2.spec
     losses = {spec.model_name(key): list(record.losses) for key, record in results.training.items()}
-    fig = run_report.draw(info, spec, run_report.fine_tuning_runs(info, spec, tables), losses, [])
+    runs = run_report.fine_tuning_runs(info, spec, tables)
+    if tiny:  # as a run that absorbed prints them: 0.949 -> 3.90x10^-4; 1 234.5 examples a second, 27.9 GiB
+        runs["loss_first_epoch"], runs["loss_last_epoch"] = 0.9493, 3.9012e-4
+        runs["examples_per_second"], runs["peak_gpu_memory_bytes"], runs["peak_cpu_memory_bytes"] = 1234.5, 3e10, 2e9
+    fig = run_report.draw(info, spec, runs, losses, [])
     rows: dict[float, list] = {}
     for text in fig.texts:
         rows.setdefault(round(text.get_position()[1], 6), []).append(text.get_window_extent())
     table = [sorted(boxes, key=lambda box: box.x0) for boxes in rows.values() if len(boxes) == 9]
     assert len(table) == 1 + len(ARMS)  # the header and a row a fine-tuning run
     assert max(box.x1 for boxes in table for box in boxes[:1]) > 0.3 * fig.bbox.width  # the longest name is there
+    if tiny:
+        assert any("10" in text.get_text() and "\u2192" in text.get_text() for text in fig.texts)
     for boxes in table:
-        assert all(left.x1 < right.x0 for left, right in pairwise(boxes)), boxes
+        spans = [(round(box.x0), round(box.x1)) for box in boxes]
+        assert all(left.x1 < right.x0 for left, right in pairwise(boxes)), spans
+        assert boxes[-1].x1 <= 0.96 * fig.bbox.width
 
 
 @pytest.mark.parametrize("warned", [False, True])
