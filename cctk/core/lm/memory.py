@@ -42,6 +42,7 @@ tests/core/lm/test_memory.py and by ``python -m cctk.bench gpu``.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -179,6 +180,7 @@ class Job:
     supervised: int = ANSWER_TOKENS  # supervised tokens of one row at most (KR-Test: the whole row)
     measured_in_training: bool = False  # measured while it trains (``--curves``; KR-Test every K steps)
     logit_copies: int = LOGIT_COPIES  # logit budgets its measurement holds at once (KR-Test's perplexity: 3)
+    row_option: str | None = None  # the option that sets the longest row (KR-Test's --max-tokens); None: fixed
 
 
 PIPELINE = Job()
@@ -275,7 +277,7 @@ class Plan:
         else:
             return None
         return (
-            f"{self.model} with this recipe ({_recipe_words(self.recipe)}) needs about {gib(needed)} {where} "
+            f"{self.model} with this recipe ({self._recipe_words()}) needs about {gib(needed)} {where} "
             f"({need.breakdown()}), {gib(free)} free{kept}; {self.what_fits()}"
         )
 
@@ -286,7 +288,7 @@ class Plan:
         if self.on_cpu or rest <= free - margin(free):
             return None
         return (
-            f"{self.model} is on {self.room.name}, and the rest of this recipe ({_recipe_words(self.recipe)}) needs "
+            f"{self.model} is on {self.room.name}, and the rest of this recipe ({self._recipe_words()}) needs "
             f"about {gib(rest)} more there, {gib(free)} free now ({gib(margin(free))} of it kept free: other "
             f"processes or kernels took memory since the check); {self.what_fits()}"
         )
@@ -317,6 +319,9 @@ class Plan:
         best = next((v for v in options(self.recipe, self.room) if self.fits(self.shape, v)), None)
         if best is not None:
             said.append(f"it fits with {_flags(best, self.recipe)} ({gib(self._peak(self.shape, best))})")
+        else:  # no precision or optimizer saves enough: the batch, or the rows, may be what was made too large
+            for flag, plan in self._cut():
+                said.append(f"it fits with {flag} ({gib(plan._peak(plan.shape, plan.recipe))})")
         smaller = [k for k, s in self.others.items() if s.params < self.shape.params and self.fits(s, self.recipe)]
         if smaller:
             said.append(f"a smaller model fits as it is: {', '.join(smaller)}")
@@ -327,6 +332,31 @@ class Plan:
         )
         return "; ".join(said)
 
+    def _recipe_words(self) -> str:
+        """The recipe as the memory line names it: what a user can change (the rows where an option sets them)."""
+        rows = f", rows of up to {self.longest_row} tokens" if self.job.row_option else ""
+        return f"{self.recipe.precision}, {self.recipe.optimizer}, batch {self.recipe.batch_size}{rows}"
+
+    def _cut(self) -> list[tuple[str, Plan]]:
+        """The batch size, and the longest row where an option sets it (``Job.row_option``), each cut to the
+        largest power of two below it at which the job fits: the option with its value and the plan, for each
+        that gets there."""
+        knobs: list[tuple[str, int, Callable[[int], Plan]]] = [
+            ("--batch-size", self.recipe.batch_size, lambda n: replace(self, recipe=replace(self.recipe, batch_size=n)))
+        ]
+        if self.job.row_option:
+            knobs.append((self.job.row_option, self.longest_row, lambda n: replace(self, longest_row=n)))
+        found = []
+        for option, value, change in knobs:
+            n = 1 << ((value - 1).bit_length() - 1) if value > 1 else 0  # 5000: 4096; 4096: 2048
+            while n >= 1:
+                plan = change(n)
+                if plan.fits(plan.shape, plan.recipe):
+                    found.append((f"{option} {n}", plan))
+                    break
+                n //= 2
+        return found
+
     def _peak(self, shape: Shape, recipe: Recipe) -> int:
         need = self._estimate(shape, recipe)
         return need.host(True) if self.on_cpu else need.device
@@ -335,10 +365,6 @@ class Plan:
         """Whether ``shape`` with ``recipe`` fits this plan's device and host."""
         need = self._estimate(shape, recipe)
         return (self.on_cpu or need.device <= self.room.usable) and need.host(self.on_cpu) <= self.room.host
-
-
-def _recipe_words(recipe: Recipe) -> str:
-    return f"{recipe.precision}, {recipe.optimizer}, batch {recipe.batch_size}"
 
 
 def _flags(variant: Recipe, recipe: Recipe) -> str:

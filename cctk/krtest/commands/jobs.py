@@ -217,12 +217,30 @@ def run_eval(
 def context_limit(model: str) -> int:
     """The longest sequence ``model`` reads (its position embeddings), from its configuration; a model
     that states none is bounded by ``items.MAX_TOKENS``."""
+    return stated_context(model) or MAX_TOKENS
+
+
+def stated_context(model: str) -> int | None:
+    """The longest sequence ``model``'s configuration says it reads (its position embeddings); None where it
+    states none."""
     config = model_config(model)
     for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
         value = getattr(config, name, None)
         if isinstance(value, int) and value > 0:
             return value
-    return MAX_TOKENS
+    return None
+
+
+def check_rows(model: str, max_tokens: int) -> None:
+    """A ``--max-tokens`` given within what ``model`` reads, in one line before any work: rows past its position
+    embeddings fail in the model (learned positions) or train where it never read (rotary ones). The default
+    (256) is not checked: a passage cut there is rarely that long, and a tiny test model reads 128."""
+    limit = stated_context(model)
+    if limit is not None and max_tokens > limit:
+        raise CctkError(
+            f"--max-tokens {max_tokens} is past {model}'s context ({limit} tokens, its position embeddings): "
+            f"give at most {limit}"
+        )
 
 
 def evaluate_arm(
@@ -304,6 +322,7 @@ def memory_plan(model: str, config: TrainConfig, where: torch.device, waiting: i
         supervised=config.max_tokens,
         measured_in_training=True,
         logit_copies=PERPLEXITY_LOGIT_COPIES,
+        row_option="--max-tokens",
     )
     shape = memory.Shape.of_config(model_config(model))
     return memory.Plan(model, shape, config.recipe, config.max_tokens, room(where), waiting, job=job)

@@ -92,6 +92,40 @@ def test_phi_paper_recipe_refused_on_a_t4_with_what_fits(shapes):
     assert line.endswith("or a device with at least 22.9 GiB free")  # 21.8 GiB and its margin
 
 
+def test_a_batch_too_large_for_any_variant_is_cut_to_the_largest_power_of_two_that_fits(shapes):
+    """Before: ``--batch-size 5000`` on the CPU was refused with "or a machine with at least 6544.2 GiB", no
+    option named. The line now names the batch that fits: the largest power of two below the one given."""
+    recipe = dataclasses.replace(PROFILES["quick"], batch_size=5000)
+    plan = Plan("smollm2-135m", shapes["smollm2-135m"], recipe, 16, Room(20 * GIB, 20 * GIB), waiting=1)
+    line = plan.shortfall()
+    assert line is not None and "(float32, adamw, batch 5000) needs about" in line
+
+    def peak(batch: int) -> int:
+        return estimate(shapes["smollm2-135m"], dataclasses.replace(recipe, batch_size=batch), 16, "cpu", 1).host(True)
+
+    assert peak(128) <= 20 * GIB < peak(256)  # 128 is the largest power of two that fits
+    assert f"; it fits with --batch-size 128 ({memory.gib(peak(128))}); or a machine with at least " in line
+
+
+def test_krtest_rows_too_long_are_named_with_the_option_that_sets_them(shapes):
+    """A job whose rows an option sets (KR-Test's ``--max-tokens``) says its rows in the recipe's words and
+    the longest power of two of them that fits, beside the batch that does."""
+    job = memory.Job(supervised=2048, measured_in_training=True, logit_copies=3, row_option="--max-tokens")
+    recipe = dataclasses.replace(PROFILES["quick"], batch_size=4)
+    plan = Plan("smollm2-135m", shapes["smollm2-135m"], recipe, 2048, Room(12 * GIB, 12 * GIB), job=job)
+    line = plan.shortfall()
+    assert line is not None and "(float32, adamw, batch 4, rows of up to 2048 tokens) needs about" in line
+
+    def fits(batch: int, rows: int) -> bool:
+        need = estimate(plan.shape, dataclasses.replace(recipe, batch_size=batch), rows, "cpu", 0, job)
+        return need.host(True) <= 12 * GIB
+
+    batch = next(n for n in (2, 1) if fits(n, 2048))
+    rows = next(n for n in (1024, 512, 256, 128) if fits(4, n))
+    assert (batch, rows) == (1, 512)  # by the arithmetic: 2048-token rows fit one at a time, four fit at 512
+    assert "it fits with --batch-size 1 (" in line and "; it fits with --max-tokens 512 (" in line
+
+
 def test_bf16_and_8bit_accepted_where_the_arithmetic_says_it_fits(shapes):
     recipe = dataclasses.replace(PROFILES["paper"], precision="bf16", optimizer="adamw8bit")
     room = Room(int(20 * GIB), int(64 * GIB), "cuda", "cuda:0 (L4)", bf16=True)

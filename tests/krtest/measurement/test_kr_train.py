@@ -79,6 +79,7 @@ def test_corpus_rows_cut_long_passages(tokenizer):
         (["--seed", "4294967296"], "seeds must be in 0..2**32-1 (4294967295), got 4294967296"),
         (["--learning-rate", "2"], "learning_rate=2.0 is out of range"),
         (["--model", "no-such-model"], "unknown model 'no-such-model'"),
+        (["--max-tokens", "4096"], "--max-tokens 4096 is past smollm2-135m-bundled's context (2048 tokens"),
     ],
 )
 def test_train_command_checks_before_any_run(data_dir, tracking_uri, tmp_path, args, message):
@@ -232,7 +233,9 @@ def test_krtest_train_that_does_not_fit_fails_in_one_line_before_any_run(data_di
     )
     assert result.exit_code == 1, result.output
     (line,) = result.output.strip().splitlines()
-    assert line.startswith("Error: smollm2-135m-bundled with this recipe (float32, adamw, batch 4) needs about ")
+    assert line.startswith(
+        "Error: smollm2-135m-bundled with this recipe (float32, adamw, batch 4, rows of up to 256 tokens) needs about "
+    )
     assert "in host memory" in line and "1.0 GiB free" in line
     assert not out.exists() and mlflow.search_runs(search_all_experiments=True).empty
 
