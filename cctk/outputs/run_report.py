@@ -6,7 +6,6 @@ The same page serves every manual: it reads the run's ``RunInfo``, and what its 
 
 from __future__ import annotations
 
-import math
 import re
 import textwrap
 from collections.abc import Iterable
@@ -220,22 +219,27 @@ COLUMNS = (
 )
 ROW = 0.0165  # height of one table row, figure fraction
 SIZE = 6.5  # the table's font size, points, where its widest texts fit across the page
+LEAST = 4.5  # the least it shrinks to where they do not
 GAP = 0.015  # the least space between a model's name and its parent's, figure fraction
 
 
 def columns(fig: Figure, table: pd.DataFrame) -> tuple[list[tuple[str, float, str]], float]:
-    """``COLUMNS`` placed for ``table``'s cells as drawn, and the font size to draw them at: ``SIZE``, or less where
-    the widest cell or header of every column side by side would not fit across the page (2.0.0's longest name,
-    a parent, a loss printed as 3.90x10^-4 and a GPU's memory do not). The parent's column moves right of the
-    widest model name where one runs past it (2.0.0's "control for the conditional rule from fabricated answers"
-    does); each right-aligned column moves right of the one before where its widest text would run into it,
-    then, from the last, back left of the next one where that took it past the page's right margin (the last
-    column's own x)."""
-    widths = _widths(fig, table, SIZE)
-    room = COLUMNS[-1][1] - COLUMNS[0][1] - GAP * (len(COLUMNS) - 1)
-    points = SIZE if sum(widths) <= room else math.floor(20 * SIZE * room / sum(widths)) / 20
-    if points < SIZE:
+    """``COLUMNS`` placed for ``table``'s cells as drawn (``_place``), and the font size to draw them at: ``SIZE``,
+    or the largest quarter point below it, down to ``LEAST``, at which no cell runs into the next (2.0.0's
+    longest name, a parent, a loss printed as 3.90x10^-4 and a GPU's memory side by side do not fit at 6.5)."""
+    for points in [SIZE - 0.25 * i for i in range(int((SIZE - LEAST) / 0.25) + 1)]:
         widths = _widths(fig, table, points)
+        placed = _place(widths)
+        if placed[2][1] - widths[2] >= placed[1][1] + widths[1] + GAP:  # _place keeps the rest apart
+            break
+    return placed, points
+
+
+def _place(widths: list[float]) -> list[tuple[str, float, str]]:
+    """``COLUMNS`` for columns of these widths (figure fractions): the parent's moved right of the widest model
+    name where one runs past it (2.0.0's "control for the conditional rule from fabricated answers" does); each
+    right-aligned column moved right of the one before where its widest text would run into it, then, from the
+    last, back left of the next one where that took it past the page's right margin (the last column's own x)."""
     (model, start, align), (parent, at, _) = COLUMNS[:2]
     placed = [(model, start, align), (parent, max(at, start + widths[0] + GAP), "left")]
     edge = placed[1][1] + widths[1]
@@ -247,7 +251,7 @@ def columns(fig: Figure, table: pd.DataFrame) -> tuple[list[tuple[str, float, st
         header, x, align = placed[i]
         placed[i] = (header, min(x, limit), align)
         limit = placed[i][1] - widths[i] - GAP
-    return placed, points
+    return placed
 
 
 def _widths(fig: Figure, table: pd.DataFrame, points: float) -> list[float]:
