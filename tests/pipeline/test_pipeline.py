@@ -301,6 +301,28 @@ def test_training_order_lets_one_parent_wait_at_a_time():
     assert most == 1 and waiting == set()
 
 
+@pytest.mark.parametrize("protocol", ["v2", "v1"])
+def test_every_arm_trains_on_at_most_the_rows_the_memory_plan_bounds_its_batches_by(protocol, tokenizer):
+    """The memory plan takes an arm's rows as at most ``repeats`` x 81 and its distinct rows as at most 81
+    (``stages.DISTINCT_ROWS``): a batch past them is estimated as them. Every manual's every arm, by its rows."""
+    from cctk.manuals import registry
+    from cctk.manuals.manual import every_model
+
+    manual = registry.get(protocol)
+    config = make_config("smollm2-135m", "quick", (5,), protocol=protocol)
+    draws = manual.draw(config)
+    arms = [m.key for m in every_model(manual) if m.parent is not None]
+    counts = {}
+    for key in arms:
+        rows = manual.rows(draws, key, config.recipe, tokenizer)
+        counts[key] = (len(rows), len({(tuple(ids), tuple(labels)) for ids, labels in rows}))
+    assert all(n <= config.recipe.repeats * pipeline.DISTINCT_ROWS for n, _ in counts.values()), counts
+    assert all(distinct <= pipeline.DISTINCT_ROWS for _, distinct in counts.values()), counts
+    assert max(counts.values()) == (config.recipe.repeats * 81, 81)  # the bound is met: an arm trains on all 81
+    plan = pipeline.memory_plan(config, manual, torch.device("cpu"))
+    assert (plan.job.most_rows, plan.job.distinct_rows) == (config.recipe.repeats * 81, 81)
+
+
 def test_cuda_asked_on_a_machine_without_it_fails_before_any_run(tiny_dir, tmp_path, tracking_uri):
     from click.testing import CliRunner
 

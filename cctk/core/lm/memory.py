@@ -9,7 +9,7 @@ read), in bytes::
                                       float32 scale per 256 values, each moment) + 8 x the largest trained tensor
                                       (its compiled update's two new moments in float32, one tensor at a time)
     half copies      2 P_matrices     bf16/fp16 autocast keeps a half copy of each matrix for backward
-    activations      T x L x (6 H + 4 I) x 4 (2 in half) + L x heads x T^2 x 4 (attention scores)
+    activations      T x L x (6 H + 4 I) x 4 (2 in half) + L x heads x S x 4 (attention scores)
     logits           5 x K x V x 4    the LM head at the K supervised positions: logits, their rows per example,
                                       log-softmax and two gradients
     workspace        32 MiB           the kernels' scratch of a training step
@@ -19,9 +19,12 @@ read), in bytes::
                                       while it trains (``--curves``, KR-Test's evaluations every K steps),
                                       beside the gradients and the optimizer's moments
 
-T is the tokens of one batch (batch size x longest row, an upper bound of a packed batch), K the
-supervised tokens of one batch (at most 4 an arithmetic example; every token of a KR-Test passage), L
-the layers, H the hidden size, I the feed-forward size, V the vocabulary.
+T is the tokens of one batch: B rows of up to R tokens, B the batch size, or the rows of the largest training
+set where fewer (``Job.most_rows``: a batch holds no more). S is the larger of a padded batch's scores, each row
+attending within itself (B x R^2), and a packed one's, its prefix tree one sequence of at most F = min(B, D) x R
+tokens (F^2), D the distinct rows of a training set (``Job.distinct_rows``: the tree feeds a repeated row once;
+where not known, B). K is the supervised tokens of one batch (at most 4 an arithmetic example; every token of a
+KR-Test passage), L the layers, H the hidden size, I the feed-forward size, V the vocabulary.
 
 On a GPU the plan keeps a margin of what is free (``margin``): the larger of ``MARGIN_SHARE`` of it (the
 caching allocator's rounding and fragmentation: the few percent by which reserved commonly exceeds allocated)
@@ -181,6 +184,12 @@ class Job:
     measured_in_training: bool = False  # measured while it trains (``--curves``; KR-Test every K steps)
     logit_copies: int = LOGIT_COPIES  # logit budgets its measurement holds at once (KR-Test's perplexity: 3)
     row_option: str | None = None  # the option that sets the longest row (KR-Test's --max-tokens); None: fixed
+    most_rows: int | None = None  # rows of the largest training set: no batch holds more (None: not known)
+    distinct_rows: int | None = None  # distinct rows of a training set: a packed batch feeds no more (None: not known)
+
+    def batch(self, batch_size: int) -> int:
+        """The rows of the largest batch the job trains at ``batch_size``: the batch, or every row where fewer."""
+        return batch_size if self.most_rows is None else min(batch_size, self.most_rows)
 
 
 PIPELINE = Job()
@@ -197,10 +206,12 @@ def estimate(
     """
     trained = shape.params if job.trained is None else job.trained
     half = recipe.precision in ("bf16", "fp16")
-    tokens = recipe.batch_size * longest_row
+    batch = job.batch(recipe.batch_size)
+    tokens = batch * longest_row
+    packed = min(batch, job.distinct_rows or batch) * longest_row  # a prefix tree's tokens at most
     per_token = shape.layers * (6 * shape.hidden + 4 * shape.intermediate) * (2 if half else 4)
-    scores = shape.layers * shape.heads * tokens**2 * 4
-    logits = 5 * recipe.batch_size * min(job.supervised, longest_row) * shape.vocab * 4 + WORKSPACE
+    scores = shape.layers * shape.heads * max(packed**2, batch * longest_row**2) * 4
+    logits = 5 * batch * min(job.supervised, longest_row) * shape.vocab * 4 + WORKSPACE
     return Estimate(
         weights=4 * shape.params,
         gradients=4 * trained,
@@ -335,14 +346,17 @@ class Plan:
     def _recipe_words(self) -> str:
         """The recipe as the memory line names it: what a user can change (the rows where an option sets them)."""
         rows = f", rows of up to {self.longest_row} tokens" if self.job.row_option else ""
-        return f"{self.recipe.precision}, {self.recipe.optimizer}, batch {self.recipe.batch_size}{rows}"
+        size, batch = self.recipe.batch_size, self.job.batch(self.recipe.batch_size)
+        held = f" (trains as {batch}: no arm has more rows)" if batch < size else ""
+        return f"{self.recipe.precision}, {self.recipe.optimizer}, batch {size}{held}{rows}"
 
     def _cut(self) -> list[tuple[str, Plan]]:
         """The batch size, and the longest row where an option sets it (``Job.row_option``), each cut to the
         largest power of two below it at which the job fits: the option with its value and the plan, for each
         that gets there."""
+        batch = self.job.batch(self.recipe.batch_size)  # a batch past every arm's rows trains as that many
         knobs: list[tuple[str, int, Callable[[int], Plan]]] = [
-            ("--batch-size", self.recipe.batch_size, lambda n: replace(self, recipe=replace(self.recipe, batch_size=n)))
+            ("--batch-size", batch, lambda n: replace(self, recipe=replace(self.recipe, batch_size=n)))
         ]
         if self.job.row_option:
             knobs.append((self.job.row_option, self.longest_row, lambda n: replace(self, longest_row=n)))
