@@ -44,7 +44,7 @@ def tiny_model(arch: str, vocab_size: int, seed: int = 0, layers: int = 2):
         "num_hidden_layers": layers,
         "num_attention_heads": 4,
         "intermediate_size": 128,
-        "max_position_embeddings": 128,
+        "max_position_embeddings": 256,  # KR-Test's training rows (256 tokens) fit
     }
     configs = {
         "llama": lambda: tf.LlamaConfig(num_key_value_heads=2, tie_word_embeddings=True, **common),

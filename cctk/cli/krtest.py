@@ -528,12 +528,10 @@ def train(
     **values: Unpack[_TrainValues],
 ) -> None:
     """Fine-tune on a corpus (full or LoRA), KR accuracy and validation perplexity every K steps."""
-    from ..krtest.commands.jobs import check_rows, read_inputs, run_train
+    from ..krtest.commands.jobs import read_inputs, run_train
     from ..krtest.measurement.train import make_train_config
 
     config = make_train_config(method, modules, seed, **values)
-    if values["max_tokens"] is not None:
-        check_rows(model, values["max_tokens"])
     inputs = read_inputs(questions, corpus, validation, need_corpus=True, need_validation=True, location=location)
     run_train(model, inputs, config, out, tracking, echo=click.echo, device=device)
 

@@ -231,16 +231,19 @@ def stated_context(model: str) -> int | None:
     return None
 
 
-def check_rows(model: str, max_tokens: int) -> None:
-    """A ``--max-tokens`` given within what ``model`` reads, in one line before any work: rows past its position
-    embeddings fail in the model (learned positions) or train where it never read (rotary ones). The default
-    (256) is not checked: a passage cut there is rarely that long, and a tiny test model reads 128."""
+def check_rows(model: str, max_tokens: int, option: str | None = "--max-tokens") -> None:
+    """Training rows of ``max_tokens`` within what ``model`` reads, in one line before any work: rows past its
+    position embeddings fail in the model (learned positions) or train where it never read (rotary ones).
+    ``option``: the option that sets them (None: fixed, as the study's)."""
     limit = stated_context(model)
-    if limit is not None and max_tokens > limit:
-        raise CctkError(
-            f"--max-tokens {max_tokens} is past {model}'s context ({limit} tokens, its position embeddings): "
-            f"give at most {limit}"
-        )
+    if limit is None or max_tokens <= limit:
+        return
+    where = f"{model}'s context ({limit} tokens, its position embeddings)"
+    raise CctkError(
+        f"{option} {max_tokens} is past {where}: give at most {limit}"
+        if option
+        else f"training rows of {max_tokens} tokens are past {where}: it needs a model that reads {max_tokens}"
+    )
 
 
 def evaluate_arm(
@@ -284,6 +287,7 @@ def run_train(
     where = resolve_device(device)
     found = check_available(model)
     config.check()
+    check_rows(model, config.max_tokens)
     check_recipe(config.recipe, where)
     plan = memory_plan(model, config, where)
     plan.check()

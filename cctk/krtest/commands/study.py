@@ -55,7 +55,17 @@ from ..measurement.passages import check_segment
 from ..measurement.report import write_figure, write_table
 from ..measurement.scoring import Summary
 from ..measurement.train import RECIPES, TrainConfig, Trained, corpus_rows
-from .jobs import Inputs, Track, evaluate_arm, memory_plan, open_track, placed, read_inputs, train_arm
+from .jobs import (
+    Inputs,
+    Track,
+    check_rows,
+    evaluate_arm,
+    memory_plan,
+    open_track,
+    placed,
+    read_inputs,
+    train_arm,
+)
 
 if TYPE_CHECKING:
     from ...core.lm.models import Loaded
@@ -102,6 +112,7 @@ class StudyConfig:
             check_data(self.data, self.corpus, self.validation)
         for config in self.arms().values():
             config.check()
+            check_rows(self.model, config.max_tokens, option=None)
             check_recipe(config.recipe, where)
             self.memory_plan(config).check()
 

@@ -32,6 +32,27 @@ def test_study_checks_its_data_before_any_run(data_dir, tracking_uri, tmp_path):
     assert not (tmp_path / "out").exists() and mlflow.search_runs(search_all_experiments=True).empty
 
 
+def test_a_model_that_reads_fewer_tokens_than_the_studys_rows_is_refused_before_any_run(
+    data_dir, tracking_uri, tmp_path, tokenizer
+):
+    """The study trains rows of 256 tokens (no option sets them): a model that reads 128 positions is refused in
+    one line before any run (before, its arms failed in the model, or trained where it never read)."""
+    from builders import small_tokenizer, tiny_model
+
+    short = tmp_path / "short"
+    model = tiny_model("llama", len(small_tokenizer(tokenizer)))
+    model.config.max_position_embeddings = 128
+    model.save_pretrained(short)
+    small_tokenizer(tokenizer).save_pretrained(short)
+    argv = ["krtest", "study", "--model", str(short), "--data", str(data_dir), "--out", str(tmp_path / "out")]
+    result = CliRunner().invoke(cli, argv)
+    assert result.exit_code == 1 and result.output.strip() == (
+        f"Error: training rows of 256 tokens are past {short}'s context (128 tokens, its position embeddings): "
+        "it needs a model that reads 256"
+    )
+    assert not (tmp_path / "out").exists() and mlflow.search_runs(search_all_experiments=True).empty
+
+
 def test_a_folder_of_generate_corpus_takes_its_corpus_and_validation(data_dir, tracking_uri, tmp_path):
     """`generate --corpus my.txt --teacher ...` writes the questions and generation.json, no corpus.txt: the
     README's next command, `study --data`, failed on the missing corpus.txt; now --corpus names the text."""

@@ -189,19 +189,19 @@ def test_an_item_past_the_models_context_is_refused_naming_its_line_and_tokens(t
 
 
 def test_eval_refuses_an_item_past_the_models_context_before_any_run(tiny_dir, tmp_path, tracking_uri):
-    """The tiny model reads 128 positions: an item of more is refused in one line, no run, no output folder;
+    """The tiny model reads 256 positions: an item of more is refused in one line, no run, no output folder;
     a field alone past them is named by the per-field bound."""
     import mlflow
 
-    long = "Anna Berg appears in the town hall of Oslo. " * 12 + "Anna Berg appears."  # 124 tokens: its answer
-    # takes it past 128
+    long = "Anna Berg appears in the town hall of Oslo. " * 25 + "Anna Berg appears."  # 254 tokens: its answer
+    # takes it past 256
     for name, line, expected in [
         (
             "whole",
             good_line(context=long),
             (
                 r"line 2: the item is \d+ tokens of the scoring "
-                r"tokenizer \(\d+ of context, \d+ of answer\); the model reads at most 128 tokens"
+                r"tokenizer \(\d+ of context, \d+ of answer\); the model reads at most 256 tokens"
             ),
         ),
         (
@@ -209,7 +209,7 @@ def test_eval_refuses_an_item_past_the_models_context_before_any_run(tiny_dir, t
             good_line(context=long * 2),
             (
                 r"line 2: field 'context' is \d+ tokens long; "
-                "the bound is 128 tokens per field"
+                "the bound is 256 tokens per field"
             ),
         ),
     ]:

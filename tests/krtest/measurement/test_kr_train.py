@@ -104,6 +104,20 @@ def test_train_command_checks_before_any_run(data_dir, tracking_uri, tmp_path, a
     assert mlflow.search_runs(search_all_experiments=True).empty
 
 
+def test_run_train_from_python_refuses_rows_past_the_models_context_before_any_run(data_dir, tracking_uri, tmp_path):
+    """``run_train``, the library's entry, checks the rows as the command does (it was the command alone: a
+    Python caller's rows of 4096 tokens failed in the model)."""
+    inputs = read_inputs(data_dir / "questions.jsonl", data_dir / "corpus.txt", need_corpus=True)
+    config = make_train_config("full", None, 0, max_tokens=4096)
+    with pytest.raises(CctkError) as error:
+        run_train("smollm2-135m-bundled", inputs, config, tmp_path / "out")
+    assert str(error.value) == (
+        "--max-tokens 4096 is past smollm2-135m-bundled's context (2048 tokens, its position embeddings): give at "
+        "most 2048"
+    )
+    assert not (tmp_path / "out").exists() and mlflow.search_runs(search_all_experiments=True).empty
+
+
 def test_missing_validation_text_fails(data_dir, tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text((data_dir / "corpus.txt").read_text())
