@@ -564,7 +564,7 @@ def test_the_pace_says_what_is_left_from_the_cells_ended_so_far():
     [
         (["--set", "optimizer=adamw8bit"], "--optimizer adamw8bit runs on CUDA devices"),
         (["--set", "precision=fp16"], "--precision fp16 is for CUDA devices"),
-        (["--set", "batch_size=100000"], "needs about"),
+        (["--set", "batch_size=100000", "--set", "repeats=2000"], "needs about"),  # 162,000 rows an arm
         (["--set", "epochs=2,2"], "--set epochs=2,2: a value is given twice"),
         (["--set", "epochs=2", "--set", "epochs=3"], "--set epochs is given twice"),
         (["--resume", ""], "--resume needs the SWEEP_ID of the run to continue, got an empty one"),
@@ -572,7 +572,8 @@ def test_the_pace_says_what_is_left_from_the_cells_ended_so_far():
     ],
 )
 def test_a_local_sweep_refuses_what_cctk_run_refuses_before_anything_exists(tmp_path, monkeypatch, extra, message):
-    """A cell that cannot run on this machine (an 8-bit optimizer or fp16 on a CPU, a batch that does not fit)
+    """A cell that cannot run on this machine (an 8-bit optimizer or fp16 on a CPU, a batch that does not fit:
+    batch 100000 alone fits the smoke recipe, whose arms have 162 rows at most)
     was a FAILED cell of a sweep run that existed; a value twice, one recipe run twice; an empty or unknown
     --resume started a new sweep or created an empty store. Now each is one line, nothing created."""
     monkeypatch.chdir(tmp_path)
