@@ -32,7 +32,9 @@ class Recipe:
     repeats: int = field(default=20, metadata={"help": "repeats of each example in a corpus"})
     epochs: int = field(default=10, metadata={"help": "epochs of every fine-tuning run"})
     learning_rate: float = field(default=5e-5, metadata={"help": "AdamW learning rate (the peak, with a schedule)"})
-    batch_size: int = field(default=8, metadata={"help": "examples per optimizer step"})
+    batch_size: int = field(
+        default=8, metadata={"help": "examples per optimizer step (an arm with fewer rows trains all of them in one)"}
+    )
     grad_clip: float = field(default=1.0, metadata={"help": "gradient-norm clipping (0 = none, as manual 1.0.0)"})
     # torch.optim.AdamW's default, as in the manual's listing
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay"})

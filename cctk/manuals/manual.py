@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, Self, TypeVa
 import pandas as pd
 
 from ..core.config import Config, Recipe
-from ..core.facts import Scoring
+from ..core.facts import ADDITIONS, Scoring
 from ..core.labels import BASE_MODEL, TABLE_HEADERS, Vocabulary
 from ..core.lm.record import TrainRecord
 from ..core.records import Design
@@ -169,6 +169,13 @@ class ManualSpec:
     notes: Mapping[str, str] = field(default_factory=dict)  # section -> a paragraph under its heading
     loss: str = "mean over the answer tokens (prompt masked)"  # what its training loss is taken over
     renamed: Mapping[str, str] = field(default_factory=dict)  # model keys of sessions written before -> today's
+    # an arm's distinct training rows at most (each of the 81 additions once, with the one answer its corpus gives
+    # it); each comes ``repeats`` times at most: the memory plan bounds a batch by them (``most_rows``)
+    distinct_rows: int = len(ADDITIONS)
+
+    def most_rows(self, recipe: Recipe) -> int:
+        """An arm's training rows at most under ``recipe``: a batch holds no more."""
+        return self.distinct_rows * recipe.repeats
 
     @property
     def label(self) -> str:
@@ -225,7 +232,8 @@ class Manual(ABC, Generic[OptionsT, D, R]):
 
     @abstractmethod
     def rows(self, draws: D, key: str, recipe: Recipe, tokenizer: PreTrainedTokenizerBase) -> list[Row]:
-        """The tokenized training rows of model ``key``."""
+        """The tokenized training rows of model ``key``: at most ``spec.distinct_rows`` distinct ones, each at most
+        ``recipe.repeats`` times."""
 
     @abstractmethod
     def results(

@@ -35,9 +35,12 @@ def seeds_line(manual: AnyManual, config: Config[Any]) -> str:
 
 
 def setup_lines(manual: AnyManual, config: Config[Any]) -> list[str]:
-    """What the console says of a run before it starts, after its session folder: its seeds, and the parts when
-    not all of them run."""
+    """What the console says of a run before it starts, after its session folder: its seeds, a batch size past
+    every arm's rows, and the parts when not all of them run."""
     lines = [seeds_line(manual, config)]
+    batch, most = config.recipe.batch_size, manual.spec.most_rows(config.recipe)
+    if batch > most:  # the user's value, kept in the recipe and its records; what it means, said once
+        lines.append(f"batch size {batch}: past every arm's rows ({most} at most): an epoch is one step an arm")
     if isinstance(manual, Parts):
         arms, every = len(trained(manual, config.options)), sum(m.parent is not None for m in every_model(manual))
         if arms < every:

@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 
 from .. import __version__
-from ..core import facts, provenance
+from ..core import provenance
 from ..core.config import AUTO, Config
 from ..core.errors import CctkError
 from ..core.labels import counted
@@ -116,9 +116,6 @@ Echo = Callable[[str], None]  # the console's lines
 Resumed = tuple[Any, "PreTrainedTokenizerBase", Done, Echo]
 
 LONGEST_ROW = 16  # tokens of the longest arithmetic training row, an upper bound for any tokenizer
-# an arm's distinct training rows at most, and its rows a repeat: each of the 81 additions once, with the one answer
-# its corpus gives it (every manual's ``rows``; tests/manuals)
-DISTINCT_ROWS = len(facts.ADDITIONS)
 
 
 def check_inputs(
@@ -153,11 +150,14 @@ def check_device(config: Config[Any], manual: AnyManual, device: str | None) -> 
 def memory_plan(config: Config[Any], manual: AnyManual, where: torch.device) -> memory.Plan:
     """The run's memory against the device: one arm trained at a time, its parent waiting in host memory
     (none where every model is trained in place, protocol v1); ``--curves`` measures every epoch while the
-    arm's gradients and moments live; a batch holds at most an arm's rows, ``DISTINCT_ROWS`` of them distinct."""
+    arm's gradients and moments live; a batch holds at most an arm's rows (``ManualSpec.most_rows``)."""
     shape = memory.Shape.of_config(models.model_config(config.model))
     copies = any(not m.in_place for m in trained(manual, config.options))
-    rows = config.recipe.repeats * DISTINCT_ROWS
-    job = memory.Job(measured_in_training=_curves(manual, config), most_rows=rows, distinct_rows=DISTINCT_ROWS)
+    job = memory.Job(
+        measured_in_training=_curves(manual, config),
+        most_rows=manual.spec.most_rows(config.recipe),
+        distinct_rows=manual.spec.distinct_rows,
+    )
     return memory.Plan(config.model, shape, config.recipe, LONGEST_ROW, room(where), waiting=int(copies), job=job)
 
 

@@ -304,7 +304,8 @@ def test_training_order_lets_one_parent_wait_at_a_time():
 @pytest.mark.parametrize("protocol", ["v2", "v1"])
 def test_every_arm_trains_on_at_most_the_rows_the_memory_plan_bounds_its_batches_by(protocol, tokenizer):
     """The memory plan takes an arm's rows as at most ``repeats`` x 81 and its distinct rows as at most 81
-    (``stages.DISTINCT_ROWS``): a batch past them is estimated as them. Every manual's every arm, by its rows."""
+    (``ManualSpec.distinct_rows``, ``most_rows``): a batch past them is estimated as them. Every manual's every
+    arm, by its rows."""
     from cctk.manuals import registry
     from cctk.manuals.manual import every_model
 
@@ -316,11 +317,22 @@ def test_every_arm_trains_on_at_most_the_rows_the_memory_plan_bounds_its_batches
     for key in arms:
         rows = manual.rows(draws, key, config.recipe, tokenizer)
         counts[key] = (len(rows), len({(tuple(ids), tuple(labels)) for ids, labels in rows}))
-    assert all(n <= config.recipe.repeats * pipeline.DISTINCT_ROWS for n, _ in counts.values()), counts
-    assert all(distinct <= pipeline.DISTINCT_ROWS for _, distinct in counts.values()), counts
+    assert all(n <= manual.spec.most_rows(config.recipe) for n, _ in counts.values()), counts
+    assert all(distinct <= manual.spec.distinct_rows for _, distinct in counts.values()), counts
     assert max(counts.values()) == (config.recipe.repeats * 81, 81)  # the bound is met: an arm trains on all 81
     plan = pipeline.memory_plan(config, manual, torch.device("cpu"))
     assert (plan.job.most_rows, plan.job.distinct_rows) == (config.recipe.repeats * 81, 81)
+
+
+def test_a_batch_size_past_every_arms_rows_is_said_before_the_run_starts():
+    """``--batch-size 5000`` under the smoke recipe (162 rows an arm at most) trains each epoch as one step an arm:
+    said among the first lines, once; the recipe keeps the value given (the run's records name it)."""
+    from cctk.manuals import registry, words
+
+    manual = registry.get("v2")
+    lines = words.setup_lines(manual, make_config("smollm2-135m", "smoke", (5,), batch_size=5000))
+    assert lines[1] == "batch size 5000: past every arm's rows (162 at most): an epoch is one step an arm"
+    assert len(words.setup_lines(manual, make_config("smollm2-135m", "smoke", (5,), batch_size=162))) == 1
 
 
 def test_cuda_asked_on_a_machine_without_it_fails_before_any_run(tiny_dir, tmp_path, tracking_uri):
