@@ -347,7 +347,7 @@ class Plan:
         """The recipe as the memory line names it: what a user can change (the rows where an option sets them)."""
         rows = f", rows of up to {self.longest_row} tokens" if self.job.row_option else ""
         size, batch = self.recipe.batch_size, self.job.batch(self.recipe.batch_size)
-        held = f" (trains as {batch}: no arm has more rows)" if batch < size else ""
+        held = f": all of an arm's rows, {batch} at most" if batch < size else ""
         return f"{self.recipe.precision}, {self.recipe.optimizer}, batch {size}{held}{rows}"
 
     def _cut(self) -> list[tuple[str, Plan]]:

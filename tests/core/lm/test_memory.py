@@ -130,7 +130,7 @@ def test_a_batch_past_the_rows_is_estimated_as_those_rows_and_a_packed_tree_as_i
     plan = Plan("smollm2-135m", Shape.of_config(quick), recipe, 16, Room(12 * GIB, 12 * GIB), waiting=1, job=arm)
     line = plan.shortfall()
     assert line is not None and line.startswith(
-        "smollm2-135m with this recipe (float32, adamw, batch 5000 (trains as 486: no arm has more rows)) needs "
+        "smollm2-135m with this recipe (float32, adamw, batch 5000: all of an arm's rows, 486 at most) needs "
         "about 14.6 GiB in host memory"
     )
     assert "; it fits with --batch-size 256 (9.8 GiB); " in line  # cut from the 486 rows, not from 5000
