@@ -136,6 +136,24 @@ def test_a_batch_past_the_rows_is_estimated_as_those_rows_and_a_packed_tree_as_i
     assert "; it fits with --batch-size 256 (9.8 GiB); " in line  # cut from the 486 rows, not from 5000
 
 
+def test_on_a_gpu_the_batch_is_cut_where_no_precision_or_optimizer_fits(shapes):
+    """The same line on a CUDA plan (a T4): qwen2.5-0.5b at batch 5000 over 486 rows fits neither as it is nor
+    in fp16 or 8-bit AdamW (the T4's variants); the largest power of two below the 486 rows that fits the
+    device's usable memory is named, 64 by the estimate's arithmetic (128 does not fit)."""
+    arm = memory.Job(most_rows=486, distinct_rows=81)
+    recipe = dataclasses.replace(PROFILES["quick"], batch_size=5000)
+    plan = Plan("qwen2.5-0.5b", shapes["qwen2.5-0.5b"], recipe, 16, t4(), waiting=1, job=arm)
+    line = plan.shortfall()
+    assert line is not None and " needs about 32.3 GiB on cuda:0 (Tesla T4) " in line
+    assert not any(plan.fits(plan.shape, v) for v in memory.options(recipe, plan.room))
+
+    def device(batch: int) -> int:
+        return estimate(plan.shape, dataclasses.replace(recipe, batch_size=batch), 16, "cuda", 1, arm).device
+
+    assert device(64) <= plan.room.usable < device(128)
+    assert f"; it fits with --batch-size 64 ({memory.gib(device(64))}); or a device with at least " in line
+
+
 def test_krtest_rows_too_long_are_named_with_the_option_that_sets_them(shapes):
     """A job whose rows an option sets (KR-Test's ``--max-tokens``) says its rows in the recipe's words and
     the longest power of two of them that fits, beside the batch that does."""
