@@ -123,6 +123,30 @@ def pack(batch: Sequence[Row]) -> Packed:
     return Packed(torch.tensor([tree.tokens]), positions[None], tree.ancestors, keep, rows, pairs[1], weights.float())
 
 
+def most_shared(rows: Sequence[Row]) -> float:
+    """The largest ``shared_tokens`` any batch of ``rows`` can have, or more: no row shares with the rest of a batch
+    more than its longest common prefix with another row (m of its L - 1 fed tokens), so a batch shares at most
+    sum m / sum (L - 1) <= max m / (L - 1). A row's longest common prefix with any other is that with a neighbour
+    in sorted order; a repeated row shares all of it."""
+    fed = sorted(tuple(ids[:-1]) for ids, _ in rows)
+    most = 0.0
+    for i, row in enumerate(fed):
+        if not row:
+            continue
+        common = max((_common(row, fed[j]) for j in (i - 1, i + 1) if 0 <= j < len(fed)), default=0)
+        most = max(most, common / len(row))
+    return most
+
+
+def _common(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 def shared_tokens(batch: Sequence[Row]) -> float:
     """Share of the fed tokens (all but each row's last) that a prefix tree would not feed again."""
     root: Trie = {}

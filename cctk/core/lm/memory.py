@@ -19,12 +19,14 @@ read), in bytes::
                                       while it trains (``--curves``, KR-Test's evaluations every K steps),
                                       beside the gradients and the optimizer's moments
 
-T is the tokens of one batch: B rows of up to R tokens, B the batch size, or the rows of the largest training
-set where fewer (``Job.most_rows``: a batch holds no more). S is the larger of a padded batch's scores, each row
+T is the tokens of one batch: B rows of up to R tokens, B the batch size, or the rows of the largest training set
+where fewer (``Job.most_rows``: a batch holds no more). S is the larger of a padded batch's scores, each row
 attending within itself (B x R^2), and a packed one's, its prefix tree one sequence of at most F = min(B, D) x R
 tokens (F^2), D the distinct rows of a training set (``Job.distinct_rows``: the tree feeds a repeated row once;
-where not known, B). K is the supervised tokens of one batch (at most 4 an arithmetic example; every token of a
-KR-Test passage), L the layers, H the hidden size, I the feed-forward size, V the vocabulary.
+where not known, B); where no batch of the rows can share enough to go packed (``Job.packs``, KR-Test's rows by
+``corpus.most_shared``), the padded one's alone. K is the supervised tokens of one batch (at most 4 an arithmetic
+example; every token of a KR-Test passage), L the layers, H the hidden size, I the feed-forward size, V the
+vocabulary.
 
 On a GPU the plan keeps a margin of what is free (``margin``): the larger of ``MARGIN_SHARE`` of it (the
 caching allocator's rounding and fragmentation: the few percent by which reserved commonly exceeds allocated)
@@ -186,6 +188,7 @@ class Job:
     row_option: str | None = None  # the option that sets the longest row (KR-Test's --max-tokens); None: fixed
     most_rows: int | None = None  # rows of the largest training set: no batch holds more (None: not known)
     distinct_rows: int | None = None  # distinct rows of a training set: a packed batch feeds no more (None: not known)
+    packs: bool = True  # whether a batch may go packed (False: its rows share too little, every batch pads)
 
     def batch(self, batch_size: int) -> int:
         """The rows of the largest batch the job trains at ``batch_size``: the batch, or every row where fewer."""
@@ -210,7 +213,7 @@ def estimate(
     tokens = batch * longest_row
     packed = min(batch, job.distinct_rows or batch) * longest_row  # a prefix tree's tokens at most
     per_token = shape.layers * (6 * shape.hidden + 4 * shape.intermediate) * (2 if half else 4)
-    scores = shape.layers * shape.heads * max(packed**2, batch * longest_row**2) * 4
+    scores = shape.layers * shape.heads * max(packed**2 if job.packs else 0, batch * longest_row**2) * 4
     logits = 5 * batch * min(job.supervised, longest_row) * shape.vocab * 4 + WORKSPACE
     return Estimate(
         weights=4 * shape.params,
@@ -358,8 +361,9 @@ class Plan:
         knobs: list[tuple[str, int, Callable[[int], Plan]]] = [
             ("--batch-size", batch, lambda n: replace(self, recipe=replace(self.recipe, batch_size=n)))
         ]
-        if self.job.row_option:
-            knobs.append((self.job.row_option, self.longest_row, lambda n: replace(self, longest_row=n)))
+        if self.job.row_option:  # rows cut shorter are more of them, sharing more: nothing known of them then
+            unbounded = replace(self.job, most_rows=None, distinct_rows=None, packs=True)
+            knobs.append((self.job.row_option, self.longest_row, lambda n: replace(self, longest_row=n, job=unbounded)))
         found = []
         for option, value, change in knobs:
             n = 1 << ((value - 1).bit_length() - 1) if value > 1 else 0  # 5000: 4096; 4096: 2048

@@ -200,24 +200,37 @@ def load_model(model: ModelSource | str, dtype: torch.dtype | None = None, keep:
 
 
 def _load(found: ModelSource, dtype: torch.dtype) -> Loaded:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
-    kwargs: dict[str, str] = {}
-    if found.key == BUNDLED:
-        folder, kwargs = bundled_source()
-    elif Path(found.key).is_dir():
-        folder = found.key
-    else:
-        folder = _hub_source(found.id)
-    tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(folder, **kwargs)
+    folder, kwargs = _files(found)
+    tokenizer = load_tokenizer(found)
     with bars_on_a_terminal():
         model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, **kwargs)
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
     # ``to`` through its Module type: transformers wraps its override in functools.wraps, which mypy reads unbound
     module: torch.nn.Module = model
     module.to(dtype)  # in place, as Module.to is
     return model.eval(), tokenizer
+
+
+def _files(found: ModelSource) -> tuple[str, dict[str, str]]:
+    """Where a model's files are read from, and the keywords that read them."""
+    if found.key == BUNDLED:
+        return bundled_source()
+    if Path(found.key).is_dir():
+        return found.key, {}
+    return _hub_source(found.id), {}
+
+
+def load_tokenizer(model: ModelSource | str) -> PreTrainedTokenizerBase:
+    """A model's tokenizer alone, no weights read, as ``load_model`` gives it (its pad token the end-of-text one
+    where it has none)."""
+    from transformers import AutoTokenizer
+
+    folder, kwargs = _files(model if isinstance(model, ModelSource) else source(model))
+    tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(folder, **kwargs)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
 
 
 def model_config(key_or_path: str) -> PretrainedConfig:

@@ -21,8 +21,10 @@ import pandas as pd
 from ... import __version__
 from ...core.errors import CctkError
 from ...core.lm import memory
+from ...core.lm.corpus import most_shared
 from ...core.lm.device import check_placed, check_recipe, out_of_memory_as_line, resolve as resolve_device, room
-from ...core.lm.models import check_available, load_model, model_config
+from ...core.lm.finetune import MIN_SHARED
+from ...core.lm.models import check_available, load_model, load_tokenizer, model_config
 from ...core.lm.scoring import pad_id
 from ...store import tracking
 from .. import RUN
@@ -41,7 +43,15 @@ from ..measurement.lora import plan_lora
 from ..measurement.passages import Passage, check_segment, segment as segment_corpus
 from ..measurement.report import write_curve, write_evaluation
 from ..measurement.scoring import Summary, check_fits, score, summarize
-from ..measurement.train import PERPLEXITY_LOGIT_COPIES, Evaluation, TrainConfig, Trained, perplexity, train
+from ..measurement.train import (
+    PERPLEXITY_LOGIT_COPIES,
+    Evaluation,
+    TrainConfig,
+    Trained,
+    corpus_rows,
+    perplexity,
+    train,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -289,7 +299,10 @@ def run_train(
     config.check()
     check_rows(model, config.max_tokens)
     check_recipe(config.recipe, where)
-    plan = memory_plan(model, config, where)
+    if inputs.corpus is None:
+        raise CctkError("krtest train trains on a corpus: read the inputs with their corpus (need_corpus=True)")
+    rows = corpus_rows(inputs.corpus, load_tokenizer(found), config.max_tokens)  # as ``train`` cuts them
+    plan = memory_plan(model, config, where, rows=rows)
     plan.check()
     track = open_track(tracking_name)
     echo(f"loading {model} ...")
@@ -316,20 +329,27 @@ def placed(lm: PreTrainedModel, where: torch.device | str) -> PreTrainedModel:
     return lm
 
 
-def memory_plan(model: str, config: TrainConfig, where: torch.device, waiting: int = 0) -> memory.Plan:
-    """KR-Test training's memory against the device (``cctk.core.lm.memory``): rows of up to ``max_tokens``, each
-    token supervised, evaluated every K steps while the gradients and moments live (the scorer and the
-    perplexity in chunks of ``LOGIT_BUDGET``, three budgets held at once); LoRA trains its budget. ``waiting``:
-    copies in host memory (the study's untouched model)."""
+def memory_plan(
+    model: str, config: TrainConfig, where: torch.device, waiting: int = 0, rows: Sequence[Row] | None = None
+) -> memory.Plan:
+    """KR-Test training's memory against the device (``cctk.core.lm.memory``): ``rows``, the training rows (None: rows
+    of up to ``max_tokens``, as many as a batch holds, which may go packed), each token supervised, evaluated
+    every K steps while the gradients and moments live (the scorer and the perplexity in chunks of
+    ``LOGIT_BUDGET``, three budgets held at once); LoRA trains its budget. ``waiting``: copies in host memory
+    (the study's untouched model)."""
     job = memory.Job(
         trained=config.budget if config.method == "lora" else None,
         supervised=config.max_tokens,
         measured_in_training=True,
         logit_copies=PERPLEXITY_LOGIT_COPIES,
         row_option="--max-tokens",
+        most_rows=len(rows) if rows else None,
+        distinct_rows=len({tuple(ids) for ids, _ in rows}) if rows else None,
+        packs=most_shared(rows) >= MIN_SHARED if rows else True,  # passages rarely share 10% of their tokens
     )
+    longest = max(len(ids) for ids, _ in rows) if rows else config.max_tokens
     shape = memory.Shape.of_config(model_config(model))
-    return memory.Plan(model, shape, config.recipe, config.max_tokens, room(where), waiting, job=job)
+    return memory.Plan(model, shape, config.recipe, longest, room(where), waiting, job=job)
 
 
 def arm_key(config: TrainConfig) -> str:

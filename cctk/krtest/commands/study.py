@@ -36,7 +36,7 @@ from ...core.config import Recipe
 from ...core.errors import CctkError
 from ...core.lm import memory
 from ...core.lm.device import check_recipe, out_of_memory_as_line, resolve as resolve_device
-from ...core.lm.models import check_available, load_model, model_id
+from ...core.lm.models import check_available, load_model, load_tokenizer, model_id
 from ...store import tracking
 from ...store.session import new_folder
 from .. import ARMS, STUDY_RUN
@@ -68,6 +68,7 @@ from .jobs import (
 )
 
 if TYPE_CHECKING:
+    from ...core.lm.corpus import Row
     from ...core.lm.models import Loaded
     from ..measurement.train import Evaluation
 
@@ -114,11 +115,25 @@ class StudyConfig:
             config.check()
             check_rows(self.model, config.max_tokens, option=None)
             check_recipe(config.recipe, where)
+        for config in self.arms().values():
             self.memory_plan(config).check()
 
     def memory_plan(self, config: TrainConfig) -> memory.Plan:
-        """An arm's memory: it trains a fresh copy while the untouched model waits in host memory."""
-        return memory_plan(self.model, config, resolve_device(self.device), waiting=1)
+        """An arm's memory: it trains a fresh copy on the study's rows while the untouched model waits in host
+        memory."""
+        return memory_plan(self.model, config, resolve_device(self.device), waiting=1, rows=self.training_rows)
+
+    @functools.cached_property
+    def training_rows(self) -> list[Row]:
+        """The rows every trained arm trains on (one ``max_tokens`` for all), cut as ``train`` cuts them: the corpus
+        of ``--data``, or the one the seed generates, in the model's tokens (its tokenizer alone, read once)."""
+        (max_tokens,) = {arm.max_tokens for arm in self.arms().values()}
+        if self.data:
+            text = _read_data(self).corpus
+        else:
+            text = make_dataset(self.seed, self.entities, self.validation_entities).corpus
+        assert text is not None  # a --data folder's corpus is checked present
+        return corpus_rows(text, load_tokenizer(self.model), max_tokens)
 
     def params(self) -> dict[str, Any]:
         values = {

@@ -651,22 +651,11 @@ def _metrics(done: Generation) -> dict[str, float]:
 
 
 def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
-    """The tokenizer of a roster key, folder or Hub id: the bundled one from its converted folder (or its
-    GGUF), a folder's own, else the model's (loaded)."""
-    from transformers import AutoTokenizer
+    """The tokenizer of a roster key, folder or Hub id (``cctk.core.lm.models.load_tokenizer``: no weights read;
+    a Hub model's were loaded whole for it before)."""
+    from ...core.lm import models
 
-    from ...core.lm.models import BUNDLED, bundled_tokenizer, check_available, load_model
-
-    check_available(name)
-    if name == BUNDLED:
-        tokenizer = bundled_tokenizer()
-    elif Path(name).is_dir():
-        tokenizer = AutoTokenizer.from_pretrained(name)
-    else:
-        return load_model(name)[1]
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer
+    return models.load_tokenizer(models.check_available(name))
 
 
 def summary_line(done: Generation) -> str:

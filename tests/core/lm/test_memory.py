@@ -123,6 +123,8 @@ def test_a_batch_past_the_rows_is_estimated_as_those_rows_and_a_packed_tree_as_i
     small = estimate(shape, Recipe(batch_size=2), 5, "cuda", job=job)  # 2 distinct rows: packed, 10 tokens
     assert small.activations == 10 * 4 * (6 * 8 + 4 * 16) * 4 + 4 * 2 * 10**2 * 4
     assert small == estimate(shape, Recipe(batch_size=2), 5, "cuda")  # no bound below the batch: as before
+    padded = estimate(shape, Recipe(batch_size=5000), 5, "cuda", job=dataclasses.replace(job, packs=False))
+    assert padded.activations == tokens * 4 * (6 * 8 + 4 * 16) * 4 + 4 * 2 * 20 * 5**2 * 4  # rows that never pack
 
     quick = models.model_config("smollm2-135m")
     arm = memory.Job(most_rows=6 * 81, distinct_rows=81)
@@ -279,7 +281,8 @@ def test_estimate_matches_the_measured_training_peak_on_a_cpu(tokenizer, tiny):
     reuses freed memory, so the rise of one process varies by about 10%; leaving out AdamW's moments would
     put the estimate at half, counting them twice at 1.7). (The process's
     first training step allocates about 200 MB once, whatever the model: warmed up on the tiny model first,
-    and counted apart in the estimate as ``CPU_FIRST_STEP``.)"""
+    and counted apart in the estimate as ``CPU_FIRST_STEP``.) A batch past every row, and KR-Test's passages
+    in one batch, each trained padded: the bound is never under what they take, and within 2x of it."""
     import transformers as tf
 
     from cctk.core.facts import ADDITIONS, correct_sums
@@ -313,3 +316,20 @@ def test_estimate_matches_the_measured_training_peak_on_a_cpu(tokenizer, tiny):
     job = memory.Job(most_rows=len(rows), distinct_rows=len(ADDITIONS))
     predicted = estimate(Shape.of_model(model), recipe, longest, "cpu", job=job).training
     assert measured <= predicted <= 1.6 * measured, (measured / 2**20, predicted / 2**20)
+
+    # KR-Test's passages (the generated corpus: 36 rows of up to 90 tokens), all in one batch, planned as ``krtest
+    # train`` plans them (its rows: their count and longest, every token supervised; they share too little to go
+    # packed, so padded alone): not under what they take (1.49x measured; before, 5000 rows of 256 tokens packed
+    # as one sequence)
+    from cctk.krtest.commands.jobs import memory_plan
+    from cctk.krtest.generation.generate import make_dataset
+    from cctk.krtest.measurement.train import corpus_rows, make_train_config
+
+    text = make_dataset(2).corpus
+    config = make_train_config("full", None, 0, batch_size=5000, epochs=1)
+    rows = corpus_rows(text, tokenizer, config.max_tokens)
+    plan = memory_plan("smollm2-135m", config, torch.device("cpu"), rows=rows)
+    assert not plan.job.packs and plan.job.most_rows == len(rows) and plan.longest_row < config.max_tokens
+    measured = _training_rise(model, rows, config.recipe, tokenizer.pad_token_id)
+    predicted = estimate(Shape.of_model(model), config.recipe, plan.longest_row, "cpu", job=plan.job).training
+    assert measured <= predicted <= 2 * measured, (measured / 2**20, predicted / 2**20)

@@ -1,5 +1,6 @@
 import json
 import math
+from dataclasses import replace
 
 import mlflow
 import pandas as pd
@@ -9,6 +10,7 @@ from click.testing import CliRunner
 
 from cctk.cli.main import cli
 from cctk.core.errors import CctkError
+from cctk.core.lm.models import BUNDLED
 from cctk.krtest.commands.jobs import read_inputs, run_train
 from cctk.krtest.measurement.scoring import ITEM_COLUMNS
 from cctk.krtest.measurement.train import corpus_rows, make_train_config, perplexity
@@ -220,11 +222,16 @@ def test_the_chunked_perplexity_holds_three_logit_budgets_as_its_plan_says(tiny,
     assert plan.estimate.measurement == kr_train.PERPLEXITY_LOGIT_COPIES * kr_train.LOGIT_BUDGET * 4
 
 
-def test_krtest_train_that_does_not_fit_fails_in_one_line_before_any_run(data_dir, tracking_uri, tmp_path, monkeypatch):
-    """The training is planned with the pipeline's estimator (rows of 256 tokens, every one supervised,
+def test_krtest_train_that_does_not_fit_fails_in_one_line_before_any_run(
+    data_dir, tracking_uri, tmp_path, monkeypatch, tokenizer
+):
+    """The training is planned with the pipeline's estimator (its rows, cut at 256 tokens, every token supervised,
     evaluated beside the moments): on a machine with 1 GiB free the bundled shape is refused in one line."""
     from cctk.core.lm.memory import GIB, Room
     from cctk.krtest.commands import jobs
+
+    rows = corpus_rows((data_dir / "corpus.txt").read_text(), tokenizer, 256)
+    longest = max(len(ids) for ids, _ in rows)
 
     monkeypatch.setattr(jobs, "room", lambda device: Room(GIB, GIB, "cpu", "cpu"))
     out = tmp_path / "out"
@@ -248,10 +255,42 @@ def test_krtest_train_that_does_not_fit_fails_in_one_line_before_any_run(data_di
     assert result.exit_code == 1, result.output
     (line,) = result.output.strip().splitlines()
     assert line.startswith(
-        "Error: smollm2-135m-bundled with this recipe (float32, adamw, batch 4, rows of up to 256 tokens) needs about "
+        f"Error: smollm2-135m-bundled with this recipe (float32, adamw, batch 4, rows of up to {longest} tokens) needs "
     )
     assert "in host memory" in line and "1.0 GiB free" in line
     assert not out.exists() and mlflow.search_runs(search_all_experiments=True).empty
+
+
+def test_krtest_train_plans_its_own_rows_not_a_batch_of_rows_of_max_tokens(tokenizer):
+    """``krtest train --batch-size 16`` of the bundled model on the generated corpus (36 passages of up to 90
+    tokens) was refused on this 24 GiB machine at 27.3 GiB: rows of 256 tokens, 16 of them as one packed
+    sequence. Its rows are known before any run: 36 of them, the longest 90 tokens, none sharing 10% of its
+    tokens with another (so no batch goes packed): 5.3 GiB, and every batch size past 36 the same."""
+    import torch
+
+    from cctk.core.lm.memory import GIB, Room
+    from cctk.krtest.commands import jobs
+    from cctk.krtest.generation.generate import make_dataset
+
+    rows = corpus_rows(make_dataset(0).corpus, tokenizer, 256)
+    config = make_train_config("full", None, 0, batch_size=16)
+    plan = jobs.memory_plan(BUNDLED, config, torch.device("cpu"), rows=rows)
+    assert (len(rows), plan.longest_row, plan.job.packs) == (36, 90, False)
+    assert memory_gib(plan) == "5.3 GiB" and memory_gib(jobs.memory_plan(BUNDLED, config, torch.device("cpu"))) == (
+        "27.3 GiB"
+    )
+    assert replace(plan, room=Room(12 * GIB, 12 * GIB)).shortfall() is None
+    wide = make_train_config("full", None, 0, batch_size=5000)
+    assert (
+        jobs.memory_plan(BUNDLED, wide, torch.device("cpu"), rows=rows).estimate
+        == replace(plan, recipe=replace(config.recipe, batch_size=36)).estimate
+    )
+
+
+def memory_gib(plan) -> str:
+    from cctk.core.lm.memory import gib
+
+    return gib(plan.estimate.host(True))
 
 
 def test_a_lora_arms_step_0_is_the_untouched_models_evaluation_and_a_given_one_is_not_computed_again(
