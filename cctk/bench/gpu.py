@@ -46,7 +46,7 @@ PRECISIONS = ("float32", "bf16", "fp16")
 
 def run(device_name: str | None = None) -> dict[str, str]:
     device = resolve(device_name)
-    tokenizer = models.bundled_tokenizer()
+    tokenizer = models.load_tokenizer(models.BUNDLED)
     rows = tokenize(build_corpus(correct_sums(), ADDITIONS, 1, seed=1, name="gpu"), tokenizer)
     result = {"device": _describe(device), "torch": torch.__version__, "CUDA": torch.version.cuda or "-"}
     result |= _arithmetic(device)

@@ -376,15 +376,6 @@ def bundled_source() -> tuple[str, dict[str, str]]:
     return gguf_folder, {"gguf_file": name}
 
 
-def bundled_tokenizer() -> PreTrainedTokenizerBase:
-    """The bundled model's tokenizer alone (no weights read)."""
-    from transformers import AutoTokenizer
-
-    folder, kwargs = bundled_source()
-    tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(folder, **kwargs)
-    return tokenizer
-
-
 def converted(target: Path, write: Callable[[Path], Any]) -> str | None:
     """``target`` as a folder that ``write(folder)`` filled, written once: into a temporary folder beside
     it, then renamed, so a folder that exists is complete and two processes converting at once both end
