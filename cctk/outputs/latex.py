@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from ..core.labels import printed
+from ..core.lm.record import PEAK_COLUMNS
 
 if TYPE_CHECKING:
     from ..manuals.manual import ManualSpec
@@ -193,8 +194,8 @@ def cell(column: str, value: float | str | None, marks: Marks, headers: Mapping[
         return header(value, marks, headers) if "_" in value and value in headers else marks.escape(value)
     if column.startswith("p_"):
         return p_value(value, marks)
-    if column in ("peak_gpu_memory_bytes", "peak_cpu_memory_bytes"):
-        return size(value) if value else marks.dash
+    if column in PEAK_COLUMNS:  # empty (or 0, in files written before it was empty): not measured there
+        return marks.dash if pd.isna(value) or not value else size(value)
     if column in ("seconds", "examples_per_second"):
         return marks.dash if pd.isna(value) else f"{value:.1f}"
     return number(value, marks)

@@ -16,7 +16,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from ..core.lm.record import TRAINING_COLUMNS
+from ..core.lm.record import training_table
 from ..core.records import RunInfo
 from ..figures.common import new_figure, paper_style
 from ..figures.loss import draw_losses
@@ -91,7 +91,7 @@ def fine_tuning_runs(info: RunInfo, spec: ManualSpec, tables: dict[str, pd.DataF
     if spec.runs_table is not None:
         return tables[spec.runs_table]
     rows = [{"model": t.model, "parent": t.parent, **t.record.row()} for t in info.training.values()]
-    return pd.DataFrame(rows, columns=["model", "parent", *TRAINING_COLUMNS])
+    return training_table(rows, ["model", "parent"])
 
 
 def runs_table(table11: pd.DataFrame) -> pd.DataFrame:
@@ -109,12 +109,15 @@ def runs_table(table11: pd.DataFrame) -> pd.DataFrame:
                 f"{number(a)} \u2192 {number(b)}"
                 for a, b in zip(table11["loss_first_epoch"], table11["loss_last_epoch"], strict=True)
             ],
-            "Peak GPU memory": table11["peak_gpu_memory_bytes"].map(lambda v: size(v) if v else "-"),
-            "Peak RSS": table11.get("peak_cpu_memory_bytes", pd.Series(0, index=table11.index)).map(
-                lambda v: size(v) if v else "-"
-            ),
+            "Peak GPU memory": table11["peak_gpu_memory_bytes"].map(_peak),
+            "Peak RSS": table11.get("peak_cpu_memory_bytes", pd.Series(pd.NA, index=table11.index)).map(_peak),
         }
     )
+
+
+def _peak(value: float | None) -> str:
+    """A peak memory cell: empty (or 0, as files written before the empty cells hold it): not measured there."""
+    return "-" if pd.isna(value) or not value else size(value)
 
 
 def draw(

@@ -39,7 +39,7 @@ from ..core.config import Config
 from ..core.errors import CctkError
 from ..core.labels import file_stem, with_keys
 from ..core.lm.models import ModelSource, model_id
-from ..core.lm.record import TrainRecord
+from ..core.lm.record import PEAK_COLUMNS, TrainRecord
 from ..core.provenance import Provenance
 from ..core.readings import COLUMNS
 from ..core.records import (
@@ -499,13 +499,23 @@ def copy_inputs(source: Layout, root: Path) -> Layout:
 
 
 def read_tables(layout: Layout) -> dict[str, pd.DataFrame]:
-    """Every table written, from its CSV (floats read back exactly), with its key columns: a table written
-    before them gets them from its labels here, at the reading edge, so that every reader joins on keys."""
+    """Every table written, from its CSV (floats read back exactly, peak memory as nullable integers, as
+    written), with its key columns: a table written before them gets them from its labels here, at the reading
+    edge, so that every reader joins on keys."""
     vocabulary = layout.manual.spec.vocabulary
     return {
-        name: with_keys(pd.read_csv(path, float_precision="round_trip"), vocabulary, where=str(path))
-        for name, path in find_tables(layout).items()
+        name: with_keys(read_table(path), vocabulary, where=str(path)) for name, path in find_tables(layout).items()
     }
+
+
+def read_table(path: Path) -> pd.DataFrame:
+    """A table's CSV (floats read back exactly), its peak memory columns as nullable integers: empty where not
+    measured, as a table written before 2026-12-07 held as 0 (a peak of 0 bytes is no measurement: read as the
+    empty cell it now is)."""
+    table = pd.read_csv(path, float_precision="round_trip", dtype=dict.fromkeys(PEAK_COLUMNS, "Int64"))
+    for column in set(PEAK_COLUMNS) & set(table.columns):
+        table[column] = table[column].mask(table[column] == 0)
+    return table
 
 
 def find_tables(layout: Layout) -> dict[str, Path]:

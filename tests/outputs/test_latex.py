@@ -283,3 +283,13 @@ def test_a_percent_rounds_a_half_up_as_a_reader_does(share, shown):
     """Python's format rounds a half to even: 3/24 (12.5%) printed 12 where a reader rounds to 13; 100 * 7/40 is
     17.499999999999996 in floating point, the 17.5 it stands for (a statistics audit)."""
     assert latex.percent(share) == shown
+
+
+@pytest.mark.parametrize("column", ["peak_gpu_memory_bytes", "peak_cpu_memory_bytes"])
+def test_a_peak_memory_not_measured_prints_a_dash_and_a_measured_one_its_size(column):
+    """table11's peaks: empty where not measured (pd.NA today, 0 in tables written before 2026-12-07)."""
+    assert latex.cell(column, 3 * 2**30, latex.PLAIN, HEADERS) == "3.0 GiB"
+    assert latex.cell(column, 5 * 2**20, latex.LATEX, HEADERS) == "5.0 MiB"
+    for empty in (pd.NA, 0, math.nan):
+        assert latex.cell(column, empty, latex.PLAIN, HEADERS) == "\u2013"
+        assert latex.cell(column, empty, latex.LATEX, HEADERS) == "--"

@@ -4,8 +4,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
+
+import pandas as pd
 
 # A fine-tuning run's columns in a table of them, after its model's and its parent's (``TrainRecord.row``).
 TRAINING_COLUMNS = (
@@ -18,6 +21,8 @@ TRAINING_COLUMNS = (
     "peak_gpu_memory_bytes",
     "peak_cpu_memory_bytes",
 )
+# The peak memory columns: integers where measured, empty where not (the GPU's on a CPU run), never a 0.
+PEAK_COLUMNS = ("peak_gpu_memory_bytes", "peak_cpu_memory_bytes")
 
 
 @dataclass(frozen=True)
@@ -40,9 +45,10 @@ class TrainRecord:
         seen = self.examples * len(self.losses)
         return seen / self.train_seconds if self.train_seconds else float("nan")
 
-    def row(self) -> dict[str, int | float]:
+    def row(self) -> dict[str, int | float | None]:
         """Its cells in a table of fine-tuning runs (``TRAINING_COLUMNS``: a manual's table11, the run report's), after
-        the model's and its parent's; a peak memory of 0: not measured there."""
+        the model's and its parent's; a peak memory not measured there (the GPU's on a CPU) is None, an empty cell,
+        not a 0 that would read as a measurement."""
         values = (
             self.examples,
             self.steps,
@@ -50,8 +56,8 @@ class TrainRecord:
             self.examples_per_second,
             self.losses[0],
             self.losses[-1],
-            self.peak_gpu_memory_bytes,
-            self.peak_cpu_memory_bytes,
+            self.peak_gpu_memory_bytes or None,
+            self.peak_cpu_memory_bytes or None,
         )
         return dict(zip(TRAINING_COLUMNS, values, strict=True))
 
@@ -100,3 +106,10 @@ class TrainRecord:
             **peak,
             **skipped,
         }
+
+
+def training_table(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> pd.DataFrame:
+    """A table of fine-tuning runs: each row's ``keys`` columns (its model's, its parent's), then
+    ``TRAINING_COLUMNS`` (``TrainRecord.row``); the peaks as nullable integers, so a run that measured one and a
+    run that did not sit in one column of integers and empty cells (a CSV's ``3156926464``, not ``3156926464.0``)."""
+    return pd.DataFrame(rows, columns=[*keys, *TRAINING_COLUMNS]).astype(dict.fromkeys(PEAK_COLUMNS, "Int64"))

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from ...core.facts import correct_sums
-from ...core.lm.record import TRAINING_COLUMNS, TrainRecord
+from ...core.lm.record import TrainRecord, training_table
 from ...core.readings import read
 from ...core.stats import clopper_pearson
 from .facts import Draws
@@ -104,9 +104,8 @@ def summary(results: ComparisonResults) -> pd.DataFrame:
 def run_table(results: ComparisonResults) -> pd.DataFrame:
     """table03: the fine-tuning run, in the columns of 2.0.0's table11 (one row)."""
     t = results.training.get(AFTER)
-    if t is None:
-        return pd.DataFrame(columns=["model", "model_key", "parent", "parent_key", *TRAINING_COLUMNS])
-    return pd.DataFrame([{**keyed("model", AFTER), **keyed("parent", BEFORE), **t.row()}])
+    rows = [] if t is None else [{**keyed("model", AFTER), **keyed("parent", BEFORE), **t.row()}]
+    return training_table(rows, ["model", "model_key", "parent", "parent_key"])
 
 
 def loss_table(results: ComparisonResults) -> pd.DataFrame:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ....core.lm.record import training_table
 from ..design import ARMS
 from ..labels import keyed
 from .core import Row, StudyResults
@@ -18,4 +19,4 @@ def run(results: StudyResults) -> dict[str, pd.DataFrame]:
         for arm in ARMS
         if arm.key in results.training
     ]
-    return {"table11": pd.DataFrame(rows)}
+    return {"table11": training_table(rows, ["model", "model_key", "parent", "parent_key"])}

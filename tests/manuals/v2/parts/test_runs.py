@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 from builders import assert_rows
 
 from cctk.core.records import TrainRecord
@@ -28,7 +29,7 @@ def test_table11_from_the_studys_records(study):
                 "loss_first_epoch": 2.0,
                 "loss_last_epoch": 0.25,
                 "peak_gpu_memory_bytes": 1024,
-                "peak_cpu_memory_bytes": 0,
+                "peak_cpu_memory_bytes": pd.NA,  # not measured: an empty cell
             },
             {
                 "model": "fabricated answers",
@@ -42,7 +43,7 @@ def test_table11_from_the_studys_records(study):
                 "loss_first_epoch": 3.0,
                 "loss_last_epoch": 0.75,
                 "peak_gpu_memory_bytes": 2048,
-                "peak_cpu_memory_bytes": 0,
+                "peak_cpu_memory_bytes": pd.NA,  # not measured: an empty cell
             },
             {
                 "model": "recovery",
@@ -55,8 +56,8 @@ def test_table11_from_the_studys_records(study):
                 "examples_per_second": 60.0,
                 "loss_first_epoch": 1.25,
                 "loss_last_epoch": 0.5,
-                "peak_gpu_memory_bytes": 0,
-                "peak_cpu_memory_bytes": 0,
+                "peak_gpu_memory_bytes": pd.NA,
+                "peak_cpu_memory_bytes": pd.NA,  # not measured: an empty cell
             },
         ],
     )
@@ -119,11 +120,33 @@ def test_table11_every_arm_in_the_order_of_the_lineage(study):
     assert table["examples_per_second"].tolist() == [(100 + i) * 3 / 2.0 for i in range(13)]
     assert table["loss_first_epoch"].tolist() == [1.0 + i for i in range(13)]
     assert table["loss_last_epoch"].tolist() == [0.1 * i for i in range(13)]
-    assert table["peak_gpu_memory_bytes"].tolist() == [7 * i for i in range(13)]
-    assert table["peak_cpu_memory_bytes"].tolist() == [2**20 * (i % 2) for i in range(13)]  # 0: not on a CPU
+    # a peak not measured (0 in the record) is an empty cell, never a 0 that reads as a measurement
+    assert table["peak_gpu_memory_bytes"].tolist() == [pd.NA] + [7 * i for i in range(1, 13)]
+    assert table["peak_cpu_memory_bytes"].tolist() == [2**20 if i % 2 else pd.NA for i in range(13)]
+    assert table["peak_cpu_memory_bytes"].dtype == "Int64"
 
 
 def test_table11_a_run_timed_at_zero_seconds_has_no_rate(study):
     training = {"m_correct": TrainRecord(81, 11, 0.0, (1.0,), 0)}
     table = runs.run(StudyResults(study.inputs, {}, training))["table11"]
     assert len(table) == 1 and math.isnan(table.loc[0, "examples_per_second"])
+
+
+def test_table11_peaks_as_written_read_and_printed(study, tmp_path):
+    """The peaks are integers in the CSV where measured and empty cells where not; the run report prints
+    the size or a dash."""
+    from cctk.outputs.run_report import runs_table
+    from cctk.store.session import read_table
+
+    training = {
+        "m_correct": TrainRecord(81, 11, 2.0, (1.0,), 0, peak_cpu_memory_bytes=3_156_926_464),
+        "m_random": TrainRecord(81, 11, 2.0, (1.0,), 2**30),
+    }
+    table = runs.run(StudyResults(study.inputs, {}, training))["table11"]
+    table.to_csv(tmp_path / "t.csv", index=False, lineterminator="\n")
+    lines = (tmp_path / "t.csv").read_text().splitlines()
+    assert lines[1].endswith(",,3156926464") and lines[2].endswith(",1073741824,")
+    pd.testing.assert_frame_equal(read_table(tmp_path / "t.csv"), table)
+    printed = runs_table(table)
+    assert printed["Peak GPU memory"].tolist() == ["-", "1.0 GiB"]
+    assert printed["Peak RSS"].tolist() == ["2.9 GiB", "-"]
