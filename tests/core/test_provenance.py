@@ -333,6 +333,20 @@ def test_an_arm_logs_the_memory_of_where_it_trained():
     assert on_cuda["peak_gpu_reserved_bytes"] == 6 * 2**30  # beside it (#55): what runs out on the card
 
 
+def test_a_runs_peak_is_that_of_where_it_trained():
+    """``peak_bytes`` (a KR-Test run's and study's ``peak_memory_bytes``): the process's on a CPU, the GPU
+    allocator's tensors' on CUDA (not its reserved peak), 0 where neither was measured."""
+    from cctk.core.records import TrainRecord
+
+    assert TrainRecord(10, 4, 1.0, (2.0,), peak_cpu_memory_bytes=3 * 2**30).peak_bytes == 3 * 2**30
+    on_cuda = TrainRecord(10, 4, 1.0, (2.0,), peak_gpu_memory_bytes=5 * 2**30, peak_gpu_reserved_bytes=6 * 2**30)
+    assert on_cuda.peak_bytes == 5 * 2**30 and on_cuda.peaks() == {
+        "peak_gpu_memory_bytes": 5 * 2**30,
+        "peak_gpu_reserved_bytes": 6 * 2**30,
+    }
+    assert TrainRecord(10, 4, 1.0, (2.0,)).peak_bytes == 0 and TrainRecord(10, 4, 1.0, (2.0,)).peaks() == {}
+
+
 # --- Which repository the running code comes from (issue 48): searched upward, never silently absent. ---
 
 

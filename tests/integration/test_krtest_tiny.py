@@ -92,6 +92,9 @@ def test_study_runs_five_nested_arms_and_writes_figure_and_table(
     study = json.loads((folder / "study.json").read_text())
     assert set(study["arms"]) == set(ARMS) and study["lora_pair"]["closest_ranks"] == [6, 4]
     assert parent.data.metrics["blind.accuracy"] == study["arms"]["blind"]["accuracy"]
+    trained = [arms[key].data.metrics["peak_cpu_memory_bytes"] for key in ("full", "lora_attention", "lora_ffn")]
+    assert parent.data.metrics["peak_memory_bytes"] == max(trained) <= parent.data.metrics["memory_estimate_bytes"]
+    assert not any("peak_cpu_memory_bytes" in arms[key].data.metrics for key in ("blind", "open_book"))
     assert (folder / "blind" / "by_passage.csv").is_file()
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"figure", "table", "study.json"} <= artifacts

@@ -84,26 +84,33 @@ class TrainRecord:
             int(data.get("peak_gpu_reserved_bytes") or 0),  # absent from the records written before #55
         )
 
-    def metrics(self) -> dict[str, float]:
-        """The run's MLflow metrics (the loss per epoch is logged as a history apart, as each epoch ends):
-        the peak memory of where it ran, the process's on a CPU (``peak_cpu_memory_bytes``), the GPU
+    @property
+    def peak_bytes(self) -> int:
+        """The peak memory of where it ran: the process's resident memory on a CPU, the GPU allocator's (its
+        tensors') on CUDA; 0: measured on neither."""
+        return self.peak_cpu_memory_bytes or self.peak_gpu_memory_bytes
+
+    def peaks(self) -> dict[str, float]:
+        """The peak memory metrics of where it ran, the process's on a CPU (``peak_cpu_memory_bytes``), the GPU
         allocator's on CUDA (``peak_gpu_memory_bytes``, its tensors', and ``peak_gpu_reserved_bytes``, what it
         reserved), never a 0 that would read as a measurement."""
+        if self.peak_cpu_memory_bytes:
+            return {"peak_cpu_memory_bytes": self.peak_cpu_memory_bytes}
         gpu = {
             "peak_gpu_memory_bytes": self.peak_gpu_memory_bytes,
             "peak_gpu_reserved_bytes": self.peak_gpu_reserved_bytes,
         }
-        peak = (
-            {"peak_cpu_memory_bytes": self.peak_cpu_memory_bytes}
-            if self.peak_cpu_memory_bytes
-            else {name: value for name, value in gpu.items() if value}
-        )
+        return {name: value for name, value in gpu.items() if value}
+
+    def metrics(self) -> dict[str, float]:
+        """The run's MLflow metrics (the loss per epoch is logged as a history apart, as each epoch ends): its
+        size, time and rate, and its ``peaks``."""
         skipped = {} if self.skipped_steps is None else {"skipped_steps": self.skipped_steps}
         return {
             "train_seconds": self.train_seconds,
             "steps": self.steps,
             "examples_per_second": self.examples_per_second,
-            **peak,
+            **self.peaks(),
             **skipped,
         }
 

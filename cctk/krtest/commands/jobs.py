@@ -25,6 +25,7 @@ from ...core.lm.corpus import most_shared
 from ...core.lm.device import check_placed, check_recipe, out_of_memory_as_line, resolve as resolve_device, room
 from ...core.lm.finetune import MIN_SHARED
 from ...core.lm.models import check_available, load_model, load_tokenizer, model_config
+from ...core.lm.record import TrainRecord
 from ...core.lm.scoring import pad_id
 from ...store import tracking
 from .. import RUN
@@ -304,6 +305,7 @@ def run_train(
     rows = corpus_rows(inputs.corpus, load_tokenizer(found), config.max_tokens)  # as ``train`` cuts them
     plan = memory_plan(model, config, where, rows=rows)
     plan.check()
+    estimate = plan.expected_peak()  # before the model loads: the process now and what the run adds
     track = open_track(tracking_name)
     echo(f"loading {model} ...")
     lm, tokenizer = load_model(found)
@@ -312,13 +314,23 @@ def run_train(
     name = f"krtest train {model} {arm_key(config).replace('_', ' ')}"
     with track.run(name, {tracking.ARM: arm_key(config)}) as run:
         run.params({"model": found.key, "model_id": found.id, "cctk_version": __version__, **inputs.params()})
+        run.metrics({"memory_estimate_bytes": estimate})
         inputs.log(run)
         with out_of_memory_as_line(plan, where, f"the {arm_key(config)} arm"):
             lm = placed(lm, where)
             check_placed(plan, where)
             trained = train_arm(run, lm, tokenizer, inputs, config, Path(out), echo, label=arm_key(config))
+        if trained.result.peak_bytes:
+            run.metrics({"peak_memory_bytes": trained.result.peak_bytes})
+            echo(peak_line(trained.result, estimate))
     echo(track.store.link(run.run_id))
     return trained
+
+
+def peak_line(result: TrainRecord, estimate: int) -> str:
+    """The measured peak beside the plan's estimate, in words."""
+    where = "resident memory" if result.peak_cpu_memory_bytes else "GPU memory"
+    return f"peak {where} {memory.gib(result.peak_bytes)}, {memory.gib(estimate)} planned"
 
 
 def placed(lm: PreTrainedModel, where: torch.device | str) -> PreTrainedModel:
@@ -422,6 +434,7 @@ def _finish(run: tracking.LiveRun, trained: Trained, out: Path, echo: Callable[[
         "steps": trained.result.steps,
         "train_seconds": trained.train_seconds,
         "eval_seconds": trained.eval_seconds,
+        **trained.result.peaks(),  # as a pipeline arm logs them
     }
     if trained.result.skipped_steps is not None:  # fp16: steps the loss scaler skipped, as a pipeline arm logs them
         metrics["skipped_steps"] = trained.result.skipped_steps

@@ -189,6 +189,7 @@ class StudyOutcome:
     folder: Path
     pair: PairPlan  # the matched LoRA pair, planned before any arm
     seed: int = 0
+    memory_estimate: int = 0  # the largest trained arm's expected peak (``Plan.expected_peak``), at the start
     run_id: str = ""  # the study's parent run
     summaries: dict[str, Summary] = field(default_factory=dict)
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # the final item table of every arm
@@ -208,6 +209,7 @@ def run(
     ``parent``: the run to nest the study under (a seed sweep); else a run of its own (or ``mlflow run``'s)."""
     started = time.perf_counter()
     config.check()
+    estimate = max(config.memory_plan(arm).expected_peak() for arm in config.arms().values())  # nothing loaded yet
     inputs = _read_data(config) if config.data else None
     dataset = None if inputs else make_dataset(config.seed, config.entities, config.validation_entities)
     track = open_track(tracking_name)
@@ -215,7 +217,7 @@ def run(
     lm, tokenizer = load_model(config.model)
     lm = placed(lm, config.device)
     pair = plan_pair(lm, config.budget)  # a model whose attention and FFN blocks cannot be told apart fails here
-    outcome = StudyOutcome(new_folder(Path(out_root), model_label(config.model)), pair, config.seed)
+    outcome = StudyOutcome(new_folder(Path(out_root), model_label(config.model)), pair, config.seed, estimate)
     session = outcome.folder.name
     if dataset:
         paths = write_dataset(dataset, outcome.folder / "data")
@@ -425,8 +427,13 @@ def _write_record(config: StudyConfig, outcome: StudyOutcome, session: str) -> N
 
 
 def _log_parent(parent: tracking.LiveRun, outcome: StudyOutcome) -> None:
-    metrics = {"study_seconds": outcome.seconds}
+    """The study's time, every arm's accuracy, and its memory as a pipeline run logs it: the plan's estimate
+    beside the largest trained arm's measured peak (each arm logs its own)."""
+    metrics = {"study_seconds": outcome.seconds, "memory_estimate_bytes": outcome.memory_estimate}
     for key, s in outcome.summaries.items():
         metrics.update({f"{key}.accuracy": s.accuracy, f"{key}.lo": s.lo, f"{key}.hi": s.hi})
+    peak = max((t.result.peak_bytes for t in outcome.trained.values()), default=0)
+    if peak:
+        metrics["peak_memory_bytes"] = peak
     parent.metrics(metrics)
     parent.files(outcome.folder)

@@ -47,6 +47,12 @@ def test_train_logs_kr_accuracy_and_perplexity_histories(tiny_dir, data_dir, tra
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert set(summary) == {"n", "correct", "accuracy", "lo", "hi", "mean_margin", "ties", "identical"}
     assert run.data.metrics["accuracy"] == summary["accuracy"] == accuracy[-1][1]
+    # its memory as a pipeline arm logs it: the process's peak on a CPU (no GPU figure), beside the plan's estimate
+    peak, estimate = trained.result.peak_cpu_memory_bytes, run.data.metrics["memory_estimate_bytes"]
+    assert run.data.metrics["peak_cpu_memory_bytes"] == run.data.metrics["peak_memory_bytes"] == peak > 0
+    assert not {"peak_gpu_memory_bytes", "peak_gpu_reserved_bytes"} & set(run.data.metrics)
+    assert peak <= estimate, (peak, estimate)  # the plan bounds what ran
+    assert lines[-2] == f"peak resident memory {peak / 2**30:.1f} GiB, {estimate / 2**30:.1f} GiB planned"
     if method == "lora":
         assert int(run.data.params["lora.trainable_parameters"]) == trained.trainable == trained.plan.trainable
         assert run.data.params["lora.targets"] == "gate_proj,up_proj,down_proj"
