@@ -32,7 +32,7 @@ def run(
     out.mkdir(parents=True, exist_ok=True)
 
     echo(f"loading {model} ...")
-    lm, tokenizer = load_model(found)
+    lm, tokenizer = load_model(found, keep=False)  # the only copy: no pristine twin waits in host memory
     lm = on_device(lm, where)
     start = time.perf_counter()
     table = measure(lm, tokenizer)

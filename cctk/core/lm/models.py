@@ -100,6 +100,9 @@ ROSTER: dict[str, ModelSpec] = {  # key -> where it comes from, what it needs; t
 
 Loaded = tuple["PreTrainedModel", "PreTrainedTokenizerBase"]  # what ``load_model`` returns
 _last_loaded: dict[str, Loaded] = {}  # one pristine model kept in memory, so reloading it is a copy
+# The last tokenizer read, by the files it was read from: a memory plan reads it before its model loads (KR-Test's
+# rows), and the load takes the same one instead of reading the files again (about 2 s for the bundled GGUF's).
+_last_tokenizer: dict[str, PreTrainedTokenizerBase] = {}
 
 
 @dataclass(frozen=True)
@@ -223,14 +226,19 @@ def _files(found: ModelSource) -> tuple[str, dict[str, str]]:
 
 def load_tokenizer(model: ModelSource | str) -> PreTrainedTokenizerBase:
     """A model's tokenizer alone, no weights read, as ``load_model`` gives it (its pad token the end-of-text one
-    where it has none)."""
+    where it has none). The last one read is kept: its files asked for again give the same object, so a plan that
+    reads the tokenizer before the model loads costs no second read (tokenizers are never changed after this)."""
     from transformers import AutoTokenizer
 
     folder, kwargs = _files(model if isinstance(model, ModelSource) else source(model))
-    tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(folder, **kwargs)
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer
+    files = f"{folder} {sorted(kwargs.items())}"
+    if files not in _last_tokenizer:
+        tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(folder, **kwargs)
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        _last_tokenizer.clear()
+        _last_tokenizer[files] = tokenizer
+    return _last_tokenizer[files]
 
 
 def model_config(key_or_path: str) -> PretrainedConfig:

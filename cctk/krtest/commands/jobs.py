@@ -205,7 +205,7 @@ def run_eval(
     check_fits(scoring, items, limit, str(questions))
     track = open_track(tracking_name)
     echo(f"loading {model} ...")
-    lm, tokenizer = load_model(found)
+    lm, tokenizer = load_model(found, keep=False)  # the only copy: no pristine twin waits in host memory
     lm = placed(lm, where)
     key = "open_book" if book else "blind"
     with track.run(f"krtest eval {model}", {tracking.ARM: key}) as run:
@@ -308,7 +308,7 @@ def run_train(
     estimate = plan.expected_peak()  # before the model loads: the process now and what the run adds
     track = open_track(tracking_name)
     echo(f"loading {model} ...")
-    lm, tokenizer = load_model(found)
+    lm, tokenizer = load_model(found, keep=False)  # the only copy, as planned (no pristine twin in host memory)
     if config.method == "lora":  # a model whose attention and FFN blocks cannot be told apart fails here
         plan_lora(lm, config.modules, config.budget, config.rank)
     name = f"krtest train {model} {arm_key(config).replace('_', ' ')}"

@@ -20,6 +20,7 @@ exclusively (``cctk.store.session.new_folder``): two studies started in the same
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import time
@@ -214,7 +215,7 @@ def run(
     dataset = None if inputs else make_dataset(config.seed, config.entities, config.validation_entities)
     track = open_track(tracking_name)
     echo(f"loading {config.model} ...")
-    lm, tokenizer = load_model(config.model)
+    lm, tokenizer = load_model(config.model, keep=False)  # the untouched model; the arms train copies of it
     lm = placed(lm, config.device)
     pair = plan_pair(lm, config.budget)  # a model whose attention and FFN blocks cannot be told apart fails here
     outcome = StudyOutcome(new_folder(Path(out_root), model_label(config.model)), pair, config.seed, estimate)
@@ -333,7 +334,7 @@ def _arms(
             out_of_memory_as_line(config.memory_plan(train_config), config.device, f"the {ARMS[key]} arm"),
         ):
             echo(f"{ARMS[key]}:")
-            model = placed(load_model(config.model)[0], config.device)  # a fresh copy for every trained arm
+            model = placed(copy.deepcopy(lm), config.device)  # a fresh copy for every trained arm, of the waiting one
             trained = train_arm(
                 run,
                 model,

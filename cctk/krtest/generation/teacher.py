@@ -408,7 +408,7 @@ class LocalTeacher:
     def connect(self) -> None:
         from ...core.lm.models import load_model
 
-        self._loaded = load_model(self.model_name)
+        self._loaded = load_model(self.model_name, keep=False)  # the only copy
 
     def complete(self, chat: list[dict[str, str]], n: int = 0, limit: int | None = None) -> Reply:
         import torch

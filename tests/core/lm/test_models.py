@@ -15,6 +15,7 @@ from cctk.core.lm.models import (
     check_model_name,
     converted,
     load_model,
+    load_tokenizer,
 )
 
 
@@ -89,6 +90,26 @@ def test_local_directory_loads_a_fresh_float32_copy(tmp_path, tokenizer, make_ti
         next(first.parameters()).add_(1.0)
     assert not torch.equal(next(first.parameters()), next(second.parameters()))
     assert tok.pad_token_id is not None
+
+
+def test_a_tokenizer_read_for_a_plan_is_the_one_the_model_loads_with(tmp_path, tokenizer, make_tiny, monkeypatch):
+    """``load_tokenizer`` keeps the last one read: the model's load reads no files for it again; other files
+    (another folder) are read."""
+    from transformers import AutoTokenizer
+
+    from cctk.core.lm import models
+
+    for folder in (tmp_path / "a", tmp_path / "b"):
+        make_tiny("llama", len(tokenizer)).save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+    reads = []
+    read = AutoTokenizer.from_pretrained
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", lambda *a, **k: reads.append(a[0]) or read(*a, **k))
+    models._last_loaded.clear()
+    planned = load_tokenizer(str(tmp_path / "a"))
+    assert load_tokenizer(str(tmp_path / "a")) is planned and load_model(str(tmp_path / "a"))[1] is planned
+    assert reads == [str(tmp_path / "a")]
+    assert load_tokenizer(str(tmp_path / "b")) is not planned and reads == [str(tmp_path / "a"), str(tmp_path / "b")]
 
 
 def test_a_load_draws_no_progress_bar_into_a_log(tmp_path, tokenizer, make_tiny, capfd):

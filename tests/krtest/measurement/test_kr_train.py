@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from cctk.cli.main import cli
 from cctk.core.errors import CctkError
+from cctk.core.lm import models
 from cctk.core.lm.models import BUNDLED
 from cctk.krtest.commands.jobs import read_inputs, run_train
 from cctk.krtest.measurement.scoring import ITEM_COLUMNS
@@ -30,8 +31,10 @@ def test_train_logs_kr_accuracy_and_perplexity_histories(tiny_dir, data_dir, tra
     config = make_train_config(method, modules, seed=1, epochs=2, batch_size=2, eval_every=2, budget=20_000)
     inputs = read_inputs(data_dir / "questions.jsonl", data_dir / "corpus.txt", need_corpus=True, need_validation=True)
     lines = []
+    models._last_loaded.clear()
     trained = run_train(str(tiny_dir), inputs, config, tmp_path / "out", echo=lines.append)
     assert trained.result.steps == 4  # 4 passages, batch 2, 2 epochs
+    assert not models._last_loaded  # the only copy, as planned: no pristine twin left in host memory
     run = mlflow.search_runs(search_all_experiments=True, output_format="list")[0]
     client = mlflow.MlflowClient()
     assert run.data.tags["cctk.kind"] == "krtest" and run.info.status == "FINISHED"
