@@ -9,7 +9,7 @@ read), in bytes::
                                       float32 scale per 256 values, each moment) + 8 x the largest trained tensor
                                       (its compiled update's two new moments in float32, one tensor at a time)
     half copies      2 P_matrices     bf16/fp16 autocast keeps a half copy of each matrix for backward
-    activations      T x L x (6 H + 4 I) x 4 (2 in half) + L x heads x S x 4 (attention scores)
+    activations      T x L x (10 H + 2 G + 5 I) x 4 (2 in half) + L x heads x S x 4 (attention scores)
     logits           5 x K x V x 4    the LM head at the K supervised positions: logits, their rows per example,
                                       log-softmax and two gradients
     workspace        32 MiB           the kernels' scratch of a training step
@@ -25,8 +25,12 @@ attending within itself (B x R^2), and a packed one's, its prefix tree one seque
 tokens (F^2), D the distinct rows of a training set (``Job.distinct_rows``: the tree feeds a repeated row once;
 where not known, B); where no batch of the rows can share enough to go packed (``Job.packs``, KR-Test's rows by
 ``corpus.most_shared``), the padded one's alone. K is the supervised tokens of one batch (at most 4 an arithmetic
-example; every token of a KR-Test passage), L the layers, H the hidden size, I the feed-forward size, V the
-vocabulary.
+example; every token of a KR-Test passage), L the layers, H the hidden size, G the keys' width (H x key-value
+heads / heads: grouped-query attention), I the feed-forward size, V the vocabulary. The activations' 10 H + 2 G +
+5 I bound what a layer saves for backward a token, counted with autograd's saved-tensor hooks (tests/core/lm/
+test_memory.py): Llama and Qwen2 about 9.6 H + 2 G + 4 I (the norms' inputs and outputs, the attention's query,
+keys, values and output, the gated feed-forward's four I-wide tensors), Phi 8.2 H + 5 I (its tanh GELU's
+intermediates), GPT-NeoX less.
 
 On a GPU the plan keeps a margin of what is free (``margin``): the larger of ``MARGIN_SHARE`` of it (the
 caching allocator's rounding and fragmentation: the few percent by which reserved commonly exceeds allocated)
@@ -84,6 +88,12 @@ class Shape:
     intermediate: int
     vocab: int
     heads: int
+    kv_heads: int | None = None  # the keys' and values' heads (grouped-query attention); None: as many as ``heads``
+
+    @property
+    def kv_width(self) -> int:
+        """The width of the keys (and of the values): the hidden size where every query head has its own."""
+        return self.hidden * (self.kv_heads or self.heads) // self.heads
 
     @property
     def largest(self) -> int:
@@ -124,6 +134,7 @@ class Shape:
             get("intermediate_size", "n_inner") or 4 * hidden,
             get("vocab_size"),
             get("num_attention_heads", "n_head"),
+            get("num_key_value_heads"),
         )
 
 
@@ -212,7 +223,7 @@ def estimate(
     batch = job.batch(recipe.batch_size)
     tokens = batch * longest_row
     packed = min(batch, job.distinct_rows or batch) * longest_row  # a prefix tree's tokens at most
-    per_token = shape.layers * (6 * shape.hidden + 4 * shape.intermediate) * (2 if half else 4)
+    per_token = shape.layers * (10 * shape.hidden + 2 * shape.kv_width + 5 * shape.intermediate) * (2 if half else 4)
     scores = shape.layers * shape.heads * max(packed**2 if job.packs else 0, batch * longest_row**2) * 4
     logits = 5 * batch * min(job.supervised, longest_row) * shape.vocab * 4 + WORKSPACE
     return Estimate(
