@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import Formatter, MaxNLocator
+from matplotlib.ticker import Formatter, Locator, MaxNLocator
 
 from . import style as styles
 from .common import CONTROL, LINES, SEEN_HIT, new_figure, paper_style
@@ -16,10 +17,53 @@ from .style import REPORT, Style
 MAIN_COLORS = (SEEN_HIT, *LINES)
 
 
+# Ticks of a log axis that spans less than a decade: these multiples of a power of ten, the finest set that puts
+# at most MOST_TICKS in view (Matplotlib's own would label a few of 2..9 and leave a run at 1.4 below any label).
+NICE = ((1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8), (1, 1.5, 2, 3, 4, 5, 6, 8), (1, 2, 3, 5), (1, 2, 5))
+MOST_TICKS = 6
+
+
+def narrow(*view: float) -> bool:
+    """Whether a log axis's view (its two ends, either way round) spans less than a decade."""
+    low, high = sorted(view)
+    return low > 0 and high < 10 * low
+
+
+def nice_ticks(low: float, high: float) -> list[float]:
+    """Ticks for a log axis from ``low`` to ``high`` (less than a decade apart): NICE's multiples of powers of ten
+    inside it, the finest set with at most ``MOST_TICKS``; where none lies inside (a span of a few percent),
+    Matplotlib's linear ticks."""
+    power = math.floor(math.log10(low))
+    for multiples in NICE:
+        ticks = [
+            value
+            for exponent in (power, power + 1)
+            for m in multiples
+            if low <= (value := round(m * 10.0**exponent, 12)) <= high
+        ]
+        if 2 <= len(ticks) <= MOST_TICKS:
+            return ticks
+    return [float(t) for t in MaxNLocator(4).tick_values(low, high) if low <= t <= high]
+
+
+class _Ticks(Locator):
+    """A log axis's ticks: Matplotlib's own (``own``: the decades, and 2..9 between them where few) over a decade
+    or more; under a decade, ``nice_ticks`` as the major ticks and no minor ones."""
+
+    def __init__(self, own: Locator, major: bool) -> None:
+        self.own, self.major = own, major
+
+    def __call__(self) -> Sequence[float]:
+        assert self.axis is not None, "set on an axis"
+        if not narrow(*self.axis.get_view_interval()):
+            return list(self.own())
+        return nice_ticks(*sorted(self.axis.get_view_interval())) if self.major else []
+
+
 class _Plain(Formatter):
-    """A log axis's tick labels as plain numbers (3, 2, 1, 0.5), on the ticks Matplotlib's own formatter labels
-    (``decides``, already on the axis: every tick over less than a decade, the decades over many); its own
-    would write 3 times ten to the 0."""
+    """A log axis's tick labels as plain numbers (3, 2, 1, 0.5): every tick of a view under a decade; over more,
+    the ticks Matplotlib's own formatter labels (``decides``, already on the axis: the decades over many, some
+    of 2..9 between them over few); its own would write 3 times ten to the 0."""
 
     def __init__(self, decides: Formatter) -> None:
         assert decides.axis is not None, "set the scale first: its formatter decides which ticks are labelled"
@@ -29,12 +73,15 @@ class _Plain(Formatter):
         self.decides.set_locs(locs)
 
     def __call__(self, x: float, pos: int | None = None) -> str:
-        return f"{x:g}" if self.decides(x, pos) else ""
+        assert self.decides.axis is not None
+        return f"{x:g}" if narrow(*self.decides.axis.get_view_interval()) or self.decides(x, pos) else ""
 
 
 def _log_y(ax: Axes) -> None:
-    """A log y axis labelled in plain numbers."""
+    """A log y axis labelled in plain numbers, on ticks that label a view of less than a decade too."""
     ax.set_yscale("log")
+    ax.yaxis.set_major_locator(_Ticks(ax.yaxis.get_major_locator(), major=True))
+    ax.yaxis.set_minor_locator(_Ticks(ax.yaxis.get_minor_locator(), major=False))
     ax.yaxis.set_major_formatter(_Plain(ax.yaxis.get_major_formatter()))
     ax.yaxis.set_minor_formatter(_Plain(ax.yaxis.get_minor_formatter()))
 

@@ -271,7 +271,34 @@ def test_the_loss_axis_is_labelled_in_plain_numbers(paper):
         for t in [*ax.get_yticklabels(), *ax.get_yticklabels(minor=True)]
         if t.get_text() and low <= t.get_position()[1] <= high
     }
-    assert shown == {1.0: "1", 2.0: "2", 3.0: "3"}
+    assert shown == {0.8: "0.8", 1.0: "1", 1.5: "1.5", 2.0: "2", 3.0: "3"}  # under a decade: every tick labelled
+
+
+def labels(fig) -> dict[float, str]:
+    """The y tick labels a drawn loss chart shows, major and minor, inside its view."""
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    low, high = ax.get_ylim()
+    ticks = [*ax.get_yticklabels(), *ax.get_yticklabels(minor=True)]
+    return {t.get_position()[1]: t.get_text() for t in ticks if t.get_text() and low <= t.get_position()[1] <= high}
+
+
+def test_a_loss_axis_under_a_decade_labels_its_lowest_run_and_one_over_decades_its_decades():
+    """Before: losses of 1.4 to 5.7 (a smoke run) were labelled 2, 3, 4 and 6, none below 2 nor at 5."""
+    narrow = figures.loss_chart({"correct sums": [1.4, 1.8], "fabricated answers": [5.4, 5.7]}, ["correct sums"])
+    assert list(labels(narrow).values()) == ["1.5", "2", "3", "4", "5", "6"]
+    wide = figures.loss_chart({"correct sums": [3.0, 0.02, 0.004]}, ["correct sums"])
+    assert set(labels(wide).values()) >= {"0.01", "0.1", "1"}
+
+
+def test_nice_ticks_take_the_finest_set_that_keeps_six():
+    from cctk.figures.loss import nice_ticks
+
+    assert nice_ticks(1.3, 6.2) == [1.5, 2, 3, 4, 5, 6]  # the finest set has 7 here
+    assert nice_ticks(0.7, 3.2) == [0.8, 1, 1.5, 2, 3]
+    assert nice_ticks(0.0031, 0.0099) == [0.004, 0.005, 0.006, 0.008]
+    assert nice_ticks(2.01, 2.09) == pytest.approx([2.025, 2.05, 2.075])  # no two of any set inside: linear
+    assert nice_ticks(1.05, 1.25) == pytest.approx([1.05, 1.1, 1.15, 1.2, 1.25])  # 1.2 alone of the sets
 
 
 def test_before_after_bars(table):
