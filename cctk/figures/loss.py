@@ -77,6 +77,18 @@ class _Plain(Formatter):
         return f"{x:g}" if narrow(*self.decides.axis.get_view_interval()) or self.decides(x, pos) else ""
 
 
+def _epochs_and_loss(ax: Axes, ylabel: str, grid: float) -> None:
+    """The loss chart's axes: whole epochs along x, the loss on a log y axis in plain numbers, a light grid
+    of ``grid`` points' lines at every tick."""
+    _log_y(ax)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(ylabel)
+    locator = ax.xaxis.get_major_locator()
+    assert isinstance(locator, MaxNLocator), locator  # a linear axis's AutoLocator is a MaxNLocator
+    locator.set_params(integer=True)
+    ax.grid(color="#e3e3e3", linewidth=grid, which="both")
+
+
 def _log_y(ax: Axes) -> None:
     """A log y axis labelled in plain numbers, on ticks that label a view of less than a decade too."""
     ax.set_yscale("log")
@@ -113,13 +125,7 @@ def draw_losses(ax: Axes, losses: dict[str, list[float]], main: Sequence[str], l
         handles.append(
             Line2D([], [], color=CONTROL, marker="o", markersize=3, label=f"rule and control runs ({len(others)})")
         )
-    _log_y(ax)
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("training loss (log scale)")
-    locator = ax.xaxis.get_major_locator()
-    assert isinstance(locator, MaxNLocator), locator  # a linear axis's AutoLocator is a MaxNLocator
-    locator.set_params(integer=True)
-    ax.grid(color="#e3e3e3", linewidth=0.6, which="both")
+    _epochs_and_loss(ax, "training loss (log scale)", grid=0.6)
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(legend_x, 1.0), frameon=False)
 
 
@@ -151,12 +157,6 @@ def _paper(losses: dict[str, list[float]], main: Sequence[str], style: Style) ->
                 f"Gray: the other {len(others)} runs, the rules and their controls; each run's loss in its first and "
                 "last epoch is in the fine-tuning runs' table.",
             )
-        _log_y(ax)
-        ax.set_xlabel("epoch")
-        ax.set_ylabel("loss (log scale)")
-        locator = ax.xaxis.get_major_locator()
-        assert isinstance(locator, MaxNLocator), locator  # a linear axis's AutoLocator is a MaxNLocator
-        locator.set_params(integer=True)
-        ax.grid(color="#e3e3e3", linewidth=0.5, which="both")
+        _epochs_and_loss(ax, "loss (log scale)", grid=0.5)
         fig.legend(loc="outside lower center", ncol=columns, frameon=False, handlelength=2.6)
     return fig
