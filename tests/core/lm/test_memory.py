@@ -365,18 +365,21 @@ def test_estimate_matches_the_measured_training_peak_on_a_cpu(tokenizer, tiny):
     assert 0.75 * measured <= predicted <= 1.5 * measured, (measured / 2**20, predicted / 2**20)
 
     # a batch past every row (5000 over 6 repeats of the 81: 486 rows, 81 distinct), trained padded (as a model
-    # with dropout is): the estimate of 486 rows is not under what it takes (1.33x measured; before, 86x: all
-    # 5000, its scores one sequence of 5000 x 9 tokens; 2.0x at 486). Packed, it rises 0.57 GB (5.8x under it).
+    # with dropout is): the estimate of 486 rows is not under what it takes (1.47-1.62x measured from one run to
+    # the next, the allocator's reuse of freed memory varying; 1.33x before the activations'
+    # bound of 2026-12-07 counted 10 H + 2 G + 5 I, of which this Llama saves about 9.6 H + 2 G + 4 I; 86x before
+    # the batch was cut to the rows). Packed, it rises 0.57 GB (far under it).
     rows = tokenize(build_corpus(correct_sums(), ADDITIONS, 6, seed=3, name="t"), tokenizer)
     recipe = Recipe(repeats=6, epochs=1, batch_size=5000)
     measured = _training_rise(model, rows, recipe, tokenizer.pad_token_id, pack=False)
     job = memory.Job(most_rows=len(rows), distinct_rows=len(ADDITIONS))
     predicted = estimate(Shape.of_model(model), recipe, longest, "cpu", job=job).training
-    assert measured <= predicted <= 1.6 * measured, (measured / 2**20, predicted / 2**20)
+    assert measured <= predicted <= 1.8 * measured, (measured / 2**20, predicted / 2**20)
 
     # KR-Test's passages (the generated corpus: 36 rows of up to 90 tokens), all in one batch, planned as ``krtest
     # train`` plans them (its rows: their count and longest, every token supervised; they share too little to go
-    # packed, so padded alone): not under what they take (1.49x measured; before, 5000 rows of 256 tokens packed
+    # packed, so padded alone): not under what they take (1.64x measured, 1.49x before
+    # the activations' bound of 2026-12-07; before, 5000 rows of 256 tokens packed
     # as one sequence)
     from cctk.krtest.commands.jobs import memory_plan
     from cctk.krtest.generation.generate import make_dataset
