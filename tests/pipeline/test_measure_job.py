@@ -1,5 +1,6 @@
 import mlflow
 import pandas as pd
+import pytest
 
 from cctk.core.lm.scoring import COLUMNS
 from cctk.pipeline import measure as measure_job
@@ -34,3 +35,22 @@ def test_measure_becomes_the_run_mlflow_run_created(tiny_dir, tmp_path, tracking
     (run,) = client.search_runs([created.info.experiment_id])  # one run: the one created
     assert run.info.run_id == created.info.run_id and run.data.tags["cctk.kind"] == "measure"
     assert lines[-1] == f"MLflow UI: cctk ui {created.info.run_id}" and "hits_correct" in run.data.metrics
+
+
+def test_a_model_too_large_to_measure_is_refused_before_it_loads(tmp_path, tracking_uri, monkeypatch):
+    """`cctk measure` plans the measurement (float32 weights and the scorer's logits): the bundled model on a
+    machine with 0.5 GiB free is refused in one line, before the store, the model or the folder's files."""
+    from click.testing import CliRunner
+
+    from cctk.cli.main import cli
+    from cctk.core.lm.memory import GIB, Room
+
+    monkeypatch.setattr(measure_job, "room", lambda device: Room(GIB // 2, GIB // 2, "cpu", "cpu"))
+    monkeypatch.setattr(measure_job, "load_model", lambda *a, **k: pytest.fail("loaded"))
+    result = CliRunner().invoke(cli, ["measure", "--model", "smollm2-135m-bundled", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1
+    assert result.output == (
+        "Error: smollm2-135m-bundled measured in float32 needs about 1.3 GiB in host memory (weights 0.5 GiB, "
+        "scoring logits 0.5 GiB, runtime 0.2 GiB), 0.5 GiB free; or a machine with at least 1.3 GiB of free memory\n"
+    )
+    assert not mlflow.MlflowClient().search_experiments(filter_string="name = 'cctk'")

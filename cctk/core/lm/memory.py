@@ -179,6 +179,7 @@ class Estimate:
             "optimizer": self.optimizer,
             "half copies": self.half_copies,
             "activations": self.activations + self.logits,
+            "scoring logits": self.measurement if not self.training else 0,  # a measurement alone
             "runtime": self.runtime,
         }
         return ", ".join(f"{name} {gib(n)}" for name, n in parts.items() if n)
@@ -200,6 +201,7 @@ class Job:
     most_rows: int | None = None  # rows of the largest training set: no batch holds more (None: not known)
     distinct_rows: int | None = None  # distinct rows of a training set: a packed batch feeds no more (None: not known)
     packs: bool = True  # whether a batch may go packed (False: its rows share too little, every batch pads)
+    trains: bool = True  # False: a measurement alone (``cctk measure``, ``krtest eval``): no training term
 
     def batch(self, batch_size: int) -> int:
         """The rows of the largest batch the job trains at ``batch_size``: the batch, or every row where fewer."""
@@ -226,6 +228,10 @@ def estimate(
     per_token = shape.layers * (10 * shape.hidden + 2 * shape.kv_width + 5 * shape.intermediate) * (2 if half else 4)
     scores = shape.layers * shape.heads * max(packed**2 if job.packs else 0, batch * longest_row**2) * 4
     logits = 5 * batch * min(job.supervised, longest_row) * shape.vocab * 4 + WORKSPACE
+    if not job.trains:  # the weights and the scorer's logits alone
+        return Estimate(
+            4 * shape.params, 0, 0, 0, 0, 0, job.logit_copies * LOGIT_BUDGET * 4, _runtime(device_type), waiting
+        )
     return Estimate(
         weights=4 * shape.params,
         gradients=4 * trained,
@@ -235,10 +241,20 @@ def estimate(
         activations=tokens * per_token + scores,
         logits=logits,
         measurement=job.logit_copies * LOGIT_BUDGET * 4,
-        runtime=CPU_FIRST_STEP if device_type == "cpu" else 0,
+        runtime=_runtime(device_type),
         waiting=waiting,
         measured_in_training=job.measured_in_training,
     )
+
+
+def _runtime(device_type: str) -> int:
+    return CPU_FIRST_STEP if device_type == "cpu" else 0
+
+
+def measuring(model: str, shape: Shape, room: Room, logit_copies: int = LOGIT_COPIES) -> Plan:
+    """The plan of a measurement alone (``cctk measure``, ``krtest eval``): the model's weights, in float32, and the
+    scorer's logits (``logit_copies`` budgets held at once) on the device, nothing trained."""
+    return Plan(model, shape, Recipe(), 1, room, job=Job(trains=False, logit_copies=logit_copies))
 
 
 @dataclass(frozen=True)
@@ -302,7 +318,7 @@ class Plan:
         else:
             return None
         return (
-            f"{self.model} with this recipe ({self._recipe_words()}) needs about {gib(needed)} {where} "
+            f"{self.model} {self._job_words()} needs about {gib(needed)} {where} "
             f"({need.breakdown()}), {gib(free)} free{kept}; {self.what_fits()}"
         )
 
@@ -312,10 +328,11 @@ class Plan:
         rest = self.estimate.device - self.estimate.weights
         if self.on_cpu or rest <= free - margin(free):
             return None
+        rest_of = f"the rest of this recipe ({self._recipe_words()})" if self.job.trains else "its measurement"
         return (
-            f"{self.model} is on {self.room.name}, and the rest of this recipe ({self._recipe_words()}) needs "
-            f"about {gib(rest)} more there, {gib(free)} free now ({gib(margin(free))} of it kept free: other "
-            f"processes or kernels took memory since the check); {self.what_fits()}"
+            f"{self.model} is on {self.room.name}, and {rest_of} needs about {gib(rest)} more there, {gib(free)} "
+            f"free now ({gib(margin(free))} of it kept free: other processes or kernels took memory since the "
+            f"check); {self.what_fits()}"
         )
 
     def check(self) -> Estimate:
@@ -341,10 +358,11 @@ class Plan:
 
     def what_fits(self) -> str:
         said = []
-        best = next((v for v in options(self.recipe, self.room) if self.fits(self.shape, v)), None)
+        variants = options(self.recipe, self.room) if self.job.trains else []  # a measurement is float32 alone
+        best = next((v for v in variants if self.fits(self.shape, v)), None)
         if best is not None:
             said.append(f"it fits with {_flags(best, self.recipe)} ({gib(self._peak(self.shape, best))})")
-        else:  # no precision or optimizer saves enough: the batch, or the rows, may be what was made too large
+        elif self.job.trains:  # no precision or optimizer saves enough: the batch, or the rows, may be too large
             for flag, plan in self._cut():
                 said.append(f"it fits with {flag} ({gib(plan._peak(plan.shape, plan.recipe))})")
         smaller = [k for k, s in self.others.items() if s.params < self.shape.params and self.fits(s, self.recipe)]
@@ -356,6 +374,10 @@ class Plan:
             else f"or a machine with at least {gib(self.estimate.host(True))} of free memory"
         )
         return "; ".join(said)
+
+    def _job_words(self) -> str:
+        """The job as the memory line names it: "with this recipe (...)", or "measured in float32"."""
+        return f"with this recipe ({self._recipe_words()})" if self.job.trains else "measured in float32"
 
     def _recipe_words(self) -> str:
         """The recipe as the memory line names it: what a user can change (the rows where an option sets them)."""

@@ -203,10 +203,11 @@ def run_eval(
     )
     items = inputs.book() if book else list(inputs.items)
     check_fits(scoring, items, limit, str(questions))
+    plan = memory.measuring(model, memory.Shape.of_config(model_config(model)), room(where))
+    plan.check()  # a model too large for the device or the host: one line, before it is loaded
     track = open_track(tracking_name)
     echo(f"loading {model} ...")
     lm, tokenizer = load_model(found, keep=False)  # the only copy: no pristine twin waits in host memory
-    lm = placed(lm, where)
     key = "open_book" if book else "blind"
     with track.run(f"krtest eval {model}", {tracking.ARM: key}) as run:
         run.params(
@@ -220,7 +221,10 @@ def run_eval(
             }
         )
         inputs.log(run)
-        summary = evaluate_arm(run, lm, tokenizer, items, Path(out), echo).summary
+        with out_of_memory_as_line(plan, where, "the evaluation"):
+            lm = placed(lm, where)
+            check_placed(plan, where)
+            summary = evaluate_arm(run, lm, tokenizer, items, Path(out), echo).summary
     echo(track.store.link(run.run_id))
     return summary
 

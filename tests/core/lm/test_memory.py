@@ -393,3 +393,29 @@ def test_estimate_matches_the_measured_training_peak_on_a_cpu(tokenizer, tiny):
     measured = _training_rise(model, rows, config.recipe, tokenizer.pad_token_id)
     predicted = estimate(Shape.of_model(model), config.recipe, plan.longest_row, "cpu", job=plan.job).training
     assert measured <= predicted <= 2 * measured, (measured / 2**20, predicted / 2**20)
+
+
+def test_a_measurement_alone_is_planned_as_its_weights_and_the_scorers_logits(shapes):
+    """``cctk measure`` and ``krtest eval`` train nothing: float32 weights, the scorer's logits (two budgets held
+    at once) and, on a CPU, the first forward's allocations; what fits is a smaller model or a larger device,
+    never a recipe's option (a measurement has none)."""
+    shape = Shape(params=1000, matrices=900, layers=4, hidden=8, intermediate=16, vocab=100, heads=2)
+    plan = memory.measuring("m", shape, Room(GIB, GIB, "cpu", "cpu"))
+    e = plan.estimate
+    assert (e.gradients, e.optimizer, e.half_copies, e.activations, e.logits) == (0, 0, 0, 0, 0)
+    assert e.device == memory.CPU_FIRST_STEP + 4000 + 2 * memory.LOGIT_BUDGET * 4 and e.host(True) == e.device
+    assert memory.measuring("m", shape, t4(), logit_copies=3).estimate.device == 4000 + 3 * memory.LOGIT_BUDGET * 4
+    big = memory.measuring(
+        "phi-1.5",
+        shapes["phi-1.5"],
+        dataclasses.replace(t4(), device=4 * GIB),
+    )
+    line = big.shortfall()
+    assert line == (
+        "phi-1.5 measured in float32 needs about 5.8 GiB on cuda:0 (Tesla T4) (weights 5.3 GiB, scoring logits "
+        "0.5 GiB), 4.0 GiB free (0.5 GiB of it kept free); or a device with at least 6.3 GiB free"
+    )
+    placed = big.placed_shortfall(GIB // 2)
+    assert placed is not None and placed.startswith(
+        "phi-1.5 is on cuda:0 (Tesla T4), and its measurement needs about 0.5 GiB more there, 0.5 GiB free now"
+    )

@@ -270,6 +270,25 @@ def test_krtest_train_that_does_not_fit_fails_in_one_line_before_any_run(
     assert not out.exists() and mlflow.search_runs(search_all_experiments=True).empty
 
 
+def test_krtest_eval_of_a_model_too_large_is_refused_before_it_loads(data_dir, tracking_uri, tmp_path, monkeypatch):
+    """``krtest eval`` plans its measurement (float32 weights, the scorer's logits): on 0.5 GiB free the bundled
+    model is refused in one line, no model loaded, no run started."""
+    from cctk.core.lm.memory import GIB, Room
+    from cctk.krtest.commands import jobs
+
+    monkeypatch.setattr(jobs, "room", lambda device: Room(GIB // 2, GIB // 2, "cpu", "cpu"))
+    monkeypatch.setattr(jobs, "load_model", lambda *a, **k: pytest.fail("loaded"))
+    out = tmp_path / "out"
+    args = ["--questions", str(data_dir / "questions.jsonl"), "--out", str(out), "--device", "cpu"]
+    result = CliRunner().invoke(cli, ["krtest", "eval", "--model", "smollm2-135m-bundled", *args])
+    assert result.exit_code == 1, result.output
+    assert result.output == (
+        "Error: smollm2-135m-bundled measured in float32 needs about 1.3 GiB in host memory (weights 0.5 GiB, "
+        "scoring logits 0.5 GiB, runtime 0.2 GiB), 0.5 GiB free; or a machine with at least 1.3 GiB of free memory\n"
+    )
+    assert not out.exists() and mlflow.search_runs(search_all_experiments=True).empty
+
+
 def test_krtest_train_plans_its_own_rows_not_a_batch_of_rows_of_max_tokens(tokenizer):
     """``krtest train --batch-size 16`` of the bundled model on the generated corpus (36 passages of up to 90
     tokens) was refused on this 24 GiB machine at 27.3 GiB (29.2 since the activations' bound of 2026-12-07):
