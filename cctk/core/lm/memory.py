@@ -19,6 +19,9 @@ read), in bytes::
                                       while it trains (``--curves``, KR-Test's evaluations every K steps),
                                       beside the gradients and the optimizer's moments
 
+A measurement alone (``cctk measure``, ``krtest eval``: ``measuring``, ``Job.trains`` False) is the weights, the
+measurement and, on a CPU, the runtime: no gradients, moments, activations or training logits.
+
 T is the tokens of one batch: B rows of up to R tokens, B the batch size, or the rows of the largest training set
 where fewer (``Job.most_rows``: a batch holds no more). S is the larger of a padded batch's scores, each row
 attending within itself (B x R^2), and a packed one's, its prefix tree one sequence of at most F = min(B, D) x R
@@ -220,6 +223,10 @@ def estimate(
     memory while an arm trains (a 2.0.0 pipeline: one parent; one model trained in place: none);
     ``job``: what the training asks beyond that (trainable parameters, supervised tokens, measuring mid-way).
     """
+    if not job.trains:  # the weights and the scorer's logits alone
+        return Estimate(
+            4 * shape.params, 0, 0, 0, 0, 0, job.logit_copies * LOGIT_BUDGET * 4, _runtime(device_type), waiting
+        )
     trained = shape.params if job.trained is None else job.trained
     half = recipe.precision in ("bf16", "fp16")
     batch = job.batch(recipe.batch_size)
@@ -228,10 +235,6 @@ def estimate(
     per_token = shape.layers * (10 * shape.hidden + 2 * shape.kv_width + 5 * shape.intermediate) * (2 if half else 4)
     scores = shape.layers * shape.heads * max(packed**2 if job.packs else 0, batch * longest_row**2) * 4
     logits = 5 * batch * min(job.supervised, longest_row) * shape.vocab * 4 + WORKSPACE
-    if not job.trains:  # the weights and the scorer's logits alone
-        return Estimate(
-            4 * shape.params, 0, 0, 0, 0, 0, job.logit_copies * LOGIT_BUDGET * 4, _runtime(device_type), waiting
-        )
     return Estimate(
         weights=4 * shape.params,
         gradients=4 * trained,
