@@ -8,14 +8,12 @@ from pathlib import Path
 
 from .. import __version__
 from ..core.facts import CANDIDATES, END_MARKER, correct_sums
-from ..core.lm import memory
-from ..core.lm.device import check_placed, out_of_memory_as_line, resolve as resolve_device, room
+from ..core.lm.device import measurement_plan, placed, resolve as resolve_device
 from ..core.lm.models import ModelSource, check_available, load_model, model_config
 from ..core.lm.scoring import measure
 from ..core.readings import GroupSummary, read, summarize
 from ..figures import save_figure, target_heatmap
 from ..store import tracking
-from .stages import on_device
 
 
 def run(
@@ -28,17 +26,14 @@ def run(
     """Measure ``model`` on ``device``; returns the summary on the correct sums (hits, prob_target, ...)."""
     where = resolve_device(device)
     found = check_available(model)
-    plan = memory.measuring(model, memory.Shape.of_config(model_config(model)), room(where))
-    plan.check()  # a model too large for the device or the host: one line, before anything is loaded
+    plan = measurement_plan(model, model_config(model), where)  # before anything is loaded
     store = tracking.connect(tracking_name)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
 
     echo(f"loading {model} ...")
     lm, tokenizer = load_model(found, keep=False)  # the only copy: no pristine twin waits in host memory
-    with out_of_memory_as_line(plan, where, "the measurement"):
-        lm = on_device(lm, where)
-        check_placed(plan, where)
+    with placed(lm, plan, where, "the measurement") as lm:
         start = time.perf_counter()
         table = measure(lm, tokenizer)
         seconds = time.perf_counter() - start

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import torch
@@ -32,6 +32,7 @@ from ..core.lm.device import (
     auto_on_cpu,
     check_placed,
     check_recipe,
+    on_device,
     out_of_memory_as_line,
     resolve as resolve_device,
     room,
@@ -492,13 +493,6 @@ def training_order(measured: tuple[Measured, ...]) -> tuple[Measured, ...]:
     for root in children.get(None, []):
         visit(root)
     return tuple(order)
-
-
-def on_device(model: PreTrainedModel, device: torch.device) -> PreTrainedModel:
-    """``model.to(device)``: the model itself, moved. Typed here once: transformers wraps ``PreTrainedModel.to``
-    in ``functools.wraps``, which mypy reads as a callable taking ``self`` again, not as a bound method."""
-    to = cast("Callable[[torch.device], PreTrainedModel]", model.to)
-    return to(device)
 
 
 def _child(weights: dict[str, PreTrainedModel], arm: Measured, last_child: dict[str, str]) -> PreTrainedModel:

@@ -43,9 +43,10 @@ def test_a_model_too_large_to_measure_is_refused_before_it_loads(tmp_path, track
     from click.testing import CliRunner
 
     from cctk.cli.main import cli
+    from cctk.core.lm import device
     from cctk.core.lm.memory import GIB, Room
 
-    monkeypatch.setattr(measure_job, "room", lambda device: Room(GIB // 2, GIB // 2, "cpu", "cpu"))
+    monkeypatch.setattr(device, "room", lambda where: Room(GIB // 2, GIB // 2, "cpu", "cpu"))  # the plan's
     monkeypatch.setattr(measure_job, "load_model", lambda *a, **k: pytest.fail("loaded"))
     result = CliRunner().invoke(cli, ["measure", "--model", "smollm2-135m-bundled", "--out", str(tmp_path / "out")])
     assert result.exit_code == 1

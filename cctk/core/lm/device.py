@@ -16,14 +16,17 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ..config import Recipe
 from ..errors import CctkError, OutOfMemory
-from .memory import Plan, Room
+from .memory import Plan, Room, Shape, measuring
 
 if TYPE_CHECKING:
     import torch
+    from transformers import PretrainedConfig
+
+ModuleT = TypeVar("ModuleT", bound="torch.nn.Module")  # a model moved, handed back as itself
 
 KINDS = ("cpu", "cuda", "mps")
 DEVICE_HELP = "cpu, cuda, cuda:N or mps (default: cuda when available, else cpu); checked before any run exists."
@@ -294,3 +297,30 @@ def out_of_memory_as_line(plan: Plan, device: torch.device | str, where: str) ->
         ):
             raise
         raise OutOfMemory(plan.out_of_memory(str(device), where, error)) from None
+
+
+def on_device(model: ModuleT, device: torch.device | str) -> ModuleT:
+    """``model`` moved to ``device`` in place, as ``Module.to`` moves a module, and handed back as itself (called
+    through its Module type: transformers wraps its override of ``to`` in ``functools.wraps``, which mypy reads
+    as a callable taking ``self`` again)."""
+    module: torch.nn.Module = model
+    module.to(device)
+    return model
+
+
+@contextmanager
+def placed(model: ModuleT, plan: Plan, device: torch.device, where: str) -> Iterator[ModuleT]:
+    """``model`` on ``device`` for the block, checked there against ``plan`` (``check_placed``); an out-of-memory
+    error while it moves or inside the block is one line naming ``where`` (``out_of_memory_as_line``)."""
+    with out_of_memory_as_line(plan, device, where):
+        moved = on_device(model, device)
+        check_placed(plan, device)
+        yield moved
+
+
+def measurement_plan(model: str, config: PretrainedConfig, device: torch.device) -> Plan:
+    """The plan of measuring the untouched ``model`` (its ``config``) on ``device`` (``memory.measuring``),
+    checked: a model too large for the device or the host ends in one line, before it is loaded."""
+    plan = measuring(model, Shape.of_config(config), room(device))
+    plan.check()
+    return plan

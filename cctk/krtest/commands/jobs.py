@@ -22,7 +22,7 @@ from ... import __version__
 from ...core.errors import CctkError
 from ...core.lm import memory
 from ...core.lm.corpus import most_shared
-from ...core.lm.device import check_placed, check_recipe, out_of_memory_as_line, resolve as resolve_device, room
+from ...core.lm.device import check_recipe, measurement_plan, placed, resolve as resolve_device, room
 from ...core.lm.finetune import MIN_SHARED
 from ...core.lm.models import check_available, load_model, load_tokenizer, model_config
 from ...core.lm.record import TrainRecord
@@ -56,7 +56,7 @@ from ..measurement.train import (
 
 if TYPE_CHECKING:
     import torch
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+    from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
     from ...core.lm.corpus import Row
 
@@ -190,7 +190,8 @@ def run_eval(
     tokenizer = None
     if segment.startswith("tokens:") and corpus is not None:
         tokenizer = load_tokenizer(tokenizer_name) if tokenizer_name else scoring
-    limit = context_limit(model)
+    config = model_config(model)  # read once: its context bounds the items, its shape the plan
+    limit = stated_context(config) or MAX_TOKENS  # a model that states none: ``items.MAX_TOKENS``
     inputs = read_inputs(
         questions,
         corpus,
@@ -203,8 +204,7 @@ def run_eval(
     )
     items = inputs.book() if book else list(inputs.items)
     check_fits(scoring, items, limit, str(questions))
-    plan = memory.measuring(model, memory.Shape.of_config(model_config(model)), room(where))
-    plan.check()  # a model too large for the device or the host: one line, before it is loaded
+    plan = measurement_plan(model, config, where)  # before it is loaded
     track = open_track(tracking_name)
     echo(f"loading {model} ...")
     lm, tokenizer = load_model(found, keep=False)  # the only copy: no pristine twin waits in host memory
@@ -221,24 +221,15 @@ def run_eval(
             }
         )
         inputs.log(run)
-        with out_of_memory_as_line(plan, where, "the evaluation"):
-            lm = placed(lm, where)
-            check_placed(plan, where)
+        with placed(lm, plan, where, "the evaluation") as lm:
             summary = evaluate_arm(run, lm, tokenizer, items, Path(out), echo).summary
     echo(track.store.link(run.run_id))
     return summary
 
 
-def context_limit(model: str) -> int:
-    """The longest sequence ``model`` reads (its position embeddings), from its configuration; a model
-    that states none is bounded by ``items.MAX_TOKENS``."""
-    return stated_context(model) or MAX_TOKENS
-
-
-def stated_context(model: str) -> int | None:
-    """The longest sequence ``model``'s configuration says it reads (its position embeddings); None where it
+def stated_context(config: PretrainedConfig) -> int | None:
+    """The longest sequence a model's configuration says it reads (its position embeddings); None where it
     states none."""
-    config = model_config(model)
     for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
         value = getattr(config, name, None)
         if isinstance(value, int) and value > 0:
@@ -250,7 +241,7 @@ def check_rows(model: str, max_tokens: int, option: str | None = "--max-tokens")
     """Training rows of ``max_tokens`` within what ``model`` reads, in one line before any work: rows past its
     position embeddings fail in the model (learned positions) or train where it never read (rotary ones).
     ``option``: the option that sets them (None: fixed, as the study's)."""
-    limit = stated_context(model)
+    limit = stated_context(model_config(model))
     if limit is None or max_tokens <= limit:
         return
     where = f"{model}'s context ({limit} tokens, its position embeddings)"
@@ -320,9 +311,7 @@ def run_train(
         run.params({"model": found.key, "model_id": found.id, "cctk_version": __version__, **inputs.params()})
         run.metrics({"memory_estimate_bytes": estimate})
         inputs.log(run)
-        with out_of_memory_as_line(plan, where, f"the {arm_key(config)} arm"):
-            lm = placed(lm, where)
-            check_placed(plan, where)
+        with placed(lm, plan, where, f"the {arm_key(config)} arm") as lm:
             trained = train_arm(run, lm, tokenizer, inputs, config, Path(out), echo, label=arm_key(config))
         if trained.result.peak_bytes:
             run.metrics({"peak_memory_bytes": trained.result.peak_bytes})
@@ -335,14 +324,6 @@ def peak_line(result: TrainRecord, estimate: int) -> str:
     """The measured peak beside the plan's estimate, in words."""
     where = "resident memory" if result.peak_cpu_memory_bytes else "GPU memory"
     return f"peak {where} {memory.gib(result.peak_bytes)}, {memory.gib(estimate)} planned"
-
-
-def placed(lm: PreTrainedModel, where: torch.device | str) -> PreTrainedModel:
-    """``lm`` moved to ``where`` in place, as ``Module.to`` moves a module (called through its Module type:
-    transformers wraps its override of ``to`` in functools.wraps, which mypy reads as unbound)."""
-    module: torch.nn.Module = lm
-    module.to(where)
-    return lm
 
 
 def memory_plan(

@@ -36,7 +36,7 @@ from ... import __version__
 from ...core.config import Recipe
 from ...core.errors import CctkError
 from ...core.lm import memory
-from ...core.lm.device import check_recipe, out_of_memory_as_line, resolve as resolve_device
+from ...core.lm.device import check_recipe, placed, resolve as resolve_device
 from ...core.lm.models import check_available, load_model, load_tokenizer, model_id
 from ...store import tracking
 from ...store.session import new_folder
@@ -63,7 +63,6 @@ from .jobs import (
     evaluate_arm,
     memory_plan,
     open_track,
-    placed,
     read_inputs,
     train_arm,
 )
@@ -116,13 +115,17 @@ class StudyConfig:
             config.check()
             check_rows(self.model, config.max_tokens, option=None)
             check_recipe(config.recipe, where)
-        for config in self.arms().values():
-            self.memory_plan(config).check()
+        for plan in self.plans.values():
+            plan.check()
 
-    def memory_plan(self, config: TrainConfig) -> memory.Plan:
-        """An arm's memory: it trains a fresh copy on the study's rows while the untouched model waits in host
-        memory."""
-        return memory_plan(self.model, config, resolve_device(self.device), waiting=1, rows=self.training_rows)
+    @functools.cached_property
+    def plans(self) -> dict[str, memory.Plan]:
+        """Each trained arm's memory by key: it trains a fresh copy on the study's rows while the untouched model
+        waits in host memory. Worked out once, at the check, against the memory free then: the start's estimate
+        and each arm's checks once placed are against these."""
+        where = resolve_device(self.device)
+        arms = self.arms().items()
+        return {key: memory_plan(self.model, config, where, waiting=1, rows=self.training_rows) for key, config in arms}
 
     @functools.cached_property
     def training_rows(self) -> list[Row]:
@@ -210,13 +213,12 @@ def run(
     ``parent``: the run to nest the study under (a seed sweep); else a run of its own (or ``mlflow run``'s)."""
     started = time.perf_counter()
     config.check()
-    estimate = max(config.memory_plan(arm).expected_peak() for arm in config.arms().values())  # nothing loaded yet
+    estimate = max(plan.expected_peak() for plan in config.plans.values())  # nothing loaded yet
     inputs = _read_data(config) if config.data else None
     dataset = None if inputs else make_dataset(config.seed, config.entities, config.validation_entities)
     track = open_track(tracking_name)
     echo(f"loading {config.model} ...")
     lm, tokenizer = load_model(config.model, keep=False)  # the untouched model; the arms train copies of it
-    lm = placed(lm, config.device)
     pair = plan_pair(lm, config.budget)  # a model whose attention and FFN blocks cannot be told apart fails here
     outcome = StudyOutcome(new_folder(Path(out_root), model_label(config.model)), pair, config.seed, estimate)
     session = outcome.folder.name
@@ -315,6 +317,8 @@ def _arms(
     echo: Callable[[str], None],
 ) -> None:
     lm, tokenizer = loaded  # the untouched model: the baselines score it, each trained arm trains a fresh copy
+    where = resolve_device(config.device)
+    largest = max(config.plans.values(), key=lambda plan: plan.estimate.device)  # bounds the baselines' scoring too
     assert inputs.validation is not None  # a study's data set has its validation text
     arms = config.arms((outcome.pair.attention.rank, outcome.pair.ffn.rank))
     (max_tokens,) = {arm.max_tokens for arm in arms.values()}  # one for all: the blind arm's rows are each arm's
@@ -322,19 +326,22 @@ def _arms(
     params = {"model": config.model, "seed": config.seed} | inputs.params()
     evaluated: dict[str, Evaluation] = {}
     for key, items in (("blind", list(inputs.items)), ("open_book", inputs.book())):
-        with _nested(track, parent, key, {"open_book": key == "open_book"} | params, inputs, outcome) as run:
+        with (
+            _nested(track, parent, key, {"open_book": key == "open_book"} | params, inputs, outcome) as run,
+            placed(lm, largest, where, f"the {ARMS[key]} arm") as model,
+        ):
             echo(f"{ARMS[key]}:")
             rows = val_rows if key == "blind" else None  # the untouched model's perplexity: once
-            evaluated[key] = evaluate_arm(run, lm, tokenizer, items, outcome.folder / key, echo, rows)
+            evaluated[key] = evaluate_arm(run, model, tokenizer, items, outcome.folder / key, echo, rows)
         outcome.summaries[key], outcome.tables[key] = evaluated[key].summary, evaluated[key].items
     lm.cpu()  # the untouched model waits in host memory while the arms train their own copies
     for key, train_config in arms.items():
         with (
             _nested(track, parent, key, params, inputs, outcome) as run,
-            out_of_memory_as_line(config.memory_plan(train_config), config.device, f"the {ARMS[key]} arm"),
+            # a fresh copy for every trained arm, of the waiting one, checked against its plan once on the device
+            placed(copy.deepcopy(lm), config.plans[key], where, f"the {ARMS[key]} arm") as model,
         ):
             echo(f"{ARMS[key]}:")
-            model = placed(copy.deepcopy(lm), config.device)  # a fresh copy for every trained arm, of the waiting one
             trained = train_arm(
                 run,
                 model,

@@ -230,6 +230,30 @@ def test_what_the_allocator_caches_from_the_arm_before_counts_as_free(t4):
     assert room(cuda0).device == t4.free + t4.reserved - t4.allocated == 14 * 2**30 - need.weights
 
 
+def test_a_model_placed_for_a_block_is_checked_on_the_card_and_its_out_of_memory_is_one_line(t4):
+    """``placed``, which ``cctk measure``, ``krtest eval`` and ``train`` and every arm of a KR-Test study move their
+    model with: the model itself handed back once on the card; the rest of the plan checked there before the block
+    runs; an allocator's error inside the block one line naming where it ran."""
+    from cctk.core.errors import OutOfMemory
+
+    plan, cuda0, model = _qwen_on(t4), torch.device("cuda:0"), torch.nn.Module()
+    arm = "the full fine-tuning arm"
+    with devices.placed(model, plan, cuda0, arm) as moved:
+        assert moved is model
+    t4.free = plan.estimate.device - plan.estimate.weights  # the rest fits, its margin does not
+    refused = r"^qwen2\.5-0\.5b is on cuda:0 \(Tesla T4\), and the rest of this recipe "
+    ran = []
+    with pytest.raises(OutOfMemory, match=refused), devices.placed(model, plan, cuda0, arm):
+        ran.append(True)
+    assert ran == []  # refused before the block
+    t4.free = 14 * 2**30
+    one_line = (
+        r"^out of memory on cuda:0 in the full fine-tuning arm \(CUDA out of memory\. Tried to allocate 2\.00 GiB\)"
+    )
+    with pytest.raises(OutOfMemory, match=one_line), devices.placed(model, plan, cuda0, arm):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+
 def test_a_share_of_a_gpu_counts_what_the_process_already_holds(t4, monkeypatch):
     """A sweep's cell given half of a 15 GiB card: its share less what its tensors hold, where that is less than
     the free and cached memory."""

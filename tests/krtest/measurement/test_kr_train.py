@@ -273,10 +273,11 @@ def test_krtest_train_that_does_not_fit_fails_in_one_line_before_any_run(
 def test_krtest_eval_of_a_model_too_large_is_refused_before_it_loads(data_dir, tracking_uri, tmp_path, monkeypatch):
     """``krtest eval`` plans its measurement (float32 weights, the scorer's logits): on 0.5 GiB free the bundled
     model is refused in one line, no model loaded, no run started."""
+    from cctk.core.lm import device
     from cctk.core.lm.memory import GIB, Room
     from cctk.krtest.commands import jobs
 
-    monkeypatch.setattr(jobs, "room", lambda device: Room(GIB // 2, GIB // 2, "cpu", "cpu"))
+    monkeypatch.setattr(device, "room", lambda where: Room(GIB // 2, GIB // 2, "cpu", "cpu"))  # the plan's
     monkeypatch.setattr(jobs, "load_model", lambda *a, **k: pytest.fail("loaded"))
     out = tmp_path / "out"
     args = ["--questions", str(data_dir / "questions.jsonl"), "--out", str(out), "--device", "cpu"]
