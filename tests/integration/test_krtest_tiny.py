@@ -2,6 +2,7 @@
 exclusive session folder; and the study over two seeds, nested under a sweep run, compared across seeds."""
 
 import json
+import weakref
 
 import mlflow
 import pandas as pd
@@ -10,6 +11,7 @@ from click.testing import CliRunner
 
 from cctk.cli.main import cli
 from cctk.krtest import ARMS
+from cctk.krtest.commands import study as study_command
 from cctk.krtest.generation.generate import make_dataset, write_dataset
 from cctk.store import session
 
@@ -36,11 +38,30 @@ def test_study_runs_five_nested_arms_and_writes_figure_and_table(
     taken = tmp_path / "out" / "20260101-000000_tiny"  # a study of the same model started in the same second
     taken.mkdir(parents=True)
     monkeypatch.setattr(session, "session_name", lambda model, now=None: "20260101-000000_tiny")
+    placed, alive = [], {}  # every model the study puts on its device; which of those before live at each move
+    real = study_command.placed
+
+    def watched(model, plan, where, arm):
+        alive[arm] = [ref() is not None for ref in placed]
+        placed.append(weakref.ref(model))
+        return real(model, plan, where, arm)
+
+    monkeypatch.setattr(study_command, "placed", watched)
     result = CliRunner().invoke(
         cli,
         ["krtest", "study", "--model", str(tiny_dir), "--data", str(data_dir), *SMALL, "--out", str(tmp_path / "out")],
     )
     assert result.exit_code == 0, result.output
+    # the untouched model (placed for both baselines) waits throughout; each trained copy is gone before the next
+    # is made (before: the full arm's copy lived on while LoRA on attention's was made and placed, two copies on
+    # the device where the plan counts one)
+    assert alive == {
+        "the blind baseline arm": [],
+        "the open-book baseline arm": [True],
+        "the full fine-tuning arm": [True, True],
+        "the LoRA on attention arm": [True, True, False],
+        "the LoRA on FFN arm": [True, True, False, False],
+    }
     for name in ARMS.values():
         assert any(line.startswith(name) and "%" in line for line in result.output.splitlines())
     # the tiny Llama's widths (896, 1152) reach 5000 at ranks 6 and 4, 16.7% apart: the pair (5, 4) is 2.86% apart

@@ -355,6 +355,7 @@ def _arms(
             )
         outcome.trained[key], outcome.summaries[key] = trained, trained.final.summary
         outcome.tables[key] = trained.final.items
+        del model  # the trained copy goes before the next is made: no plan counts two copies on the device
 
 
 @contextmanager
