@@ -14,7 +14,7 @@ from ..core.errors import CctkError
 from ..core.lm.models import BUNDLED
 from ..krtest.generation.generate import ENTITIES, VALIDATION_ENTITIES
 from ..krtest.measurement.lora import DEFAULT_BUDGET
-from .options import DEVICE, MODEL, TRACKING, Folder, out_option
+from .options import DEVICE, MODEL, TRACKING, Folder, Given, out_option
 
 if TYPE_CHECKING:
     from typing import Unpack
@@ -35,6 +35,7 @@ class _Endpoint(TypedDict):
     max_tokens: int
     timeout: float
     retries: int
+    device: str | None  # where a local teacher or oracle generates
 
 
 class _GenerateOptions(_Endpoint):
@@ -160,6 +161,13 @@ TEXT_FIELD = click.option(
     "--text-field", default="text", show_default=True, help="A .jsonl corpus: the field holding the text."
 )
 TIMEOUT = click.option("--timeout", type=float, default=120.0, show_default=True, help="Endpoint: seconds per request.")
+LOCAL_DEVICE = click.option(
+    "--device",
+    type=Given("a device (cpu, cuda, cuda:1)"),
+    default=None,
+    help="A local model: where it generates, cpu, cuda, cuda:N or mps (default: cuda when available, else cpu); "
+    "an endpoint's server chooses its own.",
+)
 
 
 @krtest.command(short_help="Write KR-Test items: a fictional set, or from your corpus.")
@@ -197,6 +205,7 @@ TIMEOUT = click.option("--timeout", type=float, default=120.0, show_default=True
     default=None,
     help="Teacher sampling temperature, sent (with the seed) only when given [local default: greedy].",
 )
+@LOCAL_DEVICE
 @click.option(
     "--max-tokens",
     type=int,
@@ -275,6 +284,7 @@ def generate(
         raise CctkError(
             "--entities and --validation-entities size the fictional corpus; they mean nothing with --corpus"
         )
+    check_local_device(options["device"], teacher, options["oracle_name"])
     from ..krtest.generation import from_corpus
     from ..krtest.generation.teacher import make_teacher
 
@@ -313,8 +323,20 @@ def _gate(options: _GenerateOptions, seed: int) -> Gate | None:
 
 
 def _endpoint(values: _Endpoint) -> _Endpoint:
-    """An endpoint's --max-tokens, --timeout and --retries: the teacher's and the oracle's."""
-    return {"max_tokens": values["max_tokens"], "timeout": values["timeout"], "retries": values["retries"]}
+    """An endpoint's --max-tokens, --timeout and --retries, and a local model's --device: the teacher's and the
+    oracle's."""
+    return {
+        "max_tokens": values["max_tokens"],
+        "timeout": values["timeout"],
+        "retries": values["retries"],
+        "device": values["device"],
+    }
+
+
+def check_local_device(device: str | None, *models: str | None) -> None:
+    """``--device`` only where a model given generates in-process (an endpoint's server chooses its own)."""
+    if device is not None and all(m is None or m.startswith(("http://", "https://")) for m in models):
+        raise CctkError(f"--device {device} is where a local model generates; an endpoint's server chooses its own")
 
 
 def _fields(cls: type[D], values: Mapping[str, object], **given: object) -> D:
@@ -354,6 +376,7 @@ def _fields(cls: type[D], values: Mapping[str, object], **given: object) -> D:
 @click.option("--max-tokens", type=int, default=400, show_default=True, help="Longest oracle reply, in tokens.")
 @click.option("--retries", type=int, default=5, show_default=True, help="Endpoint: retries of a request.")
 @TIMEOUT
+@LOCAL_DEVICE
 @click.option("--overwrite", is_flag=True, help="Replace a finished oracle check in --out.")
 @out_option("Folder for oracle.json, oracle.csv, questions.validated.jsonl.")
 @TRACKING
@@ -380,6 +403,7 @@ def oracle(
         raise CctkError("the oracle needs --questions FILE and --corpus PATH (or --generation DIR)")
     fields = {**values, "questions": questions, "corpus": corpus, **taken}  # --generation's own values win
     request = _fields(oracle_module.OracleRequest, fields, out=out, seed=seed)
+    check_local_device(values["device"], oracle_name)
     chosen = oracle_module.make_oracle(oracle_name, oracle_model, api_key_env, seed=seed, **_endpoint(values))
     oracle_module.run_oracle(request, chosen, echo=click.echo)  # its accuracy, file and run printed
 
@@ -414,6 +438,7 @@ def _fictional(seed: int, out: Path, location: str, entities: int | None, valida
             "oracle_name",
             "oracle_model",
             "oracle_api_key_env",
+            "device",
         )
         if ctx.get_parameter_source(n) is not ParameterSource.DEFAULT
     ]

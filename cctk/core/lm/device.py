@@ -318,9 +318,10 @@ def placed(model: ModuleT, plan: Plan, device: torch.device, where: str) -> Iter
         yield moved
 
 
-def measurement_plan(model: str, config: PretrainedConfig, device: torch.device) -> Plan:
-    """The plan of measuring the untouched ``model`` (its ``config``) on ``device`` (``memory.measuring``),
-    checked: a model too large for the device or the host ends in one line, before it is loaded."""
-    plan = measuring(model, Shape.of_config(config), room(device))
+def measurement_plan(model: str, config: PretrainedConfig, device: torch.device, doing: str = "measured") -> Plan:
+    """The plan of measuring the untouched ``model`` (its ``config``) on ``device`` (``memory.measuring``; ``doing``:
+    what it does, as the line says), checked: a model too large for the device or the host ends in one line,
+    before it is loaded."""
+    plan = measuring(model, Shape.of_config(config), room(device), doing=doing)
     plan.check()
     return plan

@@ -205,6 +205,7 @@ class Job:
     distinct_rows: int | None = None  # distinct rows of a training set: a packed batch feeds no more (None: not known)
     packs: bool = True  # whether a batch may go packed (False: its rows share too little, every batch pads)
     trains: bool = True  # False: a measurement alone (``cctk measure``, ``krtest eval``): no training term
+    untrained: str = "measured"  # what a job that does not train does, as its memory line says (a teacher: generates)
 
     def batch(self, batch_size: int) -> int:
         """The rows of the largest batch the job trains at ``batch_size``: the batch, or every row where fewer."""
@@ -254,10 +255,11 @@ def _runtime(device_type: str) -> int:
     return CPU_FIRST_STEP if device_type == "cpu" else 0
 
 
-def measuring(model: str, shape: Shape, room: Room, logit_copies: int = LOGIT_COPIES) -> Plan:
+def measuring(model: str, shape: Shape, room: Room, logit_copies: int = LOGIT_COPIES, doing: str = "measured") -> Plan:
     """The plan of a measurement alone (``cctk measure``, ``krtest eval``): the model's weights, in float32, and the
-    scorer's logits (``logit_copies`` budgets held at once) on the device, nothing trained."""
-    return Plan(model, shape, Recipe(), 1, room, job=Job(trains=False, logit_copies=logit_copies))
+    scorer's logits (``logit_copies`` budgets held at once) on the device, nothing trained. ``doing``: what the
+    model does, as the memory line says it ("generating": a local teacher's replies, bounded the same way)."""
+    return Plan(model, shape, Recipe(), 1, room, job=Job(trains=False, logit_copies=logit_copies, untrained=doing))
 
 
 @dataclass(frozen=True)
@@ -380,7 +382,7 @@ class Plan:
 
     def _job_words(self) -> str:
         """The job as the memory line names it: "with this recipe (...)", or "measured in float32"."""
-        return f"with this recipe ({self._recipe_words()})" if self.job.trains else "measured in float32"
+        return f"with this recipe ({self._recipe_words()})" if self.job.trains else f"{self.job.untrained} in float32"
 
     def _recipe_words(self) -> str:
         """The recipe as the memory line names it: what a user can change (the rows where an option sets them)."""

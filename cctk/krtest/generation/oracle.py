@@ -97,14 +97,13 @@ def make_oracle(
     timeout: float = 120.0,
     retries: int = 5,
     key_flag: str = "--api-key-env",
+    device: str | None = None,
 ) -> EndpointTeacher | LocalTeacher:
     """The oracle as the paper ran it: an endpoint (``http(s)://...``) or a local model, at temperature 0
     (the seed of request n sent with it, as a teacher's), asked for one JSON object where the server takes it."""
     from .teacher import make_teacher
 
-    chosen = make_teacher(
-        name, model, api_key_env, 0.0, max_tokens, seed, timeout, retries, role="oracle", key_flag=key_flag
-    )
+    chosen = make_teacher(name, model, api_key_env, 0.0, max_tokens, seed, timeout, retries, "oracle", key_flag, device)
     if hasattr(chosen, "response_format"):
         chosen.response_format = {"type": "json_object"}  # the paper's reply: one object of ids to "A"/"B"
     return chosen

@@ -31,8 +31,10 @@ from ...core.redaction import redact, variable_name
 from ..measurement.items import TEXT_FIELDS
 
 if TYPE_CHECKING:
+    import torch
     from openai import OpenAI
 
+    from ...core.lm.memory import Plan
     from ...core.lm.models import Loaded
 
 PROMPT_VERSION = "kr-items-2"  # 2: examples show as many items as asked, each on another fact
@@ -397,22 +399,30 @@ class EndpointTeacher:
 
 @dataclass
 class LocalTeacher:
-    """A model key or folder, generating in-process."""
+    """A model key or folder, generating in-process on ``device`` (``make_teacher`` resolves ``--device``, CUDA
+    where there is one, and checks ``plan``, its memory there, before any work)."""
 
     model_name: str
+    device: torch.device
+    plan: Plan = field(repr=False)
     temperature: float | None = None  # None or 0: greedy
     max_tokens: int = 400
     seed: int = 0
     _loaded: Loaded | None = field(default=None, repr=False)  # loaded by connect()
 
     def connect(self) -> None:
+        from ...core.lm.device import placed
         from ...core.lm.models import load_model
 
-        self._loaded = load_model(self.model_name, keep=False)  # the only copy
+        model, tokenizer = load_model(self.model_name, keep=False)  # the only copy
+        with placed(model, self.plan, self.device, f"loading {self.model_name}") as moved:
+            self._loaded = moved, tokenizer
 
     def complete(self, chat: list[dict[str, str]], n: int = 0, limit: int | None = None) -> Reply:
         import torch
         from transformers import BatchEncoding, GenerationMixin
+
+        from ...core.lm.device import out_of_memory_as_line
 
         assert self._loaded is not None, "connect() loads the model before any request"
         model, tokenizer = self._loaded
@@ -429,7 +439,13 @@ class LocalTeacher:
         sample = bool(self.temperature)
         options = {"do_sample": True, "temperature": self.temperature, "top_p": 1.0} if sample else {"do_sample": False}
         limit = limit or self.max_tokens
-        with torch.random.fork_rng(devices=[]):  # request n draws from seed + n: a continued run draws the same
+        ids = ids.to(self.device)
+        # request n draws from seed + n: a continued run draws the same (the CUDA generator forked too)
+        cuda = [self.device.index or 0] if self.device.type == "cuda" else []
+        with (
+            torch.random.fork_rng(devices=cuda),
+            out_of_memory_as_line(self.plan, self.device, f"{self.model_name}'s reply {n}"),
+        ):
             torch.manual_seed(self.seed + n)
             out = model.generate(
                 ids,
@@ -438,7 +454,7 @@ class LocalTeacher:
                 pad_token_id=tokenizer.pad_token_id,
                 **options,
             )
-        new = out[0, ids.shape[1] :]
+        new = out[0, ids.shape[1] :].cpu()
         cut = len(new) >= limit and int(new[-1]) != tokenizer.eos_token_id
         said = tokenizer.decode(new, skip_special_tokens=True)
         assert isinstance(said, str), type(said)  # one sequence of ids decodes to one string
@@ -448,6 +464,7 @@ class LocalTeacher:
         return {
             "kind": "local",
             "model": self.model_name,
+            "device": str(self.device),
             "decoding": "sampled" if self.temperature else "greedy",
             "temperature": self.temperature or 0.0,
             "max_tokens": self.max_tokens,
@@ -465,9 +482,12 @@ def make_teacher(
     retries: int = 5,
     role: str = "teacher",
     key_flag: str = "--api-key-env",
+    device: str | None = None,
 ) -> EndpointTeacher | LocalTeacher:
-    """An endpoint for ``http(s)://...``, else a local model (checked available, not yet loaded); ``role``
-    and ``key_flag`` name it and its key option in errors ("oracle", "--oracle-api-key-env")."""
+    """An endpoint for ``http(s)://...``, else a local model (checked available and its memory on ``device``
+    planned, not yet loaded); ``role`` and ``key_flag`` name it and its key option in errors ("oracle",
+    "--oracle-api-key-env"). ``device``: where a local model generates (``--device``; an endpoint's server
+    chooses its own)."""
     if temperature is not None and not (math.isfinite(temperature) and temperature >= 0):  # nan and inf too
         raise CctkError(f"--temperature must be a number >= 0 (0: greedy), got {temperature}")
     if max_tokens < 16:
@@ -494,7 +514,10 @@ def make_teacher(
         return endpoint
     if teacher_model or api_key_env:
         raise CctkError(f"--{role}-model and {key_flag} are for an endpoint {role} (--{role} http://...)")
-    from ...core.lm.models import check_available
+    from ...core.lm.device import measurement_plan, resolve
+    from ...core.lm.models import check_available, model_config
 
     check_available(teacher)
-    return LocalTeacher(teacher, temperature, max_tokens, seed)
+    where = resolve(device)
+    plan = measurement_plan(teacher, model_config(teacher), where, doing="generating")  # before it is loaded
+    return LocalTeacher(teacher, where, plan, temperature, max_tokens, seed)

@@ -221,6 +221,28 @@ def test_max_passages_and_line_locations(tokenizer):
             ["--corpus", "{corpus}", "--teacher", "http://127.0.0.1:9/v1", "--teacher-model", "t"],
             "cannot reach the teacher endpoint http://127.0.0.1:9/v1",
         ),
+        (["--device", "cpu"], "--device is for items from your corpus"),
+        (  # nothing generates here: an endpoint teacher and no oracle
+            ["--corpus", "{corpus}", "--teacher", "http://127.0.0.1:9/v1", "--device", "cpu"],
+            "--device cpu is where a local model generates; an endpoint's server chooses its own",
+        ),
+        (
+            ["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--device", "cuda"],
+            "--device cuda: this torch build (",  # this machine's CPU build, before the model loads
+        ),
+        (
+            [
+                "--corpus",
+                "{corpus}",
+                "--teacher",
+                "http://127.0.0.1:9/v1",
+                "--oracle",
+                "smollm2-135m-bundled",
+                "--device",
+                "tpu",
+            ],
+            "--device 'tpu' is not a device cctk runs on",  # a local oracle's device, before the endpoint is asked
+        ),
     ],
 )
 def test_generate_checks_before_any_work(tmp_path, args, message, monkeypatch):
@@ -279,6 +301,7 @@ def test_local_teacher_is_seeded(tiny_dir, tmp_path, tracking_uri):
     assert greedy["teacher"] == {
         "kind": "local",
         "model": str(tiny_dir),
+        "device": "cpu",  # the default where there is no GPU
         "decoding": "greedy",
         "temperature": 0.0,
         "max_tokens": 16,
@@ -291,6 +314,26 @@ def test_local_teacher_is_seeded(tiny_dir, tmp_path, tracking_uri):
         == first
         != run("e", "--temperature", "1.0", "--seed", "6")[1]
     )
+
+
+def test_a_local_teacher_too_large_for_its_device_is_refused_before_it_loads(tmp_path, tracking_uri, monkeypatch):
+    """A local teacher's memory is planned on its ``--device`` as a measurement's is (float32 weights, the logit
+    budgets; a reply's cache and activations well within them): on 0.5 GiB free the bundled model is refused in
+    one line, no model loaded, nothing written."""
+    from cctk.core.lm import device, models
+    from cctk.core.lm.memory import GIB, Room
+
+    monkeypatch.setattr(device, "room", lambda where: Room(GIB // 2, GIB // 2, "cpu", "cpu"))
+    monkeypatch.setattr(models, "load_model", lambda *a, **k: pytest.fail("loaded"))
+    out = tmp_path / "out"
+    args = ["--corpus", str(DATA / "kr_corpus.txt"), "--teacher", "smollm2-135m-bundled", "--device", "cpu"]
+    result = CliRunner().invoke(cli, ["krtest", "generate", *args, "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    assert result.output == (
+        "Error: smollm2-135m-bundled generating in float32 needs about 1.3 GiB in host memory (weights 0.5 GiB, "
+        "scoring logits 0.5 GiB, runtime 0.2 GiB), 0.5 GiB free; or a machine with at least 1.3 GiB of free memory\n"
+    )
+    assert not out.exists()
 
 
 def test_an_endpoint_that_fails_mid_way_stops_in_one_line(tiny_dir, tmp_path, tracking_uri):

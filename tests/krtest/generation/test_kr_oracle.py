@@ -169,6 +169,20 @@ def test_oracle_takes_a_generations_questions_corpus_and_segmentation(tiny_dir, 
     assert both.exit_code == 1 and "not both" in both.output
 
 
+def test_device_is_for_a_local_oracle(tmp_path):
+    """``krtest oracle --device`` says where a local oracle generates; with an endpoint it is refused in one line,
+    before the endpoint is asked or anything is written."""
+    write_questions(tmp_path / "q.jsonl")
+    args = ["--questions", str(tmp_path / "q.jsonl"), "--corpus", str(CORPUS), "--out", str(tmp_path / "o")]
+    result = CliRunner().invoke(
+        cli, ["krtest", "oracle", *args, "--oracle", "http://127.0.0.1:9/v1", "--device", "cpu"]
+    )
+    assert result.exit_code == 1 and result.output == (
+        "Error: --device cpu is where a local model generates; an endpoint's server chooses its own\n"
+    )
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_location_out_of_the_corpus_names_the_questions_file(tmp_path):
     """krtest eval named the file with the line; the oracle said only `questions line 3`."""
     from cctk.core.errors import CctkError
