@@ -80,7 +80,7 @@ class _Plain(Formatter):
 def _epochs_and_loss(ax: Axes, ylabel: str, grid: float) -> None:
     """The loss chart's axes: whole epochs along x, the loss on a log y axis in plain numbers, a light grid
     of ``grid`` points' lines at every tick."""
-    _log_y(ax)
+    log_y(ax)
     ax.set_xlabel("epoch")
     ax.set_ylabel(ylabel)
     locator = ax.xaxis.get_major_locator()
@@ -89,7 +89,7 @@ def _epochs_and_loss(ax: Axes, ylabel: str, grid: float) -> None:
     ax.grid(color="#e3e3e3", linewidth=grid, which="both")
 
 
-def _log_y(ax: Axes) -> None:
+def log_y(ax: Axes) -> None:
     """A log y axis labelled in plain numbers, on ticks that label a view of less than a decade too."""
     ax.set_yscale("log")
     ax.yaxis.set_major_locator(_Ticks(ax.yaxis.get_major_locator(), major=True))

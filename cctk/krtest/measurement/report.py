@@ -13,10 +13,11 @@ from typing import Any, cast
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, MaxNLocator
+from matplotlib.ticker import MaxNLocator
 
 from ...core.labels import TABLE_HEADERS
 from ...figures.common import BASE, HELD_HIT, LINES, SEEN_HIT, new_figure, paper_style, save_figure, shade
+from ...figures.loss import log_y
 from ...outputs.tables import XLSX_EPOCH, session_start, write_table as write_table_files
 from .scoring import ITEM_COLUMNS, Summary, by_passage
 
@@ -95,21 +96,13 @@ def curves_figure(curves: pd.DataFrame, baselines: pd.DataFrame, title: str) -> 
         left.axhline(50, color="#bdbdbd", lw=0.8, ls=":", label="chance (50%)")
         _axes(left, "KR accuracy (%)", "KR-Test accuracy (bars, bands: exact 95% interval)")
         _axes(right, "validation perplexity (log scale)", "Validation perplexity")
-        right.set_yscale("log")
-        right.yaxis.set_major_formatter(FuncFormatter(_plain))
-        right.yaxis.set_minor_formatter(FuncFormatter(_plain))
+        log_y(right)  # plain numbers; under a decade (a short run) nice ticks, as the loss chart's
         left.set_ylim(0, 102)
         fig.legend(
             *left.get_legend_handles_labels(), loc="lower center", ncol=4, frameon=False, bbox_to_anchor=(0.5, 0.0)
         )
         fig.suptitle(title, fontweight="bold", fontsize=9, y=0.99)
     return fig
-
-
-def _plain(value: float, _position: int | None) -> str:
-    """Log-axis labels as plain numbers (3, 5, 20, 30), only at leading digits 1, 2, 3 and 5."""
-    leading = f"{value:.0e}"[0]
-    return f"{value:.3g}" if leading in "1235" else ""
 
 
 def _axes(ax: Axes, ylabel: str, title: str) -> None:
