@@ -13,6 +13,7 @@ from cctk.cli.main import cli
 from cctk.krtest import ARMS
 from cctk.krtest.commands import study as study_command
 from cctk.krtest.generation.generate import make_dataset, write_dataset
+from cctk.krtest.measurement import train
 from cctk.store import session
 
 pytestmark = pytest.mark.integration
@@ -47,6 +48,8 @@ def test_study_runs_five_nested_arms_and_writes_figure_and_table(
         return real(model, plan, where, arm)
 
     monkeypatch.setattr(study_command, "placed", watched)
+    # the arms train on the rows the plan and the baselines cut: none cut again (before: three more times each)
+    monkeypatch.setattr(train, "corpus_rows", lambda *a: pytest.fail("cut again"))
     result = CliRunner().invoke(
         cli,
         ["krtest", "study", "--model", str(tiny_dir), "--data", str(data_dir), *SMALL, "--out", str(tmp_path / "out")],

@@ -295,8 +295,11 @@ def run_train(
     config.check()
     check_rows(model, config.max_tokens)
     check_recipe(config.recipe, where)
-    if inputs.corpus is None:
-        raise CctkError("krtest train trains on a corpus: read the inputs with their corpus (need_corpus=True)")
+    if inputs.corpus is None or inputs.validation is None:
+        raise CctkError(
+            "krtest train trains on a corpus and is evaluated on its validation text: read the inputs with both "
+            "(need_corpus=True, need_validation=True)"
+        )
     rows = corpus_rows(inputs.corpus, load_tokenizer(found), config.max_tokens)  # as ``train`` cuts them
     plan = memory_plan(model, config, where, rows=rows)
     plan.check()
@@ -312,7 +315,8 @@ def run_train(
         run.metrics({"memory_estimate_bytes": estimate})
         inputs.log(run)
         with placed(lm, plan, where, f"the {arm_key(config)} arm") as lm:
-            trained = train_arm(run, lm, tokenizer, inputs, config, Path(out), echo, label=arm_key(config))
+            cut = rows, corpus_rows(inputs.validation, tokenizer, config.max_tokens)  # the plan's rows, not cut again
+            trained = train_arm(run, lm, tokenizer, inputs, config, Path(out), echo, label=arm_key(config), cut=cut)
         if trained.result.peak_bytes:
             run.metrics({"peak_memory_bytes": trained.result.peak_bytes})
             echo(peak_line(trained.result, estimate))
@@ -363,9 +367,11 @@ def train_arm(
     echo: Callable[[str], None] = print,
     label: str = "",
     untouched: Evaluation | None = None,
+    cut: tuple[list[Row], list[Row]] | None = None,
 ) -> Trained:
     """Train with live metric histories (step = optimizer step), then write and log the final files;
-    ``untouched``: step 0, where the caller evaluated the untouched model already (``train``)."""
+    ``untouched``: step 0, where the caller evaluated the untouched model already; ``cut``: the corpus's and the
+    validation text's rows, where the caller cut them already (``train``)."""
     assert inputs.corpus is not None and inputs.validation is not None, "a trained arm's inputs have both texts"
     run.params(config.params())
     plan = plan_lora(lm, config.modules, config.budget, config.rank) if config.method == "lora" else None
@@ -404,6 +410,7 @@ def train_arm(
         on_eval=on_eval,
         on_loss=lambda step, loss: run.metrics({"train_loss": loss}, step=step),
         untouched=untouched,
+        cut=cut,
     )
     _finish(run, trained, Path(out), echo)
     return trained

@@ -352,6 +352,7 @@ def _arms(
                 echo,
                 label=ARMS[key],
                 untouched=evaluated["blind"],  # step 0 of every arm: the blind arm's items and validation rows
+                cut=(config.training_rows, val_rows),  # the rows its plan and the baselines cut, not cut again
             )
         outcome.trained[key], outcome.summaries[key] = trained, trained.final.summary
         outcome.tables[key] = trained.final.items

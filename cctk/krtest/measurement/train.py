@@ -214,8 +214,13 @@ def train(
     on_eval: Callable[[Evaluation], None] | None = None,
     on_loss: Callable[[int, float], None] | None = None,
     untouched: Evaluation | None = None,
+    cut: tuple[list[Row], list[Row]] | None = None,
 ) -> Trained:
     """Fine-tune ``model`` in place (LoRA: adapters added to it) and evaluate it along the way.
+
+    ``cut``: the corpus's and the validation text's rows where the caller has cut them already, as
+    ``corpus_rows`` cuts them at ``config.max_tokens`` in ``tokenizer``'s tokens (its memory plan's, a study's
+    for every arm): not cut again (a large corpus takes seconds); None: cut here.
 
     ``untouched``: step 0's point where the caller has already evaluated the untouched model on the same items
     and validation rows (a study's blind arm): it is step 0 as it is, not computed again. A LoRA arm's step 0
@@ -224,8 +229,9 @@ def train(
     if untouched is not None and untouched.step != 0:
         raise ValueError(f"the untouched model's evaluation is step 0, not step {untouched.step}")
     pad = pad_id(tokenizer)
-    rows = corpus_rows(corpus, tokenizer, config.max_tokens)
-    val_rows = corpus_rows(validation, tokenizer, config.max_tokens)
+    if cut is None:
+        cut = corpus_rows(corpus, tokenizer, config.max_tokens), corpus_rows(validation, tokenizer, config.max_tokens)
+    rows, val_rows = cut
     plan = plan_lora(model, config.modules, config.budget, config.rank) if config.method == "lora" else None
     # PEFT types its base model as a Module: it is ``model`` itself, its target modules adapted in place
     net = cast("PreTrainedModel", attach_lora(model, plan, config.seed).get_base_model()) if plan else model
