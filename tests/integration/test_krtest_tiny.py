@@ -82,6 +82,17 @@ def test_study_runs_five_nested_arms_and_writes_figure_and_table(
     arms = {r.data.tags["cctk.arm"]: r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
     assert set(arms) == set(ARMS) and all(r.data.tags["cctk.kind"] == "krtest" for r in arms.values())
     assert all(r.info.status == "FINISHED" for r in runs)
+    # before the first trained arm: the three arms' compute limit and their evaluations (steps 1 and 2 each), logged
+    # on the study's run; each arm logs its own limit and its training's ratio to it
+    (forecast,) = [line for line in result.output.splitlines() if line.startswith("estimated: ")]
+    assert result.output.index(forecast) < result.output.index("full fine-tuning:\n")
+    assert " (12 rows x " in forecast and "; 6 evaluations (every step and the last) at " in forecast
+    limits = [arms[key].data.metrics["compute_limit_seconds"] for key in ("full", "lora_attention", "lora_ffn")]
+    assert parent.data.metrics["estimated_limit_seconds"] == pytest.approx(sum(limits), rel=1e-12)
+    assert limits[1] == limits[2] == pytest.approx(limits[0] * 4 / 6, rel=1e-12)  # LoRA: no weight gradients
+    for key in ("full", "lora_attention", "lora_ffn"):
+        metrics = arms[key].data.metrics
+        assert metrics["limit_ratio"] == pytest.approx(metrics["train_seconds"] / metrics["compute_limit_seconds"])
     client = mlflow.MlflowClient()
     for key in ("full", "lora_attention", "lora_ffn"):
         steps = [m.step for m in client.get_metric_history(arms[key].info.run_id, "kr_accuracy")]

@@ -20,7 +20,7 @@ import pandas as pd
 
 from ... import __version__
 from ...core.errors import CctkError
-from ...core.lm import memory
+from ...core.lm import compute, memory
 from ...core.lm.corpus import most_shared
 from ...core.lm.device import check_recipe, measurement_plan, placed, resolve as resolve_device, room
 from ...core.lm.finetune import MIN_SHARED
@@ -53,6 +53,7 @@ from ..measurement.train import (
     perplexity,
     train,
 )
+from . import timing
 
 if TYPE_CHECKING:
     import torch
@@ -316,7 +317,16 @@ def run_train(
         inputs.log(run)
         with placed(lm, plan, where, f"the {arm_key(config)} arm") as lm:
             cut = rows, corpus_rows(inputs.validation, tokenizer, config.max_tokens)  # the plan's rows, not cut again
-            trained = train_arm(run, lm, tokenizer, inputs, config, Path(out), echo, label=arm_key(config), cut=cut)
+            cost = timing.planned_cost(lm, rows, [config], compute.peak_gflops(str(where), config.recipe.precision))
+
+            def forecast(per_eval: float) -> None:  # once step 0 is evaluated: as long as each evaluation after it
+                line, metrics = timing.forecast(cost, [config], len(rows), per_eval, where.type)
+                echo(line)
+                run.metrics(metrics)
+
+            label = arm_key(config)
+            trained = train_arm(run, lm, tokenizer, inputs, config, Path(out), echo, label, cut=cut, forecast=forecast)
+            run.metrics(timing.arm_metrics(trained, cost))
         if trained.result.peak_bytes:
             run.metrics({"peak_memory_bytes": trained.result.peak_bytes})
             echo(peak_line(trained.result, estimate))
@@ -368,10 +378,12 @@ def train_arm(
     label: str = "",
     untouched: Evaluation | None = None,
     cut: tuple[list[Row], list[Row]] | None = None,
+    forecast: Callable[[float], None] | None = None,
 ) -> Trained:
     """Train with live metric histories (step = optimizer step), then write and log the final files;
     ``untouched``: step 0, where the caller evaluated the untouched model already; ``cut``: the corpus's and the
-    validation text's rows, where the caller cut them already (``train``)."""
+    validation text's rows, where the caller cut them already (``train``); ``forecast``: called with the seconds
+    step 0's evaluation took, where this arm makes it (before the first optimizer step)."""
     assert inputs.corpus is not None and inputs.validation is not None, "a trained arm's inputs have both texts"
     run.params(config.params())
     plan = plan_lora(lm, config.modules, config.budget, config.rank) if config.method == "lora" else None
@@ -399,6 +411,8 @@ def train_arm(
             f"[{100 * point.summary.lo:.1f}-{100 * point.summary.hi:.1f}], val perplexity "
             f"{point.val_perplexity:.2f}{loss} ({time.perf_counter() - started:.0f} s)"
         )
+        if point.step == 0 and forecast is not None and untouched is None:
+            forecast(time.perf_counter() - started)
 
     trained = train(
         lm,

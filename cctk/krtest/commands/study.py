@@ -35,7 +35,7 @@ import pandas as pd
 from ... import __version__
 from ...core.config import Recipe
 from ...core.errors import CctkError
-from ...core.lm import memory
+from ...core.lm import compute, memory
 from ...core.lm.device import check_recipe, placed, resolve as resolve_device
 from ...core.lm.models import check_available, load_model, load_tokenizer, model_id
 from ...store import tracking
@@ -56,6 +56,7 @@ from ..measurement.passages import check_segment
 from ..measurement.report import write_figure, write_table
 from ..measurement.scoring import Summary
 from ..measurement.train import RECIPES, TrainConfig, Trained, corpus_rows
+from . import timing
 from .jobs import (
     Inputs,
     Track,
@@ -68,6 +69,8 @@ from .jobs import (
 )
 
 if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
     from ...core.lm.corpus import Row
     from ...core.lm.models import Loaded
     from ..measurement.train import Evaluation
@@ -325,6 +328,7 @@ def _arms(
     val_rows = corpus_rows(inputs.validation, tokenizer, max_tokens)
     params = {"model": config.model, "seed": config.seed} | inputs.params()
     evaluated: dict[str, Evaluation] = {}
+    per_eval = 0.0  # the blind arm's evaluation: its items and validation perplexity, as every arm's every K steps
     for key, items in (("blind", list(inputs.items)), ("open_book", inputs.book())):
         with (
             _nested(track, parent, key, {"open_book": key == "open_book"} | params, inputs, outcome) as run,
@@ -332,9 +336,12 @@ def _arms(
         ):
             echo(f"{ARMS[key]}:")
             rows = val_rows if key == "blind" else None  # the untouched model's perplexity: once
+            began = time.perf_counter()
             evaluated[key] = evaluate_arm(run, model, tokenizer, items, outcome.folder / key, echo, rows)
+            per_eval = per_eval or time.perf_counter() - began
         outcome.summaries[key], outcome.tables[key] = evaluated[key].summary, evaluated[key].items
     lm.cpu()  # the untouched model waits in host memory while the arms train their own copies
+    costs = _forecast(config, arms, lm, per_eval, parent, echo)
     for key, train_config in arms.items():
         with (
             _nested(track, parent, key, params, inputs, outcome) as run,
@@ -354,9 +361,31 @@ def _arms(
                 untouched=evaluated["blind"],  # step 0 of every arm: the blind arm's items and validation rows
                 cut=(config.training_rows, val_rows),  # the rows its plan and the baselines cut, not cut again
             )
+            run.metrics(timing.arm_metrics(trained, costs[key]))
         outcome.trained[key], outcome.summaries[key] = trained, trained.final.summary
         outcome.tables[key] = trained.final.items
         del model  # the trained copy goes before the next is made: no plan counts two copies on the device
+
+
+def _forecast(
+    config: StudyConfig,
+    arms: dict[str, TrainConfig],
+    lm: PreTrainedModel,
+    per_eval: float,
+    parent: tracking.LiveRun,
+    echo: Callable[[str], None],
+) -> dict[str, compute.Cost]:
+    """Before the first arm trains: the trained arms' compute limit at the GEMM peak measured now and their
+    evaluations at ``per_eval`` seconds each, printed and logged on the study's run; returns each arm's own cost."""
+    rows, where = config.training_rows, resolve_device(config.device)
+    (precision,) = {arm.recipe.precision for arm in arms.values()}
+    peak = compute.peak_gflops(str(where), precision)
+    line, metrics = timing.forecast(
+        timing.planned_cost(lm, rows, list(arms.values()), peak), list(arms.values()), len(rows), per_eval, where.type
+    )
+    echo(line)
+    parent.metrics(metrics)
+    return {key: timing.planned_cost(lm, rows, [arm], peak) for key, arm in arms.items()}
 
 
 @contextmanager

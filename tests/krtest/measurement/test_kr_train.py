@@ -63,6 +63,15 @@ def test_train_logs_kr_accuracy_and_perplexity_histories(
     assert not {"peak_gpu_memory_bytes", "peak_gpu_reserved_bytes"} & set(run.data.metrics)
     assert peak <= estimate, (peak, estimate)  # the plan bounds what ran
     assert lines[-2] == f"peak resident memory {peak / 2**30:.1f} GiB, {estimate / 2**30:.1f} GiB planned"
+    # once step 0 is evaluated, before the first optimizer step: the training's compute limit (4 passages over 2
+    # epochs) and the evaluations to come (steps 2 and 4), logged; at the end the limit and the ratio to it
+    (zero,) = [i for i, line in enumerate(lines) if " step 0: KR " in line]
+    assert lines[zero + 1].startswith("estimated: the training's float32 compute limit is ")
+    assert " (8 rows x " in lines[zero + 1] and "; 2 evaluations (every 2 steps and the last) at " in lines[zero + 1]
+    metrics = run.data.metrics
+    assert metrics["estimated_limit_seconds"] == pytest.approx(metrics["compute_limit_seconds"], rel=1e-12)
+    assert metrics["limit_ratio"] == pytest.approx(metrics["train_seconds"] / metrics["compute_limit_seconds"])
+    assert metrics["gflop_per_example"] > 0 and metrics["estimated_eval_seconds"] > 0
     if method == "lora":
         assert int(run.data.params["lora.trainable_parameters"]) == trained.trainable == trained.plan.trainable
         assert run.data.params["lora.targets"] == "gate_proj,up_proj,down_proj"

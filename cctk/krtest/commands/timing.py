@@ -1,0 +1,79 @@
+"""What KR-Test training will take, said before it starts, and what it took against its compute limit.
+
+A KR-Test arm's time is its training and its evaluations (the items scored and the validation perplexity
+every K steps and at the last). Before the first arm trains, ``forecast`` prints the training's compute
+limit (``cctk.core.lm.compute``: each arm's rows over its epochs, their FLOPs at the device's GEMM peak
+measured at the start; a LoRA arm's frozen weights take no weight gradients: 4 x rather than 6 x) and the
+evaluations to come, each as long as the untouched model's took; where an arm's training time over its limit
+was timed on such a device (``TRAINING_RATIO``), the whole. At each arm's end ``arm_metrics`` logs its limit
+and its training's ratio to it, as a pipeline run does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ...core.lm import compute
+from ..measurement.train import TrainConfig
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+    from ...core.lm.corpus import Row
+    from ..measurement.train import Trained
+
+# KR-Test training time over its compute limit, where it was timed: the study of the bundled model on its generated
+# data set, --epochs 1, on two CPU cores (2026-12-07; see docs/krtest.md). None on a GPU yet (issue 55).
+TRAINING_RATIO: dict[str, tuple[float, str]] = {}
+
+
+def evaluations(config: TrainConfig, rows: int) -> int:
+    """The evaluations an arm of ``config`` makes while it trains on ``rows`` rows: every ``eval_every`` optimizer
+    steps and at the last (step 0 apart: the untouched model's)."""
+    total = config.recipe.steps(rows)
+    return total // config.eval_every + (1 if total % config.eval_every else 0)
+
+
+def planned_cost(model: PreTrainedModel, rows: Sequence[Row], arms: Sequence[TrainConfig], peak: float) -> compute.Cost:
+    """The compute limit of ``arms`` training ``model`` (untouched: no adapter yet) on ``rows`` at ``peak`` GFLOP/s:
+    each arm's rows over its epochs, at 6 x the weights a token for full fine-tuning and 4 x for LoRA."""
+    (precision,) = {arm.recipe.precision for arm in arms}  # one peak: the arms share their arithmetic
+    per_row = {full: compute.example_flops(model, rows, trains_weights=full) / 1e9 for full in (True, False)}
+    cost = [(len(rows) * arm.recipe.epochs, per_row[arm.method == "full"]) for arm in arms]
+    return compute.planned_cost(cost, peak, precision)
+
+
+def forecast(
+    cost: compute.Cost, arms: Sequence[TrainConfig], rows: int, per_eval: float, device_type: str
+) -> tuple[str, dict[str, float]]:
+    """The line printed before the first arm trains, and its metrics (``estimated_limit_seconds``,
+    ``estimated_eval_seconds``; ``estimated_seconds`` where ``TRAINING_RATIO`` knows the device): the training's
+    compute limit, the evaluations at ``per_eval`` seconds each (as the untouched model's took)."""
+    limit, count = cost.limit_seconds, sum(evaluations(arm, rows) for arm in arms)
+    peak = "the GEMM peak pinned" if cost.pinned else "this machine's GEMM peak at the start"
+    steps = sorted({arm.eval_every for arm in arms})
+    every = "every step" if steps == [1] else f"every {'/'.join(map(str, steps))} steps"
+    line = (
+        f"estimated: the training's {cost.precision} compute limit is {limit / 60:.1f} min ({cost.examples:,} rows "
+        f"x {cost.gflop_per_example:.2f} GFLOP at {cost.peak_gflops:,.0f} GFLOP/s, {peak}); {count} evaluation"
+        f"{'s' * (count != 1)} ({every} and the last) at {per_eval:.1f} s each, "
+        f"as the untouched model's took: {count * per_eval / 60:.1f} min"
+    )
+    metrics = {"estimated_limit_seconds": limit, "estimated_eval_seconds": count * per_eval}
+    if device_type not in TRAINING_RATIO:
+        return line + f"; no KR-Test training has been timed against its limit on a {device_type} device yet", metrics
+    ratio, where = TRAINING_RATIO[device_type]
+    metrics["estimated_seconds"] = whole = ratio * limit + count * per_eval
+    return line + f"; about {whole / 60:.1f} min in all (the training {ratio:.2f}x its limit, as {where})", metrics
+
+
+def arm_metrics(trained: Trained, cost: compute.Cost) -> dict[str, float]:
+    """An arm's compute limit (``cost``: its own, ``planned_cost`` of it alone before it trained) and its
+    training's time over it (``limit_ratio``; its evaluations left out), as a pipeline run logs them."""
+    return {
+        "compute_limit_seconds": cost.limit_seconds,
+        "limit_ratio": trained.train_seconds / cost.limit_seconds,
+        "gflop_per_example": cost.gflop_per_example,
+        "gemm_peak_gflops": cost.peak_gflops,
+    }
