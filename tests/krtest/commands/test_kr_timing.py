@@ -43,5 +43,8 @@ def test_the_forecast_says_the_limit_and_the_evaluations_and_the_whole_where_a_r
     assert metrics == {"estimated_limit_seconds": 144.0, "estimated_eval_seconds": 72.0}
     monkeypatch.setitem(timing.TRAINING_RATIO, "cpu", (1.5, "a study's arms took here"))
     line, metrics = timing.forecast(cost, arms, 36, 6.0, "cpu")
-    assert line.endswith("1.2 min; about 4.8 min in all (the training 1.50x its limit, as a study's arms took here)")
+    assert line.endswith(
+        "1.2 min; the training and its evaluations about 4.8 min (the training 1.50x its limit, as a study's arms "
+        "took here)"
+    )
     assert metrics["estimated_seconds"] == 1.5 * 144.0 + 72.0
