@@ -441,7 +441,9 @@ class LocalTeacher:
         limit = limit or self.max_tokens
         ids = ids.to(self.device)
         # request n draws from seed + n: a continued run draws the same (the CUDA generator forked too)
-        cuda = [self.device.index or 0] if self.device.type == "cuda" else []
+        cuda: list[int] = []
+        if self.device.type == "cuda":  # "cuda" alone is the current device
+            cuda = [self.device.index if self.device.index is not None else torch.cuda.current_device()]
         with (
             torch.random.fork_rng(devices=cuda),
             out_of_memory_as_line(self.plan, self.device, f"{self.model_name}'s reply {n}"),
