@@ -58,7 +58,7 @@ def forecast(
     line = (
         f"estimated: the training's {cost.precision} compute limit is {limit / 60:.1f} min ({cost.examples:,} rows "
         f"x {cost.gflop_per_example:.2f} GFLOP at {cost.peak_gflops:,.0f} GFLOP/s, {peak}); {count} evaluation"
-        f"{'s' * (count != 1)} ({every} and the last) at {per_eval:.1f} s each, "
+        f"{'s' * (count != 1)} ({every} and the last) at {per_eval:.1f} s{' each' * (count != 1)}, "
         f"as the untouched model's took: {count * per_eval / 60:.1f} min"
     )
     metrics = {"estimated_limit_seconds": limit, "estimated_eval_seconds": count * per_eval}

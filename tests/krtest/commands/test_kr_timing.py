@@ -41,6 +41,8 @@ def test_the_forecast_says_the_limit_and_the_evaluations_and_the_whole_where_a_r
         "1.2 min; no KR-Test training has been timed against its limit on a cuda device yet"
     )
     assert metrics == {"estimated_limit_seconds": 144.0, "estimated_eval_seconds": 72.0}
+    once = timing.forecast(cost, [make_train_config("full", eval_every=60, batch_size=4)], 36, 6.0, "cuda")[0]
+    assert "; 1 evaluation (every 60 steps and the last) at 6.0 s, as the untouched model's took: 0.1 min; " in once
     monkeypatch.setitem(timing.TRAINING_RATIO, "cpu", (1.5, "a study's arms took here"))
     line, metrics = timing.forecast(cost, arms, 36, 6.0, "cpu")
     assert line.endswith(
