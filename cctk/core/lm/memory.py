@@ -19,7 +19,7 @@ read), in bytes::
                                       while it trains (``--curves``, KR-Test's evaluations every K steps),
                                       beside the gradients and the optimizer's moments
 
-A measurement alone (``cctk measure``, ``krtest eval``: ``measuring``, ``Job.trains`` False) is the weights, the
+A measurement alone (``cctk measure``, ``krtest eval``: ``measuring``, ``Job.untrained`` set) is the weights, the
 measurement and, on a CPU, the runtime: no gradients, moments, activations or training logits.
 
 T is the tokens of one batch: B rows of up to R tokens, B the batch size, or the rows of the largest training set
@@ -204,8 +204,13 @@ class Job:
     most_rows: int | None = None  # rows of the largest training set: no batch holds more (None: not known)
     distinct_rows: int | None = None  # distinct rows of a training set: a packed batch feeds no more (None: not known)
     packs: bool = True  # whether a batch may go packed (False: its rows share too little, every batch pads)
-    trains: bool = True  # False: a measurement alone (``cctk measure``, ``krtest eval``): no training term
-    untrained: str = "measured"  # what a job that does not train does, as its memory line says (a teacher: generates)
+    # a job that trains nothing: what it does, as its memory line says ("measured": ``cctk measure``, ``krtest eval``;
+    # "generating": a local teacher), no training term; None: it trains
+    untrained: str | None = None
+
+    @property
+    def trains(self) -> bool:
+        return self.untrained is None
 
     def batch(self, batch_size: int) -> int:
         """The rows of the largest batch the job trains at ``batch_size``: the batch, or every row where fewer."""
@@ -259,7 +264,7 @@ def measuring(model: str, shape: Shape, room: Room, logit_copies: int = LOGIT_CO
     """The plan of a measurement alone (``cctk measure``, ``krtest eval``): the model's weights, in float32, and the
     scorer's logits (``logit_copies`` budgets held at once) on the device, nothing trained. ``doing``: what the
     model does, as the memory line says it ("generating": a local teacher's replies, bounded the same way)."""
-    return Plan(model, shape, Recipe(), 1, room, job=Job(trains=False, logit_copies=logit_copies, untrained=doing))
+    return Plan(model, shape, Recipe(), 1, room, job=Job(logit_copies=logit_copies, untrained=doing))
 
 
 @dataclass(frozen=True)
@@ -333,7 +338,11 @@ class Plan:
         rest = self.estimate.device - self.estimate.weights
         if self.on_cpu or rest <= free - margin(free):
             return None
-        rest_of = f"the rest of this recipe ({self._recipe_words()})" if self.job.trains else "its measurement"
+        rest_of = (
+            f"the rest of this recipe ({self._recipe_words()})"
+            if self.job.trains
+            else f"the rest ({self._job_words()})"
+        )
         return (
             f"{self.model} is on {self.room.name}, and {rest_of} needs about {gib(rest)} more there, {gib(free)} "
             f"free now ({gib(margin(free))} of it kept free: other processes or kernels took memory since the "

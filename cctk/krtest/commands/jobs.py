@@ -317,10 +317,10 @@ def run_train(
         inputs.log(run)
         with placed(lm, plan, where, f"the {arm_key(config)} arm") as lm:
             cut = rows, corpus_rows(inputs.validation, tokenizer, config.max_tokens)  # the plan's rows, not cut again
-            cost = timing.planned_cost(lm, rows, [config], compute.peak_gflops(str(where), config.recipe.precision))
+            cost = timing.planned_cost(lm, rows, config, compute.peak_gflops(str(where), config.recipe.precision))
 
             def forecast(per_eval: float) -> None:  # once step 0 is evaluated: as long as each evaluation after it
-                line, metrics = timing.forecast(cost, [config], len(rows), per_eval, where.type)
+                line, metrics = timing.forecast([(config, cost)], len(rows), per_eval, where.type)
                 echo(line)
                 run.metrics(metrics)
 

@@ -338,7 +338,8 @@ def _arms(
             rows = val_rows if key == "blind" else None  # the untouched model's perplexity: once
             began = time.perf_counter()
             evaluated[key] = evaluate_arm(run, model, tokenizer, items, outcome.folder / key, echo, rows)
-            per_eval = per_eval or time.perf_counter() - began
+            if key == "blind":
+                per_eval = time.perf_counter() - began
         outcome.summaries[key], outcome.tables[key] = evaluated[key].summary, evaluated[key].items
     lm.cpu()  # the untouched model waits in host memory while the arms train their own copies
     costs = _forecast(config, arms, lm, per_eval, parent, echo)
@@ -378,14 +379,13 @@ def _forecast(
     """Before the first arm trains: the trained arms' compute limit at the GEMM peak measured now and their
     evaluations at ``per_eval`` seconds each, printed and logged on the study's run; returns each arm's own cost."""
     rows, where = config.training_rows, resolve_device(config.device)
-    (precision,) = {arm.recipe.precision for arm in arms.values()}
+    (precision,) = {arm.recipe.precision for arm in arms.values()}  # one peak: the arms share their arithmetic
     peak = compute.peak_gflops(str(where), precision)
-    line, metrics = timing.forecast(
-        timing.planned_cost(lm, rows, list(arms.values()), peak), list(arms.values()), len(rows), per_eval, where.type
-    )
+    costs = {key: timing.planned_cost(lm, rows, arm, peak) for key, arm in arms.items()}
+    line, metrics = timing.forecast([(arm, costs[key]) for key, arm in arms.items()], len(rows), per_eval, where.type)
     echo(line)
     parent.metrics(metrics)
-    return {key: timing.planned_cost(lm, rows, [arm], peak) for key, arm in arms.items()}
+    return costs
 
 
 @contextmanager

@@ -36,24 +36,26 @@ def evaluations(config: TrainConfig, rows: int) -> int:
     return total // config.eval_every + (1 if total % config.eval_every else 0)
 
 
-def planned_cost(model: PreTrainedModel, rows: Sequence[Row], arms: Sequence[TrainConfig], peak: float) -> compute.Cost:
-    """The compute limit of ``arms`` training ``model`` (untouched: no adapter yet) on ``rows`` at ``peak`` GFLOP/s:
-    each arm's rows over its epochs, at 6 x the weights a token for full fine-tuning and 4 x for LoRA."""
-    (precision,) = {arm.recipe.precision for arm in arms}  # one peak: the arms share their arithmetic
-    per_row = {full: compute.example_flops(model, rows, trains_weights=full) / 1e9 for full in (True, False)}
-    cost = [(len(rows) * arm.recipe.epochs, per_row[arm.method == "full"]) for arm in arms]
-    return compute.planned_cost(cost, peak, precision)
+def planned_cost(model: PreTrainedModel, rows: Sequence[Row], arm: TrainConfig, peak: float) -> compute.Cost:
+    """The compute limit of ``arm`` training ``model`` (untouched: no adapter yet) on ``rows`` at ``peak`` GFLOP/s:
+    its rows over its epochs, at 6 x the weights a token for full fine-tuning and 4 x for LoRA."""
+    per_row = compute.example_flops(model, rows, trains_weights=arm.method == "full") / 1e9
+    return compute.planned_cost([(len(rows) * arm.recipe.epochs, per_row)], peak, arm.recipe.precision)
 
 
 def forecast(
-    cost: compute.Cost, arms: Sequence[TrainConfig], rows: int, per_eval: float, device_type: str
+    arms: Sequence[tuple[TrainConfig, compute.Cost]], rows: int, per_eval: float, device_type: str
 ) -> tuple[str, dict[str, float]]:
     """The line printed before the first arm trains, and its metrics (``estimated_limit_seconds``,
-    ``estimated_eval_seconds``; ``estimated_seconds`` where ``TRAINING_RATIO`` knows the device): the training's
-    compute limit, the evaluations at ``per_eval`` seconds each (as the untouched model's took)."""
-    limit, count = cost.limit_seconds, sum(evaluations(arm, rows) for arm in arms)
+    ``estimated_eval_seconds``; ``estimated_seconds`` where ``TRAINING_RATIO`` knows the device): the arms'
+    compute limit (each arm's ``planned_cost``, at one peak), the evaluations at ``per_eval`` seconds each (as the
+    untouched model's took)."""
+    costs = [cost for _, cost in arms]
+    ((precision, peak_gflops, pinned),) = {(c.precision, c.peak_gflops, c.pinned) for c in costs}  # one arithmetic
+    cost = compute.Cost(sum(c.examples for c in costs), sum(c.gflop for c in costs), peak_gflops, precision, pinned)
+    limit, count = cost.limit_seconds, sum(evaluations(arm, rows) for arm, _ in arms)
     peak = "the GEMM peak pinned" if cost.pinned else "this machine's GEMM peak at the start"
-    steps = sorted({arm.eval_every for arm in arms})
+    steps = sorted({arm.eval_every for arm, _ in arms})
     every = "every step" if steps == [1] else f"every {'/'.join(map(str, steps))} steps"
     line = (
         f"estimated: the training's {cost.precision} compute limit is {limit / 60:.1f} min ({cost.examples:,} rows "

@@ -417,5 +417,13 @@ def test_a_measurement_alone_is_planned_as_its_weights_and_the_scorers_logits(sh
     )
     placed = big.placed_shortfall(GIB // 2)
     assert placed is not None and placed.startswith(
-        "phi-1.5 is on cuda:0 (Tesla T4), and its measurement needs about 0.5 GiB more there, 0.5 GiB free now"
+        "phi-1.5 is on cuda:0 (Tesla T4), and the rest (measured in float32) needs about 0.5 GiB more there, 0.5 GiB "
+        "free now"
+    )
+    teacher = memory.measuring(
+        "phi-1.5", shapes["phi-1.5"], dataclasses.replace(t4(), device=4 * GIB), doing="generating"
+    )
+    assert teacher.shortfall().startswith("phi-1.5 generating in float32 needs about 5.8 GiB on cuda:0 (Tesla T4)")
+    assert teacher.placed_shortfall(GIB // 2).startswith(
+        "phi-1.5 is on cuda:0 (Tesla T4), and the rest (generating in float32) needs about 0.5 GiB more there"
     )
