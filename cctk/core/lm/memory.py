@@ -54,7 +54,7 @@ tests/core/lm/test_memory.py and by ``python -m cctk.bench gpu``.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -430,6 +430,34 @@ class Plan:
         """Whether ``shape`` with ``recipe`` fits this plan's device and host."""
         need = self._estimate(shape, recipe)
         return (self.on_cpu or need.device <= self.room.usable) and need.host(self.on_cpu) <= self.room.host
+
+
+def together(plans: Sequence[Plan]) -> str | None:
+    """Jobs that train nothing, loaded at once on one device and run in turn (a local teacher and a local
+    oracle), each planned alone: None where all their weights and the largest of the rest (one reply at a time)
+    fit, else one line. On a GPU each model's host copy moves to the device before the next one loads."""
+    assert plans and not any(p.job.trains for p in plans), "models that train load one at a time"
+    room = min((p.room for p in plans), key=lambda r: (r.device, r.host))  # read before each load: the least
+    weights = sum(p.estimate.weights for p in plans)
+    device = weights + max(p.estimate.device - p.estimate.weights for p in plans)
+    on_cpu = room.device_type == "cpu"
+    if not on_cpu and device > room.usable:
+        where, needed, free = f"on {room.name}", device, room.device
+        kept = f" ({gib(margin(room.device))} of it kept free)"
+    elif (host := device if on_cpu else max(p.estimate.weights for p in plans)) > room.host:
+        where, needed, free, kept = "in host memory", host, room.host, ""
+    else:
+        return None
+    names = " and ".join(f"{p.model} ({gib(p.estimate.weights)} of weights)" for p in plans)
+    larger = (
+        f"a device with at least {gib(free_for(device))} free"
+        if not on_cpu
+        else f"a machine with at least {gib(device)} of free memory"
+    )
+    return (
+        f"{names}, {plans[0].job.untrained} in float32 at once, need about {gib(needed)} {where}, {gib(free)} "
+        f"free{kept}; each fits alone: make one of them an endpoint (http://host:port/v1), or use {larger}"
+    )
 
 
 def _flags(variant: Recipe, recipe: Recipe) -> str:

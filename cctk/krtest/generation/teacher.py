@@ -473,6 +473,18 @@ class LocalTeacher:
         }
 
 
+def check_together(*chosen: Teacher | None) -> None:
+    """A local teacher and a local oracle load at once on one ``--device`` (``make_teacher`` checked each
+    alone): both weights and the larger reply checked together, before either loads; one line where they do not
+    fit."""
+    from ...core.lm.memory import together
+
+    plans = [t.plan for t in chosen if isinstance(t, LocalTeacher)]
+    short = together(plans) if len(plans) > 1 else None
+    if short:
+        raise CctkError(short)
+
+
 def make_teacher(
     teacher: str,
     teacher_model: str | None = None,

@@ -427,3 +427,35 @@ def test_a_measurement_alone_is_planned_as_its_weights_and_the_scorers_logits(sh
     assert teacher.placed_shortfall(GIB // 2).startswith(
         "phi-1.5 is on cuda:0 (Tesla T4), and the rest (generating in float32) needs about 0.5 GiB more there"
     )
+
+
+def test_models_loaded_at_once_are_planned_as_both_weights_and_the_larger_reply(shapes):
+    """A local teacher and a local oracle on one card: each fits a 10 GiB card alone (5.8 GiB), both do not
+    (their weights, 2 x 5.3 GiB, and one scorer's budgets); the host holds one copy at a time on its way to the
+    card, so a 50 GiB host never refuses them and a 5 GiB one does (5.3 GiB of phi-1.5's weights)."""
+    phi, small = shapes["phi-1.5"], shapes["smollm2-135m"]
+    card = dataclasses.replace(t4(), device=10 * GIB)
+
+    def plans(room):
+        return [
+            memory.measuring(n, s, room, doing="generating") for n, s in (("phi-1.5", phi), ("smollm2-135m", small))
+        ]
+
+    alone = plans(card)
+    assert all(p.shortfall() is None for p in alone)
+    assert memory.together(plans(dataclasses.replace(card, device=20 * GIB))) is None
+    both = [memory.measuring("phi-1.5", phi, card, doing="generating")] * 2
+    need = 8 * phi.params + 2 * memory.LOGIT_BUDGET * 4
+    assert memory.gib(need) == "11.1 GiB"
+    assert memory.together(both) == (
+        "phi-1.5 (5.3 GiB of weights) and phi-1.5 (5.3 GiB of weights), generating in float32 at once, need about "
+        "11.1 GiB on cuda:0 (Tesla T4), 10.0 GiB free (0.5 GiB of it kept free); each fits alone: make one of them "
+        f"an endpoint (http://host:port/v1), or use a device with at least {memory.gib(memory.free_for(need))} free"
+    )
+    # the card's room for phi-1.5 with the smaller model: 4 x (both) + phi's budgets, just over and just under
+    pair = 4 * (phi.params + small.params) + 2 * memory.LOGIT_BUDGET * 4
+    tight = memory.free_for(pair)
+    assert memory.together(plans(dataclasses.replace(card, device=tight))) is None
+    assert memory.together(plans(dataclasses.replace(card, device=tight - 2 * 2**20))) is not None
+    short_host = memory.together(plans(dataclasses.replace(card, device=20 * GIB, host=5 * GIB)))
+    assert short_host is not None and "need about 5.3 GiB in host memory, 5.0 GiB free;" in short_host

@@ -336,6 +336,29 @@ def test_a_local_teacher_too_large_for_its_device_is_refused_before_it_loads(tmp
     assert not out.exists()
 
 
+def test_a_local_teacher_and_oracle_that_fit_apart_and_not_together_are_refused_before_either_loads(
+    tmp_path, tracking_uri, monkeypatch
+):
+    """Both load at once on ``--device``: on 1.5 GiB free each fits alone (1.3 GiB) and both do not (their
+    weights and one reply's budget: 1.8 GiB); one line before either loads, nothing written."""
+    from cctk.core.lm import device, models
+    from cctk.core.lm.memory import GIB, Room
+
+    monkeypatch.setattr(device, "room", lambda where: Room(3 * GIB // 2, 3 * GIB // 2, "cpu", "cpu"))
+    monkeypatch.setattr(models, "load_model", lambda *a, **k: pytest.fail("loaded"))
+    out = tmp_path / "out"
+    local = "smollm2-135m-bundled"
+    args = ["--corpus", str(DATA / "kr_corpus.txt"), "--teacher", local, "--oracle", local, "--device", "cpu"]
+    result = CliRunner().invoke(cli, ["krtest", "generate", *args, "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    assert result.output == (
+        "Error: smollm2-135m-bundled (0.5 GiB of weights) and smollm2-135m-bundled (0.5 GiB of weights), "
+        "generating in float32 at once, need about 1.8 GiB in host memory, 1.5 GiB free; each fits alone: make "
+        "one of them an endpoint (http://host:port/v1), or use a machine with at least 1.8 GiB of free memory\n"
+    )
+    assert not out.exists()
+
+
 def test_an_endpoint_that_fails_mid_way_stops_in_one_line(tiny_dir, tmp_path, tracking_uri):
     """A stand-in server (not a teacher) that lists one model and fails every chat request."""
     import threading
