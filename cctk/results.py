@@ -139,16 +139,17 @@ def load_sweep(sweep_id: str, tracking_name: str | None = None, cache: Path | No
     """Every finished cell of sweep ``sweep_id``: its cell's key (``smollm2-135m-bundled|seed=3``) -> its
     pipeline's results, in the order of the keys (``load`` of each run id: downloaded once into the cache)."""
     store = tracking.connect(tracking_name, create=False)
-    cells = ((r.tags[tracking.CELL], load(r.run_id, tracking_name, cache)) for r in finished_cells(store, sweep_id))
+    finished = finished_cells(store, store.sweep(sweep_id))
+    cells = ((r.tags[tracking.CELL], load(r.run_id, tracking_name, cache)) for r in finished)
     return Keyed("cell", cells, " in this sweep")  # a cell mistyped: one line naming the closest
 
 
-def finished_cells(store: tracking.Store, sweep_id: str) -> list[tracking.TrackedRun]:
-    """The finished pipeline of each cell of sweep ``sweep_id`` (a one-line error where it is no sweep or none
-    has finished), by cell key."""
-    cells = _finished(store.cells(store.sweep(sweep_id)))
+def finished_cells(store: tracking.Store, sweep: tracking.TrackedRun) -> list[tracking.TrackedRun]:
+    """The finished pipeline of each cell of ``sweep`` (``store.sweep``: a one-line error where it is no sweep),
+    by cell key; a one-line error where none has finished."""
+    cells = _finished(store.cells(sweep))
     if not cells:
-        raise CctkError(f"sweep {sweep_id} has no finished pipeline yet")
+        raise CctkError(f"sweep {sweep.run_id} has no finished pipeline yet")
     return cells
 
 

@@ -13,9 +13,12 @@ from ..manuals.pooled import PooledRun
 from ..store import session, tracking
 
 
-def run_ids(store: tracking.Store, sweep: str | None = None, runs: list[str] | None = None) -> list[str]:
-    """The pipeline runs of ``--sweep ID`` (its finished cells) or of ``--runs ID1,ID2,...`` (each once)."""
-    if bool(sweep) == bool(runs):
+def run_ids(
+    store: tracking.Store, sweep: tracking.TrackedRun | None = None, runs: list[str] | None = None
+) -> list[str]:
+    """The pipeline runs of ``--sweep ID`` (``sweep``, its run: its finished cells) or of ``--runs ID1,ID2,...``
+    (each once)."""
+    if (sweep is None) == (not runs):
         raise CctkError("cctk compare needs --sweep ID or --runs ID1,ID2,... (one of them)")
     if runs:
         for run_id in runs:

@@ -23,9 +23,10 @@ def run(
     """Compare the finished cells of sweep ``sweep_id`` or the pipelines ``runs`` (each once) into
     ``out``; returns what was written and the compare run's id (nested under the sweep, when one is given;
     None where ``log`` is off: a reader who may not write compares all the same)."""
-    ids = gather.run_ids(store, sweep_id, runs)  # every check before the run exists
+    sweep = store.sweep(sweep_id) if sweep_id else None  # read once: its cells and how many it planned
+    ids = gather.run_ids(store, sweep, runs)  # every check before the run exists
     pipelines = counted(len(ids), "pipeline")
-    echo(f"comparing {pipelines}{_unfinished(store, sweep_id, len(ids))} ...")
+    echo(f"comparing {pipelines}{_unfinished(sweep, len(ids))} ...")
     run_id = None
     if log:
         tags = {"mlflow.source.name": "cctk compare", **({tracking.SWEEP: sweep_id} if sweep_id else {})}
@@ -44,12 +45,12 @@ def run(
     return compared, run_id
 
 
-def _unfinished(store: tracking.Store, sweep_id: str | None, finished: int) -> str:
+def _unfinished(sweep: tracking.TrackedRun | None, finished: int) -> str:
     """`` (2 of the sweep's 4 cells finished: ...)`` where a sweep's cells have not all finished (a sweep stopped,
     or a cell failed for good), so that its comparison is not read as the whole grid's; else nothing."""
-    if not sweep_id:
+    if sweep is None:
         return ""
-    planned = store.sweep(sweep_id).params.get("cells", "")
+    planned = sweep.params.get("cells", "")
     if not planned.isdigit() or int(planned) <= finished:
         return ""
-    return f" ({finished} of the sweep's {planned} cells finished: cctk sweep --resume {sweep_id} runs the rest)"
+    return f" ({finished} of the sweep's {planned} cells finished: cctk sweep --resume {sweep.run_id} runs the rest)"

@@ -59,8 +59,12 @@ def logged_sweep(tmp_path, tracking_uri):
 def test_compare_a_sweep(tmp_path, logged_sweep, tracking_uri, monkeypatch):
     monkeypatch.setenv("CCTK_CACHE", str(tmp_path / "cache"))
     sweep_id, tables = logged_sweep
+    read = []  # the sweep's run, read once for its cells and its planned count (was twice)
+    sweep_of = tracking.Store.sweep
+    monkeypatch.setattr(tracking.Store, "sweep", lambda self, run_id: read.append(run_id) or sweep_of(self, run_id))
     result = CliRunner().invoke(cli, ["compare", "--sweep", sweep_id, "--out", str(tmp_path / "cmp")])
     assert result.exit_code == 0, result.output
+    assert read == [sweep_id]
     # the third cell never finished: said (it said "comparing 2 pipelines ...", as of a whole grid)
     assert result.output.startswith(
         f"comparing 2 pipelines (2 of the sweep's 3 cells finished: cctk sweep --resume {sweep_id} runs the rest) ..."
