@@ -261,6 +261,16 @@ def model_config(key_or_path: str) -> PretrainedConfig:
         raise CctkError(f"cannot read the configuration of {key_or_path}: {type(error).__name__}: {first}") from None
 
 
+def stated_context(config: PretrainedConfig) -> int | None:
+    """The longest sequence a model's configuration says it reads (its position embeddings); None where it
+    states none."""
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
 def roster_shapes() -> dict[str, Shape]:
     """The roster's models (the bundled one is smollm2-135m's shape) as ``cctk.core.lm.memory.Shape`` by key, built
     from their shipped configurations: what fits a device is named from these."""

@@ -24,7 +24,7 @@ from ...core.lm import compute, memory
 from ...core.lm.corpus import most_shared
 from ...core.lm.device import check_recipe, measurement_plan, placed, resolve as resolve_device, room
 from ...core.lm.finetune import MIN_SHARED
-from ...core.lm.models import check_available, load_model, load_tokenizer, model_config
+from ...core.lm.models import check_available, load_model, load_tokenizer, model_config, stated_context
 from ...core.lm.record import TrainRecord
 from ...core.lm.scoring import pad_id
 from ...store import tracking
@@ -57,7 +57,7 @@ from . import timing
 
 if TYPE_CHECKING:
     import torch
-    from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     from ...core.lm.corpus import Row
 
@@ -226,16 +226,6 @@ def run_eval(
             summary = evaluate_arm(run, lm, tokenizer, items, Path(out), echo).summary
     echo(track.store.link(run.run_id))
     return summary
-
-
-def stated_context(config: PretrainedConfig) -> int | None:
-    """The longest sequence a model's configuration says it reads (its position embeddings); None where it
-    states none."""
-    for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
-        value = getattr(config, name, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
 
 
 def check_rows(model: str, max_tokens: int, option: str | None = "--max-tokens") -> None:

@@ -56,7 +56,7 @@ from ..measurement.passages import Passage, check_segment
 from ..measurement.scoring import encode_continuation
 from .corpora import Document, Located, cut, read_documents
 from .journal import JOURNAL, Journal, open_journal
-from .teacher import PROMPT_VERSION, Reply, Teacher, ask, messages, parse_reply
+from .teacher import PROMPT_VERSION, LocalTeacher, Reply, Teacher, ask, messages, parse_reply
 from .validate import MAX_SPANS, REASONS, SUPPORT, Checker, key
 
 if TYPE_CHECKING:
@@ -388,7 +388,46 @@ def run(
     if journal is None:
         dry_run(found, documents, tokenizer, options, echo)
         return None
+    if isinstance(teacher, LocalTeacher):
+        check_context(teacher, found, documents, tokenizer, options)
     return _generate(request, teacher, gate, journal, settings, documents, found, tokenizer, echo)
+
+
+def check_context(
+    teacher: LocalTeacher,
+    found: list[Located],
+    documents: list[Document],
+    tokenizer: PreTrainedTokenizerBase,
+    options: GenerationOptions,
+) -> None:
+    """A local teacher's longest prompt and a reply of ``--max-tokens`` within its context (its position
+    embeddings), one line before the first request: past them a model with learned positions fails and a
+    rotary one writes where it never read (an endpoint's server answers for its own). ``tokenizer``: the one
+    ``--max-tokens-per-passage`` counts in."""
+    limit = teacher.context
+    if limit is None:
+        return
+    n, tokens = teacher.longest([messages(located.passage.text, options.per_passage) for located in found])
+    if tokens + teacher.max_tokens <= limit:
+        return
+    located = found[n]
+    instructions = teacher.prompt_tokens(messages("", options.per_passage))
+    past = f"past {teacher.model_name}'s context of {limit} tokens (its position embeddings)"
+    room = limit - teacher.max_tokens - instructions
+    if room < 8:  # --max-tokens-per-passage takes 8 at least
+        raise CctkError(
+            f"the teacher's instructions ({instructions} tokens) and a reply of up to {teacher.max_tokens} "
+            f"(--max-tokens) are {past}: a smaller --max-tokens, or a teacher that reads more"
+        )
+    counted = len(tokenizer(located.passage.text, add_special_tokens=False)["input_ids"])
+    fits = max(8, counted * room // (tokens - instructions))  # the two tokenizers' ratio on this passage
+    where = f"{documents[located.document].name} location {located.passage.location(options.location)}"
+    raise CctkError(
+        f"the passage at {where} makes a prompt of {tokens} tokens ({instructions} of them the instructions), and "
+        f"with a reply of up to {teacher.max_tokens} (--max-tokens) it is {past}: --max-tokens-per-passage "
+        f"{fits} splits passages at sentence ends (this one is {counted} tokens as the tokenizer counts), or a "
+        "teacher that reads more"
+    )
 
 
 def dry_run(

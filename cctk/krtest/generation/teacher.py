@@ -23,6 +23,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
@@ -420,25 +421,25 @@ class LocalTeacher:
 
     def complete(self, chat: list[dict[str, str]], n: int = 0, limit: int | None = None) -> Reply:
         import torch
-        from transformers import BatchEncoding, GenerationMixin
+        from transformers import GenerationMixin
 
         from ...core.lm.device import out_of_memory_as_line
 
         assert self._loaded is not None, "connect() loads the model before any request"
         model, tokenizer = self._loaded
         assert isinstance(model, GenerationMixin), type(model)  # load_model's AutoModelForCausalLM generates
-        if tokenizer.chat_template:
-            encoded = tokenizer.apply_chat_template(
-                chat, add_generation_prompt=True, return_dict=True, return_tensors="pt"
-            )
-            assert isinstance(encoded, BatchEncoding), type(encoded)  # return_dict=True
-            ids = encoded["input_ids"]
-        else:  # a base model: the chat as plain text
-            text = "".join(f"{m['role']}: {m['content']}\n" for m in chat) + "assistant:"
-            ids = tokenizer(text, return_tensors="pt")["input_ids"]
+        ids = self._prompt(chat)
         sample = bool(self.temperature)
         options = {"do_sample": True, "temperature": self.temperature, "top_p": 1.0} if sample else {"do_sample": False}
         limit = limit or self.max_tokens
+        context = self.context
+        if context is not None:  # a retry's doubled limit stops at the context (generate checks the first fits)
+            if ids.shape[1] >= context:  # an oracle's prompt (not checked before its first request)
+                raise CctkError(
+                    f"{self.model_name}'s request {n} is a prompt of {ids.shape[1]} tokens, past its context of "
+                    f"{context} tokens (its position embeddings)"
+                )
+            limit = min(limit, context - ids.shape[1])
         ids = ids.to(self.device)
         # request n draws from seed + n: a continued run draws the same (the CUDA generator forked too)
         cuda: list[int] = []
@@ -461,6 +462,43 @@ class LocalTeacher:
         said = tokenizer.decode(new, skip_special_tokens=True)
         assert isinstance(said, str), type(said)  # one sequence of ids decodes to one string
         return Reply(said, "length" if cut else "stop", int(ids.shape[1]), len(new))
+
+    def _prompt(self, chat: list[dict[str, str]]) -> torch.Tensor:
+        """The prompt's ids (one row) as ``complete`` sends them: the chat template's, or a base model's plain
+        text."""
+        from transformers import BatchEncoding
+
+        assert self._loaded is not None, "connect() loads the model before any request"
+        tokenizer = self._loaded[1]
+        if tokenizer.chat_template:
+            encoded = tokenizer.apply_chat_template(
+                chat, add_generation_prompt=True, return_dict=True, return_tensors="pt"
+            )
+            assert isinstance(encoded, BatchEncoding), type(encoded)  # return_dict=True
+            ids: torch.Tensor = encoded["input_ids"]
+            return ids
+        text = "".join(f"{m['role']}: {m['content']}\n" for m in chat) + "assistant:"
+        plain: torch.Tensor = tokenizer(text, return_tensors="pt")["input_ids"]
+        return plain
+
+    @property
+    def context(self) -> int | None:
+        """The longest sequence the loaded model reads (its position embeddings); None where it states none."""
+        from ...core.lm.models import stated_context
+
+        assert self._loaded is not None, "connect() loads the model before any request"
+        return stated_context(self._loaded[0].config)
+
+    def prompt_tokens(self, chat: list[dict[str, str]]) -> int:
+        return int(self._prompt(chat).shape[1])
+
+    def longest(self, chats: Sequence[list[dict[str, str]]], candidates: int = 8) -> tuple[int, int]:
+        """Which of ``chats`` makes the longest prompt, and its tokens as sent: the ``candidates`` longest by
+        their last message alone (one batch through the tokenizer) each put through the template."""
+        assert self._loaded is not None, "connect() loads the model before any request"
+        alone = self._loaded[1]([c[-1]["content"] for c in chats], add_special_tokens=False)["input_ids"]
+        first = sorted(range(len(chats)), key=lambda i: -len(alone[i]))[:candidates]
+        return max(((i, self.prompt_tokens(chats[i])) for i in first), key=lambda found: found[1])
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -9,6 +9,7 @@ from click.testing import CliRunner
 from mlflow import MlflowClient
 
 from cctk.cli.main import cli
+from cctk.core.errors import CctkError
 from cctk.krtest.generation.from_corpus import GenerationOptions, generate, write_generation
 from cctk.krtest.generation.teacher import messages, parse_reply
 from cctk.krtest.measurement.items import read_items
@@ -268,7 +269,20 @@ def test_an_endpoint_url_is_shown_without_its_secrets(tmp_path):
     assert "S3cret" not in result.output
 
 
+def reading(tiny_dir, folder: Path, positions: int) -> Path:
+    """The tiny model (the bundled tokenizer) stating a context of ``positions`` tokens (its rotary positions go
+    on past 256 all the same)."""
+    import shutil
+
+    shutil.copytree(tiny_dir, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "max_position_embeddings": positions}))
+    return folder
+
+
 def test_local_teacher_is_seeded(tiny_dir, tmp_path, tracking_uri):
+    tiny_dir = reading(tiny_dir, tmp_path / "teacher", 2048)  # the instructions alone are 496 tokens
+
     def run(name, *extra):
         result = CliRunner().invoke(
             cli,
@@ -313,6 +327,109 @@ def test_local_teacher_is_seeded(tiny_dir, tmp_path, tracking_uri):
         run("d", "--temperature", "1.0", "--seed", "5")[1]
         == first
         != run("e", "--temperature", "1.0", "--seed", "6")[1]
+    )
+
+
+def test_a_local_teachers_prompt_past_its_context_is_refused_before_the_first_request(tiny_dir, tmp_path, tracking_uri):
+    """A local teacher's longest prompt (the instructions and its passage, as its chat template sends them) and a
+    reply of --max-tokens must lie within its stated context: past it a model with learned positions fails and a
+    rotary one writes where it never read. Refused in one line before any request, with the
+    --max-tokens-per-passage that fits (the passage's tokens scaled to the room left), which then runs."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
+    short, long = (
+        "The bridge has five arches.",
+        " ".join(f"Stone {n} of the bridge was cut in {1800 + n}." for n in range(30)),
+    )
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(f"{short}\n\n{long}\n")
+
+    def prompt(text):
+        return len(
+            tokenizer.apply_chat_template(messages(text, 1), add_generation_prompt=True, return_dict=True)["input_ids"]
+        )
+
+    instructions, tokens, counted = (
+        prompt(""),
+        prompt(long),
+        len(tokenizer(long, add_special_tokens=False)["input_ids"]),
+    )
+    limit = instructions + 16 + counted // 2  # the short passage fits, the long one does not
+    teacher = reading(tiny_dir, tmp_path / "teacher", limit)
+
+    def generate_with(out, *extra):
+        args = ["--corpus", str(corpus), "--teacher", str(teacher), "--tokenizer", str(teacher), "--per-passage", "1"]
+        return CliRunner().invoke(cli, ["krtest", "generate", *args, "--max-tokens", "16", "--out", str(out), *extra])
+
+    result = generate_with(tmp_path / "out")
+    assert result.exit_code == 1, result.output
+    fits = counted * (limit - 16 - instructions) // (tokens - instructions)
+    assert result.output == (
+        f"Error: the passage at c.txt location {len(short) + 2} makes a prompt of {tokens} tokens ({instructions} of "
+        f"them the instructions), and with a reply of up to 16 (--max-tokens) it is past {teacher}'s context of "
+        f"{limit} tokens (its position embeddings): --max-tokens-per-passage {fits} splits passages at sentence ends "
+        f"(this one is {counted} tokens as the tokenizer counts), or a teacher that reads more\n"
+    )
+    assert not (tmp_path / "out" / "replies.jsonl").exists() and not (tmp_path / "out" / "journal.jsonl").exists()
+    # the line's suggestion runs: every passage's prompt and reply within the context
+    done = generate_with(tmp_path / "split", "--max-tokens-per-passage", str(fits))
+    assert done.exit_code == 0, done.output
+    journal = [json.loads(line) for line in (tmp_path / "split" / "journal.jsonl").read_text().splitlines()]
+    units = [line for line in journal if "unit" in line]
+    assert len(units) > 2  # the long passage split
+    for unit in units:  # cut at 16, asked again with 32: the second reply stops at the context where it ends
+        assert unit["requests"] == 2 and unit["finish_reason"] == "length"
+        each = unit["usage"]["prompt_tokens"] // 2
+        assert unit["usage"]["completion_tokens"] - 16 == min(32, limit - each)
+    assert any(limit - unit["usage"]["prompt_tokens"] // 2 < 32 for unit in units)  # one retry cut by the context
+    # the instructions alone too long for the tiny model's own 256 positions: no passage split helps
+    alone = CliRunner().invoke(
+        cli,
+        [
+            "krtest",
+            "generate",
+            "--corpus",
+            str(corpus),
+            "--teacher",
+            str(tiny_dir),
+            "--tokenizer",
+            str(tiny_dir),
+            "--per-passage",
+            "1",
+            "--max-tokens",
+            "16",
+            "--out",
+            str(tmp_path / "none"),
+        ],
+    )
+    assert alone.exit_code == 1 and alone.output == (
+        f"Error: the teacher's instructions ({instructions} tokens) and a reply of up to 16 (--max-tokens) are past "
+        f"{tiny_dir}'s context of 256 tokens (its position embeddings): a smaller --max-tokens, or a teacher that "
+        "reads more\n"
+    )
+
+
+def test_a_local_teachers_retry_stops_at_its_context(tiny_dir, tmp_path):
+    """A reply cut by --max-tokens is asked again with twice the limit: a local teacher's stops where its
+    context ends (the prompt's tokens and the reply's within it), cut there."""
+    from cctk.krtest.generation.teacher import make_teacher
+
+    chat = messages("The bridge has five arches.", 1)
+    teacher = make_teacher(str(reading(tiny_dir, tmp_path / "teacher", 560)), max_tokens=16, device="cpu")
+    teacher.connect()
+    prompt = teacher.prompt_tokens(chat)
+    assert 500 < prompt < 544  # 16 tokens fit
+    reply = teacher.complete(chat, 0, 200)
+    assert (reply.prompt_tokens, reply.completion_tokens, reply.finish_reason) == (prompt, 560 - prompt, "length")
+    # a prompt past the context (an oracle's, not checked before its first request): one line, nothing generated
+    short = make_teacher(str(reading(tiny_dir, tmp_path / "short", 400)), max_tokens=16, device="cpu")
+    short.connect()
+    with pytest.raises(CctkError) as error:
+        short.complete(chat, 3)
+    assert str(error.value) == (
+        f"{tmp_path / 'short'}'s request 3 is a prompt of {prompt} tokens, past its context of 400 tokens (its "
+        "position embeddings)"
     )
 
 
