@@ -153,6 +153,10 @@ class OracleGate(Protocol[G]):
 
     def groups(self, done: Generation, passages: dict[tuple[str, int], str]) -> list[G]: ...
 
+    def check(self, groups: list[G]) -> None: ...
+
+    def check_passages(self, passages: dict[tuple[str, int], str]) -> None: ...
+
     def ask(self, group: G, n: int) -> dict[str, Any]: ...
 
     def apply(self, done: Generation, groups: list[G], entries: dict[int, dict[str, Any]], several: bool) -> None: ...
@@ -390,6 +394,10 @@ def run(
         return None
     if isinstance(teacher, LocalTeacher):
         check_context(teacher, found, documents, tokenizer, options)
+    if gate is not None:  # a local oracle's requests hold the passages at least, checked before the teacher's
+        gate.check_passages(
+            {(documents[f.document].name, f.passage.location(options.location)): f.passage.text for f in found}
+        )
     return _generate(request, teacher, gate, journal, settings, documents, found, tokenizer, echo)
 
 
@@ -544,6 +552,7 @@ def _ask_stages(
     if gate is None:
         return
     groups = gate.groups(judged.assemble(journal.entries), judged.texts())
+    gate.check(groups)  # a local oracle's longest request within its context, before its first
     progress = _progress(len(groups), len(journal.units(gate.stage)), "oracle", rewrite)
     _ask_all(len(groups), journal, lambda n: gate.ask(groups[n], n), options.concurrency, progress, gate.stage)
 

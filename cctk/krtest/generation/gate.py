@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..measurement.items import Item, item_row
-from .oracle import Group, Question, ask_group, positions, tally
+from .oracle import Group, Question, ask_group, check_context, positions, tally
 from .teacher import Teacher
 
 if TYPE_CHECKING:
@@ -67,6 +67,17 @@ class Gate:
             )
             for (document, location), found in members.items()
         ]
+
+    def check(self, groups: list[Group]) -> None:
+        """A local oracle's longest request within its context, before its first (one line where not)."""
+        check_context(self.oracle, groups)
+
+    def check_passages(self, passages: dict[tuple[str, int], str]) -> None:
+        """Before the teacher is asked: each passage (by document and location) alone as a local oracle's
+        request, within its context (its questions only add to it)."""
+        check_context(
+            self.oracle, [Group(document, location, text, ()) for (document, location), text in passages.items()]
+        )
 
     def ask(self, group: Group, n: int) -> dict[str, Any]:
         """The journal line of group ``n``'s request and reply."""

@@ -34,11 +34,11 @@ from ...core.stats import clopper_pearson
 from ..measurement.items import Item, read_items
 from .corpora import cut, read_documents
 from .journal import JOURNAL, Journal, open_journal
-from .teacher import ask
+from .teacher import LocalTeacher, ask
 
 if TYPE_CHECKING:
     from ..measurement.passages import Passage
-    from .teacher import EndpointTeacher, LocalTeacher, Teacher
+    from .teacher import EndpointTeacher, Teacher
 
 ORACLE_JSON, ORACLE_CSV, VALIDATED = "oracle.json", "oracle.csv", "questions.validated.jsonl"
 OWNED = (ORACLE_JSON, ORACLE_CSV, VALIDATED)
@@ -241,6 +241,7 @@ def run_oracle(request: OracleRequest, oracle: Teacher, echo: Callable[[str], No
     settings = request.settings({k: about.get(k) for k in ("kind", "model")})
     journal = open_journal(request.out, settings, OWNED, request.overwrite, "oracle check")
     oracle.connect()
+    check_context(oracle, groups)  # a local oracle's longest request, before its first
     store, out = tracking.connect(request.tracking), Path(request.out)
     name = f"krtest oracle {Path(request.questions).parent.name}"
     with journal.run(store, ORACLE_RUN, name, "cctk krtest oracle") as run:
@@ -278,6 +279,26 @@ def run_oracle(request: OracleRequest, oracle: Teacher, echo: Callable[[str], No
     )
     echo(store.link(run.run_id))
     return summary
+
+
+def check_context(oracle: Teacher, groups: list[Group]) -> None:
+    """A local oracle's longest request (a passage and every question of it, as its chat template sends them)
+    and a reply of ``--max-tokens`` within its stated context (its position embeddings), one line before its
+    first request; an endpoint's server answers for its own."""
+    if not isinstance(oracle, LocalTeacher) or (limit := oracle.context) is None or not groups:
+        return
+    n, tokens = oracle.longest([oracle_messages(group) for group in groups])
+    if tokens + oracle.max_tokens <= limit:
+        return
+    group = groups[n]
+    asked = f"and {counted(len(group.questions), 'question')}" if group.questions else "alone, before its questions"
+    where = " ".join(filter(None, (group.document, f"location {group.location}")))  # a document named where several
+    raise CctkError(
+        f"the oracle's request about the passage at {where} (the passage {asked}) is a prompt of {tokens} tokens, "
+        f"and with a reply of up to "
+        f"{oracle.max_tokens} (--max-tokens) it is past {oracle.model_name}'s context of {limit} tokens (its "
+        "position embeddings): an oracle that reads more, or an endpoint"
+    )
 
 
 def ask_group(oracle: Teacher, group: Group, n: int) -> dict[str, Any]:

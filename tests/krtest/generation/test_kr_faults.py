@@ -459,3 +459,69 @@ def test_a_model_the_server_refuses_says_why_and_the_mended_command_starts_afres
         [e.experiment_id for e in MlflowClient(tracking_uri).search_experiments()]
     )
     assert sorted(r.info.status for r in runs) == ["FAILED", "FINISHED"]  # the refused run stays what it was
+
+
+def test_a_local_oracle_gate_past_its_context_is_refused_before_it_is_asked(tiny_dir, tmp_path, tracking_uri):
+    """A local oracle's requests hold a passage and its kept items: each passage alone past its context is
+    refused before the teacher is asked; the passages within it and a passage's questions past it, after the
+    teacher (its replies journaled) and before the oracle's first request."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    from cctk.krtest.generation.oracle import Group, oracle_messages
+    from cctk.krtest.measurement.passages import segment
+
+    corpus = five_passages(tmp_path)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
+    bare = max(
+        len(
+            tokenizer.apply_chat_template(
+                oracle_messages(Group("", p.start, p.text, ())), add_generation_prompt=True, return_dict=True
+            )["input_ids"]
+        )
+        for p in segment(corpus.read_text())
+    )
+
+    def oracle_reading(name, positions):
+        folder = tmp_path / name
+        shutil.copytree(tiny_dir, folder)
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**config, "max_position_embeddings": positions}))
+        return str(folder)
+
+    with FaultServer(corpus.read_text(), items=scripted_items()) as teacher:
+        early = CliRunner().invoke(
+            cli,
+            generate_five(
+                teacher.url,
+                corpus,
+                tmp_path / "early",
+                tiny_dir,
+                "--oracle",
+                oracle_reading("a", bare + 15),
+                "--max-tokens",
+                "16",
+            ),
+        )
+        assert early.exit_code == 1 and teacher.passages_asked() == []
+        assert early.output.startswith("Error: the oracle's request about the passage at five.txt location ")
+        assert f"(the passage alone, before its questions) is a prompt of {bare} tokens" in early.output
+        late = CliRunner().invoke(
+            cli,
+            generate_five(
+                teacher.url,
+                corpus,
+                tmp_path / "late",
+                tiny_dir,
+                "--oracle",
+                oracle_reading("b", bare + 16),
+                "--max-tokens",
+                "16",
+            ),
+        )
+        assert late.exit_code == 1 and teacher.passages_asked() == [0, 1, 2, 3, 4]
+    assert late.output.startswith("Error: the oracle's request about the passage at five.txt location ")
+    assert "questions) is a prompt of" in late.output and f"context of {bare + 16} tokens" in late.output
+    lines = [json.loads(x) for x in (tmp_path / "late" / "journal.jsonl").read_text().splitlines()]
+    assert len([x for x in lines if "unit" in x]) == 5  # the teacher's five replies kept, the oracle asked nothing

@@ -196,3 +196,56 @@ def test_a_location_out_of_the_corpus_names_the_questions_file(tmp_path):
     with pytest.raises(CctkError) as refused:
         group_questions(found, passages, "char", str(tmp_path / "q.jsonl"))
     assert str(refused.value).startswith(f"{tmp_path / 'q.jsonl'} line 3: location 1000000 points at no passage")
+
+
+def test_a_local_oracles_longest_request_past_its_context_is_refused_before_its_first(tiny_dir, tmp_path, tracking_uri):
+    """Its longest request (a passage and every question of it, as its chat template sends them) and a reply of
+    --max-tokens within its stated context, else one line before any request; one token more of context, and
+    it runs, every request within it."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    from cctk.krtest.generation.oracle import OracleRequest, plan
+
+    write_questions(tmp_path / "q.jsonl")
+    groups = plan(
+        OracleRequest(tmp_path / "q.jsonl", CORPUS, tmp_path / "unused", seed=0, tokenizer_name=str(tiny_dir))
+    )
+    tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
+    sizes = [
+        len(
+            tokenizer.apply_chat_template(oracle_messages(g), add_generation_prompt=True, return_dict=True)["input_ids"]
+        )
+        for g in groups
+    ]
+    longest = groups[sizes.index(max(sizes))]
+
+    def oracle_reading(name, positions):
+        folder = tmp_path / name
+        shutil.copytree(tiny_dir, folder)
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**config, "max_position_embeddings": positions}))
+        return folder
+
+    def check(name, positions):
+        argv = ["krtest", "oracle", "--questions", str(tmp_path / "q.jsonl"), "--corpus", str(CORPUS)]
+        argv += ["--oracle", str(oracle_reading(name, positions)), "--device", "cpu", "--max-tokens", "16"]
+        return CliRunner().invoke(cli, [*argv, "--seed", "0", "--out", str(tmp_path / f"{name}_out")])
+
+    refused = check("short", max(sizes) + 15)
+    assert refused.exit_code == 1
+    assert refused.output == (
+        f"Error: the oracle's request about the passage at location {longest.location} (the passage and "
+        f"{len(longest.questions)} question{'s' if len(longest.questions) > 1 else ''}) is a prompt of {max(sizes)} "
+        f"tokens, and with a reply of up to 16 (--max-tokens) it is past {tmp_path / 'short'}'s context of "
+        f"{max(sizes) + 15} tokens (its position embeddings): an oracle that reads more, or an endpoint\n"
+    )
+    assert not (tmp_path / "short_out" / "journal.jsonl").exists()  # nothing asked, nothing to continue
+    done = check("enough", max(sizes) + 16)
+    assert done.exit_code == 0, done.output
+    lines = [json.loads(x) for x in (tmp_path / "enough_out" / "journal.jsonl").read_text().splitlines()]
+    asked = [line for line in lines if "unit" in line]
+    assert len(asked) == len(groups) and max(
+        line["usage"]["prompt_tokens"] // line["requests"] for line in asked
+    ) == max(sizes)
