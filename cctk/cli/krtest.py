@@ -11,6 +11,7 @@ import click
 
 from ..core.config import check_seeds
 from ..core.errors import CctkError
+from ..core.lm.memory import DTYPE_BYTES
 from ..core.lm.models import BUNDLED
 from ..krtest.generation.generate import ENTITIES, VALIDATION_ENTITIES
 from ..krtest.measurement.lora import DEFAULT_BUDGET
@@ -36,6 +37,7 @@ class _Endpoint(TypedDict):
     timeout: float
     retries: int
     device: str | None  # where a local teacher or oracle generates
+    dtype: str | None  # its weights' dtype
 
 
 class _GenerateOptions(_Endpoint):
@@ -168,6 +170,13 @@ LOCAL_DEVICE = click.option(
     help="A local model: where it generates, cpu, cuda, cuda:N or mps (default: cuda when available, else cpu); "
     "an endpoint's server chooses its own.",
 )
+LOCAL_DTYPE = click.option(
+    "--dtype",
+    type=click.Choice(list(DTYPE_BYTES)),
+    default=None,
+    help="A local model: the dtype its weights load and generate in (default: float32; bfloat16 and float16, on "
+    "CUDA alone, take half the memory).",
+)
 
 
 @krtest.command(short_help="Write KR-Test items: a fictional set, or from your corpus.")
@@ -206,6 +215,7 @@ LOCAL_DEVICE = click.option(
     help="Teacher sampling temperature, sent (with the seed) only when given [local default: greedy].",
 )
 @LOCAL_DEVICE
+@LOCAL_DTYPE
 @click.option(
     "--max-tokens",
     type=int,
@@ -284,7 +294,7 @@ def generate(
         raise CctkError(
             "--entities and --validation-entities size the fictional corpus; they mean nothing with --corpus"
         )
-    check_local_device(options["device"], teacher, options["oracle_name"])
+    check_local(options, teacher, options["oracle_name"])
     from ..krtest.generation import from_corpus
     from ..krtest.generation.teacher import check_together, make_teacher
 
@@ -324,20 +334,30 @@ def _gate(options: _GenerateOptions, seed: int) -> Gate | None:
 
 
 def _endpoint(values: _Endpoint) -> _Endpoint:
-    """An endpoint's --max-tokens, --timeout and --retries, and a local model's --device: the teacher's and the
-    oracle's."""
+    """An endpoint's --max-tokens, --timeout and --retries, and a local model's --device and --dtype: the
+    teacher's and the oracle's."""
     return {
         "max_tokens": values["max_tokens"],
         "timeout": values["timeout"],
         "retries": values["retries"],
         "device": values["device"],
+        "dtype": values["dtype"],
     }
 
 
-def check_local_device(device: str | None, *models: str | None) -> None:
-    """``--device`` only where a model given generates in-process (an endpoint's server chooses its own)."""
-    if device is not None and all(m is None or m.startswith(("http://", "https://")) for m in models):
-        raise CctkError(f"--device {device} is where a local model generates; an endpoint's server chooses its own")
+def check_local(values: _Endpoint, *models: str | None) -> None:
+    """``--device`` and ``--dtype`` only where a model given generates in-process (an endpoint's server chooses
+    its own)."""
+    if any(m is not None and not m.startswith(("http://", "https://")) for m in models):
+        return
+    if values["device"] is not None:
+        raise CctkError(
+            f"--device {values['device']} is where a local model generates; an endpoint's server chooses its own"
+        )
+    if values["dtype"] is not None:
+        raise CctkError(
+            f"--dtype {values['dtype']} is what a local model's weights load in; an endpoint's server chooses its own"
+        )
 
 
 def _fields(cls: type[D], values: Mapping[str, object], **given: object) -> D:
@@ -378,6 +398,7 @@ def _fields(cls: type[D], values: Mapping[str, object], **given: object) -> D:
 @click.option("--retries", type=int, default=5, show_default=True, help="Endpoint: retries of a request.")
 @TIMEOUT
 @LOCAL_DEVICE
+@LOCAL_DTYPE
 @click.option("--overwrite", is_flag=True, help="Replace a finished oracle check in --out.")
 @out_option("Folder for oracle.json, oracle.csv, questions.validated.jsonl.")
 @TRACKING
@@ -404,7 +425,7 @@ def oracle(
         raise CctkError("the oracle needs --questions FILE and --corpus PATH (or --generation DIR)")
     fields = {**values, "questions": questions, "corpus": corpus, **taken}  # --generation's own values win
     request = _fields(oracle_module.OracleRequest, fields, out=out, seed=seed)
-    check_local_device(values["device"], oracle_name)
+    check_local(values, oracle_name)
     chosen = oracle_module.make_oracle(oracle_name, oracle_model, api_key_env, seed=seed, **_endpoint(values))
     oracle_module.run_oracle(request, chosen, echo=click.echo)  # its accuracy, file and run printed
 
@@ -440,6 +461,7 @@ def _fictional(seed: int, out: Path, location: str, entities: int | None, valida
             "oracle_model",
             "oracle_api_key_env",
             "device",
+            "dtype",
         )
         if ctx.get_parameter_source(n) is not ParameterSource.DEFAULT
     ]

@@ -318,10 +318,24 @@ def placed(model: ModuleT, plan: Plan, device: torch.device, where: str) -> Iter
         yield moved
 
 
-def measurement_plan(model: str, config: PretrainedConfig, device: torch.device, doing: str = "measured") -> Plan:
+def measurement_plan(
+    model: str, config: PretrainedConfig, device: torch.device, doing: str = "measured", dtype: str = "float32"
+) -> Plan:
     """The plan of measuring the untouched ``model`` (its ``config``) on ``device`` (``memory.measuring``; ``doing``:
-    what it does, as the line says), checked: a model too large for the device or the host ends in one line,
-    before it is loaded."""
-    plan = measuring(model, Shape.of_config(config), room(device), doing=doing)
+    what it does, as the line says; ``dtype``: its weights'), checked: a model too large for the device or the
+    host ends in one line, before it is loaded."""
+    plan = measuring(model, Shape.of_config(config), room(device), doing=doing, dtype=dtype)
     plan.check()
     return plan
+
+
+def check_dtype(dtype: str, device: torch.device) -> None:
+    """A generating model's ``--dtype`` on ``device``, in one line before it loads: bfloat16 where the device has
+    bf16 arithmetic (as ``--precision bf16``), float16 on CUDA alone."""
+    from .compute import bf16_missing
+
+    if dtype == "float16" and device.type != "cuda":
+        raise CctkError(f"--dtype float16 is for CUDA devices, not {device}; use --dtype bfloat16 or float32")
+    missing = bf16_missing(str(device)) if dtype == "bfloat16" else None
+    if missing:
+        raise CctkError(f"--dtype bfloat16 needs native bf16 arithmetic: {missing}; use --dtype float32")

@@ -74,6 +74,7 @@ WORKSPACE = 32 * 2**20  # scratch of the kernels of a training step, counted wit
 ANSWER_TOKENS = 4  # supervised tokens of one arithmetic example at most: " 36\n" is 2-4 tokens
 # per trained parameter: two float32 moments; two 8-bit ones with a float32 scale per block of 256
 OPTIMIZER_BYTES = {"adamw": 8.0, "adamw8bit": 2 * (1 + 4 / 256)}
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}  # a parameter of weights loaded in each (--dtype)
 ADAMW8BIT_TEMPORARY = 8  # bytes a value of the largest tensor: cctk.core.lm.adamw8bit.TEMPORARY_BYTES (torch-free)
 LOGIT_COPIES = 2  # the scorer's logits: the logits and their log-softmax
 MARGIN_SHARE = 0.05  # of a GPU's free memory, kept free (see the module's docstring)
@@ -207,6 +208,7 @@ class Job:
     # a job that trains nothing: what it does, as its memory line says ("measured": ``cctk measure``, ``krtest eval``;
     # "generating": a local teacher), no training term; None: it trains
     untrained: str | None = None
+    weights_dtype: str = "float32"  # the dtype its weights load in, where it trains nothing (a local teacher's --dtype)
 
     @property
     def trains(self) -> bool:
@@ -230,9 +232,8 @@ def estimate(
     ``job``: what the training asks beyond that (trainable parameters, supervised tokens, measuring mid-way).
     """
     if not job.trains:  # the weights and the scorer's logits alone
-        return Estimate(
-            4 * shape.params, 0, 0, 0, 0, 0, job.logit_copies * LOGIT_BUDGET * 4, _runtime(device_type), waiting
-        )
+        weights = DTYPE_BYTES[job.weights_dtype] * shape.params
+        return Estimate(weights, 0, 0, 0, 0, 0, job.logit_copies * LOGIT_BUDGET * 4, _runtime(device_type), waiting)
     trained = shape.params if job.trained is None else job.trained
     half = recipe.precision in ("bf16", "fp16")
     batch = job.batch(recipe.batch_size)
@@ -260,11 +261,20 @@ def _runtime(device_type: str) -> int:
     return CPU_FIRST_STEP if device_type == "cpu" else 0
 
 
-def measuring(model: str, shape: Shape, room: Room, logit_copies: int = LOGIT_COPIES, doing: str = "measured") -> Plan:
+def measuring(
+    model: str,
+    shape: Shape,
+    room: Room,
+    logit_copies: int = LOGIT_COPIES,
+    doing: str = "measured",
+    dtype: str = "float32",
+) -> Plan:
     """The plan of a measurement alone (``cctk measure``, ``krtest eval``): the model's weights, in float32, and the
     scorer's logits (``logit_copies`` budgets held at once) on the device, nothing trained. ``doing``: what the
-    model does, as the memory line says it ("generating": a local teacher's replies, bounded the same way)."""
-    return Plan(model, shape, Recipe(), 1, room, job=Job(logit_copies=logit_copies, untrained=doing))
+    model does, as the memory line says it ("generating": a local teacher's replies, bounded the same way);
+    ``dtype``: its weights' (a local teacher's ``--dtype``; a measurement's are float32)."""
+    job = Job(logit_copies=logit_copies, untrained=doing, weights_dtype=dtype)
+    return Plan(model, shape, Recipe(), 1, room, job=job)
 
 
 @dataclass(frozen=True)
@@ -391,7 +401,11 @@ class Plan:
 
     def _job_words(self) -> str:
         """The job as the memory line names it: "with this recipe (...)", or "measured in float32"."""
-        return f"with this recipe ({self._recipe_words()})" if self.job.trains else f"{self.job.untrained} in float32"
+        return (
+            f"with this recipe ({self._recipe_words()})"
+            if self.job.trains
+            else f"{self.job.untrained} in {self.job.weights_dtype}"
+        )
 
     def _recipe_words(self) -> str:
         """The recipe as the memory line names it: what a user can change (the rows where an option sets them)."""
@@ -455,7 +469,7 @@ def together(plans: Sequence[Plan]) -> str | None:
         else f"a machine with at least {gib(device)} of free memory"
     )
     return (
-        f"{names}, {plans[0].job.untrained} in float32 at once, need about {gib(needed)} {where}, {gib(free)} "
+        f"{names}, {plans[0]._job_words()} at once, need about {gib(needed)} {where}, {gib(free)} "
         f"free{kept}; each fits alone: make one of them an endpoint (http://host:port/v1), or use {larger}"
     )
 

@@ -98,12 +98,15 @@ def make_oracle(
     retries: int = 5,
     key_flag: str = "--api-key-env",
     device: str | None = None,
+    dtype: str | None = None,
 ) -> EndpointTeacher | LocalTeacher:
     """The oracle as the paper ran it: an endpoint (``http(s)://...``) or a local model, at temperature 0
     (the seed of request n sent with it, as a teacher's), asked for one JSON object where the server takes it."""
     from .teacher import make_teacher
 
-    chosen = make_teacher(name, model, api_key_env, 0.0, max_tokens, seed, timeout, retries, "oracle", key_flag, device)
+    chosen = make_teacher(
+        name, model, api_key_env, 0.0, max_tokens, seed, timeout, retries, "oracle", key_flag, device, dtype
+    )
     if hasattr(chosen, "response_format"):
         chosen.response_format = {"type": "json_object"}  # the paper's reply: one object of ids to "A"/"B"
     return chosen

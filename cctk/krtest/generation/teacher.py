@@ -409,13 +409,16 @@ class LocalTeacher:
     temperature: float | None = None  # None or 0: greedy
     max_tokens: int = 400
     seed: int = 0
+    dtype: str = "float32"  # its weights' (--dtype)
     _loaded: Loaded | None = field(default=None, repr=False)  # loaded by connect()
 
     def connect(self) -> None:
+        import torch
+
         from ...core.lm.device import placed
         from ...core.lm.models import load_model
 
-        model, tokenizer = load_model(self.model_name, keep=False)  # the only copy
+        model, tokenizer = load_model(self.model_name, getattr(torch, self.dtype), keep=False)  # the only copy
         with placed(model, self.plan, self.device, f"loading {self.model_name}") as moved:
             self._loaded = moved, tokenizer
 
@@ -505,6 +508,7 @@ class LocalTeacher:
             "kind": "local",
             "model": self.model_name,
             "device": str(self.device),
+            "dtype": self.dtype,
             "decoding": "sampled" if self.temperature else "greedy",
             "temperature": self.temperature or 0.0,
             "max_tokens": self.max_tokens,
@@ -535,11 +539,12 @@ def make_teacher(
     role: str = "teacher",
     key_flag: str = "--api-key-env",
     device: str | None = None,
+    dtype: str | None = None,
 ) -> EndpointTeacher | LocalTeacher:
     """An endpoint for ``http(s)://...``, else a local model (checked available and its memory on ``device``
     planned, not yet loaded); ``role`` and ``key_flag`` name it and its key option in errors ("oracle",
-    "--oracle-api-key-env"). ``device``: where a local model generates (``--device``; an endpoint's server
-    chooses its own)."""
+    "--oracle-api-key-env"). ``device`` and ``dtype``: where a local model generates and its weights' dtype
+    (``--device``, ``--dtype``, None: float32; an endpoint's server chooses its own)."""
     if temperature is not None and not (math.isfinite(temperature) and temperature >= 0):  # nan and inf too
         raise CctkError(f"--temperature must be a number >= 0 (0: greedy), got {temperature}")
     if max_tokens < 16:
@@ -566,10 +571,12 @@ def make_teacher(
         return endpoint
     if teacher_model or api_key_env:
         raise CctkError(f"--{role}-model and {key_flag} are for an endpoint {role} (--{role} http://...)")
-    from ...core.lm.device import measurement_plan, resolve
+    from ...core.lm.device import check_dtype, measurement_plan, resolve
     from ...core.lm.models import check_available, model_config
 
     check_available(teacher)
     where = resolve(device)
-    plan = measurement_plan(teacher, model_config(teacher), where, doing="generating")  # before it is loaded
-    return LocalTeacher(teacher, where, plan, temperature, max_tokens, seed)
+    dtype = dtype or "float32"
+    check_dtype(dtype, where)
+    plan = measurement_plan(teacher, model_config(teacher), where, "generating", dtype)  # before it is loaded
+    return LocalTeacher(teacher, where, plan, temperature, max_tokens, seed, dtype)

@@ -424,6 +424,14 @@ def test_a_measurement_alone_is_planned_as_its_weights_and_the_scorers_logits(sh
         "phi-1.5", shapes["phi-1.5"], dataclasses.replace(t4(), device=4 * GIB), doing="generating"
     )
     assert teacher.shortfall().startswith("phi-1.5 generating in float32 needs about 5.8 GiB on cuda:0 (Tesla T4)")
+    half = memory.measuring(
+        "phi-1.5", shapes["phi-1.5"], dataclasses.replace(t4(), device=3 * GIB), doing="generating", dtype="bfloat16"
+    )
+    assert half.estimate.weights == 2 * shapes["phi-1.5"].params  # weights loaded in bfloat16: 2.6 GiB, not 5.3
+    assert half.shortfall().startswith(
+        "phi-1.5 generating in bfloat16 needs about 3.1 GiB on cuda:0 (Tesla T4) (weights 2.6 GiB, scoring logits "
+        "0.5 GiB)"
+    )
     assert teacher.placed_shortfall(GIB // 2).startswith(
         "phi-1.5 is on cuda:0 (Tesla T4), and the rest (generating in float32) needs about 0.5 GiB more there"
     )

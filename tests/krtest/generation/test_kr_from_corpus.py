@@ -231,6 +231,15 @@ def test_max_passages_and_line_locations(tokenizer):
             ["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--device", "cuda"],
             "--device cuda: this torch build (",  # this machine's CPU build, before the model loads
         ),
+        (["--dtype", "bfloat16"], "--dtype is for items from your corpus"),
+        (
+            ["--corpus", "{corpus}", "--teacher", "http://127.0.0.1:9/v1", "--dtype", "bfloat16"],
+            "--dtype bfloat16 is what a local model's weights load in; an endpoint's server chooses its own",
+        ),
+        (
+            ["--corpus", "{corpus}", "--teacher", "smollm2-135m-bundled", "--device", "cpu", "--dtype", "float16"],
+            "--dtype float16 is for CUDA devices, not cpu; use --dtype bfloat16 or float32",
+        ),
         (
             [
                 "--corpus",
@@ -316,6 +325,7 @@ def test_local_teacher_is_seeded(tiny_dir, tmp_path, tracking_uri):
         "kind": "local",
         "model": str(tiny_dir),
         "device": "cpu",  # the default where there is no GPU
+        "dtype": "float32",  # the default
         "decoding": "greedy",
         "temperature": 0.0,
         "max_tokens": 16,
@@ -430,6 +440,34 @@ def test_a_local_teachers_retry_stops_at_its_context(tiny_dir, tmp_path):
     assert str(error.value) == (
         f"{tmp_path / 'short'}'s request 3 is a prompt of {prompt} tokens, past its context of 400 tokens (its "
         "position embeddings)"
+    )
+
+
+def test_a_local_teacher_in_bfloat16_loads_plans_and_records_half_its_weights(tiny_dir, tmp_path, monkeypatch):
+    """--dtype bfloat16: the weights load and generate in bfloat16, planned at 2 bytes a parameter, recorded in
+    generation.json's teacher; refused where the device has no bf16 arithmetic (the CPU's flags stand in for one
+    with and one without)."""
+    import torch
+
+    from cctk.core.lm import compute
+    from cctk.krtest.generation.teacher import make_teacher
+
+    monkeypatch.setattr(compute, "bf16_missing", lambda device, flags=None: None)
+    tiny_dir = reading(tiny_dir, tmp_path / "teacher", 2048)  # the instructions alone are 496 tokens
+    teacher = make_teacher(str(tiny_dir), max_tokens=16, device="cpu", dtype="bfloat16")
+    full = make_teacher(str(tiny_dir), max_tokens=16, device="cpu")
+    assert 2 * teacher.plan.estimate.weights == full.plan.estimate.weights == 4 * teacher.plan.shape.params
+    teacher.connect()
+    model = teacher._loaded[0]
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+    reply = teacher.complete(messages("The bridge has five arches.", 1), 0)
+    assert reply.completion_tokens == 16 and teacher.describe()["dtype"] == "bfloat16"
+    assert full.describe()["dtype"] == "float32"
+    monkeypatch.setattr(compute, "bf16_missing", lambda device, flags=None: "this CPU (x86_64) lacks AVX512_BF16")
+    with pytest.raises(CctkError) as error:
+        make_teacher(str(tiny_dir), device="cpu", dtype="bfloat16")
+    assert str(error.value) == (
+        "--dtype bfloat16 needs native bf16 arithmetic: this CPU (x86_64) lacks AVX512_BF16; use --dtype float32"
     )
 
 
