@@ -20,7 +20,18 @@ read), in bytes::
                                       beside the gradients and the optimizer's moments
 
 A measurement alone (``cctk measure``, ``krtest eval``: ``measuring``, ``Job.untrained`` set) is the weights, the
-measurement and, on a CPU, the runtime: no gradients, moments, activations or training logits.
+measurement and, on a CPU, the runtime: no gradients, moments, activations or training logits. A local teacher
+is planned the same way before it loads (its weights in its ``--dtype``); once its prompts are known, its longest
+request is checked too (``generating``)::
+
+    request          1.5 x (2 L G (P + R) b + P (8 H + 4 I) x 4 [+ 2 x heads x P^2 x 4 with eager attention])
+                     + 64 MiB
+
+its key-value cache of the prompt's P tokens and a reply's R in its dtype's b bytes, and one layer's prefill
+(the norms and the rotary embedding upcast to float32; the logits of the last token alone), 1.5 times, and the
+kernels' scratch: the bundled model's greedy replies rose 0.50-0.86x of it on the CPU (a 3,000-token prompt,
+ten fresh processes of one and two threads: 226-385 MiB, the allocator's reuse of freed pages varying; 1,000-
+and 6,000-token prompts within that), tests/integration/test_memory_bundled.py.
 
 T is the tokens of one batch: B rows of up to R tokens, B the batch size, or the rows of the largest training set
 where fewer (``Job.most_rows``: a batch holds no more). S is the larger of a padded batch's scores, each row
@@ -77,6 +88,8 @@ OPTIMIZER_BYTES = {"adamw": 8.0, "adamw8bit": 2 * (1 + 4 / 256)}
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}  # a parameter of weights loaded in each (--dtype)
 ADAMW8BIT_TEMPORARY = 8  # bytes a value of the largest tensor: cctk.core.lm.adamw8bit.TEMPORARY_BYTES (torch-free)
 LOGIT_COPIES = 2  # the scorer's logits: the logits and their log-softmax
+REQUEST_SLACK = 1.5  # a generating model's request over its key-value cache and one layer's prefill (``generating``)
+REQUEST_SCRATCH = 64 * 2**20  # and beside them, the kernels' scratch and the allocator's rounding of a request
 MARGIN_SHARE = 0.05  # of a GPU's free memory, kept free (see the module's docstring)
 MARGIN_FLOOR = 512 * 2**20
 
@@ -261,6 +274,16 @@ def _runtime(device_type: str) -> int:
     return CPU_FIRST_STEP if device_type == "cpu" else 0
 
 
+def generating(shape: Shape, prompt: int, reply: int, dtype: str = "float32", eager: bool = False) -> int:
+    """Bytes a generating model holds beside its weights for one request: a prompt of ``prompt`` tokens and a
+    reply of up to ``reply``, its weights in ``dtype`` (``eager``: attention that writes out the prompt's scores);
+    the module docstring's request line."""
+    cache = 2 * shape.layers * shape.kv_width * (prompt + reply) * DTYPE_BYTES[dtype]
+    prefill = prompt * (8 * shape.hidden + 4 * shape.intermediate) * 4
+    scores = 2 * shape.heads * prompt**2 * 4 if eager else 0
+    return int(REQUEST_SLACK * (cache + prefill + scores)) + REQUEST_SCRATCH
+
+
 def measuring(
     model: str,
     shape: Shape,
@@ -357,6 +380,22 @@ class Plan:
             f"{self.model} is on {self.room.name}, and {rest_of} needs about {gib(rest)} more there, {gib(free)} "
             f"free now ({gib(margin(free))} of it kept free: other processes or kernels took memory since the "
             f"check); {self.what_fits()}"
+        )
+
+    def request_shortfall(self, prompt: int, reply: int, now: Room, eager: bool = False) -> str | None:
+        """A generating job's request (``generating``) once its weights are loaded, ``now`` what is free where it
+        runs: None where the request fits what the plan set aside for one (its ``measurement``) or what is free
+        (less the margin on a GPU; beside the first step's runtime on a CPU), else what it needs and what is free,
+        as words."""
+        need = generating(self.shape, prompt, reply, self.job.weights_dtype, eager)
+        if need <= self.estimate.measurement or need + self.estimate.runtime <= now.usable:
+            return None
+        kept = f" ({gib(margin(now.device))} of it kept free)" if now.device_type == "cuda" else ""
+        where = f"on {now.name}" if now.device_type == "cuda" else "in host memory"
+        return (
+            f"a request of {prompt} prompt tokens and a reply of up to {reply} needs about "
+            f"{gib(need + self.estimate.runtime)} {where} beside {self.model}'s weights (its key-value cache and the "
+            f"prompt's activations), {gib(now.device)} free now{kept}"
         )
 
     def check(self) -> Estimate:

@@ -412,20 +412,17 @@ def check_context(
     embeddings), one line before the first request: past them a model with learned positions fails and a
     rotary one writes where it never read (an endpoint's server answers for its own). ``tokenizer``: the one
     ``--max-tokens-per-passage`` counts in."""
-    limit = teacher.context
-    if limit is None:
-        return
     n, tokens = teacher.longest([messages(located.passage.text, options.per_passage) for located in found])
-    if tokens + teacher.max_tokens <= limit:
+    most, past, instead = teacher.most_prompt(tokens)
+    if most >= tokens:
         return
     located = found[n]
     instructions = teacher.prompt_tokens(messages("", options.per_passage))
-    past = f"past {teacher.model_name}'s context of {limit} tokens (its position embeddings)"
-    room = limit - teacher.max_tokens - instructions
+    room = most - instructions
     if room < 8:  # --max-tokens-per-passage takes 8 at least
         raise CctkError(
             f"the teacher's instructions ({instructions} tokens) and a reply of up to {teacher.max_tokens} "
-            f"(--max-tokens) are {past}: a smaller --max-tokens, or a teacher that reads more"
+            f"(--max-tokens) are {past}: a smaller --max-tokens, or {instead}"
         )
     counted = len(tokenizer(located.passage.text, add_special_tokens=False)["input_ids"])
     fits = max(8, counted * room // (tokens - instructions))  # the two tokenizers' ratio on this passage
@@ -433,8 +430,8 @@ def check_context(
     raise CctkError(
         f"the passage at {where} makes a prompt of {tokens} tokens ({instructions} of them the instructions), and "
         f"with a reply of up to {teacher.max_tokens} (--max-tokens) it is {past}: --max-tokens-per-passage "
-        f"{fits} splits passages at sentence ends (this one is {counted} tokens as the tokenizer counts), or a "
-        "teacher that reads more"
+        f"{fits} splits passages at sentence ends (this one is {counted} tokens as the tokenizer counts), or "
+        f"{instead}"
     )
 
 

@@ -288,19 +288,18 @@ def check_context(oracle: Teacher, groups: list[Group]) -> None:
     """A local oracle's longest request (a passage and every question of it, as its chat template sends them)
     and a reply of ``--max-tokens`` within its stated context (its position embeddings), one line before its
     first request; an endpoint's server answers for its own."""
-    if not isinstance(oracle, LocalTeacher) or (limit := oracle.context) is None or not groups:
+    if not isinstance(oracle, LocalTeacher) or not groups:
         return
     n, tokens = oracle.longest([oracle_messages(group) for group in groups])
-    if tokens + oracle.max_tokens <= limit:
+    most, past, instead = oracle.most_prompt(tokens)
+    if most >= tokens:
         return
     group = groups[n]
     asked = f"and {counted(len(group.questions), 'question')}" if group.questions else "alone, before its questions"
     where = " ".join(filter(None, (group.document, f"location {group.location}")))  # a document named where several
     raise CctkError(
         f"the oracle's request about the passage at {where} (the passage {asked}) is a prompt of {tokens} tokens, "
-        f"and with a reply of up to "
-        f"{oracle.max_tokens} (--max-tokens) it is past {oracle.model_name}'s context of {limit} tokens (its "
-        "position embeddings): an oracle that reads more, or an endpoint"
+        f"and with a reply of up to {oracle.max_tokens} (--max-tokens) it is {past}: {instead}, or an endpoint"
     )
 
 

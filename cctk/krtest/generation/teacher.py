@@ -410,6 +410,7 @@ class LocalTeacher:
     max_tokens: int = 400
     seed: int = 0
     dtype: str = "float32"  # its weights' (--dtype)
+    role: str = "teacher"  # or "oracle", as lines name it
     _loaded: Loaded | None = field(default=None, repr=False)  # loaded by connect()
 
     def connect(self) -> None:
@@ -491,6 +492,35 @@ class LocalTeacher:
 
         assert self._loaded is not None, "connect() loads the model before any request"
         return stated_context(self._loaded[0].config)
+
+    def most_prompt(self, tokens: int) -> tuple[int, str, str]:
+        """The most prompt tokens a request may hold, up to ``tokens``, beside a reply of up to ``max_tokens``
+        (in memory, its retry's twice that): ``tokens`` where they fit, else the most that do, what ``tokens`` is
+        past, and what else the user may do (as words; empty where they fit)."""
+        from ...core.lm.device import room
+
+        assert self._loaded is not None, "connect() loads the model before any request"
+        context, most = self.context, tokens
+        past, instead = "", ""
+        if context is not None and tokens + self.max_tokens > context:
+            most = context - self.max_tokens
+            past = f"past {self.model_name}'s context of {context} tokens (its position embeddings)"
+            instead = f"{'an' if self.role[0] in 'aeiou' else 'a'} {self.role} that reads more"
+        now, reply = room(self.device), 2 * self.max_tokens
+        eager = self._loaded[0].config._attn_implementation == "eager"  # writes out the prompt's scores
+
+        def short(prompt: int) -> str | None:
+            return self.plan.request_shortfall(prompt, reply, now, eager)
+
+        said = short(most) if most > 0 else None
+        if said is None:
+            return most, past, instead
+        low, high = 0, most  # short(low) is None (a request of no prompt fits what the plan set aside)
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (middle, high) if short(middle) is None else (low, middle)
+        more = "--dtype bfloat16 (its cache at half)" if self.dtype == "float32" else ""
+        return low, f"past the memory free: {said}", ", or ".join(filter(None, (more, "a device with more free")))
 
     def prompt_tokens(self, chat: list[dict[str, str]]) -> int:
         return int(self._prompt(chat).shape[1])
@@ -579,4 +609,4 @@ def make_teacher(
     dtype = dtype or "float32"
     check_dtype(dtype, where)
     plan = measurement_plan(teacher, model_config(teacher), where, "generating", dtype)  # before it is loaded
-    return LocalTeacher(teacher, where, plan, temperature, max_tokens, seed, dtype)
+    return LocalTeacher(teacher, where, plan, temperature, max_tokens, seed, dtype, role)

@@ -467,3 +467,35 @@ def test_models_loaded_at_once_are_planned_as_both_weights_and_the_larger_reply(
     assert memory.together(plans(dataclasses.replace(card, device=tight - 2 * 2**20))) is not None
     short_host = memory.together(plans(dataclasses.replace(card, device=20 * GIB, host=5 * GIB)))
     assert short_host is not None and "need about 5.3 GiB in host memory, 5.0 GiB free;" in short_host
+
+
+def test_a_generating_models_request_is_its_cache_and_one_layers_prefill(shapes):
+    """phi-1.5 (24 layers, H = G = 2048, I = 8192) generating: a request of 6,000 prompt tokens and a reply of
+    800 holds its key-value cache (2 x 24 x 2048 x 6,800 x 4 bytes in float32, half in bfloat16) and one layer's
+    prefill in float32 (6,000 x (8 x 2048 + 4 x 8192) x 4), 1.5 times, and 64 MiB of scratch; eager attention
+    adds the prompt's scores.
+    Within the plan's two logit budgets (0.5 GiB) it needs nothing more; past them, what is free now decides."""
+    phi = shapes["phi-1.5"]
+    cache, prefill = 2 * 24 * 2048 * 6800 * 4, 6000 * (8 * 2048 + 4 * 8192) * 4
+    scratch = 64 * 2**20
+    assert memory.generating(phi, 6000, 800) == int(1.5 * (cache + prefill)) + scratch
+    assert memory.generating(phi, 6000, 800, "bfloat16") == int(1.5 * (cache // 2 + prefill)) + scratch
+    assert (
+        memory.generating(phi, 6000, 800, eager=True) == int(1.5 * (cache + prefill + 2 * 32 * 6000**2 * 4)) + scratch
+    )
+    plan = memory.measuring("phi-1.5", phi, t4(), doing="generating")
+    # phi-1.5 keeps 0.37 MiB of cache a token (no grouped-query attention): 100 + 200 tokens fit the plan's 0.5 GiB,
+    # the instructions of a KR-Test request and a reply of 400 (800 in a retry) do not
+    assert memory.generating(phi, 100, 200) <= plan.estimate.measurement < memory.generating(phi, 600, 800)
+    assert plan.request_shortfall(100, 200, dataclasses.replace(t4(), device=0)) is None
+    need = memory.generating(phi, 6000, 800)  # 5.44 GiB: 2.49 of cache, 1.10 of prefill, 1.5 times, 0.06 of scratch
+    assert plan.request_shortfall(6000, 800, dataclasses.replace(t4(), device=need + memory.MARGIN_FLOOR)) is None
+    assert plan.request_shortfall(6000, 800, dataclasses.replace(t4(), device=4 * GIB)) == (
+        "a request of 6000 prompt tokens and a reply of up to 800 needs about 5.4 GiB on cuda:0 (Tesla T4) beside "
+        "phi-1.5's weights (its key-value cache and the prompt's activations), 4.0 GiB free now (0.5 GiB of it kept "
+        "free)"
+    )
+    on_cpu = memory.measuring("phi-1.5", phi, Room(64 * GIB, 64 * GIB), doing="generating")
+    line = on_cpu.request_shortfall(6000, 800, Room(3 * GIB, 3 * GIB))  # the first step's 0.25 GiB beside it
+    assert line is not None and "needs about 5.7 GiB in host memory beside phi-1.5's weights" in line
+    assert on_cpu.request_shortfall(6000, 800, Room(need + memory.CPU_FIRST_STEP, 0)) is None

@@ -420,6 +420,58 @@ def test_a_local_teachers_prompt_past_its_context_is_refused_before_the_first_re
     )
 
 
+def test_a_local_teachers_request_past_the_memory_free_is_refused_before_the_first(tiny_dir, tmp_path, monkeypatch):
+    """Once loaded, a local teacher's longest request (its key-value cache and prefill, ``memory.generating``, with
+    a retry's reply of twice --max-tokens) past what the plan set aside must fit what is free where it runs (here a
+    CPU whose free memory is faked between the short passage's request and the long one's): one line naming the
+    passage and the --max-tokens-per-passage that fits, which then runs."""
+    from transformers import AutoTokenizer
+
+    from cctk.core.lm import device, memory
+    from cctk.core.lm.models import model_config
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
+    short, long = (
+        "The bridge has five arches.",
+        " ".join(f"Stone {n} of the bridge was cut in {1800 + n}." for n in range(30)),
+    )
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(f"{short}\n\n{long}\n")
+
+    def prompt(text):
+        chat = messages(text, 1)
+        return len(tokenizer.apply_chat_template(chat, add_generation_prompt=True, return_dict=True)["input_ids"])
+
+    instructions, brief, tokens = prompt(""), prompt(short), prompt(long)
+    counted = len(tokenizer(long, add_special_tokens=False)["input_ids"])
+    teacher = reading(tiny_dir, tmp_path / "teacher", 4096)
+    shape = memory.Shape.of_config(model_config(str(teacher)))
+    free = memory.CPU_FIRST_STEP + memory.generating(shape, (brief + tokens) // 2, 32)
+    monkeypatch.setattr(memory, "LOGIT_BUDGET", 1024)  # the plan sets (almost) nothing aside for a request
+    monkeypatch.setattr(device, "room", lambda where: memory.Room(free, free, "cpu", "cpu"))
+    most = next(p for p in range(tokens, 0, -1) if memory.CPU_FIRST_STEP + memory.generating(shape, p, 32) <= free)
+    fits = counted * (most - instructions) // (tokens - instructions)
+
+    def generate_with(out, *extra):
+        args = ["--corpus", str(corpus), "--teacher", str(teacher), "--tokenizer", str(teacher), "--per-passage", "1"]
+        return CliRunner().invoke(cli, ["krtest", "generate", *args, "--max-tokens", "16", "--out", str(out), *extra])
+
+    result = generate_with(tmp_path / "out")
+    assert result.exit_code == 1, result.output
+    need = memory.gib(memory.CPU_FIRST_STEP + memory.generating(shape, tokens, 32))
+    assert result.output == (
+        f"Error: the passage at c.txt location {len(short) + 2} makes a prompt of {tokens} tokens ({instructions} of "
+        f"them the instructions), and with a reply of up to 16 (--max-tokens) it is past the memory free: a request "
+        f"of {tokens} prompt tokens and a reply of up to 32 needs about {need} in host memory beside {teacher}'s "
+        f"weights (its key-value cache and the prompt's activations), {memory.gib(free)} free now: "
+        f"--max-tokens-per-passage {fits} splits passages at sentence ends (this one is {counted} tokens as the "
+        "tokenizer counts), or --dtype bfloat16 (its cache at half), or a device with more free\n"
+    )
+    assert not (tmp_path / "out" / "journal.jsonl").exists()
+    done = generate_with(tmp_path / "split", "--max-tokens-per-passage", str(fits))
+    assert done.exit_code == 0, done.output
+
+
 def test_a_local_teachers_retry_stops_at_its_context(tiny_dir, tmp_path):
     """A reply cut by --max-tokens is asked again with twice the limit: a local teacher's stops where its
     context ends (the prompt's tokens and the reply's within it), cut there."""
