@@ -174,8 +174,8 @@ LOCAL_DTYPE = click.option(
     "--dtype",
     type=click.Choice(list(DTYPE_BYTES)),
     default=None,
-    help="A local model: the dtype its weights load and generate in (default: float32; bfloat16 and float16, on "
-    "CUDA alone, take half the memory).",
+    help="A local model: the dtype its weights load and generate in (default: float32; bfloat16, or float16 on "
+    "CUDA, takes half the memory).",
 )
 
 

@@ -515,7 +515,7 @@ class LocalTeacher:
         said = short(most) if most > 0 else None
         if said is None:
             return most, past, instead
-        low, high = 0, most  # short(low) is None (a request of no prompt fits what the plan set aside)
+        low, high = 0, most  # the most that fits lies in [low, high); 0 where the reply alone does not
         while high - low > 1:
             middle = (low + high) // 2
             low, high = (middle, high) if short(middle) is None else (low, middle)
