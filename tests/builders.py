@@ -57,6 +57,20 @@ def tiny_model(arch: str, vocab_size: int, seed: int = 0, layers: int = 2):
     return model.eval()
 
 
+def reading(folder: Path, to: Path, positions: int) -> Path:
+    """A copy of the model folder ``folder`` at ``to`` whose configuration states a context of ``positions``
+    tokens (a tiny model's rotary positions go on past its 256 all the same)."""
+    shutil.copytree(folder, to)
+    config = json.loads((to / "config.json").read_text())
+    (to / "config.json").write_text(json.dumps({**config, "max_position_embeddings": positions}))
+    return to
+
+
+def chat_tokens(tokenizer, chat: list[dict[str, str]]) -> int:
+    """The tokens of ``chat`` as a local teacher sends it (its chat template, the generation prompt added)."""
+    return len(tokenizer.apply_chat_template(chat, add_generation_prompt=True, return_dict=True)["input_ids"])
+
+
 def small_tokenizer(tokenizer):
     """The bundled tokenizer retrained on the 100 sums of two digits to its smallest vocabulary (275 tokens: the
     256 bytes, its 17 special tokens, two merges): its pre-tokenizer, special tokens and padding, digits split one

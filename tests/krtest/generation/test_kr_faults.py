@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from builders import chat_tokens, reading
 from click.testing import CliRunner
 from fault_server import FaultServer
 from mlflow import MlflowClient
@@ -465,8 +466,6 @@ def test_a_local_oracle_gate_past_its_context_is_refused_before_it_is_asked(tiny
     """A local oracle's requests hold a passage and its kept items: each passage alone past its context is
     refused before the teacher is asked; the passages within it and a passage's questions past it, after the
     teacher (its replies journaled) and before the oracle's first request."""
-    import shutil
-
     from transformers import AutoTokenizer
 
     from cctk.krtest.generation.oracle import Group, oracle_messages
@@ -475,20 +474,8 @@ def test_a_local_oracle_gate_past_its_context_is_refused_before_it_is_asked(tiny
     corpus = five_passages(tmp_path)
     tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
     bare = max(
-        len(
-            tokenizer.apply_chat_template(
-                oracle_messages(Group("", p.start, p.text, ())), add_generation_prompt=True, return_dict=True
-            )["input_ids"]
-        )
-        for p in segment(corpus.read_text())
+        chat_tokens(tokenizer, oracle_messages(Group("", p.start, p.text, ()))) for p in segment(corpus.read_text())
     )
-
-    def oracle_reading(name, positions):
-        folder = tmp_path / name
-        shutil.copytree(tiny_dir, folder)
-        config = json.loads((folder / "config.json").read_text())
-        (folder / "config.json").write_text(json.dumps({**config, "max_position_embeddings": positions}))
-        return str(folder)
 
     with FaultServer(corpus.read_text(), items=scripted_items()) as teacher:
         early = CliRunner().invoke(
@@ -499,7 +486,7 @@ def test_a_local_oracle_gate_past_its_context_is_refused_before_it_is_asked(tiny
                 tmp_path / "early",
                 tiny_dir,
                 "--oracle",
-                oracle_reading("a", bare + 15),
+                str(reading(tiny_dir, tmp_path / "a", bare + 15)),
                 "--max-tokens",
                 "16",
             ),
@@ -515,7 +502,7 @@ def test_a_local_oracle_gate_past_its_context_is_refused_before_it_is_asked(tiny
                 tmp_path / "late",
                 tiny_dir,
                 "--oracle",
-                oracle_reading("b", bare + 16),
+                str(reading(tiny_dir, tmp_path / "b", bare + 16)),
                 "--max-tokens",
                 "16",
             ),

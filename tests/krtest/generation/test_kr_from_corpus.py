@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
+from builders import chat_tokens, reading
 from click.testing import CliRunner
 from mlflow import MlflowClient
 
@@ -278,15 +279,22 @@ def test_an_endpoint_url_is_shown_without_its_secrets(tmp_path):
     assert "S3cret" not in result.output
 
 
-def reading(tiny_dir, folder: Path, positions: int) -> Path:
-    """The tiny model (the bundled tokenizer) stating a context of ``positions`` tokens (its rotary positions go
-    on past 256 all the same)."""
-    import shutil
+def two_passages(tmp_path, tokenizer):
+    """A corpus of a short passage and a long one: the corpus, the short one, and as the tiny teacher sends them,
+    its instructions' tokens and the long passage's prompt tokens, and the long passage's own tokens."""
+    short = "The bridge has five arches."
+    long = " ".join(f"Stone {n} of the bridge was cut in {1800 + n}." for n in range(30))
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(f"{short}\n\n{long}\n")
+    counted = len(tokenizer(long, add_special_tokens=False)["input_ids"])
+    return corpus, short, chat_tokens(tokenizer, messages("", 1)), chat_tokens(tokenizer, messages(long, 1)), counted
 
-    shutil.copytree(tiny_dir, folder)
-    config = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps({**config, "max_position_embeddings": positions}))
-    return folder
+
+def generate_local(corpus, teacher, out, *extra):
+    """``krtest generate`` of ``corpus`` with the local ``teacher`` (its own tokenizer), one item a passage, replies
+    of up to 16 tokens."""
+    args = ["--corpus", str(corpus), "--teacher", str(teacher), "--tokenizer", str(teacher), "--per-passage", "1"]
+    return CliRunner().invoke(cli, ["krtest", "generate", *args, "--max-tokens", "16", "--out", str(out), *extra])
 
 
 def test_local_teacher_is_seeded(tiny_dir, tmp_path, tracking_uri):
@@ -348,29 +356,12 @@ def test_a_local_teachers_prompt_past_its_context_is_refused_before_the_first_re
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
-    short, long = (
-        "The bridge has five arches.",
-        " ".join(f"Stone {n} of the bridge was cut in {1800 + n}." for n in range(30)),
-    )
-    corpus = tmp_path / "c.txt"
-    corpus.write_text(f"{short}\n\n{long}\n")
-
-    def prompt(text):
-        return len(
-            tokenizer.apply_chat_template(messages(text, 1), add_generation_prompt=True, return_dict=True)["input_ids"]
-        )
-
-    instructions, tokens, counted = (
-        prompt(""),
-        prompt(long),
-        len(tokenizer(long, add_special_tokens=False)["input_ids"]),
-    )
+    corpus, short, instructions, tokens, counted = two_passages(tmp_path, tokenizer)
     limit = instructions + 16 + counted // 2  # the short passage fits, the long one does not
     teacher = reading(tiny_dir, tmp_path / "teacher", limit)
 
     def generate_with(out, *extra):
-        args = ["--corpus", str(corpus), "--teacher", str(teacher), "--tokenizer", str(teacher), "--per-passage", "1"]
-        return CliRunner().invoke(cli, ["krtest", "generate", *args, "--max-tokens", "16", "--out", str(out), *extra])
+        return generate_local(corpus, teacher, out, *extra)
 
     result = generate_with(tmp_path / "out")
     assert result.exit_code == 1, result.output
@@ -394,25 +385,7 @@ def test_a_local_teachers_prompt_past_its_context_is_refused_before_the_first_re
         assert unit["usage"]["completion_tokens"] - 16 == min(32, limit - each)
     assert any(limit - unit["usage"]["prompt_tokens"] // 2 < 32 for unit in units)  # one retry cut by the context
     # the instructions alone too long for the tiny model's own 256 positions: no passage split helps
-    alone = CliRunner().invoke(
-        cli,
-        [
-            "krtest",
-            "generate",
-            "--corpus",
-            str(corpus),
-            "--teacher",
-            str(tiny_dir),
-            "--tokenizer",
-            str(tiny_dir),
-            "--per-passage",
-            "1",
-            "--max-tokens",
-            "16",
-            "--out",
-            str(tmp_path / "none"),
-        ],
-    )
+    alone = generate_local(corpus, tiny_dir, tmp_path / "none")
     assert alone.exit_code == 1 and alone.output == (
         f"Error: the teacher's instructions ({instructions} tokens) and a reply of up to 16 (--max-tokens) are past "
         f"{tiny_dir}'s context of 256 tokens (its position embeddings): a smaller --max-tokens, or a teacher that "
@@ -431,19 +404,8 @@ def test_a_local_teachers_request_past_the_memory_free_is_refused_before_the_fir
     from cctk.core.lm.models import model_config
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
-    short, long = (
-        "The bridge has five arches.",
-        " ".join(f"Stone {n} of the bridge was cut in {1800 + n}." for n in range(30)),
-    )
-    corpus = tmp_path / "c.txt"
-    corpus.write_text(f"{short}\n\n{long}\n")
-
-    def prompt(text):
-        chat = messages(text, 1)
-        return len(tokenizer.apply_chat_template(chat, add_generation_prompt=True, return_dict=True)["input_ids"])
-
-    instructions, brief, tokens = prompt(""), prompt(short), prompt(long)
-    counted = len(tokenizer(long, add_special_tokens=False)["input_ids"])
+    corpus, short, instructions, tokens, counted = two_passages(tmp_path, tokenizer)
+    brief = chat_tokens(tokenizer, messages(short, 1))
     teacher = reading(tiny_dir, tmp_path / "teacher", 4096)
     shape = memory.Shape.of_config(model_config(str(teacher)))
     free = memory.CPU_FIRST_STEP + memory.generating(shape, (brief + tokens) // 2, 32)
@@ -453,8 +415,7 @@ def test_a_local_teachers_request_past_the_memory_free_is_refused_before_the_fir
     fits = counted * (most - instructions) // (tokens - instructions)
 
     def generate_with(out, *extra):
-        args = ["--corpus", str(corpus), "--teacher", str(teacher), "--tokenizer", str(teacher), "--per-passage", "1"]
-        return CliRunner().invoke(cli, ["krtest", "generate", *args, "--max-tokens", "16", "--out", str(out), *extra])
+        return generate_local(corpus, teacher, out, *extra)
 
     result = generate_with(tmp_path / "out")
     assert result.exit_code == 1, result.output

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from builders import chat_tokens, reading
 from click.testing import CliRunner
 from fault_server import FaultServer, item_for
 from mlflow import MlflowClient
@@ -202,8 +203,6 @@ def test_a_local_oracles_longest_request_past_its_context_is_refused_before_its_
     """Its longest request (a passage and every question of it, as its chat template sends them) and a reply of
     --max-tokens within its stated context, else one line before any request; one token more of context, and
     it runs, every request within it."""
-    import shutil
-
     from transformers import AutoTokenizer
 
     from cctk.krtest.generation.oracle import OracleRequest, plan
@@ -213,24 +212,19 @@ def test_a_local_oracles_longest_request_past_its_context_is_refused_before_its_
         OracleRequest(tmp_path / "q.jsonl", CORPUS, tmp_path / "unused", seed=0, tokenizer_name=str(tiny_dir))
     )
     tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
-    sizes = [
-        len(
-            tokenizer.apply_chat_template(oracle_messages(g), add_generation_prompt=True, return_dict=True)["input_ids"]
-        )
-        for g in groups
-    ]
+    sizes = [chat_tokens(tokenizer, oracle_messages(g)) for g in groups]
     longest = groups[sizes.index(max(sizes))]
-
-    def oracle_reading(name, positions):
-        folder = tmp_path / name
-        shutil.copytree(tiny_dir, folder)
-        config = json.loads((folder / "config.json").read_text())
-        (folder / "config.json").write_text(json.dumps({**config, "max_position_embeddings": positions}))
-        return folder
 
     def check(name, positions):
         argv = ["krtest", "oracle", "--questions", str(tmp_path / "q.jsonl"), "--corpus", str(CORPUS)]
-        argv += ["--oracle", str(oracle_reading(name, positions)), "--device", "cpu", "--max-tokens", "16"]
+        argv += [
+            "--oracle",
+            str(reading(tiny_dir, tmp_path / name, positions)),
+            "--device",
+            "cpu",
+            "--max-tokens",
+            "16",
+        ]
         return CliRunner().invoke(cli, [*argv, "--seed", "0", "--out", str(tmp_path / f"{name}_out")])
 
     refused = check("short", max(sizes) + 15)
