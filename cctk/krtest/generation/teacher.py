@@ -23,6 +23,7 @@ import json
 import math
 import os
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
@@ -412,6 +413,8 @@ class LocalTeacher:
     dtype: str = "float32"  # its weights' (--dtype)
     role: str = "teacher"  # or "oracle", as lines name it
     _loaded: Loaded | None = field(default=None, repr=False)  # loaded by connect()
+    # one request at a time (--concurrency sends several): each drawn from its own seed, one cache on the device
+    _turn: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def connect(self) -> None:
         import torch
@@ -450,6 +453,7 @@ class LocalTeacher:
         if self.device.type == "cuda":  # "cuda" alone is the current device
             cuda = [self.device.index if self.device.index is not None else torch.cuda.current_device()]
         with (
+            self._turn,
             torch.random.fork_rng(devices=cuda),
             out_of_memory_as_line(self.plan, self.device, f"{self.model_name}'s reply {n}"),
         ):

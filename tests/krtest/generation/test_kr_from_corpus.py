@@ -348,6 +348,19 @@ def test_local_teacher_is_seeded(tiny_dir, tmp_path, tracking_uri):
     )
 
 
+def test_a_local_teacher_answers_concurrent_requests_one_at_a_time_as_seeded(tiny_dir, tmp_path, tracking_uri):
+    """--concurrency N sends N requests at once: an endpoint's server batches them, a local teacher answers them one
+    at a time, each drawn from its own seed (its replies as with --concurrency 1, not threads racing for the global
+    generator, nor N caches on the device at once)."""
+    teacher = reading(tiny_dir, tmp_path / "teacher", 2048)
+    sampled = ["--temperature", "1.0", "--seed", "5", "--max-passages", "4"]
+    one = generate_local(DATA / "kr_corpus.txt", teacher, tmp_path / "one", *sampled)
+    four = generate_local(DATA / "kr_corpus.txt", teacher, tmp_path / "four", *sampled, "--concurrency", "4")
+    assert one.exit_code == 0 and four.exit_code == 0, one.output + four.output
+    replies = [(tmp_path / name / "replies.jsonl").read_text() for name in ("one", "four")]
+    assert len(replies[0].splitlines()) == 4 and replies[0] == replies[1]
+
+
 def test_a_local_teachers_prompt_past_its_context_is_refused_before_the_first_request(tiny_dir, tmp_path, tracking_uri):
     """A local teacher's longest prompt (the instructions and its passage, as its chat template sends them) and a
     reply of --max-tokens must lie within its stated context: past it a model with learned positions fails and a
