@@ -382,20 +382,24 @@ class Plan:
             f"check); {self.what_fits()}"
         )
 
-    def request_shortfall(self, prompt: int, reply: int, now: Room, eager: bool = False) -> str | None:
-        """A generating job's request (``generating``) once its weights are loaded, ``now`` what is free where it
-        runs: None where the request fits what the plan set aside for one (its ``measurement``) or what is free
-        (less the margin on a GPU; beside the first step's runtime on a CPU), else what it needs and what is free,
-        as words."""
+    def request_shortfall(
+        self, prompt: int, reply: int, now: Room, eager: bool = False, loaded: bool = False
+    ) -> str | None:
+        """A generating job's request (``generating``), ``now`` what is free where it runs: None where the request
+        fits what the plan set aside for one (its ``measurement``) or what is free (less the margin on a GPU;
+        beside the first step's runtime on a CPU, and the weights unless ``loaded``), else what it needs and what
+        is free, as words."""
         need = generating(self.shape, prompt, reply, self.job.weights_dtype, eager)
-        if need <= self.estimate.measurement or need + self.estimate.runtime <= now.usable:
+        weights = 0 if loaded else self.estimate.weights
+        if need <= self.estimate.measurement or weights + need + self.estimate.runtime <= now.usable:
             return None
         kept = f" ({gib(margin(now.device))} of it kept free)" if now.device_type == "cuda" else ""
         where = f"on {now.name}" if now.device_type == "cuda" else "in host memory"
+        beside = f"beside {self.model}'s weights" if loaded else f"with {self.model}'s weights ({gib(weights)})"
         return (
             f"a request of {prompt} prompt tokens and a reply of up to {reply} needs about "
-            f"{gib(need + self.estimate.runtime)} {where} beside {self.model}'s weights (its key-value cache and the "
-            f"prompt's activations), {gib(now.device)} free now{kept}"
+            f"{gib(weights + need + self.estimate.runtime)} {where} {beside} (its key-value cache and the prompt's "
+            f"activations), {gib(now.device)} free now{kept}"
         )
 
     def check(self) -> Estimate:

@@ -35,9 +35,9 @@ from ..measurement.items import TEXT_FIELDS
 if TYPE_CHECKING:
     import torch
     from openai import OpenAI
+    from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
     from ...core.lm.memory import Plan
-    from ...core.lm.models import Loaded
 
 PROMPT_VERSION = "kr-items-2"  # 2: examples show as many items as asked, each on another fact
 SYSTEM = (
@@ -412,19 +412,30 @@ class LocalTeacher:
     seed: int = 0
     dtype: str = "float32"  # its weights' (--dtype)
     role: str = "teacher"  # or "oracle", as lines name it
-    _loaded: Loaded | None = field(default=None, repr=False)  # loaded by connect()
+    _read: tuple[PreTrainedTokenizerBase, PretrainedConfig] | None = field(default=None, repr=False)  # connect()
+    _model: PreTrainedModel | None = field(default=None, repr=False)  # its weights, loaded at the first request
     # one request at a time (--concurrency sends several): each drawn from its own seed, one cache on the device
     _turn: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def connect(self) -> None:
+        """Its tokenizer and configuration, no weights: what its requests are checked with (``most_prompt``)
+        before the weights load, at the first request."""
+        from ...core.lm.models import load_tokenizer, model_config
+
+        self._read = load_tokenizer(self.model_name), model_config(self.model_name)
+
+    def _weights(self) -> PreTrainedModel:
+        """The model on its device, loaded at the first request (under the turn's lock) and kept."""
         import torch
 
         from ...core.lm.device import placed
         from ...core.lm.models import load_model
 
-        model, tokenizer = load_model(self.model_name, getattr(torch, self.dtype), keep=False)  # the only copy
-        with placed(model, self.plan, self.device, f"loading {self.model_name}") as moved:
-            self._loaded = moved, tokenizer
+        if self._model is None:
+            model, _ = load_model(self.model_name, getattr(torch, self.dtype), keep=False)  # the only copy
+            with placed(model, self.plan, self.device, f"loading {self.model_name}") as moved:
+                self._model = moved
+        return self._model
 
     def complete(self, chat: list[dict[str, str]], n: int = 0, limit: int | None = None) -> Reply:
         import torch
@@ -432,9 +443,7 @@ class LocalTeacher:
 
         from ...core.lm.device import out_of_memory_as_line
 
-        assert self._loaded is not None, "connect() loads the model before any request"
-        model, tokenizer = self._loaded
-        assert isinstance(model, GenerationMixin), type(model)  # load_model's AutoModelForCausalLM generates
+        tokenizer = self._tokenizer
         ids = self._prompt(chat)
         sample = bool(self.temperature)
         options = {"do_sample": True, "temperature": self.temperature, "top_p": 1.0} if sample else {"do_sample": False}
@@ -452,19 +461,21 @@ class LocalTeacher:
         cuda: list[int] = []
         if self.device.type == "cuda":  # "cuda" alone is the current device
             cuda = [self.device.index if self.device.index is not None else torch.cuda.current_device()]
-        with (
-            self._turn,
-            torch.random.fork_rng(devices=cuda),
-            out_of_memory_as_line(self.plan, self.device, f"{self.model_name}'s reply {n}"),
-        ):
-            torch.manual_seed(self.seed + n)
-            out = model.generate(
-                ids,
-                attention_mask=torch.ones_like(ids),
-                max_new_tokens=limit,
-                pad_token_id=tokenizer.pad_token_id,
-                **options,
-            )
+        with self._turn:
+            model = self._weights()
+            assert isinstance(model, GenerationMixin), type(model)  # load_model's AutoModelForCausalLM generates
+            with (
+                torch.random.fork_rng(devices=cuda),
+                out_of_memory_as_line(self.plan, self.device, f"{self.model_name}'s reply {n}"),
+            ):
+                torch.manual_seed(self.seed + n)
+                out = model.generate(
+                    ids,
+                    attention_mask=torch.ones_like(ids),
+                    max_new_tokens=limit,
+                    pad_token_id=tokenizer.pad_token_id,
+                    **options,
+                )
         new = out[0, ids.shape[1] :].cpu()
         cut = len(new) >= limit and int(new[-1]) != tokenizer.eos_token_id
         said = tokenizer.decode(new, skip_special_tokens=True)
@@ -476,8 +487,7 @@ class LocalTeacher:
         text."""
         from transformers import BatchEncoding
 
-        assert self._loaded is not None, "connect() loads the model before any request"
-        tokenizer = self._loaded[1]
+        tokenizer = self._tokenizer
         if tokenizer.chat_template:
             encoded = tokenizer.apply_chat_template(
                 chat, add_generation_prompt=True, return_dict=True, return_tensors="pt"
@@ -490,12 +500,17 @@ class LocalTeacher:
         return plain
 
     @property
+    def _tokenizer(self) -> PreTrainedTokenizerBase:
+        assert self._read is not None, "connect() reads the tokenizer before any request"
+        return self._read[0]
+
+    @property
     def context(self) -> int | None:
-        """The longest sequence the loaded model reads (its position embeddings); None where it states none."""
+        """The longest sequence the model reads (its position embeddings); None where it states none."""
         from ...core.lm.models import stated_context
 
-        assert self._loaded is not None, "connect() loads the model before any request"
-        return stated_context(self._loaded[0].config)
+        assert self._read is not None, "connect() reads the configuration before any request"
+        return stated_context(self._read[1])
 
     def most_prompt(self, tokens: int) -> tuple[int, str, str]:
         """The most prompt tokens a request may hold, up to ``tokens``, beside a reply of up to ``max_tokens``
@@ -503,7 +518,7 @@ class LocalTeacher:
         past, and what else the user may do (as words; empty where they fit)."""
         from ...core.lm.device import room
 
-        assert self._loaded is not None, "connect() loads the model before any request"
+        assert self._read is not None, "connect() reads the configuration before any request"
         context, most = self.context, tokens
         past, instead = "", ""
         if context is not None and tokens + self.max_tokens > context:
@@ -511,10 +526,13 @@ class LocalTeacher:
             past = f"past {self.model_name}'s context of {context} tokens (its position embeddings)"
             instead = f"{'an' if self.role[0] in 'aeiou' else 'a'} {self.role} that reads more"
         now, reply = room(self.device), 2 * self.max_tokens
-        eager = self._loaded[0].config._attn_implementation == "eager"  # writes out the prompt's scores
+        # attention that writes out the prompt's scores: as the loaded model runs it, or as its configuration asks
+        config = self._read[1] if self._model is None else self._model.config
+        eager = config._attn_implementation == "eager"
+        loaded = self._model is not None  # else its weights are to load beside the request
 
         def short(prompt: int) -> str | None:
-            return self.plan.request_shortfall(prompt, reply, now, eager)
+            return self.plan.request_shortfall(prompt, reply, now, eager, loaded)
 
         said = short(most) if most > 0 else None
         if said is None:
@@ -532,8 +550,7 @@ class LocalTeacher:
     def longest(self, chats: Sequence[list[dict[str, str]]], candidates: int = 8) -> tuple[int, int]:
         """Which of ``chats`` makes the longest prompt, and its tokens as sent: the ``candidates`` longest by
         their last message alone (one batch through the tokenizer) each put through the template."""
-        assert self._loaded is not None, "connect() loads the model before any request"
-        alone = self._loaded[1]([c[-1]["content"] for c in chats], add_special_tokens=False)["input_ids"]
+        alone = self._tokenizer([c[-1]["content"] for c in chats], add_special_tokens=False)["input_ids"]
         first = sorted(range(len(chats)), key=lambda i: -len(alone[i]))[:candidates]
         return max(((i, self.prompt_tokens(chats[i])) for i in first), key=lambda found: found[1])
 

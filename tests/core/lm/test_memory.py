@@ -489,13 +489,22 @@ def test_a_generating_models_request_is_its_cache_and_one_layers_prefill(shapes)
     assert memory.generating(phi, 100, 200) <= plan.estimate.measurement < memory.generating(phi, 600, 800)
     assert plan.request_shortfall(100, 200, dataclasses.replace(t4(), device=0)) is None
     need = memory.generating(phi, 6000, 800)  # 5.44 GiB: 2.49 of cache, 1.10 of prefill, 1.5 times, 0.06 of scratch
-    assert plan.request_shortfall(6000, 800, dataclasses.replace(t4(), device=need + memory.MARGIN_FLOOR)) is None
-    assert plan.request_shortfall(6000, 800, dataclasses.replace(t4(), device=4 * GIB)) == (
+    loaded = dataclasses.replace(t4(), device=need + memory.MARGIN_FLOOR)  # the weights on the card already
+    assert plan.request_shortfall(6000, 800, loaded, loaded=True) is None
+    assert plan.request_shortfall(6000, 800, dataclasses.replace(t4(), device=4 * GIB), loaded=True) == (
         "a request of 6000 prompt tokens and a reply of up to 800 needs about 5.4 GiB on cuda:0 (Tesla T4) beside "
         "phi-1.5's weights (its key-value cache and the prompt's activations), 4.0 GiB free now (0.5 GiB of it kept "
         "free)"
     )
+    # checked before the weights load (a local teacher's are read at its first request): they count too
+    assert plan.request_shortfall(6000, 800, loaded) is not None
+    assert plan.request_shortfall(6000, 800, dataclasses.replace(t4(), device=12 * GIB)) is None
+    assert plan.request_shortfall(6000, 800, dataclasses.replace(t4(), device=10 * GIB)) == (
+        "a request of 6000 prompt tokens and a reply of up to 800 needs about 10.7 GiB on cuda:0 (Tesla T4) with "
+        "phi-1.5's weights (5.3 GiB) (its key-value cache and the prompt's activations), 10.0 GiB free now (0.5 GiB "
+        "of it kept free)"
+    )
     on_cpu = memory.measuring("phi-1.5", phi, Room(64 * GIB, 64 * GIB), doing="generating")
-    line = on_cpu.request_shortfall(6000, 800, Room(3 * GIB, 3 * GIB))  # the first step's 0.25 GiB beside it
+    line = on_cpu.request_shortfall(6000, 800, Room(3 * GIB, 3 * GIB), loaded=True)  # the first step's 0.25 GiB too
     assert line is not None and "needs about 5.7 GiB in host memory beside phi-1.5's weights" in line
-    assert on_cpu.request_shortfall(6000, 800, Room(need + memory.CPU_FIRST_STEP, 0)) is None
+    assert on_cpu.request_shortfall(6000, 800, Room(need + memory.CPU_FIRST_STEP, 0), loaded=True) is None

@@ -361,7 +361,9 @@ def test_a_local_teacher_answers_concurrent_requests_one_at_a_time_as_seeded(tin
     assert len(replies[0].splitlines()) == 4 and replies[0] == replies[1]
 
 
-def test_a_local_teachers_prompt_past_its_context_is_refused_before_the_first_request(tiny_dir, tmp_path, tracking_uri):
+def test_a_local_teachers_prompt_past_its_context_is_refused_before_the_first_request(
+    tiny_dir, tmp_path, tracking_uri, monkeypatch
+):
     """A local teacher's longest prompt (the instructions and its passage, as its chat template sends them) and a
     reply of --max-tokens must lie within its stated context: past it a model with learned positions fails and a
     rotary one writes where it never read. Refused in one line before any request, with the
@@ -376,7 +378,11 @@ def test_a_local_teachers_prompt_past_its_context_is_refused_before_the_first_re
     def generate_with(out, *extra):
         return generate_local(corpus, teacher, out, *extra)
 
+    from cctk.core.lm import models
+
+    monkeypatch.setattr(models, "load_model", lambda *a, **k: pytest.fail("its weights loaded"))  # not yet needed
     result = generate_with(tmp_path / "out")
+    monkeypatch.undo()
     assert result.exit_code == 1, result.output
     fits = counted * (limit - 16 - instructions) // (tokens - instructions)
     assert result.output == (
@@ -421,10 +427,11 @@ def test_a_local_teachers_request_past_the_memory_free_is_refused_before_the_fir
     brief = chat_tokens(tokenizer, messages(short, 1))
     teacher = reading(tiny_dir, tmp_path / "teacher", 4096)
     shape = memory.Shape.of_config(model_config(str(teacher)))
-    free = memory.CPU_FIRST_STEP + memory.generating(shape, (brief + tokens) // 2, 32)
+    beside = memory.CPU_FIRST_STEP + 4 * shape.params  # the first step's runtime and the weights, not loaded yet
+    free = beside + memory.generating(shape, (brief + tokens) // 2, 32)
     monkeypatch.setattr(memory, "LOGIT_BUDGET", 1024)  # the plan sets (almost) nothing aside for a request
     monkeypatch.setattr(device, "room", lambda where: memory.Room(free, free, "cpu", "cpu"))
-    most = next(p for p in range(tokens, 0, -1) if memory.CPU_FIRST_STEP + memory.generating(shape, p, 32) <= free)
+    most = next(p for p in range(tokens, 0, -1) if beside + memory.generating(shape, p, 32) <= free)
     fits = counted * (most - instructions) // (tokens - instructions)
 
     def generate_with(out, *extra):
@@ -432,12 +439,13 @@ def test_a_local_teachers_request_past_the_memory_free_is_refused_before_the_fir
 
     result = generate_with(tmp_path / "out")
     assert result.exit_code == 1, result.output
-    need = memory.gib(memory.CPU_FIRST_STEP + memory.generating(shape, tokens, 32))
+    need = memory.gib(beside + memory.generating(shape, tokens, 32))
     assert result.output == (
         f"Error: the passage at c.txt location {len(short) + 2} makes a prompt of {tokens} tokens ({instructions} of "
         f"them the instructions), and with a reply of up to 16 (--max-tokens) it is past the memory free: a request "
-        f"of {tokens} prompt tokens and a reply of up to 32 needs about {need} in host memory beside {teacher}'s "
-        f"weights (its key-value cache and the prompt's activations), {memory.gib(free)} free now: "
+        f"of {tokens} prompt tokens and a reply of up to 32 needs about {need} in host memory with {teacher}'s "
+        f"weights ({memory.gib(4 * shape.params)}) (its key-value cache and the prompt's activations), "
+        f"{memory.gib(free)} free now: "
         f"--max-tokens-per-passage {fits} splits passages at sentence ends (this one is {counted} tokens as the "
         "tokenizer counts), or --dtype bfloat16 (its cache at half), or a device with more free\n"
     )
@@ -484,9 +492,9 @@ def test_a_local_teacher_in_bfloat16_loads_plans_and_records_half_its_weights(ti
     full = make_teacher(str(tiny_dir), max_tokens=16, device="cpu")
     assert 2 * teacher.plan.estimate.weights == full.plan.estimate.weights == 4 * teacher.plan.shape.params
     teacher.connect()
-    model = teacher._loaded[0]
-    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+    assert teacher._model is None  # its tokenizer and configuration read; its weights load at the first request
     reply = teacher.complete(messages("The bridge has five arches.", 1), 0)
+    assert {p.dtype for p in teacher._model.parameters()} == {torch.bfloat16}
     assert reply.completion_tokens == 16 and teacher.describe()["dtype"] == "bfloat16"
     assert full.describe()["dtype"] == "float32"
     monkeypatch.setattr(compute, "bf16_missing", lambda device, flags=None: "this CPU (x86_64) lacks AVX512_BF16")
