@@ -353,17 +353,11 @@ class Plan:
     def shortfall(self) -> str | None:
         """None when the job fits, else one line: what is needed where, what is free, which options fit."""
         need = self.estimate
-        if not self.on_cpu and need.device > self.room.usable:
-            where, needed, free = f"on {self.room.name}", need.device, self.room.device
-            kept = f" ({gib(margin(self.room.device))} of it kept free)"
-        elif need.host(self.on_cpu) > self.room.host:
-            where, needed, free, kept = "in host memory", need.host(self.on_cpu), self.room.host, ""
-        else:
+        short = _short_of(self.room, need.device, need.host(self.on_cpu))
+        if short is None:
             return None
-        return (
-            f"{self.model} {self._job_words()} needs about {gib(needed)} {where} "
-            f"({need.breakdown()}), {gib(free)} free{kept}; {self.what_fits()}"
-        )
+        needed, free = short
+        return f"{self.model} {self._job_words()} needs about {needed} ({need.breakdown()}), {free}; {self.what_fits()}"
 
     def placed_shortfall(self, free: int) -> str | None:
         """Once the model's weights are on the device and ``free`` bytes are left there: None where the rest
@@ -498,12 +492,8 @@ def together(plans: Sequence[Plan]) -> str | None:
     weights = sum(p.estimate.weights for p in plans)
     device = weights + max(p.estimate.device - p.estimate.weights for p in plans)
     on_cpu = room.device_type == "cpu"
-    if not on_cpu and device > room.usable:
-        where, needed, free = f"on {room.name}", device, room.device
-        kept = f" ({gib(margin(room.device))} of it kept free)"
-    elif (host := device if on_cpu else max(p.estimate.weights for p in plans)) > room.host:
-        where, needed, free, kept = "in host memory", host, room.host, ""
-    else:
+    short = _short_of(room, device, device if on_cpu else max(p.estimate.weights for p in plans))
+    if short is None:
         return None
     names = " and ".join(f"{p.model} ({gib(p.estimate.weights)} of weights)" for p in plans)
     larger = (
@@ -512,9 +502,20 @@ def together(plans: Sequence[Plan]) -> str | None:
         else f"a machine with at least {gib(device)} of free memory"
     )
     return (
-        f"{names}, {plans[0]._job_words()} at once, need about {gib(needed)} {where}, {gib(free)} "
-        f"free{kept}; each fits alone: make one of them an endpoint (http://host:port/v1), or use {larger}"
+        f"{names}, {plans[0]._job_words()} at once, need about {short[0]}, {short[1]}; each fits alone: make one of "
+        f"them an endpoint (http://host:port/v1), or use {larger}"
     )
+
+
+def _short_of(room: Room, device: int, host: int) -> tuple[str, str] | None:
+    """Where a job that needs ``device`` bytes on its device and ``host`` in host memory does not fit ``room``: the
+    need and where (``3.2 GiB on cuda:0 (...)``), and what is free there (``2.0 GiB free (0.5 GiB of it kept
+    free)``); the device checked first, a CPU's being the host; None where both fit."""
+    if room.device_type != "cpu" and device > room.usable:
+        return f"{gib(device)} on {room.name}", f"{gib(room.device)} free ({gib(margin(room.device))} of it kept free)"
+    if host > room.host:
+        return f"{gib(host)} in host memory", f"{gib(room.host)} free"
+    return None
 
 
 def _flags(variant: Recipe, recipe: Recipe) -> str:

@@ -409,9 +409,9 @@ def check_context(
     options: GenerationOptions,
 ) -> None:
     """A local teacher's longest prompt and a reply of ``--max-tokens`` within its context (its position
-    embeddings), one line before the first request: past them a model with learned positions fails and a
-    rotary one writes where it never read (an endpoint's server answers for its own). ``tokenizer``: the one
-    ``--max-tokens-per-passage`` counts in."""
+    embeddings) and the memory free (``LocalTeacher.most_prompt``), one line before the first request: past its
+    context a model with learned positions fails and a rotary one writes where it never read (an endpoint's
+    server answers for its own). ``tokenizer``: the one ``--max-tokens-per-passage`` counts in."""
     n, tokens = teacher.longest([messages(located.passage.text, options.per_passage) for located in found])
     most, past, instead = teacher.most_prompt(tokens)
     if most >= tokens:
@@ -549,7 +549,7 @@ def _ask_stages(
     if gate is None:
         return
     groups = gate.groups(judged.assemble(journal.entries), judged.texts())
-    gate.check(groups)  # a local oracle's longest request within its context, before its first
+    gate.check(groups)  # a local oracle's longest request within its context and memory, before its first
     progress = _progress(len(groups), len(journal.units(gate.stage)), "oracle", rewrite)
     _ask_all(len(groups), journal, lambda n: gate.ask(groups[n], n), options.concurrency, progress, gate.stage)
 

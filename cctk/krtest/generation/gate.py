@@ -69,12 +69,12 @@ class Gate:
         ]
 
     def check(self, groups: list[Group]) -> None:
-        """A local oracle's longest request within its context, before its first (one line where not)."""
+        """A local oracle's longest request within its context and memory, before its first (one line where not)."""
         check_context(self.oracle, groups)
 
     def check_passages(self, passages: dict[tuple[str, int], str]) -> None:
         """Before the teacher is asked: each passage (by document and location) alone as a local oracle's
-        request, within its context (its questions only add to it)."""
+        request, within its context and memory (its questions only add to it)."""
         check_context(
             self.oracle, [Group(document, location, text, ()) for (document, location), text in passages.items()]
         )

@@ -286,8 +286,8 @@ def run_oracle(request: OracleRequest, oracle: Teacher, echo: Callable[[str], No
 
 def check_context(oracle: Teacher, groups: list[Group]) -> None:
     """A local oracle's longest request (a passage and every question of it, as its chat template sends them)
-    and a reply of ``--max-tokens`` within its stated context (its position embeddings), one line before its
-    first request; an endpoint's server answers for its own."""
+    and a reply of ``--max-tokens`` within its stated context (its position embeddings) and the memory free
+    (``LocalTeacher.most_prompt``), one line before its first request; an endpoint's server answers for its own."""
     if not isinstance(oracle, LocalTeacher) or not groups:
         return
     n, tokens = oracle.longest([oracle_messages(group) for group in groups])
