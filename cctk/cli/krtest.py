@@ -296,7 +296,7 @@ def generate(
         )
     check_local(options, teacher, options["oracle_name"])
     from ..krtest.generation import from_corpus
-    from ..krtest.generation.teacher import check_together, make_teacher
+    from ..krtest.generation.teacher import make_teacher
 
     chosen = make_teacher(
         teacher,
@@ -307,7 +307,6 @@ def generate(
         **_endpoint(options),
     )
     gate = _gate(options, seed)
-    check_together(chosen, gate.oracle if gate else None)  # a local teacher and a local oracle, both loaded
     config = _fields(from_corpus.GenerationOptions, options, location=location)
     request = _fields(from_corpus.Request, options, corpus=corpus, options=config, out=out, seed=seed)
     from_corpus.run(request, chosen, echo=click.echo, gate=gate)  # its figures, files and run printed

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from ..config import Recipe
 from ..errors import CctkError, OutOfMemory
-from .memory import Plan, Room, Shape, measuring
+from .memory import Plan, Room, Shape, generation, measuring
 
 if TYPE_CHECKING:
     import torch
@@ -318,13 +318,20 @@ def placed(model: ModuleT, plan: Plan, device: torch.device, where: str) -> Iter
         yield moved
 
 
-def measurement_plan(
-    model: str, config: PretrainedConfig, device: torch.device, doing: str = "measured", dtype: str = "float32"
-) -> Plan:
-    """The plan of measuring the untouched ``model`` (its ``config``) on ``device`` (``memory.measuring``; ``doing``:
-    what it does, as the line says; ``dtype``: its weights'), checked: a model too large for the device or the
-    host ends in one line, before it is loaded."""
-    plan = measuring(model, Shape.of_config(config), room(device), doing=doing, dtype=dtype)
+def measurement_plan(model: str, config: PretrainedConfig, device: torch.device) -> Plan:
+    """The plan of measuring the untouched ``model`` (its ``config``) on ``device`` (``memory.measuring``), checked: a
+    model too large for the device or the host ends in one line, before it is loaded."""
+    plan = measuring(model, Shape.of_config(config), room(device))
+    plan.check()
+    return plan
+
+
+def generation_plan(model: str, config: PretrainedConfig, device: torch.device, reply: int, dtype: str) -> Plan:
+    """The plan of ``model`` (its ``config``) generating replies of up to ``reply`` tokens on ``device``, its
+    weights in ``dtype`` (``memory.generation``: a local teacher or oracle), checked as ``measurement_plan``."""
+    from .models import eager_attention
+
+    plan = generation(model, Shape.of_config(config), room(device), reply, dtype, eager_attention(config))
     plan.check()
     return plan
 

@@ -21,8 +21,9 @@ read), in bytes::
 
 A measurement alone (``cctk measure``, ``krtest eval``: ``measuring``, ``Job.untrained`` set) is the weights, the
 measurement and, on a CPU, the runtime: no gradients, moments, activations or training logits. A local teacher
-is planned the same way before it loads (its weights in its ``--dtype``); once its prompts are known, its longest
-request is checked too (``generating``)::
+or oracle is planned the same way before it loads (``generation``: its weights in its ``--dtype``, and in the
+measurement's place one request of ``PLANNED_PROMPT`` prompt tokens and a retry's reply); once its prompts are
+known, its longest request is checked (``Plan.request_shortfall``), each request bounded as (``generating``)::
 
     request          1.5 x (2 L G (P + R) b + P (8 H + 4 I) x 4 [+ 2 x heads x P^2 x 4 with eager attention])
                      + 64 MiB
@@ -90,6 +91,9 @@ ADAMW8BIT_TEMPORARY = 8  # bytes a value of the largest tensor: cctk.core.lm.ada
 LOGIT_COPIES = 2  # the scorer's logits: the logits and their log-softmax
 REQUEST_SLACK = 1.5  # a generating model's request over its key-value cache and one layer's prefill (``generating``)
 REQUEST_SCRATCH = 64 * 2**20  # and beside them, the kernels' scratch and the allocator's rounding of a request
+# the prompt a generating model is planned with before its prompts are known: a KR-Test teacher's instructions
+# (about 700 tokens in the bundled model's template) and a short passage; its longest is checked once they are read
+PLANNED_PROMPT = 1024
 MARGIN_SHARE = 0.05  # of a GPU's free memory, kept free (see the module's docstring)
 MARGIN_FLOOR = 512 * 2**20
 
@@ -169,6 +173,7 @@ class Estimate:
     runtime: int  # a CPU process's first-step allocations (0 on CUDA: the context is outside the allocator)
     waiting: int  # copies of the model that wait in host memory while an arm trains (a parent for its next arm)
     measured_in_training: bool = False  # measured while the gradients and moments live (curves, KR-Test)
+    measured_as: str = "scoring logits"  # what ``measurement`` holds, as the breakdown names it ("a request")
 
     @property
     def training(self) -> int:
@@ -196,7 +201,7 @@ class Estimate:
             "optimizer": self.optimizer,
             "half copies": self.half_copies,
             "activations": self.activations + self.logits,
-            "scoring logits": self.measurement if not self.training else 0,  # a measurement alone
+            self.measured_as: self.measurement if not self.training else 0,  # a measurement (or request) alone
             "runtime": self.runtime,
         }
         return ", ".join(f"{name} {gib(n)}" for name, n in parts.items() if n)
@@ -222,6 +227,7 @@ class Job:
     # "generating": a local teacher), no training term; None: it trains
     untrained: str | None = None
     weights_dtype: str = "float32"  # the dtype its weights load in, where it trains nothing (a local teacher's --dtype)
+    request: int | None = None  # a generating job's: the bytes of one request, in the measurement's place
 
     @property
     def trains(self) -> bool:
@@ -244,9 +250,14 @@ def estimate(
     memory while an arm trains (a 2.0.0 pipeline: one parent; one model trained in place: none);
     ``job``: what the training asks beyond that (trainable parameters, supervised tokens, measuring mid-way).
     """
-    if not job.trains:  # the weights and the scorer's logits alone
+    if not job.trains:  # the weights and the scorer's logits (a generator's request) alone
         weights = DTYPE_BYTES[job.weights_dtype] * shape.params
-        return Estimate(weights, 0, 0, 0, 0, 0, job.logit_copies * LOGIT_BUDGET * 4, _runtime(device_type), waiting)
+        held, words = (
+            (job.logit_copies * LOGIT_BUDGET * 4, "scoring logits")
+            if job.request is None
+            else (job.request, "a request")
+        )
+        return Estimate(weights, 0, 0, 0, 0, 0, held, _runtime(device_type), waiting, measured_as=words)
     trained = shape.params if job.trained is None else job.trained
     half = recipe.precision in ("bf16", "fp16")
     batch = job.batch(recipe.batch_size)
@@ -284,19 +295,18 @@ def generating(shape: Shape, prompt: int, reply: int, dtype: str = "float32", ea
     return int(REQUEST_SLACK * (cache + prefill + scores)) + REQUEST_SCRATCH
 
 
-def measuring(
-    model: str,
-    shape: Shape,
-    room: Room,
-    logit_copies: int = LOGIT_COPIES,
-    doing: str = "measured",
-    dtype: str = "float32",
-) -> Plan:
+def measuring(model: str, shape: Shape, room: Room, logit_copies: int = LOGIT_COPIES) -> Plan:
     """The plan of a measurement alone (``cctk measure``, ``krtest eval``): the model's weights, in float32, and the
-    scorer's logits (``logit_copies`` budgets held at once) on the device, nothing trained. ``doing``: what the
-    model does, as the memory line says it ("generating": a local teacher's replies, bounded the same way);
-    ``dtype``: its weights' (a local teacher's ``--dtype``; a measurement's are float32)."""
-    job = Job(logit_copies=logit_copies, untrained=doing, weights_dtype=dtype)
+    scorer's logits (``logit_copies`` budgets held at once) on the device, nothing trained."""
+    return Plan(model, shape, Recipe(), 1, room, job=Job(logit_copies=logit_copies, untrained="measured"))
+
+
+def generation(model: str, shape: Shape, room: Room, reply: int, dtype: str = "float32", eager: bool = False) -> Plan:
+    """The plan of a local model generating (a KR-Test teacher or oracle) before its prompts are known: its
+    weights in ``dtype`` and one request (``generating``) of ``PLANNED_PROMPT`` prompt tokens and a reply of up to
+    ``reply``; its longest request is checked once its prompts are known (``Plan.request_shortfall``)."""
+    request = generating(shape, PLANNED_PROMPT, reply, dtype, eager)
+    job = Job(untrained="generating", weights_dtype=dtype, request=request)
     return Plan(model, shape, Recipe(), 1, room, job=job)
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlparse
 
 from ..errors import CctkError, did_you_mean
@@ -239,6 +239,22 @@ def load_tokenizer(model: ModelSource | str) -> PreTrainedTokenizerBase:
         _last_tokenizer.clear()
         _last_tokenizer[files] = tokenizer
     return _last_tokenizer[files]
+
+
+def eager_attention(config: PretrainedConfig) -> bool:
+    """Whether ``config``'s model runs attention that writes out its scores: as the configuration asks, or where
+    it asks nothing (a configuration read, not yet loaded), where its class has no SDPA kernel (transformers
+    falls back to eager)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
+    asked = config._attn_implementation
+    if asked is not None:
+        return bool(asked == "eager")
+    try:  # the mapping's values are typed loosely (its base serves tokenizers' pairs too): a model class here
+        found = cast("type[PreTrainedModel]", MODEL_FOR_CAUSAL_LM_MAPPING[type(config)])
+    except KeyError:  # a model class transformers does not map (remote code): its configuration's default
+        return False
+    return not found._supports_sdpa
 
 
 def model_config(key_or_path: str) -> PretrainedConfig:

@@ -56,7 +56,7 @@ from ..measurement.passages import Passage, check_segment
 from ..measurement.scoring import encode_continuation
 from .corpora import Document, Located, cut, read_documents
 from .journal import JOURNAL, Journal, open_journal
-from .teacher import PROMPT_VERSION, LocalTeacher, Reply, Teacher, ask, messages, parse_reply
+from .teacher import PROMPT_VERSION, LocalTeacher, Reply, Teacher, ask, check_together, messages, parse_reply
 from .validate import MAX_SPANS, REASONS, SUPPORT, Checker, key
 
 if TYPE_CHECKING:
@@ -144,6 +144,9 @@ class OracleGate(Protocol[G]):
 
     @property
     def stage(self) -> str: ...
+
+    @property
+    def oracle(self) -> Teacher: ...
 
     def connect(self) -> None: ...
 
@@ -375,6 +378,7 @@ def run(
 
     options = request.options
     options.check()
+    check_together(teacher, gate.oracle if gate else None)  # a local teacher and a local oracle, both loaded
     documents = read_documents(request.corpus, options.text_field)
     check_available(request.tokenizer_name)
     settings = request.settings(teacher_settings(teacher), gate.settings() if gate else None)

@@ -526,9 +526,10 @@ class LocalTeacher:
             past = f"past {self.model_name}'s context of {context} tokens (its position embeddings)"
             instead = f"{'an' if self.role[0] in 'aeiou' else 'a'} {self.role} that reads more"
         now, reply = room(self.device), 2 * self.max_tokens
-        # attention that writes out the prompt's scores: as the loaded model runs it, or as its configuration asks
-        config = self._read[1] if self._model is None else self._model.config
-        eager = config._attn_implementation == "eager"
+        from ...core.lm.models import eager_attention
+
+        # attention that writes out the prompt's scores: as the loaded model runs it, or as it will load
+        eager = eager_attention(self._read[1] if self._model is None else self._model.config)
         loaded = self._model is not None  # else its weights are to load beside the request
 
         def short(prompt: int) -> str | None:
@@ -622,12 +623,13 @@ def make_teacher(
         return endpoint
     if teacher_model or api_key_env:
         raise CctkError(f"--{role}-model and {key_flag} are for an endpoint {role} (--{role} http://...)")
-    from ...core.lm.device import check_dtype, measurement_plan, resolve
+    from ...core.lm.device import check_dtype, generation_plan, resolve
     from ...core.lm.models import check_available, model_config
 
     check_available(teacher)
     where = resolve(device)
     dtype = dtype or "float32"
     check_dtype(dtype, where)
-    plan = measurement_plan(teacher, model_config(teacher), where, "generating", dtype)  # before it is loaded
+    # before it is loaded: its weights and a request with a retry's reply (twice --max-tokens)
+    plan = generation_plan(teacher, model_config(teacher), where, 2 * max_tokens, dtype)
     return LocalTeacher(teacher, where, plan, temperature, max_tokens, seed, dtype, role)

@@ -420,48 +420,61 @@ def test_a_measurement_alone_is_planned_as_its_weights_and_the_scorers_logits(sh
         "phi-1.5 is on cuda:0 (Tesla T4), and the rest (measured in float32) needs about 0.5 GiB more there, 0.5 GiB "
         "free now"
     )
-    teacher = memory.measuring(
-        "phi-1.5", shapes["phi-1.5"], dataclasses.replace(t4(), device=4 * GIB), doing="generating"
+
+
+def test_a_generating_model_is_planned_with_its_weights_in_its_dtype_and_one_request(shapes):
+    """A local teacher before its prompts are known: its weights in ``--dtype`` and, where a measurement holds
+    the scorer's logits, one request of ``PLANNED_PROMPT`` (1,024) prompt tokens and a retry's reply (800), by
+    hand for phi-1.5 (24 layers, hidden 2,048, no grouped-query attention, feed-forward 8,192): the float32
+    cache 2 x 24 x 2,048 x 1,824 x 4 = 717,225,984 bytes, one layer's prefill 1,024 x (8 x 2,048 + 4 x 8,192) x 4
+    = 201,326,592, 1.5 times and 64 MiB: 1,444,937,728 bytes (1.3 GiB); in bfloat16 the cache halves."""
+    phi, card = shapes["phi-1.5"], dataclasses.replace(t4(), device=4 * GIB)
+    assert memory.PLANNED_PROMPT == 1024
+    teacher = memory.generation("phi-1.5", phi, card, 800)
+    assert teacher.estimate.measurement == int(1.5 * (717_225_984 + 201_326_592)) + 64 * 2**20 == 1_444_937_728
+    assert teacher.estimate.device == 4 * phi.params + 1_444_937_728
+    assert teacher.shortfall() == (
+        "phi-1.5 generating in float32 needs about 6.6 GiB on cuda:0 (Tesla T4) (weights 5.3 GiB, a request 1.3 "
+        "GiB), 4.0 GiB free (0.5 GiB of it kept free); or a device with at least 7.1 GiB free"
     )
-    assert teacher.shortfall().startswith("phi-1.5 generating in float32 needs about 5.8 GiB on cuda:0 (Tesla T4)")
-    half = memory.measuring(
-        "phi-1.5", shapes["phi-1.5"], dataclasses.replace(t4(), device=3 * GIB), doing="generating", dtype="bfloat16"
-    )
-    assert half.estimate.weights == 2 * shapes["phi-1.5"].params  # weights loaded in bfloat16: 2.6 GiB, not 5.3
+    half = memory.generation("phi-1.5", phi, dataclasses.replace(card, device=3 * GIB), 800, "bfloat16")
+    assert half.estimate.weights == 2 * phi.params  # weights loaded in bfloat16: 2.6 GiB, not 5.3
+    assert half.estimate.measurement == int(1.5 * (717_225_984 // 2 + 201_326_592)) + 64 * 2**20
     assert half.shortfall().startswith(
-        "phi-1.5 generating in bfloat16 needs about 3.1 GiB on cuda:0 (Tesla T4) (weights 2.6 GiB, scoring logits "
-        "0.5 GiB)"
+        "phi-1.5 generating in bfloat16 needs about 3.5 GiB on cuda:0 (Tesla T4) (weights 2.6 GiB, a request 0.8 GiB)"
     )
+    eager = memory.generation("phi-1.5", phi, card, 800, eager=True)  # the prompt's scores: 2 x 32 x 1,024^2 x 4
+    assert eager.estimate.measurement == int(1.5 * (717_225_984 + 201_326_592 + 268_435_456)) + 64 * 2**20
     assert teacher.placed_shortfall(GIB // 2).startswith(
-        "phi-1.5 is on cuda:0 (Tesla T4), and the rest (generating in float32) needs about 0.5 GiB more there"
+        "phi-1.5 is on cuda:0 (Tesla T4), and the rest (generating in float32) needs about 1.3 GiB more there"
     )
 
 
 def test_models_loaded_at_once_are_planned_as_both_weights_and_the_larger_reply(shapes):
-    """A local teacher and a local oracle on one card: each fits a 10 GiB card alone (5.8 GiB), both do not
-    (their weights, 2 x 5.3 GiB, and one scorer's budgets); the host holds one copy at a time on its way to the
+    """A local teacher and a local oracle on one card: each fits a 10 GiB card alone (6.6 GiB), both do not
+    (their weights, 2 x 5.3 GiB, and the larger request); the host holds one copy at a time on its way to the
     card, so a 50 GiB host never refuses them and a 5 GiB one does (5.3 GiB of phi-1.5's weights)."""
     phi, small = shapes["phi-1.5"], shapes["smollm2-135m"]
     card = dataclasses.replace(t4(), device=10 * GIB)
 
     def plans(room):
-        return [
-            memory.measuring(n, s, room, doing="generating") for n, s in (("phi-1.5", phi), ("smollm2-135m", small))
-        ]
+        return [memory.generation(n, s, room, 800) for n, s in (("phi-1.5", phi), ("smollm2-135m", small))]
 
     alone = plans(card)
     assert all(p.shortfall() is None for p in alone)
     assert memory.together(plans(dataclasses.replace(card, device=20 * GIB))) is None
-    both = [memory.measuring("phi-1.5", phi, card, doing="generating")] * 2
-    need = 8 * phi.params + 2 * memory.LOGIT_BUDGET * 4
-    assert memory.gib(need) == "11.1 GiB"
+    both = [memory.generation("phi-1.5", phi, card, 800)] * 2
+    request = memory.generating(phi, memory.PLANNED_PROMPT, 800)
+    need = 8 * phi.params + request
+    assert memory.gib(need) == "11.9 GiB"
     assert memory.together(both) == (
         "phi-1.5 (5.3 GiB of weights) and phi-1.5 (5.3 GiB of weights), generating in float32 at once, need about "
-        "11.1 GiB on cuda:0 (Tesla T4), 10.0 GiB free (0.5 GiB of it kept free); each fits alone: make one of them "
+        "11.9 GiB on cuda:0 (Tesla T4), 10.0 GiB free (0.5 GiB of it kept free); each fits alone: make one of them "
         f"an endpoint (http://host:port/v1), or use a device with at least {memory.gib(memory.free_for(need))} free"
     )
-    # the card's room for phi-1.5 with the smaller model: 4 x (both) + phi's budgets, just over and just under
-    pair = 4 * (phi.params + small.params) + 2 * memory.LOGIT_BUDGET * 4
+    # the card's room for phi-1.5 with the smaller model: 4 x (both) + phi's request (the larger), over and under
+    assert request > memory.generating(small, memory.PLANNED_PROMPT, 800)
+    pair = 4 * (phi.params + small.params) + request
     tight = memory.free_for(pair)
     assert memory.together(plans(dataclasses.replace(card, device=tight))) is None
     assert memory.together(plans(dataclasses.replace(card, device=tight - 2 * 2**20))) is not None
@@ -474,7 +487,8 @@ def test_a_generating_models_request_is_its_cache_and_one_layers_prefill(shapes)
     800 holds its key-value cache (2 x 24 x 2048 x 6,800 x 4 bytes in float32, half in bfloat16) and one layer's
     prefill in float32 (6,000 x (8 x 2048 + 4 x 8192) x 4), 1.5 times, and 64 MiB of scratch; eager attention
     adds the prompt's scores.
-    Within the plan's two logit budgets (0.5 GiB) it needs nothing more; past them, what is free now decides."""
+    Within what the plan set aside (a request of 1,024 prompt tokens and 800 of reply) it needs nothing more; past
+    it, what is free now decides."""
     phi = shapes["phi-1.5"]
     cache, prefill = 2 * 24 * 2048 * 6800 * 4, 6000 * (8 * 2048 + 4 * 8192) * 4
     scratch = 64 * 2**20
@@ -483,11 +497,12 @@ def test_a_generating_models_request_is_its_cache_and_one_layers_prefill(shapes)
     assert (
         memory.generating(phi, 6000, 800, eager=True) == int(1.5 * (cache + prefill + 2 * 32 * 6000**2 * 4)) + scratch
     )
-    plan = memory.measuring("phi-1.5", phi, t4(), doing="generating")
-    # phi-1.5 keeps 0.37 MiB of cache a token (no grouped-query attention): 100 + 200 tokens fit the plan's 0.5 GiB,
-    # the instructions of a KR-Test request and a reply of 400 (800 in a retry) do not
-    assert memory.generating(phi, 100, 200) <= plan.estimate.measurement < memory.generating(phi, 600, 800)
-    assert plan.request_shortfall(100, 200, dataclasses.replace(t4(), device=0)) is None
+    plan = memory.generation("phi-1.5", phi, t4(), 800)
+    # phi-1.5 keeps 0.37 MiB of cache a token (no grouped-query attention): 1,024 prompt tokens and a retry's reply
+    # of 800 fit the plan's 1.3 GiB, a prompt of 1,025 does not
+    assert memory.generating(phi, 1024, 800) == plan.estimate.measurement < memory.generating(phi, 1025, 800)
+    assert plan.request_shortfall(1024, 800, dataclasses.replace(t4(), device=0)) is None
+    assert plan.request_shortfall(1025, 800, dataclasses.replace(t4(), device=0)) is not None
     need = memory.generating(phi, 6000, 800)  # 5.44 GiB: 2.49 of cache, 1.10 of prefill, 1.5 times, 0.06 of scratch
     loaded = dataclasses.replace(t4(), device=need + memory.MARGIN_FLOOR)  # the weights on the card already
     assert plan.request_shortfall(6000, 800, loaded, loaded=True) is None
@@ -504,7 +519,7 @@ def test_a_generating_models_request_is_its_cache_and_one_layers_prefill(shapes)
         "phi-1.5's weights (5.3 GiB) (its key-value cache and the prompt's activations), 10.0 GiB free now (0.5 GiB "
         "of it kept free)"
     )
-    on_cpu = memory.measuring("phi-1.5", phi, Room(64 * GIB, 64 * GIB), doing="generating")
+    on_cpu = memory.generation("phi-1.5", phi, Room(64 * GIB, 64 * GIB), 800)
     line = on_cpu.request_shortfall(6000, 800, Room(3 * GIB, 3 * GIB), loaded=True)  # the first step's 0.25 GiB too
     assert line is not None and "needs about 5.7 GiB in host memory beside phi-1.5's weights" in line
     assert on_cpu.request_shortfall(6000, 800, Room(need + memory.CPU_FIRST_STEP, 0), loaded=True) is None

@@ -14,6 +14,7 @@ from cctk.core.lm.models import (
     cache_root,
     check_model_name,
     converted,
+    eager_attention,
     load_model,
     load_tokenizer,
 )
@@ -216,3 +217,28 @@ def test_the_input_checks_resolve_the_model_source_once(tiny_dir):
     assert source(key) == ModelSource(key, ROSTER[key].source)
     with pytest.raises(CctkError, match="unknown model"):
         source("no-such-model")
+
+
+@pytest.mark.parametrize(
+    ("model_type", "sizes", "eager"),
+    [
+        (
+            "llama",
+            {"num_hidden_layers": 1, "hidden_size": 16, "num_attention_heads": 2, "intermediate_size": 32},
+            False,
+        ),
+        ("bloom", {"n_layer": 1, "hidden_size": 16, "n_head": 2}, True),  # no SDPA kernel: transformers runs eager
+    ],
+)
+def test_eager_attention_is_read_before_the_model_loads_as_it_loads(model_type, sizes, eager):
+    """A configuration read (nothing asked) says what its model will run: eager where its class has no SDPA
+    kernel, as the loaded model's own configuration then says; asked for eager, eager."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.for_model(model_type, vocab_size=64, **sizes)
+    assert config._attn_implementation is None and eager_attention(config) is eager
+    loaded = AutoModelForCausalLM.from_config(config)
+    assert loaded.config._attn_implementation == ("eager" if eager else "sdpa")
+    assert eager_attention(loaded.config) is eager
+    asked = AutoConfig.for_model(model_type, vocab_size=64, attn_implementation="eager", **sizes)
+    assert eager_attention(asked) is True

@@ -429,7 +429,7 @@ def test_a_local_teachers_request_past_the_memory_free_is_refused_before_the_fir
     shape = memory.Shape.of_config(model_config(str(teacher)))
     beside = memory.CPU_FIRST_STEP + 4 * shape.params  # the first step's runtime and the weights, not loaded yet
     free = beside + memory.generating(shape, (brief + tokens) // 2, 32)
-    monkeypatch.setattr(memory, "LOGIT_BUDGET", 1024)  # the plan sets (almost) nothing aside for a request
+    monkeypatch.setattr(memory, "PLANNED_PROMPT", 0)  # the plan sets a reply's cache alone aside for a request
     monkeypatch.setattr(device, "room", lambda where: memory.Room(free, free, "cpu", "cpu"))
     most = next(p for p in range(tokens, 0, -1) if beside + memory.generating(shape, p, 32) <= free)
     fits = counted * (most - instructions) // (tokens - instructions)
@@ -506,9 +506,9 @@ def test_a_local_teacher_in_bfloat16_loads_plans_and_records_half_its_weights(ti
 
 
 def test_a_local_teacher_too_large_for_its_device_is_refused_before_it_loads(tmp_path, tracking_uri, monkeypatch):
-    """A local teacher's memory is planned on its ``--device`` as a measurement's is (float32 weights, the logit
-    budgets; a reply's cache and activations well within them): on 0.5 GiB free the bundled model is refused in
-    one line, no model loaded, nothing written."""
+    """A local teacher's memory is planned on its ``--device`` before it loads (float32 weights, a request of 1,024
+    prompt tokens and a retry's reply, ``memory.generation``): on 0.5 GiB free the bundled model is refused in one
+    line, no model loaded, nothing written."""
     from cctk.core.lm import device, models
     from cctk.core.lm.memory import GIB, Room
 
@@ -519,8 +519,8 @@ def test_a_local_teacher_too_large_for_its_device_is_refused_before_it_loads(tmp
     result = CliRunner().invoke(cli, ["krtest", "generate", *args, "--out", str(out)])
     assert result.exit_code == 1, result.output
     assert result.output == (
-        "Error: smollm2-135m-bundled generating in float32 needs about 1.3 GiB in host memory (weights 0.5 GiB, "
-        "scoring logits 0.5 GiB, runtime 0.2 GiB), 0.5 GiB free; or a machine with at least 1.3 GiB of free memory\n"
+        "Error: smollm2-135m-bundled generating in float32 needs about 1.0 GiB in host memory (weights 0.5 GiB, "
+        "a request 0.2 GiB, runtime 0.2 GiB), 0.5 GiB free; or a machine with at least 1.0 GiB of free memory\n"
     )
     assert not out.exists()
 
@@ -528,12 +528,12 @@ def test_a_local_teacher_too_large_for_its_device_is_refused_before_it_loads(tmp
 def test_a_local_teacher_and_oracle_that_fit_apart_and_not_together_are_refused_before_either_loads(
     tmp_path, tracking_uri, monkeypatch
 ):
-    """Both load at once on ``--device``: on 1.5 GiB free each fits alone (1.3 GiB) and both do not (their
-    weights and one reply's budget: 1.8 GiB); one line before either loads, nothing written."""
+    """Both load at once on ``--device``: on 1.25 GiB free each fits alone (1.0 GiB) and both do not (their
+    weights and one request: 1.5 GiB); one line before either loads, nothing written."""
     from cctk.core.lm import device, models
     from cctk.core.lm.memory import GIB, Room
 
-    monkeypatch.setattr(device, "room", lambda where: Room(3 * GIB // 2, 3 * GIB // 2, "cpu", "cpu"))
+    monkeypatch.setattr(device, "room", lambda where: Room(5 * GIB // 4, 5 * GIB // 4, "cpu", "cpu"))
     monkeypatch.setattr(models, "load_model", lambda *a, **k: pytest.fail("loaded"))
     out = tmp_path / "out"
     local = "smollm2-135m-bundled"
@@ -542,9 +542,31 @@ def test_a_local_teacher_and_oracle_that_fit_apart_and_not_together_are_refused_
     assert result.exit_code == 1, result.output
     assert result.output == (
         "Error: smollm2-135m-bundled (0.5 GiB of weights) and smollm2-135m-bundled (0.5 GiB of weights), "
-        "generating in float32 at once, need about 1.8 GiB in host memory, 1.5 GiB free; each fits alone: make "
-        "one of them an endpoint (http://host:port/v1), or use a machine with at least 1.8 GiB of free memory\n"
+        "generating in float32 at once, need about 1.5 GiB in host memory, 1.2 GiB free; each fits alone: make "
+        "one of them an endpoint (http://host:port/v1), or use a machine with at least 1.5 GiB of free memory\n"
     )
+    assert not out.exists()
+
+
+def test_from_python_a_local_teacher_and_oracle_are_checked_together_before_any_work(tmp_path, monkeypatch):
+    """``from_corpus.run`` called from Python checks the pair as the command does (the check is the library's):
+    the same line, before the store is read or anything written."""
+    from cctk.core.lm import device, models
+    from cctk.core.lm.memory import GIB, Room
+    from cctk.krtest.generation import from_corpus
+    from cctk.krtest.generation.gate import Gate
+    from cctk.krtest.generation.oracle import make_oracle
+    from cctk.krtest.generation.teacher import make_teacher
+
+    monkeypatch.setattr(device, "room", lambda where: Room(5 * GIB // 4, 5 * GIB // 4, "cpu", "cpu"))
+    monkeypatch.setattr(models, "load_model", lambda *a, **k: pytest.fail("loaded"))
+    local, out = "smollm2-135m-bundled", tmp_path / "out"
+    teacher, gate = make_teacher(local, device="cpu"), Gate(make_oracle(local, device="cpu"), 0)
+    request = from_corpus.Request(
+        DATA / "kr_corpus.txt", local, from_corpus.GenerationOptions(), out, tracking="http://127.0.0.1:9"
+    )
+    with pytest.raises(CctkError, match=r"^smollm2-135m-bundled \(0.5 GiB of weights\) and smollm2-135m-bundled "):
+        from_corpus.run(request, teacher, gate=gate)
     assert not out.exists()
 
 
