@@ -55,7 +55,7 @@ from ..measurement.items import TEXT_FIELDS, Item, dataset_name, questions_text
 from ..measurement.passages import Passage, check_segment
 from ..measurement.scoring import encode_continuation
 from .corpora import Document, Located, cut, read_documents
-from .journal import JOURNAL, Journal, open_journal
+from .journal import JOURNAL, ORACLE, Journal, open_journal
 from .teacher import PROMPT_VERSION, LocalTeacher, Reply, Teacher, ask, check_together, messages, parse_reply
 from .validate import MAX_SPANS, REASONS, SUPPORT, Checker, key
 
@@ -354,7 +354,7 @@ class Request:
             "prompt_version": PROMPT_VERSION,
             "teacher": teacher,
             **{k: v for k, v in asdict(self.options).items() if k != "concurrency"},
-            **({"oracle": oracle} if oracle is not None else {}),
+            **({ORACLE: oracle} if oracle is not None else {}),
         }
 
 
@@ -387,7 +387,8 @@ def run(
         from ...store import tracking
 
         tracking.check_reachable(tracking.resolve(request.tracking))  # an unreachable store fails before any work
-        journal = open_journal(request.out, settings, OWNED, request.overwrite, "generation")
+        # the oracle may change until it has answered (after a local one's refusal, the teacher's replies kept)
+        journal = open_journal(request.out, settings, OWNED, request.overwrite, "generation", {ORACLE: ORACLE})
         teacher.connect()  # an endpoint that does not answer fails here, before the tokenizer is loaded
         if gate is not None:
             gate.connect()  # and an oracle that does not, before the teacher is paid for anything
@@ -490,6 +491,8 @@ def _generate(
             out.mkdir(parents=True, exist_ok=True)
             journal.start({"settings": settings, "run_id": run.run_id})
             _log_start(run, request, teacher, gate, documents, found)
+        elif gate is not None:  # a continuation: its oracle's params (under ``.resolved`` where it changed)
+            _log_oracle(run, gate)
         about = _about(request, teacher, documents, found, run.run_id)
         rewrite = _rewriter(judged, gate, journal, out, about, teacher)
         try:
@@ -553,7 +556,15 @@ def _ask_stages(
     if gate is None:
         return
     groups = gate.groups(judged.assemble(journal.entries), judged.texts())
-    gate.check(groups)  # a local oracle's longest request within its context and memory, before its first
+    try:  # a local oracle's longest request within its context and memory, before its first
+        gate.check(groups)
+    except CctkError as refused:
+        if journal.units(gate.stage):  # an oracle that answered already cannot change
+            raise
+        raise CctkError(
+            f"{refused}; the teacher's replies are kept in {journal.path.parent}: the same command with another "
+            "--oracle continues"
+        ) from None
     progress = _progress(len(groups), len(journal.units(gate.stage)), "oracle", rewrite)
     _ask_all(len(groups), journal, lambda n: gate.ask(groups[n], n), options.concurrency, progress, gate.stage)
 
@@ -647,10 +658,7 @@ def _log_start(
     about = teacher.describe()
     options = request.options
     if gate is not None:
-        judge = gate.describe()
-        run.params(
-            {"oracle_kind": judge["kind"], "oracle_url": judge.get("url", ""), "oracle_model": judge.get("model") or ""}
-        )
+        _log_oracle(run, gate)
     run.params(
         {
             "teacher_kind": about["kind"],
@@ -674,6 +682,13 @@ def _log_start(
     rows = [(documents[f.document].name, f.passage.location(options.location), f.passage.text) for f in found]
     table = pd.DataFrame(rows, columns=["document", "location", "passage"])
     run.dataset(table, dataset_name("corpus", request.corpus), str(request.corpus), context="training")
+
+
+def _log_oracle(run: LiveRun, gate: OracleGate[G]) -> None:
+    judge = gate.describe()
+    run.params(
+        {"oracle_kind": judge["kind"], "oracle_url": judge.get("url", ""), "oracle_model": judge.get("model") or ""}
+    )
 
 
 def _metrics(done: Generation) -> dict[str, float]:

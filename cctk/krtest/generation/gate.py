@@ -21,13 +21,14 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..measurement.items import Item, item_row
+from .journal import ORACLE
 from .oracle import Group, Question, ask_group, check_context, positions, tally
 from .teacher import Teacher
 
 if TYPE_CHECKING:
     from .from_corpus import Generation
 
-STAGE = "oracle"  # the journal's stage of the oracle's lines
+STAGE = ORACLE  # the journal's stage of the oracle's lines
 REASON = "oracle_disagrees"  # the verdict of an item the oracle did not answer with its true side
 
 

@@ -11,7 +11,11 @@ Every other file of the folder is rewritten from the journal, so it is the one s
 Opening a folder:
     no journal, none of the outputs   a fresh start
     a journal, not finished           a continuation, if its settings are the ones asked for now; with other
-                                      settings, a fresh start where no unit was answered, else refused
+                                      settings, a fresh start where no unit was answered; else, where only a
+                                      later stage's settings differ (changed or added, not dropped) and that
+                                      stage has answered nothing (the oracle, after the teacher's replies), a
+                                      continuation under the settings now (a second header line; the last one
+                                      holds); else refused
     a finished journal                refused in one line, unless ``overwrite`` (then removed first)
 """
 
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +35,7 @@ if TYPE_CHECKING:
     from ...store.tracking import LiveRun, Store
 
 JOURNAL = "journal.jsonl"
+ORACLE = "oracle"  # the stage of a generation's oracle lines (``gate.STAGE``), and its setting's key
 
 
 @dataclass
@@ -69,9 +75,17 @@ class Journal:
             os.fsync(sink.fileno())
 
 
-def open_journal(folder: Path, settings: dict[str, Any], owned: tuple[str, ...], overwrite: bool, what: str) -> Journal:
+def open_journal(
+    folder: Path,
+    settings: dict[str, Any],
+    owned: tuple[str, ...],
+    overwrite: bool,
+    what: str,
+    later: Mapping[str, str] | None = None,
+) -> Journal:
     """The journal of ``folder`` for a run with ``settings`` (see the module docstring); ``owned``: the
-    files the run writes there (removed with ``overwrite``)."""
+    files the run writes there (removed with ``overwrite``); ``later``: the settings of a later stage, each
+    with the stage whose lines it governs (``{"oracle": "oracle"}``: they may change until it answers)."""
     folder, path = Path(folder), Path(folder) / JOURNAL
     if overwrite:
         for name in (JOURNAL, *owned):
@@ -85,27 +99,38 @@ def open_journal(folder: Path, settings: dict[str, Any], owned: tuple[str, ...],
             )
         return Journal(path)
     lines = _read(path)
-    header = lines[0].get("header") if lines else None
-    if header is None:
+    if not lines or "header" not in lines[0]:
         raise CctkError(f"{path} has no header line; --overwrite replaces it, or choose another --out")
     if any(line.get("finished") for line in lines):
         raise CctkError(f"--out {folder} holds a finished {what}; --overwrite replaces it, or choose another --out")
+    header = [line["header"] for line in lines if "header" in line][-1]  # a later stage's change: the last
+    answered = {line.get("stage") for line in lines if "unit" in line}  # the stages with a unit (None: the first)
     before = header.get("settings", {})
-    for key in [*settings, *(k for k in before if k not in settings)]:  # a setting dropped differs too (--oracle)
-        if before.get(key) != settings.get(key) and not any("unit" in line for line in lines[1:]):
-            for name in (JOURNAL, *owned):  # nothing answered (a first request refused): nothing to keep
-                (folder / name).unlink(missing_ok=True)
-            return Journal(path)
-        if before.get(key) != settings.get(key):
-            raise CctkError(
-                f"--out {folder} holds an unfinished {what} with other settings ({key}: "
-                f"{before.get(key)!r} there, {settings.get(key)!r} now); run it as it was "
-                "to continue, or --overwrite"
-            )
+    # a setting dropped differs too (--oracle)
+    differ = [
+        key for key in [*settings, *(k for k in before if k not in settings)] if before.get(key) != settings.get(key)
+    ]
+    if differ and not answered:  # nothing answered (a first request refused): nothing to keep
+        for name in (JOURNAL, *owned):
+            (folder / name).unlink(missing_ok=True)
+        return Journal(path)
+    stages = later or {}
+    # a later stage's setting changes (or is added: an oracle for a generation without one); dropped, it stays
+    fixed = [key for key in differ if key not in stages or stages[key] in answered or settings.get(key) is None]
+    if fixed:
+        key = fixed[0]
+        raise CctkError(
+            f"--out {folder} holds an unfinished {what} with other settings ({key}: "
+            f"{before.get(key)!r} there, {settings.get(key)!r} now); run it as it was "
+            "to continue, or --overwrite"
+        )
     journal = Journal(path, header)
     for line in lines[1:]:
         if "unit" in line:
             journal.units(line.get("stage"))[line["unit"]] = line
+    if differ:  # only a later stage's, before it answered anything: it continues under the settings now
+        journal.header = {**header, "settings": settings}
+        journal._append({"header": journal.header})
     return journal
 
 

@@ -510,5 +510,31 @@ def test_a_local_oracle_gate_past_its_context_is_refused_before_it_is_asked(tiny
         assert late.exit_code == 1 and teacher.passages_asked() == [0, 1, 2, 3, 4]
     assert late.output.startswith("Error: the oracle's request about the passage at five.txt location ")
     assert "questions) is a prompt of" in late.output and f"context of {bare + 16} tokens" in late.output
+    assert late.output.endswith(
+        f"; the teacher's replies are kept in {tmp_path / 'late'}: the same command with another --oracle continues\n"
+    )
     lines = [json.loads(x) for x in (tmp_path / "late" / "journal.jsonl").read_text().splitlines()]
     assert len([x for x in lines if "unit" in x]) == 5  # the teacher's five replies kept, the oracle asked nothing
+    # the teacher's replies are kept: another oracle (one that reads more) continues the generation, the teacher
+    # asked nothing again; dropping the oracle instead is refused (its items would pass unchecked)
+    with FaultServer(corpus.read_text(), items=scripted_items()) as teacher:
+        dropped = CliRunner().invoke(
+            cli, generate_five(teacher.url, corpus, tmp_path / "late", tiny_dir, "--max-tokens", "16")
+        )
+        assert dropped.exit_code == 1 and "other settings (oracle: {'kind': 'local'" in dropped.output
+        wider = str(reading(tiny_dir, tmp_path / "c", 4096))
+        argv = generate_five(teacher.url, corpus, tmp_path / "late", tiny_dir, "--oracle", wider, "--max-tokens", "16")
+        again = CliRunner().invoke(cli, argv)
+        assert again.exit_code == 0, again.output
+        assert teacher.passages_asked() == []
+    lines = [json.loads(x) for x in (tmp_path / "late" / "journal.jsonl").read_text().splitlines()]
+    headers = [x["header"] for x in lines if "header" in x]
+    assert [h["settings"]["oracle"]["model"] for h in headers] == [str(tmp_path / "b"), wider]
+    assert len({h["run_id"] for h in headers}) == 1 and lines[-1] == {"finished": True}
+    record = json.loads((tmp_path / "late" / "generation.json").read_text())
+    assert record["finished"] and record["oracle"]["model"] == wider and record["oracle_check"]["passages"] > 0
+    params = MlflowClient(tracking_uri).get_run(headers[0]["run_id"]).data.params
+    assert (params["oracle_model"], params["oracle_model.resolved"]) == (str(tmp_path / "b"), wider)
+    # once the new oracle has answered, it cannot change again
+    refused = CliRunner().invoke(cli, generate_five("http://127.0.0.1:9/v1", corpus, tmp_path / "late", tiny_dir))
+    assert refused.exit_code == 1 and "holds a finished generation" in refused.output
