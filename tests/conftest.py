@@ -26,6 +26,34 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: INTEGRATION not in Path(item.fspath).parents)  # stable: order kept within each
 
 
+CHECKOUT_STORE = Path(__file__).parents[1] / "mlruns"  # the default store of a command run in the checkout
+
+
+def _store_state() -> tuple[int, int, int]:
+    """The checkout's ./mlruns as it stands: its database's time and size, and the runs' folders under it."""
+    database = CHECKOUT_STORE / "mlflow.db"
+    written = (database.stat().st_mtime_ns, database.stat().st_size) if database.exists() else (0, 0)
+    return (*written, sum(1 for _ in CHECKOUT_STORE.glob("*/*")))
+
+
+def pytest_sessionstart(session):
+    session.config._checkout_store = _store_state()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """No test logs to the checkout's default store (./mlruns, where MLFLOW_TRACKING_URI is unset) nor puts
+    artifacts there (MLflow's default artifact root of a store without one): a test without the
+    ``tracking_uri`` fixture (or one that undid it with ``monkeypatch.undo()``) piled its runs into the
+    developer's own. Checked once, by the process that ran or gathered every test (under xdist the controller:
+    which test it was, its runs' params and artifacts name)."""
+    if hasattr(session.config, "workerinput") or _store_state() == session.config._checkout_store:
+        return
+    print(
+        f"\nFAILED: a test wrote into the checkout's default store {CHECKOUT_STORE}: give it the tracking_uri fixture"
+    )
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 @pytest.fixture(scope="session")
 def tokenizer():
     """The real SmolLM2 tokenizer, read from the bundled GGUF (no download)."""

@@ -121,9 +121,12 @@ def test_a_run_forecasts_its_training_before_the_first_arm_and_logs_it(tiny_dir,
     # its corpus, an MLflow dataset whose source is the run's targets.csv in the store, as anyone who reads the
     # store reads it (before: this machine's session folder)
     (used,) = store.client.get_run(arm.run_id).inputs.dataset_inputs
-    stored = Path(store.client.get_run(parent.run_id).info.artifact_uri) / "targets.csv"
-    assert json.loads(used.dataset.source) == {"uri": str(stored)} and used.dataset.source_type == "local"
-    assert stored.read_bytes() == next(tmp_path.glob("*/targets.csv")).read_bytes()
+    from mlflow.utils.file_utils import local_file_uri_to_path
+
+    stored = f"{store.client.get_run(parent.run_id).info.artifact_uri}/targets.csv"  # beside the test's database
+    assert stored.startswith(f"file://{tmp_path}/artifacts/")
+    assert json.loads(used.dataset.source) == {"uri": stored} and used.dataset.source_type == "local"
+    assert Path(local_file_uri_to_path(stored)).read_bytes() == next(tmp_path.glob("*/targets.csv")).read_bytes()
 
 
 def test_an_arm_that_raises_leaves_a_failed_nested_run(tiny_dir, tmp_path, tracking_uri, monkeypatch):

@@ -584,7 +584,7 @@ def test_a_local_sweep_refuses_what_cctk_run_refuses_before_anything_exists(tmp_
     assert message in done.output and not list(tmp_path.iterdir()), done.output
 
 
-def test_a_resumed_sweep_refuses_settings_it_would_ignore(tmp_path):
+def test_a_resumed_sweep_refuses_settings_it_would_ignore(tracking_uri, tmp_path):
     """--models, --seeds, --set ... given with --resume were ignored without a word (the sweep keeps its own)."""
     store, _ = new_sweep(tmp_path)
     with store.run("sweep", "sweep") as opened:

@@ -28,6 +28,24 @@ def test_environment_wins_over_the_option(monkeypatch):
     assert tracking.resolve("server").tracking_uri == "http://127.0.0.1:1234"
 
 
+def test_a_sqlite_store_named_by_its_uri_keeps_its_artifacts_beside_its_database(tmp_path, monkeypatch):
+    """MLflow's default artifact root is ./mlruns of whichever folder a command creating the experiment ran in
+    (a test suite's stores piled their files into the checkout's); cctk puts a SQLite store's beside it."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///runs/x.db")  # relative: made absolute, and its folder
+    assert tracking.resolve(None).artifact_location == str(tmp_path / "runs" / "artifacts")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    (tmp_path / "db").mkdir()
+    store = tracking.connect(f"sqlite:///{tmp_path}/db/mlflow.db")
+    with store.run("pipeline", "one") as run:
+        (tmp_path / "a.txt").write_text("a")
+        run.files(tmp_path / "a.txt")
+    assert (tmp_path / "db" / "artifacts").is_dir() and not (tmp_path / "mlruns").exists()
+    assert (tmp_path / "db" / "artifacts" / run.run_id / "artifacts" / "a.txt").read_text() == "a"  # as embedded's
+    assert tracking.resolve("http://127.0.0.1:5000").artifact_location is None  # a server keeps its own
+    assert tracking.beside_database("postgresql://u@h/db") is None
+
+
 def test_names_and_uris(monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     assert tracking.resolve("server").tracking_uri == "http://127.0.0.1:5000"

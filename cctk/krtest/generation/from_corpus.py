@@ -54,7 +54,7 @@ from ...core.labels import counted
 from ..measurement.items import TEXT_FIELDS, Item, dataset_name, questions_text
 from ..measurement.passages import Passage, check_segment
 from ..measurement.scoring import encode_continuation
-from .corpora import Document, Located, cut, read_documents
+from .corpora import Document, Located, cut, read_documents, split_long
 from .journal import JOURNAL, ORACLE, Journal, open_journal
 from .teacher import PROMPT_VERSION, LocalTeacher, Reply, Teacher, ask, check_together, messages, parse_reply
 from .validate import MAX_SPANS, REASONS, SUPPORT, Checker, key
@@ -429,14 +429,25 @@ def check_context(
             f"the teacher's instructions ({instructions} tokens) and a reply of up to {teacher.max_tokens} "
             f"(--max-tokens) are {past}: a smaller --max-tokens, or {instead}"
         )
-    counted = len(tokenizer(located.passage.text, add_special_tokens=False)["input_ids"])
+
+    def count(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    counted = count(located.passage.text)
     fits = max(8, counted * room // (tokens - instructions))  # the two tokenizers' ratio on this passage
     where = f"{documents[located.document].name} location {located.passage.location(options.location)}"
+    pieces = split_long(documents[located.document].text, located.passage, count, fits)
+    longest = max(count(piece.text) for piece in pieces)
+    split = (
+        f"--max-tokens-per-passage {fits} splits passages at sentence ends (this one is {counted} tokens as the "
+        "tokenizer counts)"
+        if longest <= fits
+        else f"--segment tokens:{fits} cuts passages into windows of tokens (this one holds a sentence of {longest} "
+        "tokens as the tokenizer counts, which --max-tokens-per-passage leaves whole)"
+    )
     raise CctkError(
         f"the passage at {where} makes a prompt of {tokens} tokens ({instructions} of them the instructions), and "
-        f"with a reply of up to {teacher.max_tokens} (--max-tokens) it is {past}: --max-tokens-per-passage "
-        f"{fits} splits passages at sentence ends (this one is {counted} tokens as the tokenizer counts), or "
-        f"{instead}"
+        f"with a reply of up to {teacher.max_tokens} (--max-tokens) it is {past}: {split}, or {instead}"
     )
 
 

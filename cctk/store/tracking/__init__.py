@@ -29,6 +29,7 @@ from .config import (
     TrackingConfig as TrackingConfig,
     Unreachable as Unreachable,
     absolute_uri as absolute_uri,
+    beside_database as beside_database,
     check_reachable as check_reachable,
     check_retry_budget as check_retry_budget,
     config_file as config_file,

@@ -5,7 +5,8 @@ MLflow would refuse), ``redact`` and the login (``login``). Imports no MLflow at
 Where runs go: ``MLFLOW_TRACKING_URI`` when set; else ``--tracking NAME|URI``, a NAME being a file
 ``mlruns_config/NAME.toml`` of the working folder or, failing that, the shipped one (the repository's
 top-level ``mlruns_config/``, inside the wheel as ``cctk/store/mlruns_config/``); else the embedded default
-(SQLite store and artifacts under ./mlruns/)."""
+(SQLite store and artifacts under ./mlruns/). A SQLite store named by its URI keeps the artifacts of the
+experiments cctk creates in it beside its database (``beside_database``)."""
 
 from __future__ import annotations
 
@@ -132,10 +133,12 @@ def resolve(tracking: str | None = None) -> TrackingConfig:
     run records where it is, wherever it is read from later."""
     env = os.environ.get("MLFLOW_TRACKING_URI")
     if env:
-        return TrackingConfig("MLFLOW_TRACKING_URI", absolute_uri(_no_server_password(_known_store(env))))
+        uri = absolute_uri(_no_server_password(_known_store(env)))
+        return TrackingConfig("MLFLOW_TRACKING_URI", uri, beside_database(uri))
     tracking = tracking or DEFAULT_CONFIG
     if "://" in tracking or tracking.startswith(("sqlite:", "file:")):
-        return TrackingConfig(redact(tracking), absolute_uri(_no_server_password(_known_store(tracking))))
+        uri = absolute_uri(_no_server_password(_known_store(tracking)))
+        return TrackingConfig(redact(tracking), uri, beside_database(uri))
     raw, where = read_config(tracking), f"{config_file(tracking)}:"
     artifacts = config_value(raw, "artifact_location", str, where, "")
     uri = _known_store(config_value(raw, "tracking_uri", str, where))
@@ -566,6 +569,16 @@ def _sqlite_file(uri: str) -> None:
             f"the tracking URI {redact(uri)} is no SQLite URL: give sqlite:///RELATIVE/PATH.db or "
             "sqlite:////ABSOLUTE/PATH.db (three slashes before the path)"
         )
+
+
+def beside_database(uri: str) -> str | None:
+    """The artifact folder of the experiments cctk creates in a SQLite store named by its URI: ``artifacts``
+    beside the database file, as the embedded configuration keeps ``mlruns/artifacts`` beside
+    ``mlruns/mlflow.db`` (MLflow's own default, ``./mlruns`` under the working folder of whichever command
+    created the experiment, scatters one store's files over the folders it was run from); None for any other
+    store (a server keeps its own, a remote database's clients share no folder)."""
+    path = sqlite_path(uri)
+    return str(path.parent / "artifacts") if path is not None else None
 
 
 def sqlite_path(uri: str) -> Path | None:

@@ -380,9 +380,9 @@ def test_a_local_teachers_prompt_past_its_context_is_refused_before_the_first_re
 
     from cctk.core.lm import models
 
-    monkeypatch.setattr(models, "load_model", lambda *a, **k: pytest.fail("its weights loaded"))  # not yet needed
-    result = generate_with(tmp_path / "out")
-    monkeypatch.undo()
+    with monkeypatch.context() as weights:  # not yet needed (undone after: the store's variable stays set)
+        weights.setattr(models, "load_model", lambda *a, **k: pytest.fail("its weights loaded"))
+        result = generate_with(tmp_path / "out")
     assert result.exit_code == 1, result.output
     fits = counted * (limit - 16 - instructions) // (tokens - instructions)
     assert result.output == (
@@ -412,7 +412,37 @@ def test_a_local_teachers_prompt_past_its_context_is_refused_before_the_first_re
     )
 
 
-def test_a_local_teachers_request_past_the_memory_free_is_refused_before_the_first(tiny_dir, tmp_path, monkeypatch):
+def test_a_sentence_past_a_local_teachers_context_is_cut_by_token_windows_not_sentence_ends(
+    tiny_dir, tmp_path, tracking_uri
+):
+    """A passage of one long sentence stays whole under --max-tokens-per-passage (it splits at sentence ends), so
+    the line suggests --segment tokens:N, whose windows then run."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
+    sentence = ", ".join(f"stone {n} of the bridge was cut in {1800 + n}" for n in range(30)) + "."
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(f"The bridge has five arches.\n\n{sentence}\n")
+    instructions, tokens = chat_tokens(tokenizer, messages("", 1)), chat_tokens(tokenizer, messages(sentence, 1))
+    counted = len(tokenizer(sentence, add_special_tokens=False)["input_ids"])
+    limit = instructions + 16 + counted // 2
+    teacher = reading(tiny_dir, tmp_path / "teacher", limit)
+    fits = counted * (limit - 16 - instructions) // (tokens - instructions)
+    for extra in ((), ("--max-tokens-per-passage", str(fits))):  # the bound given already: the same line
+        result = generate_local(corpus, teacher, tmp_path / "out", *extra)
+        assert result.exit_code == 1 and result.output.endswith(
+            f"past {teacher}'s context of {limit} tokens (its position embeddings): --segment tokens:{fits} cuts "
+            f"passages into windows of tokens (this one holds a sentence of {counted} tokens as the tokenizer counts, "
+            "which --max-tokens-per-passage leaves whole), or a teacher that reads more\n"
+        ), result.output
+    done = generate_local(corpus, teacher, tmp_path / "windows", "--segment", f"tokens:{fits}")
+    assert done.exit_code == 0, done.output
+    assert json.loads((tmp_path / "windows" / "generation.json").read_text())["passages"] > 2  # the sentence cut
+
+
+def test_a_local_teachers_request_past_the_memory_free_is_refused_before_the_first(
+    tiny_dir, tmp_path, tracking_uri, monkeypatch
+):
     """Once loaded, a local teacher's longest request (its key-value cache and prefill, ``memory.generating``, with
     a retry's reply of twice --max-tokens) past what the plan set aside must fit what is free where it runs (here a
     CPU whose free memory is faked between the short passage's request and the long one's): one line naming the
