@@ -495,7 +495,7 @@ class Plan:
 
 def together(plans: Sequence[Plan]) -> str | None:
     """Jobs that train nothing, loaded at once on one device and run in turn (a local teacher and a local
-    oracle), each planned alone: None where all their weights and the largest of the rest (one reply at a time)
+    oracle), each planned alone: None where all their weights and the largest of the rest (one request at a time)
     fit, else one line. On a GPU each model's host copy moves to the device before the next one loads."""
     assert plans and not any(p.job.trains for p in plans), "models that train load one at a time"
     room = min((p.room for p in plans), key=lambda r: (r.device, r.host))  # read before each load: the least

@@ -696,6 +696,8 @@ def _log_start(
 
 
 def _log_oracle(run: LiveRun, gate: OracleGate[G]) -> None:
+    """The oracle's params: at the start, and again on a continuation (unchanged, nothing logged; another oracle
+    that took over before the first answered, under ``.resolved``: MLflow never changes a logged param)."""
     judge = gate.describe()
     run.params(
         {"oracle_kind": judge["kind"], "oracle_url": judge.get("url", ""), "oracle_model": judge.get("model") or ""}

@@ -46,7 +46,7 @@ class Journal:
     stages: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)  # a later stage -> its units' lines
 
     def start(self, header: dict[str, Any]) -> None:
-        """Write the header of a fresh journal."""
+        """Write the header of a fresh journal (or a later one: the settings a continuation holds to)."""
         self.header = header
         self._append({"header": header})
 
@@ -129,8 +129,7 @@ def open_journal(
         if "unit" in line:
             journal.units(line.get("stage"))[line["unit"]] = line
     if differ:  # only a later stage's, before it answered anything: it continues under the settings now
-        journal.header = {**header, "settings": settings}
-        journal._append({"header": journal.header})
+        journal.start({**header, "settings": settings})
     return journal
 
 

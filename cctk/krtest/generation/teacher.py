@@ -569,7 +569,7 @@ class LocalTeacher:
 
 def check_together(*chosen: Teacher | None) -> None:
     """A local teacher and a local oracle load at once on one ``--device`` (``make_teacher`` checked each
-    alone): both weights and the larger reply checked together, before either loads; one line where they do not
+    alone): both weights and the larger request checked together, before either loads; one line where they do not
     fit."""
     from ...core.lm.memory import together
 
