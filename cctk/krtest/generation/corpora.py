@@ -79,6 +79,15 @@ def _jsonl(path: Path, field: str) -> list[Document]:
     return found
 
 
+def token_counter(tokenizer: PreTrainedTokenizerBase) -> Callable[[str], int]:
+    """A text's tokens as the bounds count them (no special tokens): what ``merge_short`` and ``split_long`` take."""
+
+    def count(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    return count
+
+
 def cut(
     documents: list[Document],
     how: str,
@@ -87,10 +96,7 @@ def cut(
     max_tokens: int | None = None,
 ) -> list[Located]:
     """Every document's passages, in order, shaped by the token bounds (see the module docstring)."""
-
-    def count(text: str) -> int:
-        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
-
+    count = token_counter(tokenizer)
     found = []
     for k, document in enumerate(documents):
         passages = segment(document.text, how, tokenizer) if document.text.strip() else []

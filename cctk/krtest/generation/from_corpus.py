@@ -54,7 +54,7 @@ from ...core.labels import counted
 from ..measurement.items import TEXT_FIELDS, Item, dataset_name, questions_text
 from ..measurement.passages import Passage, check_segment
 from ..measurement.scoring import encode_continuation
-from .corpora import Document, Located, cut, read_documents, split_long
+from .corpora import Document, Located, cut, read_documents, split_long, token_counter
 from .journal import JOURNAL, ORACLE, Journal, open_journal
 from .teacher import PROMPT_VERSION, LocalTeacher, Reply, Teacher, ask, check_together, messages, parse_reply
 from .validate import MAX_SPANS, REASONS, SUPPORT, Checker, key
@@ -429,10 +429,7 @@ def check_context(
             f"the teacher's instructions ({instructions} tokens) and a reply of up to {teacher.max_tokens} "
             f"(--max-tokens) are {past}: a smaller --max-tokens, or {instead}"
         )
-
-    def count(text: str) -> int:
-        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
-
+    count = token_counter(tokenizer)
     counted = count(located.passage.text)
     fits = max(8, counted * room // (tokens - instructions))  # the two tokenizers' ratio on this passage
     where = f"{documents[located.document].name} location {located.passage.location(options.location)}"
