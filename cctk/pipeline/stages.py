@@ -175,10 +175,15 @@ def _context(
     mlflow_run: tracking.LiveRun,
     checked: tuple[torch.device, models.ModelSource, memory.Plan],
     figures: bool,
+    echo: Echo,
 ) -> RunContext:
-    """The context of a run (new or resumed) once its MLflow run is open: its provenance recorded there."""
+    """The context of a run (new or resumed) once its MLflow run is open: its provenance recorded there, and a line
+    where its artifacts stay in a folder of this machine while its store is shared (a database server's)."""
     device, source, plan = checked
     found = _record_provenance(config, manual, store, mlflow_run)
+    unshared = store.unshared_artifacts(mlflow_run.artifact_uri)
+    if unshared:
+        echo(unshared)
     experiment = mlflow_run.experiment_id
     return RunContext(config, manual, layout, store, experiment, mlflow_run, device, source, plan, found, figures)
 
@@ -220,7 +225,7 @@ def run(config: Config[Any], where: Where = Where(), options: Options = Options(
     # opened here and ended here, so no fault between (the GEMM peak, a Ctrl-C) leaves it RUNNING
     with _held(layout.folder), store.run("pipeline", layout.session, tags, parent=sweep, attach=True) as mlflow_run:
         _set_up(mlflow_run, config, manual, source, layout, sweep, echo, where.device)
-        context = _context(config, manual, layout, store, mlflow_run, (device, source, plan), options.figures)
+        context = _context(config, manual, layout, store, mlflow_run, (device, source, plan), options.figures, echo)
         results = _stages(context, Done(), echo, options.system_metrics, peak=True)
     return Outcome(results, mlflow_run.run_id, layout.folder)
 
@@ -257,7 +262,7 @@ def resume(run_id: str, where: Where = Where(), options: Options = Options()) ->
         source = models.check_available(config.model)  # before the run is reopened, as run()'s input checks
         done = resume_state.finished(store, parent, layout)
         with store.run("pipeline", layout.session, reopen=run_id) as reopened:  # ended here, as run()'s
-            context = _context(config, manual, layout, store, reopened, (device, source, plan), options.figures)
+            context = _context(config, manual, layout, store, reopened, (device, source, plan), options.figures, echo)
             echo(
                 f"resuming {layout.session}: {len(done.run_ids)} of {len(manual.models(config.options))} models "
                 "already finished"

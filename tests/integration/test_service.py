@@ -29,7 +29,7 @@ def _env(**extra) -> dict:
 
 
 def _children(client, parent):
-    return client.search_runs([parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
+    return client.search_runs([parent.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.run_id}'")
 
 
 def test_mlflow_run_attaches_to_its_run_and_nests_its_arms(tiny_dir, tmp_path, new_store):
@@ -69,7 +69,7 @@ def test_mlflow_run_attaches_to_its_run_and_nests_its_arms(tiny_dir, tmp_path, n
     assert len(runs) == 1  # the run `mlflow run` created is the parent: no second pipeline run
     parent = runs[0]
     assert parent.data.tags.get("mlflow.project.entryPoint") == "main"
-    assert parent.info.status == "FINISHED" and parent.data.params["parts"] == "A"  # -P parts=A reached the CLI
+    assert parent.status == "FINISHED" and parent.data.params["parts"] == "A"  # -P parts=A reached the CLI
     assert sorted(c.data.tags["cctk.key"] for c in _children(client, parent)) == sorted(PART_A)
     (folder,) = (tmp_path / "out").iterdir()  # -P figures=no reached the CLI: tables and reports, no figures
     assert (folder / "report.html").is_file() and (folder / "tables").is_dir() and not (folder / "figures").exists()
@@ -150,13 +150,13 @@ def test_two_pipelines_at_once_on_a_postgres_backed_server(tiny_dir, tracking_se
     parents = client.search_runs([experiment.experiment_id], "tags.`cctk.kind` = 'pipeline'")
     assert sorted(p.data.params["seeds"].split(",")[0] for p in parents) == ["1", "2"]
     for parent in parents:
-        assert parent.info.status == "FINISHED"
+        assert parent.status == "FINISHED"
         children = _children(client, parent)
         assert sorted(c.data.tags["cctk.key"] for c in children) == sorted(PART_A)
         assert all(c.info.status == "FINISHED" for c in children)
         trained = [c for c in children if c.data.tags["cctk.key"] != "base"]
         assert all(len(client.get_metric_history(c.info.run_id, "loss")) == 2 for c in trained)
-        names = {a.path for a in client.list_artifacts(parent.info.run_id)}
+        names = {a.path for a in client.list_artifacts(parent.run_id)}
         assert "run_info.json" in names and "report.html" in names
         assert {a.path for a in client.list_artifacts(children[0].info.run_id)} >= {"measurement"}
         # each arm's corpus, an MLflow dataset whose source is an address on the server that serves the run's
@@ -165,7 +165,7 @@ def test_two_pipelines_at_once_on_a_postgres_backed_server(tiny_dir, tracking_se
         (used,) = client.get_run(trained[0].info.run_id).inputs.dataset_inputs
         assert used.dataset.source_type == "http"
         url = json.loads(used.dataset.source)["url"]
-        assert url == f"{tracking_server}/get-artifact?path=targets.csv&run_id={parent.info.run_id}"
+        assert url == f"{tracking_server}/get-artifact?path=targets.csv&run_id={parent.run_id}"
         with urllib.request.urlopen(url, timeout=30) as served:
             assert served.read() == next((tmp_path / f"out{seed}").glob("*/targets.csv")).read_bytes()
 
@@ -200,3 +200,45 @@ def test_a_database_store_that_stops_answering_is_one_line_naming_the_run_left_r
         cursor.execute("SELECT status FROM runs WHERE run_uuid = %s", (run.run_id,))
         assert cursor.fetchone() == ("RUNNING",)
     connection.close()
+
+
+def test_a_pipeline_on_a_database_store_says_its_artifacts_stay_on_this_machine(
+    tiny_dir, postgres, tmp_path, monkeypatch
+):
+    """A PostgreSQL database as the store itself (no server): MLflow puts the artifacts of the experiment it
+    creates in ./mlruns of the working folder, which other machines sharing the database cannot read. The
+    pipeline's first lines say where they go; once the folder is gone, a load names it."""
+    from cctk import results
+    from cctk.core.errors import CctkError
+    from cctk.manuals.configure import make_config
+    from cctk.pipeline import stages as pipeline
+    from cctk.store import tracking
+
+    def stop(*args, **kwargs):
+        raise RuntimeError("stopped after the first lines")
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)  # MLflow's default artifact root, ./mlruns, is here
+    monkeypatch.setattr(pipeline, "fine_tune", stop)
+    said: list[str] = []
+    options = pipeline.Options(echo=said.append, system_metrics=False, figures=False)
+    config = make_config(str(tiny_dir), "smoke", (3,), device="cpu", parts="A")
+    with pytest.raises(RuntimeError, match="stopped"):
+        pipeline.run(config, pipeline.Where(tmp_path / "out", postgres), options)
+    store = tracking.connect(postgres)
+    (parent,) = store.search([store.experiment()], f"tags.`{tracking.KIND}` = 'pipeline'")
+    there = tmp_path / "mlruns" / parent.experiment_id / parent.run_id / "artifacts"
+    line = (
+        f"artifacts in {there} of this machine: the database holds the runs, not their files, which other machines "
+        "cannot read (a tracking server shares them: docs/mlflow.md#stores)"
+    )
+    assert said.index(line) == said.index(f"loading {tiny_dir} ...") - 1  # after the first lines, before the model
+    assert parent.status == "FAILED"
+
+    store.client.set_terminated(parent.run_id, "FINISHED")  # as if it had ended; its files then moved away
+    (tmp_path / "mlruns").rename(tmp_path / "moved")
+    with pytest.raises(CctkError, match=f"^MLflow run {parent.run_id} keeps its artifacts in {there}, a folder"):
+        results.load(parent.run_id, tracking_name=postgres, cache=tmp_path / "cache")
+    assert store.unshared_artifacts((tmp_path / "elsewhere").as_uri()) is not None
+    assert store.unshared_artifacts("s3://bucket/runs") is None
+    assert tracking.connect(f"sqlite:///{tmp_path}/mlflow.db").unshared_artifacts(there.as_uri()) is None

@@ -48,6 +48,28 @@ def test_load_a_run_id_downloads_the_artifacts(session, tmp_path, tracking_uri):
     assert results.load(run_id, cache=tmp_path / "cache").folder == loaded.folder  # from the cache
 
 
+def test_a_run_whose_artifact_folder_is_not_here_says_where_it_is(session, tmp_path, tracking_uri):
+    """A finished run's artifacts written to a folder this machine lacks (another machine's, a moved one): MLflow
+    lists it as empty, and the line said the run had no run_info.json (unfinished or older); now it names the
+    folder and what to read instead. A run not finished keeps that line (it may have logged nothing yet)."""
+    folder, _, _ = session
+    run_id = logged_run(folder, tmp_path)
+    there = tmp_path / "artifacts" / run_id / "artifacts"
+    (tmp_path / "artifacts").rename(tmp_path / "moved")
+    with pytest.raises(CctkError) as error:
+        results.load(run_id, cache=tmp_path / "cache")
+    assert str(error.value) == (
+        f"MLflow run {run_id} keeps its artifacts in {there}, a folder this machine does not have (the run was made "
+        f"on another machine, or the folder moved): {tracking_uri} holds the runs, not their files; read them where "
+        "that folder is (a session folder loads as a run id does), or serve the store to share them "
+        "(docs/mlflow.md#stores)"
+    )
+    assert not (tmp_path / "cache" / run_id).exists()
+    mlflow.MlflowClient().set_terminated(run_id, "FAILED")
+    with pytest.raises(CctkError, match=f"^MLflow run {run_id} has no run_info.json among its artifacts"):
+        results.load(run_id, cache=tmp_path / "cache")
+
+
 def test_a_run_that_is_no_pipeline_fails_in_one_line(session, tmp_path, tracking_uri):
     folder, _, _ = session
     run_id = logged_run(folder / "measurements", tmp_path, kind="model")

@@ -19,6 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
+from urllib.request import url2pathname
 
 from ...core.errors import CctkError, NoRun, stops_held
 from ...core.records import ui_link
@@ -805,6 +806,18 @@ class Store:
                 finished[child.tags[KEY]] = child.run_id
         return finished
 
+    def unshared_artifacts(self, artifact_uri: str) -> str | None:
+        """The line for a run of a database server's store (PostgreSQL, MySQL: not SQLite, not a tracking server)
+        whose artifacts go to a folder of this machine, MLflow's default for such a store: the runs are shared,
+        their files are not (None for any other)."""
+        there = local_folder(artifact_uri)
+        if there is None or not is_database(self.config.tracking_uri):
+            return None
+        return (
+            f"artifacts in {there} of this machine: the database holds the runs, not their files, which other "
+            "machines cannot read (a tracking server shares them: docs/mlflow.md#stores)"
+        )
+
     def artifact_location(self, experiment_id: str) -> str:
         """``mlflow-artifacts:/...`` where the server proxies them."""
         return self.client.get_experiment(experiment_id).artifact_location
@@ -831,7 +844,18 @@ class Store:
         return True
 
     def download(self, run_id: str, folder: Path, skip_suffix: str = ".zip") -> None:
-        """Every top-level artifact of ``run_id`` (but those ending in ``skip_suffix``) into ``folder``."""
+        """Every top-level artifact of ``run_id`` (but those ending in ``skip_suffix``) into ``folder``. A finished
+        run whose artifacts were written to a folder this machine does not have (another machine's, or one moved
+        since) fails in one line that says where they are: MLflow lists such a folder as empty."""
+        run = self.client.get_run(run_id)
+        there = local_folder(run.info.artifact_uri)
+        if there is not None and run.info.status == "FINISHED" and not there.is_dir():
+            raise CctkError(
+                f"MLflow run {run_id} keeps its artifacts in {there}, a folder this machine does not have (the run "
+                f"was made on another machine, or the folder moved): {self.uri} holds the runs, not their files; "
+                "read them where that folder is (a session folder loads as a run id does), or serve the store to "
+                "share them (docs/mlflow.md#stores)"
+            )
         folder.mkdir(parents=True, exist_ok=True)
         for item in self.client.list_artifacts(run_id):
             if not item.path.endswith(skip_suffix):
@@ -843,6 +867,15 @@ class Store:
 UNREADABLE_SOURCES = ("mlflow-artifacts", "runs", "models")
 # What MLflow warns when two of its dataset sources read one address (a local path): it picks one either way.
 TWO_SOURCES = "The specified dataset source can be interpreted"
+
+
+def local_folder(artifact_uri: str) -> Path | None:
+    """The folder of this machine that an artifact URI names (``file:///...`` or a plain path); None for any
+    other scheme (``s3://``, ``mlflow-artifacts:``, ...)."""
+    parts = urlsplit(artifact_uri)
+    if parts.scheme == "file":
+        return Path(url2pathname(parts.path))
+    return Path(artifact_uri) if parts.scheme == "" else None
 
 
 def artifact_address(tracking_uri: str, artifact_uri: str, run_id: str, path: str) -> str | None:
