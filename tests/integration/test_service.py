@@ -234,6 +234,8 @@ def test_a_pipeline_on_a_database_store_says_its_artifacts_stay_on_this_machine(
     )
     assert said.index(line) == said.index(f"loading {tiny_dir} ...") - 1  # after the first lines, before the model
     assert parent.status == "FAILED"
+    shown, said_last = store.link(parent.run_id).split("\n")  # every other command's last lines say it too
+    assert shown.startswith("MLflow UI: cctk ui ") and said_last == line
 
     store.client.set_terminated(parent.run_id, "FINISHED")  # as if it had ended; its files then moved away
     (tmp_path / "mlruns").rename(tmp_path / "moved")
@@ -241,4 +243,6 @@ def test_a_pipeline_on_a_database_store_says_its_artifacts_stay_on_this_machine(
         results.load(parent.run_id, tracking_name=postgres, cache=tmp_path / "cache")
     assert store.unshared_artifacts((tmp_path / "elsewhere").as_uri()) is not None
     assert store.unshared_artifacts("s3://bucket/runs") is None
-    assert tracking.connect(f"sqlite:///{tmp_path}/mlflow.db").unshared_artifacts(there.as_uri()) is None
+    on_sqlite = tracking.connect(f"sqlite:///{tmp_path}/mlflow.db")
+    assert on_sqlite.unshared_artifacts(there.as_uri()) is None
+    assert "\n" not in on_sqlite.link(on_sqlite.start(on_sqlite.experiment(), "arm").run_id)

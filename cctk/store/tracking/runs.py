@@ -732,9 +732,17 @@ class Store:
     def link(self, run_id: str) -> str:
         """Where to see one of this store's runs (``run_link``): the last line of a command that logged it. A
         server's page names the run's experiment, read from the server; where it does not answer now, the work
-        done, the line names the run on it (``cctk ui`` on an embedded store needs no read)."""
+        done, the line names the run on it (``cctk ui`` on an embedded store needs no read). On a database
+        server's store, a second line where the run's artifacts stayed on this machine (``unshared_artifacts``)."""
         if not self.uri.startswith(ON_SERVER):
-            return run_link(self, "", run_id)
+            shown = run_link(self, "", run_id)
+            if not is_database(self.config.tracking_uri):
+                return shown
+            try:
+                unshared = self.unshared_artifacts(self.client.get_run(run_id).info.artifact_uri)
+            except Exception:  # an outage after the run ended: the work is done, the line names the run
+                return shown
+            return shown if unshared is None else f"{shown}\n{unshared}"
         try:
             experiment = self.get(run_id).experiment_id
         except Exception:  # an outage after the run ended (MLflow's or the connection's error): the work is done
