@@ -212,6 +212,23 @@ def test_ui_in_a_folder_without_a_store_says_so_and_creates_none(tmp_path, monke
     assert "give --tracking NAME|URI" in done.output and not (tmp_path / "mlruns").exists()
 
 
+def test_a_folder_holding_mlflows_own_default_store_says_how_to_read_it(tmp_path, monkeypatch):
+    """`mlflow run .` without MLFLOW_TRACKING_URI logs to MLflow 3's default, ./mlflow.db, not cctk's ./mlruns/
+    mlflow.db: `cctk ui` there said only that no store was found; now it names the one that is."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    (tmp_path / "mlflow.db").write_bytes(b"")
+    done = CliRunner().invoke(cli, ["ui"])
+    assert done.exit_code == 1 and done.output == (
+        f"Error: there is no MLflow store at {tmp_path}/mlruns/mlflow.db (./mlflow.db here is MLflow's own default "
+        "store, which `mlflow run` logs to without MLFLOW_TRACKING_URI: --tracking sqlite:///mlflow.db reads it): "
+        "`cctk ui` opens a store runs were written to and creates none; run it in the folder that holds mlruns/, "
+        "or give --tracking NAME|URI\n"
+    )
+    done = CliRunner().invoke(cli, ["ui", "--tracking", "server"])  # a store named: no word of ./mlflow.db
+    assert "./mlflow.db" not in done.output
+
+
 def test_ui_links_to_a_run_in_the_model_training_view(tracking_uri, monkeypatch):
     from cctk.cli.server import _link
     from cctk.store import tracking

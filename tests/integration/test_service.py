@@ -75,6 +75,26 @@ def test_mlflow_run_attaches_to_its_run_and_nests_its_arms(tiny_dir, tmp_path, n
     assert (folder / "report.html").is_file() and (folder / "tables").is_dir() and not (folder / "figures").exists()
 
 
+def test_mlflow_run_without_a_store_named_logs_to_mlflows_default_and_says_how_to_read_it(tiny_dir, tmp_path):
+    """`mlflow run` with no MLFLOW_TRACKING_URI logs to MLflow 3's own default, ./mlflow.db of the folder it
+    runs in, and hands its command that URI: the closing line said `cctk ui RUN`, which in the user's shell
+    looks in cctk's ./mlruns/mlflow.db and found no store. Now it names the store; `cctk ui` there says which
+    store the folder holds."""
+    env = {k: v for k, v in _env().items() if k != "MLFLOW_RUN_ID"}
+    command = [str(BIN / "mlflow"), "run", str(ROOT), "-e", "measure", "--env-manager", "local"]
+    command += ["--experiment-name", "cctk", "-P", f"model={tiny_dir}", "-P", f"out={tmp_path / 'out'}"]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    (run,) = client.search_runs([client.get_experiment_by_name("cctk").experiment_id])
+    assert done.stdout.strip().splitlines()[-1] == (
+        f"MLflow UI: cctk ui {run.info.run_id} --tracking sqlite:///{tmp_path}/mlflow.db"
+    )
+    ui = subprocess.run([str(BIN / "cctk"), "ui"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert ui.returncode == 1 and "(./mlflow.db here is MLflow's own default store" in ui.stderr
+    assert not (ROOT / "mlflow.db").exists()
+
+
 def test_mlflow_run_on_a_gpu_its_torch_cannot_use_ends_in_one_line(fake_nvidia_smi, tmp_path, new_store):
     """`mlflow run` on a machine whose nvidia-smi answers and whose torch (the CPU build, as an environment
     built from conda.yaml may be for the driver) cannot use the GPU: the entry point's first check ends it in

@@ -34,7 +34,9 @@ def test_measure_becomes_the_run_mlflow_run_created(tiny_dir, tmp_path, tracking
     measure_job.run(str(tiny_dir), tmp_path / "out", echo=lines.append)
     (run,) = client.search_runs([created.info.experiment_id])  # one run: the one created
     assert run.info.run_id == created.info.run_id and run.data.tags["cctk.kind"] == "measure"
-    assert lines[-1] == f"MLflow UI: cctk ui {created.info.run_id}" and "hits_correct" in run.data.metrics
+    # the store spelled out: MLFLOW_TRACKING_URI was `mlflow run`'s to its command, not the user's shell's
+    assert lines[-1] == f"MLflow UI: cctk ui {created.info.run_id} --tracking {tracking_uri}"
+    assert "hits_correct" in run.data.metrics
 
 
 def test_a_model_too_large_to_measure_is_refused_before_it_loads(tmp_path, tracking_uri, monkeypatch):

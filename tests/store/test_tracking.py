@@ -588,6 +588,12 @@ def test_a_database_uri_with_its_password_reaches_its_client_alone(monkeypatch, 
     assert (
         tracking.run_link(tracking.Store(tracking.resolve("db")), "1", "abc") == "MLflow UI: cctk ui abc --tracking db"
     )
+    # under `mlflow run`, MLFLOW_TRACKING_URI is the one it handed its command, not the user's shell's
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    assert tracking.run_link(tracking.Store(tracking.resolve()), "1", "abc") == "MLflow UI: cctk ui abc"
+    monkeypatch.setenv("MLFLOW_RUN_ID", "abc")
+    assert tracking.run_link(tracking.Store(tracking.resolve()), "1", "abc") == link
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
     plain = tracking.Store(tracking.resolve("mysql://u@h/db?ssl=1&charset=utf8"))  # `&` would end a shell command
     assert (
         tracking.run_link(plain, "1", "abc") == "MLflow UI: cctk ui abc --tracking 'mysql://u@h/db?ssl=1&charset=utf8'"

@@ -342,12 +342,26 @@ def missing_store(config: TrackingConfig) -> str | None:
     not there, or a server that does not answer."""
     path = sqlite_path(config.tracking_uri)
     if path is not None:
-        return None if path.is_file() else f"there is no MLflow store at {path}"
+        return None if path.is_file() else f"there is no MLflow store at {path}{_mlflow_default_here(config)}"
     try:
         check_reachable(config)
     except CctkError as error:
         return str(error)
     return None
+
+
+MLFLOW_DEFAULT = "mlflow.db"  # MLflow's own default store in the working folder (MLflow 3): where `mlflow run` logs
+
+
+def _mlflow_default_here(config: TrackingConfig) -> str:
+    """Where cctk's default store is missing and the working folder holds MLflow's own default one (a command
+    of MLflow's, ``mlflow run`` among them, logged there without MLFLOW_TRACKING_URI): the option that reads it."""
+    if config.name != DEFAULT_CONFIG or not Path(MLFLOW_DEFAULT).is_file():
+        return ""
+    return (
+        f" (./{MLFLOW_DEFAULT} here is MLflow's own default store, which `mlflow run` logs to without "
+        f"MLFLOW_TRACKING_URI: --tracking sqlite:///{MLFLOW_DEFAULT} reads it)"
+    )
 
 
 def check_reachable(config: TrackingConfig, timeout: float = 5.0) -> None:

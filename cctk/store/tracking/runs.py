@@ -980,15 +980,18 @@ def run_link(store: Store, experiment_id: str, run_id: str) -> str:
 
 def on_store(store: Store, command: str) -> str:
     """``command`` (a cctk command line) pointed at ``store`` as the user named it: ``--tracking NAME`` unless
-    it is the default store or ``MLFLOW_TRACKING_URI``'s (which the next command finds the same way)."""
-    name = store.config.name
-    if name in (DEFAULT_CONFIG, "MLFLOW_TRACKING_URI"):
+    it is the default store or ``MLFLOW_TRACKING_URI``'s (which the next command finds the same way). Under
+    ``mlflow run`` (``MLFLOW_RUN_ID`` set), MLFLOW_TRACKING_URI is what it handed its command, not the user's
+    shell's (without one, MLflow's own default, ./mlflow.db): the store is spelled out."""
+    name, from_env = store.config.name, store.config.name == "MLFLOW_TRACKING_URI"
+    if name == DEFAULT_CONFIG or (from_env and not os.environ.get("MLFLOW_RUN_ID")):
         return command
+    given = store.config.shown if from_env else name
     # quoted for a shell (a URI's `&`, a redacted `***`); a URI given with its password goes in the environment,
     # not the command line (which `ps` shows every user of the machine), and the line says what *** stands for
-    if name == store.config.shown != store.config.tracking_uri:
-        return f"MLFLOW_TRACKING_URI={shlex.quote(name)} {command} (*** is the password)"
-    return f"{command} --tracking {shlex.quote(name)}"
+    if given == store.config.shown != store.config.tracking_uri:
+        return f"MLFLOW_TRACKING_URI={shlex.quote(given)} {command} (*** is the password)"
+    return f"{command} --tracking {shlex.quote(given)}"
 
 
 def provenance_tags(flat: dict[str, str], packages: dict[str, str | None]) -> dict[str, str]:
