@@ -23,6 +23,8 @@ import torch
 from ..core.lm.compute import PINNED, peak_flops
 from ..store import tracking
 
+# MLflow's variables that would point the timed run at another store, run or experiment than its own
+OWN_STORE = ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME")
 READ = (
     "training_examples",
     "gflop_per_example",
@@ -45,13 +47,14 @@ def run(
         command += ["--out", str(folder / "outputs")] + (["--seed", str(seed)] if seed else [])
         command += [] if figures else ["--no-figures"]
         # the child measures its peak as a user's run does: a pinned one would make the ratio say nothing
-        env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", PINNED)}
+        # and logs to its own store's cctk experiment, whatever experiment the shell (or `mlflow run`) names
+        env = {k: v for k, v in os.environ.items() if k not in (*OWN_STORE, PINNED)}
         start = time.perf_counter()
         subprocess.run(command, check=True, env=env)
         wall = time.perf_counter() - start
         after = peak_flops() / 1e9
         store = tracking.Store(tracking.resolve(uri))
-        runs = store.search([store.experiment()], f"tags.`{tracking.KIND}` = 'pipeline'")
+        runs = store.search([store.experiment(tracking.EXPERIMENT)], f"tags.`{tracking.KIND}` = 'pipeline'")
         metrics = store.metrics(runs[0].run_id, READ)
     finally:
         if out is None:

@@ -267,7 +267,7 @@ def _link(config: TrackingConfig, run: str | None, base: str | None = None) -> s
     if run:
         found = store.get(run)  # no such run: one line
         return store.runs_url(base, found.experiment_id, found.run_id)
-    experiment = store.client.get_experiment_by_name(tracking_module.experiment_name())
+    experiment = store.target()
     if experiment is None:
         return f"{base}/#/experiments?workflowType=machine_learning"
     return store.runs_url(base, experiment.experiment_id)

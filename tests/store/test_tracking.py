@@ -677,6 +677,39 @@ def test_runs_go_to_the_experiment_mlflow_experiment_name_names(tracking_uri, mo
     assert store.client.get_experiment(store.experiment()).name == "alice"
 
 
+def test_runs_go_to_the_experiment_mlflow_experiment_id_names(tracking_uri, monkeypatch):
+    """MLflow's other variable, which `mlflow run` sets for its command (the experiment of the run it created:
+    without --experiment-name, Default): a KR-Test study under `mlflow run -e krtest` put its arms in cctk's
+    experiment and its parent, the run `mlflow run` made, in Default. MLFLOW_EXPERIMENT_NAME is read first, as
+    MLflow reads it; an id that names no experiment (or a deleted one) is one line, and nothing is created."""
+    from cctk.krtest.commands.jobs import open_track
+
+    store = tracking.connect()
+    own = store.client.create_experiment("own")
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", "0")
+    assert store.experiment() == "0" and open_track(None).experiment_id == "0"
+    assert store.client.get_experiment("0").tags["mlflow.experimentKind"] == "custom_model_development"
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", own)
+    assert store.experiment() == own and store.target().name == "own"
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "alice")
+    assert store.client.get_experiment(store.experiment()).name == "alice"
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME")
+    before = store.client.search_experiments()
+    for given, what in [("12345", "no experiment"), ("x", "no experiment")]:
+        monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", given)
+        with pytest.raises(CctkError) as refused:
+            store.experiment()
+        assert str(refused.value) == (
+            f"MLFLOW_EXPERIMENT_ID={given} names {what} of {tracking_uri}: give the id of one, or unset it (runs go "
+            "to MLFLOW_EXPERIMENT_NAME's experiment, else cctk's, created where missing)"
+        )
+    store.client.delete_experiment(own)
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", own)
+    with pytest.raises(CctkError, match=f"^MLFLOW_EXPERIMENT_ID={own} names no live experiment of "):
+        store.experiment()
+    assert len(store.client.search_experiments()) == len(before) - 1  # nothing created, the deleted one hidden
+
+
 def test_a_refusal_names_who_which_experiment_and_what_is_missing(monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_USERNAME", raising=False)
     assert "asks who you are (401): set MLFLOW_TRACKING_USERNAME" in str(tracking.refusal(401, "http://s", "x", None))

@@ -4,8 +4,8 @@ name of theirs is here too (``tracking.connect``, ``tracking.LiveRun``). Where r
 
 On a shared server (MLflow's basic-auth app), the client is who ``MLFLOW_TRACKING_USERNAME`` and
 ``MLFLOW_TRACKING_PASSWORD`` say, else MLflow's ``~/.mlflow/credentials`` (read as MLflow reads them; cctk never
-takes a password as an argument), and runs go to the experiment ``MLFLOW_EXPERIMENT_NAME`` names (``cctk`` when
-unset). A store's URI is shown (lines, tags, files, command lines) only through ``redact``: a database's password
+takes a password as an argument), and runs go to the experiment ``MLFLOW_EXPERIMENT_NAME`` names, else the one
+``MLFLOW_EXPERIMENT_ID`` names, else ``cctk``. A store's URI is shown (lines, tags, files, command lines) only through ``redact``: a database's password
 reaches its client alone. A refusal (401, 403) is one line naming who, which experiment and what permission is
 missing (``Refused``); a server that stops answering past MLflow's own retries is one line too (``Unreachable``),
 and the runs it leaves open say so.
@@ -39,6 +39,7 @@ from .config import (
     config_value as config_value,
     database_error as database_error,
     database_problem as database_problem,
+    experiment_id as experiment_id,
     experiment_name as experiment_name,
     has_password as has_password,
     is_database as is_database,

@@ -515,8 +515,15 @@ def user() -> str | None:
 
 def experiment_name() -> str:
     """The experiment runs go to: MLflow's own ``MLFLOW_EXPERIMENT_NAME`` where set (a researcher's own on a
-    shared server), else ``cctk``."""
+    shared server), else ``cctk`` (unless ``experiment_id`` names one)."""
     return os.environ.get("MLFLOW_EXPERIMENT_NAME") or EXPERIMENT
+
+
+def experiment_id() -> str | None:
+    """MLflow's own ``MLFLOW_EXPERIMENT_ID`` where ``MLFLOW_EXPERIMENT_NAME`` is unset (MLflow reads the name
+    first): the experiment runs go to, by its id. ``mlflow run`` sets it for its command: the experiment of the
+    run it created, which the runs nested under that run share."""
+    return None if os.environ.get("MLFLOW_EXPERIMENT_NAME") else os.environ.get("MLFLOW_EXPERIMENT_ID") or None
 
 
 # urllib3's longest wait between two tries (Retry.DEFAULT_BACKOFF_MAX), which MLflow's retries keep

@@ -27,7 +27,7 @@ from ...core.records import ui_link
 if TYPE_CHECKING:  # MLflow itself is imported on first use: the light layers never load it
     import pandas as pd
     from mlflow import MlflowClient
-    from mlflow.entities import Run
+    from mlflow.entities import Experiment, Run
     from mlflow.server.auth.client import AuthServiceClient
     from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
     from sqlalchemy.engine import Connection
@@ -51,6 +51,7 @@ from .config import (
     check_reachable,
     check_retry_budget,
     database_error,
+    experiment_id,
     experiment_name,
     is_database,
     is_locked,
@@ -255,11 +256,10 @@ def check_access(store: Store, writes: bool) -> None:
         return
     check_retry_budget()
     who = login().user  # first: a credentials file MLflow cannot read fails here in one line
-    name = experiment_name()
-    found = store.client.get_experiment_by_name(name)  # a login the server refuses: Refused, one line
+    found = store.target()  # a login the server refuses: Refused, one line
     if not writes or found is None or who is None:
         return  # a new experiment is its creator's (MANAGE): any user may create one
-    have = store.permission(found.experiment_id)
+    name, have = found.name, store.permission(found.experiment_id)
     if have is not None and have not in ("EDIT", "MANAGE"):
         raise Refused(
             f"user {who!r} has {have} on experiment {name!r} on {store.uri}: a run needs EDIT there; "
@@ -610,11 +610,34 @@ class Store:
         # nor MLflow's two lines per ended run on a server, whose links open the GenAI view: cctk prints its own
         os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
+    def target(self) -> Experiment | None:
+        """The experiment runs go to, where it exists: the one ``MLFLOW_EXPERIMENT_ID`` names (``experiment_id``;
+        one that does not exist, or was deleted, is one line: cctk creates experiments by name only), else the one
+        named ``experiment_name()``."""
+        from mlflow.exceptions import MlflowException
+
+        given = experiment_id()
+        if given is None:
+            return self.client.get_experiment_by_name(experiment_name())
+        try:
+            found: Experiment | None = self.client.get_experiment(given)
+        except MlflowException as error:  # a refusal or an outage is a CctkError of its own, raised as it is
+            if error.error_code not in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
+                raise
+            found = None
+        if found is None or found.lifecycle_stage != "active":
+            raise CctkError(
+                f"MLFLOW_EXPERIMENT_ID={given} names no {'live ' if found else ''}experiment of {self.uri}: give "
+                "the id of one, or unset it (runs go to MLFLOW_EXPERIMENT_NAME's experiment, else cctk's, "
+                "created where missing)"
+            )
+        return found
+
     def experiment(self, name: str | None = None) -> str:
-        """The id of experiment ``name`` (``experiment_name()`` by default), created (with the configured
-        artifact folder) if needed."""
+        """The id of experiment ``name`` (by default the one runs go to, ``target``), created (with the configured
+        artifact folder) if needed; an experiment given by its id is never created."""
+        found = self.target() if name is None else self.client.get_experiment_by_name(name)
         name = name or experiment_name()
-        found = self.client.get_experiment_by_name(name)
         if found is None:
             folder = self.config.artifact_location
             location = Path(folder).resolve().as_uri() if folder else None
