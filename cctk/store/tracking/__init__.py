@@ -5,10 +5,10 @@ name of theirs is here too (``tracking.connect``, ``tracking.LiveRun``). Where r
 On a shared server (MLflow's basic-auth app), the client is who ``MLFLOW_TRACKING_USERNAME`` and
 ``MLFLOW_TRACKING_PASSWORD`` say, else MLflow's ``~/.mlflow/credentials`` (read as MLflow reads them; cctk never
 takes a password as an argument), and runs go to the experiment ``MLFLOW_EXPERIMENT_NAME`` names, else the one
-``MLFLOW_EXPERIMENT_ID`` names, else ``cctk``. A store's URI is shown (lines, tags, files, command lines) only through ``redact``: a database's password
-reaches its client alone. A refusal (401, 403) is one line naming who, which experiment and what permission is
-missing (``Refused``); a server that stops answering past MLflow's own retries is one line too (``Unreachable``),
-and the runs it leaves open say so.
+``MLFLOW_EXPERIMENT_ID`` names, else ``cctk``. A store's URI is shown (lines, tags, files, command lines) only
+through ``redact``: a database's password reaches its client alone. A refusal (401, 403) is one line naming who,
+which experiment and what permission is missing (``Refused``); a server that stops answering past MLflow's own
+retries is one line too (``Unreachable``), and the runs it leaves open say so.
 """
 
 from __future__ import annotations
