@@ -1211,6 +1211,25 @@ def test_the_run_mlflow_run_created_is_attached_its_experiment_tagged_and_a_stop
     assert run.data.tags["mlflow.runName"] == "session" and run.data.tags["cctk.kind"] == "pipeline"
 
 
+def test_a_run_the_user_named_under_mlflow_run_keeps_its_name(tracking_uri, monkeypatch):
+    """`mlflow run --run-name phi-lr3e-5` names its run; cctk renamed it after the session, as it renames the name
+    MLflow makes up without one (``persistent-bird-941``), which it still does. The session stays in its tag."""
+    store = tracking.connect()
+    experiment = store.experiment()
+    for given, kept in [("phi-lr3e-5", True), ("persistent-bird-941", False), (None, False), ("big-run-2", True)]:
+        created = store.client.create_run(experiment, run_name=given)
+        monkeypatch.setenv("MLFLOW_RUN_ID", created.info.run_id)
+        with store.run(
+            "pipeline", "20261207-101500_phi_1_5", {tracking.SESSION: "20261207-101500_phi_1_5"}, attach=True
+        ):
+            pass
+        run = store.client.get_run(created.info.run_id)
+        assert run.info.run_name == (given if kept else "20261207-101500_phi_1_5"), given
+        assert run.data.tags[tracking.SESSION] == "20261207-101500_phi_1_5"
+    assert tracking.runs.made_up(store.client.create_run(experiment).info.run_name)  # what MLflow makes up
+    assert not tracking.runs.made_up("persistent-bird") and not tracking.runs.made_up("bird-persistent-941")
+
+
 SERVER = "http://127.0.0.1:5000/get-artifact?path=targets.csv&run_id=abc"
 
 

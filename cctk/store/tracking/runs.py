@@ -687,9 +687,11 @@ class Store:
         with ending(run, kind, above):  # set RUNNING again inside the lifecycle: a fault there ends it too
             if continued:
                 self.reopen(continued)
-            if attached:
-                run.tags({**tags, "mlflow.runName": name, VERSION: source_tags()[VERSION]})
-                self._tag_kind(self.client.get_run(attached).info.experiment_id)  # mlflow run's experiment
+            if attached:  # named as cctk names it, unless the user named it (`mlflow run --run-name`)
+                info = self.client.get_run(attached).info
+                named = {} if info.run_name and not made_up(info.run_name) else {"mlflow.runName": name}
+                run.tags({**tags, **named, VERSION: source_tags()[VERSION]})
+                self._tag_kind(info.experiment_id)  # mlflow run's experiment
             try:
                 yield run
             except KeyboardInterrupt:
@@ -898,6 +900,23 @@ class Store:
 UNREADABLE_SOURCES = ("mlflow-artifacts", "runs", "models")
 # What MLflow warns when two of its dataset sources read one address (a local path): it picks one either way.
 TWO_SOURCES = "The specified dataset source can be interpreted"
+
+
+def made_up(run_name: str) -> bool:
+    """Whether ``run_name`` is one MLflow made up for a run created without a name (``persistent-bird-941``: a
+    word of each of its two lists and a number), as `mlflow run` without ``--run-name`` creates its run."""
+    from mlflow.utils import name_utils  # MLflow's own word lists (a private module: where they move, the shape)
+
+    if run_name.count("-") != 2:
+        return False
+    predicate, noun, number = run_name.split("-")
+    if not number.isdigit():
+        return False
+    predicates = getattr(name_utils, "_GENERATOR_PREDICATES", None)
+    nouns = getattr(name_utils, "_GENERATOR_NOUNS", None)
+    if predicates is None or nouns is None:
+        return predicate.isalpha() and noun.isalpha()
+    return predicate in predicates and noun in nouns
 
 
 def local_folder(artifact_uri: str) -> Path | None:
