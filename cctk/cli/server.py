@@ -267,7 +267,10 @@ def _link(config: TrackingConfig, run: str | None, base: str | None = None) -> s
     if run:
         found = store.get(run)  # no such run: one line
         return store.runs_url(base, found.experiment_id, found.run_id)
-    experiment = store.target()
+    try:
+        experiment = store.target()
+    except CctkError:  # deleted, or an id that names none: the UI's list of experiments to read from
+        experiment = None
     if experiment is None:
         return f"{base}/#/experiments?workflowType=machine_learning"
     return store.runs_url(base, experiment.experiment_id)

@@ -710,6 +710,34 @@ def test_runs_go_to_the_experiment_mlflow_experiment_id_names(tracking_uri, monk
     assert len(store.client.search_experiments()) == len(before) - 1  # nothing created, the deleted one hidden
 
 
+def test_a_deleted_experiment_is_one_line_before_any_work(tiny_dir, tmp_path, tracking_uri, monkeypatch):
+    """Runs sent to an experiment deleted in the UI: `cctk measure` measured, then MLflow's traceback when it logged
+    (`The experiment 1 must be in the 'active' state`). Now a command that writes refuses it as it connects; one
+    that reads does not ask; `cctk ui` opens on the list of experiments."""
+    from click.testing import CliRunner
+
+    from cctk.cli.main import cli
+    from cctk.cli.server import _link
+
+    store = tracking.connect()
+    gone = store.client.create_experiment("gone")
+    store.client.delete_experiment(gone)
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "gone")
+    line = (
+        f"experiment 'gone' of {tracking_uri} is deleted: restore it (the MLflow UI, or `mlflow experiments restore "
+        f"--experiment-id {gone}`) or name another (MLFLOW_EXPERIMENT_NAME=NAME)"
+    )
+    done = CliRunner().invoke(cli, ["measure", "--model", str(tiny_dir), "--out", str(tmp_path / "out")])
+    assert done.exit_code == 1 and done.output == f"Error: {line}\n" and not (tmp_path / "out").exists()
+    with pytest.raises(CctkError) as refused:
+        tracking.connect()
+    assert str(refused.value) == line
+    tracking.connect(create=False, writes=False)  # a reader: no experiment asked for
+    assert _link(tracking.resolve(), None, "http://127.0.0.1:5000") == (
+        "http://127.0.0.1:5000/#/experiments?workflowType=machine_learning"
+    )
+
+
 def test_a_refusal_names_who_which_experiment_and_what_is_missing(monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_USERNAME", raising=False)
     assert "asks who you are (401): set MLFLOW_TRACKING_USERNAME" in str(tracking.refusal(401, "http://s", "x", None))

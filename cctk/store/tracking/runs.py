@@ -251,8 +251,12 @@ class Guarded(_Client):
 def check_access(store: Store, writes: bool) -> None:
     """On a server, before any work: whether it knows the user (a 401 fails here) and, for a command that
     writes, whether she may write to the experiment its runs go to (READ only fails here, not after an hour
-    of training). A server without MLflow's basic-auth app lets anyone write: nothing more is asked."""
+    of training). A server without MLflow's basic-auth app lets anyone write: nothing more is asked. On any store,
+    a command that writes finds the experiment its runs go to deleted, or named by an id that names none, here
+    (``Store.target``), not when it logs."""
     if not store.uri.startswith(ON_SERVER):
+        if writes:
+            store.target()
         return
     check_retry_budget()
     who = login().user  # first: a credentials file MLflow cannot read fails here in one line
@@ -618,7 +622,14 @@ class Store:
 
         given = experiment_id()
         if given is None:
-            return self.client.get_experiment_by_name(experiment_name())
+            named = self.client.get_experiment_by_name(experiment_name())
+            if named is not None and named.lifecycle_stage != "active":  # MLflow would refuse its runs, and its name
+                raise CctkError(
+                    f"experiment {named.name!r} of {self.uri} is deleted: restore it (the MLflow UI, or `mlflow "
+                    f"experiments restore --experiment-id {named.experiment_id}`) or name another "
+                    "(MLFLOW_EXPERIMENT_NAME=NAME)"
+                )
+            return named
         try:
             found: Experiment | None = self.client.get_experiment(given)
         except MlflowException as error:  # a refusal or an outage is a CctkError of its own, raised as it is
