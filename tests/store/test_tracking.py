@@ -204,6 +204,21 @@ def test_searches_read_every_page_not_the_first_thousand(tracking_uri, monkeypat
     assert {r.run_id for r in store.pipelines()} == {parent.run_id, *(o.run_id for o in others)}
 
 
+def test_a_parameter_past_mlflows_limit_goes_whole_into_an_artifact(tracking_uri, tmp_path):
+    """`cctk compare` of 200 runs logs their ids as one parameter, 6,599 characters: MLflow cut it to 6,000 (a
+    warning in its log) and the parameter named 181 of them. Now the value goes whole into params/runs.txt and
+    the parameter says so; one at the limit is logged as it is."""
+    store = tracking.connect()
+    run = store.start(store.experiment(), "compare", {})
+    ids = ",".join(f"{i:032x}" for i in range(200))
+    run.params({"runs": ids, "sweep": "", "edge": "x" * 6000})
+    params = store.client.get_run(run.run_id).data.params
+    assert params["runs"] == "6,599 characters, whole in the artifact params/runs.txt"
+    assert params["edge"] == "x" * 6000 and params["sweep"] == ""
+    got = store.client.download_artifacts(run.run_id, "params/runs.txt", str(tmp_path))
+    assert Path(got).read_text() == ids
+
+
 def test_a_parameter_mlflow_run_logged_is_kept_and_the_value_in_force_logged_beside_it(tracking_uri):
     """`mlflow run . -P profile=auto` logs profile=auto before cctk runs; MLflow refuses to change it, so
     the profile in force goes under profile.resolved (and a value equal to the logged one is left alone)."""

@@ -92,6 +92,7 @@ ATTEMPT = "cctk.attempt"  # a sweep cell's run: the attempt running it (2 and up
 PACKAGE = "cctk.package."  # + a distribution's name: its version (a pipeline's parent run)
 TRACKING_URI = "cctk.tracking_uri"  # the store's absolute URI, as the run recorded it
 ARTIFACT_URI = "cctk.artifact_uri"  # the run's artifact location
+PARAMS_FOLDER = "params"  # artifacts holding parameter values too long for MLflow's parameters
 STATUSES = ("FINISHED", "FAILED", "KILLED")
 PAGE = 5000  # runs a search reads a request; it reads pages until the store has no more
 # A value a run logs as a parameter or a tag: MLflow keeps its text (``_text``)
@@ -348,11 +349,18 @@ class LiveRun:
     def params(self, values: Mapping[str, Value]) -> None:
         """Log ``values``; MLflow never changes a logged parameter, so where ``mlflow run`` already logged
         a key (an MLproject parameter as the user gave it, e.g. ``profile=auto``) and the value in force
-        differs (``quick``), the value in force goes under ``<key>.resolved``."""
+        differs (``quick``), the value in force goes under ``<key>.resolved``. A value past MLflow's length limit
+        (6,000 characters; MLflow would cut it, saying so in a log line: a compare of 200 runs' ids) goes whole
+        into the artifact ``params/<key>.txt``, and the parameter says where."""
         from mlflow.entities import Param
+        from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH
 
         logged = self._client.get_run(self.run_id).data.params
         texts = {k: _text(v) for k, v in values.items()}
+        for key, text in texts.items():
+            if len(text) > MAX_PARAM_VAL_LENGTH:
+                self._client.log_text(self.run_id, text, f"{PARAMS_FOLDER}/{key}.txt")
+                texts[key] = f"{len(text):,} characters, whole in the artifact {PARAMS_FOLDER}/{key}.txt"
         items = [
             Param(k if logged.get(k, v) == v else f"{k}.resolved", v) for k, v in texts.items() if logged.get(k) != v
         ]
