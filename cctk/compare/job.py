@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..core.labels import counted
+from ..outputs import comparison
 from ..store import tracking
 from . import gather, report
 
@@ -23,6 +24,7 @@ def run(
     """Compare the finished cells of sweep ``sweep_id`` or the pipelines ``runs`` (each once) into
     ``out``; returns what was written and the compare run's id (nested under the sweep, when one is given;
     None where ``log`` is off: a reader who may not write compares all the same)."""
+    comparison.check_folder(out)
     sweep = store.sweep(sweep_id) if sweep_id else None  # read once: its cells and how many it planned
     ids = gather.run_ids(store, sweep, runs)  # every check before the run exists
     pipelines = counted(len(ids), "pipeline")
@@ -34,7 +36,8 @@ def run(
             logged.params({"runs": ",".join(ids), "sweep": sweep_id or ""})
             logged.note(f"cctk compare of {pipelines}" + (f" of sweep {sweep_id}" if sweep_id else ""))
             compared = report.write(gather.gather(ids, tracking_name), out, sweep_id)
-            logged.files(compared.folder)  # forest.png/.pdf/.eps and findings.csv among them
+            for entry in comparison.written(compared.folder):  # forest.png/.pdf/.eps and findings.csv among them
+                logged.files(entry, entry.name if entry.is_dir() else None)
         run_id = logged.run_id
     else:
         compared = report.write(gather.gather(ids, tracking_name), out, sweep_id)

@@ -24,6 +24,7 @@ from ..core.labels import counted
 from ..figures import save_figure
 from ..manuals.manual import Comparable
 from ..manuals.pooled import Comparison, PooledRun, varied
+from ..outputs import comparison
 from ..outputs.html_report import data_uri, plain_table
 from ..outputs.tables import write_table
 
@@ -119,8 +120,18 @@ def listing(runs: list[PooledRun[Any]]) -> pd.DataFrame:
 
 
 def write(runs: list[PooledRun[Any]], out: Path, sweep: str | None = None) -> Compared:
+    """The comparison of ``runs`` in ``out``, in place of any comparison written there before
+    (``comparison.replacing``)."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    with comparison.replacing(out) as into:
+        done, figures, sentences = _write(runs, into, sweep)
+    figures = {name: [out / p.relative_to(into) for p in paths] for name, paths in figures.items()}
+    return Compared(done.tables, figures, out, sentences)
+
+
+def _write(
+    runs: list[PooledRun[Any]], out: Path, sweep: str | None
+) -> tuple[Comparison, dict[str, list[Path]], tuple[str, ...]]:
     runs_table = listing(runs)
     runs_table.to_csv(out / "runs.csv", index=False, lineterminator="\n")
     done = compute(runs)
@@ -163,5 +174,5 @@ def write(runs: list[PooledRun[Any]], out: Path, sweep: str | None = None) -> Co
         verdicts=[verdict for _, verdict in done.findings],
         findings_html=Markup(plain_table(done.tables[done.lead], done.lead, headers)) if done.lead else "",
     )
-    (out / "compare.html").write_text(page, encoding="utf-8")
-    return Compared(done.tables, figures, out, sentences)
+    (out / comparison.PAGE).write_text(page, encoding="utf-8")
+    return done, figures, sentences

@@ -298,3 +298,59 @@ def _cells(sweep_id: str) -> list:
     )
     cells = [r for r in found if r.data.tags["cctk.kind"] == "pipeline" and r.info.status == "FINISHED"]
     return sorted(cells, key=lambda r: r.data.tags["cctk.cell"])
+
+
+def test_a_comparison_replaces_the_one_its_folder_held(tmp_path, logged_sweep, tracking_uri, monkeypatch):
+    """A second comparison into the same --out left the first one's tables and figures beside its own: read by
+    cctk.results.load_compare and logged to its MLflow run as its own (a findings table of other runs). Now
+    its own entries replace the earlier ones whole; the folder's other files stay and are not logged; a
+    folder holding tables/ no comparison wrote is refused before any work."""
+    from cctk import results
+
+    monkeypatch.setenv("CCTK_CACHE", str(tmp_path / "cache"))
+    sweep_id, _ = logged_sweep
+    out = tmp_path / "cmp"
+    (out / "tables" / "stale").mkdir(parents=True)
+    (out / "tables" / "stale" / "stale.csv").write_text("a\n1\n")
+    (out / "figures" / "stale").mkdir(parents=True)
+    (out / "compare.html").write_text("an earlier comparison")
+    (out / "notes.txt").write_text("mine")
+    result = CliRunner().invoke(cli, ["compare", "--sweep", sweep_id, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert not (out / "tables" / "stale").exists() and not (out / "figures" / "stale").exists()
+    assert "stale" not in results.load_compare(out).tables and (out / "notes.txt").read_text() == "mine"
+    assert not [p for p in out.iterdir() if p.name.startswith(".compare-")]  # the scratch folder gone
+    client = mlflow.MlflowClient(tracking_uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("cctk").experiment_id], "tags.`cctk.kind` = 'compare'")
+    assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"runs.csv", "compare.html", "tables", "figures"}
+    assert "tables/stale" not in {a.path for a in client.list_artifacts(run.info.run_id, "tables")}
+
+    session = tmp_path / "session"
+    (session / "tables").mkdir(parents=True)
+    refused = CliRunner().invoke(cli, ["compare", "--sweep", sweep_id, "--out", str(session)])
+    assert refused.exit_code == 1 and refused.output == (
+        f"Error: {session} holds tables/ that no comparison wrote (no compare.html beside them), which a "
+        "comparison there would replace: give an empty folder or an earlier comparison's\n"
+    )
+    assert [p.name for p in session.iterdir()] == ["tables"]
+
+
+def test_a_fault_while_a_comparison_is_written_leaves_the_earlier_one_whole(tmp_path):
+    from cctk.outputs import comparison
+
+    (tmp_path / "tables" / "kept").mkdir(parents=True)
+    (tmp_path / "compare.html").write_text("the earlier one")
+
+    def fails() -> None:
+        with comparison.replacing(tmp_path) as into:
+            (into / "tables" / "new").mkdir(parents=True)
+            raise RuntimeError("a figure failed")
+
+    with pytest.raises(RuntimeError, match="a figure failed"):
+        fails()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["compare.html", "tables"]
+    assert [p.name for p in (tmp_path / "tables").iterdir()] == ["kept"]
+    with comparison.replacing(tmp_path) as into:
+        (into / "compare.html").write_text("the new one")  # no tables this time: the earlier ones go too
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["compare.html"]
+    assert (tmp_path / "compare.html").read_text() == "the new one"

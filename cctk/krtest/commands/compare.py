@@ -31,6 +31,7 @@ from statsmodels.stats.contingency_tables import mcnemar
 from ...core.errors import CctkError
 from ...core.labels import counted
 from ...core.stats import clopper_pearson, t_interval
+from ...outputs import comparison
 from ...store.tracking import ARM, KIND, Store, TrackedRun
 from .. import ARMS, RUN, STUDY_RUN, SWEEP_RUN
 from ..measurement.report import HEADERS as KR_HEADERS
@@ -287,7 +288,8 @@ th, td {{ padding: 3px 9px; border-bottom: 1px solid #e2e2e2; text-align: right;
 
 
 def write(arms: list[KrArm], out: Path) -> dict[str, pd.DataFrame]:
-    """The three tables (CSV, XLSX, LaTeX) under ``out/tables/<name>/`` and ``compare.html``."""
+    """The three tables (CSV, XLSX, LaTeX) under ``out/tables/<name>/`` and ``compare.html``, in place of any
+    comparison written there before (``comparison.replacing``)."""
     from html import escape
 
     from ...outputs.html_report import plain_table
@@ -295,13 +297,14 @@ def write(arms: list[KrArm], out: Path) -> dict[str, pd.DataFrame]:
 
     found = tables(arms)
     sections = []
-    for name, table in found.items():
-        write_table(table, out / "tables" / name, name, CAPTIONS[name], HEADERS)
-        sections.append(
-            f'<h2 id="{name}">{TITLES[name]}</h2><p class="caption">{escape(CAPTIONS[name])}</p>'
-            + plain_table(table, name, HEADERS)  # as the LaTeX: plain headers, an accuracy with its interval
-        )
-    (out / "compare.html").write_text(PAGE.format(body="\n".join(sections)), encoding="utf-8")
+    with comparison.replacing(out) as into:  # in place of any comparison written there before
+        for name, table in found.items():
+            write_table(table, into / "tables" / name, name, CAPTIONS[name], HEADERS)
+            sections.append(
+                f'<h2 id="{name}">{TITLES[name]}</h2><p class="caption">{escape(CAPTIONS[name])}</p>'
+                + plain_table(table, name, HEADERS)  # as the LaTeX: plain headers, an accuracy with its interval
+            )
+        (into / comparison.PAGE).write_text(PAGE.format(body="\n".join(sections)), encoding="utf-8")
     return found
 
 
@@ -311,6 +314,7 @@ def compare(
     """``cctk compare --runs`` on KR-Test runs: gather, write, print the pooled and paired tables, and log a run
     (``log``; ``--no-log``: none, for a reader who may not write)."""
     out = Path(out)
+    comparison.check_folder(out)
     arms = gather(store, runs, out / "runs")
     if not arms:
         raise CctkError(f"no finished KR-Test arm in {','.join(runs)}")
