@@ -29,7 +29,7 @@ def _env(**extra) -> dict:
 
 
 def _children(client, parent):
-    return client.search_runs([parent.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.run_id}'")
+    return client.search_runs([parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
 
 
 def test_mlflow_run_attaches_to_its_run_and_nests_its_arms(tiny_dir, tmp_path, new_store):
@@ -69,7 +69,7 @@ def test_mlflow_run_attaches_to_its_run_and_nests_its_arms(tiny_dir, tmp_path, n
     assert len(runs) == 1  # the run `mlflow run` created is the parent: no second pipeline run
     parent = runs[0]
     assert parent.data.tags.get("mlflow.project.entryPoint") == "main"
-    assert parent.status == "FINISHED" and parent.data.params["parts"] == "A"  # -P parts=A reached the CLI
+    assert parent.info.status == "FINISHED" and parent.data.params["parts"] == "A"  # -P parts=A reached the CLI
     assert sorted(c.data.tags["cctk.key"] for c in _children(client, parent)) == sorted(PART_A)
     (folder,) = (tmp_path / "out").iterdir()  # -P figures=no reached the CLI: tables and reports, no figures
     assert (folder / "report.html").is_file() and (folder / "tables").is_dir() and not (folder / "figures").exists()
@@ -170,13 +170,13 @@ def test_two_pipelines_at_once_on_a_postgres_backed_server(tiny_dir, tracking_se
     parents = client.search_runs([experiment.experiment_id], "tags.`cctk.kind` = 'pipeline'")
     assert sorted(p.data.params["seeds"].split(",")[0] for p in parents) == ["1", "2"]
     for parent in parents:
-        assert parent.status == "FINISHED"
+        assert parent.info.status == "FINISHED"
         children = _children(client, parent)
         assert sorted(c.data.tags["cctk.key"] for c in children) == sorted(PART_A)
         assert all(c.info.status == "FINISHED" for c in children)
         trained = [c for c in children if c.data.tags["cctk.key"] != "base"]
         assert all(len(client.get_metric_history(c.info.run_id, "loss")) == 2 for c in trained)
-        names = {a.path for a in client.list_artifacts(parent.run_id)}
+        names = {a.path for a in client.list_artifacts(parent.info.run_id)}
         assert "run_info.json" in names and "report.html" in names
         assert {a.path for a in client.list_artifacts(children[0].info.run_id)} >= {"measurement"}
         # each arm's corpus, an MLflow dataset whose source is an address on the server that serves the run's
@@ -185,7 +185,7 @@ def test_two_pipelines_at_once_on_a_postgres_backed_server(tiny_dir, tracking_se
         (used,) = client.get_run(trained[0].info.run_id).inputs.dataset_inputs
         assert used.dataset.source_type == "http"
         url = json.loads(used.dataset.source)["url"]
-        assert url == f"{tracking_server}/get-artifact?path=targets.csv&run_id={parent.run_id}"
+        assert url == f"{tracking_server}/get-artifact?path=targets.csv&run_id={parent.info.run_id}"
         with urllib.request.urlopen(url, timeout=30) as served:
             assert served.read() == next((tmp_path / f"out{seed}").glob("*/targets.csv")).read_bytes()
 
