@@ -602,9 +602,11 @@ def report(
         )
         return
     done = rerender(folder, out)
+    cached = out is None and Path(folder) != Path(source)  # a run id's artifacts, re-rendered where they were cached
     click.echo(
         f"re-rendered {counted(done.figures, 'figure')}, {counted(done.tables, 'table')} and the reports of "
-        f"{done.layout.session} in {time.perf_counter() - start:.0f} s: {done.layout.folder}"
+        f"{done.session} in {time.perf_counter() - start:.0f} s: {done.layout.folder}"
+        + (f" (the cache's copy of run {source}; --out DIR writes them there)" if cached else "")
     )
 
 

@@ -86,6 +86,7 @@ class Rendered:
     layout: Layout
     figures: int
     tables: int
+    session: str  # the run's session (its folder's name, unless it is a run's copy in the cache, named by run id)
 
 
 def rerender(folder: Path, out: Path | None = None) -> Rendered:
@@ -96,4 +97,4 @@ def rerender(folder: Path, out: Path | None = None) -> Rendered:
         layout = session.copy_inputs(layout, out)
     rebuilt = session.rebuild(layout.folder)
     n_figures = write_all(rebuilt.results, rebuilt.tables, rebuilt.info, layout)
-    return Rendered(layout, n_figures, len(rebuilt.tables))
+    return Rendered(layout, n_figures, len(rebuilt.tables), rebuilt.info.session)

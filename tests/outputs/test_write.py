@@ -292,6 +292,35 @@ def test_cli_report_renders_again_from_the_folder(tmp_path, session, copy_figure
         assert missing.exit_code != 0 and missing.output.strip().splitlines()[-1].startswith("Error:")
 
 
+def test_cli_report_of_a_run_id_names_its_session_and_the_cache_it_rendered_in(
+    tmp_path, session, copy_figures, tracking_uri, monkeypatch
+):
+    """`cctk report RUN_ID` re-renders the run's copy in the cache: its line named the cache's folder, the run id,
+    as the session, and said nothing of where that was."""
+    import mlflow
+    from click.testing import CliRunner
+
+    from cctk.cli.main import cli
+
+    folder, _, _ = session
+    monkeypatch.setenv("CCTK_CACHE", str(tmp_path / "cache"))
+    client = mlflow.MlflowClient()
+    experiment = client.create_experiment("runs", artifact_location=(tmp_path / "artifacts").as_uri())
+    run_id = client.create_run(experiment, tags={"cctk.kind": "pipeline"}).info.run_id
+    client.log_artifacts(run_id, str(folder))
+    client.set_terminated(run_id)
+    result = CliRunner().invoke(cli, ["report", run_id])
+    assert result.exit_code == 0, result.output
+    cached = tmp_path / "cache" / "cctk" / "runs" / run_id
+    said = re.fullmatch(r"re-rendered 25 figures, 11 tables and the reports of (\S+) in \d+ s: (.+)\n", result.output)
+    assert said is not None, result.output
+    assert said[1] == SESSION and said[2] == (
+        f"{cached} (the cache's copy of run {run_id}; --out DIR writes them there)"
+    )
+    mine = CliRunner().invoke(cli, ["report", str(folder), "--out", str(tmp_path / "mine")])
+    assert f"the reports of {SESSION} in " in mine.output and mine.output.endswith(f": {tmp_path / 'mine' / SESSION}\n")
+
+
 def test_cli_report_loads_no_torch(tmp_path, session):
     """`cctk report` re-renders a session with torch absent from sys.modules (figures copied, not drawn)."""
     import subprocess
