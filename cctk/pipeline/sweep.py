@@ -424,7 +424,7 @@ def execute(
                 _describe(run, sweep)
             sweep = replace(sweep, run_id=run.run_id)
             opened = run.run_id
-            _say_plan(sweep, run, echo)
+            _say_plan(store, sweep, run, echo)
             started = cell_runs(store, opened)
             jobs = [_job(sweep, cell) for cell in sweep.grid.cells() if not _finished_before(cell, started, echo)]
             pace = Pace(len(jobs), time.monotonic())
@@ -492,13 +492,14 @@ def _raise_failed(ends: dict[str, CellEnd], cells: int) -> None:
         )
 
 
-def _say_plan(sweep: Sweep, run: tracking.LiveRun, echo: Echo) -> None:
+def _say_plan(store: tracking.Store, sweep: Sweep, run: tracking.LiveRun, echo: Echo) -> None:
     """The sweep's first lines: its id, and where its results are (a folder here, or MLflow alone: the
     experiment and the server, for a cluster's cells), then its seeds, profile, manual and options."""
     if sweep.out is None:
+        experiment = run.experiment_id
         where = (
-            f"(ray cluster at {sweep.address}), results in MLflow experiment {tracking.EXPERIMENT} "
-            f"(id {run.experiment_id}) at {tracking.redact(sweep.tracking_uri)}"
+            f"(ray cluster at {sweep.address}), results in MLflow experiment {store.name_of(experiment)} "
+            f"(id {experiment}) at {tracking.redact(sweep.tracking_uri)}"
         )
     else:
         where = f"({sweep.executor}), outputs in {sweep.out}"
@@ -593,8 +594,10 @@ def settle(store: tracking.Store, sweep_id: str, ends: dict[str, CellEnd]) -> No
 def _connected(sweep: Sweep) -> Iterator[ModuleType | None]:
     """Ray for the sweep (None for ``local``), connected before the sweep's run exists: to the cluster at
     ``--address`` (no cluster answering fails in one line within ``CONNECT_TIMEOUT``), or a local instance
-    started here. The workers get the tracking URI in their environment (where it wins over a machine's own),
-    and nothing else of this process's environment (credentials come from each machine's own). A URI with a
+    started here. The workers get the tracking URI in their environment (where it wins over a machine's own)
+    and the experiment this process names (MLFLOW_EXPERIMENT_NAME or _ID, where set: a cell's access is checked
+    against the sweep's experiment, whose runs it nests in), and nothing else of this process's environment
+    (credentials come from each machine's own). A URI with a
     database's password stays out of it: Ray writes a runtime environment into its session's logs, which anyone
     on the machine may read. Such a URI runs only locally (a cluster refuses it), where the workers inherit this
     process's environment and each cell connects with the URI its job carries."""
@@ -606,7 +609,8 @@ def _connected(sweep: Sweep) -> Iterator[ModuleType | None]:
         yield ray
         return
     uri = sweep.tracking_uri
-    environment = {"env_vars": {} if tracking.has_password(uri) else {"MLFLOW_TRACKING_URI": uri}}
+    store = {} if tracking.has_password(uri) else {"MLFLOW_TRACKING_URI": uri}
+    environment = {"env_vars": {**store, **tracking.experiment_variables()}}
     if sweep.address:
         check_cluster(sweep.address)
     _init(ray, sweep.address, environment)
@@ -687,10 +691,12 @@ def check_cluster_store(uri: str) -> None:
 def check_artifacts(store: tracking.Store) -> None:
     """The experiment keeps its artifacts where every machine reaches them: through the server (proxied,
     ``mlflow-artifacts:``) or in an object store, never on a local disk."""
-    location = store.artifact_location(store.experiment())
+    experiment = store.experiment()
+    location = store.artifact_location(experiment)
     if urlsplit(location).scheme in ("", "file"):
         raise CctkError(
-            f"experiment {tracking.EXPERIMENT} on {store.uri} keeps its artifacts at {location}, a local folder "
+            f"experiment {store.name_of(experiment)} on {store.uri} keeps its artifacts at {location}, a "
+            "local folder "
             "that other machines cannot reach: serve them through the server (`cctk server` does: "
             "mlflow server --serve-artifacts), in a new experiment"
         )

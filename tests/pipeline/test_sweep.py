@@ -536,6 +536,15 @@ def test_workers_get_the_tracking_uri_and_no_credentials(monkeypatch):
     with sweep._connected(local):
         pass
     assert seen["runtime_env"] == {"env_vars": {}} and "S3cret" not in repr(seen)
+    # the experiment this process names: a cell's access is checked against the sweep's (a worker's machine
+    # would take cctk's, where a lab's user may not write)
+    seen.clear()
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "alice")
+    with sweep._connected(plan):
+        pass
+    assert seen["runtime_env"] == {
+        "env_vars": {"MLFLOW_TRACKING_URI": "http://h:5000", "MLFLOW_EXPERIMENT_NAME": "alice"}
+    }
 
 
 def test_gpus_per_cell_is_one_device_at_most():

@@ -725,6 +725,27 @@ def test_runs_go_to_the_experiment_mlflow_experiment_id_names(tracking_uri, monk
     assert len(store.client.search_experiments()) == len(before) - 1  # nothing created, the deleted one hidden
 
 
+def test_a_nested_run_goes_to_its_parents_experiment(tracking_uri, monkeypatch):
+    """A sweep's cell on a machine whose environment names no experiment (a Ray worker on another node), a KR-Test
+    study's arms under `mlflow run` (parent in Default, the arms in cctk): a nested run went to the experiment its
+    own process names, not its parent's, and the UI shows no tree across experiments."""
+    from cctk.krtest.commands.jobs import open_track
+
+    store = tracking.connect()
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "alice")
+    sweep = store.start(store.experiment(), "sweep", {})
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME")  # the worker's own environment
+    with store.run("pipeline", "cell", parent=sweep.run_id) as cell:
+        pass
+    assert store.name_of(cell.experiment_id) == "alice" != store.name_of(store.experiment())
+    with open_track(None).run("arm", {}, parent=sweep) as arm:
+        pass
+    assert arm.experiment_id == sweep.experiment_id
+    with store.run("pipeline", "alone") as alone:
+        pass
+    assert store.name_of(alone.experiment_id) == "cctk"
+
+
 def test_a_deleted_experiment_is_one_line_before_any_work(tiny_dir, tmp_path, tracking_uri, monkeypatch):
     """Runs sent to an experiment deleted in the UI: `cctk measure` measured, then MLflow's traceback when it logged
     (`The experiment 1 must be in the 'active' state`). Now a command that writes refuses it as it connects; one

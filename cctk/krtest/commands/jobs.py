@@ -154,10 +154,10 @@ class Track:
         kind: str = RUN,
         attach: bool = False,
     ) -> AbstractContextManager[tracking.LiveRun]:
-        """A run in the one lifecycle (a context manager); ``attach``: ``mlflow run``'s run when there is one."""
-        return self.store.run(
-            kind, name, {"mlflow.source.name": "cctk krtest", **tags}, parent, self.experiment_id, attach
-        )
+        """A run in the one lifecycle (a context manager); ``attach``: ``mlflow run``'s run when there is one. A
+        nested run goes to its parent's experiment."""
+        experiment = self.experiment_id if parent is None else None
+        return self.store.run(kind, name, {"mlflow.source.name": "cctk krtest", **tags}, parent, experiment, attach)
 
 
 def open_track(tracking_name: str | None) -> Track:

@@ -41,6 +41,7 @@ from .config import (
     database_problem as database_problem,
     experiment_id as experiment_id,
     experiment_name as experiment_name,
+    experiment_variables as experiment_variables,
     has_password as has_password,
     is_database as is_database,
     login as login,

@@ -694,15 +694,19 @@ class Store:
     ) -> Iterator[LiveRun]:
         """The one lifecycle of every cctk run: open it (tagged ``cctk.kind``), yield it, end it (``ending``).
         ``attach``: the run ``mlflow run`` created (``MLFLOW_RUN_ID``) becomes this run when there is one.
-        ``reopen``: the id of an existing run this one continues (a resume): set RUNNING again, its tags kept."""
+        ``reopen``: the id of an existing run this one continues (a resume): set RUNNING again, its tags kept.
+        A new run goes to ``experiment_id``, else, nested, to its parent's experiment (the UI nests runs within
+        one; a sweep's cell on a machine whose environment names another, a resume under another
+        MLFLOW_EXPERIMENT_NAME), else to the experiment runs go to (``experiment``)."""
         attached = os.environ.get("MLFLOW_RUN_ID") if attach else None
         continued = reopen or attached
         tags = {KIND: kind, **(tags or {})}
+        above = parent.run_id if isinstance(parent, LiveRun) else parent
         if continued:
             run = LiveRun(continued, self.client)
         else:
-            run = self.start(experiment_id or self.experiment(), name, tags, parent)
-        above = parent.run_id if isinstance(parent, LiveRun) else parent
+            home = experiment_id or (self.client.get_run(above).info.experiment_id if above else self.experiment())
+            run = self.start(home, name, tags, parent)
         with ending(run, kind, above):  # set RUNNING again inside the lifecycle: a fault there ends it too
             if continued:
                 self.reopen(continued)
@@ -869,6 +873,10 @@ class Store:
             f"artifacts in {there} of this machine: the database holds the runs, not their files, which other "
             "machines cannot read (a tracking server shares them: docs/mlflow.md#stores)"
         )
+
+    def name_of(self, experiment_id: str) -> str:
+        """An experiment's name, by its id."""
+        return self.client.get_experiment(experiment_id).name
 
     def artifact_location(self, experiment_id: str) -> str:
         """``mlflow-artifacts:/...`` where the server proxies them."""
