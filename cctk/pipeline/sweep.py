@@ -609,8 +609,8 @@ def _connected(sweep: Sweep) -> Iterator[ModuleType | None]:
         yield ray
         return
     uri = sweep.tracking_uri
-    store = {} if tracking.has_password(uri) else {"MLFLOW_TRACKING_URI": uri}
-    environment = {"env_vars": {**store, **tracking.experiment_variables()}}
+    where = {} if tracking.has_password(uri) else {"MLFLOW_TRACKING_URI": uri}
+    environment = {"env_vars": {**where, **tracking.experiment_variables()}}
     if sweep.address:
         check_cluster(sweep.address)
     _init(ray, sweep.address, environment)
