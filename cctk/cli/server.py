@@ -250,6 +250,9 @@ def ui(run: str | None, tracking: str | None, former: str | None, port: int) -> 
         )
     link = _link(config, run, f"http://{LOOPBACK}:{port}")
     click.echo(f"starting the MLflow UI on {config.shown} (Ctrl-C to stop) ...")
+    beside = tracking_module.mlflow_default_here(config)
+    if beside:  # the runs of `mlflow run .` are not in this store
+        click.echo(f"({beside})")
 
     def ready(seconds: float) -> None:
         click.echo(f"MLflow UI at http://{LOOPBACK}:{port} answers ({seconds:.0f} s); cctk's runs: {link}")

@@ -229,6 +229,24 @@ def test_a_folder_holding_mlflows_own_default_store_says_how_to_read_it(tmp_path
     assert "./mlflow.db" not in done.output
 
 
+def test_ui_on_cctks_store_beside_mlflows_own_says_the_other_is_there(tmp_path, monkeypatch, new_store):
+    """A folder where `cctk run` and `mlflow run .` both ran holds two stores: `cctk ui` opens cctk's, where the
+    runs of `mlflow run` are not; it says which store holds them."""
+    import cctk.cli.server as server
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    new_store(tmp_path / "mlruns")  # cctk's ./mlruns/mlflow.db
+    monkeypatch.setattr(server, "launch_process", lambda *args: 0)
+    assert "mlflow.db here" not in CliRunner().invoke(cli, ["ui"]).output
+    (tmp_path / "mlflow.db").write_bytes(b"")
+    done = CliRunner().invoke(cli, ["ui"])
+    assert done.exit_code == 0 and done.output.splitlines()[1] == (
+        "(./mlflow.db here is MLflow's own default store, which `mlflow run` logs to without MLFLOW_TRACKING_URI: "
+        "--tracking sqlite:///mlflow.db reads it)"
+    )
+
+
 def test_ui_links_to_a_run_in_the_model_training_view(tracking_uri, monkeypatch):
     from cctk.cli.server import _link
     from cctk.store import tracking

@@ -46,6 +46,7 @@ from .config import (
     is_database as is_database,
     login as login,
     missing_store as missing_store,
+    mlflow_default_here as mlflow_default_here,
     password_problem as password_problem,
     read_config as read_config,
     redact as redact,

@@ -342,7 +342,10 @@ def missing_store(config: TrackingConfig) -> str | None:
     not there, or a server that does not answer."""
     path = sqlite_path(config.tracking_uri)
     if path is not None:
-        return None if path.is_file() else f"there is no MLflow store at {path}{_mlflow_default_here(config)}"
+        if path.is_file():
+            return None
+        beside = mlflow_default_here(config)
+        return f"there is no MLflow store at {path}" + (f" ({beside})" if beside else "")
     try:
         check_reachable(config)
     except CctkError as error:
@@ -353,14 +356,15 @@ def missing_store(config: TrackingConfig) -> str | None:
 MLFLOW_DEFAULT = "mlflow.db"  # MLflow's own default store in the working folder (MLflow 3): where `mlflow run` logs
 
 
-def _mlflow_default_here(config: TrackingConfig) -> str:
-    """Where cctk's default store is missing and the working folder holds MLflow's own default one (a command
-    of MLflow's, ``mlflow run`` among them, logged there without MLFLOW_TRACKING_URI): the option that reads it."""
+def mlflow_default_here(config: TrackingConfig) -> str | None:
+    """Where ``config`` is cctk's default store and the working folder holds MLflow's own default one too (a
+    command of MLflow's, ``mlflow run`` among them, logged there without MLFLOW_TRACKING_URI): which store that
+    is and the option that reads it; None otherwise."""
     if config.name != DEFAULT_CONFIG or not Path(MLFLOW_DEFAULT).is_file():
-        return ""
+        return None
     return (
-        f" (./{MLFLOW_DEFAULT} here is MLflow's own default store, which `mlflow run` logs to without "
-        f"MLFLOW_TRACKING_URI: --tracking sqlite:///{MLFLOW_DEFAULT} reads it)"
+        f"./{MLFLOW_DEFAULT} here is MLflow's own default store, which `mlflow run` logs to without "
+        f"MLFLOW_TRACKING_URI: --tracking sqlite:///{MLFLOW_DEFAULT} reads it"
     )
 
 
