@@ -22,7 +22,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -216,11 +216,17 @@ def _describe(run: tracking.LiveRun, sweep: Sweep) -> None:
         }
     )
     run.note(
-        f"cctk sweep: {len(grid.cells())} pipelines over models {', '.join(grid.models)}, seeds "
-        f"{', '.join(map(str, grid.seeds))}"
+        f"cctk sweep: {len(grid.cells())} pipelines over models {_few(grid.models)}, seeds {_few(grid.seeds)}"
         + (f", recipe values {dict(grid.sets)}" if grid.sets else "")
         + (f", cells run with {grid.options_words}" if grid.options_words else "")
     )
+
+
+def _few(values: Sequence[object], shown: int = 10) -> str:
+    """``values`` for a run's description, the first ``shown`` of a longer list and how many in all (MLflow cuts a
+    description past 8,000 characters with a warning; the parameters hold every one)."""
+    words = [str(v) for v in values]
+    return ", ".join(words) if len(words) <= shown else f"{', '.join(words[:shown])}, ... ({len(words)} in all)"
 
 
 def reopen_sweep(store: tracking.Store, sweep_id: str, address: str | None = None, retries: int | None = None) -> Sweep:

@@ -602,3 +602,24 @@ def test_a_resumed_sweep_refuses_settings_it_would_ignore(tracking_uri, tmp_path
         done = CliRunner().invoke(cli, ["sweep", "--resume", opened.run_id, *extra])
         option = extra[0]
         assert done.exit_code == 1 and f"leave out {option}" in done.output, done.output
+
+
+def test_a_sweep_of_many_seeds_resumes_with_every_seed(tracking_uri):
+    """1,500 seeds log a `seeds` parameter of 8,999 characters: MLflow cut it to 6,000, and --resume read back
+    a grid of the seeds that fitted. The parameter goes whole into an artifact and is read back from it."""
+    from cctk.store import tracking
+
+    store = tracking.connect()
+    grid = sweep.parse_grid("smollm2-135m-bundled", ",".join(str(10000 + i) for i in range(1500)))
+    run = store.start(store.experiment(), "sweep", {tracking.KIND: "sweep"})
+    plan = sweep.Sweep(None, grid, Path("out"), "local", None, tracking_uri)
+    sweep._describe(run, plan)
+    assert store.client.get_run(run.run_id).data.params["seeds"].endswith("whole in the artifact params/seeds.txt")
+    back = sweep.reopen_sweep(store, run.run_id)
+    assert back.grid == grid and len(back.grid.cells()) == 1500
+    note = store.client.get_run(run.run_id).data.tags["mlflow.note.content"]  # MLflow cut one past 8,000
+    assert note == (
+        "cctk sweep: 1500 pipelines over models smollm2-135m-bundled, seeds "
+        + ", ".join(str(10000 + i) for i in range(10))
+        + ", ... (1500 in all)"
+    )

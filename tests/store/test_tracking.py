@@ -217,6 +217,10 @@ def test_a_parameter_past_mlflows_limit_goes_whole_into_an_artifact(tracking_uri
     assert params["edge"] == "x" * 6000 and params["sweep"] == ""
     got = store.client.download_artifacts(run.run_id, "params/runs.txt", str(tmp_path))
     assert Path(got).read_text() == ids
+    # read back whole (a sweep of 1,000 seeds resumes from its parameters), by id and by search
+    assert store.get(run.run_id).params == {"runs": ids, "sweep": "", "edge": "x" * 6000}
+    (found,) = store.search([store.experiment()], f"attributes.run_id = '{run.run_id}'")
+    assert found.params["runs"] == ids
 
 
 def test_a_parameter_mlflow_run_logged_is_kept_and_the_value_in_force_logged_beside_it(tracking_uri):

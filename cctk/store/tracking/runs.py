@@ -14,7 +14,7 @@ import time
 import warnings
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -332,6 +332,19 @@ class TrackedRun:
     tags: dict[str, str]
 
 
+def elsewhere(key: str, text: str) -> str:
+    """What parameter ``key`` holds where its value ``text`` is too long for MLflow: where the value is."""
+    return f"{len(text):,} characters, whole in the artifact {PARAMS_FOLDER}/{key}.txt"
+
+
+def is_elsewhere(key: str, value: str) -> bool:
+    """Whether parameter ``key``'s logged ``value`` is ``elsewhere``'s: its value is in the artifact."""
+    return (
+        re.fullmatch(rf"[\d,]+ characters, whole in the artifact {PARAMS_FOLDER}/{re.escape(key)}\.txt", value)
+        is not None
+    )
+
+
 def _tracked(run: Run) -> TrackedRun:
     return TrackedRun(
         run.info.run_id, run.info.experiment_id, run.info.status, dict(run.data.params), dict(run.data.tags)
@@ -360,7 +373,7 @@ class LiveRun:
         for key, text in texts.items():
             if len(text) > MAX_PARAM_VAL_LENGTH:
                 self._client.log_text(self.run_id, text, f"{PARAMS_FOLDER}/{key}.txt")
-                texts[key] = f"{len(text):,} characters, whole in the artifact {PARAMS_FOLDER}/{key}.txt"
+                texts[key] = elsewhere(key, text)
         items = [
             Param(k if logged.get(k, v) == v else f"{k}.resolved", v) for k, v in texts.items() if logged.get(k) != v
         ]
@@ -749,7 +762,7 @@ class Store:
         found, token = [], None
         while True:
             page = self.client.search_runs(experiment_ids, query, max_results=PAGE, page_token=token)
-            found += [_tracked(r) for r in page]
+            found += [self._whole(_tracked(r)) for r in page]
             if not (token := page.token):
                 return found
 
@@ -808,7 +821,22 @@ class Store:
                 raise NoRun(f"no run {run_id!r} in the tracking store {self.uri}") from None
             first = " ".join(str(error).split())[:300]
             raise CctkError(f"the tracking store {self.uri} could not read run {run_id!r}: {first}") from None
-        return _tracked(run)
+        return self._whole(_tracked(run))
+
+    def _whole(self, run: TrackedRun) -> TrackedRun:
+        """``run`` with every parameter too long for MLflow read back whole from its artifact (``LiveRun.params``:
+        a sweep's seeds, resumed from its parameters)."""
+        import tempfile
+
+        kept = [key for key, value in run.params.items() if is_elsewhere(key, value)]
+        if not kept:
+            return run
+        whole = dict(run.params)
+        with tempfile.TemporaryDirectory() as scratch:
+            for key in kept:
+                path = self.client.download_artifacts(run.run_id, f"{PARAMS_FOLDER}/{key}.txt", scratch)
+                whole[key] = Path(path).read_text(encoding="utf-8")
+        return replace(run, params=whole)
 
     def permission(self, experiment_id: str) -> str | None:
         """What the user may do on an experiment (READ, EDIT, MANAGE, ...), as MLflow's basic-auth app resolves
