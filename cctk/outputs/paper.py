@@ -199,6 +199,7 @@ def export(source: Path, out: Path, width: str = "column", only: Sequence[str] =
     """``cctk export --latex``: the figures in paper style, every table and a paper.tex that inputs them
     (``only``: those figures and tables; their captions replaced in the caption files and in paper.tex)."""
     style, rebuilt = _start(source, out, width, "--latex")
+    _check_same_run(Path(out), rebuilt)
     if only:
         return _export_only(rebuilt, Path(out), style, *pick(rebuilt, only))
     drawn = write_figures(rebuilt, out, style)
@@ -206,6 +207,27 @@ def export(source: Path, out: Path, width: str = "column", only: Sequence[str] =
     tex = paper_tex(rebuilt.info.config.model, rebuilt.info.session, tables, drawn, style)
     (Path(out) / "paper.tex").write_text(tex, encoding="utf-8")
     return Written(Path(out), drawn, tables)
+
+
+def _check_same_run(out: Path, rebuilt: session.Rebuilt) -> None:
+    """One line, before anything is written, where ``out`` holds another run's export (its paper.tex's title
+    names another session): the figures and tables of that run which this one lacks would stay there beside this
+    one's paper.tex, and ``--only`` would mix the two. An export of the same run is written again."""
+    tex = out / "paper.tex"
+    if not tex.is_file():
+        return
+    found = re.search(r"^\\title\{(.*)\}$", tex.read_text(encoding="utf-8"), re.M)
+    mine = _title(rebuilt.info.session, rebuilt.info.config.model)
+    if found is not None and found[1] != mine:
+        raise CctkError(
+            f"{out} holds the export of another run ({found[1].replace(chr(92), '')}, its paper.tex's title): give "
+            "another folder (an export holds one run; --only updates the export of the same run)"
+        )
+
+
+def _title(session_name: str, model: str) -> str:
+    """paper.tex's title: the run's session and model."""
+    return latex_text(f"cctk run {session_name} ({model})")
 
 
 def _export_only(
@@ -248,11 +270,7 @@ def paper_tex(model: str, session_name: str, tables: list[PaperTable], drawn: li
     if long:  # a longtable breaks across pages of one column only
         body += ["\\clearpage", "\\onecolumn", *long]
     options = "10pt,twocolumn" if style.narrow else "10pt"
-    return (
-        PREAMBLE.format(options=options, title=latex_text(f"cctk run {session_name} ({model})"))
-        + "\n".join(body)
-        + "\n\\end{document}\n"
-    )
+    return PREAMBLE.format(options=options, title=_title(session_name, model)) + "\n".join(body) + "\n\\end{document}\n"
 
 
 def _figure(f: PaperFigure) -> str:

@@ -21,7 +21,7 @@ from cctk.manuals.v2.labels import PAPER_FIGURE_ABOUT, PAPER_TABLE_CAPTIONS
 from cctk.manuals.v2.manual import V2
 from cctk.manuals.v2.parts import compute_tables
 from cctk.outputs import latex, paper as paper_module
-from cctk.store.session import Layout
+from cctk.store.session import Layout, rebuild
 
 PDFLATEX = shutil.which("pdflatex")
 needs_pdflatex = pytest.mark.skipif(
@@ -206,7 +206,9 @@ def test_only_re_renders_the_named_figures_and_tables_in_place(tmp_path, written
     ]
     (out / "captions.tex").write_text(paper_module.captions_tex(old))
     (out / "captions.md").write_text(paper_module.captions_md(old))
-    (out / "paper.tex").write_text(paper_module.paper_tex("m", "s", [], old, paper("column")))
+    info = rebuild(written_session[0]).info  # an export of the same run (another's is refused)
+    model, name = info.config.model, info.session
+    (out / "paper.tex").write_text(paper_module.paper_tex(model, name, [], old, paper("column")))
     args = ["export", str(written_session[0]), "--latex", str(out), "--only", "synthesis, synthesis shares"]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
@@ -222,7 +224,7 @@ def test_only_re_renders_the_named_figures_and_tables_in_place(tmp_path, written
     new = paper_module.PaperFigure(24, "24_synthesis", "fig:synthesis", caption)
     assert md == paper_module.captions_md([old[0], new])  # the other block kept, the order and format too
     assert (out / "captions.tex").read_text() == paper_module.captions_tex([old[0], new])
-    assert (out / "paper.tex").read_text() == paper_module.paper_tex("m", "s", [], [old[0], new], paper("column"))
+    assert (out / "paper.tex").read_text() == paper_module.paper_tex(model, name, [], [old[0], new], paper("column"))
     # report --style paper --only into a new folder: that figure and its caption alone
     result = CliRunner().invoke(
         cli,
@@ -230,6 +232,23 @@ def test_only_re_renders_the_named_figures_and_tables_in_place(tmp_path, written
     )
     assert result.exit_code == 0, result.output
     assert (tmp_path / "f" / "captions.md").read_text() == paper_module.captions_md([new])
+
+
+def test_an_export_into_another_runs_export_is_refused_before_anything_is_written(tmp_path, written_session):
+    """Two runs exported into one folder: the second's paper.tex named its own figures, the first's that it
+    lacked stayed beside them under the names a paper includes, and --only mixed the two runs' files."""
+    out = tmp_path / "tex"
+    out.mkdir()
+    other = paper_module.paper_tex("smollm2-135m-bundled", "20260101-000000_other", [], [], paper("column"))
+    (out / "paper.tex").write_text(other)
+    for args in ([], ["--only", "synthesis"]):
+        result = CliRunner().invoke(cli, ["export", str(written_session[0]), "--latex", str(out), *args])
+        assert result.exit_code == 1 and result.output == (
+            f"Error: {out} holds the export of another run (cctk run 20260101-000000_other (smollm2-135m-bundled), "
+            "its paper.tex's title): give another folder (an export holds one run; --only updates the export of the "
+            "same run)\n"
+        )
+        assert sorted(p.name for p in out.iterdir()) == ["paper.tex"] and (out / "paper.tex").read_text() == other
 
 
 def test_only_names_what_exists(tmp_path, written_session):
