@@ -24,7 +24,7 @@ from ..core.lm.compute import PINNED, peak_flops
 from ..store import tracking
 
 # MLflow's variables that would point the timed run at another store, run or experiment than its own
-OWN_STORE = ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME")
+OWN_STORE = ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", *tracking.EXPERIMENT_VARIABLES)
 READ = (
     "training_examples",
     "gflop_per_example",

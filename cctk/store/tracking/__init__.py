@@ -21,6 +21,7 @@ from .admin import (
 from .config import (
     BUSY_TIMEOUT as BUSY_TIMEOUT,
     EXPERIMENT as EXPERIMENT,
+    EXPERIMENT_VARIABLES as EXPERIMENT_VARIABLES,
     HOW_TO_POINT as HOW_TO_POINT,
     Locked as Locked,
     Login as Login,

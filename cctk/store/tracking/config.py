@@ -530,11 +530,13 @@ def experiment_id() -> str | None:
     return None if os.environ.get("MLFLOW_EXPERIMENT_NAME") else os.environ.get("MLFLOW_EXPERIMENT_ID") or None
 
 
+EXPERIMENT_VARIABLES = ("MLFLOW_EXPERIMENT_NAME", "MLFLOW_EXPERIMENT_ID")  # MLflow's, in the order it reads them
+
+
 def experiment_variables() -> dict[str, str]:
     """MLflow's variables of the experiment runs go to, as this process has them set (for processes on other
     machines: a Ray cluster's workers)."""
-    names = ("MLFLOW_EXPERIMENT_NAME", "MLFLOW_EXPERIMENT_ID")
-    return {name: os.environ[name] for name in names if os.environ.get(name)}
+    return {name: os.environ[name] for name in EXPERIMENT_VARIABLES if os.environ.get(name)}
 
 
 # urllib3's longest wait between two tries (Retry.DEFAULT_BACKOFF_MAX), which MLflow's retries keep
